@@ -1,0 +1,5 @@
+"""``python -m ctxstore.cli``."""
+
+from ctxstore.cli import main
+
+main()

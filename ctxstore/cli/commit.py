@@ -1,0 +1,48 @@
+"""``ctx commit``."""
+
+from __future__ import annotations
+
+import click
+
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.errors import InvalidInput
+
+
+@click.command("commit")
+@click.option("-m", "--message", default=None, help="Commit message (required unless --amend).")
+@click.option("--amend", is_flag=True, help="Replace the last commit, adding staged work to it.")
+@click.option("--no-narrative", is_flag=True, help="Do not snapshot changed narrative files.")
+@click.option("--allow-empty", is_flag=True, help="Commit even when nothing changed.")
+@format_option
+@pass_env
+def commit_command(env: Env, message: str | None, amend: bool, no_narrative: bool,
+                   allow_empty: bool) -> None:
+    """Fold everything staged into one canonical commit and advance refs/main.
+
+    Only the newest version of each node, edge and view of the session is kept.
+    Changed narrative Markdown files are snapshotted. With nothing staged and no
+    narrative change, nothing is committed (exit 0).
+
+    \b
+    Examples:
+        ctx commit -m "Record the retry decision"
+        ctx commit --amend -m "Better message"
+    """
+    from ctxstore.staging import commit_stage
+
+    if message is None and not amend:
+        raise InvalidInput("a commit message is required", hint="ctx commit -m MESSAGE")
+    if message is not None and not message.strip():
+        raise InvalidInput("the commit message is empty")
+    res = commit_stage(env.store(), message, amend=amend, narrative=not no_narrative,
+                       allow_empty=allow_empty)
+    if env.fmt == "json":
+        emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
+                   "work_commits": res.work_commits, "narrative_refs": res.narrative_refs,
+                   "amended": res.amended})
+        return
+    if res.commit is None:
+        click.echo("nothing to commit")
+        return
+    click.echo(f"{'amended' if amend else 'committed'} {res.commit.hex()}: {res.records} records "
+               f"from {res.work_commits} work commits, {res.narrative_refs} narrative files")

@@ -1,0 +1,172 @@
+"""``ctx debug cat|history|refs|verify|state``."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import click
+
+from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env, progress_printer
+
+
+@click.group("debug")
+def debug_group() -> None:
+    """Inspect objects, history, pointers and integrity.
+
+    \b
+    Example:
+        ctx debug verify
+    """
+
+
+@debug_group.command("cat")
+@click.argument("object_id")
+@format_option
+@pass_env
+def cat_command(env: Env, object_id: str) -> None:
+    """Print an object: typed objects as JSON, blobs as their raw bytes.
+
+    OBJECT_ID is a full id or a unique prefix of at least 4 hex characters.
+
+    \b
+    Example:
+        ctx debug cat 3fa9c2
+    """
+    from ctxstore.cli._render import object_json
+    from ctxstore.model import decode_typed
+    from ctxstore.objects import KIND_TYPED
+
+    store = env.store()
+    oid = store.objects.resolve_prefix(object_id)
+    stored = store.objects.read(oid)
+    if stored.kind == KIND_TYPED:
+        emit_json({"id": oid.hex(), "kind": "typed",
+                   "object": object_json(decode_typed(stored.payload, oid=oid))})
+    elif env.fmt == "json":
+        emit_json({"id": oid.hex(), "kind": "blob", "size": len(stored.payload),
+                   "text": stored.payload.decode("utf-8", "replace")})
+    else:
+        sys.stdout.buffer.write(stored.payload)
+        sys.stdout.buffer.flush()
+
+
+@debug_group.command("history")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="At most N entries.")
+@format_option
+@pass_env
+def history_command(env: Env, limit: int | None) -> None:
+    """Show every commit and work commit reachable from HEAD and STAGE, newest first.
+
+    \b
+    Example:
+        ctx debug history --limit 20
+    """
+    from ctxstore.cli._render import commit_summary
+    from ctxstore.replay import state_heads
+
+    store = env.store()
+    entries = [commit_summary(oid, obj) for oid, obj in
+               itertools.islice(store.iter_history(state_heads(store)), limit)]
+    if env.fmt == "json":
+        emit_json({"entries": entries})
+        return
+    for e in entries:
+        kind = "commit" if e["type"] == "commit" else f"work:{e['step_kind']}"
+        first = e["message"].splitlines()[0] if e["message"] else ""
+        click.echo(f"{e['id'][:16]}  {fmt_time(e['time'])}  {kind:<20} {first}")
+
+
+@debug_group.command("refs")
+@format_option
+@pass_env
+def refs_command(env: Env) -> None:
+    """Show HEAD, every ref and STAGE with the ids they hold.
+
+    \b
+    Example:
+        ctx debug refs
+    """
+    from ctxstore import refs
+    from ctxstore.errors import CtxError
+    from ctxstore.verify import iter_pointer_names
+
+    store = env.store()
+    rows = []
+    for name in iter_pointer_names(store):
+        if name == "HEAD":
+            try:
+                rows.append({"name": "HEAD", "target": refs.read_head_target(store.root),
+                             "heads": [], "error": None})
+            except CtxError as exc:
+                rows.append({"name": "HEAD", "target": None, "heads": [], "error": str(exc)})
+            continue
+        try:
+            ptr = refs.read_pointer(store.root, name)
+            rows.append({"name": name, "target": None,
+                         "heads": [h.hex() for h in ptr.heads] if ptr else [], "error": None})
+        except CtxError as exc:
+            rows.append({"name": name, "target": None, "heads": [], "error": str(exc)})
+    if env.fmt == "json":
+        emit_json({"refs": rows})
+        return
+    for row in rows:
+        if row["error"]:
+            click.echo(f"{row['name']:<12} ERROR {row['error']}")
+        elif row["target"]:
+            click.echo(f"{row['name']:<12} -> {row['target']}")
+        else:
+            note = "  (several heads from a Git merge)" if len(row["heads"]) > 1 else ""
+            click.echo(f"{row['name']:<12} {' '.join(row['heads'])}{note}")
+
+
+@debug_group.command("verify")
+@format_option
+@pass_env
+def verify_command(env: Env) -> None:
+    """Check every object (decompresses, hashes to its name, decodes), every pointer and
+    that everything reachable exists. Each problem on its own line; exit 3 if any.
+
+    \b
+    Example:
+        ctx debug verify --format json
+    """
+    from ctxstore.verify import verify_store
+
+    rep = verify_store(env.store(), progress=progress_printer("verify"))
+    if env.fmt == "json":
+        emit_json({"ok": rep.ok, "objects": rep.objects, "reachable": rep.reachable,
+                   "problems": [{"severity": p.severity, "code": p.code, "subject": p.subject,
+                                 "message": p.message} for p in rep.problems]})
+    else:
+        for p in rep.problems:
+            click.echo(p.line())
+        errors = sum(p.severity != "warning" for p in rep.problems)
+        click.echo(f"{rep.objects} objects, {rep.reachable} reachable, {errors} problems"
+                   + ("" if errors else ": ok"))
+    if not rep.ok:
+        raise SystemExit(3)
+
+
+@debug_group.command("state")
+@format_option
+@pass_env
+def state_command(env: Env) -> None:
+    """Replay the knowledge state from HEAD and STAGE and print it (or its digest).
+
+    \b
+    Example:
+        ctx debug state --format json
+    """
+    from ctxstore.replay import replay
+
+    state = replay(env.store())
+    if env.fmt == "json":
+        emit_json({"digest": state.digest(), "batches": state.batches, **state.to_json()})
+        return
+    click.echo(f"digest {state.digest()}")
+    click.echo(f"{len(state.nodes)} nodes, {len(state.edges)} edges, {len(state.views)} views, "
+               f"{len(state.winners)} keys, from {state.batches} change batches")
+    for node in sorted(state.nodes.values(), key=lambda n: n.id):
+        text = (node.content or "<blob>").splitlines()[0][:60] if (node.content or "") else "<blob>"
+        click.echo(f"  {node.id}  {node.type:<13} {text}")

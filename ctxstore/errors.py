@@ -1,0 +1,243 @@
+"""The ``CtxError`` tree: every failure the library reports, with its spec code.
+
+Codes E001-E010 come from spec 002 appendix A.4; E011 and later are ctx's own and
+are listed in ``docs/errors.md``. Errors carry data (ids, paths, pids) and render
+as one line. This module imports nothing from ctxstore and never prints.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "CtxError",
+    "StoreCorrupt",
+    "ObjectNotFound",
+    "HashMismatch",
+    "InvalidEnvelope",
+    "DeserializationFailed",
+    "RefNotFound",
+    "LockConflict",
+    "IndexCorrupt",
+    "StagingConflict",
+    "CommitOrphan",
+    "BudgetExceeded",
+    "InvalidInput",
+    "StoreNotFound",
+    "StoreExists",
+    "UnsupportedStoreVersion",
+    "ConfigInvalid",
+    "AmbiguousPrefix",
+    "StorageIOError",
+    "NothingToDo",
+]
+
+
+class CtxError(Exception):
+    """Base of every error ctx reports.
+
+    Attributes:
+        code: The spec error code, e.g. ``"E001"``.
+        exit_code: The process exit status the CLI uses for this error.
+        hint: An optional suggestion for the user, shown after the message.
+    """
+
+    code: ClassVar[str] = "E000"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        text = f"{self.code}: {self.message}"
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return text.replace("\n", " ")
+
+
+class StoreCorrupt(CtxError):
+    """Committed store data is damaged: the remedy is repair, not rebuild."""
+
+    exit_code = 3
+
+
+def _oid_text(oid: bytes | str | None) -> str:
+    if oid is None:
+        return "?"
+    return oid.hex() if isinstance(oid, bytes) else oid
+
+
+class ObjectNotFound(CtxError):
+    """E001: a referenced object does not exist."""
+
+    code = "E001"
+
+    def __init__(self, oid: bytes | str, *, referenced_by: str | None = None,
+                 hint: str | None = None) -> None:
+        where = f" (referenced by {referenced_by})" if referenced_by else ""
+        super().__init__(f"object {_oid_text(oid)} not found{where}", hint=hint)
+        self.oid = oid
+        self.referenced_by = referenced_by
+
+
+class HashMismatch(StoreCorrupt):
+    """E002: an object's content does not hash to its name."""
+
+    code = "E002"
+
+    def __init__(self, oid: bytes | str, *, path: str, actual: bytes | None = None) -> None:
+        got = f", content hashes to {actual.hex()}" if actual is not None else ""
+        super().__init__(
+            f"object {_oid_text(oid)} is corrupt: content does not match its id{got} ({path})",
+            hint="restore the file from Git (git checkout -- <path>) or a clone",
+        )
+        self.oid = oid
+        self.path = path
+        self.actual = actual
+
+
+class InvalidEnvelope(StoreCorrupt):
+    """E003: an object file is not a well-formed CTXO1 envelope in one zstd frame."""
+
+    code = "E003"
+
+    def __init__(self, oid: bytes | str | None, *, path: str, detail: str) -> None:
+        super().__init__(
+            f"object {_oid_text(oid)} is corrupt: {detail} ({path})",
+            hint="restore the file from Git (git checkout -- <path>) or a clone",
+        )
+        self.oid = oid
+        self.path = path
+        self.detail = detail
+
+
+class DeserializationFailed(StoreCorrupt):
+    """E004: a typed object cannot be decoded (bad msgpack, schema, or unknown type)."""
+
+    code = "E004"
+
+    def __init__(self, oid: bytes | str | None, *, detail: str, unsupported: bool = False) -> None:
+        super().__init__(
+            f"object {_oid_text(oid)} cannot be decoded: {detail}",
+            hint="upgrade ctxstore" if unsupported else None,
+        )
+        self.oid = oid
+        self.detail = detail
+        self.unsupported = unsupported
+
+
+class RefNotFound(CtxError):
+    """E005: a pointer file is missing or unparseable."""
+
+    code = "E005"
+
+    def __init__(self, ref: str, *, detail: str = "does not exist", hint: str | None = None) -> None:
+        super().__init__(f"pointer {ref} {detail}", hint=hint)
+        self.ref = ref
+        self.detail = detail
+
+
+class LockConflict(CtxError):
+    """E006: another process holds the store's writer lock."""
+
+    code = "E006"
+
+    def __init__(self, path: str, *, pid: int | None, waited: float) -> None:
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(
+            f"store is locked by {holder} ({path}); gave up after {waited:.1f}s",
+            hint="retry when that command has finished",
+        )
+        self.path = path
+        self.pid = pid
+        self.waited = waited
+
+
+class IndexCorrupt(CtxError):
+    """E007: the derived index is damaged; ``ctx rebuild`` recreates it."""
+
+    code = "E007"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"index is corrupt: {detail}", hint="run `ctx rebuild --full`")
+
+
+class StagingConflict(CtxError):
+    """E008: the staging state is inconsistent with the requested operation."""
+
+    code = "E008"
+
+
+class CommitOrphan(StoreCorrupt):
+    """E009: a commit names a parent or object that cannot be reached."""
+
+    code = "E009"
+
+
+class BudgetExceeded(CtxError):
+    """E010: an operation exceeds a configured budget."""
+
+    code = "E010"
+
+
+class InvalidInput(CtxError):
+    """E011: a value given on the command line or to the library is not valid."""
+
+    code = "E011"
+
+
+class StoreNotFound(CtxError):
+    """E012: no ctx store where one was expected."""
+
+    code = "E012"
+
+
+class StoreExists(CtxError):
+    """E013: ``ctx init`` found a store already there."""
+
+    code = "E013"
+
+
+class UnsupportedStoreVersion(CtxError):
+    """E014: the store was written by a newer major version of ctx."""
+
+    code = "E014"
+
+
+class ConfigInvalid(CtxError):
+    """E015: config.toml cannot be read or holds an invalid value."""
+
+    code = "E015"
+
+
+class AmbiguousPrefix(CtxError):
+    """E016: an abbreviated id matches more than one object or node."""
+
+    code = "E016"
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        shown = ", ".join(candidates[:10]) + (" ..." if len(candidates) > 10 else "")
+        super().__init__(f"prefix {prefix!r} is ambiguous: {shown}",
+                         hint="give more characters")
+        self.prefix = prefix
+        self.candidates = candidates
+
+
+class StorageIOError(CtxError):
+    """E017: the operating system refused a read or write (disk full, I/O error...)."""
+
+    code = "E017"
+
+    def __init__(self, path: str, *, op: str, error: OSError) -> None:
+        super().__init__(f"{op} failed for {path}: {error.strerror or error}")
+        self.path = path
+        self.op = op
+        self.errno = error.errno
+
+
+class NothingToDo(CtxError):
+    """E018: the requested operation has nothing to act on (e.g. no staging session)."""
+
+    code = "E018"

@@ -1,0 +1,127 @@
+"""Garbage collection of unreachable objects (spec 002 §15.3).
+
+Reachable = everything reachable from HEAD, refs/* and STAGE, including aborted
+sessions recorded by their abort commit. An unreachable object is deleted only if
+it is older than the grace period (``keep_days``); narrative blobs named by
+unreachable work commits are always kept. Leftover temp files from interrupted
+writes are removed after a short grace. gc holds the writer lock, so it never races
+a transaction whose objects are written but whose pointer has not moved yet.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ctxstore import fsio
+from ctxstore.errors import CtxError, StoreCorrupt
+from ctxstore.model import WorkCommit
+from ctxstore.repo import Store
+from ctxstore.verify import Problem, _pointer_roots, walk_reachable
+
+__all__ = ["GcReport", "TMP_GRACE_SECONDS", "collect_garbage"]
+
+TMP_GRACE_SECONDS = 3600
+
+
+@dataclass
+class GcReport:
+    """Statistics of one gc run (spec 002 §15.3)."""
+
+    scanned: int = 0
+    reachable: int = 0
+    deleted: int = 0
+    bytes_reclaimed: int = 0
+    kept_recent: int = 0
+    kept_narrative: int = 0
+    tmp_removed: int = 0
+    dry_run: bool = False
+    deleted_ids: list[str] = field(default_factory=list)
+
+
+def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive: bool = False,
+                    dry_run: bool = False, now: float | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> GcReport:
+    """Delete unreachable objects older than the grace period.
+
+    Args:
+        store: The store.
+        keep_days: Grace period for unreachable objects (default: config ``[gc] keep_days``).
+        aggressive: No grace period: unreachable staging leftovers go at once.
+        dry_run: Report what would be deleted; delete nothing.
+        now: The current time (tests).
+        progress: Called with (done, total) while scanning.
+
+    Raises:
+        StoreCorrupt: if a pointer is unreadable or names a missing object (gc then
+            refuses to run, since it cannot know what is reachable).
+        LockConflict: if another writer holds the lock.
+    """
+    report = GcReport(dry_run=dry_run)
+    days = store.config.get("gc", "keep_days") if keep_days is None else keep_days
+    grace = 0.0 if aggressive else days * 86400.0
+    tmp_grace = min(TMP_GRACE_SECONDS, grace)
+    now = time.time() if now is None else now
+    with store.lock():
+        problems: list[Problem] = []
+        roots = _pointer_roots(store, problems)
+        reachable = walk_reachable(store, roots, problems)
+        errors = [p for p in problems if p.severity == "error"]
+        if errors:
+            raise StoreCorrupt(f"gc refused: {errors[0].line()}",
+                               hint="run `ctx debug verify` and repair the store first")
+        report.reachable = len(reachable)
+        ids = list(store.objects.iter_ids())
+        # Unreachable work commits name narrative snapshots: those blobs are kept.
+        keep: set[bytes] = set()
+        candidates = []
+        for i, oid in enumerate(ids):
+            if progress and i % 1000 == 0:
+                progress(i, len(ids))
+            report.scanned += 1
+            if oid in reachable:
+                continue
+            candidates.append(oid)
+            try:
+                obj = store.read_typed(oid)
+            except CtxError:
+                continue
+            if isinstance(obj, WorkCommit):
+                keep.update(r.blob_id for r in obj.narrative_refs)
+        for oid in candidates:
+            if oid in keep:
+                report.kept_narrative += 1
+                continue
+            path = store.objects.path_for(oid)
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            if now - st.st_mtime < grace:
+                report.kept_recent += 1
+                continue
+            report.deleted += 1
+            report.bytes_reclaimed += st.st_size
+            report.deleted_ids.append(oid.hex())
+            if not dry_run:
+                fsio.unlink(path)
+        for tmp in sorted(set(store.objects.iter_tmp_files()) | set(store.root.glob("**/*.tmp"))):
+            try:
+                age = now - tmp.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if age >= tmp_grace and tmp.is_file():
+                report.tmp_removed += 1
+                if not dry_run:
+                    fsio.unlink(tmp)
+        if not dry_run and (report.deleted or report.tmp_removed):
+            for shard in os.scandir(store.objects.root):
+                if shard.is_dir() and not any(os.scandir(shard.path)):
+                    fsio.rmdir(Path(shard.path))
+            fsio.sync_barrier(store.root)
+        if progress:
+            progress(len(ids), len(ids))
+    return report

@@ -1,0 +1,174 @@
+"""Git integration: driver registration at init, and the ``merge-ref`` merge driver.
+
+``.ctx/.gitattributes`` (committed) gives pointer files Git's built-in ``union``
+merge, so a plain Git merge of two branches that both moved ``refs/main`` or
+``STAGE`` never stops with a conflict: the pointer then holds both ids, one per line,
+and ctx resolves that into a merge commit on its next write. Where ``ctx init`` ran,
+``.git/info/attributes`` (local to the clone, and of higher precedence) routes those
+files through ``ctx merge-ref`` instead, which writes the merge commit at once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctxstore import fsio, refs
+from ctxstore.errors import CtxError, InvalidInput
+from ctxstore.model import Commit, WorkCommit
+from ctxstore.objects import ObjectId
+from ctxstore.refs import Pointer
+from ctxstore.repo import Store
+
+__all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "register_driver",
+           "git_add", "MergeOutcome", "merge_pointer_files"]
+
+DRIVER_NAME = "ctx-ref"
+GITATTRIBUTES = """\
+# Written by `ctx init`. Objects are binary: no line-ending filter may touch them.
+objects/** binary
+# Pointers: never converted; a Git merge keeps both sides (ctx then merges them).
+HEAD -text
+refs/** -text merge=union
+STAGE -text merge=union
+# Append-only narrative merges by union.
+narrative/log/** merge=union
+narrative/decisions.md merge=union
+"""
+GITIGNORE = """\
+# Derived and per-clone state: rebuilt by `ctx rebuild`, never committed.
+index/
+DERIVED/
+local/
+LOCK
+*.tmp
+"""
+_BEGIN = "# >>> ctx merge driver >>>"
+_END = "# <<< ctx merge driver <<<"
+
+
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def find_git_toplevel(path: Path) -> Path | None:
+    """The root of the Git work tree containing ``path``, or None."""
+    try:
+        res = _git(["rev-parse", "--show-toplevel"], path)
+    except FileNotFoundError:
+        return None
+    if res.returncode != 0:
+        return None
+    return Path(res.stdout.strip()).resolve()
+
+
+def register_driver(ctx_dir: Path, toplevel: Path, ctx_command: str) -> list[str]:
+    """Define the ``ctx-ref`` merge driver in ``.git/config`` and route the pointer
+    files of this store to it in ``.git/info/attributes``. Idempotent.
+
+    Returns:
+        What was changed, one line each.
+    """
+    done: list[str] = []
+    driver = f"{ctx_command} merge-ref %O %A %B"
+    for key, value in ((f"merge.{DRIVER_NAME}.name", "ctx pointer merge"),
+                       (f"merge.{DRIVER_NAME}.driver", driver)):
+        cur = _git(["config", "--local", "--get", key], toplevel)
+        if cur.stdout.strip() != value:
+            _git(["config", "--local", key, value], toplevel)
+            done.append(f"git config {key}")
+    rel = ctx_dir.resolve().relative_to(toplevel).as_posix()
+    block = "\n".join([_BEGIN, f"/{rel}/refs/** merge={DRIVER_NAME}",
+                       f"/{rel}/STAGE merge={DRIVER_NAME}", _END]) + "\n"
+    res = _git(["rev-parse", "--git-path", "info/attributes"], toplevel)
+    attrs = (toplevel / res.stdout.strip()).resolve()
+    text = attrs.read_text(encoding="utf-8") if attrs.is_file() else ""
+    if block not in text:
+        if _BEGIN in text and _END in text:
+            head, rest = text.split(_BEGIN, 1)
+            text = head + rest.split(_END, 1)[1].lstrip("\n")
+        if text and not text.endswith("\n"):
+            text += "\n"
+        fsio.ensure_dir(attrs.parent)
+        fsio.replace_atomic(attrs, (text + block).encode())
+        done.append(f"{attrs.relative_to(toplevel)}: pointer files use {DRIVER_NAME}")
+    return done
+
+
+def git_add(toplevel: Path, ctx_dir: Path) -> bool:
+    """Stage the store's committed files in Git (``git add .ctx``)."""
+    return _git(["add", "--", str(ctx_dir.resolve())], toplevel).returncode == 0
+
+
+@dataclass(frozen=True)
+class MergeOutcome:
+    """Result of merging two pointer versions."""
+
+    result: ObjectId
+    how: str  # "same", "ours", "theirs", "merge"
+
+
+def _parse(name: str, data: bytes) -> Pointer:
+    return refs.parse_pointer(name, data)
+
+
+def merge_pointer_files(store: Store | None, base: Path, ours: Path, theirs: Path) -> MergeOutcome:
+    """Three-way merge of pointer files, as Git's ``%O %A %B``; writes the result to ``ours``.
+
+    When both sides moved, writes a merge object whose parents are every head of both
+    sides (sorted, so both clones write the same object): a ``commit`` if the ours side
+    names commits, a ``work_commit`` if it names work commits.
+
+    Raises:
+        InvalidInput: if a side is not a pointer.
+        StoreNotFound, LockConflict: when a merge object is needed but cannot be written.
+    """
+    try:
+        o_ptr = _parse("base", base.read_bytes()) if base.stat().st_size else None
+        a_ptr = _parse("ours", ours.read_bytes())
+        b_ptr = _parse("theirs", theirs.read_bytes())
+    except CtxError as exc:
+        raise InvalidInput(f"merge-ref: {exc.message}") from None
+    except OSError as exc:
+        raise InvalidInput(f"merge-ref: cannot read {exc.filename}") from None
+    if a_ptr.heads == b_ptr.heads:
+        outcome = MergeOutcome(a_ptr.heads[0], "same") if len(a_ptr.heads) == 1 else None
+    elif o_ptr is not None and o_ptr.heads == a_ptr.heads and len(b_ptr.heads) == 1:
+        outcome = MergeOutcome(b_ptr.heads[0], "theirs")
+    elif o_ptr is not None and o_ptr.heads == b_ptr.heads and len(a_ptr.heads) == 1:
+        outcome = MergeOutcome(a_ptr.heads[0], "ours")
+    else:
+        outcome = None
+    if outcome is None:
+        if store is None:
+            raise InvalidInput("merge-ref: both sides moved and no ctx store was found")
+        heads = sorted(set(a_ptr.heads) | set(b_ptr.heads))
+        outcome = MergeOutcome(_write_merge(store, heads, a_ptr.heads), "merge")
+    fsio.replace_atomic(ours, refs.render_pointer(outcome.result))
+    return outcome
+
+
+def _write_merge(store: Store, heads: list[ObjectId], ours: tuple[ObjectId, ...]) -> ObjectId:
+    # Only our side is sure to be in this work tree: Git checks the other side's
+    # objects out after the merge drivers ran. So the merge object is built from
+    # what is readable, and readers tolerate its other parents arriving later.
+    sample = store.read_typed(ours[0])
+    readable = []
+    for head in heads:
+        try:
+            readable.append(store.read_typed(head))
+        except CtxError:
+            continue
+    with store.transaction() as tx:
+        if isinstance(sample, WorkCommit):
+            merge: Commit | WorkCommit = WorkCommit(
+                parents=tuple(heads), base=sample.base, session_id=sample.session_id,
+                created_at=max(w.created_at for w in readable if isinstance(w, WorkCommit)),
+                step_kind="merge", message=f"Merge {len(heads)} staging heads")
+        else:
+            merge = Commit(parents=tuple(heads),
+                           timestamp_unix=max(c.timestamp_unix for c in readable
+                                              if isinstance(c, Commit)),
+                           message=f"Merge {len(heads)} heads of refs/main")
+        return tx.put(merge)

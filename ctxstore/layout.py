@@ -1,0 +1,109 @@
+"""The ``.ctx/`` directory layout and ``ctx init`` (spec 002 §13.2.1, DESIGN §2).
+
+``init`` creates the layout, config.toml with every default, ``.gitignore`` and
+``.gitattributes``, narrative/README.md from its template, and an initial commit with
+an empty tree. Inside a Git work tree it also registers the pointer merge driver and
+stages ``.ctx/`` (unless ``git=False``). ``force`` re-initialises an existing store's
+layout files; it never deletes objects or history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctxstore import fsio, gitglue, refs
+from ctxstore.config import render_default_config
+from ctxstore.errors import CtxError, StoreExists
+from ctxstore.model import Commit, Tree
+from ctxstore.narrative import read_template
+from ctxstore.objects import ObjectId
+from ctxstore.repo import MAIN_REF, open_store, now_ms
+
+__all__ = ["InitResult", "init_store", "LAYOUT_DIRS"]
+
+LAYOUT_DIRS = ("objects", "refs", "narrative", "narrative/log", "narrative/tasks", "index",
+               "DERIVED", "local")
+
+
+@dataclass
+class InitResult:
+    """What ``init_store`` created."""
+
+    ctx_dir: Path
+    commit: ObjectId | None
+    reinitialized: bool
+    git_toplevel: Path | None = None
+    git_actions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _write_if(path: Path, data: str, *, overwrite: bool) -> bool:
+    if path.exists() and not overwrite:
+        return False
+    fsio.replace_atomic(path, data.encode("utf-8"))
+    return True
+
+
+def init_store(ctx_dir: Path, *, force: bool = False, git: bool = True,
+               ctx_command: str = "ctx") -> InitResult:
+    """Create (or with ``force`` re-initialise) a store at ``ctx_dir``.
+
+    Args:
+        ctx_dir: The ``.ctx`` directory to create.
+        force: Re-initialise an existing store: rewrite config.toml, .gitignore and
+            .gitattributes, and start a new history if refs/main is unreadable.
+        git: Register the merge driver and ``git add`` the store inside a Git work tree.
+        ctx_command: The command Git should run for the merge driver.
+
+    Raises:
+        StoreExists: if a store is there and ``force`` is not set.
+        StorageIOError: if the layout cannot be written.
+    """
+    ctx_dir = ctx_dir.resolve() if ctx_dir.exists() else ctx_dir.parent.resolve() / ctx_dir.name
+    # A crash inside an earlier init can leave HEAD without refs/main: finish that one.
+    existed = (ctx_dir / "HEAD").exists() and (ctx_dir / MAIN_REF).exists()
+    if existed and not force:
+        raise StoreExists(f"a ctx store already exists at {ctx_dir}",
+                          hint="use `ctx init --force` to re-initialise its layout files")
+    fsio.ensure_dir(ctx_dir)
+    for sub in LAYOUT_DIRS:
+        fsio.ensure_dir(ctx_dir / sub)
+    result = InitResult(ctx_dir, None, existed)
+    project = ctx_dir.parent.name or "project"
+    _write_if(ctx_dir / "config.toml", render_default_config(project), overwrite=force)
+    _write_if(ctx_dir / ".gitignore", gitglue.GITIGNORE, overwrite=force)
+    _write_if(ctx_dir / ".gitattributes", gitglue.GITATTRIBUTES, overwrite=force)
+    _write_if(ctx_dir / "narrative" / "README.md",
+              read_template("README.md").replace("{project}", project), overwrite=False)
+    if not (ctx_dir / "HEAD").exists():
+        # HEAD is written last but one: a store "exists" once HEAD does, and
+        # refs/main is created by the initial commit right after.
+        fsio.replace_atomic(ctx_dir / "HEAD", f"ref: {MAIN_REF}\n".encode())
+    store = open_store(ctx_dir)
+    try:
+        main = refs.read_pointer(ctx_dir, MAIN_REF)
+        broken = None
+    except CtxError as exc:
+        main, broken = None, exc
+    if main is None:
+        with store.transaction() as tx:
+            tree = tx.put(Tree(entries=()))
+            commit = tx.put(Commit(parents=(), timestamp_unix=now_ms() // 1000,
+                                   message="Initialize ctx store", root_tree=tree))
+            if broken is None:
+                tx.move_pointer(MAIN_REF, commit, expected=None)
+        if broken is not None:
+            old = (ctx_dir / MAIN_REF).read_bytes()[:200]
+            refs.write_pointer(ctx_dir, MAIN_REF, commit)
+            result.notes.append(f"{MAIN_REF} was unreadable ({broken.message}); old content "
+                                f"{old!r} replaced by a new history")
+        result.commit = commit
+    if git:
+        top = gitglue.find_git_toplevel(ctx_dir.parent)
+        if top is not None:
+            result.git_toplevel = top
+            result.git_actions = gitglue.register_driver(ctx_dir, top, ctx_command)
+            if gitglue.git_add(top, ctx_dir):
+                result.git_actions.append("git add .ctx")
+    return result

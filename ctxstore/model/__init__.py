@@ -1,0 +1,77 @@
+"""Typed objects: the records stored in objects and their canonical codec.
+
+``encode_typed`` turns a record into the payload of a typed object (a canonical
+msgpack map with ``type`` and ``v``); ``decode_typed`` reverses it through a table
+keyed by ``(type, v)`` and refuses anything it does not know by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxstore.errors import DeserializationFailed
+from ctxstore.model import codec
+from ctxstore.model._schema import SchemaError, from_wire, to_wire
+from ctxstore.model.commit import Commit, NarrativeRef, Tree, TreeEntry, WorkCommit
+from ctxstore.model.knowledge import ChangeBatch
+
+__all__ = [
+    "Commit", "WorkCommit", "Tree", "TreeEntry", "NarrativeRef", "ChangeBatch",
+    "TypedObject", "DECODERS", "encode_typed", "decode_typed", "type_of_payload",
+]
+
+TypedObject = Commit | WorkCommit | Tree | ChangeBatch
+
+DECODERS: dict[tuple[str, int], type] = {
+    (cls.TYPE, cls.V): cls for cls in (Commit, WorkCommit, Tree, ChangeBatch)
+}
+
+
+def encode_typed(obj: TypedObject) -> bytes:
+    """Return the canonical payload bytes of a typed record."""
+    cls = type(obj)
+    body = obj.to_wire() if isinstance(obj, ChangeBatch) else to_wire(obj, cls)
+    return codec.encode({"type": cls.TYPE, "v": cls.V, **body})
+
+
+def type_of_payload(payload: bytes) -> tuple[str, int] | None:
+    """Return ``(type, v)`` of a typed payload, or None if it has none (cheap peek)."""
+    try:
+        value = codec.decode(payload)
+    except codec.CodecError:
+        return None
+    if isinstance(value, dict) and isinstance(value.get("type"), str) \
+            and isinstance(value.get("v"), int):
+        return value["type"], value["v"]
+    return None
+
+
+def decode_typed(payload: bytes, *, oid: bytes | None = None) -> TypedObject:
+    """Decode a typed payload into its record.
+
+    Raises:
+        DeserializationFailed: for malformed or non-canonical msgpack, a schema
+            violation, or an unknown ``(type, v)`` (flagged as ``unsupported``).
+    """
+    try:
+        value: Any = codec.decode(payload)
+    except codec.CodecError as exc:
+        raise DeserializationFailed(oid, detail=str(exc)) from None
+    if not isinstance(value, dict):
+        raise DeserializationFailed(oid, detail="typed payload is not a map")
+    kind, v = value.get("type"), value.get("v")
+    if not isinstance(kind, str) or not isinstance(v, int) or isinstance(v, bool):
+        raise DeserializationFailed(oid, detail="typed payload has no type/v")
+    cls = DECODERS.get((kind, v))
+    if cls is None:
+        known = {t for t, _ in DECODERS}
+        what = f"written by a newer ctx ({kind} v{v})" if kind in known or v > 1 \
+            else f"unknown object type {kind!r} v{v}"
+        raise DeserializationFailed(oid, detail=what, unsupported=True)
+    body = {k: val for k, val in value.items() if k not in ("type", "v")}
+    try:
+        if cls is ChangeBatch:
+            return ChangeBatch.from_wire(body, kind)
+        return from_wire(body, cls, kind)
+    except SchemaError as exc:
+        raise DeserializationFailed(oid, detail=str(exc)) from None

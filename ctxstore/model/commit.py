@@ -1,0 +1,130 @@
+"""History records: canonical commits, work commits, trees and narrative refs.
+
+Field lists follow spec 002 §7.1 (Rust structs as msgpack maps) with the additions
+DESIGN §5 needs: ``change_batches`` (knowledge records) on both kinds of commit,
+``session_id`` on a canonical commit that folded a staging session, and
+``aborted_work`` on the commit that records an aborted session (kept reachable for
+``gc`` but never replayed). Timestamps: ``timestamp_unix`` in seconds (spec),
+``created_at`` of a work commit in milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ctxstore.model._schema import ListOf, OneOf, Opt, Record, SchemaError
+
+__all__ = ["NarrativeRef", "TreeEntry", "Tree", "Commit", "WorkCommit", "STEP_KINDS"]
+
+STEP_KINDS = frozenset({
+    "session_start", "file_read", "file_write", "command_run", "note", "plan",
+    "compact", "change", "merge", "recover",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class NarrativeRef(Record):
+    """A snapshot of one narrative Markdown file (path relative to narrative/)."""
+
+    path: str
+    stream: str
+    role: str
+    blob_id: bytes
+
+    FIELDS: ClassVar = {"path": "str", "stream": "str", "role": "str", "blob_id": "oid"}
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry(Record):
+    """One name in a tree: a blob or a sub-tree."""
+
+    name: str
+    kind: str
+    id: bytes
+
+    FIELDS: ClassVar = {"name": "str", "kind": OneOf(frozenset({"blob", "tree"})), "id": "oid"}
+
+    def check(self, where: str) -> None:
+        if not self.name or "/" in self.name or self.name in (".", ".."):
+            raise SchemaError(f"{where}.name: invalid entry name {self.name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Tree(Record):
+    """A snapshot of a file hierarchy; entries sorted by name, names unique."""
+
+    entries: tuple[TreeEntry, ...]
+
+    TYPE: ClassVar = "tree"
+    V: ClassVar = 1
+    FIELDS: ClassVar = {"entries": ListOf(TreeEntry)}
+
+    def check(self, where: str) -> None:
+        names = [e.name for e in self.entries]
+        if names != sorted(set(names)):
+            raise SchemaError(f"{where}.entries: names must be sorted and unique")
+
+
+@dataclass(frozen=True, slots=True)
+class Commit(Record):
+    """A canonical commit on refs/main."""
+
+    parents: tuple[bytes, ...]
+    timestamp_unix: int
+    message: str
+    root_tree: bytes | None = None
+    change_batches: tuple[bytes, ...] = ()
+    edge_batches: tuple[bytes, ...] = ()
+    narrative_refs: tuple[NarrativeRef, ...] = ()
+    cargo_snapshot: bytes | None = None
+    code_snapshot: bytes | None = None
+    diagnostics_snapshot: bytes | None = None
+    session_id: str | None = None
+    aborted_work: bytes | None = None
+
+    TYPE: ClassVar = "commit"
+    V: ClassVar = 1
+    FIELDS: ClassVar = {
+        "parents": ListOf("oid"),
+        "timestamp_unix": "int",
+        "message": "str",
+        "root_tree": Opt("oid"),
+        "change_batches": ListOf("oid"),
+        "edge_batches": ListOf("oid"),
+        "narrative_refs": ListOf(NarrativeRef),
+        "cargo_snapshot": Opt("oid"),
+        "code_snapshot": Opt("oid"),
+        "diagnostics_snapshot": Opt("oid"),
+        "session_id": Opt("str"),
+        "aborted_work": Opt("oid"),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class WorkCommit(Record):
+    """A staging step: one durable, visible mutation before compaction."""
+
+    parents: tuple[bytes, ...]
+    base: bytes
+    session_id: str
+    created_at: int
+    step_kind: str
+    message: str = ""
+    change_batches: tuple[bytes, ...] = ()
+    payload: tuple[bytes, ...] = ()
+    narrative_refs: tuple[NarrativeRef, ...] = ()
+
+    TYPE: ClassVar = "work_commit"
+    V: ClassVar = 1
+    FIELDS: ClassVar = {
+        "parents": ListOf("oid"),
+        "base": "oid",
+        "session_id": "str",
+        "created_at": "int",
+        "step_kind": OneOf(STEP_KINDS),
+        "message": "str",
+        "change_batches": ListOf("oid"),
+        "payload": ListOf("oid"),
+        "narrative_refs": ListOf(NarrativeRef),
+    }

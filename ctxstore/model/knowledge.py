@@ -1,0 +1,248 @@
+"""Knowledge records and the change batches that carry them (DESIGN §4).
+
+Knowledge is never updated in place: every change is a record in a ``change_batch``.
+State is the replay of all reachable batches, where for each key the record with the
+greatest ``(stamp, version id)`` wins, tombstones included. The version id of a record
+is the BLAKE3 hash of its canonical encoding, so it is the same wherever the record is
+copied (compaction copies the newest records into one curated batch).
+
+Stamps are integer milliseconds since the epoch from a hybrid logical clock: a new
+version is stamped at least one past the version it replaces (``prev``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Union
+
+import blake3
+
+from ctxstore.model import codec
+from ctxstore.model._schema import REF, ListOf, MapOf, Opt, Record, SchemaError, from_wire, to_wire
+
+__all__ = [
+    "NodeRecord",
+    "NodeRemoved",
+    "EdgeRecord",
+    "EdgeRemoved",
+    "ViewRecord",
+    "ViewRemoved",
+    "KnowledgeRecord",
+    "ChangeBatch",
+    "RECORD_KINDS",
+    "record_key",
+    "record_stamp",
+    "version_id",
+    "record_to_wire",
+]
+
+
+def _nonempty(where: str, name: str, value: str) -> None:
+    if not value:
+        raise SchemaError(f"{where}.{name}: must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord(Record):
+    """A full version of a knowledge node."""
+
+    id: str
+    type: str
+    content: str | None
+    content_blob: bytes | None
+    summary: str | None
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    status: str
+    superseded_by: str | None
+    created_at: int
+    updated_at: int
+    author: str | None
+    prev: bytes | None
+
+    KIND: ClassVar = "node"
+    FIELDS: ClassVar = {
+        "id": "str", "type": "str", "content": Opt("str"), "content_blob": Opt("oid"),
+        "summary": Opt("str"), "tags": ListOf("str"), "metadata": MapOf("json"),
+        "status": "str", "superseded_by": Opt("str"), "created_at": "int",
+        "updated_at": "int", "author": Opt("str"), "prev": Opt("oid"),
+    }
+
+    def check(self, where: str) -> None:
+        _nonempty(where, "id", self.id)
+        _nonempty(where, "type", self.type)
+        if (self.content is None) == (self.content_blob is None):
+            raise SchemaError(f"{where}: exactly one of content and content_blob must be set")
+        if list(self.tags) != sorted(set(self.tags)):
+            raise SchemaError(f"{where}.tags: must be sorted and unique")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRemoved(Record):
+    """A tombstone for a node."""
+
+    id: str
+    at: int
+    prev: bytes | None
+
+    KIND: ClassVar = "node_removed"
+    FIELDS: ClassVar = {"id": "str", "at": "int", "prev": Opt("oid")}
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRecord(Record):
+    """A directed, labelled edge between two typed endpoints ``(kind, key)``."""
+
+    from_ref: tuple[str, str]
+    to_ref: tuple[str, str]
+    label: str
+    weight: float | None
+    metadata: dict[str, Any]
+    evidence: dict[str, Any] | None
+    created_at: int
+    updated_at: int
+    prev: bytes | None
+
+    KIND: ClassVar = "edge"
+    FIELDS: ClassVar = {
+        "from_ref": REF, "to_ref": REF, "label": "str", "weight": Opt("num"),
+        "metadata": MapOf("json"), "evidence": Opt(MapOf("json")), "created_at": "int",
+        "updated_at": "int", "prev": Opt("oid"),
+    }
+
+    def check(self, where: str) -> None:
+        _nonempty(where, "label", self.label)
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRemoved(Record):
+    """A tombstone for an edge."""
+
+    from_ref: tuple[str, str]
+    to_ref: tuple[str, str]
+    label: str
+    at: int
+    prev: bytes | None
+
+    KIND: ClassVar = "edge_removed"
+    FIELDS: ClassVar = {"from_ref": REF, "to_ref": REF, "label": "str", "at": "int",
+                        "prev": Opt("oid")}
+
+
+@dataclass(frozen=True, slots=True)
+class ViewRecord(Record):
+    """A named query with a token budget."""
+
+    name: str
+    query: str
+    budget: int
+    description: str | None
+    created_at: int
+    updated_at: int
+    prev: bytes | None
+
+    KIND: ClassVar = "view"
+    FIELDS: ClassVar = {"name": "str", "query": "str", "budget": "int",
+                        "description": Opt("str"), "created_at": "int", "updated_at": "int",
+                        "prev": Opt("oid")}
+
+    def check(self, where: str) -> None:
+        _nonempty(where, "name", self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class ViewRemoved(Record):
+    """A tombstone for a view."""
+
+    name: str
+    at: int
+    prev: bytes | None
+
+    KIND: ClassVar = "view_removed"
+    FIELDS: ClassVar = {"name": "str", "at": "int", "prev": Opt("oid")}
+
+
+KnowledgeRecord = Union[NodeRecord, NodeRemoved, EdgeRecord, EdgeRemoved, ViewRecord, ViewRemoved]
+RECORD_KINDS: dict[str, type] = {
+    cls.KIND: cls
+    for cls in (NodeRecord, NodeRemoved, EdgeRecord, EdgeRemoved, ViewRecord, ViewRemoved)
+}
+
+
+def record_key(rec: KnowledgeRecord) -> tuple[str, ...]:
+    """Return the replay key of a record: records with equal keys compete."""
+    if isinstance(rec, (NodeRecord, NodeRemoved)):
+        return ("node", rec.id)
+    if isinstance(rec, (EdgeRecord, EdgeRemoved)):
+        return ("edge", *rec.from_ref, *rec.to_ref, rec.label)
+    return ("view", rec.name)
+
+
+def record_stamp(rec: KnowledgeRecord) -> int:
+    """Return the HLC stamp a record competes with."""
+    if isinstance(rec, (NodeRemoved, EdgeRemoved, ViewRemoved)):
+        return rec.at
+    return rec.updated_at
+
+
+def record_to_wire(rec: KnowledgeRecord) -> dict[str, Any]:
+    """Return the msgpack-ready map of a record, with its ``kind``."""
+    wire = to_wire(rec, type(rec))
+    wire["kind"] = rec.KIND
+    return wire
+
+
+def version_id(rec: KnowledgeRecord) -> bytes:
+    """Return the 32-byte version id of a record (hash of its canonical encoding)."""
+    return blake3.blake3(codec.encode(record_to_wire(rec))).digest()
+
+
+def _record_from_wire(value: Any, where: str) -> KnowledgeRecord:
+    if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
+        raise SchemaError(f"{where}: expected a record map with a kind")
+    cls = RECORD_KINDS.get(value["kind"])
+    if cls is None:
+        raise SchemaError(f"{where}: unknown record kind {value['kind']!r}")
+    body = {k: v for k, v in value.items() if k != "kind"}
+    return from_wire(body, cls, where)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeBatch(Record):
+    """The knowledge records written by one operation (at most one per key)."""
+
+    created_at: int
+    author: str | None
+    records: tuple[KnowledgeRecord, ...]
+
+    TYPE: ClassVar = "change_batch"
+    V: ClassVar = 1
+    FIELDS: ClassVar = {"created_at": "int", "author": Opt("str"), "records": "records"}
+
+    def check(self, where: str) -> None:
+        keys = [record_key(r) for r in self.records]
+        if len(keys) != len(set(keys)):
+            raise SchemaError(f"{where}.records: two records for one key")
+
+    def to_wire(self) -> dict[str, Any]:
+        """Return the payload map (without type/v)."""
+        return {"created_at": self.created_at, "author": self.author,
+                "records": [record_to_wire(r) for r in self.records]}
+
+    @classmethod
+    def from_wire(cls, value: dict[str, Any], where: str) -> ChangeBatch:
+        """Build and validate a batch from its payload map."""
+        unknown = set(value) - set(cls.FIELDS)
+        missing = set(cls.FIELDS) - set(value)
+        if unknown or missing:
+            raise SchemaError(f"{where}: unknown {sorted(unknown)} / missing {sorted(missing)}")
+        if not isinstance(value["records"], list):
+            raise SchemaError(f"{where}.records: expected a list")
+        batch = cls(
+            created_at=from_wire(value["created_at"], "int", f"{where}.created_at"),
+            author=from_wire(value["author"], Opt("str"), f"{where}.author"),
+            records=tuple(_record_from_wire(r, f"{where}.records[{i}]")
+                          for i, r in enumerate(value["records"])),
+        )
+        batch.check(where)
+        return batch

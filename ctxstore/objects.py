@@ -1,0 +1,270 @@
+"""Content-addressed objects: ids, the CTXO1 envelope, and the loose-object store.
+
+An object's canonical bytes are ``b"CTXO1" + kind + u64le(len(payload)) + payload``;
+its id is the BLAKE3 hash of those bytes; on disk it is one zstd frame of them at
+``objects/<2 hex>/<64 hex>``. Every read decompresses with a cap, rejects trailing
+bytes, re-hashes and checks the envelope, so corruption is always detected and named.
+
+This module stores bytes; it knows nothing of typed payloads (see ``ctxstore.model``)
+or of pointers (see ``ctxstore.refs``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NewType
+
+import blake3
+
+from ctxstore import fsio
+from ctxstore.errors import (
+    AmbiguousPrefix,
+    HashMismatch,
+    InvalidEnvelope,
+    InvalidInput,
+    ObjectNotFound,
+)
+
+__all__ = [
+    "ObjectId",
+    "ENVELOPE_MAGIC",
+    "KIND_BLOB",
+    "KIND_TYPED",
+    "HEADER_SIZE",
+    "DEFAULT_MAX_OBJECT_BYTES",
+    "parse_object_id",
+    "canonical_bytes",
+    "object_id_of",
+    "parse_envelope",
+    "ObjectStore",
+    "StoredObject",
+]
+
+ObjectId = NewType("ObjectId", bytes)
+
+ENVELOPE_MAGIC = b"CTXO1"
+KIND_BLOB = 1
+KIND_TYPED = 2
+_KINDS = (KIND_BLOB, KIND_TYPED)
+_HEADER = struct.Struct("<5sBQ")
+HEADER_SIZE = _HEADER.size  # 14
+DEFAULT_MAX_OBJECT_BYTES = 1 << 30
+_HEX = frozenset("0123456789abcdef")
+
+
+def parse_object_id(text: str) -> ObjectId:
+    """Parse 64 lowercase hex characters into an ObjectId.
+
+    Raises:
+        InvalidInput: if ``text`` is not exactly 64 lowercase hex characters.
+    """
+    if len(text) != 64 or not _HEX.issuperset(text):
+        raise InvalidInput(f"not an object id: {text[:80]!r} (want 64 lowercase hex characters)")
+    return ObjectId(bytes.fromhex(text))
+
+
+def canonical_bytes(kind: int, payload: bytes) -> bytes:
+    """Return the envelope of ``payload``: the bytes an object id is computed over."""
+    return _HEADER.pack(ENVELOPE_MAGIC, kind, len(payload)) + payload
+
+
+def object_id_of(kind: int, payload: bytes) -> ObjectId:
+    """Return the id an object with this kind and payload has (pure)."""
+    return ObjectId(blake3.blake3(canonical_bytes(kind, payload)).digest())
+
+
+def parse_envelope(data: bytes, *, oid: bytes | None = None, path: str = "?") -> tuple[int, bytes]:
+    """Split canonical bytes into (kind, payload), checking magic, kind and length.
+
+    Raises:
+        InvalidEnvelope: if the bytes are not a well-formed CTXO1 envelope.
+    """
+    if len(data) < HEADER_SIZE:
+        raise InvalidEnvelope(oid, path=path, detail=f"envelope too short ({len(data)} bytes)")
+    magic, kind, length = _HEADER.unpack_from(data)
+    if magic != ENVELOPE_MAGIC:
+        raise InvalidEnvelope(oid, path=path, detail=f"unknown envelope magic {magic!r}")
+    if kind not in _KINDS:
+        raise InvalidEnvelope(oid, path=path, detail=f"unknown object kind {kind}")
+    if length != len(data) - HEADER_SIZE:
+        raise InvalidEnvelope(
+            oid, path=path,
+            detail=f"envelope declares {length} payload bytes but holds {len(data) - HEADER_SIZE}",
+        )
+    return kind, data[HEADER_SIZE:]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    """A verified object: its id, kind and payload."""
+
+    oid: ObjectId
+    kind: int
+    payload: bytes
+
+
+class ObjectStore:
+    """Loose objects under one ``objects/`` directory.
+
+    Writes are temp-file + rename and are *not* individually fsynced: the caller
+    (a transaction in ``ctxstore.repo``) issues one ``fsio.sync_barrier`` for the
+    whole batch before any pointer names the new objects.
+    """
+
+    def __init__(self, root: Path, *, compression_level: int = 3,
+                 max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -> None:
+        self.root = root
+        self.compression_level = compression_level
+        self.max_object_bytes = max_object_bytes
+        self._cctx = None
+        self._dctx = None
+
+    # -- paths -------------------------------------------------------------------------
+    def path_for(self, oid: ObjectId) -> Path:
+        """Return the file path of ``oid`` (which may not exist)."""
+        hexid = oid.hex()
+        return self.root / hexid[:2] / hexid
+
+    # -- writing -----------------------------------------------------------------------
+    def write(self, kind: int, payload: bytes) -> tuple[ObjectId, bool]:
+        """Store an object unless an intact copy is already there.
+
+        Returns:
+            The id and whether a file was written (False: deduplicated).
+
+        Raises:
+            OSError: if the file cannot be written.
+        """
+        canon = canonical_bytes(kind, payload)
+        oid = ObjectId(blake3.blake3(canon).digest())
+        path = self.path_for(oid)
+        if path.exists() and self._is_intact(oid, path):
+            # Dedup: an existing file is trusted only after it verifies; a damaged
+            # one (empty, truncated, misnamed) is replaced below by temp + rename.
+            return oid, False
+        fsio.ensure_dir(path.parent)
+        fsio.write_new_file(path, self._compress(canon))
+        return oid, True
+
+    def _compress(self, canon: bytes) -> bytes:
+        if self._cctx is None:
+            import zstandard
+
+            self._cctx = zstandard.ZstdCompressor(level=self.compression_level,
+                                                  write_content_size=True)
+        return self._cctx.compress(canon)
+
+    def _is_intact(self, oid: ObjectId, path: Path) -> bool:
+        try:
+            self._read_path(oid, path)
+        except (HashMismatch, InvalidEnvelope, ObjectNotFound):
+            return False
+        return True
+
+    # -- reading -----------------------------------------------------------------------
+    def exists(self, oid: ObjectId) -> bool:
+        """Return True if a file exists for ``oid`` (without verifying it)."""
+        return self.path_for(oid).is_file()
+
+    def read(self, oid: ObjectId) -> StoredObject:
+        """Read, decompress and verify an object.
+
+        Raises:
+            ObjectNotFound: if there is no file for ``oid``.
+            InvalidEnvelope: if the file is not one zstd frame of a CTXO1 envelope.
+            HashMismatch: if the content does not hash to ``oid``.
+        """
+        return self._read_path(oid, self.path_for(oid))
+
+    def _read_path(self, oid: ObjectId, path: Path) -> StoredObject:
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(self.max_object_bytes + 1)
+        except FileNotFoundError:
+            raise ObjectNotFound(oid) from None
+        except IsADirectoryError:
+            raise InvalidEnvelope(oid, path=str(path), detail="is a directory") from None
+        canon = self._decompress(raw, oid, path)
+        digest = blake3.blake3(canon).digest()
+        if digest != oid:
+            raise HashMismatch(oid, path=str(path), actual=digest)
+        kind, payload = parse_envelope(canon, oid=oid, path=str(path))
+        return StoredObject(oid, kind, payload)
+
+    def _decompress(self, raw: bytes, oid: ObjectId, path: Path) -> bytes:
+        import zstandard
+
+        if self._dctx is None:
+            self._dctx = zstandard.ZstdDecompressor()
+        cap = self.max_object_bytes + HEADER_SIZE
+        try:
+            params = zstandard.get_frame_parameters(raw)
+        except zstandard.ZstdError as exc:
+            raise InvalidEnvelope(oid, path=str(path), detail=f"not a zstd frame ({exc})") from None
+        size = params.content_size
+        # A declared size is honoured by the decoder, so it is checked *before*
+        # decoding: a few KiB of frame must not expand to gigabytes.
+        if size != zstandard.CONTENTSIZE_UNKNOWN and size > cap:
+            raise InvalidEnvelope(oid, path=str(path),
+                                  detail=f"declares {size} bytes, over the {cap}-byte limit")
+        try:
+            return self._dctx.decompress(raw, max_output_size=cap, allow_extra_data=False)
+        except zstandard.ZstdError as exc:
+            raise InvalidEnvelope(oid, path=str(path), detail=f"bad zstd data ({exc})") from None
+
+    # -- enumeration -------------------------------------------------------------------
+    def iter_ids(self) -> Iterator[ObjectId]:
+        """Yield the id of every object file (unverified), skipping temp files."""
+        try:
+            shards = sorted(os.scandir(self.root), key=lambda e: e.name)
+        except FileNotFoundError:
+            return
+        for shard in shards:
+            if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
+                continue
+            for entry in sorted(os.scandir(shard.path), key=lambda e: e.name):
+                name = entry.name
+                if len(name) == 64 and name.startswith(shard.name) and _HEX.issuperset(name):
+                    yield ObjectId(bytes.fromhex(name))
+
+    def iter_tmp_files(self) -> Iterator[Path]:
+        """Yield leftover temp files from interrupted writes."""
+        if not self.root.is_dir():
+            return
+        for shard in os.scandir(self.root):
+            if shard.is_dir(follow_symlinks=False):
+                for entry in os.scandir(shard.path):
+                    if entry.name.endswith(fsio.TMP_SUFFIX):
+                        yield Path(entry.path)
+
+    def resolve_prefix(self, prefix: str) -> ObjectId:
+        """Resolve a unique hex prefix (at least 4 characters) to an id.
+
+        Raises:
+            InvalidInput: if the prefix is too short or not hex.
+            ObjectNotFound: if nothing matches.
+            AmbiguousPrefix: if several objects match.
+        """
+        prefix = prefix.strip().lower()
+        if len(prefix) == 64:
+            oid = parse_object_id(prefix)
+            if not self.exists(oid):
+                raise ObjectNotFound(prefix)
+            return oid
+        if len(prefix) < 4 or not _HEX.issuperset(prefix):
+            raise InvalidInput(f"not an object id or prefix: {prefix!r} (want 4-64 hex characters)")
+        shard = self.root / prefix[:2]
+        try:
+            names = sorted(e.name for e in os.scandir(shard)
+                           if e.name.startswith(prefix) and len(e.name) == 64)
+        except FileNotFoundError:
+            names = []
+        if not names:
+            raise ObjectNotFound(prefix)
+        if len(names) > 1:
+            raise AmbiguousPrefix(prefix, names)
+        return ObjectId(bytes.fromhex(names[0]))

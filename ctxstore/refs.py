@@ -1,0 +1,170 @@
+"""Pointer files: HEAD, refs/*, STAGE. Parsing, atomic writes, compare-and-swap.
+
+A pointer holds one 64-hex object id and a newline (CRLF and a missing newline are
+tolerated). After a Git merge a pointer may hold several ids: one per line when Git's
+``union`` merge joined both sides, or between conflict markers when a text merge did.
+Both are read as a *multi-head* pointer; readers replay all heads, and the next write
+(or ``ctx rebuild``) replaces them with a merge commit. Anything else is refused with
+E005 naming the file; a write never silently replaces a pointer it could not parse.
+
+HEAD is symbolic (``ref: refs/main``); its target is validated before any path is
+opened, so ``ref: ../../x`` cannot reach outside ``.ctx/``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctxstore import fsio
+from ctxstore.errors import RefNotFound
+from ctxstore.objects import ObjectId
+
+__all__ = [
+    "Pointer",
+    "MAX_POINTER_BYTES",
+    "validate_ref_name",
+    "parse_pointer",
+    "read_pointer",
+    "read_head_target",
+    "write_pointer",
+    "delete_pointer",
+    "render_pointer",
+]
+
+MAX_POINTER_BYTES = 64 * 1024
+_HEX_LINE = re.compile(rb"[0-9a-f]{64}")
+_REF_NAME = re.compile(r"refs(/[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*)+")
+_MARKERS = (b"<<<<<<<", b"|||||||", b"=======", b">>>>>>>")
+
+
+@dataclass(frozen=True, slots=True)
+class Pointer:
+    """A parsed pointer: one head normally, several after an unresolved Git merge."""
+
+    name: str
+    heads: tuple[ObjectId, ...]
+    raw: bytes
+
+    @property
+    def conflicted(self) -> bool:
+        """True when the pointer names more than one commit (needs a merge commit)."""
+        return len(self.heads) > 1
+
+    @property
+    def single(self) -> ObjectId:
+        """The only head (callers check ``conflicted`` first)."""
+        return self.heads[0]
+
+
+def validate_ref_name(name: str) -> str:
+    """Check a pointer name: ``HEAD``, ``STAGE`` or ``refs/<name>``.
+
+    Raises:
+        RefNotFound: for any other form (absolute paths, ``..``, odd characters).
+    """
+    if name in ("HEAD", "STAGE") or (_REF_NAME.fullmatch(name) and ".." not in name):
+        return name
+    raise RefNotFound(name, detail="is not a valid pointer name")
+
+
+def _lines(data: bytes) -> list[bytes]:
+    text = data[:-1] if data.endswith(b"\n") else data
+    return [line[:-1] if line.endswith(b"\r") else line for line in text.split(b"\n")]
+
+
+def parse_pointer(name: str, data: bytes) -> Pointer:
+    """Parse pointer bytes into a Pointer.
+
+    Raises:
+        RefNotFound: (E005) naming the pointer if the bytes are not a valid pointer.
+    """
+    if len(data) > MAX_POINTER_BYTES:
+        raise RefNotFound(name, detail=f"is not a pointer ({len(data)} bytes)")
+    heads: list[ObjectId] = []
+    for line in _lines(data):
+        if line.startswith(_MARKERS):
+            continue  # conflict markers from a Git text merge: keep every side's id
+        if not _HEX_LINE.fullmatch(line):
+            shown = line[:40].decode("utf-8", "replace")
+            raise RefNotFound(name, detail=f"does not hold an object id (found {shown!r})",
+                              hint="restore it from Git or run `ctx stage recover`")
+        heads.append(ObjectId(bytes.fromhex(line.decode())))
+    if not heads:
+        raise RefNotFound(name, detail="is empty",
+                          hint="restore it from Git or run `ctx stage recover`")
+    # Order-independent: the same merge gives the same pointer on every machine.
+    unique = tuple(sorted(set(heads)))
+    return Pointer(name, unique, data)
+
+
+def _path(ctx_dir: Path, name: str) -> Path:
+    return ctx_dir / validate_ref_name(name)
+
+
+def read_pointer(ctx_dir: Path, name: str) -> Pointer | None:
+    """Read a pointer; None if it does not exist.
+
+    Raises:
+        RefNotFound: if it exists but is not a valid pointer.
+    """
+    path = _path(ctx_dir, name)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_POINTER_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise RefNotFound(name, detail="is a directory, not a pointer file") from None
+    except OSError as exc:
+        raise RefNotFound(name, detail=f"cannot be read ({exc.strerror})") from None
+    return parse_pointer(name, data)
+
+
+def read_head_target(ctx_dir: Path) -> str:
+    """Return the ref HEAD points to (e.g. ``refs/main``).
+
+    Raises:
+        RefNotFound: if HEAD is missing or not ``ref: refs/<name>``.
+    """
+    try:
+        with open(ctx_dir / "HEAD", "rb") as fh:
+            data = fh.read(1025)
+    except FileNotFoundError:
+        raise RefNotFound("HEAD") from None
+    except OSError as exc:
+        raise RefNotFound("HEAD", detail=f"cannot be read ({exc.strerror})") from None
+    lines = _lines(data)
+    if len(lines) != 1 or not lines[0].startswith(b"ref: "):
+        raise RefNotFound("HEAD", detail="is not of the form 'ref: refs/<name>'")
+    target = lines[0][5:].decode("utf-8", "replace").strip()
+    if not target.startswith("refs/"):
+        raise RefNotFound("HEAD", detail=f"points outside refs/ ({target!r})")
+    validate_ref_name(target)
+    return target
+
+
+def render_pointer(oid: ObjectId) -> bytes:
+    """Return the bytes of a single-head pointer."""
+    return oid.hex().encode() + b"\n"
+
+
+def write_pointer(ctx_dir: Path, name: str, oid: ObjectId) -> None:
+    """Durably point ``name`` at ``oid`` (temp, fsync, rename, fsync directory).
+
+    The caller holds the store lock and has made ``oid`` durable.
+    """
+    path = _path(ctx_dir, name)
+    fsio.ensure_dir(path.parent)
+    fsio.replace_atomic(path, render_pointer(oid))
+
+
+def delete_pointer(ctx_dir: Path, name: str) -> None:
+    """Durably remove a pointer (a missing one is fine)."""
+    path = _path(ctx_dir, name)
+    try:
+        fsio.unlink(path)
+    except FileNotFoundError:
+        return
+    fsio.fsync_dir(path.parent)

@@ -1,0 +1,339 @@
+"""The store handle: discovery, opening, the writer lock, transactions and history.
+
+A ``Transaction`` is the only way objects become reachable: it writes objects (temp +
+rename, no fsync), then issues one durability barrier for all of them, then moves
+pointers by compare-and-swap under the lock. So no pointer ever names an object that
+is not durable, and a transaction of N objects pays one barrier, not N fsyncs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from ctxstore import fsio, refs
+from ctxstore.config import Config, load_config
+from ctxstore.errors import (
+    DeserializationFailed,
+    ObjectNotFound,
+    StagingConflict,
+    StorageIOError,
+    StoreNotFound,
+)
+from ctxstore.model import Commit, TypedObject, WorkCommit, decode_typed, encode_typed
+from ctxstore.objects import KIND_BLOB, KIND_TYPED, ObjectId, ObjectStore
+from ctxstore.refs import Pointer
+
+__all__ = [
+    "CTX_DIRNAME",
+    "MAIN_REF",
+    "Store",
+    "Transaction",
+    "discover_store",
+    "open_store",
+    "now_ms",
+]
+
+CTX_DIRNAME = ".ctx"
+MAIN_REF = "refs/main"
+T = TypeVar("T")
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds since the epoch."""
+    return time.time_ns() // 1_000_000
+
+
+def discover_store(start: Path) -> Path:
+    """Find the nearest ``.ctx/`` holding a HEAD, walking up from ``start``.
+
+    Raises:
+        StoreNotFound: if there is none up to the filesystem root.
+    """
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CTX_DIRNAME
+        if (candidate / "HEAD").is_file():
+            return candidate
+    raise StoreNotFound(f"no {CTX_DIRNAME}/ store in {here} or any parent",
+                        hint="run `ctx init` at the repository root, or pass --ctx-dir")
+
+
+def open_store(ctx_dir: Path) -> Store:
+    """Open the store at ``ctx_dir`` (the ``.ctx`` directory itself).
+
+    Raises:
+        StoreNotFound: if ``ctx_dir`` is not a store.
+        ConfigInvalid, UnsupportedStoreVersion: for a bad config.toml.
+    """
+    ctx_dir = Path(ctx_dir)
+    if not (ctx_dir / "HEAD").is_file():
+        raise StoreNotFound(f"{ctx_dir} is not a ctx store (no HEAD)",
+                            hint="run `ctx init`, or check --ctx-dir")
+    return Store(ctx_dir.resolve(), load_config(ctx_dir / "config.toml"))
+
+
+class Store:
+    """An open ``.ctx/`` store."""
+
+    def __init__(self, root: Path, config: Config) -> None:
+        self.root = root
+        self.config = config
+        self.objects = ObjectStore(
+            root / "objects",
+            compression_level=config.get("storage", "compression_level"),
+            max_object_bytes=config.get("storage", "max_object_bytes"),
+        )
+        self.lock_timeout: float = config.get("lock", "timeout_seconds")
+        self._lock_depth = 0
+        self._lock_owner: int | None = None
+        self._cache: dict[bytes, TypedObject] = {}
+
+    @property
+    def worktree(self) -> Path:
+        """The directory that holds ``.ctx/`` (the repository root)."""
+        return self.root.parent
+
+    # -- locking -------------------------------------------------------------------------
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the writer lock (re-entrant within one thread).
+
+        Raises:
+            LockConflict: if another process holds it longer than the configured wait.
+        """
+        me = threading.get_ident()
+        if self._lock_depth and self._lock_owner == me:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        with fsio.hold_lock(self.root / "LOCK", timeout=self.lock_timeout):
+            self._lock_owner, self._lock_depth = me, 1
+            try:
+                yield
+            finally:
+                self._lock_owner, self._lock_depth = None, 0
+
+    @property
+    def locked(self) -> bool:
+        """True while this thread holds the writer lock."""
+        return bool(self._lock_depth) and self._lock_owner == threading.get_ident()
+
+    # -- objects -------------------------------------------------------------------------
+    def read_typed(self, oid: ObjectId, expect: type[T] | None = None) -> T:
+        """Read and decode a typed object, optionally requiring its class.
+
+        Raises:
+            ObjectNotFound, HashMismatch, InvalidEnvelope: from the object store.
+            DeserializationFailed: if it is a blob, undecodable, or not ``expect``.
+        """
+        obj = self._cache.get(oid)
+        if obj is None:
+            stored = self.objects.read(oid)
+            if stored.kind != KIND_TYPED:
+                raise DeserializationFailed(oid, detail="is a blob, not a typed object")
+            obj = decode_typed(stored.payload, oid=oid)
+            self._cache[oid] = obj
+        if expect is not None and not isinstance(obj, expect):
+            raise DeserializationFailed(
+                oid, detail=f"is a {type(obj).TYPE}, expected a {expect.TYPE}")  # type: ignore[attr-defined]
+        return obj  # type: ignore[return-value]
+
+    def read_blob(self, oid: ObjectId) -> bytes:
+        """Read a blob's bytes.
+
+        Raises:
+            ObjectNotFound, HashMismatch, InvalidEnvelope: from the object store.
+            DeserializationFailed: if the object is typed, not a blob.
+        """
+        stored = self.objects.read(oid)
+        if stored.kind != KIND_BLOB:
+            raise DeserializationFailed(oid, detail="is a typed object, not a blob")
+        return stored.payload
+
+    # -- pointers ------------------------------------------------------------------------
+    def head_ref(self) -> str:
+        """The ref HEAD points to (``refs/main``)."""
+        return refs.read_head_target(self.root)
+
+    def read_head(self) -> Pointer:
+        """Read the pointer HEAD names.
+
+        Raises:
+            RefNotFound: if HEAD or its target is missing or malformed.
+        """
+        name = self.head_ref()
+        pointer = refs.read_pointer(self.root, name)
+        if pointer is None:
+            from ctxstore.errors import RefNotFound
+
+            raise RefNotFound(name, hint="run `ctx init --force` to start a new history")
+        return pointer
+
+    def read_stage(self) -> Pointer | None:
+        """Read STAGE; None when nothing is staged."""
+        return refs.read_pointer(self.root, "STAGE")
+
+    def transaction(self) -> Transaction:
+        """Start a write transaction (a context manager that holds the lock)."""
+        return Transaction(self)
+
+    # -- history -------------------------------------------------------------------------
+    def iter_history(self, heads: Iterable[ObjectId], *, follow_base: bool = True
+                     ) -> Iterator[tuple[ObjectId, Commit | WorkCommit]]:
+        """Yield every commit and work commit reachable from ``heads``, newest first.
+
+        Iterative (a 100,000-commit chain needs no recursion). Work commits also lead
+        to their ``base`` canonical commit when ``follow_base`` is set.
+
+        Raises:
+            CtxError: (E001-E004) for a missing or damaged commit on the way.
+        """
+        seen: set[bytes] = set()
+        heap: list[tuple[int, bytes]] = []
+
+        def push(oid: bytes, referenced_by: bytes | None) -> None:
+            if oid in seen:
+                return
+            seen.add(oid)
+            try:
+                obj = self.read_typed(ObjectId(oid))
+            except ObjectNotFound:
+                if referenced_by is None:
+                    raise
+                raise ObjectNotFound(oid, referenced_by=referenced_by.hex()) from None
+            if not isinstance(obj, (Commit, WorkCommit)):
+                raise DeserializationFailed(oid, detail=f"is a {type(obj).TYPE}, not a commit")
+            stamp = obj.timestamp_unix * 1000 if isinstance(obj, Commit) else obj.created_at
+            heapq.heappush(heap, (-stamp, oid))
+
+        for head in heads:
+            push(head, None)
+        while heap:
+            _, oid = heapq.heappop(heap)
+            obj = self._cache[oid]
+            yield ObjectId(oid), obj  # type: ignore[misc]
+            assert isinstance(obj, (Commit, WorkCommit))
+            for parent in obj.parents:
+                push(parent, oid)
+            if follow_base and isinstance(obj, WorkCommit):
+                push(obj.base, oid)
+
+    def is_ancestor(self, ancestor: ObjectId, descendant: ObjectId) -> bool:
+        """True if ``ancestor`` is reachable from ``descendant`` (or equal)."""
+        if ancestor == descendant:
+            return True
+        return any(oid == ancestor for oid, _ in self.iter_history([descendant]))
+
+
+@dataclass
+class _PointerMove:
+    name: str
+    expected: Pointer | None
+    new: ObjectId | None
+    expect_type: type
+
+
+class Transaction:
+    """Objects first, one barrier, then pointers: see the module docstring.
+
+    Use as ``with store.transaction() as tx: ...``. Leaving the block normally
+    commits; an exception abandons it (objects already written stay unreachable
+    until ``ctx gc``; no pointer moves).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.written: list[ObjectId] = []
+        self._touched = False
+        self._moves: list[_PointerMove] = []
+        self._lock_cm = store.lock()
+        self.done = False
+
+    def __enter__(self) -> Transaction:
+        self._lock_cm.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:  # type: ignore[no-untyped-def]
+        try:
+            if exc_type is None:
+                self.commit()
+        finally:
+            self._lock_cm.__exit__(exc_type, exc, tb)
+        return False
+
+    def _put(self, kind: int, payload: bytes) -> ObjectId:
+        try:
+            oid, wrote = self.store.objects.write(kind, payload)
+        except OSError as exc:
+            raise StorageIOError(exc.filename or str(self.store.objects.root),
+                                 op="writing an object", error=exc) from exc
+        self._touched = True
+        if wrote:
+            self.written.append(oid)
+        return oid
+
+    def put(self, obj: TypedObject) -> ObjectId:
+        """Store a typed record; return its id."""
+        oid = self._put(KIND_TYPED, encode_typed(obj))
+        self.store._cache[oid] = obj
+        return oid
+
+    def put_blob(self, data: bytes) -> ObjectId:
+        """Store raw bytes; return their id."""
+        return self._put(KIND_BLOB, data)
+
+    def move_pointer(self, name: str, new: ObjectId | None, *, expected: Pointer | None,
+                     expect_type: type = Commit) -> None:
+        """Queue a compare-and-swap of pointer ``name`` (None deletes it).
+
+        ``expected`` is the pointer as read earlier under this lock (None: must be absent).
+        """
+        self._moves.append(_PointerMove(name, expected, new, expect_type))
+
+    def commit(self) -> None:
+        """Make every object durable, then move the queued pointers.
+
+        Raises:
+            StorageIOError: if the barrier or a pointer write fails (no pointer moved
+                after a failed barrier).
+            StagingConflict: if a pointer changed since it was read.
+            ObjectNotFound, DeserializationFailed: if a pointer would name a missing
+                object or one of the wrong type.
+        """
+        if self.done:
+            return
+        self.done = True
+        store = self.store
+        if self._touched:
+            try:
+                fsio.sync_barrier(store.root)
+            except OSError as exc:
+                raise StorageIOError(str(store.root), op="durability barrier", error=exc) from exc
+        for move in self._moves:
+            if move.new is not None:
+                # Refuse a pointer to a missing object (E001) or to an object of the
+                # wrong type (E004) before touching the pointer file.
+                store.read_typed(move.new, move.expect_type)
+            current = refs.read_pointer(store.root, move.name)
+            if (current.raw if current else None) != (move.expected.raw if move.expected else None):
+                raise StagingConflict(f"{move.name} changed while this command ran",
+                                      hint="run the command again")
+            try:
+                if move.new is None:
+                    refs.delete_pointer(store.root, move.name)
+                else:
+                    refs.write_pointer(store.root, move.name, move.new)
+            except OSError as exc:
+                raise StorageIOError(str(store.root / move.name), op="moving a pointer",
+                                     error=exc) from exc
+

@@ -1,0 +1,517 @@
+"""Staging sessions: work commits, and folding them into canonical commits.
+
+Every mutation writes its objects and a ``work_commit`` and moves STAGE in one
+transaction, so it is durable and visible at once (DESIGN §5). ``commit`` and
+``compact`` fold the staging chain into one canonical commit whose parent is the
+current HEAD, keeping only the newest record of each key; ``abort`` records the
+session without replaying it; ``recover`` repairs STAGE after a crash (spec 002 §11.5).
+
+Pointers that hold several heads after a Git merge are resolved here, by a merge
+commit (or a fast-forward), the next time anything writes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ctxstore.errors import CtxError, NothingToDo, StagingConflict
+from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit
+from ctxstore.model.knowledge import KnowledgeRecord
+from ctxstore.objects import ObjectId
+from ctxstore.refs import Pointer
+from ctxstore.replay import fold_records
+from ctxstore.repo import Store, Transaction, now_ms
+
+__all__ = [
+    "StageResult",
+    "SessionStatus",
+    "RecoverReport",
+    "resolve_main",
+    "resolve_stage",
+    "stage_records",
+    "start_session",
+    "commit_stage",
+    "abort_session",
+    "flush",
+    "session_status",
+    "recover",
+    "stage_chain",
+    "merge_main_heads",
+    "merge_stage_heads",
+]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What a staged write produced."""
+
+    work_commit: ObjectId
+    batch: ObjectId | None
+    session_id: str
+
+
+# -- merging multi-head pointers ---------------------------------------------------------------
+
+def merge_main_heads(store: Store, tx: Transaction, heads: Sequence[ObjectId]) -> ObjectId:
+    """Return one commit that contains every head: a head that contains the others
+    (fast-forward) or a new merge commit whose parents are all heads (sorted).
+
+    The merge commit's timestamp is the newest parent's, so two clones resolving the
+    same conflict write the same object.
+    """
+    heads = sorted(set(heads))
+    if len(heads) == 1:
+        return heads[0]
+    for cand in heads:
+        if all(store.is_ancestor(other, cand) for other in heads if other != cand):
+            return cand
+    parents = [store.read_typed(h, Commit) for h in heads]
+    merge = Commit(parents=tuple(heads), timestamp_unix=max(p.timestamp_unix for p in parents),
+                   message=f"Merge {len(heads)} heads of refs/main")
+    return tx.put(merge)
+
+
+def merge_stage_heads(store: Store, tx: Transaction, heads: Sequence[ObjectId], base: ObjectId
+                      ) -> ObjectId:
+    """Like ``merge_main_heads`` for STAGE: one work commit reaching every staged head."""
+    heads = sorted(set(heads))
+    if len(heads) == 1:
+        return heads[0]
+    for cand in heads:
+        if all(store.is_ancestor(other, cand) for other in heads if other != cand):
+            return cand
+    works = [store.read_typed(h, WorkCommit) for h in heads]
+    merge = WorkCommit(parents=tuple(heads), base=base, session_id=works[0].session_id,
+                       created_at=max(w.created_at for w in works), step_kind="merge",
+                       message=f"Merge {len(heads)} staging heads")
+    return tx.put(merge)
+
+
+def resolve_main(store: Store, tx: Transaction) -> tuple[ObjectId, Pointer]:
+    """Return HEAD's commit, queueing a merge if the ref holds several heads.
+
+    Returns:
+        The single head and the pointer as read (the CAS expectation for later moves).
+    """
+    name = store.head_ref()
+    pointer = store.read_head()
+    if not pointer.conflicted:
+        return pointer.single, pointer
+    head = merge_main_heads(store, tx, pointer.heads)
+    tx.move_pointer(name, head, expected=pointer)
+    # Later moves of this ref within the same transaction compare against the
+    # resolved value, which is what will be on disk by then.
+    return head, Pointer(name, (head,), head.hex().encode() + b"\n")
+
+
+def resolve_stage(store: Store, tx: Transaction, base: ObjectId
+                  ) -> tuple[ObjectId | None, Pointer | None]:
+    """Return STAGE's work commit (None if nothing staged), merging several heads."""
+    pointer = store.read_stage()
+    if pointer is None or not pointer.conflicted:
+        return (pointer.single if pointer else None), pointer
+    head = merge_stage_heads(store, tx, pointer.heads, base)
+    tx.move_pointer("STAGE", head, expected=pointer, expect_type=WorkCommit)
+    return head, Pointer("STAGE", (head,), head.hex().encode() + b"\n")
+
+
+# -- staged writes ------------------------------------------------------------------------------
+
+def _append_work(store: Store, tx: Transaction, *, step_kind: str, message: str,
+                 change_batches: Sequence[ObjectId] = (), payload: Sequence[ObjectId] = (),
+                 narrative_refs: Sequence[NarrativeRef] = (), new_session: bool = False
+                 ) -> tuple[ObjectId, str]:
+    head, _ = resolve_main(store, tx)
+    stage, stage_ptr = resolve_stage(store, tx, head)
+    if stage is not None and new_session:
+        raise StagingConflict("a staging session is already open",
+                              hint="run `ctx commit -m MSG`, `ctx stage compact` or `ctx stage abort` first")
+    if stage is None:
+        parents: tuple[bytes, ...] = ()
+        session_id, created = str(uuid.uuid4()), now_ms()
+    else:
+        prev = store.read_typed(stage, WorkCommit)
+        parents = (stage,)
+        session_id, created = prev.session_id, max(now_ms(), prev.created_at + 1)
+    work = WorkCommit(parents=parents, base=head, session_id=session_id, created_at=created,
+                      step_kind=step_kind, message=message,
+                      change_batches=tuple(change_batches), payload=tuple(payload),
+                      narrative_refs=tuple(narrative_refs))
+    oid = tx.put(work)
+    tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=WorkCommit)
+    return oid, session_id
+
+
+def stage_records(store: Store, records: Sequence[KnowledgeRecord], *, message: str = "",
+                  step_kind: str = "change", author: str | None = None,
+                  blobs: Iterable[bytes] = (), narrative_refs: Sequence[NarrativeRef] = (),
+                  tx: Transaction | None = None) -> StageResult:
+    """Write ``records`` as one change batch and a work commit, and move STAGE.
+
+    ``blobs`` are stored first (e.g. large node content the records reference). When
+    ``tx`` is given the caller's transaction is used (and committed by the caller).
+
+    Raises:
+        LockConflict, StagingConflict, StorageIOError: if the write cannot happen; the
+            store is then as it was.
+    """
+    def run(t: Transaction) -> StageResult:
+        payload = [t.put_blob(b) for b in blobs]
+        batch_id = None
+        if records:
+            batch = ChangeBatch(created_at=now_ms(), author=author, records=tuple(records))
+            batch_id = t.put(batch)
+        work, session = _append_work(store, t, step_kind=step_kind, message=message,
+                                     change_batches=[batch_id] if batch_id else [],
+                                     payload=payload, narrative_refs=narrative_refs)
+        return StageResult(work, batch_id, session)
+
+    if tx is not None:
+        return run(tx)
+    with store.transaction() as t:
+        return run(t)
+
+
+def start_session(store: Store, task: str) -> StageResult:
+    """Open a staging session for ``task`` (a ``session_start`` work commit).
+
+    Raises:
+        StagingConflict: if a session is already open.
+    """
+    with store.transaction() as tx:
+        oid, session = _append_work(store, tx, step_kind="session_start", message=task,
+                                    new_session=True)
+    return StageResult(oid, None, session)
+
+
+def stage_chain(store: Store, heads: Iterable[ObjectId]) -> list[tuple[ObjectId, WorkCommit]]:
+    """Every work commit reachable from ``heads`` through work-commit parents, oldest first."""
+    chain = [(oid, obj) for oid, obj in store.iter_history(heads, follow_base=False)
+             if isinstance(obj, WorkCommit)]
+    chain.reverse()
+    return chain
+
+
+# -- folding ------------------------------------------------------------------------------------
+
+@dataclass
+class FoldResult:
+    """What ``commit_stage`` did."""
+
+    commit: ObjectId | None
+    records: int
+    work_commits: int
+    narrative_refs: int
+    session_id: str | None
+    amended: bool = False
+
+
+def _latest_refs(refs_lists: Iterable[Iterable[NarrativeRef]]) -> list[NarrativeRef]:
+    latest: dict[str, NarrativeRef] = {}
+    for refs_ in refs_lists:
+        for ref in refs_:
+            latest[ref.path] = ref
+    return [latest[p] for p in sorted(latest)]
+
+
+def commit_stage(store: Store, message: str | None, *, amend: bool = False,
+                 narrative: bool = True, allow_empty: bool = False,
+                 kind: str = "commit") -> FoldResult:
+    """Fold STAGE into one canonical commit on HEAD's ref and clear STAGE.
+
+    Args:
+        store: The store.
+        message: The commit message (None with ``amend`` keeps the old one).
+        amend: Replace HEAD's commit instead of adding a child of it.
+        narrative: Snapshot changed narrative files into the commit.
+        allow_empty: Create a commit even when nothing changed.
+        kind: ``"commit"`` or ``"compact"`` (wording only; the result is the same).
+
+    Returns:
+        What was folded. ``commit`` is None when there was nothing to commit.
+
+    Raises:
+        InvalidInput: for an empty message.
+        StagingConflict: if HEAD or STAGE moved concurrently.
+    """
+    from ctxstore import narrative as narrative_mod
+
+    with store.transaction() as tx:
+        head, head_ptr = resolve_main(store, tx)
+        stage, stage_ptr = resolve_stage(store, tx, head)
+        chain = stage_chain(store, [stage]) if stage is not None else []
+        records: list[KnowledgeRecord] = []
+        for _, work in chain:
+            for bid in work.change_batches:
+                records.extend(store.read_typed(ObjectId(bid), ChangeBatch).records)
+        curated = fold_records(records)
+        staged_refs = _latest_refs(w.narrative_refs for _, w in chain)
+        snap_refs = narrative_mod.snapshot_changes(store, tx, head, staged_refs) if narrative else []
+        nrefs = _latest_refs([staged_refs, snap_refs])
+        session_id = chain[0][1].session_id if chain else None
+        if not (curated or nrefs or chain or amend or allow_empty):
+            return FoldResult(None, 0, 0, 0, None)
+        batch_ids: list[bytes] = []
+        if curated:
+            batch_ids.append(tx.put(ChangeBatch(created_at=now_ms(), author=None,
+                                                records=tuple(curated))))
+        if amend:
+            old = store.read_typed(head, Commit)
+            new = Commit(parents=old.parents, timestamp_unix=now_ms() // 1000,
+                         message=old.message if message is None else message,
+                         root_tree=old.root_tree,
+                         change_batches=old.change_batches + tuple(batch_ids),
+                         edge_batches=old.edge_batches,
+                         narrative_refs=tuple(_latest_refs([old.narrative_refs, nrefs])),
+                         cargo_snapshot=old.cargo_snapshot, code_snapshot=old.code_snapshot,
+                         diagnostics_snapshot=old.diagnostics_snapshot,
+                         session_id=session_id or old.session_id, aborted_work=old.aborted_work)
+        else:
+            parent = store.read_typed(head, Commit)
+            new = Commit(parents=(head,), timestamp_unix=max(now_ms() // 1000, parent.timestamp_unix),
+                         message=message or "", root_tree=parent.root_tree,
+                         change_batches=tuple(batch_ids), narrative_refs=tuple(nrefs),
+                         session_id=session_id)
+        oid = tx.put(new)
+        tx.move_pointer(store.head_ref(), oid, expected=head_ptr)
+        if stage_ptr is not None:
+            tx.move_pointer("STAGE", None, expected=stage_ptr, expect_type=WorkCommit)
+    return FoldResult(oid, len(curated), len(chain), len(nrefs), session_id, amended=amend)
+
+
+def abort_session(store: Store, reason: str | None) -> FoldResult:
+    """Close the staging session without applying it.
+
+    Its changes leave the visible state, but the chain stays reachable from the
+    abort commit (``aborted_work``) so ``gc`` keeps it and nothing is destroyed.
+
+    Raises:
+        NothingToDo: if nothing is staged.
+    """
+    with store.transaction() as tx:
+        head, head_ptr = resolve_main(store, tx)
+        stage, stage_ptr = resolve_stage(store, tx, head)
+        if stage is None:
+            raise NothingToDo("no staging session to abort")
+        chain = stage_chain(store, [stage])
+        first = chain[0][1]
+        task = first.message if first.step_kind == "session_start" else first.session_id
+        text = f"Abort session {first.session_id}: {task}"
+        if reason:
+            text += f"\n\nReason: {reason}"
+        parent = store.read_typed(head, Commit)
+        commit = Commit(parents=(head,), timestamp_unix=max(now_ms() // 1000, parent.timestamp_unix),
+                        message=text, root_tree=parent.root_tree,
+                        session_id=first.session_id, aborted_work=stage)
+        oid = tx.put(commit)
+        tx.move_pointer(store.head_ref(), oid, expected=head_ptr)
+        tx.move_pointer("STAGE", None, expected=stage_ptr, expect_type=WorkCommit)
+    return FoldResult(oid, 0, len(chain), 0, first.session_id)
+
+
+def flush(store: Store) -> ObjectId | None:
+    """Make the staging state durable (it already is after every write) and resolve
+    a multi-head STAGE. Returns the staging head, or None if nothing is staged."""
+    with store.transaction() as tx:
+        head, _ = resolve_main(store, tx)
+        stage, _ = resolve_stage(store, tx, head)
+        tx._touched = True  # one barrier, even when nothing new was written
+    return stage
+
+
+# -- status and recovery --------------------------------------------------------------------------
+
+@dataclass
+class SessionStatus:
+    """The staging state as ``ctx stage status`` shows it."""
+
+    head: ObjectId
+    head_conflicted: bool
+    stage: tuple[ObjectId, ...]
+    session_id: str | None = None
+    task: str | None = None
+    base: ObjectId | None = None
+    work_commits: int = 0
+    records: int = 0
+    started_at: int | None = None
+    updated_at: int | None = None
+    steps: dict[str, int] = field(default_factory=dict)
+
+
+def session_status(store: Store) -> SessionStatus:
+    """Describe HEAD and the staging session (a read: takes no lock)."""
+    head_ptr = store.read_head()
+    stage_ptr = store.read_stage()
+    status = SessionStatus(head=head_ptr.heads[0], head_conflicted=head_ptr.conflicted,
+                           stage=stage_ptr.heads if stage_ptr else ())
+    if stage_ptr is None:
+        return status
+    chain = stage_chain(store, stage_ptr.heads)
+    first, last = chain[0][1], chain[-1][1]
+    status.session_id = first.session_id
+    status.task = first.message if first.step_kind == "session_start" else None
+    status.base = ObjectId(first.base)
+    status.work_commits = len(chain)
+    status.started_at, status.updated_at = first.created_at, last.created_at
+    for _, work in chain:
+        status.steps[work.step_kind] = status.steps.get(work.step_kind, 0) + 1
+        for bid in work.change_batches:
+            status.records += len(store.read_typed(ObjectId(bid), ChangeBatch).records)
+    return status
+
+
+@dataclass
+class RecoverReport:
+    """What ``recover`` found and did."""
+
+    state: str  # "clean", "no-session", "repaired", "reset"
+    stage: ObjectId | None = None
+    kept: int = 0
+    lost: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _work_ok(store: Store, oid: bytes) -> WorkCommit | None:
+    try:
+        work = store.read_typed(ObjectId(oid), WorkCommit)
+        for bid in work.change_batches:
+            store.read_typed(ObjectId(bid), ChangeBatch)
+        for pid in work.payload:
+            store.objects.read(ObjectId(pid))
+        store.read_typed(ObjectId(work.base), Commit)
+    except CtxError:
+        return None
+    return work
+
+
+def recover(store: Store) -> RecoverReport:
+    """Check STAGE after a crash and repair it (spec 002 §11.5).
+
+    * No STAGE: nothing to do.
+    * STAGE and its whole chain verify: the session can be resumed or compacted.
+    * Otherwise the readable work commits of the chain are re-linked, in order, into
+      a new chain on a fresh head; those that cannot be read are reported as lost.
+      When STAGE itself cannot be read, the newest intact chain tip of a session not
+      yet folded into HEAD's history is adopted; with none, STAGE is removed.
+
+    Running it twice gives the same result as running it once.
+
+    Raises:
+        LockConflict: if another writer holds the lock.
+    """
+    from ctxstore.refs import read_pointer
+    from ctxstore.errors import RefNotFound
+
+    with store.transaction() as tx:
+        head, _ = resolve_main(store, tx)
+        try:
+            stage_ptr = read_pointer(store.root, "STAGE")
+        except RefNotFound as exc:
+            stage_ptr = None
+            broken_raw: bytes | None = (store.root / "STAGE").read_bytes() \
+                if (store.root / "STAGE").is_file() else b""
+            note = f"STAGE was unreadable ({exc.detail})"
+        else:
+            broken_raw, note = None, ""
+        if stage_ptr is None and broken_raw is None:
+            return RecoverReport("no-session")
+
+        heads = list(stage_ptr.heads) if stage_ptr else []
+        # Walk every chain backwards, keeping readable commits and noting broken links.
+        kept: dict[bytes, WorkCommit] = {}
+        lost: list[str] = []
+        todo, seen = list(heads), set()
+        while todo:
+            oid = todo.pop()
+            if oid in seen:
+                continue
+            seen.add(oid)
+            work = _work_ok(store, oid)
+            if work is None:
+                lost.append(oid.hex())
+                continue
+            kept[oid] = work
+            todo.extend(work.parents)
+        if not lost and stage_ptr is not None:
+            if stage_ptr.conflicted:
+                stage, _ = resolve_stage(store, tx, head)
+                return RecoverReport("repaired", stage, len(kept), notes=["merged staging heads"])
+            return RecoverReport("clean", stage_ptr.single, len(kept))
+        if not kept:
+            tip = _adopt_orphan_tip(store, head)
+            report_notes = [note] if note else []
+            if tip is None:
+                _reset_stage(store, stage_ptr, broken_raw)
+                return RecoverReport("reset", None, 0, lost, report_notes + ["STAGE removed"])
+            kept = {tip[0]: tip[1]}
+            todo = list(tip[1].parents)
+            while todo:
+                oid = todo.pop()
+                if oid in kept:
+                    continue
+                work = _work_ok(store, oid)
+                if work is None:
+                    lost.append(oid.hex())
+                    continue
+                kept[oid] = work
+                todo.extend(work.parents)
+            report_notes.append(f"adopted intact work commit {tip[0].hex()}")
+            note = "; ".join(report_notes)
+        # Re-link the readable commits oldest first into a fresh linear chain.
+        ordered = sorted(kept.items(), key=lambda kv: (kv[1].created_at, kv[0]))
+        prev: ObjectId | None = None
+        for _, work in ordered:
+            relinked = WorkCommit(parents=(prev,) if prev else (), base=work.base,
+                                  session_id=work.session_id, created_at=work.created_at,
+                                  step_kind=work.step_kind, message=work.message,
+                                  change_batches=work.change_batches, payload=work.payload,
+                                  narrative_refs=work.narrative_refs)
+            prev = tx.put(relinked)
+        assert prev is not None
+        _move_stage(store, tx, stage_ptr, broken_raw, prev)
+        return RecoverReport("repaired", prev, len(ordered), lost, [note] if note else [])
+
+
+def _adopt_orphan_tip(store: Store, head: ObjectId) -> tuple[ObjectId, WorkCommit] | None:
+    """The newest intact work commit that nothing references, of a session not folded."""
+    folded: set[str] = set()
+    for _, obj in store.iter_history([head]):
+        if isinstance(obj, Commit) and obj.session_id:
+            folded.add(obj.session_id)
+    works: dict[bytes, WorkCommit] = {}
+    for oid in store.objects.iter_ids():
+        try:
+            obj = store.read_typed(oid)
+        except CtxError:
+            continue
+        if isinstance(obj, WorkCommit):
+            works[oid] = obj
+    referenced = {p for w in works.values() for p in w.parents}
+    tips = [(w.created_at, oid) for oid, w in works.items()
+            if oid not in referenced and w.session_id not in folded
+            and _work_ok(store, oid) is not None]
+    if not tips:
+        return None
+    _, oid = max(tips)
+    return ObjectId(oid), works[oid]
+
+
+def _move_stage(store: Store, tx: Transaction, ptr: Pointer | None, broken: bytes | None,
+                new: ObjectId) -> None:
+    from ctxstore import refs
+
+    if ptr is not None:
+        tx.move_pointer("STAGE", new, expected=ptr, expect_type=WorkCommit)
+        return
+    # STAGE holds bytes that are not a pointer: ``recover`` is the explicit request to
+    # replace them (the old bytes are reported, never silently dropped).
+    tx.commit()
+    refs.write_pointer(store.root, "STAGE", new)
+
+
+def _reset_stage(store: Store, ptr: Pointer | None, broken: bytes | None) -> None:
+    from ctxstore import refs
+
+    refs.delete_pointer(store.root, "STAGE")

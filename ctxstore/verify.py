@@ -1,0 +1,210 @@
+"""Integrity checks: every object, every pointer, and connectivity (``ctx debug verify``).
+
+Like ``git fsck``: each object file must decompress as one zstd frame, hash to its
+name, hold a CTXO1 envelope and, if typed, decode canonically; every pointer must
+parse and name an object of the right type; everything reachable must exist. Each
+problem is reported on its own, with its code; nothing is repaired here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctxstore import refs
+from ctxstore.errors import CtxError, DeserializationFailed, ObjectNotFound
+from ctxstore.model import ChangeBatch, Commit, Tree, WorkCommit, decode_typed
+from ctxstore.objects import KIND_TYPED, ObjectId
+from ctxstore.repo import Store
+
+__all__ = ["Problem", "VerifyReport", "iter_pointer_names", "iter_references", "walk_reachable",
+           "verify_store"]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: a code, the object or file it concerns, and what is wrong."""
+
+    code: str
+    subject: str
+    message: str
+    severity: str = "error"  # "error", "unsupported" or "warning"
+
+    def line(self) -> str:
+        """The one-line form ``ctx debug verify`` prints."""
+        return f"{self.severity} {self.code} {self.subject}: {self.message}"
+
+
+@dataclass
+class VerifyReport:
+    """All findings of one verification run."""
+
+    objects: int = 0
+    reachable: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error (warnings allowed)."""
+        return not any(p.severity != "warning" for p in self.problems)
+
+
+def iter_pointer_names(store: Store) -> Iterator[str]:
+    """HEAD's target, every file under refs/, and STAGE if present."""
+    yield "HEAD"
+    base = store.root / "refs"
+    if base.is_dir():
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and not path.name.endswith(".tmp"):
+                yield path.relative_to(store.root).as_posix()
+    if (store.root / "STAGE").exists():
+        yield "STAGE"
+
+
+def iter_references(obj: object) -> Iterator[tuple[bytes, type | None]]:
+    """Every object id a typed object refers to, with the type it must have (None: any)."""
+    if isinstance(obj, Commit):
+        yield from ((p, Commit) for p in obj.parents)
+        if obj.root_tree:
+            yield obj.root_tree, Tree
+        yield from ((b, ChangeBatch) for b in obj.change_batches)
+        yield from ((b, None) for b in obj.edge_batches)
+        yield from ((r.blob_id, None) for r in obj.narrative_refs)
+        for snap in (obj.cargo_snapshot, obj.code_snapshot, obj.diagnostics_snapshot):
+            if snap:
+                yield snap, None
+        if obj.aborted_work:
+            yield obj.aborted_work, WorkCommit
+    elif isinstance(obj, WorkCommit):
+        yield from ((p, WorkCommit) for p in obj.parents)
+        yield obj.base, Commit
+        yield from ((b, ChangeBatch) for b in obj.change_batches)
+        yield from ((p, None) for p in obj.payload)
+        yield from ((r.blob_id, None) for r in obj.narrative_refs)
+    elif isinstance(obj, Tree):
+        for entry in obj.entries:
+            yield entry.id, (Tree if entry.kind == "tree" else None)
+    elif isinstance(obj, ChangeBatch):
+        for rec in obj.records:
+            blob = getattr(rec, "content_blob", None)
+            if blob:
+                yield blob, None
+
+
+def walk_reachable(store: Store, roots: Iterable[tuple[bytes, type | None, str]],
+                   problems: list[Problem] | None = None) -> set[bytes]:
+    """Mark every object reachable from ``roots`` (iteratively).
+
+    Each root is ``(oid, required type, where it came from)``. Missing or damaged
+    objects are appended to ``problems`` (when given) and not followed.
+    """
+    seen: set[bytes] = set()
+    stack = [(oid, want, where) for oid, want, where in roots]
+    while stack:
+        oid, want, where = stack.pop()
+        if oid in seen:
+            continue
+        seen.add(oid)
+        try:
+            stored = store.objects.read(ObjectId(oid))
+            obj = None
+            if stored.kind == KIND_TYPED:
+                obj = store._cache.get(oid) or decode_typed(stored.payload, oid=oid)
+        except ObjectNotFound:
+            if problems is not None:
+                problems.append(Problem("E001", oid.hex(), f"missing (referenced by {where})"))
+            continue
+        except CtxError:
+            continue  # damage of the object itself is reported by the object scan
+        if want is not None and not isinstance(obj, want):
+            if problems is not None:
+                what = "a blob" if obj is None else f"a {type(obj).TYPE}"
+                problems.append(Problem("E004", oid.hex(),
+                                        f"is {what}, expected a {want.TYPE} (referenced by {where})"))
+            continue
+        if obj is None:
+            continue
+        for ref, ref_want in iter_references(obj):
+            if ref not in seen:
+                stack.append((ref, ref_want, oid.hex()))
+    return seen
+
+
+def _pointer_roots(store: Store, problems: list[Problem]) -> list[tuple[bytes, type | None, str]]:
+    roots: list[tuple[bytes, type | None, str]] = []
+    try:
+        target = refs.read_head_target(store.root)
+        if refs.read_pointer(store.root, target) is None:
+            problems.append(Problem("E005", target, "HEAD points to a ref that does not exist"))
+    except CtxError as exc:
+        problems.append(Problem(exc.code, "HEAD", exc.message))
+    for name in iter_pointer_names(store):
+        if name == "HEAD":
+            continue
+        try:
+            ptr = refs.read_pointer(store.root, name)
+        except CtxError as exc:
+            problems.append(Problem(exc.code, name, exc.message))
+            continue
+        if ptr is None:
+            continue
+        want = WorkCommit if name == "STAGE" else Commit
+        if ptr.conflicted:
+            problems.append(Problem("W001", name, f"holds {len(ptr.heads)} heads from a Git merge; "
+                                    "the next write or `ctx rebuild` merges them", "warning"))
+        for head in ptr.heads:
+            try:
+                store.read_typed(head, want)
+            except ObjectNotFound:
+                problems.append(Problem("E001", name, f"names missing object {head.hex()}"))
+                continue
+            except CtxError as exc:
+                problems.append(Problem(exc.code, name, f"names {head.hex()}: {exc.message}"))
+                continue
+            roots.append((head, want, name))
+    return roots
+
+
+def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport:
+    """Check every object, pointer and reference of the store.
+
+    Returns:
+        A report; ``report.ok`` is False if anything is missing, damaged or unreadable.
+    """
+    report = VerifyReport()
+    ids = list(store.objects.iter_ids())
+    bad: set[bytes] = set()
+    for i, oid in enumerate(ids):
+        report.objects += 1
+        if progress and i % 500 == 0:
+            progress(i, len(ids))
+        try:
+            stored = store.objects.read(oid)
+            if stored.kind == KIND_TYPED:
+                store._cache[oid] = decode_typed(stored.payload, oid=oid)
+        except DeserializationFailed as exc:
+            bad.add(oid)
+            report.problems.append(Problem(exc.code, oid.hex(), exc.detail,
+                                           "unsupported" if exc.unsupported else "error"))
+        except CtxError as exc:
+            bad.add(oid)
+            report.problems.append(Problem(exc.code, oid.hex(), exc.message))
+        except OSError as exc:
+            bad.add(oid)
+            report.problems.append(Problem("E017", oid.hex(), f"cannot be read ({exc.strerror})"))
+    if progress:
+        progress(len(ids), len(ids))
+    roots = _pointer_roots(store, report.problems)
+    reach = walk_reachable(store, roots, report.problems)
+    report.reachable = len(reach)
+    for tmp in store.objects.iter_tmp_files():
+        report.problems.append(Problem("W002", str(Path(tmp).relative_to(store.root)),
+                                       "leftover temp file from an interrupted write "
+                                       "(`ctx gc` removes it)", "warning"))
+    for tmp in store.root.glob("*.tmp"):
+        report.problems.append(Problem("W002", tmp.name, "leftover temp file", "warning"))
+    report.problems.sort(key=lambda p: (p.severity == "warning", p.code, p.subject))
+    return report

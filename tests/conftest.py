@@ -1,0 +1,101 @@
+"""Shared fixtures: a scrubbed environment, real stores in tmp_path, CLI runners."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import blake3
+import pytest
+from click.testing import CliRunner
+
+from ctxstore.cli import cli
+from ctxstore.layout import init_store
+from ctxstore.repo import Store, open_store
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _scrub_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for var in list(os.environ):
+        if var.startswith(("XDG_", "GIT_", "CTX_")):
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("TZ", "UTC")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "t")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "t@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "t")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "t@example.invalid")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    """A freshly initialised store (no Git) at tmp_path/work/.ctx."""
+    work = tmp_path / "work"
+    work.mkdir()
+    init_store(work / ".ctx", git=False)
+    return open_store(work / ".ctx")
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def invoke(runner: CliRunner, store_or_dir: Store | Path, *args: str, input: str | None = None):
+    """Run the CLI in-process against a store; returns click's Result."""
+    root = store_or_dir.root if isinstance(store_or_dir, Store) else store_or_dir
+    return runner.invoke(cli, ["--ctx-dir", str(root), *args], input=input)
+
+
+def run_ctx(args: list[str], *, cwd: Path | None = None, stdin: str | bytes | None = None,
+            env: dict[str, str] | None = None, timeout: float = 60,
+            check_traceback: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m ctxstore.cli`` as a subprocess (the installed package)."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    proc = subprocess.run([sys.executable, "-m", "ctxstore.cli", *args], cwd=cwd, input=data,
+                          capture_output=True, env=full_env, timeout=timeout)
+    res = subprocess.CompletedProcess(proc.args, proc.returncode,
+                                      proc.stdout.decode("utf-8", "replace"),
+                                      proc.stderr.decode("utf-8", "replace"))
+    if check_traceback:
+        assert "Traceback (most recent call last)" not in res.stderr, res.stderr
+    return res
+
+
+def store_digest(root: Path) -> str:
+    """BLAKE3 over every committed file of a store (objects, pointers, config, narrative)."""
+    h = blake3.blake3()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel.split("/")[0] in ("index", "DERIVED", "local") or rel == "LOCK":
+            continue
+        if path.is_file():
+            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def verify_json(root: Path) -> dict:
+    """``ctx debug verify --format json`` through a subprocess."""
+    res = run_ctx(["--ctx-dir", str(root), "--format", "json", "debug", "verify"])
+    return json.loads(res.stdout)
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    """An empty Git work tree with identity set (no ctx store yet)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "config", "commit.gpgsign", "false"], check=True)
+    return repo
