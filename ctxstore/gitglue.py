@@ -5,7 +5,9 @@ merge, so a plain Git merge of two branches that both moved ``refs/main`` or
 ``STAGE`` never stops with a conflict: the pointer then holds both ids, one per line,
 and ctx resolves that into a merge commit on its next write. Where ``ctx init`` ran,
 ``.git/info/attributes`` (local to the clone, and of higher precedence) routes those
-files through ``ctx merge-ref`` instead, which writes the merge commit at once.
+files through ``ctx merge-ref`` instead, which merges them without Git's line logic
+(no conflict markers whatever the attributes say, fast-forward when one side is
+unchanged, a sorted multi-head pointer when both moved).
 """
 
 from __future__ import annotations
@@ -16,10 +18,7 @@ from pathlib import Path
 
 from ctxstore import fsio, refs
 from ctxstore.errors import CtxError, InvalidInput
-from ctxstore.model import Commit, WorkCommit
 from ctxstore.objects import ObjectId
-from ctxstore.refs import Pointer
-from ctxstore.repo import Store
 
 __all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "register_driver",
            "git_add", "MergeOutcome", "merge_pointer_files"]
@@ -105,70 +104,38 @@ def git_add(toplevel: Path, ctx_dir: Path) -> bool:
 class MergeOutcome:
     """Result of merging two pointer versions."""
 
-    result: ObjectId
-    how: str  # "same", "ours", "theirs", "merge"
+    heads: tuple[ObjectId, ...]
+    how: str  # "same", "ours", "theirs", "both"
 
 
-def _parse(name: str, data: bytes) -> Pointer:
-    return refs.parse_pointer(name, data)
-
-
-def merge_pointer_files(store: Store | None, base: Path, ours: Path, theirs: Path) -> MergeOutcome:
+def merge_pointer_files(base: Path, ours: Path, theirs: Path) -> MergeOutcome:
     """Three-way merge of pointer files, as Git's ``%O %A %B``; writes the result to ``ours``.
 
-    When both sides moved, writes a merge object whose parents are every head of both
-    sides (sorted, so both clones write the same object): a ``commit`` if the ours side
-    names commits, a ``work_commit`` if it names work commits.
+    One side unchanged: the other side wins. Both moved: the result names every head of
+    both sides, one per line, sorted (the same bytes on every clone), and ctx's next write
+    replaces it by a merge commit whose parents are those heads. The driver deliberately
+    writes no merge commit object itself: Git records the merge from its index, so an
+    object created in the work tree during the merge would be missing from that Git
+    commit while the pointer in it named the object.
 
     Raises:
-        InvalidInput: if a side is not a pointer.
-        StoreNotFound, LockConflict: when a merge object is needed but cannot be written.
+        InvalidInput: if a side is not a pointer (Git then reports a conflict).
     """
     try:
-        o_ptr = _parse("base", base.read_bytes()) if base.stat().st_size else None
-        a_ptr = _parse("ours", ours.read_bytes())
-        b_ptr = _parse("theirs", theirs.read_bytes())
+        o_ptr = refs.parse_pointer("base", base.read_bytes()) if base.stat().st_size else None
+        a_ptr = refs.parse_pointer("ours", ours.read_bytes())
+        b_ptr = refs.parse_pointer("theirs", theirs.read_bytes())
     except CtxError as exc:
         raise InvalidInput(f"merge-ref: {exc.message}") from None
     except OSError as exc:
         raise InvalidInput(f"merge-ref: cannot read {exc.filename}") from None
     if a_ptr.heads == b_ptr.heads:
-        outcome = MergeOutcome(a_ptr.heads[0], "same") if len(a_ptr.heads) == 1 else None
-    elif o_ptr is not None and o_ptr.heads == a_ptr.heads and len(b_ptr.heads) == 1:
-        outcome = MergeOutcome(b_ptr.heads[0], "theirs")
-    elif o_ptr is not None and o_ptr.heads == b_ptr.heads and len(a_ptr.heads) == 1:
-        outcome = MergeOutcome(a_ptr.heads[0], "ours")
+        outcome = MergeOutcome(a_ptr.heads, "same")
+    elif o_ptr is not None and o_ptr.heads == a_ptr.heads:
+        outcome = MergeOutcome(b_ptr.heads, "theirs")
+    elif o_ptr is not None and o_ptr.heads == b_ptr.heads:
+        outcome = MergeOutcome(a_ptr.heads, "ours")
     else:
-        outcome = None
-    if outcome is None:
-        if store is None:
-            raise InvalidInput("merge-ref: both sides moved and no ctx store was found")
-        heads = sorted(set(a_ptr.heads) | set(b_ptr.heads))
-        outcome = MergeOutcome(_write_merge(store, heads, a_ptr.heads), "merge")
-    fsio.replace_atomic(ours, refs.render_pointer(outcome.result))
+        outcome = MergeOutcome(tuple(sorted(set(a_ptr.heads) | set(b_ptr.heads))), "both")
+    fsio.replace_atomic(ours, b"".join(refs.render_pointer(h) for h in outcome.heads))
     return outcome
-
-
-def _write_merge(store: Store, heads: list[ObjectId], ours: tuple[ObjectId, ...]) -> ObjectId:
-    # Only our side is sure to be in this work tree: Git checks the other side's
-    # objects out after the merge drivers ran. So the merge object is built from
-    # what is readable, and readers tolerate its other parents arriving later.
-    sample = store.read_typed(ours[0])
-    readable = []
-    for head in heads:
-        try:
-            readable.append(store.read_typed(head))
-        except CtxError:
-            continue
-    with store.transaction() as tx:
-        if isinstance(sample, WorkCommit):
-            merge: Commit | WorkCommit = WorkCommit(
-                parents=tuple(heads), base=sample.base, session_id=sample.session_id,
-                created_at=max(w.created_at for w in readable if isinstance(w, WorkCommit)),
-                step_kind="merge", message=f"Merge {len(heads)} staging heads")
-        else:
-            merge = Commit(parents=tuple(heads),
-                           timestamp_unix=max(c.timestamp_unix for c in readable
-                                              if isinstance(c, Commit)),
-                           message=f"Merge {len(heads)} heads of refs/main")
-        return tx.put(merge)

@@ -18,7 +18,7 @@ from ctxstore.errors import CtxError, StoreExists
 from ctxstore.model import Commit, Tree
 from ctxstore.narrative import read_template
 from ctxstore.objects import ObjectId
-from ctxstore.repo import MAIN_REF, open_store, now_ms
+from ctxstore.repo import MAIN_REF, STAGE_TYPES, now_ms, open_store
 
 __all__ = ["InitResult", "init_store", "LAYOUT_DIRS"]
 
@@ -93,6 +93,8 @@ def init_store(ctx_dir: Path, *, force: bool = False, git: bool = True,
                                    message="Initialize ctx store", root_tree=tree))
             if broken is None:
                 tx.move_pointer(MAIN_REF, commit, expected=None)
+                if not (ctx_dir / "STAGE").exists():
+                    tx.move_pointer("STAGE", commit, expected=None, expect_type=STAGE_TYPES)
         if broken is not None:
             old = (ctx_dir / MAIN_REF).read_bytes()[:200]
             refs.write_pointer(ctx_dir, MAIN_REF, commit)

@@ -33,6 +33,8 @@ from ctxstore.refs import Pointer
 __all__ = [
     "CTX_DIRNAME",
     "MAIN_REF",
+    "STAGE_TYPES",
+    "type_name",
     "Store",
     "Transaction",
     "discover_store",
@@ -42,7 +44,16 @@ __all__ = [
 
 CTX_DIRNAME = ".ctx"
 MAIN_REF = "refs/main"
+# STAGE names a work commit while a session is open, else the canonical commit the
+# last fold produced: it is never deleted, so Git never sees a modify/delete conflict.
+STAGE_TYPES: tuple[type, ...] = (Commit, WorkCommit)
 T = TypeVar("T")
+
+
+def type_name(expect: type | tuple[type, ...]) -> str:
+    """``commit`` / ``commit or work_commit`` for error messages."""
+    kinds = expect if isinstance(expect, tuple) else (expect,)
+    return " or ".join(k.TYPE for k in kinds)  # type: ignore[attr-defined]
 
 
 def now_ms() -> int:
@@ -129,7 +140,7 @@ class Store:
         return bool(self._lock_depth) and self._lock_owner == threading.get_ident()
 
     # -- objects -------------------------------------------------------------------------
-    def read_typed(self, oid: ObjectId, expect: type[T] | None = None) -> T:
+    def read_typed(self, oid: ObjectId, expect: type[T] | tuple[type, ...] | None = None) -> T:
         """Read and decode a typed object, optionally requiring its class.
 
         Raises:
@@ -145,7 +156,7 @@ class Store:
             self._cache[oid] = obj
         if expect is not None and not isinstance(obj, expect):
             raise DeserializationFailed(
-                oid, detail=f"is a {type(obj).TYPE}, expected a {expect.TYPE}")  # type: ignore[attr-defined]
+                oid, detail=f"is a {type(obj).TYPE}, expected a {type_name(expect)}")
         return obj  # type: ignore[return-value]
 
     def read_blob(self, oid: ObjectId) -> bytes:
@@ -180,8 +191,20 @@ class Store:
         return pointer
 
     def read_stage(self) -> Pointer | None:
-        """Read STAGE; None when nothing is staged."""
+        """Read STAGE (None only in stores that never had one)."""
         return refs.read_pointer(self.root, "STAGE")
+
+    def staged_heads(self, pointer: Pointer | None = None) -> list[ObjectId]:
+        """The work commits STAGE names (empty when nothing is staged).
+
+        Raises:
+            CtxError: (E001-E005) if STAGE or an object it names is damaged.
+        """
+        pointer = self.read_stage() if pointer is None else pointer
+        if pointer is None:
+            return []
+        return [h for h in pointer.heads
+                if isinstance(self.read_typed(h, STAGE_TYPES), WorkCommit)]
 
     def transaction(self) -> Transaction:
         """Start a write transaction (a context manager that holds the lock)."""
@@ -240,7 +263,7 @@ class _PointerMove:
     name: str
     expected: Pointer | None
     new: ObjectId | None
-    expect_type: type
+    expect_type: type | tuple[type, ...]
 
 
 class Transaction:
@@ -293,7 +316,7 @@ class Transaction:
         return self._put(KIND_BLOB, data)
 
     def move_pointer(self, name: str, new: ObjectId | None, *, expected: Pointer | None,
-                     expect_type: type = Commit) -> None:
+                     expect_type: type | tuple[type, ...] = Commit) -> None:
         """Queue a compare-and-swap of pointer ``name`` (None deletes it).
 
         ``expected`` is the pointer as read earlier under this lock (None: must be absent).

@@ -22,7 +22,7 @@ from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import ObjectId
 from ctxstore.refs import Pointer
 from ctxstore.replay import fold_records
-from ctxstore.repo import Store, Transaction, now_ms
+from ctxstore.repo import STAGE_TYPES, Store, Transaction, now_ms
 
 __all__ = [
     "StageResult",
@@ -108,13 +108,21 @@ def resolve_main(store: Store, tx: Transaction) -> tuple[ObjectId, Pointer]:
 
 def resolve_stage(store: Store, tx: Transaction, base: ObjectId
                   ) -> tuple[ObjectId | None, Pointer | None]:
-    """Return STAGE's work commit (None if nothing staged), merging several heads."""
+    """Return STAGE's work commit (None if nothing is staged), merging several heads.
+
+    Heads that are canonical commits (STAGE after a fold) are dropped when STAGE
+    holds several heads after a Git merge: they are in HEAD's history by then.
+    """
     pointer = store.read_stage()
-    if pointer is None or not pointer.conflicted:
-        return (pointer.single if pointer else None), pointer
-    head = merge_stage_heads(store, tx, pointer.heads, base)
-    tx.move_pointer("STAGE", head, expected=pointer, expect_type=WorkCommit)
-    return head, Pointer("STAGE", (head,), head.hex().encode() + b"\n")
+    if pointer is None:
+        return None, None
+    works = store.staged_heads(pointer)
+    if not pointer.conflicted:
+        return (works[0] if works else None), pointer
+    work = merge_stage_heads(store, tx, works, base) if works else None
+    target = work if work is not None else base
+    tx.move_pointer("STAGE", target, expected=pointer, expect_type=STAGE_TYPES)
+    return work, Pointer("STAGE", (target,), target.hex().encode() + b"\n")
 
 
 # -- staged writes ------------------------------------------------------------------------------
@@ -140,7 +148,7 @@ def _append_work(store: Store, tx: Transaction, *, step_kind: str, message: str,
                       change_batches=tuple(change_batches), payload=tuple(payload),
                       narrative_refs=tuple(narrative_refs))
     oid = tx.put(work)
-    tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=WorkCommit)
+    tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
     return oid, session_id
 
 
@@ -276,8 +284,7 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
                          session_id=session_id)
         oid = tx.put(new)
         tx.move_pointer(store.head_ref(), oid, expected=head_ptr)
-        if stage_ptr is not None:
-            tx.move_pointer("STAGE", None, expected=stage_ptr, expect_type=WorkCommit)
+        tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
     return FoldResult(oid, len(curated), len(chain), len(nrefs), session_id, amended=amend)
 
 
@@ -307,7 +314,7 @@ def abort_session(store: Store, reason: str | None) -> FoldResult:
                         session_id=first.session_id, aborted_work=stage)
         oid = tx.put(commit)
         tx.move_pointer(store.head_ref(), oid, expected=head_ptr)
-        tx.move_pointer("STAGE", None, expected=stage_ptr, expect_type=WorkCommit)
+        tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
     return FoldResult(oid, 0, len(chain), 0, first.session_id)
 
 
@@ -343,12 +350,12 @@ class SessionStatus:
 def session_status(store: Store) -> SessionStatus:
     """Describe HEAD and the staging session (a read: takes no lock)."""
     head_ptr = store.read_head()
-    stage_ptr = store.read_stage()
+    works = store.staged_heads()
     status = SessionStatus(head=head_ptr.heads[0], head_conflicted=head_ptr.conflicted,
-                           stage=stage_ptr.heads if stage_ptr else ())
-    if stage_ptr is None:
+                           stage=tuple(works))
+    if not works:
         return status
-    chain = stage_chain(store, stage_ptr.heads)
+    chain = stage_chain(store, works)
     first, last = chain[0][1], chain[-1][1]
     status.session_id = first.session_id
     status.task = first.message if first.step_kind == "session_start" else None
@@ -389,12 +396,12 @@ def _work_ok(store: Store, oid: bytes) -> WorkCommit | None:
 def recover(store: Store) -> RecoverReport:
     """Check STAGE after a crash and repair it (spec 002 §11.5).
 
-    * No STAGE: nothing to do.
+    * STAGE names a canonical commit (nothing staged): nothing to do.
     * STAGE and its whole chain verify: the session can be resumed or compacted.
     * Otherwise the readable work commits of the chain are re-linked, in order, into
       a new chain on a fresh head; those that cannot be read are reported as lost.
       When STAGE itself cannot be read, the newest intact chain tip of a session not
-      yet folded into HEAD's history is adopted; with none, STAGE is removed.
+      yet folded into HEAD's history is adopted; with none, STAGE is reset to HEAD.
 
     Running it twice gives the same result as running it once.
 
@@ -418,7 +425,16 @@ def recover(store: Store) -> RecoverReport:
         if stage_ptr is None and broken_raw is None:
             return RecoverReport("no-session")
 
-        heads = list(stage_ptr.heads) if stage_ptr else []
+        heads: list[ObjectId] = []
+        for h in (stage_ptr.heads if stage_ptr else ()):
+            try:
+                if isinstance(store.read_typed(h, STAGE_TYPES), Commit):
+                    continue  # a fold result: nothing staged on this head
+            except CtxError:
+                pass  # unreadable: handled as lost below
+            heads.append(h)
+        if stage_ptr is not None and not heads and not stage_ptr.conflicted:
+            return RecoverReport("no-session")
         # Walk every chain backwards, keeping readable commits and noting broken links.
         kept: dict[bytes, WorkCommit] = {}
         lost: list[str] = []
@@ -435,7 +451,7 @@ def recover(store: Store) -> RecoverReport:
             kept[oid] = work
             todo.extend(work.parents)
         if not lost and stage_ptr is not None:
-            if stage_ptr.conflicted:
+            if stage_ptr.conflicted or not kept:
                 stage, _ = resolve_stage(store, tx, head)
                 return RecoverReport("repaired", stage, len(kept), notes=["merged staging heads"])
             return RecoverReport("clean", stage_ptr.single, len(kept))
@@ -443,8 +459,9 @@ def recover(store: Store) -> RecoverReport:
             tip = _adopt_orphan_tip(store, head)
             report_notes = [note] if note else []
             if tip is None:
-                _reset_stage(store, stage_ptr, broken_raw)
-                return RecoverReport("reset", None, 0, lost, report_notes + ["STAGE removed"])
+                _move_stage(store, tx, stage_ptr, broken_raw, head)
+                return RecoverReport("reset", None, 0, lost,
+                                     report_notes + ["STAGE reset to HEAD: nothing staged"])
             kept = {tip[0]: tip[1]}
             todo = list(tip[1].parents)
             while todo:
@@ -503,15 +520,10 @@ def _move_stage(store: Store, tx: Transaction, ptr: Pointer | None, broken: byte
     from ctxstore import refs
 
     if ptr is not None:
-        tx.move_pointer("STAGE", new, expected=ptr, expect_type=WorkCommit)
+        tx.move_pointer("STAGE", new, expected=ptr, expect_type=STAGE_TYPES)
         return
     # STAGE holds bytes that are not a pointer: ``recover`` is the explicit request to
     # replace them (the old bytes are reported, never silently dropped).
     tx.commit()
     refs.write_pointer(store.root, "STAGE", new)
 
-
-def _reset_stage(store: Store, ptr: Pointer | None, broken: bytes | None) -> None:
-    from ctxstore import refs
-
-    refs.delete_pointer(store.root, "STAGE")

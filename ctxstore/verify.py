@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ctxstore import refs
 from ctxstore.errors import CtxError, DeserializationFailed, ObjectNotFound
 from ctxstore.model import ChangeBatch, Commit, Tree, WorkCommit, decode_typed
 from ctxstore.objects import KIND_TYPED, ObjectId
-from ctxstore.repo import Store
+from ctxstore.repo import STAGE_TYPES, Store, type_name
 
 __all__ = ["Problem", "VerifyReport", "iter_pointer_names", "iter_references", "walk_reachable",
            "verify_store"]
@@ -94,7 +95,7 @@ def iter_references(obj: object) -> Iterator[tuple[bytes, type | None]]:
                 yield blob, None
 
 
-def walk_reachable(store: Store, roots: Iterable[tuple[bytes, type | None, str]],
+def walk_reachable(store: Store, roots: Iterable[tuple[bytes, Any, str]],
                    problems: list[Problem] | None = None) -> set[bytes]:
     """Mark every object reachable from ``roots`` (iteratively).
 
@@ -123,7 +124,7 @@ def walk_reachable(store: Store, roots: Iterable[tuple[bytes, type | None, str]]
             if problems is not None:
                 what = "a blob" if obj is None else f"a {type(obj).TYPE}"
                 problems.append(Problem("E004", oid.hex(),
-                                        f"is {what}, expected a {want.TYPE} (referenced by {where})"))
+                                        f"is {what}, expected a {type_name(want)} (referenced by {where})"))
             continue
         if obj is None:
             continue
@@ -133,8 +134,8 @@ def walk_reachable(store: Store, roots: Iterable[tuple[bytes, type | None, str]]
     return seen
 
 
-def _pointer_roots(store: Store, problems: list[Problem]) -> list[tuple[bytes, type | None, str]]:
-    roots: list[tuple[bytes, type | None, str]] = []
+def _pointer_roots(store: Store, problems: list[Problem]) -> list[tuple[bytes, Any, str]]:
+    roots: list[tuple[bytes, Any, str]] = []
     try:
         target = refs.read_head_target(store.root)
         if refs.read_pointer(store.root, target) is None:
@@ -151,7 +152,7 @@ def _pointer_roots(store: Store, problems: list[Problem]) -> list[tuple[bytes, t
             continue
         if ptr is None:
             continue
-        want = WorkCommit if name == "STAGE" else Commit
+        want: type | tuple[type, ...] = STAGE_TYPES if name == "STAGE" else Commit
         if ptr.conflicted:
             problems.append(Problem("W001", name, f"holds {len(ptr.heads)} heads from a Git merge; "
                                     "the next write or `ctx rebuild` merges them", "warning"))

@@ -165,7 +165,7 @@ def recover_command(env: Env) -> None:
     messages = {"no-session": "no staging session: nothing to recover",
                 "clean": f"STAGE is intact ({rep.kept} work commits): resume or compact it",
                 "repaired": f"STAGE repaired: {rep.kept} work commits kept",
-                "reset": "STAGE named nothing recoverable and was removed"}
+                "reset": "STAGE named nothing recoverable: reset to HEAD (nothing staged)"}
     click.echo(messages[rep.state])
     for oid in rep.lost:
         click.echo(f"  unrecoverable work commit {oid}")
