@@ -13,8 +13,8 @@ commit (or a fast-forward), the next time anything writes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
 from ctxstore.errors import CtxError, NothingToDo, StagingConflict
 from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit
@@ -398,30 +398,33 @@ def recover(store: Store) -> RecoverReport:
 
     * STAGE names a canonical commit (nothing staged): nothing to do.
     * STAGE and its whole chain verify: the session can be resumed or compacted.
-    * Otherwise the readable work commits of the chain are re-linked, in order, into
-      a new chain on a fresh head; those that cannot be read are reported as lost.
-      When STAGE itself cannot be read, the newest intact chain tip of a session not
-      yet folded into HEAD's history is adopted; with none, STAGE is reset to HEAD.
+    * Otherwise every intact work commit of the affected session(s) is re-linked, in
+      order of creation, into a fresh linear chain (found by walking back from STAGE
+      and, past a damaged link, by scanning the object store); work commits that
+      cannot be read are reported as lost. When nothing of STAGE can be read, the
+      newest intact chain tip of a session not folded into HEAD is adopted; with
+      none, STAGE is reset to HEAD (nothing staged).
 
     Running it twice gives the same result as running it once.
 
     Raises:
         LockConflict: if another writer holds the lock.
     """
-    from ctxstore.refs import read_pointer
     from ctxstore.errors import RefNotFound
+    from ctxstore.refs import read_pointer
 
+    store._cache.clear()  # files may have changed under a long-lived handle
     with store.transaction() as tx:
         head, _ = resolve_main(store, tx)
         try:
             stage_ptr = read_pointer(store.root, "STAGE")
+            broken_raw: bytes | None = None
+            notes: list[str] = []
         except RefNotFound as exc:
             stage_ptr = None
-            broken_raw: bytes | None = (store.root / "STAGE").read_bytes() \
+            broken_raw = (store.root / "STAGE").read_bytes() \
                 if (store.root / "STAGE").is_file() else b""
-            note = f"STAGE was unreadable ({exc.detail})"
-        else:
-            broken_raw, note = None, ""
+            notes = [f"STAGE was unreadable ({exc.detail}); old bytes {broken_raw[:80]!r}"]
         if stage_ptr is None and broken_raw is None:
             return RecoverReport("no-session")
 
@@ -431,88 +434,101 @@ def recover(store: Store) -> RecoverReport:
                 if isinstance(store.read_typed(h, STAGE_TYPES), Commit):
                     continue  # a fold result: nothing staged on this head
             except CtxError:
-                pass  # unreadable: handled as lost below
+                pass  # unreadable: counted as lost below
             heads.append(h)
         if stage_ptr is not None and not heads and not stage_ptr.conflicted:
             return RecoverReport("no-session")
-        # Walk every chain backwards, keeping readable commits and noting broken links.
-        kept: dict[bytes, WorkCommit] = {}
-        lost: list[str] = []
-        todo, seen = list(heads), set()
-        while todo:
-            oid = todo.pop()
-            if oid in seen:
-                continue
-            seen.add(oid)
-            work = _work_ok(store, oid)
-            if work is None:
-                lost.append(oid.hex())
-                continue
-            kept[oid] = work
-            todo.extend(work.parents)
+        kept, lost = _walk_intact(store, heads)
         if not lost and stage_ptr is not None:
-            if stage_ptr.conflicted or not kept:
+            if stage_ptr.conflicted:
                 stage, _ = resolve_stage(store, tx, head)
                 return RecoverReport("repaired", stage, len(kept), notes=["merged staging heads"])
-            return RecoverReport("clean", stage_ptr.single, len(kept))
-        if not kept:
-            tip = _adopt_orphan_tip(store, head)
-            report_notes = [note] if note else []
+            return RecoverReport("clean", stage_ptr.single if kept else None, len(kept))
+        folded = _folded_sessions(store, head)
+        sessions = {w.session_id for w in kept.values()} - folded
+        if not sessions:
+            tip = _adopt_orphan_tip(store, folded)
             if tip is None:
                 _move_stage(store, tx, stage_ptr, broken_raw, head)
                 return RecoverReport("reset", None, 0, lost,
-                                     report_notes + ["STAGE reset to HEAD: nothing staged"])
-            kept = {tip[0]: tip[1]}
-            todo = list(tip[1].parents)
-            while todo:
-                oid = todo.pop()
-                if oid in kept:
-                    continue
-                work = _work_ok(store, oid)
-                if work is None:
-                    lost.append(oid.hex())
-                    continue
+                                     notes + ["STAGE reset to HEAD: nothing staged"])
+            notes.append(f"adopted intact work commit {tip.hex()}")
+            more, more_lost = _walk_intact(store, [tip])
+            kept.update(more)
+            lost.extend(more_lost)
+            sessions = {w.session_id for w in more.values()}
+        # Past a damaged link the older commits of the session are unreachable from
+        # STAGE: find them by scanning (recovery is rare; a scan is acceptable).
+        for oid, work in _iter_work_commits(store):
+            if work.session_id in sessions and oid not in kept and _work_ok(store, oid):
                 kept[oid] = work
-                todo.extend(work.parents)
-            report_notes.append(f"adopted intact work commit {tip[0].hex()}")
-            note = "; ".join(report_notes)
-        # Re-link the readable commits oldest first into a fresh linear chain.
-        ordered = sorted(kept.items(), key=lambda kv: (kv[1].created_at, kv[0]))
+        chain = _dedup_steps(kept)
         prev: ObjectId | None = None
-        for _, work in ordered:
-            relinked = WorkCommit(parents=(prev,) if prev else (), base=work.base,
-                                  session_id=work.session_id, created_at=work.created_at,
-                                  step_kind=work.step_kind, message=work.message,
-                                  change_batches=work.change_batches, payload=work.payload,
-                                  narrative_refs=work.narrative_refs)
-            prev = tx.put(relinked)
+        for work in chain:
+            prev = tx.put(replace(work, parents=(prev,) if prev else ()))
         assert prev is not None
         _move_stage(store, tx, stage_ptr, broken_raw, prev)
-        return RecoverReport("repaired", prev, len(ordered), lost, [note] if note else [])
+        return RecoverReport("repaired", prev, len(chain), sorted(set(lost)), notes)
 
 
-def _adopt_orphan_tip(store: Store, head: ObjectId) -> tuple[ObjectId, WorkCommit] | None:
-    """The newest intact work commit that nothing references, of a session not folded."""
-    folded: set[str] = set()
-    for _, obj in store.iter_history([head]):
-        if isinstance(obj, Commit) and obj.session_id:
-            folded.add(obj.session_id)
-    works: dict[bytes, WorkCommit] = {}
+def _walk_intact(store: Store, heads: Iterable[ObjectId]
+                 ) -> tuple[dict[bytes, WorkCommit], list[str]]:
+    kept: dict[bytes, WorkCommit] = {}
+    lost: list[str] = []
+    todo, seen = list(heads), set()
+    while todo:
+        oid = todo.pop()
+        if oid in seen:
+            continue
+        seen.add(oid)
+        work = _work_ok(store, oid)
+        if work is None:
+            lost.append(oid.hex())
+            continue
+        kept[oid] = work
+        todo.extend(ObjectId(p) for p in work.parents)
+    return kept, lost
+
+
+def _dedup_steps(kept: dict[bytes, WorkCommit]) -> list[WorkCommit]:
+    """Intact work commits oldest first, one per step (an earlier recovery's
+    re-linked copies differ only in their parents)."""
+    chain: list[WorkCommit] = []
+    seen: set[tuple[object, ...]] = set()
+    for oid, work in sorted(kept.items(), key=lambda kv: (kv[1].created_at, kv[0])):
+        if work.step_kind == "merge" and not work.change_batches:
+            continue  # merge nodes carry nothing once the chain is linear
+        step = (work.created_at, work.session_id, work.step_kind, work.message,
+                work.change_batches, work.payload, work.narrative_refs)
+        if step not in seen:
+            seen.add(step)
+            chain.append(work)
+    return chain
+
+
+def _folded_sessions(store: Store, head: ObjectId) -> set[str]:
+    return {obj.session_id for _, obj in store.iter_history([head])
+            if isinstance(obj, Commit) and obj.session_id}
+
+
+def _iter_work_commits(store: Store) -> Iterator[tuple[ObjectId, WorkCommit]]:
     for oid in store.objects.iter_ids():
         try:
             obj = store.read_typed(oid)
         except CtxError:
             continue
         if isinstance(obj, WorkCommit):
-            works[oid] = obj
+            yield oid, obj
+
+
+def _adopt_orphan_tip(store: Store, folded: set[str]) -> ObjectId | None:
+    """The newest intact work commit nothing references, of a session not folded."""
+    works = dict(_iter_work_commits(store))
     referenced = {p for w in works.values() for p in w.parents}
     tips = [(w.created_at, oid) for oid, w in works.items()
             if oid not in referenced and w.session_id not in folded
             and _work_ok(store, oid) is not None]
-    if not tips:
-        return None
-    _, oid = max(tips)
-    return ObjectId(oid), works[oid]
+    return ObjectId(max(tips)[1]) if tips else None
 
 
 def _move_stage(store: Store, tx: Transaction, ptr: Pointer | None, broken: bytes | None,

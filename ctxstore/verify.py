@@ -177,7 +177,7 @@ def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport
     """
     report = VerifyReport()
     ids = list(store.objects.iter_ids())
-    bad: set[bytes] = set()
+    damaged: dict[bytes, Problem] = {}
     for i, oid in enumerate(ids):
         report.objects += 1
         if progress and i % 500 == 0:
@@ -187,20 +187,24 @@ def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport
             if stored.kind == KIND_TYPED:
                 store._cache[oid] = decode_typed(stored.payload, oid=oid)
         except DeserializationFailed as exc:
-            bad.add(oid)
-            report.problems.append(Problem(exc.code, oid.hex(), exc.detail,
-                                           "unsupported" if exc.unsupported else "error"))
+            damaged[oid] = Problem(exc.code, oid.hex(), exc.detail,
+                                   "unsupported" if exc.unsupported else "error")
         except CtxError as exc:
-            bad.add(oid)
-            report.problems.append(Problem(exc.code, oid.hex(), exc.message))
+            damaged[oid] = Problem(exc.code, oid.hex(), exc.message)
         except OSError as exc:
-            bad.add(oid)
-            report.problems.append(Problem("E017", oid.hex(), f"cannot be read ({exc.strerror})"))
+            damaged[oid] = Problem("E017", oid.hex(), f"cannot be read ({exc.strerror})")
     if progress:
         progress(len(ids), len(ids))
     roots = _pointer_roots(store, report.problems)
     reach = walk_reachable(store, roots, report.problems)
     report.reachable = len(reach)
+    for oid, problem in damaged.items():
+        if oid not in reach and problem.severity == "error":
+            # Nothing refers to it (a leftover of a crash or of a recovery): the state is
+            # intact, and `ctx gc` deletes it once past the grace period.
+            problem = Problem(problem.code, problem.subject,
+                              f"{problem.message} [unreachable: `ctx gc` removes it]", "warning")
+        report.problems.append(problem)
     for tmp in store.objects.iter_tmp_files():
         report.problems.append(Problem("W002", str(Path(tmp).relative_to(store.root)),
                                        "leftover temp file from an interrupted write "
