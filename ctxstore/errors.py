@@ -30,6 +30,7 @@ __all__ = [
     "AmbiguousPrefix",
     "StorageIOError",
     "NothingToDo",
+    "NodeNotFound",
 ]
 
 
@@ -241,3 +242,9 @@ class NothingToDo(CtxError):
     """E018: the requested operation has nothing to act on (e.g. no staging session)."""
 
     code = "E018"
+
+
+class NodeNotFound(CtxError):
+    """E019: no live knowledge node (or view) has this id or name."""
+
+    code = "E019"

@@ -1,7 +1,10 @@
-"""Knowledge node writes: new nodes, staged as change batches (DESIGN §4).
+"""Knowledge node writes: add, update, delete, tag, untag, supersede, summarize.
 
-Node ids are ULIDs. Content above ``INLINE_CONTENT_BYTES`` is stored as a blob and
-referenced from the node version. Tags are ``namespace:value`` (or a bare word).
+Every change is a new record staged as a change batch (DESIGN §4); nothing is
+updated in place. Operations that read the current version take the store lock
+first, so two writers cannot both build on the same version. A new version is
+stamped at least one millisecond after the version it replaces (hybrid clock).
+Node ids are ULIDs; content above ``INLINE_CONTENT_BYTES`` is stored as a blob.
 """
 
 from __future__ import annotations
@@ -14,19 +17,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxstore.errors import InvalidInput
-from ctxstore.model.knowledge import NodeRecord
+from ctxstore.index import open_index
+from ctxstore.index.read import NodeRow, edges_of, find_node, read_node
+from ctxstore.model.knowledge import EdgeRecord, EdgeRemoved, KnowledgeRecord, NodeRecord, NodeRemoved
 from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.repo import Store, now_ms
 from ctxstore.staging import StageResult, stage_records
 
-__all__ = ["NODE_TYPES", "INLINE_CONTENT_BYTES", "new_ulid", "validate_tag", "AddedNode",
-           "add_node"]
+__all__ = ["NODE_TYPES", "EDGE_TYPES", "INLINE_CONTENT_BYTES", "TIERS", "new_ulid", "validate_tag",
+           "validate_type", "AddedNode", "WriteResult", "add_node", "update_node", "delete_node",
+           "tag_node", "untag_node", "supersede_node", "summarize_nodes", "record_of",
+           "edge_record", "bump"]
 
 NODE_TYPES = ("fact", "decision", "pattern", "observation", "hypothesis", "task", "summary",
               "source", "open-question")
+EDGE_TYPES = ("DERIVED_FROM", "DEPENDS_ON", "SUPERSEDES", "RELATES_TO", "CHILD_OF")
+TIERS = ("pinned", "reference", "working", "off-context")
 INLINE_CONTENT_BYTES = 4096
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9_.\-/]+)?")
+_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9_.\-/:]+)?")
 _ulid_lock = threading.Lock()
 _ulid_last = (0, 0)
 
@@ -58,6 +67,59 @@ def validate_tag(tag: str) -> str:
     return tag
 
 
+def validate_type(node_type: str) -> str:
+    """Check a node type.
+
+    Raises:
+        InvalidInput: if it is not one of ``NODE_TYPES``.
+    """
+    if node_type not in NODE_TYPES:
+        raise InvalidInput(f"unknown node type {node_type!r}", hint="one of " + ", ".join(NODE_TYPES))
+    return node_type
+
+
+def bump(prev_stamp: int) -> int:
+    """A stamp for a version replacing one stamped ``prev_stamp`` (never earlier)."""
+    return max(now_ms(), prev_stamp + 1)
+
+
+def _content(content: str) -> tuple[str | None, bytes | None, list[bytes]]:
+    if not content.strip():
+        raise InvalidInput("node content is empty")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("node content is not valid Unicode text") from None
+    if len(data) > INLINE_CONTENT_BYTES:
+        return None, object_id_of(KIND_BLOB, data), [data]
+    return content, None, []
+
+
+def record_of(node: NodeRow) -> NodeRecord:
+    """The record of a node's current version (its ``version`` becomes ``prev`` of the next)."""
+    return NodeRecord(id=node.id, type=node.type,
+                      content=None if node.content_blob else node.content,
+                      content_blob=node.content_blob, summary=node.summary,
+                      tags=tuple(node.tags), metadata=dict(node.metadata), status=node.status,
+                      superseded_by=node.superseded_by, created_at=node.created_at,
+                      updated_at=node.updated_at, author=node.author, prev=None)
+
+
+def _next(node: NodeRow, **changes: Any) -> NodeRecord:
+    from dataclasses import replace
+
+    return replace(record_of(node), updated_at=bump(node.updated_at), prev=node.version, **changes)
+
+
+def edge_record(src: str, dst: str, label: str, *, weight: float | None = None,
+                metadata: dict[str, Any] | None = None, prev_stamp: int = 0) -> EdgeRecord:
+    """A new node-to-node edge record."""
+    stamp = bump(prev_stamp)
+    return EdgeRecord(from_ref=("node", src), to_ref=("node", dst), label=label, weight=weight,
+                      metadata=dict(metadata or {}), evidence={"tool": "human"}, created_at=stamp,
+                      updated_at=stamp, prev=None)
+
+
 @dataclass(frozen=True)
 class AddedNode:
     """A node written by ``add_node``."""
@@ -66,37 +128,200 @@ class AddedNode:
     staged: StageResult
 
 
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write changed: the records staged (empty when it was a no-op)."""
+
+    records: tuple[KnowledgeRecord, ...]
+    staged: StageResult | None
+
+    @property
+    def changed(self) -> bool:
+        """False when the operation found nothing to change (idempotent no-op)."""
+        return bool(self.records)
+
+
+def _stage(store: Store, records: list[KnowledgeRecord], message: str, blobs: list[bytes] = ()
+           ) -> WriteResult:
+    if not records:
+        return WriteResult((), None)
+    return WriteResult(tuple(records), stage_records(store, records, message=message, blobs=blobs))
+
+
 def add_node(store: Store, node_type: str, content: str, *, tags: list[str] | tuple[str, ...] = (),
              metadata: dict[str, Any] | None = None, summary: str | None = None,
-             author: str | None = None) -> AddedNode:
+             author: str | None = None, node_id: str | None = None) -> AddedNode:
     """Create a knowledge node and stage it.
 
     Raises:
         InvalidInput: for an unknown type, empty content or a bad tag.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
-    if node_type not in NODE_TYPES:
-        raise InvalidInput(f"unknown node type {node_type!r}",
-                           hint="one of " + ", ".join(NODE_TYPES))
-    if not content.strip():
-        raise InvalidInput("node content is empty")
+    validate_type(node_type)
     clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
-    data = content.encode("utf-8", "surrogatepass")
-    try:
-        content.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput("node content is not valid Unicode text") from None
-    blobs: list[bytes] = []
-    inline: str | None = content
-    blob_id = None
-    if len(data) > INLINE_CONTENT_BYTES:
-        blobs.append(data)
-        inline, blob_id = None, object_id_of(KIND_BLOB, data)
+    inline, blob_id, blobs = _content(content)
     stamp = now_ms()
-    node = NodeRecord(id=new_ulid(), type=node_type, content=inline, content_blob=blob_id,
-                      summary=summary, tags=clean_tags, metadata=dict(metadata or {}),
-                      status="active", superseded_by=None, created_at=stamp, updated_at=stamp,
-                      author=author, prev=None)
+    node = NodeRecord(id=node_id or new_ulid(), type=node_type, content=inline,
+                      content_blob=blob_id, summary=summary, tags=clean_tags,
+                      metadata=dict(metadata or {}), status="active", superseded_by=None,
+                      created_at=stamp, updated_at=stamp, author=author, prev=None)
     staged = stage_records(store, [node], message=f"add {node_type} {node.id}", blobs=blobs,
                            author=author)
     return AddedNode(node, staged)
+
+
+def update_node(store: Store, node_ref: str, *, content: str | None = None,
+                node_type: str | None = None, metadata: dict[str, Any] | None = None,
+                summary: str | None = None) -> WriteResult:
+    """Write a new version of a node with the given fields changed.
+
+    ``metadata`` entries are merged into the node's metadata (an empty value removes the key).
+
+    Raises:
+        InvalidInput: if nothing to change is given, or a value is invalid.
+        NodeNotFound, AmbiguousPrefix: if the node cannot be identified.
+    """
+    if content is None and node_type is None and metadata is None and summary is None:
+        raise InvalidInput("nothing to update", hint="give --content, --type, --meta or --summary")
+    with store.lock():
+        node = read_node(open_index(store), node_ref)
+        changes: dict[str, Any] = {}
+        blobs: list[bytes] = []
+        if content is not None:
+            inline, blob_id, blobs = _content(content)
+            changes.update(content=inline, content_blob=blob_id)
+        if node_type is not None:
+            changes["type"] = validate_type(node_type)
+        if metadata is not None:
+            merged = dict(node.metadata)
+            for key, value in metadata.items():
+                if value == "":
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            changes["metadata"] = merged
+        if summary is not None:
+            changes["summary"] = summary or None
+        rec = _next(node, **changes)
+        return _stage(store, [rec], f"update {node.id}", blobs)
+
+
+def delete_node(store: Store, node_ref: str, *, cascade: bool = False) -> WriteResult:
+    """Delete a node and its edges; with ``cascade`` also every node derived from it
+    (transitively through DERIVED_FROM).
+
+    Raises:
+        NodeNotFound, AmbiguousPrefix, InvalidInput: if the node cannot be identified.
+    """
+    with store.lock():
+        conn = open_index(store)
+        root = read_node(conn, node_ref)
+        doomed = [root.id]
+        if cascade:
+            todo = [root.id]
+            while todo:
+                for edge in edges_of(conn, todo.pop(), "in", "DERIVED_FROM"):
+                    if edge.from_kind == "node" and edge.from_key not in doomed:
+                        doomed.append(edge.from_key)
+                        todo.append(edge.from_key)
+        records: list[KnowledgeRecord] = []
+        seen_edges: set[tuple[str, ...]] = set()
+        for nid in doomed:
+            node = find_node(conn, nid)
+            if node is None:
+                continue
+            records.append(NodeRemoved(id=nid, at=bump(node.updated_at), prev=node.version))
+            for e in edges_of(conn, nid):
+                key = (e.from_kind, e.from_key, e.to_kind, e.to_key, e.label)
+                if key not in seen_edges:
+                    seen_edges.add(key)
+                    records.append(EdgeRemoved(from_ref=(e.from_kind, e.from_key),
+                                               to_ref=(e.to_kind, e.to_key), label=e.label,
+                                               at=bump(e.updated_at), prev=None))
+        return _stage(store, records, f"delete {root.id}")
+
+
+def tag_node(store: Store, node_ref: str, tags: list[str]) -> WriteResult:
+    """Add tags to a node; already present tags are a silent no-op.
+
+    Raises:
+        InvalidInput, NodeNotFound, AmbiguousPrefix: bad tag or unknown node.
+    """
+    wanted = {validate_tag(t) for t in tags}
+    if not wanted:
+        raise InvalidInput("no tag given")
+    with store.lock():
+        node = read_node(open_index(store), node_ref)
+        if wanted <= set(node.tags):
+            return WriteResult((), None)
+        rec = _next(node, tags=tuple(sorted(set(node.tags) | wanted)))
+        return _stage(store, [rec], f"tag {node.id}")
+
+
+def untag_node(store: Store, node_ref: str, tags: list[str]) -> WriteResult:
+    """Remove tags from a node; absent tags are a silent no-op.
+
+    Raises:
+        InvalidInput, NodeNotFound, AmbiguousPrefix: bad tag or unknown node.
+    """
+    unwanted = {validate_tag(t) for t in tags}
+    with store.lock():
+        node = read_node(open_index(store), node_ref)
+        if not unwanted & set(node.tags):
+            return WriteResult((), None)
+        rec = _next(node, tags=tuple(sorted(set(node.tags) - unwanted)))
+        return _stage(store, [rec], f"untag {node.id}")
+
+
+def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
+    """Mark ``old`` as superseded by ``new`` and link new -SUPERSEDES-> old (spec 001 §7).
+
+    Raises:
+        InvalidInput: if both name the same node.
+        NodeNotFound, AmbiguousPrefix: if a node cannot be identified.
+    """
+    with store.lock():
+        conn = open_index(store)
+        old, new = read_node(conn, old_ref), read_node(conn, new_ref)
+        if old.id == new.id:
+            raise InvalidInput("a node cannot supersede itself")
+        records: list[KnowledgeRecord] = []
+        if old.superseded_by != new.id:
+            records.append(_next(old, superseded_by=new.id))
+        if not any(e.to_key == old.id for e in edges_of(conn, new.id, "out", "SUPERSEDES")):
+            records.append(edge_record(new.id, old.id, "SUPERSEDES"))
+        return _stage(store, records, f"supersede {old.id} by {new.id}")
+
+
+def summarize_nodes(store: Store, refs_: list[str], content: str, *, archive_sources: bool = False,
+                    tags: list[str] | tuple[str, ...] = ()) -> tuple[NodeRecord, WriteResult]:
+    """Create a summary node DERIVED_FROM each source, in one change batch; with
+    ``archive_sources`` the sources move to ``tier:off-context``.
+
+    Raises:
+        InvalidInput: for no sources or empty content.
+        NodeNotFound, AmbiguousPrefix: if a source cannot be identified.
+    """
+    if not refs_:
+        raise InvalidInput("summarize needs at least one source node")
+    inline, blob_id, blobs = _content(content)
+    clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
+    with store.lock():
+        conn = open_index(store)
+        sources = []
+        for ref in refs_:
+            node = read_node(conn, ref)
+            if node.id not in {s.id for s in sources}:
+                sources.append(node)
+        stamp = now_ms()
+        summary = NodeRecord(id=new_ulid(), type="summary", content=inline, content_blob=blob_id,
+                             summary=None, tags=clean_tags, metadata={}, status="active",
+                             superseded_by=None, created_at=stamp, updated_at=stamp, author=None,
+                             prev=None)
+        records: list[KnowledgeRecord] = [summary]
+        records += [edge_record(summary.id, s.id, "DERIVED_FROM") for s in sources]
+        if archive_sources:
+            for s in sources:
+                kept = {t for t in s.tags if not t.startswith("tier:")}
+                records.append(_next(s, tags=tuple(sorted(kept | {"tier:off-context"}))))
+        return summary, _stage(store, records, f"summarize into {summary.id}", blobs)

@@ -11,12 +11,18 @@ from pathlib import Path
 import blake3
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, settings
 
 from ctxstore.cli import cli
 from ctxstore.layout import init_store
 from ctxstore.repo import Store, open_store
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+for _name, _examples in (("quick", 60), ("full", 2000), ("soak", 50000)):
+    settings.register_profile(_name, max_examples=_examples, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
 
 
 @pytest.fixture(autouse=True)

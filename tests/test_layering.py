@@ -14,11 +14,12 @@ PKG = Path(__file__).resolve().parent.parent / "ctxstore"
 # Left to right: a module may import only modules of its own layer or to its left.
 LAYERS = [
     {"errors", "fsio"},
-    {"objects", "model", "config"},
+    {"objects", "model", "config", "tokens"},
     {"refs"},
-    {"repo", "replay", "staging", "narrative", "nodes", "verify", "gitglue", "layout"},
+    {"repo", "replay", "staging", "narrative", "verify", "gitglue", "layout"},
     {"index", "query", "graph", "code"},
-    {"pack", "lifecycle", "gc", "llm"},
+    {"nodes", "edges", "views"},
+    {"pack", "exchange", "lifecycle", "gc", "llm", "stats"},
     {"claude"},
     {"cli"},
 ]

@@ -1,0 +1,213 @@
+"""Applying commits to the index: which commits are new, and last-writer-wins per key.
+
+The index holds, for every key, the winning record among all change batches it has
+applied, exactly as ``ctxstore.replay`` computes it, plus every version seen (for
+history). Applying more batches can only be done incrementally while the set of
+reachable batches grows; when a head the index had synced to is no longer reachable
+(an abort, a Git checkout of another branch, an amend), ``plan_sync`` asks for a
+rebuild, except when that head's session was folded into a commit being applied (the
+fold carries the same winning records).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ctxstore.model import ChangeBatch, Commit, WorkCommit, codec
+from ctxstore.model.knowledge import (
+    EdgeRecord,
+    EdgeRemoved,
+    KnowledgeRecord,
+    NodeRecord,
+    NodeRemoved,
+    ViewRecord,
+    ViewRemoved,
+    record_key,
+    record_stamp,
+    record_to_wire,
+    version_id,
+)
+from ctxstore.objects import ObjectId
+from ctxstore.repo import Store
+from ctxstore.tokens import estimate_tokens
+
+__all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_index", "key_text"]
+
+_TABLES = ("applied", "applied_batches", "winners", "nodes", "tags", "edges", "views",
+           "versions", "nodes_fts")
+
+
+def key_text(key: tuple[str, ...]) -> str:
+    """The text form of a replay key (unit separator between parts)."""
+    return "\x1f".join(key)
+
+
+@dataclass
+class SyncPlan:
+    """Commits to apply (oldest first), or a request to rebuild."""
+
+    commits: list[tuple[bytes, Commit | WorkCommit]] = field(default_factory=list)
+    rebuild: bool = False
+
+
+def clear_index(conn: sqlite3.Connection) -> None:
+    """Empty every table (inside the caller's transaction)."""
+    for table in _TABLES:
+        conn.execute(f"DELETE FROM {table}")
+    conn.execute("DELETE FROM meta WHERE key = 'synced'")
+
+
+def plan_sync(store: Store, conn: sqlite3.Connection, old: dict[str, list[str]] | None,
+              heads: list[bytes]) -> SyncPlan:
+    """Find the commits reachable from ``heads`` that the index has not applied."""
+    applied = {row[0] for row in conn.execute("SELECT oid FROM applied")} if old else set()
+    new: dict[bytes, Commit | WorkCommit] = {}
+    frontier: set[bytes] = set()
+    stack = list(heads)
+    while stack:
+        oid = stack.pop()
+        if oid in new or oid in frontier:
+            continue
+        if oid in applied:
+            frontier.add(oid)
+            continue
+        obj = store.read_typed(ObjectId(oid))
+        if not isinstance(obj, (Commit, WorkCommit)):
+            from ctxstore.errors import DeserializationFailed
+
+            raise DeserializationFailed(oid, detail=f"is a {type(obj).TYPE}, not a commit")
+        new[oid] = obj
+        stack.extend(obj.parents)
+        if isinstance(obj, WorkCommit):
+            stack.append(obj.base)
+    plan = SyncPlan(commits=sorted(new.items(), key=lambda kv: _stamp(kv[1])))
+    if old is None:
+        return plan
+    folded = {c.session_id for c in new.values()
+              if isinstance(c, Commit) and c.session_id and c.aborted_work is None}
+    for hexid in old.get("main", []) + old.get("stage", []):
+        oid = bytes.fromhex(hexid)
+        if oid in frontier or oid in new:
+            continue
+        try:
+            obj = store.read_typed(ObjectId(oid))
+        except Exception:  # noqa: BLE001 - an unreadable old head: start over
+            plan.rebuild = True
+            return plan
+        if isinstance(obj, WorkCommit) and obj.session_id in folded:
+            continue
+        if isinstance(obj, Commit) and _reaches(store, frontier | set(new), oid):
+            continue
+        plan.rebuild = True
+        return plan
+    return plan
+
+
+def _reaches(store: Store, starts: Iterable[bytes], target: bytes) -> bool:
+    # Rare path (an old head that is not on the frontier): walk canonical history.
+    return any(oid == target for oid, _ in store.iter_history([ObjectId(s) for s in starts],
+                                                              follow_base=True))
+
+
+def _stamp(obj: Commit | WorkCommit) -> int:
+    return obj.timestamp_unix * 1000 if isinstance(obj, Commit) else obj.created_at
+
+
+def apply_commits(store: Store, conn: sqlite3.Connection,
+                  commits: list[tuple[bytes, Commit | WorkCommit]]) -> None:
+    """Apply every change batch of ``commits`` not applied yet, and record them."""
+    for oid, obj in commits:
+        for bid in obj.change_batches:
+            if conn.execute("SELECT 1 FROM applied_batches WHERE oid = ?", (bid,)).fetchone():
+                continue
+            batch = store.read_typed(ObjectId(bid), ChangeBatch)
+            apply_records(store, conn, batch.records, bid)
+            conn.execute("INSERT INTO applied_batches(oid) VALUES (?)", (bid,))
+        conn.execute("INSERT OR IGNORE INTO applied(oid, kind) VALUES (?, ?)",
+                     (oid, type(obj).TYPE))
+
+
+def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[KnowledgeRecord],
+                  batch: bytes) -> None:
+    """Let each record compete for its key; update the tables for every winner."""
+    for rec in records:
+        key = key_text(record_key(rec))
+        version = version_id(rec)
+        stamp = record_stamp(rec)
+        conn.execute("INSERT OR IGNORE INTO versions(key, version, stamp, kind, batch, record) "
+                     "VALUES (?, ?, ?, ?, ?, ?)",
+                     (key, version, stamp, rec.KIND, batch, codec.encode(record_to_wire(rec))))
+        row = conn.execute("SELECT stamp, version FROM winners WHERE key = ?", (key,)).fetchone()
+        if row is not None and (row[0], row[1]) >= (stamp, version):
+            continue
+        live = not isinstance(rec, (NodeRemoved, EdgeRemoved, ViewRemoved))
+        conn.execute("INSERT OR REPLACE INTO winners(key, stamp, version, live) VALUES (?, ?, ?, ?)",
+                     (key, stamp, version, int(live)))
+        _apply_winner(store, conn, rec, version)
+
+
+def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
+                  version: bytes) -> None:
+    if isinstance(rec, NodeRecord):
+        content = rec.content if rec.content is not None else \
+            store.read_blob(ObjectId(rec.content_blob)).decode("utf-8", "replace")  # type: ignore[arg-type]
+        row = conn.execute("SELECT rowid FROM nodes WHERE id = ?", (rec.id,)).fetchone()
+        values = (rec.type, content, rec.content_blob, rec.summary, rec.status, rec.superseded_by,
+                  rec.created_at, rec.updated_at, rec.author,
+                  json.dumps(rec.metadata, sort_keys=True), estimate_tokens(content), version)
+        if row is None:
+            cur = conn.execute(
+                "INSERT INTO nodes(id, type, content, content_blob, summary, status, superseded_by,"
+                " created_at, updated_at, author, metadata, tokens, version)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (rec.id, *values))
+            rowid = cur.lastrowid
+        else:
+            rowid = row[0]
+            conn.execute(
+                "UPDATE nodes SET type=?, content=?, content_blob=?, summary=?, status=?,"
+                " superseded_by=?, created_at=?, updated_at=?, author=?, metadata=?, tokens=?,"
+                " version=? WHERE rowid = ?", (*values, rowid))
+            conn.execute("DELETE FROM nodes_fts WHERE rowid = ?", (rowid,))
+        conn.execute("INSERT INTO nodes_fts(rowid, content, summary) VALUES (?, ?, ?)",
+                     (rowid, content, rec.summary or ""))
+        conn.execute("DELETE FROM tags WHERE node_id = ?", (rec.id,))
+        conn.executemany("INSERT INTO tags(node_id, tag) VALUES (?, ?)",
+                         [(rec.id, t) for t in rec.tags])
+    elif isinstance(rec, NodeRemoved):
+        row = conn.execute("SELECT rowid FROM nodes WHERE id = ?", (rec.id,)).fetchone()
+        if row is not None:
+            conn.execute("DELETE FROM nodes_fts WHERE rowid = ?", (row[0],))
+            conn.execute("DELETE FROM nodes WHERE rowid = ?", (row[0],))
+        conn.execute("DELETE FROM tags WHERE node_id = ?", (rec.id,))
+    elif isinstance(rec, EdgeRecord):
+        conn.execute(
+            "INSERT OR REPLACE INTO edges(from_kind, from_key, to_kind, to_key, label, weight,"
+            " metadata, evidence, created_at, updated_at, version)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*rec.from_ref, *rec.to_ref, rec.label, rec.weight,
+             json.dumps(rec.metadata, sort_keys=True),
+             json.dumps(_jsonable(rec.evidence), sort_keys=True) if rec.evidence is not None else None,
+             rec.created_at, rec.updated_at, version))
+    elif isinstance(rec, EdgeRemoved):
+        conn.execute("DELETE FROM edges WHERE from_kind=? AND from_key=? AND to_kind=? AND to_key=?"
+                     " AND label=?", (*rec.from_ref, *rec.to_ref, rec.label))
+    elif isinstance(rec, ViewRecord):
+        conn.execute("INSERT OR REPLACE INTO views(name, query, budget, description, created_at,"
+                     " updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (rec.name, rec.query, rec.budget, rec.description, rec.created_at,
+                      rec.updated_at, version))
+    elif isinstance(rec, ViewRemoved):
+        conn.execute("DELETE FROM views WHERE name = ?", (rec.name,))
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

@@ -1,0 +1,66 @@
+"""The derived index's SQLite schema (``.ctx/index/index.sqlite``).
+
+Everything here is rebuilt from objects by ``ctx rebuild``; a schema change bumps
+``INDEX_SCHEMA_VERSION`` and the next open drops and rebuilds, never migrates.
+"""
+
+from __future__ import annotations
+
+__all__ = ["INDEX_SCHEMA_VERSION", "SCHEMA"]
+
+INDEX_SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS applied (oid BLOB PRIMARY KEY, kind TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS applied_batches (oid BLOB PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS winners (
+    key TEXT PRIMARY KEY, stamp INTEGER NOT NULL, version BLOB NOT NULL, live INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS nodes (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    content TEXT NOT NULL,
+    content_blob BLOB,
+    summary TEXT,
+    status TEXT NOT NULL,
+    superseded_by TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    author TEXT,
+    metadata TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    version BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS nodes_type ON nodes(type);
+CREATE INDEX IF NOT EXISTS nodes_created ON nodes(created_at);
+CREATE INDEX IF NOT EXISTS nodes_updated ON nodes(updated_at);
+CREATE INDEX IF NOT EXISTS nodes_superseded ON nodes(superseded_by);
+CREATE TABLE IF NOT EXISTS tags (
+    node_id TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY (node_id, tag)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tags_tag ON tags(tag, node_id);
+CREATE TABLE IF NOT EXISTS edges (
+    from_kind TEXT NOT NULL, from_key TEXT NOT NULL,
+    to_kind TEXT NOT NULL, to_key TEXT NOT NULL,
+    label TEXT NOT NULL,
+    weight REAL,
+    metadata TEXT NOT NULL,
+    evidence TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    version BLOB NOT NULL,
+    PRIMARY KEY (from_kind, from_key, to_kind, to_key, label)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS edges_to ON edges(to_kind, to_key, label);
+CREATE TABLE IF NOT EXISTS views (
+    name TEXT PRIMARY KEY, query TEXT NOT NULL, budget INTEGER NOT NULL, description TEXT,
+    created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, version BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS versions (
+    key TEXT NOT NULL, version BLOB NOT NULL, stamp INTEGER NOT NULL, kind TEXT NOT NULL,
+    batch BLOB NOT NULL, record BLOB NOT NULL, PRIMARY KEY (key, version)
+) WITHOUT ROWID;
+CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary, tokenize = 'unicode61');
+"""
