@@ -133,14 +133,16 @@ class _InternalError(click.ClickException):
 
 @click.group(cls=CtxGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--ctx-dir", "ctx_dir", type=click.Path(file_okay=False), default=None,
-              envvar="CTX_DIR", help="The .ctx directory to use (default: nearest .ctx/ "
-              "above the current directory; env CTX_DIR).")
+              envvar="CTX_DIR", help="The .ctx directory to use (default: the nearest .ctx/ "
+              "above the current directory, else the user store ~/.ctx; env CTX_DIR).")
+@click.option("--db", "db", type=click.Path(file_okay=False), default=None, envvar="CTX_DB",
+              help="Alias of --ctx-dir (env CTX_DB), as in spec 000.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
               help="Output format of read commands.")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.version_option(package_name="ctxstore", prog_name="ctx")
 @click.pass_context
-def cli(ctx: click.Context, ctx_dir: str | None, fmt: str, debug: bool) -> None:
+def cli(ctx: click.Context, ctx_dir: str | None, db: str | None, fmt: str, debug: bool) -> None:
     """ctx: persistent, Git-friendly memory for coding agents.
 
     \b
@@ -149,7 +151,7 @@ def cli(ctx: click.Context, ctx_dir: str | None, fmt: str, debug: bool) -> None:
     """
     from ctxstore.cli._common import Env
 
-    ctx.obj = Env(ctx_dir=ctx_dir, fmt=fmt, debug=debug)
+    ctx.obj = Env(ctx_dir=ctx_dir or db, fmt=fmt, debug=debug)
 
 
 def main() -> None:

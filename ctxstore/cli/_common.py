@@ -1,44 +1,76 @@
-"""Shared CLI plumbing: the per-invocation environment, store opening, output helpers."""
+"""Shared CLI plumbing: the per-invocation environment, store opening, output helpers.
+
+Only the CLI reads the environment: the store location (``--ctx-dir``/``CTX_DIR``,
+``--db``/``CTX_DB``), ``CTX_DEFAULT_BUDGET`` and the home directory of the user store.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
+import sqlite3
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
+from ctxstore.errors import InvalidInput, StoreNotFound
 from ctxstore.repo import Store, discover_store, open_store
 
-__all__ = ["Env", "pass_env", "format_option", "emit_json", "progress_printer", "fmt_time"]
+__all__ = ["Env", "pass_env", "format_option", "emit_json", "progress_printer", "fmt_time",
+           "parse_since", "default_budget", "node_json", "preview"]
 
 
 @dataclass
 class Env:
-    """Options of the root group, plus the lazily opened store."""
+    """Options of the root group, plus the lazily opened store and index."""
 
     ctx_dir: str | None
     fmt: str
     debug: bool
+    kind: str = "project"
     _store: Store | None = field(default=None, repr=False)
+    _conn: sqlite3.Connection | None = field(default=None, repr=False)
 
     def store_path(self) -> Path:
-        """Where the store is: --ctx-dir/CTX_DIR, else the nearest .ctx/ upwards."""
+        """--ctx-dir/CTX_DIR (or --db/CTX_DB), else the nearest .ctx/ upwards, else ~/.ctx."""
         if self.ctx_dir:
+            self.kind = "explicit"
             path = Path(self.ctx_dir)
             if not (path / "HEAD").exists() and (path / ".ctx" / "HEAD").exists():
                 return path / ".ctx"
             return path
-        return discover_store(Path(os.getcwd()))
+        try:
+            return discover_store(Path(os.getcwd()))
+        except StoreNotFound:
+            pass
+        # No project store: the user store ~/.ctx (DESIGN §2), created on first use.
+        self.kind = "user"
+        home = Path(os.path.expanduser("~")) / ".ctx"
+        if not (home / "HEAD").exists():
+            from ctxstore.layout import init_store
+
+            init_store(home, git=False)
+        return home
 
     def store(self) -> Store:
         """Open (once) and return the store."""
         if self._store is None:
             self._store = open_store(self.store_path())
         return self._store
+
+    def index(self) -> sqlite3.Connection:
+        """Open (once) the derived index, brought up to date with HEAD and STAGE."""
+        if self._conn is None:
+            from ctxstore.index import open_index
+
+            self._conn = open_index(self.store())
+        return self._conn
 
 
 pass_env = click.make_pass_decorator(Env)
@@ -78,6 +110,56 @@ def progress_printer(label: str) -> Callable[[int, int], None] | None:
 
 def fmt_time(seconds: float) -> str:
     """UTC ISO-8601 text of a Unix time."""
-    import datetime as dt
-
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_DURATION = re.compile(r"(\d+)([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """``1h``/``7d``/``2w`` (ago) or ``YYYY-MM-DD`` → a Unix time.
+
+    Raises:
+        InvalidInput: for anything else.
+    """
+    now = time.time() if now is None else now
+    m = _DURATION.fullmatch(text.strip())
+    if m:
+        return now - int(m.group(1)) * _UNIT[m.group(2)]
+    try:
+        day = dt.datetime.strptime(text.strip(), "%Y-%m-%d").replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        raise InvalidInput(f"invalid --since {text!r} (want e.g. 1h, 7d, 2w or 2026-01-31)") from None
+    return day.timestamp()
+
+
+def default_budget() -> int:
+    """``CTX_DEFAULT_BUDGET`` or 50,000.
+
+    Raises:
+        InvalidInput: if the variable is not a positive integer.
+    """
+    raw = os.environ.get("CTX_DEFAULT_BUDGET")
+    if raw is None or not raw.strip():
+        return 50_000
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise InvalidInput(f"CTX_DEFAULT_BUDGET must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+def preview(text: str, width: int = 70) -> str:
+    """First line of ``text``, cut to ``width`` characters."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def node_json(node: Any) -> dict[str, Any]:
+    """A node as JSON (times as ISO-8601)."""
+    from ctxstore.pack import iso_ms, tier_of
+
+    return {"id": node.id, "type": node.type, "content": node.content, "summary": node.summary,
+            "tags": node.tags, "tier": tier_of(node), "metadata": node.metadata,
+            "status": node.status, "superseded_by": node.superseded_by,
+            "token_estimate": node.tokens, "created_at": iso_ms(node.created_at),
+            "updated_at": iso_ms(node.updated_at)}

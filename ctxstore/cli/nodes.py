@@ -1,13 +1,17 @@
-"""``ctx add``: write a knowledge node."""
+"""Node commands: add, show, update, delete, list, summarize, supersede."""
 
 from __future__ import annotations
 
 import sys
 
+
 import click
 
-from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.cli._common import Env, emit_json, format_option, node_json, parse_since, pass_env, preview
 from ctxstore.errors import InvalidInput
+
+TYPE_HELP = ("fact, decision, pattern, observation, hypothesis, task, summary, source or "
+             "open-question.")
 
 
 def _parse_meta(items: tuple[str, ...]) -> dict[str, str]:
@@ -20,10 +24,16 @@ def _parse_meta(items: tuple[str, ...]) -> dict[str, str]:
     return meta
 
 
+def _read_stdin_text() -> str:
+    raw = sys.stdin.buffer.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput("standard input is not UTF-8 text") from None
+
+
 @click.command("add")
-@click.option("--type", "node_type", required=True, metavar="TYPE",
-              help="fact, decision, pattern, observation, hypothesis, task, summary, "
-              "source or open-question.")
+@click.option("--type", "node_type", required=True, metavar="TYPE", help=TYPE_HELP)
 @click.option("--tag", "tags", multiple=True, metavar="NS:VALUE", help="A tag (repeatable).")
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="Metadata (repeatable).")
 @click.option("--stdin", "from_stdin", is_flag=True, help="Read the content from standard input.")
@@ -36,24 +46,253 @@ def add_command(env: Env, node_type: str, tags: tuple[str, ...], meta: tuple[str
 
     \b
     Examples:
-        ctx add --type fact --tag project:demo "Database uses SQLite with WAL mode"
+        ctx add --type fact --tag tier:reference "Database uses SQLite with WAL mode"
         echo "retries time out after 30 s" | ctx add --type observation --stdin
     """
     from ctxstore.nodes import add_node
 
     if from_stdin == (content is not None):
         raise InvalidInput("give the content as an argument or with --stdin (not both)")
-    if from_stdin:
-        raw = sys.stdin.buffer.read()
-        try:
-            content = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInput("standard input is not UTF-8 text") from None
-    assert content is not None
-    added = add_node(env.store(), node_type, content, tags=list(tags), metadata=_parse_meta(meta))
+    text = _read_stdin_text() if from_stdin else content
+    assert text is not None
+    added = add_node(env.store(), node_type, text, tags=list(tags), metadata=_parse_meta(meta))
     node = added.node
     if env.fmt == "json":
         emit_json({"id": node.id, "type": node.type, "tags": list(node.tags),
                    "work_commit": added.staged.work_commit.hex()})
     else:
         click.echo(node.id)
+
+
+def _print_node(env: Env, node, edges, history) -> None:  # type: ignore[no-untyped-def]
+    from ctxstore.pack import iso_ms
+
+    if env.fmt == "json":
+        doc = node_json(node)
+        if edges is not None:
+            doc["edges"] = [{"from": e.from_key, "to": e.to_key, "type": e.label,
+                             "direction": "out" if e.from_key == node.id else "in"} for e in edges]
+        if history is not None:
+            doc["history"] = history
+        emit_json(doc)
+        return
+    if env.fmt == "markdown":
+        click.echo(f"- [{node.type}:{node.id[:8]}] {node.content.strip()}")
+        return
+    click.echo(f"{node.id}  {node.type}" + (f"  (superseded by {node.superseded_by})"
+                                            if node.superseded_by else ""))
+    if node.tags:
+        click.echo(f"tags:    {', '.join(node.tags)}")
+    click.echo(f"created: {iso_ms(node.created_at)}  updated: {iso_ms(node.updated_at)}  "
+               f"~{node.tokens} tokens")
+    if node.summary:
+        click.echo(f"summary: {node.summary}")
+    for key, value in sorted(node.metadata.items()):
+        click.echo(f"meta:    {key}={value}")
+    click.echo("")
+    click.echo(node.content.rstrip("\n"))
+    if edges is not None:
+        click.echo("")
+        click.echo(f"edges ({len(edges)}):")
+        for e in edges:
+            if e.from_key == node.id:
+                click.echo(f"  -> {e.label:<13} {e.to_kind}:{e.to_key}")
+            else:
+                click.echo(f"  <- {e.label:<13} {e.from_kind}:{e.from_key}")
+    if history is not None:
+        click.echo("")
+        click.echo(f"history ({len(history)} versions, oldest first):")
+        for h in history:
+            rec = h["record"]
+            what = "deleted" if h["kind"] == "node_removed" else preview(rec.get("content") or "<blob>", 50)
+            click.echo(f"  {iso_ms(h['stamp'])}  {h['version'][:12]}  {what}")
+
+
+@click.command("show")
+@click.argument("node_id")
+@click.option("--with-edges", is_flag=True, help="Also list the node's edges.")
+@click.option("--history", is_flag=True, help="Also list every version of the node.")
+@format_option
+@pass_env
+def show_command(env: Env, node_id: str, with_edges: bool, history: bool) -> None:
+    """Show a node by id or unique prefix (4+ characters).
+
+    \b
+    Examples:
+        ctx show 01HQ1A2B --with-edges
+        ctx show 01HQ1A2B --history --format json
+    """
+    from ctxstore.index.read import edges_of, node_versions, read_node
+
+    conn = env.index()
+    node = read_node(conn, node_id)
+    edges = edges_of(conn, node.id) if with_edges else None
+    versions = node_versions(conn, node.id) if history else None
+    if versions is not None:
+        for v in versions:
+            rec = v["record"]
+            v["record"] = {k: (val.hex() if isinstance(val, bytes) else val) for k, val in rec.items()}
+    _print_node(env, node, edges, versions)
+
+
+@click.command("update")
+@click.argument("node_id")
+@click.option("--content", default=None, help="New content.")
+@click.option("--type", "node_type", default=None, help="New type: " + TYPE_HELP)
+@click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE",
+              help="Set metadata (repeatable; KEY= removes the key).")
+@click.option("--summary", default=None, help="New summary (empty removes it).")
+@format_option
+@pass_env
+def update_command(env: Env, node_id: str, content: str | None, node_type: str | None,
+                   meta: tuple[str, ...], summary: str | None) -> None:
+    """Write a new version of a node (the old one stays in its history).
+
+    \b
+    Examples:
+        ctx update 01HQ1A2B --content "Database uses SQLite (WAL, synchronous=NORMAL)"
+        ctx update 01HQ1A2B --type decision --meta rationale="fewer moving parts"
+    """
+    from ctxstore.nodes import update_node
+
+    res = update_node(env.store(), node_id, content=content, node_type=node_type,
+                      metadata=_parse_meta(meta) if meta else None, summary=summary)
+    node = res.records[0]
+    if env.fmt == "json":
+        emit_json({"id": node.id, "updated": True})
+    else:
+        click.echo(f"updated {node.id}")
+
+
+@click.command("delete")
+@click.argument("node_id")
+@click.option("--cascade", is_flag=True, help="Also delete nodes DERIVED_FROM this one.")
+@format_option
+@pass_env
+def delete_command(env: Env, node_id: str, cascade: bool) -> None:
+    """Delete a node and its edges (a tombstone: history keeps the old versions).
+
+    \b
+    Examples:
+        ctx delete 01HQ1A2B
+        ctx delete 01HQ1A2B --cascade
+    """
+    from ctxstore.model.knowledge import NodeRemoved
+    from ctxstore.nodes import delete_node
+
+    res = delete_node(env.store(), node_id, cascade=cascade)
+    removed = [r.id for r in res.records if isinstance(r, NodeRemoved)]
+    edges = len(res.records) - len(removed)
+    if env.fmt == "json":
+        emit_json({"deleted": removed, "edges_removed": edges})
+    else:
+        click.echo(f"deleted {', '.join(removed)} ({edges} edges)")
+
+
+@click.command("list")
+@click.option("--type", "node_type", default=None, help="Only nodes of this type.")
+@click.option("--tag", "tags", multiple=True, help="Only nodes with this tag (repeatable: all).")
+@click.option("--since", default=None, help="Only nodes created since: 1h, 7d, 2w or a date.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N nodes.")
+@format_option
+@pass_env
+def list_command(env: Env, node_type: str | None, tags: tuple[str, ...], since: str | None,
+                 limit: int | None) -> None:
+    """List nodes, newest first.
+
+    \b
+    Examples:
+        ctx list --type fact --tag tier:reference
+        ctx list --since 1h --limit 20
+    """
+    from ctxstore.index.read import NODE_COLUMNS, _load_tags, node_from_row
+    from ctxstore.nodes import validate_tag, validate_type
+
+    conn = env.index()
+    where, args = ["1"], []
+    if node_type:
+        where.append("n.type = ?")
+        args.append(validate_type(node_type))
+    for tag in tags:
+        where.append("EXISTS (SELECT 1 FROM tags t WHERE t.node_id = n.id AND t.tag = ?)")
+        args.append(validate_tag(tag))
+    if since:
+        where.append("n.created_at >= ?")
+        args.append(int(parse_since(since) * 1000))
+    sql = f"SELECT {NODE_COLUMNS} FROM nodes n WHERE {' AND '.join(where)} ORDER BY n.created_at DESC, n.id DESC"
+    if limit:
+        sql += f" LIMIT {int(limit)}"
+    nodes = _load_tags(conn, [node_from_row(r) for r in conn.execute(sql, args)])
+    _print_nodes(env, nodes)
+
+
+def _print_nodes(env: Env, nodes, scores=None) -> None:  # type: ignore[no-untyped-def]
+    if env.fmt == "json":
+        docs = [node_json(n) for n in nodes]
+        if scores is not None:
+            for doc, score in zip(docs, scores):
+                doc["score"] = round(score, 4)
+        emit_json({"count": len(nodes), "nodes": docs})
+        return
+    for n in nodes:
+        if env.fmt == "markdown":
+            click.echo(f"- [{n.type}:{n.id[:8]}] {n.content.strip()}")
+            continue
+        tags = f"  [{', '.join(n.tags)}]" if n.tags else ""
+        mark = " (superseded)" if n.superseded_by else ""
+        click.echo(f"{n.id}  {n.type:<13} {preview(n.content)}{tags}{mark}")
+
+
+@click.command("summarize")
+@click.argument("node_ids", nargs=-1, required=True)
+@click.option("--content", required=True, help="The summary text.")
+@click.option("--archive-sources", is_flag=True, help="Move the sources to tier:off-context.")
+@click.option("--tag", "tags", multiple=True, help="A tag for the summary (repeatable).")
+@format_option
+@pass_env
+def summarize_command(env: Env, node_ids: tuple[str, ...], content: str, archive_sources: bool,
+                      tags: tuple[str, ...]) -> None:
+    """Create a summary node DERIVED_FROM the given nodes.
+
+    \b
+    Example:
+        ctx summarize 01HQ1A2B 01HQ1A2C --content "Parser done: AND/OR/NOT" --archive-sources
+    """
+    from ctxstore.nodes import summarize_nodes
+
+    summary, res = summarize_nodes(env.store(), list(node_ids), content,
+                                   archive_sources=archive_sources, tags=list(tags))
+    archived = [r.id for r in res.records[1:] if getattr(r, "KIND", "") == "node"]
+    if env.fmt == "json":
+        emit_json({"id": summary.id, "sources": len(node_ids), "archived": archived})
+        return
+    click.echo(f"Created summary: {summary.id}")
+    for nid in archived:
+        click.echo(f"Archived: {nid}")
+
+
+@click.command("supersede")
+@click.argument("old_id")
+@click.argument("new_id")
+@format_option
+@pass_env
+def supersede_command(env: Env, old_id: str, new_id: str) -> None:
+    """Mark OLD_ID as superseded by NEW_ID (queries then leave OLD_ID out).
+
+    \b
+    Example:
+        ctx supersede 01HQ1A2B 01HQ9Z8Y
+    """
+    from ctxstore.index.read import read_node
+    from ctxstore.nodes import supersede_node
+
+    res = supersede_node(env.store(), old_id, new_id)
+    conn = env.index()
+    old, new = read_node(conn, old_id), read_node(conn, new_id)
+    if env.fmt == "json":
+        emit_json({"old": old.id, "new": new.id, "changed": res.changed})
+    else:
+        click.echo(f"{old.id} superseded by {new.id}" + ("" if res.changed else " (already)"))
+
+
+

@@ -1,0 +1,88 @@
+"""Edge commands: link, unlink, edges."""
+
+from __future__ import annotations
+
+import click
+
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env, preview
+
+EDGE_HELP = "DERIVED_FROM, DEPENDS_ON, SUPERSEDES, RELATES_TO or CHILD_OF."
+
+
+@click.command("link")
+@click.argument("from_id")
+@click.argument("to_id")
+@click.option("--type", "label", required=True, help=EDGE_HELP)
+@format_option
+@pass_env
+def link_command(env: Env, from_id: str, to_id: str, label: str) -> None:
+    """Link FROM_ID -> TO_ID with an edge type (an existing identical edge is fine).
+
+    \b
+    Example:
+        ctx link 01HQ1A2B 01HQ1A2C --type DEPENDS_ON
+    """
+    from ctxstore.edges import link_nodes
+
+    res = link_nodes(env.store(), from_id, to_id, label)
+    if env.fmt == "json":
+        emit_json({"created": res.changed})
+    else:
+        click.echo("linked" if res.changed else "already linked")
+
+
+@click.command("unlink")
+@click.argument("from_id")
+@click.argument("to_id")
+@click.option("--type", "label", default=None, help="Only edges of this type (default: all).")
+@format_option
+@pass_env
+def unlink_command(env: Env, from_id: str, to_id: str, label: str | None) -> None:
+    """Remove the edges FROM_ID -> TO_ID (all types unless --type).
+
+    \b
+    Example:
+        ctx unlink 01HQ1A2B 01HQ1A2C --type DEPENDS_ON
+    """
+    from ctxstore.edges import unlink_nodes
+
+    res = unlink_nodes(env.store(), from_id, to_id, label)
+    if env.fmt == "json":
+        emit_json({"removed": len(res.records)})
+    else:
+        click.echo(f"removed {len(res.records)} edges")
+
+
+@click.command("edges")
+@click.argument("node_id")
+@click.option("--direction", type=click.Choice(["in", "out", "both"]), default="both",
+              help="Edges into the node, out of it, or both (default).")
+@format_option
+@pass_env
+def edges_command(env: Env, node_id: str, direction: str) -> None:
+    """Show a node's edges.
+
+    \b
+    Example:
+        ctx edges 01HQ1A2B --direction out
+    """
+    from ctxstore.index.read import edges_of, find_node, read_node
+
+    conn = env.index()
+    node = read_node(conn, node_id)
+    edges = edges_of(conn, node.id, direction)
+    rows = []
+    for e in edges:
+        out = e.from_kind == "node" and e.from_key == node.id
+        kind, key = (e.to_kind, e.to_key) if out else (e.from_kind, e.from_key)
+        other = find_node(conn, key) if kind == "node" else None
+        rows.append({"direction": "out" if out else "in", "type": e.label, "node": key,
+                     "kind": kind, "node_type": other.type if other else None,
+                     "preview": preview(other.content, 50) if other else None})
+    if env.fmt == "json":
+        emit_json({"id": node.id, "edges": rows})
+        return
+    for r in rows:
+        arrow = "->" if r["direction"] == "out" else "<-"
+        click.echo(f"{arrow} {r['type']:<13} {r['node']}  {r['node_type'] or r['kind']:<13} "
+                   f"{r['preview'] or ''}".rstrip())

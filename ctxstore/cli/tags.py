@@ -1,0 +1,70 @@
+"""Tag commands: tag, untag, tags."""
+
+from __future__ import annotations
+
+import click
+
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+
+
+@click.command("tag")
+@click.argument("node_id")
+@click.argument("tags", nargs=-1, required=True)
+@format_option
+@pass_env
+def tag_command(env: Env, node_id: str, tags: tuple[str, ...]) -> None:
+    """Add tags to a node (tags it already has are fine).
+
+    \b
+    Example:
+        ctx tag 01HQ1A2B task:current tier:working
+    """
+    from ctxstore.nodes import tag_node
+
+    res = tag_node(env.store(), node_id, list(tags))
+    if env.fmt == "json":
+        emit_json({"changed": res.changed})
+    else:
+        click.echo("tagged" if res.changed else "already tagged")
+
+
+@click.command("untag")
+@click.argument("node_id")
+@click.argument("tags", nargs=-1, required=True)
+@format_option
+@pass_env
+def untag_command(env: Env, node_id: str, tags: tuple[str, ...]) -> None:
+    """Remove tags from a node (tags it does not have are fine).
+
+    \b
+    Example:
+        ctx untag 01HQ1A2B tier:working
+    """
+    from ctxstore.nodes import untag_node
+
+    res = untag_node(env.store(), node_id, list(tags))
+    if env.fmt == "json":
+        emit_json({"changed": res.changed})
+    else:
+        click.echo("untagged" if res.changed else "not tagged")
+
+
+@click.command("tags")
+@click.option("--prefix", default=None, help="Only tags starting with this (e.g. task:).")
+@format_option
+@pass_env
+def tags_command(env: Env, prefix: str | None) -> None:
+    """List the tags of live nodes with their counts.
+
+    \b
+    Example:
+        ctx tags --prefix task:
+    """
+    from ctxstore.index.read import tag_counts
+
+    counts = tag_counts(env.index(), prefix)
+    if env.fmt == "json":
+        emit_json({"tags": [{"tag": t, "count": c} for t, c in counts]})
+        return
+    for tag, count in counts:
+        click.echo(f"{tag}  {count}")

@@ -1,0 +1,162 @@
+"""View commands: view create|list|render|update|delete, and compose."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from ctxstore.cli._common import Env, default_budget, emit_json, format_option, pass_env
+
+
+@click.group("view")
+def view_group() -> None:
+    """Manage saved views: a named query with a token budget.
+
+    \b
+    Example:
+        ctx view create facts --query "type:fact OR type:decision" --budget 40000
+    """
+
+
+def _render(env: Env, query: str, budget: int) -> None:
+    from ctxstore.pack import compose, render_json
+    from ctxstore.query.executor import run_query
+
+    conn = env.index()
+    now = time.time()
+    nodes = run_query(conn, query, now=now)
+    comp = compose(conn, nodes, budget, now_ms=int(now * 1000))
+    if env.fmt == "json":
+        emit_json(render_json(comp))
+    else:
+        click.echo(comp.text, nl=False)
+
+
+@view_group.command("create")
+@click.argument("name")
+@click.option("--query", required=True, help="The query (see docs/query.md).")
+@click.option("--budget", type=click.IntRange(min=1), default=None,
+              help="Token budget (default: CTX_DEFAULT_BUDGET or 50000).")
+@click.option("--description", default=None, help="What the view is for.")
+@format_option
+@pass_env
+def view_create_command(env: Env, name: str, query: str, budget: int | None,
+                        description: str | None) -> None:
+    """Save a view.
+
+    \b
+    Example:
+        ctx view create facts --query "type:fact OR type:decision" --budget 40000
+    """
+    from ctxstore.views import create_view
+
+    create_view(env.store(), name, query, budget or default_budget(), description)
+    if env.fmt == "json":
+        emit_json({"name": name, "created": True})
+    else:
+        click.echo(f"created view {name}")
+
+
+@view_group.command("list")
+@format_option
+@pass_env
+def view_list_command(env: Env) -> None:
+    """List views (the built-in default included).
+
+    \b
+    Example:
+        ctx view list
+    """
+    from ctxstore.views import list_views
+
+    views = list_views(env.index(), default_budget=default_budget())
+    if env.fmt == "json":
+        emit_json({"views": [{"name": v.name, "query": v.query, "budget": v.budget,
+                              "description": v.description, "builtin": v.builtin} for v in views]})
+        return
+    for v in views:
+        click.echo(f"{v.name:<16} {v.budget:>7}  {v.query}" + ("  (built-in)" if v.builtin else ""))
+
+
+@view_group.command("render")
+@click.argument("name")
+@click.option("--budget", type=click.IntRange(min=1), default=None, help="Override the budget.")
+@format_option
+@pass_env
+def view_render_command(env: Env, name: str, budget: int | None) -> None:
+    """Compose context from a view (Markdown, or --format json).
+
+    \b
+    Examples:
+        ctx view render default
+        ctx view render facts --budget 30000 --format json
+    """
+    from ctxstore.views import get_view
+
+    view = get_view(env.index(), name, default_budget=default_budget())
+    _render(env, view.query, budget or view.budget)
+
+
+@view_group.command("update")
+@click.argument("name")
+@click.option("--query", default=None, help="New query.")
+@click.option("--budget", type=click.IntRange(min=1), default=None, help="New budget.")
+@click.option("--description", default=None, help="New description.")
+@format_option
+@pass_env
+def view_update_command(env: Env, name: str, query: str | None, budget: int | None,
+                        description: str | None) -> None:
+    """Change a view's query, budget or description.
+
+    \b
+    Example:
+        ctx view update default --budget 80000
+    """
+    from ctxstore.views import update_view
+
+    update_view(env.store(), name, query=query, budget=budget, description=description,
+                default_budget=default_budget())
+    if env.fmt == "json":
+        emit_json({"name": name, "updated": True})
+    else:
+        click.echo(f"updated view {name}")
+
+
+@view_group.command("delete")
+@click.argument("name")
+@format_option
+@pass_env
+def view_delete_command(env: Env, name: str) -> None:
+    """Delete a saved view.
+
+    \b
+    Example:
+        ctx view delete facts
+    """
+    from ctxstore.views import delete_view
+
+    delete_view(env.store(), name)
+    if env.fmt == "json":
+        emit_json({"name": name, "deleted": True})
+    else:
+        click.echo(f"deleted view {name}")
+
+
+@click.command("compose")
+@click.option("--query", default=None, help="The query (default: the default view's).")
+@click.option("--budget", type=click.IntRange(min=1), default=None,
+              help="Token budget (default: the view's, CTX_DEFAULT_BUDGET or 50000).")
+@format_option
+@pass_env
+def compose_command(env: Env, query: str | None, budget: int | None) -> None:
+    """Compose context without a saved view: pinned, then reference, then working, newest first.
+
+    \b
+    Example:
+        ctx compose --query "tag:task:current" --budget 50000
+    """
+    from ctxstore.views import DEFAULT_VIEW_NAME, get_view
+
+    view = get_view(env.index(), DEFAULT_VIEW_NAME, default_budget=default_budget())
+    _render(env, query or view.query, budget or (default_budget() if query else view.budget))

@@ -1,0 +1,186 @@
+"""Composing context: order nodes by tier and recency, fill a token budget, render.
+
+The output formats are those of spec 001 §13: Markdown for injection into a prompt
+(a header comment with counts, Pinned / Reference / Working Context / Other sections)
+and JSON for scripts. A composed context never exceeds its budget: every node's
+rendered cost is counted before it is added, and the final text is checked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from ctxstore.errors import BudgetExceeded
+from ctxstore.index.read import NodeRow, edges_of
+from ctxstore.tokens import estimate_tokens
+
+__all__ = ["TIER_ORDER", "TYPE_TITLES", "Composition", "tier_of", "order_nodes", "compose",
+           "render_markdown", "render_json", "iso_ms", "estimate_tokens"]
+
+TIER_ORDER = {"pinned": 0, "reference": 1, "working": 2, None: 3, "off-context": 4}
+_SECTION = {0: "Pinned", 1: "Reference", 2: "Working Context", 3: "Other", 4: "Off-context"}
+TYPE_TITLES = {"fact": "Facts", "decision": "Decisions", "pattern": "Patterns",
+               "observation": "Observations", "hypothesis": "Hypotheses", "task": "Tasks",
+               "summary": "Summaries", "source": "Sources", "open-question": "Open Questions"}
+PREVIEW_CHARS = 100
+_BY_TYPE_SECTIONS = (1, 3, 4)  # sections grouped into ### type subsections
+
+
+def iso_ms(ms: int) -> str:
+    """UTC ISO-8601 text of a millisecond timestamp, to the second."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def tier_of(node: NodeRow) -> str | None:
+    """The node's tier (the highest-priority ``tier:`` tag), or None."""
+    tiers = [t[5:] for t in node.tags if t.startswith("tier:") and t[5:] in TIER_ORDER]
+    return min(tiers, key=lambda t: TIER_ORDER[t]) if tiers else None
+
+
+def order_nodes(nodes: list[NodeRow]) -> list[NodeRow]:
+    """Pinned first, then reference, working, untiered, off-context; newest first within."""
+    return sorted(nodes, key=lambda n: (TIER_ORDER[tier_of(n)], -n.updated_at, n.id))
+
+
+@dataclass
+class Composition:
+    """The nodes chosen for a budget and their rendering."""
+
+    nodes: list[NodeRow]
+    text: str
+    tokens: int
+    budget: int
+    skipped: int
+    rendered_at: str
+    edges: dict[str, dict[str, list[str]]]
+
+
+def _short(node_id: str) -> str:
+    return node_id[:8]
+
+
+def _indent(text: str) -> str:
+    return text.strip().replace("\n", "\n  ")
+
+
+def _item(node: NodeRow, section: int, deps: list[str]) -> str:
+    if section == 0:
+        content = node.content.strip()
+        body = content if len(content) <= PREVIEW_CHARS else content[:PREVIEW_CHARS].rstrip() + "..."
+        lines = [f"- [{node.type}:{_short(node.id)}] {_indent(body)}"]
+        if node.tags:
+            lines.append(f"  - Tags: {', '.join(node.tags)}")
+    else:
+        lines = [f"- [{node.type}:{_short(node.id)}] {_indent(node.content)}"]
+    rationale = node.metadata.get("rationale")
+    if node.type == "decision" and isinstance(rationale, str) and rationale.strip():
+        lines.append(f"  - Rationale: {_indent(rationale)}")
+    if deps:
+        lines.append("  - Depends on: " + ", ".join(f"[{_short(d)}]" for d in deps))
+    return "\n".join(lines) + "\n"
+
+
+def _headers(section: int, node_type: str) -> tuple[str, str]:
+    sub = f"### {TYPE_TITLES.get(node_type, node_type.title())}\n\n" \
+        if section in _BY_TYPE_SECTIONS else ""
+    return f"## {_SECTION[section]}\n\n", sub
+
+
+def _frame(count: int, tokens: int, rendered_at: str) -> tuple[str, str]:
+    return (f"<!-- ctx: {count} nodes, {tokens} tokens, rendered at {rendered_at} -->\n\n",
+            "<!-- ctx:end -->\n")
+
+
+def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_ms: int,
+            force_ids: frozenset[str] = frozenset()) -> Composition:
+    """Choose nodes in priority order until the budget is used; render them.
+
+    ``force_ids`` (expanded nodes) are placed as working context whatever their tier.
+
+    Raises:
+        BudgetExceeded: if the budget cannot hold even the header and footer.
+    """
+    rendered_at = iso_ms(now_ms)
+    head, foot = _frame(10**9, 10**9, rendered_at)  # widest numbers: a safe reservation
+    reserve = estimate_tokens(head) + estimate_tokens(foot)
+    if budget < reserve:
+        raise BudgetExceeded(f"budget {budget} is below the {reserve} tokens the frame needs")
+    deps_of: dict[str, list[str]] = {}
+    used = reserve
+    chosen: list[tuple[int, NodeRow, str]] = []
+    seen_headers: set[tuple[int, str]] = set()
+    skipped = 0
+    for node in order_nodes(nodes):
+        section = 2 if node.id in force_ids else TIER_ORDER[tier_of(node)]
+        deps = [e.to_key for e in edges_of(conn, node.id, "out", "DEPENDS_ON") if e.to_kind == "node"]
+        item = _item(node, section, deps)
+        sec_head, sub_head = _headers(section, node.type)
+        cost = estimate_tokens(item) + 1
+        new_headers = []
+        if (section, "") not in seen_headers:
+            new_headers.append((section, ""))
+            cost += estimate_tokens(sec_head) + 1
+        if sub_head and (section, node.type) not in seen_headers:
+            new_headers.append((section, node.type))
+            cost += estimate_tokens(sub_head) + 1
+        if used + cost > budget:
+            skipped += 1
+            continue
+        used += cost
+        seen_headers.update(new_headers)
+        deps_of[node.id] = deps
+        chosen.append((section, node, item))
+    text = _render(chosen, rendered_at)
+    tokens = estimate_tokens(text)
+    edges = {n.id: {"depends_on": deps_of[n.id],
+                    "derived_from": [e.to_key for e in edges_of(conn, n.id, "out", "DERIVED_FROM")]}
+             for _, n, _ in chosen}
+    assert tokens <= budget, (tokens, budget)
+    return Composition([n for _, n, _ in chosen], text, tokens, budget, skipped, rendered_at, edges)
+
+
+def _render(chosen: list[tuple[int, NodeRow, str]], rendered_at: str) -> str:
+    body: list[str] = []
+    order = sorted(range(len(chosen)), key=lambda i: (
+        chosen[i][0], chosen[i][1].type if chosen[i][0] in _BY_TYPE_SECTIONS else "", i))
+    current: tuple[int, str] | None = None
+    for i in order:
+        section, node, item = chosen[i]
+        sec_head, sub_head = _headers(section, node.type)
+        if current is None or current[0] != section:
+            body.append(sec_head)
+            current = (section, "")
+        if sub_head and current[1] != node.type:
+            body.append(sub_head)
+            current = (section, node.type)
+        body.append(item + "\n")
+    text_body = "".join(body)
+    tokens = 0
+    for _ in range(3):  # the header states the total, which includes the header itself
+        head, foot = _frame(len(chosen), tokens, rendered_at)
+        text = head + text_body + foot
+        if estimate_tokens(text) == tokens:
+            break
+        tokens = estimate_tokens(text)
+    return text
+
+
+def render_markdown(comp: Composition) -> str:
+    """The Markdown form (spec 001 §13)."""
+    return comp.text
+
+
+def render_json(comp: Composition) -> dict[str, Any]:
+    """The JSON form (spec 001 §13), with ``"version": 1``."""
+    return {
+        "version": 1,
+        "meta": {"node_count": len(comp.nodes), "token_count": comp.tokens, "budget": comp.budget,
+                 "skipped": comp.skipped, "rendered_at": comp.rendered_at},
+        "nodes": [{"id": n.id, "type": n.type, "content": n.content, "tags": n.tags,
+                   "tier": tier_of(n), "token_estimate": n.tokens,
+                   "created_at": iso_ms(n.created_at), "updated_at": iso_ms(n.updated_at),
+                   "edges": comp.edges[n.id]} for n in comp.nodes],
+    }
