@@ -126,9 +126,10 @@ def test_usage_errors_exit_2(store: Store, runner) -> None:
 
 
 def test_missing_store_is_e012(tmp_path: Path) -> None:
-    r = run_ctx(["log"], cwd=tmp_path)
+    r = run_ctx(["--ctx-dir", str(tmp_path / "nowhere"), "log"], cwd=tmp_path)
     assert r.returncode == 1 and r.stdout == ""
-    assert r.stderr.startswith("ctx: error[E012]: no .ctx/ store in ")
+    assert r.stderr.startswith("ctx: error[E012]: ")
+    assert str(tmp_path / "nowhere") in r.stderr
 
 
 def test_commit_log_and_stage_status(store: Store, runner) -> None:
