@@ -32,6 +32,7 @@ __all__ = [
     "write_all",
     "fsync_file",
     "fsync_dir",
+    "fsync_path",
     "replace",
     "link",
     "unlink",
@@ -76,6 +77,15 @@ def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_path(path: Path) -> None:
+    """Flush an existing file's data and metadata (opened read-only) to stable storage."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fsync_file(fd)
     finally:
         os.close(fd)
 

@@ -44,6 +44,10 @@ __all__ = [
 
 CTX_DIRNAME = ".ctx"
 MAIN_REF = "refs/main"
+# Up to this many objects a transaction fsyncs each file and its directory; above it, one
+# filesystem-wide barrier (syncfs) is cheaper. Small writes thus never wait for other
+# processes' dirty data, which syncfs would flush too.
+SMALL_TRANSACTION = 32
 # STAGE names a work commit while a session is open, else the canonical commit the
 # last fold produced: it is never deleted, so Git never sees a modify/delete conflict.
 STAGE_TYPES: tuple[type, ...] = (Commit, WorkCommit)
@@ -278,6 +282,7 @@ class Transaction:
         self.store = store
         self.written: list[ObjectId] = []
         self._touched = False
+        self._paths: list[Path] = []
         self._moves: list[_PointerMove] = []
         self._lock_cm = store.lock()
         self.done = False
@@ -301,6 +306,9 @@ class Transaction:
             raise StorageIOError(exc.filename or str(self.store.objects.root),
                                  op="writing an object", error=exc) from exc
         self._touched = True
+        # Deduplicated objects count too: an existing file may have been left by a
+        # writer that died before its barrier, so it is made durable here as well.
+        self._paths.append(self.store.objects.path_for(oid))
         if wrote:
             self.written.append(oid)
         return oid
@@ -314,6 +322,17 @@ class Transaction:
     def put_blob(self, data: bytes) -> ObjectId:
         """Store raw bytes; return their id."""
         return self._put(KIND_BLOB, data)
+
+    def _make_durable(self) -> None:
+        paths = list(dict.fromkeys(self._paths))
+        if not paths or len(paths) > SMALL_TRANSACTION:
+            fsio.sync_barrier(self.store.root)
+            return
+        for path in paths:
+            fsio.fsync_path(path)
+        for folder in dict.fromkeys(p.parent for p in paths):
+            fsio.fsync_dir(folder)
+        fsio.fsync_dir(self.store.objects.root)  # a shard directory may be new
 
     def move_pointer(self, name: str, new: ObjectId | None, *, expected: Pointer | None,
                      expect_type: type | tuple[type, ...] = Commit) -> None:
@@ -339,9 +358,10 @@ class Transaction:
         store = self.store
         if self._touched:
             try:
-                fsio.sync_barrier(store.root)
+                self._make_durable()
             except OSError as exc:
-                raise StorageIOError(str(store.root), op="durability barrier", error=exc) from exc
+                raise StorageIOError(str(exc.filename or store.root), op="durability barrier",
+                                     error=exc) from exc
         for move in self._moves:
             if move.new is not None:
                 # Refuse a pointer to a missing object (E001) or to an object of the
