@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxstore.errors import InvalidInput
-from ctxstore.index import open_index
-from ctxstore.index.read import NodeRow, edges_of, find_node, read_node
+from typing import TYPE_CHECKING
 from ctxstore.model.knowledge import EdgeRecord, EdgeRemoved, KnowledgeRecord, NodeRecord, NodeRemoved
 from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.repo import Store, now_ms
 from ctxstore.staging import StageResult, stage_records
+
+if TYPE_CHECKING:
+    from ctxstore.index.read import NodeRow
 
 __all__ = ["NODE_TYPES", "EDGE_TYPES", "INLINE_CONTENT_BYTES", "TIERS", "new_ulid", "validate_tag",
            "validate_type", "AddedNode", "WriteResult", "add_node", "update_node", "delete_node",
@@ -139,6 +141,34 @@ class WriteResult:
     def changed(self) -> bool:
         """False when the operation found nothing to change (idempotent no-op)."""
         return bool(self.records)
+
+
+def open_index(store: Store):  # type: ignore[no-untyped-def]
+    """The synced index (imported lazily: ``ctx add`` never needs it)."""
+    from ctxstore.index import open_index as _open
+
+    return _open(store)
+
+
+def read_node(conn, ref: str) -> NodeRow:  # type: ignore[no-untyped-def]
+    """See ``ctxstore.index.read.read_node`` (imported lazily)."""
+    from ctxstore.index.read import read_node as _read
+
+    return _read(conn, ref)
+
+
+def find_node(conn, node_id: str) -> NodeRow | None:  # type: ignore[no-untyped-def]
+    """See ``ctxstore.index.read.find_node`` (imported lazily)."""
+    from ctxstore.index.read import find_node as _find
+
+    return _find(conn, node_id)
+
+
+def edges_of(conn, node_id: str, direction: str = "both", label: str | None = None):  # type: ignore[no-untyped-def]
+    """See ``ctxstore.index.read.edges_of`` (imported lazily)."""
+    from ctxstore.index.read import edges_of as _edges
+
+    return _edges(conn, node_id, direction, label)
 
 
 def _stage(store: Store, records: list[KnowledgeRecord], message: str, blobs: list[bytes] = ()

@@ -10,17 +10,19 @@ import datetime as dt
 import json
 import os
 import re
-import sqlite3
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from ctxstore.errors import InvalidInput, StoreNotFound
 from ctxstore.repo import Store, discover_store, open_store
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = ["Env", "pass_env", "format_option", "emit_json", "progress_printer", "fmt_time",
            "parse_since", "default_budget", "node_json", "preview"]
