@@ -6,7 +6,7 @@ from ctxstore.errors import InvalidInput
 from ctxstore.index import open_index
 from ctxstore.index.read import edges_of, read_node
 from ctxstore.model.knowledge import EdgeRemoved, KnowledgeRecord
-from ctxstore.nodes import EDGE_TYPES, WriteResult, _stage, bump, edge_record
+from ctxstore.nodes import EDGE_TYPES, WriteResult, bump, edge_record, stage_write
 from ctxstore.repo import Store
 
 __all__ = ["normalize_edge_type", "link_nodes", "unlink_nodes"]
@@ -39,7 +39,7 @@ def link_nodes(store: Store, src_ref: str, dst_ref: str, label: str) -> WriteRes
             raise InvalidInput("an edge needs two different nodes")
         if any(e.to_kind == "node" and e.to_key == dst.id for e in edges_of(conn, src.id, "out", label)):
             return WriteResult((), None)
-        return _stage(store, [edge_record(src.id, dst.id, label)], f"link {src.id} {label} {dst.id}")
+        return stage_write(store, [edge_record(src.id, dst.id, label)], f"link {src.id} {label} {dst.id}")
 
 
 def unlink_nodes(store: Store, src_ref: str, dst_ref: str, label: str | None = None) -> WriteResult:
@@ -56,4 +56,4 @@ def unlink_nodes(store: Store, src_ref: str, dst_ref: str, label: str | None = N
             EdgeRemoved(from_ref=("node", src.id), to_ref=("node", dst.id), label=e.label,
                         at=bump(e.updated_at), prev=None)
             for e in edges_of(conn, src.id, "out", norm) if e.to_kind == "node" and e.to_key == dst.id]
-        return _stage(store, records, f"unlink {src.id} {dst.id}")
+        return stage_write(store, records, f"unlink {src.id} {dst.id}")

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["NODE_TYPES", "EDGE_TYPES", "INLINE_CONTENT_BYTES", "TIERS", "new_ulid", "validate_tag",
            "validate_type", "AddedNode", "WriteResult", "add_node", "update_node", "delete_node",
            "tag_node", "untag_node", "supersede_node", "summarize_nodes", "record_of",
-           "edge_record", "bump"]
+           "edge_record", "bump", "stage_write"]
 
 NODE_TYPES = ("fact", "decision", "pattern", "observation", "hypothesis", "task", "summary",
               "source", "open-question")
@@ -171,8 +171,9 @@ def edges_of(conn, node_id: str, direction: str = "both", label: str | None = No
     return _edges(conn, node_id, direction, label)
 
 
-def _stage(store: Store, records: list[KnowledgeRecord], message: str, blobs: list[bytes] = ()
+def stage_write(store: Store, records: list[KnowledgeRecord], message: str, blobs: list[bytes] = ()
            ) -> WriteResult:
+    """Stage ``records`` as one change batch; no records is a no-op (nothing written)."""
     if not records:
         return WriteResult((), None)
     return WriteResult(tuple(records), stage_records(store, records, message=message, blobs=blobs))
@@ -233,7 +234,7 @@ def update_node(store: Store, node_ref: str, *, content: str | None = None,
         if summary is not None:
             changes["summary"] = summary or None
         rec = _next(node, **changes)
-        return _stage(store, [rec], f"update {node.id}", blobs)
+        return stage_write(store, [rec], f"update {node.id}", blobs)
 
 
 def delete_node(store: Store, node_ref: str, *, cascade: bool = False) -> WriteResult:
@@ -268,7 +269,7 @@ def delete_node(store: Store, node_ref: str, *, cascade: bool = False) -> WriteR
                     records.append(EdgeRemoved(from_ref=(e.from_kind, e.from_key),
                                                to_ref=(e.to_kind, e.to_key), label=e.label,
                                                at=bump(e.updated_at), prev=None))
-        return _stage(store, records, f"delete {root.id}")
+        return stage_write(store, records, f"delete {root.id}")
 
 
 def tag_node(store: Store, node_ref: str, tags: list[str]) -> WriteResult:
@@ -285,7 +286,7 @@ def tag_node(store: Store, node_ref: str, tags: list[str]) -> WriteResult:
         if wanted <= set(node.tags):
             return WriteResult((), None)
         rec = _next(node, tags=tuple(sorted(set(node.tags) | wanted)))
-        return _stage(store, [rec], f"tag {node.id}")
+        return stage_write(store, [rec], f"tag {node.id}")
 
 
 def untag_node(store: Store, node_ref: str, tags: list[str]) -> WriteResult:
@@ -300,7 +301,7 @@ def untag_node(store: Store, node_ref: str, tags: list[str]) -> WriteResult:
         if not unwanted & set(node.tags):
             return WriteResult((), None)
         rec = _next(node, tags=tuple(sorted(set(node.tags) - unwanted)))
-        return _stage(store, [rec], f"untag {node.id}")
+        return stage_write(store, [rec], f"untag {node.id}")
 
 
 def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
@@ -320,7 +321,7 @@ def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
             records.append(_next(old, superseded_by=new.id))
         if not any(e.to_key == old.id for e in edges_of(conn, new.id, "out", "SUPERSEDES")):
             records.append(edge_record(new.id, old.id, "SUPERSEDES"))
-        return _stage(store, records, f"supersede {old.id} by {new.id}")
+        return stage_write(store, records, f"supersede {old.id} by {new.id}")
 
 
 def summarize_nodes(store: Store, refs_: list[str], content: str, *, archive_sources: bool = False,
@@ -354,4 +355,4 @@ def summarize_nodes(store: Store, refs_: list[str], content: str, *, archive_sou
             for s in sources:
                 kept = {t for t in s.tags if not t.startswith("tier:")}
                 records.append(_next(s, tags=tuple(sorted(kept | {"tier:off-context"}))))
-        return summary, _stage(store, records, f"summarize into {summary.id}", blobs)
+        return summary, stage_write(store, records, f"summarize into {summary.id}", blobs)

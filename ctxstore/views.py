@@ -15,7 +15,7 @@ from ctxstore.errors import InvalidInput, NodeNotFound
 from ctxstore.index import open_index
 from ctxstore.index.read import ViewRow, find_view, read_views
 from ctxstore.model.knowledge import ViewRecord, ViewRemoved
-from ctxstore.nodes import WriteResult, _stage, bump
+from ctxstore.nodes import WriteResult, bump, stage_write
 from ctxstore.query.parser import parse_query
 from ctxstore.repo import Store, now_ms
 
@@ -88,7 +88,7 @@ def create_view(store: Store, name: str, query: str, budget: int,
         stamp = now_ms()
         rec = ViewRecord(name=name, query=query, budget=budget, description=description,
                          created_at=stamp, updated_at=stamp, prev=None)
-        return _stage(store, [rec], f"view create {name}")
+        return stage_write(store, [rec], f"view create {name}")
 
 
 def update_view(store: Store, name: str, *, query: str | None = None, budget: int | None = None,
@@ -113,7 +113,7 @@ def update_view(store: Store, name: str, *, query: str | None = None, budget: in
                          budget=cur.budget if budget is None else budget,
                          description=cur.description if description is None else description,
                          created_at=cur.created_at or stamp, updated_at=stamp, prev=None)
-        return _stage(store, [rec], f"view update {name}")
+        return stage_write(store, [rec], f"view update {name}")
 
 
 def delete_view(store: Store, name: str) -> WriteResult:
@@ -126,5 +126,5 @@ def delete_view(store: Store, name: str) -> WriteResult:
         cur = find_view(open_index(store), name)
         if cur is None:
             raise NodeNotFound(f"no saved view named {name!r}")
-        return _stage(store, [ViewRemoved(name=name, at=bump(cur.updated_at), prev=None)],
+        return stage_write(store, [ViewRemoved(name=name, at=bump(cur.updated_at), prev=None)],
                       f"view delete {name}")
