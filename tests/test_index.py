@@ -1,0 +1,89 @@
+"""The derived index: catch-up, rebuild triggers, concurrency, damage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import run_ctx
+from ctxstore.index import open_index
+from ctxstore.nodes import add_node, tag_node
+from ctxstore.repo import Store
+from ctxstore.staging import abort_session, commit_stage, start_session
+
+
+def _ids(store: Store) -> set[str]:
+    return {r[0] for r in open_index(store).execute("SELECT id FROM nodes")}
+
+
+def test_index_catches_up_incrementally(store: Store) -> None:
+    a = add_node(store, "fact", "one").node.id
+    conn = open_index(store)
+    applied = conn.execute("SELECT count(*) FROM applied").fetchone()[0]
+    b = add_node(store, "fact", "two").node.id
+    assert _ids(store) == {a, b}
+    assert open_index(store).execute("SELECT count(*) FROM applied").fetchone()[0] == applied + 1
+
+
+def test_index_follows_commit_abort_and_amend(store: Store) -> None:
+    a = add_node(store, "fact", "kept").node.id
+    assert _ids(store) == {a}
+    commit_stage(store, "c1")
+    assert _ids(store) == {a}
+    start_session(store, "doomed")
+    b = add_node(store, "fact", "aborted").node.id
+    assert _ids(store) == {a, b}
+    abort_session(store, None)
+    assert _ids(store) == {a}
+    c = add_node(store, "fact", "amended in").node.id
+    commit_stage(store, None, amend=True)
+    assert _ids(store) == {a, c}
+    tag_node(store, a, ["x:y"])
+    assert [r[0] for r in open_index(store).execute("SELECT tag FROM tags WHERE node_id = ?", (a,))] == ["x:y"]
+
+
+def test_index_concurrent_catch_up_applies_once(store: Store) -> None:
+    for i in range(200):
+        add_node(store, "observation", f"note {i}")
+    procs = [subprocess.Popen([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(store.root),
+                               "--format", "json", "list"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    docs = [json.loads(o[0]) for o in outs]
+    assert all(d == docs[0] for d in docs) and docs[0]["count"] == 200
+    conn = open_index(store)
+    assert conn.execute("SELECT count(*), count(DISTINCT oid) FROM applied").fetchone()[0] == 201
+    assert conn.execute("SELECT count(*) FROM nodes_fts").fetchone()[0] == 200
+
+
+def test_index_outdated_schema_is_rebuilt(store: Store) -> None:
+    a = add_node(store, "fact", "survives").node.id
+    conn = open_index(store)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    assert _ids(store) == {a}
+
+
+def test_index_unwritable_falls_back_to_memory(store: Store) -> None:
+    a = add_node(store, "fact", "readable").node.id
+    import shutil
+
+    shutil.rmtree(store.root / "index")
+    (store.root / "index").write_text("not a directory")  # index/ cannot be created
+    r = run_ctx(["--ctx-dir", str(store.root), "--format", "json", "list"])
+    assert r.returncode == 0 and json.loads(r.stdout)["nodes"][0]["id"] == a
+    os.unlink(store.root / "index")
+
+
+def test_readers_do_not_touch_store_state(store: Store) -> None:
+    add_node(store, "fact", "x")
+    before = {p: p.stat().st_mtime_ns for p in store.root.rglob("*")
+              if p.is_file() and p.relative_to(store.root).parts[0] not in ("index", "local")}
+    for args in (["list"], ["status"], ["search", "x"], ["compose"], ["view", "list"], ["tags"]):
+        assert run_ctx(["--ctx-dir", str(store.root), *args]).returncode == 0, args
+    after = {p: p.stat().st_mtime_ns for p in store.root.rglob("*")
+             if p.is_file() and p.relative_to(store.root).parts[0] not in ("index", "local")}
+    assert before == after
