@@ -48,9 +48,10 @@ __all__ = [
 ]
 
 TMP_SUFFIX = ".tmp"
+StrPath = str | os.PathLike[str]
 
 
-def open_excl(path: Path, mode: int = 0o644) -> int:
+def open_excl(path: StrPath, mode: int = 0o644) -> int:
     """Create ``path`` exclusively for writing and return its descriptor.
 
     Raises:
@@ -90,7 +91,7 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def replace(src: Path, dst: Path) -> None:
+def replace(src: StrPath, dst: StrPath) -> None:
     """Atomically rename ``src`` over ``dst``."""
     os.replace(src, dst)
 
@@ -100,7 +101,7 @@ def link(src: Path, dst: Path) -> None:
     os.link(src, dst)
 
 
-def unlink(path: Path) -> None:
+def unlink(path: StrPath) -> None:
     """Remove a file."""
     os.unlink(path)
 
@@ -148,12 +149,12 @@ def sync_barrier(anchor: Path) -> None:
         os.close(fd)
 
 
-def tmp_path_for(path: Path) -> Path:
+def tmp_path_for(path: StrPath) -> str:
     """Return a fresh temp-file path in the same directory as ``path``."""
-    return path.with_name(f"{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
+    return f"{os.fspath(path)}.{secrets.token_hex(6)}{TMP_SUFFIX}"
 
 
-def _write_tmp(path: Path, data: bytes, *, durable: bool, mode: int) -> Path:
+def _write_tmp(path: StrPath, data: bytes, *, durable: bool, mode: int) -> str:
     tmp = tmp_path_for(path)
     fd = open_excl(tmp, mode)
     try:
@@ -168,7 +169,7 @@ def _write_tmp(path: Path, data: bytes, *, durable: bool, mode: int) -> Path:
     return tmp
 
 
-def _discard(tmp: Path) -> None:
+def _discard(tmp: StrPath) -> None:
     # Best effort: a leftover temp file is harmless (gc removes it) and the
     # original error is the one worth reporting.
     try:
@@ -177,7 +178,7 @@ def _discard(tmp: Path) -> None:
         pass
 
 
-def write_new_file(path: Path, data: bytes, *, mode: int = 0o444) -> None:
+def write_new_file(path: StrPath, data: bytes, *, mode: int = 0o444) -> None:
     """Write an immutable file by temp + rename, *without* fsync.
 
     The caller makes it durable later with ``sync_barrier`` (objects of one

@@ -122,6 +122,11 @@ class ObjectStore:
         self.max_object_bytes = max_object_bytes
         self._cctx = None
         self._dctx = None
+        # The hot path builds paths as str: pathlib costs ~10 us per object here.
+        self._root_str = os.fspath(root)
+        # Shard directories this process has seen exist. A shard created just now cannot
+        # hold the object, so its dedup check is skipped; the set is only a hint (see write).
+        self._shards: set[str] = set()
 
     # -- paths -------------------------------------------------------------------------
     def path_for(self, oid: ObjectId) -> Path:
@@ -141,13 +146,25 @@ class ObjectStore:
         """
         canon = canonical_bytes(kind, payload)
         oid = ObjectId(blake3.blake3(canon).digest())
-        path = self.path_for(oid)
-        if path.exists() and self._is_intact(oid, path):
+        hexid = oid.hex()
+        shard = hexid[:2]
+        folder = f"{self._root_str}/{shard}"
+        path = f"{folder}/{hexid}"
+        fresh_shard = False
+        if shard not in self._shards:
+            fresh_shard = fsio.ensure_dir(Path(folder))
+            self._shards.add(shard)
+        if not fresh_shard and os.path.exists(path) and self._is_intact(oid, path):
             # Dedup: an existing file is trusted only after it verifies; a damaged
             # one (empty, truncated, misnamed) is replaced below by temp + rename.
             return oid, False
-        fsio.ensure_dir(path.parent)
-        fsio.write_new_file(path, self._compress(canon))
+        data = self._compress(canon)
+        try:
+            fsio.write_new_file(path, data)
+        except FileNotFoundError:
+            # The shard vanished since it was cached (gc removed it empty): recreate, retry.
+            fsio.ensure_dir(Path(folder))
+            fsio.write_new_file(path, data)
         return oid, True
 
     def _compress(self, canon: bytes) -> bytes:
@@ -158,7 +175,7 @@ class ObjectStore:
                                                   write_content_size=True)
         return self._cctx.compress(canon)
 
-    def _is_intact(self, oid: ObjectId, path: Path) -> bool:
+    def _is_intact(self, oid: ObjectId, path: str | Path) -> bool:
         try:
             self._read_path(oid, path)
         except (HashMismatch, InvalidEnvelope, ObjectNotFound):
@@ -180,10 +197,13 @@ class ObjectStore:
         """
         return self._read_path(oid, self.path_for(oid))
 
-    def _read_path(self, oid: ObjectId, path: Path) -> StoredObject:
+    def _read_path(self, oid: ObjectId, path: str | Path) -> StoredObject:
         try:
             with open(path, "rb") as fh:
-                raw = fh.read(self.max_object_bytes + 1)
+                # Ask for the file's size (+1 to notice growth), not for the cap: CPython
+                # mmaps a buffer of the requested size on every read(n).
+                size = os.fstat(fh.fileno()).st_size
+                raw = fh.read(min(size, self.max_object_bytes) + 1)
         except FileNotFoundError:
             raise ObjectNotFound(oid) from None
         except IsADirectoryError:
@@ -195,7 +215,7 @@ class ObjectStore:
         kind, payload = parse_envelope(canon, oid=oid, path=str(path))
         return StoredObject(oid, kind, payload)
 
-    def _decompress(self, raw: bytes, oid: ObjectId, path: Path) -> bytes:
+    def _decompress(self, raw: bytes, oid: ObjectId, path: str | Path) -> bytes:
         import zstandard
 
         if self._dctx is None:
