@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,22 +37,15 @@ TIERS = ("pinned", "reference", "working", "off-context")
 INLINE_CONTENT_BYTES = 4096
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9_.\-/:]+)?")
-_ulid_lock = threading.Lock()
-_ulid_last = (0, 0)
 
 
 def new_ulid() -> str:
-    """Return a new ULID, monotonic within this process."""
-    global _ulid_last
-    with _ulid_lock:
-        ms = time.time_ns() // 1_000_000
-        last_ms, last_rand = _ulid_last
-        if ms <= last_ms:
-            ms, rand = last_ms, last_rand + 1
-        else:
-            rand = int.from_bytes(os.urandom(10), "big")
-        _ulid_last = (ms, rand)
-    value = (ms << 80) | (rand & ((1 << 80) - 1))
+    """Return a new ULID: 48 bits of milliseconds and 80 fresh random bits.
+
+    The random part is drawn anew even within one millisecond (not incremented), so
+    ids made together still differ early enough for short prefixes to tell them apart.
+    """
+    value = (time.time_ns() // 1_000_000 << 80) | int.from_bytes(os.urandom(10), "big")
     return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxstore.errors import BudgetExceeded
-from ctxstore.index.read import NodeRow, edges_of
+from ctxstore.index.read import NodeRow, edges_of, short_ids
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["TIER_ORDER", "TYPE_TITLES", "Composition", "tier_of", "order_nodes", "compose",
@@ -26,6 +26,8 @@ TYPE_TITLES = {"fact": "Facts", "decision": "Decisions", "pattern": "Patterns",
                "observation": "Observations", "hypothesis": "Hypotheses", "task": "Tasks",
                "summary": "Summaries", "source": "Sources", "open-question": "Open Questions"}
 PREVIEW_CHARS = 100
+# Short ids: the first 8 characters (spec 001 §13), longer where another node shares them,
+# so that what the model reads can be typed back into `ctx show`.
 _BY_TYPE_SECTIONS = (1, 3, 4)  # sections grouped into ### type subsections
 
 
@@ -58,28 +60,24 @@ class Composition:
     edges: dict[str, dict[str, list[str]]]
 
 
-def _short(node_id: str) -> str:
-    return node_id[:8]
-
-
 def _indent(text: str) -> str:
     return text.strip().replace("\n", "\n  ")
 
 
-def _item(node: NodeRow, section: int, deps: list[str]) -> str:
+def _item(node: NodeRow, section: int, deps: list[str], short: dict[str, str]) -> str:
     if section == 0:
         content = node.content.strip()
         body = content if len(content) <= PREVIEW_CHARS else content[:PREVIEW_CHARS].rstrip() + "..."
-        lines = [f"- [{node.type}:{_short(node.id)}] {_indent(body)}"]
+        lines = [f"- [{node.type}:{short[node.id]}] {_indent(body)}"]
         if node.tags:
             lines.append(f"  - Tags: {', '.join(node.tags)}")
     else:
-        lines = [f"- [{node.type}:{_short(node.id)}] {_indent(node.content)}"]
+        lines = [f"- [{node.type}:{short[node.id]}] {_indent(node.content)}"]
     rationale = node.metadata.get("rationale")
     if node.type == "decision" and isinstance(rationale, str) and rationale.strip():
         lines.append(f"  - Rationale: {_indent(rationale)}")
     if deps:
-        lines.append("  - Depends on: " + ", ".join(f"[{_short(d)}]" for d in deps))
+        lines.append("  - Depends on: " + ", ".join(f"[{short[d]}]" for d in deps))
     return "\n".join(lines) + "\n"
 
 
@@ -116,7 +114,8 @@ def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_
     for node in order_nodes(nodes):
         section = 2 if node.id in force_ids else TIER_ORDER[tier_of(node)]
         deps = [e.to_key for e in edges_of(conn, node.id, "out", "DEPENDS_ON") if e.to_kind == "node"]
-        item = _item(node, section, deps)
+        short = short_ids(conn, [node.id, *deps])
+        item = _item(node, section, deps, short)
         sec_head, sub_head = _headers(section, node.type)
         cost = estimate_tokens(item) + 1
         new_headers = []

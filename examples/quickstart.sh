@@ -15,13 +15,20 @@ run() { printf '\n$ %s\n' "$*"; "$@"; }
 
 run ctx init
 run ctx stage start "Add connection retry with exponential backoff"
-run ctx add --type decision --tag topic:retry "Retry with exponential backoff and jitter: 100 ms initial, 10 s cap, 5 tries"
-run ctx add --type fact --tag topic:retry "Client::connect fails transiently when the server restarts"
-echo "Tests pass with the retry loop in place" | run ctx add --type observation --stdin
+fact=$(ctx add --type fact --tag tier:reference --tag topic:retry "Client::connect fails transiently when the server restarts")
+echo "\$ ctx add --type fact ...   -> $fact"
+decision=$(ctx add --type decision --tag tier:reference --tag topic:retry --meta rationale="avoids retry storms" \
+  "Retry with exponential backoff and jitter: 100 ms initial, 10 s cap, 5 tries")
+echo "\$ ctx add --type decision ... -> $decision"
+echo "Tests pass with the retry loop in place" | run ctx add --type observation --tag tier:working --stdin
+run ctx link "$decision" "$fact" --type DEPENDS_ON
 run ctx stage status
 run ctx commit -m "Record the retry design"
-run ctx log
-run ctx debug state
+run ctx log -n 2
+run ctx search "retry"
+run ctx query "type:decision AND tag:topic:retry"
+run ctx compose --budget 2000
+run ctx status
 run ctx debug verify
 printf '\n$ git status --short .ctx | head\n'
 git status --short .ctx | head

@@ -77,7 +77,9 @@ def _print_node(env: Env, node, edges, history) -> None:  # type: ignore[no-unty
         emit_json(doc)
         return
     if env.fmt == "markdown":
-        click.echo(f"- [{node.type}:{node.id[:8]}] {node.content.strip()}")
+        from ctxstore.index.read import short_ids
+
+        click.echo(f"- [{node.type}:{short_ids(env.index(), [node.id])[node.id]}] {node.content.strip()}")
         return
     click.echo(f"{node.id}  {node.type}" + (f"  (superseded by {node.superseded_by})"
                                             if node.superseded_by else ""))
@@ -234,9 +236,14 @@ def _print_nodes(env: Env, nodes, scores=None) -> None:  # type: ignore[no-untyp
                 doc["score"] = round(score, 4)
         emit_json({"count": len(nodes), "nodes": docs})
         return
+    short = {}
+    if env.fmt == "markdown":
+        from ctxstore.index.read import short_ids
+
+        short = short_ids(env.index(), [n.id for n in nodes])
     for n in nodes:
         if env.fmt == "markdown":
-            click.echo(f"- [{n.type}:{n.id[:8]}] {n.content.strip()}")
+            click.echo(f"- [{n.type}:{short[n.id]}] {n.content.strip()}")
             continue
         tags = f"  [{', '.join(n.tags)}]" if n.tags else ""
         mark = " (superseded)" if n.superseded_by else ""

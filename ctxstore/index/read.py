@@ -16,7 +16,7 @@ from ctxstore.model import codec
 
 __all__ = ["NodeRow", "EdgeRow", "ViewRow", "NODE_COLUMNS", "node_from_row", "resolve_node_id",
            "read_node", "find_node", "nodes_by_ids", "edges_of", "all_edges", "tag_counts",
-           "read_views", "find_view", "node_versions", "count_rows"]
+           "read_views", "find_view", "node_versions", "short_ids", "count_rows"]
 
 NODE_COLUMNS = ("id, type, content, content_blob, summary, status, superseded_by, created_at,"
                 " updated_at, author, metadata, tokens, version")
@@ -207,6 +207,26 @@ def node_versions(conn: sqlite3.Connection, node_id: str) -> list[dict[str, Any]
     for version, stamp, kind, record in rows:
         out.append({"version": version.hex(), "stamp": stamp, "kind": kind,
                     "record": codec.decode(record)})
+    return out
+
+
+def short_ids(conn: sqlite3.Connection, ids: list[str], minimum: int = 8) -> dict[str, str]:
+    """The shortest prefix (at least ``minimum`` characters) of each id that no other live
+    node shares, so a short id shown to people or models can be typed back."""
+    out: dict[str, str] = {}
+    for node_id in ids:
+        longest = 0
+        for sql in ("SELECT id FROM nodes WHERE id < ? ORDER BY id DESC LIMIT 1",
+                    "SELECT id FROM nodes WHERE id > ? ORDER BY id LIMIT 1"):
+            row = conn.execute(sql, (node_id,)).fetchone()
+            if row is not None:
+                common = 0
+                for a, b in zip(node_id, row[0]):
+                    if a != b:
+                        break
+                    common += 1
+                longest = max(longest, common)
+        out[node_id] = node_id[:max(minimum, longest + 1)]
     return out
 
 
