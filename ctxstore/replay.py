@@ -81,7 +81,7 @@ class KnowledgeState:
         for key in sorted(self.winners):
             w = self.winners[key]
             wire = record_to_wire(w.record)
-            out.append({"key": list(key), "version": w.version.hex(), "record": _jsonable(wire)})
+            out.append({"key": list(key), "version": w.version.hex(), "record": codec.jsonable(wire)})
         return {"version": 1, "records": out}
 
     def digest(self) -> str:
@@ -89,15 +89,6 @@ class KnowledgeState:
         items = [[list(k), self.winners[k].version] for k in sorted(self.winners)]
         return blake3.blake3(codec.encode(items)).hexdigest()
 
-
-def _jsonable(value: object) -> object:
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 def state_heads(store: Store) -> list[ObjectId]:

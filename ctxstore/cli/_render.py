@@ -6,20 +6,10 @@ from typing import Any
 
 from ctxstore.model import ChangeBatch, Commit, Tree, WorkCommit
 from ctxstore.model._schema import to_wire
+from ctxstore.model.codec import jsonable
 from ctxstore.model.knowledge import record_to_wire
 
 __all__ = ["jsonable", "object_json", "commit_summary"]
-
-
-def jsonable(value: Any) -> Any:
-    """Convert bytes to hex and tuples to lists, recursively."""
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    return value
 
 
 def object_json(obj: Any) -> dict[str, Any]:

@@ -189,7 +189,7 @@ def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (*rec.from_ref, *rec.to_ref, rec.label, rec.weight,
              json.dumps(rec.metadata, sort_keys=True),
-             json.dumps(_jsonable(rec.evidence), sort_keys=True) if rec.evidence is not None else None,
+             json.dumps(codec.jsonable(rec.evidence), sort_keys=True) if rec.evidence is not None else None,
              rec.created_at, rec.updated_at, version))
     elif isinstance(rec, EdgeRemoved):
         conn.execute("DELETE FROM edges WHERE from_kind=? AND from_key=? AND to_kind=? AND to_key=?"
@@ -202,12 +202,3 @@ def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
     elif isinstance(rec, ViewRemoved):
         conn.execute("DELETE FROM views WHERE name = ?", (rec.name,))
 
-
-def _jsonable(value: object) -> object:
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value

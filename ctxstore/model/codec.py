@@ -13,7 +13,7 @@ from typing import Any
 
 import msgpack
 
-__all__ = ["JsonValue", "CodecError", "encode", "decode", "canonicalize"]
+__all__ = ["JsonValue", "CodecError", "encode", "decode", "canonicalize", "jsonable"]
 
 JsonValue = Any  # msgpack/JSON edge values: None, bool, int, float, str, bytes, list, dict
 
@@ -88,4 +88,15 @@ def decode(data: bytes) -> JsonValue:
         raise CodecError("msgpack nested too deeply") from None
     if encode(value) != data:
         raise CodecError("msgpack is not in canonical form")
+    return value
+
+
+def jsonable(value: JsonValue) -> JsonValue:
+    """The same value with bytes as hex and tuples as lists, ready for ``json.dumps``."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
     return value
