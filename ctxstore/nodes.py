@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["NODE_TYPES", "EDGE_TYPES", "INLINE_CONTENT_BYTES", "TIERS", "new_ulid", "validate_tag",
            "validate_type", "AddedNode", "WriteResult", "add_node", "update_node", "delete_node",
            "tag_node", "untag_node", "supersede_node", "summarize_nodes", "record_of",
-           "edge_record", "bump", "stage_write"]
+           "edge_record", "bump", "stage_write", "split_content"]
 
 NODE_TYPES = ("fact", "decision", "pattern", "observation", "hypothesis", "task", "summary",
               "source", "open-question")
@@ -77,7 +77,12 @@ def bump(prev_stamp: int) -> int:
     return max(now_ms(), prev_stamp + 1)
 
 
-def _content(content: str) -> tuple[str | None, bytes | None, list[bytes]]:
+def split_content(content: str) -> tuple[str | None, bytes | None, list[bytes]]:
+    """(inline text, blob id, blobs to store): content above INLINE_CONTENT_BYTES goes to a blob.
+
+    Raises:
+        InvalidInput: for empty content or text that is not valid Unicode.
+    """
     if not content.strip():
         raise InvalidInput("node content is empty")
     try:
@@ -182,7 +187,7 @@ def add_node(store: Store, node_type: str, content: str, *, tags: list[str] | tu
     """
     validate_type(node_type)
     clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
-    inline, blob_id, blobs = _content(content)
+    inline, blob_id, blobs = split_content(content)
     stamp = now_ms()
     node = NodeRecord(id=node_id or new_ulid(), type=node_type, content=inline,
                       content_blob=blob_id, summary=summary, tags=clean_tags,
@@ -211,7 +216,7 @@ def update_node(store: Store, node_ref: str, *, content: str | None = None,
         changes: dict[str, Any] = {}
         blobs: list[bytes] = []
         if content is not None:
-            inline, blob_id, blobs = _content(content)
+            inline, blob_id, blobs = split_content(content)
             changes.update(content=inline, content_blob=blob_id)
         if node_type is not None:
             changes["type"] = validate_type(node_type)
@@ -327,7 +332,7 @@ def summarize_nodes(store: Store, refs_: list[str], content: str, *, archive_sou
     """
     if not refs_:
         raise InvalidInput("summarize needs at least one source node")
-    inline, blob_id, blobs = _content(content)
+    inline, blob_id, blobs = split_content(content)
     clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
     with store.lock():
         conn = open_index(store)

@@ -231,6 +231,14 @@ class ObjectStore:
         if size != zstandard.CONTENTSIZE_UNKNOWN and size > cap:
             raise InvalidEnvelope(oid, path=str(path),
                                   detail=f"declares {size} bytes, over the {cap}-byte limit")
+        if size == zstandard.CONTENTSIZE_UNKNOWN:
+            # No declared size: cap the output at what the envelope header claims.
+            try:
+                head = self._dctx.stream_reader(raw, read_across_frames=False).read(HEADER_SIZE)
+            except zstandard.ZstdError:
+                head = b""
+            if len(head) == HEADER_SIZE and head[:5] == ENVELOPE_MAGIC:
+                cap = min(cap, HEADER_SIZE + _HEADER.unpack(head)[2])
         try:
             return self._dctx.decompress(raw, max_output_size=cap, allow_extra_data=False)
         except zstandard.ZstdError as exc:

@@ -94,6 +94,8 @@ class KnowledgeState:
 def state_heads(store: Store) -> list[ObjectId]:
     """Every head the state is read from: all heads of HEAD's ref and of STAGE."""
     heads = list(store.read_head().heads)
+    for head in heads:
+        store.read_typed(head, Commit)  # E001/E004: a ref must name a canonical commit
     stage = store.read_stage()
     if stage is not None:
         heads.extend(stage.heads)

@@ -134,7 +134,10 @@ def walk_reachable(store: Store, roots: Iterable[tuple[bytes, Any, str]],
     return seen
 
 
-def _pointer_roots(store: Store, problems: list[Problem]) -> list[tuple[bytes, Any, str]]:
+def _pointer_roots(store: Store, problems: list[Problem],
+                   named: set[bytes] | None = None) -> list[tuple[bytes, Any, str]]:
+    """Every head a pointer names, as walk roots; problems of pointers are appended.
+    ``named`` (when given) collects every id a pointer names, damaged or not."""
     roots: list[tuple[bytes, Any, str]] = []
     try:
         target = refs.read_head_target(store.root)
@@ -157,6 +160,8 @@ def _pointer_roots(store: Store, problems: list[Problem]) -> list[tuple[bytes, A
             problems.append(Problem("W001", name, f"holds {len(ptr.heads)} heads from a Git merge; "
                                     "the next write or `ctx rebuild` merges them", "warning"))
         for head in ptr.heads:
+            if named is not None:
+                named.add(head)
             try:
                 store.read_typed(head, want)
             except ObjectNotFound:
@@ -195,11 +200,12 @@ def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport
             damaged[oid] = Problem("E017", oid.hex(), f"cannot be read ({exc.strerror})")
     if progress:
         progress(len(ids), len(ids))
-    roots = _pointer_roots(store, report.problems)
+    named: set[bytes] = set()
+    roots = _pointer_roots(store, report.problems, named)
     reach = walk_reachable(store, roots, report.problems)
     report.reachable = len(reach)
     for oid, problem in damaged.items():
-        if oid not in reach and problem.severity == "error":
+        if oid not in reach and oid not in named and problem.severity == "error":
             # Nothing refers to it (a leftover of a crash or of a recovery): the state is
             # intact, and `ctx gc` deletes it once past the grace period.
             problem = Problem(problem.code, problem.subject,

@@ -1,51 +1,103 @@
-"""The query language of spec 000: a tokenizer and a recursive-descent parser (pure).
+"""The query language of spec 000: a hand-written tokenizer and recursive-descent parser.
 
-One parser serves ``ctx query``, ``ctx compose --query``, views and recall. Grammar
-(precedence NOT > AND > OR; adjacent terms mean AND)::
+This module owns the text → AST step (``parse_query``) and its inverse
+(``format_query``). It is pure: no I/O, no clock (the caller passes ``now``), no
+index. One parser serves ``ctx query``, ``ctx compose --query``, views and recall;
+the executor turns the AST into SQL. Grammar (precedence NOT > AND > OR; terms side
+by side mean AND)::
 
     query  := or
     or     := and ("OR" and)*
     and    := unary (["AND"] unary)*
     unary  := "NOT" unary | "(" or ")" | term
-    term   := field ":" value | word | "phrase" | 'phrase'
+    term   := field ":" value | field ":" quoted | word | quoted
+    quoted := '"' chars '"' | "'" chars "'"
 
-Fields: ``type tag has from to id`` (a value), ``created updated`` (``>``/``<``/``>=``/
-``<=``/``=`` then a duration ``24h``/``7d``/``1w``/``30m``/``10s`` meaning "now minus", a
-date ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH:MM:SSZ``), ``tokens`` (an operator then an integer).
-A word with any other ``prefix:`` is a full-text word. Errors are one line and name the
-column.
+Known fields (lower case): ``type tag has from to id`` take a value; ``created``
+and ``updated`` take an operator and a time; ``tokens`` an operator and an integer.
+A word with any other ``prefix:`` is a full-text word. A word ends at white space,
+``(`` or ``)``; quotes inside a word are ordinary characters. Errors are
+``QuerySyntaxError`` (E011): one line that names the column and quotes the text there.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Union
+from typing import TypeAlias
 
 from ctxstore.errors import InvalidInput
 
-__all__ = ["QuerySyntaxError", "Field", "Compare", "Text", "And", "Or", "Not", "QueryNode",
-           "parse_query", "format_query", "iter_terms", "text_terms", "MAX_QUERY_LENGTH"]
+__all__ = [
+    "QuerySyntaxError",
+    "Field",
+    "Compare",
+    "Text",
+    "And",
+    "Or",
+    "Not",
+    "QueryTerm",
+    "QueryNode",
+    "parse_query",
+    "format_query",
+    "iter_terms",
+    "text_terms",
+    "MAX_QUERY_LENGTH",
+    "MAX_QUERY_DEPTH",
+]
 
 MAX_QUERY_LENGTH = 10_000
-MAX_DEPTH = 100
+MAX_QUERY_DEPTH = 100  # levels of "(" and NOT, counted together
+
 VALUE_FIELDS = ("type", "tag", "has", "from", "to", "id")
-COMPARE_FIELDS = ("created", "updated", "tokens")
+TIME_FIELDS = ("created", "updated")
+COMPARE_FIELDS = (*TIME_FIELDS, "tokens")
+FIELDS = (*VALUE_FIELDS, *COMPARE_FIELDS)
 HAS_VALUES = ("summary", "edges")
-_OPS = (">=", "<=", ">", "<", "=")
-_DURATION = re.compile(r"(\d+)([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_KEYWORDS = ("AND", "OR", "NOT")
+COMPARE_OPS = (">=", "<=", ">", "<", "=")  # two-character operators first: ">=" is not ">" "="
+KEYWORDS = ("AND", "OR", "NOT")
+
+_QUOTES = "\"'"
+_NEAR_CHARS = 20
+_MAX_TOKENS_DIGITS = 18  # keeps ``tokens:`` below 2**63, so SQLite can bind it
+_MAX_DURATION_DIGITS = 15
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# ASCII digits only: str.isdigit() and \d accept digits int() or the format cannot round-trip.
+_INTEGER = re.compile(r"[0-9]+")
+_DURATION = re.compile(r"([0-9]+)([smhdw])")
+_DATETIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:T([0-9]{2}):([0-9]{2}):([0-9]{2})Z)?")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_ONE_SECOND = dt.timedelta(seconds=1)
+# Times must be writable as YYYY-MM-DDTHH:MM:SSZ, so they are kept within years 1..9999.
+_MIN_TIME = (dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc) - _EPOCH) // _ONE_SECOND
+_MAX_TIME = (dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc) - _EPOCH) // _ONE_SECOND
 
 
 class QuerySyntaxError(InvalidInput):
-    """E011: a query that does not parse; ``position`` is the 0-based column."""
+    """E011: a query that does not parse.
+
+    The message is one line: ``query syntax error at column N: <detail> (near '<text>')``
+    where ``N`` is 1-based and the excerpt starts at the problem.
+
+    Attributes:
+        query: The full query text.
+        position: 0-based character offset of the problem (``len(query)`` for "at the end").
+        detail: What is wrong, without the position.
+    """
 
     def __init__(self, query: str, position: int, detail: str) -> None:
-        near = query[max(0, position - 10):position + 10].replace("\n", " ")
-        super().__init__(f"query syntax error at column {position + 1}: {detail} (near {near!r})",
+        excerpt = query[position:position + _NEAR_CHARS].rstrip()
+        if not excerpt:
+            where = "at the end of the query"
+        else:
+            if position + _NEAR_CHARS < len(query):
+                excerpt += "..."
+            # repr() escapes newlines and other control characters: the message stays one line.
+            where = f"near {excerpt!r}"
+        super().__init__(f"query syntax error at column {position + 1}: {detail} ({where})",
                          hint="see docs/query.md")
         self.query = query
         self.position = position
@@ -54,7 +106,13 @@ class QuerySyntaxError(InvalidInput):
 
 @dataclass(frozen=True, slots=True)
 class Field:
-    """``type:``, ``tag:``, ``has:``, ``from:``, ``to:`` or ``id:`` with its value."""
+    """A ``type:``, ``tag:``, ``has:``, ``from:``, ``to:`` or ``id:`` term.
+
+    Attributes:
+        name: The field name, one of ``type tag has from to id``.
+        op: Always ``None`` for these fields (kept for a uniform term shape).
+        value: The value as written, quotes removed (``tag:project:x`` → ``project:x``).
+    """
 
     name: str
     op: str | None
@@ -63,7 +121,14 @@ class Field:
 
 @dataclass(frozen=True, slots=True)
 class Compare:
-    """``created``/``updated`` (value: Unix seconds) or ``tokens`` (value: an integer)."""
+    """A ``created:``, ``updated:`` or ``tokens:`` comparison.
+
+    Attributes:
+        field: ``created``, ``updated`` or ``tokens``.
+        op: One of ``>``, ``<``, ``>=``, ``<=``, ``=``.
+        value: For times, absolute Unix seconds (whole seconds, UTC); for ``tokens``,
+            the integer.
+    """
 
     field: str
     op: str
@@ -72,7 +137,12 @@ class Compare:
 
 @dataclass(frozen=True, slots=True)
 class Text:
-    """A full-text word or phrase."""
+    """A full-text term.
+
+    Attributes:
+        text: The word, or the phrase without its quotes.
+        phrase: True when written in quotes.
+    """
 
     text: str
     phrase: bool
@@ -80,117 +150,140 @@ class Text:
 
 @dataclass(frozen=True, slots=True)
 class And:
+    """All of ``items`` (two or more) match."""
+
     items: tuple[QueryNode, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Or:
+    """Any of ``items`` (two or more) matches."""
+
     items: tuple[QueryNode, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Not:
+    """``item`` does not match."""
+
     item: QueryNode
 
 
-QueryNode = Union[Field, Compare, Text, And, Or, Not]
+QueryTerm: TypeAlias = Field | Compare | Text
+QueryNode: TypeAlias = Field | Compare | Text | And | Or | Not
 
 
 @dataclass(frozen=True, slots=True)
-class _Tok:
-    kind: str  # "word", "phrase", "(", ")", "AND", "OR", "NOT", "end"
-    text: str
+class _Token:
+    kind: str  # "(", ")", "AND", "OR", "NOT", "word", "phrase", "field", "end", "error"
     pos: int
+    text: str  # the word, phrase or field value; the detail of an "error" token
+    name: str = ""  # field tokens: the field name
+    vpos: int = 0  # field tokens: offset of the value's first character
 
 
-def _tokenize(query: str) -> list[_Tok]:
-    toks: list[_Tok] = []
+_TERM_STARTS = frozenset({"word", "phrase", "field", "(", "NOT"})
+
+
+def _tokenize(query: str) -> list[_Token]:
+    """Split ``query`` into tokens, ending with "end" or with an "error" token.
+
+    A lexical error becomes a token rather than an exception so that the parser
+    reports problems left to right: ``) "abc`` complains about the ``)`` first.
+    """
+    tokens: list[_Token] = []
     i, n = 0, len(query)
     while i < n:
         ch = query[i]
         if ch.isspace():
             i += 1
         elif ch in "()":
-            toks.append(_Tok(ch, ch, i))
+            tokens.append(_Token(ch, i, ch))
             i += 1
-        elif ch in "\"'":
+        elif ch in _QUOTES:
             end = query.find(ch, i + 1)
             if end < 0:
-                raise QuerySyntaxError(query, i, "unterminated quote")
-            toks.append(_Tok("phrase", query[i + 1:end], i))
+                tokens.append(_Token("error", i, f"unterminated quote ({ch})"))
+                return tokens
+            tokens.append(_Token("phrase", i, query[i + 1:end]))
             i = end + 1
         else:
             start = i
             while i < n and not query[i].isspace() and query[i] not in "()":
-                if query[i] in "\"'" and i > start and query[start:i].endswith(":"):
-                    # field:"quoted value" — the quote belongs to the value
-                    end = query.find(query[i], i + 1)
-                    if end < 0:
-                        raise QuerySyntaxError(query, i, "unterminated quote")
-                    i = end + 1
-                    continue
                 i += 1
             word = query[start:i]
-            kind = word if word in _KEYWORDS else "word"
-            toks.append(_Tok(kind, word, start))
-    toks.append(_Tok("end", "", n))
-    return toks
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    return value
-
-
-def _time_value(query: str, pos: int, text: str, now: float) -> float:
-    m = _DURATION.fullmatch(text)
-    if m:
-        return float(int(now) - int(m.group(1)) * _UNIT[m.group(2)])
-    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d"):
-        try:
-            return float(dt.datetime.strptime(text, fmt).replace(tzinfo=dt.timezone.utc).timestamp())
-        except ValueError:
-            continue
-    raise QuerySyntaxError(query, pos, f"invalid time {text!r} (want e.g. 24h, 7d, 2024-01-01)")
+            name, colon, rest = word.partition(":")
+            if word in KEYWORDS:
+                tokens.append(_Token(word, start, word))
+            elif not colon or name not in FIELDS:
+                tokens.append(_Token("word", start, word))
+            elif rest and rest[0] in _QUOTES:
+                # field:"quoted value" may hold spaces and parentheses: rescan from the quote.
+                quote_at = start + len(name) + 1
+                end = query.find(rest[0], quote_at + 1)
+                if end < 0:
+                    tokens.append(_Token("error", quote_at, f"unterminated quote ({rest[0]})"))
+                    return tokens
+                tokens.append(_Token("field", start, query[quote_at + 1:end], name, quote_at + 1))
+                i = end + 1
+            else:
+                tokens.append(_Token("field", start, rest, name, start + len(name) + 1))
+    tokens.append(_Token("end", n, ""))
+    return tokens
 
 
 class _Parser:
+    """Recursive descent over the token list; one instance per query."""
+
     def __init__(self, query: str, now: float) -> None:
         self.query = query
         self.now = now
-        self.toks = _tokenize(query)
+        self.tokens = _tokenize(query)
         self.i = 0
         self.depth = 0
 
-    def peek(self) -> _Tok:
-        return self.toks[self.i]
+    def fail(self, pos: int, detail: str) -> QuerySyntaxError:
+        return QuerySyntaxError(self.query, pos, detail)
 
-    def take(self) -> _Tok:
-        tok = self.toks[self.i]
+    def peek(self) -> _Token:
+        tok = self.tokens[self.i]
+        if tok.kind == "error":
+            raise self.fail(tok.pos, tok.text)
+        return tok
+
+    def take(self) -> _Token:
+        tok = self.peek()
         self.i += 1
         return tok
 
-    def error(self, tok: _Tok, detail: str) -> QuerySyntaxError:
-        return QuerySyntaxError(self.query, tok.pos, detail)
+    def need_right(self, op: _Token) -> None:
+        if self.peek().kind not in _TERM_STARTS:
+            raise self.fail(op.pos, f"{op.kind} needs a term on its right")
+
+    def nested(self, opener: _Token, parse: Callable[[], QueryNode]) -> QueryNode:
+        # Bounded so that deep input is a syntax error, never a RecursionError.
+        if self.depth >= MAX_QUERY_DEPTH:
+            raise self.fail(opener.pos, f"nested more than {MAX_QUERY_DEPTH} levels")
+        self.depth += 1
+        try:
+            return parse()
+        finally:
+            self.depth -= 1
 
     def parse(self) -> QueryNode:
-        if self.peek().kind == "end":
-            raise self.error(self.peek(), "empty query")
         node = self.parse_or()
         tok = self.peek()
         if tok.kind == ")":
-            raise self.error(tok, "unbalanced ')'")
-        if tok.kind != "end":
-            raise self.error(tok, f"unexpected {tok.text!r}")
+            raise self.fail(tok.pos, "unbalanced ')'")
+        if tok.kind != "end":  # pragma: no cover - parse_or consumes every other token
+            raise self.fail(tok.pos, f"unexpected {tok.text!r}")
         return node
 
     def parse_or(self) -> QueryNode:
         items = [self.parse_and()]
         while self.peek().kind == "OR":
             op = self.take()
-            if self.peek().kind in ("end", ")", "OR", "AND"):
-                raise self.error(op, "OR needs a term on its right")
+            self.need_right(op)
             items.append(self.parse_and())
         return items[0] if len(items) == 1 else Or(tuple(items))
 
@@ -200,138 +293,244 @@ class _Parser:
             tok = self.peek()
             if tok.kind == "AND":
                 self.take()
-                if self.peek().kind in ("end", ")", "OR", "AND"):
-                    raise self.error(tok, "AND needs a term on its right")
-                items.append(self.parse_unary())
-            elif tok.kind in ("word", "phrase", "(", "NOT"):
-                items.append(self.parse_unary())  # adjacent terms: implicit AND
-            else:
+                self.need_right(tok)
+            elif tok.kind not in _TERM_STARTS:
                 break
+            # else: adjacent terms, an implicit AND
+            items.append(self.parse_unary())
         return items[0] if len(items) == 1 else And(tuple(items))
 
     def parse_unary(self) -> QueryNode:
         tok = self.take()
         if tok.kind == "NOT":
-            if self.peek().kind in ("end", ")", "OR", "AND"):
-                raise self.error(tok, "NOT needs a term on its right")
-            return Not(self.nested(self.parse_unary))
+            self.need_right(tok)
+            return Not(self.nested(tok, self.parse_unary))
         if tok.kind == "(":
-            if self.peek().kind == ")":
-                raise self.error(self.peek(), "empty parentheses")
-            node = self.nested(self.parse_or)
-            close = self.take()
-            if close.kind != ")":
-                raise self.error(close if close.kind != "end" else tok, "expected ')'")
+            nxt = self.peek()
+            if nxt.kind == ")":
+                raise self.fail(nxt.pos, "empty parentheses")
+            if nxt.kind == "end":
+                raise self.fail(tok.pos, "'(' is never closed: expected ')'")
+            node = self.nested(tok, self.parse_or)
+            if self.peek().kind != ")":
+                raise self.fail(tok.pos, "'(' is never closed: expected ')'")
+            self.take()
             return node
         if tok.kind == "phrase":
             if not tok.text.strip():
-                raise self.error(tok, "empty phrase")
+                raise self.fail(tok.pos, "empty phrase")
             return Text(tok.text, True)
         if tok.kind == "word":
-            return self.term(tok)
-        if tok.kind in ("AND", "OR"):
-            raise self.error(tok, f"{tok.kind} needs a term on its left")
-        if tok.kind == ")":
-            raise self.error(tok, "unbalanced ')'")
-        raise self.error(tok, "unexpected end of query")
-
-    def nested(self, fn):  # type: ignore[no-untyped-def]
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise self.error(self.peek(), f"nested more than {MAX_DEPTH} levels")
-        try:
-            return fn()
-        finally:
-            self.depth -= 1
-
-    def term(self, tok: _Tok) -> QueryNode:
-        name, sep, raw = tok.text.partition(":")
-        field = name.lower()
-        if not sep or field not in VALUE_FIELDS + COMPARE_FIELDS:
             return Text(tok.text, False)
-        vpos = tok.pos + len(name) + 1
-        value = _unquote(raw)
-        if not value:
-            raise QuerySyntaxError(self.query, vpos, f"{field}: needs a value")
-        if field in VALUE_FIELDS:
-            if field == "has" and value not in HAS_VALUES:
-                raise QuerySyntaxError(self.query, vpos,
-                                       f"has: takes {' or '.join(HAS_VALUES)}, not {value!r}")
-            return Field(field, None, value)
-        op = next((o for o in _OPS if value.startswith(o)), None)
+        if tok.kind == "field":
+            return self.field(tok)
+        if tok.kind in ("AND", "OR"):
+            raise self.fail(tok.pos, f"{tok.kind} needs a term on its left")
+        if tok.kind == ")":
+            raise self.fail(tok.pos, "unbalanced ')'")
+        raise self.fail(tok.pos, "unexpected end of query")
+
+    def field(self, tok: _Token) -> QueryTerm:
+        name, value, vpos = tok.name, tok.text, tok.vpos
+        if not value.strip():
+            raise self.fail(vpos, f"{name}: needs a value")
+        if name in VALUE_FIELDS:
+            if name == "has" and value not in HAS_VALUES:
+                raise self.fail(vpos, f"has: takes summary or edges, not {value!r}")
+            return Field(name, None, value)
+        op = next((o for o in COMPARE_OPS if value.startswith(o)), None)
         if op is None:
-            raise QuerySyntaxError(self.query, vpos, f"{field}: needs an operator (> < >= <= =)")
-        rest = value[len(op):]
+            raise self.fail(vpos, f"{name}: needs an operator (>, <, >=, <= or =) before the value")
+        rest, rpos = value[len(op):], vpos + len(op)
         if not rest:
-            raise QuerySyntaxError(self.query, vpos + len(op), f"{field}:{op} needs a value")
-        if field == "tokens":
-            if not rest.isdigit():
-                raise QuerySyntaxError(self.query, vpos + len(op), f"tokens: needs an integer, not {rest!r}")
-            return Compare(field, op, int(rest))
-        return Compare(field, op, _time_value(self.query, vpos + len(op), rest, self.now))
+            raise self.fail(rpos, f"{name}:{op} needs a value")
+        if name == "tokens":
+            if not _INTEGER.fullmatch(rest):
+                raise self.fail(rpos, f"tokens: needs an integer, not {rest!r}")
+            if len(rest) > _MAX_TOKENS_DIGITS:
+                raise self.fail(rpos, f"tokens: number {rest} is too large")
+            return Compare(name, op, int(rest))
+        return Compare(name, op, self.time(name, rest, rpos))
+
+    def time(self, name: str, text: str, pos: int) -> int:
+        m = _DURATION.fullmatch(text)
+        if m:
+            if len(m.group(1)) > _MAX_DURATION_DIGITS:
+                raise self.fail(pos, f"{name}: duration {text!r} is out of range")
+            # Whole seconds, so that format_query's YYYY-MM-DDTHH:MM:SSZ round-trips exactly.
+            value = math.floor(self.now) - int(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        else:
+            m = _DATETIME.fullmatch(text)
+            if not m:
+                raise self.fail(pos, f"{name}: invalid time {text!r} (want a duration like 24h, 7d, "
+                                     "1w, a date YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ)")
+            try:
+                when = dt.datetime(*(int(g) for g in m.groups() if g is not None),
+                                   tzinfo=dt.timezone.utc)
+            except ValueError:
+                raise self.fail(pos, f"{name}: no such date or time {text!r}") from None
+            value = (when - _EPOCH) // _ONE_SECOND
+        if not _MIN_TIME <= value <= _MAX_TIME:
+            raise self.fail(pos, f"{name}: time {text!r} is out of range")
+        return value
 
 
 def parse_query(text: str, *, now: float) -> QueryNode:
-    """Parse a query; times relative to ``now`` (Unix seconds) become absolute.
+    """Parse query text into an AST.
+
+    Args:
+        text: The query, at most ``MAX_QUERY_LENGTH`` characters.
+        now: The current time in Unix seconds; durations (``created:>24h``) resolve to
+            ``floor(now)`` minus the duration, so the AST holds only absolute times.
+
+    Returns:
+        The AST: a ``Field``, ``Compare`` or ``Text`` leaf, or ``And``/``Or``/``Not``.
+        ``And`` and ``Or`` always hold two or more items; parentheses are not kept.
 
     Raises:
-        QuerySyntaxError: (E011) naming the column of the problem.
+        QuerySyntaxError: (E011) the query is empty, too long, nested too deeply or
+            malformed; ``position`` says where.
     """
     if len(text) > MAX_QUERY_LENGTH:
-        raise QuerySyntaxError(text[:40], 0, f"query longer than {MAX_QUERY_LENGTH} characters")
+        raise QuerySyntaxError(text, MAX_QUERY_LENGTH,
+                               f"query is longer than {MAX_QUERY_LENGTH:,} characters")
     if not text.strip():
         raise QuerySyntaxError(text, 0, "empty query")
     return _Parser(text, now).parse()
 
 
-def _quote(text: str) -> str:
-    return '"' + text + '"' if '"' not in text else "'" + text + "'"
+def _is_bare_word(text: str) -> bool:
+    """Whether ``text`` written as is reads back as ``Text(text, phrase=False)``."""
+    if not text or text[0] in _QUOTES or text in KEYWORDS:
+        return False
+    if any(c.isspace() or c in "()" for c in text):
+        return False
+    name, colon, _ = text.partition(":")
+    return not (colon and name in FIELDS)
 
 
-def _fmt_time(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _quoted(text: str, what: str) -> str:
+    for quote in _QUOTES:
+        if quote not in text:
+            return quote + text + quote
+    raise ValueError(f"{what} holds both kinds of quote and cannot be written as query text")
+
+
+def _format_time(value: int | float) -> str:
+    # Range first: float() of a huge int overflows, and NaN fails every comparison.
+    if isinstance(value, bool) or not _MIN_TIME <= value <= _MAX_TIME \
+            or not float(value).is_integer():
+        raise ValueError(f"time {value!r} is not whole seconds within years 1..9999")
+    when = _EPOCH + dt.timedelta(seconds=int(value))
+    # Not strftime: glibc's %Y drops the zero padding of years before 1000.
+    return (f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
+            f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z")
+
+
+def _format(node: QueryNode, depth: int) -> str:
+    # ``depth`` counts enclosing NOTs and parentheses the way the parser does.
+    if depth > MAX_QUERY_DEPTH:
+        raise ValueError(f"query nests deeper than {MAX_QUERY_DEPTH} levels")
+    if isinstance(node, (And, Or)):
+        if len(node.items) < 2:
+            raise ValueError(f"{type(node).__name__} needs two or more items")
+        # AND binds tighter than OR, so only same-or-looser children need parentheses.
+        wrap: tuple[type, ...] = (And, Or) if isinstance(node, And) else (Or,)
+        joiner = " AND " if isinstance(node, And) else " OR "
+        return joiner.join(_wrapped(item, wrap, depth) for item in node.items)
+    if isinstance(node, Not):
+        return "NOT " + _wrapped(node.item, (And, Or), depth + 1)
+    if isinstance(node, Text):
+        if node.phrase:
+            if not node.text.strip():
+                raise ValueError("an empty phrase cannot be written as query text")
+            return _quoted(node.text, f"phrase {node.text!r}")
+        if not _is_bare_word(node.text):
+            raise ValueError(f"Text({node.text!r}, phrase=False) does not read back as a word "
+                             "(use phrase=True)")
+        return node.text
+    if isinstance(node, Compare):
+        if node.field not in COMPARE_FIELDS or node.op not in COMPARE_OPS:
+            raise ValueError(f"no comparison {node.field}:{node.op}")
+        if node.field == "tokens":
+            if isinstance(node.value, bool) or not isinstance(node.value, int) \
+                    or not 0 <= node.value < 10 ** _MAX_TOKENS_DIGITS:
+                raise ValueError(f"tokens value {node.value!r} is not a whole number in range")
+            return f"tokens:{node.op}{node.value}"
+        return f"{node.field}:{node.op}{_format_time(node.value)}"
+    if isinstance(node, Field):
+        if node.name not in VALUE_FIELDS or node.op is not None:
+            raise ValueError(f"no field {node.name}:{node.op or ''}")
+        value = node.value
+        if not value.strip() or (node.name == "has" and value not in HAS_VALUES):
+            raise ValueError(f"{node.name}:{value!r} is not a valid value")
+        if value[0] in _QUOTES or any(c.isspace() or c in "()" for c in value):
+            value = _quoted(value, f"{node.name}: value {value!r}")
+        return f"{node.name}:{value}"
+    raise TypeError(f"not a query node: {node!r}")
+
+
+def _wrapped(node: QueryNode, kinds: tuple[type, ...], depth: int) -> str:
+    if isinstance(node, kinds):
+        return "(" + _format(node, depth + 1) + ")"
+    return _format(node, depth)
 
 
 def format_query(node: QueryNode) -> str:
-    """Render an AST as canonical query text (``parse_query`` of it gives the same AST)."""
-    if isinstance(node, Or):
-        return " OR ".join(_wrap(i, (Or,)) for i in node.items)
-    if isinstance(node, And):
-        return " AND ".join(_wrap(i, (Or, And)) for i in node.items)
-    if isinstance(node, Not):
-        return "NOT " + _wrap(node.item, (Or, And))
-    if isinstance(node, Text):
-        plain = not node.phrase and node.text and not any(c.isspace() or c in "()\"'" for c in node.text) \
-            and node.text not in _KEYWORDS and not _looks_like_field(node.text)
-        return node.text if plain else _quote(node.text)
-    if isinstance(node, Compare):
-        value = str(node.value) if node.field == "tokens" else _fmt_time(node.value)
-        return f"{node.field}:{node.op}{value}"
-    needs_quote = any(c.isspace() or c in "()\"'" for c in node.value)
-    return f"{node.name}:{_quote(node.value) if needs_quote else node.value}"
+    """Render an AST as canonical query text.
+
+    Operators are upper case and explicit, parentheses appear only where precedence
+    needs them, and times are written as ``YYYY-MM-DDTHH:MM:SSZ``. For every AST this
+    accepts, ``parse_query(format_query(ast), now=t) == ast`` for any ``t``.
+
+    Args:
+        node: The AST, e.g. from ``parse_query``.
+
+    Returns:
+        The query text.
+
+    Raises:
+        ValueError: the AST cannot be written so that it reads back the same (an
+            ``And``/``Or`` with fewer than two items, a ``Text`` word that would read as
+            a keyword, field or phrase, a value with both kinds of quote, a time outside
+            years 1..9999 or not in whole seconds, nesting or length over the limits).
+        TypeError: ``node`` is not a query node.
+    """
+    text = _format(node, 0)
+    if len(text) > MAX_QUERY_LENGTH:
+        raise ValueError(f"formatted query is longer than {MAX_QUERY_LENGTH:,} characters")
+    return text
 
 
-def _looks_like_field(text: str) -> bool:
-    name, sep, _ = text.partition(":")
-    return bool(sep) and name.lower() in VALUE_FIELDS + COMPARE_FIELDS
+def iter_terms(node: QueryNode) -> Iterator[QueryTerm]:
+    """Yield every leaf of a query, left to right, including those under ``NOT``.
 
+    Args:
+        node: The AST.
 
-def _wrap(node: QueryNode, kinds: tuple[type, ...]) -> str:
-    text = format_query(node)
-    return f"({text})" if isinstance(node, kinds) else text
-
-
-def iter_terms(node: QueryNode) -> Iterator[QueryNode]:
-    """Every leaf (Field, Compare, Text) of the query, left to right."""
-    if isinstance(node, (And, Or)):
-        for item in node.items:
-            yield from iter_terms(item)
-    elif isinstance(node, Not):
-        yield from iter_terms(node.item)
-    else:
-        yield node
+    Returns:
+        An iterator over the ``Field``, ``Compare`` and ``Text`` leaves.
+    """
+    stack: list[QueryNode] = [node]  # explicit stack: hand-built ASTs may be deep
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, (And, Or)):
+            stack.extend(reversed(cur.items))
+        elif isinstance(cur, Not):
+            stack.append(cur.item)
+        else:
+            yield cur
 
 
 def text_terms(node: QueryNode) -> list[str]:
-    """The full-text words and phrases of a query."""
-    return [t.text for t in iter_terms(node) if isinstance(t, Text)]
+    """List the full-text words and phrases of a query, left to right.
+
+    Terms under ``NOT`` are included; callers that rank by relevance should skip them.
+
+    Args:
+        node: The AST.
+
+    Returns:
+        The text of every ``Text`` leaf (phrases without their quotes).
+    """
+    return [term.text for term in iter_terms(node) if isinstance(term, Text)]

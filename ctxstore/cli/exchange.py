@@ -1,0 +1,127 @@
+"""Exchange commands: export, import, ingest."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+
+
+@click.command("export")
+@click.option("--query", default=None, metavar="QUERY",
+              help="Export only the nodes this query selects (and the edges between them; "
+                   "views are exported only by a full export).")
+@click.option("--include-superseded", is_flag=True,
+              help="With --query, also export superseded nodes the query matches.")
+@click.option("--output", "-o", "output", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False),
+              help="Write the document to FILE (atomically) instead of standard output.")
+@pass_env
+def export_command(env: Env, query: str | None, include_superseded: bool,
+                   output: str | None) -> None:
+    """Export nodes, edges and views as one JSON document (format "ctx-export", version 1).
+
+    Times are UTC with milliseconds, so `ctx import` of the output into an empty store
+    followed by `ctx export` gives the same document.
+
+    \b
+    Examples:
+        ctx export > backup.json
+        ctx export --query "tag:project:viberent" --output project.json
+    """
+    import json
+    import time
+    from pathlib import Path
+
+    from ctxstore.exchange import export_document
+
+    conn = env.index()
+    node_ids = None
+    if query is not None:
+        from ctxstore.query.executor import run_query
+
+        nodes = run_query(conn, query, now=time.time(), include_superseded=include_superseded)
+        node_ids = [n.id for n in nodes]
+    doc = export_document(conn, node_ids=node_ids)
+    data = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    if output is None or output == "-":
+        click.echo(data, nl=False)  # bytes: no dependence on the terminal's encoding
+    else:
+        from ctxstore import fsio
+
+        fsio.replace_atomic(Path(output), data)
+
+
+@click.command("import")
+@click.option("--merge", is_flag=True,
+              help="Skip nodes, edges and views the store already has instead of failing.")
+@click.argument("file", required=False, metavar="[FILE]")
+@format_option
+@pass_env
+def import_command(env: Env, merge: bool, file: str | None) -> None:
+    """Import a JSON export from FILE (or standard input) as one change batch.
+
+    The whole document is checked first: if anything in it is invalid, nothing is
+    written. Timestamps from the future are clamped to now.
+
+    \b
+    Examples:
+        ctx import < backup.json
+        ctx import --merge other.json
+    """
+    from pathlib import Path
+
+    from ctxstore.errors import InvalidInput
+    from ctxstore.exchange import MAX_DOCUMENT_BYTES, import_document, read_document_file
+
+    if file is None or file == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise InvalidInput("no document to import", hint="give FILE or pipe a document in")
+        data = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
+    else:
+        data = read_document_file(Path(file))
+    report = import_document(env.store(), data, merge=merge)
+    if env.fmt == "json":
+        emit_json({"imported": {"nodes": report.nodes, "edges": report.edges,
+                                "views": report.views},
+                   "skipped": {"nodes": len(report.skipped), "edges": report.skipped_edges,
+                               "views": report.skipped_views},
+                   "skipped_ids": report.skipped,
+                   "work_commit": report.staged.work_commit.hex() if report.staged else None})
+        return
+    click.echo(f"imported {report.nodes} nodes, {report.edges} edges, {report.views} views")
+    if merge:
+        line = f"skipped {len(report.skipped)} existing nodes"
+        if report.skipped_edges or report.skipped_views:
+            line += f", {report.skipped_edges} edges, {report.skipped_views} views"
+        click.echo(line)
+
+
+@click.command("ingest")
+@click.argument("file")
+@click.option("--tag", "tags", multiple=True, metavar="NS:VALUE", help="A tag (repeatable).")
+@format_option
+@pass_env
+def ingest_command(env: Env, file: str, tags: tuple[str, ...]) -> None:
+    """Ingest a UTF-8 text file as a `source` node; prints its id.
+
+    The metadata records the path as given, the size in bytes and the SHA-256.
+    Binary and non-UTF-8 files are refused.
+
+    \b
+    Example:
+        ctx ingest README.md --tag project:viberent --tag type:documentation
+    """
+    from pathlib import Path
+
+    from ctxstore.exchange import ingest_file
+
+    added = ingest_file(env.store(), Path(file), tags=list(tags))
+    node = added.node
+    if env.fmt == "json":
+        emit_json({"id": node.id, "type": node.type, "tags": list(node.tags),
+                   "metadata": node.metadata, "work_commit": added.staged.work_commit.hex()})
+    else:
+        click.echo(node.id)
