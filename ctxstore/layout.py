@@ -66,7 +66,10 @@ def init_store(ctx_dir: Path, *, force: bool = False, git: bool = True,
     if existed and not force:
         raise StoreExists(f"a ctx store already exists at {ctx_dir}",
                           hint="use `ctx init --force` to re-initialise its layout files")
+    created = [p for p in (ctx_dir, *ctx_dir.parents) if not p.exists()]
     fsio.ensure_dir(ctx_dir)
+    for folder in created:  # a new directory's entry is durable once its parent is fsynced
+        fsio.fsync_dir(folder.parent)
     for sub in LAYOUT_DIRS:
         fsio.ensure_dir(ctx_dir / sub)
     result = InitResult(ctx_dir, None, existed)
