@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxstore.errors import BudgetExceeded
-from ctxstore.index.read import NodeRow, edges_of, short_ids
+from ctxstore.index.read import NodeRow, short_id_lookup
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["TIER_ORDER", "TYPE_TITLES", "Composition", "tier_of", "order_nodes", "compose",
@@ -44,7 +44,24 @@ def tier_of(node: NodeRow) -> str | None:
 
 def order_nodes(nodes: list[NodeRow]) -> list[NodeRow]:
     """Pinned first, then reference, working, untiered, off-context; newest first within."""
-    return sorted(nodes, key=lambda n: (TIER_ORDER[tier_of(n)], -n.updated_at, n.id))
+    return [n for _, n in _ranked(nodes)]
+
+
+def _ranked(nodes: list[NodeRow]) -> list[tuple[int, NodeRow]]:
+    ranked = [(TIER_ORDER[tier_of(n)], n) for n in nodes]
+    ranked.sort(key=lambda rn: (rn[0], -rn[1].updated_at, rn[1].id))
+    return ranked
+
+
+def _out_edges(conn: sqlite3.Connection, labels: tuple[str, ...]) -> dict[tuple[str, str], list[str]]:
+    # One query for the provenance edges of every candidate, instead of one per node.
+    marks = ",".join("?" * len(labels))
+    out: dict[tuple[str, str], list[str]] = {}
+    for src, dst, label in conn.execute(
+            f"SELECT from_key, to_key, label FROM edges WHERE from_kind = 'node' AND to_kind = 'node'"
+            f" AND label IN ({marks}) ORDER BY label, to_key", labels):
+        out.setdefault((src, label), []).append(dst)
+    return out
 
 
 @dataclass
@@ -111,10 +128,18 @@ def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_
     chosen: list[tuple[int, NodeRow, str]] = []
     seen_headers: set[tuple[int, str]] = set()
     skipped = 0
-    for node in order_nodes(nodes):
-        section = 2 if node.id in force_ids else TIER_ORDER[tier_of(node)]
-        deps = [e.to_key for e in edges_of(conn, node.id, "out", "DEPENDS_ON") if e.to_kind == "node"]
-        short = short_ids(conn, [node.id, *deps])
+    short_of = short_id_lookup(conn)
+    out_edges = _out_edges(conn, ("DEPENDS_ON", "DERIVED_FROM"))
+    for rank, node in _ranked(nodes):
+        section = 2 if node.id in force_ids else rank
+        text = node.content.strip()
+        # A cheap lower bound first: once the budget is nearly used, most candidates of a
+        # large view cannot fit, and they should cost no SQL.
+        if used + estimate_tokens(text[:PREVIEW_CHARS] if section == 0 else text) > budget:
+            skipped += 1
+            continue
+        deps = out_edges.get((node.id, "DEPENDS_ON"), [])
+        short = {i: short_of(i) for i in (node.id, *deps)}
         item = _item(node, section, deps, short)
         sec_head, sub_head = _headers(section, node.type)
         cost = estimate_tokens(item) + 1
@@ -135,7 +160,7 @@ def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_
     text = _render(chosen, rendered_at)
     tokens = estimate_tokens(text)
     edges = {n.id: {"depends_on": deps_of[n.id],
-                    "derived_from": [e.to_key for e in edges_of(conn, n.id, "out", "DERIVED_FROM")]}
+                    "derived_from": out_edges.get((n.id, "DERIVED_FROM"), [])}
              for _, n, _ in chosen}
     assert tokens <= budget, (tokens, budget)
     return Composition([n for _, n, _ in chosen], text, tokens, budget, skipped, rendered_at, edges)

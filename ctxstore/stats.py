@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,18 +10,16 @@ from ctxstore.pack import TIER_ORDER
 from ctxstore.repo import Store
 from ctxstore.staging import session_status
 
-__all__ = ["StoreStatus", "store_status", "dir_size"]
+__all__ = ["StoreStatus", "store_status"]
 
 
-def dir_size(path: Path) -> int:
-    """Total bytes of the regular files under ``path``."""
+def _index_size(store: Store) -> int:
     total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                continue
+    for name in ("index.sqlite", "index.sqlite-wal"):
+        try:
+            total += (store.root / "index" / name).stat().st_size
+        except OSError:
+            continue
     return total
 
 
@@ -51,15 +48,16 @@ def store_status(store: Store, conn: sqlite3.Connection, *, kind: str) -> StoreS
     by_type = dict(conn.execute("SELECT type, count(*) FROM nodes GROUP BY type ORDER BY type"))
     edges = conn.execute("SELECT count(*) FROM edges").fetchone()[0]
     tags = conn.execute("SELECT count(DISTINCT tag) FROM tags").fetchone()[0]
-    tiers: dict[str, tuple[int, int]] = {}
-    for tier in (t for t in TIER_ORDER if t is not None):
-        count, tier_tokens = conn.execute(
-            "SELECT count(*), coalesce(sum(n.tokens), 0) FROM nodes n JOIN tags t "
-            "ON t.node_id = n.id WHERE t.tag = ?", (f"tier:{tier}",)).fetchone()
-        tiers[tier] = (count, tier_tokens)
+    found = {tag[5:]: (count, total) for tag, count, total in conn.execute(
+        "SELECT t.tag, count(*), coalesce(sum(n.tokens), 0) FROM tags t JOIN nodes n "
+        "ON n.id = t.node_id WHERE t.tag IN ('tier:pinned', 'tier:reference', 'tier:working', "
+        "'tier:off-context') GROUP BY t.tag")}
+    tiers = {tier: found.get(tier, (0, 0)) for tier in TIER_ORDER if tier is not None}
     superseded = conn.execute("SELECT count(*) FROM nodes WHERE superseded_by IS NOT NULL").fetchone()[0]
     staged = session_status(store)
-    return StoreStatus(path=str(store.root), kind=kind, size_bytes=dir_size(store.root),
+    # The index file's size stands for the store's (walking every object costs tens of
+    # milliseconds on a large store, on a command meant to be instant).
+    return StoreStatus(path=str(store.root), kind=kind, size_bytes=_index_size(store),
                        nodes=nodes, tokens=tokens, by_type=by_type, edges=edges, tags=tags,
                        tiers=tiers, superseded=superseded, staged_records=staged.records,
                        staged_work_commits=staged.work_commits, head=staged.head.hex())

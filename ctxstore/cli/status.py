@@ -29,7 +29,7 @@ def status_command(env: Env) -> None:
 
     st = store_status(env.store(), env.index(), kind=env.kind)
     if env.fmt == "json":
-        emit_json({"store": st.path, "kind": st.kind, "size_bytes": st.size_bytes,
+        emit_json({"store": st.path, "kind": st.kind, "index_bytes": st.size_bytes,
                    "nodes": st.nodes, "tokens": st.tokens, "by_type": st.by_type,
                    "edges": st.edges, "tags": st.tags, "superseded": st.superseded,
                    "tiers": {k: {"nodes": v[0], "tokens": v[1]} for k, v in st.tiers.items()},
@@ -37,7 +37,7 @@ def status_command(env: Env) -> None:
                    "head": st.head})
         return
     label = {"project": "project store", "user": "user store", "explicit": "store"}[st.kind]
-    click.echo(f"Store: {st.path} ({label}, {_size(st.size_bytes)})")
+    click.echo(f"Store: {st.path} ({label}, index {_size(st.size_bytes)})")
     click.echo(f"Nodes: {st.nodes} (estimated {st.tokens:,} tokens)")
     for node_type, count in st.by_type.items():
         click.echo(f"  {node_type}: {count}")

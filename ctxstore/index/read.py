@@ -5,8 +5,10 @@ Every function takes a connection from ``open_index`` (already in sync).
 
 from __future__ import annotations
 
+import bisect
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +18,7 @@ from ctxstore.model import codec
 
 __all__ = ["NodeRow", "EdgeRow", "ViewRow", "NODE_COLUMNS", "node_from_row", "resolve_node_id",
            "read_node", "find_node", "nodes_by_ids", "edges_of", "all_edges", "tag_counts",
-           "read_views", "find_view", "node_versions", "short_ids", "count_rows"]
+           "read_views", "find_view", "node_versions", "short_id_lookup", "short_ids", "count_rows"]
 
 NODE_COLUMNS = ("id, type, content, content_blob, summary, status, superseded_by, created_at,"
                 " updated_at, author, metadata, tokens, version")
@@ -74,7 +76,8 @@ class ViewRow:
 
 def node_from_row(row: tuple[Any, ...]) -> NodeRow:
     """Build a NodeRow from a ``SELECT NODE_COLUMNS`` row (tags not loaded)."""
-    return NodeRow(*row[:10], json.loads(row[10]), row[11], row[12])  # type: ignore[arg-type]
+    meta = {} if row[10] == "{}" else json.loads(row[10])  # most nodes carry no metadata
+    return NodeRow(*row[:10], meta, row[11], row[12])  # type: ignore[arg-type]
 
 
 def _load_tags(conn: sqlite3.Connection, nodes: list[NodeRow]) -> list[NodeRow]:
@@ -210,24 +213,34 @@ def node_versions(conn: sqlite3.Connection, node_id: str) -> list[dict[str, Any]
     return out
 
 
-def short_ids(conn: sqlite3.Connection, ids: list[str], minimum: int = 8) -> dict[str, str]:
-    """The shortest prefix (at least ``minimum`` characters) of each id that no other live
-    node shares, so a short id shown to people or models can be typed back."""
-    out: dict[str, str] = {}
-    for node_id in ids:
+def short_id_lookup(conn: sqlite3.Connection, minimum: int = 8) -> Callable[[str], str]:
+    """A function giving the shortest prefix (at least ``minimum`` characters) of an id that
+    no other live node shares, so a short id shown to people or models can be typed back.
+    The ids are read once; each lookup is a binary search."""
+    every = [r[0] for r in conn.execute("SELECT id FROM nodes ORDER BY id")]
+
+    def lookup(node_id: str) -> str:
+        i = bisect.bisect_left(every, node_id)
         longest = 0
-        for sql in ("SELECT id FROM nodes WHERE id < ? ORDER BY id DESC LIMIT 1",
-                    "SELECT id FROM nodes WHERE id > ? ORDER BY id LIMIT 1"):
-            row = conn.execute(sql, (node_id,)).fetchone()
-            if row is not None:
+        after = i + 1 if i < len(every) and every[i] == node_id else i
+        for j in (i - 1, after):
+            if 0 <= j < len(every):
+                other = every[j]
                 common = 0
-                for a, b in zip(node_id, row[0]):
-                    if a != b:
+                for x, y in zip(node_id, other):
+                    if x != y:
                         break
                     common += 1
                 longest = max(longest, common)
-        out[node_id] = node_id[:max(minimum, longest + 1)]
-    return out
+        return node_id[:max(minimum, longest + 1)]
+
+    return lookup
+
+
+def short_ids(conn: sqlite3.Connection, ids: list[str], minimum: int = 8) -> dict[str, str]:
+    """``short_id_lookup`` for a list of ids."""
+    lookup = short_id_lookup(conn, minimum)
+    return {i: lookup(i) for i in ids}
 
 
 def count_rows(conn: sqlite3.Connection, table: str) -> int:
