@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from ctxstore.errors import BudgetExceeded
 from ctxstore.index.read import NodeRow, short_id_lookup
 from ctxstore.tokens import estimate_tokens
 
-__all__ = ["TIER_ORDER", "TYPE_TITLES", "Composition", "tier_of", "order_nodes", "compose",
+__all__ = ["TIER_ORDER", "TYPE_TITLES", "Composition", "tier_of", "order_nodes", "compose", "compose_query",
            "render_markdown", "render_json", "iso_ms", "estimate_tokens"]
 
 TIER_ORDER = {"pinned": 0, "reference": 1, "working": 2, None: 3, "off-context": 4}
@@ -53,13 +54,17 @@ def _ranked(nodes: list[NodeRow]) -> list[tuple[int, NodeRow]]:
     return ranked
 
 
-def _out_edges(conn: sqlite3.Connection, labels: tuple[str, ...]) -> dict[tuple[str, str], list[str]]:
-    # One query for the provenance edges of every candidate, instead of one per node.
-    marks = ",".join("?" * len(labels))
+def _out_edges(conn: sqlite3.Connection, ids: list[str],
+               labels: tuple[str, ...] = ("DEPENDS_ON", "DERIVED_FROM")) -> dict[tuple[str, str], list[str]]:
+    # One query for the provenance edges of a batch of candidates, instead of one per node.
     out: dict[tuple[str, str], list[str]] = {}
+    if not ids:
+        return out
+    marks = ",".join("?" * len(ids))
     for src, dst, label in conn.execute(
-            f"SELECT from_key, to_key, label FROM edges WHERE from_kind = 'node' AND to_kind = 'node'"
-            f" AND label IN ({marks}) ORDER BY label, to_key", labels):
+            f"SELECT from_key, to_key, label FROM edges WHERE from_kind = 'node' AND from_key IN"
+            f" ({marks}) AND to_kind = 'node' AND label IN ({','.join('?' * len(labels))})"
+            " ORDER BY label, to_key", [*ids, *labels]):
         out.setdefault((src, label), []).append(dst)
     return out
 
@@ -109,6 +114,11 @@ def _frame(count: int, tokens: int, rendered_at: str) -> tuple[str, str]:
             "<!-- ctx:end -->\n")
 
 
+def _tier_rank(tags: str | None) -> int:
+    ranks = [TIER_ORDER[t[5:]] for t in (tags or "").split(",") if t[5:] in TIER_ORDER]
+    return min(ranks) if ranks else TIER_ORDER[None]
+
+
 def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_ms: int,
             force_ids: frozenset[str] = frozenset()) -> Composition:
     """Choose nodes in priority order until the budget is used; render them.
@@ -118,45 +128,83 @@ def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_
     Raises:
         BudgetExceeded: if the budget cannot hold even the header and footer.
     """
+    by_id = {n.id: n for n in nodes}
+    cands = [(TIER_ORDER[tier_of(n)], n.updated_at, n.id, estimate_tokens(n.content.strip()))
+             for n in nodes]
+    return _compose(conn, cands, lambda ids: [by_id[i] for i in ids], budget, now_ms, force_ids)
+
+
+def compose_query(conn: sqlite3.Connection, query: str, budget: int, *, now_ms: int,
+                  force_ids: frozenset[str] = frozenset()) -> Composition:
+    """``compose`` over the nodes a query selects, loading full rows only for nodes that can
+    still fit (a large view selects thousands of nodes; a budget holds hundreds).
+
+    Raises:
+        QuerySyntaxError, BudgetExceeded: for a bad query or a budget below the frame.
+    """
+    from ctxstore.index.read import nodes_by_ids
+    from ctxstore.query.executor import select_candidates
+
+    rows = select_candidates(conn, query, now=now_ms / 1000)
+    cands = [(_tier_rank(tiers), updated, node_id, tokens) for node_id, tokens, updated, tiers in rows]
+    return _compose(conn, cands, lambda ids: nodes_by_ids(conn, ids), budget, now_ms, force_ids)
+
+
+_CHUNK = 256
+
+
+def _compose(conn: sqlite3.Connection, cands: list[tuple[int, int, str, int]],
+             load: Callable[[list[str]], list[NodeRow]], budget: int, now_ms: int,
+             force_ids: frozenset[str]) -> Composition:
     rendered_at = iso_ms(now_ms)
     head, foot = _frame(10**9, 10**9, rendered_at)  # widest numbers: a safe reservation
     reserve = estimate_tokens(head) + estimate_tokens(foot)
     if budget < reserve:
         raise BudgetExceeded(f"budget {budget} is below the {reserve} tokens the frame needs")
+    cands = sorted(cands, key=lambda c: (c[0], -c[1], c[2]))
     deps_of: dict[str, list[str]] = {}
     used = reserve
     chosen: list[tuple[int, NodeRow, str]] = []
     seen_headers: set[tuple[int, str]] = set()
     skipped = 0
     short_of = short_id_lookup(conn)
-    out_edges = _out_edges(conn, ("DEPENDS_ON", "DERIVED_FROM"))
-    for rank, node in _ranked(nodes):
-        section = 2 if node.id in force_ids else rank
-        text = node.content.strip()
-        # A cheap lower bound first: once the budget is nearly used, most candidates of a
-        # large view cannot fit, and they should cost no SQL.
-        if used + estimate_tokens(text[:PREVIEW_CHARS] if section == 0 else text) > budget:
-            skipped += 1
-            continue
-        deps = out_edges.get((node.id, "DEPENDS_ON"), [])
-        short = {i: short_of(i) for i in (node.id, *deps)}
-        item = _item(node, section, deps, short)
-        sec_head, sub_head = _headers(section, node.type)
-        cost = estimate_tokens(item) + 1
-        new_headers = []
-        if (section, "") not in seen_headers:
-            new_headers.append((section, ""))
-            cost += estimate_tokens(sec_head) + 1
-        if sub_head and (section, node.type) not in seen_headers:
-            new_headers.append((section, node.type))
-            cost += estimate_tokens(sub_head) + 1
-        if used + cost > budget:
-            skipped += 1
-            continue
-        used += cost
-        seen_headers.update(new_headers)
-        deps_of[node.id] = deps
-        chosen.append((section, node, item))
+    out_edges: dict[tuple[str, str], list[str]] = {}
+
+    def bound(cand: tuple[int, int, str, int]) -> int:
+        # A lower bound of the item's cost: its stripped content (pinned items show a preview).
+        section = 2 if cand[2] in force_ids else cand[0]
+        return 0 if section == 0 else cand[3]
+
+    for start in range(0, len(cands), _CHUNK):
+        chunk = [c for c in cands[start:start + _CHUNK] if used + bound(c) <= budget]
+        skipped += min(_CHUNK, len(cands) - start) - len(chunk)
+        rows = {n.id: n for n in load([c[2] for c in chunk])}
+        out_edges.update(_out_edges(conn, list(rows)))
+        for cand in chunk:
+            node = rows.get(cand[2])
+            if node is None or used + bound(cand) > budget:
+                skipped += 1
+                continue
+            section = 2 if node.id in force_ids else cand[0]
+            deps = out_edges.get((node.id, "DEPENDS_ON"), [])
+            short = {i: short_of(i) for i in (node.id, *deps)}
+            item = _item(node, section, deps, short)
+            sec_head, sub_head = _headers(section, node.type)
+            cost = estimate_tokens(item) + 1
+            new_headers = []
+            if (section, "") not in seen_headers:
+                new_headers.append((section, ""))
+                cost += estimate_tokens(sec_head) + 1
+            if sub_head and (section, node.type) not in seen_headers:
+                new_headers.append((section, node.type))
+                cost += estimate_tokens(sub_head) + 1
+            if used + cost > budget:
+                skipped += 1
+                continue
+            used += cost
+            seen_headers.update(new_headers)
+            deps_of[node.id] = deps
+            chosen.append((section, node, item))
     text = _render(chosen, rendered_at)
     tokens = estimate_tokens(text)
     edges = {n.id: {"depends_on": deps_of[n.id],

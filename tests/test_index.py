@@ -87,3 +87,22 @@ def test_readers_do_not_touch_store_state(store: Store) -> None:
     after = {p: p.stat().st_mtime_ns for p in store.root.rglob("*")
              if p.is_file() and p.relative_to(store.root).parts[0] not in ("index", "local")}
     assert before == after
+
+
+def test_compose_query_equals_compose_of_full_rows(store: Store) -> None:
+    import random
+
+    from ctxstore.pack import compose, compose_query
+    from ctxstore.query.executor import run_query
+
+    rnd = random.Random(7)
+    tiers = ["tier:pinned", "tier:reference", "tier:working", "tier:off-context"]
+    for i in range(120):
+        add_node(store, rnd.choice(["fact", "decision"]), "  word " * rnd.randint(1, 60) + f" n{i}  ",
+                 tags=[rnd.choice(tiers)])
+    conn = open_index(store)
+    query = "tag:tier:pinned OR tag:tier:reference OR tag:tier:working"
+    for budget in (60, 400, 1500, 100000):
+        lazy = compose_query(conn, query, budget, now_ms=1_700_000_000_000)
+        full = compose(conn, run_query(conn, query, now=1_700_000_000), budget, now_ms=1_700_000_000_000)
+        assert (lazy.text, lazy.skipped) == (full.text, full.skipped)

@@ -20,13 +20,9 @@ def view_group() -> None:
 
 
 def _render(env: Env, query: str, budget: int) -> None:
-    from ctxstore.pack import compose, render_json
-    from ctxstore.query.executor import run_query
+    from ctxstore.pack import compose_query, render_json
 
-    conn = env.index()
-    now = time.time()
-    nodes = run_query(conn, query, now=now)
-    comp = compose(conn, nodes, budget, now_ms=int(now * 1000))
+    comp = compose_query(env.index(), query, budget, now_ms=int(time.time() * 1000))
     if env.fmt == "json":
         emit_json(render_json(comp))
     else:

@@ -157,7 +157,7 @@ def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
         row = conn.execute("SELECT rowid FROM nodes WHERE id = ?", (rec.id,)).fetchone()
         values = (rec.type, content, rec.content_blob, rec.summary, rec.status, rec.superseded_by,
                   rec.created_at, rec.updated_at, rec.author,
-                  json.dumps(rec.metadata, sort_keys=True), estimate_tokens(content), version)
+                  json.dumps(rec.metadata, sort_keys=True), estimate_tokens(content.strip()), version)
         if row is None:
             cur = conn.execute(
                 "INSERT INTO nodes(id, type, content, content_blob, summary, status, superseded_by,"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = ["INDEX_SCHEMA_VERSION", "SCHEMA"]
 
-INDEX_SCHEMA_VERSION = 1
+INDEX_SCHEMA_VERSION = 2  # 2: tokens counts the stripped content
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -15,7 +15,7 @@ from typing import Any
 from ctxstore.index.read import NODE_COLUMNS, NodeRow, _load_tags, node_from_row, resolve_node_id
 from ctxstore.query.parser import And, Compare, Field, Not, Or, Text, parse_query
 
-__all__ = ["compile_where", "run_query", "search_nodes", "fts_literal"]
+__all__ = ["compile_where", "run_query", "select_candidates", "search_nodes", "fts_literal"]
 
 _COMPARE_OPS = {">": ">", "<": "<", ">=": ">=", "<=": "<=", "=": "="}
 _WORD = re.compile(r'"([^"]*)"|(\S+)')
@@ -106,6 +106,25 @@ def run_query(conn: sqlite3.Connection, text: str, *, now: float,
         sql += " LIMIT ?"
         args.append(limit)
     return _load_tags(conn, [node_from_row(r) for r in conn.execute(sql, args)])
+
+
+def select_candidates(conn: sqlite3.Connection, text: str, *, now: float,
+                      include_superseded: bool = False) -> list[tuple[str, int, int, str | None]]:
+    """The nodes a query selects as light rows ``(id, tokens, updated_at, tier tags)``,
+    for callers that load full rows only for some of them (compose).
+
+    Raises:
+        QuerySyntaxError, NodeNotFound, AmbiguousPrefix: as ``run_query``.
+    """
+    args: list[Any] = []
+    where = compile_where(conn, parse_query(text, now=now), args, [])
+    if not include_superseded:
+        where += " AND n.superseded_by IS NULL"
+    sql = ("SELECT n.id, n.tokens, n.updated_at, t.tiers FROM nodes n LEFT JOIN "
+           "(SELECT node_id, group_concat(tag) AS tiers FROM tags WHERE tag >= 'tier:' "
+           "AND tag < 'tier;' GROUP BY node_id) t ON t.node_id = n.id "
+           f"WHERE {where}")
+    return [(r[0], r[1], r[2], r[3]) for r in conn.execute(sql, args)]
 
 
 def search_nodes(conn: sqlite3.Connection, text: str, *, limit: int = 20,
