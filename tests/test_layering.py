@@ -18,7 +18,7 @@ LAYERS = [
     {"refs"},
     {"repo", "replay", "staging", "narrative", "verify", "gitglue", "layout"},
     {"index", "query", "graph", "code"},
-    {"nodes", "edges", "views"},
+    {"nodes", "edges", "views", "notes"},
     {"pack", "exchange", "lifecycle", "gc", "llm", "stats"},
     {"claude"},
     {"cli"},

@@ -53,6 +53,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "debug": ("ctxstore.cli.debug", "debug_group", "Inspect objects, refs and integrity."),
     "merge-ref": ("ctxstore.cli.merge_ref", "merge_ref_command",
                   "Git merge driver for ctx pointer files."),
+    "hook": ("ctxstore.cli.hook", "hook_group", "Claude Code hook entry points (JSON in, JSON out)."),
+    "install": ("ctxstore.cli.install", "install_command",
+                "Install the Claude Code skill and hooks (or a plugin)."),
+    "uninstall": ("ctxstore.cli.install", "uninstall_command",
+                  "Remove exactly what `ctx install` added."),
+    "claude-md": ("ctxstore.cli.claude_md", "claude_md_command",
+                  "Write the ranked project-memory section of CLAUDE.md."),
 }
 
 

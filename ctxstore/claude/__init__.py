@@ -1,0 +1,1 @@
+"""Claude Code integration: hooks, transcripts, command tags, install, skill, CLAUDE.md."""
