@@ -32,6 +32,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "llm": {"server_url": "http://127.0.0.1:8080", "model": "default", "max_response_tokens": 2048},
     "lock": {"timeout_seconds": 10.0},
     "gc": {"keep_days": 7},
+    # Claude Code integration (issue 5): the stop hook may refresh the CLAUDE.md section.
+    "claude": {"claude_md_on_stop": False, "claude_md_path": "CLAUDE.md", "claude_md_lines": 80},
 }
 
 _RANGES: dict[tuple[str, str], tuple[float, float]] = {
@@ -42,6 +44,7 @@ _RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("gc", "keep_days"): (0, 36500),
     ("retrieval", "default_budget"): (1, 10_000_000),
     ("retrieval", "default_depth"): (0, 16),
+    ("claude", "claude_md_lines"): (5, 10_000),
 }
 
 
