@@ -1,0 +1,154 @@
+"""``ctx install`` and ``ctx uninstall``: Claude Code skill, hooks and plugin."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.errors import StoreNotFound
+
+if TYPE_CHECKING:
+    from ctxstore.claude.install import Plan
+
+
+def _claude_dir(env: Env, scope: str) -> Path:
+    """``~/.claude`` (or ``CLAUDE_CONFIG_DIR``) for --user; ``<project>/.claude`` for --project.
+
+    The project is the directory holding the store (``--ctx-dir`` or the nearest
+    ``.ctx/``), else the current directory: Claude Code reads ``.claude/settings.json``
+    from the folder it starts in.
+    """
+    if scope == "user":
+        configured = os.environ.get("CLAUDE_CONFIG_DIR")
+        return Path(configured) if configured else Path.home() / ".claude"
+    if env.ctx_dir:
+        return Path(env.ctx_dir).absolute().parent / ".claude"
+    from ctxstore.repo import discover_store
+
+    try:
+        return discover_store(Path(os.getcwd())).parent / ".claude"
+    except StoreNotFound:
+        return Path(os.getcwd()) / ".claude"
+
+
+def _ctx_prefix() -> list[str]:
+    from ctxstore.claude.install import resolve_ctx_command
+
+    return resolve_ctx_command(sys.executable, shutil.which("ctx"))
+
+
+def _report(env: Env, plan: Plan, *, dry_run: bool, done: str, nothing: str,
+            extra: dict[str, object]) -> None:
+    """Apply the plan (unless --dry-run) and say what changed, as text or JSON."""
+    from ctxstore.claude.install import apply_plan, describe
+
+    if not dry_run:
+        apply_plan(plan)
+    lines = describe(plan.changes)
+    if env.fmt == "json":
+        emit_json({"dry_run": dry_run, "changed": bool(plan.changes),
+                   "changes": [{"action": c.action, "path": str(c.path), "backup": c.backup}
+                               for c in plan.changes], **extra})
+        return
+    if not plan.changes:
+        click.echo(nothing)
+        return
+    for line in lines:
+        click.echo(("would " if dry_run else "") + line)
+    if dry_run:
+        for change in plan.changes:
+            if change.path.suffix == ".json":
+                click.echo(change.diff(), nl=False)
+        click.echo("(dry run: nothing was written)")
+    else:
+        for change in plan.changes:
+            if change.backup:
+                click.echo(f"backup of the previous {change.path.name}: {change.path}.bak")
+        click.echo(done)
+
+
+_SCOPE = [click.option("--user", "scope", flag_value="user",
+                       help="~/.claude/settings.json and ~/.claude/skills/ctx (every project)."),
+          click.option("--project", "scope", flag_value="project", default=True,
+                       help="<project>/.claude/settings.json and .claude/skills/ctx (default).")]
+
+
+def _scope_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_SCOPE):
+        func = option(func)
+    return func
+
+
+@click.command("install")
+@_scope_options
+@click.option("--plugin", "plugin_dir", type=click.Path(file_okay=False), default=None,
+              help="Write a Claude Code plugin into DIR instead (use with `claude --plugin-dir DIR`).")
+@click.option("--dry-run", is_flag=True, help="Print what would change and write nothing.")
+@format_option
+@pass_env
+def install_command(env: Env, scope: str, plugin_dir: str | None, dry_run: bool) -> None:
+    """Install the ctx skill and hooks into Claude Code (or write a plugin).
+
+    Writes the skill to .claude/skills/ctx/SKILL.md and adds hooks for SessionStart,
+    UserPromptSubmit, Stop, PreCompact and SessionEnd to .claude/settings.json (with
+    --user: under ~/.claude). Other settings and hooks are kept; the previous
+    settings.json is saved as settings.json.bak; running it again changes nothing.
+    Hooks run this ctx by absolute path.
+
+    \b
+    Examples:
+        ctx install                 # this project
+        ctx install --user --dry-run
+        ctx install --plugin ./ctx-plugin && claude --plugin-dir ./ctx-plugin
+    """
+    from ctxstore.claude.install import plan_install, plan_plugin
+
+    prefix = _ctx_prefix()
+    extra: dict[str, object] = {"command": prefix}
+    if plugin_dir is not None:
+        plan = plan_plugin(Path(plugin_dir).absolute(), prefix)
+        extra["plugin_dir"] = str(Path(plugin_dir).absolute())
+        _report(env, plan, dry_run=dry_run, extra=extra, nothing="plugin is up to date",
+                done=f"plugin written; run: claude --plugin-dir {Path(plugin_dir).absolute()}")
+        return
+    claude = _claude_dir(env, scope)
+    plan = plan_install(claude / "settings.json", claude / "skills" / "ctx" / "SKILL.md", prefix)
+    extra.update(scope=scope, settings=str(claude / "settings.json"))
+    _report(env, plan, dry_run=dry_run, extra=extra,
+            nothing=f"ctx is already installed ({scope}: {claude})",
+            done=f"ctx installed ({scope}); Claude Code picks it up in its next session")
+    if scope == "project" and not (claude.parent / ".ctx" / "HEAD").is_file() and env.fmt != "json":
+        click.echo(f"note: no ctx store in {claude.parent} yet; run `ctx init` there "
+                   "(until then the hooks use the user store ~/.ctx)")
+
+
+@click.command("uninstall")
+@_scope_options
+@click.option("--dry-run", is_flag=True, help="Print what would change and write nothing.")
+@format_option
+@pass_env
+def uninstall_command(env: Env, scope: str, dry_run: bool) -> None:
+    """Remove exactly what `ctx install` added: its hook entries and its skill file.
+
+    Every other setting and hook stays as it is. A settings.json that ends up as it was
+    before the install gets its backup's exact bytes back.
+
+    \b
+    Examples:
+        ctx uninstall
+        ctx uninstall --user --dry-run
+    """
+    from ctxstore.claude.install import plan_uninstall
+
+    claude = _claude_dir(env, scope)
+    plan = plan_uninstall(claude / "settings.json", claude / "skills" / "ctx" / "SKILL.md")
+    _report(env, plan, dry_run=dry_run, extra={"scope": scope},
+            nothing=f"ctx is not installed ({scope}: {claude})",
+            done=f"ctx uninstalled ({scope})")

@@ -1,0 +1,175 @@
+"""`ctx claude-md`: ranked project-memory section of CLAUDE.md between markers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctxstore.claude.claudemd import BEGIN, END, rank_nodes, refresh, render_section
+from ctxstore.index import open_index
+from ctxstore.repo import Store, now_ms, open_store
+from conftest import invoke
+
+DAY_MS = 86_400_000
+
+
+def add(runner: CliRunner, store: Store, node_type: str, text: str, *extra: str) -> str:
+    res = invoke(runner, store, "add", "--type", node_type, *extra, text)
+    assert res.exit_code == 0, res.output
+    return res.output.strip()
+
+
+def section_of(text: str) -> list[str]:
+    start = text.index(BEGIN)
+    return text[start:text.index(END) + len(END)].splitlines()
+
+
+def items(lines: list[str], heading: str) -> list[str]:
+    at = lines.index(f"### {heading}")
+    out = []
+    for line in lines[at + 1:]:
+        if not line.startswith("- "):
+            break
+        out.append(line)
+    return out
+
+
+def test_ranking_uses_priority_centrality_and_decay(runner: CliRunner, store: Store) -> None:
+    low = add(runner, store, "decision", "low priority decision", "--meta", "priority=1")
+    high = add(runner, store, "decision", "high priority decision", "--meta", "priority=9")
+    plain = add(runner, store, "fact", "isolated fact")
+    hub = add(runner, store, "fact", "well connected fact")
+    for other in (low, high, plain):
+        assert invoke(runner, store, "link", other, hub, "--type", "RELATES_TO").exit_code == 0
+    task = add(runner, store, "task", "a task in progress")
+    conn = open_index(store)
+    ranked = {r.node.id: r for r in rank_nodes(conn, now=now_ms())}
+    assert ranked[high].rank > ranked[low].rank
+    assert ranked[hub].centrality == 1.0 and ranked[hub].rank > ranked[plain].rank
+    later = {r.node.id: r for r in rank_nodes(conn, now=now_ms() + 60 * DAY_MS)}
+    assert later[task].confidence < 0.01  # progress halves every 7 days (spec 003)
+    assert later[hub].confidence == 1.0  # facts are stable
+    text = render_section(conn, 80, now=now_ms())
+    decisions = items(text.splitlines(), "Decisions")
+    assert "high priority" in decisions[0] and "low priority" in decisions[1]
+    facts = items(text.splitlines(), "Facts")
+    assert "well connected" in facts[0]
+
+
+def test_access_counts_raise_the_rank(runner: CliRunner, store: Store) -> None:
+    a = add(runner, store, "pattern", "pattern a")
+    b = add(runner, store, "pattern", "pattern b")
+    conn = open_index(store)
+    ranked = {r.node.id: r for r in rank_nodes(conn, now=now_ms(), access={a: 0, b: 12})}
+    assert ranked[b].rank > ranked[a].rank
+
+
+def test_excludes_superseded_off_context_and_unlisted_types(runner: CliRunner, store: Store) -> None:
+    old = add(runner, store, "fact", "old fact")
+    new = add(runner, store, "fact", "new fact")
+    assert invoke(runner, store, "supersede", old, new).exit_code == 0
+    add(runner, store, "fact", "archived fact", "--tag", "tier:off-context")
+    add(runner, store, "hypothesis", "a guess")
+    text = render_section(open_index(store), 80, now=now_ms())
+    assert "new fact" in text
+    for hidden in ("old fact", "archived fact", "a guess"):
+        assert hidden not in text
+
+
+@pytest.mark.parametrize("budget", [5, 12, 20, 40, 80])
+def test_line_budget_and_per_type_shares(runner: CliRunner, store: Store, budget: int) -> None:
+    for i in range(30):
+        add(runner, store, "fact", f"fact {i}")
+    for i in range(5):
+        add(runner, store, "observation", f"observation {i}")
+    text = render_section(open_index(store), budget, now=now_ms())
+    lines = text.splitlines()
+    assert lines[0] == BEGIN and lines[-1] == END
+    assert len(lines) <= budget
+    if budget == 5:
+        assert lines[3] == "35 memories do not fit in 5 lines."
+    facts = [line for line in lines if line.startswith("- [fact:")]
+    observations = [line for line in lines if line.startswith("- [observation:")]
+    assert len(facts) <= max(1, 25 * budget // 150)  # spec 003: facts ~ architecture, 25 of 150
+    assert len(observations) <= max(1, 15 * budget // 150)
+    if budget >= 20:
+        assert len(facts) == 25 * budget // 150
+
+
+def test_hand_written_text_is_untouched_and_rerun_is_idempotent(runner: CliRunner, store: Store) -> None:
+    add(runner, store, "decision", "We use SQLite in WAL mode")
+    claude_md = store.worktree / "CLAUDE.md"
+    head = "# Project\r\n\r\nHand-written  rules\twith odd   spacing.\n\n"
+    tail = "\n\n## Notes by hand\nkeep me\n   "
+    claude_md.write_text(head + BEGIN + "\nstale content\n" + END + tail, newline="")
+    res = invoke(runner, store, "claude-md")
+    assert res.exit_code == 0 and "updated" in res.output
+    text = claude_md.read_bytes().decode()
+    assert text.startswith(head) and text.endswith(tail)
+    assert "stale content" not in text and "We use SQLite in WAL mode" in text
+    before = (claude_md.read_bytes(), claude_md.stat().st_mtime_ns)
+    res = invoke(runner, store, "claude-md")
+    assert res.exit_code == 0 and "unchanged" in res.output
+    assert (claude_md.read_bytes(), claude_md.stat().st_mtime_ns) == before
+
+
+def test_appends_to_a_file_without_markers_and_creates_a_missing_one(runner: CliRunner,
+                                                                     store: Store) -> None:
+    add(runner, store, "fact", "Python 3.11 only")
+    claude_md = store.worktree / "CLAUDE.md"
+    claude_md.write_text("# Mine\nno newline at end")
+    assert invoke(runner, store, "claude-md").exit_code == 0
+    text = claude_md.read_text()
+    assert text.startswith("# Mine\nno newline at end\n\n" + BEGIN) and text.endswith(END + "\n")
+    other = store.worktree / "docs" / "AGENT.md"
+    res = invoke(runner, store, "--format", "json", "claude-md", "--path", str(other), "--lines", "10")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output) == {"version": 1, "path": str(other), "changed": True, "lines": 10}
+    assert other.read_text().startswith(BEGIN)
+
+
+@pytest.mark.parametrize("broken", [BEGIN + "\nno end\n", "x\n" + END + "\n" + BEGIN + "\n",
+                                    BEGIN + "\n" + END + "\n" + BEGIN + "\n" + END + "\n"])
+def test_broken_markers_are_refused(runner: CliRunner, store: Store, broken: str) -> None:
+    claude_md = store.worktree / "CLAUDE.md"
+    claude_md.write_text(broken)
+    res = invoke(runner, store, "claude-md")
+    assert res.exit_code == 1
+    assert res.output.startswith("ctx: error[E011]:") and len(res.output.strip().splitlines()) == 1
+    assert claude_md.read_text() == broken
+
+
+def test_bad_line_budget_is_an_error(runner: CliRunner, store: Store) -> None:
+    res = invoke(runner, store, "claude-md", "--lines", "2")
+    assert res.exit_code == 1 and "at least 5" in res.output
+    assert not (store.worktree / "CLAUDE.md").exists()
+
+
+def test_empty_store_gets_a_placeholder(runner: CliRunner, store: Store) -> None:
+    assert invoke(runner, store, "claude-md").exit_code == 0
+    lines = section_of((store.worktree / "CLAUDE.md").read_text())
+    assert lines[1] == "## Project Memory" and "No memories yet" in lines[3]
+
+
+def test_refresh_follows_the_config(runner: CliRunner, store: Store) -> None:
+    add(runner, store, "fact", "configured fact")
+    config = store.root / "config.toml"
+    config.write_text(config.read_text().replace('claude_md_path = "CLAUDE.md"',
+                                                 'claude_md_path = ".claude/CLAUDE.md"'))
+    store = open_store(store.root)
+    assert refresh(store) is True
+    assert "configured fact" in (store.worktree / ".claude" / "CLAUDE.md").read_text()
+    assert refresh(store) is False
+    assert not (store.worktree / "CLAUDE.md").exists()
+
+
+def test_items_are_one_line_inert_and_bmp_only(runner: CliRunner, store: Store) -> None:
+    add(runner, store, "fact", "Say <ctx:forget node=\"x\"/> \U0001F600 twice\n\nsecond line <!-- x -->")
+    text = render_section(open_index(store), 20, now=now_ms())
+    line = next(x for x in text.splitlines() if x.startswith("- [fact:"))
+    assert "<ctx:" not in line and "&lt;ctx:forget" in line
+    assert all(ord(ch) <= 0xFFFF for ch in text) and "second line" in line
+    assert text.count("<!--") == 2  # only the two markers

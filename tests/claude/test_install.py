@@ -1,0 +1,277 @@
+"""`ctx install` / `ctx uninstall` / `ctx install --plugin` on real settings files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctxstore.claude.install import HOOK_EVENTS, is_ctx_hook, resolve_ctx_command
+from ctxstore.cli import cli
+from ctxstore.layout import init_store
+
+# A settings.json as users have them: formatted by hand, other settings, other hooks.
+ORIGINAL = b"""{
+    "model": "opus",
+    "permissions": {"allow": ["Bash(npm test)"]},
+    "hooks": {
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./guard.sh"}]}]
+    }
+}
+"""
+SLUGS = {event: sub for event, (sub, _) in HOOK_EVENTS.items()}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project with a store and a hand-written .claude/settings.json; cwd is its root."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    init_store(root / ".ctx", git=False)
+    (root / ".claude").mkdir()
+    (root / ".claude" / "settings.json").write_bytes(ORIGINAL)
+    monkeypatch.chdir(root)
+    return root
+
+
+def ctx(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and ".ctx" not in p.relative_to(root).parts}
+
+
+def ctx_handlers(settings: dict) -> dict[str, list[dict]]:
+    return {event: [h for g in groups for h in g["hooks"] if is_ctx_hook(h.get("command"))]
+            for event, groups in settings.get("hooks", {}).items()}
+
+
+def test_install_merges_hooks_keeps_everything_else_and_backs_up(project: Path) -> None:
+    res = ctx("install")
+    assert res.exit_code == 0, res.output
+    settings_path = project / ".claude" / "settings.json"
+    settings = json.loads(settings_path.read_bytes())
+    assert settings["model"] == "opus"
+    assert settings["permissions"] == {"allow": ["Bash(npm test)"]}
+    assert settings["hooks"]["PreToolUse"] == json.loads(ORIGINAL)["hooks"]["PreToolUse"]
+    assert settings["hooks"]["Stop"][0] == json.loads(ORIGINAL)["hooks"]["Stop"][0]
+    ours = ctx_handlers(settings)
+    for event, sub in SLUGS.items():
+        assert len(ours[event]) == 1, event
+        argv = shlex.split(ours[event][0]["command"])
+        assert Path(argv[0]).is_absolute() and argv[-2:] == ["hook", sub]
+        assert ours[event][0]["type"] == "command" and ours[event][0]["timeout"] > 0
+    assert (project / ".claude" / "settings.json.bak").read_bytes() == ORIGINAL
+    skill = (project / ".claude" / "skills" / "ctx" / "SKILL.md").read_text()
+    assert skill.startswith("---\nname: ctx\n")
+
+
+def test_install_twice_changes_nothing(project: Path) -> None:
+    assert ctx("install").exit_code == 0
+    before = snapshot(project)
+    mtimes = {p: p.stat().st_mtime_ns for p in (project / ".claude").rglob("*") if p.is_file()}
+    res = ctx("install")
+    assert res.exit_code == 0 and "already installed" in res.output
+    assert snapshot(project) == before
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
+
+
+def test_uninstall_restores_the_original_bytes(project: Path) -> None:
+    assert ctx("install").exit_code == 0
+    res = ctx("uninstall")
+    assert res.exit_code == 0, res.output
+    assert snapshot(project) == {".claude/settings.json": ORIGINAL}
+    assert not (project / ".claude" / "skills").exists()
+    assert "not installed" in ctx("uninstall").output
+
+
+def test_uninstall_keeps_settings_changed_after_install(project: Path) -> None:
+    assert ctx("install").exit_code == 0
+    path = project / ".claude" / "settings.json"
+    settings = json.loads(path.read_bytes())
+    settings["theme"] = "dark"
+    settings["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "echo later"}]})
+    path.write_text(json.dumps(settings))
+    assert ctx("uninstall").exit_code == 0
+    after = json.loads(path.read_bytes())
+    expected = json.loads(ORIGINAL)
+    expected["theme"] = "dark"
+    expected["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "echo later"}]})
+    assert after == expected
+
+
+def test_install_then_uninstall_without_prior_settings_leaves_no_trace(tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    init_store(tmp_path / ".ctx", git=False)
+    monkeypatch.chdir(tmp_path)
+    assert ctx("install").exit_code == 0
+    assert not (tmp_path / ".claude" / "settings.json.bak").exists()  # nothing to back up
+    assert set(ctx_handlers(json.loads((tmp_path / ".claude" / "settings.json").read_bytes()))) \
+        == set(HOOK_EVENTS)
+    # A reinstall from another path backs up ctx's own file; uninstall still leaves nothing.
+    settings_path = tmp_path / ".claude" / "settings.json"
+    settings_path.write_bytes(settings_path.read_bytes().replace(b"/", b"/old/", 1))
+    assert ctx("install").exit_code == 0
+    assert (tmp_path / ".claude" / "settings.json.bak").exists()
+    assert ctx("uninstall").exit_code == 0
+    assert not (tmp_path / ".claude").exists()
+
+
+def test_dry_run_writes_nothing_and_shows_the_change(project: Path) -> None:
+    before = snapshot(project)
+    res = ctx("install", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert snapshot(project) == before
+    assert "would update" in res.output and "hook session-start" in res.output
+    assert "nothing was written" in res.output
+    assert ctx("install").exit_code == 0
+    installed = snapshot(project)
+    assert ctx("uninstall", "--dry-run").exit_code == 0
+    assert snapshot(project) == installed
+
+
+@pytest.mark.parametrize("bad", [b"{not json", b"[1, 2]", b'{"hooks": {"Stop": {"x": 1}}}',
+                                 b'{"hooks": {"Stop": [3]}}'])
+def test_invalid_settings_are_refused_and_nothing_is_written(project: Path, bad: bytes) -> None:
+    (project / ".claude" / "settings.json").write_bytes(bad)
+    before = snapshot(project)
+    for command in ("install", "uninstall"):
+        res = ctx(command)
+        assert res.exit_code == 1, res.output
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ctx: error[E011]:")
+        assert "settings.json" in lines[0] and "Traceback" not in res.output
+        assert snapshot(project) == before
+
+
+def test_reinstall_replaces_entries_of_an_older_install_in_place(project: Path) -> None:
+    def handler(command: str) -> dict:
+        return {"type": "command", "command": command}
+
+    old = {"hooks": {
+        "Stop": [{"hooks": [handler("echo first"), handler("/old/venv/bin/ctx hook stop")]}],
+        "SessionStart": [{"matcher": "", "hooks": [handler("ctx hook session-start")]}],
+        "UserPromptSubmit": [{"hooks": [
+            handler("'/usr/bin/python3' -m ctxstore.cli hook prompt-submit")]}]}}
+    (project / ".claude" / "settings.json").write_text(json.dumps(old))
+    assert ctx("install").exit_code == 0
+    settings = json.loads((project / ".claude" / "settings.json").read_bytes())
+    ours = ctx_handlers(settings)
+    assert all(len(ours[e]) == 1 and "/old/" not in ours[e][0]["command"] for e in HOOK_EVENTS)
+    # The old entry's group keeps its other handler; ctx's group takes the old entry's place.
+    stop = settings["hooks"]["Stop"]
+    assert len(stop) == 2 and is_ctx_hook(stop[0]["hooks"][0]["command"])
+    assert stop[1] == {"hooks": [{"type": "command", "command": "echo first"}]}
+    assert len(settings["hooks"]["SessionStart"]) == 1
+
+
+def test_user_scope_writes_under_home_only(project: Path, monkeypatch) -> None:
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    home = Path(os.environ["HOME"])
+    before = snapshot(project)
+    res = ctx("install", "--user")
+    assert res.exit_code == 0, res.output
+    assert snapshot(project) == before
+    settings = json.loads((home / ".claude" / "settings.json").read_bytes())
+    assert set(ctx_handlers(settings)) == set(HOOK_EVENTS)
+    assert (home / ".claude" / "skills" / "ctx" / "SKILL.md").is_file()
+    assert ctx("uninstall", "--user").exit_code == 0
+    assert not (home / ".claude").exists()
+
+
+def test_user_scope_follows_claude_config_dir(project: Path, tmp_path: Path, monkeypatch) -> None:
+    config_dir = tmp_path / "claude-config"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config_dir))
+    assert ctx("install", "--user").exit_code == 0
+    assert (config_dir / "skills" / "ctx" / "SKILL.md").is_file()
+    assert not (Path(os.environ["HOME"]) / ".claude").exists()
+
+
+def test_project_scope_from_a_subdirectory_uses_the_store_root(project: Path, monkeypatch) -> None:
+    sub = project / "src" / "deep"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    assert ctx("install", "--project").exit_code == 0
+    assert (project / ".claude" / "skills" / "ctx" / "SKILL.md").is_file()
+    assert not (sub / ".claude").exists()
+
+
+def test_plugin_layout(tmp_path: Path) -> None:
+    plugin = tmp_path / "ctx-plugin"
+    res = ctx("install", "--plugin", str(plugin), "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["changed"] is True
+    assert sorted(p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()) == \
+        [".claude-plugin/plugin.json", "hooks/hooks.json", "skills/ctx/SKILL.md"]
+    manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_bytes())
+    assert manifest["name"] == "ctx" and manifest["version"]
+    hooks = json.loads((plugin / "hooks" / "hooks.json").read_bytes())
+    assert set(hooks["hooks"]) == set(HOOK_EVENTS)
+    for event, groups in hooks["hooks"].items():
+        assert shlex.split(groups[0]["hooks"][0]["command"])[-2:] == ["hook", SLUGS[event]]
+    again = ctx("install", "--plugin", str(plugin), "--format", "json")
+    assert json.loads(again.output)["changed"] is False
+
+
+def test_skill_frontmatter_and_tags() -> None:
+    from ctxstore.claude.install import skill_text
+
+    text = skill_text().decode()
+    front = text.split("---\n")[1]
+    assert "name: ctx" in front and "description:" in front
+    description = front.split("description:", 1)[1]
+    assert "<" not in description and len(description) < 1024
+    for banned in ("disable-model-invocation", "user-invocable", "allowed-tools"):
+        assert banned not in front  # spec 001 §12
+    for tag in ("remember", "recall", "summarize", "link", "status", "task", "expand",
+                "supersede", "forget"):
+        assert f"<ctx:{tag}" in text, tag
+    assert 'action="start"' in text and 'action="end"' in text
+
+
+def _script(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_resolve_ctx_command_prefers_the_script_next_to_the_interpreter(tmp_path: Path) -> None:
+    real = tmp_path / "versions" / "bin"
+    real.mkdir(parents=True)
+    python = _script(real / "python3", "")
+    ctx_script = _script(real / "ctx", f"#!{python}\n")
+    link_dir = tmp_path / "usr" / "bin"
+    link_dir.mkdir(parents=True)
+    (link_dir / "python3").symlink_to(python)
+    shim = _script(tmp_path / "ctx-shim", "#!/usr/bin/env bash\nexec pyenv exec ctx \"$@\"\n")
+    # The interpreter's own directory, then one symlink hop; a shim on PATH never wins.
+    assert resolve_ctx_command(str(python), str(shim)) == [str(ctx_script)]
+    assert resolve_ctx_command(str(link_dir / "python3"), str(shim)) == [str(ctx_script)]
+    ctx_script.unlink()
+    assert resolve_ctx_command(str(python), str(shim)) == [str(python), "-m", "ctxstore.cli"]
+    pip_user = _script(tmp_path / "ctx", f"#!{python}\n")
+    assert resolve_ctx_command(str(python), str(pip_user)) == [str(pip_user)]
+
+
+def test_installed_command_is_this_ctx() -> None:
+    prefix = resolve_ctx_command(sys.executable, None)
+    assert Path(prefix[0]).is_absolute()
+    assert "shims" not in prefix[0]
+
+
+@pytest.mark.parametrize("command,expected", [
+    ("/a/b/ctx hook stop", True), ("ctx hook session-start", True),
+    ("'/with space/ctx' hook pre-compact", True), ("/usr/bin/python3 -m ctxstore.cli hook stop", True),
+    ("ctx list", False), ("notify-send ctx hook", False), ("/a/ctxx hook stop", False),
+    ("'unbalanced", False), (None, False)])
+def test_is_ctx_hook(command: str | None, expected: bool) -> None:
+    assert is_ctx_hook(command) is expected
