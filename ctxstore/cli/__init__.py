@@ -162,5 +162,10 @@ def cli(ctx: click.Context, ctx_dir: str | None, db: str | None, fmt: str, debug
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point (``ctx hook EVENT`` takes a fast path: hooks run on every prompt)."""
+    if sys.argv[1:2] == ["hook"]:
+        from ctxstore.cli.hook import fast_main
+
+        if (code := fast_main(sys.argv[2:])) is not None:
+            sys.exit(code)
     cli(prog_name="ctx")

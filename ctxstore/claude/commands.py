@@ -1,0 +1,281 @@
+"""Executing ``<ctx:*>`` commands against a store (spec 000 "Hook Subcommands", spec 001 §6–§8).
+
+Each command is one call into the library (nodes, edges, query, pack, stats) and returns
+an ``Outcome``: whether the store changed, an optional problem to report, and an optional
+result to deliver with the next prompt (recall, status, expand). Commands are plain
+dicts (name, attrs, content, raw, key) so that a command deferred under a held lock
+replays exactly as it was parsed.
+
+A ``remember`` stores ``hook_key`` (session + tag text) in the node's metadata and is a
+no-op when a node with that key exists, so it cannot run twice even if the per-clone
+state was lost (RELIABILITY.md CO-11, TR-12). Nodes written here have ``author: agent``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ctxstore.claude.inject import frame
+from ctxstore.claude.state import HookState
+from ctxstore.errors import InvalidInput
+from ctxstore.index import open_index
+from ctxstore.index.read import NodeRow, edges_of, find_node, nodes_by_ids, read_node, short_ids
+from ctxstore.model.knowledge import KnowledgeRecord
+from ctxstore.nodes import (
+    WriteResult,
+    add_node,
+    bump,
+    record_of,
+    stage_write,
+    summarize_nodes,
+    supersede_node,
+    validate_tag,
+)
+from ctxstore.repo import Store
+
+__all__ = ["RECALL_LIMIT", "TASK_KEY", "Outcome", "CommandContext", "execute", "hook_key",
+           "render_nodes", "current_task"]
+
+RECALL_LIMIT = 20
+TASK_KEY = "current_task"
+LARGE_CONTENT = 50_000  # spec 001 §11: warn above this
+MAX_CONTENT = 200_000  # refuse above this: a flood of huge tags must not fill the store (PI-12)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one command did."""
+
+    changed: bool = False
+    problem: str | None = None
+    pending: tuple[str, str] | None = None  # (kind, text) for the next prompt
+
+
+@dataclass
+class CommandContext:
+    """What a command runs against."""
+
+    store: Store
+    state: HookState
+    session: str
+
+
+def hook_key(session: str, raw: str) -> str:
+    """The identity of a tag written in a session (stored with the nodes it creates)."""
+    return hashlib.sha256(f"{session}\0{raw}".encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def current_task(state: HookState) -> str | None:
+    """The task started by ``<ctx:task action="start">`` and not ended yet."""
+    return state.get(TASK_KEY)
+
+
+def _tags(text: str | None) -> list[str]:
+    return [validate_tag(t) for t in (text or "").split(",") if t.strip()]
+
+
+def _next(node: NodeRow, **changes: Any) -> KnowledgeRecord:
+    return replace(record_of(node), updated_at=bump(node.updated_at), prev=node.version, **changes)
+
+
+def render_nodes(conn: Any, nodes: list[NodeRow]) -> str:
+    """``- [type:short] content`` items with their tags (spec 001 §17)."""
+    short = short_ids(conn, [n.id for n in nodes])
+    out = []
+    for n in nodes:
+        out.append(f"- [{n.type}:{short[n.id]}] " + n.content.strip().replace("\n", "\n  ") + "\n")
+        if n.tags:
+            out.append(f"  - Tags: {', '.join(n.tags)}\n")
+    return "".join(out)
+
+
+def _remember(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    attrs, content = cmd["attrs"], cmd["content"]
+    tags = _tags(attrs.get("tags"))
+    task = current_task(ctx.state)
+    if task and "tier:working" in tags:
+        tags.append(f"task:{task}")  # spec 001 §6
+    key = hook_key(ctx.session, cmd["raw"])
+    conn = open_index(ctx.store)
+    if conn.execute("SELECT 1 FROM nodes WHERE instr(metadata, ?) > 0 LIMIT 1",
+                    (f'"hook_key": "{key}"',)).fetchone():
+        return Outcome()
+    problem = None
+    if len(content) > MAX_CONTENT:
+        raise InvalidInput(f"content of {len(content)} characters is over the limit of {MAX_CONTENT}")
+    if len(content) > LARGE_CONTENT:
+        problem = f"large content ({len(content)} characters) in <ctx:remember>"
+    add_node(ctx.store, attrs.get("type") or "observation", content, tags=tags, author="agent",
+             metadata={"source": "claude-code", "session": ctx.session, "hook_key": key})
+    return Outcome(changed=True, problem=problem)
+
+
+def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    from ctxstore.query.executor import run_query
+
+    query = (cmd["attrs"].get("query") or cmd["content"]).strip()
+    if not query:
+        raise InvalidInput("<ctx:recall> needs a query")
+    limit = RECALL_LIMIT
+    if (raw_limit := cmd["attrs"].get("limit")) is not None:
+        if not raw_limit.isdigit() or not 0 < int(raw_limit) <= 100:
+            raise InvalidInput(f"limit must be 1..100, got {raw_limit!r}")
+        limit = int(raw_limit)
+    conn = open_index(ctx.store)
+    nodes = [n for n in run_query(conn, query, now=time.time(), limit=limit + 10)
+             if n.status != "archived"][:limit]
+    body = f"## Recall Results\n\nQuery: `{query}`\n\n"
+    body += f"Found {len(nodes)} nodes:\n\n" + render_nodes(conn, nodes) if nodes \
+        else "No matching nodes found.\n"
+    note = "[... {n} more results omitted; narrow the query]"
+    return Outcome(pending=("recall", frame("recall results", body, limit=4_000, note=note)))
+
+
+def _status(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    from ctxstore.stats import store_status
+
+    st = store_status(ctx.store, open_index(ctx.store), kind="project")
+    lines = ["## ctx Status", "", f"Nodes: {st.nodes} (estimated {st.tokens:,} tokens)"]
+    lines += [f"  {t}: {c}" for t, c in st.by_type.items()]
+    lines += [f"Edges: {st.edges}", f"Tags: {st.tags} unique", f"Superseded: {st.superseded}",
+              "Tiers:"]
+    lines += [f"  {tier}: {c} nodes ({tok:,} tokens)" for tier, (c, tok) in st.tiers.items()]
+    lines.append(f"Current task: {current_task(ctx.state) or 'none'}")
+    if st.staged_work_commits:
+        lines.append(f"Staged: {st.staged_records} records not yet committed")
+    return Outcome(pending=("status", frame("status", "\n".join(lines) + "\n", limit=3_000)))
+
+
+def _summarize(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    refs = [r.strip() for r in (cmd["attrs"].get("nodes") or "").split(",") if r.strip()]
+    archive = (cmd["attrs"].get("archive") or "").lower() == "true"
+    if len(cmd["content"]) > MAX_CONTENT:
+        raise InvalidInput(f"content of {len(cmd['content'])} characters is over the limit of {MAX_CONTENT}")
+    summarize_nodes(ctx.store, refs, cmd["content"], archive_sources=archive,
+                    tags=_tags(cmd["attrs"].get("tags")))
+    return Outcome(changed=True)
+
+
+def _link(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    from ctxstore.edges import link_nodes
+
+    attrs = cmd["attrs"]
+    if not attrs.get("from") or not attrs.get("to"):
+        raise InvalidInput("<ctx:link> needs from= and to=")
+    res = link_nodes(ctx.store, attrs["from"], attrs["to"], attrs.get("type") or "RELATES_TO")
+    return Outcome(changed=res.changed)
+
+
+def _supersede(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    attrs = cmd["attrs"]
+    if not attrs.get("old") or not attrs.get("new"):
+        raise InvalidInput("<ctx:supersede> needs old= and new=")
+    return Outcome(changed=supersede_node(ctx.store, attrs["old"], attrs["new"]).changed)
+
+
+def _forget(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    ref = cmd["attrs"].get("id") or cmd["attrs"].get("node")
+    if not ref:
+        raise InvalidInput("<ctx:forget> needs id=")
+    # Archive, never delete: the node keeps its history (`ctx show --history`) and
+    # leaves the default view by moving off-context.
+    with ctx.store.lock():
+        node = read_node(open_index(ctx.store), ref)
+        if node.status == "archived":
+            return Outcome()
+        kept = {t for t in node.tags if not t.startswith("tier:")} | {"tier:off-context"}
+        res = stage_write(ctx.store, [_next(node, status="archived", tags=tuple(sorted(kept)))],
+                          f"forget {node.id}")
+    return Outcome(changed=res.changed)
+
+
+def _expand(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    ref = cmd["attrs"].get("node")
+    if not ref:
+        raise InvalidInput("<ctx:expand> needs node=")
+    conn = open_index(ctx.store)
+    summary = read_node(conn, ref)
+    if summary.type != "summary":
+        raise InvalidInput(f"<ctx:expand> needs a summary node, {summary.id} is a {summary.type}")
+    ids = [e.to_key for e in edges_of(conn, summary.id, "out", "DERIVED_FROM") if e.to_kind == "node"]
+    sources = nodes_by_ids(conn, ids)
+    short = short_ids(conn, [summary.id])[summary.id]
+    body = f"## Expanded summary [summary:{short}]\n\n"
+    body += render_nodes(conn, sources) if sources else "It has no source nodes left.\n"
+    return Outcome(pending=("expand", frame("expanded summary", body, limit=4_000)))
+
+
+def _retag(ctx: CommandContext, nodes: list[NodeRow], change: Callable[[NodeRow], set[str]],
+           message: str) -> WriteResult:
+    records = []
+    for node in nodes:
+        tags = change(node)
+        if tags != set(node.tags):
+            records.append(_next(node, tags=tuple(sorted(tags))))
+    return stage_write(ctx.store, records, message)
+
+
+def _working(conn: Any, query: str) -> list[NodeRow]:
+    from ctxstore.query.executor import run_query
+
+    return run_query(conn, query, now=time.time())
+
+
+def _task(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    attrs = cmd["attrs"]
+    name, action = (attrs.get("name") or "").strip(), (attrs.get("action") or "").strip()
+    if action not in ("start", "end"):
+        raise InvalidInput('<ctx:task> needs action="start" or action="end"')
+    if not name:
+        raise InvalidInput("<ctx:task> needs name=")
+    task_tag = validate_tag(f"task:{name}")
+    with ctx.store.lock():
+        conn = open_index(ctx.store)
+        if action == "start":
+            # Spec 001 §6: working nodes that belong to no task join this one.
+            nodes = [n for n in _working(conn, "tag:tier:working")
+                     if not any(t.startswith("task:") for t in n.tags)]
+            res = _retag(ctx, nodes, lambda n: set(n.tags) | {task_tag}, f"task start {name}")
+            ctx.state.put(TASK_KEY, name)
+            return Outcome(changed=res.changed)
+        # End: decisions are promoted to reference, the rest of the working set goes
+        # off-context (spec 000 "Task Boundaries").
+        nodes = _working(conn, f'tag:"{task_tag}" AND tag:tier:working')
+
+        def moved(n: NodeRow) -> set[str]:
+            tier = "tier:reference" if n.type == "decision" else "tier:off-context"
+            return {t for t in n.tags if not t.startswith("tier:")} | {tier}
+
+        res = _retag(ctx, nodes, moved, f"task end {name}")
+        if current_task(ctx.state) == name:
+            ctx.state.put(TASK_KEY, None)
+    pending = None
+    if (attrs.get("summarize") or "").lower() == "true" and nodes:
+        short = short_ids(conn, [n.id for n in nodes])
+        body = (f"## Task {name} ended\n\nIts working nodes moved off-context. To keep a summary, "
+                f"write a summarize command with nodes=\"{','.join(short[n.id] for n in nodes)}\".\n\n"
+                + render_nodes(conn, nodes))
+        pending = ("task", frame("ended task", body, limit=4_000))
+    return Outcome(changed=res.changed, pending=pending)
+
+
+_HANDLERS: dict[str, Callable[[CommandContext, dict[str, Any]], Outcome]] = {
+    "remember": _remember, "recall": _recall, "status": _status, "summarize": _summarize,
+    "link": _link, "supersede": _supersede, "forget": _forget, "expand": _expand, "task": _task,
+}
+
+
+def execute(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    """Run one command.
+
+    Raises:
+        LockConflict: if another process holds the writer lock (the caller defers).
+        StoreCorrupt: if the store is damaged.
+        CtxError: any other library error (bad input, unknown node, query syntax, ...),
+            which the caller reports.
+    """
+    return _HANDLERS[cmd["name"]](ctx, cmd)

@@ -1,0 +1,422 @@
+"""Claude Code hook handlers: a payload dict in, one output dict out (docs/hooks.md).
+
+- ``session_start``: the default view (capped for injection) plus results pending for
+  the session; runs for every ``source`` (startup, resume, clear, compact, fork), so
+  memory is re-injected after a compaction.
+- ``prompt_submit``: delivers pending recall / status / expand results exactly once.
+- ``stop``: runs the ``<ctx:*>`` commands of the whole last assistant turn, each once.
+- ``pre_compact`` / ``session_end``: retry commands deferred under a held lock; record
+  the compaction. Nothing else: SessionEnd has a 1.5 s budget and PreCompact no channel.
+
+Every handler is cheap when it has nothing to do: prompt-submit opens only
+``local/state.sqlite`` (and not even that when it does not exist), stop opens the store
+only when the turn holds commands. Commands never wait for the writer lock: under a
+held lock they are queued in the state and run by the next hook (RELIABILITY.md CC-06).
+The CLI (``ctxstore/cli/hook.py``) reads stdin, finds the store and prints the result.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctxstore.claude.inject import MAX_INJECT_CHARS, escape_tags, frame, sanitize_text
+from ctxstore.claude.state import HookState, open_state
+from ctxstore.errors import CtxError, LockConflict, StoreCorrupt
+
+if TYPE_CHECKING:
+    from ctxstore.claude.tags import TagProblem
+    from ctxstore.claude.transcript import TextBlock
+    from ctxstore.repo import Store
+
+__all__ = ["MAX_COMMANDS_PER_TURN", "LOCK_WAIT_SECONDS", "SESSION_START_TOKENS", "HANDLERS",
+           "find_store_root", "session_start", "prompt_submit", "stop", "pre_compact",
+           "session_end", "turn_commands"]
+
+MAX_COMMANDS_PER_TURN = 50
+LOCK_WAIT_SECONDS = 0.25
+SESSION_START_TOKENS = 2_000
+_MAX_MESSAGE = 1_000
+Payload = dict[str, Any]
+
+
+# -- payload and store discovery ---------------------------------------------------------
+def _text(payload: Payload, key: str) -> str | None:
+    """A string field, or None when absent or of another type (parse tolerantly)."""
+    value = payload.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _session(payload: Payload) -> str:
+    return sanitize_text(_text(payload, "session_id") or "")[:200]
+
+
+def _usable_path(text: str | None) -> Path | None:
+    if not text or "\0" in text or not text.startswith("/"):
+        return None
+    return Path(text)
+
+
+def find_store_root(cwd: str | None, explicit: str | None, home: Path | None) -> Path | None:
+    """The ``.ctx`` directory a hook works on, or None (hooks never create a store).
+
+    ``explicit`` (``--ctx-dir`` / ``CTX_DIR``) wins; else the nearest ``.ctx/`` from ``cwd``
+    upwards, stopping at the Git top level (HK-04); else the user store ``~/.ctx`` if it exists.
+    """
+    if explicit:
+        path = Path(explicit)
+        for candidate in (path, path / ".ctx"):
+            if (candidate / "HEAD").is_file():
+                return candidate
+        return None
+    start = _usable_path(cwd)
+    if start is not None and start.is_dir():
+        for folder in (start, *start.parents):
+            if (folder / ".ctx" / "HEAD").is_file():
+                return folder / ".ctx"
+            if (folder / ".git").exists():
+                break
+    if home is not None and (home / ".ctx" / "HEAD").is_file():
+        return home / ".ctx"
+    return None
+
+
+def _open_store(root: Path) -> Store:
+    from ctxstore.repo import open_store
+
+    store = open_store(root)
+    store.lock_timeout = LOCK_WAIT_SECONDS  # never block the agent on another writer
+    return store
+
+
+def _context(event: str, text: str) -> Payload:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def _message(lines: list[str]) -> Payload:
+    if not lines:
+        return {}
+    text = "ctx: " + "; ".join(lines)
+    if len(text) > _MAX_MESSAGE:
+        text = text[:_MAX_MESSAGE - 20] + " [... more omitted]"
+    return {"systemMessage": escape_tags(text)}
+
+
+# -- running commands ----------------------------------------------------------------------
+def _key(session: str, turn_id: str, raw: str, occurrence: int) -> str:
+    try:  # hashlib loads OpenSSL first (~3 ms on every Stop); BLAKE2 is built in
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - a Python built without it
+        from hashlib import blake2b
+    data = f"{session}\0{turn_id}\0{raw}\0{occurrence}".encode("utf-8", "replace")
+    return blake2b(data, digest_size=16).hexdigest()
+
+
+def turn_commands(blocks: list[TextBlock], session: str, turn_id: str
+                  ) -> tuple[list[dict[str, Any]], list[TagProblem]]:
+    """Parse every block of a turn; give each command a key that is the same however
+    often the turn is read (session, turn, tag text, n-th identical tag)."""
+    if not any("<ctx:" in block.text for block in blocks):
+        return [], []  # the common reply: no tags, so no parser to import
+    from collections import Counter
+
+    from ctxstore.claude.tags import parse_commands
+
+    commands: list[dict[str, Any]] = []
+    problems: list[TagProblem] = []
+    seen: Counter[str] = Counter()
+    for block in blocks:
+        found, bad = parse_commands(block.text)
+        problems += bad
+        for cmd in found:
+            seen[cmd.raw] += 1
+            commands.append({"name": cmd.name, "attrs": dict(cmd.attrs), "content": cmd.content,
+                             "raw": cmd.raw, "key": _key(session, turn_id, cmd.raw, seen[cmd.raw])})
+    return commands, problems
+
+
+def _refresh_claude_md(store: Store) -> str | None:
+    """The optional CLAUDE.md refresh after a Stop that changed memory (config
+    ``claude.claude_md_on_stop``). Skipped silently if that feature is not installed."""
+    try:
+        from ctxstore.claude import claudemd
+    except ImportError:
+        return None
+    refresh: Callable[[Store], bool] | None = getattr(claudemd, "refresh", None)
+    if refresh is None:
+        return None
+    try:
+        refresh(store)
+    except StoreCorrupt:
+        raise
+    except CtxError as exc:
+        return f"CLAUDE.md not refreshed: {exc.message}"
+    return None
+
+
+def _run(store: Store, state: HookState, batch: list[tuple[str, dict[str, Any]]]
+         ) -> tuple[bool, list[str], bool]:
+    """Run ``(session, command)`` pairs in order; on a held lock queue the rest.
+
+    Returns:
+        Whether the store changed, the problems to report, and whether commands were
+        deferred because of the lock.
+    """
+    from ctxstore.claude.commands import CommandContext, execute
+
+    changed = False
+    problems: list[str] = []
+    for i, (session, cmd) in enumerate(batch):
+        ctx = CommandContext(store, state, session)
+        try:
+            outcome = execute(ctx, cmd)
+        except LockConflict as exc:
+            for later_session, later in batch[i:]:
+                state.enqueue(later["key"], later_session, later)
+            who = f" (pid {exc.pid})" if exc.pid else ""
+            problems.append(f"store locked by another process{who}; {len(batch) - i} command(s) "
+                            "deferred to the next hook")
+            return changed, problems, True
+        except StoreCorrupt:
+            raise
+        except CtxError as exc:
+            problems.append(f"<ctx:{cmd['name']}> failed: {exc.message}")
+        else:
+            changed = changed or outcome.changed
+            if outcome.problem:
+                problems.append(outcome.problem)
+            if outcome.pending:
+                state.add_pending(session, *outcome.pending)
+        state.mark_executed(cmd["key"], session)
+    return changed, problems, False
+
+
+def _drain(root: Path, state: HookState, store: Store | None = None
+           ) -> tuple[bool, list[str], bool]:
+    """Run the commands a held lock deferred earlier (cheap when there are none)."""
+    if not state.has_queued():
+        return False, [], False
+    store = store or _open_store(root)
+    return _run(store, state, state.queued())
+
+
+# -- handlers ------------------------------------------------------------------------------
+def stop(root: Path | None, payload: Payload, *, response: str | None = None) -> Payload:
+    """Run the ``<ctx:*>`` commands of the last assistant turn (each exactly once).
+
+    ``response`` (``ctx hook stop --response``) replaces the transcript, for tests and
+    simple integrations (spec 001 §3).
+
+    Raises:
+        StoreCorrupt: if the store is damaged.
+    """
+    from ctxstore.claude.transcript import TextBlock, Turn, merge_final_message, read_last_turn
+
+    session = _session(payload)
+    if response is not None:
+        blocks, turn_id = [TextBlock("response", sanitize_text(response))], _text(payload, "prompt_id") or ""
+    else:
+        path = _usable_path(_text(payload, "transcript_path"))
+        turn = read_last_turn(path) if path is not None else Turn([], None)
+        blocks = merge_final_message(turn, _text(payload, "last_assistant_message"))
+        turn_id = _text(payload, "prompt_id") or turn.prompt_uuid or ""
+    commands, bad = turn_commands(blocks, session, turn_id)
+    problems = [f"{p.reason}: {p.snippet}" for p in bad]
+    if root is None:
+        if commands:
+            problems.insert(0, f"no ctx store found; {len(commands)} command(s) not run "
+                               "(run `ctx init` at the repository root)")
+        return _message(problems)
+    state = open_state(root, create=bool(commands))
+    if state is None:
+        return _message(problems)
+    with state:
+        fresh = state.unexecuted([c["key"] for c in commands])
+        todo = [c for c in commands if c["key"] in fresh]
+        if len(todo) > MAX_COMMANDS_PER_TURN:
+            problems.append(f"{len(todo) - MAX_COMMANDS_PER_TURN} command(s) over the limit of "
+                            f"{MAX_COMMANDS_PER_TURN} per turn were not run")
+            todo = todo[:MAX_COMMANDS_PER_TURN]
+        if not todo and not state.has_queued():
+            return _message(problems)
+        store = _open_store(root)
+        changed, drained, deferred = _drain(root, state, store)
+        problems += drained
+        if deferred:  # keep the order: this turn's commands wait behind the older ones
+            for cmd in todo:
+                state.enqueue(cmd["key"], session, cmd)
+        else:
+            ran, more, _ = _run(store, state, [(session, c) for c in todo])
+            changed, problems = changed or ran, problems + more
+        state.prune_executed()
+    if changed and store.config.get("claude", "claude_md_on_stop"):
+        if (why := _refresh_claude_md(store)) is not None:
+            problems.append(why)
+    return _message(problems)
+
+
+def _take_fitting(state: HookState, session: str, room: int) -> tuple[list[str], int]:
+    """Pending texts that fit in ``room`` characters; the rest go back for the next prompt."""
+    taken = state.take_pending(session)
+    out: list[str] = []
+    used = 0
+    for i, (kind, value) in enumerate(taken):
+        if used + len(value) > room and out:
+            for later_kind, later_value in taken[i:]:
+                state.add_pending(session, later_kind, later_value)
+            return out, len(taken) - i
+        out.append(value)
+        used += len(value)
+    return out, 0
+
+
+def prompt_submit(root: Path | None, payload: Payload) -> Payload:
+    """Deliver the results waiting for this session (recall, status, expand), once.
+
+    Raises:
+        StoreCorrupt: if the store is damaged (only when deferred commands run).
+    """
+    if root is None:
+        return {}
+    state = open_state(root, create=False)
+    if state is None:
+        return {}
+    session = _session(payload)
+    with state:
+        _, problems, _ = _drain(root, state)
+        texts, held = _take_fitting(state, session, MAX_INJECT_CHARS - 200)
+    if held:
+        texts.append(f"[{held} more ctx result(s) held for the next prompt]\n")
+    out: Payload = _context("UserPromptSubmit", "\n".join(texts)) if texts else {}
+    return {**out, **_message(problems)}
+
+
+def _view_cache_key(root: Path) -> str | None:
+    """What the composed default view depends on: the pointer files (every node, edge and
+    view change moves them), the hour (views may use relative times) and the budget.
+    None when a pointer cannot be read plainly (then compose, which resolves it)."""
+    parts = []
+    try:
+        head = (root / "HEAD").read_bytes()
+        parts.append(head)
+        target = head.decode("ascii", "replace").strip()
+        if target.startswith("ref: "):
+            ref = target[5:].strip()
+            if not ref.startswith("refs/") or ".." in ref:
+                return None
+            parts.append((root / ref).read_bytes())
+        stage = root / "STAGE"
+        parts.append(stage.read_bytes() if stage.exists() else b"-")
+    except OSError:
+        return None
+    parts.append(time.strftime("%Y-%m-%dT%H", time.gmtime()).encode())
+    parts.append(str(SESSION_START_TOKENS).encode())
+    return b"|".join(parts).decode("ascii", "replace")
+
+
+def _default_view(root: Path) -> str:
+    """The default view composed for injection (at most ``SESSION_START_TOKENS``)."""
+    from ctxstore.index import open_index
+    from ctxstore.pack import compose_query
+    from ctxstore.views import DEFAULT_VIEW_NAME, get_view
+
+    conn = open_index(_open_store(root))
+    try:
+        view = get_view(conn, DEFAULT_VIEW_NAME)
+        budget = min(view.budget, SESSION_START_TOKENS)
+        comp = compose_query(conn, view.query, budget, now_ms=time.time_ns() // 1_000_000)
+    finally:
+        conn.close()
+    body = comp.text
+    if comp.skipped:
+        body += f"[... {comp.skipped} more nodes omitted; run `ctx compose` for all]\n"
+    return body
+
+
+def _cached_view(root: Path, state: HookState) -> str:
+    """The composed default view from the state's cache, or composed and cached anew."""
+    import json
+
+    key = _view_cache_key(root)
+    cached = state.get("view_cache")
+    if key is not None and cached is not None:
+        entry = json.loads(cached)
+        if entry.get("key") == key and isinstance(entry.get("text"), str):
+            return str(entry["text"])
+    body = _default_view(root)
+    if key is not None:
+        state.put("view_cache", json.dumps({"key": key, "text": body}))
+    return body
+
+
+def session_start(root: Path | None, payload: Payload) -> Payload:
+    """The default view of memory plus pending results, at every session (re)start.
+
+    The composed view is cached in the state, keyed by the store's pointers: a session
+    start on an unchanged store opens neither the store nor the index.
+
+    Raises:
+        StoreCorrupt: if the store is damaged.
+    """
+    if root is None:
+        return {}
+    session = _session(payload)
+    problems: list[str] = []
+    pending: list[str] = []
+    task = None
+    try:
+        state = open_state(root, create=True)
+    except (OSError, sqlite3.Error):  # e.g. a read-only checkout: memory is still shown
+        state = None
+    if state is None:
+        body = _default_view(root)
+    else:
+        with state:
+            _, problems, _ = _drain(root, state)
+            pending, held = _take_fitting(state, session, MAX_INJECT_CHARS // 2)
+            if held:
+                pending.append(f"[{held} more ctx result(s) held for the next prompt]\n")
+            task = state.get("current_task")
+            body = _cached_view(root, state)
+    lead = []
+    if _text(payload, "source") == "compact":
+        lead.append("ctx memory, injected again after the conversation was compacted.")
+    if task:
+        lead.append(f"Current ctx task: {sanitize_text(task)}")
+    prefix = "".join(line + "\n" for line in lead) + "".join(pending)
+    text = prefix + frame("default view", body, limit=MAX_INJECT_CHARS - len(prefix))
+    return {**_context("SessionStart", text), **_message(problems)}
+
+
+def pre_compact(root: Path | None, payload: Payload) -> Payload:
+    """Before a compaction: run deferred commands and note the compaction (the
+    SessionStart with ``source: compact`` that follows re-injects memory)."""
+    if root is None:
+        return {}
+    state = open_state(root, create=True)
+    assert state is not None
+    with state:
+        state.put(f"compacted:{_session(payload)}", str(int(time.time())))
+        _drain(root, state)
+    return {}
+
+
+def session_end(root: Path | None, payload: Payload) -> Payload:
+    """At the end of a session: run deferred commands if the lock is free (cheap otherwise)."""
+    if root is None:
+        return {}
+    state = open_state(root, create=False)
+    if state is None:
+        return {}
+    with state:
+        _drain(root, state)
+    return {}
+
+
+HANDLERS: dict[str, Callable[[Path | None, Payload], Payload]] = {
+    "session-start": session_start, "prompt-submit": prompt_submit, "stop": stop,
+    "pre-compact": pre_compact, "session-end": session_end,
+}
