@@ -20,29 +20,36 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
     """Fold everything staged into one canonical commit and advance refs/main.
 
     Only the newest version of each node, edge and view of the session is kept.
-    Changed narrative Markdown files are snapshotted. With nothing staged and no
-    narrative change, nothing is committed (exit 0).
+    Changed narrative Markdown files are snapshotted, and edits of the log, task and
+    decision entries become node versions first (a new entry a new node, a removed one
+    a tombstone). With nothing staged and no narrative change, nothing is committed
+    (exit 0).
 
     \b
     Examples:
         ctx commit -m "Record the retry decision"
         ctx commit --amend -m "Better message"
     """
-    from ctxstore.staging import commit_stage
+    from ctxstore.notes import commit_with_edits
 
     if message is None and not amend:
         raise InvalidInput("a commit message is required", hint="ctx commit -m MESSAGE")
     if message is not None and not message.strip():
         raise InvalidInput("the commit message is empty")
-    res = commit_stage(env.store(), message, amend=amend, narrative=not no_narrative,
-                       allow_empty=allow_empty)
+    res, edits = commit_with_edits(env.store(), message, amend=amend, narrative=not no_narrative,
+                                   allow_empty=allow_empty)
     if env.fmt == "json":
         emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
                    "work_commits": res.work_commits, "narrative_refs": res.narrative_refs,
-                   "amended": res.amended})
+                   "amended": res.amended,
+                   "narrative_edits": [{"action": e.action, "id": e.node_id, "path": e.path}
+                                       for e in edits]})
         return
     if res.commit is None:
         click.echo("nothing to commit")
-        return
-    click.echo(f"{'amended' if amend else 'committed'} {res.commit.hex()}: {res.records} records "
-               f"from {res.work_commits} work commits, {res.narrative_refs} narrative files")
+    else:
+        click.echo(f"{'amended' if amend else 'committed'} {res.commit.hex()}: {res.records} "
+                   f"records from {res.work_commits} work commits, {res.narrative_refs} "
+                   "narrative files")
+    for e in edits:  # with nothing committed, only entries left alone (tangled) are listed
+        click.echo(f"  {e.action} {e.node_id or '(unmarked)'} from narrative/{e.path}")

@@ -32,29 +32,48 @@ def _read_stdin_text() -> str:
         raise InvalidInput("standard input is not UTF-8 text") from None
 
 
+NARRATIVE_KINDS = ("note", "task", "decision")
+
+
 @click.command("add")
-@click.option("--type", "node_type", required=True, metavar="TYPE", help=TYPE_HELP)
+@click.option("--type", "node_type", default=None, metavar="TYPE", help=TYPE_HELP)
 @click.option("--tag", "tags", multiple=True, metavar="NS:VALUE", help="A tag (repeatable).")
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="Metadata (repeatable).")
 @click.option("--stdin", "from_stdin", is_flag=True, help="Read the content from standard input.")
-@click.argument("content", required=False)
+@click.option("--body", default=None, help="The text of a task or decision (Markdown).")
+@click.argument("words", nargs=-1, metavar="[note|task|decision] TEXT")
 @format_option
 @pass_env
-def add_command(env: Env, node_type: str, tags: tuple[str, ...], meta: tuple[str, ...],
-                from_stdin: bool, content: str | None) -> None:
+def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tuple[str, ...],
+                from_stdin: bool, body: str | None, words: tuple[str, ...]) -> None:
     """Add a knowledge node; prints its id. The write is durable when this returns.
+
+    With --type TYPE, TEXT becomes a node of that type. `note`, `task` and `decision`
+    also write the narrative Markdown under .ctx/narrative/: an entry of today's log
+    (an observation node), a task file (a task node, shown with its task number) or a
+    section of decisions.md (a decision node).
 
     \b
     Examples:
         ctx add --type fact --tag tier:reference "Database uses SQLite with WAL mode"
         echo "retries time out after 30 s" | ctx add --type observation --stdin
+        ctx add note "Fixed the timeout bug by adding retry logic"
+        ctx add task "Implement rate limiting" --body "Token bucket per client"
+        ctx add decision "Retry with exponential backoff" --body "Jitter avoids retry storms"
     """
+    if node_type is None and words and words[0] in NARRATIVE_KINDS:
+        _add_narrative(env, words[0], words[1:], from_stdin, body, tags, meta)
+        return
+    if node_type is None:
+        raise InvalidInput("give --type TYPE CONTENT, or note, task or decision and the text",
+                           hint='ctx add note "text"')
+    if body is not None:
+        raise InvalidInput("--body is for `ctx add task` and `ctx add decision`")
+    if len(words) > 1:
+        raise InvalidInput("give the content as one argument (quote it)")
+    text = _text_arg(words[0] if words else None, from_stdin, "content")
     from ctxstore.nodes import add_node
 
-    if from_stdin == (content is not None):
-        raise InvalidInput("give the content as an argument or with --stdin (not both)")
-    text = _read_stdin_text() if from_stdin else content
-    assert text is not None
     added = add_node(env.store(), node_type, text, tags=list(tags), metadata=_parse_meta(meta))
     node = added.node
     if env.fmt == "json":
@@ -62,6 +81,43 @@ def add_command(env: Env, node_type: str, tags: tuple[str, ...], meta: tuple[str
                    "work_commit": added.staged.work_commit.hex()})
     else:
         click.echo(node.id)
+
+
+def _text_arg(arg: str | None, from_stdin: bool, what: str) -> str:
+    if from_stdin == (arg is not None):
+        raise InvalidInput(f"give the {what} as an argument or with --stdin (not both)")
+    return _read_stdin_text() if from_stdin else arg  # type: ignore[return-value]
+
+
+def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool, body: str | None,
+                   tags: tuple[str, ...], meta: tuple[str, ...]) -> None:
+    from ctxstore import notes
+
+    if len(rest) > 1:
+        raise InvalidInput(f"give the {kind} text as one argument (quote it)")
+    if kind == "note":
+        if body is not None:
+            raise InvalidInput("--body is for `ctx add task` and `ctx add decision`")
+        entry = notes.add_note(env.store(), _text_arg(rest[0] if rest else None, from_stdin, "note"),
+                               tags=tags, metadata=_parse_meta(meta))
+    else:
+        if from_stdin and body is not None:
+            raise InvalidInput("give the body with --body or --stdin (not both)")
+        if not rest:
+            raise InvalidInput(f"the {kind} needs a title", hint=f'ctx add {kind} "TITLE"')
+        text = _read_stdin_text() if from_stdin else body
+        add = notes.add_task if kind == "task" else notes.add_decision
+        entry = add(env.store(), rest[0], text, tags=tags, metadata=_parse_meta(meta))
+    node = entry.node
+    if env.fmt == "json":
+        doc = {"id": node.id, "type": node.type, "kind": kind, "path": entry.path,
+               "tags": list(node.tags), "work_commit": entry.added.staged.work_commit.hex()}
+        if entry.task_number is not None:
+            doc["task_number"] = entry.task_number
+        emit_json(doc)
+        return
+    number = f"  task {entry.task_number}" if entry.task_number else ""
+    click.echo(f"{node.id}{number}  narrative/{entry.path}")
 
 
 def _print_node(env: Env, node, edges, history) -> None:  # type: ignore[no-untyped-def]

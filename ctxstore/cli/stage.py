@@ -69,15 +69,19 @@ def flush_command(env: Env) -> None:
 def compact_command(env: Env, message: str) -> None:
     """Compact the staging session into one canonical commit.
 
+    Narrative edits are ingested first (as `ctx commit` does), and a session summary
+    (message, task, counts, node ids) is appended to today's log, whose snapshot is
+    part of the commit.
+
     \b
     Example:
         ctx stage compact --message "Completed timeout fix"
     """
-    from ctxstore.staging import commit_stage
+    from ctxstore.notes import compact_session
 
     if not message.strip():
         raise InvalidInput("the message is empty")
-    res = commit_stage(env.store(), message, kind="compact")
+    res = compact_session(env.store(), message)
     if env.fmt == "json":
         emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
                    "work_commits": res.work_commits, "session_id": res.session_id})

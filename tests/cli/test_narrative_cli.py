@@ -1,0 +1,150 @@
+"""`ctx add note|task|decision`, `ctx commit` with human edits, `ctx stage compact` (CLI)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import invoke, run_ctx, store_digest
+from ctxstore import narrative as nar
+from ctxstore.repo import Store
+
+
+def ok(runner, store, *args: str, input: str | None = None) -> str:  # type: ignore[no-untyped-def]
+    r = invoke(runner, store, *args, input=input)
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    return r.stdout
+
+
+def js(runner, store, *args: str, input: str | None = None) -> dict:  # type: ignore[no-untyped-def]
+    return json.loads(ok(runner, store, "--format", "json", *args, input=input))
+
+
+def show(runner, store, node_id: str) -> dict:  # type: ignore[no-untyped-def]
+    return js(runner, store, "show", node_id)
+
+
+def test_add_note_task_decision_text_output(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    out = ok(runner, store, "add", "note", "Fixed the timeout bug by adding retry logic")
+    m = re.fullmatch(r"([0-9A-Z]{26})  narrative/(log/\d{4}-\d\d-\d\d\.md)\n", out)
+    assert m, out
+    assert show(runner, store, m.group(1))["type"] == "observation"
+    assert m.group(1) in (store.root / "narrative" / m.group(2)).read_text()
+
+    out = ok(runner, store, "add", "task", "Implement rate limiting", "--body", "Token bucket.")
+    m = re.fullmatch(r"([0-9A-Z]{26})  task (\d{6})  narrative/(tasks/task_\1\.md)\n", out)
+    assert m, out
+    assert m.group(2) == nar.task_number(m.group(1))
+    task = (store.root / "narrative" / m.group(3)).read_text()
+    assert task.startswith(f"# Task {m.group(2)}: Implement rate limiting ")
+    assert show(runner, store, m.group(1))["content"] == (
+        f"Task {m.group(2)}: Implement rate limiting\n\nToken bucket.")
+
+    out = ok(runner, store, "add", "decision", "Use SQLite", "--body", "## Why\nFew parts.",
+             "--tag", "topic:storage")
+    node_id = out.split()[0]
+    assert out.endswith("  narrative/decisions.md\n")
+    node = show(runner, store, node_id)
+    assert (node["type"], node["tags"]) == ("decision", ["topic:storage"])
+    assert "### Why" in (store.root / "narrative" / "decisions.md").read_text()
+
+
+@pytest.mark.parametrize("args,node_type,path", [
+    (["note", "a note"], "observation", r"log/\d{4}-\d\d-\d\d\.md"),
+    (["task", "a task"], "task", r"tasks/task_[0-9A-Z]{26}\.md"),
+    (["decision", "a decision", "--body", "why"], "decision", r"decisions\.md"),
+])
+def test_add_narrative_json(runner, store: Store, args: list[str], node_type: str, path: str  # type: ignore[no-untyped-def]
+                            ) -> None:
+    doc = js(runner, store, "add", *args)
+    assert doc["type"] == node_type and doc["kind"] == args[0]
+    assert re.fullmatch(path, doc["path"]) and (store.root / "narrative" / doc["path"]).is_file()
+    assert ("task_number" in doc) == (args[0] == "task")
+    assert show(runner, store, doc["id"])["id"] == doc["id"]
+
+
+def test_note_from_stdin_and_the_type_form_is_unchanged(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    doc = js(runner, store, "add", "note", "--stdin", input="from standard input\n")
+    assert show(runner, store, doc["id"])["content"] == "from standard input"
+    fact = ok(runner, store, "add", "--type", "fact", "note").strip()  # "note" is the content
+    assert show(runner, store, fact)["content"] == "note"
+    assert show(runner, store, fact)["type"] == "fact"
+    assert not list((store.root / "narrative" / "tasks").iterdir())
+
+
+@pytest.mark.parametrize("args", [
+    ["add", "note", ""],
+    ["add", "note", "   "],
+    ["add", "note"],
+    ["add", "task", ""],
+    ["add", "task"],
+    ["add", "task", "two\nlines"],
+    ["add", "decision", "title", "--body", " "],
+    ["add", "note", "text", "--body", "b"],
+    ["add", "note", "a", "b"],
+    ["add", "note", "text", "--tag", "bad tag"],
+    ["add", "something"],
+    ["add"],
+])
+def test_bad_add_is_one_line_error_and_changes_nothing(runner, store: Store, args: list[str]  # type: ignore[no-untyped-def]
+                                                       ) -> None:
+    before = store_digest(store.root)
+    r = invoke(runner, store, *args)
+    assert (r.exit_code, r.stdout) == (1, ""), (r.stdout, r.stderr)
+    assert r.stderr.startswith("ctx: error[E011]: ") and r.stderr.count("\n") == 1, r.stderr
+    assert store_digest(store.root) == before
+
+
+def test_commit_ingests_edits_and_reports_them(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    dec = js(runner, store, "add", "decision", "Use SQLite", "--body", "Fewer moving parts.")
+    ok(runner, store, "commit", "-m", "seed")
+    path = store.root / "narrative" / "decisions.md"
+    path.write_text(path.read_text().replace("Fewer moving parts.", "Fewer moving parts; WAL.")
+                    + "\n## Pack objects\n\nLater.\n")
+    doc = js(runner, store, "commit", "-m", "edits")
+    assert doc["commit"] is not None
+    actions = sorted((e["action"], e["path"]) for e in doc["narrative_edits"])
+    assert actions == [("added", "decisions.md"), ("updated", "decisions.md")]
+    assert show(runner, store, dec["id"])["content"] == "Use SQLite\n\nFewer moving parts; WAL."
+    head = js(runner, store, "stage", "status")["head"]
+    assert ok(runner, store, "commit", "-m", "nothing") == "nothing to commit\n"
+    assert js(runner, store, "stage", "status")["head"] == head
+
+
+def test_commit_refuses_conflicted_markdown_then_works(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    task = js(runner, store, "add", "task", "Fix login")
+    path = store.root / "narrative" / task["path"]
+    path.write_text(path.read_text() + "<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> side\n")
+    before = store_digest(store.root)
+    r = invoke(runner, store, "commit", "-m", "x")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1
+    assert f"narrative/{task['path']}:2: unresolved merge conflict" in r.stderr
+    assert store_digest(store.root) == before
+    path.write_text(path.read_text().split("<<<<<<<")[0] + "mine and theirs\n")
+    assert "updated" in ok(runner, store, "commit", "-m", "resolved")
+
+
+def test_stage_compact_writes_the_summary(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    ok(runner, store, "stage", "start", "Retry work")
+    note = js(runner, store, "add", "note", "All tests passing")
+    doc = js(runner, store, "stage", "compact", "--message", "feat: retry")
+    assert doc["commit"] and doc["session_id"]
+    log = (store.root / "narrative" / note["path"]).read_text()
+    assert f"ctx:session={doc['session_id']}" in log and "Task: Retry work" in log
+    assert note["id"] in log.split("session summary")[1]
+
+
+def test_subprocess_add_edit_commit(store: Store) -> None:
+    ctx = ["--ctx-dir", str(store.root)]
+    res = run_ctx([*ctx, "--format", "json", "add", "task", "Write docs", "--body", "For narrative."])
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    path = store.root / "narrative" / doc["path"]
+    path.write_text(path.read_text().replace("For narrative.", "For narrative and merges."))
+    res = run_ctx([*ctx, "commit", "-m", "docs"])
+    assert res.returncode == 0, res.stderr
+    assert f"  updated {doc['id']} from narrative/{doc['path']}" in res.stdout
+    res = run_ctx([*ctx, "add", "note", ""])
+    assert res.returncode == 1 and res.stderr.startswith("ctx: error[E011]: ")

@@ -1,0 +1,453 @@
+"""Narrative Markdown as knowledge (spec 002 §8, §13.2.2, §15.1; DESIGN §7).
+
+`add_note|add_task|add_decision` write Markdown and a node tied by a marker; the next
+commit turns human edits of that Markdown into node versions, new nodes and tombstones,
+never rewrites what a person wrote, and changes nothing when nothing was edited. Crash
+tests kill a child process between the Markdown write and the node write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import store_digest
+from ctxstore import narrative as nar
+from ctxstore.model import Commit
+from ctxstore.nodes import add_node, delete_node, update_node
+from ctxstore.errors import InvalidInput
+from ctxstore.notes import (add_decision, add_note, add_task, commit_with_edits,
+                            compact_session, ingest_narrative_edits)
+from ctxstore.objects import ObjectId
+from ctxstore.replay import replay
+from ctxstore.repo import Store, open_store
+from ctxstore.staging import commit_stage, start_session
+
+SHIM = Path(__file__).resolve().parent / "_shim"
+
+
+def live(store: Store) -> dict[str, tuple[str, str, dict]]:
+    """Live nodes: id -> (type, full content, metadata), from a replay of the store."""
+    out = {}
+    for nid, rec in replay(store).nodes.items():
+        text = store.read_blob(ObjectId(rec.content_blob)).decode() if rec.content_blob \
+            else rec.content or ""
+        out[nid] = (rec.type, text, rec.metadata)
+    return out
+
+
+def ndir(store: Store) -> Path:
+    return store.root / "narrative"
+
+
+def commit(store: Store, message: str = "c") -> list:
+    """What `ctx commit` does: ingest edits, then fold (returns the edits)."""
+    return commit_with_edits(store, message)[1]
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+def test_note_is_a_marked_log_entry_and_an_observation(store: Store) -> None:
+    a = add_note(store, "Fixed the timeout bug by adding retry logic", tags=["topic:net"])
+    b = add_note(store, "Second note\n\n## a heading in the note")
+    assert a.path == b.path == nar.log_rel(a.node.created_at)
+    assert re.fullmatch(r"log/\d{4}-\d\d-\d\d\.md", a.path)
+    text = (ndir(store) / a.path).read_text()
+    assert text.startswith(f"# Log {a.path[4:14]}\n")
+    assert text.count(nar.id_marker(a.node.id)) == text.count(nar.id_marker(b.node.id)) == 1
+    assert text.index(a.node.id) < text.index(b.node.id)  # appended, oldest first
+    assert "### a heading in the note" in text  # nested below the entry heading
+    nodes = live(store)
+    assert nodes[a.node.id][:2] == ("observation", "Fixed the timeout bug by adding retry logic")
+    assert a.node.tags == ("topic:net",)
+    assert nodes[a.node.id][2]["narrative_path"] == a.path
+    assert [e.marker for e in nar.parse_entries(a.path, text)] == [a.node.id, b.node.id]
+
+
+def test_decision_and_task_files(store: Store) -> None:
+    d = add_decision(store, "Retry strategy: exponential backoff",
+                     "## Context\nconnect() fails transiently.\n\n## Decision\nBackoff with jitter.")
+    t = add_task(store, "Add connection retry", "## Objective\nRetry connect().")
+    dec = (ndir(store) / "decisions.md").read_text()
+    assert dec.startswith("# Decisions\n")
+    assert f"## Retry strategy: exponential backoff {nar.id_marker(d.node.id)}\n" in dec
+    assert "### Context\n" in dec and "\n## Context" not in dec
+    assert live(store)[d.node.id][:2] == (
+        "decision", "Retry strategy: exponential backoff\n\n### Context\nconnect() fails "
+                    "transiently.\n\n### Decision\nBackoff with jitter.")
+    assert t.path == f"tasks/task_{t.node.id}.md"
+    assert t.task_number == nar.task_number(t.node.id) and re.fullmatch(r"\d{6}", t.task_number)
+    task = (ndir(store) / t.path).read_text()
+    assert task.splitlines()[0] == (f"# Task {t.task_number}: Add connection retry "
+                                    f"{nar.id_marker(t.node.id)}")
+    assert live(store)[t.node.id][0] == "task"
+    assert live(store)[t.node.id][2]["task_number"] == t.task_number
+
+
+def test_task_number_depends_on_the_id_only() -> None:
+    assert nar.task_number("01HQ1A2B3C4D5E6F7G8H9JKMNP") == nar.task_number("01ZZZZZZZZ4D5E6F7G8H9JKMNP")
+    assert nar.task_number("01HQ1A2B3C4D5E6F7G8H9JKMNP") != nar.task_number("01HQ1A2B3C4D5E6F7G8H9JKMNQ")
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: add_note(s, "   \n "),
+    lambda s: add_task(s, ""),
+    lambda s: add_task(s, "two\nlines"),
+    lambda s: add_decision(s, "ok", "  "),
+    lambda s: add_note(s, "fine", tags=["bad tag!"]),
+])
+def test_bad_input_changes_nothing(store: Store, call) -> None:  # type: ignore[no-untyped-def]
+    before = store_digest(store.root)
+    with pytest.raises(InvalidInput):
+        call(store)
+    assert store_digest(store.root) == before
+
+
+def test_symlinked_log_is_never_written_through(store: Store, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("mine\n")
+    (ndir(store) / nar.log_rel(__import__("time").time_ns() // 10**6)).symlink_to(outside)
+    with pytest.raises(InvalidInput, match="symlink"):
+        add_note(store, "x")
+    assert outside.read_text() == "mine\n"
+
+
+def test_tasks_made_in_two_clones_never_share_a_path(store: Store, tmp_path: Path) -> None:
+    commit_stage(store, "base")
+    other = open_store(Path(shutil.copytree(store.root.parent, tmp_path / "clone")) / ".ctx")
+    paths = {add_task(s, "Fix login").path for s in (store, other, store, other)}
+    assert len(paths) == 4
+    assert {p.name for p in (ndir(store) / "tasks").iterdir()}.isdisjoint(
+        {p.name for p in (ndir(other) / "tasks").iterdir()})
+
+
+# -- human edits --------------------------------------------------------------------------------
+
+@pytest.fixture
+def seeded(store: Store):  # type: ignore[no-untyped-def]
+    """A note, a decision and a task, committed."""
+    n = add_note(store, "Retries time out after 30 s")
+    d = add_decision(store, "Use SQLite", "Fewer moving parts.")
+    t = add_task(store, "Fix login", "Users are logged out after 5 min.")
+    commit_stage(store, "seed")
+    return store, n, d, t
+
+
+def test_commit_without_edits_changes_nothing(seeded) -> None:  # type: ignore[no-untyped-def]
+    store, *_ = seeded
+    before, head = store_digest(store.root), store.read_head().single
+    assert ingest_narrative_edits(store) == []
+    assert commit_stage(store, "again").commit is None
+    assert store_digest(store.root) == before and store.read_head().single == head
+
+
+@pytest.mark.parametrize("kind", ["note", "decision", "task"])
+def test_edited_entry_becomes_a_new_version(seeded, kind: str) -> None:  # type: ignore[no-untyped-def]
+    store, n, d, t = seeded
+    entry = {"note": n, "decision": d, "task": t}[kind]
+    path = ndir(store) / entry.path
+    old = {"note": "30 s", "decision": "Fewer moving parts.", "task": "5 min."}[kind]
+    edit(path, old, old + "  \n\n- added *by hand*, with `code`")
+    written = path.read_bytes()
+    edits = commit(store)
+    assert [(e.action, e.node_id) for e in edits] == [("updated", entry.node.id)]
+    content = live(store)[entry.node.id][1]
+    assert content.endswith(old + "  \n\n- added *by hand*, with `code`")
+    assert path.read_bytes() == written  # the person's text, byte for byte
+    assert commit(store) == [] and path.read_bytes() == written
+
+
+def test_new_unmarked_sections_become_nodes_once(seeded) -> None:  # type: ignore[no-untyped-def]
+    store, n, *_ = seeded
+    dec, log = ndir(store) / "decisions.md", ndir(store) / n.path
+    dec.write_text(dec.read_text() + "\n## Use msgpack for objects\n\nCompact and fast.\n")
+    log.write_text(log.read_text() + "\n## Standup\n\nDiscussed the retry bug.\n")
+    (ndir(store) / "tasks" / "write-docs.md").write_text("# Write the docs\n\nFor narrative.\n")
+    files = {p: p.read_bytes() for p in ndir(store).rglob("*.md")}
+    edits = commit(store)
+    assert sorted((e.action, e.path) for e in edits) == [
+        ("added", "decisions.md"), ("added", n.path), ("added", "tasks/write-docs.md")]
+    nodes = live(store)
+    got = {nodes[e.node_id][:2] for e in edits}
+    assert got == {("decision", "Use msgpack for objects\n\nCompact and fast."),
+                   ("observation", "Discussed the retry bug."),
+                   ("task", "Write the docs\n\nFor narrative.")}
+    assert {p: p.read_bytes() for p in ndir(store).rglob("*.md")} == files  # no marker added
+    count = len(nodes)
+    assert commit(store) == [] and len(live(store)) == count  # recognised, not duplicated
+    edit(dec, "Compact and fast.", "Compact, fast and schema-less.")
+    again = commit(store)
+    assert [(e.action, e.node_id) for e in again] == [
+        ("updated", next(e.node_id for e in edits if e.path == "decisions.md"))]
+    assert len(live(store)) == count
+
+
+def test_unmarked_sections_with_one_heading_survive_reordering(seeded) -> None:  # type: ignore[no-untyped-def]
+    """A union merge may put sections in the other order: an unchanged section keeps its
+    node wherever it is; an edited one is matched by heading and position."""
+    store, n, *_ = seeded
+    log = ndir(store) / n.path
+    head = log.read_text()
+    log.write_text(head + "\n## Standup\n\nMonday.\n\n## Standup\n\nTuesday.\n")
+    first = {live(store)[e.node_id][1]: e.node_id for e in commit(store)}
+    assert set(first) == {"Monday.", "Tuesday."}
+    log.write_text(head + "\n## Standup\n\nTuesday.\n\n## Standup\n\nMonday.\n")
+    assert commit(store) == []
+    log.write_text(head + "\n## Standup\n\nTuesday!\n\n## Standup\n\nMonday.\n")
+    assert [(e.action, e.node_id) for e in commit(store)] == [("updated", first["Tuesday."])]
+    assert live(store)[first["Tuesday."]][1] == "Tuesday!"
+
+
+def test_removed_section_and_deleted_task_file_are_tombstones(seeded) -> None:  # type: ignore[no-untyped-def]
+    store, n, d, t = seeded
+    dec = ndir(store) / "decisions.md"
+    text = dec.read_text()
+    dec.write_text(text[:text.index("## Use SQLite")])
+    (ndir(store) / t.path).unlink()
+    edits = commit(store)
+    assert sorted((e.action, e.node_id) for e in edits) == sorted(
+        [("removed", d.node.id), ("removed", t.node.id)])
+    nodes = live(store)
+    assert d.node.id not in nodes and t.node.id not in nodes and n.node.id in nodes
+    assert commit(store) == []
+
+
+def test_unreadable_file_removes_nothing(seeded) -> None:  # type: ignore[no-untyped-def]
+    store, _, d, _ = seeded
+    dec = ndir(store) / "decisions.md"
+    dec.write_bytes(dec.read_bytes() + b"\n## Broken \xff\n")
+    assert commit(store) == [] and d.node.id in live(store)
+
+
+def test_update_through_ctx_is_not_undone_by_unchanged_markdown(seeded) -> None:  # type: ignore[no-untyped-def]
+    store, n, *_ = seeded
+    update_node(store, n.node.id, content="Retries time out after 45 s")
+    commit(store)
+    assert live(store)[n.node.id][1] == "Retries time out after 45 s"
+
+
+def test_deleted_node_is_not_resurrected_by_its_marker(seeded) -> None:  # type: ignore[no-untyped-def]
+    store, _, d, _ = seeded
+    delete_node(store, d.node.id)
+    commit_stage(store, "delete")
+    assert commit(store) == [] and d.node.id not in live(store)
+
+
+def test_copied_marker_is_one_node(seeded) -> None:  # type: ignore[no-untyped-def]
+    store, _, d, _ = seeded
+    dec = ndir(store) / "decisions.md"
+    text = dec.read_text()
+    section = text[text.index("## Use SQLite"):]
+    dec.write_text(text + "\n" + section.replace("Fewer moving parts.", "Copied."))
+    edits = commit(store)
+    assert [e.action for e in edits] == ["added"]  # the copy is a new node, the original stays
+    assert live(store)[d.node.id][1] == "Use SQLite\n\nFewer moving parts."
+
+
+def test_conflict_markers_are_reported_never_ingested(seeded) -> None:  # type: ignore[no-untyped-def]
+    store, _, _, t = seeded
+    path = ndir(store) / t.path
+    good = path.read_text()
+    path.write_text(good.replace("Users are logged out after 5 min.",
+                                 "<<<<<<< ours\nafter 5 min.\n=======\nafter 6 min.\n>>>>>>> theirs"))
+    before = store_digest(store.root)
+    with pytest.raises(InvalidInput, match=rf"narrative/{t.path}:3: unresolved merge conflict"):
+        ingest_narrative_edits(store)
+    assert store_digest(store.root) == before
+    path.write_text(good.replace("5 min.", "6 min."))
+    assert [e.action for e in commit(store)] == ["updated"]
+    assert "<<<<<<<" not in live(store)[t.node.id][1]
+
+
+@pytest.mark.git
+def test_union_merged_files_give_no_duplicates(git_repo: Path) -> None:
+    """Both branches append to the same log and decisions.md and create a task; Git merges
+    the Markdown by union (declared in .ctx/.gitattributes) and committing after the merge
+    adds no node and no duplicate entry."""
+    from ctxstore.layout import init_store
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(git_repo), *args], check=True, capture_output=True)
+
+    init_store(git_repo / ".ctx", git=True)
+    store = open_store(git_repo / ".ctx")
+    add_note(store, "base note")
+    commit_stage(store, "base")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    for branch in ("side", "main"):
+        git("checkout", "-q", "-B" if branch == "side" else "", branch) if branch == "side" \
+            else git("checkout", "-q", "main")
+        store = open_store(git_repo / ".ctx")
+        add_note(store, f"note from {branch}\n\nsame line in both")
+        add_decision(store, f"Decision of {branch}", "same line in both")
+        add_task(store, "Fix login")
+        commit_stage(store, branch)
+        git("add", "-A")
+        git("commit", "-qm", branch)
+    git("merge", "-q", "side", "-m", "merge")
+    store = open_store(git_repo / ".ctx")
+    ids = set(live(store))
+    assert len(ids) == 7
+    for rel, path in nar.iter_narrative_files(store):
+        text = path.read_text()
+        assert "<<<<<<<" not in text
+        for marker in re.findall(r"ctx:id=(\w+)", text):
+            assert text.count(f"ctx:id={marker}") == 1
+            assert text.count(f"ctx:end={marker}") == (0 if rel.startswith("tasks/") else 1)
+            assert marker in ids
+        assert not any(e.tangled for e in nar.parse_entries(rel, text))
+    assert len(list((ndir(store) / "tasks").iterdir())) == 2
+    assert commit(store, "after merge") == []
+    assert set(live(store)) == ids
+
+
+def test_interleaved_entries_are_reported_and_left_alone(store: Store, tmp_path: Path) -> None:
+    """Two entries with the same long body, appended on two branches: Git's union merge
+    keeps the shared lines once, interleaving the entries. ctx sees the end markers out
+    of place and changes neither node."""
+    body = "Same text\non both branches\n\nwith several\nidentical lines"
+    a, b = add_note(store, body), add_note(store, body)
+    log = ndir(store) / a.path
+    text = log.read_text()
+    cut_a, cut_b = (text.rindex("\n## ", 0, text.index(n.node.id)) + 1 for n in (a, b))
+    base, entry_a, entry_b = text[:cut_a], text[cut_a:cut_b], text[cut_b:]
+    for name, content in (("base", base), ("ours", base + entry_a), ("theirs", base + entry_b)):
+        (tmp_path / name).write_text(content)
+    subprocess.run(["git", "merge-file", "--union", str(tmp_path / "ours"), str(tmp_path / "base"),
+                    str(tmp_path / "theirs")], check=True)
+    merged = (tmp_path / "ours").read_text()
+    assert merged.count("with several") == 1  # interleaved: the shared lines once
+    log.write_text(merged)
+    entries = nar.parse_entries(a.path, merged)
+    assert {e.marker for e in entries if e.tangled} == {a.node.id, b.node.id}
+    edits = ingest_narrative_edits(store)
+    assert sorted((e.action, e.node_id) for e in edits) == sorted(
+        [("tangled", a.node.id), ("tangled", b.node.id)])
+    assert live(store)[a.node.id][1] == live(store)[b.node.id][1] == body
+
+
+def test_code_fences_do_not_split_entries_and_cannot_swallow_the_next(store: Store) -> None:
+    a = add_note(store, "```\n## not a heading\n```\nafter the fence")
+    b = add_note(store, "an unclosed fence\n```python\n## still code")
+    c = add_note(store, "the next note")
+    entries = nar.parse_entries(a.path, (ndir(store) / a.path).read_text())
+    assert [e.marker for e in entries] == [a.node.id, b.node.id, c.node.id]
+    assert [e.content for e in entries] == [live(store)[n.node.id][1] for n in (a, b, c)]
+    assert entries[0].content == "```\n## not a heading\n```\nafter the fence"
+    commit_stage(store, "c")
+    assert commit(store) == []
+
+
+# -- compaction: the session summary ----------------------------------------------------------------
+
+def test_compact_writes_the_session_summary_into_the_committed_log(store: Store) -> None:
+    start_session(store, "Add connection retry")
+    n = add_note(store, "All tests passing")
+    fact = add_node(store, "fact", "Backoff caps at 10 s").node
+    res = compact_session(store, "feat: connection retry")
+    log = ndir(store) / n.path
+    text = log.read_text()
+    summary = nar.parse_entries(n.path, text)[-1]
+    assert summary.session == res.session_id and summary.marker is None
+    assert "feat: connection retry" in summary.body and "Task: Add connection retry" in summary.body
+    assert "2 nodes added" in summary.body
+    assert n.node.id in summary.body and fact.id in summary.body
+    head = store.read_typed(store.read_head().single, Commit)
+    assert head.message == "feat: connection retry"
+    refs = {r.path: r.blob_id for r in head.narrative_refs}
+    assert store.read_blob(ObjectId(refs[n.path])) == log.read_bytes()
+    assert n.node.id in live(store)
+    count = len(live(store))
+    assert compact_session(store, "again").commit is None  # nothing staged: no summary, no commit
+    assert log.read_text() == text and len(live(store)) == count  # the summary is not a node
+
+
+# -- crashes between the Markdown write and the node write --------------------------------------------
+
+def run_killed(ctx: Path, args: list[str], fault: str) -> subprocess.CompletedProcess[str]:
+    """``ctx ARGS`` in a child with the fault shim (see tests/_shim/sitecustomize.py)."""
+    env = dict(os.environ, PYTHONPATH=str(SHIM) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               CTX_FAULT=fault)
+    return subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(ctx), *args],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("kind", ["note", "decision", "task"])
+def test_kill_after_markdown_write_is_reconciled_by_commit(store: Store, kind: str) -> None:
+    commit_stage(store, "base")
+    args = ["add", kind, f"written before the {kind} node"]
+    # the first rename of `ctx add <kind>` puts the Markdown in place; die right after it
+    res = run_killed(store.root, args, "kill:replace:1:after")
+    assert res.returncode == -signal.SIGKILL
+    entries = [e for rel, p in nar.iter_narrative_files(store)
+               for e in nar.parse_entries(rel, p.read_text()) if e.marker]
+    assert len(entries) == 1 and entries[0].marker not in live(store)
+    store = open_store(store.root)
+    edits = commit(store, "after the crash")
+    assert [(e.action, e.node_id) for e in edits] == [("added", entries[0].marker)]
+    node_type, content, _ = live(store)[entries[0].marker]
+    assert node_type == {"note": "observation", "decision": "decision", "task": "task"}[kind]
+    assert f"written before the {kind} node" in content
+    assert commit(store) == []  # idempotent: the marker names the node
+
+
+@pytest.mark.crash
+def test_kill_after_summary_write_then_rerun_compacts_once(store: Store) -> None:
+    start_session(store, "Crashy session")
+    n = add_note(store, "staged note")
+    head = store.read_head().single
+    log = ndir(store) / n.path
+    res = run_killed(store.root, ["stage", "compact", "--message", "done"], "kill:replace:1:after")
+    assert res.returncode == -signal.SIGKILL
+    store = open_store(store.root)
+    assert store.read_head().single == head  # the log was written, the commit was not
+    assert log.read_text().count("ctx:session=") == 1
+    out = compact_session(store, "done")
+    assert out.commit is not None and log.read_text().count("ctx:session=") == 1
+    refs = {r.path: r.blob_id for r in store.read_typed(out.commit, Commit).narrative_refs}
+    assert store.read_blob(ObjectId(refs[n.path])) == log.read_bytes()
+    assert n.node.id in live(store)
+
+
+@pytest.mark.crash
+def test_kill_at_every_operation_of_add_decision(store: Store, tmp_path: Path) -> None:
+    """Whatever operation `ctx add decision` dies at, the next commit leaves exactly as many
+    decision nodes as marked sections in decisions.md (0 or 1), and a further commit is a
+    no-op: the Markdown and the nodes never disagree after a commit."""
+    commit_stage(store, "base")
+    template = store.root.parent
+    args = ["add", "decision", "Probe", "--body", "written under fire"]
+    probe = Path(shutil.copytree(template, tmp_path / "probe")) / ".ctx"
+    assert run_killed(probe, args, f"count:{tmp_path / 'count'}").returncode == 0
+    total = int((tmp_path / "count").read_text())
+    assert total > 10
+    failures = []
+    for n in range(1, total + 1):
+        ctx = Path(shutil.copytree(template, tmp_path / f"p{n}")) / ".ctx"
+        assert run_killed(ctx, args, f"kill:*:{n}:before").returncode == -signal.SIGKILL
+        crashed = open_store(ctx)
+        commit_with_edits(crashed, "after the crash")
+        dec = ctx / "narrative" / "decisions.md"
+        marked = [e.marker for e in nar.parse_entries("decisions.md", dec.read_text())] \
+            if dec.exists() else []
+        nodes = [nid for nid, (t, text, _) in live(crashed).items() if t == "decision"]
+        if sorted(marked) != sorted(nodes) or len(nodes) > 1:
+            failures.append(f"kill before op {n}: markers {marked}, nodes {nodes}")
+        elif commit_with_edits(crashed, "again")[1]:
+            failures.append(f"kill before op {n}: second commit ingested again")
+    assert not failures, failures
