@@ -3,8 +3,9 @@
 ``init`` creates the layout, config.toml with every default, ``.gitignore`` and
 ``.gitattributes``, narrative/README.md from its template, and an initial commit with
 an empty tree. Inside a Git work tree it also registers the pointer merge driver and
-stages ``.ctx/`` (unless ``git=False``). ``force`` re-initialises an existing store's
-layout files; it never deletes objects or history.
+stages ``.ctx/`` (unless ``git=False``). In a clone, where the store is committed but
+the driver registration (clone-local) is not, it only registers the driver. ``force``
+re-initialises an existing store's layout files; it never deletes objects or history.
 """
 
 from __future__ import annotations
@@ -56,14 +57,28 @@ def init_store(ctx_dir: Path, *, force: bool = False, git: bool = True,
         git: Register the merge driver and ``git add`` the store inside a Git work tree.
         ctx_command: The command Git should run for the merge driver.
 
+    Returns:
+        What was done; for an existing store in a Git clone without the merge driver,
+        only the driver registration (``commit`` None).
+
     Raises:
-        StoreExists: if a store is there and ``force`` is not set.
+        StoreExists: if a store is there, ``force`` is not set and there is no driver
+            to register.
         StorageIOError: if the layout cannot be written.
     """
     ctx_dir = ctx_dir.resolve() if ctx_dir.exists() else ctx_dir.parent.resolve() / ctx_dir.name
     # A crash inside an earlier init can leave HEAD without refs/main: finish that one.
     existed = (ctx_dir / "HEAD").exists() and (ctx_dir / MAIN_REF).exists()
     if existed and not force:
+        # A fresh clone has the committed store but not the clone-local driver
+        # registration (.git/config and .git/info/attributes are never cloned): `ctx init`
+        # there registers the driver and touches nothing else.
+        top = gitglue.find_git_toplevel(ctx_dir.parent) if git else None
+        actions = gitglue.register_driver(ctx_dir, top, ctx_command) if top is not None else []
+        if actions:
+            return InitResult(ctx_dir, None, True, top, actions,
+                              notes=["the store already exists: only the merge driver was "
+                                     "registered for this clone"])
         raise StoreExists(f"a ctx store already exists at {ctx_dir}",
                           hint="use `ctx init --force` to re-initialise its layout files")
     created = [p for p in (ctx_dir, *ctx_dir.parents) if not p.exists()]

@@ -83,9 +83,15 @@ def parse_pointer(name: str, data: bytes) -> Pointer:
     if len(data) > MAX_POINTER_BYTES:
         raise RefNotFound(name, detail=f"is not a pointer ({len(data)} bytes)")
     heads: list[ObjectId] = []
+    in_base = False
     for line in _lines(data):
         if line.startswith(_MARKERS):
-            continue  # conflict markers from a Git text merge: keep every side's id
+            # Conflict markers from a Git text merge: keep both sides' ids, but not the
+            # merge base's (diff3/zdiff3 show it between ||||||| and =======).
+            in_base = line.startswith(b"|||||||")
+            continue
+        if in_base:
+            continue
         if not _HEX_LINE.fullmatch(line):
             shown = line[:40].decode("utf-8", "replace")
             raise RefNotFound(name, detail=f"does not hold an object id (found {shown!r})",

@@ -6,6 +6,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctxstore.index.heads import ConcurrentEdit, concurrent_edits
 from ctxstore.pack import TIER_ORDER
 from ctxstore.repo import Store
 from ctxstore.staging import session_status
@@ -40,10 +41,12 @@ class StoreStatus:
     staged_records: int = 0
     staged_work_commits: int = 0
     head: str = ""
+    concurrent: list[ConcurrentEdit] = field(default_factory=list)
 
 
 def store_status(store: Store, conn: sqlite3.Connection, *, kind: str) -> StoreStatus:
-    """Gather the status of ``store`` from its index."""
+    """Gather the status of ``store`` from its index (concurrent edits included: nodes
+    both sides of a Git merge changed, read from the index's node heads)."""
     nodes, tokens = conn.execute("SELECT count(*), coalesce(sum(tokens), 0) FROM nodes").fetchone()
     by_type = dict(conn.execute("SELECT type, count(*) FROM nodes GROUP BY type ORDER BY type"))
     edges = conn.execute("SELECT count(*) FROM edges").fetchone()[0]
@@ -60,4 +63,5 @@ def store_status(store: Store, conn: sqlite3.Connection, *, kind: str) -> StoreS
     return StoreStatus(path=str(store.root), kind=kind, size_bytes=_index_size(store),
                        nodes=nodes, tokens=tokens, by_type=by_type, edges=edges, tags=tags,
                        tiers=tiers, superseded=superseded, staged_records=staged.records,
-                       staged_work_commits=staged.work_commits, head=staged.head.hex())
+                       staged_work_commits=staged.work_commits, head=staged.head.hex(),
+                       concurrent=concurrent_edits(conn))

@@ -48,9 +48,8 @@ def test_parse_pointer_reads_conflict_markers_as_both_sides(style: str) -> None:
     base = f"||||||| base\n{C}\n" if style == "diff3" else ""
     text = f"<<<<<<< HEAD\n{A}\n{base}=======\n{B}\n>>>>>>> side\n"
     ptr = refs.parse_pointer("refs/main", text.encode())
-    # the base side of diff3 is kept too: it is an ancestor, so merging it is harmless
-    want = {bytes.fromhex(A), bytes.fromhex(B)} | ({bytes.fromhex(C)} if base else set())
-    assert set(ptr.heads) == want
+    # the base section of diff3 is ignored: a merge commit never has the base as a parent (GM-06)
+    assert set(ptr.heads) == {bytes.fromhex(A), bytes.fromhex(B)}
 
 
 @pytest.mark.parametrize("name", ["refs/../../x", "/etc/passwd", "refs/", "refs/a/../b",

@@ -19,11 +19,14 @@ def _size(n: int) -> str:
 @format_option
 @pass_env
 def status_command(env: Env) -> None:
-    """Show which store is used and what it holds: nodes by type, edges, tags, tiers.
+    """Show which store is used and what it holds: nodes by type, edges, tags, tiers,
+    and nodes edited on both sides of a Git merge (concurrent edits: the newer
+    version is kept, the other stays in `ctx show ID --history`).
 
     \b
-    Example:
+    Examples:
         ctx status
+        ctx status --format json
     """
     from ctxstore.stats import store_status
 
@@ -34,7 +37,10 @@ def status_command(env: Env) -> None:
                    "edges": st.edges, "tags": st.tags, "superseded": st.superseded,
                    "tiers": {k: {"nodes": v[0], "tokens": v[1]} for k, v in st.tiers.items()},
                    "staged": {"records": st.staged_records, "work_commits": st.staged_work_commits},
-                   "head": st.head})
+                   "head": st.head,
+                   "concurrent_edits": [{"id": c.node_id, "kept": c.kept.hex(),
+                                         "other": c.other.hex(), "deleted": c.kept_removed}
+                                        for c in st.concurrent]})
         return
     label = {"project": "project store", "user": "user store", "explicit": "store"}[st.kind]
     click.echo(f"Store: {st.path} ({label}, index {_size(st.size_bytes)})")
@@ -47,6 +53,13 @@ def status_command(env: Env) -> None:
     click.echo("Tier breakdown:")
     for tier, (count, tokens) in st.tiers.items():
         click.echo(f"  {tier}: {count} nodes ({tokens:,} tokens)")
+    if st.concurrent:
+        click.echo("")
+        click.echo(f"Concurrent edits: {len(st.concurrent)} (changed on both sides of a merge; "
+                   "the newer version is kept, see `ctx show ID --history`)")
+        for c in st.concurrent:
+            kept = "deleted" if c.kept_removed else f"kept {c.kept.hex()[:12]}"
+            click.echo(f"  {c.node_id}: {kept}, other {c.other.hex()[:12]}")
     if st.staged_work_commits:
         click.echo("")
         click.echo(f"Staged: {st.staged_records} records in {st.staged_work_commits} work commits "

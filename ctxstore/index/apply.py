@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ctxstore.index.heads import record_commit_graph, update_node_heads
 from ctxstore.model import ChangeBatch, Commit, WorkCommit, codec
 from ctxstore.model.knowledge import (
     EdgeRecord,
@@ -37,7 +38,7 @@ from ctxstore.tokens import estimate_tokens
 __all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_index", "key_text"]
 
 _TABLES = ("applied", "applied_batches", "winners", "nodes", "tags", "edges", "views",
-           "versions", "nodes_fts")
+           "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads")
 
 
 def key_text(key: tuple[str, ...]) -> str:
@@ -119,27 +120,36 @@ def _stamp(obj: Commit | WorkCommit) -> int:
 def apply_commits(store: Store, conn: sqlite3.Connection,
                   commits: list[tuple[bytes, Commit | WorkCommit]]) -> None:
     """Apply every change batch of ``commits`` not applied yet, and record them."""
+    record_commit_graph(conn, commits)
     for oid, obj in commits:
         for bid in obj.change_batches:
             if conn.execute("SELECT 1 FROM applied_batches WHERE oid = ?", (bid,)).fetchone():
                 continue
             batch = store.read_typed(ObjectId(bid), ChangeBatch)
-            apply_records(store, conn, batch.records, bid)
+            apply_records(store, conn, batch.records, bid, commit=oid)
             conn.execute("INSERT INTO applied_batches(oid) VALUES (?)", (bid,))
         conn.execute("INSERT OR IGNORE INTO applied(oid, kind) VALUES (?, ?)",
                      (oid, type(obj).TYPE))
 
 
 def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[KnowledgeRecord],
-                  batch: bytes) -> None:
-    """Let each record compete for its key; update the tables for every winner."""
+                  batch: bytes, *, commit: bytes) -> None:
+    """Let each record compete for its key; update the tables for every winner.
+
+    ``commit`` is the (work) commit carrying ``batch``: node versions are placed in the
+    commit graph by it, for concurrent-edit detection (``ctxstore.index.heads``).
+    """
     for rec in records:
         key = key_text(record_key(rec))
         version = version_id(rec)
         stamp = record_stamp(rec)
-        conn.execute("INSERT OR IGNORE INTO versions(key, version, stamp, kind, batch, record) "
-                     "VALUES (?, ?, ?, ?, ?, ?)",
-                     (key, version, stamp, rec.KIND, batch, codec.encode(record_to_wire(rec))))
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO versions(key, version, stamp, kind, batch, record) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (key, version, stamp, rec.KIND, batch, codec.encode(record_to_wire(rec))))
+        if isinstance(rec, (NodeRecord, NodeRemoved)):
+            update_node_heads(store, conn, rec.id, version, commit, rec.prev, stamp,
+                              known=cur.rowcount == 0)
         row = conn.execute("SELECT stamp, version FROM winners WHERE key = ?", (key,)).fetchone()
         if row is not None and (row[0], row[1]) >= (stamp, version):
             continue

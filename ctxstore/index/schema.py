@@ -8,7 +8,8 @@ from __future__ import annotations
 
 __all__ = ["INDEX_SCHEMA_VERSION", "SCHEMA"]
 
-INDEX_SCHEMA_VERSION = 2  # 2: tokens counts the stripped content
+# 2: tokens counts the stripped content; 3: commit graph and node heads (concurrent edits)
+INDEX_SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -61,6 +62,18 @@ CREATE TABLE IF NOT EXISTS views (
 CREATE TABLE IF NOT EXISTS versions (
     key TEXT NOT NULL, version BLOB NOT NULL, stamp INTEGER NOT NULL, kind TEXT NOT NULL,
     batch BLOB NOT NULL, record BLOB NOT NULL, PRIMARY KEY (key, version)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS commit_graph (
+    oid BLOB PRIMARY KEY, gen INTEGER NOT NULL, kind TEXT NOT NULL, session TEXT, base BLOB
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS commit_graph_session ON commit_graph(session, base)
+    WHERE session IS NOT NULL;
+CREATE TABLE IF NOT EXISTS commit_parents (
+    oid BLOB NOT NULL, parent BLOB NOT NULL, PRIMARY KEY (oid, parent)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS node_heads (
+    node_id TEXT NOT NULL, version BLOB NOT NULL, commit_oid BLOB NOT NULL, prev BLOB,
+    stamp INTEGER NOT NULL, PRIMARY KEY (node_id, version, commit_oid)
 ) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary, tokenize = 'unicode61');
 """
