@@ -27,7 +27,7 @@ from ctxstore.repo import Store, Transaction
 
 __all__ = ["TEMPLATE_DIR", "read_template", "render_template", "iter_narrative_files", "role_of",
            "stream_of", "latest_snapshots", "snapshot_changes", "ENTRY_ROLES", "Section",
-           "id_marker", "end_marker", "session_marker", "parse_entries", "conflict_line", "demote_headings",
+           "id_marker", "end_marker", "session_marker", "event_marker", "parse_entries", "conflict_line", "demote_headings",
            "content_hash", "task_number", "log_rel", "task_rel"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "narrative_templates"
@@ -124,7 +124,8 @@ def snapshot_changes(store: Store, tx: Transaction, head: ObjectId,
 
 ENTRY_ROLES = ("log", "decision", "task")
 _MARKER = re.compile(r"<!--\s*ctx:id=([0-9A-HJKMNP-TV-Z]{26})\s*-->")
-_SESSION = re.compile(r"<!--\s*ctx:session=([0-9A-Za-z-]{1,64})\s*-->")
+# A record ctx keeps in the log that is not a node: a session summary or an event.
+_SESSION = re.compile(r"<!--\s*ctx:(?:session|event)=([0-9A-Za-z-]{1,64})\s*-->")
 _END = re.compile(r"<!--\s*ctx:end=([0-9A-Za-z-]{1,64})\s*-->")
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
@@ -150,6 +151,12 @@ def end_marker(key: str) -> str:
 def session_marker(session_id: str) -> str:
     """The marker of a session-summary entry (not a node: ctx's own record of a session)."""
     return f"<!-- ctx:session={session_id} -->"
+
+
+def event_marker(key: str) -> str:
+    """The marker of an event entry of the log (``task-created-ULID``): read like a
+    session summary, a record of what happened and not a node."""
+    return f"<!-- ctx:event={key} -->"
 
 
 def log_rel(ms: int) -> str:
@@ -188,7 +195,7 @@ class Section:
     title: str            # heading text without ``#`` and markers
     body: str             # the lines after the heading, blank lines at both ends removed
     marker: str | None    # the node id of its ``ctx:id`` marker
-    session: str | None   # the session id of a session-summary entry
+    session: str | None   # the key of a record entry (session summary, event): not a node
     tangled: bool = False  # a merge interleaved it with another entry (see parse_entries)
 
     @property

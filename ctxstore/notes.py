@@ -130,9 +130,8 @@ def _render(template: str, **values: str) -> str:
     empty = {"{" + key + "}" for key, value in values.items() if not value}
     lines = [line for line in nar.read_template(template).rstrip("\n").split("\n")
              if line.strip() not in empty]
-    text = "\n".join(lines)
-    for key, value in values.items():
-        text = text.replace("{" + key + "}", value)
+    # One pass over the template: a value that holds "{text}" or "{end}" stays as written.
+    text = re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), "\n".join(lines))
     return text.rstrip() + "\n"
 
 
@@ -142,9 +141,13 @@ def _hhmm(ms: int) -> str:
 
 def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
                  node_id: str, tags: Sequence[str], metadata: dict[str, Any] | None,
-                 extra: dict[str, Any] | None = None) -> NarrativeEntry:
+                 extra: dict[str, Any] | None = None,
+                 log_event: tuple[str, str, str] | None = None) -> NarrativeEntry:
     """Append (or create) the Markdown, then stage the node whose content is the entry as
-    ctx will read it back (so the next commit finds nothing to ingest)."""
+    ctx will read it back (so the next commit finds nothing to ingest).
+
+    ``log_event`` = (log path, its header, entry): a record entry appended to the log after
+    the Markdown and before the node (not a node itself)."""
     clean_tags = [validate_tag(t) for t in tags]  # fail before anything is written
     section = nar.parse_entries(rel, entry)[0]
     split_content(section.content)
@@ -157,6 +160,10 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
         if role == "task" and path.exists():
             raise InvalidInput(f"narrative/{rel} already exists")
         _write_text(store, rel, _appended(existing, header, entry) if header else entry)
+        if log_event is not None:
+            log, log_header, log_entry = log_event
+            log_text = _read_text(_narrative_path(store, log), log)
+            _write_text(store, log, _appended(log_text, log_header, log_entry))
         meta = dict(metadata or {})
         meta.update({META_PATH: rel, META_HASH: nar.content_hash(section.content)}, **(extra or {}))
         added = add_node(store, ROLE_TYPES[role], section.content, tags=clean_tags, metadata=meta,
@@ -206,7 +213,8 @@ def add_decision(store: Store, title: str, body: str | None = None, *, tags: Seq
 
 def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequence[str] = (),
              metadata: dict[str, Any] | None = None) -> NarrativeEntry:
-    """Create a task file ``tasks/task_<ULID>.md`` and stage it as a ``task`` node.
+    """Create a task file ``tasks/task_<ULID>.md`` and stage it as a ``task`` node; today's
+    log gets a "task created" entry linking to it (a record, not a node).
 
     The file name holds the whole node id, so two branches never create the same file;
     the heading shows the short task number derived from the id.
@@ -217,12 +225,18 @@ def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequenc
     """
     title = _one_line(title, "title")
     text = nar.demote_headings(_check_text(body, "body"), 2) if body is not None else ""
-    node_id = new_ulid()
+    ms, node_id = now_ms(), new_ulid()
     number = nar.task_number(node_id)
+    rel = nar.task_rel(node_id)
     entry = _render("task.md", number=number, title=title, marker=nar.id_marker(node_id), body=text)
-    return _write_entry(store, role="task", rel=nar.task_rel(node_id), entry=entry,
-                        header="", node_id=node_id, tags=tags, metadata=metadata,
-                        extra={META_TASK: number})
+    key = f"task-created-{node_id}"
+    log = nar.log_rel(ms)
+    event = _render("task_created.md", time=_hhmm(ms), marker=nar.event_marker(key),
+                    number=number, title=title, file=Path(rel).name, path=rel,
+                    end=nar.end_marker(key))
+    return _write_entry(store, role="task", rel=rel, entry=entry, header="", node_id=node_id,
+                        tags=tags, metadata=metadata, extra={META_TASK: number},
+                        log_event=(log, nar.render_template("log.md", date=log[4:-3]), event))
 
 
 # -- ingesting human edits ---------------------------------------------------------------------------

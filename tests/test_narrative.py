@@ -97,6 +97,29 @@ def test_decision_and_task_files(store: Store) -> None:
     assert live(store)[t.node.id][2]["task_number"] == t.task_number
 
 
+def test_task_creation_is_logged_as_a_record_not_a_node(store: Store) -> None:
+    t = add_task(store, "Add connection retry", "Max 5 retries.")
+    log = ndir(store) / nar.log_rel(t.node.created_at)
+    text = log.read_text()
+    key = f"task-created-{t.node.id}"
+    assert f"task created {nar.event_marker(key)}\n" in text
+    assert (f"- Created task {t.task_number}: Add connection retry "
+            f"([task_{t.node.id}.md](../{t.path}))\n{nar.end_marker(key)}\n") in text
+    before = set(live(store))
+    assert commit(store) == []  # the log entry is a record: committing adds no node
+    assert set(live(store)) == before
+    edit(log, "- Created task", "- Opened task")  # edited by hand: still not a node
+    assert commit(store) == [] and set(live(store)) == before
+
+
+def test_placeholders_in_user_text_are_kept_verbatim(store: Store) -> None:
+    n = add_note(store, "literal {end} and {marker} in a note")
+    d = add_decision(store, "Use {title} braces", "body {end}")
+    assert live(store)[n.node.id][1] == "literal {end} and {marker} in a note"
+    assert live(store)[d.node.id][1] == "Use {title} braces\n\nbody {end}"
+    assert commit(store) == []  # the Markdown reads back exactly as the nodes hold it
+
+
 def test_task_number_depends_on_the_id_only() -> None:
     assert nar.task_number("01HQ1A2B3C4D5E6F7G8H9JKMNP") == nar.task_number("01ZZZZZZZZ4D5E6F7G8H9JKMNP")
     assert nar.task_number("01HQ1A2B3C4D5E6F7G8H9JKMNP") != nar.task_number("01HQ1A2B3C4D5E6F7G8H9JKMNQ")
