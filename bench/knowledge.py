@@ -491,7 +491,8 @@ class Row:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def _load() -> str:
+def load_text() -> str:
+    """The load average as text, printed with every run: the machine is shared."""
     try:
         one, five, fifteen = os.getloadavg()
     except OSError:
@@ -599,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f"; version-manager shim on PATH: {shim_path} (a shell script)" if shim else ""))
     for name, cmd in launchers.items():
         print(f"          measured as [{name}]: {' '.join(cmd)}")
-    print(f"load:     {_load()} at start (other processes on the machine add noise)")
+    print(f"load:     {load_text()} at start (other processes on the machine add noise)")
     print(f"date:     {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
 
     base = Path(tempfile.mkdtemp(prefix="ctx-bench-knowledge-", dir=args.dir))
@@ -792,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
                     imported = None
 
         # -- report -------------------------------------------------------------------------
-        print(f"\nload:     {_load()} after the measurements")
+        print(f"\nload:     {load_text()} after the measurements")
         results: list[tuple[str, str, str, str]] = []  # (what, goal, result, verdict)
         floor = statistics.median(rows["python -c pass"].samples.get(lnames[0], [0]) or [0])
         print()
@@ -915,6 +916,7 @@ _BREAKDOWN = r"""
 import contextlib, importlib, io, json, os, sys, time
 t0 = time.perf_counter()
 import ctxstore.cli as cli
+import ctxstore.cli.root  # the root group and click, as `ctx CMD` loads them
 args = sys.argv[1:]
 importlib.import_module(cli.COMMANDS[args[2]][0])
 t1 = time.perf_counter()

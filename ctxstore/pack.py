@@ -9,6 +9,7 @@ rendered cost is counted before it is added, and the final text is checked.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,11 +115,6 @@ def _frame(count: int, tokens: int, rendered_at: str) -> tuple[str, str]:
             "<!-- ctx:end -->\n")
 
 
-def _tier_rank(tags: str | None) -> int:
-    ranks = [TIER_ORDER[t[5:]] for t in (tags or "").split(",") if t[5:] in TIER_ORDER]
-    return min(ranks) if ranks else TIER_ORDER[None]
-
-
 def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_ms: int,
             force_ids: frozenset[str] = frozenset()) -> Composition:
     """Choose nodes in priority order until the budget is used; render them.
@@ -129,15 +125,15 @@ def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_
         BudgetExceeded: if the budget cannot hold even the header and footer.
     """
     by_id = {n.id: n for n in nodes}
-    cands = [(TIER_ORDER[tier_of(n)], n.updated_at, n.id, estimate_tokens(n.content.strip()))
-             for n in nodes]
+    cands = [(rank, n.id, estimate_tokens(n.content.strip())) for rank, n in _ranked(nodes)]
     return _compose(conn, cands, lambda ids: [by_id[i] for i in ids], budget, now_ms, force_ids)
 
 
 def compose_query(conn: sqlite3.Connection, query: str, budget: int, *, now_ms: int,
                   force_ids: frozenset[str] = frozenset()) -> Composition:
-    """``compose`` over the nodes a query selects, loading full rows only for nodes that can
-    still fit (a large view selects thousands of nodes; a budget holds hundreds).
+    """``compose`` over the nodes a query selects. SQLite ranks and orders the candidates
+    as light rows; full rows are loaded only for nodes that can still fit (a large view
+    selects thousands of nodes; a budget holds hundreds, a session start a few dozen).
 
     Raises:
         QuerySyntaxError, BudgetExceeded: for a bad query or a budget below the frame.
@@ -145,49 +141,58 @@ def compose_query(conn: sqlite3.Connection, query: str, budget: int, *, now_ms: 
     from ctxstore.index.read import nodes_by_ids
     from ctxstore.query.executor import select_candidates
 
-    rows = select_candidates(conn, query, now=now_ms / 1000)
-    cands = [(_tier_rank(tiers), updated, node_id, tokens) for node_id, tokens, updated, tiers in rows]
+    ranks = {f"tier:{tier}": rank for tier, rank in TIER_ORDER.items() if tier is not None}
+    cands = select_candidates(conn, query, now=now_ms / 1000, ranks=ranks, unranked=TIER_ORDER[None])
     return _compose(conn, cands, lambda ids: nodes_by_ids(conn, ids), budget, now_ms, force_ids)
 
 
+# Full rows are loaded in chunks of candidates that can still fit: at most _CHUNK, and no
+# more once their content alone would fill the room left (but at least _MIN_CHUNK, so the
+# tail of a nearly full budget does not cost one query per node).
 _CHUNK = 256
+_MIN_CHUNK = 32
 
 
-def _compose(conn: sqlite3.Connection, cands: list[tuple[int, int, str, int]],
+def _compose(conn: sqlite3.Connection, cands: list[tuple[int, str, int]],
              load: Callable[[list[str]], list[NodeRow]], budget: int, now_ms: int,
              force_ids: frozenset[str]) -> Composition:
+    """Greedy fill over ``cands`` = ``(tier rank, id, content tokens)`` in priority order."""
     rendered_at = iso_ms(now_ms)
     head, foot = _frame(10**9, 10**9, rendered_at)  # widest numbers: a safe reservation
     reserve = estimate_tokens(head) + estimate_tokens(foot)
     if budget < reserve:
         raise BudgetExceeded(f"budget {budget} is below the {reserve} tokens the frame needs")
-    cands = sorted(cands, key=lambda c: (c[0], -c[1], c[2]))
     deps_of: dict[str, list[str]] = {}
     used = reserve
     chosen: list[tuple[int, NodeRow, str]] = []
     seen_headers: set[tuple[int, str]] = set()
     skipped = 0
-    short_of = short_id_lookup(conn)
+    short_of = functools.cache(short_id_lookup(conn))  # a dependency is often shown many times
     out_edges: dict[tuple[str, str], list[str]] = {}
-
-    def bound(cand: tuple[int, int, str, int]) -> int:
-        # A lower bound of the item's cost: its stripped content (pinned items show a preview).
-        section = 2 if cand[2] in force_ids else cand[0]
-        return 0 if section == 0 else cand[3]
-
-    for start in range(0, len(cands), _CHUNK):
-        chunk = [c for c in cands[start:start + _CHUNK] if used + bound(c) <= budget]
-        skipped += min(_CHUNK, len(cands) - start) - len(chunk)
-        rows = {n.id: n for n in load([c[2] for c in chunk])}
+    # A lower bound of each item's cost: its stripped content (pinned items show a preview;
+    # expanded nodes are shown in full as working context).
+    bounds = [0 if c[0] == 0 and c[1] not in force_ids else c[2] for c in cands]
+    total, pos = len(cands), 0
+    while pos < total:
+        room, want = budget - used, 0
+        chunk: list[int] = []
+        while pos < total and len(chunk) < _CHUNK and (want <= room or len(chunk) < _MIN_CHUNK):
+            if bounds[pos] > room:  # cannot fit now, and `used` only grows
+                skipped += 1
+            else:
+                chunk.append(pos)
+                want += bounds[pos]
+            pos += 1
+        rows = {n.id: n for n in load([cands[i][1] for i in chunk])}
         out_edges.update(_out_edges(conn, list(rows)))
-        for cand in chunk:
-            node = rows.get(cand[2])
-            if node is None or used + bound(cand) > budget:
+        for i in chunk:
+            node = rows.get(cands[i][1])
+            if node is None or used + bounds[i] > budget:
                 skipped += 1
                 continue
-            section = 2 if node.id in force_ids else cand[0]
+            section = 2 if node.id in force_ids else cands[i][0]
             deps = out_edges.get((node.id, "DEPENDS_ON"), [])
-            short = {i: short_of(i) for i in (node.id, *deps)}
+            short = {some: short_of(some) for some in (node.id, *deps)}
             item = _item(node, section, deps, short)
             sec_head, sub_head = _headers(section, node.type)
             cost = estimate_tokens(item) + 1

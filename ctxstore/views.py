@@ -3,6 +3,8 @@
 The ``default`` view (``tag:tier:pinned OR tag:tier:reference OR tag:tier:working``,
 budget 50,000 or the caller's default) exists from the first use without being written:
 reading never writes the store. ``view update default`` saves it like any other view.
+The write path (``ctxstore.nodes``, staging) is imported only by the functions that write:
+``compose`` and the session-start hook read views on every run.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from typing import TYPE_CHECKING
 
 from ctxstore.errors import InvalidInput, NodeNotFound
 from ctxstore.index import open_index
 from ctxstore.index.read import ViewRow, find_view, read_views
 from ctxstore.model.knowledge import ViewRecord, ViewRemoved
-from ctxstore.nodes import WriteResult, bump, stage_write
 from ctxstore.query.parser import parse_query
 from ctxstore.repo import Store, now_ms
+
+if TYPE_CHECKING:
+    from ctxstore.nodes import WriteResult
 
 __all__ = ["DEFAULT_VIEW_NAME", "DEFAULT_VIEW_QUERY", "DEFAULT_BUDGET", "validate_view_name",
            "get_view", "list_views", "create_view", "update_view", "delete_view"]
@@ -79,6 +84,8 @@ def create_view(store: Store, name: str, query: str, budget: int,
     Raises:
         InvalidInput: bad name, budget or query syntax, or the view exists.
     """
+    from ctxstore.nodes import stage_write
+
     validate_view_name(name)
     _check_budget(budget)
     parse_query(query, now=time.time())
@@ -99,6 +106,8 @@ def update_view(store: Store, name: str, *, query: str | None = None, budget: in
         InvalidInput: if nothing is given or a value is invalid.
         NodeNotFound: if there is no such view.
     """
+    from ctxstore.nodes import bump, stage_write
+
     if query is None and budget is None and description is None:
         raise InvalidInput("nothing to update", hint="give --query, --budget or --description")
     if budget is not None:
@@ -122,6 +131,8 @@ def delete_view(store: Store, name: str) -> WriteResult:
     Raises:
         NodeNotFound: if there is no saved view of that name.
     """
+    from ctxstore.nodes import bump, stage_write
+
     with store.lock():
         cur = find_view(open_index(store), name)
         if cur is None:

@@ -108,23 +108,30 @@ def run_query(conn: sqlite3.Connection, text: str, *, now: float,
     return _load_tags(conn, [node_from_row(r) for r in conn.execute(sql, args)])
 
 
-def select_candidates(conn: sqlite3.Connection, text: str, *, now: float,
-                      include_superseded: bool = False) -> list[tuple[str, int, int, str | None]]:
-    """The nodes a query selects as light rows ``(id, tokens, updated_at, tier tags)``,
-    for callers that load full rows only for some of them (compose).
+def select_candidates(conn: sqlite3.Connection, text: str, *, now: float, ranks: dict[str, int],
+                      unranked: int, include_superseded: bool = False) -> list[tuple[int, str, int]]:
+    """The nodes a query selects as light rows ``(rank, id, tokens)`` in priority order:
+    rank (the lowest ``ranks`` value among the node's tags, ``unranked`` when it has none
+    of them), then newest first, then id. Ordering and ranking happen in SQLite, so a
+    caller that loads full rows only for some nodes (compose) never builds or sorts
+    thousands of Python rows.
 
     Raises:
         QuerySyntaxError, NodeNotFound, AmbiguousPrefix: as ``run_query``.
     """
-    args: list[Any] = []
+    tags = sorted(ranks)
+    args: list[Any] = [x for tag in tags for x in (tag, ranks[tag])]
+    # One range seek per node over the (node_id, tag) key (an IN list costs a seek per tag:
+    # ~5 ms more on 10,000 nodes); tags inside the range but not ranked give NULL.
+    rank = (f"coalesce((SELECT min(CASE t.tag {' '.join(['WHEN ? THEN ?'] * len(tags))} END) "
+            "FROM tags t WHERE t.node_id = n.id AND t.tag BETWEEN ? AND ?), ?)" if tags else "?")
+    args += [tags[0], tags[-1], unranked] if tags else [unranked]
     where = compile_where(conn, parse_query(text, now=now), args, [])
     if not include_superseded:
         where += " AND n.superseded_by IS NULL"
-    sql = ("SELECT n.id, n.tokens, n.updated_at, t.tiers FROM nodes n LEFT JOIN "
-           "(SELECT node_id, group_concat(tag) AS tiers FROM tags WHERE tag >= 'tier:' "
-           "AND tag < 'tier;' GROUP BY node_id) t ON t.node_id = n.id "
-           f"WHERE {where}")
-    return [(r[0], r[1], r[2], r[3]) for r in conn.execute(sql, args)]
+    sql = (f"SELECT {rank} AS rank, n.id, n.tokens FROM nodes n WHERE {where} "
+           "ORDER BY rank, n.updated_at DESC, n.id")
+    return conn.execute(sql, args).fetchall()
 
 
 def search_nodes(conn: sqlite3.Connection, text: str, *, limit: int = 20,
