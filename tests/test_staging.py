@@ -240,3 +240,16 @@ def test_transaction_cas_detects_concurrent_move(store: Store) -> None:
         with store.transaction() as tx:
             c = tx.put(Commit(parents=(ptr.single,), timestamp_unix=1, message="stale"))
             tx.move_pointer("refs/main", c, expected=ptr)
+
+
+def test_session_ids_are_random_version_4_uuids() -> None:
+    import uuid
+
+    from ctxstore.staging import new_session_id
+
+    ids = [new_session_id() for _ in range(200)]
+    assert len(set(ids)) == 200
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122

@@ -13,7 +13,6 @@ state was lost (RELIABILITY.md CO-11, TR-12). Nodes written here have ``author: 
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -66,7 +65,11 @@ class CommandContext:
 
 def hook_key(session: str, raw: str) -> str:
     """The identity of a tag written in a session (stored with the nodes it creates)."""
-    return hashlib.sha256(f"{session}\0{raw}".encode("utf-8", "replace")).hexdigest()[:32]
+    # BLAKE3 (the object store's hash, already loaded on this path), not hashlib: its
+    # import loads OpenSSL (~3 ms on every Stop that writes).
+    from blake3 import blake3
+
+    return blake3(f"{session}\0{raw}".encode("utf-8", "replace")).hexdigest()[:32]
 
 
 def current_task(state: HookState) -> str | None:

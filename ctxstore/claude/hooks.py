@@ -6,7 +6,9 @@
 - ``prompt_submit``: delivers pending recall / status / expand results exactly once.
 - ``stop``: runs the ``<ctx:*>`` commands of the whole last assistant turn, each once.
 - ``pre_compact`` / ``session_end``: retry commands deferred under a held lock; record
-  the compaction. Nothing else: SessionEnd has a 1.5 s budget and PreCompact no channel.
+  the compaction. ``session_end`` also composes the default view into the cache when the
+  session changed the store (tens of milliseconds; SessionEnd has a 1.5 s budget, and a
+  hook killed mid-way leaves SQLite as it was), so the next session start reads it ready.
 
 Every handler is cheap when it has nothing to do: prompt-submit opens only
 ``local/state.sqlite`` (and not even that when it does not exist), stop opens the store
@@ -296,8 +298,9 @@ def prompt_submit(root: Path | None, payload: Payload) -> Payload:
 
 def _view_cache_key(root: Path) -> str | None:
     """What the composed default view depends on: the pointer files (every node, edge and
-    view change moves them), the hour (views may use relative times) and the budget.
-    None when a pointer cannot be read plainly (then compose, which resolves it)."""
+    view change moves them) and the budget; the clock only for a view whose query uses
+    relative times (the cache entry says so, see ``_cached_view``). None when a pointer
+    cannot be read plainly (then compose, which resolves it)."""
     parts = []
     try:
         head = (root / "HEAD").read_bytes()
@@ -312,43 +315,59 @@ def _view_cache_key(root: Path) -> str | None:
         parts.append(stage.read_bytes() if stage.exists() else b"-")
     except OSError:
         return None
-    parts.append(time.strftime("%Y-%m-%dT%H", time.gmtime()).encode())
     parts.append(str(SESSION_START_TOKENS).encode())
     return b"|".join(parts).decode("ascii", "replace")
 
 
-def _default_view(root: Path) -> str:
-    """The default view composed for injection (at most ``SESSION_START_TOKENS``)."""
+def _hour() -> str:
+    return time.strftime("%Y-%m-%dT%H", time.gmtime())
+
+
+def _default_view(root: Path) -> tuple[str, bool]:
+    """The default view composed for injection (at most ``SESSION_START_TOKENS``), and
+    whether its query uses relative times (``created:>24h``): then it changes with the clock."""
     from ctxstore.index import open_index
     from ctxstore.pack import compose_query
+    from ctxstore.query.parser import parse_query
     from ctxstore.views import DEFAULT_VIEW_NAME, get_view
 
+    now = time.time()
     conn = open_index(_open_store(root))
     try:
         view = get_view(conn, DEFAULT_VIEW_NAME)
         budget = min(view.budget, SESSION_START_TOKENS)
-        comp = compose_query(conn, view.query, budget, now_ms=time.time_ns() // 1_000_000)
+        comp = compose_query(conn, view.query, budget, now_ms=int(now * 1000))
     finally:
         conn.close()
+    # The parser resolves durations against `now`: two clocks give two trees only then.
+    timed = parse_query(view.query, now=now) != parse_query(view.query, now=now + 7200)
     body = comp.text
     if comp.skipped:
         body += f"[... {comp.skipped} more nodes omitted; run `ctx compose` for all]\n"
-    return body
+    return body, timed
 
 
 def _cached_view(root: Path, state: HookState) -> str:
-    """The composed default view from the state's cache, or composed and cached anew."""
+    """The composed default view from the state's cache, or composed and cached anew.
+
+    An entry is valid while the pointers and the budget are unchanged, and, for a view
+    with relative times, within the UTC hour it was composed in."""
     import json
 
     key = _view_cache_key(root)
     cached = state.get("view_cache")
     if key is not None and cached is not None:
-        entry = json.loads(cached)
-        if entry.get("key") == key and isinstance(entry.get("text"), str):
+        try:
+            entry = json.loads(cached)
+        except ValueError:
+            entry = {}
+        if isinstance(entry, dict) and entry.get("key") == key \
+                and entry.get("hour") in (None, _hour()) and isinstance(entry.get("text"), str):
             return str(entry["text"])
-    body = _default_view(root)
+    body, timed = _default_view(root)
     if key is not None:
-        state.put("view_cache", json.dumps({"key": key, "text": body}))
+        state.put("view_cache", json.dumps({"key": key, "hour": _hour() if timed else None,
+                                            "text": body}))
     return body
 
 
@@ -372,7 +391,7 @@ def session_start(root: Path | None, payload: Payload) -> Payload:
     except (OSError, sqlite3.Error):  # e.g. a read-only checkout: memory is still shown
         state = None
     if state is None:
-        body = _default_view(root)
+        body = _default_view(root)[0]
     else:
         with state:
             _, problems, _ = _drain(root, state)
@@ -405,7 +424,9 @@ def pre_compact(root: Path | None, payload: Payload) -> Payload:
 
 
 def session_end(root: Path | None, payload: Payload) -> Payload:
-    """At the end of a session: run deferred commands if the lock is free (cheap otherwise)."""
+    """At the end of a session: run deferred commands if the lock is free, then compose the
+    default view into the cache if the session changed the store, so the next session
+    start finds it ready (the composing moves from the next start to this end)."""
     if root is None:
         return {}
     state = open_state(root, create=False)
@@ -413,6 +434,7 @@ def session_end(root: Path | None, payload: Payload) -> Payload:
         return {}
     with state:
         _drain(root, state)
+        _cached_view(root, state)
     return {}
 
 

@@ -383,3 +383,44 @@ def test_hooks_session_start_reinjects_after_compaction_within_the_size_cap(stor
     assert "more nodes omitted; run `ctx compose` for all]" in out
     assert out.rstrip().endswith("</ctx-data>")
     assert hook("session-end", payload(store, reason="other")) == {}
+
+
+def test_hooks_session_end_composes_the_view_the_next_session_start_reads(
+        store: Store, tr: Transcript) -> None:
+    hook("session-start", payload(store, source="startup"))
+    tr.user("Note the decision.")
+    tr.say('<ctx:remember type="decision" tags="tier:reference">Retry with backoff, '
+           "at most 5 times.</ctx:remember>")
+    assert stop(store, tr) == {}
+    assert hook("session-end", payload(store, reason="prompt_input_exit")) == {}
+    # The index is derived: without it, a session start that composed would rebuild it.
+    shutil.rmtree(store.root / "index")
+    start = context(hook("session-start", payload(store, "s2", source="startup")))
+    assert "Retry with backoff, at most 5 times." in start
+    assert not (store.root / "index").exists(), "the session start composed anew"
+    # A change between sessions (not seen by session-end) is composed at the next start.
+    ctx(store, "add", "--type", "fact", "--tag", "tier:reference", "Timeouts are 30 s.")
+    start = context(hook("session-start", payload(store, "s3", source="startup")))
+    assert "Timeouts are 30 s." in start and "Retry with backoff" in start
+
+
+@pytest.mark.parametrize("query,follows_clock", [
+    ("tag:tier:pinned OR tag:tier:reference OR tag:tier:working", False),
+    ("created:>24h OR tag:tier:reference", True),
+])
+def test_hooks_cached_view_expires_with_the_hour_only_for_relative_times(
+        store: Store, query: str, follows_clock: bool) -> None:
+    from ctxstore.claude.hooks import _cached_view
+    from ctxstore.claude.state import open_state
+
+    ctx(store, "view", "update", "default", "--query", query)
+    ctx(store, "add", "--type", "fact", "--tag", "tier:reference", "Cached fact.")
+    with open_state(store.root, create=True) as state:
+        assert "Cached fact." in _cached_view(store.root, state)
+        entry = json.loads(state.get("view_cache"))
+        assert (entry["hour"] is not None) is follows_clock
+        if follows_clock:
+            entry["hour"] = "2001-01-01T00"  # as if composed in another hour
+        state.put("view_cache", json.dumps({**entry, "text": "SENTINEL"}))
+        again = _cached_view(store.root, state)
+    assert (again == "SENTINEL") is not follows_clock

@@ -1,0 +1,126 @@
+"""The hook fast path: ``ctx hook EVENT`` read, handled and printed without click.
+
+Claude Code runs a hook on every session start, prompt and reply: ``ctxstore.cli.main``
+sends ``ctx hook ...`` here before anything imports click or builds the root group
+(bench/hooks.py measures the cost). The click commands of ``ctxstore.cli.hook`` (for
+``--help`` and ``--ctx-dir``) call ``run_event`` too, so both paths behave the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = ["EVENTS", "MAX_STDIN_BYTES", "fast_main", "read_payload", "run_event", "emit", "warn"]
+
+EVENTS = ("session-start", "prompt-submit", "stop", "pre-compact", "session-end")
+MAX_STDIN_BYTES = 16 << 20
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def read_payload(stream: BinaryIO | None) -> dict[str, Any]:
+    """The hook input as a dict; anything else (empty, invalid, too large, not an
+    object, too deeply nested) is an empty payload."""
+    if stream is None or stream.isatty():
+        return {}
+    try:
+        raw = stream.read(MAX_STDIN_BYTES + 1)
+    except OSError:
+        return {}
+    if not raw or len(raw) > MAX_STDIN_BYTES:
+        return {}
+    text = raw.decode("utf-8", "replace").lstrip("\ufeff")
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _clean(value: Any) -> Any:
+    from ctxstore.claude.inject import sanitize_text
+
+    if isinstance(value, str):
+        return sanitize_text(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    return value
+
+
+def emit(out: dict[str, Any]) -> None:
+    data = json.dumps(_clean(out), ensure_ascii=False).encode("utf-8") + b"\n"
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+def warn(text: str) -> None:
+    sys.stderr.write(text.replace("\n", " ") + "\n")
+    if os.environ.get("CTX_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+
+
+def run_event(event: str, ctx_dir: str | None, *, response: str | None = None) -> int:
+    """Run one hook event end to end: read stdin, handle, print one JSON object.
+
+    Returns:
+        The exit code: 1 for a corrupt store, else 0.
+    """
+    payload = read_payload(getattr(sys.stdin, "buffer", None))
+    code = 0
+    try:
+        from ctxstore.claude import hooks
+
+        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd()
+        home = Path(os.path.expanduser("~"))
+        root = hooks.find_store_root(cwd, ctx_dir or os.environ.get("CTX_DIR") or None, home)
+        if event == "stop":
+            out = hooks.stop(root, payload, response=response)
+        elif event in hooks.HANDLERS:
+            out = hooks.HANDLERS[event](root, payload)
+        else:
+            warn(f"ctx hook: unknown event {event!r} (one of {', '.join(EVENTS)})")
+            out = {}
+    except Exception as exc:  # the hook funnel: never a traceback, never exit 2
+        from ctxstore.errors import CtxError, StoreCorrupt
+
+        if isinstance(exc, StoreCorrupt):
+            code = 1
+            out = {"systemMessage": f"ctx: the store is damaged ({exc.code}: {exc.message}); "
+                                    "run `ctx debug verify`"}
+            warn(f"ctx: error[{exc.code}]: {exc.message}")
+        elif isinstance(exc, CtxError):
+            out = {"systemMessage": f"ctx: {exc.message}"}
+            warn(f"ctx: error[{exc.code}]: {exc.message}")
+        else:
+            out = {}
+            warn(f"ctx hook: internal error: {type(exc).__name__} (CTX_DEBUG=1 for a traceback)")
+    emit(out)
+    return code
+
+
+def fast_main(argv: list[str]) -> int | None:
+    """``ctx hook EVENT [--response TEXT] [ignored ...]`` without the click machinery.
+
+    Returns:
+        The exit code, or None when click should handle the command line (``--help``).
+    """
+    if any(a in ("-h", "--help") for a in argv):
+        return None
+    event = argv[0] if argv else ""
+    response = None
+    if event == "stop":
+        for i, arg in enumerate(argv):
+            if arg == "--response" and i + 1 < len(argv):
+                response = argv[i + 1]
+            elif arg.startswith("--response="):
+                response = arg.split("=", 1)[1]
+    return run_event(event, None, response=response)
