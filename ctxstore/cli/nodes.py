@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-
+from typing import Any
 
 import click
 
@@ -41,11 +41,16 @@ NARRATIVE_KINDS = ("note", "task", "decision")
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="Metadata (repeatable).")
 @click.option("--stdin", "from_stdin", is_flag=True, help="Read the content from standard input.")
 @click.option("--body", default=None, help="The text of a task or decision (Markdown).")
+@click.option("--commit", "commit", is_flag=True,
+              help="Then fold the staged work into a canonical commit (as `ctx commit`).")
+@click.option("-m", "--message", default=None,
+              help="The message of that commit (implies --commit).")
 @click.argument("words", nargs=-1, metavar="[note|task|decision] TEXT")
 @format_option
 @pass_env
 def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tuple[str, ...],
-                from_stdin: bool, body: str | None, words: tuple[str, ...]) -> None:
+                from_stdin: bool, body: str | None, commit: bool, message: str | None,
+                words: tuple[str, ...]) -> None:
     """Add a knowledge node; prints its id. The write is durable when this returns.
 
     With --type TYPE, TEXT becomes a node of that type. `note`, `task` and `decision`
@@ -60,10 +65,41 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
         ctx add note "Fixed the timeout bug by adding retry logic"
         ctx add task "Implement rate limiting" --body "Token bucket per client"
         ctx add decision "Retry with exponential backoff" --body "Jitter avoids retry storms"
+        ctx add note "Switched the cache to LRU" -m "Cache notes"
     """
+    if message is not None and not message.strip():
+        raise InvalidInput("the commit message is empty")
     if node_type is None and words and words[0] in NARRATIVE_KINDS:
-        _add_narrative(env, words[0], words[1:], from_stdin, body, tags, meta)
+        doc, line = _add_narrative(env, words[0], words[1:], from_stdin, body, tags, meta)
+    else:
+        doc, line = _add_plain(env, node_type, tags, meta, from_stdin, body, words)
+    if commit or message is not None:
+        doc["commit"] = _commit_after_add(env, doc, message)
+    if env.fmt == "json":
+        emit_json(doc)
         return
+    click.echo(line)
+    if doc.get("commit"):
+        click.echo(f"committed {doc['commit']}")
+
+
+def _commit_after_add(env: Env, doc: dict[str, Any], message: str | None) -> str | None:
+    """``ctx add --commit``: fold the session now; the node is staged whatever happens."""
+    from ctxstore.errors import CtxError
+    from ctxstore.notes import commit_with_edits
+
+    text = message or f"ctx add {doc.get('kind', doc['type'])}: {doc['id']}"
+    try:
+        res, _ = commit_with_edits(env.store(), text)
+    except CtxError as exc:
+        exc.message = f"added {doc['id']} (staged), but the commit failed: {exc.message}"
+        raise
+    return res.commit.hex() if res.commit else None
+
+
+def _add_plain(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tuple[str, ...],
+               from_stdin: bool, body: str | None, words: tuple[str, ...]
+               ) -> tuple[dict[str, Any], str]:
     if node_type is None:
         raise InvalidInput("give --type TYPE CONTENT, or note, task or decision and the text",
                            hint='ctx add note "text"')
@@ -76,11 +112,8 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
 
     added = add_node(env.store(), node_type, text, tags=list(tags), metadata=_parse_meta(meta))
     node = added.node
-    if env.fmt == "json":
-        emit_json({"id": node.id, "type": node.type, "tags": list(node.tags),
-                   "work_commit": added.staged.work_commit.hex()})
-    else:
-        click.echo(node.id)
+    return ({"id": node.id, "type": node.type, "tags": list(node.tags),
+             "work_commit": added.staged.work_commit.hex()}, node.id)
 
 
 def _text_arg(arg: str | None, from_stdin: bool, what: str) -> str:
@@ -90,7 +123,7 @@ def _text_arg(arg: str | None, from_stdin: bool, what: str) -> str:
 
 
 def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool, body: str | None,
-                   tags: tuple[str, ...], meta: tuple[str, ...]) -> None:
+                   tags: tuple[str, ...], meta: tuple[str, ...]) -> tuple[dict[str, Any], str]:
     from ctxstore import notes
 
     if len(rest) > 1:
@@ -109,15 +142,13 @@ def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool,
         add = notes.add_task if kind == "task" else notes.add_decision
         entry = add(env.store(), rest[0], text, tags=tags, metadata=_parse_meta(meta))
     node = entry.node
-    if env.fmt == "json":
-        doc = {"id": node.id, "type": node.type, "kind": kind, "path": entry.path,
-               "tags": list(node.tags), "work_commit": entry.added.staged.work_commit.hex()}
-        if entry.task_number is not None:
-            doc["task_number"] = entry.task_number
-        emit_json(doc)
-        return
+    doc: dict[str, Any] = {"id": node.id, "type": node.type, "kind": kind, "path": entry.path,
+                           "tags": list(node.tags),
+                           "work_commit": entry.added.staged.work_commit.hex()}
+    if entry.task_number is not None:
+        doc["task_number"] = entry.task_number
     number = f"  task {entry.task_number}" if entry.task_number else ""
-    click.echo(f"{node.id}{number}  narrative/{entry.path}")
+    return doc, f"{node.id}{number}  narrative/{entry.path}"
 
 
 def _print_node(env: Env, node, edges, history) -> None:  # type: ignore[no-untyped-def]

@@ -148,3 +148,38 @@ def test_subprocess_add_edit_commit(store: Store) -> None:
     assert f"  updated {doc['id']} from narrative/{doc['path']}" in res.stdout
     res = run_ctx([*ctx, "add", "note", ""])
     assert res.returncode == 1 and res.stderr.startswith("ctx: error[E011]: ")
+
+
+def test_add_with_message_commits_at_once(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    out = ok(runner, store, "add", "note", "Switched the cache to LRU", "-m", "Cache notes")
+    node_id, rest = out.split("  ", 1)
+    m = re.fullmatch(r"narrative/log/\S+\.md\ncommitted ([0-9a-f]{64})\n", rest)
+    assert m, out
+    first = js(runner, store, "log")["commits"][0]
+    assert first["message"] == "Cache notes" and first["id"] == m.group(1)
+    assert js(runner, store, "status")["staged"]["records"] == 0
+    assert show(runner, store, node_id)["content"] == "Switched the cache to LRU"
+
+    doc = js(runner, store, "add", "--type", "fact", "Timeouts are 30 s", "--commit")
+    assert re.fullmatch(r"[0-9a-f]{64}", doc["commit"])
+    assert js(runner, store, "log")["commits"][0]["message"] == f"ctx add fact: {doc['id']}"
+
+
+def test_add_with_an_empty_message_changes_nothing(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    before = store_digest(store.root)
+    r = invoke(runner, store, "add", "note", "text", "-m", "  ")
+    assert r.exit_code != 0 and "commit message is empty" in r.stderr
+    assert store_digest(store.root) == before
+
+
+def test_add_commit_failure_says_the_node_is_staged(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    ok(runner, store, "add", "decision", "Use SQLite", "--body", "Few parts.")
+    path = store.root / "narrative" / "decisions.md"
+    path.write_text(path.read_text() + "<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n")
+    r = invoke(runner, store, "add", "note", "still kept", "-m", "try")
+    assert r.exit_code != 0
+    assert re.search(r"error\[E011\]: added [0-9A-Z]{26} \(staged\), but the commit failed: "
+                     r"narrative/decisions.md:\d+: unresolved merge conflict", r.stderr), r.stderr
+    node_id = re.search(r"added ([0-9A-Z]{26})", r.stderr).group(1)
+    assert show(runner, store, node_id)["content"] == "still kept"
+    assert js(runner, store, "status")["staged"]["records"] >= 1
