@@ -9,10 +9,10 @@ outside them is never touched, byte for byte. Ranking is spec 003's formula::
            + log(access_count + 1) / max_log * 0.15
 
 with confidence decayed by each type's half-life, priority from the node's metadata,
-centrality the node's edge degree relative to the best-connected candidate, and access
-counts when the caller has them (nothing records them yet, so ``refresh`` passes
-none). Each type gets spec 003's share of the line budget; the whole section never
-exceeds the budget.
+centrality the node's edge degree relative to the best-connected candidate, and the
+access counts the hooks record in this clone's ``local/state.sqlite`` (one per node a
+``<ctx:recall>`` or ``<ctx:expand>`` returned). Each type gets spec 003's share of the
+line budget; the whole section never exceeds the budget.
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ def write_claude_md(store: Store, path: Path, lines: int) -> bool:
         raise InvalidInput(f"--lines must be at least 5, got {lines}")
     conn = open_index(store)
     try:
-        section = render_section(conn, lines, now=now_ms())
+        section = render_section(conn, lines, now=now_ms(), access=_access_counts(store))
     finally:
         conn.close()
     old = path.read_bytes() if path.is_file() else None
@@ -227,6 +227,17 @@ def write_claude_md(store: Store, path: Path, lines: int) -> bool:
     mode = path.stat().st_mode & 0o777 if old is not None else 0o644
     fsio.replace_atomic(path, new, mode=mode)
     return True
+
+
+def _access_counts(store: Store) -> dict[str, int]:
+    """The hooks' retrieval counts for this clone (none without a state file)."""
+    from ctxstore.claude.state import open_state
+
+    state = open_state(store.root, create=False)
+    if state is None:
+        return {}
+    with state:
+        return state.access_counts()
 
 
 def configured_path(store: Store) -> Path:

@@ -131,6 +131,7 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     conn = open_index(ctx.store)
     nodes = [n for n in run_query(conn, query, now=time.time(), limit=limit + 10)
              if n.status != "archived"][:limit]
+    ctx.state.record_access([n.id for n in nodes])
     body = f"## Recall Results\n\nQuery: `{query}`\n\n"
     body += f"Found {len(nodes)} nodes:\n\n" + render_nodes(conn, nodes) if nodes \
         else "No matching nodes found.\n"
@@ -206,6 +207,7 @@ def _expand(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
         raise InvalidInput(f"<ctx:expand> needs a summary node, {summary.id} is a {summary.type}")
     ids = [e.to_key for e in edges_of(conn, summary.id, "out", "DERIVED_FROM") if e.to_kind == "node"]
     sources = nodes_by_ids(conn, ids)
+    ctx.state.record_access([summary.id, *(n.id for n in sources)])
     short = short_ids(conn, [summary.id])[summary.id]
     body = f"## Expanded summary [summary:{short}]\n\n"
     body += render_nodes(conn, sources) if sources else "It has no source nodes left.\n"

@@ -6,7 +6,9 @@ It holds what the hooks pass to each other and what must not happen twice:
   write transaction, so two concurrent prompt-submits cannot both deliver one;
 - ``executed``: keys of the commands already run, so a repeated Stop does nothing;
 - ``queue``: commands deferred because another process held the writer lock;
-- ``kv``: small values (the current task, compaction marks).
+- ``kv``: small values (the current task, compaction marks, the cached default view);
+- ``access``: how often each node was retrieved by ``<ctx:recall>`` or ``<ctx:expand>``
+  and when last (spec 003's access tracking, an input of the CLAUDE.md ranking).
 
 This file cannot be rebuilt from the objects, so its schema has ordered migrations
 recorded in ``schema_version`` (spec 001 §15). A damaged file is set aside and
@@ -39,6 +41,10 @@ _MIGRATIONS: list[tuple[int, str]] = [
                             session TEXT NOT NULL, command TEXT NOT NULL,
                             created_at INTEGER NOT NULL);
         CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """),
+    (2, """
+        CREATE TABLE access (node_id TEXT PRIMARY KEY, count INTEGER NOT NULL,
+                             last_at INTEGER NOT NULL) WITHOUT ROWID;
     """),
 ]
 
@@ -140,6 +146,19 @@ class HookState:
     def has_queued(self) -> bool:
         """True if any command waits for the lock."""
         return self.conn.execute("SELECT 1 FROM queue LIMIT 1").fetchone() is not None
+
+    # -- access counts --------------------------------------------------------------------
+    def record_access(self, node_ids: list[str]) -> None:
+        """Count one retrieval of each node (duplicates in ``node_ids`` count once)."""
+        now = _now()
+        with self.write() as conn:
+            conn.executemany("INSERT INTO access(node_id, count, last_at) VALUES (?, 1, ?) "
+                             "ON CONFLICT(node_id) DO UPDATE SET count = count + 1, last_at = ?",
+                             [(node_id, now, now) for node_id in dict.fromkeys(node_ids)])
+
+    def access_counts(self) -> dict[str, int]:
+        """Retrievals per node id."""
+        return dict(self.conn.execute("SELECT node_id, count FROM access"))
 
     # -- small values ---------------------------------------------------------------------
     def get(self, key: str) -> str | None:

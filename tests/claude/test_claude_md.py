@@ -173,3 +173,35 @@ def test_items_are_one_line_inert_and_bmp_only(runner: CliRunner, store: Store) 
     assert "<ctx:" not in line and "&lt;ctx:forget" in line
     assert all(ord(ch) <= 0xFFFF for ch in text) and "second line" in line
     assert text.count("<!--") == 2  # only the two markers
+
+
+def test_recalls_through_the_hooks_are_counted_and_rank_the_node_higher(
+        runner: CliRunner, store: Store, tmp_path: Path) -> None:
+    from conftest import run_ctx
+
+    older = add(runner, store, "fact", "Deploys go through the staging cluster first")
+    newer = add(runner, store, "fact", "Logs rotate daily")
+    path = tmp_path / "CLAUDE.md"
+
+    def facts() -> list[str]:
+        res = invoke(runner, store, "claude-md", "--path", str(path))
+        assert res.exit_code == 0, res.output
+        return items(section_of(path.read_text()), "Facts")
+
+    assert "Logs rotate daily" in facts()[0]  # equal rank: the newer first
+    transcript = tmp_path / "t.jsonl"
+    for turn in range(3):  # three turns, each recalling the older fact
+        with transcript.open("a") as fh:
+            fh.write(json.dumps({"type": "user", "uuid": f"u{turn}",
+                                 "message": {"role": "user", "content": f"q{turn}"}}) + "\n")
+            fh.write(json.dumps({"type": "assistant", "uuid": f"a{turn}", "message": {
+                "id": f"m{turn}", "content": [{"type": "text",
+                                               "text": '<ctx:recall query="staging"/>'}]}}) + "\n")
+        res = run_ctx(["hook", "stop"], stdin=json.dumps(
+            {"session_id": "s", "cwd": str(store.worktree), "transcript_path": str(transcript)}))
+        assert res.returncode == 0 and json.loads(res.stdout) == {}, res.stdout
+    from ctxstore.claude.state import open_state
+
+    with open_state(store.root, create=False) as state:
+        assert state.access_counts() == {older: 3}
+    assert "Deploys go through" in facts()[0]
