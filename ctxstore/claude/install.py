@@ -249,7 +249,9 @@ def plan_install(settings_path: Path, skill_path: Path, prefix: list[str]) -> Pl
     """
     raw, data = _load_settings(settings_path)
     plan = Plan()
-    plan.add(skill_path, skill_text())
+    # A SKILL.md that ctx did not write (no marker) is someone's own: keep a copy of it.
+    foreign = skill_path.is_file() and SKILL_MARKER.encode() not in skill_path.read_bytes()
+    plan.add(skill_path, skill_text(), backup=foreign)
     merged = _merged_settings(data, prefix)
     if raw is None or merged != data:
         plan.add(settings_path, _dump(merged), backup=True)
@@ -257,7 +259,8 @@ def plan_install(settings_path: Path, skill_path: Path, prefix: list[str]) -> Pl
 
 
 def plan_uninstall(settings_path: Path, skill_path: Path) -> Plan:
-    """What ``ctx uninstall`` changes: ctx's hook entries and the skill file it wrote go.
+    """What ``ctx uninstall`` changes: ctx's hook entries and the skill file it wrote go
+    (a SKILL.md of the user's that install backed up is put back).
 
     A settings.json that ends up equal to its pre-install backup gets the backup's exact
     bytes back (and the then redundant backup is removed); one that ctx created and that
@@ -269,8 +272,14 @@ def plan_uninstall(settings_path: Path, skill_path: Path) -> Plan:
     raw, data = _load_settings(settings_path)
     plan = Plan()
     if skill_path.is_file() and SKILL_MARKER.encode() in skill_path.read_bytes():
-        plan.add(skill_path, None)
-        plan.prune_dirs.append((skill_path.parent, settings_path.parent))
+        backup = _backup_path(skill_path)
+        own = backup.read_bytes() if backup.is_file() else None
+        if own is not None and SKILL_MARKER.encode() not in own:
+            plan.add(skill_path, own)  # the SKILL.md that install found there comes back
+            plan.add(backup, None)
+        else:
+            plan.add(skill_path, None)
+            plan.prune_dirs.append((skill_path.parent, settings_path.parent))
     if raw is None:
         return plan
     stripped = _stripped_settings(data)

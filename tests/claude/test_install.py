@@ -275,3 +275,18 @@ def test_installed_command_is_this_ctx() -> None:
     ("'unbalanced", False), (None, False)])
 def test_is_ctx_hook(command: str | None, expected: bool) -> None:
     assert is_ctx_hook(command) is expected
+
+
+def test_a_skill_file_of_the_users_is_backed_up_and_restored(project: Path) -> None:
+    skill = project / ".claude" / "skills" / "ctx" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    mine = b"---\nname: ctx\ndescription: my own notes\n---\nHand-written.\n"
+    skill.write_bytes(mine)
+    assert ctx("install").exit_code == 0
+    assert skill.read_bytes() != mine and skill.with_name("SKILL.md.bak").read_bytes() == mine
+    assert ctx("install").exit_code == 0  # a reinstall keeps the user's copy
+    assert skill.with_name("SKILL.md.bak").read_bytes() == mine
+    assert ctx("uninstall").exit_code == 0
+    assert skill.read_bytes() == mine and not skill.with_name("SKILL.md.bak").exists()
+    assert snapshot(project) == {".claude/settings.json": ORIGINAL,
+                                 ".claude/skills/ctx/SKILL.md": mine}
