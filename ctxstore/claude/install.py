@@ -24,7 +24,7 @@ from ctxstore import fsio
 from ctxstore.errors import InvalidInput
 
 __all__ = ["HOOK_EVENTS", "SKILL_MARKER", "FileChange", "Plan", "resolve_ctx_command", "hook_command",
-           "is_ctx_hook", "ctx_hooks", "skill_text", "plan_install", "plan_uninstall",
+           "is_ctx_hook", "ctx_hooks", "skill_text", "plan_install", "plan_uninstall", "plan_unplugin",
            "plan_plugin", "apply_plan", "describe"]
 
 # Claude Code event -> (``ctx hook`` subcommand, timeout in seconds). UserPromptSubmit's
@@ -323,6 +323,32 @@ def plan_plugin(plugin_dir: Path, prefix: list[str]) -> Plan:
     plan.add(plugin_dir / ".claude-plugin" / "plugin.json", _dump(manifest))
     plan.add(plugin_dir / "hooks" / "hooks.json", _dump(hooks))
     plan.add(plugin_dir / "skills" / "ctx" / "SKILL.md", skill_text())
+    return plan
+
+
+def plan_unplugin(plugin_dir: Path) -> Plan:
+    """What ``ctx uninstall --plugin DIR`` removes: the files ``plan_plugin`` writes, each
+    only if it is still ctx's (a manifest named ctx, a hooks file of ctx hooks only, the
+    marked skill); directories left empty go, ``DIR`` included. Anything else stays."""
+    plan = Plan()
+    manifest = plugin_dir / ".claude-plugin" / "plugin.json"
+    doc = _parse(manifest.read_bytes()) if manifest.is_file() else None
+    if isinstance(doc, dict) and doc.get("name") == PLUGIN_NAME:
+        plan.add(manifest, None)
+        plan.prune_dirs.append((manifest.parent, plugin_dir))
+    hooks_file = plugin_dir / "hooks" / "hooks.json"
+    doc = _parse(hooks_file.read_bytes()) if hooks_file.is_file() else None
+    groups = doc.get("hooks") if isinstance(doc, dict) else None
+    handlers = [h for event in (groups.values() if isinstance(groups, dict) else [])
+                if isinstance(event, list) for g in event if isinstance(g, dict)
+                for h in g.get("hooks", []) if isinstance(g.get("hooks"), list)]
+    if handlers and all(_is_ctx_handler(h) for h in handlers):
+        plan.add(hooks_file, None)
+        plan.prune_dirs.append((hooks_file.parent, plugin_dir))
+    skill = plugin_dir / "skills" / "ctx" / "SKILL.md"
+    if skill.is_file() and SKILL_MARKER.encode() in skill.read_bytes():
+        plan.add(skill, None)
+        plan.prune_dirs.append((skill.parent, plugin_dir))
     return plan
 
 

@@ -131,22 +131,31 @@ def install_command(env: Env, scope: str, plugin_dir: str | None, dry_run: bool)
 
 @click.command("uninstall")
 @_scope_options
+@click.option("--plugin", "plugin_dir", type=click.Path(file_okay=False), default=None,
+              help="Remove the plugin that `ctx install --plugin DIR` wrote instead.")
 @click.option("--dry-run", is_flag=True, help="Print what would change and write nothing.")
 @format_option
 @pass_env
-def uninstall_command(env: Env, scope: str, dry_run: bool) -> None:
+def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: bool) -> None:
     """Remove exactly what `ctx install` added: its hook entries and its skill file.
 
     Every other setting and hook stays as it is. A settings.json that ends up as it was
-    before the install gets its backup's exact bytes back.
+    before the install gets its backup's exact bytes back. With --plugin DIR, the files
+    ctx wrote there go (and DIR, if nothing else is left in it).
 
     \b
     Examples:
         ctx uninstall
         ctx uninstall --user --dry-run
+        ctx uninstall --plugin ./ctx-plugin
     """
-    from ctxstore.claude.install import plan_uninstall
+    from ctxstore.claude.install import plan_uninstall, plan_unplugin
 
+    if plugin_dir is not None:
+        where = Path(plugin_dir).absolute()
+        _report(env, plan_unplugin(where), dry_run=dry_run, extra={"plugin_dir": str(where)},
+                nothing=f"no ctx plugin in {where}", done=f"ctx plugin removed from {where}")
+        return
     claude = _claude_dir(env, scope)
     plan = plan_uninstall(claude / "settings.json", claude / "skills" / "ctx" / "SKILL.md")
     _report(env, plan, dry_run=dry_run, extra={"scope": scope},

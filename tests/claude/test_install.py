@@ -290,3 +290,26 @@ def test_a_skill_file_of_the_users_is_backed_up_and_restored(project: Path) -> N
     assert skill.read_bytes() == mine and not skill.with_name("SKILL.md.bak").exists()
     assert snapshot(project) == {".claude/settings.json": ORIGINAL,
                                  ".claude/skills/ctx/SKILL.md": mine}
+
+
+def test_uninstall_plugin_removes_what_install_wrote_and_nothing_else(tmp_path: Path) -> None:
+    plugin = tmp_path / "ctx-plugin"
+    assert ctx("install", "--plugin", str(plugin)).exit_code == 0
+    dry = ctx("uninstall", "--plugin", str(plugin), "--dry-run")
+    assert dry.exit_code == 0 and dry.output.count("would delete") == 3
+    assert (plugin / "hooks" / "hooks.json").is_file()
+    res = ctx("uninstall", "--plugin", str(plugin))
+    assert res.exit_code == 0, res.output
+    assert not plugin.exists()
+    assert "no ctx plugin" in ctx("uninstall", "--plugin", str(plugin)).output
+
+    # A plugin directory the user added to keeps their files (and itself).
+    assert ctx("install", "--plugin", str(plugin)).exit_code == 0
+    (plugin / "README.md").write_text("mine\n")
+    hooks = plugin / "hooks" / "hooks.json"
+    doc = json.loads(hooks.read_bytes())
+    doc["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "notify-send done"}]})
+    hooks.write_text(json.dumps(doc))
+    assert ctx("uninstall", "--plugin", str(plugin)).exit_code == 0
+    assert sorted(p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()) == \
+        ["README.md", "hooks/hooks.json"]
