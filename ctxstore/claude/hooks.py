@@ -232,10 +232,11 @@ def stop(root: Path | None, payload: Payload, *, response: str | None = None) ->
             problems.insert(0, f"no ctx store found; {len(commands)} command(s) not run "
                                "(run `ctx init` at the repository root)")
         return _message(problems)
-    state = open_state(root, create=bool(commands))
+    state = open_state(root, create=bool(commands or bad))
     if state is None:
         return _message(problems)
     with state:
+        problems = _once(state, session, turn_id, problems)
         fresh = state.unexecuted([c["key"] for c in commands])
         todo = [c for c in commands if c["key"] in fresh]
         if len(todo) > MAX_COMMANDS_PER_TURN:
@@ -258,6 +259,23 @@ def stop(root: Path | None, payload: Payload, *, response: str | None = None) ->
         if (why := _refresh_claude_md(store)) is not None:
             problems.append(why)
     return _message(problems)
+
+
+def _once(state: HookState, session: str, turn_id: str, problems: list[str]) -> list[str]:
+    """The tag problems of this turn not reported yet; they are recorded as reported, so
+    a repeated Stop of the same turn does not warn twice (keys as for commands)."""
+    from collections import Counter
+
+    seen: Counter[str] = Counter()
+    keyed = []
+    for text in problems:
+        seen[text] += 1
+        keyed.append((_key(session, turn_id, "problem\0" + text, seen[text]), text))
+    fresh = state.unexecuted([k for k, _ in keyed])
+    for key, _ in keyed:
+        if key in fresh:
+            state.mark_executed(key, session)
+    return [text for key, text in keyed if key in fresh]
 
 
 def _take_fitting(state: HookState, session: str, room: int) -> tuple[list[str], int]:

@@ -240,6 +240,10 @@ def test_hooks_bad_commands_are_reported_in_system_message(store: Store, tr: Tra
     assert "empty" in msg and "unknown command 'frob'" in msg and "recall" in msg and "nonsense" in msg
     assert "<ctx:" not in msg
     assert nodes(store) == []
+    assert stop(store, tr) == {}  # a repeated Stop of the same turn warns no more
+    tr.user("again")
+    tr.say("<ctx:frob/>")  # the same bad tag in a new turn is reported again
+    assert "unknown command 'frob'" in stop(store, tr)["systemMessage"]
 
 
 def test_hooks_flood_runs_at_most_the_cap_and_reports_the_rest(store: Store) -> None:
