@@ -242,6 +242,8 @@ def stop(root: Path | None, payload: Payload, *, response: str | None = None) ->
         if len(todo) > MAX_COMMANDS_PER_TURN:
             problems.append(f"{len(todo) - MAX_COMMANDS_PER_TURN} command(s) over the limit of "
                             f"{MAX_COMMANDS_PER_TURN} per turn were not run")
+            for cmd in todo[MAX_COMMANDS_PER_TURN:]:  # dropped for good, not left for a rerun
+                state.mark_executed(cmd["key"], session)
             todo = todo[:MAX_COMMANDS_PER_TURN]
         if not todo and not state.has_queued():
             return _message(problems)

@@ -252,6 +252,10 @@ def test_hooks_flood_runs_at_most_the_cap_and_reports_the_rest(store: Store) -> 
     out = hook("stop", payload(store, last_assistant_message=tags))
     assert "7 command(s) over the limit of 50" in out["systemMessage"]
     assert sorted(n[1] for n in nodes(store)) == sorted(f"flood {i}" for i in range(50))
+    # A repeated Stop of that turn runs none of the dropped ones.
+    assert "over the limit" not in hook("stop", payload(
+        store, last_assistant_message=tags)).get("systemMessage", "")
+    assert len(nodes(store)) == 50
 
 
 def test_hooks_claude_md_refreshed_on_stop_when_configured(store: Store, tr: Transcript) -> None:
