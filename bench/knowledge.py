@@ -751,7 +751,6 @@ def main(argv: list[str] | None = None) -> int:
 
         # -- export + import ----------------------------------------------------------------
         doc_path = base / "export.json"
-        export_ms: float | None = None
         export_note = ""
         ms, proc = run_timed(launchers[lnames[0]] + ctx_dir + ["export"], cwd, env)
         doc_nodes = 0
@@ -760,7 +759,6 @@ def main(argv: list[str] | None = None) -> int:
                 doc = json.loads(proc.stdout)
                 doc_nodes = len(doc["nodes"])
                 doc_path.write_bytes(proc.stdout)
-                export_ms = ms
                 export_note = f"from `ctx export` ({ms / 1000:.2f} s for {doc_nodes:,} nodes)"
             except (ValueError, KeyError, TypeError) as exc:
                 export_note = f"`ctx export` output unusable ({exc}); generated here"

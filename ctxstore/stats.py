@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ctxstore.index.heads import ConcurrentEdit, concurrent_edits
 from ctxstore.pack import TIER_ORDER

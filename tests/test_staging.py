@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 import pytest
 
-from ctxstore import refs
 from ctxstore.errors import NothingToDo, StagingConflict
 from ctxstore.gc import collect_garbage
 from ctxstore.model import ChangeBatch, Commit, WorkCommit

@@ -22,7 +22,7 @@ from ctxstore.claude.inject import frame
 from ctxstore.claude.state import HookState
 from ctxstore.errors import InvalidInput
 from ctxstore.index import open_index
-from ctxstore.index.read import NodeRow, edges_of, find_node, nodes_by_ids, read_node, short_ids
+from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node, short_ids
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.nodes import (
     WriteResult,

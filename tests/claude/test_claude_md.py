@@ -180,7 +180,7 @@ def test_recalls_through_the_hooks_are_counted_and_rank_the_node_higher(
     from conftest import run_ctx
 
     older = add(runner, store, "fact", "Deploys go through the staging cluster first")
-    newer = add(runner, store, "fact", "Logs rotate daily")
+    add(runner, store, "fact", "Logs rotate daily")
     path = tmp_path / "CLAUDE.md"
 
     def facts() -> list[str]:
