@@ -339,6 +339,13 @@ def ops_tick() -> None:
         pass
 
 
+def clone_sides(root: Path, origin: Path, runner: CliRunner, log: list[str]) -> tuple[Side, Side]:
+    """Clones "a" and "b" of ``origin`` under ``root``: the two developers."""
+    for label in ("a", "b"):
+        git(root, "clone", "-q", str(origin), label)
+    return Side(root / "a", runner, "a", log), Side(root / "b", runner, "b", log)
+
+
 def build_history(seed: int, root: Path, runner: CliRunner, log: list[str]
                   ) -> tuple[Path, Side, Side]:
     rng = random.Random(seed)
@@ -359,17 +366,13 @@ def build_history(seed: int, root: Path, runner: CliRunner, log: list[str]
     if rng.random() < 0.7:
         base.ctx("commit", "-m", "base")
     base.git_commit("base")
-    sides = []
-    for label in ("a", "b"):
-        git(root, "clone", "-q", str(origin), label)
-        sides.append(Side(root / label, runner, label, log))
-    a, b = sides
+    a, b = clone_sides(root, origin, runner, log)
     steps = [a] * rng.randint(1, 25) + [b] * rng.randint(1, 25)  # GM-11: 1-25 each
     rng.shuffle(steps)  # the two clones work at the same time
     for side in steps:
         ops_tick()
         random_op(rng, side, counter)
-    for side in sides:
+    for side in (a, b):
         if rng.random() < 0.4:
             side.ctx("commit", "-m", f"{side.label} final")
         side.git_commit(f"{side.label} final")  # else STAGE stays moved, not folded
@@ -500,11 +503,8 @@ def _two_clones(tmp_path: Path, runner: CliRunner, *, staged_base: bool = False
     if not staged_base:
         base.ctx("commit", "-m", "base")
     base.git_commit("base")
-    sides = []
-    for label in ("a", "b"):
-        git(tmp_path, "clone", "-q", str(origin), label)
-        sides.append(Side(tmp_path / label, runner, label, log))
-    return base, sides[0], sides[1], node
+    a, b = clone_sides(tmp_path, origin, runner, log)
+    return base, a, b, node
 
 
 def _pull(side: Side, other: Side) -> None:
