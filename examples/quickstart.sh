@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A short tour of ctx in a throw-away Git repository: init, a few writes, a commit,
-# the log and an integrity check. Safe to run anywhere; it cleans up after itself.
+# A short tour of ctx in a throw-away Git repository: init, a few writes, a task and a
+# note in the narrative Markdown, a commit, the log, what a Claude Code session start
+# injects, and an integrity check. Safe to run anywhere; it cleans up after itself.
 set -euo pipefail
 
 demo=$(mktemp -d "${TMPDIR:-/tmp}/ctx-demo.XXXXXX")
@@ -22,12 +23,19 @@ decision=$(ctx add --type decision --tag tier:reference --tag topic:retry --meta
 echo "\$ ctx add --type decision ... -> $decision"
 echo "Tests pass with the retry loop in place" | run ctx add --type observation --tag tier:working --stdin
 run ctx link "$decision" "$fact" --type DEPENDS_ON
+run ctx add task "Add connection retry" --body "Max 5 retries, 100 ms initial delay, jitter"
+run ctx add note "Retry loop merged; the flaky connect test is green"
 run ctx stage status
 run ctx commit -m "Record the retry design"
 run ctx log -n 2
 run ctx search "retry"
 run ctx query "type:decision AND tag:topic:retry"
 run ctx compose --budget 2000
+printf '\n$ cat .ctx/narrative/log/*.md\n'
+cat .ctx/narrative/log/*.md
+printf '\n$ echo {"session_id": ..., "source": "startup"} | ctx hook session-start   # what Claude Code runs\n'
+printf '{"session_id":"demo","cwd":"%s","source":"startup","hook_event_name":"SessionStart"}' "$demo" \
+  | ctx hook session-start | python3 -c 'import json, sys; print(json.load(sys.stdin)["hookSpecificOutput"]["additionalContext"])'
 run ctx status
 run ctx debug verify
 printf '\n$ git status --short .ctx | head\n'

@@ -62,3 +62,21 @@ def test_docs_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     test_cmd = readme.split("```")[3].strip().splitlines()[-1]
     assert test_cmd in ci
+
+
+def test_docs_quickstart_runs_with_the_installed_ctx() -> None:
+    """README's first command: the tour runs end to end with the installed `ctx`."""
+    import os
+    import subprocess
+    import sys
+
+    bindir = str(Path(sys.executable).parent)  # where pip put the `ctx` console script
+    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+    env.pop("CTX_DIR", None)
+    res = subprocess.run(["bash", str(ROOT / "examples" / "quickstart.sh")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    out = res.stdout
+    assert "committed " in out and "task created" in out
+    assert 'kind="default view"' in out and "Retry with exponential backoff" in out
+    assert out.count("0 problems: ok") == 1 and "Traceback" not in out + res.stderr
