@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxstore.claude.inject import frame
-from ctxstore.claude.state import HookState
+from ctxstore.claude.state import HookState, key_of
 from ctxstore.errors import InvalidInput
 from ctxstore.index import open_index
 from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node, short_ids
@@ -65,11 +65,7 @@ class CommandContext:
 
 def hook_key(session: str, raw: str) -> str:
     """The identity of a tag written in a session (stored with the nodes it creates)."""
-    # BLAKE3 (the object store's hash, already loaded on this path), not hashlib: its
-    # import loads OpenSSL (~3 ms on every Stop that writes).
-    from blake3 import blake3
-
-    return blake3(f"{session}\0{raw}".encode("utf-8", "replace")).hexdigest()[:32]
+    return key_of(session, raw)
 
 
 def current_task(state: HookState) -> str | None:

@@ -14,7 +14,7 @@ Every handler is cheap when it has nothing to do: prompt-submit opens only
 ``local/state.sqlite`` (and not even that when it does not exist), stop opens the store
 only when the turn holds commands. Commands never wait for the writer lock: under a
 held lock they are queued in the state and run by the next hook (RELIABILITY.md CC-06).
-The CLI (``ctxstore/cli/hook.py``) reads stdin, finds the store and prints the result.
+The CLI (``ctxstore/cli/hook_run.py``) reads stdin, finds the store and prints the result.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.claude.inject import MAX_INJECT_CHARS, escape_tags, frame, sanitize_text
-from ctxstore.claude.state import HookState, open_state
+from ctxstore.claude.state import HookState, key_of, open_state
 from ctxstore.errors import CtxError, LockConflict, StoreCorrupt
 
 if TYPE_CHECKING:
@@ -108,13 +108,17 @@ def _message(lines: list[str]) -> Payload:
 
 
 # -- running commands ----------------------------------------------------------------------
-def _key(session: str, turn_id: str, raw: str, occurrence: int) -> str:
-    try:  # hashlib loads OpenSSL first (~3 ms on every Stop); BLAKE2 is built in
-        from _blake2 import blake2b
-    except ImportError:  # pragma: no cover - a Python built without it
-        from hashlib import blake2b
-    data = f"{session}\0{turn_id}\0{raw}\0{occurrence}".encode("utf-8", "replace")
-    return blake2b(data, digest_size=16).hexdigest()
+def _keys(session: str, turn_id: str, items: list[str]) -> list[str]:
+    """A key per item of a turn that is the same however often the turn is read: session,
+    turn, the item's text, and which identical item it is (the n-th one)."""
+    from collections import Counter
+
+    seen: Counter[str] = Counter()
+    out = []
+    for item in items:
+        seen[item] += 1
+        out.append(key_of(session, turn_id, item, str(seen[item])))
+    return out
 
 
 def turn_commands(blocks: list[TextBlock], session: str, turn_id: str
@@ -123,33 +127,25 @@ def turn_commands(blocks: list[TextBlock], session: str, turn_id: str
     often the turn is read (session, turn, tag text, n-th identical tag)."""
     if not any("<ctx:" in block.text for block in blocks):
         return [], []  # the common reply: no tags, so no parser to import
-    from collections import Counter
-
     from ctxstore.claude.tags import parse_commands
 
-    commands: list[dict[str, Any]] = []
+    found: list[Any] = []
     problems: list[TagProblem] = []
-    seen: Counter[str] = Counter()
     for block in blocks:
-        found, bad = parse_commands(block.text)
+        cmds, bad = parse_commands(block.text)
+        found += cmds
         problems += bad
-        for cmd in found:
-            seen[cmd.raw] += 1
-            commands.append({"name": cmd.name, "attrs": dict(cmd.attrs), "content": cmd.content,
-                             "raw": cmd.raw, "key": _key(session, turn_id, cmd.raw, seen[cmd.raw])})
+    keys = _keys(session, turn_id, [cmd.raw for cmd in found])
+    commands = [{"name": cmd.name, "attrs": dict(cmd.attrs), "content": cmd.content,
+                 "raw": cmd.raw, "key": key} for cmd, key in zip(found, keys)]
     return commands, problems
 
 
 def _refresh_claude_md(store: Store) -> str | None:
     """The optional CLAUDE.md refresh after a Stop that changed memory (config
-    ``claude.claude_md_on_stop``). Skipped silently if that feature is not installed."""
-    try:
-        from ctxstore.claude import claudemd
-    except ImportError:
-        return None
-    refresh: Callable[[Store], bool] | None = getattr(claudemd, "refresh", None)
-    if refresh is None:
-        return None
+    ``claude.claude_md_on_stop``); a problem to report, or None."""
+    from ctxstore.claude.claudemd import refresh
+
     try:
         refresh(store)
     except StoreCorrupt:
@@ -265,23 +261,18 @@ def stop(root: Path | None, payload: Payload, *, response: str | None = None) ->
 
 def _once(state: HookState, session: str, turn_id: str, problems: list[str]) -> list[str]:
     """The tag problems of this turn not reported yet; they are recorded as reported, so
-    a repeated Stop of the same turn does not warn twice (keys as for commands)."""
-    from collections import Counter
-
-    seen: Counter[str] = Counter()
-    keyed = []
-    for text in problems:
-        seen[text] += 1
-        keyed.append((_key(session, turn_id, "problem\0" + text, seen[text]), text))
-    fresh = state.unexecuted([k for k, _ in keyed])
-    for key, _ in keyed:
+    a repeated Stop of the same turn does not warn twice (keyed as commands are)."""
+    keys = _keys(session, turn_id, ["problem\0" + text for text in problems])
+    fresh = state.unexecuted(keys)
+    for key in keys:
         if key in fresh:
             state.mark_executed(key, session)
-    return [text for key, text in keyed if key in fresh]
+    return [text for key, text in zip(keys, problems) if key in fresh]
 
 
-def _take_fitting(state: HookState, session: str, room: int) -> tuple[list[str], int]:
-    """Pending texts that fit in ``room`` characters; the rest go back for the next prompt."""
+def _take_fitting(state: HookState, session: str, room: int) -> list[str]:
+    """Pending texts that fit in ``room`` characters, with a note of how many were held;
+    the rest go back for the next prompt."""
     taken = state.take_pending(session)
     out: list[str] = []
     used = 0
@@ -289,10 +280,10 @@ def _take_fitting(state: HookState, session: str, room: int) -> tuple[list[str],
         if used + len(value) > room and out:
             for later_kind, later_value in taken[i:]:
                 state.add_pending(session, later_kind, later_value)
-            return out, len(taken) - i
+            return out + [f"[{len(taken) - i} more ctx result(s) held for the next prompt]\n"]
         out.append(value)
         used += len(value)
-    return out, 0
+    return out
 
 
 def prompt_submit(root: Path | None, payload: Payload) -> Payload:
@@ -309,9 +300,7 @@ def prompt_submit(root: Path | None, payload: Payload) -> Payload:
     session = _session(payload)
     with state:
         _, problems, _ = _drain(root, state)
-        texts, held = _take_fitting(state, session, MAX_INJECT_CHARS - 200)
-    if held:
-        texts.append(f"[{held} more ctx result(s) held for the next prompt]\n")
+        texts = _take_fitting(state, session, MAX_INJECT_CHARS - 200)
     out: Payload = _context("UserPromptSubmit", "\n".join(texts)) if texts else {}
     return {**out, **_message(problems)}
 
@@ -415,9 +404,7 @@ def session_start(root: Path | None, payload: Payload) -> Payload:
     else:
         with state:
             _, problems, _ = _drain(root, state)
-            pending, held = _take_fitting(state, session, MAX_INJECT_CHARS // 2)
-            if held:
-                pending.append(f"[{held} more ctx result(s) held for the next prompt]\n")
+            pending = _take_fitting(state, session, MAX_INJECT_CHARS // 2)
             task = state.get("current_task")
             body = _cached_view(root, state)
     lead = []

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "HookState", "open_state", "state_path"]
+__all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "HookState", "key_of", "open_state", "state_path"]
 
 STATE_FILE = "state.sqlite"
 EXECUTED_KEEP_DAYS = 90
@@ -56,6 +56,17 @@ def state_path(store_root: Path) -> Path:
 
 def _now() -> int:
     return int(time.time())
+
+
+def key_of(*parts: str) -> str:
+    """A 32-hex-digit key for ``parts``: what the state and node metadata remember a
+    command or a report by. BLAKE2b is built in; ``hashlib`` would load OpenSSL first
+    (~3 ms on every hook that needs a key)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - a Python built without it
+        from hashlib import blake2b
+    return blake2b("\0".join(parts).encode("utf-8", "replace"), digest_size=16).hexdigest()
 
 
 class HookState:
