@@ -41,9 +41,8 @@ from typing import Any
 from ctxstore.edges import normalize_edge_type
 from ctxstore.errors import InvalidInput
 from ctxstore.index import open_index
-from ctxstore.index.apply import key_text
 from ctxstore.index.read import all_edges, nodes_by_ids, read_views
-from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord, ViewRecord
+from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord, ViewRecord, key_text
 from ctxstore.nodes import AddedNode, add_node, split_content, validate_tag, validate_type
 from ctxstore.query.parser import parse_query
 from ctxstore.repo import Store, now_ms

@@ -41,6 +41,7 @@ __all__ = [
     "tmp_path_for",
     "write_new_file",
     "replace_atomic",
+    "mode_of",
     "ensure_dir",
     "hold_lock",
     "read_lock_pid",
@@ -207,6 +208,19 @@ def replace_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
         _discard(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def mode_of(path: Path, default: int = 0o644) -> int:
+    """The permission bits of ``path``, or ``default`` if there is no such file.
+
+    Rewriting a file the user owns (settings.json, CLAUDE.md) or copying it to a backup
+    must not widen its permissions: a 0o600 file may hold secrets. Pass the result as
+    ``replace_atomic``'s ``mode``.
+    """
+    try:
+        return os.stat(path).st_mode & 0o777
+    except FileNotFoundError:
+        return default
 
 
 def ensure_dir(path: Path) -> bool:

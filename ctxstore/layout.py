@@ -17,7 +17,7 @@ from ctxstore import fsio, gitglue, refs
 from ctxstore.config import render_default_config
 from ctxstore.errors import CtxError, StoreExists
 from ctxstore.model import Commit, Tree
-from ctxstore.narrative import read_template
+from ctxstore.narrative import render_template
 from ctxstore.objects import ObjectId
 from ctxstore.repo import MAIN_REF, STAGE_TYPES, now_ms, open_store
 
@@ -93,7 +93,7 @@ def init_store(ctx_dir: Path, *, force: bool = False, git: bool = True,
     _write_if(ctx_dir / ".gitignore", gitglue.GITIGNORE, overwrite=force)
     _write_if(ctx_dir / ".gitattributes", gitglue.GITATTRIBUTES, overwrite=force)
     _write_if(ctx_dir / "narrative" / "README.md",
-              read_template("README.md").replace("{project}", project), overwrite=False)
+              render_template("README.md", project=project), overwrite=False)
     if not (ctx_dir / "HEAD").exists():
         # HEAD is written last but one: a store "exists" once HEAD does, and
         # refs/main is created by the initial commit right after.

@@ -26,12 +26,14 @@ from ctxstore.objects import KIND_BLOB, ObjectId, object_id_of
 from ctxstore.repo import Store, Transaction
 
 __all__ = ["TEMPLATE_DIR", "read_template", "render_template", "iter_narrative_files", "role_of",
-           "stream_of", "latest_snapshots", "snapshot_changes", "ENTRY_ROLES", "Section",
-           "id_marker", "end_marker", "session_marker", "event_marker", "parse_entries", "conflict_line", "demote_headings",
-           "content_hash", "task_number", "log_rel", "task_rel"]
+           "stream_of", "latest_snapshots", "read_narrative_bytes", "snapshot_changes",
+           "MAX_NARRATIVE_BYTES", "ENTRY_ROLES", "Section", "id_marker", "end_marker",
+           "session_marker", "event_marker", "parse_entries", "conflict_line", "demote_headings",
+           "content_hash", "task_number", "log_rel", "log_header", "task_rel", "ULID_ALPHABET"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "narrative_templates"
 MAX_NARRATIVE_BYTES = 8 << 20
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 def read_template(name: str) -> str:
@@ -44,11 +46,17 @@ def read_template(name: str) -> str:
 
 
 def render_template(name: str, **values: str) -> str:
-    """A template with each ``{key}`` replaced by its value (other braces are left alone)."""
-    text = read_template(name)
-    for key, value in values.items():
-        text = text.replace("{" + key + "}", value)
-    return text
+    """A template with each ``{key}`` replaced by its value; other braces are left alone.
+
+    One pass over the template, so a value holding ``{text}`` or ``{end}`` stays as
+    written. A line holding only a key whose value is empty is left out (an entry
+    without a body has no blank line for it).
+    """
+    empty = {"{" + key + "}" for key, value in values.items() if not value}
+    lines = [line for line in read_template(name).rstrip("\n").split("\n")
+             if line.strip() not in empty]
+    text = _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), "\n".join(lines))
+    return text.rstrip() + "\n"
 
 
 def role_of(rel: str) -> str:
@@ -101,9 +109,25 @@ def latest_snapshots(store: Store, head: ObjectId) -> dict[str, NarrativeRef]:
     return latest
 
 
+def read_narrative_bytes(path: Path) -> bytes | None:
+    """A narrative file's bytes, or None if it cannot be read or exceeds
+    ``MAX_NARRATIVE_BYTES``: such a file is neither snapshotted nor read as knowledge,
+    rather than kept cut short (a truncated snapshot would look like a real edit)."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_NARRATIVE_BYTES + 1)
+    except OSError:
+        return None
+    return data if len(data) <= MAX_NARRATIVE_BYTES else None
+
+
 def snapshot_changes(store: Store, tx: Transaction, head: ObjectId,
                      staged: list[NarrativeRef]) -> list[NarrativeRef]:
-    """Store blobs for narrative files that changed since their last snapshot."""
+    """Store blobs for narrative files that changed since their last snapshot.
+
+    Files ``read_narrative_bytes`` refuses (unreadable, too large) are skipped: their
+    last snapshot, if any, stays the newest one.
+    """
     files = iter_narrative_files(store)
     if not files:
         return []
@@ -111,7 +135,9 @@ def snapshot_changes(store: Store, tx: Transaction, head: ObjectId,
     known.update({r.path: r for r in staged})
     out: list[NarrativeRef] = []
     for rel, path in files:
-        data = path.read_bytes()[:MAX_NARRATIVE_BYTES]
+        data = read_narrative_bytes(path)
+        if data is None:
+            continue
         ref = known.get(rel)
         if ref is not None and ref.blob_id == object_id_of(KIND_BLOB, data):
             continue
@@ -131,7 +157,9 @@ _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _CONFLICT_START = re.compile(r"<{7}(?:[ \t]|$)")
 _CONFLICT_END = re.compile(r">{7}(?:[ \t]|$)")
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# Crockford's base32, the digits of a ULID (nodes.py makes ids with it; it sits here, in the
+# lower layer, because task numbers are read from ids).
+ULID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
 def id_marker(node_id: str) -> str:
@@ -159,9 +187,18 @@ def event_marker(key: str) -> str:
     return f"<!-- ctx:event={key} -->"
 
 
+def _log_date(ms: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(ms / 1000))
+
+
 def log_rel(ms: int) -> str:
     """The daily log of the UTC day of ``ms`` (milliseconds since the epoch)."""
-    return "log/" + time.strftime("%Y-%m-%d", time.gmtime(ms / 1000)) + ".md"
+    return f"log/{_log_date(ms)}.md"
+
+
+def log_header(ms: int) -> str:
+    """The opening text of a new daily log (the one ``log_rel(ms)`` names)."""
+    return render_template("log.md", date=_log_date(ms))
 
 
 def task_rel(node_id: str) -> str:
@@ -176,7 +213,7 @@ def task_number(node_id: str) -> str:
     """
     value = 0
     for ch in node_id[-8:]:
-        value = value * 32 + _CROCKFORD.index(ch)
+        value = value * 32 + ULID_ALPHABET.index(ch)
     return f"{value % 1_000_000:06d}"
 
 

@@ -13,11 +13,11 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore.errors import InvalidInput
-from typing import TYPE_CHECKING
 from ctxstore.model.knowledge import EdgeRecord, EdgeRemoved, KnowledgeRecord, NodeRecord, NodeRemoved
+from ctxstore.narrative import ULID_ALPHABET
 from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.repo import Store, now_ms
 from ctxstore.staging import StageResult, stage_records
@@ -28,14 +28,13 @@ if TYPE_CHECKING:
 __all__ = ["NODE_TYPES", "EDGE_TYPES", "INLINE_CONTENT_BYTES", "TIERS", "new_ulid", "validate_tag",
            "validate_type", "AddedNode", "WriteResult", "add_node", "update_node", "delete_node",
            "tag_node", "untag_node", "supersede_node", "summarize_nodes", "record_of",
-           "edge_record", "bump", "stage_write", "split_content"]
+           "next_version", "tombstones", "edge_record", "bump", "stage_write", "split_content"]
 
 NODE_TYPES = ("fact", "decision", "pattern", "observation", "hypothesis", "task", "summary",
               "source", "open-question")
 EDGE_TYPES = ("DERIVED_FROM", "DEPENDS_ON", "SUPERSEDES", "RELATES_TO", "CHILD_OF")
 TIERS = ("pinned", "reference", "working", "off-context")
 INLINE_CONTENT_BYTES = 4096
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9_.\-/:]+)?")
 
 
@@ -46,7 +45,7 @@ def new_ulid() -> str:
     ids made together still differ early enough for short prefixes to tell them apart.
     """
     value = (time.time_ns() // 1_000_000 << 80) | int.from_bytes(os.urandom(10), "big")
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+    return "".join(ULID_ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 
 def validate_tag(tag: str) -> str:
@@ -104,10 +103,29 @@ def record_of(node: NodeRow) -> NodeRecord:
                       updated_at=node.updated_at, author=node.author, prev=None)
 
 
-def _next(node: NodeRow, **changes: Any) -> NodeRecord:
+def next_version(node: NodeRow, **changes: Any) -> NodeRecord:
+    """The record of ``node``'s next version with ``changes`` applied (stamped after it)."""
     from dataclasses import replace
 
     return replace(record_of(node), updated_at=bump(node.updated_at), prev=node.version, **changes)
+
+
+def tombstones(conn, node: NodeRow, seen_edges: set[tuple[str, ...]]  # type: ignore[no-untyped-def]
+               ) -> list[KnowledgeRecord]:
+    """The records that delete ``node`` and its edges.
+
+    ``seen_edges`` is shared by the nodes deleted in one batch, so an edge between two of
+    them is removed once.
+    """
+    out: list[KnowledgeRecord] = [NodeRemoved(id=node.id, at=bump(node.updated_at),
+                                              prev=node.version)]
+    for e in edges_of(conn, node.id):
+        key = (e.from_kind, e.from_key, e.to_kind, e.to_key, e.label)
+        if key not in seen_edges:
+            seen_edges.add(key)
+            out.append(EdgeRemoved(from_ref=(e.from_kind, e.from_key), to_ref=(e.to_kind, e.to_key),
+                                   label=e.label, at=bump(e.updated_at), prev=None))
+    return out
 
 
 def edge_record(src: str, dst: str, label: str, *, weight: float | None = None,
@@ -230,7 +248,7 @@ def update_node(store: Store, node_ref: str, *, content: str | None = None,
             changes["metadata"] = merged
         if summary is not None:
             changes["summary"] = summary or None
-        rec = _next(node, **changes)
+        rec = next_version(node, **changes)
         return stage_write(store, [rec], f"update {node.id}", blobs)
 
 
@@ -256,16 +274,8 @@ def delete_node(store: Store, node_ref: str, *, cascade: bool = False) -> WriteR
         seen_edges: set[tuple[str, ...]] = set()
         for nid in doomed:
             node = find_node(conn, nid)
-            if node is None:
-                continue
-            records.append(NodeRemoved(id=nid, at=bump(node.updated_at), prev=node.version))
-            for e in edges_of(conn, nid):
-                key = (e.from_kind, e.from_key, e.to_kind, e.to_key, e.label)
-                if key not in seen_edges:
-                    seen_edges.add(key)
-                    records.append(EdgeRemoved(from_ref=(e.from_kind, e.from_key),
-                                               to_ref=(e.to_kind, e.to_key), label=e.label,
-                                               at=bump(e.updated_at), prev=None))
+            if node is not None:
+                records.extend(tombstones(conn, node, seen_edges))
         return stage_write(store, records, f"delete {root.id}")
 
 
@@ -282,7 +292,7 @@ def tag_node(store: Store, node_ref: str, tags: list[str]) -> WriteResult:
         node = read_node(open_index(store), node_ref)
         if wanted <= set(node.tags):
             return WriteResult((), None)
-        rec = _next(node, tags=tuple(sorted(set(node.tags) | wanted)))
+        rec = next_version(node, tags=tuple(sorted(set(node.tags) | wanted)))
         return stage_write(store, [rec], f"tag {node.id}")
 
 
@@ -297,7 +307,7 @@ def untag_node(store: Store, node_ref: str, tags: list[str]) -> WriteResult:
         node = read_node(open_index(store), node_ref)
         if not unwanted & set(node.tags):
             return WriteResult((), None)
-        rec = _next(node, tags=tuple(sorted(set(node.tags) - unwanted)))
+        rec = next_version(node, tags=tuple(sorted(set(node.tags) - unwanted)))
         return stage_write(store, [rec], f"untag {node.id}")
 
 
@@ -315,7 +325,7 @@ def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
             raise InvalidInput("a node cannot supersede itself")
         records: list[KnowledgeRecord] = []
         if old.superseded_by != new.id:
-            records.append(_next(old, superseded_by=new.id))
+            records.append(next_version(old, superseded_by=new.id))
         if not any(e.to_key == old.id for e in edges_of(conn, new.id, "out", "SUPERSEDES")):
             records.append(edge_record(new.id, old.id, "SUPERSEDES"))
         return stage_write(store, records, f"supersede {old.id} by {new.id}")
@@ -351,5 +361,5 @@ def summarize_nodes(store: Store, refs_: list[str], content: str, *, archive_sou
         if archive_sources:
             for s in sources:
                 kept = {t for t in s.tags if not t.startswith("tier:")}
-                records.append(_next(s, tags=tuple(sorted(kept | {"tier:off-context"}))))
+                records.append(next_version(s, tags=tuple(sorted(kept | {"tier:off-context"}))))
         return summary, stage_write(store, records, f"summarize into {summary.id}", blobs)

@@ -29,12 +29,12 @@ from ctxstore.errors import InvalidInput, StorageIOError
 from ctxstore.model import ChangeBatch, Commit
 from ctxstore.model.knowledge import (EdgeRecord, EdgeRemoved, KnowledgeRecord, NodeRecord,
                                       NodeRemoved, ViewRecord, ViewRemoved)
-from ctxstore.nodes import (AddedNode, add_node, bump, new_ulid, record_of, split_content,
-                            stage_write, validate_tag)
+from ctxstore.nodes import (AddedNode, add_node, new_ulid, next_version, split_content,
+                            stage_write, tombstones, validate_tag)
 from ctxstore.objects import ObjectId
 from ctxstore.replay import fold_records
 from ctxstore.repo import Store, now_ms
-from ctxstore.staging import FoldResult, commit_stage, stage_chain
+from ctxstore.staging import FoldResult, check_commit_message, commit_stage, stage_chain
 
 __all__ = ["NarrativeEntry", "NarrativeChange", "ROLE_TYPES", "add_note", "add_task",
            "add_decision", "ingest_narrative_edits", "commit_with_edits", "compact_session"]
@@ -62,7 +62,6 @@ class NarrativeChange:
     action: str               # "added", "updated", "removed" or "tangled" (left alone)
     node_id: str
     path: str
-    line: int | None = None   # where the entry starts (None for a removed one)
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -101,8 +100,16 @@ def _write_text(store: Store, rel: str, text: str) -> None:
         raise StorageIOError(str(path), op="write", error=exc) from None
 
 
-def _appended(existing: str, header: str, entry: str) -> str:
-    """``existing`` (or a new file's ``header``) with ``entry`` after a blank line."""
+def _appended(store: Store, rel: str, header: str, entry: str) -> str:
+    """The text of ``narrative/rel`` (or of a new file: ``header``) with ``entry`` appended
+    after a blank line. Reads the file and writes nothing, so a caller that writes several
+    files can read them all before the first write.
+
+    Raises:
+        InvalidInput: the path is a symlink, or the file is not UTF-8 text.
+        StorageIOError: the file cannot be read.
+    """
+    existing = _read_text(_narrative_path(store, rel), rel)
     text = existing if existing.strip() else header
     text = text.rstrip("\n") + "\n\n"
     return text + entry.strip("\n") + "\n"
@@ -125,16 +132,6 @@ def _check_text(value: str, what: str) -> str:
     return value.replace("\r\n", "\n").strip("\n")
 
 
-def _render(template: str, **values: str) -> str:
-    """A rendered entry template; a line holding only an empty value is left out."""
-    empty = {"{" + key + "}" for key, value in values.items() if not value}
-    lines = [line for line in nar.read_template(template).rstrip("\n").split("\n")
-             if line.strip() not in empty]
-    # One pass over the template: a value that holds "{text}" or "{end}" stays as written.
-    text = re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), "\n".join(lines))
-    return text.rstrip() + "\n"
-
-
 def _hhmm(ms: int) -> str:
     return time.strftime("%H:%M", time.gmtime(ms / 1000))
 
@@ -147,7 +144,9 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
     ctx will read it back (so the next commit finds nothing to ingest).
 
     ``log_event`` = (log path, its header, entry): a record entry appended to the log after
-    the Markdown and before the node (not a node itself)."""
+    the Markdown and before the node (not a node itself). Every file is read before the
+    first one is written, so a file that cannot be read or written through changes
+    nothing."""
     clean_tags = [validate_tag(t) for t in tags]  # fail before anything is written
     section = nar.parse_entries(rel, entry)[0]
     split_content(section.content)
@@ -155,15 +154,17 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
         for head in store.read_head().heads:  # a damaged store fails before the Markdown changes
             store.read_typed(head, Commit)
         store.staged_heads()
-        path = _narrative_path(store, rel)
-        existing = _read_text(path, rel) if role != "task" else ""
-        if role == "task" and path.exists():
-            raise InvalidInput(f"narrative/{rel} already exists")
-        _write_text(store, rel, _appended(existing, header, entry) if header else entry)
+        if role == "task":
+            if _narrative_path(store, rel).exists():
+                raise InvalidInput(f"narrative/{rel} already exists")
+            writes = [(rel, entry)]
+        else:
+            writes = [(rel, _appended(store, rel, header, entry))]
         if log_event is not None:
             log, log_header, log_entry = log_event
-            log_text = _read_text(_narrative_path(store, log), log)
-            _write_text(store, log, _appended(log_text, log_header, log_entry))
+            writes.append((log, _appended(store, log, log_header, log_entry)))
+        for target, text in writes:
+            _write_text(store, target, text)
         meta = dict(metadata or {})
         meta.update({META_PATH: rel, META_HASH: nar.content_hash(section.content)}, **(extra or {}))
         added = add_node(store, ROLE_TYPES[role], section.content, tags=clean_tags, metadata=meta,
@@ -183,12 +184,11 @@ def add_note(store: Store, text: str, *, tags: Sequence[str] = (),
     body = nar.demote_headings(_check_text(text, "note"), 3)
     ms, node_id = now_ms(), new_ulid()
     rel = nar.log_rel(ms)
-    date = rel[len("log/"):-len(".md")]
-    entry = _render("log_entry.md", time=_hhmm(ms), kind="note", marker=nar.id_marker(node_id),
-                    text=body, end=nar.end_marker(node_id))
-    return _write_entry(store, role="log", rel=rel, entry=entry,
-                        header=nar.render_template("log.md", date=date), node_id=node_id,
-                        tags=tags, metadata=metadata)
+    entry = nar.render_template("log_entry.md", time=_hhmm(ms), kind="note",
+                                marker=nar.id_marker(node_id), text=body,
+                                end=nar.end_marker(node_id))
+    return _write_entry(store, role="log", rel=rel, entry=entry, header=nar.log_header(ms),
+                        node_id=node_id, tags=tags, metadata=metadata)
 
 
 def add_decision(store: Store, title: str, body: str | None = None, *, tags: Sequence[str] = (),
@@ -204,8 +204,8 @@ def add_decision(store: Store, title: str, body: str | None = None, *, tags: Seq
     title = _one_line(title, "title")
     text = nar.demote_headings(_check_text(body, "body"), 3) if body is not None else ""
     node_id = new_ulid()
-    entry = _render("decision_entry.md", title=title, marker=nar.id_marker(node_id), body=text,
-                    end=nar.end_marker(node_id))
+    entry = nar.render_template("decision_entry.md", title=title, marker=nar.id_marker(node_id),
+                                body=text, end=nar.end_marker(node_id))
     return _write_entry(store, role="decision", rel="decisions.md", entry=entry,
                         header=nar.render_template("decisions.md"), node_id=node_id, tags=tags,
                         metadata=metadata)
@@ -228,18 +228,27 @@ def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequenc
     ms, node_id = now_ms(), new_ulid()
     number = nar.task_number(node_id)
     rel = nar.task_rel(node_id)
-    entry = _render("task.md", number=number, title=title, marker=nar.id_marker(node_id), body=text)
+    entry = nar.render_template("task.md", number=number, title=title,
+                                marker=nar.id_marker(node_id), body=text)
     key = f"task-created-{node_id}"
-    log = nar.log_rel(ms)
-    event = _render("task_created.md", time=_hhmm(ms), marker=nar.event_marker(key),
-                    number=number, title=title, file=Path(rel).name, path=rel,
-                    end=nar.end_marker(key))
+    event = nar.render_template("task_created.md", time=_hhmm(ms), marker=nar.event_marker(key),
+                                number=number, title=title, file=Path(rel).name, path=rel,
+                                end=nar.end_marker(key))
     return _write_entry(store, role="task", rel=rel, entry=entry, header="", node_id=node_id,
                         tags=tags, metadata=metadata, extra={META_TASK: number},
-                        log_event=(log, nar.render_template("log.md", date=log[4:-3]), event))
+                        log_event=(nar.log_rel(ms), nar.log_header(ms), event))
 
 
 # -- ingesting human edits ---------------------------------------------------------------------------
+
+def _entry_text(path: Path) -> str | None:
+    """A file's text, or None if it cannot be read, is too large or is not UTF-8."""
+    data = nar.read_narrative_bytes(path)
+    try:
+        return data.decode("utf-8") if data is not None else None
+    except UnicodeDecodeError:
+        return None
+
 
 def _read_entries(store: Store) -> tuple[list[nar.Section], set[str]]:
     """Every entry of the log, decision and task files, and the paths that were read.
@@ -250,15 +259,11 @@ def _read_entries(store: Store) -> tuple[list[nar.Section], set[str]]:
     entries: list[nar.Section] = []
     read: set[str] = set()
     for rel, path in nar.iter_narrative_files(store):
-        if nar.role_of(rel) not in nar.ENTRY_ROLES or nar.stream_of(rel) != "main":
+        if nar.role_of(rel) not in nar.ENTRY_ROLES:
             continue
-        try:
-            data = path.read_bytes()
-            text = data.decode("utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue  # unreadable: its nodes are left as they are (never tombstoned)
-        if len(data) > nar.MAX_NARRATIVE_BYTES:
-            continue  # too large to be read whole: the same
+        text = _entry_text(path)
+        if text is None:
+            continue  # its nodes are left as they are (never tombstoned)
         line = nar.conflict_line(text)
         if line is not None:
             raise InvalidInput(f"narrative/{rel}:{line}: unresolved merge conflict",
@@ -271,11 +276,11 @@ def _read_entries(store: Store) -> tuple[list[nar.Section], set[str]]:
 
 def _linked_nodes(conn) -> list[Any]:  # type: ignore[no-untyped-def]
     """Live nodes that came from a narrative entry."""
-    from ctxstore.index.read import NODE_COLUMNS, _load_tags, node_from_row
+    from ctxstore.index.read import NODE_COLUMNS, load_tags, node_from_row
 
     rows = conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes "
                         f"WHERE json_extract(metadata, '$.{META_PATH}') IS NOT NULL ORDER BY id")
-    return _load_tags(conn, [node_from_row(r) for r in rows])
+    return load_tags(conn, [node_from_row(r) for r in rows])
 
 
 def _new_node(entry: nar.Section, node_id: str, blobs: list[bytes]) -> NodeRecord:
@@ -307,21 +312,7 @@ def _edited(node: Any, entry: nar.Section, blobs: list[bytes]) -> NodeRecord | N
         inline, blob_id, new_blobs = split_content(entry.content)
         blobs.extend(new_blobs)
         changes.update(content=inline, content_blob=blob_id)
-    return replace(record_of(node), updated_at=bump(node.updated_at), prev=node.version, **changes)
-
-
-def _removed(conn, node: Any, seen_edges: set[tuple[str, ...]]) -> list[KnowledgeRecord]:  # type: ignore[no-untyped-def]
-    from ctxstore.index.read import edges_of
-
-    out: list[KnowledgeRecord] = [NodeRemoved(id=node.id, at=bump(node.updated_at),
-                                              prev=node.version)]
-    for e in edges_of(conn, node.id):
-        key = (e.from_kind, e.from_key, e.to_kind, e.to_key, e.label)
-        if key not in seen_edges:
-            seen_edges.add(key)
-            out.append(EdgeRemoved(from_ref=(e.from_kind, e.from_key), to_ref=(e.to_kind, e.to_key),
-                                   label=e.label, at=bump(e.updated_at), prev=None))
-    return out
+    return next_version(node, **changes)
 
 
 def _entry_gone(store: Store, path: Any, read: set[str]) -> bool:
@@ -372,21 +363,26 @@ class _Ingest:
     """The state of one ingestion: what the index knows and what was decided so far."""
 
     conn: Any
+    linked: dict[str, Any]    # the live nodes that came from an entry, by id
     seen: set[str] = field(default_factory=set)
     records: list[KnowledgeRecord] = field(default_factory=list)
     blobs: list[bytes] = field(default_factory=list)
     changes: list[NarrativeChange] = field(default_factory=list)
 
     def note(self, action: str, node_id: str, entry: nar.Section) -> None:
-        self.changes.append(NarrativeChange(action, node_id, entry.path, entry.line))
+        self.changes.append(NarrativeChange(action, node_id, entry.path))
 
     def entry(self, entry: nar.Section, marked: bool, known: Any) -> None:
         """Decide what one entry means (see ``ingest_narrative_edits``). ``marked``: its
         marker is the first one naming that node; ``known``: an unmarked entry's node."""
         from ctxstore.index.read import find_node, node_versions
 
-        node = find_node(self.conn, entry.marker) if marked else known
-        if not marked:
+        node = known
+        if marked and entry.marker is not None:
+            # The index is asked only for a node not loaded with the linked ones: one
+            # without narrative metadata, or a deleted one (None).
+            node = self.linked.get(entry.marker) or find_node(self.conn, entry.marker)
+        else:
             entry = replace(entry, marker=None)  # a copied marker: the copy is a node of its own
         if entry.tangled:  # left as it is: its node keeps its content
             node_id = entry.marker or (node.id if node is not None else "")
@@ -436,14 +432,14 @@ def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
         for entry in entries:
             marked.append(entry.marker is not None and entry.marker not in firsts)
             firsts.add(entry.marker or "")
-        state = _Ingest(conn)
+        state = _Ingest(conn, {n.id: n for n in linked})
         for entry, is_marked, known in zip(entries, marked, _match_unmarked(entries, marked, linked)):
             state.entry(entry, is_marked, known)
         seen_edges: set[tuple[str, ...]] = set()
         for node in linked:
             path = node.metadata.get(META_PATH)
             if node.id not in state.seen and _entry_gone(store, path, read):
-                state.records.extend(_removed(conn, node, seen_edges))
+                state.records.extend(tombstones(conn, node, seen_edges))
                 state.changes.append(NarrativeChange("removed", node.id, path))
         stage_write(store, state.records, "ingest narrative edits", state.blobs)
     return state.changes
@@ -456,10 +452,11 @@ def commit_with_edits(store: Store, message: str | None, *, amend: bool = False,
     into one canonical commit (see ``staging.commit_stage``), under one lock.
 
     Raises:
-        InvalidInput: a narrative file holds conflict markers (nothing changes), or see
-            ``commit_stage``.
+        InvalidInput: a narrative file holds conflict markers, or the message is missing
+            or blank (see ``commit_stage``); nothing changes.
         StagingConflict, LockConflict, StorageIOError: see ``commit_stage``.
     """
+    check_commit_message(message, amend=amend)  # before ingestion stages anything
     with store.lock():
         edits = ingest_narrative_edits(store) if narrative else []
         res = commit_stage(store, message, amend=amend, narrative=narrative,
@@ -470,11 +467,17 @@ def commit_with_edits(store: Store, message: str | None, *, amend: bool = False,
 # -- compaction: the session summary in today's log -----------------------------------------------
 
 def _summary_counts(records: Sequence[KnowledgeRecord]) -> tuple[str, list[str]]:
+    """The counts line of a session summary and the ids of the nodes it touched.
+
+    ``records``: every record of the session, unfolded. A node whose first version is in
+    the session counts as added even when a later version of it is what the fold keeps.
+    """
+    created = {r.id for r in records if isinstance(r, NodeRecord) and r.prev is None}
     added = updated = removed = edges = views = 0
     ids: list[str] = []
-    for rec in records:
+    for rec in fold_records(records):
         if isinstance(rec, NodeRecord):
-            added, updated = (added + 1, updated) if rec.prev is None else (added, updated + 1)
+            added, updated = (added + 1, updated) if rec.id in created else (added, updated + 1)
             ids.append(rec.id)
         elif isinstance(rec, NodeRemoved):
             removed += 1
@@ -514,38 +517,41 @@ def _write_summary(store: Store, message: str) -> str | None:
     for _, work in chain:
         for bid in work.change_batches:
             records.extend(store.read_typed(ObjectId(bid), ChangeBatch).records)
-    counts, ids = _summary_counts(fold_records(records))
+    counts, ids = _summary_counts(records)
     listed = ", ".join(ids[:MAX_LISTED_NODES]) or "none"
     if len(ids) > MAX_LISTED_NODES:
         listed += f" and {len(ids) - MAX_LISTED_NODES} more"
     task = first.message if first.step_kind == "session_start" else "(none)"
     ms = now_ms()
     rel = nar.log_rel(ms)
-    entry = _render("session_summary.md", time=_hhmm(ms), end=nar.end_marker(session_id),
-                               marker=nar.session_marker(session_id),
-                               message=nar.demote_headings(message.strip(), 3), session=session_id,
-                               task=re.sub(r"\s+", " ", task).strip() or "(none)", counts=counts,
-                               nodes=listed)
-    date = rel[len("log/"):-len(".md")]
-    existing = _read_text(_narrative_path(store, rel), rel)
-    _write_text(store, rel, _appended(existing, nar.render_template("log.md", date=date), entry))
+    entry = nar.render_template("session_summary.md", time=_hhmm(ms),
+                                end=nar.end_marker(session_id),
+                                marker=nar.session_marker(session_id),
+                                message=nar.demote_headings(message.strip(), 3),
+                                session=session_id,
+                                task=re.sub(r"\s+", " ", task).strip() or "(none)",
+                                counts=counts, nodes=listed)
+    _write_text(store, rel, _appended(store, rel, nar.log_header(ms), entry))
     return rel
 
 
-def compact_session(store: Store, message: str) -> FoldResult:
+def compact_session(store: Store, message: str) -> tuple[FoldResult, list[NarrativeChange]]:
     """``ctx stage compact``: ingest narrative edits, write the session summary into today's
     log, then fold the session into one canonical commit that snapshots that log.
 
     The log is written before the commit pointer moves. After a crash in between, running
     it again finds the summary (by its session marker) and only folds.
 
+    Returns:
+        What was folded, and what the narrative edits became (as ``commit_with_edits``).
+
     Raises:
-        InvalidInput: for an empty message or conflict markers (see ``ingest_narrative_edits``).
+        InvalidInput: for a blank message (nothing changes) or conflict markers (see
+            ``ingest_narrative_edits``).
         StagingConflict, LockConflict, StorageIOError: if the commit cannot be made.
     """
-    if not message.strip():
-        raise InvalidInput("the message is empty")
+    check_commit_message(message)  # before ingestion stages anything
     with store.lock():
-        ingest_narrative_edits(store)
+        edits = ingest_narrative_edits(store)
         _write_summary(store, message)
-        return commit_stage(store, message, kind="compact")
+        return commit_stage(store, message, kind="compact"), edits

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from ctxstore.errors import CtxError, NothingToDo, StagingConflict
+from ctxstore.errors import CtxError, InvalidInput, NothingToDo, StagingConflict
 from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import ObjectId
@@ -32,6 +32,7 @@ __all__ = [
     "resolve_stage",
     "stage_records",
     "start_session",
+    "check_commit_message",
     "commit_stage",
     "abort_session",
     "flush",
@@ -244,6 +245,20 @@ def _latest_refs(refs_lists: Iterable[Iterable[NarrativeRef]]) -> list[Narrative
     return [latest[p] for p in sorted(latest)]
 
 
+def check_commit_message(message: str | None, *, amend: bool = False) -> None:
+    """Refuse a commit message ``commit_stage`` would refuse, so that callers who change
+    something before folding (narrative ingestion) can fail before that change.
+
+    Raises:
+        InvalidInput: if the message is missing (and ``amend`` does not keep the old one)
+            or blank.
+    """
+    if message is None and not amend:
+        raise InvalidInput("a commit message is required", hint="ctx commit -m MESSAGE")
+    if message is not None and not message.strip():
+        raise InvalidInput("the commit message is empty")
+
+
 def commit_stage(store: Store, message: str | None, *, amend: bool = False,
                  narrative: bool = True, allow_empty: bool = False,
                  kind: str = "commit") -> FoldResult:
@@ -261,11 +276,12 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         What was folded. ``commit`` is None when there was nothing to commit.
 
     Raises:
-        InvalidInput: for an empty message.
+        InvalidInput: for a missing or blank message (see ``check_commit_message``).
         StagingConflict: if HEAD or STAGE moved concurrently.
     """
     from ctxstore import narrative as narrative_mod
 
+    check_commit_message(message, amend=amend)
     with store.transaction() as tx:
         head, head_ptr = resolve_main(store, tx)
         stage, stage_ptr = resolve_stage(store, tx, head)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
+from ctxstore.index import INDEX_FILE, index_dir
 from ctxstore.index.heads import ConcurrentEdit, concurrent_edits
 from ctxstore.pack import TIER_ORDER
 from ctxstore.repo import Store
@@ -15,9 +16,9 @@ __all__ = ["StoreStatus", "store_status"]
 
 def _index_size(store: Store) -> int:
     total = 0
-    for name in ("index.sqlite", "index.sqlite-wal"):
+    for name in (INDEX_FILE, INDEX_FILE + "-wal"):
         try:
-            total += (store.root / "index" / name).stat().st_size
+            total += (index_dir(store) / name).stat().st_size
         except OSError:
             continue
     return total
@@ -50,11 +51,12 @@ def store_status(store: Store, conn: sqlite3.Connection, *, kind: str) -> StoreS
     by_type = dict(conn.execute("SELECT type, count(*) FROM nodes GROUP BY type ORDER BY type"))
     edges = conn.execute("SELECT count(*) FROM edges").fetchone()[0]
     tags = conn.execute("SELECT count(DISTINCT tag) FROM tags").fetchone()[0]
+    names = [tier for tier in TIER_ORDER if tier is not None]
     found = {tag[5:]: (count, total) for tag, count, total in conn.execute(
         "SELECT t.tag, count(*), coalesce(sum(n.tokens), 0) FROM tags t JOIN nodes n "
-        "ON n.id = t.node_id WHERE t.tag IN ('tier:pinned', 'tier:reference', 'tier:working', "
-        "'tier:off-context') GROUP BY t.tag")}
-    tiers = {tier: found.get(tier, (0, 0)) for tier in TIER_ORDER if tier is not None}
+        f"ON n.id = t.node_id WHERE t.tag IN ({','.join('?' * len(names))}) GROUP BY t.tag",
+        [f"tier:{tier}" for tier in names])}
+    tiers = {tier: found.get(tier, (0, 0)) for tier in names}
     superseded = conn.execute("SELECT count(*) FROM nodes WHERE superseded_by IS NOT NULL").fetchone()[0]
     staged = session_status(store)
     # The index file's size stands for the store's (walking every object costs tens of

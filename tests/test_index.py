@@ -106,3 +106,21 @@ def test_compose_query_equals_compose_of_full_rows(store: Store) -> None:
         lazy = compose_query(conn, query, budget, now_ms=1_700_000_000_000)
         full = compose(conn, run_query(conn, query, now=1_700_000_000), budget, now_ms=1_700_000_000_000)
         assert (lazy.text, lazy.skipped) == (full.text, full.skipped)
+
+
+def test_status_counts_every_tier_and_sizes_the_index_file(store: Store) -> None:
+    from ctxstore.index import INDEX_FILE, index_dir
+    from ctxstore.stats import store_status
+
+    ids = [add_node(store, "fact", f"tiered {tier}").node.id
+           for tier in ("pinned", "reference", "working", "off-context")]
+    for node_id, tier in zip(ids, ("pinned", "reference", "working", "off-context")):
+        tag_node(store, node_id, [f"tier:{tier}"])
+    add_node(store, "fact", "untiered")
+    conn = open_index(store)
+    st = store_status(store, conn, kind="explicit")
+    assert list(st.tiers) == ["pinned", "reference", "working", "off-context"]
+    assert all(count == 1 and tokens > 0 for count, tokens in st.tiers.values())
+    files = [index_dir(store) / name for name in (INDEX_FILE, INDEX_FILE + "-wal")]
+    assert st.size_bytes == sum(f.stat().st_size for f in files if f.exists()) > 0
+    assert st.size_bytes >= (store.root / "index" / "index.sqlite").stat().st_size

@@ -120,6 +120,24 @@ def test_placeholders_in_user_text_are_kept_verbatim(store: Store) -> None:
     assert commit(store) == []  # the Markdown reads back exactly as the nodes hold it
 
 
+def test_templates_are_rendered_in_one_pass() -> None:
+    text = nar.render_template("log_entry.md", time="{kind}", kind="note", marker="{end}",
+                               text="{time}", end="<!-- e -->")
+    assert text == "## {kind} UTC · note {end}\n{time}\n<!-- e -->\n"
+    # A line holding only an empty value is left out.
+    assert nar.render_template("task.md", number="1", title="T", marker="m", body="") == (
+        "# Task 1: T m\n")
+
+
+def test_oversized_narrative_file_is_not_snapshotted(store: Store) -> None:
+    commit_stage(store, "base")  # the README from init
+    (ndir(store) / "big.md").write_bytes(b"x" * (nar.MAX_NARRATIVE_BYTES + 1))
+    (ndir(store) / "small.md").write_text("small\n")
+    res = commit_stage(store, "snap")
+    refs = store.read_typed(res.commit, Commit).narrative_refs
+    assert [r.path for r in refs] == ["small.md"]
+
+
 def test_task_number_depends_on_the_id_only() -> None:
     assert nar.task_number("01HQ1A2B3C4D5E6F7G8H9JKMNP") == nar.task_number("01ZZZZZZZZ4D5E6F7G8H9JKMNP")
     assert nar.task_number("01HQ1A2B3C4D5E6F7G8H9JKMNP") != nar.task_number("01HQ1A2B3C4D5E6F7G8H9JKMNQ")
@@ -381,7 +399,8 @@ def test_compact_writes_the_session_summary_into_the_committed_log(store: Store)
     start_session(store, "Add connection retry")
     n = add_note(store, "All tests passing")
     fact = add_node(store, "fact", "Backoff caps at 10 s").node
-    res = compact_session(store, "feat: connection retry")
+    res, edits = compact_session(store, "feat: connection retry")
+    assert edits == []  # the note and the fact were staged by ctx: nothing to ingest
     log = ndir(store) / n.path
     text = log.read_text()
     summary = nar.parse_entries(n.path, text)[-1]
@@ -395,7 +414,7 @@ def test_compact_writes_the_session_summary_into_the_committed_log(store: Store)
     assert store.read_blob(ObjectId(refs[n.path])) == log.read_bytes()
     assert n.node.id in live(store)
     count = len(live(store))
-    assert compact_session(store, "again").commit is None  # nothing staged: no summary, no commit
+    assert compact_session(store, "again")[0].commit is None  # nothing staged: no summary, no commit
     assert log.read_text() == text and len(live(store)) == count  # the summary is not a node
 
 
@@ -440,7 +459,7 @@ def test_kill_after_summary_write_then_rerun_compacts_once(store: Store) -> None
     store = open_store(store.root)
     assert store.read_head().single == head  # the log was written, the commit was not
     assert log.read_text().count("ctx:session=") == 1
-    out = compact_session(store, "done")
+    out, _ = compact_session(store, "done")
     assert out.commit is not None and log.read_text().count("ctx:session=") == 1
     refs = {r.path: r.blob_id for r in store.read_typed(out.commit, Commit).narrative_refs}
     assert store.read_blob(ObjectId(refs[n.path])) == log.read_bytes()

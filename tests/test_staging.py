@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from ctxstore.errors import NothingToDo, StagingConflict
+from conftest import store_digest
+from ctxstore.errors import InvalidInput, NothingToDo, StagingConflict
 from ctxstore.gc import collect_garbage
 from ctxstore.model import ChangeBatch, Commit, WorkCommit
 from ctxstore.model.knowledge import NodeRecord
@@ -78,6 +79,21 @@ def test_commit_amend_replaces_head(store: Store) -> None:
     c = store.read_typed(amended.commit, Commit)
     assert c.parents == parent and c.message == "first"
     assert set(replay(store).nodes) == {"N1", "N2"}
+
+
+@pytest.mark.parametrize("message,amend,error", [
+    (None, False, "a commit message is required"),
+    ("", False, "the commit message is empty"),
+    (" \n\t", False, "the commit message is empty"),
+    ("  ", True, "the commit message is empty"),
+])
+def test_commit_refuses_a_missing_or_blank_message(store: Store, message: str | None, amend: bool,
+                                                    error: str) -> None:
+    stage_records(store, [_node("N1", "a", 10)])
+    before = store_digest(store.root)
+    with pytest.raises(InvalidInput, match=error):
+        commit_stage(store, message, amend=amend)
+    assert store_digest(store.root) == before
 
 
 def test_start_session_twice_is_a_staging_conflict(store: Store) -> None:

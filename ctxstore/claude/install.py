@@ -25,7 +25,7 @@ from ctxstore.errors import InvalidInput
 
 __all__ = ["HOOK_EVENTS", "SKILL_MARKER", "FileChange", "Plan", "resolve_ctx_command", "hook_command",
            "is_ctx_hook", "ctx_hooks", "skill_text", "plan_install", "plan_uninstall", "plan_unplugin",
-           "plan_plugin", "apply_plan", "describe"]
+           "plan_plugin", "apply_plan", "describe", "backup_path"]
 
 # Claude Code event -> (``ctx hook`` subcommand, timeout in seconds). UserPromptSubmit's
 # platform default is 30 s; SessionEnd's 1.5 s budget is raised by a settings-file timeout.
@@ -234,7 +234,8 @@ def _stripped_settings(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _backup_path(path: Path) -> Path:
+def backup_path(path: Path) -> Path:
+    """Where ``ctx install`` keeps the previous bytes of ``path`` (``<name>.bak``)."""
     return path.with_name(path.name + BACKUP_SUFFIX)
 
 
@@ -254,7 +255,9 @@ def plan_install(settings_path: Path, skill_path: Path, prefix: list[str]) -> Pl
     plan.add(skill_path, skill_text(), backup=foreign)
     merged = _merged_settings(data, prefix)
     if raw is None or merged != data:
-        plan.add(settings_path, _dump(merged), backup=True)
+        # Only a file without ctx's hooks is the user's own: a reinstall (ctx moved, say)
+        # must keep the pre-install backup that uninstall restores byte for byte.
+        plan.add(settings_path, _dump(merged), backup=_stripped_settings(data) == data)
     return plan
 
 
@@ -272,7 +275,7 @@ def plan_uninstall(settings_path: Path, skill_path: Path) -> Plan:
     raw, data = _load_settings(settings_path)
     plan = Plan()
     if skill_path.is_file() and SKILL_MARKER.encode() in skill_path.read_bytes():
-        backup = _backup_path(skill_path)
+        backup = backup_path(skill_path)
         own = backup.read_bytes() if backup.is_file() else None
         if own is not None and SKILL_MARKER.encode() not in own:
             plan.add(skill_path, own)  # the SKILL.md that install found there comes back
@@ -285,7 +288,7 @@ def plan_uninstall(settings_path: Path, skill_path: Path) -> Plan:
     stripped = _stripped_settings(data)
     if stripped == data:
         return plan
-    backup = _backup_path(settings_path)
+    backup = backup_path(settings_path)
     saved = backup.read_bytes() if backup.is_file() else None
     saved_data = _parse(saved)
     if saved is not None and saved_data == stripped:
@@ -369,14 +372,15 @@ def _prune(folder: Path, stop: Path) -> None:
 def apply_plan(plan: Plan) -> None:
     """Write the planned changes: backups first, each file atomically, then empty dirs go."""
     for change in plan.changes:
+        # The backup and the rewritten file keep the original's mode (secrets stay private).
+        mode = fsio.mode_of(change.path)
         if change.backup and change.old is not None:
-            fsio.replace_atomic(_backup_path(change.path), change.old)
+            fsio.replace_atomic(backup_path(change.path), change.old, mode=mode)
         if change.new is None:
             if change.path.is_file():
                 fsio.unlink(change.path)
             continue
         fsio.ensure_dir(change.path.parent)
-        mode = change.path.stat().st_mode & 0o777 if change.path.is_file() else 0o644
         fsio.replace_atomic(change.path, change.new, mode=mode)
     for folder, stop in plan.prune_dirs:
         _prune(folder, stop)

@@ -1,7 +1,7 @@
 """``<ctx:*>`` command tags: finding them in assistant text, and escaping them in output.
 
 The grammar is exact ASCII: ``<ctx:NAME attr="v" attr='v'/>`` or
-``<ctx:NAME attr="v">content</ctx:NAME>``, NAME one of ``COMMAND_NAMES``, attributes
+``<ctx:NAME attr="v">content</ctx:NAME>``, NAME a key of ``ATTRIBUTES``, attributes
 ``[a-z_]+`` each given at most once. Tags are looked for only in prose: text inside fenced
 code (``` or ~~~, closed or not), inline code spans, indented code blocks, blockquotes
 and HTML comments is data, never a command (RELIABILITY.md PI-01..PI-04, PI-11). The
@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from ctxstore.claude.inject import escape_tags
 
-__all__ = ["COMMAND_NAMES", "ATTRIBUTES", "Command", "TagProblem", "parse_commands", "mask_code"]
+__all__ = ["ATTRIBUTES", "Command", "TagProblem", "parse_commands", "mask_code"]
 
 # name -> the attributes it accepts (anything else is rejected: PI-13).
 ATTRIBUTES: dict[str, frozenset[str]] = {
@@ -38,7 +38,6 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
     "supersede": frozenset({"old", "new"}),
     "forget": frozenset({"id", "node"}),
 }
-COMMAND_NAMES = frozenset(ATTRIBUTES)
 _NEEDS_CONTENT = frozenset({"remember", "summarize"})
 
 _OPEN = re.compile(r"<ctx:([a-z]+)((?:[ \t\r\n]+[a-z_]+=(?:\"[^\"]*\"|'[^']*'))*)[ \t\r\n]*(/?)>")
@@ -58,7 +57,6 @@ class Command(NamedTuple):
     attrs: dict[str, str]
     content: str
     raw: str
-    start: int
 
 
 class TagProblem(NamedTuple):
@@ -206,5 +204,5 @@ def parse_commands(text: str) -> tuple[list[Command], list[TagProblem]]:
         elif name in _NEEDS_CONTENT and not content:
             problems.append(TagProblem(_snippet(raw), f"empty <ctx:{name}> ignored"))
         else:
-            commands.append(Command(name, attrs, content, raw, start))
+            commands.append(Command(name, attrs, content, raw))
     return commands, problems

@@ -124,8 +124,7 @@ def _is_real_prompt(entry: dict[str, Any]) -> bool:
     elif isinstance(content, list):
         if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
             return False
-        texts = [b.get("text") for b in content
-                 if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
+        texts = _text_blocks(content)
         if not texts:  # e.g. only an image: still the human speaking
             return bool(content)
     else:
@@ -148,6 +147,11 @@ def _assistant_texts(entry: dict[str, Any]) -> list[str]:
         return [content]
     if not isinstance(content, list):
         return []
+    return _text_blocks(content)
+
+
+def _text_blocks(content: list[Any]) -> list[str]:
+    """The texts of a message's ``{"type": "text", "text": ...}`` blocks, in order."""
     return [b["text"] for b in content
             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
 

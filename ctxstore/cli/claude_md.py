@@ -31,13 +31,11 @@ def claude_md_command(env: Env, path: str | None, lines: int | None) -> None:
         ctx claude-md
         ctx claude-md --path docs/CLAUDE.md --lines 40
     """
-    from ctxstore.claude.claudemd import configured_path, write_claude_md
+    from ctxstore.claude.claudemd import write_claude_md
 
-    store = env.store()
-    target = configured_path(store) if path is None else Path(os.getcwd()) / path
-    budget = lines if lines is not None else store.config.get("claude", "claude_md_lines")
-    changed = write_claude_md(store, target, budget)
+    target = None if path is None else Path(os.getcwd()) / path
+    written = write_claude_md(env.store(), target, lines)
     if env.fmt == "json":
-        emit_json({"path": str(target), "changed": changed, "lines": budget})
+        emit_json({"path": str(written.path), "changed": written.changed, "lines": written.lines})
         return
-    click.echo(f"{'updated' if changed else 'unchanged'}: {target}")
+    click.echo(f"{'updated' if written.changed else 'unchanged'}: {written.path}")

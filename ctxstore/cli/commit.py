@@ -1,11 +1,28 @@
-"""``ctx commit``."""
+"""``ctx commit``, and the listing of ingested narrative edits it shares with
+``ctx stage compact``."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
-from ctxstore.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from ctxstore.notes import NarrativeChange
+
+
+def edits_json(edits: Sequence[NarrativeChange]) -> list[dict[str, Any]]:
+    """The ``narrative_edits`` list of a ``--format json`` result."""
+    return [{"action": e.action, "id": e.node_id, "path": e.path} for e in edits]
+
+
+def echo_edits(edits: Sequence[NarrativeChange]) -> None:
+    """One line per ingested narrative edit, below the commit line."""
+    for e in edits:
+        click.echo(f"  {e.action} {e.node_id or '(unmarked)'} from narrative/{e.path}")
 
 
 @click.command("commit")
@@ -32,18 +49,13 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
     """
     from ctxstore.notes import commit_with_edits
 
-    if message is None and not amend:
-        raise InvalidInput("a commit message is required", hint="ctx commit -m MESSAGE")
-    if message is not None and not message.strip():
-        raise InvalidInput("the commit message is empty")
     res, edits = commit_with_edits(env.store(), message, amend=amend, narrative=not no_narrative,
                                    allow_empty=allow_empty)
     if env.fmt == "json":
         emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
                    "work_commits": res.work_commits, "narrative_refs": res.narrative_refs,
                    "amended": res.amended,
-                   "narrative_edits": [{"action": e.action, "id": e.node_id, "path": e.path}
-                                       for e in edits]})
+                   "narrative_edits": edits_json(edits)})
         return
     if res.commit is None:
         click.echo("nothing to commit")
@@ -51,5 +63,4 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
         click.echo(f"{'amended' if amend else 'committed'} {res.commit.hex()}: {res.records} "
                    f"records from {res.work_commits} work commits, {res.narrative_refs} "
                    "narrative files")
-    for e in edits:  # with nothing committed, only entries left alone (tangled) are listed
-        click.echo(f"  {e.action} {e.node_id or '(unmarked)'} from narrative/{e.path}")
+    echo_edits(edits)  # with nothing committed, only entries left alone (tangled) are listed

@@ -29,7 +29,9 @@ def _claude_dir(env: Env, scope: str) -> Path:
         configured = os.environ.get("CLAUDE_CONFIG_DIR")
         return Path(configured) if configured else Path.home() / ".claude"
     if env.ctx_dir:
-        return Path(env.ctx_dir).absolute().parent / ".claude"
+        # --ctx-dir names the .ctx folder or the project holding it; with it set,
+        # store_path only resolves the name (it never creates the user store).
+        return env.store_path().absolute().parent / ".claude"
     from ctxstore.repo import discover_store
 
     try:
@@ -47,7 +49,7 @@ def _ctx_prefix() -> list[str]:
 def _report(env: Env, plan: Plan, *, dry_run: bool, done: str, nothing: str,
             extra: dict[str, object]) -> None:
     """Apply the plan (unless --dry-run) and say what changed, as text or JSON."""
-    from ctxstore.claude.install import apply_plan, describe
+    from ctxstore.claude.install import apply_plan, backup_path, describe
 
     if not dry_run:
         apply_plan(plan)
@@ -70,7 +72,7 @@ def _report(env: Env, plan: Plan, *, dry_run: bool, done: str, nothing: str,
     else:
         for change in plan.changes:
             if change.backup:
-                click.echo(f"backup of the previous {change.path.name}: {change.path}.bak")
+                click.echo(f"backup of the previous {change.path.name}: {backup_path(change.path)}")
         click.echo(done)
 
 

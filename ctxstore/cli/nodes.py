@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, node_json, parse_since, pass_env, preview
 from ctxstore.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from ctxstore.model.knowledge import NodeRecord
+    from ctxstore.staging import StageResult
 
 TYPE_HELP = ("fact, decision, pattern, observation, hypothesis, task, summary, source or "
              "open-question.")
@@ -33,6 +37,18 @@ def _read_stdin_text() -> str:
 
 
 NARRATIVE_KINDS = ("note", "task", "decision")
+
+
+def _refuse_body(body: str | None) -> None:
+    """``--body`` is the text below a task's or decision's title; other kinds have none."""
+    if body is not None:
+        raise InvalidInput("--body is for `ctx add task` and `ctx add decision`")
+
+
+def _added_doc(node: NodeRecord, staged: StageResult, **extra: Any) -> dict[str, Any]:
+    """The ``--format json`` result of ``ctx add`` (``extra``: what a narrative kind adds)."""
+    return {"id": node.id, "type": node.type, **extra, "tags": list(node.tags),
+            "work_commit": staged.work_commit.hex()}
 
 
 @click.command("add")
@@ -103,17 +119,14 @@ def _add_plain(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tup
     if node_type is None:
         raise InvalidInput("give --type TYPE CONTENT, or note, task or decision and the text",
                            hint='ctx add note "text"')
-    if body is not None:
-        raise InvalidInput("--body is for `ctx add task` and `ctx add decision`")
+    _refuse_body(body)
     if len(words) > 1:
         raise InvalidInput("give the content as one argument (quote it)")
     text = _text_arg(words[0] if words else None, from_stdin, "content")
     from ctxstore.nodes import add_node
 
     added = add_node(env.store(), node_type, text, tags=list(tags), metadata=_parse_meta(meta))
-    node = added.node
-    return ({"id": node.id, "type": node.type, "tags": list(node.tags),
-             "work_commit": added.staged.work_commit.hex()}, node.id)
+    return _added_doc(added.node, added.staged), added.node.id
 
 
 def _text_arg(arg: str | None, from_stdin: bool, what: str) -> str:
@@ -129,8 +142,7 @@ def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool,
     if len(rest) > 1:
         raise InvalidInput(f"give the {kind} text as one argument (quote it)")
     if kind == "note":
-        if body is not None:
-            raise InvalidInput("--body is for `ctx add task` and `ctx add decision`")
+        _refuse_body(body)
         entry = notes.add_note(env.store(), _text_arg(rest[0] if rest else None, from_stdin, "note"),
                                tags=tags, metadata=_parse_meta(meta))
     else:
@@ -142,9 +154,7 @@ def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool,
         add = notes.add_task if kind == "task" else notes.add_decision
         entry = add(env.store(), rest[0], text, tags=tags, metadata=_parse_meta(meta))
     node = entry.node
-    doc: dict[str, Any] = {"id": node.id, "type": node.type, "kind": kind, "path": entry.path,
-                           "tags": list(node.tags),
-                           "work_commit": entry.added.staged.work_commit.hex()}
+    doc = _added_doc(node, entry.added.staged, kind=kind, path=entry.path)
     if entry.task_number is not None:
         doc["task_number"] = entry.task_number
     number = f"  task {entry.task_number}" if entry.task_number else ""
@@ -294,7 +304,7 @@ def list_command(env: Env, node_type: str | None, tags: tuple[str, ...], since: 
         ctx list --type fact --tag tier:reference
         ctx list --since 1h --limit 20
     """
-    from ctxstore.index.read import NODE_COLUMNS, _load_tags, node_from_row
+    from ctxstore.index.read import NODE_COLUMNS, load_tags, node_from_row
     from ctxstore.nodes import validate_tag, validate_type
 
     conn = env.index()
@@ -311,7 +321,7 @@ def list_command(env: Env, node_type: str | None, tags: tuple[str, ...], since: 
     sql = f"SELECT {NODE_COLUMNS} FROM nodes n WHERE {' AND '.join(where)} ORDER BY n.created_at DESC, n.id DESC"
     if limit:
         sql += f" LIMIT {int(limit)}"
-    nodes = _load_tags(conn, [node_from_row(r) for r in conn.execute(sql, args)])
+    nodes = load_tags(conn, [node_from_row(r) for r in conn.execute(sql, args)])
     _print_nodes(env, nodes)
 
 

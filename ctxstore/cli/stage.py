@@ -69,27 +69,29 @@ def flush_command(env: Env) -> None:
 def compact_command(env: Env, message: str) -> None:
     """Compact the staging session into one canonical commit.
 
-    Narrative edits are ingested first (as `ctx commit` does), and a session summary
-    (message, task, counts, node ids) is appended to today's log, whose snapshot is
-    part of the commit.
+    Narrative edits are ingested first and listed (as `ctx commit` does), and a
+    session summary (message, task, counts, node ids) is appended to today's log,
+    whose snapshot is part of the commit.
 
     \b
     Example:
         ctx stage compact --message "Completed timeout fix"
     """
+    from ctxstore.cli.commit import echo_edits, edits_json
     from ctxstore.notes import compact_session
 
-    if not message.strip():
-        raise InvalidInput("the message is empty")
-    res = compact_session(env.store(), message)
+    res, edits = compact_session(env.store(), message)
     if env.fmt == "json":
         emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
-                   "work_commits": res.work_commits, "session_id": res.session_id})
-    elif res.commit is None:
+                   "work_commits": res.work_commits, "session_id": res.session_id,
+                   "narrative_edits": edits_json(edits)})
+        return
+    if res.commit is None:
         click.echo("nothing to compact")
     else:
         click.echo(f"compacted {res.work_commits} work commits ({res.records} records) into "
                    f"{res.commit.hex()}")
+    echo_edits(edits)
 
 
 @stage_group.command("abort")

@@ -7,12 +7,12 @@ import click
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+        n /= 1024
+    return f"{n:.1f} GB"
 
 
 @click.command("status")

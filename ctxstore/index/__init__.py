@@ -20,9 +20,15 @@ from ctxstore.index.apply import apply_commits, clear_index, plan_sync
 from ctxstore.index.schema import INDEX_SCHEMA_VERSION, SCHEMA
 from ctxstore.repo import Store
 
-__all__ = ["INDEX_FILE", "open_index", "sync_index", "rebuild_index", "pointer_snapshot"]
+__all__ = ["INDEX_FILE", "index_dir", "open_index", "sync_index", "rebuild_index",
+           "pointer_snapshot"]
 
 INDEX_FILE = "index.sqlite"
+
+
+def index_dir(store: Store) -> Path:
+    """The folder holding the index files (``INDEX_FILE`` and its WAL/SHM companions)."""
+    return store.root / "index"
 
 
 def pointer_snapshot(store: Store) -> dict[str, list[str]]:
@@ -52,10 +58,10 @@ def _prepare(conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA user_version = {INDEX_SCHEMA_VERSION}")
 
 
-def _drop_files(index_dir: Path) -> None:
+def _drop_files(folder: Path) -> None:
     for name in (INDEX_FILE, INDEX_FILE + "-wal", INDEX_FILE + "-shm"):
         try:
-            fsio.unlink(index_dir / name)
+            fsio.unlink(folder / name)
         except FileNotFoundError:
             pass
 
@@ -69,12 +75,12 @@ def open_index(store: Store, *, sync: bool = True) -> sqlite3.Connection:
     Raises:
         CtxError: (E001-E005) if the store itself is damaged on the way.
     """
-    index_dir = store.root / "index"
-    path = index_dir / INDEX_FILE
+    folder = index_dir(store)
+    path = folder / INDEX_FILE
     conn: sqlite3.Connection | None = None
     for attempt in range(2):
         try:
-            fsio.ensure_dir(index_dir)
+            fsio.ensure_dir(folder)
             conn = _connect(path)
             _prepare(conn)
             conn.execute("SELECT count(*) FROM meta").fetchone()
@@ -89,7 +95,7 @@ def open_index(store: Store, *, sync: bool = True) -> sqlite3.Connection:
                 conn = _connect(":memory:")
                 _prepare(conn)
                 break
-            _drop_files(index_dir)  # corrupt or outdated: derived, so start over
+            _drop_files(folder)  # corrupt or outdated: derived, so start over
     assert conn is not None
     if sync:
         try:
@@ -139,9 +145,8 @@ def sync_index(store: Store, conn: sqlite3.Connection) -> bool:
 def rebuild_index(store: Store, *, full: bool = False) -> sqlite3.Connection:
     """Recreate the index from the objects. ``full`` deletes the files first;
     otherwise the tables are cleared and refilled in one transaction."""
-    index_dir = store.root / "index"
     if full:
-        _drop_files(index_dir)
+        _drop_files(index_dir(store))
         conn = open_index(store, sync=False)
     else:
         conn = open_index(store, sync=False)

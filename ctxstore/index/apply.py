@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ctxstore.index.heads import record_commit_graph, update_node_heads
+from ctxstore.index.heads import FoldReads, record_commit_graph, update_node_heads
 from ctxstore.model import ChangeBatch, Commit, WorkCommit, codec
 from ctxstore.model.knowledge import (
     EdgeRecord,
@@ -26,6 +26,7 @@ from ctxstore.model.knowledge import (
     NodeRemoved,
     ViewRecord,
     ViewRemoved,
+    key_text,
     record_key,
     record_stamp,
     record_to_wire,
@@ -35,15 +36,10 @@ from ctxstore.objects import ObjectId
 from ctxstore.repo import Store
 from ctxstore.tokens import estimate_tokens
 
-__all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_index", "key_text"]
+__all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_index"]
 
 _TABLES = ("applied", "applied_batches", "winners", "nodes", "tags", "edges", "views",
            "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads")
-
-
-def key_text(key: tuple[str, ...]) -> str:
-    """The text form of a replay key (unit separator between parts)."""
-    return "\x1f".join(key)
 
 
 @dataclass
@@ -87,8 +83,9 @@ def plan_sync(store: Store, conn: sqlite3.Connection, old: dict[str, list[str]] 
     plan = SyncPlan(commits=sorted(new.items(), key=lambda kv: _stamp(kv[1])))
     if old is None:
         return plan
-    folded = {c.session_id for c in new.values()
-              if isinstance(c, Commit) and c.session_id and c.aborted_work is None}
+    # Any fold counts here, an amend of a merge (several parents) included: the question
+    # is only whether the session's records arrive with a commit being applied.
+    folded = {c.session_id for c in new.values() if isinstance(c, Commit) and c.is_fold}
     for hexid in old.get("main", []) + old.get("stage", []):
         oid = bytes.fromhex(hexid)
         if oid in frontier or oid in new:
@@ -121,23 +118,25 @@ def apply_commits(store: Store, conn: sqlite3.Connection,
                   commits: list[tuple[bytes, Commit | WorkCommit]]) -> None:
     """Apply every change batch of ``commits`` not applied yet, and record them."""
     record_commit_graph(conn, commits)
+    reads = FoldReads(store)  # shared by every batch of this apply (see FoldReads)
     for oid, obj in commits:
         for bid in obj.change_batches:
             if conn.execute("SELECT 1 FROM applied_batches WHERE oid = ?", (bid,)).fetchone():
                 continue
             batch = store.read_typed(ObjectId(bid), ChangeBatch)
-            apply_records(store, conn, batch.records, bid, commit=oid)
+            apply_records(store, conn, batch.records, bid, commit=oid, reads=reads)
             conn.execute("INSERT INTO applied_batches(oid) VALUES (?)", (bid,))
         conn.execute("INSERT OR IGNORE INTO applied(oid, kind) VALUES (?, ?)",
                      (oid, type(obj).TYPE))
 
 
 def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[KnowledgeRecord],
-                  batch: bytes, *, commit: bytes) -> None:
+                  batch: bytes, *, commit: bytes, reads: FoldReads) -> None:
     """Let each record compete for its key; update the tables for every winner.
 
     ``commit`` is the (work) commit carrying ``batch``: node versions are placed in the
-    commit graph by it, for concurrent-edit detection (``ctxstore.index.heads``).
+    commit graph by it, for concurrent-edit detection (``ctxstore.index.heads``), which
+    reads fold and session records through ``reads``.
     """
     for rec in records:
         key = key_text(record_key(rec))
@@ -148,7 +147,7 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
             "VALUES (?, ?, ?, ?, ?, ?)",
             (key, version, stamp, rec.KIND, batch, codec.encode(record_to_wire(rec))))
         if isinstance(rec, (NodeRecord, NodeRemoved)):
-            update_node_heads(store, conn, rec.id, version, commit, rec.prev, stamp,
+            update_node_heads(reads, conn, rec.id, version, commit, rec.prev, stamp,
                               known=cur.rowcount == 0)
         row = conn.execute("SELECT stamp, version FROM winners WHERE key = ?", (key,)).fetchone()
         if row is not None and (row[0], row[1]) >= (stamp, version):

@@ -41,11 +41,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxstore.model import ChangeBatch, Commit, WorkCommit, codec
-from ctxstore.model.knowledge import KnowledgeRecord, record_key, record_stamp, version_id
+from ctxstore.model.knowledge import KnowledgeRecord, key_text, record_key, record_stamp, version_id
 from ctxstore.objects import ObjectId
 from ctxstore.repo import Store
 
-__all__ = ["ConcurrentEdit", "record_commit_graph", "update_node_heads", "concurrent_edits"]
+__all__ = ["ConcurrentEdit", "FoldReads", "record_commit_graph", "update_node_heads",
+           "concurrent_edits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,10 @@ def _fold_key(obj: Commit | WorkCommit) -> tuple[str, str | None, bytes | None]:
     and base, a fold's session (its base is its parent)."""
     if isinstance(obj, WorkCommit):
         return "work", obj.session_id, obj.base
-    if obj.session_id and obj.aborted_work is None and len(obj.parents) == 1:
+    # Unlike ``plan_sync``, a fold counts here only with one parent: the graph matches a
+    # fold to its session's work commits by base, and only a single parent names it (an
+    # amend keeps the amended commit's parents, which may be several or none).
+    if obj.is_fold and len(obj.parents) == 1:
         return "fold", obj.session_id, obj.parents[0]
     return "commit", None, None
 
@@ -113,7 +117,53 @@ def _gen(conn: sqlite3.Connection, oid: bytes) -> int:
     return 0 if row is None else row[0]
 
 
-def _descends(store: Store, conn: sqlite3.Connection, ancestor: bytes, descendant: bytes) -> bool:
+class FoldReads:
+    """The records of folds and of session chains, each read once per ``apply_commits``.
+
+    ``_absorbed`` is asked for every (head, new version) pair of a node; what a fold
+    holds and what a chain of work commits wrote never change (objects are immutable),
+    so one apply reads and decodes each commit's batches once. What the index has seen
+    grows during the apply, so the ``versions`` lookups are not cached.
+    """
+
+    def __init__(self, store: Store) -> None:
+        """Read through ``store``; keep everything until the object is dropped."""
+        self._store = store
+        self._folded: dict[bytes, dict[tuple[str, ...], KnowledgeRecord]] = {}
+        self._chains: dict[bytes, list[KnowledgeRecord]] = {}
+
+    def _records(self, commit: Commit | WorkCommit) -> list[KnowledgeRecord]:
+        return [rec for bid in commit.change_batches
+                for rec in self._store.read_typed(ObjectId(bid), ChangeBatch).records]
+
+    def folded(self, fold: bytes) -> dict[tuple[str, ...], KnowledgeRecord]:
+        """The records of fold commit ``fold`` by replay key (one per key)."""
+        if fold not in self._folded:
+            commit = self._store.read_typed(ObjectId(fold), Commit)
+            self._folded[fold] = {record_key(r): r for r in self._records(commit)}
+        return self._folded[fold]
+
+    def chain(self, work: bytes) -> list[KnowledgeRecord]:
+        """The records of work commit ``work`` and of its earlier steps in the same session."""
+        if work not in self._chains:
+            read = self._store.read_typed
+            session = read(ObjectId(work), WorkCommit).session_id
+            out: list[KnowledgeRecord] = []
+            todo, seen = [work], {work}
+            while todo:
+                step = read(ObjectId(todo.pop()), WorkCommit)
+                out += self._records(step)
+                for parent in step.parents:
+                    if parent not in seen and \
+                            read(ObjectId(parent), WorkCommit).session_id == session:
+                        seen.add(parent)
+                        todo.append(parent)
+            self._chains[work] = out
+        return self._chains[work]
+
+
+def _descends(reads: FoldReads, conn: sqlite3.Connection, ancestor: bytes,
+              descendant: bytes) -> bool:
     """True if commit ``descendant`` descends from commit ``ancestor`` (through parents,
     or through a fold that absorbed ``ancestor``, a work commit)."""
     if _reaches(conn, ancestor, descendant):
@@ -126,15 +176,10 @@ def _descends(store: Store, conn: sqlite3.Connection, ancestor: bytes, descendan
         "SELECT oid FROM commit_graph WHERE kind = 'fold' AND session = ? AND base = ?",
         (row[1], row[2]))]
     return any((fold == descendant or _reaches(conn, fold, descendant))
-               and _absorbed(store, conn, ancestor, fold) for fold in folds)
+               and _absorbed(reads, conn, ancestor, fold) for fold in folds)
 
 
-def _records(store: Store, commit: Commit | WorkCommit) -> list[KnowledgeRecord]:
-    return [rec for bid in commit.change_batches
-            for rec in store.read_typed(ObjectId(bid), ChangeBatch).records]
-
-
-def _absorbed(store: Store, conn: sqlite3.Connection, work: bytes, fold: bytes) -> bool:
+def _absorbed(reads: FoldReads, conn: sqlite3.Connection, work: bytes, fold: bytes) -> bool:
     """Whether ``fold`` folded the session chain ending in ``work``.
 
     A fold keeps the newest record of each key of its chain, so for every record of
@@ -143,26 +188,16 @@ def _absorbed(store: Store, conn: sqlite3.Connection, work: bytes, fold: bytes) 
     step folded away). A step made on another branch fails this as soon as the fold
     lacks one of its keys or holds a version that descends from something else.
     """
-    folded = {record_key(r): r for r in _records(store, store.read_typed(ObjectId(fold), Commit))}
-    session = store.read_typed(ObjectId(work), WorkCommit).session_id
-    todo, seen = [work], {work}
-    while todo:
-        step = store.read_typed(ObjectId(todo.pop()), WorkCommit)
-        for rec in _records(store, step):
-            have = folded.get(record_key(rec))
-            if have is None:
-                return False
-            version = version_id(rec)
-            if have == rec:
-                continue
-            if record_stamp(have) < record_stamp(rec) or \
-                    not _prev_leads_to(conn, record_key(rec), have.prev, version):
-                return False
-        for parent in step.parents:
-            if parent not in seen and \
-                    store.read_typed(ObjectId(parent), WorkCommit).session_id == session:
-                seen.add(parent)
-                todo.append(parent)
+    folded = reads.folded(fold)
+    for rec in reads.chain(work):
+        have = folded.get(record_key(rec))
+        if have is None:
+            return False
+        if have == rec:
+            continue
+        if record_stamp(have) < record_stamp(rec) or \
+                not _prev_leads_to(conn, record_key(rec), have.prev, version_id(rec)):
+            return False
     return True
 
 
@@ -170,7 +205,7 @@ def _prev_leads_to(conn: sqlite3.Connection, key: tuple[str, ...], start: bytes 
                    target: bytes) -> bool:
     """Whether following ``prev`` from version ``start`` can reach ``target``: it does,
     or it reaches a version the index never saw (folded away: it may have)."""
-    text = "\x1f".join(key)  # the index's key form (see ``apply.key_text``)
+    text = key_text(key)
     seen: set[bytes] = set()
     while start is not None and start not in seen:
         if start == target:
@@ -200,7 +235,7 @@ def _reaches(conn: sqlite3.Connection, ancestor: bytes, descendant: bytes) -> bo
     return row is not None
 
 
-def _before(store: Store, conn: sqlite3.Connection, node_id: str,
+def _before(reads: FoldReads, conn: sqlite3.Connection, node_id: str,
             old: tuple[bytes, bytes, bytes | None, int],
             new: tuple[bytes, bytes, bytes | None, int]) -> bool:
     """True if version ``old`` is an ancestor of version ``new`` (tuples: version, commit,
@@ -211,7 +246,7 @@ def _before(store: Store, conn: sqlite3.Connection, node_id: str,
         return True  # a node's first version (ids are new ULIDs) precedes all others
     if old[1] == new[1]:  # one commit carrying both (an amended commit): newer wins
         return (old[3], old[0]) < (new[3], new[0])
-    if _descends(store, conn, old[1], new[1]):
+    if _descends(reads, conn, old[1], new[1]):
         return True
     if old[2] == new[2]:
         return False  # two edits of the same version: siblings, whatever the commits say
@@ -225,14 +260,13 @@ def _sibling_folds(conn: sqlite3.Connection, one: bytes, other: bytes) -> bool:
     neither history any more, so which versions both saw cannot be told apart from one
     that only one branch wrote: the newer version is taken to descend from the older
     (see the module docstring)."""
-    rows = conn.execute("SELECT DISTINCT session, base FROM commit_graph WHERE kind = 'fold' "
-                        "AND oid IN (?, ?)", (one, other)).fetchall()
-    return len(rows) == 1 and conn.execute(
-        "SELECT count(*) FROM commit_graph WHERE kind = 'fold' AND oid IN (?, ?)",
-        (one, other)).fetchone()[0] == 2
+    folds, sessions, bases = conn.execute(
+        "SELECT count(*), count(DISTINCT session), count(DISTINCT base) FROM commit_graph "
+        "WHERE kind = 'fold' AND oid IN (?, ?)", (one, other)).fetchone()
+    return (folds, sessions, bases) == (2, 1, 1)
 
 
-def update_node_heads(store: Store, conn: sqlite3.Connection, node_id: str, version: bytes,
+def update_node_heads(reads: FoldReads, conn: sqlite3.Connection, node_id: str, version: bytes,
                       commit: bytes, prev: bytes | None, stamp: int, *, known: bool) -> None:
     """Account for one version of a node carried by ``commit``.
 
@@ -253,9 +287,9 @@ def update_node_heads(store: Store, conn: sqlite3.Connection, node_id: str, vers
         heads.setdefault(row[0], []).append((row[0], row[1], row[2], row[3]))
     is_head = True
     for old, carriers in heads.items():
-        if any(_before(store, conn, node_id, head, new) for head in carriers):
+        if any(_before(reads, conn, node_id, head, new) for head in carriers):
             conn.execute("DELETE FROM node_heads WHERE node_id = ? AND version = ?", (node_id, old))
-        elif any(_before(store, conn, node_id, new, head) for head in carriers):
+        elif any(_before(reads, conn, node_id, new, head) for head in carriers):
             is_head = False  # applied out of order: a descendant is already here
     if is_head:
         _insert_head(conn, node_id, version, commit, prev, stamp)
@@ -272,8 +306,8 @@ def concurrent_edits(conn: sqlite3.Connection) -> list[ConcurrentEdit]:
     sorted by node id."""
     rows = conn.execute(
         "SELECT DISTINCT h.node_id, w.version, w.live, h.version FROM node_heads h "
-        "JOIN winners w ON w.key = 'node' || char(31) || h.node_id "
+        "JOIN winners w ON w.key = ? || h.node_id "
         "WHERE h.node_id IN (SELECT node_id FROM node_heads GROUP BY node_id "
         "HAVING count(DISTINCT version) > 1) AND h.version != w.version "
-        "ORDER BY h.node_id, h.version")
+        "ORDER BY h.node_id, h.version", (key_text(("node", "")),))  # a node's key, less its id
     return [ConcurrentEdit(node_id, kept, other, not live) for node_id, kept, live, other in rows]

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxstore.errors import AmbiguousPrefix, InvalidInput, NodeNotFound
-from ctxstore.index.apply import key_text
 from ctxstore.model import codec
+from ctxstore.model.knowledge import key_text
 
-__all__ = ["NodeRow", "EdgeRow", "ViewRow", "NODE_COLUMNS", "node_from_row", "resolve_node_id",
-           "read_node", "find_node", "nodes_by_ids", "edges_of", "all_edges", "tag_counts",
-           "read_views", "find_view", "node_versions", "short_id_lookup", "short_ids", "count_rows"]
+__all__ = ["NodeRow", "EdgeRow", "ViewRow", "NODE_COLUMNS", "node_from_row", "load_tags",
+           "resolve_node_id", "read_node", "find_node", "nodes_by_ids", "edges_of", "all_edges",
+           "tag_counts", "read_views", "find_view", "node_versions", "short_id_lookup", "short_ids"]
 
 NODE_COLUMNS = ("id, type, content, content_blob, summary, status, superseded_by, created_at,"
                 " updated_at, author, metadata, tokens, version")
@@ -80,7 +80,8 @@ def node_from_row(row: tuple[Any, ...]) -> NodeRow:
     return NodeRow(*row[:10], meta, row[11], row[12])  # type: ignore[arg-type]
 
 
-def _load_tags(conn: sqlite3.Connection, nodes: list[NodeRow]) -> list[NodeRow]:
+def load_tags(conn: sqlite3.Connection, nodes: list[NodeRow]) -> list[NodeRow]:
+    """Fill in the tags of ``nodes`` (sorted per node) and return the same list."""
     if not nodes:
         return nodes
     by_id = {n.id: n for n in nodes}
@@ -122,7 +123,7 @@ def resolve_node_id(conn: sqlite3.Connection, text: str) -> str:
 def find_node(conn: sqlite3.Connection, node_id: str) -> NodeRow | None:
     """The live node with this exact id, or None."""
     row = conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ?", (node_id,)).fetchone()
-    return _load_tags(conn, [node_from_row(row)])[0] if row else None
+    return load_tags(conn, [node_from_row(row)])[0] if row else None
 
 
 def read_node(conn: sqlite3.Connection, text: str) -> NodeRow:
@@ -145,7 +146,7 @@ def nodes_by_ids(conn: sqlite3.Connection, ids: list[str]) -> list[NodeRow]:
         for row in conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id IN ({marks})", chunk):
             found[row[0]] = node_from_row(row)
     nodes = [found[i] for i in ids if i in found]
-    return _load_tags(conn, nodes)
+    return load_tags(conn, nodes)
 
 
 def _edge(row: tuple[Any, ...]) -> EdgeRow:
@@ -242,7 +243,3 @@ def short_ids(conn: sqlite3.Connection, ids: list[str], minimum: int = 8) -> dic
     lookup = short_id_lookup(conn, minimum)
     return {i: lookup(i) for i in ids}
 
-
-def count_rows(conn: sqlite3.Connection, table: str) -> int:
-    """Row count of one index table."""
-    return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]

@@ -100,6 +100,12 @@ class Commit(Record):
         "aborted_work": Opt("oid"),
     }
 
+    @property
+    def is_fold(self) -> bool:
+        """Whether this commit folded a staging session into history (``ctx commit``,
+        amends included); a commit recording an aborted session is not a fold."""
+        return bool(self.session_id) and self.aborted_work is None
+
 
 @dataclass(frozen=True, slots=True)
 class WorkCommit(Record):

@@ -31,6 +31,7 @@ __all__ = [
     "ChangeBatch",
     "RECORD_KINDS",
     "record_key",
+    "key_text",
     "record_stamp",
     "version_id",
     "record_to_wire",
@@ -176,6 +177,12 @@ def record_key(rec: KnowledgeRecord) -> tuple[str, ...]:
     if isinstance(rec, (EdgeRecord, EdgeRemoved)):
         return ("edge", *rec.from_ref, *rec.to_ref, rec.label)
     return ("view", rec.name)
+
+
+def key_text(key: tuple[str, ...]) -> str:
+    """The text form of a replay key, as the index stores it (unit separator between
+    parts: no part can contain it)."""
+    return "\x1f".join(key)
 
 
 def record_stamp(rec: KnowledgeRecord) -> int:

@@ -12,7 +12,7 @@ import re
 import sqlite3
 from typing import Any
 
-from ctxstore.index.read import NODE_COLUMNS, NodeRow, _load_tags, node_from_row, resolve_node_id
+from ctxstore.index.read import NODE_COLUMNS, NodeRow, load_tags, node_from_row, resolve_node_id
 from ctxstore.query.parser import And, Compare, Field, Not, Or, Text, parse_query
 
 __all__ = ["compile_where", "run_query", "select_candidates", "search_nodes", "fts_literal"]
@@ -105,7 +105,7 @@ def run_query(conn: sqlite3.Connection, text: str, *, now: float,
     if limit is not None:
         sql += " LIMIT ?"
         args.append(limit)
-    return _load_tags(conn, [node_from_row(r) for r in conn.execute(sql, args)])
+    return load_tags(conn, [node_from_row(r) for r in conn.execute(sql, args)])
 
 
 def select_candidates(conn: sqlite3.Connection, text: str, *, now: float, ranks: dict[str, int],
@@ -152,5 +152,5 @@ def search_nodes(conn: sqlite3.Connection, text: str, *, limit: int = 20,
         f"SELECT {cols}, s.score FROM (SELECT rowid AS r, bm25(nodes_fts) AS score FROM nodes_fts "
         f"WHERE nodes_fts MATCH ?) s JOIN nodes n ON n.rowid = s.r WHERE 1 {extra} "
         "ORDER BY s.score, n.updated_at DESC LIMIT ?", (match, limit)).fetchall()
-    nodes = _load_tags(conn, [node_from_row(r[:-1]) for r in rows])
+    nodes = load_tags(conn, [node_from_row(r[:-1]) for r in rows])
     return [(n, -r[-1]) for n, r in zip(nodes, rows)]

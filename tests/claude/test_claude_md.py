@@ -205,3 +205,14 @@ def test_recalls_through_the_hooks_are_counted_and_rank_the_node_higher(
     with open_state(store.root, create=False) as state:
         assert state.access_counts() == {older: 3}
     assert "Deploys go through" in facts()[0]
+
+
+def test_rewrite_keeps_the_files_mode(runner: CliRunner, store: Store) -> None:
+    claude_md = store.worktree / "CLAUDE.md"
+    claude_md.write_text("# Private\n")
+    claude_md.chmod(0o600)
+    add(runner, store, "fact", "kept private")
+    res = invoke(runner, store, "claude-md")
+    assert res.exit_code == 0 and "updated" in res.output
+    assert "kept private" in claude_md.read_text()
+    assert claude_md.stat().st_mode & 0o777 == 0o600

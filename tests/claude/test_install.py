@@ -117,11 +117,11 @@ def test_install_then_uninstall_without_prior_settings_leaves_no_trace(tmp_path:
     assert not (tmp_path / ".claude" / "settings.json.bak").exists()  # nothing to back up
     assert set(ctx_handlers(json.loads((tmp_path / ".claude" / "settings.json").read_bytes()))) \
         == set(HOOK_EVENTS)
-    # A reinstall from another path backs up ctx's own file; uninstall still leaves nothing.
+    # A reinstall from another path does not back up ctx's own file; uninstall leaves nothing.
     settings_path = tmp_path / ".claude" / "settings.json"
     settings_path.write_bytes(settings_path.read_bytes().replace(b"/", b"/old/", 1))
     assert ctx("install").exit_code == 0
-    assert (tmp_path / ".claude" / "settings.json.bak").exists()
+    assert not (tmp_path / ".claude" / "settings.json.bak").exists()
     assert ctx("uninstall").exit_code == 0
     assert not (tmp_path / ".claude").exists()
 
@@ -313,3 +313,49 @@ def test_uninstall_plugin_removes_what_install_wrote_and_nothing_else(tmp_path: 
     assert ctx("uninstall", "--plugin", str(plugin)).exit_code == 0
     assert sorted(p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()) == \
         ["README.md", "hooks/hooks.json"]
+
+
+def test_project_scope_with_ctx_dir_naming_the_project_plans_files_in_it(project: Path) -> None:
+    # --ctx-dir accepts the project folder as well as its .ctx folder (as every command does).
+    for ctx_dir in (".", str(project), str(project / ".ctx")):
+        res = ctx("--ctx-dir", ctx_dir, "install", "--dry-run", "--format", "json")
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.output)
+        assert doc["settings"] == str(project / ".claude" / "settings.json"), ctx_dir
+        assert {c["path"] for c in doc["changes"]} == {
+            str(project / ".claude" / "settings.json"),
+            str(project / ".claude" / "skills" / "ctx" / "SKILL.md")}
+
+
+def test_backups_keep_the_mode_of_the_file_they_copy(project: Path) -> None:
+    settings = project / ".claude" / "settings.json"
+    settings.chmod(0o600)  # settings.json can hold secrets in "env"
+    skill = project / ".claude" / "skills" / "ctx" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_bytes(b"my own skill\n")
+    skill.chmod(0o600)
+    assert ctx("install").exit_code == 0
+    for path in (settings, skill, settings.with_name("settings.json.bak"),
+                 skill.with_name("SKILL.md.bak")):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def test_reinstall_after_ctx_moved_keeps_the_pre_install_backup(project: Path) -> None:
+    assert ctx("install").exit_code == 0
+    settings_path = project / ".claude" / "settings.json"
+    settings = json.loads(settings_path.read_bytes())
+    # What a moved virtualenv looks like: ctx's hook commands (and a timeout) differ.
+    for groups in settings["hooks"].values():
+        for group in groups:
+            for handler in group["hooks"]:
+                if is_ctx_hook(handler.get("command")):
+                    sub = shlex.split(handler["command"])[-1]
+                    handler["command"] = f"/old/venv/bin/ctx hook {sub}"
+                    handler["timeout"] = 5
+    settings_path.write_text(json.dumps(settings))
+    res = ctx("install")
+    assert res.exit_code == 0, res.output
+    assert "backup" not in res.output
+    assert (project / ".claude" / "settings.json.bak").read_bytes() == ORIGINAL
+    assert ctx("uninstall").exit_code == 0
+    assert snapshot(project) == {".claude/settings.json": ORIGINAL}

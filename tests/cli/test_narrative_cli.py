@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +185,68 @@ def test_add_commit_failure_says_the_node_is_staged(runner, store: Store) -> Non
     node_id = re.search(r"added ([0-9A-Z]{26})", r.stderr).group(1)
     assert show(runner, store, node_id)["content"] == "still kept"
     assert js(runner, store, "status")["staged"]["records"] >= 1
+
+
+def _fails_cleanly(runner, store: Store, *args: str) -> str:  # type: ignore[no-untyped-def]
+    """Run a command that must fail with E011 and change nothing; return its stderr."""
+    before = store_digest(store.root)
+    r = invoke(runner, store, *args)
+    assert (r.exit_code, r.stdout) == (1, ""), (r.stdout, r.stderr)
+    assert r.stderr.startswith("ctx: error[E011]: ") and r.stderr.count("\n") == 1, r.stderr
+    assert store_digest(store.root) == before
+    return r.stderr
+
+
+def test_add_task_with_an_unreadable_log_leaves_no_task_file(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    log = store.root / "narrative" / nar.log_rel(int(time.time() * 1000))
+    log.write_bytes(b"# Log\n\n\xff\xfe not UTF-8\n")
+    err = _fails_cleanly(runner, store, "add", "task", "Fix login")
+    assert "is not UTF-8 text" in err
+    assert list((store.root / "narrative" / "tasks").iterdir()) == []
+
+
+def test_add_task_with_a_symlinked_log_folder_leaves_no_task_file(runner, store: Store,  # type: ignore[no-untyped-def]
+                                                                   tmp_path: Path) -> None:
+    logs = store.root / "narrative" / "log"
+    logs.rmdir()
+    (tmp_path / "elsewhere").mkdir()
+    logs.symlink_to(tmp_path / "elsewhere")
+    err = _fails_cleanly(runner, store, "add", "task", "Fix login")
+    assert "is a symlink" in err
+    assert list((store.root / "narrative" / "tasks").iterdir()) == []
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_stage_compact_counts_a_node_added_then_updated_as_added(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    node = js(runner, store, "add", "--type", "fact", "one")
+    ok(runner, store, "update", node["id"], "--content", "two")
+    ok(runner, store, "stage", "compact", "-m", "done")
+    log = (store.root / "narrative" / nar.log_rel(int(time.time() * 1000))).read_text()
+    assert "- Changes: 1 nodes added, 0 updated, 0 removed" in log, log
+
+
+@pytest.mark.parametrize("args", [["commit", "-m", " \n "], ["stage", "compact", "-m", "  "]])
+def test_blank_message_is_refused_before_edits_are_ingested(runner, store: Store,  # type: ignore[no-untyped-def]
+                                                            args: list[str]) -> None:
+    ok(runner, store, "add", "decision", "Use SQLite", "--body", "Few parts.")
+    ok(runner, store, "commit", "-m", "seed")
+    path = store.root / "narrative" / "decisions.md"
+    path.write_text(path.read_text().replace("Few parts.", "Fewer parts."))
+    assert "the commit message is empty" in _fails_cleanly(runner, store, *args)
+
+
+def test_stage_compact_lists_ingested_edits_like_commit(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    note = js(runner, store, "add", "note", "Temporary note")
+    dec = js(runner, store, "add", "decision", "Use SQLite", "--body", "Few parts.")
+    ok(runner, store, "commit", "-m", "seed")
+    log = store.root / "narrative" / note["path"]
+    log.write_text(log.read_text().split("\n## ")[0] + "\n")  # the note's entry is gone
+    path = store.root / "narrative" / "decisions.md"
+    path.write_text(path.read_text().replace("Few parts.", "Fewer parts."))
+    out = ok(runner, store, "stage", "compact", "-m", "tidy")
+    assert out.splitlines()[1:] == [f"  updated {dec['id']} from narrative/decisions.md",
+                                    f"  removed {note['id']} from narrative/{note['path']}"], out
+    path.write_text(path.read_text().replace("Fewer parts.", "Fewest parts."))
+    doc = js(runner, store, "stage", "compact", "-m", "again")
+    assert doc["narrative_edits"] == [{"action": "updated", "id": dec["id"],
+                                       "path": "decisions.md"}]
