@@ -31,6 +31,7 @@ __all__ = [
     "StorageIOError",
     "NothingToDo",
     "NodeNotFound",
+    "UnsafePath",
 ]
 
 
@@ -248,3 +249,17 @@ class NodeNotFound(CtxError):
     """E019: no live knowledge node (or view) has this id or name."""
 
     code = "E019"
+
+
+class UnsafePath(CtxError):
+    """E020: a path ctx would follow is a symbolic link, a special file or leads out of
+    its directory (a hostile clone can commit such paths under ``.ctx/``)."""
+
+    code = "E020"
+
+    def __init__(self, path: str, *, detail: str) -> None:
+        super().__init__(f"refusing {path}: {detail}",
+                         hint="remove or replace it (it may come from a cloned repository); "
+                              "ctx never follows links out of its store")
+        self.path = path
+        self.detail = detail

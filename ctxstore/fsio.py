@@ -18,12 +18,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ctxstore.errors import LockConflict
+from ctxstore.errors import LockConflict, UnsafePath
 
 __all__ = [
     "TMP_SUFFIX",
@@ -45,6 +46,10 @@ __all__ = [
     "ensure_dir",
     "hold_lock",
     "read_lock_pid",
+    "file_kind",
+    "read_regular",
+    "check_under",
+    "ensure_dir_under",
 ]
 
 TMP_SUFFIX = ".tmp"
@@ -54,10 +59,126 @@ StrPath = str | os.PathLike[str]
 def open_excl(path: StrPath, mode: int = 0o644) -> int:
     """Create ``path`` exclusively for writing and return its descriptor.
 
+    ``O_EXCL`` already refuses an existing name, a planted symlink included (PS-08);
+    ``O_NOFOLLOW`` says so explicitly.
+
     Raises:
         OSError: ``FileExistsError`` if the path exists, or any OS error.
     """
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   mode)
+
+
+# -- containment: nothing under .ctx/ is followed out of the store -------------------------
+def file_kind(mode: int) -> str:
+    """``a symbolic link`` / ``a FIFO`` / ... for an ``st_mode``, as error messages say it."""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def read_regular(path: StrPath, limit: int) -> bytes:
+    """Read a regular file, at most ``limit + 1`` bytes (so a caller can tell "too large").
+
+    Never follows a symlink in the last component (``O_NOFOLLOW``), never blocks on a FIFO
+    (``O_NONBLOCK``, then ``fstat``), never reads a device: a committed ``.ctx/`` file
+    that is a link to ``/dev/zero`` or a FIFO is refused, not read without bound.
+
+    Raises:
+        FileNotFoundError: if there is no such file.
+        UnsafePath: (E020) if it is a symbolic link or not a regular file.
+        OSError: any other error of the operating system.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePath(os.fspath(path), detail="is a symbolic link") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(os.fspath(path), detail=f"is {file_kind(st.st_mode)}, not a regular file")
+        want = min(st.st_size, limit) + 1
+        chunks: list[bytes] = []
+        while want > 0:
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            want -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _parts_below(root: Path, path: Path) -> list[Path]:
+    """``path`` and each of its ancestors strictly below ``root``, top-down."""
+    try:
+        rel = Path(path).relative_to(root)
+    except ValueError:
+        raise UnsafePath(os.fspath(path), detail=f"is outside {root}") from None
+    if ".." in rel.parts:
+        raise UnsafePath(os.fspath(path), detail="leads out of its directory (..)")
+    out: list[Path] = []
+    here = Path(root)
+    for part in rel.parts:
+        here = here / part
+        out.append(here)
+    return out
+
+
+def check_under(root: Path, path: Path) -> None:
+    """Check that writing or deleting ``path`` stays inside ``root``.
+
+    Every existing directory between ``root`` and ``path`` must be a real directory (not
+    a symlink), and ``path`` itself, if it exists, must not be a symlink or a special
+    file. Missing components are fine (a writer creates them with ``ensure_dir_under``).
+
+    Raises:
+        UnsafePath: (E020) naming the first component that fails.
+    """
+    parts = _parts_below(root, path)
+    for i, part in enumerate(parts):
+        try:
+            st = os.lstat(part)
+        except FileNotFoundError:
+            return
+        last = i == len(parts) - 1
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafePath(os.fspath(part), detail="is a symbolic link")
+        if not last and not stat.S_ISDIR(st.st_mode):
+            raise UnsafePath(os.fspath(part), detail=f"is {file_kind(st.st_mode)}, not a directory")
+        if last and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise UnsafePath(os.fspath(part), detail=f"is {file_kind(st.st_mode)}")
+
+
+def ensure_dir_under(root: Path, folder: Path) -> bool:
+    """Create ``folder`` and any missing directories between it and ``root``, refusing
+    any component that is a symlink or not a directory; True if one was created.
+
+    Raises:
+        UnsafePath: (E020) naming the offending component.
+        OSError: if a directory cannot be created.
+    """
+    created = False
+    for part in _parts_below(root, folder):
+        try:
+            st = os.lstat(part)
+        except FileNotFoundError:
+            try:
+                mkdir(part)
+                created = True
+                continue
+            except FileExistsError:
+                st = os.lstat(part)
+        if not stat.S_ISDIR(st.st_mode):
+            raise UnsafePath(os.fspath(part), detail=f"is {file_kind(st.st_mode)}, not a directory")
+    return created
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -224,15 +345,28 @@ def mode_of(path: Path, default: int = 0o644) -> int:
 
 
 def ensure_dir(path: Path) -> bool:
-    """Create ``path`` (and missing parents) if needed; return True if any was created."""
-    if path.is_dir():
-        return False
+    """Create ``path`` (and missing parents) if needed; return True if any was created.
+
+    ``path`` itself must be a real directory: a symlink there is refused, never followed
+    (use ``ensure_dir_under`` to check every component below a root).
+
+    Raises:
+        UnsafePath: (E020) if ``path`` is a symlink or exists as something else.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if stat.S_ISDIR(st.st_mode):
+            return False
+        raise UnsafePath(os.fspath(path), detail=f"is {file_kind(st.st_mode)}, not a directory")
     if not path.parent.is_dir():
         ensure_dir(path.parent)
     try:
         mkdir(path)
     except FileExistsError:
-        if not path.is_dir():
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
             raise
         return False
     return True
@@ -241,8 +375,8 @@ def ensure_dir(path: Path) -> bool:
 def read_lock_pid(path: Path) -> int | None:
     """Return the pid recorded in a lock file, or None if unreadable."""
     try:
-        text = path.read_text(encoding="ascii", errors="replace").strip()
-    except OSError:
+        text = read_regular(path, 64)[:64].decode("ascii", "replace").strip()
+    except (OSError, UnsafePath):
         return None
     return int(text) if text.isdigit() else None
 
@@ -256,11 +390,27 @@ def hold_lock(path: Path, *, timeout: float, poll: float = 0.01) -> Iterator[Non
     status read of the holder's pid; a flock belongs to this open file description
     only. The lock dies with the process, so a ``kill -9`` leaves no stale lock.
 
+    The file is opened without ``O_TRUNC`` and with ``O_NOFOLLOW``, and must be a regular
+    file: a committed ``LOCK`` symlink would otherwise make every writer truncate and
+    overwrite its target (PS-09).
+
     Raises:
         LockConflict: if the lock is still held by another process after ``timeout``.
+        UnsafePath: (E020) if the lock file is a symlink or not a regular file.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePath(os.fspath(path), detail="is a symbolic link") from None
+        if exc.errno == errno.EISDIR:
+            raise UnsafePath(os.fspath(path), detail="is a directory, not a lock file") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(os.fspath(path), detail=f"is {file_kind(st.st_mode)}, not a lock file")
         start = time.monotonic()
         delay = poll
         while True:
