@@ -257,9 +257,9 @@ class UnsafePath(CtxError):
 
     code = "E020"
 
-    def __init__(self, path: str, *, detail: str) -> None:
+    def __init__(self, path: str, *, detail: str, hint: str | None = None) -> None:
         super().__init__(f"refusing {path}: {detail}",
-                         hint="remove or replace it (it may come from a cloned repository); "
-                              "ctx never follows links out of its store")
+                         hint=hint or "remove or replace it (it may come from a cloned "
+                                      "repository); ctx never follows links out of its store")
         self.path = path
         self.detail = detail

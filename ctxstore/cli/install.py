@@ -40,6 +40,17 @@ def _claude_dir(env: Env, scope: str) -> Path:
         return Path(os.getcwd()) / ".claude"
 
 
+def _plugin_path(plugin_dir: str) -> tuple[Path, Path]:
+    """The absolute plugin folder (``..`` resolved by name) and the folder below which no
+    link is followed: the current directory for a relative path inside it (run in a
+    clone, ``--plugin plugins/ctx`` must not follow a committed ``plugins`` link), else
+    the plugin folder's parent."""
+    where = Path(os.path.abspath(plugin_dir))
+    cwd = Path(os.getcwd())
+    inside = not os.path.isabs(plugin_dir) and cwd in where.parents
+    return where, cwd if inside else where.parent
+
+
 def _ctx_prefix() -> list[str]:
     from ctxstore.claude.install import resolve_ctx_command
 
@@ -102,7 +113,9 @@ def install_command(env: Env, scope: str, plugin_dir: str | None, dry_run: bool)
     UserPromptSubmit, Stop, PreCompact and SessionEnd to .claude/settings.json (with
     --user: under ~/.claude). Other settings and hooks are kept; the previous
     settings.json is saved as settings.json.bak; running it again changes nothing.
-    Hooks run this ctx by absolute path.
+    Hooks run this ctx by absolute path. A symbolic link anywhere under a project's
+    .claude (or a plugin folder) is refused and nothing is written; under --user,
+    links are followed and a linked settings.json is written through, so it stays a link.
 
     \b
     Examples:
@@ -115,13 +128,16 @@ def install_command(env: Env, scope: str, plugin_dir: str | None, dry_run: bool)
     prefix = _ctx_prefix()
     extra: dict[str, object] = {"command": prefix}
     if plugin_dir is not None:
-        plan = plan_plugin(Path(plugin_dir).absolute(), prefix)
-        extra["plugin_dir"] = str(Path(plugin_dir).absolute())
+        where, root = _plugin_path(plugin_dir)
+        plan = plan_plugin(where, prefix, root=root)
+        extra["plugin_dir"] = str(where)
         _report(env, plan, dry_run=dry_run, extra=extra, nothing="plugin is up to date",
-                done=f"plugin written; run: claude --plugin-dir {Path(plugin_dir).absolute()}")
+                done=f"plugin written; run: claude --plugin-dir {where}")
         return
     claude = _claude_dir(env, scope)
-    plan = plan_install(claude / "settings.json", claude / "skills" / "ctx" / "SKILL.md", prefix)
+    # Only the user's own ~/.claude may hold links (into a dotfiles repository, say); a
+    # project's .claude may come from a clone, so nothing there is followed.
+    plan = plan_install(claude, prefix, follow_links=scope == "user")
     extra.update(scope=scope, settings=str(claude / "settings.json"))
     _report(env, plan, dry_run=dry_run, extra=extra,
             nothing=f"ctx is already installed ({scope}: {claude})",
@@ -154,12 +170,12 @@ def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: boo
     from ctxstore.claude.install import plan_uninstall, plan_unplugin
 
     if plugin_dir is not None:
-        where = Path(plugin_dir).absolute()
-        _report(env, plan_unplugin(where), dry_run=dry_run, extra={"plugin_dir": str(where)},
+        where, root = _plugin_path(plugin_dir)
+        _report(env, plan_unplugin(where, root=root), dry_run=dry_run, extra={"plugin_dir": str(where)},
                 nothing=f"no ctx plugin in {where}", done=f"ctx plugin removed from {where}")
         return
     claude = _claude_dir(env, scope)
-    plan = plan_uninstall(claude / "settings.json", claude / "skills" / "ctx" / "SKILL.md")
+    plan = plan_uninstall(claude, follow_links=scope == "user")
     _report(env, plan, dry_run=dry_run, extra={"scope": scope},
             nothing=f"ctx is not installed ({scope}: {claude})",
             done=f"ctx uninstalled ({scope})")

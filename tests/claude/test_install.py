@@ -359,3 +359,300 @@ def test_reinstall_after_ctx_moved_keeps_the_pre_install_backup(project: Path) -
     assert (project / ".claude" / "settings.json.bak").read_bytes() == ORIGINAL
     assert ctx("uninstall").exit_code == 0
     assert snapshot(project) == {".claude/settings.json": ORIGINAL}
+
+
+# -- containment: no write, read or delete through a link (issue 11, RELIABILITY CF-03) ---------
+
+from tests.conftest import run_ctx, store_digest
+
+CLAUDE_PATHS = [".claude", ".claude/skills", ".claude/skills/ctx", ".claude/skills/ctx/SKILL.md",
+                ".claude/skills/ctx/SKILL.md.bak", ".claude/settings.json",
+                ".claude/settings.json.bak"]
+
+
+def tree(root: Path) -> dict[str, object]:
+    """Every entry below root (links not followed): file bytes, link targets, kinds."""
+    out: dict[str, object] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            out[rel] = ("link", os.readlink(path))
+        elif path.is_file():
+            out[rel] = path.read_bytes()
+        else:
+            out[rel] = ("dir" if path.is_dir() else "special",)
+    return out
+
+
+def _git(*args: str, cwd: Path) -> None:
+    import subprocess
+
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def assert_refused(res, link: Path) -> None:
+    """One E020 line naming the link, nothing on stdout, exit 1."""
+    stderr = res.stderr.strip().splitlines()
+    assert (res.returncode if hasattr(res, "returncode") else res.exit_code) == 1, res.stderr
+    assert res.stdout == "", res.stdout
+    assert len(stderr) == 1 and stderr[0].startswith(f"ctx: error[E020]: refusing {link}:"), stderr
+
+
+@pytest.mark.parametrize("absolute", [False, True], ids=["relative-link", "absolute-link"])
+def test_install_in_a_clone_whose_claude_dir_links_outside_writes_nothing(
+        tmp_path: Path, absolute: bool) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    _git("init", "-q", "-b", "main", cwd=origin)
+    (origin / ".claude").symlink_to(outside if absolute else Path("..") / "outside")
+    _git("add", ".claude", cwd=origin)
+    _git("-c", "commit.gpgsign=false", "commit", "-q", "-m", "hostile", cwd=origin)
+    clone = tmp_path / "clone"
+    _git("clone", "-q", str(origin), str(clone), cwd=tmp_path)
+    assert (clone / ".claude").is_symlink()  # git stores the link as a link
+    assert run_ctx(["init"], cwd=clone).returncode == 0
+    before, digest = tree(tmp_path), store_digest(clone / ".ctx")
+    for args in (["install"], ["install", "--project"], ["install", "--dry-run"], ["uninstall"],
+                 ["install", "--format", "json"]):
+        res = run_ctx(args, cwd=clone)
+        assert_refused(res, clone / ".claude")
+        assert "is a symbolic link" in res.stderr
+    assert tree(tmp_path) == before and store_digest(clone / ".ctx") == digest
+    assert list(outside.iterdir()) == []
+
+
+def _hostile(project: Path, canary: Path, rel: str) -> Path:
+    """Move ``rel`` (installed, or a file made for it) into the canary and link it back."""
+    path = project / rel
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"canary file\n")
+    moved = canary / rel.replace("/", "_")
+    path.rename(moved)
+    path.symlink_to(moved)
+    return path
+
+
+@pytest.mark.parametrize("rel", CLAUDE_PATHS)
+def test_install_and_uninstall_refuse_a_link_on_any_planned_path(project: Path, tmp_path: Path,
+                                                                 rel: str) -> None:
+    assert ctx("install").exit_code == 0
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    link = _hostile(project, canary, rel)
+    before, canary_before = tree(project), tree(canary)
+    for args in (["install"], ["uninstall"], ["install", "--dry-run"]):
+        res = CliRunner().invoke(cli, args)
+        assert_refused(res, link)
+        assert tree(project) == before and tree(canary) == canary_before
+
+
+@pytest.mark.parametrize("rel", [".claude/skills", ".claude/skills/ctx/SKILL.md",
+                                 ".claude/settings.json"])
+def test_a_first_install_refuses_a_link_before_writing_anything(project: Path, tmp_path: Path,
+                                                                rel: str) -> None:
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    if rel == ".claude/skills":
+        (canary / "skills").mkdir()
+        (project / rel).symlink_to(canary / "skills")
+    else:
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).unlink(missing_ok=True)
+        (canary / "target").write_bytes(ORIGINAL)
+        (project / rel).symlink_to(canary / "target")
+    before, canary_before = tree(project), tree(canary)
+    res = CliRunner().invoke(cli, ["install"])
+    assert_refused(res, project / rel)
+    assert tree(project) == before and tree(canary) == canary_before
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+def test_a_special_settings_file_is_refused_without_hanging(project: Path, kind: str) -> None:
+    settings = project / ".claude" / "settings.json"
+    settings.unlink()
+    if kind == "fifo":
+        os.mkfifo(settings)
+    elif kind == "dev-zero":
+        settings.symlink_to("/dev/zero")
+    else:
+        settings.mkdir()
+    before = tree(project)
+    for command in ("install", "uninstall"):
+        res = run_ctx([command], cwd=project, timeout=30)
+        assert_refused(res, settings)
+        assert tree(project) == before
+
+
+def test_plugin_dir_content_links_are_refused(tmp_path: Path) -> None:
+    plugin = tmp_path / "ctx-plugin"
+    assert ctx("install", "--plugin", str(plugin)).exit_code == 0
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    # uninstall would delete the marked SKILL.md that now sits in the canary
+    link = _hostile(plugin, canary, "skills")
+    before = tree(tmp_path)
+    for args in (["uninstall", "--plugin", str(plugin)], ["install", "--plugin", str(plugin)]):
+        assert_refused(CliRunner().invoke(cli, args), link)
+        assert tree(tmp_path) == before
+    # a plugin directory that is itself a link (say, committed in a clone) is refused too
+    other = tmp_path / "linked-plugin"
+    other.symlink_to(canary)
+    assert_refused(CliRunner().invoke(cli, ["install", "--plugin", str(other)]), other)
+    assert tree(tmp_path) == before | {"linked-plugin": ("link", str(canary))}
+
+
+def test_a_relative_plugin_dir_through_a_link_below_cwd_is_refused(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    work, canary = tmp_path / "clone", tmp_path / "canary"
+    work.mkdir()
+    canary.mkdir()
+    (work / "plugins").symlink_to(canary)  # as a clone could commit it
+    monkeypatch.chdir(work)
+    for args in (["install", "--plugin", "plugins/ctx"], ["uninstall", "--plugin", "plugins/ctx"],
+                 ["install", "--plugin", "./plugins/../plugins/ctx"]):
+        assert_refused(CliRunner().invoke(cli, args), work / "plugins")
+    assert list(canary.iterdir()) == []
+    # an absolute path is the user's own choice above the plugin folder
+    assert ctx("install", "--plugin", str(work / "plugins" / "ctx")).exit_code == 0
+    assert (canary / "ctx" / "hooks" / "hooks.json").is_file()
+
+
+def _dotfiles(home: Path) -> Path:
+    """~/.claude/settings.json as a link into a dotfiles repository; returns the target."""
+    target = home / "dotfiles" / "claude-settings.json"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(ORIGINAL)
+    (home / ".claude").mkdir()
+    (home / ".claude" / "settings.json").symlink_to(target)
+    return target
+
+
+def test_user_settings_linked_into_dotfiles_is_written_through_and_stays_a_link(
+        project: Path, monkeypatch) -> None:
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    home = Path(os.environ["HOME"])
+    target = _dotfiles(home)
+    link = home / ".claude" / "settings.json"
+    res = ctx("install", "--user")
+    assert res.exit_code == 0, res.output
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    settings = json.loads(target.read_bytes())
+    assert settings["model"] == "opus"
+    assert all(len(ctx_handlers(settings)[event]) == 1 for event in HOOK_EVENTS)
+    backup = home / ".claude" / "settings.json.bak"
+    assert not backup.is_symlink() and backup.read_bytes() == ORIGINAL
+    installed = tree(home)
+    assert "already installed" in ctx("install", "--user").output
+    assert tree(home) == installed  # byte-identical, the link kept
+    assert ctx("uninstall", "--user").exit_code == 0
+    assert link.is_symlink() and target.read_bytes() == ORIGINAL and not backup.exists()
+
+
+def test_user_claude_dir_linked_into_dotfiles_is_followed(project: Path, monkeypatch) -> None:
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    home = Path(os.environ["HOME"])
+    real = home / "dotfiles" / "claude"
+    real.mkdir(parents=True)
+    (home / ".claude").symlink_to(real)
+    assert ctx("install", "--user").exit_code == 0
+    assert (home / ".claude").is_symlink()
+    assert (real / "skills" / "ctx" / "SKILL.md").is_file() and (real / "settings.json").is_file()
+    assert ctx("uninstall", "--user").exit_code == 0
+    assert (home / ".claude").is_symlink() and list(real.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "dangling"])
+def test_user_settings_link_to_a_special_or_missing_file_is_refused(project: Path, monkeypatch,
+                                                                    kind: str) -> None:
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    home = Path(os.environ["HOME"])
+    (home / ".claude").mkdir()
+    link = home / ".claude" / "settings.json"
+    if kind == "fifo":
+        os.mkfifo(home / "fifo")
+    link.symlink_to("/dev/zero" if kind == "dev-zero" else home / kind)
+    before = tree(home)
+    for command in ("install", "uninstall"):
+        res = run_ctx([command, "--user"], cwd=project, timeout=30)
+        assert_refused(res, link)
+        assert tree(home) == before
+
+
+def test_user_uninstall_never_deletes_through_a_linked_skill(project: Path, monkeypatch) -> None:
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    home = Path(os.environ["HOME"])
+    assert ctx("install", "--user").exit_code == 0
+    skill = home / ".claude" / "skills" / "ctx" / "SKILL.md"
+    kept = home / "dotfiles" / "SKILL.md"
+    kept.parent.mkdir()
+    skill.rename(kept)
+    skill.symlink_to(kept)
+    before = tree(home)
+    res = CliRunner().invoke(cli, ["uninstall", "--user"])
+    assert_refused(res, skill)
+    assert tree(home) == before
+
+
+def test_two_concurrent_installs_leave_one_valid_settings_file(tmp_path: Path) -> None:
+    import subprocess
+
+    expected = None
+    for round_ in range(4):
+        root = tmp_path / f"p{round_}"
+        (root / ".claude").mkdir(parents=True)
+        init_store(root / ".ctx", git=False)
+        (root / ".claude" / "settings.json").write_bytes(ORIGINAL)
+        procs = [subprocess.Popen([sys.executable, "-m", "ctxstore.cli", "install"], cwd=root,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(2)]
+        for proc in procs:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0 and b"Traceback" not in err, err
+        settings = json.loads((root / ".claude" / "settings.json").read_bytes())
+        counts = {event: len(handlers) for event, handlers in ctx_handlers(settings).items()}
+        assert counts == {**dict.fromkeys(HOOK_EVENTS, 1), "PreToolUse": 0}  # not duplicated
+        assert (root / ".claude" / "settings.json.bak").read_bytes() == ORIGINAL
+        result = tree(root / ".claude")
+        expected = expected or result
+        assert result == expected  # the same bytes as any other install
+        assert not [p for p in (root / ".claude").rglob("*.tmp")]
+
+
+@pytest.mark.parametrize("bad", [b"[" * 100_000, b'{"x": NaN}', b'{"x": "\\ud800"}',
+                                 b"\xff\xfe{}"], ids=["deep", "nan", "surrogate", "utf16"])
+def test_hostile_settings_content_is_one_clear_error(project: Path, bad: bytes) -> None:
+    (project / ".claude" / "settings.json").write_bytes(bad)
+    before = snapshot(project)
+    for command in ("install", "uninstall"):
+        res = run_ctx([command], cwd=project)
+        assert res.returncode == 1 and res.stdout == "", res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ctx: error[E011]:"), lines
+        assert "settings.json" in lines[0]
+        assert snapshot(project) == before
+
+
+def test_hook_commands_are_absolute_and_quoted(tmp_path: Path) -> None:
+    from ctxstore.claude.install import hook_command
+
+    odd = tmp_path / "my venv's $HOME" / "bin"
+    odd.mkdir(parents=True)
+    python = _script(odd / "python3", "")
+    script = _script(odd / "ctx", f"#!{python}\n")
+    prefix = resolve_ctx_command(str(python), None)
+    command = hook_command(prefix, "stop")
+    assert shlex.split(command) == [str(script), "hook", "stop"]
+    assert command.startswith("'") and is_ctx_hook(command)
+    # through the CLI: every command parses back to this ctx by absolute path
+    root = tmp_path / "p"
+    root.mkdir()
+    init_store(root / ".ctx", git=False)
+    assert run_ctx(["install"], cwd=root).returncode == 0
+    settings = json.loads((root / ".claude" / "settings.json").read_bytes())
+    for event, handlers in ctx_handlers(settings).items():
+        argv = shlex.split(handlers[0]["command"])
+        assert Path(argv[0]).is_absolute() and Path(argv[0]).exists(), argv
+        assert argv[-2:] == ["hook", SLUGS[event]]
