@@ -3,6 +3,15 @@
 Missing keys take their defaults; a known key with a value of the wrong type or out of
 range is an error that names it; unknown keys are ignored so a newer ctx's settings do
 not break an older one. Nothing in the configuration can name code to run.
+
+config.toml is committed, so its values come from whoever can push to the repository.
+Settings with effects outside ``.ctx/`` (``[claude] claude_md_on_stop`` and
+``claude_md_path``: the Stop hook writing CLAUDE.md) are loaded here like any other,
+but apply only with the user's consent in that clone (``ctxstore.claude.trust``,
+``ctx trust``), and the path is confined to the repository where it is used
+(``claudemd.resolve_claude_md``). ``[llm] server_url`` is not used yet; the LLM client
+that reads it, and any future command- or network-valued setting, must take the same
+consent rule (RELIABILITY.md CF-01).
 """
 
 from __future__ import annotations
@@ -13,11 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxstore import fsio
 from ctxstore.errors import ConfigInvalid, UnsupportedStoreVersion
 
 __all__ = ["CTX_VERSION", "DEFAULTS", "Config", "load_config", "render_default_config"]
 
 CTX_VERSION = "1.0.0"
+MAX_CONFIG_BYTES = 1 << 20
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "repo": {"id": "", "ctx_version": CTX_VERSION},
@@ -44,6 +55,9 @@ _RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("gc", "keep_days"): (0, 36500),
     ("retrieval", "default_budget"): (1, 10_000_000),
     ("retrieval", "default_depth"): (0, 16),
+    ("ingestion", "max_files_per_step"): (1, 1_000_000),
+    ("ingestion", "max_bytes_per_step"): (1, 1 << 34),
+    ("llm", "max_response_tokens"): (1, 1_000_000),
     ("claude", "claude_md_lines"): (5, 10_000),
 }
 
@@ -78,16 +92,20 @@ def load_config(path: Path) -> Config:
     """Read and validate ``config.toml``; a missing file gives the defaults.
 
     Raises:
-        ConfigInvalid: if the file is not valid TOML or a known key has a bad value.
+        ConfigInvalid: if the file is not valid TOML, too large, or a known key has a
+            bad value.
+        UnsafePath: (E020) if it is a symbolic link or not a regular file.
         UnsupportedStoreVersion: if the store was written by a newer major version.
     """
     config = Config()
     try:
-        raw = path.read_bytes()
+        raw = fsio.read_regular(path, MAX_CONFIG_BYTES)  # never a FIFO, never unbounded
     except FileNotFoundError:
         return config
     except OSError as exc:
         raise ConfigInvalid(f"{path}: cannot read ({exc.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigInvalid(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -60,6 +60,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                   "Remove exactly what `ctx install` added."),
     "claude-md": ("ctxstore.cli.claude_md", "claude_md_command",
                   "Write the ranked project-memory section of CLAUDE.md."),
+    "trust": ("ctxstore.cli.trust", "trust_command",
+              "Consent to this clone's committed settings that write outside .ctx/."),
 }
 
 

@@ -216,3 +216,71 @@ def test_rewrite_keeps_the_files_mode(runner: CliRunner, store: Store) -> None:
     assert res.exit_code == 0 and "updated" in res.output
     assert "kept private" in claude_md.read_text()
     assert claude_md.stat().st_mode & 0o777 == 0o600
+
+
+# -- configuration trust (RELIABILITY.md CF-01): the committed path is confined ---------------
+@pytest.mark.parametrize("text,code", [
+    ("../x.md", "E015"), ("/etc/x.md", "E015"), ("a/../../x.md", "E015"), ("", "E015"),
+    ("a\0.md", "E015"), ("a\\b.md", "E015"), (".git/x.md", "E015"), (".GIT/x.md", "E015"),
+    (".ctx/x.md", "E015"), ("notes.txt", "E015"), (".md", "E015"),
+    ("CLAUDE.md", None), ("./docs/CLAUDE.md", None), (".claude/CLAUDE.md", None),
+])
+def test_resolve_claude_md_confines_the_configured_path(store: Store, text: str,
+                                                         code: str | None) -> None:
+    from ctxstore.claude.claudemd import resolve_claude_md
+    from ctxstore.errors import CtxError
+
+    if code is None:
+        path = resolve_claude_md(store, text)
+        assert path.parent == store.worktree or store.worktree in path.parents
+        assert path.name.endswith(".md")
+        return
+    with pytest.raises(CtxError) as info:
+        resolve_claude_md(store, text)
+    assert info.value.code == code
+
+
+def test_claude_md_symlink_is_refused_and_left_in_place(runner: CliRunner, store: Store,
+                                                        tmp_path: Path) -> None:
+    target = tmp_path / "target.txt"
+    target.write_text("keep\n")
+    link = store.worktree / "CLAUDE.md"
+    link.symlink_to(target)
+    add(runner, store, "fact", "not written")
+    res = invoke(runner, store, "claude-md")
+    assert (res.exit_code, res.stdout) == (1, "")
+    assert res.stderr.startswith("ctx: error[E020]: refusing ") and "symbolic link" in res.stderr
+    assert link.is_symlink() and target.read_text() == "keep\n"
+
+
+def test_claude_md_through_a_symlinked_directory_is_refused(runner: CliRunner, store: Store,
+                                                            tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (store.worktree / "docs").symlink_to(outside)
+    config = store.root / "config.toml"
+    config.write_text(config.read_text().replace('claude_md_path = "CLAUDE.md"',
+                                                 'claude_md_path = "docs/CLAUDE.md"'))
+    res = invoke(runner, store, "claude-md")
+    assert (res.exit_code, res.stdout) == (1, "") and res.stderr.startswith("ctx: error[E020]: ")
+    assert list(outside.iterdir()) == []
+
+
+def test_refresh_in_a_clone_needs_consent_and_says_so_once(git_repo: Path) -> None:
+    from conftest import run_ctx
+
+    from ctxstore.claude.trust import ConsentRequired
+
+    assert run_ctx(["init"], cwd=git_repo).returncode == 0
+    config = git_repo / ".ctx" / "config.toml"
+    config.write_text(config.read_text().replace("claude_md_on_stop = false",
+                                                 "claude_md_on_stop = true"))
+    store = open_store(git_repo / ".ctx")
+    with pytest.raises(ConsentRequired) as info:
+        refresh(store)
+    assert info.value.code == "E015" and "`ctx trust`" in info.value.message
+    assert refresh(store) is False  # said once
+    assert not (git_repo / "CLAUDE.md").exists()
+    assert run_ctx(["trust"], cwd=git_repo).returncode == 0
+    assert refresh(store) is True
+    assert BEGIN in (git_repo / "CLAUDE.md").read_text()
