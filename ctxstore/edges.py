@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from ctxstore.clock import next_stamp
 from ctxstore.errors import InvalidInput
 from ctxstore.index import open_index
 from ctxstore.index.read import edges_of, read_node
 from ctxstore.model.knowledge import EdgeRemoved, KnowledgeRecord
-from ctxstore.nodes import EDGE_TYPES, WriteResult, bump, edge_record, stage_write
+from ctxstore.model.vocab import EDGE_TYPES
+from ctxstore.nodes import WriteResult, edge_record, stage_write
 from ctxstore.repo import Store
 
 __all__ = ["normalize_edge_type", "link_nodes", "unlink_nodes"]
@@ -54,6 +56,6 @@ def unlink_nodes(store: Store, src_ref: str, dst_ref: str, label: str | None = N
         src, dst = read_node(conn, src_ref), read_node(conn, dst_ref)
         records: list[KnowledgeRecord] = [
             EdgeRemoved(from_ref=("node", src.id), to_ref=("node", dst.id), label=e.label,
-                        at=bump(e.updated_at), prev=None)
+                        at=next_stamp(e.updated_at), prev=None)
             for e in edges_of(conn, src.id, "out", norm) if e.to_kind == "node" and e.to_key == dst.id]
         return stage_write(store, records, f"unlink {src.id} {dst.id}")

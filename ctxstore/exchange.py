@@ -38,14 +38,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ctxstore.clock import clamp_future, now_ms
 from ctxstore.edges import normalize_edge_type
 from ctxstore.errors import InvalidInput
+from ctxstore.ids import is_ulid
 from ctxstore.index import open_index
 from ctxstore.index.read import all_edges, nodes_by_ids, read_views
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord, ViewRecord, key_text
 from ctxstore.nodes import AddedNode, add_node, split_content, validate_tag, validate_type
 from ctxstore.query.parser import parse_query
-from ctxstore.repo import Store, now_ms
+from ctxstore.repo import Store
 from ctxstore.staging import StageResult, stage_records
 from ctxstore.views import validate_view_name
 
@@ -61,7 +63,6 @@ MAX_INGEST_BYTES = 16 << 20
 # all (codec.MAX_DEPTH); the batch, record and metadata map take a few of them.
 MAX_METADATA_DEPTH = 32
 
-_ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _STATUS = re.compile(r"[a-z][a-z_-]{0,31}")
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})",
                   re.ASCII)
@@ -104,7 +105,7 @@ def _times(item: Mapping[str, Any], where: str, now: int) -> tuple[int, int]:
     updated = created if item.get("updated_at") is None \
         else _parse_time(item["updated_at"], f"{where}.updated_at")
     # A stamp from the future would win every last-writer-wins merge forever (IM-02).
-    updated = min(updated, now)
+    updated = clamp_future(updated, now=now)
     created = min(created, updated)
     return created, updated
 
@@ -204,7 +205,7 @@ def _object(value: Any, where: str, allowed: Sequence[str], required: Sequence[s
 
 
 def _node_id(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not _ULID.fullmatch(value):
+    if not is_ulid(value):
         raise InvalidInput(f"{where}: not a node id: {_short(value)} "
                            "(want a 26-character upper-case ULID)")
     return value

@@ -3,23 +3,31 @@
 Every change is a new record staged as a change batch (DESIGN §4); nothing is
 updated in place. Operations that read the current version take the store lock
 first, so two writers cannot both build on the same version. A new version is
-stamped at least one millisecond after the version it replaces (hybrid clock).
-Node ids are ULIDs; content above ``INLINE_CONTENT_BYTES`` is stored as a blob.
+stamped at least one millisecond after the version it replaces (``ctxstore.clock``).
+Node ids are ULIDs (``ctxstore.ids``); content above ``INLINE_CONTENT_BYTES`` is stored
+as a blob. The vocabulary (node types, edge labels, tiers) is ``ctxstore.model.vocab``.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctxstore.clock import next_stamp
+from ctxstore.clock import next_stamp as bump  # the old name, still imported by claude/
 from ctxstore.errors import InvalidInput
-from ctxstore.model.knowledge import EdgeRecord, EdgeRemoved, KnowledgeRecord, NodeRecord, NodeRemoved
-from ctxstore.narrative import ULID_ALPHABET
+from ctxstore.ids import new_ulid
+from ctxstore.model.knowledge import (
+    EdgeRecord,
+    EdgeRemoved,
+    KnowledgeRecord,
+    NodeRecord,
+    NodeRemoved,
+)
+from ctxstore.model.vocab import EDGE_TYPES, NODE_TYPES, TIERS
 from ctxstore.objects import KIND_BLOB, object_id_of
-from ctxstore.repo import Store, now_ms
+from ctxstore.repo import Store
 from ctxstore.staging import StageResult, stage_records
 
 if TYPE_CHECKING:
@@ -30,22 +38,8 @@ __all__ = ["NODE_TYPES", "EDGE_TYPES", "INLINE_CONTENT_BYTES", "TIERS", "new_uli
            "tag_node", "untag_node", "supersede_node", "summarize_nodes", "record_of",
            "next_version", "tombstones", "edge_record", "bump", "stage_write", "split_content"]
 
-NODE_TYPES = ("fact", "decision", "pattern", "observation", "hypothesis", "task", "summary",
-              "source", "open-question")
-EDGE_TYPES = ("DERIVED_FROM", "DEPENDS_ON", "SUPERSEDES", "RELATES_TO", "CHILD_OF")
-TIERS = ("pinned", "reference", "working", "off-context")
 INLINE_CONTENT_BYTES = 4096
 _TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9_.\-/:]+)?")
-
-
-def new_ulid() -> str:
-    """Return a new ULID: 48 bits of milliseconds and 80 fresh random bits.
-
-    The random part is drawn anew even within one millisecond (not incremented), so
-    ids made together still differ early enough for short prefixes to tell them apart.
-    """
-    value = (time.time_ns() // 1_000_000 << 80) | int.from_bytes(os.urandom(10), "big")
-    return "".join(ULID_ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 
 def validate_tag(tag: str) -> str:
@@ -69,11 +63,6 @@ def validate_type(node_type: str) -> str:
     if node_type not in NODE_TYPES:
         raise InvalidInput(f"unknown node type {node_type!r}", hint="one of " + ", ".join(NODE_TYPES))
     return node_type
-
-
-def bump(prev_stamp: int) -> int:
-    """A stamp for a version replacing one stamped ``prev_stamp`` (never earlier)."""
-    return max(now_ms(), prev_stamp + 1)
 
 
 def split_content(content: str) -> tuple[str | None, bytes | None, list[bytes]]:
@@ -107,7 +96,8 @@ def next_version(node: NodeRow, **changes: Any) -> NodeRecord:
     """The record of ``node``'s next version with ``changes`` applied (stamped after it)."""
     from dataclasses import replace
 
-    return replace(record_of(node), updated_at=bump(node.updated_at), prev=node.version, **changes)
+    return replace(record_of(node), updated_at=next_stamp(node.updated_at), prev=node.version,
+                   **changes)
 
 
 def tombstones(conn, node: NodeRow, seen_edges: set[tuple[str, ...]]  # type: ignore[no-untyped-def]
@@ -117,21 +107,21 @@ def tombstones(conn, node: NodeRow, seen_edges: set[tuple[str, ...]]  # type: ig
     ``seen_edges`` is shared by the nodes deleted in one batch, so an edge between two of
     them is removed once.
     """
-    out: list[KnowledgeRecord] = [NodeRemoved(id=node.id, at=bump(node.updated_at),
+    out: list[KnowledgeRecord] = [NodeRemoved(id=node.id, at=next_stamp(node.updated_at),
                                               prev=node.version)]
     for e in edges_of(conn, node.id):
         key = (e.from_kind, e.from_key, e.to_kind, e.to_key, e.label)
         if key not in seen_edges:
             seen_edges.add(key)
             out.append(EdgeRemoved(from_ref=(e.from_kind, e.from_key), to_ref=(e.to_kind, e.to_key),
-                                   label=e.label, at=bump(e.updated_at), prev=None))
+                                   label=e.label, at=next_stamp(e.updated_at), prev=None))
     return out
 
 
 def edge_record(src: str, dst: str, label: str, *, weight: float | None = None,
                 metadata: dict[str, Any] | None = None, prev_stamp: int = 0) -> EdgeRecord:
     """A new node-to-node edge record."""
-    stamp = bump(prev_stamp)
+    stamp = next_stamp(prev_stamp)
     return EdgeRecord(from_ref=("node", src), to_ref=("node", dst), label=label, weight=weight,
                       metadata=dict(metadata or {}), evidence={"tool": "human"}, created_at=stamp,
                       updated_at=stamp, prev=None)
@@ -206,7 +196,7 @@ def add_node(store: Store, node_type: str, content: str, *, tags: list[str] | tu
     validate_type(node_type)
     clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
     inline, blob_id, blobs = split_content(content)
-    stamp = now_ms()
+    stamp = next_stamp()
     node = NodeRecord(id=node_id or new_ulid(), type=node_type, content=inline,
                       content_blob=blob_id, summary=summary, tags=clean_tags,
                       metadata=dict(metadata or {}), status="active", superseded_by=None,
@@ -351,7 +341,7 @@ def summarize_nodes(store: Store, refs_: list[str], content: str, *, archive_sou
             node = read_node(conn, ref)
             if node.id not in {s.id for s in sources}:
                 sources.append(node)
-        stamp = now_ms()
+        stamp = next_stamp()
         summary = NodeRecord(id=new_ulid(), type="summary", content=inline, content_blob=blob_id,
                              summary=None, tags=clean_tags, metadata={}, status="active",
                              superseded_by=None, created_at=stamp, updated_at=stamp, author=None,

@@ -17,12 +17,12 @@ from typing import Any
 
 from ctxstore.errors import BudgetExceeded
 from ctxstore.index.read import NodeRow, short_id_lookup
+from ctxstore.model.vocab import TIER_ORDER
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["TIER_ORDER", "TYPE_TITLES", "Composition", "tier_of", "order_nodes", "compose", "compose_query",
            "render_markdown", "render_json", "iso_ms", "estimate_tokens"]
 
-TIER_ORDER = {"pinned": 0, "reference": 1, "working": 2, None: 3, "off-context": 4}
 _SECTION = {0: "Pinned", 1: "Reference", 2: "Working Context", 3: "Other", 4: "Off-context"}
 TYPE_TITLES = {"fact": "Facts", "decision": "Decisions", "pattern": "Patterns",
                "observation": "Observations", "hypothesis": "Hypotheses", "task": "Tasks",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import blake3
 
+from ctxstore.ids import ObjectId
 from ctxstore.model import ChangeBatch, Commit, WorkCommit, codec
 from ctxstore.model.knowledge import (
     EdgeRecord,
@@ -24,7 +25,6 @@ from ctxstore.model.knowledge import (
     record_to_wire,
     version_id,
 )
-from ctxstore.objects import ObjectId
 from ctxstore.repo import Store
 
 __all__ = ["KnowledgeState", "Winner", "state_heads", "iter_batch_ids", "replay_batches",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ctxstore.index import INDEX_FILE, index_dir
 from ctxstore.index.heads import ConcurrentEdit, concurrent_edits
-from ctxstore.pack import TIER_ORDER
+from ctxstore.model.vocab import TIER_ORDER
 from ctxstore.repo import Store
 from ctxstore.staging import session_status
 

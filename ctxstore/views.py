@@ -14,12 +14,13 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING
 
+from ctxstore.clock import next_stamp
 from ctxstore.errors import InvalidInput, NodeNotFound
 from ctxstore.index import open_index
 from ctxstore.index.read import ViewRow, find_view, read_views
 from ctxstore.model.knowledge import ViewRecord, ViewRemoved
 from ctxstore.query.parser import parse_query
-from ctxstore.repo import Store, now_ms
+from ctxstore.repo import Store
 
 if TYPE_CHECKING:
     from ctxstore.nodes import WriteResult
@@ -92,7 +93,7 @@ def create_view(store: Store, name: str, query: str, budget: int,
     with store.lock():
         if find_view(open_index(store), name) is not None:
             raise InvalidInput(f"view {name!r} exists", hint=f"use `ctx view update {name}`")
-        stamp = now_ms()
+        stamp = next_stamp()
         rec = ViewRecord(name=name, query=query, budget=budget, description=description,
                          created_at=stamp, updated_at=stamp, prev=None)
         return stage_write(store, [rec], f"view create {name}")
@@ -106,7 +107,7 @@ def update_view(store: Store, name: str, *, query: str | None = None, budget: in
         InvalidInput: if nothing is given or a value is invalid.
         NodeNotFound: if there is no such view.
     """
-    from ctxstore.nodes import bump, stage_write
+    from ctxstore.nodes import stage_write
 
     if query is None and budget is None and description is None:
         raise InvalidInput("nothing to update", hint="give --query, --budget or --description")
@@ -117,7 +118,7 @@ def update_view(store: Store, name: str, *, query: str | None = None, budget: in
     with store.lock():
         conn = open_index(store)
         cur = get_view(conn, name, default_budget=default_budget)
-        stamp = bump(cur.updated_at)
+        stamp = next_stamp(cur.updated_at)
         rec = ViewRecord(name=name, query=cur.query if query is None else query,
                          budget=cur.budget if budget is None else budget,
                          description=cur.description if description is None else description,
@@ -131,11 +132,11 @@ def delete_view(store: Store, name: str) -> WriteResult:
     Raises:
         NodeNotFound: if there is no saved view of that name.
     """
-    from ctxstore.nodes import bump, stage_write
+    from ctxstore.nodes import stage_write
 
     with store.lock():
         cur = find_view(open_index(store), name)
         if cur is None:
             raise NodeNotFound(f"no saved view named {name!r}")
-        return stage_write(store, [ViewRemoved(name=name, at=bump(cur.updated_at), prev=None)],
-                      f"view delete {name}")
+        removed = ViewRemoved(name=name, at=next_stamp(cur.updated_at), prev=None)
+        return stage_write(store, [removed], f"view delete {name}")

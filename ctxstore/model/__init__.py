@@ -1,17 +1,19 @@
 """Typed objects: the records stored in objects and their canonical codec.
 
 ``encode_typed`` turns a record into the payload of a typed object (a canonical
-msgpack map with ``type`` and ``v``); ``decode_typed`` reverses it through a table
-keyed by ``(type, v)`` and refuses anything it does not know by name.
+msgpack map with ``type`` and ``v``); ``decode_typed`` reverses it through the
+registry of ``model.registry`` (one ``@typed("type", v)`` per record class, keyed by
+``(type, v)``) and refuses anything it does not know by name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ctxstore.errors import DeserializationFailed
-from ctxstore.model import codec
-from ctxstore.model._schema import SchemaError, from_wire, to_wire
+from ctxstore.model import codec, registry
+from ctxstore.model._schema import Record, SchemaError
 from ctxstore.model.commit import Commit, NarrativeRef, Tree, TreeEntry, WorkCommit
 from ctxstore.model.knowledge import ChangeBatch
 
@@ -20,18 +22,25 @@ __all__ = [
     "TypedObject", "DECODERS", "encode_typed", "decode_typed", "type_of_payload",
 ]
 
+# The static union of registered classes, for type checkers (a test keeps it equal to
+# the registry).
 TypedObject = Commit | WorkCommit | Tree | ChangeBatch
 
-DECODERS: dict[tuple[str, int], type] = {
-    (cls.TYPE, cls.V): cls for cls in (Commit, WorkCommit, Tree, ChangeBatch)
-}
+# Every registered (type, v) and its class: a read-only, live view of the registry.
+DECODERS: Mapping[tuple[str, int], type[Record]] = registry.registered_types()
 
 
 def encode_typed(obj: TypedObject) -> bytes:
-    """Return the canonical payload bytes of a typed record."""
+    """Return the canonical payload bytes of a typed record.
+
+    Args:
+        obj: A record of a registered type.
+
+    Returns:
+        The canonical msgpack map with ``type``, ``v`` and the record's fields.
+    """
     cls = type(obj)
-    body = obj.to_wire() if isinstance(obj, ChangeBatch) else to_wire(obj, cls)
-    return codec.encode({"type": cls.TYPE, "v": cls.V, **body})
+    return codec.encode({"type": cls.TYPE, "v": cls.V, **obj.to_wire()})
 
 
 def type_of_payload(payload: bytes) -> tuple[str, int] | None:
@@ -62,7 +71,7 @@ def decode_typed(payload: bytes, *, oid: bytes | None = None) -> TypedObject:
     kind, v = value.get("type"), value.get("v")
     if not isinstance(kind, str) or not isinstance(v, int) or isinstance(v, bool):
         raise DeserializationFailed(oid, detail="typed payload has no type/v")
-    cls = DECODERS.get((kind, v))
+    cls = registry.find_type(kind, v)
     if cls is None:
         known = {t for t, _ in DECODERS}
         what = f"written by a newer ctx ({kind} v{v})" if kind in known or v > 1 \
@@ -70,8 +79,6 @@ def decode_typed(payload: bytes, *, oid: bytes | None = None) -> TypedObject:
         raise DeserializationFailed(oid, detail=what, unsupported=True)
     body = {k: val for k, val in value.items() if k not in ("type", "v")}
     try:
-        if cls is ChangeBatch:
-            return ChangeBatch.from_wire(body, kind)
-        return from_wire(body, cls, kind)
+        return cls.from_wire(body, kind)  # type: ignore[no-any-return]
     except SchemaError as exc:
         raise DeserializationFailed(oid, detail=str(exc)) from None

@@ -11,16 +11,19 @@ DESIGN §5 needs: ``change_batches`` (knowledge records) on both kinds of commit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal, get_args
 
+from ctxstore.ids import ObjectId
 from ctxstore.model._schema import ListOf, OneOf, Opt, Record, SchemaError
+from ctxstore.model.registry import typed
 
-__all__ = ["NarrativeRef", "TreeEntry", "Tree", "Commit", "WorkCommit", "STEP_KINDS"]
+__all__ = ["NarrativeRef", "TreeEntry", "Tree", "Commit", "WorkCommit", "STEP_KINDS", "StepKind",
+           "EntryKind"]
 
-STEP_KINDS = frozenset({
-    "session_start", "file_read", "file_write", "command_run", "note", "plan",
-    "compact", "change", "merge", "recover",
-})
+StepKind = Literal["session_start", "file_read", "file_write", "command_run", "note", "plan",
+                   "compact", "change", "merge", "recover"]
+STEP_KINDS = frozenset(get_args(StepKind))
+EntryKind = Literal["blob", "tree"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +33,7 @@ class NarrativeRef(Record):
     path: str
     stream: str
     role: str
-    blob_id: bytes
+    blob_id: ObjectId
 
     FIELDS: ClassVar = {"path": "str", "stream": "str", "role": "str", "blob_id": "oid"}
 
@@ -40,24 +43,23 @@ class TreeEntry(Record):
     """One name in a tree: a blob or a sub-tree."""
 
     name: str
-    kind: str
-    id: bytes
+    kind: EntryKind
+    id: ObjectId
 
-    FIELDS: ClassVar = {"name": "str", "kind": OneOf(frozenset({"blob", "tree"})), "id": "oid"}
+    FIELDS: ClassVar = {"name": "str", "kind": OneOf(frozenset(get_args(EntryKind))), "id": "oid"}
 
     def check(self, where: str) -> None:
         if not self.name or "/" in self.name or self.name in (".", ".."):
             raise SchemaError(f"{where}.name: invalid entry name {self.name!r}")
 
 
+@typed("tree", 1)
 @dataclass(frozen=True, slots=True)
 class Tree(Record):
     """A snapshot of a file hierarchy; entries sorted by name, names unique."""
 
     entries: tuple[TreeEntry, ...]
 
-    TYPE: ClassVar = "tree"
-    V: ClassVar = 1
     FIELDS: ClassVar = {"entries": ListOf(TreeEntry)}
 
     def check(self, where: str) -> None:
@@ -66,25 +68,24 @@ class Tree(Record):
             raise SchemaError(f"{where}.entries: names must be sorted and unique")
 
 
+@typed("commit", 1)
 @dataclass(frozen=True, slots=True)
 class Commit(Record):
     """A canonical commit on refs/main."""
 
-    parents: tuple[bytes, ...]
+    parents: tuple[ObjectId, ...]
     timestamp_unix: int
     message: str
-    root_tree: bytes | None = None
-    change_batches: tuple[bytes, ...] = ()
-    edge_batches: tuple[bytes, ...] = ()
+    root_tree: ObjectId | None = None
+    change_batches: tuple[ObjectId, ...] = ()
+    edge_batches: tuple[ObjectId, ...] = ()
     narrative_refs: tuple[NarrativeRef, ...] = ()
-    cargo_snapshot: bytes | None = None
-    code_snapshot: bytes | None = None
-    diagnostics_snapshot: bytes | None = None
+    cargo_snapshot: ObjectId | None = None
+    code_snapshot: ObjectId | None = None
+    diagnostics_snapshot: ObjectId | None = None
     session_id: str | None = None
-    aborted_work: bytes | None = None
+    aborted_work: ObjectId | None = None
 
-    TYPE: ClassVar = "commit"
-    V: ClassVar = 1
     FIELDS: ClassVar = {
         "parents": ListOf("oid"),
         "timestamp_unix": "int",
@@ -107,22 +108,21 @@ class Commit(Record):
         return bool(self.session_id) and self.aborted_work is None
 
 
+@typed("work_commit", 1)
 @dataclass(frozen=True, slots=True)
 class WorkCommit(Record):
     """A staging step: one durable, visible mutation before compaction."""
 
-    parents: tuple[bytes, ...]
-    base: bytes
+    parents: tuple[ObjectId, ...]
+    base: ObjectId
     session_id: str
     created_at: int
-    step_kind: str
+    step_kind: StepKind
     message: str = ""
-    change_batches: tuple[bytes, ...] = ()
-    payload: tuple[bytes, ...] = ()
+    change_batches: tuple[ObjectId, ...] = ()
+    payload: tuple[ObjectId, ...] = ()
     narrative_refs: tuple[NarrativeRef, ...] = ()
 
-    TYPE: ClassVar = "work_commit"
-    V: ClassVar = 1
     FIELDS: ClassVar = {
         "parents": ListOf("oid"),
         "base": "oid",

@@ -6,8 +6,9 @@ greatest ``(stamp, version id)`` wins, tombstones included. The version id of a 
 is the BLAKE3 hash of its canonical encoding, so it is the same wherever the record is
 copied (compaction copies the newest records into one curated batch).
 
-Stamps are integer milliseconds since the epoch from a hybrid logical clock: a new
-version is stamped at least one past the version it replaces (``prev``).
+Stamps are integer milliseconds since the epoch from the hybrid logical clock of
+``ctxstore.clock``: a new version is stamped at least one past the version it replaces
+(``prev``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from typing import Any, ClassVar, Union
 
 import blake3
 
+from ctxstore.ids import ObjectId
 from ctxstore.model import codec
 from ctxstore.model._schema import REF, ListOf, MapOf, Opt, Record, SchemaError, from_wire, to_wire
+from ctxstore.model.codec import JsonValue
+from ctxstore.model.registry import typed
 
 __all__ = [
     "NodeRecord",
@@ -50,16 +54,16 @@ class NodeRecord(Record):
     id: str
     type: str
     content: str | None
-    content_blob: bytes | None
+    content_blob: ObjectId | None
     summary: str | None
     tags: tuple[str, ...]
-    metadata: dict[str, Any]
+    metadata: dict[str, JsonValue]
     status: str
     superseded_by: str | None
     created_at: int
     updated_at: int
     author: str | None
-    prev: bytes | None
+    prev: ObjectId | None
 
     KIND: ClassVar = "node"
     FIELDS: ClassVar = {
@@ -84,7 +88,7 @@ class NodeRemoved(Record):
 
     id: str
     at: int
-    prev: bytes | None
+    prev: ObjectId | None
 
     KIND: ClassVar = "node_removed"
     FIELDS: ClassVar = {"id": "str", "at": "int", "prev": Opt("oid")}
@@ -98,11 +102,11 @@ class EdgeRecord(Record):
     to_ref: tuple[str, str]
     label: str
     weight: float | None
-    metadata: dict[str, Any]
-    evidence: dict[str, Any] | None
+    metadata: dict[str, JsonValue]
+    evidence: dict[str, JsonValue] | None
     created_at: int
     updated_at: int
-    prev: bytes | None
+    prev: ObjectId | None
 
     KIND: ClassVar = "edge"
     FIELDS: ClassVar = {
@@ -123,7 +127,7 @@ class EdgeRemoved(Record):
     to_ref: tuple[str, str]
     label: str
     at: int
-    prev: bytes | None
+    prev: ObjectId | None
 
     KIND: ClassVar = "edge_removed"
     FIELDS: ClassVar = {"from_ref": REF, "to_ref": REF, "label": "str", "at": "int",
@@ -140,7 +144,7 @@ class ViewRecord(Record):
     description: str | None
     created_at: int
     updated_at: int
-    prev: bytes | None
+    prev: ObjectId | None
 
     KIND: ClassVar = "view"
     FIELDS: ClassVar = {"name": "str", "query": "str", "budget": "int",
@@ -157,14 +161,14 @@ class ViewRemoved(Record):
 
     name: str
     at: int
-    prev: bytes | None
+    prev: ObjectId | None
 
     KIND: ClassVar = "view_removed"
     FIELDS: ClassVar = {"name": "str", "at": "int", "prev": Opt("oid")}
 
 
 KnowledgeRecord = Union[NodeRecord, NodeRemoved, EdgeRecord, EdgeRemoved, ViewRecord, ViewRemoved]
-RECORD_KINDS: dict[str, type] = {
+RECORD_KINDS: dict[str, type[Record]] = {
     cls.KIND: cls
     for cls in (NodeRecord, NodeRemoved, EdgeRecord, EdgeRemoved, ViewRecord, ViewRemoved)
 }
@@ -194,7 +198,7 @@ def record_stamp(rec: KnowledgeRecord) -> int:
 
 def record_to_wire(rec: KnowledgeRecord) -> dict[str, Any]:
     """Return the msgpack-ready map of a record, with its ``kind``."""
-    wire = to_wire(rec, type(rec))
+    wire: dict[str, Any] = rec.to_wire()
     wire["kind"] = rec.KIND
     return wire
 
@@ -211,20 +215,25 @@ def _record_from_wire(value: Any, where: str) -> KnowledgeRecord:
     if cls is None:
         raise SchemaError(f"{where}: unknown record kind {value['kind']!r}")
     body = {k: v for k, v in value.items() if k != "kind"}
-    return from_wire(body, cls, where)
+    rec: KnowledgeRecord = cls.from_wire(body, where)
+    return rec
 
 
+@typed("change_batch", 1)
 @dataclass(frozen=True, slots=True)
 class ChangeBatch(Record):
-    """The knowledge records written by one operation (at most one per key)."""
+    """The knowledge records written by one operation (at most one per key).
+
+    Its records are a kinded union (each map carries ``kind``), so it overrides the
+    generic ``to_wire`` / ``from_wire`` of ``Record``.
+    """
 
     created_at: int
     author: str | None
     records: tuple[KnowledgeRecord, ...]
 
-    TYPE: ClassVar = "change_batch"
-    V: ClassVar = 1
-    FIELDS: ClassVar = {"created_at": "int", "author": Opt("str"), "records": "records"}
+    # "record": one kinded knowledge record (RECORD_KINDS), decoded by from_wire below.
+    FIELDS: ClassVar = {"created_at": "int", "author": Opt("str"), "records": ListOf("record")}
 
     def check(self, where: str) -> None:
         keys = [record_key(r) for r in self.records]
