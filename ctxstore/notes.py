@@ -12,6 +12,13 @@ of the text it had when it last became a node version (node metadata ``narrative
 so an edit made with ``ctx update`` is not undone by the unchanged Markdown, and an entry
 nobody edited produces nothing. Entries a person wrote without a marker are recognised by
 their file and heading (``narrative_key``); ctx never writes into text a person wrote.
+
+User text can never forge a marker: in titles, bodies and summary messages every
+``<!--`` that opens a ``ctx:`` comment is written as ``&lt;!--`` (it reads the same once
+rendered, and is no marker). And at ingest a marker that names a node no entry of that
+kind of file can be (one not made from narrative, like a fact added with ``ctx add
+--type``, or one from another kind of file) is refused and reported: the entry becomes a
+node of its own and the named node is left as it is (docs/narrative.md).
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ ROLE_TYPES = {"log": "observation", "decision": "decision", "task": "task"}
 META_PATH, META_HASH, META_KEY, META_TASK = ("narrative_path", "narrative_hash", "narrative_key",
                                              "task_number")
 MAX_LISTED_NODES = 50
+# The opening of an HTML comment that would read as a ctx marker (<!-- ctx:id=... -->).
+_MARKER_OPEN = re.compile(r"<!--(?=\s*ctx\s*:)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -69,22 +78,19 @@ class NarrativeChange:
 def _narrative_path(store: Store, rel: str) -> Path:
     """The file for ``rel``, refusing symlinks anywhere below ``.ctx/`` (never written through)."""
     path = store.root / "narrative" / rel
-    probe = path
-    while probe != store.root:
-        if probe.is_symlink():
-            raise InvalidInput(f"narrative/{rel}: {probe.relative_to(store.root)} is a symlink",
-                               hint="ctx never writes through symlinks; replace it by a file")
-        probe = probe.parent
+    fsio.check_under(store.root, path)  # E020 naming the link or special file
     return path
 
 
 def _read_text(path: Path, rel: str) -> str:
     try:
-        data = path.read_bytes()
+        data = fsio.read_regular(path, nar.MAX_NARRATIVE_BYTES)  # bounded; never a FIFO
     except FileNotFoundError:
         return ""
     except OSError as exc:
         raise StorageIOError(str(path), op="read", error=exc) from None
+    if len(data) > nar.MAX_NARRATIVE_BYTES:
+        raise InvalidInput(f"narrative/{rel} is larger than {nar.MAX_NARRATIVE_BYTES} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -94,7 +100,7 @@ def _read_text(path: Path, rel: str) -> str:
 def _write_text(store: Store, rel: str, text: str) -> None:
     path = _narrative_path(store, rel)
     try:
-        fsio.ensure_dir(path.parent)
+        fsio.ensure_dir_under(store.root, path.parent)
         fsio.replace_atomic(path, text.encode("utf-8"))
     except OSError as exc:
         raise StorageIOError(str(path), op="write", error=exc) from None
@@ -130,6 +136,12 @@ def _check_text(value: str, what: str) -> str:
     if "\x00" in value:
         raise InvalidInput(f"the {what} contains a NUL character")
     return value.replace("\r\n", "\n").strip("\n")
+
+
+def _inert(text: str) -> str:
+    """``text`` (a title, body or message a user gave) with every marker-like comment
+    opening written ``&lt;!--``, so no user text can tie an entry to a node."""
+    return _MARKER_OPEN.sub("&lt;!--", text)
 
 
 def _hhmm(ms: int) -> str:
@@ -181,7 +193,7 @@ def add_note(store: Store, text: str, *, tags: Sequence[str] = (),
         InvalidInput: for empty text, a bad tag, or a narrative path that is a symlink.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
-    body = nar.demote_headings(_check_text(text, "note"), 3)
+    body = _inert(nar.demote_headings(_check_text(text, "note"), 3))
     ms, node_id = now_ms(), new_ulid()
     rel = nar.log_rel(ms)
     entry = nar.render_template("log_entry.md", time=_hhmm(ms), kind="note",
@@ -201,8 +213,8 @@ def add_decision(store: Store, title: str, body: str | None = None, *, tags: Seq
         InvalidInput: for an empty or multi-line title, an empty body, or a bad tag.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
-    title = _one_line(title, "title")
-    text = nar.demote_headings(_check_text(body, "body"), 3) if body is not None else ""
+    title = _inert(_one_line(title, "title"))
+    text = _inert(nar.demote_headings(_check_text(body, "body"), 3)) if body is not None else ""
     node_id = new_ulid()
     entry = nar.render_template("decision_entry.md", title=title, marker=nar.id_marker(node_id),
                                 body=text, end=nar.end_marker(node_id))
@@ -223,8 +235,8 @@ def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequenc
         InvalidInput: for an empty or multi-line title, an empty body, or a bad tag.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
-    title = _one_line(title, "title")
-    text = nar.demote_headings(_check_text(body, "body"), 2) if body is not None else ""
+    title = _inert(_one_line(title, "title"))
+    text = _inert(nar.demote_headings(_check_text(body, "body"), 2)) if body is not None else ""
     ms, node_id = now_ms(), new_ulid()
     number = nar.task_number(node_id)
     rel = nar.task_rel(node_id)
@@ -358,6 +370,28 @@ def _match_unmarked(entries: list[nar.Section], marked: list[bool], linked: list
     return found
 
 
+def _refuse_foreign_markers(conn: Any, entries: list[nar.Section], linked: dict[str, Any]
+                            ) -> tuple[list[nar.Section], list[NarrativeChange]]:
+    """The entries with every marker that may not move a node's identity taken off, and
+    a ``refused`` change for each: a marker naming a live node that was not made from a
+    narrative entry, or was made from another kind of file (a log entry cannot become a
+    task). Such an entry is read as unmarked (a node of its own); the named node stays."""
+    from ctxstore.index.read import find_node
+
+    kept: list[nar.Section] = []
+    refused: list[NarrativeChange] = []
+    for entry in entries:
+        if entry.marker is not None:
+            node = linked.get(entry.marker) or find_node(conn, entry.marker)
+            origin = node.metadata.get(META_PATH) if node is not None else None
+            if node is not None and (not isinstance(origin, str)
+                                     or nar.role_of(origin) != entry.role):
+                refused.append(NarrativeChange("refused", entry.marker, entry.path))
+                entry = replace(entry, marker=None)
+        kept.append(entry)
+    return kept, refused
+
+
 @dataclass
 class _Ingest:
     """The state of one ingestion: what the index knows and what was decided so far."""
@@ -413,6 +447,8 @@ def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
       the node write, or a marker copied from another clone): that node, created;
     * an entry whose marker names a deleted node: nothing (deletions are not undone);
     * an unmarked entry: a new node the first time, recognised by file and heading after;
+    * a marker naming a node not made from this kind of file (``_refuse_foreign_markers``):
+      refused and reported, the entry read as unmarked;
     * a node whose entry is gone (section removed, task file deleted): a tombstone;
     * an entry a union merge interleaved with another (``tangled``): reported, unchanged.
     Nothing is staged when nothing changed.
@@ -427,12 +463,13 @@ def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
         entries, read = _read_entries(store)
         conn = open_index(store)
         linked = _linked_nodes(conn)
+        entries, refused = _refuse_foreign_markers(conn, entries, {n.id: n for n in linked})
         firsts: set[str] = set()
         marked = []
         for entry in entries:
             marked.append(entry.marker is not None and entry.marker not in firsts)
             firsts.add(entry.marker or "")
-        state = _Ingest(conn, {n.id: n for n in linked})
+        state = _Ingest(conn, {n.id: n for n in linked}, changes=refused)
         for entry, is_marked, known in zip(entries, marked, _match_unmarked(entries, marked, linked)):
             state.entry(entry, is_marked, known)
         seen_edges: set[tuple[str, ...]] = set()
@@ -496,11 +533,9 @@ def _has_summary(store: Store, session_id: str) -> bool:
     needle = nar.session_marker(session_id)
     for rel, path in nar.iter_narrative_files(store):
         if rel.startswith("log/"):
-            try:
-                if needle in path.read_text(encoding="utf-8", errors="replace"):
-                    return True
-            except OSError:
-                continue
+            data = nar.read_narrative_bytes(path)
+            if data is not None and needle in data.decode("utf-8", "replace"):
+                return True
     return False
 
 
@@ -527,9 +562,9 @@ def _write_summary(store: Store, message: str) -> str | None:
     entry = nar.render_template("session_summary.md", time=_hhmm(ms),
                                 end=nar.end_marker(session_id),
                                 marker=nar.session_marker(session_id),
-                                message=nar.demote_headings(message.strip(), 3),
+                                message=_inert(nar.demote_headings(message.strip(), 3)),
                                 session=session_id,
-                                task=re.sub(r"\s+", " ", task).strip() or "(none)",
+                                task=_inert(re.sub(r"\s+", " ", task).strip()) or "(none)",
                                 counts=counts, nodes=listed)
     _write_text(store, rel, _appended(store, rel, nar.log_header(ms), entry))
     return rel

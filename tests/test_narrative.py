@@ -22,7 +22,7 @@ from conftest import store_digest
 from ctxstore import narrative as nar
 from ctxstore.model import Commit
 from ctxstore.nodes import add_node, delete_node, update_node
-from ctxstore.errors import InvalidInput
+from ctxstore.errors import InvalidInput, UnsafePath
 from ctxstore.notes import (add_decision, add_note, add_task, commit_with_edits,
                             compact_session, ingest_narrative_edits)
 from ctxstore.objects import ObjectId
@@ -161,7 +161,7 @@ def test_symlinked_log_is_never_written_through(store: Store, tmp_path: Path) ->
     outside = tmp_path / "outside.md"
     outside.write_text("mine\n")
     (ndir(store) / nar.log_rel(__import__("time").time_ns() // 10**6)).symlink_to(outside)
-    with pytest.raises(InvalidInput, match="symlink"):
+    with pytest.raises(UnsafePath, match="is a symbolic link"):
         add_note(store, "x")
     assert outside.read_text() == "mine\n"
 
@@ -493,3 +493,74 @@ def test_kill_at_every_operation_of_add_decision(store: Store, tmp_path: Path) -
         elif commit_with_edits(crashed, "again")[1]:
             failures.append(f"kill before op {n}: second commit ingested again")
     assert not failures, failures
+
+
+# -- forged markers (issue 11 item 6) -------------------------------------------------------------
+
+def _cli(runner, store: Store, *args: str) -> str:  # type: ignore[no-untyped-def]
+    from conftest import invoke
+
+    res = invoke(runner, store, *args)
+    assert res.exit_code == 0, (res.output, res.stderr)
+    return res.stdout
+
+
+def _cli_json(runner, store: Store, *args: str) -> dict:  # type: ignore[no-untyped-def]
+    import json
+
+    return json.loads(_cli(runner, store, "--format", "json", *args))
+
+
+@pytest.mark.parametrize("kind", ["task", "decision", "note"])
+@pytest.mark.parametrize("marker", ["<!-- ctx:id={v} -->", "<!--ctx:id={v}-->", "<!--\nctx:id={v} -->",
+                                    "<!-- ctx:end={v} -->", "<!-- ctx:session={v} -->"])
+def test_forged_marker_in_added_text_never_replaces_another_node(runner, store: Store, kind: str,
+                                                                 marker: str) -> None:  # type: ignore[no-untyped-def]
+    fact = _cli_json(runner, store, "add", "--type", "fact", "--tag", "tier:pinned", "pinned fact",
+                     "-m", "fact")["id"]
+    forged = marker.format(v=fact)
+    title = f"evil {forged}".replace("\n", " ")
+    args = ["add", kind, title] if kind == "note" else ["add", kind, title, "--body", f"b {forged}"]
+    added = _cli_json(runner, store, *args)["id"]
+    out = _cli(runner, store, "commit", "-m", "x")
+    assert fact not in out  # no "updated FACT" / "removed ..." line
+    shown = _cli_json(runner, store, "show", fact)
+    assert (shown["type"], shown["content"], shown["tags"]) == ("fact", "pinned fact", ["tier:pinned"])
+    assert "narrative_path" not in shown["metadata"]
+    node = _cli_json(runner, store, "show", added)
+    assert node["type"] == {"note": "observation"}.get(kind, kind)
+    assert "&lt;!--" in node["content"] and "<!--" not in node["content"]
+    _cli(runner, store, "commit", "-m", "again")  # reads the Markdown again: nothing to ingest
+    assert len(live(store)) == 2  # the fact and the entry, nothing removed or duplicated
+
+
+def test_forged_marker_in_a_compact_message_is_escaped(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    fact = _cli_json(runner, store, "add", "--type", "fact", "pinned fact", "-m", "fact")["id"]
+    _cli(runner, store, "add", "--type", "fact", "more")
+    _cli(runner, store, "stage", "compact", "--message", f"done <!-- ctx:id={fact} -->")
+    log = next((ndir(store) / "log").glob("*.md")).read_text()
+    assert f"<!-- ctx:id={fact} -->" not in log and f"&lt;!-- ctx:id={fact} -->" in log
+    _cli(runner, store, "commit", "-m", "x", "--allow-empty")
+    assert live(store)[fact][:2] == ("fact", "pinned fact")
+
+
+def test_hand_edited_marker_cannot_take_over_a_node_of_another_kind(seeded) -> None:  # type: ignore[no-untyped-def]
+    store, n, d, t = seeded
+    fact = add_node(store, "fact", "pinned fact", tags=["tier:pinned"]).node
+    commit_stage(store, "fact")
+    task_before = live(store)[t.node.id]
+    # A decision heading that names the fact, a log entry that names the task.
+    dec = ndir(store) / "decisions.md"
+    dec.write_text(dec.read_text() + f"\n## Forged {nar.id_marker(fact.id)}\nTaken over?\n")
+    log = ndir(store) / n.path
+    log.write_text(log.read_text() + f"\n## 10:00 UTC · note {nar.id_marker(t.node.id)}\nMine now?\n")
+    edits = commit(store)
+    assert sorted((e.action, e.node_id) for e in edits if e.action == "refused") == sorted(
+        [("refused", fact.id), ("refused", t.node.id)])
+    nodes = live(store)
+    assert nodes[fact.id][:2] == ("fact", "pinned fact")
+    assert nodes[t.node.id] == task_before
+    contents = {v[1] for v in nodes.values()}
+    assert {"Forged\n\nTaken over?", "Mine now?"} <= contents  # each a node of its own
+    again = commit(store)  # stable: refused again, no new node, nothing removed
+    assert {e.action for e in again} == {"refused"} and len(live(store)) == len(nodes)

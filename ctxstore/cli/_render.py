@@ -1,15 +1,74 @@
-"""Text and JSON renderings of typed objects shared by log and debug."""
+"""Text and JSON renderings shared by the read commands, log and debug.
+
+Stored text is untrusted (a cloned repository's nodes are anyone's text), so the read
+commands print it through ``shown``: ``<ctx:`` tags escaped as hook output escapes them
+(``&lt;ctx:``, never runnable when pasted or echoed to a model), and, when stdout is a
+terminal, escape sequences (CSI, OSC, DCS, ...) and every other C0/C1 control but LF and
+TAB removed, so a node cannot retitle, clear or rewrite the user's terminal. Markdown
+items indent their content after every line break (``item_line``), so stored text
+cannot start a heading line. ``--format json`` prints the exact text (JSON escapes it).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import click
+
+from ctxstore.claude.inject import LINE_BREAK, escape_tags, neutralise_breaks
 
 from ctxstore.model import ChangeBatch, Commit, Tree, WorkCommit
 from ctxstore.model._schema import to_wire
 from ctxstore.model.codec import jsonable
 from ctxstore.model.knowledge import record_to_wire
 
-__all__ = ["jsonable", "object_json", "commit_summary"]
+__all__ = ["jsonable", "object_json", "commit_summary", "shown", "echo_stored", "item_line",
+           "strip_terminal_controls", "stdout_is_terminal", "composed_text"]
+
+# Escape sequences (7- and 8-bit CSI; OSC, DCS, SOS, PM, APC up to their terminator or the
+# line's end; any other ESC sequence), then every C0/C1 control but TAB and LF, and DEL.
+_TERMINAL_CONTROL = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -/]*[0-~]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def stdout_is_terminal() -> bool:
+    """True if standard output is a terminal (escape sequences would be obeyed there)."""
+    return click.get_text_stream("stdout").isatty()
+
+
+def strip_terminal_controls(text: str) -> str:
+    """``text`` without escape sequences and control characters other than LF and TAB."""
+    return _TERMINAL_CONTROL.sub("", text)
+
+
+def shown(text: str, *, terminal: bool | None = None) -> str:
+    """Stored text as a read command prints it: tags escaped; on a terminal (``terminal``
+    None: stdout's) also without escape sequences and controls."""
+    text = escape_tags(text)
+    if terminal is None:
+        terminal = stdout_is_terminal()
+    return strip_terminal_controls(text) if terminal else text
+
+
+def echo_stored(text: str, *, nl: bool = True) -> None:
+    """``click.echo`` of a line that carries stored text, through ``shown``."""
+    click.echo(shown(text), nl=nl)
+
+
+def item_line(node_type: str, short_id: str, content: str) -> str:
+    """A Markdown list item ``- [type:id] content`` whose content lines, after any line
+    break (LF, CR, VT, FF, NEL, U+2028, U+2029), are indented as its continuation."""
+    return f"- [{node_type}:{short_id}] " + LINE_BREAK.sub("\n  ", content.strip())
+
+
+def composed_text(text: str) -> str:
+    """A composition (``ctx compose``, ``ctx view render``) as printed: the line breaks the
+    renderer does not indent after are indented too (as in the hooks' frame)."""
+    return neutralise_breaks(text)
 
 
 def object_json(obj: Any) -> dict[str, Any]:

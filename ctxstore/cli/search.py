@@ -7,6 +7,7 @@ import time
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env, preview
+from ctxstore.cli._render import echo_stored
 from ctxstore.cli.nodes import _print_nodes
 
 
@@ -77,12 +78,12 @@ def trace_command(env: Env, node_id: str, reverse: bool) -> None:
                    "steps": [{"id": s.node_id, "depth": s.depth, "type": s.label,
                               "parent": s.parent} for s in steps]})
         return
-    click.echo(f"{root.id}  {root.type:<13} {preview(root.content)}")
+    echo_stored(f"{root.id}  {root.type:<13} {preview(root.content)}")
     for s in steps:
         node = find_node(conn, s.node_id)
         label = f"<-{s.label}-" if reverse else f"-{s.label}->"
         text = f"{node.type:<13} {preview(node.content, 60)}" if node else "(missing)"
-        click.echo(f"{'  ' * s.depth}{label} {s.node_id}  {text}")
+        echo_stored(f"{'  ' * s.depth}{label} {s.node_id}  {text}")
 
 
 @click.command("related")
@@ -112,4 +113,4 @@ def related_command(env: Env, node_id: str, depth: int) -> None:
         node = find_node(conn, r.node_id)
         arrow = "->" if r.direction == "out" else "<-"
         text = f"{node.type:<13} {preview(node.content, 60)}" if node else ""
-        click.echo(f"{r.distance}  {arrow} {r.label:<13} {r.node_id}  {text}")
+        echo_stored(f"{r.distance}  {arrow} {r.label:<13} {r.node_id}  {text}")

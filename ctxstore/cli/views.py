@@ -7,6 +7,7 @@ import time
 import click
 
 from ctxstore.cli._common import Env, default_budget, emit_json, format_option, pass_env
+from ctxstore.cli._render import composed_text, echo_stored
 
 
 @click.group("view")
@@ -26,7 +27,7 @@ def _render(env: Env, query: str, budget: int) -> None:
     if env.fmt == "json":
         emit_json(render_json(comp))
     else:
-        click.echo(comp.text, nl=False)
+        echo_stored(composed_text(comp.text), nl=False)  # stored text, printed inertly
 
 
 @view_group.command("create")

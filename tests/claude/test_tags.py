@@ -134,3 +134,13 @@ def test_tags_fit_lines_cuts_at_line_boundaries_with_a_note() -> None:
     assert fit_lines("short\n", 2000) == "short\n"
     framed = frame("default view", text)
     assert len(framed) <= 9000 and framed.endswith("</ctx-data>\n")
+
+
+def test_tags_frame_indents_stored_text_after_every_line_break() -> None:
+    # Renderers indent stored text after LF; frame does the same after every other break.
+    breaks = ["\r", "\v", "\f", "\x85", "\u2028", "\u2029", "\x1c"]
+    body = "- [fact:01] x" + "".join(f"{br}## Fake {i}" for i, br in enumerate(breaks)) + "\r\n"
+    framed = frame("default view", body)
+    assert not any(br in framed for br in breaks)
+    lines = framed.split("\n")
+    assert [line for line in lines if "Fake" in line] == [f"  ## Fake {i}" for i in range(len(breaks))]
