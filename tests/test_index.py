@@ -67,14 +67,18 @@ def test_index_outdated_schema_is_rebuilt(store: Store) -> None:
     assert _ids(store) == {a}
 
 
-def test_index_unwritable_falls_back_to_memory(store: Store) -> None:
-    a = add_node(store, "fact", "readable").node.id
+def test_index_folder_that_is_a_file_is_one_clear_error(store: Store) -> None:
+    # A read-only checkout is in tests/test_index_damage.py (a read-only filesystem).
     import shutil
 
+    add_node(store, "fact", "readable")
     shutil.rmtree(store.root / "index")
-    (store.root / "index").write_text("not a directory")  # index/ cannot be created
+    (store.root / "index").write_text("not a directory")
     r = run_ctx(["--ctx-dir", str(store.root), "--format", "json", "list"])
-    assert r.returncode == 0 and json.loads(r.stdout)["nodes"][0]["id"] == a
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr.startswith(f"ctx: error[E020]: refusing {store.root / 'index'}: is a regular "
+                               "file, not a directory")
+    assert (store.root / "index").read_text() == "not a directory"
     os.unlink(store.root / "index")
 
 

@@ -4,26 +4,230 @@
 the index last synced to with the pointers on disk and, when they moved, applies the
 commits it has not applied yet (or rebuilds, when history was rewound or replaced).
 Readers never take the store lock; concurrent catch-ups serialise on SQLite's write
-lock and re-check inside it. The index is derived: deleting ``.ctx/index/`` loses
-nothing, and a corrupt or outdated file is dropped and rebuilt.
+lock and re-check inside it.
+
+The index is derived: deleting ``.ctx/index/`` loses nothing. So a damaged file is
+never an error for long. Opening checks, cheaply, what SQLite and the schema can tell
+(the header, ``user_version``, the exact schema, the ``meta`` row, and ``PRAGMA
+quick_check`` while the file is small); a failure drops the files and rebuilds them
+from the objects, and the repair is recorded once (``IndexConnection.repaired`` and
+``take_repairs()``) for the front end to report: library code never prints. Damage met
+later, by a query (a large file skips ``quick_check``), raises ``IndexCorrupt`` (E007)
+and leaves a marker so that the next open rebuilds.
+
+Containment: the index files are opened only when ``index/`` is a real directory and
+``index.sqlite`` and its ``-wal``/``-shm``/``-journal`` companions are regular files,
+never symlinks (``UnsafePath``, E020), so a link committed to a clone cannot make
+SQLite convert a foreign file to WAL or give it ctx's tables. A store whose ``index/``
+cannot be written (a read-only checkout, told by SQLite's result code) gets an
+in-memory index built from the objects.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sqlite3
+import stat
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ctxstore import fsio
-from ctxstore.errors import IndexCorrupt
+from ctxstore.errors import IndexCorrupt, UnsafePath
 from ctxstore.index.apply import apply_commits, clear_index, plan_sync
-from ctxstore.index.schema import INDEX_SCHEMA_VERSION, SCHEMA
+from ctxstore.index.schema import (
+    INDEX_SCHEMA_VERSION,
+    SCHEMA,
+    SchemaRow,
+    expected_schema,
+    read_schema,
+)
 from ctxstore.repo import Store
 
-__all__ = ["INDEX_FILE", "index_dir", "open_index", "sync_index", "rebuild_index",
-           "pointer_snapshot"]
+__all__ = [
+    "DAMAGE_MARKER",
+    "INDEX_COMPANIONS",
+    "INDEX_FILE",
+    "QUICK_CHECK_MAX_BYTES",
+    "IndexConnection",
+    "IndexRepair",
+    "check_index_files",
+    "index_dir",
+    "inspect_index",
+    "is_damage",
+    "open_index",
+    "parse_snapshot",
+    "pointer_snapshot",
+    "rebuild_index",
+    "sync_index",
+    "take_repairs"
+]
 
 INDEX_FILE = "index.sqlite"
+INDEX_COMPANIONS = ("-wal", "-shm", "-journal")
+# Left by a query that met damage the open-time checks did not see: the next open rebuilds.
+DAMAGE_MARKER = "index.sqlite-damaged"
+# ``PRAGMA quick_check`` reads every page (about 1-2 ms per MiB): on every open only while
+# that stays negligible. Larger files rely on SQLite's own checks as pages are read.
+QUICK_CHECK_MAX_BYTES = 2 << 20
+
+# SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xff``).
+_SQLITE_ERROR, _SQLITE_PERM, _SQLITE_READONLY, _SQLITE_CORRUPT = 1, 3, 8, 11
+_SQLITE_CANTOPEN, _SQLITE_SCHEMA, _SQLITE_CONSTRAINT, _SQLITE_MISMATCH = 14, 17, 19, 20
+_SQLITE_FORMAT, _SQLITE_RANGE, _SQLITE_NOTADB = 24, 25, 26
+# The file itself is damaged, whenever it is met.
+_DAMAGED = frozenset({_SQLITE_CORRUPT, _SQLITE_NOTADB})
+# While opening and catching up, a missing table or column, a broken constraint or a
+# type mismatch also means the file is not what ctx wrote (hand edits, another schema).
+_DAMAGED_ON_OPEN = _DAMAGED | {_SQLITE_ERROR, _SQLITE_SCHEMA, _SQLITE_CONSTRAINT,
+                               _SQLITE_MISMATCH, _SQLITE_FORMAT, _SQLITE_RANGE}
+_READ_ONLY = frozenset({_SQLITE_PERM, _SQLITE_READONLY, _SQLITE_CANTOPEN})
+_READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRepair:
+    """A damaged index that ``open_index`` dropped and rebuilt from the objects."""
+
+    path: str
+    reason: str
+    in_memory: bool = False
+
+    def message(self) -> str:
+        """The one-line notice, e.g. ``index was damaged (file is not a database);
+        rebuilt from the store`` (front ends prefix ``ctx: ``)."""
+        if self.in_memory:
+            return (f"index was damaged ({self.reason}); rebuilt from the store in memory "
+                    f"({Path(self.path).parent} cannot be written)")
+        return f"index was damaged ({self.reason}); rebuilt from the store"
+
+
+_repairs: list[IndexRepair] = []
+
+
+def take_repairs() -> list[IndexRepair]:
+    """The repairs made by ``open_index`` in this process since the last call (each
+    distinct notice once), and forget them. The CLI prints them on stderr; the hook
+    runner adds them to ``systemMessage``."""
+    seen: set[str] = set()
+    out = []
+    for repair in _repairs:
+        if repair.message() not in seen:
+            seen.add(repair.message())
+            out.append(repair)
+    _repairs.clear()
+    return out
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """True for SQLite's "this file is damaged" result codes (CORRUPT, NOTADB)."""
+    return _code(exc) in _DAMAGED
+
+
+def _code(exc: sqlite3.Error) -> int:
+    return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+
+
+def _met_damage(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
+    """Turn SQLite's damage codes into ``IndexCorrupt``; leave any other error alone."""
+    if not is_damage(exc):
+        return
+    folder = getattr(conn, "index_folder", None)
+    if folder is not None and not getattr(conn, "opening", False):
+        try:  # best effort: the error below is what the user sees either way
+            fsio.replace_atomic(folder / DAMAGE_MARKER, str(exc).encode("utf-8", "replace")[:200])
+        except (OSError, UnsafePath):
+            pass
+    raise IndexCorrupt(f"{exc} (the next command rebuilds it from the store)") from exc
+
+
+class _GuardedCursor(sqlite3.Cursor):
+    """A cursor whose damage errors, at execute time or while rows are read, become
+    ``IndexCorrupt`` (E007) instead of an internal error."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _GuardedCursor:
+        try:
+            super().execute(sql, parameters)
+            return self
+        except sqlite3.DatabaseError as exc:
+            _met_damage(self.connection, exc)
+            raise
+
+    def executemany(self, sql: str, seq: Any, /) -> _GuardedCursor:
+        try:
+            super().executemany(sql, seq)
+            return self
+        except sqlite3.DatabaseError as exc:
+            _met_damage(self.connection, exc)
+            raise
+
+    def executescript(self, script: str, /) -> _GuardedCursor:
+        try:
+            super().executescript(script)
+            return self
+        except sqlite3.DatabaseError as exc:
+            _met_damage(self.connection, exc)
+            raise
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except sqlite3.DatabaseError as exc:
+            _met_damage(self.connection, exc)
+            raise
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.DatabaseError as exc:
+            _met_damage(self.connection, exc)
+            raise
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        try:
+            return super().fetchmany(self.arraysize if size is None else size)
+        except sqlite3.DatabaseError as exc:
+            _met_damage(self.connection, exc)
+            raise
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.DatabaseError as exc:
+            _met_damage(self.connection, exc)
+            raise
+
+
+class IndexConnection(sqlite3.Connection):
+    """A connection to the index, as ``open_index`` returns it.
+
+    Attributes:
+        repaired: The repair this open made (the index was damaged and rebuilt), or None.
+        in_memory: True when the index lives in memory (``index/`` cannot be written).
+        index_folder: The folder of the index file (None in memory).
+        opening: True while ``open_index`` checks the file (damage met then is repaired
+            at once, so no marker is left).
+    """
+
+    repaired: IndexRepair | None = None
+    in_memory: bool = False
+    index_folder: Path | None = None
+    opening: bool = False
+
+    # sqlite3's own methods, each through a guarded cursor.
+    def cursor(self, factory: Any = None) -> Any:
+        return super().cursor(factory or _GuardedCursor)
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq: Any, /) -> Any:
+        return self.cursor().executemany(sql, seq)
+
+    def executescript(self, script: str, /) -> Any:
+        return self.cursor().executescript(script)
 
 
 def index_dir(store: Store) -> Path:
@@ -39,81 +243,262 @@ def pointer_snapshot(store: Store) -> dict[str, list[str]]:
             "stage": [h.hex() for h in stage.heads] if stage else []}
 
 
-def _connect(path: Path | str) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), isolation_level=None, timeout=30.0,
-                           check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout = 30000")
-    if str(path) != ":memory:":
-        conn.execute("PRAGMA journal_mode = WAL")
+def parse_snapshot(text: str) -> dict[str, list[str]] | None:
+    """A ``meta.synced`` value as ``pointer_snapshot`` wrote it, or None if it is not one."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError, TypeError):
+        return None
+    if not isinstance(value, dict) or set(value) != {"ref", "main", "stage"}:
+        return None
+    if not (isinstance(value["ref"], list) and len(value["ref"]) == 1
+            and isinstance(value["ref"][0], str)):
+        return None
+    for key in ("main", "stage"):
+        heads = value[key]
+        if not isinstance(heads, list) or not all(
+                isinstance(h, str) and len(h) == 64 and all(c in "0123456789abcdef" for c in h)
+                for h in heads):
+            return None
+    return value
+
+
+def check_index_files(store: Store) -> str | None:
+    """Refuse index files that would lead SQLite out of the store, before any open.
+
+    ``index/`` must be a real directory (or absent), ``index.sqlite`` and its companions
+    regular files (or absent). An empty directory named ``index.sqlite`` is removed (a
+    repair: the reason is returned); anything else is refused.
+
+    Returns:
+        A repair reason when something was removed, else None.
+
+    Raises:
+        UnsafePath: (E020) naming a symlink, a special file or a non-empty directory.
+    """
+    folder = index_dir(store)
+    fsio.check_under(store.root, folder)
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePath(os.fspath(folder), detail=f"is {fsio.file_kind(st.st_mode)}, not a directory")
+    reason = None
+    for suffix in ("", *INDEX_COMPANIONS):
+        path = folder / (INDEX_FILE + suffix)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            continue
+        if stat.S_ISDIR(st.st_mode) and suffix == "":
+            try:
+                fsio.rmdir(path)  # only ever an empty one: nothing is lost
+                reason = f"{INDEX_FILE} was an empty directory"
+                continue
+            except OSError:
+                pass
+        raise UnsafePath(os.fspath(path),
+                         detail=f"is {fsio.file_kind(st.st_mode)}, not a regular file")
+    return reason
+
+
+def _connect(path: Path | str) -> IndexConnection:
+    conn = sqlite3.connect(str(path), factory=IndexConnection, isolation_level=None,
+                           timeout=30.0, check_same_thread=False)
+    assert isinstance(conn, IndexConnection)
+    if str(path) == ":memory:":
+        conn.in_memory = True
+        return conn
+    conn.index_folder = Path(path).parent
+    conn.opening = True
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")  # reads the header: NOTADB shows here
         conn.execute("PRAGMA synchronous = NORMAL")  # derived data: a lost tail is rebuilt
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
-def _prepare(conn: sqlite3.Connection) -> None:
+def _create(conn: sqlite3.Connection) -> None:
+    # One transaction: another process never sees the tables without the version (which
+    # it would take for damage) nor the version without the tables.
+    conn.executescript(f"BEGIN IMMEDIATE; {SCHEMA}; PRAGMA user_version = {INDEX_SCHEMA_VERSION}; COMMIT;")
+
+
+def _schema_difference(found: frozenset[SchemaRow], want: frozenset[SchemaRow]) -> str:
+    missing = {(r[0], r[1]) for r in want - found}
+    extra = {(r[0], r[1]) for r in found - want}
+    parts = [f"{kind} {name} has another definition" for kind, name in sorted(missing & extra)]
+    parts += [f"{kind} {name} is missing" for kind, name in sorted(missing - extra)]
+    parts += [f"unexpected {kind} {name}" for kind, name in sorted(extra - missing)]
+    return ", ".join(parts[:3]) + (f" (+{len(parts) - 3} more)" if len(parts) > 3 else "")
+
+
+def inspect_index(conn: sqlite3.Connection, *, quick_check_max: int | None = None,
+                  create: bool = True) -> str | None:
+    """The cheap checks of an index file: what is wrong with it, or None if nothing.
+
+    An empty database is given the schema (when ``create``). Checks ``user_version``,
+    the exact schema, the ``meta`` table, and runs ``PRAGMA quick_check`` when the
+    database is at most ``quick_check_max`` bytes (default ``QUICK_CHECK_MAX_BYTES``).
+
+    Raises:
+        sqlite3.DatabaseError, IndexCorrupt: when SQLite cannot read the file at all
+            (the caller treats the damage codes as damage).
+    """
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (0, INDEX_SCHEMA_VERSION):
-        raise IndexCorrupt(f"index schema v{version}, this ctx uses v{INDEX_SCHEMA_VERSION}")
-    if version == 0:
-        conn.executescript(SCHEMA)
-        conn.execute(f"PRAGMA user_version = {INDEX_SCHEMA_VERSION}")
+    schema = read_schema(conn)
+    if version == 0 and not schema:
+        if not create:
+            return "the index is empty"
+        _create(conn)
+        return None
+    if version != INDEX_SCHEMA_VERSION:
+        return f"schema version {version}, this ctx uses {INDEX_SCHEMA_VERSION}"
+    want = expected_schema()
+    if schema != want:
+        return _schema_difference(schema, want)
+    rows = conn.execute("SELECT key, value FROM meta").fetchall()
+    for key, value in rows:
+        if key != "synced":
+            return f"unexpected meta row {str(key)[:40]!r}"
+        if not isinstance(value, str) or parse_snapshot(value) is None:
+            return "meta row 'synced' is not a pointer snapshot"
+    if not rows and conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM applied) OR EXISTS (SELECT 1 FROM nodes)"
+            " OR EXISTS (SELECT 1 FROM winners)").fetchone()[0]:
+        return "meta row 'synced' is missing"
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    if pages * size <= (QUICK_CHECK_MAX_BYTES if quick_check_max is None else quick_check_max):
+        result = [str(r[0]) for r in conn.execute("PRAGMA quick_check(1)")]
+        if result != ["ok"]:
+            return f"quick_check: {result[0][:120]}"
+    return None
+
+
+def _read_marker(folder: Path) -> str | None:
+    try:
+        text = fsio.read_regular(folder / DAMAGE_MARKER, 400)
+    except FileNotFoundError:
+        return None
+    except (OSError, UnsafePath):
+        return "a damage marker was left"
+    return text.decode("utf-8", "replace").strip()[:200] or "a damage marker was left"
 
 
 def _drop_files(folder: Path) -> None:
-    for name in (INDEX_FILE, INDEX_FILE + "-wal", INDEX_FILE + "-shm"):
+    for name in (INDEX_FILE, *(INDEX_FILE + s for s in INDEX_COMPANIONS), DAMAGE_MARKER):
         try:
             fsio.unlink(folder / name)
         except FileNotFoundError:
             pass
 
 
-def open_index(store: Store, *, sync: bool = True) -> sqlite3.Connection:
-    """Open the index, creating or rebuilding it as needed, and bring it up to date.
+def _readonly_os(exc: OSError) -> bool:
+    return exc.errno in _READ_ONLY_ERRNOS
 
-    A store whose ``index/`` cannot be written (read-only checkout) gets an in-memory
-    index built from the objects, so reads still work.
 
-    Raises:
-        CtxError: (E001-E005) if the store itself is damaged on the way.
-    """
-    folder = index_dir(store)
-    path = folder / INDEX_FILE
-    conn: sqlite3.Connection | None = None
-    for attempt in range(2):
-        try:
-            fsio.ensure_dir(folder)
-            conn = _connect(path)
-            _prepare(conn)
-            conn.execute("SELECT count(*) FROM meta").fetchone()
-            break
-        except (sqlite3.DatabaseError, IndexCorrupt, OSError) as exc:
-            if conn is not None:
-                conn.close()
-                conn = None
-            readonly = isinstance(exc, OSError) or "readonly" in str(exc) \
-                or "unable to open" in str(exc)
-            if readonly or attempt == 1:
-                conn = _connect(":memory:")
-                _prepare(conn)
-                break
-            _drop_files(folder)  # corrupt or outdated: derived, so start over
-    assert conn is not None
+def _memory_index(store: Store, *, sync: bool) -> IndexConnection:
+    conn = _connect(":memory:")
+    _create(conn)
     if sync:
-        try:
-            sync_index(store, conn)
-        except sqlite3.OperationalError as exc:
-            if "readonly" not in str(exc):
-                raise
-            conn.close()
-            conn = _connect(":memory:")
-            _prepare(conn)
-            sync_index(store, conn)
+        sync_index(store, conn)
     return conn
 
 
-def sync_index(store: Store, conn: sqlite3.Connection) -> bool:
+def _try_open(store: Store, *, sync: bool) -> tuple[IndexConnection | None, str | None]:
+    """Open and check the file, and catch up: ``(conn, None)``, or ``(None, reason)``
+    when the file is damaged. A store that cannot be written gets a memory index."""
+    folder = index_dir(store)
+    conn: IndexConnection | None = None
+    try:
+        fsio.ensure_dir_under(store.root, folder)
+        conn = _connect(folder / INDEX_FILE)
+        damage = inspect_index(conn)
+        if damage is None and sync:
+            sync_index(store, conn)
+    except OSError as exc:
+        if conn is not None:
+            conn.close()
+        if _readonly_os(exc):
+            return _memory_index(store, sync=sync), None
+        raise
+    except IndexCorrupt as exc:
+        if conn is not None:
+            conn.close()
+        return None, str(exc.__cause__ or exc.message)
+    except sqlite3.DatabaseError as exc:
+        if conn is not None:
+            conn.close()
+        if _code(exc) in _READ_ONLY:
+            return _memory_index(store, sync=sync), None
+        if _code(exc) in _DAMAGED_ON_OPEN:
+            return None, str(exc)
+        raise
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
+    if damage is not None:
+        conn.close()
+        return None, damage
+    conn.opening = False
+    return conn, None
+
+
+def open_index(store: Store, *, sync: bool = True) -> IndexConnection:
+    """Open the index, creating it, or rebuilding it when damaged, and bring it up to date.
+
+    A damaged index is dropped and rebuilt from the objects; the repair is on the
+    connection (``repaired``) and in ``take_repairs()``. A store whose ``index/`` cannot
+    be written (read-only checkout) gets an in-memory index built from the objects.
+
+    Raises:
+        UnsafePath: (E020) if an index file is a symlink or a special file.
+        IndexCorrupt: (E007) if the index is damaged again right after a rebuild.
+        CtxError: (E001-E005) if the store itself is damaged on the way.
+    """
+    folder = index_dir(store)
+    found = check_index_files(store) or _read_marker(folder)
+    if found is None:
+        conn, found = _try_open(store, sync=sync)
+        if conn is not None:
+            return conn
+    assert found is not None
+    # Damaged: the index is derived, so drop it and build it again from the objects.
+    try:
+        _drop_files(folder)
+        conn, again = _try_open(store, sync=sync)
+    except OSError as exc:
+        if not _readonly_os(exc):
+            raise
+        conn, again = _memory_index(store, sync=sync), None
+    if conn is None:
+        raise IndexCorrupt(f"{again}, right after rebuilding it (is the disk failing?)")
+    conn.repaired = IndexRepair(str(folder / INDEX_FILE), found, in_memory=conn.in_memory)
+    _repairs.append(conn.repaired)
+    return conn
+
+
+def sync_index(store: Store, conn: sqlite3.Connection,
+               target: dict[str, list[str]] | None = None) -> bool:
     """Apply whatever HEAD and STAGE have that the index has not. Returns True if it
-    changed anything."""
-    snap = json.dumps(pointer_snapshot(store), sort_keys=True)
+    changed anything. ``target`` syncs to those pointers instead (a ``pointer_snapshot``
+    recorded earlier: ``ctx debug verify --index`` replays what a file says it reflects).
+
+    Raises:
+        CtxError: (E001-E005) if the store is damaged on the way.
+        IndexCorrupt: (E007) if SQLite finds the index file damaged.
+    """
+    def current() -> str:
+        return json.dumps(target if target is not None else pointer_snapshot(store), sort_keys=True)
+
+    snap = current()
     row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
     if row is not None and row[0] == snap:
         return False
@@ -121,14 +506,16 @@ def sync_index(store: Store, conn: sqlite3.Connection) -> bool:
     try:
         # Re-read inside the write lock: another process may have caught up meanwhile,
         # and the pointers may have moved again.
-        snap = json.dumps(pointer_snapshot(store), sort_keys=True)
+        snap = current()
         row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
         if row is not None and row[0] == snap:
             conn.execute("COMMIT")
             return False
-        old = json.loads(row[0]) if row is not None else None
+        old = parse_snapshot(row[0]) if row is not None else None
         new = json.loads(snap)
         heads = [bytes.fromhex(h) for h in new["main"] + new["stage"]]
+        if old is None:
+            clear_index(conn)  # no trustworthy record of what was applied: start clean
         plan = plan_sync(store, conn, old, heads)
         if plan.rebuild:
             clear_index(conn)
@@ -137,16 +524,30 @@ def sync_index(store: Store, conn: sqlite3.Connection) -> bool:
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('synced', ?)", (snap,))
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the original error matters; the transaction dies with the connection
         raise
     return True
 
 
-def rebuild_index(store: Store, *, full: bool = False) -> sqlite3.Connection:
+def rebuild_index(store: Store, *, full: bool = False) -> IndexConnection:
     """Recreate the index from the objects. ``full`` deletes the files first;
-    otherwise the tables are cleared and refilled in one transaction."""
+    otherwise the tables are cleared and refilled in one transaction.
+
+    Raises:
+        UnsafePath: (E020) if an index file is a symlink or a special file.
+        CtxError: (E001-E005) if the store is damaged on the way.
+    """
     if full:
-        _drop_files(index_dir(store))
+        check_index_files(store)  # before deleting anything: never unlink through a link
+        try:
+            _drop_files(index_dir(store))
+        except OSError as exc:
+            if not _readonly_os(exc):
+                raise
         conn = open_index(store, sync=False)
     else:
         conn = open_index(store, sync=False)
@@ -155,4 +556,3 @@ def rebuild_index(store: Store, *, full: bool = False) -> sqlite3.Connection:
         conn.execute("COMMIT")
     sync_index(store, conn)
     return conn
-

@@ -6,7 +6,12 @@ Everything here is rebuilt from objects by ``ctx rebuild``; a schema change bump
 
 from __future__ import annotations
 
-__all__ = ["INDEX_SCHEMA_VERSION", "SCHEMA"]
+import sqlite3
+
+__all__ = ["INDEX_SCHEMA_VERSION", "SCHEMA", "SchemaRow", "expected_schema", "read_schema"]
+
+# (type, name, tbl_name, sql) of one row of ``sqlite_schema``.
+SchemaRow = tuple[str, str, str, "str | None"]
 
 # 2: tokens counts the stripped content; 3: commit graph and node heads (concurrent edits)
 INDEX_SCHEMA_VERSION = 3
@@ -77,3 +82,33 @@ CREATE TABLE IF NOT EXISTS node_heads (
 ) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary, tokenize = 'unicode61');
 """
+
+
+_expected: frozenset[SchemaRow] | None = None
+
+
+def read_schema(conn: sqlite3.Connection) -> frozenset[SchemaRow]:
+    """Every table, index, trigger and view of a database, as SQLite stores them.
+
+    ``sqlite_stat*`` tables (written by ``ANALYZE``) are left out: they change no answer.
+    The SQL of FTS5's shadow tables (``nodes_fts_*``) is left out too, as FTS5 writes it
+    and another SQLite version may word it differently; their presence still counts.
+    """
+    return frozenset(
+        (kind, name, table, None if name.startswith("nodes_fts_") else sql)
+        for kind, name, table, sql in conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_stat%'"))
+
+
+def expected_schema() -> frozenset[SchemaRow]:
+    """What ``read_schema`` gives for an index created by ``SCHEMA`` with this SQLite
+    (FTS5's shadow tables included), computed once per process in memory."""
+    global _expected
+    if _expected is None:
+        conn = sqlite3.connect(":memory:")
+        try:
+            conn.executescript(SCHEMA)
+            _expected = read_schema(conn)
+        finally:
+            conn.close()
+    return _expected
