@@ -13,6 +13,7 @@ state was lost (RELIABILITY.md CO-11, TR-12). Nodes written here have ``author: 
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ from typing import Any
 
 from ctxstore.claude.inject import frame
 from ctxstore.claude.state import HookState, key_of
-from ctxstore.errors import InvalidInput
+from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
 from ctxstore.index import open_index
 from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node, short_ids
 from ctxstore.model.knowledge import KnowledgeRecord
@@ -270,13 +271,41 @@ _HANDLERS: dict[str, Callable[[CommandContext, dict[str, Any]], Outcome]] = {
 }
 
 
+# Commands whose failure in SQLite means "this query cannot run", not "the index is broken".
+_QUERYING = frozenset({"recall", "task"})
+# SQLite's primary result codes for a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB).
+_DAMAGE_CODES = frozenset({11, 26})
+
+
+def _sqlite_failure(name: str, exc: sqlite3.Error) -> CtxError:
+    """The typed error for a SQLite error met while running ``<ctx:name>``."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in _DAMAGE_CODES:
+        return IndexCorrupt(str(exc))
+    if name in _QUERYING:
+        return InvalidInput(f"the query could not run: {exc}", hint="simplify the query")
+    return InvalidInput(f"SQLite could not run it: {exc}")
+
+
 def execute(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     """Run one command.
+
+    A query that passes the parser but that SQLite cannot run (too deeply nested, too
+    many terms, a string it cannot tokenize) and any other SQLite error of the index
+    become a typed error of this one command, so the caller reports it and goes on.
 
     Raises:
         LockConflict: if another process holds the writer lock (the caller defers).
         StoreCorrupt: if the store is damaged.
-        CtxError: any other library error (bad input, unknown node, query syntax, ...),
-            which the caller reports.
+        IndexCorrupt: if SQLite finds the index damaged.
+        StateDamaged: if SQLite finds ``local/state.sqlite`` damaged (the hook replaces it).
+        CtxError: any other library error (bad input, unknown node, query syntax, a query
+            SQLite cannot run, ...), which the caller reports.
     """
-    return _HANDLERS[cmd["name"]](ctx, cmd)
+    name = cmd["name"]
+    try:
+        return _HANDLERS[name](ctx, cmd)
+    except sqlite3.Error as exc:
+        raise _sqlite_failure(name, exc) from exc
+    except RecursionError:
+        raise InvalidInput("the query is nested too deeply to run", hint="simplify the query") from None

@@ -5,32 +5,51 @@ It holds what the hooks pass to each other and what must not happen twice:
   expand, notices), delivered exactly once: taking them deletes them in the same
   write transaction, so two concurrent prompt-submits cannot both deliver one;
 - ``executed``: keys of the commands already run, so a repeated Stop does nothing;
+- ``claims``: commands being run right now, each claimed by one process (pid, time) in
+  a write transaction before it runs, so identical Stop hooks running at once (ctx
+  installed at user and project level) run each command once; a claim whose process
+  died is taken over, so a killed hook loses no command;
 - ``queue``: commands deferred because another process held the writer lock;
-- ``kv``: small values (the current task, compaction marks, the cached default view);
+- ``kv``: small values (the current task, compaction marks, the cached default view,
+  the notice that a damaged state was replaced);
 - ``access``: how often each node was retrieved by ``<ctx:recall>`` or ``<ctx:expand>``
   and when last (spec 003's access tracking, an input of the CLAUDE.md ranking).
 
 This file cannot be rebuilt from the objects, so its schema has ordered migrations
-recorded in ``schema_version`` (spec 001 §15). A damaged file is set aside and
-recreated: losing it loses pending results, and ``executed`` is backed by the
-``hook_key`` stored with every node a command creates (RELIABILITY.md CO-11, TR-12).
-Session ids are only ever column values, never file names (HK-05).
+recorded in ``schema_version`` (spec 001 §15). A damaged file (not a database, malformed
+pages, a table missing, a directory, a FIFO or a symbolic link in its place) is moved
+aside to ``state.sqlite.damaged-<time>-<pid>`` and recreated, with a one-time notice:
+losing it loses pending results, and ``executed`` is backed by the ``hook_key`` stored
+with every node a ``remember`` creates (RELIABILITY.md CO-11, TR-12). A link is moved,
+never followed; ``local/`` itself must be a real directory (a symbolic link there is
+refused). Session ids are only ever column values, never file names (HK-05).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sqlite3
+import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "HookState", "key_of", "open_state", "state_path"]
+__all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY", "HookState",
+           "StateDamaged", "key_of", "open_state", "state_path", "repair_state"]
 
 STATE_FILE = "state.sqlite"
 EXECUTED_KEEP_DAYS = 90
+# A claim older than this is taken over even if its pid is alive (the pid may have been
+# reused); Claude Code kills a hook after 600 s by default.
+CLAIM_STALE_SECONDS = 900
+NOTICE_KEY = "notice"
+_LOCK_FILE = "state.lock"
+_SIDE_FILES = ("", "-wal", "-shm")
+_TABLES = frozenset({"schema_version", "pending", "executed", "queue", "kv", "access", "claims"})
 _MIGRATIONS: list[tuple[int, str]] = [
     (1, """
         CREATE TABLE pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL,
@@ -46,7 +65,35 @@ _MIGRATIONS: list[tuple[int, str]] = [
         CREATE TABLE access (node_id TEXT PRIMARY KEY, count INTEGER NOT NULL,
                              last_at INTEGER NOT NULL) WITHOUT ROWID;
     """),
+    (3, """
+        CREATE TABLE claims (key TEXT PRIMARY KEY, session TEXT NOT NULL, pid INTEGER NOT NULL,
+                             at INTEGER NOT NULL) WITHOUT ROWID;
+    """),
 ]
+# SQLite's primary result codes that mean "this file is damaged" (not "busy" or "I/O").
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+_SQLITE_ERROR = 1
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class StateDamaged(Exception):
+    """The state database is damaged: not a database, malformed, a table missing, or
+    something other than a regular file in its place.
+
+    Internal to the hooks, which set the file aside and run again (``repair_state``).
+
+    Attributes:
+        reason: What is wrong, for the notice.
+        ident: ``(st_dev, st_ino)`` of the damaged file, or None (so a repair never moves
+            aside a fresh file another hook created meanwhile).
+    """
+
+    def __init__(self, reason: str, ident: tuple[int, int] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.ident = ident
 
 
 def state_path(store_root: Path) -> Path:
@@ -69,11 +116,54 @@ def key_of(*parts: str) -> str:
     return blake2b("\0".join(parts).encode("utf-8", "replace"), digest_size=16).hexdigest()
 
 
-class HookState:
-    """An open state database (use as a context manager, or call ``close``)."""
+def _is_damage(exc: sqlite3.Error) -> bool:
+    """True for SQLite errors that mean a damaged file, not a busy or failing disk."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # pragma: no cover - Python < 3.11
+        return type(exc) is sqlite3.DatabaseError
+    primary = code & 0xFF
+    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return True
+    # Our tables are created by the migrations: one missing means a damaged file.
+    return primary == _SQLITE_ERROR and str(exc).startswith(("no such table", "no such column"))
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+
+def _guarded(method: _F) -> _F:
+    """Turn a damage error of SQLite inside ``method`` into ``StateDamaged``."""
+
+    @functools.wraps(method)
+    def run(self: HookState, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            if _is_damage(exc):
+                raise StateDamaged(str(exc), self.ident) from exc
+            raise
+
+    return run  # type: ignore[return-value]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    except OSError:
+        return False
+    return True
+
+
+class HookState:
+    """An open state database (use as a context manager, or call ``close``).
+
+    Every method raises ``StateDamaged`` when SQLite finds the file damaged.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, ident: tuple[int, int] | None = None) -> None:
         self.conn = conn
+        self.ident = ident
 
     def __enter__(self) -> HookState:
         return self
@@ -92,22 +182,28 @@ class HookState:
         try:
             yield self.conn
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:  # a damaged file may refuse even this; the error above wins
+                pass
             raise
         self.conn.execute("COMMIT")
 
     # -- pending results ------------------------------------------------------------------
+    @_guarded
     def add_pending(self, session: str, kind: str, value: str) -> None:
         """Queue a result for the next prompt of ``session``."""
         with self.write() as conn:
             conn.execute("INSERT INTO pending(session, kind, value, created_at) VALUES (?, ?, ?, ?)",
                          (session, kind, value, _now()))
 
+    @_guarded
     def has_pending(self, session: str) -> bool:
         """True if results wait for ``session`` (a read; takes no write lock)."""
         row = self.conn.execute("SELECT 1 FROM pending WHERE session = ? LIMIT 1", (session,))
         return row.fetchone() is not None
 
+    @_guarded
     def take_pending(self, session: str) -> list[tuple[str, str]]:
         """Remove and return ``(kind, value)`` of every result waiting for ``session``, oldest
         first. Exactly once: the read and the delete are one transaction."""
@@ -120,45 +216,125 @@ class HookState:
         return [(kind, value) for _, kind, value in rows]
 
     # -- executed commands ----------------------------------------------------------------
+    @_guarded
     def unexecuted(self, keys: list[str]) -> set[str]:
-        """The keys among ``keys`` that were neither executed nor queued yet."""
+        """The keys among ``keys`` that were neither executed nor queued yet (a read: use
+        ``claim`` to decide who runs a command)."""
         if not keys:
             return set()
-        marks = ",".join("?" * len(keys))
-        done = {r[0] for r in self.conn.execute(
-            f"SELECT key FROM executed WHERE key IN ({marks}) UNION "
-            f"SELECT key FROM queue WHERE key IN ({marks})", [*keys, *keys])}
+        done: set[str] = set()
+        for start in range(0, len(keys), 400):  # SQLite's limit on bound parameters
+            part = keys[start:start + 400]
+            marks = ",".join("?" * len(part))
+            done.update(r[0] for r in self.conn.execute(
+                f"SELECT key FROM executed WHERE key IN ({marks}) UNION "
+                f"SELECT key FROM queue WHERE key IN ({marks})", [*part, *part]))
         return set(keys) - done
 
-    def mark_executed(self, key: str, session: str) -> None:
-        """Record that the command ``key`` ran (and drop it from the queue)."""
+    @_guarded
+    def mark_new(self, keys: list[str], session: str) -> set[str]:
+        """Record ``keys`` as executed; return those that were not recorded before (one
+        transaction, so of two concurrent callers exactly one gets each key)."""
+        fresh: set[str] = set()
         with self.write() as conn:
-            conn.execute("INSERT OR IGNORE INTO executed(key, session, at) VALUES (?, ?, ?)",
-                         (key, session, _now()))
-            conn.execute("DELETE FROM queue WHERE key = ?", (key,))
+            for key in dict.fromkeys(keys):
+                cur = conn.execute("INSERT OR IGNORE INTO executed(key, session, at) VALUES (?, ?, ?)",
+                                   (key, session, _now()))
+                if cur.rowcount:
+                    fresh.add(key)
+        return fresh
 
+    @_guarded
+    def claim(self, key: str, session: str, *, aliases: Iterable[str] = (),
+              queued: bool = False) -> bool:
+        """Claim the command ``key`` for this process before running it; False if it must
+        not run here: it (or one of its ``aliases``) was executed, another live process
+        claimed it, or (unless ``queued``: the caller runs it from the queue) it waits
+        in the queue. A claim whose process died, or older than ``CLAIM_STALE_SECONDS``,
+        is taken over: a hook killed before it finished loses no command.
+        """
+        now = _now()
+        names = [key, *aliases]
+        marks = ",".join("?" * len(names))
+        with self.write() as conn:
+            if conn.execute(f"SELECT 1 FROM executed WHERE key IN ({marks}) LIMIT 1",
+                            names).fetchone():
+                return False
+            if not queued and conn.execute("SELECT 1 FROM queue WHERE key = ?", (key,)).fetchone():
+                return False
+            row = conn.execute("SELECT pid, at FROM claims WHERE key = ?", (key,)).fetchone()
+            if row is not None and now - row[1] < CLAIM_STALE_SECONDS and _pid_alive(row[0]):
+                return False
+            conn.execute("INSERT OR REPLACE INTO claims(key, session, pid, at) VALUES (?, ?, ?, ?)",
+                         (key, session, os.getpid(), now))
+        return True
+
+    @_guarded
+    def release(self, key: str) -> None:
+        """Give up this process's claim on ``key`` without recording it as executed."""
+        with self.write() as conn:
+            conn.execute("DELETE FROM claims WHERE key = ? AND pid = ?", (key, os.getpid()))
+
+    @_guarded
+    def mark_executed(self, key: str, session: str, aliases: Iterable[str] = (), *,
+                      pending: tuple[str, str, str] | None = None) -> None:
+        """Record that the command ``key`` ran (under every alias), add its result for the
+        next prompt (``pending`` = session, kind, text), and drop its claim and its queue
+        entry: one transaction, so a result is never delivered without the record."""
+        now = _now()
+        with self.write() as conn:
+            if pending is not None:
+                conn.execute("INSERT INTO pending(session, kind, value, created_at) "
+                             "VALUES (?, ?, ?, ?)", (*pending, now))
+            conn.executemany("INSERT OR IGNORE INTO executed(key, session, at) VALUES (?, ?, ?)",
+                             [(name, session, now) for name in dict.fromkeys([key, *aliases])])
+            conn.execute("DELETE FROM queue WHERE key = ?", (key,))
+            conn.execute("DELETE FROM claims WHERE key = ?", (key,))
+
+    @_guarded
     def prune_executed(self) -> None:
-        """Forget keys older than ``EXECUTED_KEEP_DAYS`` (their turns are long gone)."""
+        """Forget keys older than ``EXECUTED_KEEP_DAYS`` (their turns are long gone) and
+        claims whose process is long gone."""
         with self.write() as conn:
             conn.execute("DELETE FROM executed WHERE at < ?", (_now() - EXECUTED_KEEP_DAYS * 86400,))
+            conn.execute("DELETE FROM claims WHERE at < ?", (_now() - 86400,))
 
     # -- deferred commands ----------------------------------------------------------------
+    @_guarded
     def enqueue(self, key: str, session: str, command: dict[str, Any]) -> None:
-        """Defer a command to the next hook (a no-op if it is already queued)."""
+        """Defer a command to the next hook (a no-op if it is already queued or was
+        executed meanwhile), dropping this process's claim on it in the same transaction."""
+        names = [key, *command.get("aliases", ())]
+        marks = ",".join("?" * len(names))
         with self.write() as conn:
+            conn.execute("DELETE FROM claims WHERE key = ? AND pid = ?", (key, os.getpid()))
+            if conn.execute(f"SELECT 1 FROM executed WHERE key IN ({marks}) LIMIT 1",
+                            names).fetchone():
+                return
             conn.execute("INSERT OR IGNORE INTO queue(key, session, command, created_at) "
                          "VALUES (?, ?, ?, ?)", (key, session, json.dumps(command), _now()))
 
+    @_guarded
     def queued(self) -> list[tuple[str, dict[str, Any]]]:
-        """Deferred commands as ``(session, command)``, oldest first."""
-        return [(session, json.loads(command)) for session, command
-                in self.conn.execute("SELECT session, command FROM queue ORDER BY seq")]
+        """Deferred commands as ``(session, command)``, oldest first (an entry that does not
+        decode is skipped: it cannot be run)."""
+        out = []
+        for session, text in self.conn.execute("SELECT session, command FROM queue ORDER BY seq"):
+            try:
+                command = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(command, dict) and isinstance(command.get("key"), str):
+                out.append((session, command))
+        return out
 
+    @_guarded
     def has_queued(self) -> bool:
         """True if any command waits for the lock."""
         return self.conn.execute("SELECT 1 FROM queue LIMIT 1").fetchone() is not None
 
     # -- access counts --------------------------------------------------------------------
+    @_guarded
     def record_access(self, node_ids: list[str]) -> None:
         """Count one retrieval of each node (duplicates in ``node_ids`` count once)."""
         now = _now()
@@ -167,16 +343,19 @@ class HookState:
                              "ON CONFLICT(node_id) DO UPDATE SET count = count + 1, last_at = ?",
                              [(node_id, now, now) for node_id in dict.fromkeys(node_ids)])
 
+    @_guarded
     def access_counts(self) -> dict[str, int]:
         """Retrievals per node id."""
         return dict(self.conn.execute("SELECT node_id, count FROM access"))
 
     # -- small values ---------------------------------------------------------------------
+    @_guarded
     def get(self, key: str) -> str | None:
         """A value of the ``kv`` table, or None."""
         row = self.conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
+    @_guarded
     def put(self, key: str, value: str | None) -> None:
         """Set (or, with None, delete) a ``kv`` value."""
         with self.write() as conn:
@@ -185,12 +364,26 @@ class HookState:
             else:
                 conn.execute("INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)", (key, value))
 
+    @_guarded
+    def take(self, key: str) -> str | None:
+        """Remove and return a ``kv`` value (once: read and delete are one transaction)."""
+        if self.get(key) is None:  # the common case: a read, no write lock
+            return None
+        with self.write() as conn:
+            row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+            conn.execute("DELETE FROM kv WHERE key = ?", (key,))
+        return row[0] if row else None
+
 
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), isolation_level=None, timeout=5.0)
-    conn.execute("PRAGMA busy_timeout = 5000")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -214,47 +407,192 @@ def _migrate(conn: sqlite3.Connection) -> None:
                          (version, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
             raise
 
 
-def _discard(path: Path) -> None:
+def _ident(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _check_files(path: Path) -> None:
+    """The state file and its WAL and shared-memory files must be regular files (or
+    absent): SQLite would follow a link out of the store, and block or fail on the rest.
+
+    Raises:
+        StateDamaged: naming the first that is not.
+    """
+    for suffix in _SIDE_FILES:
+        try:
+            st = os.lstat(str(path) + suffix)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            from ctxstore.fsio import file_kind
+
+            raise StateDamaged(f"{STATE_FILE}{suffix} is {file_kind(st.st_mode)}",
+                               _ident(path) if suffix else (st.st_dev, st.st_ino))
+
+
+def _open_checked(path: Path) -> HookState:
+    """Open, migrate and check the tables of the state at ``path``.
+
+    Raises:
+        StateDamaged: if it is damaged.
+        sqlite3.OperationalError: if it cannot be opened or stays locked (not damage).
+    """
+    _check_files(path)
+    ident = _ident(path)
+    try:
+        conn = _connect(path)
+    except sqlite3.Error as exc:
+        if _is_damage(exc):
+            raise StateDamaged(str(exc), ident) from exc
+        raise
+    try:
+        _migrate(conn)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if missing := sorted(_TABLES - tables):
+            raise StateDamaged(f"table {missing[0]} is missing", ident)
+    except sqlite3.Error as exc:
+        conn.close()
+        if _is_damage(exc):
+            raise StateDamaged(str(exc), ident) from exc
+        raise
+    except BaseException:
+        conn.close()
+        raise
+    return HookState(conn, ident or _ident(path))
+
+
+def _check_local(store_root: Path, *, create: bool) -> tuple[bool, str | None]:
+    """Make sure ``local/`` is a real directory (creating it if ``create``).
+
+    Returns:
+        Whether it exists now (False when it did not and must not be created), and a
+        notice when something other than a directory stood in its place and was moved
+        aside.
+
+    Raises:
+        UnsafePath: (E020) if ``local/`` is a symbolic link.
+        OSError: if it cannot be created.
+    """
+    local = store_root / "local"
+    try:
+        st = os.lstat(local)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):  # the common case: no fsio import (~ms)
+        return True, None
     from ctxstore import fsio
 
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            fsio.unlink(str(path) + suffix)
-        except FileNotFoundError:
-            pass
+    if st is None:
+        if not create:
+            return False, None
+        fsio.ensure_dir_under(store_root, local)
+        return True, None
+    if stat.S_ISLNK(st.st_mode):  # refused, never followed: it may lead out of the store
+        fsio.check_under(store_root, local)
+    # Anything else in place of the folder (a file, a FIFO) is damage, moved aside.
+    moved = _move_aside(local)
+    fsio.ensure_dir_under(store_root, local)
+    return True, (f"the hook state folder .ctx/local was {fsio.file_kind(st.st_mode)}; moved "
+                  f"aside to .ctx/{moved} and started fresh")
+
+
+def _move_aside(path: Path) -> str:
+    """Rename ``path`` (the entry itself: a link is never followed) to a unique
+    ``<name>.damaged-<time>-<pid>`` beside it; the new name."""
+    from ctxstore import fsio
+
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    for n in range(100):
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{os.getpid()}" + (f"-{n}" if n else ""))
+        if _ident(target) is None:
+            fsio.replace(path, target)
+            return target.name
+    raise FileExistsError(str(path))  # pragma: no cover - 100 names taken in one second
+
+
+def repair_state(store_root: Path, damage: StateDamaged) -> str | None:
+    """Move a damaged state aside (with its WAL and shared-memory files) and record a
+    one-time notice in the fresh state; the notice, or None if another hook already
+    replaced the file.
+
+    Runs under ``local/state.lock`` so that two hooks finding the same damage move it
+    once, and never move aside the fresh file the other one created.
+
+    Raises:
+        UnsafePath: (E020) if ``local/`` or the lock file is a symbolic link.
+        LockConflict: if another hook holds the repair lock for seconds.
+        OSError: if the files cannot be renamed.
+    """
+    from ctxstore import fsio
+
+    path = state_path(store_root)
+    _check_local(store_root, create=True)  # the hooks opened it: it exists unless removed since
+    with fsio.hold_lock(path.parent / _LOCK_FILE, timeout=5.0):
+        if damage.ident is not None and _ident(path) not in (damage.ident, None):
+            try:  # replaced since: only repair it if the new one is damaged too
+                _open_checked(path).close()
+                return None
+            except StateDamaged as again:
+                damage = again
+        moved = None
+        for suffix in _SIDE_FILES:
+            side = Path(str(path) + suffix)
+            if _ident(side) is not None:
+                name = _move_aside(side)
+                moved = moved or name
+        where = f"; moved aside to local/{moved}" if moved else ""
+        notice = (f"the hook state .ctx/local/{STATE_FILE} was damaged ({damage.reason}){where} "
+                  "and started fresh (pending results and deferred commands in it are lost)")
+        state = _open_checked(path)
+    with state:
+        old = state.get(NOTICE_KEY)
+        state.put(NOTICE_KEY, f"{old}; {notice}" if old else notice)
+    return notice
 
 
 def open_state(store_root: Path, *, create: bool) -> HookState | None:
     """Open the state of the store at ``store_root``; None if it does not exist and
-    ``create`` is false (so a read-only hook creates nothing). A damaged file is
-    replaced by a new, empty one.
+    ``create`` is false (so a read-only hook creates nothing). A damaged state is moved
+    aside and replaced by a new, empty one that holds a one-time notice (``NOTICE_KEY``).
 
     Raises:
+        UnsafePath: (E020) if ``local/`` is a symbolic link.
         OSError: if ``local/`` cannot be created.
         sqlite3.OperationalError: if the file cannot be opened or stays locked.
+        StateDamaged: if the file is damaged again right after it was replaced.
     """
-    path = state_path(store_root)
-    if not create and not path.is_file():
+    exists, notice = _check_local(store_root, create=create)
+    if not exists:
         return None
-    if not path.parent.is_dir():
-        from ctxstore import fsio  # imported here: it costs a prompt-submit ~5 ms
+    path = state_path(store_root)
+    if not create and notice is None and _ident(path) is None:
+        return None
+    try:
+        state = _open_checked(path)
+    except StateDamaged as damage:
+        repair_state(store_root, damage)
+        state = _open_checked(path)
+    if notice is not None:
+        with _closing_on_error(state):
+            state.put(NOTICE_KEY, notice)
+    return state
 
-        fsio.ensure_dir(path.parent)
-    for attempt in range(2):
-        conn = _connect(path)
-        try:
-            _migrate(conn)
-            return HookState(conn)
-        except sqlite3.OperationalError:  # locked, read-only, ...: not damage
-            conn.close()
-            raise
-        except sqlite3.DatabaseError:
-            conn.close()
-            if attempt:
-                raise
-            _discard(path)  # derived only in part; see the module docstring
-    raise AssertionError("unreachable")  # pragma: no cover
+
+@contextmanager
+def _closing_on_error(state: HookState) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        state.close()
+        raise
