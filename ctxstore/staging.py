@@ -16,6 +16,8 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from ctxstore import fsio
+from ctxstore import refs as refs_mod
 from ctxstore.errors import CtxError, InvalidInput, NothingToDo, StagingConflict
 from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit
 from ctxstore.model.knowledge import KnowledgeRecord
@@ -28,11 +30,14 @@ __all__ = [
     "StageResult",
     "SessionStatus",
     "RecoverReport",
+    "UnnamedWork",
+    "find_unnamed_work",
     "resolve_main",
     "resolve_stage",
     "stage_records",
     "start_session",
     "check_commit_message",
+    "check_text",
     "commit_stage",
     "abort_session",
     "flush",
@@ -181,17 +186,25 @@ def stage_records(store: Store, records: Sequence[KnowledgeRecord], *, message: 
         LockConflict, StagingConflict, StorageIOError: if the write cannot happen; the
             store is then as it was.
     """
+    check_text(message, "the work commit message")
+
     def run(t: Transaction) -> StageResult:
         # Check HEAD and STAGE before writing anything: a write refused because a pointer
         # (or the commit it names) is damaged must leave no stray objects behind.
         for head in store.read_head().heads:
             store.read_typed(head, Commit)
         store.staged_heads()
-        payload = [t.put_blob(b) for b in blobs]
         batch_id = None
         if records:
+            # The batch first: text it cannot encode (a lone surrogate in a tag or in
+            # metadata) is refused before any object, blobs included, is written.
             batch = ChangeBatch(created_at=now_ms(), author=author, records=tuple(records))
-            batch_id = t.put(batch)
+            try:
+                batch_id = t.put(batch)
+            except UnicodeEncodeError:
+                raise InvalidInput("a node holds text that is not valid Unicode (a lone "
+                                   "surrogate, e.g. from bytes that are not UTF-8)") from None
+        payload = [t.put_blob(b) for b in blobs]
         work, session = _append_work(store, t, step_kind=step_kind, message=message,
                                      change_batches=[batch_id] if batch_id else [],
                                      payload=payload, narrative_refs=narrative_refs)
@@ -208,7 +221,9 @@ def start_session(store: Store, task: str) -> StageResult:
 
     Raises:
         StagingConflict: if a session is already open.
+        InvalidInput: if the task is not valid Unicode text.
     """
+    check_text(task, "the task")
     with store.transaction() as tx:
         oid, session = _append_work(store, tx, step_kind="session_start", message=task,
                                     new_session=True)
@@ -250,13 +265,30 @@ def check_commit_message(message: str | None, *, amend: bool = False) -> None:
     something before folding (narrative ingestion) can fail before that change.
 
     Raises:
-        InvalidInput: if the message is missing (and ``amend`` does not keep the old one)
-            or blank.
+        InvalidInput: if the message is missing (and ``amend`` does not keep the old one),
+            blank, or not valid Unicode text.
     """
     if message is None and not amend:
         raise InvalidInput("a commit message is required", hint="ctx commit -m MESSAGE")
     if message is not None and not message.strip():
         raise InvalidInput("the commit message is empty")
+    check_text(message, "the commit message")
+
+
+def check_text(text: str | None, what: str) -> None:
+    """Refuse text no object can store: a lone surrogate (what Python makes of bytes that
+    are not UTF-8) cannot be encoded, and would fail a write half-way.
+
+    Raises:
+        InvalidInput: naming ``what``.
+    """
+    if text is None:
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{what} is not valid Unicode text (a lone surrogate at "
+                           f"character {exc.start + 1})") from None
 
 
 def commit_stage(store: Store, message: str | None, *, amend: bool = False,
@@ -332,7 +364,9 @@ def abort_session(store: Store, reason: str | None) -> FoldResult:
 
     Raises:
         NothingToDo: if nothing is staged.
+        InvalidInput: if the reason is not valid Unicode text.
     """
+    check_text(reason, "the reason")
     with store.transaction() as tx:
         head, head_ptr = resolve_main(store, tx)
         stage, stage_ptr = resolve_stage(store, tx, head)
@@ -405,15 +439,37 @@ def session_status(store: Store) -> SessionStatus:
     return status
 
 
+@dataclass(frozen=True)
+class UnnamedWork:
+    """Staged work that no pointer names: a chain of work commits, named by its tip.
+
+    Attributes:
+        tip: The newest work commit of the chain (no other work commit has it as parent).
+        session_id: The staging session of the tip.
+        work_commits: How many work commits the chain holds (the tip included).
+        created_at: The tip's creation time (ms since the epoch).
+    """
+
+    tip: ObjectId
+    session_id: str
+    work_commits: int
+    created_at: int
+
+
 @dataclass
 class RecoverReport:
-    """What ``recover`` found and did."""
+    """What ``recover`` found and did.
+
+    ``unnamed`` lists staged work no pointer names that was left alone (STAGE is intact,
+    so it may be the leftover of an interrupted write): ``recover(adopt=True)`` takes it.
+    """
 
     state: str  # "clean", "no-session", "repaired", "reset"
     stage: ObjectId | None = None
     kept: int = 0
     lost: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unnamed: list[UnnamedWork] = field(default_factory=list)
 
 
 def _work_ok(store: Store, oid: bytes) -> WorkCommit | None:
@@ -429,11 +485,16 @@ def _work_ok(store: Store, oid: bytes) -> WorkCommit | None:
     return work
 
 
-def recover(store: Store) -> RecoverReport:
+def recover(store: Store, *, adopt: bool = False) -> RecoverReport:
     """Check STAGE after a crash and repair it (spec 002 §11.5).
 
-    * STAGE names a canonical commit (nothing staged): nothing to do.
-    * STAGE and its whole chain verify: the session can be resumed or compacted.
+    * STAGE is missing (deleted by hand, or lost in a Git operation): staged work that
+      no pointer names (``find_unnamed_work``) is re-attached: STAGE names its chain,
+      or a merge of the chains when there are several. With none, nothing to do.
+    * STAGE names a canonical commit (nothing staged): nothing to do; with ``adopt``,
+      staged work no pointer names is re-attached as above.
+    * STAGE and its whole chain verify: the session can be resumed or compacted; with
+      ``adopt``, staged work no pointer names is merged into it.
     * Otherwise every intact work commit of the affected session(s) is re-linked, in
       order of creation, into a fresh linear chain (found by walking back from STAGE
       and, past a damaged link, by scanning the object store); work commits that
@@ -441,10 +502,18 @@ def recover(store: Store) -> RecoverReport:
       newest intact chain tip of a session not folded into HEAD is adopted; with
       none, STAGE is reset to HEAD (nothing staged).
 
+    Without ``adopt``, work no pointer names is only reported (``unnamed``) while STAGE
+    exists: it may be what a killed command wrote before it could move STAGE, which that
+    command never acknowledged. Every move of STAGE is a compare-and-swap under the lock.
     Running it twice gives the same result as running it once.
+
+    Args:
+        store: The store.
+        adopt: Also re-attach staged work no pointer names when STAGE exists.
 
     Raises:
         LockConflict: if another writer holds the lock.
+        StagingConflict: if STAGE moved while recovering.
     """
     from ctxstore.errors import RefNotFound
     from ctxstore.refs import read_pointer
@@ -458,11 +527,14 @@ def recover(store: Store) -> RecoverReport:
             notes: list[str] = []
         except RefNotFound as exc:
             stage_ptr = None
-            broken_raw = (store.root / "STAGE").read_bytes() \
-                if (store.root / "STAGE").is_file() else b""
+            broken_raw = fsio.read_regular(store.root / "STAGE", 4096) \
+                if (store.root / "STAGE").is_file() else b""  # bounded: shown, never kept
             notes = [f"STAGE was unreadable ({exc.detail}); old bytes {broken_raw[:80]!r}"]
         if stage_ptr is None and broken_raw is None:
-            return RecoverReport("no-session")
+            # STAGE is gone, not garbled: whatever staged work no pointer names is what it
+            # named (a deleted STAGE must not hide acknowledged writes).
+            return _attach_unnamed(store, tx, None, None, head,
+                                   ["STAGE was missing"])
 
         heads: list[ObjectId] = []
         for h in (stage_ptr.heads if stage_ptr else ()):
@@ -473,13 +545,19 @@ def recover(store: Store) -> RecoverReport:
                 pass  # unreadable: counted as lost below
             heads.append(h)
         if stage_ptr is not None and not heads and not stage_ptr.conflicted:
-            return RecoverReport("no-session")
+            if adopt:
+                return _attach_unnamed(store, tx, stage_ptr, None, head, [])
+            return RecoverReport("no-session", unnamed=find_unnamed_work(store))
         kept, lost = _walk_intact(store, heads)
         if not lost and stage_ptr is not None:
             if stage_ptr.conflicted:
                 stage, _ = resolve_stage(store, tx, head)
                 return RecoverReport("repaired", stage, len(kept), notes=["merged staging heads"])
-            return RecoverReport("clean", stage_ptr.single if kept else None, len(kept))
+            if adopt:
+                return _attach_unnamed(store, tx, stage_ptr, stage_ptr.single, head, [],
+                                       kept=len(kept))
+            return RecoverReport("clean", stage_ptr.single if kept else None, len(kept),
+                                 unnamed=find_unnamed_work(store))
         folded = _folded_sessions(store, head)
         sessions = {w.session_id for w in kept.values()} - folded
         if not sessions:
@@ -505,6 +583,130 @@ def recover(store: Store) -> RecoverReport:
         assert prev is not None
         _move_stage(store, tx, stage_ptr, broken_raw, prev)
         return RecoverReport("repaired", prev, len(chain), sorted(set(lost)), notes)
+
+
+def _attach_unnamed(store: Store, tx: Transaction, ptr: Pointer | None, current: ObjectId | None,
+                    head: ObjectId, notes: list[str], *, kept: int = 0) -> RecoverReport:
+    """Point STAGE at the staged work no pointer names (with ``current``, the chain STAGE
+    names now, merged in): one chain as it is, several through one merge work commit."""
+    found = [w for w in find_unnamed_work(store) if _work_ok(store, w.tip) is not None]
+    if not found:
+        if current is not None:
+            return RecoverReport("clean", current, kept)
+        return RecoverReport("no-session")
+    tips = [w.tip for w in found]
+    target = merge_stage_heads(store, tx, [*([current] if current else []), *tips], head)
+    # CAS: ``ptr`` is STAGE as read under this lock (None: it must still be absent).
+    tx.move_pointer("STAGE", target, expected=ptr, expect_type=STAGE_TYPES)
+    for w in found:
+        notes.append(f"re-attached {w.work_commits} work commits of session {w.session_id} "
+                     f"(tip {w.tip.hex()}) that no pointer named")
+    total = kept + sum(w.work_commits for w in found)
+    return RecoverReport("repaired", target, total, notes=notes)
+
+
+# Work commits and commits are small: larger object files are skipped unread, so the scan
+# for unnamed work never decompresses blobs (a stored file can be up to 1 GiB).
+MAX_SCANNED_OBJECT_BYTES = 4 << 20
+
+
+def _iter_commit_objects(store: Store) -> Iterator[tuple[ObjectId, Commit | WorkCommit]]:
+    """Every readable commit and work commit in the object store (damaged ones skipped).
+    Objects already decoded (``ctx debug verify`` decodes everything) are not read again."""
+    from ctxstore.model import decode_typed
+    from ctxstore.objects import KIND_TYPED
+
+    for oid in store.objects.iter_ids():
+        obj = store._cache.get(oid)
+        if obj is None:
+            try:
+                if store.objects.path_for(oid).lstat().st_size > MAX_SCANNED_OBJECT_BYTES:
+                    continue
+                stored = store.objects.read(oid)
+                if stored.kind != KIND_TYPED:
+                    continue
+                obj = decode_typed(stored.payload, oid=oid)
+            except (CtxError, OSError):
+                continue  # damage is verify's to report
+        if isinstance(obj, (Commit, WorkCommit)):
+            yield oid, obj
+
+
+def _pointer_heads(store: Store) -> set[bytes]:
+    """Every id HEAD's ref, the refs under refs/ and STAGE name (unreadable ones skipped)."""
+    names = ["STAGE"]
+    try:
+        names.append(store.head_ref())
+    except CtxError:
+        pass
+    base = store.root / "refs"
+    if base.is_dir() and not base.is_symlink():
+        names += [p.relative_to(store.root).as_posix() for p in sorted(base.rglob("*"))
+                  if p.is_file() and not p.name.endswith(".tmp")]
+    heads: set[bytes] = set()
+    for name in dict.fromkeys(names):
+        try:
+            ptr = refs_mod.read_pointer(store.root, name)
+        except CtxError:
+            continue
+        if ptr is not None:
+            heads.update(ptr.heads)
+    return heads
+
+
+def find_unnamed_work(store: Store, heads: Iterable[bytes] | None = None) -> list[UnnamedWork]:
+    """Staged work that no pointer names: what a deleted or replaced STAGE hides.
+
+    A chain counts when none of its work commits is reachable from a pointer, its base
+    commits are (it was built on this history), and none of its sessions was folded or
+    aborted (a commit anywhere in the store carries the session id) or is still staged
+    (re-linked copies of a recovered chain stay behind). One scan of the object store;
+    object files over ``MAX_SCANNED_OBJECT_BYTES`` are skipped unread.
+
+    Args:
+        store: The store.
+        heads: The ids the pointers name (default: read HEAD's ref, refs/* and STAGE).
+
+    Returns:
+        One entry per chain tip, newest first.
+    """
+    commits: dict[bytes, Commit | WorkCommit] = dict(_iter_commit_objects(store))
+    todo = list(_pointer_heads(store) if heads is None else heads)
+    reach: set[bytes] = set()
+    while todo:  # iterative: histories can be 100,000 commits deep
+        oid = todo.pop()
+        if oid in reach or oid not in commits:
+            continue
+        reach.add(oid)
+        obj = commits[oid]
+        todo.extend(obj.parents)
+        if isinstance(obj, WorkCommit):
+            todo.append(obj.base)
+        elif obj.aborted_work:
+            todo.append(obj.aborted_work)
+    works = {oid: w for oid, w in commits.items() if isinstance(w, WorkCommit)}
+    done = {c.session_id for c in commits.values() if isinstance(c, Commit) and c.session_id}
+    done |= {works[oid].session_id for oid in reach if oid in works}
+    orphans = {oid: w for oid, w in works.items() if oid not in reach}
+    inner = {p for w in orphans.values() for p in w.parents}
+    found: list[UnnamedWork] = []
+    for tip in (oid for oid in orphans if oid not in inner):
+        chain, stack = set(), [tip]
+        while stack:
+            oid = stack.pop()
+            if oid in chain or oid not in orphans:
+                continue
+            chain.add(oid)
+            stack.extend(orphans[oid].parents)
+        members = [orphans[oid] for oid in chain]
+        if any(w.session_id in done for w in members):
+            continue  # folded, aborted, or the leftover copies of a recovered chain
+        if any(w.base not in reach for w in members):
+            continue  # built on a history no pointer has any more
+        found.append(UnnamedWork(ObjectId(tip), orphans[tip].session_id, len(chain),
+                                 orphans[tip].created_at))
+    found.sort(key=lambda w: (w.created_at, w.tip), reverse=True)
+    return found
 
 
 def _walk_intact(store: Store, heads: Iterable[ObjectId]

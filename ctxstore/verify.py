@@ -174,6 +174,34 @@ def _pointer_roots(store: Store, problems: list[Problem],
     return roots
 
 
+def _unnamed_work_problems(store: Store, named: set[bytes]) -> list[Problem]:
+    """Staged work no pointer names (``staging.find_unnamed_work``; the object scan above
+    has decoded every object, so this reads nothing again).
+
+    With STAGE missing it is an error: acknowledged writes are hidden, and ``ctx stage
+    recover`` puts them back. With STAGE present it is a warning: the chain may also be
+    what a killed command wrote before it could move STAGE (never acknowledged).
+    """
+    from ctxstore.staging import find_unnamed_work
+
+    found = find_unnamed_work(store, named)
+    if not found:
+        return []
+    if not (store.root / "STAGE").exists() and not (store.root / "STAGE").is_symlink():
+        total = sum(w.work_commits for w in found)
+        sessions = len({w.session_id for w in found})
+        return [Problem("E005", "STAGE",
+                        f"is missing, but {total} work commits of {sessions} staging "
+                        f"session{'s' if sessions > 1 else ''} (newest {found[0].tip.hex()}) "
+                        "are named by no pointer, so their nodes are hidden; run "
+                        "`ctx stage recover` to re-attach them")]
+    return [Problem("W003", w.tip.hex(),
+                    f"{w.work_commits} work commits of staging session {w.session_id} are "
+                    "named by no pointer (left by an interrupted write, or STAGE was replaced "
+                    "since); `ctx stage recover --adopt` re-attaches them", "warning")
+            for w in found]
+
+
 def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport:
     """Check every object, pointer and reference of the store.
 
@@ -211,6 +239,7 @@ def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport
             problem = Problem(problem.code, problem.subject,
                               f"{problem.message} [unreachable: `ctx gc` removes it]", "warning")
         report.problems.append(problem)
+    report.problems.extend(_unnamed_work_problems(store, named))
     for tmp in store.objects.iter_tmp_files():
         report.problems.append(Problem("W002", str(Path(tmp).relative_to(store.root)),
                                        "leftover temp file from an interrupted write "

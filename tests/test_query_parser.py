@@ -9,6 +9,8 @@ from ctxstore.errors import InvalidInput
 from ctxstore.query.parser import (
     MAX_QUERY_DEPTH,
     MAX_QUERY_LENGTH,
+    MAX_QUERY_TERMS,
+    MAX_TERM_LENGTH,
     And,
     Compare,
     Field,
@@ -330,7 +332,7 @@ def test_query_syntax_error_message_stays_one_line() -> None:
 # --- limits ------------------------------------------------------------------------------
 
 def test_query_parser_length_limit() -> None:
-    ok = "a " * (MAX_QUERY_LENGTH // 2)
+    ok = ("w" * 19 + " ") * (MAX_QUERY_LENGTH // 20)  # 500 terms: at both limits
     assert len(ok) == MAX_QUERY_LENGTH and isinstance(P(ok), And)
     with pytest.raises(QuerySyntaxError) as info:
         P(ok + "b")
@@ -352,6 +354,64 @@ def test_query_parser_depth_limit() -> None:
         P("NOT (" * 60 + "a" + ")" * 60)  # NOT and '(' count together
     with pytest.raises(QuerySyntaxError, match="nested more than"):
         P("(" * 5000)  # never a RecursionError
+
+
+def test_query_parser_term_count_limit() -> None:
+    most = " OR ".join(f"w{i}" for i in range(MAX_QUERY_TERMS))
+    assert len(P(most).items) == MAX_QUERY_TERMS  # type: ignore[union-attr]
+    with pytest.raises(QuerySyntaxError) as info:
+        P(most + " OR extra")
+    assert info.value.detail == f"more than {MAX_QUERY_TERMS} terms"
+    assert info.value.position == len(most) + 4  # at the first term over the limit
+    with pytest.raises(QuerySyntaxError, match="more than 500 terms"):
+        P(" ".join(f"tag:t{i}" for i in range(MAX_QUERY_TERMS + 1)))
+    with pytest.raises(QuerySyntaxError, match="more than 500 terms"):
+        P("x " * 995)  # 995 words: SQLite's expression depth would overflow
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: "w" * n,
+    lambda n: '"' + "p" * n + '"',
+    lambda n: "tag:" + "t" * n,
+    lambda n: "type:'" + "t" * n + "'",
+])
+def test_query_parser_term_length_limit(make) -> None:
+    assert P(make(MAX_TERM_LENGTH)) is not None
+    with pytest.raises(QuerySyntaxError) as info:
+        P("a AND " + make(MAX_TERM_LENGTH + 1))
+    assert info.value.detail == "term is longer than 1,000 characters"
+    assert 6 <= info.value.position <= 12
+
+
+@pytest.mark.parametrize("query,position", [
+    ("\0", 0), ("a\0b", 1), ("type:fact AND \0", 14), ('"a \0 b"', 3), ("tag:\0", 4),
+])
+def test_query_parser_refuses_nul(query: str, position: int) -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        P(query)
+    assert (info.value.position, info.value.detail) == (position, "a NUL character is not allowed")
+    assert "\0" not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_query_parser_oversized_queries_fail_fast() -> None:
+    """QL-01: a parse error (never a RecursionError) well within 2 s."""
+    import time
+
+    for query in ("(" * 100_000 + "x" + ")" * 100_000, "x" * (1 << 20), "a " * (1 << 19),
+                  "NOT " * 2_000 + "a", "(" * 5_000):
+        start = time.perf_counter()
+        with pytest.raises(QuerySyntaxError):
+            P(query)
+        assert time.perf_counter() - start < 0.5
+
+
+def test_format_query_refuses_what_is_over_the_term_limits() -> None:
+    with pytest.raises(ValueError):
+        format_query(Or(tuple(W(f"w{i}") for i in range(MAX_QUERY_TERMS + 1))))
+    with pytest.raises(ValueError):
+        format_query(W("w" * (MAX_TERM_LENGTH + 1)))
+    with pytest.raises(ValueError):
+        format_query(Text("a\0b", True))
 
 
 # --- format_query ------------------------------------------------------------------------

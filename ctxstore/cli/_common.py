@@ -44,16 +44,23 @@ class Env:
         if self.ctx_dir:
             self.kind = "explicit"
             path = Path(self.ctx_dir)
-            if not (path / "HEAD").exists() and (path / ".ctx" / "HEAD").exists():
-                return path / ".ctx"
+            if not (path / "HEAD").exists() and (path / ".ctx").is_dir():
+                # The project holding the store: its .ctx/ (E005 if that has no HEAD).
+                return discover_store(path)
             return path
+        home = Path(os.path.expanduser("~")) / ".ctx"
         try:
-            return discover_store(Path(os.getcwd()))
+            # A .ctx/ directory without HEAD on the way up raises RefNotFound (E005): a
+            # damaged project store is reported, never replaced by the user store.
+            found = discover_store(Path(os.getcwd()), user_store=home)
         except StoreNotFound:
             pass
+        else:
+            if found.absolute() == home.absolute():
+                self.kind = "user"
+            return found
         # No project store: the user store ~/.ctx (DESIGN §2), created on first use.
         self.kind = "user"
-        home = Path(os.path.expanduser("~")) / ".ctx"
         if not (home / "HEAD").exists():
             from ctxstore.layout import init_store
 

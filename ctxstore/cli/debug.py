@@ -121,28 +121,43 @@ def refs_command(env: Env) -> None:
 
 
 @debug_group.command("verify")
+@click.option("--index", "check_index", is_flag=True,
+              help="Also replay the store into a fresh index and compare the on-disk index "
+                   "with it, table by table (read-only; `ctx rebuild` fixes a mismatch).")
 @format_option
 @pass_env
-def verify_command(env: Env) -> None:
+def verify_command(env: Env, check_index: bool) -> None:
     """Check every object (decompresses, hashes to its name, decodes), every pointer and
     that everything reachable exists. Each problem on its own line; exit 3 if any.
 
     \b
-    Example:
+    Examples:
         ctx debug verify --format json
+        ctx debug verify --index
     """
-    from ctxstore.verify import verify_store
+    from ctxstore.verify import Problem, verify_store
 
     rep = verify_store(env.store(), progress=progress_printer("verify"))
+    index_doc = None
+    if check_index:
+        from ctxstore.index.compare import compare_index
+
+        cmp = compare_index(env.store())
+        rep.problems.extend(Problem(d.code, d.subject, d.message, d.severity)
+                            for d in cmp.differences)
+        index_doc = {"tables": cmp.tables, "rows": cmp.rows, "ok": cmp.ok}
     if env.fmt == "json":
         emit_json({"ok": rep.ok, "objects": rep.objects, "reachable": rep.reachable,
+                   **({"index": index_doc} if index_doc is not None else {}),
                    "problems": [{"severity": p.severity, "code": p.code, "subject": p.subject,
                                  "message": p.message} for p in rep.problems]})
     else:
         for p in rep.problems:
             click.echo(p.line())
         errors = sum(p.severity != "warning" for p in rep.problems)
-        click.echo(f"{rep.objects} objects, {rep.reachable} reachable, {errors} problems"
+        compared = f", index: {index_doc['tables']} tables, {index_doc['rows']} rows" \
+            if index_doc is not None else ""
+        click.echo(f"{rep.objects} objects, {rep.reachable} reachable{compared}, {errors} problems"
                    + ("" if errors else ": ok"))
     if not rep.ok:
         raise SystemExit(3)

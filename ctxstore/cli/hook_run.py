@@ -103,8 +103,19 @@ def run_event(event: str, ctx_dir: str | None, *, response: str | None = None) -
         else:
             out = {}
             warn(f"ctx hook: internal error: {type(exc).__name__} (CTX_DEBUG=1 for a traceback)")
-    emit(out)
+    emit(_with_index_repairs(out))
     return code
+
+
+def _with_index_repairs(out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with a note, in ``systemMessage``, of a damaged index rebuilt on the way."""
+    index = sys.modules.get("ctxstore.index")  # not imported: nothing was opened
+    repairs = index.take_repairs() if index is not None else []
+    if not repairs:
+        return out
+    notes = "; ".join(r.message() for r in repairs)
+    message = out.get("systemMessage")
+    return {**out, "systemMessage": f"{message}; {notes}" if message else f"ctx: {notes}"}
 
 
 def fast_main(argv: list[str]) -> int | None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, node_json, parse_since, pass_env, preview
+from ctxstore.cli._render import echo_stored, item_line
 from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -83,8 +84,10 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
         ctx add decision "Retry with exponential backoff" --body "Jitter avoids retry storms"
         ctx add note "Switched the cache to LRU" -m "Cache notes"
     """
-    if message is not None and not message.strip():
-        raise InvalidInput("the commit message is empty")
+    if message is not None:  # checked before the node is staged, not after
+        from ctxstore.staging import check_commit_message
+
+        check_commit_message(message)
     if node_type is None and words and words[0] in NARRATIVE_KINDS:
         doc, line = _add_narrative(env, words[0], words[1:], from_stdin, body, tags, meta)
     else:
@@ -176,20 +179,21 @@ def _print_node(env: Env, node, edges, history) -> None:  # type: ignore[no-unty
     if env.fmt == "markdown":
         from ctxstore.index.read import short_ids
 
-        click.echo(f"- [{node.type}:{short_ids(env.index(), [node.id])[node.id]}] {node.content.strip()}")
+        echo_stored(item_line(node.type, short_ids(env.index(), [node.id])[node.id], node.content))
         return
+    # Stored text (tags, summary, metadata, content, history) is printed inertly (_render).
     click.echo(f"{node.id}  {node.type}" + (f"  (superseded by {node.superseded_by})"
                                             if node.superseded_by else ""))
     if node.tags:
-        click.echo(f"tags:    {', '.join(node.tags)}")
+        echo_stored(f"tags:    {', '.join(node.tags)}")
     click.echo(f"created: {iso_ms(node.created_at)}  updated: {iso_ms(node.updated_at)}  "
                f"~{node.tokens} tokens")
     if node.summary:
-        click.echo(f"summary: {node.summary}")
+        echo_stored(f"summary: {node.summary}")
     for key, value in sorted(node.metadata.items()):
-        click.echo(f"meta:    {key}={value}")
+        echo_stored(f"meta:    {key}={value}")
     click.echo("")
-    click.echo(node.content.rstrip("\n"))
+    echo_stored(node.content.rstrip("\n"))
     if edges is not None:
         click.echo("")
         click.echo(f"edges ({len(edges)}):")
@@ -204,7 +208,7 @@ def _print_node(env: Env, node, edges, history) -> None:  # type: ignore[no-unty
         for h in history:
             rec = h["record"]
             what = "deleted" if h["kind"] == "node_removed" else preview(rec.get("content") or "<blob>", 50)
-            click.echo(f"  {iso_ms(h['stamp'])}  {h['version'][:12]}  {what}")
+            echo_stored(f"  {iso_ms(h['stamp'])}  {h['version'][:12]}  {what}")
 
 
 @click.command("show")
@@ -340,11 +344,11 @@ def _print_nodes(env: Env, nodes, scores=None) -> None:  # type: ignore[no-untyp
         short = short_ids(env.index(), [n.id for n in nodes])
     for n in nodes:
         if env.fmt == "markdown":
-            click.echo(f"- [{n.type}:{short[n.id]}] {n.content.strip()}")
+            echo_stored(item_line(n.type, short[n.id], n.content))
             continue
         tags = f"  [{', '.join(n.tags)}]" if n.tags else ""
         mark = " (superseded)" if n.superseded_by else ""
-        click.echo(f"{n.id}  {n.type:<13} {preview(n.content)}{tags}{mark}")
+        echo_stored(f"{n.id}  {n.type:<13} {preview(n.content)}{tags}{mark}")
 
 
 @click.command("summarize")

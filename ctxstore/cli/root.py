@@ -37,9 +37,29 @@ class CtxGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Before any command runs: an argument that is not valid UTF-8 (Python hands it
+        # over with lone surrogates, which no write can encode) is one clear error, so a
+        # command never stages half its work and then fails (issue 11 item 12).
+        if not all(_is_utf8(a) for a in args):
+            try:
+                bad = _undecodable_argument(self, ctx, args)
+            except Exception:  # noqa: BLE001 - naming it is a courtesy, never a traceback
+                i, arg = next((i, a) for i, a in enumerate(args, 1) if not _is_utf8(a))
+                bad = (f"argument {i} of the command line", arg)
+            if bad is not None:
+                from ctxstore.errors import InvalidInput
+
+                what, value = bad
+                raise _CtxClickError(InvalidInput(
+                    f"{what} is not valid UTF-8 text: {_shown(value)}",
+                    hint="pass text as UTF-8 (only file paths may hold other bytes)"), ctx)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         from ctxstore.errors import CtxError, StorageIOError
 
+        _take_index_repairs()  # only this command's repairs are reported
         try:
             return super().invoke(ctx)
         except click.exceptions.Exit:
@@ -53,6 +73,100 @@ class CtxGroup(click.Group):
             raise _CtxClickError(err, ctx) from exc
         except Exception as exc:  # the funnel: no traceback unless asked for
             raise _InternalError(exc, ctx) from exc
+        finally:
+            for repair in _take_index_repairs():  # a damaged index was rebuilt: say so once
+                click.echo(f"ctx: {repair.message()}", err=True)
+
+
+def _take_index_repairs() -> list[Any]:
+    index = sys.modules.get("ctxstore.index")  # not imported: nothing was opened
+    return index.take_repairs() if index is not None else []
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(text: str) -> str:
+    """The bytes of an argument, printable: ``b'\\xff'`` (surrogateescape gives them back)."""
+    try:
+        shown = repr(text.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        shown = ascii(text)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def _undecodable_argument(group: click.Group, ctx: click.Context, args: list[str]
+                          ) -> tuple[str, str] | None:
+    """The first argument holding text that is not valid UTF-8, as (its name, its value);
+    None when every such argument is a file path (``click.Path``: any bytes are a valid
+    name on POSIX) or belongs to ``ctx hook``, which never fails on its input.
+
+    The command line is parsed leniently once more to learn which parameter each value
+    fills: ``resilient_parsing`` raises no usage error and runs no command.
+    """
+    allowed: list[str] = []
+    value_options: set[str] = set()  # options of the commands on the way that take a value
+
+    def check(cmd: click.Command, sub: click.Context) -> tuple[str, str] | None:
+        value_options.update(o for p in cmd.params if isinstance(p, click.Option) and not p.is_flag
+                             for o in p.opts)
+        for param in cmd.params:
+            for text in _strings(sub.params.get(param.name or "")):
+                if _is_utf8(text):
+                    continue
+                if isinstance(param.type, click.Path):
+                    allowed.append(text)
+                    continue
+                if isinstance(param, click.Option):
+                    return f"the value of {max(param.opts, key=len)}", text
+                return f"the argument {param.human_readable_name}", text
+        return None
+
+    cmd: click.Command | None = group
+    sub = click.Context(group, info_name=ctx.info_name, resilient_parsing=True)
+    rest = click.Group.parse_args(group, sub, list(args))
+    while cmd is not None:
+        if (found := check(cmd, sub)) is not None:
+            return found
+        if not isinstance(cmd, click.Group):
+            break
+        # click 8.2+ keeps the subcommand name in ``_protected_args``, older in ``protected_args``
+        protected = sub.__dict__.get("_protected_args", sub.__dict__.get("protected_args", []))
+        rest = [*protected, *rest]
+        if not rest:
+            break
+        name, nxt, rest = cmd.resolve_command(sub, rest)
+        if nxt is None:
+            break
+        if name == "hook":
+            return None
+        sub = nxt.make_context(name, list(rest), parent=sub, resilient_parsing=True)
+        rest = list(sub.args)
+        cmd = nxt
+    # Not attributed above (a value its type refused, e.g. `--limit`, or a stray word):
+    # name the option it follows, or its position.
+    for i, arg in enumerate(args):
+        if _is_utf8(arg) or any(text in arg for text in allowed):
+            continue
+        option = arg.split("=", 1)[0] if arg.startswith("-") and "=" in arg else \
+            args[i - 1] if i and args[i - 1] in value_options else None
+        if option in value_options:
+            return f"the value of {option}", arg
+        return f"argument {i + 1} of the command line", arg
+    return None
 
 
 def _debug_enabled(ctx: click.Context) -> bool:

@@ -152,10 +152,17 @@ def status_command(env: Env) -> None:
 
 
 @stage_group.command("recover")
+@click.option("--adopt", is_flag=True,
+              help="Also re-attach staged work that no pointer names while STAGE exists "
+                   "(`ctx debug verify` reports it as W003).")
 @format_option
 @pass_env
-def recover_command(env: Env) -> None:
+def recover_command(env: Env, adopt: bool) -> None:
     """Check STAGE after a crash and repair it (re-link readable work commits).
+
+    A missing STAGE is re-pointed at the staged work no pointer names (its nodes were
+    hidden). With STAGE intact, such work is only listed, since it may be what a killed
+    command wrote before it could move STAGE; --adopt merges it into the staging session.
 
     \b
     Example:
@@ -163,10 +170,12 @@ def recover_command(env: Env) -> None:
     """
     from ctxstore.staging import recover
 
-    rep = recover(env.store())
+    rep = recover(env.store(), adopt=adopt)
     if env.fmt == "json":
         emit_json({"state": rep.state, "stage": rep.stage.hex() if rep.stage else None,
-                   "kept": rep.kept, "lost": rep.lost, "notes": rep.notes})
+                   "kept": rep.kept, "lost": rep.lost, "notes": rep.notes,
+                   "unnamed": [{"tip": w.tip.hex(), "session_id": w.session_id,
+                                "work_commits": w.work_commits} for w in rep.unnamed]})
         return
     messages = {"no-session": "no staging session: nothing to recover",
                 "clean": f"STAGE is intact ({rep.kept} work commits): resume or compact it",
@@ -177,3 +186,6 @@ def recover_command(env: Env) -> None:
         click.echo(f"  unrecoverable work commit {oid}")
     for note in rep.notes:
         click.echo(f"  {note}")
+    for w in rep.unnamed:
+        click.echo(f"  {w.work_commits} work commits of session {w.session_id} (tip {w.tip.hex()}) "
+                   "are named by no pointer: `ctx stage recover --adopt` re-attaches them")

@@ -4,6 +4,12 @@
 edges and FTS5 as sub-queries). Superseded nodes are left out unless asked for.
 Results are ranked by full-text relevance when the query has text terms, otherwise
 by recency.
+
+Every query the parser accepts runs: sub-queries nested deeper than ``SPILL_DEPTH``
+become common table expressions (SQLite's parser has a fixed stack of about 100
+entries, which ``NOT (a OR NOT (b ...`` fills at 16 levels written inline), and any
+error SQLite still raises becomes a typed error: ``QueryTooComplex`` (E011) for a
+query over one of SQLite's limits, ``IndexCorrupt`` (E007) for anything else.
 """
 
 from __future__ import annotations
@@ -12,13 +18,65 @@ import re
 import sqlite3
 from typing import Any
 
-from ctxstore.index.read import NODE_COLUMNS, NodeRow, load_tags, node_from_row, resolve_node_id
+from ctxstore.errors import IndexCorrupt, InvalidInput
+from ctxstore.index.read import (
+    NODE_COLUMNS,
+    NodeRow,
+    load_tags,
+    node_from_row,
+    resolve_node_id,
+)
 from ctxstore.query.parser import And, Compare, Field, Not, Or, Text, parse_query
 
-__all__ = ["compile_where", "run_query", "select_candidates", "search_nodes", "fts_literal"]
+__all__ = ["QueryTooComplex", "SPILL_DEPTH", "compile_where", "run_query", "select_candidates",
+           "search_nodes", "fts_literal"]
 
 _COMPARE_OPS = {">": ">", "<": "<", ">=": ">=", "<=": "<=", "=": "="}
 _WORD = re.compile(r'"([^"]*)"|(\S+)')
+# Levels of AND/OR/NOT written inline before a sub-query moves into a common table
+# expression: about three parser-stack entries a level, well inside SQLite's 100.
+SPILL_DEPTH = 8
+# SQLite's messages for a statement over one of its limits (sqlite3.OperationalError).
+_LIMIT_MESSAGES = ("parser stack overflow", "expression tree is too large", "too many sql variables",
+                   "too many terms", "string or blob too big", "too complex", "too many columns")
+
+
+class QueryTooComplex(InvalidInput):
+    """E011: a query over one of SQLite's limits (the parser's limits normally stop it first).
+
+    Attributes:
+        detail: SQLite's message.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"query is too complex for the index ({detail})",
+                         hint="use fewer terms or less nesting (see docs/query.md)")
+        self.detail = detail
+
+
+def _fetch(conn: sqlite3.Connection, sql: str, args: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """Run one SELECT built from a user's query; SQLite errors become typed errors.
+
+    Raises:
+        QueryTooComplex: (E011) SQLite refused the statement as over one of its limits.
+        IndexCorrupt: (E007) any other SQLite error (a damaged or foreign index).
+    """
+    try:
+        return conn.execute(sql, args).fetchall()
+    except sqlite3.OperationalError as exc:
+        text = str(exc)
+        if any(m in text.lower() for m in _LIMIT_MESSAGES):
+            raise QueryTooComplex(text) from exc
+        raise IndexCorrupt(f"a query failed in SQLite ({text})") from exc
+    except sqlite3.DatabaseError as exc:
+        raise IndexCorrupt(f"a query failed in SQLite ({exc})") from exc
+
+
+def _with_clause(ctes: list[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
+    if not ctes:
+        return "", []
+    return ("WITH " + ", ".join(sql for sql, _ in ctes) + " ",
+            [a for _, cte_args in ctes for a in cte_args])
 
 
 def fts_literal(text: str) -> str:
@@ -26,20 +84,35 @@ def fts_literal(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def compile_where(conn: sqlite3.Connection, node: Any, args: list[Any], texts: list[str]) -> str:
+def compile_where(conn: sqlite3.Connection, node: Any, args: list[Any], texts: list[str],
+                  ctes: list[tuple[str, list[Any]]] | None = None, depth: int = 0) -> str:
     """Compile an AST node to SQL over ``nodes n``; appends parameters to ``args`` and
     full-text terms to ``texts`` (for ranking).
+
+    With ``ctes`` given, an AND/OR/NOT deeper than ``SPILL_DEPTH`` becomes a common table
+    expression ``qK(r)`` of matching rowids, appended to ``ctes`` as (SQL, parameters),
+    inner ones first; the caller puts them in a ``WITH`` clause before everything else.
+    Every leaf is true or false, never NULL (the columns it reads are NOT NULL), so
+    ``n.rowid IN qK`` means exactly what the inline expression means, under NOT too.
 
     Raises:
         NodeNotFound, AmbiguousPrefix, InvalidInput: for a ``from:``/``to:`` id that
             does not name exactly one node.
     """
+    if isinstance(node, (And, Or, Not)) and ctes is not None and depth >= SPILL_DEPTH:
+        sub_args: list[Any] = []
+        body = compile_where(conn, node, sub_args, texts, ctes, 0)
+        name = f"q{len(ctes)}"
+        ctes.append((f"{name}(r) AS (SELECT n.rowid FROM nodes n WHERE {body})", sub_args))
+        return f"n.rowid IN {name}"
     if isinstance(node, And):
-        return "(" + " AND ".join(compile_where(conn, i, args, texts) for i in node.items) + ")"
+        return "(" + " AND ".join(compile_where(conn, i, args, texts, ctes, depth + 1)
+                                  for i in node.items) + ")"
     if isinstance(node, Or):
-        return "(" + " OR ".join(compile_where(conn, i, args, texts) for i in node.items) + ")"
+        return "(" + " OR ".join(compile_where(conn, i, args, texts, ctes, depth + 1)
+                                 for i in node.items) + ")"
     if isinstance(node, Not):
-        return "(NOT " + compile_where(conn, node.item, args, []) + ")"
+        return "(NOT " + compile_where(conn, node.item, args, [], ctes, depth + 1) + ")"
     if isinstance(node, Text):
         texts.append(node.text)
         args.append(fts_literal(node.text))
@@ -85,11 +158,14 @@ def run_query(conn: sqlite3.Connection, text: str, *, now: float,
     Raises:
         QuerySyntaxError: (E011) pointing at the position of a syntax error.
         NodeNotFound, AmbiguousPrefix: for a ``from:``/``to:`` id naming no single node.
+        QueryTooComplex, IndexCorrupt: if SQLite refuses the statement (see ``_fetch``).
     """
     ast = parse_query(text, now=now)
     args: list[Any] = []
     texts: list[str] = []
-    where = compile_where(conn, ast, args, texts)
+    ctes: list[tuple[str, list[Any]]] = []
+    where = compile_where(conn, ast, args, texts, ctes)
+    with_sql, with_args = _with_clause(ctes)
     if not include_superseded:
         where += " AND n.superseded_by IS NULL"
     cols = ", ".join(f"n.{c.strip()}" for c in NODE_COLUMNS.split(","))
@@ -105,7 +181,8 @@ def run_query(conn: sqlite3.Connection, text: str, *, now: float,
     if limit is not None:
         sql += " LIMIT ?"
         args.append(limit)
-    return load_tags(conn, [node_from_row(r) for r in conn.execute(sql, args)])
+    rows = _fetch(conn, with_sql + sql, [*with_args, *args])
+    return load_tags(conn, [node_from_row(r) for r in rows])
 
 
 def select_candidates(conn: sqlite3.Connection, text: str, *, now: float, ranks: dict[str, int],
@@ -117,7 +194,8 @@ def select_candidates(conn: sqlite3.Connection, text: str, *, now: float, ranks:
     thousands of Python rows.
 
     Raises:
-        QuerySyntaxError, NodeNotFound, AmbiguousPrefix: as ``run_query``.
+        QuerySyntaxError, NodeNotFound, AmbiguousPrefix, QueryTooComplex, IndexCorrupt:
+            as ``run_query``.
     """
     tags = sorted(ranks)
     args: list[Any] = [x for tag in tags for x in (tag, ranks[tag])]
@@ -126,21 +204,30 @@ def select_candidates(conn: sqlite3.Connection, text: str, *, now: float, ranks:
     rank = (f"coalesce((SELECT min(CASE t.tag {' '.join(['WHEN ? THEN ?'] * len(tags))} END) "
             "FROM tags t WHERE t.node_id = n.id AND t.tag BETWEEN ? AND ?), ?)" if tags else "?")
     args += [tags[0], tags[-1], unranked] if tags else [unranked]
-    where = compile_where(conn, parse_query(text, now=now), args, [])
+    ctes: list[tuple[str, list[Any]]] = []
+    where = compile_where(conn, parse_query(text, now=now), args, [], ctes)
+    with_sql, with_args = _with_clause(ctes)
     if not include_superseded:
         where += " AND n.superseded_by IS NULL"
-    sql = (f"SELECT {rank} AS rank, n.id, n.tokens FROM nodes n WHERE {where} "
+    sql = (f"{with_sql}SELECT {rank} AS rank, n.id, n.tokens FROM nodes n WHERE {where} "
            "ORDER BY rank, n.updated_at DESC, n.id")
-    return conn.execute(sql, args).fetchall()
+    return _fetch(conn, sql, [*with_args, *args])
 
 
 def search_nodes(conn: sqlite3.Connection, text: str, *, limit: int = 20,
                  include_superseded: bool = False) -> list[tuple[NodeRow, float]]:
     """Full-text search: every word (or "quoted phrase") must occur; ranked by BM25.
 
+    Free text is never refused (DESIGN §8): a NUL separates words, as white space does
+    (SQLite's full-text parser would end the string there).
+
     Returns:
         (node, score) pairs, best first; the score is BM25 negated (higher is better).
+
+    Raises:
+        QueryTooComplex, IndexCorrupt: if SQLite refuses the statement (see ``_fetch``).
     """
+    text = text.replace("\0", " ")
     terms = [m.group(1) if m.group(1) is not None else m.group(2) for m in _WORD.finditer(text)]
     terms = [t for t in terms if t.strip()]
     if not terms:
@@ -148,9 +235,9 @@ def search_nodes(conn: sqlite3.Connection, text: str, *, limit: int = 20,
     match = " AND ".join(fts_literal(t) for t in terms)
     cols = ", ".join(f"n.{c.strip()}" for c in NODE_COLUMNS.split(","))
     extra = "" if include_superseded else "AND n.superseded_by IS NULL"
-    rows = conn.execute(
+    rows = _fetch(conn,
         f"SELECT {cols}, s.score FROM (SELECT rowid AS r, bm25(nodes_fts) AS score FROM nodes_fts "
         f"WHERE nodes_fts MATCH ?) s JOIN nodes n ON n.rowid = s.r WHERE 1 {extra} "
-        "ORDER BY s.score, n.updated_at DESC LIMIT ?", (match, limit)).fetchall()
+        "ORDER BY s.score, n.updated_at DESC LIMIT ?", (match, limit))
     nodes = load_tags(conn, [node_from_row(r[:-1]) for r in rows])
     return [(n, -r[-1]) for n, r in zip(nodes, rows)]

@@ -18,6 +18,8 @@ and ``updated`` take an operator and a time; ``tokens`` an operator and an integ
 A word with any other ``prefix:`` is a full-text word. A word ends at white space,
 ``(`` or ``)``; quotes inside a word are ordinary characters. Errors are
 ``QuerySyntaxError`` (E011): one line that names the column and quotes the text there.
+A query is bounded (``MAX_QUERY_LENGTH``, ``MAX_QUERY_DEPTH``, ``MAX_QUERY_TERMS``,
+``MAX_TERM_LENGTH``) and holds no NUL character, so whatever parses can also run.
 """
 
 from __future__ import annotations
@@ -47,10 +49,17 @@ __all__ = [
     "text_terms",
     "MAX_QUERY_LENGTH",
     "MAX_QUERY_DEPTH",
+    "MAX_QUERY_TERMS",
+    "MAX_TERM_LENGTH",
 ]
 
+# Limits, so that every query that parses also runs: SQLite refuses an expression more than
+# 1,000 levels deep (a chain of N terms is N deep) and its parser has a small fixed stack
+# (the executor moves deep sub-queries into common table expressions for that).
 MAX_QUERY_LENGTH = 10_000
 MAX_QUERY_DEPTH = 100  # levels of "(" and NOT, counted together
+MAX_QUERY_TERMS = 500  # words, phrases and field terms
+MAX_TERM_LENGTH = 1_000  # characters of one word, phrase or field value
 
 VALUE_FIELDS = ("type", "tag", "has", "from", "to", "id")
 TIME_FIELDS = ("created", "updated")
@@ -241,6 +250,7 @@ class _Parser:
         self.tokens = _tokenize(query)
         self.i = 0
         self.depth = 0
+        self.terms = 0
 
     def fail(self, pos: int, detail: str) -> QuerySyntaxError:
         return QuerySyntaxError(self.query, pos, detail)
@@ -255,6 +265,14 @@ class _Parser:
         tok = self.peek()
         self.i += 1
         return tok
+
+    def count_term(self, tok: _Token, text: str, text_pos: int) -> None:
+        """Count a leaf against ``MAX_QUERY_TERMS`` and bound its length."""
+        self.terms += 1
+        if self.terms > MAX_QUERY_TERMS:
+            raise self.fail(tok.pos, f"more than {MAX_QUERY_TERMS} terms")
+        if len(text) > MAX_TERM_LENGTH:
+            raise self.fail(text_pos, f"term is longer than {MAX_TERM_LENGTH:,} characters")
 
     def need_right(self, op: _Token) -> None:
         if self.peek().kind not in _TERM_STARTS:
@@ -319,10 +337,13 @@ class _Parser:
         if tok.kind == "phrase":
             if not tok.text.strip():
                 raise self.fail(tok.pos, "empty phrase")
+            self.count_term(tok, tok.text, tok.pos + 1)
             return Text(tok.text, True)
         if tok.kind == "word":
+            self.count_term(tok, tok.text, tok.pos)
             return Text(tok.text, False)
         if tok.kind == "field":
+            self.count_term(tok, tok.text, tok.vpos)
             return self.field(tok)
         if tok.kind in ("AND", "OR"):
             raise self.fail(tok.pos, f"{tok.kind} needs a term on its left")
@@ -388,14 +409,19 @@ def parse_query(text: str, *, now: float) -> QueryNode:
         ``And`` and ``Or`` always hold two or more items; parentheses are not kept.
 
     Raises:
-        QuerySyntaxError: (E011) the query is empty, too long, nested too deeply or
-            malformed; ``position`` says where.
+        QuerySyntaxError: (E011) the query is empty, malformed, holds a NUL character, or
+            is over a limit (length, nesting, number of terms, length of a term);
+            ``position`` says where.
     """
+    # The length first: a 1 MiB query is refused before anything scans it.
     if len(text) > MAX_QUERY_LENGTH:
         raise QuerySyntaxError(text, MAX_QUERY_LENGTH,
                                f"query is longer than {MAX_QUERY_LENGTH:,} characters")
     if not text.strip():
         raise QuerySyntaxError(text, 0, "empty query")
+    nul = text.find("\0")
+    if nul >= 0:  # SQLite's full-text parser ends a string at NUL
+        raise QuerySyntaxError(text, nul, "a NUL character is not allowed")
     return _Parser(text, now).parse()
 
 
@@ -493,10 +519,20 @@ def format_query(node: QueryNode) -> str:
         ValueError: the AST cannot be written so that it reads back the same (an
             ``And``/``Or`` with fewer than two items, a ``Text`` word that would read as
             a keyword, field or phrase, a value with both kinds of quote, a time outside
-            years 1..9999 or not in whole seconds, nesting or length over the limits).
+            years 1..9999 or not in whole seconds, a NUL character, nesting, length,
+            number of terms or length of a term over the limits).
         TypeError: ``node`` is not a query node.
     """
     text = _format(node, 0)
+    leaves = list(iter_terms(node))
+    if len(leaves) > MAX_QUERY_TERMS:
+        raise ValueError(f"query has more than {MAX_QUERY_TERMS} terms")
+    for leaf in leaves:
+        value = leaf.text if isinstance(leaf, Text) else leaf.value if isinstance(leaf, Field) else ""
+        if len(value) > MAX_TERM_LENGTH:
+            raise ValueError(f"a term is longer than {MAX_TERM_LENGTH:,} characters")
+    if "\0" in text:
+        raise ValueError("a query cannot hold a NUL character")
     if len(text) > MAX_QUERY_LENGTH:
         raise ValueError(f"formatted query is longer than {MAX_QUERY_LENGTH:,} characters")
     return text
