@@ -49,6 +49,7 @@ __all__ = [
     "file_kind",
     "read_regular",
     "check_under",
+    "check_store_link",
     "ensure_dir_under",
 ]
 
@@ -155,6 +156,26 @@ def check_under(root: Path, path: Path) -> None:
             raise UnsafePath(os.fspath(part), detail=f"is {file_kind(st.st_mode)}, not a directory")
         if last and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             raise UnsafePath(os.fspath(part), detail=f"is {file_kind(st.st_mode)}")
+
+
+def check_store_link(ctx_dir: Path) -> None:
+    """Refuse a store directory that is a symlink leading out of its parent directory.
+
+    A ``.ctx`` found by walking up from the working directory comes from the repository,
+    which may be a hostile clone: a committed ``.ctx -> /somewhere`` would send every
+    write there. (A directory the user names explicitly may be a link; this is for
+    discovered stores.)
+
+    Raises:
+        UnsafePath: (E020) naming the link.
+    """
+    if not os.path.islink(ctx_dir):
+        return
+    parent = Path(os.path.realpath(Path(ctx_dir).parent))
+    target = Path(os.path.realpath(ctx_dir))
+    if target != parent and parent not in target.parents:
+        raise UnsafePath(os.fspath(ctx_dir),
+                         detail=f"is a symbolic link out of its repository (to {target})")
 
 
 def ensure_dir_under(root: Path, folder: Path) -> bool:

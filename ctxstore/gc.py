@@ -11,6 +11,7 @@ a transaction whose objects are written but whose pointer has not moved yet.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 from collections.abc import Callable
@@ -42,6 +43,15 @@ class GcReport:
     deleted_ids: list[str] = field(default_factory=list)
 
 
+def _tmp_files(root: Path) -> list[Path]:
+    """Leftover temp files anywhere in the store, never descending into a symlink."""
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        found += [Path(dirpath) / name for name in filenames + dirnames
+                  if name.endswith(fsio.TMP_SUFFIX)]
+    return sorted(found)
+
+
 def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive: bool = False,
                     dry_run: bool = False, now: float | None = None,
                     progress: Callable[[int, int], None] | None = None) -> GcReport:
@@ -59,6 +69,8 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
         StoreCorrupt: if a pointer is unreadable or names a missing object (gc then
             refuses to run, since it cannot know what is reachable).
         LockConflict: if another writer holds the lock.
+        UnsafePath: (E020) if a shard directory is a symlink or not a directory: gc never
+            deletes through a link.
     """
     report = GcReport(dry_run=dry_run)
     days = store.config.get("gc", "keep_days") if keep_days is None else keep_days
@@ -66,6 +78,9 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
     tmp_grace = min(TMP_GRACE_SECONDS, grace)
     now = time.time() if now is None else now
     with store.lock():
+        # Listed first: a shard that is a link out of the store is refused (E020) before
+        # anything else, and nothing in it is ever a candidate for deletion.
+        ids = list(store.objects.iter_ids())
         problems: list[Problem] = []
         roots = _pointer_roots(store, problems)
         reachable = walk_reachable(store, roots, problems)
@@ -74,7 +89,6 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
             raise StoreCorrupt(f"gc refused: {errors[0].line()}",
                                hint="run `ctx debug verify` and repair the store first")
         report.reachable = len(reachable)
-        ids = list(store.objects.iter_ids())
         # Unreachable work commits name narrative snapshots: those blobs are kept.
         keep: set[bytes] = set()
         candidates = []
@@ -97,7 +111,7 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
                 continue
             path = store.objects.path_for(oid)
             try:
-                st = path.stat()
+                st = os.lstat(path)
             except FileNotFoundError:
                 continue
             if now - st.st_mtime < grace:
@@ -107,19 +121,22 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
             report.bytes_reclaimed += st.st_size
             report.deleted_ids.append(oid.hex())
             if not dry_run:
+                # Every directory on the way is real (iter_ids refused linked shards;
+                # this re-checks right before the unlink): never delete outside the store.
+                fsio.check_under(store.root, path)
                 fsio.unlink(path)
-        for tmp in sorted(set(store.objects.iter_tmp_files()) | set(store.root.glob("**/*.tmp"))):
+        for tmp in _tmp_files(store.root):
             try:
-                age = now - tmp.stat().st_mtime
+                st = os.lstat(tmp)
             except FileNotFoundError:
                 continue
-            if age >= tmp_grace and tmp.is_file():
+            if now - st.st_mtime >= tmp_grace and not stat.S_ISDIR(st.st_mode):
                 report.tmp_removed += 1
                 if not dry_run:
-                    fsio.unlink(tmp)
+                    fsio.unlink(tmp)  # a planted link is removed, its target never touched
         if not dry_run and (report.deleted or report.tmp_removed):
             for shard in os.scandir(store.objects.root):
-                if shard.is_dir() and not any(os.scandir(shard.path)):
+                if shard.is_dir(follow_symlinks=False) and not any(os.scandir(shard.path)):
                     fsio.rmdir(Path(shard.path))
             fsio.sync_barrier(store.root)
         if progress:

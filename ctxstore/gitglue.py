@@ -121,10 +121,13 @@ def merge_pointer_files(base: Path, ours: Path, theirs: Path) -> MergeOutcome:
     Raises:
         InvalidInput: if a side is not a pointer (Git then reports a conflict).
     """
+    def read(path: Path) -> bytes:  # bounded, regular files only: never a FIFO or a device
+        return fsio.read_regular(path, refs.MAX_POINTER_BYTES)
+
     try:
-        o_ptr = refs.parse_pointer("base", base.read_bytes()) if base.stat().st_size else None
-        a_ptr = refs.parse_pointer("ours", ours.read_bytes())
-        b_ptr = refs.parse_pointer("theirs", theirs.read_bytes())
+        o_ptr = refs.parse_pointer("base", read(base)) if base.stat().st_size else None
+        a_ptr = refs.parse_pointer("ours", read(ours))
+        b_ptr = refs.parse_pointer("theirs", read(theirs))
     except CtxError as exc:
         raise InvalidInput(f"merge-ref: {exc.message}") from None
     except OSError as exc:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from ctxstore import fsio, gitglue, refs
 from ctxstore.config import render_default_config
-from ctxstore.errors import CtxError, StoreExists
+from ctxstore.errors import CtxError, StoreExists, UnsafePath
 from ctxstore.model import Commit, Tree
 from ctxstore.narrative import render_template
 from ctxstore.objects import ObjectId
-from ctxstore.repo import MAIN_REF, STAGE_TYPES, now_ms, open_store
+from ctxstore.repo import MAIN_REF, STAGE_TYPES, check_layout, now_ms, open_store
 
 __all__ = ["InitResult", "init_store", "LAYOUT_DIRS"]
 
@@ -65,7 +65,11 @@ def init_store(ctx_dir: Path, *, force: bool = False, git: bool = True,
         StoreExists: if a store is there, ``force`` is not set and there is no driver
             to register.
         StorageIOError: if the layout cannot be written.
+        UnsafePath: (E020) if an entry of an existing store is a symlink or of the wrong
+            kind (``repo.check_layout``).
     """
+    if ctx_dir.is_dir():
+        check_layout(ctx_dir)  # E020: a committed link or special file is never written through
     ctx_dir = ctx_dir.resolve() if ctx_dir.exists() else ctx_dir.parent.resolve() / ctx_dir.name
     # A crash inside an earlier init can leave HEAD without refs/main: finish that one.
     existed = (ctx_dir / "HEAD").exists() and (ctx_dir / MAIN_REF).exists()
@@ -102,6 +106,8 @@ def init_store(ctx_dir: Path, *, force: bool = False, git: bool = True,
     try:
         main = refs.read_pointer(ctx_dir, MAIN_REF)
         broken = None
+    except UnsafePath:
+        raise  # a link or special file is refused, never replaced by a new history
     except CtxError as exc:
         main, broken = None, exc
     if main is None:
@@ -114,7 +120,10 @@ def init_store(ctx_dir: Path, *, force: bool = False, git: bool = True,
                 if not (ctx_dir / "STAGE").exists():
                     tx.move_pointer("STAGE", commit, expected=None, expect_type=STAGE_TYPES)
         if broken is not None:
-            old = (ctx_dir / MAIN_REF).read_bytes()[:200]
+            try:
+                old = fsio.read_regular(ctx_dir / MAIN_REF, 200)[:200]
+            except (OSError, CtxError):
+                old = b""
             refs.write_pointer(ctx_dir, MAIN_REF, commit)
             result.notes.append(f"{MAIN_REF} was unreadable ({broken.message}); old content "
                                 f"{old!r} replaced by a new history")

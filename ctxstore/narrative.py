@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxstore import fsio
+from ctxstore.errors import UnsafePath
 from ctxstore.model import Commit, NarrativeRef
 from ctxstore.objects import KIND_BLOB, ObjectId, object_id_of
 from ctxstore.repo import Store, Transaction
@@ -114,9 +116,8 @@ def read_narrative_bytes(path: Path) -> bytes | None:
     ``MAX_NARRATIVE_BYTES``: such a file is neither snapshotted nor read as knowledge,
     rather than kept cut short (a truncated snapshot would look like a real edit)."""
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_NARRATIVE_BYTES + 1)
-    except OSError:
+        data = fsio.read_regular(path, MAX_NARRATIVE_BYTES)  # no link, FIFO or device
+    except (OSError, UnsafePath):
         return None
     return data if len(data) <= MAX_NARRATIVE_BYTES else None
 

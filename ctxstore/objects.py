@@ -12,11 +12,11 @@ or of pointers (see ``ctxstore.refs``).
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NewType
 
 import blake3
 
@@ -27,7 +27,9 @@ from ctxstore.errors import (
     InvalidEnvelope,
     InvalidInput,
     ObjectNotFound,
+    UnsafePath,
 )
+from ctxstore.ids import ObjectId, parse_object_id
 
 __all__ = [
     "ObjectId",
@@ -44,8 +46,6 @@ __all__ = [
     "StoredObject",
 ]
 
-ObjectId = NewType("ObjectId", bytes)
-
 ENVELOPE_MAGIC = b"CTXO1"
 KIND_BLOB = 1
 KIND_TYPED = 2
@@ -54,17 +54,6 @@ _HEADER = struct.Struct("<5sBQ")
 HEADER_SIZE = _HEADER.size  # 14
 DEFAULT_MAX_OBJECT_BYTES = 1 << 30
 _HEX = frozenset("0123456789abcdef")
-
-
-def parse_object_id(text: str) -> ObjectId:
-    """Parse 64 lowercase hex characters into an ObjectId.
-
-    Raises:
-        InvalidInput: if ``text`` is not exactly 64 lowercase hex characters.
-    """
-    if len(text) != 64 or not _HEX.issuperset(text):
-        raise InvalidInput(f"not an object id: {text[:80]!r} (want 64 lowercase hex characters)")
-    return ObjectId(bytes.fromhex(text))
 
 
 def canonical_bytes(kind: int, payload: bytes) -> bytes:
@@ -127,6 +116,8 @@ class ObjectStore:
         # Shard directories this process has seen exist. A shard created just now cannot
         # hold the object, so its dedup check is skipped; the set is only a hint (see write).
         self._shards: set[str] = set()
+        # Shard directories checked to be real directories (not links out of the store).
+        self._checked: set[str] = set()
 
     # -- paths -------------------------------------------------------------------------
     def path_for(self, oid: ObjectId) -> Path:
@@ -152,8 +143,11 @@ class ObjectStore:
         path = f"{folder}/{hexid}"
         fresh_shard = False
         if shard not in self._shards:
+            # ensure_dir refuses a shard that is a symlink (E020): a committed link there
+            # would make every write land outside the store.
             fresh_shard = fsio.ensure_dir(Path(folder))
             self._shards.add(shard)
+            self._checked.add(shard)
         if not fresh_shard and os.path.exists(path) and self._is_intact(oid, path):
             # Dedup: an existing file is trusted only after it verifies; a damaged
             # one (empty, truncated, misnamed) is replaced below by temp + rename.
@@ -182,6 +176,25 @@ class ObjectStore:
             return False
         return True
 
+    def _check_shard(self, shard: str) -> None:
+        """Refuse a shard directory that is a symlink or not a directory (once per shard).
+
+        Raises:
+            UnsafePath: (E020) naming the shard.
+        """
+        if shard in self._checked:
+            return
+        folder = f"{self._root_str}/{shard}"
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            return  # no shard: the object is simply missing
+        if not stat.S_ISDIR(mode):
+            detail = "is a symbolic link" if stat.S_ISLNK(mode) \
+                else f"is {fsio.file_kind(mode)}, not a directory"
+            raise UnsafePath(folder, detail=detail)
+        self._checked.add(shard)
+
     # -- reading -----------------------------------------------------------------------
     def exists(self, oid: ObjectId) -> bool:
         """Return True if a file exists for ``oid`` (without verifying it)."""
@@ -192,22 +205,26 @@ class ObjectStore:
 
         Raises:
             ObjectNotFound: if there is no file for ``oid``.
-            InvalidEnvelope: if the file is not one zstd frame of a CTXO1 envelope.
+            InvalidEnvelope: if the file is not one zstd frame of a CTXO1 envelope, or
+                not a regular file (a symlink, a FIFO, a directory: never followed or
+                read).
             HashMismatch: if the content does not hash to ``oid``.
+            UnsafePath: (E020) if its shard directory is a symlink or not a directory.
         """
+        self._check_shard(oid.hex()[:2])
         return self._read_path(oid, self.path_for(oid))
 
     def _read_path(self, oid: ObjectId, path: str | Path) -> StoredObject:
         try:
-            with open(path, "rb") as fh:
-                # Ask for the file's size (+1 to notice growth), not for the cap: CPython
-                # mmaps a buffer of the requested size on every read(n).
-                size = os.fstat(fh.fileno()).st_size
-                raw = fh.read(min(size, self.max_object_bytes) + 1)
+            # O_NOFOLLOW | O_NONBLOCK, regular files only, at most cap + 1 bytes (it asks
+            # for the file's size, not the cap: CPython mmaps a buffer of the requested size).
+            raw = fsio.read_regular(path, self.max_object_bytes)
         except FileNotFoundError:
             raise ObjectNotFound(oid) from None
-        except IsADirectoryError:
-            raise InvalidEnvelope(oid, path=str(path), detail="is a directory") from None
+        except NotADirectoryError:
+            raise UnsafePath(str(Path(path).parent), detail="is not a directory") from None
+        except UnsafePath as exc:
+            raise InvalidEnvelope(oid, path=str(path), detail=exc.detail) from None
         canon = self._decompress(raw, oid, path)
         digest = blake3.blake3(canon).digest()
         if digest != oid:
@@ -246,14 +263,25 @@ class ObjectStore:
 
     # -- enumeration -------------------------------------------------------------------
     def iter_ids(self) -> Iterator[ObjectId]:
-        """Yield the id of every object file (unverified), skipping temp files."""
+        """Yield the id of every object file (unverified), skipping temp files.
+
+        Raises:
+            UnsafePath: (E020) if a shard directory is a symlink or not a directory.
+        """
         try:
             shards = sorted(os.scandir(self.root), key=lambda e: e.name)
         except FileNotFoundError:
             return
         for shard in shards:
-            if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
+            if len(shard.name) != 2 or not _HEX.issuperset(shard.name):
                 continue
+            if not shard.is_dir(follow_symlinks=False):
+                # Refused, not skipped: gc deletes what this yields and verify counts it,
+                # and a linked shard's files are outside the store.
+                mode = shard.stat(follow_symlinks=False).st_mode
+                detail = "is a symbolic link" if stat.S_ISLNK(mode) \
+                    else f"is {fsio.file_kind(mode)}, not a directory"
+                raise UnsafePath(shard.path, detail=detail)
             for entry in sorted(os.scandir(shard.path), key=lambda e: e.name):
                 name = entry.name
                 if len(name) == 64 and name.startswith(shard.name) and _HEX.issuperset(name):
@@ -285,6 +313,7 @@ class ObjectStore:
             return oid
         if len(prefix) < 4 or not _HEX.issuperset(prefix):
             raise InvalidInput(f"not an object id or prefix: {prefix!r} (want 4-64 hex characters)")
+        self._check_shard(prefix[:2])
         shard = self.root / prefix[:2]
         try:
             names = sorted(e.name for e in os.scandir(shard)

@@ -13,7 +13,9 @@ opened, so ``ref: ../../x`` cannot reach outside ``.ctx/``.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,23 +111,43 @@ def _path(ctx_dir: Path, name: str) -> Path:
     return ctx_dir / validate_ref_name(name)
 
 
+def _read(ctx_dir: Path, name: str, limit: int) -> bytes | None:
+    """A pointer file's bytes (at most ``limit + 1``), or None if it does not exist.
+
+    The file is reached through real directories only and must be a regular file: a
+    committed symlink, FIFO or ``/dev/zero`` link is refused, never followed, waited on
+    or read without bound.
+
+    Raises:
+        UnsafePath: (E020) naming the link or special file.
+        RefNotFound: if it is a directory or cannot be read.
+    """
+    path = _path(ctx_dir, name)
+    fsio.check_under(ctx_dir, path)
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            raise RefNotFound(name, detail="is a directory, not a pointer file")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RefNotFound(name, detail=f"cannot be read ({exc.strerror})") from None
+    try:
+        return fsio.read_regular(path, limit)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RefNotFound(name, detail=f"cannot be read ({exc.strerror})") from None
+
+
 def read_pointer(ctx_dir: Path, name: str) -> Pointer | None:
     """Read a pointer; None if it does not exist.
 
     Raises:
         RefNotFound: if it exists but is not a valid pointer.
+        UnsafePath: (E020) if it (or a directory on its way) is a symlink or a special file.
     """
-    path = _path(ctx_dir, name)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_POINTER_BYTES + 1)
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise RefNotFound(name, detail="is a directory, not a pointer file") from None
-    except OSError as exc:
-        raise RefNotFound(name, detail=f"cannot be read ({exc.strerror})") from None
-    return parse_pointer(name, data)
+    data = _read(ctx_dir, name, MAX_POINTER_BYTES)
+    return None if data is None else parse_pointer(name, data)
 
 
 def read_head_target(ctx_dir: Path) -> str:
@@ -133,14 +155,11 @@ def read_head_target(ctx_dir: Path) -> str:
 
     Raises:
         RefNotFound: if HEAD is missing or not ``ref: refs/<name>``.
+        UnsafePath: (E020) if HEAD is a symlink or a special file.
     """
-    try:
-        with open(ctx_dir / "HEAD", "rb") as fh:
-            data = fh.read(1025)
-    except FileNotFoundError:
-        raise RefNotFound("HEAD") from None
-    except OSError as exc:
-        raise RefNotFound("HEAD", detail=f"cannot be read ({exc.strerror})") from None
+    data = _read(ctx_dir, "HEAD", 1024)
+    if data is None:
+        raise RefNotFound("HEAD")
     lines = _lines(data)
     if len(lines) != 1 or not lines[0].startswith(b"ref: "):
         raise RefNotFound("HEAD", detail="is not of the form 'ref: refs/<name>'")
@@ -160,15 +179,25 @@ def write_pointer(ctx_dir: Path, name: str, oid: ObjectId) -> None:
     """Durably point ``name`` at ``oid`` (temp, fsync, rename, fsync directory).
 
     The caller holds the store lock and has made ``oid`` durable.
+
+    Raises:
+        UnsafePath: (E020) if a directory on the way is a symlink or not a directory, or
+            the pointer is a special file: nothing is written through a link.
     """
     path = _path(ctx_dir, name)
-    fsio.ensure_dir(path.parent)
+    fsio.ensure_dir_under(ctx_dir, path.parent)
+    fsio.check_under(ctx_dir, path)
     fsio.replace_atomic(path, render_pointer(oid))
 
 
 def delete_pointer(ctx_dir: Path, name: str) -> None:
-    """Durably remove a pointer (a missing one is fine)."""
+    """Durably remove a pointer (a missing one is fine).
+
+    Raises:
+        UnsafePath: (E020) if a directory on the way is a symlink or not a directory.
+    """
     path = _path(ctx_dir, name)
+    fsio.check_under(ctx_dir, path)
     try:
         fsio.unlink(path)
     except FileNotFoundError:

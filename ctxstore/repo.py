@@ -9,6 +9,8 @@ is not durable, and a transaction of N objects pays one barrier, not N fsyncs.
 from __future__ import annotations
 
 import heapq
+import os
+import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -25,6 +27,7 @@ from ctxstore.errors import (
     StagingConflict,
     StorageIOError,
     StoreNotFound,
+    UnsafePath,
 )
 from ctxstore.model import Commit, TypedObject, WorkCommit, decode_typed, encode_typed
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, ObjectId, ObjectStore
@@ -37,6 +40,9 @@ __all__ = [
     "type_name",
     "Store",
     "Transaction",
+    "STORE_DIRS",
+    "STORE_FILES",
+    "check_layout",
     "discover_store",
     "open_store",
     "now_ms",
@@ -52,6 +58,12 @@ SMALL_TRANSACTION = 32
 # last fold produced: it is never deleted, so Git never sees a modify/delete conflict.
 STAGE_TYPES: tuple[type, ...] = (Commit, WorkCommit)
 T = TypeVar("T")
+# The fixed entries of a store (DESIGN §2). A cloned repository is untrusted input: any of
+# them may have been committed as a symlink or a special file, so each is lstat-checked
+# when the store is opened (``check_layout``), before anything reads or writes through it.
+STORE_DIRS = ("objects", "refs", "index", "local", "narrative", "narrative/log",
+              "narrative/tasks", "DERIVED")
+STORE_FILES = ("HEAD", "STAGE", "config.toml", "LOCK")
 
 
 def type_name(expect: type | tuple[type, ...]) -> str:
@@ -65,19 +77,86 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def discover_store(start: Path) -> Path:
-    """Find the nearest ``.ctx/`` holding a HEAD, walking up from ``start``.
+def discover_store(start: Path, *, user_store: Path | None = None,
+                   stop_at_git: bool = False) -> Path:
+    """Find the nearest ``.ctx/`` directory, walking up from ``start`` (DESIGN §2).
+
+    The one discovery walk of every front end; the policy arguments say where it stops.
+    A ``.ctx/`` directory without HEAD is a damaged project store: the walk stops there
+    with an error rather than going on to a store further up or to the user store, which
+    would silently send every read and write (hooks included) somewhere else.
+
+    Args:
+        start: The directory to start from (the working directory, a hook's ``cwd``).
+        user_store: The user store (``~/.ctx``). Reaching it ends the walk: it is returned
+            if it holds a HEAD, and is otherwise not a project store (StoreNotFound; the
+            caller applies its own user-store policy).
+        stop_at_git: Stop after the Git top level (the first directory holding ``.git``),
+            as hooks do (RELIABILITY.md HK-04).
+
+    Returns:
+        The ``.ctx`` directory (with a HEAD).
 
     Raises:
-        StoreNotFound: if there is none up to the filesystem root.
+        RefNotFound: (E005) the nearest ``.ctx/`` directory has no HEAD.
+        StoreNotFound: (E012) there is none up to the filesystem root (or the limits above).
     """
+    from ctxstore.errors import RefNotFound
+
     here = start.resolve()
+    user = user_store.absolute() if user_store is not None else None
     for folder in (here, *here.parents):
         candidate = folder / CTX_DIRNAME
-        if (candidate / "HEAD").is_file():
-            return candidate
+        if user is not None and candidate.absolute() == user:
+            if (candidate / "HEAD").is_file():
+                return candidate
+            break
+        if candidate.is_dir():
+            fsio.check_store_link(candidate)  # E020: a committed .ctx link out of the repo
+            if os.path.lexists(candidate / "HEAD"):
+                return candidate  # a HEAD that is not a pointer is reported when read
+            # The remedy is in the message, not a hint: hooks show only the message.
+            raise RefNotFound(
+                str(candidate / "HEAD"),
+                detail=f"does not exist, so {candidate} is a damaged ctx store (ctx does "
+                       f"not fall back to another store); restore HEAD from Git (`git "
+                       f"checkout -- {CTX_DIRNAME}/HEAD`) or run `ctx init --force` in {folder}")
+        if stop_at_git and os.path.lexists(folder / ".git"):
+            break
     raise StoreNotFound(f"no {CTX_DIRNAME}/ store in {here} or any parent",
                         hint="run `ctx init` at the repository root, or pass --ctx-dir")
+
+
+def check_layout(ctx_dir: Path) -> None:
+    """Check the fixed entries of a store: none is a symbolic link, and each is absent or
+    of its kind (``STORE_DIRS`` real directories, ``STORE_FILES`` regular files).
+
+    Two kinds of damage are left to the code that owns them: a directory in place of
+    ``HEAD`` or ``STAGE`` is a damaged pointer (E005 when read), and another kind of entry
+    in place of the derived or per-clone ``index/``, ``DERIVED/`` or ``local/`` is repaired
+    or reported by the index and the hook state. About twelve ``lstat`` calls: cheap
+    enough for every command and hook. Deeper paths (shard directories, pointer files
+    under refs/, narrative files, SQLite files) are checked where they are opened.
+
+    Raises:
+        UnsafePath: (E020) naming the first entry that is a link or of the wrong kind.
+    """
+    for names, want, what in ((STORE_DIRS, stat.S_ISDIR, "a directory"),
+                              (STORE_FILES, stat.S_ISREG, "a regular file")):
+        for name in names:
+            path = ctx_dir / name
+            try:
+                mode = os.lstat(path).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # absent (or under a parent already refused above)
+            if stat.S_ISLNK(mode):
+                raise UnsafePath(str(path), detail="is a symbolic link")
+            if name in ("local", "index", "DERIVED"):
+                continue  # derived or per-clone: their owners repair another kind of entry
+            if name in ("HEAD", "STAGE") and stat.S_ISDIR(mode):
+                continue  # a damaged pointer: reading it reports E005 (RELIABILITY.md CO-05)
+            if not want(mode):
+                raise UnsafePath(str(path), detail=f"is {fsio.file_kind(mode)}, not {what}")
 
 
 def open_store(ctx_dir: Path) -> Store:
@@ -85,9 +164,13 @@ def open_store(ctx_dir: Path) -> Store:
 
     Raises:
         StoreNotFound: if ``ctx_dir`` is not a store.
+        UnsafePath: (E020) if a fixed entry of the store is a symlink or of the wrong
+            kind (``check_layout``).
         ConfigInvalid, UnsupportedStoreVersion: for a bad config.toml.
     """
     ctx_dir = Path(ctx_dir)
+    if ctx_dir.is_dir():
+        check_layout(ctx_dir)
     if not (ctx_dir / "HEAD").is_file():
         raise StoreNotFound(f"{ctx_dir} is not a ctx store (no HEAD)",
                             hint="run `ctx init`, or check --ctx-dir")

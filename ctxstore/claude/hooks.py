@@ -4,7 +4,10 @@
   the session; runs for every ``source`` (startup, resume, clear, compact, fork), so
   memory is re-injected after a compaction.
 - ``prompt_submit``: delivers pending recall / status / expand results exactly once.
-- ``stop``: runs the ``<ctx:*>`` commands of the whole last assistant turn, each once.
+- ``stop``: runs the ``<ctx:*>`` commands of the whole last assistant turn, each once:
+  each is claimed in the state before it runs, so identical Stop hooks running at once
+  (ctx installed at user and project level) run it once; one failing command is
+  reported and the next runs.
 - ``pre_compact`` / ``session_end``: retry commands deferred under a held lock; record
   the compaction. ``session_end`` also composes the default view into the cache when the
   session changed the store (tens of milliseconds; SessionEnd has a 1.5 s budget, and a
@@ -14,6 +17,8 @@ Every handler is cheap when it has nothing to do: prompt-submit opens only
 ``local/state.sqlite`` (and not even that when it does not exist), stop opens the store
 only when the turn holds commands. Commands never wait for the writer lock: under a
 held lock they are queued in the state and run by the next hook (RELIABILITY.md CC-06).
+A damaged ``local/state.sqlite``, found when it is opened or part-way through a hook, is
+moved aside and replaced, the hook runs again, and a notice is said once (state.py).
 The CLI (``ctxstore/cli/hook_run.py``) reads stdin, finds the store and prints the result.
 """
 
@@ -26,8 +31,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.claude.inject import MAX_INJECT_CHARS, escape_tags, frame, sanitize_text
-from ctxstore.claude.state import HookState, key_of, open_state
-from ctxstore.errors import CtxError, LockConflict, StoreCorrupt
+from ctxstore.claude.state import (
+    NOTICE_KEY,
+    HookState,
+    StateDamaged,
+    key_of,
+    open_state,
+    repair_state,
+)
+from ctxstore.errors import CtxError, LockConflict, StoreCorrupt, UnsafePath
 
 if TYPE_CHECKING:
     from ctxstore.claude.tags import TagProblem
@@ -42,6 +54,8 @@ MAX_COMMANDS_PER_TURN = 50
 LOCK_WAIT_SECONDS = 0.25
 SESSION_START_TOKENS = 2_000
 _MAX_MESSAGE = 1_000
+# Blocks that come from no transcript line (``--response``, ``last_assistant_message``).
+_UNKEYED_BLOCKS = frozenset({"response", "last_assistant_message"})
 Payload = dict[str, Any]
 
 
@@ -66,23 +80,34 @@ def find_store_root(cwd: str | None, explicit: str | None, home: Path | None) ->
     """The ``.ctx`` directory a hook works on, or None (hooks never create a store).
 
     ``explicit`` (``--ctx-dir`` / ``CTX_DIR``) wins; else the nearest ``.ctx/`` from ``cwd``
-    upwards, stopping at the Git top level (HK-04); else the user store ``~/.ctx`` if it exists.
+    upwards, stopping at the Git top level (HK-04; ``repo.discover_store``); else the user
+    store ``~/.ctx`` if it exists.
+
+    Raises:
+        RefNotFound: (E005) the project's ``.ctx/`` directory has no HEAD: a damaged
+            project store is reported, never replaced by the user store (whose data a
+            Stop hook would otherwise write to).
     """
+    from ctxstore.errors import StoreNotFound
+    from ctxstore.repo import discover_store
+
     if explicit:
         path = Path(explicit)
         for candidate in (path, path / ".ctx"):
             if (candidate / "HEAD").is_file():
                 return candidate
+        if (path / ".ctx").is_dir():
+            discover_store(path)  # raises RefNotFound naming it
         return None
+    user = home / ".ctx" if home is not None else None
     start = _usable_path(cwd)
     if start is not None and start.is_dir():
-        for folder in (start, *start.parents):
-            if (folder / ".ctx" / "HEAD").is_file():
-                return folder / ".ctx"
-            if (folder / ".git").exists():
-                break
-    if home is not None and (home / ".ctx" / "HEAD").is_file():
-        return home / ".ctx"
+        try:
+            return discover_store(start, user_store=user, stop_at_git=True)
+        except StoreNotFound:
+            pass
+    if user is not None and (user / "HEAD").is_file():
+        return user
     return None
 
 
@@ -124,20 +149,33 @@ def _keys(session: str, turn_id: str, items: list[str]) -> list[str]:
 def turn_commands(blocks: list[TextBlock], session: str, turn_id: str
                   ) -> tuple[list[dict[str, Any]], list[TagProblem]]:
     """Parse every block of a turn; give each command a key that is the same however
-    often the turn is read (session, turn, tag text, n-th identical tag)."""
+    often the turn is read (session, turn, tag text, n-th identical tag).
+
+    A command read from a transcript line also gets an alias keyed by that line (its
+    ``uuid`` and block index, the tag text, the n-th identical tag in the block): a
+    command already run under either key never runs again, so a previous turn read
+    again (a new prompt the transcript does not show as one, a lagging ``prompt_id``)
+    re-runs nothing (TR-02, TR-12).
+    """
     if not any("<ctx:" in block.text for block in blocks):
         return [], []  # the common reply: no tags, so no parser to import
     from ctxstore.claude.tags import parse_commands
 
     found: list[Any] = []
+    aliases: list[list[str]] = []
     problems: list[TagProblem] = []
     for block in blocks:
         cmds, bad = parse_commands(block.text)
         found += cmds
         problems += bad
+        if block.key in _UNKEYED_BLOCKS:
+            aliases += [[] for _ in cmds]
+        else:
+            aliases += [[k] for k in _keys(session, "line\0" + block.key, [c.raw for c in cmds])]
     keys = _keys(session, turn_id, [cmd.raw for cmd in found])
     commands = [{"name": cmd.name, "attrs": dict(cmd.attrs), "content": cmd.content,
-                 "raw": cmd.raw, "key": key} for cmd, key in zip(found, keys)]
+                 "raw": cmd.raw, "key": key, "aliases": alias}
+                for cmd, key, alias in zip(found, keys, aliases)]
     return commands, problems
 
 
@@ -155,9 +193,15 @@ def _refresh_claude_md(store: Store) -> str | None:
     return None
 
 
-def _run(store: Store, state: HookState, batch: list[tuple[str, dict[str, Any]]]
-         ) -> tuple[bool, list[str], bool]:
+def _run(store: Store, state: HookState, batch: list[tuple[str, dict[str, Any]]], *,
+         queued: bool = False) -> tuple[bool, list[str], bool]:
     """Run ``(session, command)`` pairs in order; on a held lock queue the rest.
+
+    Each command is claimed in the state before it runs (``HookState.claim``), so of
+    identical hooks running at once exactly one runs it; its result and the record that
+    it ran are written in one transaction. A library error, a query SQLite cannot run
+    (mapped to a typed error by ``execute``) included, is reported and the next command
+    runs: one bad tag never costs the rest of the turn.
 
     Returns:
         Whether the store changed, the problems to report, and whether commands were
@@ -168,28 +212,46 @@ def _run(store: Store, state: HookState, batch: list[tuple[str, dict[str, Any]]]
     changed = False
     problems: list[str] = []
     for i, (session, cmd) in enumerate(batch):
-        ctx = CommandContext(store, state, session)
+        key, aliases = cmd["key"], list(cmd.get("aliases") or ())
+        if not state.claim(key, session, aliases=aliases, queued=queued):
+            continue  # run (or being run) by another hook
+        pending = None
         try:
-            outcome = execute(ctx, cmd)
+            outcome = execute(CommandContext(store, state, session), cmd)
         except LockConflict as exc:
-            for later_session, later in batch[i:]:
+            for later_session, later in batch[i:]:  # releases this command's claim
                 state.enqueue(later["key"], later_session, later)
             who = f" (pid {exc.pid})" if exc.pid else ""
             problems.append(f"store locked by another process{who}; {len(batch) - i} command(s) "
                             "deferred to the next hook")
             return changed, problems, True
+        except StateDamaged:
+            raise  # the state is replaced and the hook runs again (_repairing)
         except StoreCorrupt:
+            _release(state, key)
             raise
         except CtxError as exc:
             problems.append(f"<ctx:{cmd['name']}> failed: {exc.message}")
+        except BaseException:
+            _release(state, key)  # a hook run again later may retry it
+            raise
         else:
             changed = changed or outcome.changed
             if outcome.problem:
                 problems.append(outcome.problem)
             if outcome.pending:
-                state.add_pending(session, *outcome.pending)
-        state.mark_executed(cmd["key"], session)
+                pending = (session, *outcome.pending)
+        state.mark_executed(key, session, aliases, pending=pending)
     return changed, problems, False
+
+
+def _release(state: HookState, key: str) -> None:
+    """Drop this process's claim on ``key`` while another error propagates (which wins:
+    a claim left behind is taken over once this process is gone)."""
+    try:
+        state.release(key)
+    except (StateDamaged, sqlite3.Error):
+        pass
 
 
 def _drain(root: Path, state: HookState, store: Store | None = None
@@ -198,19 +260,48 @@ def _drain(root: Path, state: HookState, store: Store | None = None
     if not state.has_queued():
         return False, [], False
     store = store or _open_store(root)
-    return _run(store, state, state.queued())
+    return _run(store, state, state.queued(), queued=True)
+
+
+def _repairing(root: Path | None, handler: Callable[[], Payload]) -> Payload:
+    """Run ``handler``; if it finds ``local/state.sqlite`` damaged part-way, move the
+    state aside (a one-time notice goes into the fresh one) and run it once more."""
+    try:
+        return handler()
+    except StateDamaged as damage:
+        if root is None:
+            raise
+        repair_state(root, damage)
+    try:
+        return handler()
+    except StateDamaged as damage:
+        why = (f"the hook state .ctx/local/state.sqlite is damaged and could not be replaced "
+               f"({damage.reason}); nothing was run")
+        return _message([why])
+
+
+def _notice(state: HookState) -> list[str]:
+    """The one-time notice that a damaged state was replaced, if not reported yet."""
+    text = state.take(NOTICE_KEY)
+    return [text] if text else []
 
 
 # -- handlers ------------------------------------------------------------------------------
 def stop(root: Path | None, payload: Payload, *, response: str | None = None) -> Payload:
-    """Run the ``<ctx:*>`` commands of the last assistant turn (each exactly once).
+    """Run the ``<ctx:*>`` commands of the last assistant turn (each exactly once, also
+    when identical Stop hooks run at once).
 
     ``response`` (``ctx hook stop --response``) replaces the transcript, for tests and
     simple integrations (spec 001 §3).
 
     Raises:
         StoreCorrupt: if the store is damaged.
+        UnsafePath: if ``.ctx/local`` is a symbolic link.
     """
+    return _repairing(root, lambda: _stop(root, payload, response))
+
+
+def _stop(root: Path | None, payload: Payload, response: str | None) -> Payload:
     from ctxstore.claude.transcript import TextBlock, Turn, merge_final_message, read_last_turn
 
     session = _session(payload)
@@ -232,15 +323,17 @@ def stop(root: Path | None, payload: Payload, *, response: str | None = None) ->
     if state is None:
         return _message(problems)
     with state:
-        problems = _once(state, session, turn_id, problems)
-        fresh = state.unexecuted([c["key"] for c in commands])
-        todo = [c for c in commands if c["key"] in fresh]
+        notice = _notice(state)
+        names = [c["key"] for c in commands] + [a for c in commands for a in c["aliases"]]
+        fresh = state.unexecuted(names)
+        todo = [c for c in commands if c["key"] in fresh and all(a in fresh for a in c["aliases"])]
         if len(todo) > MAX_COMMANDS_PER_TURN:
             problems.append(f"{len(todo) - MAX_COMMANDS_PER_TURN} command(s) over the limit of "
                             f"{MAX_COMMANDS_PER_TURN} per turn were not run")
             for cmd in todo[MAX_COMMANDS_PER_TURN:]:  # dropped for good, not left for a rerun
-                state.mark_executed(cmd["key"], session)
+                state.mark_executed(cmd["key"], session, cmd["aliases"])
             todo = todo[:MAX_COMMANDS_PER_TURN]
+        problems = notice + _once(state, session, turn_id, problems)
         if not todo and not state.has_queued():
             return _message(problems)
         store = _open_store(root)
@@ -261,12 +354,12 @@ def stop(root: Path | None, payload: Payload, *, response: str | None = None) ->
 
 def _once(state: HookState, session: str, turn_id: str, problems: list[str]) -> list[str]:
     """The tag problems of this turn not reported yet; they are recorded as reported, so
-    a repeated Stop of the same turn does not warn twice (keyed as commands are)."""
+    a repeated Stop of the same turn (or an identical hook running at once) does not warn
+    twice (keyed as commands are, and claimed in one transaction)."""
+    if not problems:
+        return []
     keys = _keys(session, turn_id, ["problem\0" + text for text in problems])
-    fresh = state.unexecuted(keys)
-    for key in keys:
-        if key in fresh:
-            state.mark_executed(key, session)
+    fresh = state.mark_new(keys, session)
     return [text for key, text in zip(keys, problems) if key in fresh]
 
 
@@ -291,7 +384,12 @@ def prompt_submit(root: Path | None, payload: Payload) -> Payload:
 
     Raises:
         StoreCorrupt: if the store is damaged (only when deferred commands run).
+        UnsafePath: if ``.ctx/local`` is a symbolic link.
     """
+    return _repairing(root, lambda: _prompt_submit(root, payload))
+
+
+def _prompt_submit(root: Path | None, payload: Payload) -> Payload:
     if root is None:
         return {}
     state = open_state(root, create=False)
@@ -299,7 +397,9 @@ def prompt_submit(root: Path | None, payload: Payload) -> Payload:
         return {}
     session = _session(payload)
     with state:
+        notice = _notice(state)
         _, problems, _ = _drain(root, state)
+        problems = notice + problems
         texts = _take_fitting(state, session, MAX_INJECT_CHARS - 200)
     out: Payload = _context("UserPromptSubmit", "\n".join(texts)) if texts else {}
     return {**out, **_message(problems)}
@@ -310,19 +410,23 @@ def _view_cache_key(root: Path) -> str | None:
     view change moves them) and the budget; the clock only for a view whose query uses
     relative times (the cache entry says so, see ``_cached_view``). None when a pointer
     cannot be read plainly (then compose, which resolves it)."""
+    from ctxstore.fsio import read_regular  # bounded, no FIFO, no link: a clone is untrusted
+
     parts = []
     try:
-        head = (root / "HEAD").read_bytes()
+        head = read_regular(root / "HEAD", 1024)
         parts.append(head)
         target = head.decode("ascii", "replace").strip()
         if target.startswith("ref: "):
             ref = target[5:].strip()
             if not ref.startswith("refs/") or ".." in ref:
                 return None
-            parts.append((root / ref).read_bytes())
-        stage = root / "STAGE"
-        parts.append(stage.read_bytes() if stage.exists() else b"-")
-    except OSError:
+            parts.append(read_regular(root / ref, 65536))
+        try:
+            parts.append(read_regular(root / "STAGE", 65536))
+        except FileNotFoundError:
+            parts.append(b"-")
+    except (OSError, CtxError):
         return None
     parts.append(str(SESSION_START_TOKENS).encode())
     return b"|".join(parts).decode("ascii", "replace")
@@ -332,32 +436,51 @@ def _hour() -> str:
     return time.strftime("%Y-%m-%dT%H", time.gmtime())
 
 
-def _default_view(root: Path) -> tuple[str, bool]:
-    """The default view composed for injection (at most ``SESSION_START_TOKENS``), and
-    whether its query uses relative times (``created:>24h``): then it changes with the clock."""
+def _default_view(root: Path) -> tuple[str, bool, str | None]:
+    """The default view composed for injection (at most ``SESSION_START_TOKENS``), whether
+    its query uses relative times (``created:>24h``: then it changes with the clock), and
+    a problem to report.
+
+    A saved default view whose query cannot run (it passed an older parser, or came with
+    a clone, but SQLite refuses it) or whose budget cannot hold the frame does not empty
+    the session start: the built-in default composition is shown, and the problem said.
+    """
     from ctxstore.index import open_index
     from ctxstore.pack import compose_query
     from ctxstore.query.parser import parse_query
-    from ctxstore.views import DEFAULT_VIEW_NAME, get_view
+    from ctxstore.views import DEFAULT_VIEW_NAME, DEFAULT_VIEW_QUERY, get_view
 
     now = time.time()
+    problem = None
     conn = open_index(_open_store(root))
     try:
         view = get_view(conn, DEFAULT_VIEW_NAME)
-        budget = min(view.budget, SESSION_START_TOKENS)
-        comp = compose_query(conn, view.query, budget, now_ms=int(now * 1000))
+        query, budget = view.query, min(view.budget, SESSION_START_TOKENS)
+        try:
+            comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
+        except StoreCorrupt:
+            raise
+        except (CtxError, sqlite3.Error, RecursionError) as exc:
+            if query == DEFAULT_VIEW_QUERY and budget == SESSION_START_TOKENS:
+                raise  # the built-in composition itself fails: nothing to fall back to
+            why = exc.message if isinstance(exc, CtxError) else f"{type(exc).__name__}: {exc}"
+            problem = (f"the saved default view could not be composed ({why}); showing the "
+                       "built-in default view (fix it with `ctx view update default`)")
+            query, budget = DEFAULT_VIEW_QUERY, SESSION_START_TOKENS
+            comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
     finally:
         conn.close()
     # The parser resolves durations against `now`: two clocks give two trees only then.
-    timed = parse_query(view.query, now=now) != parse_query(view.query, now=now + 7200)
+    timed = parse_query(query, now=now) != parse_query(query, now=now + 7200)
     body = comp.text
     if comp.skipped:
         body += f"[... {comp.skipped} more nodes omitted; run `ctx compose` for all]\n"
-    return body, timed
+    return body, timed, problem
 
 
-def _cached_view(root: Path, state: HookState) -> str:
-    """The composed default view from the state's cache, or composed and cached anew.
+def _cached_view(root: Path, state: HookState) -> tuple[str, str | None]:
+    """The composed default view from the state's cache, or composed and cached anew,
+    and the problem composing it met (cached with it, so it is said at every start).
 
     An entry is valid while the pointers and the budget are unchanged, and, for a view
     with relative times, within the UTC hour it was composed in."""
@@ -372,12 +495,13 @@ def _cached_view(root: Path, state: HookState) -> str:
             entry = {}
         if isinstance(entry, dict) and entry.get("key") == key \
                 and entry.get("hour") in (None, _hour()) and isinstance(entry.get("text"), str):
-            return str(entry["text"])
-    body, timed = _default_view(root)
+            problem = entry.get("problem")
+            return str(entry["text"]), problem if isinstance(problem, str) else None
+    body, timed, problem = _default_view(root)
     if key is not None:
         state.put("view_cache", json.dumps({"key": key, "hour": _hour() if timed else None,
-                                            "text": body}))
-    return body
+                                            "text": body, "problem": problem}))
+    return body, problem
 
 
 def session_start(root: Path | None, payload: Payload) -> Payload:
@@ -389,6 +513,10 @@ def session_start(root: Path | None, payload: Payload) -> Payload:
     Raises:
         StoreCorrupt: if the store is damaged.
     """
+    return _repairing(root, lambda: _session_start(root, payload))
+
+
+def _session_start(root: Path | None, payload: Payload) -> Payload:
     if root is None:
         return {}
     session = _session(payload)
@@ -399,14 +527,20 @@ def session_start(root: Path | None, payload: Payload) -> Payload:
         state = open_state(root, create=True)
     except (OSError, sqlite3.Error):  # e.g. a read-only checkout: memory is still shown
         state = None
+    except UnsafePath as exc:  # a linked local/: refused, and memory is still shown
+        state, problems = None, [exc.message]
     if state is None:
-        body = _default_view(root)[0]
+        body, _, problem = _default_view(root)
     else:
         with state:
-            _, problems, _ = _drain(root, state)
+            notice = _notice(state)
+            _, drained, _ = _drain(root, state)
+            problems = notice + drained
             pending = _take_fitting(state, session, MAX_INJECT_CHARS // 2)
             task = state.get("current_task")
-            body = _cached_view(root, state)
+            body, problem = _cached_view(root, state)
+    if problem:
+        problems.append(problem)
     lead = []
     if _text(payload, "source") == "compact":
         lead.append("ctx memory, injected again after the conversation was compacted.")
@@ -419,7 +553,12 @@ def session_start(root: Path | None, payload: Payload) -> Payload:
 
 def pre_compact(root: Path | None, payload: Payload) -> Payload:
     """Before a compaction: run deferred commands and note the compaction (the
-    SessionStart with ``source: compact`` that follows re-injects memory)."""
+    SessionStart with ``source: compact`` that follows re-injects memory). Claude Code
+    discards its messages: a notice of a replaced state waits for the next prompt."""
+    return _repairing(root, lambda: _pre_compact(root, payload))
+
+
+def _pre_compact(root: Path | None, payload: Payload) -> Payload:
     if root is None:
         return {}
     state = open_state(root, create=True)
@@ -433,7 +572,12 @@ def pre_compact(root: Path | None, payload: Payload) -> Payload:
 def session_end(root: Path | None, payload: Payload) -> Payload:
     """At the end of a session: run deferred commands if the lock is free, then compose the
     default view into the cache if the session changed the store, so the next session
-    start finds it ready (the composing moves from the next start to this end)."""
+    start finds it ready (the composing moves from the next start to this end). Claude
+    Code discards its messages: a notice of a replaced state waits for the next prompt."""
+    return _repairing(root, lambda: _session_end(root, payload))
+
+
+def _session_end(root: Path | None, payload: Payload) -> Payload:
     if root is None:
         return {}
     state = open_state(root, create=False)
