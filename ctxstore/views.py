@@ -1,142 +1,21 @@
-"""Saved views: a named query with a token budget (spec 000, spec 001 §4).
+"""Moved to ``ctxstore.knowledge.views`` (issue 12); this module re-exports it.
 
-The ``default`` view (``tag:tier:pinned OR tag:tier:reference OR tag:tier:working``,
-budget 50,000 or the caller's default) exists from the first use without being written:
-reading never writes the store. ``view update default`` saves it like any other view.
-The write path (``ctxstore.nodes``, staging) is imported only by the functions that write:
-``compose`` and the session-start hook read views on every run.
+It keeps the callers not yet rewired working; the lead deletes it once they are.
 """
 
 from __future__ import annotations
 
-import re
-import sqlite3
-import time
-from typing import TYPE_CHECKING
-
-from ctxstore.clock import next_stamp
-from ctxstore.errors import InvalidInput, NodeNotFound
-from ctxstore.index import open_index
-from ctxstore.index.read import ViewRow, find_view, read_views
-from ctxstore.model.knowledge import ViewRecord, ViewRemoved
-from ctxstore.query.parser import parse_query
-from ctxstore.repo import Store
-
-if TYPE_CHECKING:
-    from ctxstore.nodes import WriteResult
+from ctxstore.knowledge.views import (
+    DEFAULT_BUDGET,
+    DEFAULT_VIEW_NAME,
+    DEFAULT_VIEW_QUERY,
+    create_view,
+    delete_view,
+    get_view,
+    list_views,
+    update_view,
+    validate_view_name,
+)
 
 __all__ = ["DEFAULT_VIEW_NAME", "DEFAULT_VIEW_QUERY", "DEFAULT_BUDGET", "validate_view_name",
            "get_view", "list_views", "create_view", "update_view", "delete_view"]
-
-DEFAULT_VIEW_NAME = "default"
-DEFAULT_VIEW_QUERY = "tag:tier:pinned OR tag:tier:reference OR tag:tier:working"
-DEFAULT_BUDGET = 50_000
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-
-
-def validate_view_name(name: str) -> str:
-    """Check a view name.
-
-    Raises:
-        InvalidInput: for names other than letters, digits, ``_ . -`` (max 64).
-    """
-    if not _NAME.fullmatch(name):
-        raise InvalidInput(f"invalid view name {name!r} (letters, digits, _ . -; up to 64)")
-    return name
-
-
-def _builtin(budget: int) -> ViewRow:
-    return ViewRow(DEFAULT_VIEW_NAME, DEFAULT_VIEW_QUERY, budget, "built-in default view", 0, 0,
-                   builtin=True)
-
-
-def _check_budget(budget: int) -> int:
-    if budget < 1:
-        raise InvalidInput(f"budget must be a positive number of tokens, got {budget}")
-    return budget
-
-
-def get_view(conn: sqlite3.Connection, name: str, *, default_budget: int = DEFAULT_BUDGET) -> ViewRow:
-    """A saved view, or the built-in default.
-
-    Raises:
-        NodeNotFound: (E019) if there is no view of that name.
-    """
-    view = find_view(conn, name)
-    if view is None and name == DEFAULT_VIEW_NAME:
-        return _builtin(default_budget)
-    if view is None:
-        raise NodeNotFound(f"no view named {name!r}", hint="see `ctx view list`")
-    return view
-
-
-def list_views(conn: sqlite3.Connection, *, default_budget: int = DEFAULT_BUDGET) -> list[ViewRow]:
-    """Every view, the built-in default included when it has not been saved."""
-    views = read_views(conn)
-    if not any(v.name == DEFAULT_VIEW_NAME for v in views):
-        views.append(_builtin(default_budget))
-    return sorted(views, key=lambda v: v.name)
-
-
-def create_view(store: Store, name: str, query: str, budget: int,
-                description: str | None = None) -> WriteResult:
-    """Save a new view.
-
-    Raises:
-        InvalidInput: bad name, budget or query syntax, or the view exists.
-    """
-    from ctxstore.nodes import stage_write
-
-    validate_view_name(name)
-    _check_budget(budget)
-    parse_query(query, now=time.time())
-    with store.lock():
-        if find_view(open_index(store), name) is not None:
-            raise InvalidInput(f"view {name!r} exists", hint=f"use `ctx view update {name}`")
-        stamp = next_stamp()
-        rec = ViewRecord(name=name, query=query, budget=budget, description=description,
-                         created_at=stamp, updated_at=stamp, prev=None)
-        return stage_write(store, [rec], f"view create {name}")
-
-
-def update_view(store: Store, name: str, *, query: str | None = None, budget: int | None = None,
-                description: str | None = None, default_budget: int = DEFAULT_BUDGET) -> WriteResult:
-    """Change a view's query, budget or description (saving the default view if needed).
-
-    Raises:
-        InvalidInput: if nothing is given or a value is invalid.
-        NodeNotFound: if there is no such view.
-    """
-    from ctxstore.nodes import stage_write
-
-    if query is None and budget is None and description is None:
-        raise InvalidInput("nothing to update", hint="give --query, --budget or --description")
-    if budget is not None:
-        _check_budget(budget)
-    if query is not None:
-        parse_query(query, now=time.time())
-    with store.lock():
-        conn = open_index(store)
-        cur = get_view(conn, name, default_budget=default_budget)
-        stamp = next_stamp(cur.updated_at)
-        rec = ViewRecord(name=name, query=cur.query if query is None else query,
-                         budget=cur.budget if budget is None else budget,
-                         description=cur.description if description is None else description,
-                         created_at=cur.created_at or stamp, updated_at=stamp, prev=None)
-        return stage_write(store, [rec], f"view update {name}")
-
-
-def delete_view(store: Store, name: str) -> WriteResult:
-    """Delete a saved view (deleting ``default`` restores the built-in one).
-
-    Raises:
-        NodeNotFound: if there is no saved view of that name.
-    """
-    from ctxstore.nodes import stage_write
-
-    with store.lock():
-        cur = find_view(open_index(store), name)
-        if cur is None:
-            raise NodeNotFound(f"no saved view named {name!r}")
-        removed = ViewRemoved(name=name, at=next_stamp(cur.updated_at), prev=None)
-        return stage_write(store, [removed], f"view delete {name}")

@@ -13,12 +13,12 @@ PKG = Path(__file__).resolve().parent.parent / "ctxstore"
 
 # Left to right: a module may import only modules of its own layer or to its left.
 LAYERS = [
-    {"errors", "fsio"},
+    {"errors", "fsio", "ids", "clock"},
     {"objects", "model", "config", "tokens"},
     {"refs"},
     {"repo", "replay", "staging", "narrative", "verify", "gitglue", "layout"},
     {"index", "query", "graph", "code"},
-    {"nodes", "edges", "views", "notes"},
+    {"nodes", "edges", "views", "notes", "knowledge"},
     {"pack", "exchange", "lifecycle", "gc", "llm", "stats"},
     {"claude"},
     {"cli"},

@@ -1,0 +1,647 @@
+"""Knowledge node operations: add, update, delete, tag, untag, supersede, summarize, archive.
+
+Owns every write of a knowledge node version and the helpers other operations build on
+(``next_version``, ``tombstones``, ``edge_record``, ``stage_write``, ``retag_nodes``,
+``with_tier``). Every change is a new record staged as a change batch (DESIGN §4); nothing
+is updated in place. Operations that read the current version take the store lock first,
+so two writers cannot both build on the same version. A new version is stamped after the
+version it replaces (``ctxstore.clock``). Node ids are ULIDs (``ctxstore.ids``); content
+above ``INLINE_CONTENT_BYTES`` is stored as a blob. The vocabulary (node types, edge labels,
+tiers) is ``ctxstore.model.vocab``.
+
+It must not run SQL (reads go through ``ctxstore.index.read``), parse front-end syntax
+(comma-separated tags, ``<ctx:*>`` attributes), print, or import ``claude``/``cli``. The
+index is imported inside the functions that read it, so ``ctx add`` never loads it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, TypedDict, Unpack
+
+from ctxstore.clock import next_stamp
+from ctxstore.errors import InvalidInput
+from ctxstore.ids import ObjectId, new_ulid
+from ctxstore.model.codec import JsonValue
+from ctxstore.model.knowledge import (
+    EdgeRecord,
+    EdgeRemoved,
+    KnowledgeRecord,
+    NodeRecord,
+    NodeRemoved,
+)
+from ctxstore.model.vocab import NODE_TYPES, TIER_TAG_PREFIX
+from ctxstore.objects import KIND_BLOB, object_id_of
+from ctxstore.repo import Store
+from ctxstore.staging import StageResult, stage_records
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ctxstore.index.read import EdgeRow, NodeRow
+
+__all__ = ["INLINE_CONTENT_BYTES", "validate_tag", "validate_type", "split_content",
+           "check_content_limit", "with_tier", "AddedNode", "WriteResult", "NodeChanges",
+           "record_of", "next_version", "tombstones", "edge_record", "stage_write", "retag_nodes",
+           "add_node", "update_node", "delete_node", "tag_node", "untag_node", "supersede_node",
+           "summarize_nodes", "archive_node", "forget_node"]
+
+INLINE_CONTENT_BYTES = 4096
+_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9_.\-/:]+)?")
+
+
+# -- checks ---------------------------------------------------------------------------------------
+
+def validate_tag(tag: str) -> str:
+    """Check a tag (``namespace:value`` or a bare word).
+
+    Args:
+        tag: The tag as given (surrounding spaces are dropped).
+
+    Returns:
+        The tag without surrounding spaces.
+
+    Raises:
+        InvalidInput: for an empty or malformed tag.
+    """
+    tag = tag.strip()
+    if not _TAG.fullmatch(tag):
+        raise InvalidInput(f"invalid tag {tag!r} (want namespace:value, e.g. project:ctx)")
+    return tag
+
+
+def validate_type(node_type: str) -> str:
+    """Check a node type.
+
+    Args:
+        node_type: The type name.
+
+    Returns:
+        ``node_type`` unchanged.
+
+    Raises:
+        InvalidInput: if it is not one of ``NODE_TYPES``.
+    """
+    if node_type not in NODE_TYPES:
+        raise InvalidInput(f"unknown node type {node_type!r}",
+                           hint="one of " + ", ".join(NODE_TYPES))
+    return node_type
+
+
+def split_content(content: str) -> tuple[str | None, ObjectId | None, list[bytes]]:
+    """Decide where content is kept: inline, or in a blob above ``INLINE_CONTENT_BYTES``.
+
+    Args:
+        content: The node's text.
+
+    Returns:
+        ``(inline text, blob id, blobs to store)``: the text and no blob, or no text,
+        the blob's id and its bytes.
+
+    Raises:
+        InvalidInput: for empty content or text that is not valid Unicode.
+    """
+    if not content.strip():
+        raise InvalidInput("node content is empty")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("node content is not valid Unicode text") from None
+    if len(data) > INLINE_CONTENT_BYTES:
+        return None, object_id_of(KIND_BLOB, data), [data]
+    return content, None, []
+
+
+def check_content_limit(content: str, limit: int) -> None:
+    """Refuse content longer than ``limit`` characters (agent writes, RELIABILITY PI-12).
+
+    Args:
+        content: The text to be written.
+        limit: The largest number of characters allowed.
+
+    Raises:
+        InvalidInput: if ``content`` is longer than ``limit``.
+    """
+    if len(content) > limit:
+        raise InvalidInput(f"content of {len(content)} characters is over the limit of {limit}")
+
+
+def with_tier(tags: Iterable[str], tier: str) -> tuple[str, ...]:
+    """A node's tags with every ``tier:`` tag replaced by ``tier:<tier>``.
+
+    Args:
+        tags: The node's current tags.
+        tier: The tier to move it to (``off-context``, ``reference``, ...).
+
+    Returns:
+        The new tags, sorted.
+    """
+    kept = {t for t in tags if not t.startswith(TIER_TAG_PREFIX)}
+    return tuple(sorted(kept | {TIER_TAG_PREFIX + tier}))
+
+
+# -- records --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class AddedNode:
+    """A node written by ``add_node``.
+
+    Attributes:
+        node: The record written.
+        staged: Where it was staged.
+    """
+
+    node: NodeRecord
+    staged: StageResult
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What a write changed: the records staged (empty when it was a no-op).
+
+    Attributes:
+        records: The records staged, in order.
+        staged: Where they were staged, or None when nothing was written.
+    """
+
+    records: tuple[KnowledgeRecord, ...]
+    staged: StageResult | None
+
+    @property
+    def changed(self) -> bool:
+        """False when the operation found nothing to change (idempotent no-op)."""
+        return bool(self.records)
+
+
+class NodeChanges(TypedDict, total=False):
+    """The fields of a node that a new version may change (``next_version``)."""
+
+    type: str
+    content: str | None
+    content_blob: ObjectId | None
+    summary: str | None
+    tags: tuple[str, ...]
+    metadata: dict[str, JsonValue]
+    status: str
+    superseded_by: str | None
+    author: str | None
+
+
+def record_of(node: NodeRow) -> NodeRecord:
+    """The record of a node's current version (its ``version`` becomes ``prev`` of the next).
+
+    Args:
+        node: A live node as the index holds it.
+
+    Returns:
+        The record, with ``prev`` None.
+    """
+    blob = ObjectId(node.content_blob) if node.content_blob else None
+    return NodeRecord(id=node.id, type=node.type,
+                      content=None if blob else node.content,
+                      content_blob=blob, summary=node.summary,
+                      tags=tuple(node.tags), metadata=dict(node.metadata), status=node.status,
+                      superseded_by=node.superseded_by, created_at=node.created_at,
+                      updated_at=node.updated_at, author=node.author, prev=None)
+
+
+def next_version(node: NodeRow, **changes: Unpack[NodeChanges]) -> NodeRecord:
+    """The record of ``node``'s next version with ``changes`` applied (stamped after it).
+
+    Args:
+        node: The current version.
+        **changes: ``NodeRecord`` fields to change (``tags=``, ``status=``, ...).
+
+    Returns:
+        The new version's record, whose ``prev`` is ``node.version``.
+    """
+    return replace(record_of(node), updated_at=next_stamp(node.updated_at),
+                   prev=ObjectId(node.version), **changes)
+
+
+def tombstones(conn: sqlite3.Connection, node: NodeRow, seen_edges: set[tuple[str, ...]]
+               ) -> list[KnowledgeRecord]:
+    """The records that delete ``node`` and its edges.
+
+    Args:
+        conn: A synced index connection.
+        node: The node to delete.
+        seen_edges: Edges already removed by this batch, shared by the nodes deleted in
+            one batch so an edge between two of them is removed once (updated in place).
+
+    Returns:
+        The node's tombstone followed by one per edge not seen yet.
+    """
+    out: list[KnowledgeRecord] = [NodeRemoved(id=node.id, at=next_stamp(node.updated_at),
+                                              prev=ObjectId(node.version))]
+    for e in _edges_of(conn, node.id):
+        key = (e.from_kind, e.from_key, e.to_kind, e.to_key, e.label)
+        if key not in seen_edges:
+            seen_edges.add(key)
+            out.append(EdgeRemoved(from_ref=(e.from_kind, e.from_key), to_ref=(e.to_kind, e.to_key),
+                                   label=e.label, at=next_stamp(e.updated_at), prev=None))
+    return out
+
+
+def edge_record(src: str, dst: str, label: str, *, weight: float | None = None,
+                metadata: dict[str, JsonValue] | None = None, prev_stamp: int = 0) -> EdgeRecord:
+    """A new node-to-node edge record, made by a person (``evidence.tool = human``).
+
+    Args:
+        src: The source node id.
+        dst: The target node id.
+        label: The edge label (already normalised).
+        weight: An optional weight.
+        metadata: Optional metadata.
+        prev_stamp: The stamp of the version it replaces, if any.
+
+    Returns:
+        The record, stamped after ``prev_stamp``.
+    """
+    stamp = next_stamp(prev_stamp)
+    return EdgeRecord(from_ref=("node", src), to_ref=("node", dst), label=label, weight=weight,
+                      metadata=dict(metadata or {}), evidence={"tool": "human"}, created_at=stamp,
+                      updated_at=stamp, prev=None)
+
+
+# -- index access (imported lazily: ``ctx add`` never needs the index) ---------------------------
+
+@contextmanager
+def _index(store: Store) -> Iterator[sqlite3.Connection]:
+    """A synced index connection, closed on exit."""
+    from ctxstore.index import open_index
+
+    conn = open_index(store)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def _read_node(conn: sqlite3.Connection, ref: str) -> NodeRow:
+    from ctxstore.index.read import read_node
+
+    return read_node(conn, ref)
+
+
+def _find_node(conn: sqlite3.Connection, node_id: str) -> NodeRow | None:
+    from ctxstore.index.read import find_node
+
+    return find_node(conn, node_id)
+
+
+def _edges_of(conn: sqlite3.Connection, node_id: str, direction: str = "both",
+              label: str | None = None) -> list[EdgeRow]:
+    from ctxstore.index.read import edges_of
+
+    return edges_of(conn, node_id, direction, label)
+
+
+# -- writes ---------------------------------------------------------------------------------------
+
+def stage_write(store: Store, records: Sequence[KnowledgeRecord], message: str,
+                blobs: Iterable[bytes] = ()) -> WriteResult:
+    """Stage ``records`` as one change batch; no records is a no-op (nothing written).
+
+    Args:
+        store: The store to write to.
+        records: The records, in order.
+        message: The work commit message.
+        blobs: Blobs the records reference (large content), stored first.
+
+    Returns:
+        The records and where they were staged.
+
+    Raises:
+        LockConflict, StagingConflict, StorageIOError: if the write cannot happen (the
+            store is unchanged).
+    """
+    if not records:
+        return WriteResult((), None)
+    return WriteResult(tuple(records), stage_records(store, records, message=message, blobs=blobs))
+
+
+def retag_nodes(store: Store, nodes: Iterable[NodeRow], change: Callable[[NodeRow], set[str]],
+                message: str) -> WriteResult:
+    """Give each node the tags ``change`` computes, in one change batch.
+
+    Nodes whose tags come out the same are left alone; none changed writes nothing.
+    The caller holds the store lock when ``nodes`` were read under it.
+
+    Args:
+        store: The store to write to.
+        nodes: The nodes to retag (current versions).
+        change: The new tag set of a node.
+        message: The work commit message.
+
+    Returns:
+        The new versions staged.
+
+    Raises:
+        LockConflict, StagingConflict, StorageIOError: if the write cannot happen.
+    """
+    records: list[KnowledgeRecord] = []
+    for node in nodes:
+        tags = change(node)
+        if tags != set(node.tags):
+            records.append(next_version(node, tags=tuple(sorted(tags))))
+    return stage_write(store, records, message)
+
+
+def add_node(store: Store, node_type: str, content: str, *, tags: Sequence[str] = (),
+             metadata: dict[str, JsonValue] | None = None, summary: str | None = None,
+             author: str | None = None, node_id: str | None = None) -> AddedNode:
+    """Create a knowledge node and stage it.
+
+    Args:
+        store: The store to write to.
+        node_type: One of ``NODE_TYPES``.
+        content: The node's text (a blob above ``INLINE_CONTENT_BYTES``).
+        tags: Its tags (checked, deduplicated, sorted).
+        metadata: Its metadata.
+        summary: An optional one-line summary.
+        author: Who wrote it (``agent`` for hook writes), or None.
+        node_id: Its id; a new ULID when None.
+
+    Returns:
+        The node written and where it was staged.
+
+    Raises:
+        InvalidInput: for an unknown type, empty content or a bad tag.
+        LockConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    validate_type(node_type)
+    clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
+    inline, blob_id, blobs = split_content(content)
+    stamp = next_stamp()
+    node = NodeRecord(id=node_id or new_ulid(), type=node_type, content=inline,
+                      content_blob=blob_id, summary=summary, tags=clean_tags,
+                      metadata=dict(metadata or {}), status="active", superseded_by=None,
+                      created_at=stamp, updated_at=stamp, author=author, prev=None)
+    staged = stage_records(store, [node], message=f"add {node_type} {node.id}", blobs=blobs,
+                           author=author)
+    return AddedNode(node, staged)
+
+
+def update_node(store: Store, node_ref: str, *, content: str | None = None,
+                node_type: str | None = None, metadata: dict[str, JsonValue] | None = None,
+                summary: str | None = None) -> WriteResult:
+    """Write a new version of a node with the given fields changed.
+
+    Args:
+        store: The store to write to.
+        node_ref: A node id or unique prefix.
+        content: New content, or None to keep it.
+        node_type: New type, or None to keep it.
+        metadata: Entries merged into the node's metadata (an empty string removes the key).
+        summary: New summary (empty removes it), or None to keep it.
+
+    Returns:
+        The new version staged.
+
+    Raises:
+        InvalidInput: if nothing to change is given, or a value is invalid.
+        NodeNotFound, AmbiguousPrefix: if the node cannot be identified.
+        LockConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    if content is None and node_type is None and metadata is None and summary is None:
+        raise InvalidInput("nothing to update", hint="give --content, --type, --meta or --summary")
+    with store.lock():
+        with _index(store) as conn:
+            node = _read_node(conn, node_ref)
+        changes: NodeChanges = {}
+        blobs: list[bytes] = []
+        if content is not None:
+            inline, blob_id, blobs = split_content(content)
+            changes["content"], changes["content_blob"] = inline, blob_id
+        if node_type is not None:
+            changes["type"] = validate_type(node_type)
+        if metadata is not None:
+            merged = dict(node.metadata)
+            for key, value in metadata.items():
+                if value == "":
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            changes["metadata"] = merged
+        if summary is not None:
+            changes["summary"] = summary or None
+        rec = next_version(node, **changes)
+        return stage_write(store, [rec], f"update {node.id}", blobs)
+
+
+def delete_node(store: Store, node_ref: str, *, cascade: bool = False) -> WriteResult:
+    """Delete a node and its edges; with ``cascade`` also every node derived from it.
+
+    Args:
+        store: The store to write to.
+        node_ref: A node id or unique prefix.
+        cascade: Also delete the nodes derived from it, transitively through DERIVED_FROM.
+
+    Returns:
+        The tombstones staged.
+
+    Raises:
+        NodeNotFound, AmbiguousPrefix, InvalidInput: if the node cannot be identified.
+        LockConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    with store.lock():
+        with _index(store) as conn:
+            root = _read_node(conn, node_ref)
+            doomed = [root.id]
+            if cascade:
+                todo = [root.id]
+                while todo:
+                    for edge in _edges_of(conn, todo.pop(), "in", "DERIVED_FROM"):
+                        if edge.from_kind == "node" and edge.from_key not in doomed:
+                            doomed.append(edge.from_key)
+                            todo.append(edge.from_key)
+            records: list[KnowledgeRecord] = []
+            seen_edges: set[tuple[str, ...]] = set()
+            for nid in doomed:
+                node = _find_node(conn, nid)
+                if node is not None:
+                    records.extend(tombstones(conn, node, seen_edges))
+        return stage_write(store, records, f"delete {root.id}")
+
+
+def tag_node(store: Store, node_ref: str, tags: Sequence[str]) -> WriteResult:
+    """Add tags to a node; already present tags are a silent no-op.
+
+    Args:
+        store: The store to write to.
+        node_ref: A node id or unique prefix.
+        tags: The tags to add.
+
+    Returns:
+        The new version staged, or nothing when every tag was there.
+
+    Raises:
+        InvalidInput, NodeNotFound, AmbiguousPrefix: no tag, a bad tag or an unknown node.
+        LockConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    wanted = {validate_tag(t) for t in tags}
+    if not wanted:
+        raise InvalidInput("no tag given")
+    with store.lock():
+        with _index(store) as conn:
+            node = _read_node(conn, node_ref)
+        if wanted <= set(node.tags):
+            return WriteResult((), None)
+        rec = next_version(node, tags=tuple(sorted(set(node.tags) | wanted)))
+        return stage_write(store, [rec], f"tag {node.id}")
+
+
+def untag_node(store: Store, node_ref: str, tags: Sequence[str]) -> WriteResult:
+    """Remove tags from a node; absent tags are a silent no-op.
+
+    Args:
+        store: The store to write to.
+        node_ref: A node id or unique prefix.
+        tags: The tags to remove.
+
+    Returns:
+        The new version staged, or nothing when no tag was there.
+
+    Raises:
+        InvalidInput, NodeNotFound, AmbiguousPrefix: a bad tag or an unknown node.
+        LockConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    unwanted = {validate_tag(t) for t in tags}
+    with store.lock():
+        with _index(store) as conn:
+            node = _read_node(conn, node_ref)
+        if not unwanted & set(node.tags):
+            return WriteResult((), None)
+        rec = next_version(node, tags=tuple(sorted(set(node.tags) - unwanted)))
+        return stage_write(store, [rec], f"untag {node.id}")
+
+
+def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
+    """Mark ``old`` as superseded by ``new`` and link new -SUPERSEDES-> old (spec 001 §7).
+
+    Args:
+        store: The store to write to.
+        old_ref: The node superseded (id or unique prefix).
+        new_ref: The node that replaces it.
+
+    Returns:
+        What was staged; nothing when both were already recorded.
+
+    Raises:
+        InvalidInput: if both name the same node.
+        NodeNotFound, AmbiguousPrefix: if a node cannot be identified.
+        LockConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    with store.lock():
+        with _index(store) as conn:
+            old, new = _read_node(conn, old_ref), _read_node(conn, new_ref)
+            if old.id == new.id:
+                raise InvalidInput("a node cannot supersede itself")
+            linked = any(e.to_key == old.id for e in _edges_of(conn, new.id, "out", "SUPERSEDES"))
+        records: list[KnowledgeRecord] = []
+        if old.superseded_by != new.id:
+            records.append(next_version(old, superseded_by=new.id))
+        if not linked:
+            records.append(edge_record(new.id, old.id, "SUPERSEDES"))
+        return stage_write(store, records, f"supersede {old.id} by {new.id}")
+
+
+def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
+                    archive_sources: bool = False, tags: Sequence[str] = (),
+                    max_content: int | None = None) -> tuple[NodeRecord, WriteResult]:
+    """Create a summary node DERIVED_FROM each source, in one change batch.
+
+    Args:
+        store: The store to write to.
+        refs_: The source nodes (ids or unique prefixes; repeats are ignored).
+        content: The summary's text.
+        archive_sources: Also move the sources to ``tier:off-context``.
+        tags: Tags of the summary node.
+        max_content: Refuse content longer than this many characters (agent writes pass
+            ``knowledge.remember.MAX_CONTENT``); None for no limit.
+
+    Returns:
+        The summary node's record and everything staged.
+
+    Raises:
+        InvalidInput: for no sources, empty or oversized content, or a bad tag.
+        NodeNotFound, AmbiguousPrefix: if a source cannot be identified.
+        LockConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    if max_content is not None:
+        check_content_limit(content, max_content)
+    if not refs_:
+        raise InvalidInput("summarize needs at least one source node")
+    inline, blob_id, blobs = split_content(content)
+    clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
+    with store.lock():
+        with _index(store) as conn:
+            sources: list[NodeRow] = []
+            for ref in refs_:
+                node = _read_node(conn, ref)
+                if node.id not in {s.id for s in sources}:
+                    sources.append(node)
+        stamp = next_stamp()
+        summary = NodeRecord(id=new_ulid(), type="summary", content=inline, content_blob=blob_id,
+                             summary=None, tags=clean_tags, metadata={}, status="active",
+                             superseded_by=None, created_at=stamp, updated_at=stamp, author=None,
+                             prev=None)
+        records: list[KnowledgeRecord] = [summary]
+        records += [edge_record(summary.id, s.id, "DERIVED_FROM") for s in sources]
+        if archive_sources:
+            records += [next_version(s, tags=with_tier(s.tags, "off-context")) for s in sources]
+        return summary, stage_write(store, records, f"summarize into {summary.id}", blobs)
+
+
+def _archive(store: Store, node_ref: str, verb: str) -> WriteResult:
+    # Archive, never delete: the node keeps its history (`ctx show --history`) and leaves
+    # the default view by moving off-context. An archived node is left as it is.
+    with store.lock():
+        with _index(store) as conn:
+            node = _read_node(conn, node_ref)
+        if node.status == "archived":
+            return WriteResult((), None)
+        rec = next_version(node, status="archived", tags=with_tier(node.tags, "off-context"))
+        return stage_write(store, [rec], f"{verb} {node.id}")
+
+
+def archive_node(store: Store, node_ref: str) -> WriteResult:
+    """Archive a node: status ``archived`` and ``tier:off-context``, history kept.
+
+    Args:
+        store: The store to write to.
+        node_ref: A node id or unique prefix.
+
+    Returns:
+        The new version staged, or nothing when the node was already archived.
+
+    Raises:
+        InvalidInput, NodeNotFound, AmbiguousPrefix: if the node cannot be identified.
+        LockConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    return _archive(store, node_ref, "archive")
+
+
+def forget_node(store: Store, node_ref: str) -> WriteResult:
+    """What ``<ctx:forget>`` does: ``archive_node``, recorded as a forget.
+
+    The agent's "forget" never deletes: the node is archived and moved
+    off-context, and its versions stay readable. Only the work commit message differs
+    from ``archive_node`` (``forget <id>``).
+
+    Args:
+        store: The store to write to.
+        node_ref: A node id or unique prefix.
+
+    Returns:
+        The new version staged, or nothing when the node was already archived.
+
+    Raises:
+        InvalidInput, NodeNotFound, AmbiguousPrefix: if the node cannot be identified.
+        LockConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    return _archive(store, node_ref, "forget")

@@ -1,0 +1,59 @@
+"""Source nodes: a text file ingested as a ``source`` node (spec 000 "Import/Export").
+
+Owns ``ingest_file``: read a file the user names (bounded, ``knowledge._files``), check
+that it is UTF-8 text, and store it as one ``source`` node whose metadata records where
+it came from and its SHA-256. It must not run SQL or print, and it does not ingest code
+(code intelligence has its own ingest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from ctxstore.errors import InvalidInput
+from ctxstore.knowledge._files import read_regular_file
+from ctxstore.knowledge.nodes import AddedNode, add_node, validate_tag
+from ctxstore.repo import Store
+
+__all__ = ["MAX_INGEST_BYTES", "ingest_file"]
+
+MAX_INGEST_BYTES = 16 << 20
+
+
+def ingest_file(store: Store, path: Path, *, tags: Sequence[str] = ()) -> AddedNode:
+    """Store a UTF-8 text file as a ``source`` node.
+
+    The node's content is the file's text; its metadata records ``path`` (as given),
+    ``bytes`` and ``sha256`` of the file. Symlinks are followed: the path the user gave
+    is read, whatever it names, as long as it is a regular file.
+
+    Args:
+        store: The store to write to.
+        path: The file to read (at most ``MAX_INGEST_BYTES``).
+        tags: Tags for the new node.
+
+    Returns:
+        The node written.
+
+    Raises:
+        InvalidInput: if the file is missing, a directory, not a regular file,
+            unreadable, too large, binary (contains NUL bytes), not UTF-8, or empty;
+            or a tag is invalid.
+        LockConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    clean_tags = [validate_tag(t) for t in tags]
+    data = read_regular_file(path, MAX_INGEST_BYTES, "file")
+    if b"\0" in data:
+        raise InvalidInput(f"{path} is a binary file (it contains NUL bytes)",
+                           hint="ingest text files only")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not UTF-8 text (invalid byte at offset {exc.start})",
+                           hint="ingest text files only") from None
+    if not text.strip():
+        raise InvalidInput(f"{path} is empty")
+    metadata = {"path": str(path), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return add_node(store, "source", text, tags=clean_tags, metadata=dict(metadata))

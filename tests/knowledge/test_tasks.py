@@ -1,0 +1,90 @@
+"""In-process tests of ``ctxstore.knowledge.tasks``: task start tags the untasked working
+set, task end promotes decisions and moves the rest off-context (spec 000 "Task
+Boundaries", spec 001 §6). The current task is the caller's: nothing here keeps it."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import store_digest
+
+from ctxstore.errors import InvalidInput
+from ctxstore.index import open_index
+from ctxstore.index.read import find_node
+from ctxstore.knowledge.nodes import add_node
+from ctxstore.knowledge.tasks import end_task, start_task, task_tag
+from ctxstore.repo import Store
+
+
+def tags_of(store: Store, node_id: str) -> list[str]:
+    conn = open_index(store)
+    try:
+        got = find_node(conn, node_id)
+        assert got is not None
+        return got.tags
+    finally:
+        conn.close()
+
+
+def add(store: Store, content: str, *tags: str, node_type: str = "observation") -> str:
+    return add_node(store, node_type, content, tags=list(tags)).node.id
+
+
+def test_start_task_tags_only_untasked_working_nodes(store: Store) -> None:
+    free = add(store, "free", "tier:working")
+    taken = add(store, "taken", "tier:working", "task:other")
+    reference = add(store, "ref", "tier:reference")
+    res = start_task(store, " t1 ")
+    assert (res.name, res.action, res.changed) == ("t1", "start", True)
+    assert [n.id for n in res.nodes] == [free]
+    assert tags_of(store, free) == ["task:t1", "tier:working"]
+    assert tags_of(store, taken) == ["task:other", "tier:working"]
+    assert tags_of(store, reference) == ["tier:reference"]
+
+
+def test_start_task_with_no_untasked_working_nodes_writes_nothing(store: Store) -> None:
+    add(store, "ref", "tier:reference")
+    before = store_digest(store.root)
+    res = start_task(store, "t1")
+    assert (res.changed, res.nodes, res.write.staged) == (False, (), None)
+    assert store_digest(store.root) == before
+
+
+def test_end_task_promotes_decisions_and_moves_the_rest_off_context(store: Store) -> None:
+    obs = add(store, "obs", "tier:working", "task:t1", "project:x")
+    dec = add(store, "dec", "tier:working", "task:t1", node_type="decision")
+    other = add(store, "other task", "tier:working", "task:t2")
+    done = add(store, "not working", "tier:pinned", "task:t1")
+    res = end_task(store, "t1")
+    assert (res.action, res.changed) == ("end", True)
+    assert sorted(n.id for n in res.nodes) == sorted([obs, dec])
+    assert all("tier:working" in n.tags for n in res.nodes)  # as they were before
+    assert tags_of(store, obs) == ["project:x", "task:t1", "tier:off-context"]
+    assert tags_of(store, dec) == ["task:t1", "tier:reference"]
+    assert tags_of(store, other) == ["task:t2", "tier:working"]
+    assert tags_of(store, done) == ["task:t1", "tier:pinned"]
+    assert not end_task(store, "t1").changed  # nothing of t1 is working any more
+
+
+def test_start_then_end_moves_the_whole_working_set_of_the_task(store: Store) -> None:
+    a = add(store, "a", "tier:working")
+    start_task(store, "build")
+    b = add(store, "b", "tier:working", task_tag("build"))  # written during the task
+    res = end_task(store, "build")
+    assert sorted(n.id for n in res.nodes) == sorted([a, b])
+    assert "tier:off-context" in tags_of(store, a) and "tier:off-context" in tags_of(store, b)
+
+
+def test_task_names_are_tags_and_need_a_value(store: Store) -> None:
+    assert task_tag("fix-123") == "task:fix-123"
+    before = store_digest(store.root)
+    for bad in ("", "   ", "two words"):
+        with pytest.raises(InvalidInput):
+            start_task(store, bad)
+        with pytest.raises(InvalidInput):
+            end_task(store, bad)
+    assert store_digest(store.root) == before
+
+
+def test_task_end_of_a_name_that_needs_quoting_in_a_query(store: Store) -> None:
+    nid = add(store, "x", "tier:working", "task:a.b/c:d")
+    assert [n.id for n in end_task(store, "a.b/c:d").nodes] == [nid]
