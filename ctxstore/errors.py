@@ -32,6 +32,7 @@ __all__ = [
     "NothingToDo",
     "NodeNotFound",
     "UnsafePath",
+    "GcRefused",
 ]
 
 
@@ -263,3 +264,9 @@ class UnsafePath(CtxError):
                                       "repository); ctx never follows links out of its store")
         self.path = path
         self.detail = detail
+
+
+class GcRefused(StoreCorrupt):
+    """E021: ``ctx gc`` found errors in the store and deleted nothing."""
+
+    code = "E021"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ctxstore import fsio
-from ctxstore.errors import CtxError, StoreCorrupt
+from ctxstore.errors import CtxError, GcRefused
 from ctxstore.model import WorkCommit
 from ctxstore.repo import Store
 from ctxstore.verify import Problem, _pointer_roots, walk_reachable
@@ -66,7 +66,7 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
         progress: Called with (done, total) while scanning.
 
     Raises:
-        StoreCorrupt: if a pointer is unreadable or names a missing object (gc then
+        GcRefused: (E021) if a pointer is unreadable or names a missing object (gc then
             refuses to run, since it cannot know what is reachable).
         LockConflict: if another writer holds the lock.
         UnsafePath: (E020) if a shard directory is a symlink or not a directory: gc never
@@ -86,7 +86,7 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
         reachable = walk_reachable(store, roots, problems)
         errors = [p for p in problems if p.severity == "error"]
         if errors:
-            raise StoreCorrupt(f"gc refused: {errors[0].line()}",
+            raise GcRefused(f"gc refused: {errors[0].line()}",
                                hint="run `ctx debug verify` and repair the store first")
         report.reachable = len(reachable)
         # Unreachable work commits name narrative snapshots: those blobs are kept.

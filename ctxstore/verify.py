@@ -59,7 +59,9 @@ def iter_pointer_names(store: Store) -> Iterator[str]:
     base = store.root / "refs"
     if base.is_dir():
         for path in sorted(base.rglob("*")):
-            if path.is_file() and not path.name.endswith(".tmp"):
+            # Anything but a real directory is a pointer to check: a FIFO or a link
+            # there is reported by the read (E005/E020), never skipped in silence.
+            if (path.is_symlink() or not path.is_dir()) and not path.name.endswith(".tmp"):
                 yield path.relative_to(store.root).as_posix()
     if (store.root / "STAGE").exists():
         yield "STAGE"

@@ -89,7 +89,7 @@ def find_store_root(cwd: str | None, explicit: str | None, home: Path | None) ->
             Stop hook would otherwise write to).
     """
     from ctxstore.errors import StoreNotFound
-    from ctxstore.repo import discover_store
+    from ctxstore.discovery import discover_store
 
     if explicit:
         path = Path(explicit)

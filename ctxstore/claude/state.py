@@ -48,7 +48,7 @@ EXECUTED_KEEP_DAYS = 90
 CLAIM_STALE_SECONDS = 900
 NOTICE_KEY = "notice"
 _LOCK_FILE = "state.lock"
-_SIDE_FILES = ("", "-wal", "-shm")
+_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 _TABLES = frozenset({"schema_version", "pending", "executed", "queue", "kv", "access", "claims"})
 _MIGRATIONS: list[tuple[int, str]] = [
     (1, """

@@ -32,7 +32,7 @@ def _claude_dir(env: Env, scope: str) -> Path:
         # --ctx-dir names the .ctx folder or the project holding it; with it set,
         # store_path only resolves the name (it never creates the user store).
         return env.store_path().absolute().parent / ".claude"
-    from ctxstore.repo import discover_store
+    from ctxstore.discovery import discover_store
 
     try:
         return discover_store(Path(os.getcwd())).parent / ".claude"
