@@ -77,7 +77,8 @@ def write_transcript(path: Path, target: int) -> None:
             chunk = _line({"type": "user", "uuid": f"u{n}", "message": {"role": "user",
                                                                         "content": f"prompt {n}"}})
             chunk += _line({"type": "assistant", "uuid": f"a{n}", "message": {
-                "id": f"m{n}", "role": "assistant", "content": [{"type": "thinking", "thinking": "hm " * 50}]}})
+                "id": f"m{n}", "role": "assistant",
+                "content": [{"type": "thinking", "thinking": "hm " * 50}]}})
             chunk += _line({"type": "assistant", "uuid": f"b{n}", "message": {
                 "id": f"m{n}", "role": "assistant", "content": [
                     {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"file_path": "/x"}}]}})
@@ -111,7 +112,7 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 def timed(argv: list[str], cwd: Path, stdin: bytes, *, hook: bool = True) -> float:
     t = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.run(argv, cwd=cwd, input=stdin, capture_output=True,
                           env=ENV)
     ms = (time.perf_counter() - t) * 1000
     if proc.returncode != 0 or (hook and not isinstance(json.loads(proc.stdout or b"null"), dict)):
@@ -146,24 +147,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load: {load_text()} at start (other processes on the machine add noise)")
         base = {"session_id": "bench", "cwd": str(work)}
         cases: list[tuple[str, list[str], dict]] = [
-            ("session-start (store unchanged: cached view)", ["session-start"], {**base, "source": "startup"}),
+            ("session-start (store unchanged: cached view)", ["session-start"],
+             {**base, "source": "startup"}),
             ("prompt-submit (nothing pending)", ["prompt-submit"], {**base, "prompt": "hi"}),
-            ("prompt-submit (pending recall)", ["prompt-submit"], {**base, "session_id": "p", "prompt": "hi"}),
-            ("stop, 10 MB transcript, turn already run", ["stop"], {**base, "transcript_path": str(transcript)}),
+            ("prompt-submit (pending recall)", ["prompt-submit"],
+             {**base, "session_id": "p", "prompt": "hi"}),
+            ("stop, 10 MB transcript, turn already run", ["stop"],
+             {**base, "transcript_path": str(transcript)}),
         ]
         # Second loop: every round writes, so the session-start after it composes anew.
         remember = ("stop, 10 MB transcript, one new remember", ["stop"],
                     {**base, "transcript_path": str(writes)})
         writing: list[tuple[str, list[str], dict]] = [
             remember,
-            ("session-start (after a change, no session-end)", ["session-start"], {**base, "source": "startup"}),
+            ("session-start (after a change, no session-end)", ["session-start"],
+             {**base, "source": "startup"}),
         ]
         # Third loop, a session's end and the next start: the write (untimed here), then
         # session-end composes the view into the cache that the next session-start reads.
         session: list[tuple[str, list[str], dict]] = [
             ("", *remember[1:]),
-            ("session-end (after a change: composes the cache)", ["session-end"], {**base, "reason": "other"}),
-            ("session-start (next session, after session-end)", ["session-start"], {**base, "source": "startup"}),
+            ("session-end (after a change: composes the cache)", ["session-end"],
+             {**base, "reason": "other"}),
+            ("session-start (next session, after session-end)", ["session-start"],
+             {**base, "source": "startup"}),
         ]
         floor_argv = [sys.executable, "-c", "import click"]
         samples: dict[str, list[float]] = {"floor": []}
@@ -186,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                         samples.setdefault(label, []).append(took)
         floor = statistics.median(samples["floor"])
         print(f"load: {load_text()} after the measurements")
-        print(f"\nmedians of {args.runs} runs (floor: {3 * args.runs} runs; goal: <= {GOAL_RATIO}x the floor)\n")
+        print(f"\nmedians of {args.runs} runs "
+              f"(floor: {3 * args.runs} runs; goal: <= {GOAL_RATIO}x the floor)\n")
         print(f"{'command':<52} {'median':>9} {'ratio':>7}  goal")
         floor_label = 'python -c "import click" (floor)'
         print(f"{floor_label:<52} {floor:>7.1f}ms {1.0:>7.2f}")

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxstore.index import open_index
-from ctxstore.layout import init_store
+from ctxstore.init import init_store
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord, version_id
 from ctxstore.repo import Store, open_store
 from ctxstore.staging import commit_stage, stage_records
@@ -254,7 +254,7 @@ def _ulid(ms: int, rng: random.Random) -> str:
 
 def iso_ms(ms: int) -> str:
     """``2026-11-22T20:37:31.123Z``."""
-    t = dt.datetime.fromtimestamp(ms // 1000, dt.timezone.utc)
+    t = dt.datetime.fromtimestamp(ms // 1000, dt.UTC)
     return t.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
 
 
@@ -521,7 +521,7 @@ def _keep(row: Row, ms: float, proc: subprocess.CompletedProcess) -> None:
 
 def run_timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
     t = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True,
                           stdin=subprocess.DEVNULL)
     return (time.perf_counter() - t) * 1000, proc
 
@@ -601,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, cmd in launchers.items():
         print(f"          measured as [{name}]: {' '.join(cmd)}")
     print(f"load:     {load_text()} at start (other processes on the machine add noise)")
-    print(f"date:     {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    print(f"date:     {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
 
     base = Path(tempfile.mkdtemp(prefix="ctx-bench-knowledge-", dir=args.dir))
     env = {k: v for k, v in os.environ.items() if k not in ("CTX_DIR", "CTX_DB", "CTX_DEBUG")}
@@ -942,7 +942,7 @@ def measure_breakdown(cmds: list[tuple[str, list[str]]], ctx_dir: list[str], cwd
     for _ in range(runs):
         for label, args_ in cmds:
             proc = subprocess.run([sys.executable, "-c", _BREAKDOWN, *ctx_dir, *args_], cwd=cwd,
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                  env=env, capture_output=True)
             try:
                 res = json.loads(proc.stdout.decode().strip().splitlines()[-1])
             except (ValueError, IndexError):

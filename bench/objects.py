@@ -53,7 +53,7 @@ from pathlib import Path
 import blake3
 import zstandard
 
-from ctxstore.layout import init_store
+from ctxstore.init import init_store
 from ctxstore.objects import KIND_BLOB, canonical_bytes
 from ctxstore.repo import Store, open_store
 
@@ -463,13 +463,13 @@ def main(argv: list[str] | None = None) -> int:
             if have_git:
                 git_prepare(rdir / "git", src, paths, env)
 
-            def run_ctx() -> None:
+            def run_ctx(store: Store = store) -> None:
                 secs, barrier, ids = ctx_ingest(store, paths)
                 res["ingest"].append(n / secs)
                 res["barrier"].append(barrier * 1000)
                 res["read"].append(n / ctx_read_verify(store, ids))
 
-            def run_git() -> None:
+            def run_git(rdir: Path = rdir) -> None:
                 if have_git:
                     res["git"].append(n / git_add(rdir / "git", env))
 

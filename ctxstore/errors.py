@@ -253,8 +253,10 @@ class NodeNotFound(CtxError):
 
 
 class UnsafePath(CtxError):
-    """E020: a path ctx would follow is a symbolic link, a special file or leads out of
-    its directory (a hostile clone can commit such paths under ``.ctx/``)."""
+    """E020: a path ctx would follow is a symbolic link, a special file or leads out of its directory.
+
+    A hostile clone can commit such paths under ``.ctx/``.
+    """
 
     code = "E020"
 

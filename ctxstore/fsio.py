@@ -20,9 +20,10 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from ctxstore.errors import LockConflict, UnsafePath
 
@@ -179,8 +180,9 @@ def check_store_link(ctx_dir: Path) -> None:
 
 
 def ensure_dir_under(root: Path, folder: Path) -> bool:
-    """Create ``folder`` and any missing directories between it and ``root``, refusing
-    any component that is a symlink or not a directory; True if one was created.
+    """Create ``folder`` and any missing directories between it and ``root``.
+
+    Any component that is a symlink or not a directory is refused. True if one was created.
 
     Raises:
         UnsafePath: (E020) naming the offending component.
@@ -253,7 +255,8 @@ def mkdir(path: Path) -> None:
     os.mkdir(path)
 
 
-_syncfs = None
+# libc's syncfs, looked up once: None until then, False where the C library has none.
+_syncfs: Callable[[int], int] | Literal[False] | None = None
 
 
 def rmdir(path: Path) -> None:
@@ -276,7 +279,8 @@ def sync_barrier(anchor: Path) -> None:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        _syncfs = getattr(libc, "syncfs", False)
+        found: Callable[[int], int] | None = getattr(libc, "syncfs", None)
+        _syncfs = found if found is not None else False
     if not _syncfs:
         os.sync()
         return
@@ -295,7 +299,8 @@ def tmp_path_for(path: StrPath) -> str:
     """Return a fresh temp-file path in the same directory as ``path``.
 
     The name is 6 random bytes as hex, exactly what ``secrets.token_hex(6)`` gives;
-    ``os.urandom`` spares every process the ``secrets`` import (hmac, OpenSSL: ~3 ms)."""
+    ``os.urandom`` spares every process the ``secrets`` import (hmac, OpenSSL: ~3 ms).
+    """
     return f"{os.fspath(path)}.{os.urandom(6).hex()}{TMP_SUFFIX}"
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import stat
 import time
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, GcRefused
-from ctxstore.model import WorkCommit
+from ctxstore.model import TypedObject, WorkCommit
+from ctxstore.objects import ObjectId
 from ctxstore.repo import Store
 from ctxstore.verify import Problem, _pointer_roots, walk_reachable
 
@@ -57,6 +58,10 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
                     progress: Callable[[int, int], None] | None = None) -> GcReport:
     """Delete unreachable objects older than the grace period.
 
+    Phases, all under the writer lock: list the objects, find the roots and walk what is
+    reachable from them, choose the candidates (unreachable, not a kept narrative blob),
+    delete those past the grace period, then remove leftover temp files.
+
     Args:
         store: The store.
         keep_days: Grace period for unreachable objects (default: config ``[gc] keep_days``).
@@ -81,64 +86,100 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
         # Listed first: a shard that is a link out of the store is refused (E020) before
         # anything else, and nothing in it is ever a candidate for deletion.
         ids = list(store.objects.iter_ids())
-        problems: list[Problem] = []
-        roots = _pointer_roots(store, problems)
-        reachable = walk_reachable(store, roots, problems)
-        errors = [p for p in problems if p.severity == "error"]
-        if errors:
-            raise GcRefused(f"gc refused: {errors[0].line()}",
-                               hint="run `ctx debug verify` and repair the store first")
+        reachable = _reachable(store)
         report.reachable = len(reachable)
-        # Unreachable work commits name narrative snapshots: those blobs are kept.
-        keep: set[bytes] = set()
-        candidates = []
-        for i, oid in enumerate(ids):
-            if progress and i % 1000 == 0:
-                progress(i, len(ids))
-            report.scanned += 1
-            if oid in reachable:
-                continue
-            candidates.append(oid)
-            try:
-                obj = store.read_typed(oid)
-            except CtxError:
-                continue
-            if isinstance(obj, WorkCommit):
-                keep.update(r.blob_id for r in obj.narrative_refs)
-        for oid in candidates:
-            if oid in keep:
-                report.kept_narrative += 1
-                continue
-            path = store.objects.path_for(oid)
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                continue
-            if now - st.st_mtime < grace:
-                report.kept_recent += 1
-                continue
-            report.deleted += 1
-            report.bytes_reclaimed += st.st_size
-            report.deleted_ids.append(oid.hex())
-            if not dry_run:
-                # Every directory on the way is real (iter_ids refused linked shards;
-                # this re-checks right before the unlink): never delete outside the store.
-                fsio.check_under(store.root, path)
-                fsio.unlink(path)
-        for tmp in _tmp_files(store.root):
-            try:
-                st = os.lstat(tmp)
-            except FileNotFoundError:
-                continue
-            if now - st.st_mtime >= tmp_grace and not stat.S_ISDIR(st.st_mode):
-                report.tmp_removed += 1
-                if not dry_run:
-                    fsio.unlink(tmp)  # a planted link is removed, its target never touched
+        candidates, keep = _candidates(store, ids, reachable, report, progress)
+        _delete_objects(store, candidates, keep, report, now=now, grace=grace, dry_run=dry_run)
+        _remove_tmp_files(store, report, now=now, tmp_grace=tmp_grace, dry_run=dry_run)
         if not dry_run and (report.deleted or report.tmp_removed):
-            for shard in os.scandir(store.objects.root):
-                if shard.is_dir(follow_symlinks=False) and not any(os.scandir(shard.path)):
-                    fsio.rmdir(Path(shard.path))
+            _remove_empty_shards(store)
             fsio.sync_barrier(store.root)
         if progress:
             progress(len(ids), len(ids))
     return report
+
+
+def _reachable(store: Store) -> set[bytes]:
+    """Every object reachable from the pointers (the roots).
+
+    Raises:
+        GcRefused: if a root or an object reachable from one is unreadable or missing.
+    """
+    problems: list[Problem] = []
+    roots = _pointer_roots(store, problems)
+    reachable = walk_reachable(store, roots, problems)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        raise GcRefused(f"gc refused: {errors[0].line()}",
+                           hint="run `ctx debug verify` and repair the store first")
+    return reachable
+
+
+def _candidates(store: Store, ids: list[ObjectId], reachable: set[bytes], report: GcReport,
+                progress: Callable[[int, int], None] | None) -> tuple[list[ObjectId], set[bytes]]:
+    """The unreachable objects, and the narrative blobs to keep.
+
+    Unreachable work commits name narrative snapshots, and those blobs are never deleted.
+    """
+    keep: set[bytes] = set()
+    candidates = []
+    for i, oid in enumerate(ids):
+        if progress and i % 1000 == 0:
+            progress(i, len(ids))
+        report.scanned += 1
+        if oid in reachable:
+            continue
+        candidates.append(oid)
+        try:
+            obj: TypedObject = store.read_typed(oid)
+        except CtxError:
+            continue
+        if isinstance(obj, WorkCommit):
+            keep.update(r.blob_id for r in obj.narrative_refs)
+    return candidates, keep
+
+
+def _delete_objects(store: Store, candidates: list[ObjectId], keep: set[bytes], report: GcReport,
+                    *, now: float, grace: float, dry_run: bool) -> None:
+    """Delete (unless ``dry_run``) each candidate not kept and older than ``grace`` seconds."""
+    for oid in candidates:
+        if oid in keep:
+            report.kept_narrative += 1
+            continue
+        path = store.objects.path_for(oid)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if now - st.st_mtime < grace:
+            report.kept_recent += 1
+            continue
+        report.deleted += 1
+        report.bytes_reclaimed += st.st_size
+        report.deleted_ids.append(oid.hex())
+        if not dry_run:
+            # Every directory on the way is real (iter_ids refused linked shards;
+            # this re-checks right before the unlink): never delete outside the store.
+            fsio.check_under(store.root, path)
+            fsio.unlink(path)
+
+
+def _remove_tmp_files(store: Store, report: GcReport, *, now: float, tmp_grace: float,
+                      dry_run: bool) -> None:
+    """Remove (unless ``dry_run``) leftover temp files older than ``tmp_grace`` seconds."""
+    for tmp in _tmp_files(store.root):
+        try:
+            st = os.lstat(tmp)
+        except FileNotFoundError:
+            continue
+        if now - st.st_mtime >= tmp_grace and not stat.S_ISDIR(st.st_mode):
+            report.tmp_removed += 1
+            if not dry_run:
+                fsio.unlink(tmp)  # a planted link is removed, its target never touched
+
+
+def _remove_empty_shards(store: Store) -> None:
+    """Remove the shard directories that deleting left empty."""
+    for shard in os.scandir(store.objects.root):
+        if shard.is_dir(follow_symlinks=False) and not any(os.scandir(shard.path)):
+            fsio.rmdir(Path(shard.path))

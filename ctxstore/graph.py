@@ -30,8 +30,10 @@ class TraceStep:
 
 def trace(conn: sqlite3.Connection, node_id: str, *, reverse: bool = False,
           max_depth: int = 50) -> list[TraceStep]:
-    """What ``node_id`` derives from (or, with ``reverse``, what derives from it),
-    recursively along DERIVED_FROM and DEPENDS_ON, depth first, each node once."""
+    """What ``node_id`` derives from (or, with ``reverse``, what derives from it).
+
+    Recursively along DERIVED_FROM and DEPENDS_ON, depth first, each node once.
+    """
     steps: list[TraceStep] = []
     seen = {node_id}
 

@@ -1,12 +1,20 @@
-"""Content-addressed objects: ids, the CTXO1 envelope, and the loose-object store.
+"""Content-addressed objects: ids, the CTXO1 envelope, and the object stores.
 
 An object's canonical bytes are ``b"CTXO1" + kind + u64le(len(payload)) + payload``;
-its id is the BLAKE3 hash of those bytes; on disk it is one zstd frame of them at
-``objects/<2 hex>/<64 hex>``. Every read decompresses with a cap, rejects trailing
-bytes, re-hashes and checks the envelope, so corruption is always detected and named.
+its id is the BLAKE3 hash of those bytes. ``ObjectStore`` is the protocol the rest of
+the library programs against (write, read, exists, iter_ids, resolve_prefix); it has
+two implementations, checked by one contract suite (``tests/contracts``):
+
+- ``LooseObjectStore``: one zstd frame of the canonical bytes per file at
+  ``objects/<2 hex>/<64 hex>``. Every read decompresses with a cap, rejects trailing
+  bytes, re-hashes and checks the envelope, so corruption is always detected and named.
+  File paths (``path_for``, ``iter_tmp_files``) exist only here: gc, verify and a
+  transaction's durability barrier work on files, so they need the loose store.
+- ``MemoryObjectStore``: a dict, for tests and scratch work; same ids, same errors,
+  same size cap, no files.
 
 This module stores bytes; it knows nothing of typed payloads (see ``ctxstore.model``)
-or of pointers (see ``ctxstore.refs``).
+or of pointers (see ``ctxstore.refs``), and it never imports a layer above it.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import blake3
 
@@ -31,6 +40,9 @@ from ctxstore.errors import (
 )
 from ctxstore.ids import ObjectId, parse_object_id
 
+if TYPE_CHECKING:  # zstandard is imported lazily: `ctx --help` must not load it
+    import zstandard
+
 __all__ = [
     "ObjectId",
     "ENVELOPE_MAGIC",
@@ -43,6 +55,8 @@ __all__ = [
     "object_id_of",
     "parse_envelope",
     "ObjectStore",
+    "LooseObjectStore",
+    "MemoryObjectStore",
     "StoredObject",
 ]
 
@@ -96,8 +110,116 @@ class StoredObject:
     payload: bytes
 
 
-class ObjectStore:
-    """Loose objects under one ``objects/`` directory.
+@runtime_checkable
+class ObjectStore(Protocol):
+    """What the library needs of an object store: content-addressed, verified bytes.
+
+    Every implementation gives the same ids for the same (kind, payload), raises the
+    same errors (``ObjectNotFound``, ``AmbiguousPrefix``, ``InvalidInput``,
+    ``InvalidEnvelope`` for an object over ``max_object_bytes``) and enumerates ids in
+    ascending byte order. ``tests/contracts/test_object_store.py`` runs against each.
+    """
+
+    max_object_bytes: int
+
+    def write(self, kind: int, payload: bytes) -> tuple[ObjectId, bool]:
+        """Store an object unless an intact copy is already there.
+
+        Args:
+            kind: ``KIND_BLOB`` or ``KIND_TYPED``.
+            payload: The object's bytes (the envelope is added by the store).
+
+        Returns:
+            The id and whether the object was written (False: deduplicated).
+
+        Raises:
+            OSError: if a file-backed store cannot write.
+        """
+        ...
+
+    def read(self, oid: ObjectId) -> StoredObject:
+        """Return the verified object ``oid``.
+
+        Args:
+            oid: The object's id.
+
+        Returns:
+            Its id, kind and payload.
+
+        Raises:
+            ObjectNotFound: (E001) if there is no such object.
+            InvalidEnvelope: (E003) if it is malformed or over ``max_object_bytes``.
+            HashMismatch: (E002) if its content does not hash to ``oid``.
+        """
+        ...
+
+    def exists(self, oid: ObjectId) -> bool:
+        """Return True if the store holds ``oid`` (without verifying it).
+
+        Args:
+            oid: The object's id.
+
+        Returns:
+            Whether an object is stored under that id.
+        """
+        ...
+
+    def iter_ids(self) -> Iterator[ObjectId]:
+        """Yield the id of every stored object (unverified), ascending.
+
+        Returns:
+            An iterator over ids.
+        """
+        ...
+
+    def resolve_prefix(self, prefix: str) -> ObjectId:
+        """Resolve a unique hex prefix (4 to 64 characters) to an id.
+
+        Args:
+            prefix: Hex text, case-insensitive, surrounding white space ignored.
+
+        Returns:
+            The one id that starts with ``prefix``.
+
+        Raises:
+            InvalidInput: if the prefix is too short or not hex.
+            ObjectNotFound: (E001) if nothing matches.
+            AmbiguousPrefix: (E016) if several objects match.
+        """
+        ...
+
+
+def _normalize_prefix(prefix: str) -> str:
+    """Lower-case and check an abbreviated id; a full id must be exact hex.
+
+    Raises:
+        InvalidInput: if it is under 4 or over 64 characters or not hex.
+    """
+    prefix = prefix.strip().lower()
+    if len(prefix) == 64:
+        parse_object_id(prefix)  # raises InvalidInput with its own message
+        return prefix
+    if not 4 <= len(prefix) <= 64 or not _HEX.issuperset(prefix):
+        raise InvalidInput(f"not an object id or prefix: {prefix!r} (want 4-64 hex characters)")
+    return prefix
+
+
+def _unique_match(prefix: str, names: list[str]) -> ObjectId:
+    """Return the one id among sorted hex ``names``.
+
+    Raises:
+        ObjectNotFound: if ``names`` is empty.
+        AmbiguousPrefix: if it holds several.
+    """
+    if not names:
+        raise ObjectNotFound(prefix)
+    if len(names) > 1:
+        raise AmbiguousPrefix(prefix, names)
+    return ObjectId(bytes.fromhex(names[0]))
+
+
+class LooseObjectStore:
+    """Loose objects under one ``objects/`` directory (implements ``ObjectStore``).
 
     Writes are temp-file + rename and are *not* individually fsynced: the caller
     (a transaction in ``ctxstore.repo``) issues one ``fsio.sync_barrier`` for the
@@ -109,8 +231,8 @@ class ObjectStore:
         self.root = root
         self.compression_level = compression_level
         self.max_object_bytes = max_object_bytes
-        self._cctx = None
-        self._dctx = None
+        self._cctx: zstandard.ZstdCompressor | None = None
+        self._dctx: zstandard.ZstdDecompressor | None = None
         # The hot path builds paths as str: pathlib costs ~10 us per object here.
         self._root_str = os.fspath(root)
         # Shard directories this process has seen exist. A shard created just now cannot
@@ -167,7 +289,7 @@ class ObjectStore:
 
             self._cctx = zstandard.ZstdCompressor(level=self.compression_level,
                                                   write_content_size=True)
-        return self._cctx.compress(canon)
+        return bytes(self._cctx.compress(canon))
 
     def _is_intact(self, oid: ObjectId, path: str | Path) -> bool:
         try:
@@ -237,6 +359,7 @@ class ObjectStore:
 
         if self._dctx is None:
             self._dctx = zstandard.ZstdDecompressor()
+        dctx = self._dctx
         cap = self.max_object_bytes + HEADER_SIZE
         try:
             params = zstandard.get_frame_parameters(raw)
@@ -251,13 +374,13 @@ class ObjectStore:
         if size == zstandard.CONTENTSIZE_UNKNOWN:
             # No declared size: cap the output at what the envelope header claims.
             try:
-                head = self._dctx.stream_reader(raw, read_across_frames=False).read(HEADER_SIZE)
+                head = dctx.stream_reader(raw, read_across_frames=False).read(HEADER_SIZE)
             except zstandard.ZstdError:
                 head = b""
             if len(head) == HEADER_SIZE and head[:5] == ENVELOPE_MAGIC:
                 cap = min(cap, HEADER_SIZE + _HEADER.unpack(head)[2])
         try:
-            return self._dctx.decompress(raw, max_output_size=cap, allow_extra_data=False)
+            return bytes(dctx.decompress(raw, max_output_size=cap, allow_extra_data=False))
         except zstandard.ZstdError as exc:
             raise InvalidEnvelope(oid, path=str(path), detail=f"bad zstd data ({exc})") from None
 
@@ -305,14 +428,12 @@ class ObjectStore:
             ObjectNotFound: if nothing matches.
             AmbiguousPrefix: if several objects match.
         """
-        prefix = prefix.strip().lower()
+        prefix = _normalize_prefix(prefix)
         if len(prefix) == 64:
-            oid = parse_object_id(prefix)
+            oid = ObjectId(bytes.fromhex(prefix))
             if not self.exists(oid):
                 raise ObjectNotFound(prefix)
             return oid
-        if len(prefix) < 4 or not _HEX.issuperset(prefix):
-            raise InvalidInput(f"not an object id or prefix: {prefix!r} (want 4-64 hex characters)")
         self._check_shard(prefix[:2])
         shard = self.root / prefix[:2]
         try:
@@ -320,8 +441,111 @@ class ObjectStore:
                            if e.name.startswith(prefix) and len(e.name) == 64)
         except FileNotFoundError:
             names = []
-        if not names:
-            raise ObjectNotFound(prefix)
-        if len(names) > 1:
-            raise AmbiguousPrefix(prefix, names)
-        return ObjectId(bytes.fromhex(names[0]))
+        return _unique_match(prefix, names)
+
+
+_MEMORY_PATH = "<memory>"
+
+
+class MemoryObjectStore:
+    """Objects in a dict, keyed by id (implements ``ObjectStore``; no files, no locks).
+
+    It keeps the canonical bytes, so ids never depend on compression, and a read
+    re-hashes and re-parses them exactly as the loose store does after decompressing:
+    a test that damages ``objects[oid]`` sees the same errors a damaged file gives.
+    """
+
+    def __init__(self, *, max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -> None:
+        """Create an empty store.
+
+        Args:
+            max_object_bytes: The largest payload a read accepts (the loose store's cap).
+        """
+        self.max_object_bytes = max_object_bytes
+        self.objects: dict[ObjectId, bytes] = {}
+
+    def write(self, kind: int, payload: bytes) -> tuple[ObjectId, bool]:
+        """Store an object unless an intact copy is already there.
+
+        Args:
+            kind: ``KIND_BLOB`` or ``KIND_TYPED``.
+            payload: The object's bytes.
+
+        Returns:
+            The id and whether it was stored (False: deduplicated).
+        """
+        canon = canonical_bytes(kind, payload)
+        oid = ObjectId(blake3.blake3(canon).digest())
+        if self.objects.get(oid) == canon:
+            return oid, False
+        self.objects[oid] = canon  # a damaged entry is replaced, as the loose store does
+        return oid, True
+
+    def read(self, oid: ObjectId) -> StoredObject:
+        """Return the verified object ``oid``.
+
+        Args:
+            oid: The object's id.
+
+        Returns:
+            Its id, kind and payload.
+
+        Raises:
+            ObjectNotFound: (E001) if there is no such object.
+            InvalidEnvelope: (E003) if it is malformed or over ``max_object_bytes``.
+            HashMismatch: (E002) if its content does not hash to ``oid``.
+        """
+        canon = self.objects.get(oid)
+        if canon is None:
+            raise ObjectNotFound(oid)
+        cap = self.max_object_bytes + HEADER_SIZE
+        if len(canon) > cap:
+            # The loose store refuses the declared frame size before decoding; same words.
+            raise InvalidEnvelope(oid, path=_MEMORY_PATH,
+                                  detail=f"declares {len(canon)} bytes, over the {cap}-byte limit")
+        digest = blake3.blake3(canon).digest()
+        if digest != oid:
+            raise HashMismatch(oid, path=_MEMORY_PATH, actual=digest)
+        kind, payload = parse_envelope(canon, oid=oid, path=_MEMORY_PATH)
+        return StoredObject(oid, kind, payload)
+
+    def exists(self, oid: ObjectId) -> bool:
+        """Return True if the store holds ``oid`` (without verifying it).
+
+        Args:
+            oid: The object's id.
+
+        Returns:
+            Whether an object is stored under that id.
+        """
+        return oid in self.objects
+
+    def iter_ids(self) -> Iterator[ObjectId]:
+        """Yield every stored id, ascending (a snapshot: writing while iterating is safe).
+
+        Returns:
+            An iterator over ids.
+        """
+        yield from sorted(self.objects)
+
+    def resolve_prefix(self, prefix: str) -> ObjectId:
+        """Resolve a unique hex prefix (4 to 64 characters) to an id.
+
+        Args:
+            prefix: Hex text, case-insensitive, surrounding white space ignored.
+
+        Returns:
+            The one id that starts with ``prefix``.
+
+        Raises:
+            InvalidInput: if the prefix is too short or not hex.
+            ObjectNotFound: (E001) if nothing matches.
+            AmbiguousPrefix: (E016) if several objects match.
+        """
+        prefix = _normalize_prefix(prefix)
+        if len(prefix) == 64:
+            if ObjectId(bytes.fromhex(prefix)) not in self.objects:
+                raise ObjectNotFound(prefix)
+            return ObjectId(bytes.fromhex(prefix))
+        names = sorted(h for h in (oid.hex() for oid in self.objects) if h.startswith(prefix))
+        return _unique_match(prefix, names)

@@ -40,6 +40,7 @@ class Winner:
 
     @property
     def order(self) -> tuple[int, bytes]:
+        """The sort key of the replay: the record's stamp, then the version id."""
         return record_stamp(self.record), self.version
 
 

@@ -13,15 +13,17 @@ import os
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from types import TracebackType
+from typing import Literal, TypeVar
 
 from ctxstore import fsio, refs
-from ctxstore.discovery import CTX_DIRNAME, discover_store
 from ctxstore.config import Config, load_config
+from ctxstore.discovery import CTX_DIRNAME, discover_store
 from ctxstore.errors import (
     DeserializationFailed,
     ObjectNotFound,
@@ -31,7 +33,7 @@ from ctxstore.errors import (
     UnsafePath,
 )
 from ctxstore.model import Commit, TypedObject, WorkCommit, decode_typed, encode_typed
-from ctxstore.objects import KIND_BLOB, KIND_TYPED, ObjectId, ObjectStore
+from ctxstore.objects import KIND_BLOB, KIND_TYPED, LooseObjectStore, ObjectId
 from ctxstore.refs import Pointer
 
 __all__ = [
@@ -40,6 +42,8 @@ __all__ = [
     "STAGE_TYPES",
     "type_name",
     "Store",
+    "ObjectCache",
+    "OBJECT_CACHE_SIZE",
     "Transaction",
     "STORE_DIRS",
     "STORE_FILES",
@@ -78,8 +82,10 @@ def now_ms() -> int:
 
 
 def check_layout(ctx_dir: Path) -> None:
-    """Check the fixed entries of a store: none is a symbolic link, and each is absent or
-    of its kind (``STORE_DIRS`` real directories, ``STORE_FILES`` regular files).
+    """Check the fixed entries of a store.
+
+    None is a symbolic link, and each is absent or of its kind (``STORE_DIRS`` real directories,
+    ``STORE_FILES`` regular files).
 
     Two kinds of damage are left to the code that owns them: a directory in place of
     ``HEAD`` or ``STAGE`` is a damaged pointer (E005 when read), and another kind of entry
@@ -127,13 +133,54 @@ def open_store(ctx_dir: Path) -> Store:
     return Store(ctx_dir.resolve(), load_config(ctx_dir / "config.toml"))
 
 
+# Decoded objects a Store keeps: enough for the commit chain and records of a large sync,
+# bounded so that a long-lived process (an MCP server) does not grow with the store.
+OBJECT_CACHE_SIZE = 4096
+
+
+class ObjectCache:
+    """A least-recently-used map of object id to decoded object, holding at most ``capacity`` entries.
+
+    Objects are immutable, so an entry is never stale.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        """Args: capacity: The most entries kept (at least 1)."""
+        self.capacity = max(1, capacity)
+        self._items: OrderedDict[bytes, TypedObject] = OrderedDict()
+
+    def get(self, oid: bytes) -> TypedObject | None:
+        """The cached object (now the most recently used), or None."""
+        obj = self._items.get(oid)
+        if obj is not None:
+            self._items.move_to_end(oid)
+        return obj
+
+    def __setitem__(self, oid: bytes, obj: TypedObject) -> None:
+        self._items[oid] = obj
+        self._items.move_to_end(oid)
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+    def __contains__(self, oid: object) -> bool:
+        return oid in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        self._items.clear()
+
+
 class Store:
     """An open ``.ctx/`` store."""
 
     def __init__(self, root: Path, config: Config) -> None:
         self.root = root
         self.config = config
-        self.objects = ObjectStore(
+        # Loose, not any ObjectStore: gc, verify and _make_durable need its file paths.
+        self.objects = LooseObjectStore(
             root / "objects",
             compression_level=config.get("storage", "compression_level"),
             max_object_bytes=config.get("storage", "max_object_bytes"),
@@ -141,7 +188,7 @@ class Store:
         self.lock_timeout: float = config.get("lock", "timeout_seconds")
         self._lock_depth = 0
         self._lock_owner: int | None = None
-        self._cache: dict[bytes, TypedObject] = {}
+        self._cache = ObjectCache(OBJECT_CACHE_SIZE)
 
     @property
     def worktree(self) -> Path:
@@ -259,14 +306,16 @@ class Store:
             CtxError: (E001-E004) for a missing or damaged commit on the way.
         """
         seen: set[bytes] = set()
-        heap: list[tuple[int, bytes]] = []
+        # The decoded commit rides in the heap entry (the store's cache is bounded and may
+        # have dropped it by the time it is popped); the oid breaks stamp ties first.
+        heap: list[tuple[int, bytes, Commit | WorkCommit]] = []
 
         def push(oid: bytes, referenced_by: bytes | None) -> None:
             if oid in seen:
                 return
             seen.add(oid)
             try:
-                obj = self.read_typed(ObjectId(oid))
+                obj: TypedObject = self.read_typed(ObjectId(oid))
             except ObjectNotFound:
                 if referenced_by is None:
                     raise
@@ -274,15 +323,13 @@ class Store:
             if not isinstance(obj, (Commit, WorkCommit)):
                 raise DeserializationFailed(oid, detail=f"is a {type(obj).TYPE}, not a commit")
             stamp = obj.timestamp_unix * 1000 if isinstance(obj, Commit) else obj.created_at
-            heapq.heappush(heap, (-stamp, oid))
+            heapq.heappush(heap, (-stamp, oid, obj))
 
         for head in heads:
             push(head, None)
         while heap:
-            _, oid = heapq.heappop(heap)
-            obj = self._cache[oid]
-            yield ObjectId(oid), obj  # type: ignore[misc]
-            assert isinstance(obj, (Commit, WorkCommit))
+            _, oid, obj = heapq.heappop(heap)
+            yield ObjectId(oid), obj
             for parent in obj.parents:
                 push(parent, oid)
             if follow_base and isinstance(obj, WorkCommit):
@@ -324,7 +371,8 @@ class Transaction:
         self._lock_cm.__enter__()
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:  # type: ignore[no-untyped-def]
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         try:
             if exc_type is None:
                 self.commit()

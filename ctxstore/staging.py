@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from ctxstore import fsio
 from ctxstore import refs as refs_mod
 from ctxstore.errors import CtxError, InvalidInput, NothingToDo, StagingConflict
-from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit
+from ctxstore.model import ChangeBatch, Commit, NarrativeRef, TypedObject, WorkCommit
+from ctxstore.model.commit import StepKind
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import ObjectId
 from ctxstore.refs import Pointer
@@ -63,7 +64,8 @@ def new_session_id() -> str:
     """A random (version 4) UUID as text, as ``str(uuid.uuid4())`` gives.
 
     Built here because ``import uuid`` loads ``platform`` (~2.5 ms), and the first write
-    of a Claude Code session starts a staging session inside the Stop hook."""
+    of a Claude Code session starts a staging session inside the Stop hook.
+    """
     raw = bytearray(os.urandom(16))
     raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
     raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
@@ -75,8 +77,10 @@ def new_session_id() -> str:
 
 
 def merge_main_heads(store: Store, tx: Transaction, heads: Sequence[ObjectId]) -> ObjectId:
-    """Return one commit that contains every head: a head that contains the others
-    (fast-forward) or a new merge commit whose parents are all heads (sorted).
+    """Return one commit that contains every head.
+
+    A head that contains the others (fast-forward) or a new merge commit whose parents are all heads
+    (sorted).
 
     The merge commit's timestamp is the newest parent's, so two clones resolving the
     same conflict write the same object.
@@ -148,7 +152,7 @@ def resolve_stage(store: Store, tx: Transaction, base: ObjectId
 
 # -- staged writes ------------------------------------------------------------------------------
 
-def _append_work(store: Store, tx: Transaction, *, step_kind: str, message: str,
+def _append_work(store: Store, tx: Transaction, *, step_kind: StepKind, message: str,
                  change_batches: Sequence[ObjectId] = (), payload: Sequence[ObjectId] = (),
                  narrative_refs: Sequence[NarrativeRef] = (), new_session: bool = False
                  ) -> tuple[ObjectId, str]:
@@ -158,7 +162,7 @@ def _append_work(store: Store, tx: Transaction, *, step_kind: str, message: str,
         raise StagingConflict("a staging session is already open",
                               hint="run `ctx commit -m MSG`, `ctx stage compact` or `ctx stage abort` first")
     if stage is None:
-        parents: tuple[bytes, ...] = ()
+        parents: tuple[ObjectId, ...] = ()
         session_id, created = new_session_id(), now_ms()
     else:
         prev = store.read_typed(stage, WorkCommit)
@@ -174,7 +178,7 @@ def _append_work(store: Store, tx: Transaction, *, step_kind: str, message: str,
 
 
 def stage_records(store: Store, records: Sequence[KnowledgeRecord], *, message: str = "",
-                  step_kind: str = "change", author: str | None = None,
+                  step_kind: StepKind = "change", author: str | None = None,
                   blobs: Iterable[bytes] = (), narrative_refs: Sequence[NarrativeRef] = (),
                   tx: Transaction | None = None) -> StageResult:
     """Write ``records`` as one change batch and a work commit, and move STAGE.
@@ -261,8 +265,10 @@ def _latest_refs(refs_lists: Iterable[Iterable[NarrativeRef]]) -> list[Narrative
 
 
 def check_commit_message(message: str | None, *, amend: bool = False) -> None:
-    """Refuse a commit message ``commit_stage`` would refuse, so that callers who change
-    something before folding (narrative ingestion) can fail before that change.
+    """Refuse a commit message ``commit_stage`` would refuse.
+
+    Callers who change something before folding (narrative ingestion) can so fail before that
+    change.
 
     Raises:
         InvalidInput: if the message is missing (and ``amend`` does not keep the old one),
@@ -276,8 +282,10 @@ def check_commit_message(message: str | None, *, amend: bool = False) -> None:
 
 
 def check_text(text: str | None, what: str) -> None:
-    """Refuse text no object can store: a lone surrogate (what Python makes of bytes that
-    are not UTF-8) cannot be encoded, and would fail a write half-way.
+    """Refuse text no object can store.
+
+    A lone surrogate (what Python makes of bytes that are not UTF-8) cannot be encoded, and would
+    fail a write half-way.
 
     Raises:
         InvalidInput: naming ``what``.
@@ -311,7 +319,7 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         InvalidInput: for a missing or blank message (see ``check_commit_message``).
         StagingConflict: if HEAD or STAGE moved concurrently.
     """
-    from ctxstore import narrative as narrative_mod
+    from ctxstore.narrative import snapshot as narrative_mod
 
     check_commit_message(message, amend=amend)
     with store.transaction() as tx:
@@ -329,7 +337,7 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         session_id = chain[0][1].session_id if chain else None
         if not (curated or nrefs or chain or amend or allow_empty):
             return FoldResult(None, 0, 0, 0, None)
-        batch_ids: list[bytes] = []
+        batch_ids: list[ObjectId] = []
         if curated:
             batch_ids.append(tx.put(ChangeBatch(created_at=now_ms(), author=None,
                                                 records=tuple(curated))))
@@ -389,8 +397,10 @@ def abort_session(store: Store, reason: str | None) -> FoldResult:
 
 
 def flush(store: Store) -> ObjectId | None:
-    """Make the staging state durable (it already is after every write) and resolve
-    a multi-head STAGE. Returns the staging head, or None if nothing is staged."""
+    """Make the staging state durable (it already is after every write) and resolve a multi-head STAGE.
+
+    Returns the staging head, or None if nothing is staged.
+    """
     with store.transaction() as tx:
         head, _ = resolve_main(store, tx)
         stage, _ = resolve_stage(store, tx, head)
@@ -587,8 +597,11 @@ def recover(store: Store, *, adopt: bool = False) -> RecoverReport:
 
 def _attach_unnamed(store: Store, tx: Transaction, ptr: Pointer | None, current: ObjectId | None,
                     head: ObjectId, notes: list[str], *, kept: int = 0) -> RecoverReport:
-    """Point STAGE at the staged work no pointer names (with ``current``, the chain STAGE
-    names now, merged in): one chain as it is, several through one merge work commit."""
+    """Point STAGE at the staged work no pointer names.
+
+    With ``current``, the chain STAGE names now is merged in: one chain is taken as it is, several
+    are joined through one merge work commit.
+    """
     found = [w for w in find_unnamed_work(store) if _work_ok(store, w.tip) is not None]
     if not found:
         if current is not None:
@@ -612,7 +625,9 @@ MAX_SCANNED_OBJECT_BYTES = 4 << 20
 
 def _iter_commit_objects(store: Store) -> Iterator[tuple[ObjectId, Commit | WorkCommit]]:
     """Every readable commit and work commit in the object store (damaged ones skipped).
-    Objects already decoded (``ctx debug verify`` decodes everything) are not read again."""
+
+    Objects already decoded (``ctx debug verify`` decodes everything) are not read again.
+    """
     from ctxstore.model import decode_typed
     from ctxstore.objects import KIND_TYPED
 
@@ -729,11 +744,13 @@ def _walk_intact(store: Store, heads: Iterable[ObjectId]
 
 
 def _dedup_steps(kept: dict[bytes, WorkCommit]) -> list[WorkCommit]:
-    """Intact work commits oldest first, one per step (an earlier recovery's
-    re-linked copies differ only in their parents)."""
+    """Intact work commits oldest first, one per step.
+
+    An earlier recovery's re-linked copies differ only in their parents.
+    """
     chain: list[WorkCommit] = []
     seen: set[tuple[object, ...]] = set()
-    for oid, work in sorted(kept.items(), key=lambda kv: (kv[1].created_at, kv[0])):
+    for _oid, work in sorted(kept.items(), key=lambda kv: (kv[1].created_at, kv[0])):
         if work.step_kind == "merge" and not work.change_batches:
             continue  # merge nodes carry nothing once the chain is linear
         step = (work.created_at, work.session_id, work.step_kind, work.message,
@@ -752,7 +769,7 @@ def _folded_sessions(store: Store, head: ObjectId) -> set[str]:
 def _iter_work_commits(store: Store) -> Iterator[tuple[ObjectId, WorkCommit]]:
     for oid in store.objects.iter_ids():
         try:
-            obj = store.read_typed(oid)
+            obj: TypedObject = store.read_typed(oid)
         except CtxError:
             continue
         if isinstance(obj, WorkCommit):

@@ -138,8 +138,11 @@ def walk_reachable(store: Store, roots: Iterable[tuple[bytes, Any, str]],
 
 def _pointer_roots(store: Store, problems: list[Problem],
                    named: set[bytes] | None = None) -> list[tuple[bytes, Any, str]]:
-    """Every head a pointer names, as walk roots; problems of pointers are appended.
-    ``named`` (when given) collects every id a pointer names, damaged or not."""
+    """Every head a pointer names, as walk roots.
+
+    Problems of pointers are appended. ``named`` (when given) collects every id a pointer names,
+    damaged or not.
+    """
     roots: list[tuple[bytes, Any, str]] = []
     try:
         target = refs.read_head_target(store.root)
@@ -177,8 +180,10 @@ def _pointer_roots(store: Store, problems: list[Problem],
 
 
 def _unnamed_work_problems(store: Store, named: set[bytes]) -> list[Problem]:
-    """Staged work no pointer names (``staging.find_unnamed_work``; the object scan above
-    has decoded every object, so this reads nothing again).
+    """Staged work no pointer names.
+
+    ``staging.find_unnamed_work``; the object scan above has decoded every object, so this reads
+    nothing again.
 
     With STAGE missing it is an error: acknowledged writes are hidden, and ``ctx stage
     recover`` puts them back. With STAGE present it is a warning: the chain may also be
@@ -212,7 +217,7 @@ def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport
     """
     report = VerifyReport()
     ids = list(store.objects.iter_ids())
-    damaged: dict[bytes, Problem] = {}
+    damaged: dict[ObjectId, Problem] = {}
     for i, oid in enumerate(ids):
         report.objects += 1
         if progress and i % 500 == 0:

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
 
 from ctxstore.cli import cli
-from ctxstore.layout import init_store
+from ctxstore.init import init_store
 from ctxstore.repo import Store, open_store
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -6,15 +6,14 @@ from __future__ import annotations
 import json
 import time
 
+from conftest import invoke
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import invoke
-from ctxstore import clock
 from ctxstore.clock import clamp_future, next_stamp, now_ms
-from ctxstore.exchange import import_document
 from ctxstore.index import open_index
 from ctxstore.index.read import find_node
+from ctxstore.knowledge.exchange import import_document
 from ctxstore.model.knowledge import NodeRecord
 from ctxstore.staging import stage_records
 
@@ -49,12 +48,6 @@ def test_clamp_future_never_returns_a_stamp_after_now(stamp: int, wall: int) -> 
     clamped = clamp_future(stamp, now=wall)
     assert clamped <= wall
     assert clamped == stamp or stamp > wall
-
-
-def test_old_stamp_helpers_call_the_clock() -> None:
-    from ctxstore import nodes
-
-    assert nodes.bump is clock.next_stamp
 
 
 def _future_node(store, node_id: str, stamp: int) -> None:

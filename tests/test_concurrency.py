@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from conftest import run_ctx, store_digest
+
 from ctxstore.errors import LockConflict
+from ctxstore.knowledge.nodes import add_node
 from ctxstore.model import ChangeBatch, WorkCommit
-from ctxstore.nodes import add_node
 from ctxstore.repo import Store, open_store
 from ctxstore.staging import commit_stage, stage_chain
 from ctxstore.verify import Problem, _pointer_roots, walk_reachable
@@ -151,7 +151,7 @@ def test_cc01_concurrent_cli_writers_lose_nothing(store: Store) -> None:
     chain = stage_chain(fresh, fresh.read_stage().heads)
     assert len(chain) == len(staged) + len(acked)
     assert chain[0][1].parents == ()
-    for (prev, _), (_, work) in zip(chain, chain[1:]):
+    for (prev, _), (_, work) in zip(chain, chain[1:], strict=False):  # consecutive pairs
         assert work.parents == (prev,)
     per_commit = []
     for _, work in chain:
@@ -203,7 +203,7 @@ def test_cc03_readers_see_monotonic_snapshots(store: Store) -> None:
     assert final == acked | base
     for rid, snaps in observations.items():
         assert len(snaps) >= 3, f"reader {rid} only read {len(snaps)} times"
-        for before, after in zip(snaps, snaps[1:]):
+        for before, after in zip(snaps, snaps[1:], strict=False):  # consecutive pairs
             assert before <= after, f"reader {rid} lost {sorted(before - after)[:3]}"
         for snap in snaps:
             # Nothing that was never acknowledged, nothing from before lost.

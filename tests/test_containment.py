@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxstore.objects import ObjectId, ObjectStore
+from ctxstore.objects import LooseObjectStore, ObjectId
 from tests.conftest import run_ctx, store_digest
 
 pytestmark = pytest.mark.git
@@ -161,7 +161,7 @@ def test_containment_gc_never_deletes_object_named_files_in_a_linked_shard(
     outside = tmp_path / "outside" / "shard"
     outside.parent.mkdir()
     # An unreachable object, old enough for gc, in a shard that is a link out of the store.
-    objects = ObjectStore(outside.parent / "objects")
+    objects = LooseObjectStore(outside.parent / "objects")
     oid, _ = objects.write(1, b"an unreachable blob")
     shard = objects.path_for(ObjectId(oid)).parent
     shutil.move(str(shard), str(outside))

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 import zstandard
 from click.testing import CliRunner
-
 from conftest import invoke, run_ctx, store_digest
-from ctxstore.layout import init_store
+
+from ctxstore.init import init_store
 from ctxstore.model import Commit, WorkCommit, codec
 from ctxstore.objects import HEADER_SIZE, KIND_BLOB, KIND_TYPED, ObjectId
 from ctxstore.repo import Store, open_store

@@ -15,10 +15,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import run_ctx, store_digest
+
 from ctxstore.errors import RefNotFound, StoreNotFound
-from ctxstore.layout import init_store
+from ctxstore.init import init_store
 from ctxstore.model import Commit
 from ctxstore.model.knowledge import NodeRecord
 from ctxstore.repo import discover_store, open_store

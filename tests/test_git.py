@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import run_ctx
+
 from ctxstore.repo import open_store
 
 pytestmark = pytest.mark.git
@@ -77,7 +77,8 @@ def test_git_text_merge_conflict_markers_are_read_and_resolved(git_repo: Path) -
     ctx(git_repo, "init", "--no-git")
     # Force Git's line merge on pointers (as an old or hand-edited attributes file would).
     (git_repo / ".git" / "info").mkdir(exist_ok=True)
-    (git_repo / ".git" / "info" / "attributes").write_text("/.ctx/refs/** merge=text\n/.ctx/STAGE merge=text\n")
+    attributes = git_repo / ".git" / "info" / "attributes"
+    attributes.write_text("/.ctx/refs/** merge=text\n/.ctx/STAGE merge=text\n")
     two_branch_history(git_repo)
     merged = git(git_repo, "merge", "--no-edit", "side", check=False)
     assert merged.returncode != 0

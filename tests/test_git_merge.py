@@ -31,13 +31,13 @@ import re
 import subprocess
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import invoke
+
 from ctxstore.model import ChangeBatch, Commit, WorkCommit
 from ctxstore.model.knowledge import (
     EdgeRecord,
@@ -248,7 +248,7 @@ def reachable_records(ctx_dir: Path) -> Records:
 
 
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms // 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") \
+    return datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S") \
         + f".{ms % 1000:03d}Z"
 
 

@@ -32,7 +32,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ctxstore.cli import cli
-from ctxstore.layout import init_store
+from ctxstore.init import init_store
 
 HOOK_TIMEOUT = 4.0  # seconds; a healthy run takes a small fraction of one
 

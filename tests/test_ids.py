@@ -105,14 +105,6 @@ def test_ulid_time_ms_refuses_text_that_is_not_a_ulid() -> None:
         ulid_time_ms("not-a-ulid")
 
 
-def test_new_ulid_old_locations_reexport_the_same_function() -> None:
-    from ctxstore import narrative, nodes
-
-    assert nodes.new_ulid is ids.new_ulid
-    # narrative.py still spells the alphabet out (task numbers decode the random part).
-    assert narrative.ULID_ALPHABET == ULID_ALPHABET
-
-
 def test_ids_imports_only_errors_and_the_standard_library() -> None:
     tree = ast.parse(Path(ids.__file__).read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 from conftest import run_ctx
+
 from ctxstore.index import open_index
-from ctxstore.nodes import add_node, tag_node
+from ctxstore.knowledge.nodes import add_node, tag_node
 from ctxstore.repo import Store
 from ctxstore.staging import abort_session, commit_stage, start_session
 
@@ -41,7 +42,8 @@ def test_index_follows_commit_abort_and_amend(store: Store) -> None:
     commit_stage(store, None, amend=True)
     assert _ids(store) == {a, c}
     tag_node(store, a, ["x:y"])
-    assert [r[0] for r in open_index(store).execute("SELECT tag FROM tags WHERE node_id = ?", (a,))] == ["x:y"]
+    rows = open_index(store).execute("SELECT tag FROM tags WHERE node_id = ?", (a,))
+    assert [r[0] for r in rows] == ["x:y"]
 
 
 def test_index_concurrent_catch_up_applies_once(store: Store) -> None:
@@ -65,6 +67,17 @@ def test_index_outdated_schema_is_rebuilt(store: Store) -> None:
     conn.execute("PRAGMA user_version = 99")
     conn.close()
     assert _ids(store) == {a}
+
+
+def test_index_from_another_version_is_rebuilt_without_calling_it_damage(store: Store) -> None:
+    a = add_node(store, "fact", "survives").node.id
+    conn = open_index(store)
+    conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    r = run_ctx(["--ctx-dir", str(store.root), "--format", "json", "list"])
+    assert r.returncode == 0 and json.loads(r.stdout)["nodes"][0]["id"] == a
+    assert r.stderr.startswith("ctx: index was written by another version of ctx (schema version 3")
+    assert "damaged" not in r.stderr
 
 
 def test_index_folder_that_is_a_file_is_one_clear_error(store: Store) -> None:
@@ -96,7 +109,7 @@ def test_readers_do_not_touch_store_state(store: Store) -> None:
 def test_compose_query_equals_compose_of_full_rows(store: Store) -> None:
     import random
 
-    from ctxstore.pack import compose, compose_query
+    from ctxstore.packs.compose import compose, compose_query
     from ctxstore.query.executor import run_query
 
     rnd = random.Random(7)
@@ -114,11 +127,11 @@ def test_compose_query_equals_compose_of_full_rows(store: Store) -> None:
 
 def test_status_counts_every_tier_and_sizes_the_index_file(store: Store) -> None:
     from ctxstore.index import INDEX_FILE, index_dir
-    from ctxstore.stats import store_status
+    from ctxstore.knowledge.status import store_status
 
     ids = [add_node(store, "fact", f"tiered {tier}").node.id
            for tier in ("pinned", "reference", "working", "off-context")]
-    for node_id, tier in zip(ids, ("pinned", "reference", "working", "off-context")):
+    for node_id, tier in zip(ids, ("pinned", "reference", "working", "off-context"), strict=True):
         tag_node(store, node_id, [f"tier:{tier}"])
     add_node(store, "fact", "untiered")
     conn = open_index(store)

@@ -12,18 +12,32 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "ctxstore"
 
 # Left to right: a module may import only modules of its own layer or to its left.
+# A dotted entry places one module of a package apart from the rest of it (the most
+# specific entry wins): narrative's markdown and snapshot sit below staging, which stores
+# the snapshots, while its entries, ingest and summary write knowledge.
 LAYERS = [
-    {"errors", "fsio", "ids", "clock"},
+    {"errors", "fsio", "ids", "clock", "discovery"},
     {"objects", "model", "config", "tokens"},
     {"refs"},
-    {"repo", "replay", "staging", "narrative", "verify", "gitglue", "layout"},
-    {"index", "query", "graph", "code"},
-    {"nodes", "edges", "views", "notes", "knowledge"},
-    {"pack", "exchange", "lifecycle", "gc", "llm", "stats"},
+    {"repo", "replay", "staging", "narrative.markdown", "narrative.snapshot", "verify", "git",
+     "init"},
+    {"index", "query", "graph"},
+    {"session"},
+    {"narrative", "knowledge", "code"},
+    {"packs", "lifecycle", "gc", "llm"},
     {"claude"},
     {"cli"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def _rank(parts: list[str]) -> int | None:
+    """The layer of the module ``ctxstore.<parts>``: its most specific entry in LAYERS."""
+    for n in range(len(parts), 0, -1):
+        key = ".".join([parts[0].lstrip("_"), *parts[1:n]])
+        if key in RANK:
+            return RANK[key]
+    return None
 WRITE_CALLS = {("os", "replace"), ("os", "rename"), ("os", "fsync"), ("os", "unlink"),
                ("os", "remove"), ("os", "rmdir"), ("os", "mkdir"), ("os", "link")}
 LAZY_ONLY = {"networkx", "tantivy"}
@@ -46,6 +60,11 @@ def _imported(node: ast.AST) -> list[str]:
     if isinstance(node, ast.ImportFrom) and node.module:
         if node.module == "ctxstore":
             return [f"ctxstore.{a.name}" for a in node.names]
+        package = PKG.joinpath(*node.module.split(".")[1:])
+        if node.module.startswith("ctxstore.") and package.is_dir():  # submodules by name
+            subs = [f"{node.module}.{a.name}" for a in node.names
+                    if (package / f"{a.name}.py").is_file() or (package / a.name).is_dir()]
+            return subs + ([node.module] if len(subs) < len(node.names) else [])
         return [node.module]
     return []
 
@@ -53,14 +72,14 @@ def _imported(node: ast.AST) -> list[str]:
 @pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
 def test_layering_imports_go_left_only(top: str, path: Path, tree: ast.Module) -> None:
     assert top.lstrip("_") in RANK or top.startswith("_"), f"{top} has no layer"
-    mine = RANK.get(top.lstrip("_"), 0)
+    mine = _rank(list(path.relative_to(PKG).with_suffix("").parts)) or 0
     for node in ast.walk(tree):
         for name in _imported(node):
             if not name.startswith("ctxstore."):
                 continue
-            target = name.split(".")[1].lstrip("_")
-            assert target in RANK, f"{path}: unknown module {name}"
-            assert RANK[target] <= mine, f"{path.name} imports {name} (a layer to its right)"
+            target = _rank(name.split(".")[1:])
+            assert target is not None, f"{path}: unknown module {name}"
+            assert target <= mine, f"{path.name} imports {name} (a layer to its right)"
 
 
 @pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
@@ -81,6 +100,42 @@ def test_layering_only_fsio_writes_files(top: str, path: Path, tree: ast.Module)
                       if k.arg == "mode" and isinstance(k.value, ast.Constant)]
             assert all(set(str(m)) <= set("rbt") for m in modes), \
                 f"{path.name}:{node.lineno} opens a file for writing outside fsio"
+
+
+# STYLE §2.2: SQL lives in index/, query/ and claude/state.py only (issue 12).
+SQL_HOMES = ("index/", "query/", "claude/state.py")
+SQL_CALLS = {"execute", "executemany", "executescript", "cursor"}
+
+
+def sql_violations(rel: str, tree: ast.Module) -> list[str]:
+    """Where a module outside ``SQL_HOMES`` runs SQL or opens a database itself."""
+    if rel.startswith(SQL_HOMES):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr in SQL_CALLS or (
+                node.func.attr == "connect" and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "sqlite3"):
+            found.append(f"{rel}:{node.lineno} calls .{node.func.attr}()")
+    return found
+
+
+@pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
+def test_layering_sql_only_in_index_query_and_state(top: str, path: Path, tree: ast.Module) -> None:
+    assert sql_violations(path.relative_to(PKG).as_posix(), tree) == []
+
+
+def test_layering_sql_rule_fails_on_a_planted_violation(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text("def count(conn):\n"
+                       "    return conn.execute('SELECT count(*) FROM nodes').fetchone()[0]\n")
+    tree = ast.parse(planted.read_text())
+    assert sql_violations("knowledge/planted.py", tree) == ["knowledge/planted.py:2 calls .execute()"]
+    assert sql_violations("cli/planted.py", ast.parse("import sqlite3\nsqlite3.connect('x')\n"))
+    assert sql_violations("index/planted.py", tree) == []  # the index package may
+    assert sql_violations("claude/state.py", tree) == []
 
 
 @pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))

@@ -17,14 +17,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import store_digest
-from ctxstore import narrative as nar
-from ctxstore.model import Commit
-from ctxstore.nodes import add_node, delete_node, update_node
+
 from ctxstore.errors import InvalidInput, UnsafePath
-from ctxstore.notes import (add_decision, add_note, add_task, commit_with_edits,
-                            compact_session, ingest_narrative_edits)
+from ctxstore.knowledge.nodes import add_node, delete_node, update_node
+from ctxstore.model import Commit
+from ctxstore.narrative import markdown as nar
+from ctxstore.narrative import snapshot
+from ctxstore.narrative.entries import add_decision, add_note, add_task
+from ctxstore.narrative.ingest import commit_with_edits, ingest_narrative_edits
+from ctxstore.narrative.summary import compact_session
 from ctxstore.objects import ObjectId
 from ctxstore.replay import replay
 from ctxstore.repo import Store, open_store
@@ -131,7 +133,7 @@ def test_templates_are_rendered_in_one_pass() -> None:
 
 def test_oversized_narrative_file_is_not_snapshotted(store: Store) -> None:
     commit_stage(store, "base")  # the README from init
-    (ndir(store) / "big.md").write_bytes(b"x" * (nar.MAX_NARRATIVE_BYTES + 1))
+    (ndir(store) / "big.md").write_bytes(b"x" * (snapshot.MAX_NARRATIVE_BYTES + 1))
     (ndir(store) / "small.md").write_text("small\n")
     res = commit_stage(store, "snap")
     refs = store.read_typed(res.commit, Commit).narrative_refs
@@ -318,7 +320,7 @@ def test_union_merged_files_give_no_duplicates(git_repo: Path) -> None:
     """Both branches append to the same log and decisions.md and create a task; Git merges
     the Markdown by union (declared in .ctx/.gitattributes) and committing after the merge
     adds no node and no duplicate entry."""
-    from ctxstore.layout import init_store
+    from ctxstore.init import init_store
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", str(git_repo), *args], check=True, capture_output=True)
@@ -343,7 +345,7 @@ def test_union_merged_files_give_no_duplicates(git_repo: Path) -> None:
     store = open_store(git_repo / ".ctx")
     ids = set(live(store))
     assert len(ids) == 7
-    for rel, path in nar.iter_narrative_files(store):
+    for rel, path in snapshot.iter_narrative_files(store):
         text = path.read_text()
         assert "<<<<<<<" not in text
         for marker in re.findall(r"ctx:id=(\w+)", text):
@@ -436,7 +438,7 @@ def test_kill_after_markdown_write_is_reconciled_by_commit(store: Store, kind: s
     # the first rename of `ctx add <kind>` puts the Markdown in place; die right after it
     res = run_killed(store.root, args, "kill:replace:1:after")
     assert res.returncode == -signal.SIGKILL
-    entries = [e for rel, p in nar.iter_narrative_files(store)
+    entries = [e for rel, p in snapshot.iter_narrative_files(store)
                for e in nar.parse_entries(rel, p.read_text()) if e.marker]
     assert len(entries) == 1 and entries[0].marker not in live(store)
     store = open_store(store.root)

@@ -13,7 +13,7 @@ from ctxstore.errors import AmbiguousPrefix, HashMismatch, InvalidEnvelope, Inva
 from ctxstore.objects import (
     KIND_BLOB,
     KIND_TYPED,
-    ObjectStore,
+    LooseObjectStore,
     canonical_bytes,
     object_id_of,
     parse_envelope,
@@ -22,8 +22,8 @@ from ctxstore.objects import (
 
 
 @pytest.fixture
-def objects(tmp_path: Path) -> ObjectStore:
-    return ObjectStore(tmp_path / "objects")
+def objects(tmp_path: Path) -> LooseObjectStore:
+    return LooseObjectStore(tmp_path / "objects")
 
 
 def test_object_id_is_blake3_of_envelope() -> None:
@@ -34,23 +34,24 @@ def test_object_id_is_blake3_of_envelope() -> None:
     assert object_id_of(KIND_BLOB, b"x") != object_id_of(KIND_TYPED, b"x")
 
 
-def test_objects_write_then_read_roundtrip(objects: ObjectStore) -> None:
+def test_objects_write_then_read_roundtrip(objects: LooseObjectStore) -> None:
     oid, wrote = objects.write(KIND_BLOB, b"payload")
     assert wrote
     path = objects.path_for(oid)
     assert path == objects.root / oid.hex()[:2] / oid.hex()
     got = objects.read(oid)
     assert (got.kind, got.payload) == (KIND_BLOB, b"payload")
-    assert zstandard.ZstdDecompressor().decompress(path.read_bytes()) == canonical_bytes(KIND_BLOB, b"payload")
+    raw = zstandard.ZstdDecompressor().decompress(path.read_bytes())
+    assert raw == canonical_bytes(KIND_BLOB, b"payload")
 
 
 def test_objects_id_does_not_depend_on_compression_level(tmp_path: Path) -> None:
-    a = ObjectStore(tmp_path / "a", compression_level=1).write(KIND_BLOB, b"z" * 1000)[0]
-    b = ObjectStore(tmp_path / "b", compression_level=19).write(KIND_BLOB, b"z" * 1000)[0]
+    a = LooseObjectStore(tmp_path / "a", compression_level=1).write(KIND_BLOB, b"z" * 1000)[0]
+    b = LooseObjectStore(tmp_path / "b", compression_level=19).write(KIND_BLOB, b"z" * 1000)[0]
     assert a == b
 
 
-def test_objects_write_dedups_intact_object(objects: ObjectStore) -> None:
+def test_objects_write_dedups_intact_object(objects: LooseObjectStore) -> None:
     oid, _ = objects.write(KIND_BLOB, b"same")
     before = objects.path_for(oid).stat().st_ino
     again, wrote = objects.write(KIND_BLOB, b"same")
@@ -59,7 +60,7 @@ def test_objects_write_dedups_intact_object(objects: ObjectStore) -> None:
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "other-object"])
-def test_objects_write_replaces_damaged_existing_file(objects: ObjectStore, damage: str) -> None:
+def test_objects_write_replaces_damaged_existing_file(objects: LooseObjectStore, damage: str) -> None:
     oid = object_id_of(KIND_BLOB, b"the real content" * 10)
     path = objects.path_for(oid)
     path.parent.mkdir(parents=True)
@@ -76,13 +77,13 @@ def test_objects_write_replaces_damaged_existing_file(objects: ObjectStore, dama
     assert objects.read(oid).payload == b"the real content" * 10
 
 
-def test_objects_read_missing_is_e001(objects: ObjectStore) -> None:
+def test_objects_read_missing_is_e001(objects: LooseObjectStore) -> None:
     with pytest.raises(ObjectNotFound) as err:
         objects.read(object_id_of(KIND_BLOB, b"nope"))
     assert err.value.code == "E001"
 
 
-def _corrupt(objects: ObjectStore, data: bytes) -> bytes:
+def _corrupt(objects: LooseObjectStore, data: bytes) -> bytes:
     oid, _ = objects.write(KIND_BLOB, b"abc" * 100)
     path = objects.path_for(oid)
     os.chmod(path, 0o644)
@@ -90,7 +91,7 @@ def _corrupt(objects: ObjectStore, data: bytes) -> bytes:
     return oid
 
 
-def test_objects_read_detects_flipped_byte_in_content(objects: ObjectStore) -> None:
+def test_objects_read_detects_flipped_byte_in_content(objects: LooseObjectStore) -> None:
     oid, _ = objects.write(KIND_BLOB, b"abcdefgh" * 50)
     path = objects.path_for(oid)
     raw = bytearray(path.read_bytes())
@@ -102,7 +103,7 @@ def test_objects_read_detects_flipped_byte_in_content(objects: ObjectStore) -> N
     assert oid.hex() in str(err.value)
 
 
-def test_objects_read_rejects_trailing_bytes_after_frame(objects: ObjectStore) -> None:
+def test_objects_read_rejects_trailing_bytes_after_frame(objects: LooseObjectStore) -> None:
     oid, _ = objects.write(KIND_BLOB, b"x" * 64)
     path = objects.path_for(oid)
     os.chmod(path, 0o644)
@@ -112,7 +113,7 @@ def test_objects_read_rejects_trailing_bytes_after_frame(objects: ObjectStore) -
 
 
 def test_objects_read_refuses_oversized_declared_frame(tmp_path: Path) -> None:
-    small = ObjectStore(tmp_path / "o", max_object_bytes=4096)
+    small = LooseObjectStore(tmp_path / "o", max_object_bytes=4096)
     payload = b"\0" * (8 << 20)
     oid = object_id_of(KIND_BLOB, payload)
     path = small.path_for(oid)
@@ -124,7 +125,7 @@ def test_objects_read_refuses_oversized_declared_frame(tmp_path: Path) -> None:
 
 
 def test_objects_read_refuses_frame_without_size_over_cap(tmp_path: Path) -> None:
-    small = ObjectStore(tmp_path / "o", max_object_bytes=4096)
+    small = LooseObjectStore(tmp_path / "o", max_object_bytes=4096)
     payload = b"\0" * (1 << 20)
     oid = object_id_of(KIND_BLOB, payload)
     path = small.path_for(oid)
@@ -147,7 +148,7 @@ def test_parse_envelope_rejects_malformed(canon: bytes, detail: str) -> None:
         parse_envelope(canon)
 
 
-def test_objects_read_rejects_valid_frame_with_bad_envelope(objects: ObjectStore) -> None:
+def test_objects_read_rejects_valid_frame_with_bad_envelope(objects: LooseObjectStore) -> None:
     canon = b"CTXO9" + bytes([1]) + (3).to_bytes(8, "little") + b"abc"
     oid = blake3.blake3(canon).digest()
     path = objects.path_for(oid)
@@ -157,7 +158,7 @@ def test_objects_read_rejects_valid_frame_with_bad_envelope(objects: ObjectStore
         objects.read(oid)
 
 
-def test_objects_resolve_prefix(objects: ObjectStore) -> None:
+def test_objects_resolve_prefix(objects: LooseObjectStore) -> None:
     ids = [objects.write(KIND_BLOB, str(i).encode())[0] for i in range(50)]
     target = ids[0]
     assert objects.resolve_prefix(target.hex()[:12]) == target
@@ -170,7 +171,7 @@ def test_objects_resolve_prefix(objects: ObjectStore) -> None:
         objects.resolve_prefix("ffff" if not any(i.hex().startswith("ffff") for i in ids) else "fffe")
 
 
-def test_objects_ambiguous_prefix_lists_candidates(objects: ObjectStore) -> None:
+def test_objects_ambiguous_prefix_lists_candidates(objects: LooseObjectStore) -> None:
     seen: dict[str, bytes] = {}
     i = 0
     while True:
@@ -193,7 +194,7 @@ def test_parse_object_id() -> None:
             parse_object_id(bad)
 
 
-def test_objects_iter_ids_skips_temp_files(objects: ObjectStore) -> None:
+def test_objects_iter_ids_skips_temp_files(objects: LooseObjectStore) -> None:
     oid, _ = objects.write(KIND_BLOB, b"a")
     (objects.path_for(oid).parent / (oid.hex() + ".abc.tmp")).write_bytes(b"half")
     assert list(objects.iter_ids()) == [oid]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import store_digest
+
 from ctxstore.errors import InvalidInput, NothingToDo, StagingConflict
 from ctxstore.gc import collect_garbage
+from ctxstore.knowledge.nodes import add_node
 from ctxstore.model import ChangeBatch, Commit, WorkCommit
 from ctxstore.model.knowledge import NodeRecord
-from ctxstore.nodes import add_node
 from ctxstore.replay import replay
 from ctxstore.repo import Store
 from ctxstore.staging import (
@@ -200,7 +200,8 @@ def test_multi_head_main_is_replayed_and_merged_on_next_write(store: Store) -> N
 def test_multi_head_main_fast_forwards_when_one_side_contains_the_other(store: Store) -> None:
     base = store.read_head().single
     a = _side_commit(store, base, "A", "left", 2_000_000_000)
-    (store.root / "refs" / "main").write_text(f"<<<<<<< ours\n{base.hex()}\n=======\n{a.hex()}\n>>>>>>> theirs\n")
+    conflicted = f"<<<<<<< ours\n{base.hex()}\n=======\n{a.hex()}\n>>>>>>> theirs\n"
+    (store.root / "refs" / "main").write_text(conflicted)
     commit_stage(store, "x", allow_empty=True)
     c = store.read_typed(store.read_head().single, Commit)
     assert c.parents == (a,)

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import invoke
+
 from ctxstore.model import vocab
 from ctxstore.model.vocab import (
     CODE_EDGE_LABELS,
@@ -56,16 +56,6 @@ def test_tiers_and_their_order() -> None:
     ranked = sorted(TIER_ORDER, key=lambda t: TIER_ORDER[t])
     assert ranked == ["pinned", "reference", "working", None, "off-context"]
     assert set(TIER_ORDER) == {*TIERS, None}
-
-
-def test_old_names_reexport_the_vocabulary() -> None:
-    from ctxstore import nodes, pack, stats
-
-    assert nodes.NODE_TYPES is NODE_TYPES
-    assert nodes.EDGE_TYPES is EDGE_TYPES
-    assert nodes.TIERS is TIERS
-    assert pack.TIER_ORDER is TIER_ORDER
-    assert stats.TIER_ORDER is TIER_ORDER
 
 
 @pytest.mark.parametrize("node_type", NODE_TYPES)

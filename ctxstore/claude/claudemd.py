@@ -27,8 +27,8 @@ from pathlib import Path
 from ctxstore import fsio
 from ctxstore.claude.inject import escape_tags, sanitize_text
 from ctxstore.errors import ConfigInvalid, InvalidInput, UnsafePath
-from ctxstore.index.read import NODE_COLUMNS, NodeRow, load_tags, node_from_row, short_ids
-from ctxstore.pack import tier_of
+from ctxstore.index.read import NodeRow, active_nodes_of_types, node_degrees, short_ids
+from ctxstore.packs.compose import tier_of
 from ctxstore.repo import Store, now_ms
 
 __all__ = ["BEGIN", "END", "MAX_CLAUDE_MD_BYTES", "SECTIONS", "Ranked", "Written", "rank_nodes",
@@ -81,21 +81,11 @@ def _number(value: object, low: float, high: float, default: float) -> float:
 
 def _degrees(conn: sqlite3.Connection) -> dict[str, int]:
     """Edge degree (in + out) of every knowledge node."""
-    degree: dict[str, int] = {}
-    for key, count in conn.execute(
-            "SELECT key, sum(n) FROM (SELECT from_key AS key, count(*) AS n FROM edges"
-            " WHERE from_kind = 'node' GROUP BY from_key UNION ALL SELECT to_key, count(*)"
-            " FROM edges WHERE to_kind = 'node' GROUP BY to_key) GROUP BY key"):
-        degree[key] = count
-    return degree
+    return node_degrees(conn)
 
 
 def _candidates(conn: sqlite3.Connection) -> list[NodeRow]:
-    types = tuple(t for t, *_ in SECTIONS)
-    rows = conn.execute(
-        f"SELECT {NODE_COLUMNS} FROM nodes WHERE superseded_by IS NULL AND status = 'active'"
-        f" AND type IN ({','.join('?' * len(types))})", types).fetchall()
-    nodes = load_tags(conn, [node_from_row(r) for r in rows])
+    nodes = active_nodes_of_types(conn, [t for t, *_ in SECTIONS])
     return [n for n in nodes if tier_of(n) != "off-context"]
 
 
@@ -211,8 +201,9 @@ class Written:
 
 
 def resolve_claude_md(store: Store, rel: str | None = None) -> Path:
-    """The file a committed ``[claude] claude_md_path`` names, checked to stay inside
-    the repository (the directory that holds ``.ctx/``).
+    """The file a committed ``[claude] claude_md_path`` names, checked to stay inside the repository.
+
+    The repository is the directory that holds ``.ctx/``.
 
     config.toml is committed, so the path is untrusted: it must be a relative path to a
     Markdown file, without ``..``, not inside ``.git/`` or ``.ctx/``, and nothing on the

@@ -1,14 +1,17 @@
 """Executing ``<ctx:*>`` commands against a store (spec 000 "Hook Subcommands", spec 001 §6–§8).
 
-Each command is one call into the library (nodes, edges, query, pack, stats) and returns
+Each command is one call into the operations layer (``ctxstore.knowledge``) or the query
+engine, run through the front end's ``Session``; this module only parses attributes and
+renders results, and no knowledge behaviour lives here. It returns
 an ``Outcome``: whether the store changed, an optional problem to report, and an optional
 result to deliver with the next prompt (recall, status, expand). Commands are plain
 dicts (name, attrs, content, raw, key) so that a command deferred under a held lock
 replays exactly as it was parsed.
 
-A ``remember`` stores ``hook_key`` (session + tag text) in the node's metadata and is a
-no-op when a node with that key exists, so it cannot run twice even if the per-clone
-state was lost (RELIABILITY.md CO-11, TR-12). Nodes written here have ``author: agent``.
+A ``remember`` passes ``hook_key`` (session + tag text) to ``knowledge.remember``, which
+keeps it in the node's metadata and writes nothing when a node with that key exists, so
+it cannot run twice even if the per-clone state was lost (RELIABILITY.md CO-11, TR-12).
+Nodes written here have ``author: agent``.
 """
 
 from __future__ import annotations
@@ -16,34 +19,22 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxstore.claude.inject import frame
 from ctxstore.claude.state import HookState, key_of
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
-from ctxstore.index import open_index
 from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node, short_ids
-from ctxstore.model.knowledge import KnowledgeRecord
-from ctxstore.nodes import (
-    WriteResult,
-    add_node,
-    bump,
-    record_of,
-    stage_write,
-    summarize_nodes,
-    supersede_node,
-    validate_tag,
-)
+from ctxstore.knowledge.nodes import forget_node, summarize_nodes, supersede_node, validate_tag
 from ctxstore.repo import Store
+from ctxstore.session import Session
 
 __all__ = ["RECALL_LIMIT", "TASK_KEY", "Outcome", "CommandContext", "execute", "hook_key",
            "render_nodes", "current_task"]
 
 RECALL_LIMIT = 20
 TASK_KEY = "current_task"
-LARGE_CONTENT = 50_000  # spec 001 §11: warn above this
-MAX_CONTENT = 200_000  # refuse above this: a flood of huge tags must not fill the store (PI-12)
 
 
 @dataclass(frozen=True)
@@ -57,11 +48,35 @@ class Outcome:
 
 @dataclass
 class CommandContext:
-    """What a command runs against."""
+    """What a command runs against.
+
+    Attributes:
+        store: The store commands write to (``db.store``).
+        state: The per-clone hook state.
+        session: The agent session the command comes from.
+        db: The front end's open ``Session``, whose index connection reads use; when
+            None, one is made around ``store`` (and closed with ``close()``).
+    """
 
     store: Store
     state: HookState
     session: str
+    db: Session | None = None
+    _owns_db: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.db is None:
+            self.db, self._owns_db = Session(self.store), True
+
+    def index(self) -> sqlite3.Connection:
+        """The session's index connection, in sync with the store."""
+        assert self.db is not None
+        return self.db.index()
+
+    def close(self) -> None:
+        """Close the session this context made for itself (not one it was given)."""
+        if self._owns_db and self.db is not None:
+            self.db.close()
 
 
 def hook_key(session: str, raw: str) -> str:
@@ -78,10 +93,6 @@ def _tags(text: str | None) -> list[str]:
     return [validate_tag(t) for t in (text or "").split(",") if t.strip()]
 
 
-def _next(node: NodeRow, **changes: Any) -> KnowledgeRecord:
-    return replace(record_of(node), updated_at=bump(node.updated_at), prev=node.version, **changes)
-
-
 def render_nodes(conn: Any, nodes: list[NodeRow]) -> str:
     """``- [type:short] content`` items with their tags (spec 001 §17)."""
     short = short_ids(conn, [n.id for n in nodes])
@@ -94,24 +105,14 @@ def render_nodes(conn: Any, nodes: list[NodeRow]) -> str:
 
 
 def _remember(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
-    attrs, content = cmd["attrs"], cmd["content"]
-    tags = _tags(attrs.get("tags"))
-    task = current_task(ctx.state)
-    if task and "tier:working" in tags:
-        tags.append(f"task:{task}")  # spec 001 §6
-    key = hook_key(ctx.session, cmd["raw"])
-    conn = open_index(ctx.store)
-    if conn.execute("SELECT 1 FROM nodes WHERE instr(metadata, ?) > 0 LIMIT 1",
-                    (f'"hook_key": "{key}"',)).fetchone():
-        return Outcome()
-    problem = None
-    if len(content) > MAX_CONTENT:
-        raise InvalidInput(f"content of {len(content)} characters is over the limit of {MAX_CONTENT}")
-    if len(content) > LARGE_CONTENT:
-        problem = f"large content ({len(content)} characters) in <ctx:remember>"
-    add_node(ctx.store, attrs.get("type") or "observation", content, tags=tags, author="agent",
-             metadata={"source": "claude-code", "session": ctx.session, "hook_key": key})
-    return Outcome(changed=True, problem=problem)
+    from ctxstore.knowledge.remember import remember
+
+    attrs = cmd["attrs"]
+    res = remember(ctx.store, cmd["content"], type=attrs.get("type"), tags=_tags(attrs.get("tags")),
+                   session=ctx.session, hook_key=hook_key(ctx.session, cmd["raw"]),
+                   current_task=current_task(ctx.state))
+    problem = f"{res.warning} in <ctx:remember>" if res.warning else None
+    return Outcome(changed=res.changed, problem=problem)
 
 
 def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
@@ -125,7 +126,7 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
         if not raw_limit.isdigit() or not 0 < int(raw_limit) <= 100:
             raise InvalidInput(f"limit must be 1..100, got {raw_limit!r}")
         limit = int(raw_limit)
-    conn = open_index(ctx.store)
+    conn = ctx.index()
     nodes = [n for n in run_query(conn, query, now=time.time(), limit=limit + 10)
              if n.status != "archived"][:limit]
     ctx.state.record_access([n.id for n in nodes])
@@ -137,9 +138,9 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
 
 
 def _status(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
-    from ctxstore.stats import store_status
+    from ctxstore.knowledge.status import store_status
 
-    st = store_status(ctx.store, open_index(ctx.store), kind="project")
+    st = store_status(ctx.store, ctx.index(), kind="project")
     lines = ["## ctx Status", "", f"Nodes: {st.nodes} (estimated {st.tokens:,} tokens)"]
     lines += [f"  {t}: {c}" for t, c in st.by_type.items()]
     lines += [f"Edges: {st.edges}", f"Tags: {st.tags} unique", f"Superseded: {st.superseded}",
@@ -152,17 +153,18 @@ def _status(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
 
 
 def _summarize(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
-    refs = [r.strip() for r in (cmd["attrs"].get("nodes") or "").split(",") if r.strip()]
-    archive = (cmd["attrs"].get("archive") or "").lower() == "true"
-    if len(cmd["content"]) > MAX_CONTENT:
-        raise InvalidInput(f"content of {len(cmd['content'])} characters is over the limit of {MAX_CONTENT}")
-    summarize_nodes(ctx.store, refs, cmd["content"], archive_sources=archive,
-                    tags=_tags(cmd["attrs"].get("tags")))
+    from ctxstore.knowledge.remember import MAX_CONTENT
+
+    attrs = cmd["attrs"]
+    refs = [r.strip() for r in (attrs.get("nodes") or "").split(",") if r.strip()]
+    summarize_nodes(ctx.store, refs, cmd["content"],
+                    archive_sources=(attrs.get("archive") or "").lower() == "true",
+                    tags=_tags(attrs.get("tags")), max_content=MAX_CONTENT)
     return Outcome(changed=True)
 
 
 def _link(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
-    from ctxstore.edges import link_nodes
+    from ctxstore.knowledge.edges import link_nodes
 
     attrs = cmd["attrs"]
     if not attrs.get("from") or not attrs.get("to"):
@@ -182,23 +184,14 @@ def _forget(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     ref = cmd["attrs"].get("id") or cmd["attrs"].get("node")
     if not ref:
         raise InvalidInput("<ctx:forget> needs id=")
-    # Archive, never delete: the node keeps its history (`ctx show --history`) and
-    # leaves the default view by moving off-context.
-    with ctx.store.lock():
-        node = read_node(open_index(ctx.store), ref)
-        if node.status == "archived":
-            return Outcome()
-        kept = {t for t in node.tags if not t.startswith("tier:")} | {"tier:off-context"}
-        res = stage_write(ctx.store, [_next(node, status="archived", tags=tuple(sorted(kept)))],
-                          f"forget {node.id}")
-    return Outcome(changed=res.changed)
+    return Outcome(changed=forget_node(ctx.store, ref).changed)
 
 
 def _expand(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     ref = cmd["attrs"].get("node")
     if not ref:
         raise InvalidInput("<ctx:expand> needs node=")
-    conn = open_index(ctx.store)
+    conn = ctx.index()
     summary = read_node(conn, ref)
     if summary.type != "summary":
         raise InvalidInput(f"<ctx:expand> needs a summary node, {summary.id} is a {summary.type}")
@@ -211,56 +204,32 @@ def _expand(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     return Outcome(pending=("expand", frame("expanded summary", body, limit=4_000)))
 
 
-def _retag(ctx: CommandContext, nodes: list[NodeRow], change: Callable[[NodeRow], set[str]],
-           message: str) -> WriteResult:
-    records = []
-    for node in nodes:
-        tags = change(node)
-        if tags != set(node.tags):
-            records.append(_next(node, tags=tuple(sorted(tags))))
-    return stage_write(ctx.store, records, message)
-
-
-def _working(conn: Any, query: str) -> list[NodeRow]:
-    from ctxstore.query.executor import run_query
-
-    return run_query(conn, query, now=time.time())
-
-
 def _task(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    from ctxstore.knowledge.tasks import end_task, start_task, task_tag
+
     attrs = cmd["attrs"]
     name, action = (attrs.get("name") or "").strip(), (attrs.get("action") or "").strip()
     if action not in ("start", "end"):
         raise InvalidInput('<ctx:task> needs action="start" or action="end"')
     if not name:
         raise InvalidInput("<ctx:task> needs name=")
-    task_tag = validate_tag(f"task:{name}")
-    with ctx.store.lock():
-        conn = open_index(ctx.store)
-        if action == "start":
-            # Spec 001 §6: working nodes that belong to no task join this one.
-            nodes = [n for n in _working(conn, "tag:tier:working")
-                     if not any(t.startswith("task:") for t in n.tags)]
-            res = _retag(ctx, nodes, lambda n: set(n.tags) | {task_tag}, f"task start {name}")
-            ctx.state.put(TASK_KEY, name)
-            return Outcome(changed=res.changed)
-        # End: decisions are promoted to reference, the rest of the working set goes
-        # off-context (spec 000 "Task Boundaries").
-        nodes = _working(conn, f'tag:"{task_tag}" AND tag:tier:working')
-
-        def moved(n: NodeRow) -> set[str]:
-            tier = "tier:reference" if n.type == "decision" else "tier:off-context"
-            return {t for t in n.tags if not t.startswith("tier:")} | {tier}
-
-        res = _retag(ctx, nodes, moved, f"task end {name}")
-        if current_task(ctx.state) == name:
-            ctx.state.put(TASK_KEY, None)
+    task_tag(name)  # a bad name is refused before anything is read
+    if action == "start":
+        res = start_task(ctx.store, name)
+        ctx.state.put(TASK_KEY, name)
+        return Outcome(changed=res.changed)
+    res = end_task(ctx.store, name)
+    if current_task(ctx.state) == name:
+        ctx.state.put(TASK_KEY, None)
     pending = None
-    if (attrs.get("summarize") or "").lower() == "true" and nodes:
+    if (attrs.get("summarize") or "").lower() == "true" and res.nodes:
+        nodes = list(res.nodes)
+        conn = ctx.index()
         short = short_ids(conn, [n.id for n in nodes])
+        listing = render_nodes(conn, nodes)
         body = (f"## Task {name} ended\n\nIts working nodes moved off-context. To keep a summary, "
                 f"write a summarize command with nodes=\"{','.join(short[n.id] for n in nodes)}\".\n\n"
-                + render_nodes(conn, nodes))
+                + listing)
         pending = ("task", frame("ended task", body, limit=4_000))
     return Outcome(changed=res.changed, pending=pending)
 

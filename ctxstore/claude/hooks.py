@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ctxstore.claude.tags import TagProblem
     from ctxstore.claude.transcript import TextBlock
     from ctxstore.repo import Store
+    from ctxstore.session import Session
 
 __all__ = ["MAX_COMMANDS_PER_TURN", "LOCK_WAIT_SECONDS", "SESSION_START_TOKENS", "HANDLERS",
            "find_store_root", "session_start", "prompt_submit", "stop", "pre_compact",
@@ -88,8 +89,8 @@ def find_store_root(cwd: str | None, explicit: str | None, home: Path | None) ->
             project store is reported, never replaced by the user store (whose data a
             Stop hook would otherwise write to).
     """
-    from ctxstore.errors import StoreNotFound
     from ctxstore.discovery import discover_store
+    from ctxstore.errors import StoreNotFound
 
     if explicit:
         path = Path(explicit)
@@ -111,12 +112,12 @@ def find_store_root(cwd: str | None, explicit: str | None, home: Path | None) ->
     return None
 
 
-def _open_store(root: Path) -> Store:
-    from ctxstore.repo import open_store
+def _open_session(root: Path) -> Session:
+    # Imported here: a hook with nothing to do never loads the store layer.
+    from ctxstore.session import Session
 
-    store = open_store(root)
-    store.lock_timeout = LOCK_WAIT_SECONDS  # never block the agent on another writer
-    return store
+    # Never block the agent on another writer.
+    return Session.open(root, lock_timeout=LOCK_WAIT_SECONDS)
 
 
 def _context(event: str, text: str) -> Payload:
@@ -134,8 +135,10 @@ def _message(lines: list[str]) -> Payload:
 
 # -- running commands ----------------------------------------------------------------------
 def _keys(session: str, turn_id: str, items: list[str]) -> list[str]:
-    """A key per item of a turn that is the same however often the turn is read: session,
-    turn, the item's text, and which identical item it is (the n-th one)."""
+    """A key per item of a turn that is the same however often the turn is read.
+
+    Session, turn, the item's text, and which identical item it is (the n-th one).
+    """
     from collections import Counter
 
     seen: Counter[str] = Counter()
@@ -148,8 +151,10 @@ def _keys(session: str, turn_id: str, items: list[str]) -> list[str]:
 
 def turn_commands(blocks: list[TextBlock], session: str, turn_id: str
                   ) -> tuple[list[dict[str, Any]], list[TagProblem]]:
-    """Parse every block of a turn; give each command a key that is the same however
-    often the turn is read (session, turn, tag text, n-th identical tag).
+    """Parse every block of a turn.
+
+    Give each command a key that is the same however often the turn is read (session, turn, tag
+    text, n-th identical tag).
 
     A command read from a transcript line also gets an alias keyed by that line (its
     ``uuid`` and block index, the tag text, the n-th identical tag in the block): a
@@ -175,13 +180,15 @@ def turn_commands(blocks: list[TextBlock], session: str, turn_id: str
     keys = _keys(session, turn_id, [cmd.raw for cmd in found])
     commands = [{"name": cmd.name, "attrs": dict(cmd.attrs), "content": cmd.content,
                  "raw": cmd.raw, "key": key, "aliases": alias}
-                for cmd, key, alias in zip(found, keys, aliases)]
+                for cmd, key, alias in zip(found, keys, aliases, strict=True)]
     return commands, problems
 
 
 def _refresh_claude_md(store: Store) -> str | None:
-    """The optional CLAUDE.md refresh after a Stop that changed memory (config
-    ``claude.claude_md_on_stop``); a problem to report, or None."""
+    """The optional CLAUDE.md refresh after a Stop that changed memory (config ``claude.claude_md_on_stop``).
+
+    A problem to report, or None.
+    """
     from ctxstore.claude.claudemd import refresh
 
     try:
@@ -193,7 +200,7 @@ def _refresh_claude_md(store: Store) -> str | None:
     return None
 
 
-def _run(store: Store, state: HookState, batch: list[tuple[str, dict[str, Any]]], *,
+def _run(db: Session, state: HookState, batch: list[tuple[str, dict[str, Any]]], *,
          queued: bool = False) -> tuple[bool, list[str], bool]:
     """Run ``(session, command)`` pairs in order; on a held lock queue the rest.
 
@@ -217,7 +224,7 @@ def _run(store: Store, state: HookState, batch: list[tuple[str, dict[str, Any]]]
             continue  # run (or being run) by another hook
         pending = None
         try:
-            outcome = execute(CommandContext(store, state, session), cmd)
+            outcome = execute(CommandContext(db.store, state, session, db=db), cmd)
         except LockConflict as exc:
             for later_session, later in batch[i:]:  # releases this command's claim
                 state.enqueue(later["key"], later_session, later)
@@ -246,26 +253,36 @@ def _run(store: Store, state: HookState, batch: list[tuple[str, dict[str, Any]]]
 
 
 def _release(state: HookState, key: str) -> None:
-    """Drop this process's claim on ``key`` while another error propagates (which wins:
-    a claim left behind is taken over once this process is gone)."""
+    """Drop this process's claim on ``key`` while another error propagates.
+
+    Which wins: a claim left behind is taken over once this process is gone.
+    """
     try:
         state.release(key)
     except (StateDamaged, sqlite3.Error):
         pass
 
 
-def _drain(root: Path, state: HookState, store: Store | None = None
+def _drain(root: Path, state: HookState, db: Session | None = None
            ) -> tuple[bool, list[str], bool]:
-    """Run the commands a held lock deferred earlier (cheap when there are none)."""
+    """Run the commands a held lock deferred earlier (cheap when there are none).
+
+    In ``db``, or in a session of its own, closed before it returns.
+    """
     if not state.has_queued():
         return False, [], False
-    store = store or _open_store(root)
-    return _run(store, state, state.queued(), queued=True)
+    if db is not None:
+        return _run(db, state, state.queued(), queued=True)
+    with _open_session(root) as own:
+        return _run(own, state, state.queued(), queued=True)
 
 
 def _repairing(root: Path | None, handler: Callable[[], Payload]) -> Payload:
-    """Run ``handler``; if it finds ``local/state.sqlite`` damaged part-way, move the
-    state aside (a one-time notice goes into the fresh one) and run it once more."""
+    """Run ``handler``.
+
+    If it finds ``local/state.sqlite`` damaged part-way, move the state aside (a one-time notice
+    goes into the fresh one) and run it once more.
+    """
     try:
         return handler()
     except StateDamaged as damage:
@@ -288,8 +305,9 @@ def _notice(state: HookState) -> list[str]:
 
 # -- handlers ------------------------------------------------------------------------------
 def stop(root: Path | None, payload: Payload, *, response: str | None = None) -> Payload:
-    """Run the ``<ctx:*>`` commands of the last assistant turn (each exactly once, also
-    when identical Stop hooks run at once).
+    """Run the ``<ctx:*>`` commands of the last assistant turn.
+
+    Each exactly once, also when identical Stop hooks run at once.
 
     ``response`` (``ctx hook stop --response``) replaces the transcript, for tests and
     simple integrations (spec 001 §3).
@@ -336,40 +354,49 @@ def _stop(root: Path | None, payload: Payload, response: str | None) -> Payload:
         problems = notice + _once(state, session, turn_id, problems)
         if not todo and not state.has_queued():
             return _message(problems)
-        store = _open_store(root)
-        changed, drained, deferred = _drain(root, state, store)
-        problems += drained
-        if deferred:  # keep the order: this turn's commands wait behind the older ones
-            for cmd in todo:
-                state.enqueue(cmd["key"], session, cmd)
-        else:
-            ran, more, _ = _run(store, state, [(session, c) for c in todo])
-            changed, problems = changed or ran, problems + more
-        state.prune_executed()
-    if changed and store.config.get("claude", "claude_md_on_stop"):
-        if (why := _refresh_claude_md(store)) is not None:
-            problems.append(why)
+        db = _open_session(root)
+        try:
+            changed, drained, deferred = _drain(root, state, db)
+            problems += drained
+            if deferred:  # keep the order: this turn's commands wait behind the older ones
+                for cmd in todo:
+                    state.enqueue(cmd["key"], session, cmd)
+            else:
+                ran, more, _ = _run(db, state, [(session, c) for c in todo])
+                changed, problems = changed or ran, problems + more
+            state.prune_executed()
+        except BaseException:
+            db.close()
+            raise
+    with db:
+        if changed and db.config.get("claude", "claude_md_on_stop"):
+            if (why := _refresh_claude_md(db.store)) is not None:
+                problems.append(why)
     return _message(problems)
 
 
 def _once(state: HookState, session: str, turn_id: str, problems: list[str]) -> list[str]:
-    """The tag problems of this turn not reported yet; they are recorded as reported, so
-    a repeated Stop of the same turn (or an identical hook running at once) does not warn
-    twice (keyed as commands are, and claimed in one transaction)."""
+    """The tag problems of this turn not reported yet.
+
+    They are recorded as reported, so a repeated Stop of the same turn (or an identical hook running
+    at once) does not warn twice (keyed as commands are, and claimed in one transaction).
+    """
     if not problems:
         return []
     keys = _keys(session, turn_id, ["problem\0" + text for text in problems])
     fresh = state.mark_new(keys, session)
-    return [text for key, text in zip(keys, problems) if key in fresh]
+    return [text for key, text in zip(keys, problems, strict=True) if key in fresh]
 
 
 def _take_fitting(state: HookState, session: str, room: int) -> list[str]:
-    """Pending texts that fit in ``room`` characters, with a note of how many were held;
-    the rest go back for the next prompt."""
+    """Pending texts that fit in ``room`` characters, with a note of how many were held.
+
+    The rest go back for the next prompt.
+    """
     taken = state.take_pending(session)
     out: list[str] = []
     used = 0
-    for i, (kind, value) in enumerate(taken):
+    for i, (_kind, value) in enumerate(taken):
         if used + len(value) > room and out:
             for later_kind, later_value in taken[i:]:
                 state.add_pending(session, later_kind, later_value)
@@ -406,10 +433,12 @@ def _prompt_submit(root: Path | None, payload: Payload) -> Payload:
 
 
 def _view_cache_key(root: Path) -> str | None:
-    """What the composed default view depends on: the pointer files (every node, edge and
-    view change moves them) and the budget; the clock only for a view whose query uses
-    relative times (the cache entry says so, see ``_cached_view``). None when a pointer
-    cannot be read plainly (then compose, which resolves it)."""
+    """What the composed default view depends on.
+
+    The pointer files (every node, edge and view change moves them) and the budget; the clock only
+    for a view whose query uses relative times (the cache entry says so, see ``_cached_view``). None
+    when a pointer cannot be read plainly (then compose, which resolves it).
+    """
     from ctxstore.fsio import read_regular  # bounded, no FIFO, no link: a clone is untrusted
 
     parts = []
@@ -437,23 +466,23 @@ def _hour() -> str:
 
 
 def _default_view(root: Path) -> tuple[str, bool, str | None]:
-    """The default view composed for injection (at most ``SESSION_START_TOKENS``), whether
-    its query uses relative times (``created:>24h``: then it changes with the clock), and
-    a problem to report.
+    """The default view composed for injection, and whether it depends on the clock.
+
+    Returns the view (at most ``SESSION_START_TOKENS``), whether its query uses relative times
+    (``created:>24h``: then it changes with the clock), and a problem to report.
 
     A saved default view whose query cannot run (it passed an older parser, or came with
     a clone, but SQLite refuses it) or whose budget cannot hold the frame does not empty
     the session start: the built-in default composition is shown, and the problem said.
     """
-    from ctxstore.index import open_index
-    from ctxstore.pack import compose_query
+    from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, DEFAULT_VIEW_QUERY, get_view
+    from ctxstore.packs.compose import compose_query
     from ctxstore.query.parser import parse_query
-    from ctxstore.views import DEFAULT_VIEW_NAME, DEFAULT_VIEW_QUERY, get_view
 
     now = time.time()
     problem = None
-    conn = open_index(_open_store(root))
-    try:
+    with _open_session(root) as db:
+        conn = db.index()
         view = get_view(conn, DEFAULT_VIEW_NAME)
         query, budget = view.query, min(view.budget, SESSION_START_TOKENS)
         try:
@@ -468,8 +497,6 @@ def _default_view(root: Path) -> tuple[str, bool, str | None]:
                        "built-in default view (fix it with `ctx view update default`)")
             query, budget = DEFAULT_VIEW_QUERY, SESSION_START_TOKENS
             comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
-    finally:
-        conn.close()
     # The parser resolves durations against `now`: two clocks give two trees only then.
     timed = parse_query(query, now=now) != parse_query(query, now=now + 7200)
     body = comp.text
@@ -479,11 +506,13 @@ def _default_view(root: Path) -> tuple[str, bool, str | None]:
 
 
 def _cached_view(root: Path, state: HookState) -> tuple[str, str | None]:
-    """The composed default view from the state's cache, or composed and cached anew,
-    and the problem composing it met (cached with it, so it is said at every start).
+    """The composed default view from the state's cache, or composed and cached anew.
+
+    Also the problem composing it met (cached with it, so it is said at every start).
 
     An entry is valid while the pointers and the budget are unchanged, and, for a view
-    with relative times, within the UTC hour it was composed in."""
+    with relative times, within the UTC hour it was composed in.
+    """
     import json
 
     key = _view_cache_key(root)
@@ -552,9 +581,11 @@ def _session_start(root: Path | None, payload: Payload) -> Payload:
 
 
 def pre_compact(root: Path | None, payload: Payload) -> Payload:
-    """Before a compaction: run deferred commands and note the compaction (the
-    SessionStart with ``source: compact`` that follows re-injects memory). Claude Code
-    discards its messages: a notice of a replaced state waits for the next prompt."""
+    """Before a compaction: run deferred commands and note the compaction.
+
+    The SessionStart with ``source: compact`` that follows re-injects memory. Claude Code discards
+    its messages: a notice of a replaced state waits for the next prompt.
+    """
     return _repairing(root, lambda: _pre_compact(root, payload))
 
 
@@ -570,10 +601,13 @@ def _pre_compact(root: Path | None, payload: Payload) -> Payload:
 
 
 def session_end(root: Path | None, payload: Payload) -> Payload:
-    """At the end of a session: run deferred commands if the lock is free, then compose the
-    default view into the cache if the session changed the store, so the next session
-    start finds it ready (the composing moves from the next start to this end). Claude
-    Code discards its messages: a notice of a replaced state waits for the next prompt."""
+    """At the end of a session.
+
+    Run deferred commands if the lock is free, then compose the default view into the cache if the
+    session changed the store, so the next session start finds it ready (the composing moves from
+    the next start to this end). Claude Code discards its messages: a notice of a replaced state
+    waits for the next prompt.
+    """
     return _repairing(root, lambda: _session_end(root, payload))
 
 

@@ -103,8 +103,9 @@ class Boundary:
         return [self.root.joinpath(*rel.parts[:i]) for i in range(1, len(rel.parts) + 1)]
 
     def resolve(self, path: Path) -> Path:
-        """Check ``path`` and return the file to read and replace: ``path`` itself, or the
-        target of a link in the user's own configuration.
+        """Check ``path`` and return the file to read and replace.
+
+        ``path`` itself, or the target of a link in the user's own configuration.
 
         Raises:
             UnsafePath: (E020) naming the first component that is a link (project or
@@ -319,7 +320,7 @@ def is_ctx_hook(command: Any) -> bool:
 
 
 def ctx_hooks(prefix: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """ctx's ``hooks`` mapping: one matcher group with one command handler per event."""
+    """The ``hooks`` mapping ctx installs: one matcher group with one command handler per event."""
     return {event: [{"hooks": [{"type": "command", "command": hook_command(prefix, sub),
                                 "timeout": timeout}]}]
             for event, (sub, timeout) in HOOK_EVENTS.items()}
@@ -489,8 +490,10 @@ def plan_install(claude_dir: Path, prefix: list[str], *, follow_links: bool = Fa
 
 
 def plan_uninstall(claude_dir: Path, *, follow_links: bool = False) -> Plan:
-    """What ``ctx uninstall`` changes: ctx's hook entries and the skill file it wrote go
-    (a SKILL.md of the user's that install backed up is put back).
+    """What ``ctx uninstall`` changes.
+
+    The hook entries and the skill file ctx wrote go (a SKILL.md of the user's that install backed
+    up is put back).
 
     A settings.json that ends up equal to its pre-install backup gets the backup's exact
     bytes back (and the then redundant backup is removed); one that ctx created and that
@@ -585,9 +588,11 @@ def plan_plugin(plugin_dir: Path, prefix: list[str], *, root: Path | None = None
 
 
 def plan_unplugin(plugin_dir: Path, *, root: Path | None = None) -> Plan:
-    """What ``ctx uninstall --plugin DIR`` removes: the files ``plan_plugin`` writes, each
-    only if it is still ctx's (a manifest named ctx, a hooks file of ctx hooks only, the
-    marked skill); directories left empty go, ``DIR`` included. Anything else stays.
+    """What ``ctx uninstall --plugin DIR`` removes.
+
+    The files ``plan_plugin`` writes, each only if it is still ctx's (a manifest named ctx, a hooks
+    file of ctx hooks only, the marked skill); directories left empty go, ``DIR`` included. Anything
+    else stays.
 
     Raises:
         UnsafePath: (E020) as for ``plan_plugin``: nothing is deleted through a link.

@@ -79,8 +79,9 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class StateDamaged(Exception):
-    """The state database is damaged: not a database, malformed, a table missing, or
-    something other than a regular file in its place.
+    """The state database is damaged.
+
+    Not a database, malformed, a table missing, or something other than a regular file in its place.
 
     Internal to the hooks, which set the file aside and run again (``repair_state``).
 
@@ -106,9 +107,11 @@ def _now() -> int:
 
 
 def key_of(*parts: str) -> str:
-    """A 32-hex-digit key for ``parts``: what the state and node metadata remember a
-    command or a report by. BLAKE2b is built in; ``hashlib`` would load OpenSSL first
-    (~3 ms on every hook that needs a key)."""
+    """A 32-hex-digit key for ``parts``: what the state and node metadata remember a command or a report by.
+
+    BLAKE2b is built in; ``hashlib`` would load OpenSSL first (~3 ms on every hook that needs a
+    key).
+    """
     try:
         from _blake2 import blake2b
     except ImportError:  # pragma: no cover - a Python built without it
@@ -205,8 +208,10 @@ class HookState:
 
     @_guarded
     def take_pending(self, session: str) -> list[tuple[str, str]]:
-        """Remove and return ``(kind, value)`` of every result waiting for ``session``, oldest
-        first. Exactly once: the read and the delete are one transaction."""
+        """Remove and return ``(kind, value)`` of every result waiting for ``session``, oldest first.
+
+        Exactly once: the read and the delete are one transaction.
+        """
         if not self.has_pending(session):
             return []
         with self.write() as conn:
@@ -218,8 +223,10 @@ class HookState:
     # -- executed commands ----------------------------------------------------------------
     @_guarded
     def unexecuted(self, keys: list[str]) -> set[str]:
-        """The keys among ``keys`` that were neither executed nor queued yet (a read: use
-        ``claim`` to decide who runs a command)."""
+        """The keys among ``keys`` that were neither executed nor queued yet.
+
+        A read: use ``claim`` to decide who runs a command.
+        """
         if not keys:
             return set()
         done: set[str] = set()
@@ -233,8 +240,11 @@ class HookState:
 
     @_guarded
     def mark_new(self, keys: list[str], session: str) -> set[str]:
-        """Record ``keys`` as executed; return those that were not recorded before (one
-        transaction, so of two concurrent callers exactly one gets each key)."""
+        """Record ``keys`` as executed.
+
+        Return those that were not recorded before (one transaction, so of two concurrent callers
+        exactly one gets each key).
+        """
         fresh: set[str] = set()
         with self.write() as conn:
             for key in dict.fromkeys(keys):
@@ -247,11 +257,12 @@ class HookState:
     @_guarded
     def claim(self, key: str, session: str, *, aliases: Iterable[str] = (),
               queued: bool = False) -> bool:
-        """Claim the command ``key`` for this process before running it; False if it must
-        not run here: it (or one of its ``aliases``) was executed, another live process
-        claimed it, or (unless ``queued``: the caller runs it from the queue) it waits
-        in the queue. A claim whose process died, or older than ``CLAIM_STALE_SECONDS``,
-        is taken over: a hook killed before it finished loses no command.
+        """Claim the command ``key`` for this process before running it.
+
+        False if it must not run here: it (or one of its ``aliases``) was executed, another live
+        process claimed it, or (unless ``queued``: the caller runs it from the queue) it waits in
+        the queue. A claim whose process died, or older than ``CLAIM_STALE_SECONDS``, is taken over:
+        a hook killed before it finished loses no command.
         """
         now = _now()
         names = [key, *aliases]
@@ -278,9 +289,11 @@ class HookState:
     @_guarded
     def mark_executed(self, key: str, session: str, aliases: Iterable[str] = (), *,
                       pending: tuple[str, str, str] | None = None) -> None:
-        """Record that the command ``key`` ran (under every alias), add its result for the
-        next prompt (``pending`` = session, kind, text), and drop its claim and its queue
-        entry: one transaction, so a result is never delivered without the record."""
+        """Record that the command ``key`` ran (under every alias) and queue its result.
+
+        The result waits for the next prompt (``pending`` = session, kind, text); the claim and the
+        queue entry are dropped. One transaction, so a result is never delivered without the record.
+        """
         now = _now()
         with self.write() as conn:
             if pending is not None:
@@ -293,8 +306,11 @@ class HookState:
 
     @_guarded
     def prune_executed(self) -> None:
-        """Forget keys older than ``EXECUTED_KEEP_DAYS`` (their turns are long gone) and
-        claims whose process is long gone."""
+        """Forget executed keys and claims that can no longer matter.
+
+        Keys older than ``EXECUTED_KEEP_DAYS`` (their turns are long gone) and claims whose process
+        is long gone.
+        """
         with self.write() as conn:
             conn.execute("DELETE FROM executed WHERE at < ?", (_now() - EXECUTED_KEEP_DAYS * 86400,))
             conn.execute("DELETE FROM claims WHERE at < ?", (_now() - 86400,))
@@ -302,8 +318,10 @@ class HookState:
     # -- deferred commands ----------------------------------------------------------------
     @_guarded
     def enqueue(self, key: str, session: str, command: dict[str, Any]) -> None:
-        """Defer a command to the next hook (a no-op if it is already queued or was
-        executed meanwhile), dropping this process's claim on it in the same transaction."""
+        """Defer a command to the next hook, dropping this process's claim on it.
+
+        A no-op if it is already queued or was executed meanwhile; one transaction.
+        """
         names = [key, *command.get("aliases", ())]
         marks = ",".join("?" * len(names))
         with self.write() as conn:
@@ -316,8 +334,10 @@ class HookState:
 
     @_guarded
     def queued(self) -> list[tuple[str, dict[str, Any]]]:
-        """Deferred commands as ``(session, command)``, oldest first (an entry that does not
-        decode is skipped: it cannot be run)."""
+        """Deferred commands as ``(session, command)``, oldest first.
+
+        An entry that does not decode is skipped: it cannot be run.
+        """
         out = []
         for session, text in self.conn.execute("SELECT session, command FROM queue ORDER BY seq"):
             try:
@@ -423,8 +443,9 @@ def _ident(path: Path) -> tuple[int, int] | None:
 
 
 def _check_files(path: Path) -> None:
-    """The state file and its WAL and shared-memory files must be regular files (or
-    absent): SQLite would follow a link out of the store, and block or fail on the rest.
+    """The state file and its WAL and shared-memory files must be regular files (or absent).
+
+    SQLite would follow a link out of the store, and block or fail on the rest.
 
     Raises:
         StateDamaged: naming the first that is not.
@@ -508,8 +529,10 @@ def _check_local(store_root: Path, *, create: bool) -> tuple[bool, str | None]:
 
 
 def _move_aside(path: Path) -> str:
-    """Rename ``path`` (the entry itself: a link is never followed) to a unique
-    ``<name>.damaged-<time>-<pid>`` beside it; the new name."""
+    """Rename ``path`` to a unique ``<name>.damaged-<time>-<pid>`` beside it; return the new name.
+
+    The entry itself is renamed: a link is never followed.
+    """
     from ctxstore import fsio
 
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -522,9 +545,10 @@ def _move_aside(path: Path) -> str:
 
 
 def repair_state(store_root: Path, damage: StateDamaged) -> str | None:
-    """Move a damaged state aside (with its WAL and shared-memory files) and record a
-    one-time notice in the fresh state; the notice, or None if another hook already
-    replaced the file.
+    """Move a damaged state aside and record a one-time notice in the fresh state.
+
+    The WAL and shared-memory files move with it. Returns the notice, or None if another hook
+    already replaced the file.
 
     Runs under ``local/state.lock`` so that two hooks finding the same damage move it
     once, and never move aside the fresh file the other one created.
@@ -562,9 +586,11 @@ def repair_state(store_root: Path, damage: StateDamaged) -> str | None:
 
 
 def open_state(store_root: Path, *, create: bool) -> HookState | None:
-    """Open the state of the store at ``store_root``; None if it does not exist and
-    ``create`` is false (so a read-only hook creates nothing). A damaged state is moved
-    aside and replaced by a new, empty one that holds a one-time notice (``NOTICE_KEY``).
+    """Open the state of the store at ``store_root``.
+
+    None if it does not exist and ``create`` is false (so a read-only hook creates nothing). A
+    damaged state is moved aside and replaced by a new, empty one that holds a one-time notice
+    (``NOTICE_KEY``).
 
     Raises:
         UnsafePath: (E020) if ``local/`` is a symbolic link.

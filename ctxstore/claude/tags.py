@@ -99,9 +99,11 @@ def _parser() -> Any:
 
 
 def _recording(name: str, rule: Any) -> Any:
-    """``rule`` that, on a real (non-silent) match, notes the source range that is not
-    prose: a code span, inline HTML, a whole image (its alt text is an attribute), or a
-    link's ``](destination "title")`` (its label stays prose)."""
+    """``rule`` that, on a real (non-silent) match, notes the source range that is not prose.
+
+    A code span, inline HTML, a whole image (its alt text is an attribute), or a link's
+    ``](destination "title")`` (its label stays prose).
+    """
     def run(state: Any, silent: bool) -> bool:
         start = state.pos
         ok: bool = rule(state, silent)
@@ -117,8 +119,10 @@ def _recording(name: str, rule: Any) -> Any:
 
 
 def _lines(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each line of ``text``, line breaks as CommonMark counts them
-    (CRLF, CR or LF) and not included."""
+    """(start, end) of each line of ``text``, its line break not included.
+
+    Line breaks as CommonMark counts them: CRLF, CR or LF.
+    """
     out, pos = [], 0
     for m in _LINE_BREAK.finditer(text):
         out.append((pos, m.start()))
@@ -128,12 +132,14 @@ def _lines(text: str) -> list[tuple[int, int]]:
 
 
 def _line_offset(line: str, content: str, atx: bool) -> tuple[int, int] | None:
-    """Where ``content`` (one line of a paragraph's or heading's inline text) sits in the
-    source ``line``: (source column of content column ``skip``, ``skip``), or None.
+    """Where ``content`` (one line of a paragraph's or heading's inline text) sits in the source ``line``.
+
+    Returns (source column of content column ``skip``, ``skip``), or None.
 
     markdown-it takes the line from after its container markers and indentation (a
     partly used tab becomes spaces), strips the paragraph's ends, and an ATX heading's
-    ``#`` runs."""
+    ``#`` runs.
+    """
     for piece, skip in ((content, 0), (content.lstrip(" \t"), len(content) - len(content.lstrip(" \t")))):
         if not piece:
             return None
@@ -154,10 +160,12 @@ def _line_offset(line: str, content: str, atx: bool) -> tuple[int, int] | None:
 
 def _map_inline(text: str, lines: list[tuple[int, int]], first: int, last: int, content: str,
                 atx: bool) -> list[tuple[int, int, int]]:
-    """(content start, content end, source start) of each line of an inline token spanning
-    source lines ``first``..``last - 1``, in order. Only a whitespace-only source line
-    (which the paragraph's strip removed) may be passed over; at the first line that
-    cannot be placed the mapping stops, so the rest stays masked (never guessed)."""
+    """(content start, content end, source start) of each line of an inline token.
+
+    The token spans source lines ``first``..``last - 1``; the lines come in order. Only a
+    whitespace-only source line (which the paragraph's strip removed) may be passed over; at the
+    first line that cannot be placed the mapping stops, so the rest stays masked (never guessed).
+    """
     segments: list[tuple[int, int, int]] = []
     no, pos = first, 0
     for piece in content.split("\n"):
@@ -230,9 +238,11 @@ def _classes(text: str) -> bytearray:
 
 
 def _mask_reminders(text: str, classes: bytearray) -> None:
-    """Mask each ``<system-reminder>`` ... ``</system-reminder>`` section whose two ends
-    are prose or raw HTML (never code, a quote or a comment). An end without its pair is
-    text like any other: it hides nothing."""
+    """Mask each ``<system-reminder>`` section whose two ends are prose or raw HTML.
+
+    A section runs from ``<system-reminder>`` to ``</system-reminder>``; an end in code, a quote or
+    a comment does not count. An end without its pair is text like any other: it hides nothing.
+    """
     pos = 0
     while (start := text.find(_REMINDER_OPEN, pos)) != -1:
         pos = start + len(_REMINDER_OPEN)
@@ -249,10 +259,12 @@ def _mask_reminders(text: str, classes: bytearray) -> None:
 
 
 def mask_code(text: str) -> str:
-    """``text`` with everything that is not prose replaced by spaces (same length, line
-    breaks kept), so tag positions in the result are positions in ``text``: code, quotes,
-    HTML, comments and ``<system-reminder>`` sections, by CommonMark's rules. Paragraphs
-    that hold no ``ctx:`` (so no tag) are masked whole, without parsing their inlines."""
+    """``text`` with everything that is not prose replaced by spaces.
+
+    Same length, line breaks kept, so tag positions in the result are positions in ``text``. Masked
+    are code, quotes, HTML, comments and ``<system-reminder>`` sections, by CommonMark's rules.
+    Paragraphs that hold no ``ctx:`` (so no tag) are masked whole, without parsing their inlines.
+    """
     classes = _classes(text)
     out: list[str] = []
     pos = 0

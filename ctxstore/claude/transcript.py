@@ -63,8 +63,11 @@ class TextBlock(NamedTuple):
 
 
 class Turn(NamedTuple):
-    """The last assistant turn: its text blocks in order, and the id of the line that
-    opened it (the prompt, or the end of the previous turn)."""
+    """The last assistant turn.
+
+    Its text blocks in order, and the id of the line that opened it (the prompt, or the end of the
+    previous turn).
+    """
 
     blocks: list[TextBlock]
     prompt_uuid: str | None
@@ -153,8 +156,10 @@ def _content(entry: dict[str, Any]) -> Any:
 
 
 def _typed_text(text: str, *, cut: bool = False) -> str:
-    """The text outside whole harness elements (``<system-reminder>...</system-reminder>``
-    and the like), stripped, at most a few hundred characters (enough to decide).
+    """The text outside whole harness elements, stripped and cut short.
+
+    Harness elements are ``<system-reminder>...</system-reminder>`` and the like; at most a few
+    hundred characters are kept (enough to decide).
 
     An element left open is the person's text, unless ``cut`` (the text is only the start
     of a longer one, so its end may simply be out of sight).
@@ -179,8 +184,10 @@ def _typed_text(text: str, *, cut: bool = False) -> str:
 
 
 def _is_real_prompt(entry: dict[str, Any], *, cut: bool = False) -> bool:
-    """True if ``entry`` is a prompt the person typed (``cut``: the entry holds only the
-    start of a line too long to read whole)."""
+    """True if ``entry`` is a prompt the person typed.
+
+    ``cut``: the entry holds only the start of a line too long to read whole.
+    """
     if any(entry.get(flag) for flag in _FLAGS[:3]) or "toolUseResult" in entry:
         return False
     content = _content(entry)
@@ -223,8 +230,9 @@ def _skip(text: str, pos: int, chars: str = " \t\r\n") -> int:
 
 
 def _json_prefix(text: str, pos: int, depth: int = 0) -> tuple[Any, int]:
-    """Parse the JSON value at ``pos`` of a text that may end part-way through it
-    (best effort: what is not JSON ends the reading as a cut would).
+    """Parse the JSON value at ``pos`` of a text that may end part-way through it.
+
+    Best effort: what is not JSON ends the reading as a cut would.
 
     Raises:
         _Cut: with the part read (a string's start, an object's first keys) if the
@@ -298,8 +306,11 @@ def _string_prefix(raw: str) -> str:
 
 
 def _long_entry(line: LongLine) -> dict[str, Any] | None:
-    """What can be read of a line too long to parse: its first keys and values from the
-    head, its flags and ``uuid`` from the tail. None unless it is a complete object."""
+    """What can be read of a line too long to parse.
+
+    Its first keys and values from the head, its flags and ``uuid`` from the tail. None unless it is
+    a complete object.
+    """
     if not line.tail.rstrip().endswith(b"}"):  # cut off: still being written
         return None
     head = line.head.decode("utf-8", "replace").lstrip("\ufeff \t")
@@ -368,24 +379,25 @@ def _open_regular(path: Path) -> int | None:
 
 
 def _line_id(entry: dict[str, Any], line: bytes) -> str:
-    """The line's ``uuid``, or a digest of its bytes (stable across reads, unlike a line
-    number)."""
+    """The line's ``uuid``, or a digest of its bytes (stable across reads, unlike a line number)."""
     uuid = entry.get("uuid")
     if isinstance(uuid, str):
         return uuid
     import hashlib
 
-    return "sha1-" + hashlib.sha1(line).hexdigest()[:16]
+    return "sha1-" + hashlib.sha1(line, usedforsecurity=False).hexdigest()[:16]
 
 
 def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
                    max_line: int = MAX_LINE_BYTES) -> Turn:
-    """The assistant text blocks since the last real user prompt (or the end of the
-    previous turn, see the module docstring), oldest first.
+    """The assistant text blocks since the last real user prompt, oldest first.
+
+    Or since the end of the previous turn, see the module docstring.
 
     Sidechain (subagent) lines, thinking and tool_use blocks and tool results are ignored;
-    ``<system-reminder>`` text is kept (the tag parser masks it after code). Duplicate lines (same ``uuid``, or same
-    ``message.id`` and text) count once. A missing or unreadable transcript is an empty turn.
+    ``<system-reminder>`` text is kept (the tag parser masks it after code). Duplicate lines
+    (same ``uuid``, or same ``message.id`` and text) count once. A missing or unreadable
+    transcript is an empty turn.
     """
     fd = _open_regular(path)
     if fd is None:
@@ -449,9 +461,11 @@ def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
 
 
 def merge_final_message(turn: Turn, final: str | None) -> list[TextBlock]:
-    """The turn's blocks plus Stop's ``last_assistant_message`` when the transcript lags
-    and does not hold it yet (claude-code.md §1.1: the transcript is written
-    asynchronously; ``last_assistant_message`` holds only the final message)."""
+    """The turn's blocks plus Stop's ``last_assistant_message`` when the transcript lags.
+
+    It lags when it does not hold that message yet (claude-code.md §1.1: the transcript is written
+    asynchronously; ``last_assistant_message`` holds only the final message).
+    """
     blocks = list(turn.blocks)
     if not final or not final.strip():
         return blocks

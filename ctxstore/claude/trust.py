@@ -51,8 +51,10 @@ Decision = Literal["own", "consented", "needs-consent"]
 
 
 class ConsentRequired(ConfigInvalid):
-    """E015: a committed setting with effects outside ``.ctx/`` has not been consented to
-    in this clone (``ctx trust``)."""
+    """E015: a committed setting with effects outside ``.ctx/`` has not been consented to in this clone.
+
+    Consent is given with ``ctx trust``.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +91,11 @@ def _decode(text: str) -> TrustRecord | None:
 
 
 def in_git_work_tree(folder: Path) -> bool:
-    """Whether ``folder`` or a directory above it holds ``.git`` (a clone, a worktree or a
-    submodule). Looked up on disk, so a missing ``git`` binary cannot make a clone look
-    like the user's own directory."""
+    """Whether ``folder`` or a directory above it holds ``.git`` (a clone, a worktree or a submodule).
+
+    Looked up on disk, so a missing ``git`` binary cannot make a clone look like the user's own
+    directory.
+    """
     for candidate in (folder, *folder.parents):
         if (candidate / ".git").exists():
             return True
@@ -127,8 +131,9 @@ def _store_name(store: Store) -> str:
 
 
 def requested(store: Store, name: str | None = None) -> TrustRecord | None:
-    """The consent the store's config asks for, or None when it asks for nothing that
-    reaches outside ``.ctx/`` (``claude_md_on_stop`` is false).
+    """The consent the store's config asks for, or None.
+
+    None when it asks for nothing that reaches outside ``.ctx/`` (``claude_md_on_stop`` is false).
 
     Args:
         store: the store whose config.toml is read (already loaded).
@@ -234,8 +239,10 @@ def revoke(store: Store) -> list[TrustRecord]:
 
 
 def list_records(store: Store) -> list[tuple[TrustRecord, bool]]:
-    """The consents recorded for this store in this clone, each with whether it matches
-    the current values of its config.toml (a stale one no longer applies).
+    """The consents recorded for this store in this clone.
+
+    Each with whether it matches the current values of its config.toml (a stale one no longer
+    applies).
 
     Raises:
         InvalidInput: if the store is not in a Git work tree.

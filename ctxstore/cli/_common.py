@@ -12,14 +12,16 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ctxstore.errors import InvalidInput, StoreNotFound
-from ctxstore.repo import Store, discover_store, open_store
+from ctxstore.repo import Store, discover_store
+from ctxstore.session import Session
 
 if TYPE_CHECKING:
     import sqlite3
@@ -30,14 +32,16 @@ __all__ = ["Env", "pass_env", "format_option", "emit_json", "progress_printer", 
 
 @dataclass
 class Env:
-    """Options of the root group, plus the lazily opened store and index."""
+    """Options of the root group, plus the lazily opened ``Session`` (store and index).
+
+    The session is closed when the command ends (``close``, registered by the root group).
+    """
 
     ctx_dir: str | None
     fmt: str
     debug: bool
     kind: str = "project"
-    _store: Store | None = field(default=None, repr=False)
-    _conn: sqlite3.Connection | None = field(default=None, repr=False)
+    _session: Session | None = field(default=None, repr=False)
 
     def store_path(self) -> Path:
         """--ctx-dir/CTX_DIR (or --db/CTX_DB), else the nearest .ctx/ upwards, else ~/.ctx."""
@@ -62,24 +66,29 @@ class Env:
         # No project store: the user store ~/.ctx (DESIGN §2), created on first use.
         self.kind = "user"
         if not (home / "HEAD").exists():
-            from ctxstore.layout import init_store
+            from ctxstore.init import init_store
 
             init_store(home, git=False)
         return home
 
+    def session(self) -> Session:
+        """Open (once) and return the session of this command."""
+        if self._session is None:
+            self._session = Session.open(self.store_path())
+        return self._session
+
     def store(self) -> Store:
         """Open (once) and return the store."""
-        if self._store is None:
-            self._store = open_store(self.store_path())
-        return self._store
+        return self.session().store
 
     def index(self) -> sqlite3.Connection:
-        """Open (once) the derived index, brought up to date with HEAD and STAGE."""
-        if self._conn is None:
-            from ctxstore.index import open_index
+        """The session's derived index, brought up to date with HEAD and STAGE."""
+        return self.session().index()
 
-            self._conn = open_index(self.store())
-        return self._conn
+    def close(self) -> None:
+        """Close the session (its index connection), if one was opened."""
+        if self._session is not None:
+            self._session.close()
 
 
 pass_env = click.make_pass_decorator(Env)
@@ -119,7 +128,7 @@ def progress_printer(label: str) -> Callable[[int, int], None] | None:
 
 def fmt_time(seconds: float) -> str:
     """UTC ISO-8601 text of a Unix time."""
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
@@ -137,7 +146,7 @@ def parse_since(text: str, now: float | None = None) -> float:
     if m:
         return now - int(m.group(1)) * _UNIT[m.group(2)]
     try:
-        day = dt.datetime.strptime(text.strip(), "%Y-%m-%d").replace(tzinfo=dt.timezone.utc)
+        day = dt.datetime.strptime(text.strip(), "%Y-%m-%d").replace(tzinfo=dt.UTC)
     except ValueError:
         raise InvalidInput(f"invalid --since {text!r} (want e.g. 1h, 7d, 2w or 2026-01-31)") from None
     return day.timestamp()
@@ -165,7 +174,7 @@ def preview(text: str, width: int = 70) -> str:
 
 def node_json(node: Any) -> dict[str, Any]:
     """A node as JSON (times as ISO-8601)."""
-    from ctxstore.pack import iso_ms, tier_of
+    from ctxstore.packs.compose import iso_ms, tier_of
 
     return {"id": node.id, "type": node.type, "content": node.content, "summary": node.summary,
             "tags": node.tags, "tier": tier_of(node), "metadata": node.metadata,

@@ -17,7 +17,6 @@ from typing import Any
 import click
 
 from ctxstore.claude.inject import LINE_BREAK, escape_tags, neutralise_breaks
-
 from ctxstore.model import ChangeBatch, Commit, Tree, WorkCommit
 from ctxstore.model._schema import to_wire
 from ctxstore.model.codec import jsonable
@@ -46,8 +45,10 @@ def strip_terminal_controls(text: str) -> str:
 
 
 def shown(text: str, *, terminal: bool | None = None) -> str:
-    """Stored text as a read command prints it: tags escaped; on a terminal (``terminal``
-    None: stdout's) also without escape sequences and controls."""
+    """Stored text as a read command prints it: tags escaped.
+
+    On a terminal (``terminal`` None: stdout's) also without escape sequences and controls.
+    """
     text = escape_tags(text)
     if terminal is None:
         terminal = stdout_is_terminal()
@@ -60,14 +61,19 @@ def echo_stored(text: str, *, nl: bool = True) -> None:
 
 
 def item_line(node_type: str, short_id: str, content: str) -> str:
-    """A Markdown list item ``- [type:id] content`` whose content lines, after any line
-    break (LF, CR, VT, FF, NEL, U+2028, U+2029), are indented as its continuation."""
+    """A Markdown list item ``- [type:id] content`` with its content lines indented.
+
+    After any line break (LF, CR, VT, FF, NEL, U+2028, U+2029) the content continues indented as the
+    item's continuation.
+    """
     return f"- [{node_type}:{short_id}] " + LINE_BREAK.sub("\n  ", content.strip())
 
 
 def composed_text(text: str) -> str:
-    """A composition (``ctx compose``, ``ctx view render``) as printed: the line breaks the
-    renderer does not indent after are indented too (as in the hooks' frame)."""
+    """A composition (``ctx compose``, ``ctx view render``) as printed.
+
+    The line breaks the renderer does not indent after are indented too (as in the hooks' frame).
+    """
     return neutralise_breaks(text)
 
 

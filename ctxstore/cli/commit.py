@@ -1,5 +1,4 @@
-"""``ctx commit``, and the listing of ingested narrative edits it shares with
-``ctx stage compact``."""
+"""``ctx commit``, and the listing of ingested narrative edits it shares with ``ctx stage compact``."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import click
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 
 if TYPE_CHECKING:
-    from ctxstore.notes import NarrativeChange
+    from ctxstore.narrative.ingest import NarrativeChange
 
 
 def edits_json(edits: Sequence[NarrativeChange]) -> list[dict[str, Any]]:
@@ -47,7 +46,7 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
         ctx commit -m "Record the retry decision"
         ctx commit --amend -m "Better message"
     """
-    from ctxstore.notes import commit_with_edits
+    from ctxstore.narrative.ingest import commit_with_edits
 
     res, edits = commit_with_edits(env.store(), message, amend=amend, narrative=not no_narrative,
                                    allow_empty=allow_empty)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from typing import Any
 
 import click
 
@@ -92,7 +93,7 @@ def refs_command(env: Env) -> None:
     from ctxstore.verify import iter_pointer_names
 
     store = env.store()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in iter_pointer_names(store):
         if name == "HEAD":
             try:
@@ -127,8 +128,10 @@ def refs_command(env: Env) -> None:
 @format_option
 @pass_env
 def verify_command(env: Env, check_index: bool) -> None:
-    """Check every object (decompresses, hashes to its name, decodes), every pointer and
-    that everything reachable exists. Each problem on its own line; exit 3 if any.
+    """Check every object, every pointer and that everything reachable exists.
+
+    Each object must decompress, hash to its name and decode. Each problem on its own line; exit 3
+    if any.
 
     \b
     Examples:

@@ -22,7 +22,7 @@ def link_command(env: Env, from_id: str, to_id: str, label: str) -> None:
     Example:
         ctx link 01HQ1A2B 01HQ1A2C --type DEPENDS_ON
     """
-    from ctxstore.edges import link_nodes
+    from ctxstore.knowledge.edges import link_nodes
 
     res = link_nodes(env.store(), from_id, to_id, label)
     if env.fmt == "json":
@@ -44,7 +44,7 @@ def unlink_command(env: Env, from_id: str, to_id: str, label: str | None) -> Non
     Example:
         ctx unlink 01HQ1A2B 01HQ1A2C --type DEPENDS_ON
     """
-    from ctxstore.edges import unlink_nodes
+    from ctxstore.knowledge.edges import unlink_nodes
 
     res = unlink_nodes(env.store(), from_id, to_id, label)
     if env.fmt == "json":

@@ -35,7 +35,7 @@ def export_command(env: Env, query: str | None, include_superseded: bool,
     import time
     from pathlib import Path
 
-    from ctxstore.exchange import export_document
+    from ctxstore.knowledge.exchange import export_document
 
     conn = env.index()
     node_ids = None
@@ -74,7 +74,7 @@ def import_command(env: Env, merge: bool, file: str | None) -> None:
     from pathlib import Path
 
     from ctxstore.errors import InvalidInput
-    from ctxstore.exchange import MAX_DOCUMENT_BYTES, import_document, read_document_file
+    from ctxstore.knowledge.exchange import MAX_DOCUMENT_BYTES, import_document, read_document_file
 
     if file is None or file == "-":
         if sys.stdin is None or sys.stdin.isatty():
@@ -116,7 +116,7 @@ def ingest_command(env: Env, file: str, tags: tuple[str, ...]) -> None:
     """
     from pathlib import Path
 
-    from ctxstore.exchange import ingest_file
+    from ctxstore.knowledge.sources import ingest_file
 
     added = ingest_file(env.store(), Path(file), tags=list(tags))
     node = added.node

@@ -20,8 +20,7 @@ from typing import Any
 
 import click
 
-from ctxstore.cli.hook_run import (EVENTS, MAX_STDIN_BYTES, emit, fast_main, read_payload,
-                                   run_event, warn)
+from ctxstore.cli.hook_run import EVENTS, MAX_STDIN_BYTES, emit, fast_main, read_payload, run_event, warn
 
 __all__ = ["EVENTS", "MAX_STDIN_BYTES", "hook_group", "fast_main", "read_payload", "run_event"]
 

@@ -25,8 +25,10 @@ def _reject_constant(name: str) -> None:
 
 
 def read_payload(stream: BinaryIO | None) -> dict[str, Any]:
-    """The hook input as a dict; anything else (empty, invalid, too large, not an
-    object, too deeply nested) is an empty payload."""
+    """The hook input as a dict.
+
+    Anything else (empty, invalid, too large, not an object, too deeply nested) is an empty payload.
+    """
     if stream is None or stream.isatty():
         return {}
     try:
@@ -54,6 +56,7 @@ def _clean(value: Any) -> Any:
 
 
 def emit(out: dict[str, Any]) -> None:
+    """Print ``out`` as one JSON line on stdout, its text sanitised (the hook's only output)."""
     data = json.dumps(_clean(out), ensure_ascii=False).encode("utf-8") + b"\n"
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
@@ -61,6 +64,7 @@ def emit(out: dict[str, Any]) -> None:
 
 
 def warn(text: str) -> None:
+    """Write ``text`` as one line on stderr; with ``CTX_DEBUG=1`` also the current traceback."""
     sys.stderr.write(text.replace("\n", " ") + "\n")
     if os.environ.get("CTX_DEBUG") == "1":
         import traceback

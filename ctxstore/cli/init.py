@@ -39,7 +39,7 @@ def init_command(env: Env, force: bool, no_git: bool) -> None:
     Example:
         git init demo && cd demo && ctx init
     """
-    from ctxstore.layout import init_store
+    from ctxstore.init import init_store
 
     target = Path(env.ctx_dir) if env.ctx_dir else Path(os.getcwd()) / ".ctx"
     res = init_store(target, force=force, git=not no_git, ctx_command=_ctx_command())

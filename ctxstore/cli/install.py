@@ -41,10 +41,11 @@ def _claude_dir(env: Env, scope: str) -> Path:
 
 
 def _plugin_path(plugin_dir: str) -> tuple[Path, Path]:
-    """The absolute plugin folder (``..`` resolved by name) and the folder below which no
-    link is followed: the current directory for a relative path inside it (run in a
-    clone, ``--plugin plugins/ctx`` must not follow a committed ``plugins`` link), else
-    the plugin folder's parent."""
+    """The absolute plugin folder (``..`` resolved by name) and the folder below which no link is followed.
+
+    The current directory for a relative path inside it (run in a clone, ``--plugin plugins/ctx``
+    must not follow a committed ``plugins`` link), else the plugin folder's parent.
+    """
     where = Path(os.path.abspath(plugin_dir))
     cwd = Path(os.getcwd())
     inside = not os.path.isabs(plugin_dir) and cwd in where.parents

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 
-
 @click.command("merge-ref")
 @click.argument("base", type=click.Path(dir_okay=False))
 @click.argument("ours", type=click.Path(dir_okay=False))
@@ -23,6 +22,6 @@ def merge_ref_command(base: str, ours: str, theirs: str) -> None:
     Example:
         git config merge.ctx-ref.driver "ctx merge-ref %O %A %B"
     """
-    from ctxstore.gitglue import merge_pointer_files
+    from ctxstore.git import merge_pointer_files
 
     merge_pointer_files(Path(base), Path(ours), Path(theirs))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -105,7 +105,7 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
 def _commit_after_add(env: Env, doc: dict[str, Any], message: str | None) -> str | None:
     """``ctx add --commit``: fold the session now; the node is staged whatever happens."""
     from ctxstore.errors import CtxError
-    from ctxstore.notes import commit_with_edits
+    from ctxstore.narrative.ingest import commit_with_edits
 
     text = message or f"ctx add {doc.get('kind', doc['type'])}: {doc['id']}"
     try:
@@ -126,7 +126,7 @@ def _add_plain(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tup
     if len(words) > 1:
         raise InvalidInput("give the content as one argument (quote it)")
     text = _text_arg(words[0] if words else None, from_stdin, "content")
-    from ctxstore.nodes import add_node
+    from ctxstore.knowledge.nodes import add_node
 
     added = add_node(env.store(), node_type, text, tags=list(tags), metadata=_parse_meta(meta))
     return _added_doc(added.node, added.staged), added.node.id
@@ -140,7 +140,7 @@ def _text_arg(arg: str | None, from_stdin: bool, what: str) -> str:
 
 def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool, body: str | None,
                    tags: tuple[str, ...], meta: tuple[str, ...]) -> tuple[dict[str, Any], str]:
-    from ctxstore import notes
+    from ctxstore.narrative import entries as notes
 
     if len(rest) > 1:
         raise InvalidInput(f"give the {kind} text as one argument (quote it)")
@@ -165,7 +165,7 @@ def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool,
 
 
 def _print_node(env: Env, node, edges, history) -> None:  # type: ignore[no-untyped-def]
-    from ctxstore.pack import iso_ms
+    from ctxstore.packs.compose import iso_ms
 
     if env.fmt == "json":
         doc = node_json(node)
@@ -256,11 +256,11 @@ def update_command(env: Env, node_id: str, content: str | None, node_type: str |
         ctx update 01HQ1A2B --content "Database uses SQLite (WAL, synchronous=NORMAL)"
         ctx update 01HQ1A2B --type decision --meta rationale="fewer moving parts"
     """
-    from ctxstore.nodes import update_node
+    from ctxstore.knowledge.nodes import update_node
 
     res = update_node(env.store(), node_id, content=content, node_type=node_type,
                       metadata=_parse_meta(meta) if meta else None, summary=summary)
-    node = res.records[0]
+    node = cast("NodeRecord", res.records[0])  # update_node stages the node's record first
     if env.fmt == "json":
         emit_json({"id": node.id, "updated": True})
     else:
@@ -280,8 +280,8 @@ def delete_command(env: Env, node_id: str, cascade: bool) -> None:
         ctx delete 01HQ1A2B
         ctx delete 01HQ1A2B --cascade
     """
+    from ctxstore.knowledge.nodes import delete_node
     from ctxstore.model.knowledge import NodeRemoved
-    from ctxstore.nodes import delete_node
 
     res = delete_node(env.store(), node_id, cascade=cascade)
     removed = [r.id for r in res.records if isinstance(r, NodeRemoved)]
@@ -308,24 +308,11 @@ def list_command(env: Env, node_type: str | None, tags: tuple[str, ...], since: 
         ctx list --type fact --tag tier:reference
         ctx list --since 1h --limit 20
     """
-    from ctxstore.index.read import NODE_COLUMNS, load_tags, node_from_row
-    from ctxstore.nodes import validate_tag, validate_type
+    from ctxstore.knowledge.nodes import list_nodes
 
-    conn = env.index()
-    where, args = ["1"], []
-    if node_type:
-        where.append("n.type = ?")
-        args.append(validate_type(node_type))
-    for tag in tags:
-        where.append("EXISTS (SELECT 1 FROM tags t WHERE t.node_id = n.id AND t.tag = ?)")
-        args.append(validate_tag(tag))
-    if since:
-        where.append("n.created_at >= ?")
-        args.append(int(parse_since(since) * 1000))
-    sql = f"SELECT {NODE_COLUMNS} FROM nodes n WHERE {' AND '.join(where)} ORDER BY n.created_at DESC, n.id DESC"
-    if limit:
-        sql += f" LIMIT {int(limit)}"
-    nodes = load_tags(conn, [node_from_row(r) for r in conn.execute(sql, args)])
+    since_ms = int(parse_since(since) * 1000) if since else None
+    nodes = list_nodes(env.index(), node_type=node_type, tags=tags, created_since_ms=since_ms,
+                       limit=limit)
     _print_nodes(env, nodes)
 
 
@@ -333,7 +320,7 @@ def _print_nodes(env: Env, nodes, scores=None) -> None:  # type: ignore[no-untyp
     if env.fmt == "json":
         docs = [node_json(n) for n in nodes]
         if scores is not None:
-            for doc, score in zip(docs, scores):
+            for doc, score in zip(docs, scores, strict=True):
                 doc["score"] = round(score, 4)
         emit_json({"count": len(nodes), "nodes": docs})
         return
@@ -366,11 +353,11 @@ def summarize_command(env: Env, node_ids: tuple[str, ...], content: str, archive
     Example:
         ctx summarize 01HQ1A2B 01HQ1A2C --content "Parser done: AND/OR/NOT" --archive-sources
     """
-    from ctxstore.nodes import summarize_nodes
+    from ctxstore.knowledge.nodes import summarize_nodes
 
     summary, res = summarize_nodes(env.store(), list(node_ids), content,
                                    archive_sources=archive_sources, tags=list(tags))
-    archived = [r.id for r in res.records[1:] if getattr(r, "KIND", "") == "node"]
+    archived = [cast("NodeRecord", r).id for r in res.records[1:] if getattr(r, "KIND", "") == "node"]
     if env.fmt == "json":
         emit_json({"id": summary.id, "sources": len(node_ids), "archived": archived})
         return
@@ -392,7 +379,7 @@ def supersede_command(env: Env, old_id: str, new_id: str) -> None:
         ctx supersede 01HQ1A2B 01HQ9Z8Y
     """
     from ctxstore.index.read import read_node
-    from ctxstore.nodes import supersede_node
+    from ctxstore.knowledge.nodes import supersede_node
 
     res = supersede_node(env.store(), old_id, new_id)
     conn = env.index()

@@ -14,8 +14,9 @@ from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 @format_option
 @pass_env
 def rebuild_command(env: Env, full: bool) -> None:
-    """Resolve pointers left with several heads by a Git merge, then recreate the
-    derived index from the objects (deleting .ctx/index/ loses nothing).
+    """Resolve pointers a Git merge left with several heads, then rebuild the index.
+
+    The derived index is recreated from the objects (deleting .ctx/index/ loses nothing).
 
     \b
     Examples:
@@ -23,6 +24,7 @@ def rebuild_command(env: Env, full: bool) -> None:
         ctx rebuild --full
     """
     from ctxstore.index import rebuild_index
+    from ctxstore.index.read import table_counts
     from ctxstore.staging import flush
 
     store = env.store()
@@ -31,9 +33,10 @@ def rebuild_command(env: Env, full: bool) -> None:
     flush(store)  # writes a merge commit if HEAD or STAGE hold several heads
     merged = store.read_head().heads != head_before.heads
     conn = rebuild_index(store, full=full)
-    nodes = conn.execute("SELECT count(*) FROM nodes").fetchone()[0]
-    edges = conn.execute("SELECT count(*) FROM edges").fetchone()[0]
-    commits = conn.execute("SELECT count(*) FROM applied").fetchone()[0]
+    try:
+        nodes, edges, commits = table_counts(conn)
+    finally:
+        conn.close()
     took = time.perf_counter() - start
     if env.fmt == "json":
         emit_json({"nodes": nodes, "edges": edges, "commits": commits, "merged_heads": merged,

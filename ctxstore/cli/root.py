@@ -23,21 +23,30 @@ class CtxGroup(click.Group):
     """Root group: lazy subcommands and the single error funnel."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, sorted, without importing any command module."""
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        """The command ``name``, importing its module only now; None if there is none."""
         spec = COMMANDS.get(name)
         if spec is None:
             return None
         module = importlib.import_module(spec[0])
-        return getattr(module, spec[1])
+        command: click.Command = getattr(module, spec[1])
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List the commands with their one-line help from ``COMMANDS`` (no module is imported)."""
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Refuse an argument that is not valid UTF-8 text, then parse as click does.
+
+        Raises:
+            InvalidInput: (E011, as a click error) if an argument is not valid UTF-8 text.
+        """
         # Before any command runs: an argument that is not valid UTF-8 (Python hands it
         # over with lone surrogates, which no write can encode) is one clear error, so a
         # command never stages half its work and then fails (issue 11 item 12).
@@ -57,6 +66,12 @@ class CtxGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; every error leaves as one ``ctx: error[E0xx]: ...`` line.
+
+        Raises:
+            click.ClickException: for a ``CtxError`` (its code and exit status), an ``OSError``
+                (``StorageIOError``, E017) or any other exception (an internal error).
+        """
         from ctxstore.errors import CtxError, StorageIOError
 
         _take_index_repairs()  # only this command's repairs are reported
@@ -110,9 +125,10 @@ def _strings(value: Any) -> list[str]:
 
 def _undecodable_argument(group: click.Group, ctx: click.Context, args: list[str]
                           ) -> tuple[str, str] | None:
-    """The first argument holding text that is not valid UTF-8, as (its name, its value);
-    None when every such argument is a file path (``click.Path``: any bytes are a valid
-    name on POSIX) or belongs to ``ctx hook``, which never fails on its input.
+    """The first argument holding text that is not valid UTF-8, as (its name, its value).
+
+    None when every such argument is a file path (``click.Path``: any bytes are a valid name on
+    POSIX) or belongs to ``ctx hook``, which never fails on its input.
 
     The command line is parsed leniently once more to learn which parameter each value
     fills: ``resilient_parsing`` raises no usage error and runs no command.
@@ -229,3 +245,4 @@ def cli(ctx: click.Context, ctx_dir: str | None, db: str | None, fmt: str, debug
     from ctxstore.cli._common import Env
 
     ctx.obj = Env(ctx_dir=ctx_dir or db, fmt=fmt, debug=debug)
+    ctx.call_on_close(ctx.obj.close)

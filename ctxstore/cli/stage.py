@@ -78,7 +78,7 @@ def compact_command(env: Env, message: str) -> None:
         ctx stage compact --message "Completed timeout fix"
     """
     from ctxstore.cli.commit import echo_edits, edits_json
-    from ctxstore.notes import compact_session
+    from ctxstore.narrative.summary import compact_session
 
     res, edits = compact_session(env.store(), message)
     if env.fmt == "json":
@@ -147,7 +147,7 @@ def status_command(env: Env) -> None:
     click.echo(f"session: {st.session_id}" + (f"  task: {st.task}" if st.task else ""))
     click.echo(f"base:    {data['base']}" + ("" if st.base == st.head else "  (HEAD has moved since)"))
     click.echo(f"staged:  {st.work_commits} work commits, {st.records} records")
-    if st.started_at:
+    if st.started_at and st.updated_at:
         click.echo(f"started: {fmt_time(st.started_at / 1000)}  last: {fmt_time(st.updated_at / 1000)}")
 
 

@@ -19,16 +19,17 @@ def _size(n: float) -> str:
 @format_option
 @pass_env
 def status_command(env: Env) -> None:
-    """Show which store is used and what it holds: nodes by type, edges, tags, tiers,
-    and nodes edited on both sides of a Git merge (concurrent edits: the newer
-    version is kept, the other stays in `ctx show ID --history`).
+    """Show which store is used and what it holds.
+
+    Nodes by type, edges, tags, tiers, and nodes edited on both sides of a Git merge (concurrent
+    edits: the newer version is kept, the other stays in `ctx show ID --history`).
 
     \b
     Examples:
         ctx status
         ctx status --format json
     """
-    from ctxstore.stats import store_status
+    from ctxstore.knowledge.status import store_status
 
     st = store_status(env.store(), env.index(), kind=env.kind)
     if env.fmt == "json":

@@ -19,7 +19,7 @@ def tag_command(env: Env, node_id: str, tags: tuple[str, ...]) -> None:
     Example:
         ctx tag 01HQ1A2B task:current tier:working
     """
-    from ctxstore.nodes import tag_node
+    from ctxstore.knowledge.nodes import tag_node
 
     res = tag_node(env.store(), node_id, list(tags))
     if env.fmt == "json":
@@ -40,7 +40,7 @@ def untag_command(env: Env, node_id: str, tags: tuple[str, ...]) -> None:
     Example:
         ctx untag 01HQ1A2B tier:working
     """
-    from ctxstore.nodes import untag_node
+    from ctxstore.knowledge.nodes import untag_node
 
     res = untag_node(env.store(), node_id, list(tags))
     if env.fmt == "json":

@@ -21,7 +21,7 @@ def view_group() -> None:
 
 
 def _render(env: Env, query: str, budget: int) -> None:
-    from ctxstore.pack import compose_query, render_json
+    from ctxstore.packs.compose import compose_query, render_json
 
     comp = compose_query(env.index(), query, budget, now_ms=int(time.time() * 1000))
     if env.fmt == "json":
@@ -46,7 +46,7 @@ def view_create_command(env: Env, name: str, query: str, budget: int | None,
     Example:
         ctx view create facts --query "type:fact OR type:decision" --budget 40000
     """
-    from ctxstore.views import create_view
+    from ctxstore.knowledge.views import create_view
 
     create_view(env.store(), name, query, budget or default_budget(), description)
     if env.fmt == "json":
@@ -65,7 +65,7 @@ def view_list_command(env: Env) -> None:
     Example:
         ctx view list
     """
-    from ctxstore.views import list_views
+    from ctxstore.knowledge.views import list_views
 
     views = list_views(env.index(), default_budget=default_budget())
     if env.fmt == "json":
@@ -89,7 +89,7 @@ def view_render_command(env: Env, name: str, budget: int | None) -> None:
         ctx view render default
         ctx view render facts --budget 30000 --format json
     """
-    from ctxstore.views import get_view
+    from ctxstore.knowledge.views import get_view
 
     view = get_view(env.index(), name, default_budget=default_budget())
     _render(env, view.query, budget or view.budget)
@@ -110,7 +110,7 @@ def view_update_command(env: Env, name: str, query: str | None, budget: int | No
     Example:
         ctx view update default --budget 80000
     """
-    from ctxstore.views import update_view
+    from ctxstore.knowledge.views import update_view
 
     update_view(env.store(), name, query=query, budget=budget, description=description,
                 default_budget=default_budget())
@@ -131,7 +131,7 @@ def view_delete_command(env: Env, name: str) -> None:
     Example:
         ctx view delete facts
     """
-    from ctxstore.views import delete_view
+    from ctxstore.knowledge.views import delete_view
 
     delete_view(env.store(), name)
     if env.fmt == "json":
@@ -153,7 +153,7 @@ def compose_command(env: Env, query: str | None, budget: int | None) -> None:
     Example:
         ctx compose --query "tag:task:current" --budget 50000
     """
-    from ctxstore.views import DEFAULT_VIEW_NAME, get_view
+    from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, get_view
 
     view = get_view(env.index(), DEFAULT_VIEW_NAME, default_budget=default_budget())
     _render(env, query or view.query, budget or (default_budget() if query else view.budget))

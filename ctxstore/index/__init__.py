@@ -96,21 +96,29 @@ class IndexRepair:
     in_memory: bool = False
 
     def message(self) -> str:
-        """The one-line notice, e.g. ``index was damaged (file is not a database);
-        rebuilt from the store`` (front ends prefix ``ctx: ``)."""
+        """The one-line notice, e.g. ``index was damaged (file is not a database); rebuilt from the store``.
+
+        Front ends prefix ``ctx: ``.
+        """
+        # An index an older ctx wrote is not damage: its schema is simply out of date.
+        what = "index was written by another version of ctx" \
+            if self.reason.startswith(OUTDATED_SCHEMA) else "index was damaged"
         if self.in_memory:
-            return (f"index was damaged ({self.reason}); rebuilt from the store in memory "
+            return (f"{what} ({self.reason}); rebuilt from the store in memory "
                     f"({Path(self.path).parent} cannot be written)")
-        return f"index was damaged ({self.reason}); rebuilt from the store"
+        return f"{what} ({self.reason}); rebuilt from the store"
 
 
+OUTDATED_SCHEMA = "schema version"
 _repairs: list[IndexRepair] = []
 
 
 def take_repairs() -> list[IndexRepair]:
-    """The repairs made by ``open_index`` in this process since the last call (each
-    distinct notice once), and forget them. The CLI prints them on stderr; the hook
-    runner adds them to ``systemMessage``."""
+    """The repairs made by ``open_index`` in this process since the last call, then forget them.
+
+    Each distinct notice once. The CLI prints them on stderr; the hook runner adds them to
+    ``systemMessage``.
+    """
     seen: set[str] = set()
     out = []
     for repair in _repairs:
@@ -144,8 +152,10 @@ def _met_damage(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
 
 
 class _GuardedCursor(sqlite3.Cursor):
-    """A cursor whose damage errors, at execute time or while rows are read, become
-    ``IndexCorrupt`` (E007) instead of an internal error."""
+    """A cursor that turns damage errors into ``IndexCorrupt`` (E007).
+
+    Errors at execute time or while rows are read become E007 instead of an internal error.
+    """
 
     def execute(self, sql: str, parameters: Any = (), /) -> _GuardedCursor:
         try:
@@ -218,15 +228,19 @@ class IndexConnection(sqlite3.Connection):
 
     # sqlite3's own methods, each through a guarded cursor.
     def cursor(self, factory: Any = None) -> Any:
+        """A cursor of ``factory``, by default one that reports damage as ``IndexCorrupt``."""
         return super().cursor(factory or _GuardedCursor)
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        """``sqlite3.Connection.execute`` through a guarded cursor."""
         return self.cursor().execute(sql, parameters)
 
     def executemany(self, sql: str, seq: Any, /) -> Any:
+        """``sqlite3.Connection.executemany`` through a guarded cursor."""
         return self.cursor().executemany(sql, seq)
 
     def executescript(self, script: str, /) -> Any:
+        """``sqlite3.Connection.executescript`` through a guarded cursor."""
         return self.cursor().executescript(script)
 
 
@@ -358,7 +372,7 @@ def inspect_index(conn: sqlite3.Connection, *, quick_check_max: int | None = Non
         _create(conn)
         return None
     if version != INDEX_SCHEMA_VERSION:
-        return f"schema version {version}, this ctx uses {INDEX_SCHEMA_VERSION}"
+        return f"{OUTDATED_SCHEMA} {version}, this ctx uses {INDEX_SCHEMA_VERSION}"
     want = expected_schema()
     if schema != want:
         return _schema_difference(schema, want)
@@ -412,8 +426,11 @@ def _memory_index(store: Store, *, sync: bool) -> IndexConnection:
 
 
 def _try_open(store: Store, *, sync: bool) -> tuple[IndexConnection | None, str | None]:
-    """Open and check the file, and catch up: ``(conn, None)``, or ``(None, reason)``
-    when the file is damaged. A store that cannot be written gets a memory index."""
+    """Open and check the file, and catch up.
+
+    ``(conn, None)``, or ``(None, reason)`` when the file is damaged. A store that cannot be written
+    gets a memory index.
+    """
     folder = index_dir(store)
     conn: IndexConnection | None = None
     try:
@@ -487,9 +504,11 @@ def open_index(store: Store, *, sync: bool = True) -> IndexConnection:
 
 def sync_index(store: Store, conn: sqlite3.Connection,
                target: dict[str, list[str]] | None = None) -> bool:
-    """Apply whatever HEAD and STAGE have that the index has not. Returns True if it
-    changed anything. ``target`` syncs to those pointers instead (a ``pointer_snapshot``
-    recorded earlier: ``ctx debug verify --index`` replays what a file says it reflects).
+    """Apply whatever HEAD and STAGE have that the index has not.
+
+    Returns True if it changed anything. ``target`` syncs to those pointers instead (a
+    ``pointer_snapshot`` recorded earlier: ``ctx debug verify --index`` replays what a file says it
+    reflects).
 
     Raises:
         CtxError: (E001-E005) if the store is damaged on the way.
@@ -534,8 +553,10 @@ def sync_index(store: Store, conn: sqlite3.Connection,
 
 
 def rebuild_index(store: Store, *, full: bool = False) -> IndexConnection:
-    """Recreate the index from the objects. ``full`` deletes the files first;
-    otherwise the tables are cleared and refilled in one transaction.
+    """Recreate the index from the objects.
+
+    ``full`` deletes the files first; otherwise the tables are cleared and refilled in one
+    transaction.
 
     Raises:
         UnsafePath: (E020) if an index file is a symlink or a special file.

@@ -16,8 +16,9 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ctxstore.index.fulltext.fts5 import Fts5Engine
 from ctxstore.index.heads import FoldReads, record_commit_graph, update_node_heads
-from ctxstore.model import ChangeBatch, Commit, WorkCommit, codec
+from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit, codec
 from ctxstore.model.knowledge import (
     EdgeRecord,
     EdgeRemoved,
@@ -71,7 +72,7 @@ def plan_sync(store: Store, conn: sqlite3.Connection, old: dict[str, list[str]] 
         if oid in applied:
             frontier.add(oid)
             continue
-        obj = store.read_typed(ObjectId(oid))
+        obj: TypedObject = store.read_typed(ObjectId(oid))
         if not isinstance(obj, (Commit, WorkCommit)):
             from ctxstore.errors import DeserializationFailed
 
@@ -158,37 +159,45 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
         _apply_winner(store, conn, rec, version)
 
 
+def _hook_key(rec: NodeRecord) -> str | None:
+    # The agent write's identity (knowledge.remember), indexed for its one lookup.
+    key = rec.metadata.get("hook_key")
+    return key if isinstance(key, str) else None
+
+
 def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
                   version: bytes) -> None:
+    fts = Fts5Engine(conn)
     if isinstance(rec, NodeRecord):
         content = rec.content if rec.content is not None else \
             store.read_blob(ObjectId(rec.content_blob)).decode("utf-8", "replace")  # type: ignore[arg-type]
         row = conn.execute("SELECT rowid FROM nodes WHERE id = ?", (rec.id,)).fetchone()
         values = (rec.type, content, rec.content_blob, rec.summary, rec.status, rec.superseded_by,
                   rec.created_at, rec.updated_at, rec.author,
-                  json.dumps(rec.metadata, sort_keys=True), estimate_tokens(content.strip()), version)
+                  json.dumps(rec.metadata, sort_keys=True), estimate_tokens(content.strip()), version,
+                  _hook_key(rec))
         if row is None:
             cur = conn.execute(
                 "INSERT INTO nodes(id, type, content, content_blob, summary, status, superseded_by,"
-                " created_at, updated_at, author, metadata, tokens, version)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (rec.id, *values))
+                " created_at, updated_at, author, metadata, tokens, version, hook_key)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (rec.id, *values))
             rowid = cur.lastrowid
+            assert rowid is not None  # sqlite3 sets it after every INSERT
         else:
             rowid = row[0]
             conn.execute(
                 "UPDATE nodes SET type=?, content=?, content_blob=?, summary=?, status=?,"
                 " superseded_by=?, created_at=?, updated_at=?, author=?, metadata=?, tokens=?,"
-                " version=? WHERE rowid = ?", (*values, rowid))
-            conn.execute("DELETE FROM nodes_fts WHERE rowid = ?", (rowid,))
-        conn.execute("INSERT INTO nodes_fts(rowid, content, summary) VALUES (?, ?, ?)",
-                     (rowid, content, rec.summary or ""))
+                " version=?, hook_key=? WHERE rowid = ?", (*values, rowid))
+            fts.delete_document(rowid)
+        fts.index_document(rowid, {"content": content, "summary": rec.summary or ""})
         conn.execute("DELETE FROM tags WHERE node_id = ?", (rec.id,))
         conn.executemany("INSERT INTO tags(node_id, tag) VALUES (?, ?)",
                          [(rec.id, t) for t in rec.tags])
     elif isinstance(rec, NodeRemoved):
         row = conn.execute("SELECT rowid FROM nodes WHERE id = ?", (rec.id,)).fetchone()
         if row is not None:
-            conn.execute("DELETE FROM nodes_fts WHERE rowid = ?", (row[0],))
+            fts.delete_document(row[0])
             conn.execute("DELETE FROM nodes WHERE rowid = ?", (row[0],))
         conn.execute("DELETE FROM tags WHERE node_id = ?", (rec.id,))
     elif isinstance(rec, EdgeRecord):

@@ -37,7 +37,7 @@ __all__ = ["REACHED_TABLES", "STRICT_TABLES", "IndexComparison", "IndexDifferenc
 # The answers: exactly what a replay gives (nodes without their rowid, FTS by node id).
 STRICT_TABLES: dict[str, str] = {
     "nodes": "SELECT id, type, content, content_blob, summary, status, superseded_by, created_at,"
-             " updated_at, author, metadata, tokens, version FROM nodes",
+             " updated_at, author, metadata, tokens, version, hook_key FROM nodes",
     "nodes_fts": "SELECT n.id, f.content, f.summary FROM nodes_fts f LEFT JOIN nodes n"
                  " ON n.rowid = f.rowid",
     "tags": "SELECT node_id, tag FROM tags",

@@ -65,8 +65,10 @@ def _parents(obj: Commit | WorkCommit) -> tuple[bytes, ...]:
 
 
 def _fold_key(obj: Commit | WorkCommit) -> tuple[str, str | None, bytes | None]:
-    """(kind, session, base) as the commit graph stores them: a work commit's session
-    and base, a fold's session (its base is its parent)."""
+    """(kind, session, base) as the commit graph stores them.
+
+    A work commit's session and base, a fold's session (its base is its parent).
+    """
     if isinstance(obj, WorkCommit):
         return "work", obj.session_id, obj.base
     # Unlike ``plan_sync``, a fold counts here only with one parent: the graph matches a
@@ -79,8 +81,10 @@ def _fold_key(obj: Commit | WorkCommit) -> tuple[str, str | None, bytes | None]:
 
 def record_commit_graph(conn: sqlite3.Connection,
                         commits: Sequence[tuple[bytes, Commit | WorkCommit]]) -> None:
-    """Add ``commits`` (any order; their parents applied before or among them) to the
-    index's commit graph with their generation numbers."""
+    """Add ``commits`` to the index's commit graph with their generation numbers.
+
+    Any order; their parents are applied before or among them.
+    """
     batch = dict(commits)
     gens: dict[bytes, int] = {}
 
@@ -164,8 +168,10 @@ class FoldReads:
 
 def _descends(reads: FoldReads, conn: sqlite3.Connection, ancestor: bytes,
               descendant: bytes) -> bool:
-    """True if commit ``descendant`` descends from commit ``ancestor`` (through parents,
-    or through a fold that absorbed ``ancestor``, a work commit)."""
+    """True if commit ``descendant`` descends from commit ``ancestor``.
+
+    Through parents, or through a fold that absorbed ``ancestor``, a work commit.
+    """
     if _reaches(conn, ancestor, descendant):
         return True
     row = conn.execute("SELECT kind, session, base FROM commit_graph WHERE oid = ?",
@@ -203,8 +209,10 @@ def _absorbed(reads: FoldReads, conn: sqlite3.Connection, work: bytes, fold: byt
 
 def _prev_leads_to(conn: sqlite3.Connection, key: tuple[str, ...], start: bytes | None,
                    target: bytes) -> bool:
-    """Whether following ``prev`` from version ``start`` can reach ``target``: it does,
-    or it reaches a version the index never saw (folded away: it may have)."""
+    """Whether following ``prev`` from version ``start`` can reach ``target``.
+
+    It does, or it reaches a version the index never saw (folded away: it may have).
+    """
     text = key_text(key)
     seen: set[bytes] = set()
     while start is not None and start not in seen:
@@ -238,8 +246,7 @@ def _reaches(conn: sqlite3.Connection, ancestor: bytes, descendant: bytes) -> bo
 def _before(reads: FoldReads, conn: sqlite3.Connection, node_id: str,
             old: tuple[bytes, bytes, bytes | None, int],
             new: tuple[bytes, bytes, bytes | None, int]) -> bool:
-    """True if version ``old`` is an ancestor of version ``new`` (tuples: version, commit,
-    prev, stamp)."""
+    """True if version ``old`` is an ancestor of version ``new`` (tuples: version, commit, prev, stamp)."""
     if new[2] == old[0]:
         return True
     if old[2] is None:
@@ -255,11 +262,13 @@ def _before(reads: FoldReads, conn: sqlite3.Connection, node_id: str,
 
 
 def _sibling_folds(conn: sqlite3.Connection, one: bytes, other: bytes) -> bool:
-    """Both commits fold the same session on the same base: one staged session that was
-    committed to Git and then folded on two branches. Their shared first steps are in
-    neither history any more, so which versions both saw cannot be told apart from one
-    that only one branch wrote: the newer version is taken to descend from the older
-    (see the module docstring)."""
+    """Both commits fold the same session on the same base.
+
+    One staged session that was committed to Git and then folded on two branches. Their shared first
+    steps are in neither history any more, so which versions both saw cannot be told apart from one
+    that only one branch wrote: the newer version is taken to descend from the older (see the module
+    docstring).
+    """
     folds, sessions, bases = conn.execute(
         "SELECT count(*), count(DISTINCT session), count(DISTINCT base) FROM commit_graph "
         "WHERE kind = 'fold' AND oid IN (?, ?)", (one, other)).fetchone()
@@ -302,8 +311,10 @@ def _insert_head(conn: sqlite3.Connection, node_id: str, version: bytes, commit:
 
 
 def concurrent_edits(conn: sqlite3.Connection) -> list[ConcurrentEdit]:
-    """Every node with more than one head: the kept (winning) version and each other head,
-    sorted by node id."""
+    """Every node with more than one head.
+
+    The kept (winning) version and each other head, sorted by node id.
+    """
     rows = conn.execute(
         "SELECT DISTINCT h.node_id, w.version, w.live, h.version FROM node_heads h "
         "JOIN winners w ON w.key = ? || h.node_id "

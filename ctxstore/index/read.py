@@ -1,6 +1,13 @@
-"""Reading the index: nodes, tags, edges, views and versions as plain records.
+"""Reading the index: every SELECT the library needs, as plain records (issue 12).
 
-Every function takes a connection from ``open_index`` (already in sync).
+Owns the read API of the derived index: nodes, tags, edges, views and versions as
+records, counts for ``ctx status`` and ``ctx rebuild``, the hook-key lookup of
+idempotent agent writes, and the few special selections of narrative ingest, CLAUDE.md
+and composition. Rows are built by column name (``sqlite3.Row``), never by position, so
+a column added to the schema cannot shift a field. Every function takes a connection
+from ``open_index`` (already in sync); none writes, syncs or opens the index. Other
+modules run no SQL on the index (``tests/test_layering.py``); ``query/`` compiles the
+query language, and ``index/compare.py`` reads raw tables as a verifier.
 """
 
 from __future__ import annotations
@@ -8,7 +15,7 @@ from __future__ import annotations
 import bisect
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,13 +23,28 @@ from ctxstore.errors import AmbiguousPrefix, InvalidInput, NodeNotFound
 from ctxstore.model import codec
 from ctxstore.model.knowledge import key_text
 
-__all__ = ["NodeRow", "EdgeRow", "ViewRow", "NODE_COLUMNS", "node_from_row", "load_tags",
-           "resolve_node_id", "read_node", "find_node", "nodes_by_ids", "edges_of", "all_edges",
-           "tag_counts", "read_views", "find_view", "node_versions", "short_id_lookup", "short_ids"]
+__all__ = ["NodeRow", "EdgeRow", "ViewRow", "StoreCounts", "NODE_FIELDS", "NODE_COLUMNS",
+           "node_from_row", "load_tags", "resolve_node_id", "read_node", "find_node",
+           "nodes_by_ids", "list_nodes", "active_nodes_of_types", "nodes_with_metadata",
+           "edges_of", "all_edges", "out_edges_of", "node_degrees", "tag_counts", "read_views",
+           "find_view", "node_versions", "short_id_lookup", "short_ids", "store_counts",
+           "table_counts", "all_node_ids", "live_node_ids", "edge_exists", "latest_version",
+           "find_node_by_hook_key"]
 
-NODE_COLUMNS = ("id, type, content, content_blob, summary, status, superseded_by, created_at,"
-                " updated_at, author, metadata, tokens, version")
+# The columns of a node row, in the order ``NODE_COLUMNS`` selects them.
+NODE_FIELDS = ("id", "type", "content", "content_blob", "summary", "status", "superseded_by",
+               "created_at", "updated_at", "author", "metadata", "tokens", "version")
+NODE_COLUMNS = ", ".join(NODE_FIELDS)
 _ULID_CHARS = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+# SQLite's default limit on host parameters is far above this; 500 keeps statements short.
+_CHUNK = 500
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    """Run a SELECT whose rows are ``sqlite3.Row`` (read by column name)."""
+    cur = conn.cursor()
+    cur.row_factory = sqlite3.Row
+    return cur.execute(sql, params)
 
 
 @dataclass
@@ -74,10 +96,25 @@ class ViewRow:
     builtin: bool = False
 
 
-def node_from_row(row: tuple[Any, ...]) -> NodeRow:
-    """Build a NodeRow from a ``SELECT NODE_COLUMNS`` row (tags not loaded)."""
-    meta = {} if row[10] == "{}" else json.loads(row[10])  # most nodes carry no metadata
-    return NodeRow(*row[:10], meta, row[11], row[12])  # type: ignore[arg-type]
+def node_from_row(row: sqlite3.Row | Sequence[Any]) -> NodeRow:
+    """Build a NodeRow from a row of ``NODE_COLUMNS`` (tags not loaded).
+
+    Args:
+        row: A ``sqlite3.Row`` (read by name), or a plain tuple whose first columns are
+            ``NODE_FIELDS`` in order (``query/`` selects them so, extra columns after).
+
+    Returns:
+        The node, without tags.
+    """
+    col = row if isinstance(row, sqlite3.Row) else dict(zip(NODE_FIELDS, row, strict=True))
+    raw = col["metadata"]
+    meta = {} if raw == "{}" else json.loads(raw)  # most nodes carry no metadata
+    return NodeRow(id=col["id"], type=col["type"], content=col["content"],
+                   content_blob=col["content_blob"], summary=col["summary"],
+                   status=col["status"], superseded_by=col["superseded_by"],
+                   created_at=col["created_at"], updated_at=col["updated_at"],
+                   author=col["author"], metadata=meta, tokens=col["tokens"],
+                   version=col["version"])
 
 
 def load_tags(conn: sqlite3.Connection, nodes: list[NodeRow]) -> list[NodeRow]:
@@ -86,12 +123,12 @@ def load_tags(conn: sqlite3.Connection, nodes: list[NodeRow]) -> list[NodeRow]:
         return nodes
     by_id = {n.id: n for n in nodes}
     ids = list(by_id)
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start:start + _CHUNK]
         marks = ",".join("?" * len(chunk))
-        for node_id, tag in conn.execute(
-                f"SELECT node_id, tag FROM tags WHERE node_id IN ({marks}) ORDER BY tag", chunk):
-            by_id[node_id].tags.append(tag)
+        for row in _rows(conn, f"SELECT node_id, tag FROM tags WHERE node_id IN ({marks})"
+                               " ORDER BY tag", chunk):
+            by_id[row["node_id"]].tags.append(row["tag"])
     return nodes
 
 
@@ -110,8 +147,8 @@ def resolve_node_id(conn: sqlite3.Connection, text: str) -> str:
         if conn.execute("SELECT 1 FROM nodes WHERE id = ?", (prefix,)).fetchone():
             return prefix
         raise NodeNotFound(f"no node {prefix}")
-    rows = [r[0] for r in conn.execute(
-        "SELECT id FROM nodes WHERE id >= ? AND id < ? ORDER BY id LIMIT 11",
+    rows: list[str] = [r["id"] for r in _rows(
+        conn, "SELECT id FROM nodes WHERE id >= ? AND id < ? ORDER BY id LIMIT 11",
         (prefix, prefix + "\U0010ffff"))]
     if not rows:
         raise NodeNotFound(f"no node with id prefix {prefix}")
@@ -122,7 +159,7 @@ def resolve_node_id(conn: sqlite3.Connection, text: str) -> str:
 
 def find_node(conn: sqlite3.Connection, node_id: str) -> NodeRow | None:
     """The live node with this exact id, or None."""
-    row = conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ?", (node_id,)).fetchone()
+    row = _rows(conn, f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ?", (node_id,)).fetchone()
     return load_tags(conn, [node_from_row(row)])[0] if row else None
 
 
@@ -140,18 +177,89 @@ def read_node(conn: sqlite3.Connection, text: str) -> NodeRow:
 def nodes_by_ids(conn: sqlite3.Connection, ids: list[str]) -> list[NodeRow]:
     """Live nodes for these ids, in the given order (missing ids skipped)."""
     found: dict[str, NodeRow] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start:start + _CHUNK]
         marks = ",".join("?" * len(chunk))
-        for row in conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id IN ({marks})", chunk):
-            found[row[0]] = node_from_row(row)
+        for row in _rows(conn, f"SELECT {NODE_COLUMNS} FROM nodes WHERE id IN ({marks})", chunk):
+            found[row["id"]] = node_from_row(row)
     nodes = [found[i] for i in ids if i in found]
     return load_tags(conn, nodes)
 
 
-def _edge(row: tuple[Any, ...]) -> EdgeRow:
-    return EdgeRow(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]),
-                   json.loads(row[7]) if row[7] else None, row[8], row[9])
+def list_nodes(conn: sqlite3.Connection, *, node_type: str | None = None,
+               tags: Sequence[str] = (), created_since_ms: int | None = None,
+               limit: int | None = None) -> list[NodeRow]:
+    """Live nodes, newest first, filtered (``ctx list``).
+
+    Args:
+        conn: A synced index connection.
+        node_type: Only nodes of this type.
+        tags: Only nodes carrying every one of these tags.
+        created_since_ms: Only nodes created at or after this time (ms since the epoch).
+        limit: At most this many nodes; None for all.
+
+    Returns:
+        The nodes with their tags, newest first (ties by id, descending).
+    """
+    where: list[str] = ["1"]
+    args: list[Any] = []
+    if node_type:
+        where.append("n.type = ?")
+        args.append(node_type)
+    for tag in tags:
+        where.append("EXISTS (SELECT 1 FROM tags t WHERE t.node_id = n.id AND t.tag = ?)")
+        args.append(tag)
+    if created_since_ms is not None:
+        where.append("n.created_at >= ?")
+        args.append(created_since_ms)
+    sql = (f"SELECT {NODE_COLUMNS} FROM nodes n WHERE {' AND '.join(where)}"
+           " ORDER BY n.created_at DESC, n.id DESC")
+    if limit:
+        sql += " LIMIT ?"
+        args.append(int(limit))
+    return load_tags(conn, [node_from_row(r) for r in _rows(conn, sql, args)])
+
+
+def active_nodes_of_types(conn: sqlite3.Connection, types: Sequence[str]) -> list[NodeRow]:
+    """Live nodes of these types that are active and not superseded (CLAUDE.md).
+
+    Args:
+        conn: A synced index connection.
+        types: The node types wanted.
+
+    Returns:
+        The nodes with their tags, in index order.
+    """
+    if not types:
+        return []
+    rows = _rows(conn, f"SELECT {NODE_COLUMNS} FROM nodes WHERE superseded_by IS NULL"
+                       f" AND status = 'active' AND type IN ({','.join('?' * len(types))})",
+                 list(types)).fetchall()
+    return load_tags(conn, [node_from_row(r) for r in rows])
+
+
+def nodes_with_metadata(conn: sqlite3.Connection, path: str) -> list[NodeRow]:
+    """Live nodes whose metadata has a value at ``path`` (narrative ingest's entry link).
+
+    Args:
+        conn: A synced index connection.
+        path: A JSON path below ``$`` (``narrative.entry``), from code, never from input.
+
+    Returns:
+        The nodes with their tags, by id.
+    """
+    rows = _rows(conn, f"SELECT {NODE_COLUMNS} FROM nodes WHERE json_extract(metadata, ?)"
+                       " IS NOT NULL ORDER BY id", (f"$.{path}",))
+    return load_tags(conn, [node_from_row(r) for r in rows])
+
+
+def _edge(row: sqlite3.Row) -> EdgeRow:
+    evidence = row["evidence"]
+    return EdgeRow(from_kind=row["from_kind"], from_key=row["from_key"], to_kind=row["to_kind"],
+                   to_key=row["to_key"], label=row["label"], weight=row["weight"],
+                   metadata=json.loads(row["metadata"]),
+                   evidence=json.loads(evidence) if evidence else None,
+                   created_at=row["created_at"], updated_at=row["updated_at"])
 
 
 _EDGE_COLS = ("from_kind, from_key, to_kind, to_key, label, weight, metadata, evidence,"
@@ -164,61 +272,107 @@ def edges_of(conn: sqlite3.Connection, node_id: str, direction: str = "both",
     out: list[EdgeRow] = []
     extra, args = ("AND label = ?", [label]) if label else ("", [])
     if direction in ("out", "both"):
-        out += [_edge(r) for r in conn.execute(
-            f"SELECT {_EDGE_COLS} FROM edges WHERE from_kind='node' AND from_key=? {extra}"
+        out += [_edge(r) for r in _rows(
+            conn, f"SELECT {_EDGE_COLS} FROM edges WHERE from_kind='node' AND from_key=? {extra}"
             " ORDER BY label, to_key", [node_id, *args])]
     if direction in ("in", "both"):
-        out += [_edge(r) for r in conn.execute(
-            f"SELECT {_EDGE_COLS} FROM edges WHERE to_kind='node' AND to_key=? {extra}"
+        out += [_edge(r) for r in _rows(
+            conn, f"SELECT {_EDGE_COLS} FROM edges WHERE to_kind='node' AND to_key=? {extra}"
             " ORDER BY label, from_key", [node_id, *args])]
     return out
 
 
 def all_edges(conn: sqlite3.Connection) -> list[EdgeRow]:
     """Every live edge."""
-    return [_edge(r) for r in conn.execute(f"SELECT {_EDGE_COLS} FROM edges "
-                                           "ORDER BY from_key, label, to_key")]
+    return [_edge(r) for r in _rows(conn, f"SELECT {_EDGE_COLS} FROM edges "
+                                          "ORDER BY from_key, label, to_key")]
+
+
+def out_edges_of(conn: sqlite3.Connection, ids: Sequence[str], labels: Sequence[str]
+                 ) -> dict[tuple[str, str], list[str]]:
+    """The node-to-node edges with these labels leaving a batch of nodes, in one query.
+
+    Args:
+        conn: A synced index connection.
+        ids: The source node ids.
+        labels: The edge labels wanted.
+
+    Returns:
+        ``(source id, label)`` to the target ids, each list by target id.
+    """
+    out: dict[tuple[str, str], list[str]] = {}
+    if not ids or not labels:
+        return out
+    marks = ",".join("?" * len(ids))
+    for row in _rows(
+            conn, f"SELECT from_key, to_key, label FROM edges WHERE from_kind = 'node' AND"
+            f" from_key IN ({marks}) AND to_kind = 'node' AND label IN"
+            f" ({','.join('?' * len(labels))}) ORDER BY label, to_key", [*ids, *labels]):
+        out.setdefault((row["from_key"], row["label"]), []).append(row["to_key"])
+    return out
+
+
+def node_degrees(conn: sqlite3.Connection) -> dict[str, int]:
+    """The edge degree (in + out) of every node some edge touches.
+
+    Args:
+        conn: A synced index connection.
+
+    Returns:
+        Node id to its number of edges.
+    """
+    return {row["key"]: int(row["n"]) for row in _rows(
+        conn, "SELECT key, sum(n) AS n FROM (SELECT from_key AS key, count(*) AS n FROM edges"
+        " WHERE from_kind = 'node' GROUP BY from_key UNION ALL SELECT to_key, count(*)"
+        " FROM edges WHERE to_kind = 'node' GROUP BY to_key) GROUP BY key")}
 
 
 def tag_counts(conn: sqlite3.Connection, prefix: str | None = None) -> list[tuple[str, int]]:
     """Tags of live nodes with their node counts, optionally by prefix."""
     if prefix:
-        rows = conn.execute("SELECT tag, count(*) FROM tags WHERE tag >= ? AND tag < ? "
-                            "GROUP BY tag ORDER BY tag", (prefix, prefix + "\U0010ffff"))
+        rows = _rows(conn, "SELECT tag, count(*) AS n FROM tags WHERE tag >= ? AND tag < ? "
+                           "GROUP BY tag ORDER BY tag", (prefix, prefix + "\U0010ffff"))
     else:
-        rows = conn.execute("SELECT tag, count(*) FROM tags GROUP BY tag ORDER BY tag")
-    return [(r[0], r[1]) for r in rows]
+        rows = _rows(conn, "SELECT tag, count(*) AS n FROM tags GROUP BY tag ORDER BY tag")
+    return [(r["tag"], r["n"]) for r in rows]
+
+
+_VIEW_COLS = "name, query, budget, description, created_at, updated_at"
+
+
+def _view(row: sqlite3.Row) -> ViewRow:
+    return ViewRow(name=row["name"], query=row["query"], budget=row["budget"],
+                   description=row["description"], created_at=row["created_at"],
+                   updated_at=row["updated_at"])
 
 
 def read_views(conn: sqlite3.Connection) -> list[ViewRow]:
     """Saved views by name."""
-    return [ViewRow(*r) for r in conn.execute(
-        "SELECT name, query, budget, description, created_at, updated_at FROM views ORDER BY name")]
+    return [_view(r) for r in _rows(conn, f"SELECT {_VIEW_COLS} FROM views ORDER BY name")]
 
 
 def find_view(conn: sqlite3.Connection, name: str) -> ViewRow | None:
     """A saved view, or None."""
-    row = conn.execute("SELECT name, query, budget, description, created_at, updated_at "
-                       "FROM views WHERE name = ?", (name,)).fetchone()
-    return ViewRow(*row) if row else None
+    row = _rows(conn, f"SELECT {_VIEW_COLS} FROM views WHERE name = ?", (name,)).fetchone()
+    return _view(row) if row else None
 
 
 def node_versions(conn: sqlite3.Connection, node_id: str) -> list[dict[str, Any]]:
     """Every version of a node the index has seen, oldest first (tombstones included)."""
-    rows = conn.execute("SELECT version, stamp, kind, record FROM versions WHERE key = ? "
-                        "ORDER BY stamp, version", (key_text(("node", node_id)),))
-    out = []
-    for version, stamp, kind, record in rows:
-        out.append({"version": version.hex(), "stamp": stamp, "kind": kind,
-                    "record": codec.decode(record)})
-    return out
+    rows = _rows(conn, "SELECT version, stamp, kind, record FROM versions WHERE key = ? "
+                       "ORDER BY stamp, version", (key_text(("node", node_id)),))
+    return [{"version": r["version"].hex(), "stamp": r["stamp"], "kind": r["kind"],
+             "record": codec.decode(r["record"])} for r in rows]
 
 
 def short_id_lookup(conn: sqlite3.Connection, minimum: int = 8) -> Callable[[str], str]:
-    """A function giving the shortest prefix (at least ``minimum`` characters) of an id that
-    no other live node shares, so a short id shown to people or models can be typed back.
-    The ids are read once; each lookup is a binary search."""
-    every = [r[0] for r in conn.execute("SELECT id FROM nodes ORDER BY id")]
+    """A function giving the shortest unique prefix of a live node's id.
+
+    The prefix has at least ``minimum`` characters and no other live node shares it, so a short id
+    shown to people or models can be typed back. The ids are read once; each lookup is a binary
+    search.
+    """
+    every = all_node_ids(conn)
 
     def lookup(node_id: str) -> str:
         i = bisect.bisect_left(every, node_id)
@@ -228,7 +382,7 @@ def short_id_lookup(conn: sqlite3.Connection, minimum: int = 8) -> Callable[[str
             if 0 <= j < len(every):
                 other = every[j]
                 common = 0
-                for x, y in zip(node_id, other):
+                for x, y in zip(node_id, other, strict=False):  # ids of any length: compare the common prefix
                     if x != y:
                         break
                     common += 1
@@ -243,3 +397,161 @@ def short_ids(conn: sqlite3.Connection, ids: list[str], minimum: int = 8) -> dic
     lookup = short_id_lookup(conn, minimum)
     return {i: lookup(i) for i in ids}
 
+
+
+# -- counts (``ctx status``, ``ctx rebuild``) -------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class StoreCounts:
+    """What the index holds, counted (``ctx status``).
+
+    Attributes:
+        nodes: Live nodes.
+        tokens: Their estimated tokens, summed.
+        by_type: Live nodes per node type, by type name.
+        edges: Live edges of every kind.
+        tags: Distinct tags on live nodes.
+        tag_totals: For each tag asked for, (nodes carrying it, their tokens).
+        superseded: Live nodes that are superseded.
+    """
+
+    nodes: int
+    tokens: int
+    by_type: dict[str, int]
+    edges: int
+    tags: int
+    tag_totals: dict[str, tuple[int, int]]
+    superseded: int
+
+
+def _count(conn: sqlite3.Connection, sql: str) -> int:
+    return int(_rows(conn, sql).fetchone()["n"])
+
+
+def store_counts(conn: sqlite3.Connection, tags: Sequence[str]) -> StoreCounts:
+    """Count nodes, tokens, types, edges and tags, and total the nodes of some tags.
+
+    Args:
+        conn: A synced index connection.
+        tags: The tags to total (``tier:pinned``, ...); absent ones are left out.
+
+    Returns:
+        The counts.
+    """
+    head = _rows(conn, "SELECT count(*) AS n, coalesce(sum(tokens), 0) AS tokens"
+                       " FROM nodes").fetchone()
+    by_type = {str(r["type"]): int(r["n"]) for r in _rows(
+        conn, "SELECT type, count(*) AS n FROM nodes GROUP BY type ORDER BY type")}
+    totals: dict[str, tuple[int, int]] = {}
+    if tags:
+        totals = {str(r["tag"]): (int(r["n"]), int(r["tokens"])) for r in _rows(
+            conn, "SELECT t.tag AS tag, count(*) AS n, coalesce(sum(n.tokens), 0) AS tokens"
+            f" FROM tags t JOIN nodes n ON n.id = t.node_id WHERE t.tag IN"
+            f" ({','.join('?' * len(tags))}) GROUP BY t.tag", list(tags))}
+    return StoreCounts(
+        nodes=int(head["n"]), tokens=int(head["tokens"]), by_type=by_type,
+        edges=_count(conn, "SELECT count(*) AS n FROM edges"),
+        tags=_count(conn, "SELECT count(DISTINCT tag) AS n FROM tags"), tag_totals=totals,
+        superseded=_count(conn, "SELECT count(*) AS n FROM nodes WHERE superseded_by IS NOT NULL"))
+
+
+def table_counts(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """Live nodes, live edges and applied commits (what ``ctx rebuild`` reports).
+
+    Args:
+        conn: A synced index connection.
+
+    Returns:
+        ``(nodes, edges, commits)``.
+    """
+    return (_count(conn, "SELECT count(*) AS n FROM nodes"),
+            _count(conn, "SELECT count(*) AS n FROM edges"),
+            _count(conn, "SELECT count(*) AS n FROM applied"))
+
+
+# -- ids, edges and versions of the import planner -------------------------------------------
+
+def all_node_ids(conn: sqlite3.Connection) -> list[str]:
+    """Every live node id, sorted.
+
+    Args:
+        conn: A synced index connection.
+
+    Returns:
+        The ids in ascending order.
+    """
+    return [str(r["id"]) for r in _rows(conn, "SELECT id FROM nodes ORDER BY id")]
+
+
+def live_node_ids(conn: sqlite3.Connection, ids: Iterable[str]) -> set[str]:
+    """Which of ``ids`` name live nodes.
+
+    Args:
+        conn: A synced index connection.
+        ids: Exact node ids (not prefixes).
+
+    Returns:
+        The subset of ``ids`` that the index holds as live nodes.
+    """
+    wanted = list(ids)
+    found: set[str] = set()
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start:start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        found.update(str(r["id"]) for r in _rows(
+            conn, f"SELECT id FROM nodes WHERE id IN ({marks})", chunk))
+    return found
+
+
+def edge_exists(conn: sqlite3.Connection, from_ref: tuple[str, str], to_ref: tuple[str, str],
+                label: str) -> bool:
+    """Whether a live edge ``from_ref -label-> to_ref`` exists.
+
+    Args:
+        conn: A synced index connection.
+        from_ref: The source endpoint ``(kind, key)``.
+        to_ref: The target endpoint ``(kind, key)``.
+        label: The edge label.
+
+    Returns:
+        True when the index holds that edge.
+    """
+    return _rows(
+        conn, "SELECT 1 AS found FROM edges WHERE from_kind = ? AND from_key = ? AND to_kind = ?"
+        " AND to_key = ? AND label = ?", (*from_ref, *to_ref, label)).fetchone() is not None
+
+
+def latest_version(conn: sqlite3.Connection, key: tuple[str, ...]) -> tuple[bytes, int] | None:
+    """The newest version the index has seen for a record key, tombstones included.
+
+    Args:
+        conn: A synced index connection.
+        key: A record key (``("node", id)``, ``("edge", ...)``, ``("view", name)``).
+
+    Returns:
+        ``(version id, stamp)`` of the version with the greatest ``(stamp, version)``, or
+        None when the key has no history.
+    """
+    row = _rows(conn, "SELECT version, stamp FROM versions WHERE key = ? "
+                      "ORDER BY stamp DESC, version DESC LIMIT 1", (key_text(key),)).fetchone()
+    return None if row is None else (bytes(row["version"]), int(row["stamp"]))
+
+
+# -- idempotent agent writes (RELIABILITY CO-11, TR-12) --------------------------------------
+
+def find_node_by_hook_key(conn: sqlite3.Connection, key: str) -> str | None:
+    """The id of a live node whose metadata records ``hook_key`` = ``key``.
+
+    An indexed lookup: ``index.apply`` copies a node's ``metadata.hook_key`` into the
+    ``nodes.hook_key`` column (partial index ``nodes_hook_key``). The key is an opaque
+    string here (``claude.state.key_of`` makes it).
+
+    Args:
+        conn: A synced index connection (``ctxstore.index.open_index``).
+        key: The hook key, as the adapter computed it.
+
+    Returns:
+        The node id, or None when no live node has that key.
+    """
+    row = _rows(conn, "SELECT id FROM nodes WHERE hook_key = ? LIMIT 1", (key,)).fetchone()
+    return None if row is None else str(row["id"])

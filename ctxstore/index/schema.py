@@ -13,8 +13,9 @@ __all__ = ["INDEX_SCHEMA_VERSION", "SCHEMA", "SchemaRow", "expected_schema", "re
 # (type, name, tbl_name, sql) of one row of ``sqlite_schema``.
 SchemaRow = tuple[str, str, str, "str | None"]
 
-# 2: tokens counts the stripped content; 3: commit graph and node heads (concurrent edits)
-INDEX_SCHEMA_VERSION = 3
+# 2: tokens counts the stripped content; 3: commit graph and node heads (concurrent edits);
+# 4: nodes.hook_key (the indexed lookup of idempotent agent writes)
+INDEX_SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -37,12 +38,14 @@ CREATE TABLE IF NOT EXISTS nodes (
     author TEXT,
     metadata TEXT NOT NULL,
     tokens INTEGER NOT NULL,
-    version BLOB NOT NULL
+    version BLOB NOT NULL,
+    hook_key TEXT
 );
 CREATE INDEX IF NOT EXISTS nodes_type ON nodes(type);
 CREATE INDEX IF NOT EXISTS nodes_created ON nodes(created_at);
 CREATE INDEX IF NOT EXISTS nodes_updated ON nodes(updated_at);
 CREATE INDEX IF NOT EXISTS nodes_superseded ON nodes(superseded_by);
+CREATE INDEX IF NOT EXISTS nodes_hook_key ON nodes(hook_key) WHERE hook_key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS tags (
     node_id TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY (node_id, tag)
 ) WITHOUT ROWID;
@@ -101,8 +104,10 @@ def read_schema(conn: sqlite3.Connection) -> frozenset[SchemaRow]:
 
 
 def expected_schema() -> frozenset[SchemaRow]:
-    """What ``read_schema`` gives for an index created by ``SCHEMA`` with this SQLite
-    (FTS5's shadow tables included), computed once per process in memory."""
+    """What ``read_schema`` gives for an index created by ``SCHEMA`` with this SQLite.
+
+    FTS5's shadow tables included; computed once per process in memory.
+    """
     global _expected
     if _expected is None:
         conn = sqlite3.connect(":memory:")

@@ -39,8 +39,16 @@ from ctxstore.clock import clamp_future, now_ms
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import ObjectId, is_ulid
 from ctxstore.index import open_index
-from ctxstore.index.knowledge_read import all_node_ids, edge_exists, latest_version, live_node_ids
-from ctxstore.index.read import all_edges, find_view, nodes_by_ids, read_views
+from ctxstore.index.read import (
+    all_edges,
+    all_node_ids,
+    edge_exists,
+    find_view,
+    latest_version,
+    live_node_ids,
+    nodes_by_ids,
+    read_views,
+)
 from ctxstore.knowledge._files import read_regular_file
 from ctxstore.knowledge.edges import normalize_edge_type
 from ctxstore.knowledge.nodes import split_content, validate_tag, validate_type
@@ -68,7 +76,7 @@ MAX_METADATA_DEPTH = 32
 _STATUS = re.compile(r"[a-z][a-z_-]{0,31}")
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})",
                   re.ASCII)
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _SHOWN_IDS = 5
 
 _NODE_FIELDS = ("id", "type", "content", "summary", "tags", "metadata", "status",

@@ -47,7 +47,7 @@ __all__ = ["INLINE_CONTENT_BYTES", "validate_tag", "validate_type", "split_conte
            "check_content_limit", "with_tier", "AddedNode", "WriteResult", "NodeChanges",
            "record_of", "next_version", "tombstones", "edge_record", "stage_write", "retag_nodes",
            "add_node", "update_node", "delete_node", "tag_node", "untag_node", "supersede_node",
-           "summarize_nodes", "archive_node", "forget_node"]
+           "summarize_nodes", "archive_node", "forget_node", "list_nodes"]
 
 INLINE_CONTENT_BYTES = 4096
 _TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9_.\-/:]+)?")
@@ -298,6 +298,33 @@ def _edges_of(conn: sqlite3.Connection, node_id: str, direction: str = "both",
     from ctxstore.index.read import edges_of
 
     return edges_of(conn, node_id, direction, label)
+
+
+# -- reads ----------------------------------------------------------------------------------------
+
+def list_nodes(conn: sqlite3.Connection, *, node_type: str | None = None,
+               tags: Sequence[str] = (), created_since_ms: int | None = None,
+               limit: int | None = None) -> list[NodeRow]:
+    """Live nodes, newest first, filtered by type, tags (all of them) and creation time.
+
+    Args:
+        conn: A synced index connection.
+        node_type: Only nodes of this type (checked).
+        tags: Only nodes carrying every one of these tags (each checked).
+        created_since_ms: Only nodes created at or after this time (ms since the epoch).
+        limit: At most this many nodes; None for all.
+
+    Returns:
+        The nodes with their tags.
+
+    Raises:
+        InvalidInput: for a bad type or tag.
+    """
+    from ctxstore.index.read import list_nodes as select
+
+    return select(conn, node_type=validate_type(node_type) if node_type else None,
+                  tags=[validate_tag(t) for t in tags], created_since_ms=created_since_ms,
+                  limit=limit)
 
 
 # -- writes ---------------------------------------------------------------------------------------

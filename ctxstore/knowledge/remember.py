@@ -7,8 +7,8 @@ tag is processed twice (a replayed transcript, lost per-clone state). Nodes writ
 here have ``author: agent``.
 
 The key itself is the front end's (``claude.state.key_of`` hashes the session and the
-tag text); here it is an opaque string, looked up with ``index.hookkeys``. This module
-must not parse tag syntax, read hook state, run SQL or print.
+tag text); here it is an opaque string, looked up with ``index.read.find_node_by_hook_key``
+(an indexed column). This module must not parse tag syntax, read hook state, run SQL or print.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxstore.index import open_index
-from ctxstore.index.hookkeys import find_node_by_hook_key
+from ctxstore.index.read import find_node_by_hook_key
 from ctxstore.knowledge.nodes import add_node, check_content_limit, validate_tag
 from ctxstore.knowledge.tasks import TASK_TAG_PREFIX
 from ctxstore.model.knowledge import NodeRecord

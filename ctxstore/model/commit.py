@@ -49,6 +49,11 @@ class TreeEntry(Record):
     FIELDS: ClassVar = {"name": "str", "kind": OneOf(frozenset(get_args(EntryKind))), "id": "oid"}
 
     def check(self, where: str) -> None:
+        """Refuse an empty name, a name with ``/``, ``.`` and ``..``.
+
+        Raises:
+            SchemaError: if the name is one of these; ``where`` names the entry.
+        """
         if not self.name or "/" in self.name or self.name in (".", ".."):
             raise SchemaError(f"{where}.name: invalid entry name {self.name!r}")
 
@@ -63,6 +68,11 @@ class Tree(Record):
     FIELDS: ClassVar = {"entries": ListOf(TreeEntry)}
 
     def check(self, where: str) -> None:
+        """Refuse entries that are not sorted by name or share a name.
+
+        Raises:
+            SchemaError: if the names are unsorted or repeated; ``where`` names the tree.
+        """
         names = [e.name for e in self.entries]
         if names != sorted(set(names)):
             raise SchemaError(f"{where}.entries: names must be sorted and unique")
@@ -103,8 +113,10 @@ class Commit(Record):
 
     @property
     def is_fold(self) -> bool:
-        """Whether this commit folded a staging session into history (``ctx commit``,
-        amends included); a commit recording an aborted session is not a fold."""
+        """Whether this commit folded a staging session into history (``ctx commit``, amends included).
+
+        A commit recording an aborted session is not a fold.
+        """
         return bool(self.session_id) and self.aborted_work is None
 
 

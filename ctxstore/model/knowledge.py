@@ -14,13 +14,13 @@ Stamps are integer milliseconds since the epoch from the hybrid logical clock of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 import blake3
 
 from ctxstore.ids import ObjectId
 from ctxstore.model import codec
-from ctxstore.model._schema import REF, ListOf, MapOf, Opt, Record, SchemaError, from_wire, to_wire
+from ctxstore.model._schema import REF, ListOf, MapOf, Opt, Record, SchemaError, from_wire
 from ctxstore.model.codec import JsonValue
 from ctxstore.model.registry import typed
 
@@ -74,6 +74,11 @@ class NodeRecord(Record):
     }
 
     def check(self, where: str) -> None:
+        """Refuse an empty id or type, content not set exactly once, and unsorted or repeated tags.
+
+        Raises:
+            SchemaError: if a field breaks one of these rules; ``where`` names the record.
+        """
         _nonempty(where, "id", self.id)
         _nonempty(where, "type", self.type)
         if (self.content is None) == (self.content_blob is None):
@@ -116,6 +121,11 @@ class EdgeRecord(Record):
     }
 
     def check(self, where: str) -> None:
+        """Refuse an empty label.
+
+        Raises:
+            SchemaError: if the label is empty; ``where`` names the record.
+        """
         _nonempty(where, "label", self.label)
 
 
@@ -152,6 +162,11 @@ class ViewRecord(Record):
                         "prev": Opt("oid")}
 
     def check(self, where: str) -> None:
+        """Refuse an empty name.
+
+        Raises:
+            SchemaError: if the name is empty; ``where`` names the record.
+        """
         _nonempty(where, "name", self.name)
 
 
@@ -167,7 +182,7 @@ class ViewRemoved(Record):
     FIELDS: ClassVar = {"name": "str", "at": "int", "prev": Opt("oid")}
 
 
-KnowledgeRecord = Union[NodeRecord, NodeRemoved, EdgeRecord, EdgeRemoved, ViewRecord, ViewRemoved]
+KnowledgeRecord = NodeRecord | NodeRemoved | EdgeRecord | EdgeRemoved | ViewRecord | ViewRemoved
 RECORD_KINDS: dict[str, type[Record]] = {
     cls.KIND: cls
     for cls in (NodeRecord, NodeRemoved, EdgeRecord, EdgeRemoved, ViewRecord, ViewRemoved)
@@ -184,8 +199,10 @@ def record_key(rec: KnowledgeRecord) -> tuple[str, ...]:
 
 
 def key_text(key: tuple[str, ...]) -> str:
-    """The text form of a replay key, as the index stores it (unit separator between
-    parts: no part can contain it)."""
+    """The text form of a replay key, as the index stores it.
+
+    Unit separator between parts: no part can contain it.
+    """
     return "\x1f".join(key)
 
 
@@ -236,6 +253,11 @@ class ChangeBatch(Record):
     FIELDS: ClassVar = {"created_at": "int", "author": Opt("str"), "records": ListOf("record")}
 
     def check(self, where: str) -> None:
+        """Refuse two records for the same key in one batch.
+
+        Raises:
+            SchemaError: if two records share a key; ``where`` names the batch.
+        """
         keys = [record_key(r) for r in self.records]
         if len(keys) != len(set(keys)):
             raise SchemaError(f"{where}.records: two records for one key")

@@ -1,7 +1,9 @@
 """Running queries against the derived index: the query language as SQL, and search.
 
 ``run_query`` compiles a parsed query into one SQL ``WHERE`` over ``nodes`` (tags,
-edges and FTS5 as sub-queries). Superseded nodes are left out unless asked for.
+edges and full-text matches as sub-queries). Full-text SQL comes from a
+``FullTextEngine`` (``ctxstore.index.fulltext``; FTS5 by default): this module writes
+no engine syntax. Superseded nodes are left out unless asked for.
 Results are ranked by full-text relevance when the query has text terms, otherwise
 by recency.
 
@@ -19,6 +21,8 @@ import sqlite3
 from typing import Any
 
 from ctxstore.errors import IndexCorrupt, InvalidInput
+from ctxstore.index.fulltext import FullTextEngine, default_engine
+from ctxstore.index.fulltext.fts5 import fts_literal
 from ctxstore.index.read import (
     NODE_COLUMNS,
     NodeRow,
@@ -79,21 +83,19 @@ def _with_clause(ctes: list[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
             [a for _, cte_args in ctes for a in cte_args])
 
 
-def fts_literal(text: str) -> str:
-    """Quote ``text`` as one FTS5 string (a phrase of its tokens)."""
-    return '"' + text.replace('"', '""') + '"'
-
-
 def compile_where(conn: sqlite3.Connection, node: Any, args: list[Any], texts: list[str],
-                  ctes: list[tuple[str, list[Any]]] | None = None, depth: int = 0) -> str:
-    """Compile an AST node to SQL over ``nodes n``; appends parameters to ``args`` and
-    full-text terms to ``texts`` (for ranking).
+                  ctes: list[tuple[str, list[Any]]] | None = None, depth: int = 0,
+                  engine: FullTextEngine | None = None) -> str:
+    """Compile an AST node to SQL over ``nodes n``.
+
+    Appends parameters to ``args`` and full-text terms to ``texts`` (for ranking).
 
     With ``ctes`` given, an AND/OR/NOT deeper than ``SPILL_DEPTH`` becomes a common table
     expression ``qK(r)`` of matching rowids, appended to ``ctes`` as (SQL, parameters),
     inner ones first; the caller puts them in a ``WITH`` clause before everything else.
     Every leaf is true or false, never NULL (the columns it reads are NOT NULL), so
     ``n.rowid IN qK`` means exactly what the inline expression means, under NOT too.
+    A text leaf is ``engine``'s match of that one phrase (default: FTS5 over ``conn``).
 
     Raises:
         NodeNotFound, AmbiguousPrefix, InvalidInput: for a ``from:``/``to:`` id that
@@ -101,22 +103,23 @@ def compile_where(conn: sqlite3.Connection, node: Any, args: list[Any], texts: l
     """
     if isinstance(node, (And, Or, Not)) and ctes is not None and depth >= SPILL_DEPTH:
         sub_args: list[Any] = []
-        body = compile_where(conn, node, sub_args, texts, ctes, 0)
+        body = compile_where(conn, node, sub_args, texts, ctes, 0, engine)
         name = f"q{len(ctes)}"
         ctes.append((f"{name}(r) AS (SELECT n.rowid FROM nodes n WHERE {body})", sub_args))
         return f"n.rowid IN {name}"
     if isinstance(node, And):
-        return "(" + " AND ".join(compile_where(conn, i, args, texts, ctes, depth + 1)
+        return "(" + " AND ".join(compile_where(conn, i, args, texts, ctes, depth + 1, engine)
                                   for i in node.items) + ")"
     if isinstance(node, Or):
-        return "(" + " OR ".join(compile_where(conn, i, args, texts, ctes, depth + 1)
+        return "(" + " OR ".join(compile_where(conn, i, args, texts, ctes, depth + 1, engine)
                                  for i in node.items) + ")"
     if isinstance(node, Not):
-        return "(NOT " + compile_where(conn, node.item, args, [], ctes, depth + 1) + ")"
+        return "(NOT " + compile_where(conn, node.item, args, [], ctes, depth + 1, engine) + ")"
     if isinstance(node, Text):
         texts.append(node.text)
-        args.append(fts_literal(node.text))
-        return "n.rowid IN (SELECT rowid FROM nodes_fts WHERE nodes_fts MATCH ?)"
+        sub, sub_args = (engine or default_engine(conn)).sql_rowids([node.text])
+        args.extend(sub_args)
+        return f"n.rowid IN ({sub})"
     if isinstance(node, Compare):
         op = _COMPARE_OPS[node.op]
         if node.field in ("created", "updated"):
@@ -152,7 +155,8 @@ def compile_where(conn: sqlite3.Connection, node: Any, args: list[Any], texts: l
 
 
 def run_query(conn: sqlite3.Connection, text: str, *, now: float,
-              include_superseded: bool = False, limit: int | None = None) -> list[NodeRow]:
+              include_superseded: bool = False, limit: int | None = None,
+              engine: FullTextEngine | None = None) -> list[NodeRow]:
     """Parse and run a query; return the matching live nodes (with tags).
 
     Raises:
@@ -161,21 +165,21 @@ def run_query(conn: sqlite3.Connection, text: str, *, now: float,
         QueryTooComplex, IndexCorrupt: if SQLite refuses the statement (see ``_fetch``).
     """
     ast = parse_query(text, now=now)
+    engine = engine or default_engine(conn)
     args: list[Any] = []
     texts: list[str] = []
     ctes: list[tuple[str, list[Any]]] = []
-    where = compile_where(conn, ast, args, texts, ctes)
+    where = compile_where(conn, ast, args, texts, ctes, engine=engine)
     with_sql, with_args = _with_clause(ctes)
     if not include_superseded:
         where += " AND n.superseded_by IS NULL"
     cols = ", ".join(f"n.{c.strip()}" for c in NODE_COLUMNS.split(","))
     if texts:
-        # Rank by relevance of the positive text terms (bm25: lower is better).
-        match = " OR ".join(fts_literal(t) for t in texts)
-        sql = (f"SELECT {cols} FROM nodes n LEFT JOIN (SELECT rowid AS r, bm25(nodes_fts) AS score "
-               f"FROM nodes_fts WHERE nodes_fts MATCH ?) s ON s.r = n.rowid WHERE {where} "
+        # Rank by relevance of the positive text terms (the engine's score: lower first).
+        scores, score_args = engine.sql_scores(texts, "any")
+        sql = (f"SELECT {cols} FROM nodes n LEFT JOIN ({scores}) s ON s.r = n.rowid WHERE {where} "
                "ORDER BY coalesce(s.score, 0), n.updated_at DESC, n.id")
-        args = [match, *args]
+        args = [*score_args, *args]
     else:
         sql = f"SELECT {cols} FROM nodes n WHERE {where} ORDER BY n.updated_at DESC, n.id"
     if limit is not None:
@@ -186,12 +190,13 @@ def run_query(conn: sqlite3.Connection, text: str, *, now: float,
 
 
 def select_candidates(conn: sqlite3.Connection, text: str, *, now: float, ranks: dict[str, int],
-                      unranked: int, include_superseded: bool = False) -> list[tuple[int, str, int]]:
-    """The nodes a query selects as light rows ``(rank, id, tokens)`` in priority order:
-    rank (the lowest ``ranks`` value among the node's tags, ``unranked`` when it has none
-    of them), then newest first, then id. Ordering and ranking happen in SQLite, so a
-    caller that loads full rows only for some nodes (compose) never builds or sorts
-    thousands of Python rows.
+                      unranked: int, include_superseded: bool = False,
+                      engine: FullTextEngine | None = None) -> list[tuple[int, str, int]]:
+    """The nodes a query selects as light rows ``(rank, id, tokens)`` in priority order.
+
+    Rank (the lowest ``ranks`` value among the node's tags, ``unranked`` when it has none of them),
+    then newest first, then id. Ordering and ranking happen in SQLite, so a caller that loads full
+    rows only for some nodes (compose) never builds or sorts thousands of Python rows.
 
     Raises:
         QuerySyntaxError, NodeNotFound, AmbiguousPrefix, QueryTooComplex, IndexCorrupt:
@@ -205,7 +210,7 @@ def select_candidates(conn: sqlite3.Connection, text: str, *, now: float, ranks:
             "FROM tags t WHERE t.node_id = n.id AND t.tag BETWEEN ? AND ?), ?)" if tags else "?")
     args += [tags[0], tags[-1], unranked] if tags else [unranked]
     ctes: list[tuple[str, list[Any]]] = []
-    where = compile_where(conn, parse_query(text, now=now), args, [], ctes)
+    where = compile_where(conn, parse_query(text, now=now), args, [], ctes, engine=engine)
     with_sql, with_args = _with_clause(ctes)
     if not include_superseded:
         where += " AND n.superseded_by IS NULL"
@@ -215,7 +220,8 @@ def select_candidates(conn: sqlite3.Connection, text: str, *, now: float, ranks:
 
 
 def search_nodes(conn: sqlite3.Connection, text: str, *, limit: int = 20,
-                 include_superseded: bool = False) -> list[tuple[NodeRow, float]]:
+                 include_superseded: bool = False,
+                 engine: FullTextEngine | None = None) -> list[tuple[NodeRow, float]]:
     """Full-text search: every word (or "quoted phrase") must occur; ranked by BM25.
 
     Free text is never refused (DESIGN §8): a NUL separates words, as white space does
@@ -232,12 +238,11 @@ def search_nodes(conn: sqlite3.Connection, text: str, *, limit: int = 20,
     terms = [t for t in terms if t.strip()]
     if not terms:
         return []
-    match = " AND ".join(fts_literal(t) for t in terms)
+    scores, score_args = (engine or default_engine(conn)).sql_scores(terms, "all")
     cols = ", ".join(f"n.{c.strip()}" for c in NODE_COLUMNS.split(","))
     extra = "" if include_superseded else "AND n.superseded_by IS NULL"
     rows = _fetch(conn,
-        f"SELECT {cols}, s.score FROM (SELECT rowid AS r, bm25(nodes_fts) AS score FROM nodes_fts "
-        f"WHERE nodes_fts MATCH ?) s JOIN nodes n ON n.rowid = s.r WHERE 1 {extra} "
-        "ORDER BY s.score, n.updated_at DESC LIMIT ?", (match, limit))
+        f"SELECT {cols}, s.score FROM ({scores}) s JOIN nodes n ON n.rowid = s.r WHERE 1 {extra} "
+        "ORDER BY s.score, n.updated_at DESC LIMIT ?", (*score_args, limit))
     nodes = load_tags(conn, [node_from_row(r[:-1]) for r in rows])
-    return [(n, -r[-1]) for n, r in zip(nodes, rows)]
+    return [(n, -r[-1]) for n, r in zip(nodes, rows, strict=True)]

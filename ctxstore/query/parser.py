@@ -78,11 +78,11 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _INTEGER = re.compile(r"[0-9]+")
 _DURATION = re.compile(r"([0-9]+)([smhdw])")
 _DATETIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:T([0-9]{2}):([0-9]{2}):([0-9]{2})Z)?")
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _ONE_SECOND = dt.timedelta(seconds=1)
 # Times must be writable as YYYY-MM-DDTHH:MM:SSZ, so they are kept within years 1..9999.
-_MIN_TIME = (dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc) - _EPOCH) // _ONE_SECOND
-_MAX_TIME = (dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc) - _EPOCH) // _ONE_SECOND
+_MIN_TIME = (dt.datetime(1, 1, 1, tzinfo=dt.UTC) - _EPOCH) // _ONE_SECOND
+_MAX_TIME = (dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC) - _EPOCH) // _ONE_SECOND
 
 
 class QuerySyntaxError(InvalidInput):
@@ -386,8 +386,9 @@ class _Parser:
                 raise self.fail(pos, f"{name}: invalid time {text!r} (want a duration like 24h, 7d, "
                                      "1w, a date YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ)")
             try:
-                when = dt.datetime(*(int(g) for g in m.groups() if g is not None),
-                                   tzinfo=dt.timezone.utc)
+                # The time part is optional as a whole: absent, it is midnight.
+                year, month, day, hour, minute, second = (int(g or 0) for g in m.groups())
+                when = dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.UTC)
             except ValueError:
                 raise self.fail(pos, f"{name}: no such date or time {text!r}") from None
             value = (when - _EPOCH) // _ONE_SECOND

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import invoke
 
 from ctxstore.claude.claudemd import BEGIN, END, rank_nodes, refresh, render_section
 from ctxstore.index import open_index
 from ctxstore.repo import Store, now_ms, open_store
-from conftest import invoke
 
 DAY_MS = 86_400_000
 

@@ -15,7 +15,7 @@ from ctxstore.claude.commands import CommandContext, execute, hook_key
 from ctxstore.claude.state import HookState, open_state
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput, NodeNotFound
 from ctxstore.index import open_index
-from ctxstore.nodes import add_node
+from ctxstore.knowledge.nodes import add_node
 from ctxstore.query import parser
 from ctxstore.repo import Store
 
@@ -154,7 +154,10 @@ def test_commands_runner_reports_a_failing_command_and_runs_the_rest(
     batch = [("s", cmd("recall", query=TOO_MANY)), ("s", cmd("recall", query="NOT " * 1100 + "x")),
              ("s", cmd("remember", "after the failures", type="fact")),
              ("s", cmd("recall", query="gamma"))]
-    changed, problems, deferred = hooks._run(store, state, batch)
+    from ctxstore.session import Session
+
+    db = Session(store)
+    changed, problems, deferred = hooks._run(db, state, batch)
     assert changed and not deferred
     assert len(problems) == 2 and all("<ctx:recall> failed" in p for p in problems), problems
     assert [c for (c,) in rows(store, "SELECT content FROM nodes ORDER BY content")] == [
@@ -162,7 +165,8 @@ def test_commands_runner_reports_a_failing_command_and_runs_the_rest(
     pending = state.take_pending("s")
     assert [k for k, _ in pending] == ["recall"] and "gamma fact" in pending[0][1]
     # Every command is recorded as run, the failing ones included: a rerun does nothing.
-    assert hooks._run(store, state, batch) == (False, [], False)
+    assert hooks._run(db, state, batch) == (False, [], False)
+    db.close()
     assert state.conn.execute("SELECT count(*) FROM claims").fetchone() == (0,)
 
 
@@ -181,7 +185,7 @@ def test_commands_claims_are_exclusive_and_a_dead_claimants_claim_is_taken_over(
 
 def test_commands_saved_view_that_sqlite_refuses_falls_back_in_session_start(
         store: Store, unbounded_parser: None, tmp_path: Path) -> None:
-    from ctxstore.views import update_view
+    from ctxstore.knowledge.views import update_view
 
     add_node(store, "fact", "pinned survives", tags=["tier:pinned"])
     update_view(store, "default", query=TOO_MANY)

@@ -202,7 +202,8 @@ def test_hooks_summarize_then_expand(store: Store, tr: Transcript) -> None:
     ctx(store, "add", "--type", "fact", "source two")
     a, b = node_id(store, "source one"), node_id(store, "source two")
     tr.user("summarize")
-    tr.say(f'<ctx:summarize nodes="{a},{b}" archive="true" tags="tier:reference">both sources</ctx:summarize>')
+    tr.say(f'<ctx:summarize nodes="{a},{b}" archive="true" tags="tier:reference">'
+           'both sources</ctx:summarize>')
     stop(store, tr)
     summary = node_id(store, "both sources")
     assert {n[1]: n[3] for n in nodes(store)}["source one"] == ["tier:off-context"]
@@ -348,7 +349,8 @@ def test_hooks_hostile_session_ids_and_surrogates_stay_inside_the_state(store: S
 def test_hooks_ctx_dir_env_overrides_the_cwd(store: Store, tmp_path: Path) -> None:
     other = tmp_path / "elsewhere"
     other.mkdir()
-    hook("stop", {"session_id": "s", "cwd": str(other)}, args=("--response", '<ctx:remember type="fact">via env</ctx:remember>'),
+    hook("stop", {"session_id": "s", "cwd": str(other)},
+         args=("--response", '<ctx:remember type="fact">via env</ctx:remember>'),
          env={"CTX_DIR": str(store.root)})
     assert [n[1] for n in nodes(store)] == ["via env"]
 
@@ -508,8 +510,8 @@ def test_hooks_recall_queries_that_cannot_run_are_reported_and_the_rest_runs(
 def _save_default_view(store: Store, query: str, budget: int = 2000) -> None:
     """A saved default view written as a clone (or an older ctx) could carry it: the
     library's own parser is not asked."""
+    from ctxstore.knowledge.nodes import stage_write
     from ctxstore.model.knowledge import ViewRecord
-    from ctxstore.nodes import stage_write
 
     rec = ViewRecord(name="default", query=query, budget=budget, description=None,
                      created_at=1, updated_at=int(time.time() * 1000), prev=None)

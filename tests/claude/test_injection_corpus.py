@@ -225,7 +225,7 @@ def compositions(draw: st.DrawFn) -> str:
     seps = draw(st.lists(st.sampled_from(["\n", "\n\n", " ", "\n  ", "\n\t"]),
                          min_size=len(pieces), max_size=len(pieces)))
     out = []
-    for i, (piece, sep) in enumerate(zip(pieces, seps)):
+    for i, (piece, sep) in enumerate(zip(pieces, seps, strict=True)):
         out.append(piece.replace("{t}", tag(i + 1)) + sep)
     text = "".join(out)
     eol = draw(st.sampled_from(["\n", "\r\n", "\r"]))

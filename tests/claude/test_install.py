@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from ctxstore.claude.install import HOOK_EVENTS, is_ctx_hook, resolve_ctx_command
 from ctxstore.cli import cli
-from ctxstore.layout import init_store
+from ctxstore.init import init_store
+from tests.conftest import run_ctx, store_digest
 
 # A settings.json as users have them: formatted by hand, other settings, other hooks.
 ORIGINAL = b"""{
@@ -362,8 +363,6 @@ def test_reinstall_after_ctx_moved_keeps_the_pre_install_backup(project: Path) -
 
 
 # -- containment: no write, read or delete through a link (issue 11, RELIABILITY CF-03) ---------
-
-from tests.conftest import run_ctx, store_digest
 
 CLAUDE_PATHS = [".claude", ".claude/skills", ".claude/skills/ctx", ".claude/skills/ctx/SKILL.md",
                 ".claude/skills/ctx/SKILL.md.bak", ".claude/settings.json",

@@ -16,7 +16,7 @@ from pathlib import Path
 from ctxstore.claude.state import open_state, state_path
 from ctxstore.index import open_index
 from ctxstore.index.read import node_versions
-from ctxstore.nodes import add_node
+from ctxstore.knowledge.nodes import add_node
 from ctxstore.repo import Store, open_store
 from tests.conftest import run_ctx
 

@@ -78,7 +78,8 @@ def test_transcript_crlf_bom_invalid_utf8_and_garbage_lines(tmp_path: Path) -> N
     lines = [_line("user", "go", uuid="u1"),
              _line("assistant", [{"type": "text", "text": "first"}], uuid="a1", msg_id="m1")]
     data = b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n"
-    data += b'{"type":"assistant","uuid":"a2","message":{"id":"m2","content":[{"type":"text","text":"bad \xff byte"}]}}\r\n'
+    data += (b'{"type":"assistant","uuid":"a2","message":{"id":"m2",'
+             b'"content":[{"type":"text","text":"bad \xff byte"}]}}\r\n')
     data += b"\x00\x01garbage\xfe\r\n"
     path.write_bytes(data)
     texts = [b.text for b in read_last_turn(path).blocks]

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import invoke, run_ctx, store_digest
+
 from ctxstore.repo import Store, open_store
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import invoke, run_ctx, store_digest
-from ctxstore.layout import init_store
-from ctxstore.nodes import new_ulid
+
+from ctxstore.ids import new_ulid
+from ctxstore.init import init_store
 from ctxstore.repo import Store, open_store
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import click
 import pytest
-
 from conftest import invoke, store_digest
+
 from ctxstore.cli import cli
 from ctxstore.query.parser import MAX_QUERY_DEPTH, MAX_QUERY_TERMS, MAX_TERM_LENGTH
 from ctxstore.repo import Store
@@ -76,7 +76,7 @@ def test_the_sweep_covers_every_command() -> None:
 @pytest.mark.parametrize("label,args", CASES, ids=[c[0] for c in CASES])
 def test_invalid_utf8_argument_is_one_clear_error(store: Store, tmp_path: Path, label: str,
                                                   args: list[bytes]) -> None:
-    from ctxstore.nodes import add_node
+    from ctxstore.knowledge.nodes import add_node
 
     add_node(store, "fact", "an existing fact")
     before = store_digest(store.root)
@@ -116,7 +116,7 @@ OPTION_CASES = _option_cases()
 def test_invalid_utf8_option_value_is_one_clear_error(store: Store, runner, label: str,
                                                       args: list[str]) -> None:
     """In-process (CliRunner hands click the same lone surrogates argv decoding gives)."""
-    from ctxstore.nodes import add_node
+    from ctxstore.knowledge.nodes import add_node
 
     add_node(store, "fact", "an existing fact")
     before = store_digest(store.root)
@@ -151,7 +151,7 @@ def test_invalid_utf8_error_names_the_argument(store: Store, tmp_path: Path, arg
 
 def test_library_refuses_undecodable_text_before_the_first_write(store: Store) -> None:
     from ctxstore.errors import InvalidInput
-    from ctxstore.nodes import add_node
+    from ctxstore.knowledge.nodes import add_node
     from ctxstore.staging import abort_session, commit_stage, start_session
 
     add_node(store, "fact", "staged")
@@ -211,7 +211,7 @@ DEEP_MIXED = "NOT (a OR " * (MAX_QUERY_DEPTH // 2) + "x" + ")" * (MAX_QUERY_DEPT
 ], ids=["42-nots", "max-nots", "max-parens", "max-mixed", "max-alternating", "max-or-words",
         "max-or-tags", "max-term-length"])
 def test_queries_within_the_limits_run_everywhere(store: Store, runner, query: str) -> None:
-    from ctxstore.nodes import add_node
+    from ctxstore.knowledge.nodes import add_node
 
     add_node(store, "fact", "a fact about x")
     for name, args in _query_commands(query).items():
@@ -249,7 +249,7 @@ def test_queries_over_the_limits_are_one_line_errors(store: Store, runner, query
 @pytest.mark.parametrize("text", ["fact\0x", "\0", " ".join(f"w{i}" for i in range(2000)),
                                   "w" * 100_000, '"' * 1001, "NOT " * 500 + "fact"])
 def test_search_never_refuses_free_text(store: Store, runner, text: str) -> None:
-    from ctxstore.nodes import add_node
+    from ctxstore.knowledge.nodes import add_node
 
     add_node(store, "fact", "a fact about x")
     r = invoke(runner, store, "search", text)

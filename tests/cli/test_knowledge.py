@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import invoke, run_ctx, store_digest
+
 from ctxstore.repo import Store
 
 
@@ -120,7 +120,8 @@ def test_list_filters(store, runner, graph) -> None:
 
 
 def test_link_unlink_edges_idempotent(store, runner, graph) -> None:
-    assert ok(runner, store, "link", graph["dec"], graph["fact"], "--type", "depends_on") == "already linked\n"
+    again = ok(runner, store, "link", graph["dec"], graph["fact"], "--type", "depends_on")
+    assert again == "already linked\n"
     ok(runner, store, "link", graph["obs"], graph["dec"], "--type", "RELATES_TO")
     out = ok(runner, store, "edges", graph["dec"])
     assert f"-> DEPENDS_ON    {graph['fact']}  fact" in out

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import invoke, run_ctx, store_digest
-from ctxstore import narrative as nar
+
+from ctxstore.narrative import markdown as nar
 from ctxstore.repo import Store
 
 

@@ -11,23 +11,23 @@
 from __future__ import annotations
 
 import json
-import time
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctxstore.layout import init_store
+from ctxstore.init import init_store
+from ctxstore.knowledge.nodes import add_node
 from ctxstore.model import Commit, WorkCommit
 from ctxstore.model.knowledge import NodeRecord
 from ctxstore.objects import ObjectId
 from ctxstore.replay import KnowledgeState, replay
-from ctxstore.nodes import add_node
 from ctxstore.repo import Store, open_store
 from ctxstore.staging import commit_stage, start_session
 from ctxstore.verify import verify_store

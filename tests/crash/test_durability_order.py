@@ -23,7 +23,6 @@ import posixpath
 from pathlib import Path
 
 import pytest
-
 from _crashlib import (
     Template,
     build_templates,
@@ -34,6 +33,7 @@ from _crashlib import (
     scratch_dir,
     verify_errors,
 )
+
 from ctxstore.errors import DeserializationFailed, ObjectNotFound
 from ctxstore.objects import ObjectId
 from ctxstore.repo import MAIN_REF
@@ -216,7 +216,7 @@ BIG_IMPORT = r"""
 import sys
 from pathlib import Path
 from ctxstore.model.knowledge import NodeRecord
-from ctxstore.nodes import new_ulid
+from ctxstore.ids import new_ulid
 from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.repo import now_ms, open_store
 from ctxstore.staging import stage_records

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 
 import pytest
-
 from _crashlib import copy_store, pointer_bytes, read_trace, run_cli, run_python, scratch_dir
 
 pytestmark = pytest.mark.crash

@@ -21,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from _crashlib import (
     POINTERS,
     PointFailures,
@@ -152,7 +151,7 @@ def test_io_error_at_every_operation(name: str, templates: dict[str, Template]) 
         with ThreadPoolExecutor(WORKERS) as pool:
             results = list(pool.map(lambda p: _point(name, tpl, args, root, *p), points))
     failures = PointFailures()
-    for (k, code, how), probs in zip(points, results):
+    for (k, code, how), probs in zip(points, results, strict=True):
         failures.add(f"{name} err:*:{k}:{code}:{how}", probs)
     print(f"[io] {name}: N={n}, {len(points)} injected errors")
     failures.assert_none(len(points))

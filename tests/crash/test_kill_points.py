@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from _crashlib import (
     POINTERS,
     PointFailures,
@@ -52,11 +51,12 @@ from _crashlib import (
     state,
     verify_errors,
 )
+
 from ctxstore import fsio
-from ctxstore.errors import StoreExists
+from ctxstore.errors import LockConflict, StoreExists
 from ctxstore.gc import collect_garbage
-from ctxstore.layout import init_store
-from ctxstore.nodes import add_node
+from ctxstore.init import init_store
+from ctxstore.knowledge.nodes import add_node
 from ctxstore.objects import KIND_BLOB, canonical_bytes, object_id_of
 from ctxstore.repo import open_store
 from ctxstore.staging import commit_stage, recover
@@ -328,7 +328,7 @@ def test_kill_at_every_operation(name: str, templates: dict[str, Template]) -> N
         with ThreadPoolExecutor(WORKERS) as pool:
             results = list(pool.map(lambda p: _run_point(cmd, tpl, ref, root, *p), points))
         killed = 0
-        for (k, when), (was_killed, probs) in zip(points, results):
+        for (k, when), (was_killed, probs) in zip(points, results, strict=True):
             killed += was_killed
             failures.add(f"{name} kill:*:{k}:{when}", probs)
     TRIED[name] = len(points)
@@ -351,7 +351,7 @@ def test_harness_catches_an_unsafe_pointer_write(templates: dict[str, Template])
             results = list(pool.map(
                 lambda p: _run_point(cmd, tpl, ref, root, *p, extra_fault=";unsafe:replace_atomic"),
                 points))
-    caught = [(p, probs) for p, (_, probs) in zip(points, results) if probs]
+    caught = [(p, probs) for p, (_, probs) in zip(points, results, strict=True) if probs]
     assert len(caught) >= 2, "the kill harness did not notice a non-atomic pointer write"
     serious = [x for _, probs in caught for x in probs if "lost" in x or x.startswith("verify")]
     assert serious, f"only bookkeeping differences were noticed: {caught}"
@@ -372,7 +372,7 @@ def test_crash_point_total(capsys: pytest.CaptureFixture[str]) -> None:
 WORKER = r"""
 import sys
 from pathlib import Path
-from ctxstore.nodes import add_node
+from ctxstore.knowledge.nodes import add_node
 from ctxstore.repo import open_store
 store = open_store(Path(sys.argv[1]))
 tag = sys.argv[2]
@@ -401,10 +401,10 @@ def test_random_time_sigkill_loop(templates: dict[str, Template]) -> None:
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=child_env(), text=True)
             lines: list[str] = []
-            reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+            reader = threading.Thread(target=lines.extend, args=(proc.stdout,), daemon=True)
             reader.start()
             deadline = time.monotonic() + 30
-            while not any(l.startswith("READY") for l in list(lines)):
+            while not any(line.startswith("READY") for line in list(lines)):
                 assert proc.poll() is None, proc.stderr.read()
                 assert time.monotonic() < deadline
                 time.sleep(0.01)
@@ -502,7 +502,7 @@ def test_lock_released_when_holder_is_killed(store) -> None:  # type: ignore[no-
     try:
         assert proc.stdout.readline().strip() == "LOCKED", proc.stderr.read()
         # while it lives, the lock is really held
-        with pytest.raises(Exception):
+        with pytest.raises(LockConflict):
             with fsio.hold_lock(store.root / "LOCK", timeout=0.2):
                 pass
         proc.send_signal(signal.SIGKILL)

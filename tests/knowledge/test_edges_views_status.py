@@ -101,11 +101,3 @@ def test_store_status_counts_nodes_types_tiers_edges_and_staged_work(store: Stor
     assert st.tokens == st.tiers["pinned"][1] + st.tiers["working"][1] > 0
     assert st.staged_records == 4 and st.staged_work_commits >= 3
     assert st.concurrent == [] and st.size_bytes > 0
-
-
-def test_old_modules_reexport_edges_views_and_status() -> None:
-    from ctxstore import edges, stats, views
-
-    for old, new in ((edges, ke), (views, kv), (stats, ks)):
-        for name in new.__all__:
-            assert getattr(old, name) is getattr(new, name), (old.__name__, name)

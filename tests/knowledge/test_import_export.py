@@ -94,7 +94,7 @@ def test_build_import_plan_names_the_first_invalid_item(bad: dict, match: str) -
 
 
 def test_export_then_import_into_an_empty_store_round_trips(full: Store, tmp_path: Path) -> None:
-    from ctxstore.layout import init_store
+    from ctxstore.init import init_store
     from ctxstore.repo import open_store
 
     init_store(tmp_path / "other" / ".ctx", git=False)
@@ -189,11 +189,3 @@ def test_ingest_file_refuses_a_file_over_the_limit(store: Store, tmp_path: Path)
         fh.truncate(MAX_INGEST_BYTES + 1)
     with pytest.raises(InvalidInput, match="larger than"):
         ingest_file(store, path)
-
-
-def test_old_exchange_module_reexports_both_new_modules() -> None:
-    from ctxstore import exchange as old
-    from ctxstore.knowledge import sources
-
-    assert old.import_document is kx.import_document and old.ingest_file is sources.ingest_file
-    assert old.MAX_INGEST_BYTES == sources.MAX_INGEST_BYTES

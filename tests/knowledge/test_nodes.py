@@ -1,12 +1,12 @@
 """In-process tests of ``ctxstore.knowledge.nodes`` on real stores: every node operation,
-archive/forget (archive, never delete), and the old ``ctxstore.nodes`` re-exports."""
+and archive/forget (archive, never delete)."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import store_digest
 
-from ctxstore import clock, ids
+from ctxstore import ids
 from ctxstore.errors import AmbiguousPrefix, InvalidInput, NodeNotFound
 from ctxstore.index import open_index
 from ctxstore.index.read import NodeRow, edges_of, find_node, node_versions
@@ -198,20 +198,6 @@ def test_forget_of_an_unknown_node_is_refused_and_writes_nothing(store: Store) -
 def test_with_tier_replaces_every_tier_tag() -> None:
     tags = ["tier:working", "tier:pinned", "a"]
     assert kn.with_tier(tags, "reference") == ("a", "tier:reference")
-
-
-def test_old_module_reexports_the_operations_layer() -> None:
-    from ctxstore import nodes as old
-
-    for name in kn.__all__:
-        assert getattr(old, name) is getattr(kn, name), name
-    assert old.bump is clock.next_stamp and old.new_ulid is ids.new_ulid
-    from ctxstore.index import open_index as real_open
-    from ctxstore.nodes import open_index as lazy_open
-
-    assert lazy_open is real_open
-    with pytest.raises(AttributeError):
-        old.no_such_name  # noqa: B018
 
 
 def test_forget_and_archive_are_recorded_under_their_own_names(store: Store) -> None:

@@ -1,6 +1,6 @@
 """In-process tests of ``ctxstore.knowledge.remember``: one node per hook key, whatever
 happens to the front end's state, the task tag of working nodes, the content limits;
-and of the hook-key lookup ``ctxstore.index.hookkeys``."""
+and of the indexed hook-key lookup ``ctxstore.index.read.find_node_by_hook_key``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from conftest import store_digest
 
 from ctxstore.errors import InvalidInput
 from ctxstore.index import open_index
-from ctxstore.index.hookkeys import find_node_by_hook_key
-from ctxstore.index.read import find_node
+from ctxstore.index.read import find_node, find_node_by_hook_key
 from ctxstore.knowledge.nodes import add_node, delete_node
 from ctxstore.knowledge.remember import LARGE_CONTENT, MAX_CONTENT, remember
 from ctxstore.repo import Store, open_store
@@ -122,3 +121,33 @@ def test_hook_key_lookup_finds_keys_that_json_escapes(store: Store) -> None:
     node = add_node(store, "fact", "x", metadata={"hook_key": key}).node.id
     assert lookup(store, key) == node
     assert json.dumps({"hook_key": key})  # the index stores it escaped, as this writes
+
+
+def test_remember_hook_key_lookup_uses_the_index_not_a_scan(store: Store) -> None:
+    remember(store, "Indexed.", session="s1", hook_key="k-indexed")
+    conn = open_index(store)
+    try:
+        row = conn.execute("SELECT hook_key FROM nodes").fetchone()
+        plan = " ".join(str(r[-1]) for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM nodes WHERE hook_key = ? LIMIT 1", ("k-indexed",)))
+    finally:
+        conn.close()
+    assert row[0] == "k-indexed"
+    assert "USING INDEX nodes_hook_key" in plan or "USING COVERING INDEX nodes_hook_key" in plan
+    assert lookup(store, "k-indexed") is not None
+
+
+def test_remember_hook_key_found_after_an_old_schema_index_is_rebuilt(store: Store) -> None:
+    import sqlite3
+
+    from ctxstore.index import INDEX_FILE, index_dir
+
+    remember(store, "Before the upgrade.", session="s1", hook_key="k-old")
+    # An index written by a ctx whose schema had no hook_key column: user_version 3.
+    raw = sqlite3.connect(index_dir(store) / INDEX_FILE)
+    raw.execute("PRAGMA user_version = 3")
+    raw.commit()
+    raw.close()
+    assert lookup(store, "k-old") is not None  # dropped and rebuilt, column filled
+    again = remember(store, "Before the upgrade.", session="s1", hook_key="k-old")
+    assert not again.changed and count_nodes(store) == 1

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ctxstore.index.read import NodeRow
 from ctxstore.index.schema import SCHEMA
-from ctxstore.pack import compose, tier_of
+from ctxstore.packs.compose import compose, tier_of
 from ctxstore.tokens import estimate_tokens
 
 TIERS = ["tier:pinned", "tier:reference", "tier:working", "tier:off-context", None]
@@ -69,7 +69,7 @@ def test_compose_query_ranks_in_sql_as_compose_does(store) -> None:
 
     from ctxstore.index import open_index
     from ctxstore.model.knowledge import EdgeRecord, NodeRecord
-    from ctxstore.pack import compose_query
+    from ctxstore.packs.compose import compose_query
     from ctxstore.query.executor import run_query
     from ctxstore.staging import stage_records
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxstore.edges import link_nodes, unlink_nodes
 from ctxstore.errors import CtxError
 from ctxstore.index import open_index
-from ctxstore.layout import init_store
-from ctxstore.nodes import add_node, delete_node, supersede_node, tag_node, untag_node, update_node
+from ctxstore.init import init_store
+from ctxstore.knowledge.edges import link_nodes, unlink_nodes
+from ctxstore.knowledge.nodes import add_node, delete_node, supersede_node, tag_node, untag_node, update_node
 from ctxstore.replay import replay
 from ctxstore.repo import open_store
 from ctxstore.staging import abort_session, commit_stage, start_session

@@ -63,8 +63,10 @@ def find_git_toplevel(path: Path) -> Path | None:
 
 
 def register_driver(ctx_dir: Path, toplevel: Path, ctx_command: str) -> list[str]:
-    """Define the ``ctx-ref`` merge driver in ``.git/config`` and route the pointer
-    files of this store to it in ``.git/info/attributes``. Idempotent.
+    """Set up the ``ctx-ref`` merge driver for this store's pointer files. Idempotent.
+
+    The driver is defined in ``.git/config`` and the pointer files are routed to it in
+    ``.git/info/attributes``.
 
     Returns:
         What was changed, one line each.

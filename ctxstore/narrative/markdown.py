@@ -1,46 +1,37 @@
-"""Narrative Markdown under ``.ctx/narrative/``: templates, parsing and commit snapshots.
+"""Narrative Markdown: templates, the ``ctx:`` markers, and parsing entries and sections.
 
-Changed narrative files are snapshotted as blobs into a commit's ``narrative_refs``
-(spec 002 §8.5). A file counts as changed when its blob id differs from the newest
-snapshot of the same path in HEAD's history. Symlinks are never followed.
-
-The daily logs, ``decisions.md`` and task files are also read as knowledge: each entry
+The daily logs, ``decisions.md`` and task files are read as knowledge: each entry
 (a level-2 section of a log or of decisions.md, a whole task file) is one node. ctx ties
 the entries it writes to their node by an HTML comment on the heading line,
 ``<!-- ctx:id=ULID -->``, invisible when rendered. A heading that carries a marker always
 starts an entry, even after an unclosed code fence, so one broken entry cannot swallow
-the entries after it. This module only parses; ``ctxstore.notes`` writes and ingests.
+the entries after it. This module only parses and renders text; ``narrative.entries``
+writes entries, ``narrative.ingest`` reads hand edits back, ``narrative.snapshot`` stores
+the files in commits.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxstore import fsio
-from ctxstore.errors import UnsafePath
-from ctxstore.model import Commit, NarrativeRef
-from ctxstore.objects import KIND_BLOB, ObjectId, object_id_of
-from ctxstore.repo import Store, Transaction
+from ctxstore.ids import ULID_ALPHABET
 
-__all__ = ["TEMPLATE_DIR", "read_template", "render_template", "iter_narrative_files", "role_of",
-           "stream_of", "latest_snapshots", "read_narrative_bytes", "snapshot_changes",
-           "MAX_NARRATIVE_BYTES", "ENTRY_ROLES", "Section", "id_marker", "end_marker",
-           "session_marker", "event_marker", "parse_entries", "conflict_line", "demote_headings",
-           "content_hash", "task_number", "log_rel", "log_header", "task_rel", "ULID_ALPHABET"]
+__all__ = ["TEMPLATE_DIR", "read_template", "render_template", "role_of", "ENTRY_ROLES",
+           "Section", "id_marker", "end_marker", "session_marker", "event_marker",
+           "parse_entries", "conflict_line", "demote_headings", "content_hash", "task_number",
+           "log_rel", "log_header", "task_rel"]
 
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "narrative_templates"
-MAX_NARRATIVE_BYTES = 8 << 20
+TEMPLATE_DIR = Path(__file__).resolve().parent.parent.parent / "narrative_templates"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 def read_template(name: str) -> str:
     """Return the text of a narrative template shipped with the package."""
-    for base in (TEMPLATE_DIR, Path(__file__).resolve().parent / "narrative_templates"):
+    for base in (TEMPLATE_DIR, Path(__file__).resolve().parent.parent / "narrative_templates"):
         path = base / name
         if path.is_file():
             return path.read_text(encoding="utf-8")
@@ -76,76 +67,6 @@ def role_of(rel: str) -> str:
     return "doc"
 
 
-def stream_of(rel: str) -> str:
-    """The narrative stream of a path (spec 002 §8.4)."""
-    parts = rel.split("/")
-    if parts[0] == "work":
-        return "work"
-    if parts[0] == "feature" and len(parts) > 2:
-        return f"feature-{parts[1]}"
-    return "main"
-
-
-def iter_narrative_files(store: Store) -> list[tuple[str, Path]]:
-    """Every regular Markdown file under narrative/ (no symlinks), sorted by path."""
-    root = store.root / "narrative"
-    found: list[tuple[str, Path]] = []
-    if not root.is_dir() or root.is_symlink():
-        return found
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
-        for name in filenames:
-            path = Path(dirpath) / name
-            if name.endswith(".md") and not path.is_symlink() and path.is_file():
-                found.append((path.relative_to(root).as_posix(), path))
-    return sorted(found)
-
-
-def latest_snapshots(store: Store, head: ObjectId) -> dict[str, NarrativeRef]:
-    """The newest snapshot of each narrative path in ``head``'s history."""
-    latest: dict[str, NarrativeRef] = {}
-    for _, obj in store.iter_history([head]):
-        if isinstance(obj, Commit):
-            for ref in obj.narrative_refs:
-                latest.setdefault(ref.path, ref)
-    return latest
-
-
-def read_narrative_bytes(path: Path) -> bytes | None:
-    """A narrative file's bytes, or None if it cannot be read or exceeds
-    ``MAX_NARRATIVE_BYTES``: such a file is neither snapshotted nor read as knowledge,
-    rather than kept cut short (a truncated snapshot would look like a real edit)."""
-    try:
-        data = fsio.read_regular(path, MAX_NARRATIVE_BYTES)  # no link, FIFO or device
-    except (OSError, UnsafePath):
-        return None
-    return data if len(data) <= MAX_NARRATIVE_BYTES else None
-
-
-def snapshot_changes(store: Store, tx: Transaction, head: ObjectId,
-                     staged: list[NarrativeRef]) -> list[NarrativeRef]:
-    """Store blobs for narrative files that changed since their last snapshot.
-
-    Files ``read_narrative_bytes`` refuses (unreadable, too large) are skipped: their
-    last snapshot, if any, stays the newest one.
-    """
-    files = iter_narrative_files(store)
-    if not files:
-        return []
-    known = latest_snapshots(store, head)
-    known.update({r.path: r for r in staged})
-    out: list[NarrativeRef] = []
-    for rel, path in files:
-        data = read_narrative_bytes(path)
-        if data is None:
-            continue
-        ref = known.get(rel)
-        if ref is not None and ref.blob_id == object_id_of(KIND_BLOB, data):
-            continue
-        out.append(NarrativeRef(path=rel, stream=stream_of(rel), role=role_of(rel),
-                                blob_id=tx.put_blob(data)))
-    return out
-
 
 # -- entries: parsing the Markdown that holds knowledge ----------------------------------------
 
@@ -158,9 +79,6 @@ _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _CONFLICT_START = re.compile(r"<{7}(?:[ \t]|$)")
 _CONFLICT_END = re.compile(r">{7}(?:[ \t]|$)")
-# Crockford's base32, the digits of a ULID (nodes.py makes ids with it; it sits here, in the
-# lower layer, because task numbers are read from ids).
-ULID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
 def id_marker(node_id: str) -> str:
@@ -183,8 +101,10 @@ def session_marker(session_id: str) -> str:
 
 
 def event_marker(key: str) -> str:
-    """The marker of an event entry of the log (``task-created-ULID``): read like a
-    session summary, a record of what happened and not a node."""
+    """The marker of an event entry of the log (``task-created-ULID``).
+
+    Read like a session summary, a record of what happened and not a node.
+    """
     return f"<!-- ctx:event={key} -->"
 
 
@@ -252,8 +172,10 @@ class Section:
 
 
 def conflict_line(text: str) -> int | None:
-    """The line (1-based) of the first unresolved Git conflict (a ``<<<<<<<`` line later
-    closed by a ``>>>>>>>`` line), or None."""
+    """The line (1-based) of the first unresolved Git conflict, or None.
+
+    A conflict is a ``<<<<<<<`` line later closed by a ``>>>>>>>`` line.
+    """
     start = None
     for no, line in enumerate(text.splitlines(), 1):
         if _CONFLICT_START.match(line) and start is None:
@@ -372,9 +294,12 @@ def _task_entry(rel: str, lines: list[str]) -> list[Section]:
 
 
 def demote_headings(text: str, min_level: int) -> str:
-    """Nest the headings of ``text`` below an entry heading: every ATX heading outside code
-    fences gets at least ``min_level`` ``#``, so text given to ``ctx add`` cannot split
-    its own entry (e.g. ``## Context`` in a decision's body becomes ``### Context``)."""
+    """Nest the headings of ``text`` below an entry heading.
+
+    Every ATX heading outside code fences gets at least ``min_level`` ``#``, so text given to ``ctx
+    add`` cannot split its own entry (e.g. ``## Context`` in a decision's body becomes ``###
+    Context``).
+    """
     out: list[str] = []
     fence: str | None = None
     for line in text.splitlines():

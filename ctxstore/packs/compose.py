@@ -12,11 +12,11 @@ import datetime as dt
 import functools
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxstore.errors import BudgetExceeded
-from ctxstore.index.read import NodeRow, short_id_lookup
+from ctxstore.index.read import NodeRow, out_edges_of, short_id_lookup
 from ctxstore.model.vocab import TIER_ORDER
 from ctxstore.tokens import estimate_tokens
 
@@ -35,7 +35,7 @@ _BY_TYPE_SECTIONS = (1, 3, 4)  # sections grouped into ### type subsections
 
 def iso_ms(ms: int) -> str:
     """UTC ISO-8601 text of a millisecond timestamp, to the second."""
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def tier_of(node: NodeRow) -> str | None:
@@ -58,16 +58,7 @@ def _ranked(nodes: list[NodeRow]) -> list[tuple[int, NodeRow]]:
 def _out_edges(conn: sqlite3.Connection, ids: list[str],
                labels: tuple[str, ...] = ("DEPENDS_ON", "DERIVED_FROM")) -> dict[tuple[str, str], list[str]]:
     # One query for the provenance edges of a batch of candidates, instead of one per node.
-    out: dict[tuple[str, str], list[str]] = {}
-    if not ids:
-        return out
-    marks = ",".join("?" * len(ids))
-    for src, dst, label in conn.execute(
-            f"SELECT from_key, to_key, label FROM edges WHERE from_kind = 'node' AND from_key IN"
-            f" ({marks}) AND to_kind = 'node' AND label IN ({','.join('?' * len(labels))})"
-            " ORDER BY label, to_key", [*ids, *labels]):
-        out.setdefault((src, label), []).append(dst)
-    return out
+    return out_edges_of(conn, ids, labels)
 
 
 @dataclass
@@ -131,9 +122,11 @@ def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_
 
 def compose_query(conn: sqlite3.Connection, query: str, budget: int, *, now_ms: int,
                   force_ids: frozenset[str] = frozenset()) -> Composition:
-    """``compose`` over the nodes a query selects. SQLite ranks and orders the candidates
-    as light rows; full rows are loaded only for nodes that can still fit (a large view
-    selects thousands of nodes; a budget holds hundreds, a session start a few dozen).
+    """``compose`` over the nodes a query selects.
+
+    SQLite ranks and orders the candidates as light rows; full rows are loaded only for nodes that
+    can still fit (a large view selects thousands of nodes; a budget holds hundreds, a session start
+    a few dozen).
 
     Raises:
         QuerySyntaxError, BudgetExceeded: for a bad query or a budget below the frame.
@@ -156,67 +149,110 @@ _MIN_CHUNK = 32
 def _compose(conn: sqlite3.Connection, cands: list[tuple[int, str, int]],
              load: Callable[[list[str]], list[NodeRow]], budget: int, now_ms: int,
              force_ids: frozenset[str]) -> Composition:
-    """Greedy fill over ``cands`` = ``(tier rank, id, content tokens)`` in priority order."""
+    """Greedy fill over ``cands`` = ``(tier rank, id, content tokens)`` in priority order.
+
+    Phases: reserve the frame, then per chunk of candidates that can still fit load their
+    rows and provenance edges and place each item, then render the chosen items.
+
+    Raises:
+        BudgetExceeded: if the budget cannot hold even the header and footer.
+    """
     rendered_at = iso_ms(now_ms)
+    fill = _Fill(budget, force_ids, _frame_reserve(budget, rendered_at),
+                 functools.cache(short_id_lookup(conn)))  # a dependency is often shown many times
+    # A lower bound of each item's cost: its stripped content (pinned items show a preview;
+    # expanded nodes are shown in full as working context).
+    bounds = [0 if c[0] == 0 and c[1] not in force_ids else c[2] for c in cands]
+    pos = 0
+    while pos < len(cands):
+        chunk, pos = fill.next_chunk(bounds, pos)
+        rows = {n.id: n for n in load([cands[i][1] for i in chunk])}
+        fill.out_edges.update(_out_edges(conn, list(rows)))
+        for i in chunk:
+            fill.place(rows.get(cands[i][1]), cands[i][0], bounds[i])
+    return fill.composition(rendered_at)
+
+
+def _frame_reserve(budget: int, rendered_at: str) -> int:
+    """The tokens the header and footer may take, reserved before any item.
+
+    Raises:
+        BudgetExceeded: if ``budget`` is below it.
+    """
     head, foot = _frame(10**9, 10**9, rendered_at)  # widest numbers: a safe reservation
     reserve = estimate_tokens(head) + estimate_tokens(foot)
     if budget < reserve:
         raise BudgetExceeded(f"budget {budget} is below the {reserve} tokens the frame needs")
-    deps_of: dict[str, list[str]] = {}
-    used = reserve
-    chosen: list[tuple[int, NodeRow, str]] = []
-    seen_headers: set[tuple[int, str]] = set()
-    skipped = 0
-    short_of = functools.cache(short_id_lookup(conn))  # a dependency is often shown many times
-    out_edges: dict[tuple[str, str], list[str]] = {}
-    # A lower bound of each item's cost: its stripped content (pinned items show a preview;
-    # expanded nodes are shown in full as working context).
-    bounds = [0 if c[0] == 0 and c[1] not in force_ids else c[2] for c in cands]
-    total, pos = len(cands), 0
-    while pos < total:
-        room, want = budget - used, 0
+    return reserve
+
+
+@dataclass
+class _Fill:
+    """The state of one greedy fill: the tokens used so far and the items chosen."""
+
+    budget: int
+    force_ids: frozenset[str]
+    used: int
+    short_of: Callable[[str], str]
+    skipped: int = 0
+    chosen: list[tuple[int, NodeRow, str]] = field(default_factory=list)
+    deps_of: dict[str, list[str]] = field(default_factory=dict)
+    seen_headers: set[tuple[int, str]] = field(default_factory=set)
+    out_edges: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def next_chunk(self, bounds: list[int], pos: int) -> tuple[list[int], int]:
+        """The positions from ``pos`` on whose rows are worth loading now, and the next position.
+
+        A candidate whose lower bound already exceeds the room left is skipped.
+        """
+        room, want = self.budget - self.used, 0
         chunk: list[int] = []
+        total = len(bounds)
         while pos < total and len(chunk) < _CHUNK and (want <= room or len(chunk) < _MIN_CHUNK):
             if bounds[pos] > room:  # cannot fit now, and `used` only grows
-                skipped += 1
+                self.skipped += 1
             else:
                 chunk.append(pos)
                 want += bounds[pos]
             pos += 1
-        rows = {n.id: n for n in load([cands[i][1] for i in chunk])}
-        out_edges.update(_out_edges(conn, list(rows)))
-        for i in chunk:
-            node = rows.get(cands[i][1])
-            if node is None or used + bounds[i] > budget:
-                skipped += 1
-                continue
-            section = 2 if node.id in force_ids else cands[i][0]
-            deps = out_edges.get((node.id, "DEPENDS_ON"), [])
-            short = {some: short_of(some) for some in (node.id, *deps)}
-            item = _item(node, section, deps, short)
-            sec_head, sub_head = _headers(section, node.type)
-            cost = estimate_tokens(item) + 1
-            new_headers = []
-            if (section, "") not in seen_headers:
-                new_headers.append((section, ""))
-                cost += estimate_tokens(sec_head) + 1
-            if sub_head and (section, node.type) not in seen_headers:
-                new_headers.append((section, node.type))
-                cost += estimate_tokens(sub_head) + 1
-            if used + cost > budget:
-                skipped += 1
-                continue
-            used += cost
-            seen_headers.update(new_headers)
-            deps_of[node.id] = deps
-            chosen.append((section, node, item))
-    text = _render(chosen, rendered_at)
-    tokens = estimate_tokens(text)
-    edges = {n.id: {"depends_on": deps_of[n.id],
-                    "derived_from": out_edges.get((n.id, "DERIVED_FROM"), [])}
-             for _, n, _ in chosen}
-    assert tokens <= budget, (tokens, budget)
-    return Composition([n for _, n, _ in chosen], text, tokens, budget, skipped, rendered_at, edges)
+        return chunk, pos
+
+    def place(self, node: NodeRow | None, rank: int, bound: int) -> None:
+        """Add ``node``'s item (and the headers it opens) if it still fits, else skip it."""
+        if node is None or self.used + bound > self.budget:
+            self.skipped += 1
+            return
+        section = 2 if node.id in self.force_ids else rank
+        deps = self.out_edges.get((node.id, "DEPENDS_ON"), [])
+        short = {some: self.short_of(some) for some in (node.id, *deps)}
+        item = _item(node, section, deps, short)
+        sec_head, sub_head = _headers(section, node.type)
+        cost = estimate_tokens(item) + 1
+        new_headers = []
+        if (section, "") not in self.seen_headers:
+            new_headers.append((section, ""))
+            cost += estimate_tokens(sec_head) + 1
+        if sub_head and (section, node.type) not in self.seen_headers:
+            new_headers.append((section, node.type))
+            cost += estimate_tokens(sub_head) + 1
+        if self.used + cost > self.budget:
+            self.skipped += 1
+            return
+        self.used += cost
+        self.seen_headers.update(new_headers)
+        self.deps_of[node.id] = deps
+        self.chosen.append((section, node, item))
+
+    def composition(self, rendered_at: str) -> Composition:
+        """The chosen items rendered, with their provenance edges."""
+        text = _render(self.chosen, rendered_at)
+        tokens = estimate_tokens(text)
+        edges = {n.id: {"depends_on": self.deps_of[n.id],
+                        "derived_from": self.out_edges.get((n.id, "DERIVED_FROM"), [])}
+                 for _, n, _ in self.chosen}
+        assert tokens <= self.budget, (tokens, self.budget)
+        return Composition([n for _, n, _ in self.chosen], text, tokens, self.budget,
+                           self.skipped, rendered_at, edges)
 
 
 def _render(chosen: list[tuple[int, NodeRow, str]], rendered_at: str) -> str:

@@ -1,0 +1,148 @@
+"""The FTS5 full-text engine: the ``nodes_fts`` virtual table in the index database.
+
+It owns every piece of FTS5 syntax the library writes: quoting a phrase as an FTS5
+string, joining phrases with AND/OR, ``MATCH`` and ``bm25()``. The table itself is
+declared in ``ctxstore.index.schema`` (its shape is part of ``INDEX_SCHEMA_VERSION``);
+this module never creates or alters it, and it runs inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+
+from ctxstore.index.fulltext import NODE_FIELDS, MatchMode, SqlFragment
+
+__all__ = ["Fts5Engine", "fts_literal", "match_expression"]
+
+_STATEMENTS: dict[str, tuple[str, str]] = {}  # table -> (insert, delete)
+_FIELD_SET = frozenset(NODE_FIELDS)
+
+def fts_literal(text: str) -> str:
+    """Quote ``text`` as one FTS5 string (a phrase of its tokens).
+
+    Args:
+        text: Any text; double quotes are doubled, nothing else is special inside.
+
+    Returns:
+        The FTS5 string literal.
+    """
+    return '"' + text.replace('"', '""') + '"'
+
+
+def match_expression(terms: Sequence[str], mode: MatchMode = "all") -> str:
+    """Return the FTS5 MATCH expression for phrases ``terms`` combined by ``mode``.
+
+    Args:
+        terms: Phrases (at least one).
+        mode: ``"all"`` joins them with AND, ``"any"`` with OR.
+
+    Returns:
+        The expression, e.g. ``"a b" AND "c"``.
+    """
+    return (" AND " if mode == "all" else " OR ").join(fts_literal(t) for t in terms)
+
+
+class Fts5Engine:
+    """Full-text search through FTS5 (implements ``FullTextEngine``).
+
+    Scores are SQLite's ``bm25()``, where lower (more negative) is better; ``search``
+    negates them so that higher is better, as the protocol says.
+    """
+
+    name = "fts5"
+
+    def __init__(self, conn: sqlite3.Connection, table: str = "nodes_fts") -> None:
+        """Wrap the FTS5 table ``table`` of an open index connection.
+
+        Args:
+            conn: The index connection (the caller owns its transaction).
+            table: The FTS5 table, with the columns of ``NODE_FIELDS``.
+        """
+        self.conn = conn
+        self.table = table
+        # Built once per table: index apply makes an engine per record it applies.
+        if (stmts := _STATEMENTS.get(table)) is None:
+            stmts = _STATEMENTS[table] = (
+                f"INSERT INTO {table}(rowid, {', '.join(NODE_FIELDS)}) "
+                f"VALUES (?, {', '.join('?' * len(NODE_FIELDS))})",
+                f"DELETE FROM {table} WHERE rowid = ?")
+        self._insert, self._delete = stmts
+
+    def index_document(self, rowid: int, fields: Mapping[str, str]) -> None:
+        """Add a document; absent fields are indexed as empty text.
+
+        Args:
+            rowid: The document's key (``nodes.rowid``).
+            fields: Text per field name.
+
+        Raises:
+            ValueError: for a field name the table does not have.
+        """
+        if not _FIELD_SET.issuperset(fields):
+            unknown = set(fields) - _FIELD_SET
+            raise ValueError(f"unknown full-text fields {sorted(unknown)}")
+        self.conn.execute(self._insert, (rowid, *(fields.get(f, "") for f in NODE_FIELDS)))
+
+    def delete_document(self, rowid: int) -> None:
+        """Remove a document (nothing happens if it is not there).
+
+        Args:
+            rowid: The document's key.
+        """
+        self.conn.execute(self._delete, (rowid,))
+
+    def clear(self) -> None:
+        """Remove every document."""
+        self.conn.execute(f"DELETE FROM {self.table}")
+
+    def search(self, terms: Sequence[str], *, mode: MatchMode = "all",
+               limit: int | None = None) -> list[tuple[int, float]]:
+        """Search the table; see ``FullTextEngine.search``.
+
+        Args:
+            terms: Phrases.
+            mode: ``"all"`` or ``"any"``.
+            limit: At most this many results.
+
+        Returns:
+            ``(rowid, score)`` pairs, best first; the score is BM25 negated.
+        """
+        if not terms:
+            return []
+        sql, args = self.sql_scores(terms, mode)
+        sql = f"SELECT r, score FROM ({sql}) ORDER BY score, r"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [(r, -score) for r, score in self.conn.execute(sql, args)]
+
+    def sql_rowids(self, terms: Sequence[str], mode: MatchMode = "all") -> SqlFragment:
+        """Render the search as ``SELECT rowid ... MATCH ?``; see the protocol.
+
+        Args:
+            terms: Phrases.
+            mode: ``"all"`` or ``"any"``.
+
+        Returns:
+            The SELECT and its one parameter (none for no terms).
+        """
+        if not terms:
+            return f"SELECT rowid FROM {self.table} WHERE 0", []
+        return (f"SELECT rowid FROM {self.table} WHERE {self.table} MATCH ?",
+                [match_expression(terms, mode)])
+
+    def sql_scores(self, terms: Sequence[str], mode: MatchMode = "all") -> SqlFragment:
+        """Render the search as ``SELECT rowid AS r, bm25(...) AS score``; see the protocol.
+
+        Args:
+            terms: Phrases.
+            mode: ``"all"`` or ``"any"``.
+
+        Returns:
+            The SELECT and its one parameter (none for no terms).
+        """
+        if not terms:
+            return f"SELECT rowid AS r, 0.0 AS score FROM {self.table} WHERE 0", []
+        return (f"SELECT rowid AS r, bm25({self.table}) AS score FROM {self.table} "
+                f"WHERE {self.table} MATCH ?", [match_expression(terms, mode)])

@@ -1,0 +1,126 @@
+"""One open store for a front end: Store + synced index + Config + clock (STYLE §2.1).
+
+A ``Session`` is what a command, a hook or a long-lived server (MCP) works against. It is
+opened once (``Session.open(ctx_dir)``, or ``Session(store)`` around a store opened
+elsewhere) and closed once; it owns the index connection it opens and closes it. The
+index is opened lazily, on the first ``index()`` call, so a path that only writes never
+pays for SQLite, and every later call catches it up with HEAD and STAGE (cheap when they
+have not moved), so a long-lived process never reads a stale index after a write.
+
+The operations layer (``knowledge/``) takes the ``Store`` (``session.store``): its
+functions read the index under the store lock with a connection of their own, which
+keeps them usable from any front end and from tests without a session. A session is
+used by one thread at a time. This module must not print or read the environment.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from ctxstore.repo import Store, open_store
+
+if TYPE_CHECKING:
+    from ctxstore.config import Config
+    from ctxstore.index import IndexConnection
+
+__all__ = ["Session"]
+
+
+class Session:
+    """A store with its derived index, config and clock, opened and closed once.
+
+    Attributes:
+        store: The open store.
+        clock: Wall-clock seconds (``time.time``; tests pass another).
+    """
+
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+        """Wrap an open store; the index is opened on first use.
+
+        Args:
+            store: The store (``repo.open_store``).
+            clock: The wall clock in seconds.
+        """
+        self.store = store
+        self.clock = clock
+        self._conn: IndexConnection | None = None
+        self._closed = False
+
+    @classmethod
+    def open(cls, ctx_dir: Path, *, lock_timeout: float | None = None,
+             clock: Callable[[], float] = time.time) -> Session:
+        """Open the store at ``ctx_dir`` (the ``.ctx`` directory itself).
+
+        Args:
+            ctx_dir: The store's directory.
+            lock_timeout: How long a write waits for the store lock (seconds); the
+                configured ``[lock] timeout_seconds`` when None.
+            clock: The wall clock in seconds.
+
+        Returns:
+            The session (its index not opened yet).
+
+        Raises:
+            StoreNotFound, UnsafePath, ConfigInvalid, UnsupportedStoreVersion: from
+                ``repo.open_store``.
+        """
+        store = open_store(ctx_dir)
+        if lock_timeout is not None:
+            store.lock_timeout = lock_timeout
+        return cls(store, clock=clock)
+
+    @property
+    def config(self) -> Config:
+        """The store's configuration (``config.toml``)."""
+        return self.store.config
+
+    @property
+    def root(self) -> Path:
+        """The store's ``.ctx`` directory."""
+        return self.store.root
+
+    @property
+    def index_open(self) -> bool:
+        """True once ``index()`` has opened the connection (and until ``close()``)."""
+        return self._conn is not None
+
+    def index(self) -> IndexConnection:
+        """The index connection, opened on first use and brought up to date each call.
+
+        Returns:
+            The connection this session owns (do not close it; ``close()`` does). Using
+            a closed session is a bug and raises ``RuntimeError``.
+
+        Raises:
+            UnsafePath: (E020) if an index file is a symlink or a special file.
+            IndexCorrupt: (E007) if the index is damaged beyond an automatic rebuild.
+            CtxError: (E001-E005) if the store is damaged on the way.
+        """
+        # Imported here: a hook that never reads the index never loads SQLite's layer.
+        from ctxstore.index import open_index, sync_index
+
+        if self._closed:
+            raise RuntimeError("the session is closed")
+        if self._conn is None:
+            self._conn = open_index(self.store)
+        else:
+            sync_index(self.store, self._conn)
+        return self._conn
+
+    def close(self) -> None:
+        """Close the index connection this session opened (idempotent)."""
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
