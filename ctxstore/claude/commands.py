@@ -25,15 +25,14 @@ from typing import Any
 from ctxstore.claude.inject import frame
 from ctxstore.claude.state import HookState, key_of
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
-from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node, short_ids
+from ctxstore.index.read import NodeRow, short_ids
 from ctxstore.knowledge.nodes import forget_node, summarize_nodes, supersede_node, validate_tag
 from ctxstore.repo import Store
 from ctxstore.session import Session
 
-__all__ = ["RECALL_LIMIT", "TASK_KEY", "Outcome", "CommandContext", "execute", "hook_key",
+__all__ = ["TASK_KEY", "Outcome", "CommandContext", "execute", "hook_key",
            "render_nodes", "current_task"]
 
-RECALL_LIMIT = 20
 TASK_KEY = "current_task"
 
 
@@ -116,19 +115,14 @@ def _remember(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
 
 
 def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
-    from ctxstore.query.executor import run_query
+    from ctxstore.knowledge.recall import parse_recall_limit, recall_nodes
 
     query = (cmd["attrs"].get("query") or cmd["content"]).strip()
     if not query:
         raise InvalidInput("<ctx:recall> needs a query")
-    limit = RECALL_LIMIT
-    if (raw_limit := cmd["attrs"].get("limit")) is not None:
-        if not raw_limit.isdigit() or not 0 < int(raw_limit) <= 100:
-            raise InvalidInput(f"limit must be 1..100, got {raw_limit!r}")
-        limit = int(raw_limit)
+    limit = parse_recall_limit(cmd["attrs"].get("limit"))
     conn = ctx.index()
-    nodes = [n for n in run_query(conn, query, now=time.time(), limit=limit + 10)
-             if n.status != "archived"][:limit]
+    nodes = recall_nodes(conn, query, limit=limit, now=time.time())
     ctx.state.record_access([n.id for n in nodes])
     body = f"## Recall Results\n\nQuery: `{query}`\n\n"
     body += f"Found {len(nodes)} nodes:\n\n" + render_nodes(conn, nodes) if nodes \
@@ -188,15 +182,14 @@ def _forget(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
 
 
 def _expand(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
+    from ctxstore.knowledge.recall import expand_summary
+
     ref = cmd["attrs"].get("node")
     if not ref:
         raise InvalidInput("<ctx:expand> needs node=")
     conn = ctx.index()
-    summary = read_node(conn, ref)
-    if summary.type != "summary":
-        raise InvalidInput(f"<ctx:expand> needs a summary node, {summary.id} is a {summary.type}")
-    ids = [e.to_key for e in edges_of(conn, summary.id, "out", "DERIVED_FROM") if e.to_kind == "node"]
-    sources = nodes_by_ids(conn, ids)
+    found = expand_summary(conn, ref)
+    summary, sources = found.summary, found.sources
     ctx.state.record_access([summary.id, *(n.id for n in sources)])
     short = short_ids(conn, [summary.id])[summary.id]
     body = f"## Expanded summary [summary:{short}]\n\n"

@@ -23,24 +23,15 @@ def rebuild_command(env: Env, full: bool) -> None:
         ctx rebuild
         ctx rebuild --full
     """
-    from ctxstore.index import rebuild_index
-    from ctxstore.index.read import table_counts
-    from ctxstore.staging import flush
+    from ctxstore.index import rebuild_store
 
-    store = env.store()
     start = time.perf_counter()
-    head_before = store.read_head()
-    flush(store)  # writes a merge commit if HEAD or STAGE hold several heads
-    merged = store.read_head().heads != head_before.heads
-    conn = rebuild_index(store, full=full)
-    try:
-        nodes, edges, commits = table_counts(conn)
-    finally:
-        conn.close()
+    report = rebuild_store(env.store(), full=full)
     took = time.perf_counter() - start
     if env.fmt == "json":
-        emit_json({"nodes": nodes, "edges": edges, "commits": commits, "merged_heads": merged,
-                   "seconds": round(took, 3)})
+        emit_json({"nodes": report.nodes, "edges": report.edges, "commits": report.commits,
+                   "merged_heads": report.merged_heads, "seconds": round(took, 3)})
     else:
-        click.echo(f"rebuilt index: {nodes} nodes, {edges} edges from {commits} commits "
-                   f"in {took:.2f}s" + (" (merged Git heads)" if merged else ""))
+        click.echo(f"rebuilt index: {report.nodes} nodes, {report.edges} edges from "
+                   f"{report.commits} commits in {took:.2f}s"
+                   + (" (merged Git heads)" if report.merged_heads else ""))

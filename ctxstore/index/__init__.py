@@ -47,6 +47,8 @@ from ctxstore.index.schema import (
 from ctxstore.repo import Store
 
 __all__ = [
+    "RebuildReport",
+    "rebuild_store",
     "DAMAGE_MARKER",
     "INDEX_COMPANIONS",
     "INDEX_FILE",
@@ -577,3 +579,44 @@ def rebuild_index(store: Store, *, full: bool = False) -> IndexConnection:
         conn.execute("COMMIT")
     sync_index(store, conn)
     return conn
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildReport:
+    """What ``rebuild_store`` did: the counts of the rebuilt index and whether a pointer
+    with several heads (left by a Git merge) was merged first."""
+
+    nodes: int
+    edges: int
+    commits: int
+    merged_heads: bool
+
+
+def rebuild_store(store: Store, *, full: bool = False) -> RebuildReport:
+    """``ctx rebuild``: merge pointers a Git merge left with several heads, then recreate
+    the index from the objects (deleting ``.ctx/index/`` loses nothing).
+
+    Args:
+        store: The store.
+        full: Delete the index files first instead of clearing the tables.
+
+    Returns:
+        The counts of the rebuilt index.
+
+    Raises:
+        UnsafePath: (E020) if an index file is a symlink or a special file.
+        LockConflict: (E006) if another writer holds the lock while heads are merged.
+        CtxError: (E001-E005) if the store is damaged on the way.
+    """
+    from ctxstore.index.read import table_counts
+    from ctxstore.staging import flush
+
+    before = store.read_head().heads
+    flush(store)  # writes a merge commit if HEAD or STAGE hold several heads
+    merged = store.read_head().heads != before
+    conn = rebuild_index(store, full=full)
+    try:
+        nodes, edges, commits = table_counts(conn)
+    finally:
+        conn.close()
+    return RebuildReport(nodes, edges, commits, merged)
