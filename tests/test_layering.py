@@ -69,17 +69,41 @@ def _imported(node: ast.AST) -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
-def test_layering_imports_go_left_only(top: str, path: Path, tree: ast.Module) -> None:
-    assert top.lstrip("_") in RANK or top.startswith("_"), f"{top} has no layer"
-    mine = _rank(list(path.relative_to(PKG).with_suffix("").parts)) or 0
+def import_violations(rel: str, tree: ast.Module) -> list[str]:
+    """The imports of module ``ctxstore/<rel>`` that go to a layer on its right, or to a
+    module that has no layer."""
+    parts = list(Path(rel).with_suffix("").parts)
+    top = parts[0].lstrip("_")
+    if top not in RANK and not parts[0].startswith("_"):
+        return [f"{rel}: {top} has no layer"]
+    mine = _rank(parts) or 0
+    found = []
     for node in ast.walk(tree):
         for name in _imported(node):
             if not name.startswith("ctxstore."):
                 continue
             target = _rank(name.split(".")[1:])
-            assert target is not None, f"{path}: unknown module {name}"
-            assert target <= mine, f"{path.name} imports {name} (a layer to its right)"
+            if target is None:
+                found.append(f"{rel}: unknown module {name}")
+            elif target > mine:
+                found.append(f"{rel} imports {name} (a layer to its right)")
+    return found
+
+
+@pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
+def test_layering_imports_go_left_only(top: str, path: Path, tree: ast.Module) -> None:
+    assert import_violations(path.relative_to(PKG).as_posix(), tree) == []
+
+
+def test_layering_import_rule_fails_on_a_planted_violation() -> None:
+    upward = ast.parse("from ctxstore.cli.root import cli\nimport ctxstore.claude.hooks\n")
+    assert import_violations("objects.py", upward) == [
+        "objects.py imports ctxstore.cli.root (a layer to its right)",
+        "objects.py imports ctxstore.claude.hooks (a layer to its right)"]
+    assert import_violations("knowledge/planted.py", ast.parse("import ctxstore.packs.compose\n")) \
+        == ["knowledge/planted.py imports ctxstore.packs.compose (a layer to its right)"]
+    assert import_violations("nowhere.py", ast.parse("")) == ["nowhere.py: nowhere has no layer"]
+    assert import_violations("cli/planted.py", upward) == []  # cli may import anything
 
 
 @pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
@@ -175,3 +199,37 @@ def test_layering_cli_startup_does_not_import_heavy_modules(tmp_path: Path) -> N
     imported = {line.split("|")[-1].strip().split(".")[0] for line in res.stderr.splitlines()
                 if line.startswith("import time:")}
     assert not imported & {"networkx", "tantivy", "zstandard", "sqlite3"}, imported & LAZY_ONLY
+
+
+# STYLE §2.2: a hook must not pay for what its path does not use. Each hook runs in a real
+# process under -X importtime; the stop hook is given a reply with a tag, so it runs its
+# write path (and the CommonMark parser the tag scan needs).
+HOOK_FORBIDDEN = {"networkx", "tantivy", "click", "mcp", "sentence_transformers", "torch",
+                  "numpy", "fastembed", "onnxruntime"}
+
+
+@pytest.mark.parametrize("event", ["session-start", "prompt-submit", "stop"])
+def test_layering_hooks_import_no_heavy_modules(tmp_path: Path, event: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(work / ".ctx"), "init"],
+                   check=True, capture_output=True)
+    import json
+
+    payload = json.dumps({"session_id": "s1", "cwd": str(work), "hook_event_name": event,
+                          "prompt": "hello", "source": "startup"})
+    args = ["hook", event]
+    if event == "stop":
+        args += ["--response", '<ctx:remember type="fact">imports stay light</ctx:remember>']
+    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "ctxstore.cli", *args],
+                         input=payload, capture_output=True, text=True, cwd=work)
+    assert res.returncode == 0 and json.loads(res.stdout) is not None
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in res.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "ctxstore" in imported  # the log is real
+    assert not imported & HOOK_FORBIDDEN, sorted(imported & HOOK_FORBIDDEN)
+    if event == "stop":  # the write path really ran
+        listed = subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir",
+                                 str(work / ".ctx"), "--format", "json", "list"],
+                                capture_output=True, text=True, check=True)
+        assert [n["content"] for n in json.loads(listed.stdout)["nodes"]] == ["imports stay light"]
