@@ -1,8 +1,14 @@
 """config.toml: the schema of spec 002 A.3, its defaults, loading and validation.
 
 Missing keys take their defaults; a known key with a value of the wrong type or out of
-range is an error that names it; unknown keys are ignored so a newer ctx's settings do
-not break an older one. Nothing in the configuration can name code to run.
+range is an error that names it; unknown keys are listed in ``Config.unknown`` (the CLI
+warns once per command) and otherwise ignored, so a newer ctx's settings do not break an
+older one. Nothing in the configuration can name code to run.
+
+Keys of spec A.3 for features not built yet (``RESERVED``: the index backend and Tantivy,
+ingestion limits, graph depth, narrative in retrieval, the LLM client) are accepted and
+checked in a file, but do nothing and are not written into a new config.toml: a key that is
+written there must have an effect (docs/format.md lists each).
 
 config.toml is committed, so its values come from whoever can push to the repository.
 Settings with effects outside ``.ctx/`` (``[claude] claude_md_on_stop`` and
@@ -25,7 +31,7 @@ from typing import Any
 from ctxstore import fsio
 from ctxstore.errors import ConfigInvalid, UnsupportedStoreVersion
 
-__all__ = ["CTX_VERSION", "DEFAULTS", "Config", "load_config", "render_default_config"]
+__all__ = ["CTX_VERSION", "DEFAULTS", "RESERVED", "Config", "load_config", "render_default_config"]
 
 CTX_VERSION = "1.0.0"
 MAX_CONFIG_BYTES = 1 << 20
@@ -39,13 +45,35 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_files_per_step": 10,
         "max_bytes_per_step": 1048576,
     },
-    "retrieval": {"default_budget": 16000, "default_depth": 2, "include_narrative": True},
+    # The token budget of `ctx compose` and views without one (CTX_DEFAULT_BUDGET wins); spec A.3
+    # says 16000, ctx has always composed 50,000 by default and keeps doing so.
+    "retrieval": {"default_budget": 50000, "default_depth": 2, "include_narrative": True,
+                  "recall_global": True},  # recall reads ~/.ctx too (issue 16)
     "llm": {"server_url": "http://127.0.0.1:8080", "model": "default", "max_response_tokens": 2048},
     "lock": {"timeout_seconds": 10.0},
     "gc": {"keep_days": 7},
     # Claude Code integration (issue 5): the stop hook may refresh the CLAUDE.md section.
-    "claude": {"claude_md_on_stop": False, "claude_md_path": "CLAUDE.md", "claude_md_lines": 80},
+    "claude": {"claude_md_on_stop": False, "claude_md_path": "CLAUDE.md", "claude_md_lines": 80,
+               "max_commands_per_turn": 50, "max_remember_chars": 200_000},
+    # Automatic compaction (spec 002 §15.2, ctxstore.lifecycle.triggers); 0 turns a limit off.
+    "staging": {"compact_token_threshold": 50000, "compact_after_minutes": 240.0,
+                "compact_on_task_end": True, "compact_on_task_switch": True},
+    # Memory lifecycle (spec 003, ctxstore.lifecycle.policy), run at session end and `ctx lifecycle`.
+    "lifecycle": {"archive_confidence_threshold": 0.3, "archive_grace_days": 14.0,
+                  "prune_after_days": 30.0, "on_session_end": True,
+                  # RELATES_TO edges to similar memories on write (knowledge.autolink).
+                  "autolink": False},
 }
+
+# Accepted and validated in a file, but nothing uses them yet: left out of a new config.toml.
+RESERVED: frozenset[tuple[str, str]] = frozenset({
+    ("storage", "shard_prefix_bytes"),  # fixed at 1 (the only value accepted)
+    ("index", "backend"), ("index", "enable_tantivy"),
+    ("ingestion", "ignore_globs"), ("ingestion", "max_files_per_step"),
+    ("ingestion", "max_bytes_per_step"),
+    ("retrieval", "default_depth"), ("retrieval", "include_narrative"),
+    ("llm", "server_url"), ("llm", "model"), ("llm", "max_response_tokens"),
+})
 
 _RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("storage", "compression_level"): (1, 22),
@@ -59,6 +87,13 @@ _RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("ingestion", "max_bytes_per_step"): (1, 1 << 34),
     ("llm", "max_response_tokens"): (1, 1_000_000),
     ("claude", "claude_md_lines"): (5, 10_000),
+    ("claude", "max_commands_per_turn"): (1, 10_000),
+    ("claude", "max_remember_chars"): (1, 10_000_000),
+    ("staging", "compact_token_threshold"): (0, 1 << 40),
+    ("staging", "compact_after_minutes"): (0, 525_600),
+    ("lifecycle", "archive_confidence_threshold"): (0, 1),
+    ("lifecycle", "archive_grace_days"): (0, 36500),
+    ("lifecycle", "prune_after_days"): (0, 36500),
 }
 
 
@@ -67,6 +102,8 @@ class Config:
     """Validated settings of one store (``values[section][key]``)."""
 
     values: dict[str, dict[str, Any]] = field(default_factory=lambda: copy.deepcopy(DEFAULTS))
+    unknown: list[str] = field(default_factory=list)
+    """Keys (``[section] key``) and tables (``[section]``) of the file this ctx does not know."""
 
     def get(self, section: str, key: str) -> Any:
         """Return a setting (its default when the file does not set it)."""
@@ -110,6 +147,12 @@ def load_config(path: Path) -> Config:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigInvalid(f"{path}: not valid TOML ({exc})") from None
+    for section, table in data.items():
+        if section not in DEFAULTS:
+            config.unknown.append(f"[{section}]")
+        elif isinstance(table, dict):
+            config.unknown.extend(f"[{section}] {key}" for key in table
+                                  if key not in DEFAULTS[section])
     for section, defaults in DEFAULTS.items():
         table = data.get(section, {})
         if not isinstance(table, dict):
@@ -128,7 +171,16 @@ def load_config(path: Path) -> Config:
 
 
 def render_default_config(repo_id: str) -> str:
-    """Return the text of a new config.toml with every default spelled out."""
+    """Return the text of a new config.toml with every default spelled out.
+
+    Reserved keys (``RESERVED``) are left out, and a table left empty by that too.
+
+    Args:
+        repo_id: The ``[repo] id`` of the new store.
+
+    Returns:
+        The TOML text.
+    """
     def lit(value: Any) -> str:
         if isinstance(value, bool):
             return "true" if value else "false"
@@ -142,7 +194,10 @@ def render_default_config(repo_id: str) -> str:
     values["repo"]["id"] = repo_id
     lines = ["# ctx store configuration (spec 002 A.3). Missing keys take these defaults.", ""]
     for section, table in values.items():
+        keys = [key for key in table if (section, key) not in RESERVED]
+        if not keys:
+            continue
         lines.append(f"[{section}]")
-        lines.extend(f"{key} = {lit(value)}" for key, value in table.items())
+        lines.extend(f"{key} = {lit(table[key])}" for key in keys)
         lines.append("")
     return "\n".join(lines)

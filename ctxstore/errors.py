@@ -174,9 +174,19 @@ class StagingConflict(CtxError):
 
 
 class CommitOrphan(StoreCorrupt):
-    """E009: a commit names a parent or object that cannot be reached."""
+    """E009: a commit names a parent (or a work commit its base) that does not exist."""
 
     code = "E009"
+
+    def __init__(self, oid: bytes | str, *, child: bytes | str | None = None,
+                 hint: str | None = None) -> None:
+        of = f"a parent of {_oid_text(child)}" if child is not None else "a parent in the history"
+        super().__init__(
+            f"commit {_oid_text(oid)} ({of}) is missing: the history is broken",
+            hint=hint or "restore .ctx/objects from Git (`git checkout -- .ctx/objects`) or "
+                         "another clone; `ctx debug verify` lists what is damaged")
+        self.oid = oid
+        self.child = child
 
 
 class BudgetExceeded(CtxError):

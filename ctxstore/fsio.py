@@ -30,6 +30,7 @@ from ctxstore.errors import LockConflict, UnsafePath
 __all__ = [
     "TMP_SUFFIX",
     "open_excl",
+    "open_append",
     "write_all",
     "fsync_file",
     "fsync_dir",
@@ -69,6 +70,30 @@ def open_excl(path: StrPath, mode: int = 0o644) -> int:
     """
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                    mode)
+
+
+def open_append(path: StrPath, mode: int = 0o644) -> int:
+    """Open (or create) a regular file for appending and return its descriptor.
+
+    Never follows a symlink in the last component (``O_NOFOLLOW``) and never blocks on a
+    FIFO (``O_NONBLOCK``, then ``fstat``): a planted link or special file is refused.
+
+    Raises:
+        UnsafePath: (E020) if ``path`` is a symbolic link or not a regular file.
+        OSError: any other error of the operating system.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePath(os.fspath(path), detail="is a symbolic link") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafePath(os.fspath(path), detail=f"is {file_kind(st.st_mode)}, not a regular file")
+    return fd
 
 
 # -- containment: nothing under .ctx/ is followed out of the store -------------------------

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, GcRefused
-from ctxstore.model import TypedObject, WorkCommit
+from ctxstore.model import Commit, TypedObject, WorkCommit
 from ctxstore.objects import ObjectId
 from ctxstore.repo import Store
 from ctxstore.verify import Problem, _pointer_roots, walk_reachable
@@ -119,7 +119,8 @@ def _candidates(store: Store, ids: list[ObjectId], reachable: set[bytes], report
                 progress: Callable[[int, int], None] | None) -> tuple[list[ObjectId], set[bytes]]:
     """The unreachable objects, and the narrative blobs to keep.
 
-    Unreachable work commits name narrative snapshots, and those blobs are never deleted.
+    Unreachable work commits and replaced canonical commits name narrative snapshots, and
+    those blobs are never deleted (nor such a commit itself).
     """
     keep: set[bytes] = set()
     candidates = []
@@ -136,6 +137,12 @@ def _candidates(store: Store, ids: list[ObjectId], reachable: set[bytes], report
             continue
         if isinstance(obj, WorkCommit):
             keep.update(r.blob_id for r in obj.narrative_refs)
+        elif isinstance(obj, Commit) and obj.narrative_refs:
+            # A replaced commit (`ctx commit --amend`, a rewritten history): its narrative
+            # snapshots are kept (spec 002 §15.3), and the small commit with them, so the
+            # next gc still knows them for narrative.
+            keep.update(r.blob_id for r in obj.narrative_refs)
+            keep.add(oid)
     return candidates, keep
 
 

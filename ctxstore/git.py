@@ -8,10 +8,16 @@ and ctx resolves that into a merge commit on its next write. Where ``ctx init`` 
 files through ``ctx merge-ref`` instead, which merges them without Git's line logic
 (no conflict markers whatever the attributes say, fast-forward when one side is
 unchanged, a sorted multi-head pointer when both moved).
+
+The driver registration is clone-local, so a fresh clone lacks it: ``driver_warning``
+says so once per clone (after the first command that succeeds on the store; remembered
+in ``.ctx/local/``). ``stage_in_git`` is the ``git add .ctx``
+that ``ctx init`` and ``ctx commit`` both do when Git tracks the store (docs/git.md).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +27,8 @@ from ctxstore.errors import CtxError, InvalidInput
 from ctxstore.objects import ObjectId
 
 __all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "register_driver",
-           "git_add", "MergeOutcome", "merge_pointer_files"]
+           "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked", "driver_registered",
+           "driver_warning", "stage_in_git", "DRIVER_WARNED"]
 
 DRIVER_NAME = "ctx-ref"
 GITATTRIBUTES = """\
@@ -45,6 +52,8 @@ LOCK
 """
 _BEGIN = "# >>> ctx merge driver >>>"
 _END = "# <<< ctx merge driver <<<"
+# Under .ctx/local/ (per clone, never committed): this clone was told the driver is missing.
+DRIVER_WARNED = "merge-driver-warned"
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -100,6 +109,105 @@ def register_driver(ctx_dir: Path, toplevel: Path, ctx_command: str) -> list[str
 def git_add(toplevel: Path, ctx_dir: Path) -> bool:
     """Stage the store's committed files in Git (``git add .ctx``)."""
     return _git(["add", "--", str(ctx_dir.resolve())], toplevel).returncode == 0
+
+
+def is_tracked(toplevel: Path, ctx_dir: Path) -> bool:
+    """True if Git tracks the store (its ``HEAD`` is in Git's index).
+
+    A store made with ``ctx init --no-git`` inside a work tree is not, until someone adds it.
+    """
+    head = ctx_dir.resolve() / "HEAD"
+    try:
+        res = _git(["ls-files", "--error-unmatch", "--", str(head)], toplevel)
+    except FileNotFoundError:
+        return False
+    return res.returncode == 0
+
+
+def driver_registered(ctx_dir: Path, toplevel: Path) -> bool:
+    """True if this clone routes the store's pointer files to the ``ctx-ref`` merge driver.
+
+    Both halves of ``register_driver`` are looked at: the driver in ``.git/config`` and the
+    attribute block for this store in ``.git/info/attributes``.
+    """
+    if not _git(["config", "--local", "--get", f"merge.{DRIVER_NAME}.driver"],
+                toplevel).stdout.strip():
+        return False
+    res = _git(["rev-parse", "--git-path", "info/attributes"], toplevel)
+    attrs = (toplevel / res.stdout.strip()).resolve()
+    try:
+        text = attrs.read_text(encoding="utf-8") if attrs.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        return False
+    rel = ctx_dir.resolve().relative_to(toplevel).as_posix()
+    return f"/{rel}/STAGE merge={DRIVER_NAME}" in text
+
+
+def _git_config_text(start: Path) -> str | None:
+    """The text of the local Git config of the work tree holding ``start``, read directly.
+
+    ``""`` when no ``.git`` is found up to the root (not in a work tree). None when it
+    cannot be read that way (a linked work tree or a submodule keeps a ``.git`` file): the
+    caller then asks Git.
+    """
+    for folder in (start, *start.parents):
+        dot_git = folder / ".git"
+        if os.path.lexists(dot_git):
+            if not dot_git.is_dir() or dot_git.is_symlink():
+                return None
+            try:
+                return fsio.read_regular(dot_git / "config", 1 << 20).decode("utf-8", "replace")
+            except (OSError, CtxError):
+                return None
+    return ""
+
+
+def driver_warning(ctx_dir: Path) -> str | None:
+    """The one-time warning of a clone whose merge driver is not registered, or None.
+
+    Said once per clone: the warning is remembered in ``local/`` (``DRIVER_WARNED``, never
+    committed). A clone where the driver is registered is recognised from ``.git/config``
+    read directly, and a store outside Git from finding no ``.git``: no Git process then.
+    Only an unregistered clone asks Git whether it tracks the store, since a store made with
+    ``--no-git`` is left alone.
+
+    Args:
+        ctx_dir: The store's ``.ctx`` directory.
+
+    Returns:
+        The warning (without the ``ctx: warning:`` prefix), or None.
+    """
+    marker = ctx_dir / "local" / DRIVER_WARNED
+    if os.path.lexists(marker):
+        return None
+    text = _git_config_text(ctx_dir.resolve().parent)
+    if text == "" or (text is not None and f'[merge "{DRIVER_NAME}"]' in text):
+        return None
+    top = find_git_toplevel(ctx_dir.parent)
+    if top is None or not is_tracked(top, ctx_dir) or driver_registered(ctx_dir, top):
+        return None
+    try:
+        fsio.check_under(ctx_dir, marker)  # a committed local/ link is never written through
+        fsio.ensure_dir_under(ctx_dir, marker.parent)
+        fsio.replace_atomic(marker, b"warned: the merge driver is not registered in this clone\n")
+    except (OSError, CtxError):
+        pass  # not remembered: said again next time, which is harmless
+    return (f"the ctx merge driver is not registered in this clone, so a Git merge of "
+            f"{ctx_dir.name}/ pointers falls back to a plain union; run `ctx init` once in "
+            f"{top} to register it (it changes nothing else)")
+
+
+def stage_in_git(ctx_dir: Path) -> bool:
+    """``git add .ctx`` after a ctx commit, as ``ctx init`` does, if Git tracks the store.
+
+    Returns:
+        True if the store was staged in Git; False outside a work tree, for a store Git does
+        not track (``ctx init --no-git``), or when ``git add`` failed.
+    """
+    top = find_git_toplevel(ctx_dir.parent)
+    if top is None or not is_tracked(top, ctx_dir):
+        return False
+    return git_add(top, ctx_dir)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,10 @@ from ctxstore import fsio, refs
 from ctxstore.config import Config, load_config
 from ctxstore.discovery import CTX_DIRNAME, discover_store
 from ctxstore.errors import (
+    CommitOrphan,
     DeserializationFailed,
     ObjectNotFound,
+    RefNotFound,
     StagingConflict,
     StorageIOError,
     StoreNotFound,
@@ -51,6 +53,7 @@ __all__ = [
     "discover_store",
     "open_store",
     "now_ms",
+    "STAGE_RECOVER_HINT",
 ]
 
 MAIN_REF = "refs/main"
@@ -61,6 +64,9 @@ SMALL_TRANSACTION = 32
 # STAGE names a work commit while a session is open, else the canonical commit the
 # last fold produced: it is never deleted, so Git never sees a modify/delete conflict.
 STAGE_TYPES: tuple[type, ...] = (Commit, WorkCommit)
+# Where STAGE is found unreadable or dangling (a crash, a Git operation): the way out.
+STAGE_RECOVER_HINT = ("STAGE is damaged (an interrupted write?): run `ctx stage recover` "
+                      "to re-link the intact staged work")
 T = TypeVar("T")
 # The fixed entries of a store (DESIGN §2). A cloned repository is untrusted input: any of
 # them may have been committed as a symlink or a special file, so each is lstat-checked
@@ -269,14 +275,20 @@ class Store:
         name = self.head_ref()
         pointer = refs.read_pointer(self.root, name)
         if pointer is None:
-            from ctxstore.errors import RefNotFound
-
             raise RefNotFound(name, hint="run `ctx init --force` to start a new history")
         return pointer
 
     def read_stage(self) -> Pointer | None:
-        """Read STAGE (None only in stores that never had one)."""
-        return refs.read_pointer(self.root, "STAGE")
+        """Read STAGE (None only in stores that never had one).
+
+        Raises:
+            RefNotFound: (E005) if STAGE is not a pointer; the hint names ``ctx stage recover``.
+        """
+        try:
+            return refs.read_pointer(self.root, "STAGE")
+        except RefNotFound as exc:
+            exc.hint = exc.hint or STAGE_RECOVER_HINT
+            raise
 
     def staged_heads(self, pointer: Pointer | None = None) -> list[ObjectId]:
         """The work commits STAGE names (empty when nothing is staged).
@@ -287,8 +299,15 @@ class Store:
         pointer = self.read_stage() if pointer is None else pointer
         if pointer is None:
             return []
-        return [h for h in pointer.heads
-                if isinstance(self.read_typed(h, STAGE_TYPES), WorkCommit)]
+        heads = []
+        for h in pointer.heads:
+            try:
+                obj: TypedObject = self.read_typed(h, STAGE_TYPES)
+            except ObjectNotFound:  # a crash, or a Git operation, left STAGE dangling
+                raise ObjectNotFound(h, referenced_by="STAGE", hint=STAGE_RECOVER_HINT) from None
+            if isinstance(obj, WorkCommit):
+                heads.append(h)
+        return heads
 
     def transaction(self) -> Transaction:
         """Start a write transaction (a context manager that holds the lock)."""
@@ -319,7 +338,7 @@ class Store:
             except ObjectNotFound:
                 if referenced_by is None:
                     raise
-                raise ObjectNotFound(oid, referenced_by=referenced_by.hex()) from None
+                raise CommitOrphan(oid, child=referenced_by) from None  # E009, exit 3
             if not isinstance(obj, (Commit, WorkCommit)):
                 raise DeserializationFailed(oid, detail=f"is a {type(obj).TYPE}, not a commit")
             stamp = obj.timestamp_unix * 1000 if isinstance(obj, Commit) else obj.created_at

@@ -88,8 +88,12 @@ class Session:
         """True once ``index()`` has opened the connection (and until ``close()``)."""
         return self._conn is not None
 
-    def index(self) -> IndexConnection:
+    def index(self, progress: Callable[[int, int], None] | None = None) -> IndexConnection:
         """The index connection, opened on first use and brought up to date each call.
+
+        Args:
+            progress: Called with (records applied, records to apply) while the index catches
+                up with what it has not seen (a large import, a pull).
 
         Returns:
             The connection this session owns (do not close it; ``close()`` does). Using
@@ -106,9 +110,9 @@ class Session:
         if self._closed:
             raise RuntimeError("the session is closed")
         if self._conn is None:
-            self._conn = open_index(self.store)
+            self._conn = open_index(self.store, progress=progress)
         else:
-            sync_index(self.store, self._conn)
+            sync_index(self.store, self._conn, progress=progress)
         return self._conn
 
     def close(self) -> None:

@@ -44,6 +44,7 @@ __all__ = [
     "flush",
     "session_status",
     "recover",
+    "stage_needs_recover",
     "stage_chain",
     "merge_main_heads",
     "merge_stage_heads",
@@ -480,6 +481,29 @@ class RecoverReport:
     lost: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     unnamed: list[UnnamedWork] = field(default_factory=list)
+
+
+def stage_needs_recover(store: Store) -> bool:
+    """True if STAGE is unreadable or its staging chain has a missing or damaged work commit.
+
+    What ``ctx stage recover`` repairs; the CLI asks this after an E001/E004/E005/E009 error
+    to point at it. Reads only, without the lock.
+    """
+    from ctxstore.errors import RefNotFound
+
+    try:
+        pointer = store.read_stage()
+    except RefNotFound:
+        return True
+    heads: list[ObjectId] = []
+    for h in pointer.heads if pointer is not None else ():
+        try:
+            if isinstance(store.read_typed(h, STAGE_TYPES), Commit):
+                continue  # nothing staged on this head
+        except CtxError:
+            return True
+        heads.append(h)
+    return bool(_walk_intact(store, heads)[1])
 
 
 def _work_ok(store: Store, oid: bytes) -> WorkCommit | None:

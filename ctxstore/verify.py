@@ -118,7 +118,11 @@ def walk_reachable(store: Store, roots: Iterable[tuple[bytes, Any, str]],
                 obj = store._cache.get(oid) or decode_typed(stored.payload, oid=oid)
         except ObjectNotFound:
             if problems is not None:
-                problems.append(Problem("E001", oid.hex(), f"missing (referenced by {where})"))
+                # A commit another commit names (a parent, a base): the history is broken,
+                # E009 as the commands say (repo.iter_history); else a missing object, E001.
+                orphan = want in (Commit, WorkCommit) and len(where) == 64
+                problems.append(Problem("E009" if orphan else "E001", oid.hex(),
+                                        f"missing (referenced by {where})"))
             continue
         except CtxError:
             continue  # damage of the object itself is reported by the object scan

@@ -295,6 +295,8 @@ BAD_VALUES = [
 def _with_value(store_dir: Path, section: str, key: str, value: str) -> None:
     config = store_dir / "config.toml"
     lines = config.read_text().splitlines()
+    if f"[{section}]" not in lines:  # a reserved table a new config.toml leaves out
+        lines += ["", f"[{section}]"]
     at = lines.index(f"[{section}]")
     lines = [ln for ln in lines if not (ln.startswith(f"{key} = ") and lines.index(ln) > at)]
     lines.insert(at + 1, f"{key} = {value}")

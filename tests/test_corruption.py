@@ -271,7 +271,11 @@ def test_co01_co02_real_process(pop: Pop, name: str, damage: str) -> None:
 @pytest.mark.parametrize("name", TARGETS)
 def test_co03_missing_object(pop: Pop, name: str) -> None:
     obj_path(pop.root, pop.targets[name]).unlink()
-    check_damaged(pop, name, ("E001",))
+    # A missing parent (or base) commit breaks the history: E009 (issue 17 item 9), and E001
+    # where a pointer names it; any other missing object E001.
+    codes = {"history_commit": ("E009",), "head_commit": ("E001", "E009"),
+             "work_commit": ("E001", "E009")}.get(name, ("E001",))
+    check_damaged(pop, name, codes)
 
 
 def test_co03_missing_object_is_named_in_state(pop: Pop) -> None:
@@ -279,10 +283,11 @@ def test_co03_missing_object_is_named_in_state(pop: Pop) -> None:
     obj_path(pop.root, oid).unlink()
     code, problems = verify(pop.root)
     assert code == 3
-    assert [(p["code"], p["subject"]) for p in problems] == [("E001", oid)]
+    assert [(p["code"], p["subject"]) for p in problems] == [("E009", oid)]
     assert pop.targets["head_commit"] in problems[0]["message"]  # who refers to it
     res = ctx(pop.root, "debug", "state")
-    assert_error_line(res, ("E001",), oid, "not found")
+    assert_error_line(res, ("E009",), oid, "is missing", pop.targets["head_commit"])
+    assert res.exit_code == 3
 
 
 # -- CO-04 misnamed object ----------------------------------------------------------------------

@@ -25,7 +25,7 @@ LAYERS = [
     {"session"},
     {"narrative", "knowledge", "code"},
     {"packs", "lifecycle", "llm"},
-    {"claude"},
+    {"claude", "mcp"},
     {"cli"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -307,7 +307,8 @@ def test_conflict_markers_are_reported_never_ingested(seeded) -> None:  # type: 
     path.write_text(good.replace("Users are logged out after 5 min.",
                                  "<<<<<<< ours\nafter 5 min.\n=======\nafter 6 min.\n>>>>>>> theirs"))
     before = store_digest(store.root)
-    with pytest.raises(InvalidInput, match=rf"narrative/{t.path}:3: unresolved merge conflict"):
+    line = good.splitlines().index("Users are logged out after 5 min.") + 1  # below the metadata block
+    with pytest.raises(InvalidInput, match=rf"narrative/{t.path}:{line}: unresolved merge conflict"):
         ingest_narrative_edits(store)
     assert store_digest(store.root) == before
     path.write_text(good.replace("5 min.", "6 min."))
@@ -566,3 +567,57 @@ def test_hand_edited_marker_cannot_take_over_a_node_of_another_kind(seeded) -> N
     assert {"Forged\n\nTaken over?", "Mine now?"} <= contents  # each a node of its own
     again = commit(store)  # stable: refused again, no new node, nothing removed
     assert {e.action for e in again} == {"refused"} and len(live(store)) == len(nodes)
+
+
+# -- issue 17 item 15: the metadata block of spec 002 §8.6 ---------------------------------------
+_META = re.compile(r"<!-- metadata:\ncreated: (\S+)\nupdated: (\S+)\ntags: \[(.*)\]\n"
+                   r"mentions: \[(.*)\]\n-->\n")
+
+
+def test_new_narrative_files_carry_the_metadata_block(store: Store) -> None:
+    note = add_note(store, "first note")
+    add_decision(store, "Use WAL", "Readers never block.")
+    task = add_task(store, "Ship it", "Body text", tags=["topic:release", "tier:working"])
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+    for rel, title in ((note.path, "# Log "), ("decisions.md", "# Decisions\n"),
+                       (task.path, "# Task ")):
+        text = (ndir(store) / rel).read_text()
+        assert text.startswith(title), rel
+        m = _META.search(text)
+        assert m is not None, text
+        assert re.fullmatch(stamp, m.group(1)) and re.fullmatch(stamp, m.group(2))
+        assert text.index("<!-- metadata:") < text.index("\n## ") if "\n## " in text else True
+    task_text = (ndir(store) / task.path).read_text()
+    assert _META.search(task_text).group(3) == "tier:working, topic:release"  # type: ignore[union-attr]
+    meta = nar.parse_metadata(task_text)
+    assert meta is not None and meta.tags == ("tier:working", "topic:release") and meta.mentions == ()
+    # The block is not knowledge: the node's content is the title and body only.
+    content = f"Task {task.task_number}: Ship it\n\nBody text"
+    assert live(store)[task.node.id][1] == content
+    assert [e.content for e in nar.parse_entries(task.path, task_text)] == [content]
+    # Appending moves `updated`, never `created`.
+    before = nar.parse_metadata((ndir(store) / "decisions.md").read_text())
+    assert before is not None
+    edit(ndir(store) / "decisions.md", f"updated: {before.updated}", "updated: 2001-01-01T00:00:00Z")
+    edit(ndir(store) / "decisions.md", f"created: {before.created}", "created: 2000-01-01T00:00:00Z")
+    add_decision(store, "Use zstd")
+    after = nar.parse_metadata((ndir(store) / "decisions.md").read_text())
+    assert after is not None and after.created == "2000-01-01T00:00:00Z"
+    assert after.updated != "2001-01-01T00:00:00Z" and re.fullmatch(stamp, after.updated)
+    # A commit without edits finds nothing to ingest, and an edit of the block alone changes no node.
+    assert commit(store) == []
+    edit(ndir(store) / task.path, "mentions: []", "mentions: [src/app.py]")
+    assert commit(store) == []
+
+
+def test_metadata_block_parsing_is_tolerant() -> None:
+    text = ("# Decisions\n\n<!-- metadata:\ncreated: 2026-01-20T10:00:00Z\nupdated: 2026-01-20T15:30:00Z\n"
+            "updated: 2026-01-21T09:00:00Z\ntags: [rust, async]\nmentions: [crates/core/src/net.rs, "
+            "core::net::Client]\n-->\n\n## A <!-- ctx:id=01HZZZZZZZZZZZZZZZZZZZZZZZ -->\nbody\n")
+    meta = nar.parse_metadata(text)
+    assert meta is not None
+    assert (meta.created, meta.updated) == ("2026-01-20T10:00:00Z", "2026-01-21T09:00:00Z")
+    assert meta.tags == ("rust", "async")
+    assert meta.mentions == ("crates/core/src/net.rs", "core::net::Client")
+    assert nar.parse_metadata("# Log\n\nno block here\n") is None
+    assert [e.title for e in nar.parse_entries("decisions.md", text)] == ["A"]

@@ -22,7 +22,8 @@ from ctxstore.model.vocab import (
 def test_knowledge_vocabulary_is_spec_000() -> None:
     assert NODE_TYPES == ("fact", "decision", "pattern", "observation", "hypothesis", "task",
                           "summary", "source", "open-question")
-    assert EDGE_TYPES == ("DERIVED_FROM", "DEPENDS_ON", "SUPERSEDES", "RELATES_TO", "CHILD_OF")
+    assert EDGE_TYPES == ("DERIVED_FROM", "DEPENDS_ON", "SUPERSEDES", "RELATES_TO", "CHILD_OF",
+                          "CONTRADICTS", "REFINES", "EXEMPLIFIES", "SOURCE_OF")
 
 
 def test_code_graph_vocabulary_is_spec_002_section_9_2() -> None:

@@ -28,6 +28,7 @@ from ctxstore import fsio
 from ctxstore.claude.inject import escape_tags, sanitize_text
 from ctxstore.errors import ConfigInvalid, InvalidInput, UnsafePath
 from ctxstore.index.read import NodeRow, active_nodes_of_types, node_degrees, short_ids
+from ctxstore.lifecycle import scoring
 from ctxstore.packs.compose import tier_of
 from ctxstore.repo import Store, now_ms
 
@@ -53,7 +54,6 @@ SECTIONS: tuple[tuple[str, str, int, float | None], ...] = (
 _SPEC_TOTAL = 150
 MAX_CLAUDE_MD_BYTES = 4 << 20  # a CLAUDE.md is read whole; Claude Code itself loads far less
 _FORBIDDEN_PARTS = (".git", ".ctx")
-_DAY_MS = 86_400_000
 _ITEM_CHARS = 200
 
 
@@ -67,16 +67,6 @@ class Ranked:
     priority: int
     centrality: float
     access: int
-
-
-def _number(value: object, low: float, high: float, default: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        return default
-    return min(max(number, low), high) if math.isfinite(number) else default
 
 
 def _degrees(conn: sqlite3.Connection) -> dict[str, int]:
@@ -97,24 +87,14 @@ def rank_nodes(conn: sqlite3.Connection, *, now: int,
     degree = _degrees(conn)
     max_degree = max((degree.get(n.id, 0) for n in nodes), default=0)
     max_log = max((math.log(access.get(n.id, 0) + 1) for n in nodes), default=0.0)
-    half_lives = {t: h for t, _, _, h in SECTIONS}
     out = []
-    for node in nodes:
-        pinned = tier_of(node) == "pinned"
+    for node in nodes:  # decay and rank come from the one scoring module (ctxstore.lifecycle)
         centrality = degree.get(node.id, 0) / max_degree if max_degree else 0.0
         count = access.get(node.id, 0)
-        confidence = _number(node.metadata.get("confidence"), 0.0, 1.0, 1.0)
-        half_life = half_lives[node.type]
-        if half_life is not None and not pinned:
-            if count > 10:
-                half_life *= 2
-            if centrality > 0.5:
-                half_life *= 2
-            days = max(now - node.updated_at, 0) / _DAY_MS
-            confidence *= 0.5 ** (days / half_life)
-        priority = int(_number(node.metadata.get("priority"), 1, 10, 10 if pinned else 5))
-        usage = math.log(count + 1) / max_log if max_log else 0.0
-        rank = confidence * 0.5 + priority / 10 * 0.2 + centrality * 0.15 + usage * 0.15
+        confidence = scoring.node_confidence(node, now_ms=now, access_count=count,
+                                             centrality=centrality)
+        priority = scoring.priority_of(node)
+        rank = scoring.rank_score(confidence, priority, centrality, count, max_log)
         out.append(Ranked(node, rank, confidence, priority, centrality, count))
     out.sort(key=lambda r: (-r.rank, -r.node.updated_at, r.node.id))
     return out

@@ -8,9 +8,12 @@ result to deliver with the next prompt (recall, status, expand). Commands are pl
 dicts (name, attrs, content, raw, key) so that a command deferred under a held lock
 replays exactly as it was parsed.
 
-A ``remember`` passes ``hook_key`` (session + tag text) to ``knowledge.remember``, which
-keeps it in the node's metadata and writes nothing when a node with that key exists, so
-it cannot run twice even if the per-clone state was lost (RELIABILITY.md CO-11, TR-12).
+A ``remember`` passes the command's key (session, turn, tag text, n-th identical tag; see
+``claude.hooks.turn_commands``) as ``hook_key`` to ``knowledge.remember``, which keeps it
+in the node's metadata and writes nothing when a node with that key exists, so it cannot
+run twice even if the per-clone state was lost (RELIABILITY.md CO-11, TR-12), while the
+same tag written again in a later turn is a new write. Content is limited by config
+``[claude] max_remember_chars`` (default ``knowledge.remember.MAX_CONTENT``).
 Nodes written here have ``author: agent``.
 """
 
@@ -103,13 +106,35 @@ def render_nodes(conn: Any, nodes: list[NodeRow]) -> str:
     return "".join(out)
 
 
+def _content_limit(ctx: CommandContext) -> int:
+    """The longest content an agent may write (config ``[claude] max_remember_chars``)."""
+    from ctxstore.knowledge.remember import MAX_CONTENT
+
+    assert ctx.db is not None
+    value = ctx.db.config.values.get("claude", {}).get("max_remember_chars", MAX_CONTENT)
+    return value if isinstance(value, int) and not isinstance(value, bool) else MAX_CONTENT
+
+
+def _over_limit(content: str, limit: int) -> None:
+    if len(content) > limit:
+        raise InvalidInput(f"content of {len(content)} characters is over the limit of {limit} "
+                           "(config [claude] max_remember_chars)")
+
+
 def _remember(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     from ctxstore.knowledge.remember import remember
 
     attrs = cmd["attrs"]
-    res = remember(ctx.store, cmd["content"], type=attrs.get("type"), tags=_tags(attrs.get("tags")),
-                   session=ctx.session, hook_key=hook_key(ctx.session, cmd["raw"]),
-                   current_task=current_task(ctx.state))
+    limit = _content_limit(ctx)
+    _over_limit(cmd["content"], limit)
+    # The command's key names the tag in its turn: the same tag in a later turn is a new write.
+    key = cmd.get("key") or hook_key(ctx.session, cmd["raw"])
+    from ctxstore.knowledge.scopes import store_for_scope
+
+    with store_for_scope(ctx.store, attrs.get("scope")) as store:  # scope="global": ~/.ctx
+        res = remember(store, cmd["content"], type=attrs.get("type"), tags=_tags(attrs.get("tags")),
+                       session=ctx.session, hook_key=key, current_task=current_task(ctx.state),
+                       max_content=limit)
     problem = f"{res.warning} in <ctx:remember>" if res.warning else None
     return Outcome(changed=res.changed, problem=problem)
 
@@ -147,13 +172,13 @@ def _status(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
 
 
 def _summarize(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
-    from ctxstore.knowledge.remember import MAX_CONTENT
-
     attrs = cmd["attrs"]
     refs = [r.strip() for r in (attrs.get("nodes") or "").split(",") if r.strip()]
+    limit = _content_limit(ctx)
+    _over_limit(cmd["content"], limit)
     summarize_nodes(ctx.store, refs, cmd["content"],
                     archive_sources=(attrs.get("archive") or "").lower() == "true",
-                    tags=_tags(attrs.get("tags")), max_content=MAX_CONTENT)
+                    tags=_tags(attrs.get("tags")), max_content=limit)
     return Outcome(changed=True)
 
 
@@ -207,11 +232,15 @@ def _task(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     if not name:
         raise InvalidInput("<ctx:task> needs name=")
     task_tag(name)  # a bad name is refused before anything is read
+    from ctxstore.lifecycle.upkeep import task_boundary_compaction  # spec 002 §15.2; never raises
+
     if action == "start":
+        task_boundary_compaction(ctx.store, started=name, previous=current_task(ctx.state))
         res = start_task(ctx.store, name)
         ctx.state.put(TASK_KEY, name)
         return Outcome(changed=res.changed)
     res = end_task(ctx.store, name)
+    task_boundary_compaction(ctx.store, ended=name)
     if current_task(ctx.state) == name:
         ctx.state.put(TASK_KEY, None)
     pending = None
@@ -219,10 +248,16 @@ def _task(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
         nodes = list(res.nodes)
         conn = ctx.index()
         short = short_ids(conn, [n.id for n in nodes])
-        listing = render_nodes(conn, nodes)
-        body = (f"## Task {name} ended\n\nIts working nodes moved off-context. To keep a summary, "
-                f"write a summarize command with nodes=\"{','.join(short[n.id] for n in nodes)}\".\n\n"
-                + listing)
+        # What end_task did to each node: decisions to tier:reference, the rest off-context.
+        groups = [(tier, [n for n in nodes if res.tiers.get(n.id) == tier])
+                  for tier in ("reference", "off-context")]
+        said = [f"{len(g)} {'decision' if tier == 'reference' else 'node'}{'' if len(g) == 1 else 's'} "
+                f"moved to tier:{tier}" for tier, g in groups if g]
+        body = (f"## Task {name} ended\n\n{'; '.join(said)}. To keep a summary, write a "
+                f"summarize command with nodes=\"{','.join(short[n.id] for n in nodes)}\".\n")
+        for tier, group in groups:
+            if group:
+                body += f"\ntier:{tier}:\n" + render_nodes(conn, group)
         pending = ("task", frame("ended task", body, limit=4_000))
     return Outcome(changed=res.changed, pending=pending)
 

@@ -3,7 +3,8 @@
 - ``session_start``: the default view (capped for injection) plus results pending for
   the session; runs for every ``source`` (startup, resume, clear, compact, fork), so
   memory is re-injected after a compaction.
-- ``prompt_submit``: delivers pending recall / status / expand results exactly once.
+- ``prompt_submit``: delivers pending recall / status / expand results exactly once, and
+  counts the prompt (a turn's identity when nothing else names it, see ``_read_turn``).
 - ``stop``: runs the ``<ctx:*>`` commands of the whole last assistant turn, each once:
   each is claimed in the state before it runs, so identical Stop hooks running at once
   (ctx installed at user and project level) run it once; one failing command is
@@ -304,40 +305,75 @@ def _notice(state: HookState) -> list[str]:
 
 
 # -- handlers ------------------------------------------------------------------------------
-def stop(root: Path | None, payload: Payload, *, response: str | None = None) -> Payload:
+def stop(root: Path | None, payload: Payload, *, response: str | None = None,
+         transcript_timeout: float | None = None) -> Payload:
     """Run the ``<ctx:*>`` commands of the last assistant turn.
 
     Each exactly once, also when identical Stop hooks run at once.
 
     ``response`` (``ctx hook stop --response``) replaces the transcript, for tests and
-    simple integrations (spec 001 §3).
+    simple integrations (spec 001 §3). ``transcript_timeout`` (``CTX_TRANSCRIPT_TIMEOUT``,
+    read by the CLI) bounds the seconds spent reading the transcript; None: no bound.
 
     Raises:
         StoreCorrupt: if the store is damaged.
         UnsafePath: if ``.ctx/local`` is a symbolic link.
     """
-    return _repairing(root, lambda: _stop(root, payload, response))
+    return _repairing(root, lambda: _stop(root, payload, response, transcript_timeout))
 
 
-def _stop(root: Path | None, payload: Payload, response: str | None) -> Payload:
+def _read_turn(payload: Payload, response: str | None, timeout: float | None
+               ) -> tuple[list[TextBlock], str | None, list[str]]:
+    """The turn's text blocks, its identity when the input or the transcript gives one, problems.
+
+    Turn identity (docs/hooks.md "Turn identity"): the payload's ``prompt_id``; else the
+    ``uuid`` of the transcript line that opened the turn (the prompt, or the end of the
+    previous turn); else that of the turn's first assistant line read. None when there is
+    none of these (``--response``, no transcript): the caller counts prompts instead.
+    """
     from ctxstore.claude.transcript import TextBlock, Turn, merge_final_message, read_last_turn
 
-    session = _session(payload)
+    prompt_id = _text(payload, "prompt_id") or None
     if response is not None:
-        blocks, turn_id = [TextBlock("response", sanitize_text(response))], _text(payload, "prompt_id") or ""
-    else:
-        path = _usable_path(_text(payload, "transcript_path"))
-        turn = read_last_turn(path) if path is not None else Turn([], None)
-        blocks = merge_final_message(turn, _text(payload, "last_assistant_message"))
-        turn_id = _text(payload, "prompt_id") or turn.prompt_uuid or ""
+        return [TextBlock("response", sanitize_text(response))], prompt_id, []
+    path = _usable_path(_text(payload, "transcript_path"))
+    turn = read_last_turn(path, timeout=timeout) if path is not None else Turn([], None)
+    problems = []
+    if turn.timed_out:
+        problems.append(f"the transcript was not read whole within {timeout:g} s "
+                        "(CTX_TRANSCRIPT_TIMEOUT); commands earlier in the turn were not run")
+    blocks = merge_final_message(turn, _text(payload, "last_assistant_message"))
+    first_line = next((b.key.rsplit(":", 1)[0] for b in turn.blocks
+                       if b.key not in _UNKEYED_BLOCKS), None)
+    return blocks, prompt_id or turn.prompt_uuid or first_line, problems
+
+
+def _stop(root: Path | None, payload: Payload, response: str | None,
+          timeout: float | None) -> Payload:
+    session = _session(payload)
+    blocks, turn_id, read_problems = _read_turn(payload, response, timeout)
+    has_tags = any("<ctx:" in block.text for block in blocks)
+    state = open_state(root, create=has_tags) if root is not None else None
+    if turn_id is None:
+        # Nothing names the turn: the prompts counted by prompt-submit tell turns apart, so a
+        # Stop of one turn run twice runs nothing twice, and the same reply in a later turn runs.
+        try:
+            count = state.prompt_count(session) if state is not None else 0
+        except BaseException:
+            if state is not None:
+                state.close()
+            raise
+        turn_id = f"prompt-count:{count}"
     commands, bad = turn_commands(blocks, session, turn_id)
-    problems = [f"{p.reason}: {p.snippet}" for p in bad]
+    problems = read_problems + [f"{p.reason}: {p.snippet}" for p in bad]
     if root is None:
-        if commands:
+        from ctxstore.claude.doctor import first_notice
+
+        if commands and first_notice("no-store\0" + session):  # once per session, visibly
             problems.insert(0, f"no ctx store found; {len(commands)} command(s) not run "
-                               "(run `ctx init` at the repository root)")
+                               "(run `ctx init` at the repository root, or `ctx install --user` "
+                               "for a user store); said once per session")
         return _message(problems)
-    state = open_state(root, create=bool(commands or bad))
     if state is None:
         return _message(problems)
     with state:
@@ -345,12 +381,13 @@ def _stop(root: Path | None, payload: Payload, response: str | None) -> Payload:
         names = [c["key"] for c in commands] + [a for c in commands for a in c["aliases"]]
         fresh = state.unexecuted(names)
         todo = [c for c in commands if c["key"] in fresh and all(a in fresh for a in c["aliases"])]
-        if len(todo) > MAX_COMMANDS_PER_TURN:
-            problems.append(f"{len(todo) - MAX_COMMANDS_PER_TURN} command(s) over the limit of "
-                            f"{MAX_COMMANDS_PER_TURN} per turn were not run")
-            for cmd in todo[MAX_COMMANDS_PER_TURN:]:  # dropped for good, not left for a rerun
+        cap = _limit(root, "max_commands_per_turn", MAX_COMMANDS_PER_TURN) if todo else 0
+        if len(todo) > cap:
+            problems.append(f"{len(todo) - cap} command(s) over the limit of {cap} per turn "
+                            "were not run (config [claude] max_commands_per_turn)")
+            for cmd in todo[cap:]:  # dropped for good, not left for a rerun
                 state.mark_executed(cmd["key"], session, cmd["aliases"])
-            todo = todo[:MAX_COMMANDS_PER_TURN]
+            todo = todo[:cap]
         problems = notice + _once(state, session, turn_id, problems)
         if not todo and not state.has_queued():
             return _message(problems)
@@ -373,6 +410,20 @@ def _stop(root: Path | None, payload: Payload, response: str | None) -> Payload:
             if (why := _refresh_claude_md(db.store)) is not None:
                 problems.append(why)
     return _message(problems)
+
+
+def _limit(root: Path, key: str, default: int) -> int:
+    """A ``[claude]`` limit of the store's config.toml (the default if it cannot be read).
+
+    A config.toml that cannot be read is reported by the store's session, opened next.
+    """
+    from ctxstore.config import load_config
+
+    try:
+        value = load_config(root / "config.toml").get("claude", key)
+    except (CtxError, KeyError):
+        return default
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def _once(state: HookState, session: str, turn_id: str, problems: list[str]) -> list[str]:
@@ -424,6 +475,7 @@ def _prompt_submit(root: Path | None, payload: Payload) -> Payload:
         return {}
     session = _session(payload)
     with state:
+        state.count_prompt(session)  # a new turn begins (see _stop's turn identity)
         notice = _notice(state)
         _, problems, _ = _drain(root, state)
         problems = notice + problems
@@ -619,6 +671,9 @@ def _session_end(root: Path | None, payload: Payload) -> Payload:
         return {}
     with state:
         _drain(root, state)
+        from ctxstore.lifecycle.upkeep import session_end_upkeep  # never raises; not on the prompt path
+
+        session_end_upkeep(root, state.access_counts())  # compaction triggers + lifecycle pass
         _cached_view(root, state)
     return {}
 

@@ -1,5 +1,22 @@
 """Installing ctx into Claude Code: the skill file, settings.json hooks, or a plugin.
 
+Three kinds of hook command, by where the settings live:
+
+- ``--user`` (``~/.claude/settings.json``, this machine only): ctx by absolute path.
+- ``--project --shared`` (the default): the committed ``.claude/settings.json`` holds a
+  portable command that finds ctx on each machine (``$CTX_BIN``, then ``ctx`` on PATH,
+  then ``~/.local/bin/ctx`` where pipx and ``uv tool`` put it) and, when there is none,
+  prints ``{}`` and exits 0 (SessionStart: a visible notice) instead of failing with 127
+  on every event. This machine's absolute ctx goes into the uncommitted
+  ``.claude/settings.local.json`` as ``env.CTX_BIN``, which Claude Code passes to the
+  hooks, so they keep working whatever PATH Claude Code was started with.
+- ``--project --local``: the absolute commands go into ``settings.local.json`` only.
+
+``.claude/.gitignore`` gets a marked block naming the machine-specific files (the local
+settings and ctx's backups). A plugin (``--plugin DIR``) runs its hooks through
+``${CLAUDE_PLUGIN_ROOT}/bin/ctx-hook``, which finds ctx the same way, and ships a README,
+a LICENSE and a ``marketplace.json``, so it can be published and installed anywhere.
+
 Every operation is planned first as a list of file changes (old bytes -> new bytes) and
 only then applied, so ``--dry-run`` shows exactly what a real run writes, a run that
 changes nothing writes nothing, and a bad settings.json is refused before any file is
@@ -23,7 +40,7 @@ import json
 import os
 import shlex
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -34,8 +51,12 @@ from ctxstore import fsio
 from ctxstore.errors import InvalidInput, UnsafePath
 
 __all__ = [
+    "CTX_BIN_ENV",
     "FILE_LIMIT",
     "HOOK_EVENTS",
+    "LICENSE_TEXT",
+    "LOCAL_SETTINGS",
+    "PLUGIN_HOOK_SCRIPT",
     "SKILL_MARKER",
     "Boundary",
     "FileChange",
@@ -50,6 +71,8 @@ __all__ = [
     "plan_plugin",
     "plan_uninstall",
     "plan_unplugin",
+    "plugin_hook_command",
+    "portable_hook_command",
     "resolve_ctx_command",
     "skill_text",
 ]
@@ -67,6 +90,44 @@ SKILL_MARKER = "<!-- written by `ctx install`; `ctx uninstall` removes this file
 BACKUP_SUFFIX = ".bak"
 PLUGIN_NAME = "ctx"
 FILE_LIMIT = 4 * 1024 * 1024  # settings.json and SKILL.md are a few KiB; read no more than this
+LOCAL_SETTINGS = "settings.local.json"
+CTX_BIN_ENV = "CTX_BIN"
+AUTHOR = "ctx contributors"
+LICENSE_TEXT = """\
+MIT License
+
+Copyright (c) 2026 ctx contributors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy
+of this software and associated documentation files (the "Software"), to deal
+in the Software without restriction, including without limitation the rights
+to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+"""
+# Said (SessionStart only) when a portable hook finds no ctx on this machine.
+MISSING_NOTICE = ("ctx: the ctx command was not found by the hooks, so memory is off "
+                  "in this session. Install ctx (pipx install ctxstore) and run "
+                  "`ctx install --project` here (or set CTX_BIN), then `ctx doctor`.")
+# Where the portable command looks for ctx, in order (``$c`` is each in turn).
+_CANDIDATES = '"$CTX_BIN" ctx ~/.local/bin/ctx'
+_PORTABLE_MARK = 'exec "$c" hook '
+PLUGIN_HOOK_SCRIPT = "bin/ctx-hook"
+_PLUGIN_MARK = '"${CLAUDE_PLUGIN_ROOT}/bin/ctx-hook" '
+_GITIGNORE_BEGIN = "# >>> ctx install: machine-specific files, never committed >>>"
+_GITIGNORE_END = "# <<< ctx install <<<"
+_README_MARK = "<!-- written by `ctx install --plugin`; `ctx uninstall --plugin` removes it -->"
 
 _STRICT_HINT = ("a cloned repository can commit such a link; ctx install never writes, reads "
                 "or deletes through one in a project or plugin folder: remove it, or use "
@@ -166,6 +227,8 @@ class Boundary:
         if not self.follow_links:
             fsio.ensure_dir_under(self.root, folder)
             return
+        if folder == self.root:
+            return  # the root is the user's choice (``~`` for ``~/.claude.json``): it exists
         for part in self._parts(folder):
             try:
                 st = os.stat(part)  # the user's own links are followed
@@ -193,6 +256,7 @@ class FileChange:
     new: bytes | None
     backup: bool = False  # keep the old bytes in ``<path>.bak`` before replacing them
     target: Path | None = None
+    mode: int | None = None  # permission bits of a new file (default: 0o644)
 
     @property
     def action(self) -> str:
@@ -240,8 +304,11 @@ class Plan:
         self.check(path)
         return self.boundary.read(path)
 
-    def add(self, path: Path, new: bytes | None, *, backup: bool = False) -> None:
+    def add(self, path: Path, new: bytes | None, *, backup: bool = False,
+            mode: int | None = None) -> None:
         """Plan writing ``new`` to ``path`` (or deleting it), unless it already holds that.
+
+        ``mode`` gives a new file its permission bits (an existing file keeps its own).
 
         Raises:
             UnsafePath: (E020) if ``path`` (or its backup) fails the boundary, or a
@@ -257,7 +324,8 @@ class Plan:
         backup = backup and old is not None
         if backup:
             self.check(backup_path(path))
-        self.changes.append(FileChange(path, old, new, backup=backup, target=self.checked[path]))
+        self.changes.append(FileChange(path, old, new, backup=backup, target=self.checked[path],
+                                       mode=mode))
 
 
 # -- the ctx command -------------------------------------------------------------------
@@ -302,10 +370,71 @@ def hook_command(prefix: list[str], subcommand: str) -> str:
     return shlex.join([*prefix, "hook", subcommand])
 
 
+def portable_hook_command(subcommand: str) -> str:
+    """The hook command of a committed settings.json: it finds ctx on whatever machine runs it.
+
+    ``$CTX_BIN`` (set per machine in settings.local.json), then ``ctx`` on PATH, then
+    ``~/.local/bin/ctx``; the first executable file runs ``ctx hook SUBCOMMAND`` with the
+    hook's stdin. With none, it prints ``{}`` (SessionStart: a notice the user sees) and
+    exits 0: a teammate without ctx gets no error on every event.
+
+    Args:
+        subcommand: the ``ctx hook`` subcommand (``stop``, ``session-start``, ...).
+
+    Returns:
+        A ``sh -c`` command line.
+    """
+    missing = json.dumps({"systemMessage": MISSING_NOTICE}) if subcommand == "session-start" \
+        else "{}"
+    return (f'for c in {_CANDIDATES}; do c=$(command -v "$c") && [ -f "$c" ] && [ -x "$c" ] '
+            f'&& {_PORTABLE_MARK}{subcommand}; done; echo {shlex.quote(missing)}')
+
+
+def plugin_hook_command(subcommand: str) -> str:
+    """The hook command of a plugin: its ``bin/ctx-hook`` wrapper, through ``${CLAUDE_PLUGIN_ROOT}``.
+
+    Run by ``sh``, so a plugin copied without its executable bit still works.
+
+    Args:
+        subcommand: the ``ctx hook`` subcommand.
+
+    Returns:
+        A ``sh -c`` command line.
+    """
+    return f"sh {_PLUGIN_MARK}{subcommand}"
+
+
+def _plugin_script() -> bytes:
+    """``bin/ctx-hook``: finds ctx as the portable command does, or says it is missing."""
+    missing = json.dumps({"systemMessage": MISSING_NOTICE.replace(
+        "run `ctx install --project` here (or set CTX_BIN)", "make sure Claude Code's PATH "
+        "reaches it (or set CTX_BIN)")})
+    return f"""#!/bin/sh
+# Runs `ctx hook EVENT` for the ctx Claude Code plugin (written by `ctx install --plugin`).
+# ctx is $CTX_BIN, else `ctx` on PATH, else ~/.local/bin/ctx (pipx, uv tool install).
+# Without ctx the hook prints {{}} (at session start, a notice) and exits 0.
+event="$1"
+for c in {_CANDIDATES}; do
+  c=$(command -v "$c") && [ -f "$c" ] && [ -x "$c" ] && exec "$c" hook "$event"
+done
+if [ "$event" = session-start ]; then
+  echo {shlex.quote(missing)}
+else
+  echo '{{}}'
+fi
+exit 0
+""".encode()
+
+
 def is_ctx_hook(command: Any) -> bool:
-    """Whether a hook handler's command runs ``ctx hook ...`` (any install path of ctx)."""
+    """Whether a hook handler's command runs ``ctx hook ...``.
+
+    Any install path of ctx, the portable command and the plugin wrapper included.
+    """
     if not isinstance(command, str):
         return False
+    if _PORTABLE_MARK in command or command.startswith("sh " + _PLUGIN_MARK):
+        return True
     try:
         argv = shlex.split(command)
     except ValueError:
@@ -319,10 +448,18 @@ def is_ctx_hook(command: Any) -> bool:
     return len(rest) >= 2 and rest[0] == "hook"
 
 
-def ctx_hooks(prefix: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """The ``hooks`` mapping ctx installs: one matcher group with one command handler per event."""
-    return {event: [{"hooks": [{"type": "command", "command": hook_command(prefix, sub),
-                                "timeout": timeout}]}]
+def ctx_hooks(prefix: list[str] | Callable[[str], str]) -> dict[str, list[dict[str, Any]]]:
+    """The ``hooks`` mapping ctx installs: one matcher group with one command handler per event.
+
+    Args:
+        prefix: the argv prefix of ctx (commands by absolute path), or a function from the
+            ``ctx hook`` subcommand to the command line (``portable_hook_command``).
+
+    Returns:
+        Event name -> list of matcher groups.
+    """
+    make = prefix if callable(prefix) else (lambda sub: hook_command(prefix, sub))
+    return {event: [{"hooks": [{"type": "command", "command": make(sub), "timeout": timeout}]}]
             for event, (sub, timeout) in HOOK_EVENTS.items()}
 
 
@@ -413,31 +550,69 @@ def _without_ctx(groups: list[Any]) -> tuple[list[Any], int | None]:
     return kept, first
 
 
-def _merged_settings(data: dict[str, Any], prefix: list[str]) -> dict[str, Any]:
-    """``data`` with ctx's entries in place: an old entry is replaced where it stood."""
-    hooks = dict(data.get("hooks", {}))
-    for event, groups in ctx_hooks(prefix).items():
-        kept, first = _without_ctx(hooks.get(event, []))
-        at = len(kept) if first is None else first
-        hooks[event] = kept[:at] + groups + kept[at:]
-    return {**data, "hooks": hooks}
+def _merged_settings(data: dict[str, Any], hooks: list[str] | Callable[[str], str] | None,
+                     ctx_bin: str | None = None) -> dict[str, Any]:
+    """``data`` with ctx's entries in place: an old entry is replaced where it stood.
+
+    ``hooks`` None removes ctx's hook entries instead; ``ctx_bin`` sets ``env.CTX_BIN``
+    (None removes it).
+    """
+    out = _stripped_settings(data) if hooks is None else dict(data)
+    if hooks is not None:
+        merged = dict(data.get("hooks", {}))
+        for event, groups in ctx_hooks(hooks).items():
+            kept, first = _without_ctx(merged.get(event, []))
+            at = len(kept) if first is None else first
+            merged[event] = kept[:at] + groups + kept[at:]
+        out["hooks"] = merged
+    env = out.get("env")
+    if ctx_bin is not None:
+        out["env"] = {**(env if isinstance(env, dict) else {}), CTX_BIN_ENV: ctx_bin}
+    elif isinstance(env, dict) and CTX_BIN_ENV in env:
+        out["env"] = {k: v for k, v in env.items() if k != CTX_BIN_ENV}
+        if not out["env"]:
+            del out["env"]
+    return out
 
 
 def _stripped_settings(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` without ctx's entries; events (and ``hooks``) left empty by that go away."""
+    """``data`` without ctx's entries (hooks, ``env.CTX_BIN``); what that leaves empty goes."""
+    out = dict(data)
+    env = data.get("env")
+    if isinstance(env, dict) and CTX_BIN_ENV in env:
+        out["env"] = {k: v for k, v in env.items() if k != CTX_BIN_ENV}
+        if not out["env"]:
+            del out["env"]
     if "hooks" not in data:
-        return data
+        return out
     hooks: dict[str, Any] = {}
     for event, groups in data["hooks"].items():
         kept, first = _without_ctx(groups)
         if kept or first is None:
             hooks[event] = kept
-    out = dict(data)
     if hooks or data["hooks"] == {}:
         out["hooks"] = hooks
     else:
         del out["hooks"]
     return out
+
+
+def _gitignore_text(old: bytes | None, lines: list[str] | None) -> bytes | None:
+    """``.claude/.gitignore`` with ctx's block set to ``lines`` (None: removed), in place.
+
+    None when nothing but blank lines would be left.
+    """
+    text = old.decode("utf-8", "replace") if old is not None else ""
+    block = "\n".join([_GITIGNORE_BEGIN, *lines, _GITIGNORE_END]) + "\n" if lines else ""
+    if _GITIGNORE_BEGIN in text and _GITIGNORE_END in text.split(_GITIGNORE_BEGIN, 1)[1]:
+        head, rest = text.split(_GITIGNORE_BEGIN, 1)
+        tail = rest.split(_GITIGNORE_END, 1)[1].removeprefix("\n")
+        text = head + block + tail
+    elif block:
+        if text and not text.endswith("\n"):
+            text += "\n"
+        text += block
+    return text.encode() if text.strip() else None
 
 
 def backup_path(path: Path) -> Path:
@@ -456,57 +631,116 @@ def _checked_plan(claude_dir: Path, follow_links: bool) -> Plan:
     """A plan for ``claude_dir`` with every path install/uninstall may touch checked."""
     plan = Plan(Boundary(claude_dir.parent, follow_links=follow_links))
     settings_path, skill_path = _claude_paths(claude_dir)
-    plan.check(settings_path, backup_path(settings_path), skill_path, backup_path(skill_path))
+    local = claude_dir / LOCAL_SETTINGS
+    plan.check(settings_path, backup_path(settings_path), skill_path, backup_path(skill_path),
+               local, backup_path(local), claude_dir / ".gitignore")
     return plan
 
 
-def plan_install(claude_dir: Path, prefix: list[str], *, follow_links: bool = False) -> Plan:
-    """What ``ctx install`` changes: the skill file and ctx's hook entries in settings.json.
+def _ignored(claude_dir: Path, mode: str) -> list[str]:
+    """The ``.claude/.gitignore`` lines of a project install: files of this machine only."""
+    settings_path, skill_path = _claude_paths(claude_dir)
+    local = claude_dir / LOCAL_SETTINGS
+    lines = ["/" + p.relative_to(claude_dir).as_posix()
+             for p in (local, backup_path(local), backup_path(settings_path), backup_path(skill_path))]
+    if mode == "local":  # nothing of ctx's is committed, this file included
+        from ctxstore.claude.skillset import SKILL_NAMES  # issue 16
+
+        lines += ["/skills/ctx/", *(f"/skills/{name}/" for name in SKILL_NAMES), "/.gitignore"]
+    return lines
+
+
+def _plan_settings(plan: Plan, path: Path, hooks: list[str] | Callable[[str], str] | None,
+                   ctx_bin: str | None = None) -> None:
+    """Plan ctx's entries of one settings file: ``hooks`` and ``env.CTX_BIN`` (None: none).
+
+    Raises:
+        UnsafePath: (E020) if the path fails the plan's boundary.
+        InvalidInput: if the file cannot be read as settings.
+    """
+    if hooks is None and ctx_bin is None:
+        _plan_strip(plan, path)
+        return
+    raw, data = _load_settings(plan, path)
+    merged = _merged_settings(data, hooks, ctx_bin)
+    if raw is None or merged != data:
+        # Only a file without ctx's entries is the user's own: a reinstall (ctx moved, say)
+        # must keep the pre-install backup that uninstall restores byte for byte.
+        plan.add(path, _dump(merged), backup=_stripped_settings(data) == data)
+
+
+def plan_install(claude_dir: Path, prefix: list[str], *, follow_links: bool = False,
+                 mode: str = "absolute") -> Plan:
+    """What ``ctx install`` changes: the skill file and ctx's hook entries in settings.
 
     Args:
         claude_dir: the ``.claude`` folder (a project's, or the user's own).
         prefix: the argv prefix that runs ctx (``resolve_ctx_command``).
         follow_links: True for the user's own configuration (links followed and written
             through); False for a project, whose ``.claude`` a clone may bring.
+        mode: ``absolute`` (settings.json runs ctx by absolute path: the user's own
+            settings), ``shared`` (settings.json gets the portable command, this machine's
+            ctx goes to settings.local.json as ``env.CTX_BIN``) or ``local`` (only
+            settings.local.json, by absolute path; ctx's entries leave settings.json).
+            ``shared`` and ``local`` also write ctx's block of ``.claude/.gitignore``.
+
+    Returns:
+        The plan (empty when everything is in place).
 
     Raises:
         UnsafePath: (E020) if any path the install may read or write fails the boundary
             (nothing has been written then).
-        InvalidInput: if the existing settings.json cannot be read as settings.
+        InvalidInput: if an existing settings file cannot be read as settings, or
+            ``mode`` is unknown.
     """
+    if mode not in ("absolute", "shared", "local"):
+        raise InvalidInput(f"unknown install mode {mode!r}")
     plan = _checked_plan(claude_dir, follow_links)
     settings_path, skill_path = _claude_paths(claude_dir)
-    raw, data = _load_settings(plan, settings_path)
+    local = claude_dir / LOCAL_SETTINGS
     # A SKILL.md that ctx did not write (no marker) is someone's own: keep a copy of it.
     skill = plan.read(skill_path)
     foreign = skill is not None and SKILL_MARKER.encode() not in skill
     plan.add(skill_path, skill_text(), backup=foreign)
-    merged = _merged_settings(data, prefix)
-    if raw is None or merged != data:
-        # Only a file without ctx's hooks is the user's own: a reinstall (ctx moved, say)
-        # must keep the pre-install backup that uninstall restores byte for byte.
-        plan.add(settings_path, _dump(merged), backup=_stripped_settings(data) == data)
+    from ctxstore.claude.skillset import plan_skills  # issue 16: /recall, /remember, ... skills
+
+    plan_skills(plan, skill_path.parent.parent)
+    if mode == "absolute":
+        _plan_settings(plan, settings_path, prefix)
+        return plan
+    if mode == "shared":
+        _plan_settings(plan, settings_path, portable_hook_command)
+        # A single script can be named by CTX_BIN; ``python -m ctxstore.cli`` cannot.
+        _plan_settings(plan, local, None, prefix[0] if len(prefix) == 1 else None)
+    else:
+        _plan_settings(plan, settings_path, None)
+        _plan_settings(plan, local, prefix)
+    gitignore = claude_dir / ".gitignore"
+    plan.add(gitignore, _gitignore_text(plan.read(gitignore), _ignored(claude_dir, mode)))
     return plan
 
 
 def plan_uninstall(claude_dir: Path, *, follow_links: bool = False) -> Plan:
     """What ``ctx uninstall`` changes.
 
-    The hook entries and the skill file ctx wrote go (a SKILL.md of the user's that install backed
-    up is put back).
+    The hook entries (settings.json and settings.local.json), ``env.CTX_BIN``, ctx's
+    ``.gitignore`` block and the skill file ctx wrote go (a SKILL.md of the user's that
+    install backed up is put back).
 
-    A settings.json that ends up equal to its pre-install backup gets the backup's exact
+    A settings file that ends up equal to its pre-install backup gets the backup's exact
     bytes back (and the then redundant backup is removed); one that ctx created and that
     is left empty is deleted (or, if it is a link, rewritten as ``{}``).
+
+    Returns:
+        The plan (empty when ctx is not installed there).
 
     Raises:
         UnsafePath: (E020) if any path the uninstall may read, write or delete fails the
             boundary (see ``plan_install``), or a file to delete is a link.
-        InvalidInput: if the existing settings.json cannot be read as settings.
+        InvalidInput: if an existing settings file cannot be read as settings.
     """
     plan = _checked_plan(claude_dir, follow_links)
     settings_path, skill_path = _claude_paths(claude_dir)
-    raw, data = _load_settings(plan, settings_path)
     skill = plan.read(skill_path)
     if skill is not None and SKILL_MARKER.encode() in skill:
         backup = backup_path(skill_path)
@@ -517,11 +751,32 @@ def plan_uninstall(claude_dir: Path, *, follow_links: bool = False) -> Plan:
         else:
             plan.add(skill_path, None)
             plan.prune_dirs.append((skill_path.parent, settings_path.parent))
+    from ctxstore.claude.skillset import plan_unskills  # issue 16: the slash-command skills
+
+    plan_unskills(plan, skill_path.parent.parent, settings_path.parent)
+    _plan_strip(plan, settings_path)
+    _plan_strip(plan, claude_dir / LOCAL_SETTINGS)
+    gitignore = claude_dir / ".gitignore"
+    old = plan.read(gitignore)
+    if old is not None:
+        plan.add(gitignore, _gitignore_text(old, None))
+        plan.prune_dirs.append((claude_dir, claude_dir))
+    return plan
+
+
+def _plan_strip(plan: Plan, settings_path: Path) -> None:
+    """Plan removing ctx's entries from one settings file (see ``plan_uninstall``).
+
+    Raises:
+        UnsafePath: (E020) if the path fails the plan's boundary, or a file to delete is a link.
+        InvalidInput: if the file cannot be read as settings.
+    """
+    raw, data = _load_settings(plan, settings_path)
     if raw is None:
-        return plan
+        return
     stripped = _stripped_settings(data)
     if stripped == data:
-        return plan
+        return
     backup = backup_path(settings_path)
     saved = plan.read(backup)
     saved_data = _parse(saved)
@@ -537,7 +792,6 @@ def plan_uninstall(claude_dir: Path, *, follow_links: bool = False) -> Plan:
         plan.prune_dirs.append((settings_path.parent, settings_path.parent))
     else:
         plan.add(settings_path, _dump(stripped))
-    return plan
 
 
 def _parse(raw: bytes | None) -> Any:
@@ -550,72 +804,161 @@ def _parse(raw: bytes | None) -> Any:
         return None
 
 
-def _plugin_paths(plugin_dir: Path) -> tuple[Path, Path, Path]:
-    return (plugin_dir / ".claude-plugin" / "plugin.json", plugin_dir / "hooks" / "hooks.json",
-            plugin_dir / "skills" / "ctx" / "SKILL.md")
+_DESCRIPTION = ("Persistent, Git-friendly memory for coding agents: context at session start, "
+                "<ctx:*> command tags after each reply.")
+
+
+def _plugin_paths(plugin_dir: Path) -> dict[str, Path]:
+    return {"manifest": plugin_dir / ".claude-plugin" / "plugin.json",
+            "marketplace": plugin_dir / ".claude-plugin" / "marketplace.json",
+            "hooks": plugin_dir / "hooks" / "hooks.json",
+            "script": plugin_dir / PLUGIN_HOOK_SCRIPT,
+            "skill": plugin_dir / "skills" / "ctx" / "SKILL.md",
+            "readme": plugin_dir / "README.md",
+            "license": plugin_dir / "LICENSE"}
 
 
 def _checked_plugin_plan(plugin_dir: Path, root: Path | None) -> Plan:
     # The folder may sit in a clone (or be a committed link): nothing below ``root`` (its
     # parent unless the caller names a higher folder) is followed, the folder included.
     plan = Plan(Boundary(plugin_dir.parent if root is None else root))
-    plan.check(*_plugin_paths(plugin_dir))
+    plan.check(*_plugin_paths(plugin_dir).values())
     return plan
 
 
-def plan_plugin(plugin_dir: Path, prefix: list[str], *, root: Path | None = None) -> Plan:
-    """What ``ctx install --plugin DIR`` writes: manifest, hooks/hooks.json, the skill.
+def _plugin_readme() -> bytes:
+    version = ctxstore.__version__
+    return f"""# ctx: persistent memory for Claude Code
 
-    ``root`` (default: DIR's parent) is the folder below which no link is followed; the
-    CLI passes the current directory for a relative DIR inside it.
+{_README_MARK}
+
+ctx {version} gives Claude Code a memory that lives in your repository: a `.ctx/` store of facts,
+decisions and tasks, committed to Git with the code. At session start the plugin injects the
+project's memory; after each reply it runs the `<ctx:remember>`, `<ctx:recall>` and `<ctx:task>`
+tags Claude writes (the bundled `ctx` skill teaches them).
+
+## Requirements
+
+The hooks run the `ctx` command, which is a Python package:
+
+    pipx install ctxstore        # or: uv tool install ctxstore
+
+The hooks find `ctx` as `$CTX_BIN`, on `PATH`, or in `~/.local/bin`. Without it they do nothing
+and say so once at session start. Then, in your project: `ctx init` (creates `.ctx/` at the
+repository root) and `ctx doctor` (checks the setup, one line per check, each with its fix).
+
+## Install
+
+    /plugin marketplace add <this folder or its Git repository>
+    /plugin install ctx@ctx
+
+or, for one session: `claude --plugin-dir <this folder>`.
+
+## License
+
+MIT (see LICENSE).
+""".encode()
+
+
+def plan_plugin(plugin_dir: Path, prefix: list[str] | None = None, *,
+                root: Path | None = None) -> Plan:
+    """What ``ctx install --plugin DIR`` writes: a complete, portable, publishable plugin.
+
+    ``.claude-plugin/plugin.json`` (name, version, author, license),
+    ``.claude-plugin/marketplace.json`` (DIR is a marketplace listing this one plugin, so
+    ``/plugin marketplace add DIR`` and ``/plugin install ctx@ctx`` work), ``hooks/hooks.json``
+    (every hook runs ``${CLAUDE_PLUGIN_ROOT}/bin/ctx-hook``, which finds ctx on the machine
+    that runs it), ``bin/ctx-hook``, the skill, README.md and LICENSE. Nothing in it names
+    this machine.
+
+    Args:
+        plugin_dir: the plugin folder (absolute).
+        prefix: unused (the plugin names no path of this machine); kept for callers.
+        root: (default: DIR's parent) the folder below which no link is followed; the
+            CLI passes the current directory for a relative DIR inside it.
+
+    Returns:
+        The plan.
 
     Raises:
         UnsafePath: (E020) if ``DIR`` or anything below it on the way is a symbolic link
             or a special file (nothing has been written then).
         InvalidInput: if a file there is too large.
     """
-    manifest = {"name": PLUGIN_NAME, "version": ctxstore.__version__,
-                "description": "Persistent, Git-friendly memory for coding agents: "
-                               "context at session start, <ctx:*> command tags after each reply."}
+    del prefix
+    version = ctxstore.__version__
+    author = {"name": AUTHOR}
+    keywords = ["memory", "context", "git", "hooks", "knowledge"]
+    manifest = {"name": PLUGIN_NAME, "version": version, "description": _DESCRIPTION,
+                "author": author, "license": "MIT", "keywords": keywords}
+    market = {"name": PLUGIN_NAME, "owner": author,
+              "metadata": {"description": "The ctx plugin: " + _DESCRIPTION, "version": version},
+              "plugins": [{"name": PLUGIN_NAME, "source": "./", "description": _DESCRIPTION,
+                           "version": version, "author": author, "license": "MIT",
+                           "keywords": keywords}]}
     hooks = {"description": "ctx memory hooks (generated by `ctx install --plugin`)",
-             "hooks": ctx_hooks(prefix)}
+             "hooks": ctx_hooks(plugin_hook_command)}
     plan = _checked_plugin_plan(plugin_dir, root)
-    manifest_path, hooks_path, skill_path = _plugin_paths(plugin_dir)
-    plan.add(manifest_path, _dump(manifest))
-    plan.add(hooks_path, _dump(hooks))
-    plan.add(skill_path, skill_text())
+    paths = _plugin_paths(plugin_dir)
+    plan.add(paths["manifest"], _dump(manifest))
+    plan.add(paths["marketplace"], _dump(market))
+    plan.add(paths["hooks"], _dump(hooks))
+    plan.add(paths["script"], _plugin_script(), mode=0o755)
+    plan.add(paths["skill"], skill_text())
+    from ctxstore.claude.skillset import plan_mcp, plan_skills  # issue 16: skills, `ctx mcp`
+
+    plan_skills(plan, paths["skill"].parent.parent)
+    plan_mcp(plan, plugin_dir / ".mcp.json", ["ctx"])  # ctx on PATH: nothing of this machine
+    plan.add(paths["readme"], _plugin_readme())
+    plan.add(paths["license"], LICENSE_TEXT.encode())
     return plan
 
 
 def plan_unplugin(plugin_dir: Path, *, root: Path | None = None) -> Plan:
     """What ``ctx uninstall --plugin DIR`` removes.
 
-    The files ``plan_plugin`` writes, each only if it is still ctx's (a manifest named ctx, a hooks
-    file of ctx hooks only, the marked skill); directories left empty go, ``DIR`` included. Anything
-    else stays.
+    The files ``plan_plugin`` writes, each only if it is still ctx's (a manifest or
+    marketplace named ctx, a hooks file of ctx hooks only, the marked skill and README,
+    the wrapper and LICENSE as ctx wrote them); directories left empty go, ``DIR``
+    included. Anything else stays.
+
+    Returns:
+        The plan.
 
     Raises:
         UnsafePath: (E020) as for ``plan_plugin``: nothing is deleted through a link.
         InvalidInput: if a file there is too large.
     """
     plan = _checked_plugin_plan(plugin_dir, root)
-    manifest, hooks_file, skill = _plugin_paths(plugin_dir)
-    doc = _parse(plan.read(manifest))
-    if isinstance(doc, dict) and doc.get("name") == PLUGIN_NAME:
-        plan.add(manifest, None)
-        plan.prune_dirs.append((manifest.parent, plugin_dir))
-    doc = _parse(plan.read(hooks_file))
+    paths = _plugin_paths(plugin_dir)
+
+    def drop(path: Path) -> None:
+        plan.add(path, None)
+        plan.prune_dirs.append((path.parent, plugin_dir))
+
+    for key in ("manifest", "marketplace"):
+        doc = _parse(plan.read(paths[key]))
+        if isinstance(doc, dict) and doc.get("name") == PLUGIN_NAME:
+            drop(paths[key])
+    doc = _parse(plan.read(paths["hooks"]))
     groups = doc.get("hooks") if isinstance(doc, dict) else None
     handlers = [h for event in (groups.values() if isinstance(groups, dict) else [])
                 if isinstance(event, list) for g in event if isinstance(g, dict)
                 for h in g.get("hooks", []) if isinstance(g.get("hooks"), list)]
     if handlers and all(_is_ctx_handler(h) for h in handlers):
-        plan.add(hooks_file, None)
-        plan.prune_dirs.append((hooks_file.parent, plugin_dir))
-    text = plan.read(skill)
-    if text is not None and SKILL_MARKER.encode() in text:
-        plan.add(skill, None)
-        plan.prune_dirs.append((skill.parent, plugin_dir))
+        drop(paths["hooks"])
+    for key, mark in (("skill", SKILL_MARKER), ("readme", _README_MARK)):
+        text = plan.read(paths[key])
+        if text is not None and mark.encode() in text:
+            drop(paths[key])
+    for key, ours in (("script", _plugin_script()), ("license", LICENSE_TEXT.encode())):
+        if plan.read(paths[key]) == ours:
+            drop(paths[key])
+    from ctxstore.claude.skillset import plan_unmcp, plan_unskills  # issue 16
+
+    plan_unskills(plan, paths["skill"].parent.parent, plugin_dir)
+    plan_unmcp(plan, plugin_dir / ".mcp.json")
+    plan.prune_dirs.append((plugin_dir, plugin_dir))
     return plan
 
 
@@ -658,7 +1001,7 @@ def apply_plan(plan: Plan) -> None:
     for change in plan.changes:
         target = change.target or change.path
         # The backup and the rewritten file keep the original's mode (secrets stay private).
-        mode = fsio.mode_of(target)
+        mode = fsio.mode_of(target, change.mode if change.mode is not None else 0o644)
         if change.backup and change.old is not None:
             backup = backup_path(change.path)
             fsio.replace_atomic(plan.checked.get(backup, backup), change.old, mode=mode)

@@ -11,7 +11,8 @@ It holds what the hooks pass to each other and what must not happen twice:
   died is taken over, so a killed hook loses no command;
 - ``queue``: commands deferred because another process held the writer lock;
 - ``kv``: small values (the current task, compaction marks, the cached default view,
-  the notice that a damaged state was replaced);
+  the notice that a damaged state was replaced, the count of prompts per session that
+  tells turns apart when nothing else does);
 - ``access``: how often each node was retrieved by ``<ctx:recall>`` or ``<ctx:expand>``
   and when last (spec 003's access tracking, an input of the CLAUDE.md ranking).
 
@@ -38,8 +39,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY", "HookState",
-           "StateDamaged", "key_of", "open_state", "state_path", "repair_state"]
+__all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY",
+           "PROMPTS_PREFIX", "HookState", "StateDamaged", "key_of", "open_state", "state_path",
+           "repair_state"]
 
 STATE_FILE = "state.sqlite"
 EXECUTED_KEEP_DAYS = 90
@@ -47,6 +49,8 @@ EXECUTED_KEEP_DAYS = 90
 # reused); Claude Code kills a hook after 600 s by default.
 CLAIM_STALE_SECONDS = 900
 NOTICE_KEY = "notice"
+# kv keys ``prompts:<session>``: how many prompts of a session were submitted, and when last.
+PROMPTS_PREFIX = "prompts:"
 _LOCK_FILE = "state.lock"
 _SIDE_FILES = ("", "-wal", "-shm", "-journal")
 _TABLES = frozenset({"schema_version", "pending", "executed", "queue", "kv", "access", "claims"})
@@ -117,6 +121,12 @@ def key_of(*parts: str) -> str:
     except ImportError:  # pragma: no cover - a Python built without it
         from hashlib import blake2b
     return blake2b("\0".join(parts).encode("utf-8", "replace"), digest_size=16).hexdigest()
+
+
+def _prompt_count(value: str | None) -> int:
+    """The count of a ``prompts:`` value (``COUNT<TAB>TIME``); 0 for none or garbage."""
+    head = (value or "").partition("\t")[0]
+    return int(head) if head.isdigit() and len(head) < 19 else 0
 
 
 def _is_damage(exc: sqlite3.Error) -> bool:
@@ -314,6 +324,12 @@ class HookState:
         with self.write() as conn:
             conn.execute("DELETE FROM executed WHERE at < ?", (_now() - EXECUTED_KEEP_DAYS * 86400,))
             conn.execute("DELETE FROM claims WHERE at < ?", (_now() - 86400,))
+            old = _now() - EXECUTED_KEEP_DAYS * 86400
+            for key, value in conn.execute("SELECT key, value FROM kv WHERE key LIKE ?",
+                                           (PROMPTS_PREFIX + "%",)).fetchall():
+                stamp = value.partition("\t")[2]
+                if not stamp.isdigit() or int(stamp) < old:
+                    conn.execute("DELETE FROM kv WHERE key = ?", (key,))
 
     # -- deferred commands ----------------------------------------------------------------
     @_guarded
@@ -367,6 +383,26 @@ class HookState:
     def access_counts(self) -> dict[str, int]:
         """Retrievals per node id."""
         return dict(self.conn.execute("SELECT node_id, count FROM access"))
+
+    # -- turns ------------------------------------------------------------------------------
+    @_guarded
+    def count_prompt(self, session: str) -> None:
+        """Record that a prompt of ``session`` was submitted (the turn count moves on).
+
+        A Stop with no other turn identity (no ``prompt_id``, no transcript) tells turns
+        apart by this count (docs/hooks.md "Turn identity").
+        """
+        key = PROMPTS_PREFIX + session
+        with self.write() as conn:
+            row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+            count = _prompt_count(row[0] if row else None) + 1
+            conn.execute("INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)",
+                         (key, f"{count}\t{_now()}"))
+
+    @_guarded
+    def prompt_count(self, session: str) -> int:
+        """How many prompts of ``session`` were submitted (0 when none was seen)."""
+        return _prompt_count(self.get(PROMPTS_PREFIX + session))
 
     # -- small values ---------------------------------------------------------------------
     @_guarded

@@ -37,7 +37,7 @@ __all__ = ["ATTRIBUTES", "Command", "TagProblem", "parse_commands", "mask_code"]
 
 # name -> the attributes it accepts (anything else is rejected: PI-13).
 ATTRIBUTES: dict[str, frozenset[str]] = {
-    "remember": frozenset({"type", "tags"}),
+    "remember": frozenset({"type", "tags", "scope"}),
     "recall": frozenset({"query", "limit"}),
     "summarize": frozenset({"nodes", "archive", "tags"}),
     "link": frozenset({"from", "to", "type"}),

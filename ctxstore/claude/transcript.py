@@ -27,6 +27,7 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -65,12 +66,14 @@ class TextBlock(NamedTuple):
 class Turn(NamedTuple):
     """The last assistant turn.
 
-    Its text blocks in order, and the id of the line that opened it (the prompt, or the end of the
-    previous turn).
+    Its text blocks in order, the id of the line that opened it (the prompt, or the end of the
+    previous turn), and whether the reading stopped at its time limit before it found that line
+    (then ``blocks`` are only the turn's latest ones).
     """
 
     blocks: list[TextBlock]
     prompt_uuid: str | None
+    timed_out: bool = False
 
 
 class LongLine(NamedTuple):
@@ -86,15 +89,33 @@ def _long_line(fd: int, start: int, end: int) -> LongLine:
     return LongLine(os.pread(fd, peek, start), os.pread(fd, peek, end - peek), end - start)
 
 
+class _Deadline(Exception):
+    """The time allowed for reading the transcript is over."""
+
+
 def iter_lines_reversed(fd: int, size: int, *, max_scan: int = MAX_SCAN_BYTES,
-                        max_line: int = MAX_LINE_BYTES, long_lines: bool = False
-                        ) -> Iterator[bytes | LongLine]:
+                        max_line: int = MAX_LINE_BYTES, long_lines: bool = False,
+                        deadline: float | None = None) -> Iterator[bytes | LongLine]:
     """Yield the lines of an open file from last to first (without newlines).
 
     Reads at most ``max_scan`` bytes from the end. A line longer than ``max_line`` is
     not assembled: in its place comes an empty line, or with ``long_lines`` a
     ``LongLine`` holding its first and last ``LONG_LINE_PEEK`` bytes (read with two
     more ``pread`` calls), so a caller may still tell what kind of line it was.
+
+    Args:
+        fd: The open file.
+        size: Its size (where reading starts).
+        max_scan: The most bytes read.
+        max_line: The longest line assembled.
+        long_lines: Yield a ``LongLine`` for a line over ``max_line``.
+        deadline: A ``time.monotonic()`` value after which no further block is read.
+
+    Yields:
+        Each line, last first.
+
+    Raises:
+        _Deadline: when ``deadline`` passed before the next block (internal to this module).
     """
     pos = size
     line_end = size  # where the line being assembled ends
@@ -103,6 +124,8 @@ def iter_lines_reversed(fd: int, size: int, *, max_scan: int = MAX_SCAN_BYTES,
     part_len = 0
     skipping = False
     while pos > 0 and scanned < max_scan:
+        if deadline is not None and scanned and time.monotonic() > deadline:
+            raise _Deadline
         step = min(_BLOCK, pos)
         pos -= step
         chunk = os.pread(fd, step, pos)
@@ -389,7 +412,7 @@ def _line_id(entry: dict[str, Any], line: bytes) -> str:
 
 
 def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
-                   max_line: int = MAX_LINE_BYTES) -> Turn:
+                   max_line: int = MAX_LINE_BYTES, timeout: float | None = None) -> Turn:
     """The assistant text blocks since the last real user prompt, oldest first.
 
     Or since the end of the previous turn, see the module docstring.
@@ -398,10 +421,22 @@ def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
     ``<system-reminder>`` text is kept (the tag parser masks it after code). Duplicate lines
     (same ``uuid``, or same ``message.id`` and text) count once. A missing or unreadable
     transcript is an empty turn.
+
+    Args:
+        path: The transcript file.
+        max_scan: The most bytes read from its end.
+        max_line: The longest line parsed whole.
+        timeout: Seconds the reading may take (``CTX_TRANSCRIPT_TIMEOUT``); past them it
+            stops after the current block and the turn is marked ``timed_out``. None: no limit.
+
+    Returns:
+        The turn.
     """
+    deadline = time.monotonic() + timeout if timeout is not None else None
     fd = _open_regular(path)
     if fd is None:
         return Turn([], None)
+    timed_out = False
     prompt_uuid = None
     seen_uuids: set[str] = set()
     seen_texts: set[tuple[str, str]] = set()
@@ -410,7 +445,7 @@ def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
     try:
         size = os.fstat(fd).st_size
         for line in iter_lines_reversed(fd, size, max_scan=max_scan, max_line=max_line,
-                                        long_lines=True):
+                                        long_lines=True, deadline=deadline):
             if isinstance(line, LongLine):
                 # Only its kind can be known: a typed prompt still opens the turn.
                 entry = _long_entry(line)
@@ -454,10 +489,12 @@ def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
                 found.append(TextBlock(f"{uuid}:{index}", text))
     except OSError:
         pass
+    except _Deadline:
+        timed_out = True
     finally:
         os.close(fd)
     found.reverse()
-    return Turn(found, prompt_uuid)
+    return Turn(found, prompt_uuid, timed_out)
 
 
 def merge_final_message(turn: Turn, final: str | None) -> list[TextBlock]:

@@ -60,8 +60,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                   "Remove exactly what `ctx install` added."),
     "claude-md": ("ctxstore.cli.claude_md", "claude_md_command",
                   "Write the ranked project-memory section of CLAUDE.md."),
+    "help": ("ctxstore.cli.root", "help_command", "Show help for ctx or a command."),
+    "mcp": ("ctxstore.cli.mcp", "mcp_command", "Serve the store to MCP clients over stdio."),
+    "lifecycle": ("ctxstore.cli.lifecycle", "lifecycle_command",
+                  "Decay, archive, restore and prune memories."),
+    "consolidate": ("ctxstore.cli.lifecycle", "consolidate_command",
+                    "Merge similar memories (proposals, apply, undo)."),
     "trust": ("ctxstore.cli.trust", "trust_command",
               "Consent to this clone's committed settings that write outside .ctx/."),
+    "doctor": ("ctxstore.cli.doctor", "doctor_command",
+               "Check the setup (hooks, ctx on their PATH, store, merge driver, index); print fixes."),
 }
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,8 +24,11 @@ from ctxstore.session import Session
 if TYPE_CHECKING:
     import sqlite3
 
+    from ctxstore.config import Config
+
 __all__ = ["Env", "pass_env", "format_option", "emit_json", "progress_printer", "fmt_time",
-           "parse_since", "default_budget", "node_json", "preview"]
+           "parse_since", "default_budget", "node_json", "preview", "plural",
+           "finish_progress", "DEFAULT_BUDGET"]
 
 
 @dataclass
@@ -75,15 +76,28 @@ class Env:
         """Open (once) and return the session of this command."""
         if self._session is None:
             self._session = Session.open(self.store_path())
+            _warn_unknown_keys(self._session)
         return self._session
+
+    def default_budget(self) -> int:
+        """``CTX_DEFAULT_BUDGET``, else this store's ``[retrieval] default_budget``.
+
+        Raises:
+            InvalidInput: if the variable is not a positive integer.
+        """
+        return default_budget(self.session().config)
 
     def store(self) -> Store:
         """Open (once) and return the store."""
         return self.session().store
 
     def index(self) -> sqlite3.Connection:
-        """The session's derived index, brought up to date with HEAD and STAGE."""
-        return self.session().index()
+        """The session's derived index, brought up to date with HEAD and STAGE.
+
+        A large catch-up (an import, a pull of many commits) shows progress on a terminal.
+        """
+        return self.session().index(progress=progress_printer("indexing records",
+                                                              min_total=INDEX_PROGRESS_MIN))
 
     def close(self) -> None:
         """Close the session (its index connection), if one was opened."""
@@ -91,7 +105,22 @@ class Env:
             self._session.close()
 
 
+def _warn_unknown_keys(session: Session) -> None:
+    """One stderr line naming config.toml keys this ctx does not know (a newer ctx's, or typos).
+
+    Not an error: a store shared with a newer ctx may carry settings this one lacks.
+    """
+    unknown = session.config.unknown
+    path = str(session.root / "config.toml")
+    if unknown:  # the session is opened once per command: one warning per command
+        click.echo(f"ctx: warning: {path}: unknown {'key' if len(unknown) == 1 else 'keys'} "
+                   f"{', '.join(unknown)} (ignored)", err=True)
+
+
 pass_env = click.make_pass_decorator(Env)
+
+# Records the index must catch up with before `Env.index` draws a bar (about a second's work).
+INDEX_PROGRESS_MIN = 2000
 
 
 def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -113,17 +142,70 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=False, ensure_ascii=False))
 
 
-def progress_printer(label: str) -> Callable[[int, int], None] | None:
-    """A (done, total) callback that draws progress on stderr, only on a terminal."""
-    if not sys.stderr.isatty():
+def progress_printer(label: str, *, min_total: int = 0) -> Callable[[int, int], None] | None:
+    """A (done, total) callback that draws ``click.progressbar`` on stderr, only on a terminal.
+
+    Piped or redirected stderr gets nothing (None: the library then skips its counting). The
+    bar is finished (its line ended) when ``done`` reaches ``total``, and by ``finish_progress``
+    when the command ends early; a label names what is counted ("verify objects").
+
+    Args:
+        label: What is being counted, shown before the bar.
+        min_total: Draw nothing when the total is below this (quick work needs no bar).
+
+    Returns:
+        The callback, or None when stderr is not a terminal.
+    """
+    stream = click.get_text_stream("stderr")
+    if not stream.isatty():
         return None
+    state: dict[str, Any] = {"bar": None, "done": 0}
 
     def show(done: int, total: int) -> None:
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\r{label}: {done}/{total}{end}")
-        sys.stderr.flush()
+        if total < min_total:
+            return
+        bar = state["bar"]
+        if bar is None or bar.length != total:
+            if bar is not None:
+                bar.render_finish()
+            bar = click.progressbar(length=max(total, 1), label=label, file=stream,
+                                    show_pos=True, show_eta=False)
+            bar.__enter__()
+            state["bar"], state["done"] = bar, 0
+        step = max(0, min(done, total) - state["done"])
+        state["done"] += step
+        bar.update(step) if step else bar.render_progress()
+        if done >= total:
+            bar.__exit__(None, None, None)
+            state["bar"] = None
 
+    _open_bars.append(state)
     return show
+
+
+_open_bars: list[dict[str, Any]] = []
+
+
+def finish_progress() -> None:
+    """End the line of every progress bar still drawn (a command that stopped early)."""
+    while _open_bars:
+        bar = _open_bars.pop()["bar"]
+        if bar is not None:
+            bar.__exit__(None, None, None)
+
+
+def plural(count: int, noun: str, plural_noun: str | None = None) -> str:
+    """``1 node``, ``2 nodes``, ``0 nodes`` (``plural_noun`` for irregular words).
+
+    Args:
+        count: How many.
+        noun: The singular.
+        plural_noun: The plural when it is not ``noun + "s"``.
+
+    Returns:
+        The count and the noun in the right number.
+    """
+    return f"{count} {noun if count == 1 else (plural_noun or noun + 's')}"
 
 
 def fmt_time(seconds: float) -> str:
@@ -131,36 +213,42 @@ def fmt_time(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-_DURATION = re.compile(r"(\d+)([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
 def parse_since(text: str, now: float | None = None) -> float:
-    """``1h``/``7d``/``2w`` (ago) or ``YYYY-MM-DD`` → a Unix time.
+    """``--since``: any time the query language accepts (``query.parser.parse_time``).
+
+    ``1h``/``7d``/``2w`` ago, ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH:MM:SSZ`` (UTC) → a Unix time.
 
     Raises:
-        InvalidInput: for anything else.
+        InvalidInput: (E011) for anything else, naming the option.
     """
-    now = time.time() if now is None else now
-    m = _DURATION.fullmatch(text.strip())
-    if m:
-        return now - int(m.group(1)) * _UNIT[m.group(2)]
+    from ctxstore.query.parser import parse_time
+
     try:
-        day = dt.datetime.strptime(text.strip(), "%Y-%m-%d").replace(tzinfo=dt.UTC)
-    except ValueError:
-        raise InvalidInput(f"invalid --since {text!r} (want e.g. 1h, 7d, 2w or 2026-01-31)") from None
-    return day.timestamp()
+        return float(parse_time(text.strip(), now=time.time() if now is None else now))
+    except InvalidInput as exc:
+        raise InvalidInput(f"--since: {exc.message}") from None
 
 
-def default_budget() -> int:
-    """``CTX_DEFAULT_BUDGET`` or 50,000.
+DEFAULT_BUDGET = 50_000
+
+
+def default_budget(config: Config | None = None) -> int:
+    """``CTX_DEFAULT_BUDGET``, else the store's ``[retrieval] default_budget``, else 50,000.
+
+    Args:
+        config: The store's configuration (None: no store at hand).
+
+    Returns:
+        The token budget of a composition that names none.
 
     Raises:
         InvalidInput: if the variable is not a positive integer.
     """
     raw = os.environ.get("CTX_DEFAULT_BUDGET")
     if raw is None or not raw.strip():
-        return 50_000
+        if config is not None:
+            return int(config.get("retrieval", "default_budget"))
+        return DEFAULT_BUDGET
     if not raw.strip().isdigit() or int(raw) < 1:
         raise InvalidInput(f"CTX_DEFAULT_BUDGET must be a positive integer, got {raw!r}")
     return int(raw)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -39,7 +40,8 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
     Changed narrative Markdown files are snapshotted, and edits of the log, task and
     decision entries become node versions first (a new entry a new node, a removed one
     a tombstone). With nothing staged and no narrative change, nothing is committed
-    (exit 0).
+    (exit 0). When Git tracks .ctx/ (as `ctx init` sets it up), the store is staged
+    in Git afterwards (`git add .ctx`), ready for your next `git commit`.
 
     \b
     Examples:
@@ -48,13 +50,15 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
     """
     from ctxstore.narrative.ingest import commit_with_edits
 
-    res, edits = commit_with_edits(env.store(), message, amend=amend, narrative=not no_narrative,
+    store = env.store()
+    res, edits = commit_with_edits(store, message, amend=amend, narrative=not no_narrative,
                                    allow_empty=allow_empty)
+    staged = git_stage_after(store.root, res.commit is not None)
     if env.fmt == "json":
         emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
                    "work_commits": res.work_commits, "narrative_refs": res.narrative_refs,
                    "amended": res.amended,
-                   "narrative_edits": edits_json(edits)})
+                   "narrative_edits": edits_json(edits), "git_staged": staged})
         return
     if res.commit is None:
         click.echo("nothing to commit")
@@ -63,3 +67,24 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
                    f"records from {res.work_commits} work commits, {res.narrative_refs} "
                    "narrative files")
     echo_edits(edits)  # with nothing committed, only entries left alone (tangled) are listed
+    if staged:
+        click.echo("  git add .ctx")
+
+
+def git_stage_after(ctx_dir: Path, committed: bool) -> bool:
+    """``git add .ctx`` after a canonical commit, as ``ctx init`` did, when Git tracks the store.
+
+    Shared by ``ctx commit``, ``ctx stage compact`` and ``ctx stage abort`` (docs/git.md).
+
+    Args:
+        ctx_dir: The store.
+        committed: Whether the command made a canonical commit (nothing to stage otherwise).
+
+    Returns:
+        True if the store was staged in Git.
+    """
+    if not committed:
+        return False
+    from ctxstore.git import stage_in_git
+
+    return stage_in_git(ctx_dir)

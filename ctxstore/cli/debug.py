@@ -140,7 +140,7 @@ def verify_command(env: Env, check_index: bool) -> None:
     """
     from ctxstore.verify import Problem, verify_store
 
-    rep = verify_store(env.store(), progress=progress_printer("verify"))
+    rep = verify_store(env.store(), progress=progress_printer("verify objects"))
     index_doc = None
     if check_index:
         from ctxstore.index.compare import compare_index

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, format_option, pass_env, preview
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural, preview
 
-EDGE_HELP = "DERIVED_FROM, DEPENDS_ON, SUPERSEDES, RELATES_TO or CHILD_OF."
+EDGE_HELP = ("DERIVED_FROM, DEPENDS_ON, SUPERSEDES, RELATES_TO, CHILD_OF, CONTRADICTS, REFINES, "
+             "EXEMPLIFIES or SOURCE_OF.")
 
 
 @click.command("link")
@@ -50,7 +51,7 @@ def unlink_command(env: Env, from_id: str, to_id: str, label: str | None) -> Non
     if env.fmt == "json":
         emit_json({"removed": len(res.records)})
     else:
-        click.echo(f"removed {len(res.records)} edges")
+        click.echo(f"removed {plural(len(res.records), 'edge')}")
 
 
 @click.command("edges")

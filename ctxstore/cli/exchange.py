@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural
 
 
 @click.command("export")
@@ -18,13 +18,15 @@ from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 @click.option("--output", "-o", "output", default=None, metavar="FILE",
               type=click.Path(dir_okay=False),
               help="Write the document to FILE (atomically) instead of standard output.")
+@format_option
 @pass_env
 def export_command(env: Env, query: str | None, include_superseded: bool,
                    output: str | None) -> None:
     """Export nodes, edges and views as one JSON document (format "ctx-export", version 1).
 
     Times are UTC with milliseconds, so `ctx import` of the output into an empty store
-    followed by `ctx export` gives the same document.
+    followed by `ctx export` gives the same document. The document is JSON whatever
+    --format says (the option is accepted, as by every command).
 
     \b
     Examples:
@@ -83,6 +85,8 @@ def import_command(env: Env, merge: bool, file: str | None) -> None:
     else:
         data = read_document_file(Path(file))
     report = import_document(env.store(), data, merge=merge)
+    if report.staged is not None:
+        env.index()  # index what was imported now, with progress on a terminal, not at the next read
     if env.fmt == "json":
         emit_json({"imported": {"nodes": report.nodes, "edges": report.edges,
                                 "views": report.views},
@@ -91,11 +95,12 @@ def import_command(env: Env, merge: bool, file: str | None) -> None:
                    "skipped_ids": report.skipped,
                    "work_commit": report.staged.work_commit.hex() if report.staged else None})
         return
-    click.echo(f"imported {report.nodes} nodes, {report.edges} edges, {report.views} views")
+    click.echo(f"imported {plural(report.nodes, 'node')}, {plural(report.edges, 'edge')}, "
+               f"{plural(report.views, 'view')}")
     if merge:
-        line = f"skipped {len(report.skipped)} existing nodes"
+        line = f"skipped {plural(len(report.skipped), 'existing node')}"
         if report.skipped_edges or report.skipped_views:
-            line += f", {report.skipped_edges} edges, {report.skipped_views} views"
+            line += f", {plural(report.skipped_edges, 'edge')}, {plural(report.skipped_views, 'view')}"
         click.echo(line)
 
 

@@ -111,6 +111,9 @@ session_end_command = _event_command("session-end", """Run commands deferred by 
 def stop_command(response: str | None) -> None:
     """Run the <ctx:*> commands of the last assistant turn, each exactly once.
 
+    CTX_TRANSCRIPT_TIMEOUT (seconds, default 5) bounds the time spent reading the
+    transcript. Problems are also logged to .ctx/local/hooks.log.
+
     \b
     Example:
         echo '{"session_id":"s1","cwd":"'"$PWD"'","transcript_path":"/p/t.jsonl"}' | ctx hook stop

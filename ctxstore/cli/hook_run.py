@@ -14,10 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["EVENTS", "MAX_STDIN_BYTES", "fast_main", "read_payload", "run_event", "emit", "warn"]
+__all__ = ["EVENTS", "MAX_STDIN_BYTES", "TRANSCRIPT_TIMEOUT", "fast_main", "transcript_timeout",
+           "read_payload", "run_event", "emit", "warn"]
 
 EVENTS = ("session-start", "prompt-submit", "stop", "pre-compact", "session-end")
 MAX_STDIN_BYTES = 16 << 20
+TRANSCRIPT_TIMEOUT = 5.0  # seconds; spec 001 §10, overridden by CTX_TRANSCRIPT_TIMEOUT
 
 
 def _reject_constant(name: str) -> None:
@@ -72,14 +74,47 @@ def warn(text: str) -> None:
         traceback.print_exc(file=sys.stderr)
 
 
+def transcript_timeout() -> tuple[float, str | None]:
+    """The seconds the Stop hook may spend reading the transcript (spec 001 §10).
+
+    ``CTX_TRANSCRIPT_TIMEOUT`` (seconds, a positive number), else ``TRANSCRIPT_TIMEOUT``.
+
+    Returns:
+        The timeout, and a problem to report when the variable is set but not usable.
+    """
+    raw = os.environ.get("CTX_TRANSCRIPT_TIMEOUT")
+    if raw is None or not raw.strip():
+        return TRANSCRIPT_TIMEOUT, None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:  # NaN fails this too
+        return TRANSCRIPT_TIMEOUT, (f"CTX_TRANSCRIPT_TIMEOUT={raw[:40]!r} is not a number of seconds "
+                                    f"(0 < s <= 3600); using {TRANSCRIPT_TIMEOUT:g}")
+    return value, None
+
+
+def _with_problem(out: dict[str, Any], problem: str | None) -> dict[str, Any]:
+    if not problem:
+        return out
+    message = out.get("systemMessage")
+    return {**out, "systemMessage": f"{message}; {problem}" if message else f"ctx: {problem}"}
+
+
 def run_event(event: str, ctx_dir: str | None, *, response: str | None = None) -> int:
     """Run one hook event end to end: read stdin, handle, print one JSON object.
+
+    Every problem reported (``systemMessage``, an internal error) is also appended to the
+    store's ``local/hooks.log`` (``claude.hooklog``).
 
     Returns:
         The exit code: 1 for a corrupt store, else 0.
     """
     payload = read_payload(getattr(sys.stdin, "buffer", None))
     code = 0
+    root = None
+    logged: str | None = None  # a problem said on stderr only
     try:
         from ctxstore.claude import hooks
 
@@ -87,11 +122,14 @@ def run_event(event: str, ctx_dir: str | None, *, response: str | None = None) -
         home = Path(os.path.expanduser("~"))
         root = hooks.find_store_root(cwd, ctx_dir or os.environ.get("CTX_DIR") or None, home)
         if event == "stop":
-            out = hooks.stop(root, payload, response=response)
+            timeout, problem = transcript_timeout()
+            out = _with_problem(hooks.stop(root, payload, response=response,
+                                           transcript_timeout=timeout), problem)
         elif event in hooks.HANDLERS:
             out = hooks.HANDLERS[event](root, payload)
         else:
-            warn(f"ctx hook: unknown event {event!r} (one of {', '.join(EVENTS)})")
+            logged = f"unknown event {event!r} (one of {', '.join(EVENTS)})"
+            warn(f"ctx hook: {logged}")
             out = {}
     except Exception as exc:  # the hook funnel: never a traceback, never exit 2
         from ctxstore.errors import CtxError, StoreCorrupt
@@ -106,9 +144,24 @@ def run_event(event: str, ctx_dir: str | None, *, response: str | None = None) -
             warn(f"ctx: error[{exc.code}]: {exc.message}")
         else:
             out = {}
+            logged = f"internal error: {type(exc).__name__}: {exc}"
             warn(f"ctx hook: internal error: {type(exc).__name__} (CTX_DEBUG=1 for a traceback)")
-    emit(_with_index_repairs(out))
+    out = _with_index_repairs(out)
+    emit(out)
+    _log(root, event, out, logged)
     return code
+
+
+def _log(root: Path | None, event: str, out: dict[str, Any], extra: str | None) -> None:
+    """Append the problems of this run to ``local/hooks.log`` (after the output: never delays it)."""
+    message = out.get("systemMessage")
+    texts = [t for t in (message if isinstance(message, str) else None, extra) if t]
+    if not texts or root is None:
+        return
+    from ctxstore.claude.hooklog import log_problem
+
+    for text in texts:
+        log_problem(root, event or "-", text.removeprefix("ctx: "))
 
 
 def _with_index_repairs(out: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
-from ctxstore.errors import StoreNotFound
+from ctxstore.errors import InvalidInput, StoreNotFound
 
 if TYPE_CHECKING:
     from ctxstore.claude.install import Plan
@@ -100,29 +100,74 @@ def _scope_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def _user_store(dry_run: bool) -> tuple[Path, bool]:
+    """The user store ``~/.ctx``, created (spec 001 §18: store, schema, default view) unless it exists.
+
+    Returns:
+        Its path, and whether this run created it (or, with ``dry_run``, would).
+    """
+    home = Path(os.path.expanduser("~")) / ".ctx"
+    if (home / "HEAD").is_file():
+        return home, False
+    if not dry_run:
+        from ctxstore.init import init_store
+
+        init_store(home, git=False)
+    return home, True
+
+
+def _mcp_config(claude: Path, scope: str) -> Path:
+    """Where Claude Code reads MCP servers: ``<project>/.mcp.json``, or ``~/.claude.json``.
+
+    With ``CLAUDE_CONFIG_DIR`` set, Claude Code keeps ``.claude.json`` in that folder.
+    """
+    if scope == "user" and not os.environ.get("CLAUDE_CONFIG_DIR"):
+        return claude.parent / ".claude.json"
+    return claude / ".claude.json" if scope == "user" else claude.parent / ".mcp.json"
+
+
 @click.command("install")
 @_scope_options
+@click.option("--shared/--local", "shared", default=True,
+              help="--project only. --shared (default): the committed .claude/settings.json gets "
+                   "hooks that find ctx on each machine, this machine's ctx goes to the uncommitted "
+                   "settings.local.json. --local: hooks only in settings.local.json.")
 @click.option("--plugin", "plugin_dir", type=click.Path(file_okay=False), default=None,
-              help="Write a Claude Code plugin into DIR instead (use with `claude --plugin-dir DIR`).")
+              help="Write a Claude Code plugin (and its marketplace.json) into DIR instead.")
 @click.option("--dry-run", is_flag=True, help="Print what would change and write nothing.")
+@click.option("--mcp", "with_mcp", is_flag=True,
+              help="Also register `ctx mcp` as Claude Code's MCP server `ctx` (the project's "
+                   ".mcp.json, or ~/.claude.json with --user). A plugin always declares it.")
 @format_option
 @pass_env
-def install_command(env: Env, scope: str, plugin_dir: str | None, dry_run: bool) -> None:
+def install_command(env: Env, scope: str, shared: bool, plugin_dir: str | None,
+                    dry_run: bool, with_mcp: bool) -> None:
     """Install the ctx skill and hooks into Claude Code (or write a plugin).
 
     Writes the skill to .claude/skills/ctx/SKILL.md and adds hooks for SessionStart,
-    UserPromptSubmit, Stop, PreCompact and SessionEnd to .claude/settings.json (with
-    --user: under ~/.claude). Other settings and hooks are kept; the previous
-    settings.json is saved as settings.json.bak; running it again changes nothing.
-    Hooks run this ctx by absolute path. A symbolic link anywhere under a project's
-    .claude (or a plugin folder) is refused and nothing is written; under --user,
-    links are followed and a linked settings.json is written through, so it stays a link.
+    UserPromptSubmit, Stop, PreCompact and SessionEnd. Other settings and hooks are
+    kept; a settings file ctx changes is first saved as <name>.bak; running it again
+    changes nothing.
+
+    For a project (--project, the default) the hooks in .claude/settings.json are
+    portable: on every machine they run $CTX_BIN, else ctx on PATH, else
+    ~/.local/bin/ctx, and without ctx they do nothing (exit 0) and say so at session
+    start. This machine's ctx is set as CTX_BIN in .claude/settings.local.json, which is
+    not committed (.claude/.gitignore lists it and ctx's backups). --local puts
+    hooks with this ctx's absolute path in settings.local.json only. --user
+    writes under ~/.claude (hooks by absolute path) and creates the user store ~/.ctx.
+
+    A symbolic link anywhere under a project's .claude (or a plugin folder) is refused
+    and nothing is written; under --user, links are followed and a linked settings.json
+    is written through, so it stays a link. `ctx doctor` checks the result.
 
     \b
     Examples:
-        ctx install                 # this project
+        ctx install                 # this project, shared with the team through Git
+        ctx install --project --local
         ctx install --user --dry-run
         ctx install --plugin ./ctx-plugin && claude --plugin-dir ./ctx-plugin
+        ctx install --mcp           # and the MCP server in .mcp.json
     """
     from ctxstore.claude.install import plan_install, plan_plugin
 
@@ -130,22 +175,40 @@ def install_command(env: Env, scope: str, plugin_dir: str | None, dry_run: bool)
     extra: dict[str, object] = {"command": prefix}
     if plugin_dir is not None:
         where, root = _plugin_path(plugin_dir)
-        plan = plan_plugin(where, prefix, root=root)
+        plan = plan_plugin(where, root=root)
         extra["plugin_dir"] = str(where)
         _report(env, plan, dry_run=dry_run, extra=extra, nothing="plugin is up to date",
-                done=f"plugin written; run: claude --plugin-dir {where}")
+                done=f"plugin written; run: claude --plugin-dir {where}  (or publish it: "
+                     f"/plugin marketplace add {where}, then /plugin install ctx@ctx)")
         return
+    if scope == "user" and not shared:
+        raise InvalidInput("--local applies to --project installs only",
+                           hint="--user settings are this machine's own already")
     claude = _claude_dir(env, scope)
+    mode = "absolute" if scope == "user" else ("shared" if shared else "local")
     # Only the user's own ~/.claude may hold links (into a dotfiles repository, say); a
     # project's .claude may come from a clone, so nothing there is followed.
-    plan = plan_install(claude, prefix, follow_links=scope == "user")
-    extra.update(scope=scope, settings=str(claude / "settings.json"))
+    plan = plan_install(claude, prefix, follow_links=scope == "user", mode=mode)
+    if with_mcp:  # issue 16; a project's .mcp.json is committed: it names no path of this machine
+        from ctxstore.claude.skillset import plan_mcp
+
+        plan_mcp(plan, _mcp_config(claude, scope), prefix if scope == "user" else ["ctx"],
+                 backup=scope == "user")
+    project_store = scope == "project" and (claude.parent / ".ctx" / "HEAD").is_file()
+    store, created = (claude.parent / ".ctx", False) if project_store else _user_store(dry_run)
+    name = "settings.json" if mode != "local" else "settings.local.json"
+    extra.update(scope=scope, mode=mode, settings=str(claude / name), store=str(store),
+                 store_created=created)
     _report(env, plan, dry_run=dry_run, extra=extra,
             nothing=f"ctx is already installed ({scope}: {claude})",
             done=f"ctx installed ({scope}); Claude Code picks it up in its next session")
-    if scope == "project" and not (claude.parent / ".ctx" / "HEAD").is_file() and env.fmt != "json":
+    if env.fmt == "json":
+        return
+    if created:
+        click.echo(f"{'would create' if dry_run else 'created'} the user store {store}")
+    if scope == "project" and not project_store:
         click.echo(f"note: no ctx store in {claude.parent} yet; run `ctx init` there "
-                   "(until then the hooks use the user store ~/.ctx)")
+                   f"(until then the hooks use the user store {store})")
 
 
 @click.command("uninstall")
@@ -177,6 +240,9 @@ def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: boo
         return
     claude = _claude_dir(env, scope)
     plan = plan_uninstall(claude, follow_links=scope == "user")
+    from ctxstore.claude.skillset import plan_unmcp  # issue 16: the entry `ctx install --mcp` added
+
+    plan_unmcp(plan, _mcp_config(claude, scope), keep_file=scope == "user")
     _report(env, plan, dry_run=dry_run, extra={"scope": scope},
             nothing=f"ctx is not installed ({scope}: {claude})",
             done=f"ctx uninstalled ({scope})")

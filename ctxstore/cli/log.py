@@ -6,23 +6,28 @@ import itertools
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env
+from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env, plural
+
+SHORT_ID = 12  # hex characters of an id in --oneline and Merge: lines (as `ctx status` shows them)
 
 
 @click.command("log")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None,
               help="Show at most N commits.")
+@click.option("--oneline", is_flag=True,
+              help="One line per commit: its short id and the first line of its message.")
 @format_option
 @pass_env
-def log_command(env: Env, limit: int | None) -> None:
+def log_command(env: Env, limit: int | None, oneline: bool) -> None:
     """Show canonical commits reachable from HEAD, newest first, and what is staged.
 
     \b
     Examples:
         ctx log -n 5
+        ctx log --oneline
         ctx log --format json
     """
-    from ctxstore.cli._render import commit_summary
+    from ctxstore.cli._render import commit_summary, echo_stored
     from ctxstore.model import Commit
     from ctxstore.staging import session_status
 
@@ -42,19 +47,26 @@ def log_command(env: Env, limit: int | None) -> None:
                    "staged": staged, "commits": commits})
         return
     if staged:
-        click.echo(f"staged: {staged['work_commits']} work commits, {staged['records']} records "
-                   f"(session {staged['session_id']}) — `ctx commit -m MSG` to commit")
-        click.echo("")
+        click.echo(f"staged: {plural(status.work_commits, 'work commit')}, "
+                   f"{plural(status.records, 'record')} (session {status.session_id}) — "
+                   "`ctx commit -m MSG` to commit")
+        if not oneline:
+            click.echo("")
     for entry in commits:
+        if oneline:
+            first = entry["message"].splitlines()[0] if entry["message"] else ""
+            echo_stored(f"{entry['id'][:SHORT_ID]} {first}")  # a message is stored text
+            continue
         click.echo(f"commit {entry['id']}")
         if len(entry["parents"]) > 1:
-            click.echo("Merge:  " + " ".join(p[:12] for p in entry["parents"]))
+            click.echo("Merge:  " + " ".join(p[:SHORT_ID] for p in entry["parents"]))
         click.echo(f"Date:   {fmt_time(entry['time'])}")
-        extra = f"{entry['change_batches']} change batches, {entry['narrative_refs']} narrative files"
+        extra = (f"{plural(entry['change_batches'], 'change batch', 'change batches')}, "
+                 f"{plural(entry['narrative_refs'], 'narrative file')}")
         if entry["aborted"]:
             extra += ", aborted session"
         click.echo(f"Info:   {extra}")
         click.echo("")
         for line in entry["message"].splitlines() or [""]:
-            click.echo(f"    {line}")
+            echo_stored(f"    {line}")
         click.echo("")

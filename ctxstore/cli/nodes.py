@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, format_option, node_json, parse_since, pass_env, preview
+from ctxstore.cli._common import (
+    Env,
+    emit_json,
+    format_option,
+    node_json,
+    parse_since,
+    pass_env,
+    plural,
+    preview,
+)
+from ctxstore.cli._global import global_write_option
 from ctxstore.cli._render import echo_stored, item_line
 from ctxstore.errors import InvalidInput
 
@@ -63,12 +73,16 @@ def _added_doc(node: NodeRecord, staged: StageResult, **extra: Any) -> dict[str,
 @click.option("-m", "--message", default=None,
               help="The message of that commit (implies --commit).")
 @click.argument("words", nargs=-1, metavar="[note|task|decision] TEXT")
+@global_write_option
 @format_option
 @pass_env
 def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tuple[str, ...],
                 from_stdin: bool, body: str | None, commit: bool, message: str | None,
                 words: tuple[str, ...]) -> None:
     """Add a knowledge node; prints its id. The write is durable when this returns.
+
+    On a terminal the line reads `Added: ID`; piped (scripts: `id=$(ctx add ...)`) it is the
+    bare id.
 
     With --type TYPE, TEXT becomes a node of that type. `note`, `task` and `decision`
     also write the narrative Markdown under .ctx/narrative/: an entry of today's log
@@ -83,6 +97,7 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
         ctx add task "Implement rate limiting" --body "Token bucket per client"
         ctx add decision "Retry with exponential backoff" --body "Jitter avoids retry storms"
         ctx add note "Switched the cache to LRU" -m "Cache notes"
+        ctx add --global --type fact --tag tier:reference "I prefer pytest over unittest"
     """
     if message is not None:  # checked before the node is staged, not after
         from ctxstore.staging import check_commit_message
@@ -97,7 +112,9 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
     if env.fmt == "json":
         emit_json(doc)
         return
-    click.echo(line)
+    from ctxstore.cli._render import stdout_is_terminal
+
+    click.echo(f"Added: {line}" if stdout_is_terminal() else line)
     if doc.get("commit"):
         click.echo(f"committed {doc['commit']}")
 
@@ -289,13 +306,15 @@ def delete_command(env: Env, node_id: str, cascade: bool) -> None:
     if env.fmt == "json":
         emit_json({"deleted": removed, "edges_removed": edges})
     else:
-        click.echo(f"deleted {', '.join(removed)} ({edges} edges)")
+        click.echo(f"deleted {', '.join(removed)} ({plural(edges, 'edge')})")
 
 
 @click.command("list")
 @click.option("--type", "node_type", default=None, help="Only nodes of this type.")
 @click.option("--tag", "tags", multiple=True, help="Only nodes with this tag (repeatable: all).")
-@click.option("--since", default=None, help="Only nodes created since: 1h, 7d, 2w or a date.")
+@click.option("--since", default=None, metavar="TIME",
+              help="Only nodes created since TIME: 1h, 7d, 2w ago, YYYY-MM-DD or "
+                   "YYYY-MM-DDTHH:MM:SSZ (as `created:>` in a query).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N nodes.")
 @format_option
 @pass_env

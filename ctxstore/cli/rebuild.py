@@ -6,7 +6,7 @@ import time
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env, progress_printer
 
 
 @click.command("rebuild")
@@ -26,7 +26,7 @@ def rebuild_command(env: Env, full: bool) -> None:
     from ctxstore.index import rebuild_store
 
     start = time.perf_counter()
-    report = rebuild_store(env.store(), full=full)
+    report = rebuild_store(env.store(), full=full, progress=progress_printer("rebuild records"))
     took = time.perf_counter() - start
     if env.fmt == "json":
         emit_json({"nodes": report.nodes, "edges": report.edges, "commits": report.commits,

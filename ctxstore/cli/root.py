@@ -1,22 +1,66 @@
 """The root ``ctx`` click group: lazy subcommands and the single error funnel.
 
 ``CtxGroup.invoke`` turns a ``CtxError`` into one line ``ctx: error[E00x]: ...`` and its
-exit code, and anything unexpected into "internal error (rerun with --debug)". Kept out
-of ``ctxstore.cli`` itself so that ``ctx hook EVENT`` never imports click.
+exit code, and anything unexpected into "internal error (rerun with --debug)". A closed
+standard output (``ctx log | head -1``) ends the command quietly with exit status 141, as
+git does (128 + SIGPIPE). Kept out of ``ctxstore.cli`` itself so that ``ctx hook EVENT``
+never imports click. Also ``ctx help [COMMAND]`` (spec 002 §13.1).
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, NoReturn
 
 import click
 
 from ctxstore.cli import COMMANDS
 
-__all__ = ["cli", "CtxGroup"]
+__all__ = ["cli", "CtxGroup", "help_command", "nearest", "BROKEN_PIPE_EXIT"]
+
+# Exit status when the reader of standard output went away: what a process killed by SIGPIPE
+# reports (git's status for `git log | head -1`). Python ignores SIGPIPE, so we say it ourselves.
+BROKEN_PIPE_EXIT = 141
+
+
+def nearest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to a misspelt ``word`` (``lsit`` -> ``list``), or None if none is close.
+
+    Args:
+        word: What was typed.
+        choices: The valid words.
+
+    Returns:
+        The nearest valid word, or None.
+    """
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    hint = nearest(word, choices)
+    return f" Did you mean {hint!r}?" if hint else ""
+
+
+def _end_quietly_on_broken_pipe() -> NoReturn:
+    """The reader of stdout is gone: stop without a word, exit ``BROKEN_PIPE_EXIT``.
+
+    Standard output is pointed at /dev/null first, so the flush at interpreter exit of what is
+    still buffered cannot fail a second time ("Exception ignored ... BrokenPipeError").
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (CliRunner), or already closed: nothing is left to flush there
+    raise click.exceptions.Exit(BROKEN_PIPE_EXIT)
 
 
 class CtxGroup(click.Group):
@@ -34,6 +78,19 @@ class CtxGroup(click.Group):
         module = importlib.import_module(spec[0])
         command: click.Command = getattr(module, spec[1])
         return command
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click does, but an unknown command name suggests the nearest (``ctx lsit``).
+
+        Raises:
+            click.UsageError: for an unknown command (exit 2), with "Did you mean ...?".
+        """
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            raise click.UsageError(f"No such command {name!r}.{_did_you_mean(name, COMMANDS)}",
+                                   ctx)
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List the commands with their one-line help from ``COMMANDS`` (no module is imported)."""
@@ -72,25 +129,39 @@ class CtxGroup(click.Group):
             click.ClickException: for a ``CtxError`` (its code and exit status), an ``OSError``
                 (``StorageIOError``, E017) or any other exception (an internal error).
         """
+        from ctxstore.cli import _notices
         from ctxstore.errors import CtxError, StorageIOError
 
         _take_index_repairs()  # only this command's repairs are reported
+        # The command line after the root options, and ~/.ctx before: for the notices.
+        args = [*ctx.__dict__.get("_protected_args", ctx.__dict__.get("protected_args", [])),
+                *ctx.args]
+        user_before = _notices.pointer_state(_notices.user_store())
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            _notices.after_success(ctx, args)  # a clone without the merge driver: once
+            return result
         except click.exceptions.Exit:
             raise
         except (click.ClickException, click.Abort):
             raise
         except CtxError as exc:
+            _notices.add_stage_hint(exc, ctx, args)  # a dangling STAGE: `ctx stage recover`
             raise _CtxClickError(exc, ctx) from exc
         except OSError as exc:
+            if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
+                _end_quietly_on_broken_pipe()
             err = StorageIOError(exc.filename or "?", op="I/O", error=exc)
             raise _CtxClickError(err, ctx) from exc
         except Exception as exc:  # the funnel: no traceback unless asked for
             raise _InternalError(exc, ctx) from exc
         finally:
+            common = sys.modules.get("ctxstore.cli._common")  # a bar left open by an error
+            if common is not None:
+                common.finish_progress()
             for repair in _take_index_repairs():  # a damaged index was rebuilt: say so once
                 click.echo(f"ctx: {repair.message()}", err=True)
+            _notices.after_command(ctx, args, user_before)  # wrote to ~/.ctx: say so
 
 
 def _take_index_repairs() -> list[Any]:
@@ -246,3 +317,34 @@ def cli(ctx: click.Context, ctx_dir: str | None, db: str | None, fmt: str, debug
 
     ctx.obj = Env(ctx_dir=ctx_dir or db, fmt=fmt, debug=debug)
     ctx.call_on_close(ctx.obj.close)
+
+
+@click.command("help")
+@click.argument("names", nargs=-1, metavar="[COMMAND]...")
+@click.pass_context
+def help_command(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """Show the help of ctx, or of a command (the same text as `ctx COMMAND --help`).
+
+    \b
+    Examples:
+        ctx help
+        ctx help add
+        ctx help view render
+    """
+    # An unknown name is InvalidInput (E011): one line with the nearest command.
+    from ctxstore.errors import InvalidInput
+
+    sub = ctx.find_root()
+    cmd = sub.command
+    for i, name in enumerate(names):
+        found = cmd.get_command(sub, name) if isinstance(cmd, click.Group) else None
+        if found is None:
+            path = " ".join(names[: i + 1])
+            choices = cmd.list_commands(sub) if isinstance(cmd, click.Group) else []
+            hint = nearest(name, choices)
+            raise InvalidInput(f"no such command: {path}",
+                               hint=f"did you mean `ctx help {' '.join((*names[:i], hint))}`?"
+                               if hint else "`ctx help` lists the commands")
+        sub = click.Context(found, info_name=name, parent=sub)
+        cmd = found
+    click.echo(cmd.get_help(sub))

@@ -7,6 +7,7 @@ import time
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env, preview
+from ctxstore.cli._global import global_option, query_global, search_global
 from ctxstore.cli._render import echo_stored
 from ctxstore.cli.nodes import _print_nodes
 
@@ -15,9 +16,10 @@ from ctxstore.cli.nodes import _print_nodes
 @click.argument("text")
 @click.option("--limit", type=click.IntRange(min=1), default=20, help="At most N results (20).")
 @click.option("--include-superseded", is_flag=True, help="Also superseded nodes.")
+@global_option
 @format_option
 @pass_env
-def search_command(env: Env, text: str, limit: int, include_superseded: bool) -> None:
+def search_command(env: Env, text: str, limit: int, include_superseded: bool, use_global: bool) -> None:
     """Full-text search over node content and summaries, best match first.
 
     Every word must occur; "quoted phrases" match as phrases.
@@ -28,6 +30,8 @@ def search_command(env: Env, text: str, limit: int, include_superseded: bool) ->
     """
     from ctxstore.query.executor import search_nodes
 
+    if use_global:  # the project store and ~/.ctx, each result labelled (issue 16)
+        return search_global(env, text, limit, include_superseded)
     hits = search_nodes(env.index(), text, limit=limit, include_superseded=include_superseded)
     _print_nodes(env, [n for n, _ in hits], [s for _, s in hits])
 
@@ -36,9 +40,11 @@ def search_command(env: Env, text: str, limit: int, include_superseded: bool) ->
 @click.argument("text")
 @click.option("--include-superseded", is_flag=True, help="Also superseded nodes.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N results.")
+@global_option
 @format_option
 @pass_env
-def query_command(env: Env, text: str, include_superseded: bool, limit: int | None) -> None:
+def query_command(env: Env, text: str, include_superseded: bool, limit: int | None,
+                  use_global: bool) -> None:
     """Select nodes with the query language (see docs/query.md).
 
     \b
@@ -48,9 +54,18 @@ def query_command(env: Env, text: str, include_superseded: bool, limit: int | No
         ctx query "retry AND type:decision"
     """
     from ctxstore.query.executor import run_query
+    from ctxstore.query.parser import misspelt_fields, parse_query
 
-    nodes = run_query(env.index(), text, now=time.time(), include_superseded=include_superseded,
+    if use_global:  # the project store and ~/.ctx, each result labelled (issue 16)
+        return query_global(env, text, include_superseded, limit)
+    now = time.time()
+    nodes = run_query(env.index(), text, now=now, include_superseded=include_superseded,
                       limit=limit)
+    # `tpye:fact` is a full-text word (any unknown prefix is one), not an error: say what was
+    # probably meant, on stderr, so the output stays what the query selected.
+    for word, field in misspelt_fields(parse_query(text, now=now)):
+        click.echo(f"ctx: note: {word!r} is searched as text; did you mean {field + ':'!r}?",
+                   err=True)
     _print_nodes(env, nodes)
 
 

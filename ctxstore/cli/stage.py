@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env
@@ -77,14 +79,16 @@ def compact_command(env: Env, message: str) -> None:
     Example:
         ctx stage compact --message "Completed timeout fix"
     """
-    from ctxstore.cli.commit import echo_edits, edits_json
+    from ctxstore.cli.commit import echo_edits, edits_json, git_stage_after
     from ctxstore.narrative.summary import compact_session
 
-    res, edits = compact_session(env.store(), message)
+    store = env.store()
+    res, edits = compact_session(store, message)
+    staged = git_stage_after(store.root, res.commit is not None)
     if env.fmt == "json":
         emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
                    "work_commits": res.work_commits, "session_id": res.session_id,
-                   "narrative_edits": edits_json(edits)})
+                   "narrative_edits": edits_json(edits), "git_staged": staged})
         return
     if res.commit is None:
         click.echo("nothing to compact")
@@ -92,29 +96,77 @@ def compact_command(env: Env, message: str) -> None:
         click.echo(f"compacted {res.work_commits} work commits ({res.records} records) into "
                    f"{res.commit.hex()}")
     echo_edits(edits)
+    if staged:
+        click.echo("  git add .ctx")
 
 
 @stage_group.command("abort")
 @click.option("--reason", default=None, help="Why the session is abandoned.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (required when "
+              "standard input is not a terminal).")
 @format_option
 @pass_env
-def abort_command(env: Env, reason: str | None) -> None:
-    """Abort the session: its changes leave the state; an abort commit records them.
+def abort_command(env: Env, reason: str | None, yes: bool) -> None:
+    """Abort the session: drop its staged work and the narrative entries it wrote.
+
+    Lists what is dropped (work commits, records, the nodes the session created and
+    their log, decision and task entries) and asks for confirmation on a terminal.
+    Without a terminal it refuses unless --yes is given (as `git clean` without -f).
+    An abort commit records the session, so `ctx log` still shows it; its nodes leave
+    the state and its entries leave narrative/, so the next commit does not bring
+    them back.
 
     \b
-    Example:
+    Examples:
         ctx stage abort --reason "Changed approach"
+        ctx stage abort --yes
     """
-    from ctxstore.staging import abort_session
+    import sys
 
-    res = abort_session(env.store(), reason)
+    from ctxstore.cli.commit import git_stage_after
+    from ctxstore.narrative.abort import abort_with_narrative, plan_abort
+
+    store = env.store()
+    plan = plan_abort(store)  # E018 with nothing staged, before any question
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InvalidInput(
+                f"refusing to abort session {plan.session_id} ({_dropped(plan)}) without "
+                "confirmation: standard input is not a terminal",
+                hint="pass --yes to abort without asking")
+        click.echo(f"This drops session {plan.session_id}"
+                   + (f" ({plan.task})" if plan.task else "") + f": {_dropped(plan)}.", err=True)
+        for entry in plan.entries:
+            what = "file" if entry.kind == "file" else "entry"
+            click.echo(f"  narrative/{entry.path}: {what} {entry.key}", err=True)
+        if not click.confirm("Abort it?", default=False, err=True):
+            raise click.Abort()
+    res, done = abort_with_narrative(store, reason)
     assert res.commit is not None
+    staged = git_stage_after(store.root, True)
     if env.fmt == "json":
         emit_json({"commit": res.commit.hex(), "work_commits": res.work_commits,
-                   "session_id": res.session_id})
-    else:
-        click.echo(f"aborted session {res.session_id} ({res.work_commits} work commits); "
-                   f"abort commit {res.commit.hex()}")
+                   "session_id": res.session_id, "records": done.records, "nodes": done.nodes,
+                   "narrative_removed": [{"path": e.path, "key": e.key, "kind": e.kind}
+                                         for e in done.entries], "git_staged": staged})
+        return
+    click.echo(f"aborted session {res.session_id}: dropped {_dropped(done)}; "
+               f"abort commit {res.commit.hex()}")
+    for entry in done.entries:
+        what = "removed file" if entry.kind == "file" else "removed entry"
+        click.echo(f"  {what} {entry.key} from narrative/{entry.path}")
+    if staged:
+        click.echo("  git add .ctx")
+
+
+def _dropped(plan: Any) -> str:
+    """``3 work commits, 5 records, 2 nodes, 2 narrative entries``."""
+    def n(count: int, word: str) -> str:
+        return f"{count} {word}{'' if count == 1 else 's'}"
+
+    return ", ".join([n(plan.work_commits, "work commit"), n(plan.records, "record"),
+                      n(len(plan.nodes), "new node"), n(len(plan.entries), "narrative entry")
+                      .replace("entrys", "entries")])
 
 
 @stage_group.command("status")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural
 
 
 def _size(n: float) -> str:
@@ -53,7 +53,7 @@ def status_command(env: Env) -> None:
     click.echo("")
     click.echo("Tier breakdown:")
     for tier, (count, tokens) in st.tiers.items():
-        click.echo(f"  {tier}: {count} nodes ({tokens:,} tokens)")
+        click.echo(f"  {tier}: {plural(count, 'node')} ({tokens:,} tokens)")
     if st.concurrent:
         click.echo("")
         click.echo(f"Concurrent edits: {len(st.concurrent)} (changed on both sides of a merge; "
@@ -63,5 +63,6 @@ def status_command(env: Env) -> None:
             click.echo(f"  {c.node_id}: {kept}, other {c.other.hex()[:12]}")
     if st.staged_work_commits:
         click.echo("")
-        click.echo(f"Staged: {st.staged_records} records in {st.staged_work_commits} work commits "
+        click.echo(f"Staged: {plural(st.staged_records, 'record')} in "
+                   f"{plural(st.staged_work_commits, 'work commit')} "
                    "(`ctx commit -m MSG` to commit)")

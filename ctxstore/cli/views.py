@@ -6,7 +6,7 @@ import time
 
 import click
 
-from ctxstore.cli._common import Env, default_budget, emit_json, format_option, pass_env
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 from ctxstore.cli._render import composed_text, echo_stored
 
 
@@ -34,7 +34,8 @@ def _render(env: Env, query: str, budget: int) -> None:
 @click.argument("name")
 @click.option("--query", required=True, help="The query (see docs/query.md).")
 @click.option("--budget", type=click.IntRange(min=1), default=None,
-              help="Token budget (default: CTX_DEFAULT_BUDGET or 50000).")
+              help="Token budget (default: CTX_DEFAULT_BUDGET, else config.toml "
+                   "[retrieval] default_budget, else 50000).")
 @click.option("--description", default=None, help="What the view is for.")
 @format_option
 @pass_env
@@ -48,7 +49,7 @@ def view_create_command(env: Env, name: str, query: str, budget: int | None,
     """
     from ctxstore.knowledge.views import create_view
 
-    create_view(env.store(), name, query, budget or default_budget(), description)
+    create_view(env.store(), name, query, budget or env.default_budget(), description)
     if env.fmt == "json":
         emit_json({"name": name, "created": True})
     else:
@@ -67,7 +68,7 @@ def view_list_command(env: Env) -> None:
     """
     from ctxstore.knowledge.views import list_views
 
-    views = list_views(env.index(), default_budget=default_budget())
+    views = list_views(env.index(), default_budget=env.default_budget())
     if env.fmt == "json":
         emit_json({"views": [{"name": v.name, "query": v.query, "budget": v.budget,
                               "description": v.description, "builtin": v.builtin} for v in views]})
@@ -91,7 +92,7 @@ def view_render_command(env: Env, name: str, budget: int | None) -> None:
     """
     from ctxstore.knowledge.views import get_view
 
-    view = get_view(env.index(), name, default_budget=default_budget())
+    view = get_view(env.index(), name, default_budget=env.default_budget())
     _render(env, view.query, budget or view.budget)
 
 
@@ -113,7 +114,7 @@ def view_update_command(env: Env, name: str, query: str | None, budget: int | No
     from ctxstore.knowledge.views import update_view
 
     update_view(env.store(), name, query=query, budget=budget, description=description,
-                default_budget=default_budget())
+                default_budget=env.default_budget())
     if env.fmt == "json":
         emit_json({"name": name, "updated": True})
     else:
@@ -143,10 +144,13 @@ def view_delete_command(env: Env, name: str) -> None:
 @click.command("compose")
 @click.option("--query", default=None, help="The query (default: the default view's).")
 @click.option("--budget", type=click.IntRange(min=1), default=None,
-              help="Token budget (default: the view's, CTX_DEFAULT_BUDGET or 50000).")
+              help="Token budget (default: the view's, CTX_DEFAULT_BUDGET, else config.toml "
+                   "[retrieval] default_budget, else 50000).")
+@click.option("--global/--no-global", "use_global", default=False,
+              help="Then fill what the budget leaves from the user store ~/.ctx.")
 @format_option
 @pass_env
-def compose_command(env: Env, query: str | None, budget: int | None) -> None:
+def compose_command(env: Env, query: str | None, budget: int | None, use_global: bool) -> None:
     """Compose context without a saved view: pinned, then reference, then working, newest first.
 
     \b
@@ -155,5 +159,10 @@ def compose_command(env: Env, query: str | None, budget: int | None) -> None:
     """
     from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, get_view
 
-    view = get_view(env.index(), DEFAULT_VIEW_NAME, default_budget=default_budget())
-    _render(env, query or view.query, budget or (default_budget() if query else view.budget))
+    view = get_view(env.index(), DEFAULT_VIEW_NAME, default_budget=env.default_budget())
+    if use_global:  # the project's context first, ~/.ctx in what is left (issue 16)
+        from ctxstore.cli._global import compose_global
+
+        return compose_global(env, query or view.query,
+                              budget or (env.default_budget() if query else view.budget))
+    _render(env, query or view.query, budget or (env.default_budget() if query else view.budget))

@@ -30,6 +30,7 @@ import json
 import os
 import sqlite3
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,9 @@ from ctxstore.index.schema import (
     read_schema,
 )
 from ctxstore.repo import Store
+
+# (records applied, records to apply): the index catch-up and rebuild report through it.
+Progress = Callable[[int, int], None]
 
 __all__ = [
     "RebuildReport",
@@ -419,15 +423,16 @@ def _readonly_os(exc: OSError) -> bool:
     return exc.errno in _READ_ONLY_ERRNOS
 
 
-def _memory_index(store: Store, *, sync: bool) -> IndexConnection:
+def _memory_index(store: Store, *, sync: bool, progress: Progress | None = None) -> IndexConnection:
     conn = _connect(":memory:")
     _create(conn)
     if sync:
-        sync_index(store, conn)
+        sync_index(store, conn, progress=progress)
     return conn
 
 
-def _try_open(store: Store, *, sync: bool) -> tuple[IndexConnection | None, str | None]:
+def _try_open(store: Store, *, sync: bool, progress: Progress | None = None
+              ) -> tuple[IndexConnection | None, str | None]:
     """Open and check the file, and catch up.
 
     ``(conn, None)``, or ``(None, reason)`` when the file is damaged. A store that cannot be written
@@ -440,12 +445,12 @@ def _try_open(store: Store, *, sync: bool) -> tuple[IndexConnection | None, str 
         conn = _connect(folder / INDEX_FILE)
         damage = inspect_index(conn)
         if damage is None and sync:
-            sync_index(store, conn)
+            sync_index(store, conn, progress=progress)
     except OSError as exc:
         if conn is not None:
             conn.close()
         if _readonly_os(exc):
-            return _memory_index(store, sync=sync), None
+            return _memory_index(store, sync=sync, progress=progress), None
         raise
     except IndexCorrupt as exc:
         if conn is not None:
@@ -455,7 +460,7 @@ def _try_open(store: Store, *, sync: bool) -> tuple[IndexConnection | None, str 
         if conn is not None:
             conn.close()
         if _code(exc) in _READ_ONLY:
-            return _memory_index(store, sync=sync), None
+            return _memory_index(store, sync=sync, progress=progress), None
         if _code(exc) in _DAMAGED_ON_OPEN:
             return None, str(exc)
         raise
@@ -470,7 +475,8 @@ def _try_open(store: Store, *, sync: bool) -> tuple[IndexConnection | None, str 
     return conn, None
 
 
-def open_index(store: Store, *, sync: bool = True) -> IndexConnection:
+def open_index(store: Store, *, sync: bool = True, progress: Progress | None = None
+               ) -> IndexConnection:
     """Open the index, creating it, or rebuilding it when damaged, and bring it up to date.
 
     A damaged index is dropped and rebuilt from the objects; the repair is on the
@@ -485,18 +491,18 @@ def open_index(store: Store, *, sync: bool = True) -> IndexConnection:
     folder = index_dir(store)
     found = check_index_files(store) or _read_marker(folder)
     if found is None:
-        conn, found = _try_open(store, sync=sync)
+        conn, found = _try_open(store, sync=sync, progress=progress)
         if conn is not None:
             return conn
     assert found is not None
     # Damaged: the index is derived, so drop it and build it again from the objects.
     try:
         _drop_files(folder)
-        conn, again = _try_open(store, sync=sync)
+        conn, again = _try_open(store, sync=sync, progress=progress)
     except OSError as exc:
         if not _readonly_os(exc):
             raise
-        conn, again = _memory_index(store, sync=sync), None
+        conn, again = _memory_index(store, sync=sync, progress=progress), None
     if conn is None:
         raise IndexCorrupt(f"{again}, right after rebuilding it (is the disk failing?)")
     conn.repaired = IndexRepair(str(folder / INDEX_FILE), found, in_memory=conn.in_memory)
@@ -505,7 +511,8 @@ def open_index(store: Store, *, sync: bool = True) -> IndexConnection:
 
 
 def sync_index(store: Store, conn: sqlite3.Connection,
-               target: dict[str, list[str]] | None = None) -> bool:
+               target: dict[str, list[str]] | None = None,
+               progress: Progress | None = None) -> bool:
     """Apply whatever HEAD and STAGE have that the index has not.
 
     Returns True if it changed anything. ``target`` syncs to those pointers instead (a
@@ -541,7 +548,7 @@ def sync_index(store: Store, conn: sqlite3.Connection,
         if plan.rebuild:
             clear_index(conn)
             plan = plan_sync(store, conn, None, heads)
-        apply_commits(store, conn, plan.commits)
+        apply_commits(store, conn, plan.commits, progress)
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('synced', ?)", (snap,))
         conn.execute("COMMIT")
     except BaseException:
@@ -554,7 +561,8 @@ def sync_index(store: Store, conn: sqlite3.Connection,
     return True
 
 
-def rebuild_index(store: Store, *, full: bool = False) -> IndexConnection:
+def rebuild_index(store: Store, *, full: bool = False, progress: Progress | None = None
+                  ) -> IndexConnection:
     """Recreate the index from the objects.
 
     ``full`` deletes the files first; otherwise the tables are cleared and refilled in one
@@ -577,14 +585,17 @@ def rebuild_index(store: Store, *, full: bool = False) -> IndexConnection:
         conn.execute("BEGIN IMMEDIATE")
         clear_index(conn)
         conn.execute("COMMIT")
-    sync_index(store, conn)
+    sync_index(store, conn, progress=progress)
     return conn
 
 
 @dataclass(frozen=True, slots=True)
 class RebuildReport:
-    """What ``rebuild_store`` did: the counts of the rebuilt index and whether a pointer
-    with several heads (left by a Git merge) was merged first."""
+    """What ``rebuild_store`` did.
+
+    The counts of the rebuilt index, and whether a pointer with several heads (left by a Git
+    merge) was merged first.
+    """
 
     nodes: int
     edges: int
@@ -592,13 +603,16 @@ class RebuildReport:
     merged_heads: bool
 
 
-def rebuild_store(store: Store, *, full: bool = False) -> RebuildReport:
-    """``ctx rebuild``: merge pointers a Git merge left with several heads, then recreate
-    the index from the objects (deleting ``.ctx/index/`` loses nothing).
+def rebuild_store(store: Store, *, full: bool = False, progress: Progress | None = None
+                  ) -> RebuildReport:
+    """``ctx rebuild``: merge pointers a Git merge left with several heads, then rebuild the index.
+
+    The index is recreated from the objects (deleting ``.ctx/index/`` loses nothing).
 
     Args:
         store: The store.
         full: Delete the index files first instead of clearing the tables.
+        progress: Called with (records applied, records to apply) while the index is filled.
 
     Returns:
         The counts of the rebuilt index.
@@ -614,7 +628,7 @@ def rebuild_store(store: Store, *, full: bool = False) -> RebuildReport:
     before = store.read_head().heads
     flush(store)  # writes a merge commit if HEAD or STAGE hold several heads
     merged = store.read_head().heads != before
-    conn = rebuild_index(store, full=full)
+    conn = rebuild_index(store, full=full, progress=progress)
     try:
         nodes, edges, commits = table_counts(conn)
     finally:

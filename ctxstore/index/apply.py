@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ctxstore.errors import CommitOrphan, ObjectNotFound
 from ctxstore.index.fulltext.fts5 import Fts5Engine
 from ctxstore.index.heads import FoldReads, record_commit_graph, update_node_heads
 from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit, codec
@@ -39,6 +40,7 @@ from ctxstore.tokens import estimate_tokens
 
 __all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_index"]
 
+_PROGRESS_STEP = 500  # records applied between two progress calls
 _TABLES = ("applied", "applied_batches", "winners", "nodes", "tags", "edges", "views",
            "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads")
 
@@ -72,7 +74,12 @@ def plan_sync(store: Store, conn: sqlite3.Connection, old: dict[str, list[str]] 
         if oid in applied:
             frontier.add(oid)
             continue
-        obj: TypedObject = store.read_typed(ObjectId(oid))
+        try:
+            obj: TypedObject = store.read_typed(ObjectId(oid))
+        except ObjectNotFound:
+            if oid in heads:  # a pointer names it: E001 (the pointer is the problem)
+                raise
+            raise CommitOrphan(oid) from None  # a parent or base: the history is broken
         if not isinstance(obj, (Commit, WorkCommit)):
             from ctxstore.errors import DeserializationFailed
 
@@ -116,19 +123,44 @@ def _stamp(obj: Commit | WorkCommit) -> int:
 
 
 def apply_commits(store: Store, conn: sqlite3.Connection,
-                  commits: list[tuple[bytes, Commit | WorkCommit]]) -> None:
-    """Apply every change batch of ``commits`` not applied yet, and record them."""
+                  commits: list[tuple[bytes, Commit | WorkCommit]],
+                  progress: Callable[[int, int], None] | None = None) -> None:
+    """Apply every change batch of ``commits`` not applied yet, and record them.
+
+    ``progress``, when given, is called with (records applied, records to apply): the batches
+    are read first to count them.
+    """
     record_commit_graph(conn, commits)
     reads = FoldReads(store)  # shared by every batch of this apply (see FoldReads)
+    total = done = 0
+    if progress is not None:  # count the records to apply first (the batches are read twice)
+        seen: set[bytes] = set()
+        for _, obj in commits:
+            for bid in obj.change_batches:
+                if bid in seen or conn.execute("SELECT 1 FROM applied_batches WHERE oid = ?",
+                                               (bid,)).fetchone():
+                    continue
+                seen.add(bid)
+                total += len(store.read_typed(ObjectId(bid), ChangeBatch).records)
     for oid, obj in commits:
         for bid in obj.change_batches:
             if conn.execute("SELECT 1 FROM applied_batches WHERE oid = ?", (bid,)).fetchone():
                 continue
             batch = store.read_typed(ObjectId(bid), ChangeBatch)
-            apply_records(store, conn, batch.records, bid, commit=oid, reads=reads)
+            if progress is None:
+                apply_records(store, conn, batch.records, bid, commit=oid, reads=reads)
+            else:
+                # In steps, so that the bar moves during one large batch (an import).
+                for start in range(0, len(batch.records), _PROGRESS_STEP):
+                    chunk = batch.records[start:start + _PROGRESS_STEP]
+                    apply_records(store, conn, chunk, bid, commit=oid, reads=reads)
+                    done += len(chunk)
+                    progress(done, total)
             conn.execute("INSERT INTO applied_batches(oid) VALUES (?)", (bid,))
         conn.execute("INSERT OR IGNORE INTO applied(oid, kind) VALUES (?, ?)",
                      (oid, type(obj).TYPE))
+    if progress is not None and done < total:
+        progress(total, total)
 
 
 def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[KnowledgeRecord],

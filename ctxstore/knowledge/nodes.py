@@ -408,8 +408,10 @@ def add_node(store: Store, node_type: str, content: str, *, tags: Sequence[str] 
                       content_blob=blob_id, summary=summary, tags=clean_tags,
                       metadata=dict(metadata or {}), status="active", superseded_by=None,
                       created_at=stamp, updated_at=stamp, author=author, prev=None)
-    staged = stage_records(store, [node], message=f"add {node_type} {node.id}", blobs=blobs,
-                           author=author)
+    from ctxstore.knowledge.autolink import autolink_records  # spec 003 auto-linking
+
+    staged = stage_records(store, [node, *autolink_records(store, node, content)],
+                           message=f"add {node_type} {node.id}", blobs=blobs, author=author)
     return AddedNode(node, staged)
 
 

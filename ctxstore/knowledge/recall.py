@@ -7,11 +7,14 @@ here so that every front end shows the same nodes. Reads only: no writes, no ren
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxstore.errors import InvalidInput
 from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = ["RECALL_LIMIT", "MAX_RECALL_LIMIT", "Expansion", "parse_recall_limit", "recall_nodes",
            "expand_summary"]
@@ -62,7 +65,9 @@ def recall_nodes(conn: sqlite3.Connection, query: str, *, limit: int, now: float
     if not query.strip():
         raise InvalidInput("recall needs a query")
     found = run_query(conn, query.strip(), now=now, limit=limit + _ARCHIVED_SLACK)
-    return [n for n in found if n.status != "archived"][:limit]
+    # A node the lifecycle archived for decay stays recallable: recalling it restores it at the
+    # next lifecycle pass (spec 003, ``lifecycle.policy``); a forgotten node does not come back.
+    return [n for n in found if n.status != "archived" or "lifecycle_archived" in n.metadata][:limit]
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,9 @@ from ctxstore.repo import Store
 __all__ = ["LARGE_CONTENT", "MAX_CONTENT", "DEFAULT_TYPE", "Remembered", "remember"]
 
 LARGE_CONTENT = 50_000  # spec 001 §11: warn above this many characters
-MAX_CONTENT = 200_000  # refuse above this: a flood of huge tags must not fill the store (PI-12)
+# Refuse above this: a flood of huge tags must not fill the store (PI-12). Not in the spec
+# (it has no hard limit); the hooks take it from config [claude] max_remember_chars.
+MAX_CONTENT = 200_000
 DEFAULT_TYPE = "observation"
 
 
@@ -56,7 +58,7 @@ class Remembered:
 
 def remember(store: Store, content: str, *, type: str | None = None, tags: Sequence[str] = (),
              session: str, hook_key: str, current_task: str | None = None,
-             source: str = "claude-code") -> Remembered:
+             source: str = "claude-code", max_content: int = MAX_CONTENT) -> Remembered:
     """Write an agent's node once per hook key.
 
     Nothing is written when a live node already records ``hook_key``. The lookup and
@@ -73,13 +75,15 @@ def remember(store: Store, content: str, *, type: str | None = None, tags: Seque
         hook_key: The identity of this write (kept in metadata as ``hook_key``).
         current_task: The task current in the front end, or None.
         source: The front end, kept in metadata as ``source``.
+        max_content: The most characters allowed (the front end's configured limit,
+            ``MAX_CONTENT`` by default).
 
     Returns:
         The node written, or the node that already had the key.
 
     Raises:
         InvalidInput: for a bad tag or type, empty content, or content over
-            ``MAX_CONTENT`` characters.
+            ``max_content`` characters.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     clean = [validate_tag(t) for t in tags]
@@ -93,7 +97,7 @@ def remember(store: Store, content: str, *, type: str | None = None, tags: Seque
             conn.close()
         if existing is not None:
             return Remembered(hook_key=hook_key, existing=existing)
-        check_content_limit(content, MAX_CONTENT)
+        check_content_limit(content, max_content)
         warning = f"large content ({len(content)} characters)" \
             if len(content) > LARGE_CONTENT else None
         added = add_node(store, type or DEFAULT_TYPE, content, tags=clean, author="agent",

@@ -15,8 +15,8 @@ state, run SQL (it selects with ``ctxstore.query``), render text or print.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from ctxstore.errors import InvalidInput
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from ctxstore.index.read import NodeRow
 
-__all__ = ["TASK_TAG_PREFIX", "TaskResult", "task_tag", "start_task", "end_task"]
+__all__ = ["TASK_TAG_PREFIX", "TaskResult", "task_tag", "start_task", "end_task", "end_tier"]
 
 TASK_TAG_PREFIX = "task:"
 _WORKING = TIER_TAG_PREFIX + "working"
@@ -47,12 +47,15 @@ class TaskResult:
             the untasked working nodes that joined the task; at an end, the task's
             working nodes that left the working tier.
         write: The new versions staged (empty when nothing had to change).
+        tiers: At an end, the tier each node moved to, by node id (``reference`` for
+            decisions, ``off-context`` for the rest); empty at a start.
     """
 
     name: str
     action: Literal["start", "end"]
     nodes: tuple[NodeRow, ...]
     write: WriteResult
+    tiers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -137,7 +140,7 @@ def end_task(store: Store, name: str) -> TaskResult:
         name: The task's name.
 
     Returns:
-        The task's working nodes (as they were) and the write.
+        The task's working nodes (as they were), the tier each moved to, and the write.
 
     Raises:
         InvalidInput: for an empty or invalid name.
@@ -147,7 +150,20 @@ def end_task(store: Store, name: str) -> TaskResult:
     tag = task_tag(name)
 
     def moved(n: NodeRow) -> set[str]:
-        return set(with_tier(n.tags, "reference" if n.type == "decision" else "off-context"))
+        return set(with_tier(n.tags, end_tier(n.type)))
 
-    return _boundary(store, name, "end", f'tag:"{tag}" AND tag:{_WORKING}',
-                     keep=lambda n: True, change=moved)
+    res = _boundary(store, name, "end", f'tag:"{tag}" AND tag:{_WORKING}',
+                    keep=lambda n: True, change=moved)
+    return replace(res, tiers={n.id: end_tier(n.type) for n in res.nodes})
+
+
+def end_tier(node_type: str) -> str:
+    """The tier a working node of a task moves to when the task ends.
+
+    Args:
+        node_type: The node's type.
+
+    Returns:
+        ``reference`` for a decision, ``off-context`` for any other type.
+    """
+    return "reference" if node_type == "decision" else "off-context"

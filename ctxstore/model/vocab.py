@@ -36,7 +36,9 @@ NODE_TYPES = ("fact", "decision", "pattern", "observation", "hypothesis", "task"
               "source", "open-question")
 # The statuses ctx itself writes; imported documents may carry others.
 NODE_STATUSES = ("active", "archived")
-EDGE_TYPES = ("DERIVED_FROM", "DEPENDS_ON", "SUPERSEDES", "RELATES_TO", "CHILD_OF")
+EDGE_TYPES = ("DERIVED_FROM", "DEPENDS_ON", "SUPERSEDES", "RELATES_TO", "CHILD_OF",
+              # spec 003 edge vocabulary (auto-linking, consolidation, prose-code pairs)
+              "CONTRADICTS", "REFINES", "EXEMPLIFIES", "SOURCE_OF")
 
 # -- code graph (spec 002 §9.2), by tier of the edge creation policy -------------------------------
 

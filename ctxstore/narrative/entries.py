@@ -2,7 +2,9 @@
 
 ``add_note``, ``add_task`` and ``add_decision`` write Markdown under ``narrative/`` (an
 entry of today's log, a task file, a section of decisions.md) and stage the matching node,
-tied together by a ``<!-- ctx:id=ULID -->`` marker on the entry's heading. The Markdown is
+tied together by a ``<!-- ctx:id=ULID -->`` marker on the entry's heading. A new log,
+task file or decisions.md gets the metadata block of spec 002 §8.6 below its title;
+appending to a file that has one moves its ``updated:`` time. The Markdown is
 written first (atomically), the node second: a crash in between leaves a marker without a
 node, which the next ``ingest_narrative_edits`` (``narrative.ingest``) turns into that node
 (the marker names it, so doing so twice is impossible).
@@ -37,10 +39,13 @@ from ctxstore.narrative.markdown import (
     id_marker,
     log_header,
     log_rel,
+    metadata_block,
     parse_entries,
     render_template,
     task_number,
     task_rel,
+    touch_metadata,
+    with_metadata,
 )
 from ctxstore.narrative.snapshot import MAX_NARRATIVE_BYTES
 from ctxstore.repo import Store, now_ms
@@ -109,7 +114,8 @@ def _appended(store: Store, rel: str, header: str, entry: str) -> str:
         StorageIOError: the file cannot be read.
     """
     existing = _read_text(_narrative_path(store, rel), rel)
-    text = existing if existing.strip() else header
+    # An existing file's metadata block (if it has one) records the change.
+    text = touch_metadata(existing, now_ms()) if existing.strip() else header
     text = text.rstrip("\n") + "\n\n"
     return text + entry.strip("\n") + "\n"
 
@@ -215,9 +221,9 @@ def add_decision(store: Store, title: str, body: str | None = None, *, tags: Seq
     node_id = new_ulid()
     entry = render_template("decision_entry.md", title=title, marker=id_marker(node_id),
                                 body=text, end=end_marker(node_id))
+    header = with_metadata(render_template("decisions.md"), metadata_block(now_ms()))
     return _write_entry(store, role="decision", rel="decisions.md", entry=entry,
-                        header=render_template("decisions.md"), node_id=node_id, tags=tags,
-                        metadata=metadata)
+                        header=header, node_id=node_id, tags=tags, metadata=metadata)
 
 
 def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequence[str] = (),
@@ -238,8 +244,9 @@ def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequenc
     ms, node_id = now_ms(), new_ulid()
     number = task_number(node_id)
     rel = task_rel(node_id)
-    entry = render_template("task.md", number=number, title=title,
-                                marker=id_marker(node_id), body=text)
+    entry = with_metadata(render_template("task.md", number=number, title=title,
+                                          marker=id_marker(node_id), body=text),
+                          metadata_block(ms, tags=[validate_tag(t) for t in tags]))
     key = f"task-created-{node_id}"
     event = render_template("task_created.md", time=_hhmm(ms), marker=event_marker(key),
                                 number=number, title=title, file=Path(rel).name, path=rel,

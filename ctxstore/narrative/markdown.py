@@ -5,7 +5,10 @@ The daily logs, ``decisions.md`` and task files are read as knowledge: each entr
 the entries it writes to their node by an HTML comment on the heading line,
 ``<!-- ctx:id=ULID -->``, invisible when rendered. A heading that carries a marker always
 starts an entry, even after an unclosed code fence, so one broken entry cannot swallow
-the entries after it. This module only parses and renders text; ``narrative.entries``
+the entries after it. New logs, task files and decisions.md carry the metadata block of spec 002 §8.6 below
+their title (``metadata_block``; an HTML comment holding created, updated, tags and
+mentions); it is never part of an entry's content, and a file without one is read as
+before. This module only parses and renders text; ``narrative.entries``
 writes entries, ``narrative.ingest`` reads hand edits back, ``narrative.snapshot`` stores
 the files in commits.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +27,7 @@ from ctxstore.ids import ULID_ALPHABET
 __all__ = ["TEMPLATE_DIR", "read_template", "render_template", "role_of", "ENTRY_ROLES",
            "Section", "id_marker", "end_marker", "session_marker", "event_marker",
            "parse_entries", "conflict_line", "demote_headings", "content_hash", "task_number",
-           "log_rel", "log_header", "task_rel"]
+           "log_rel", "log_header", "task_rel", "without_entry"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent.parent / "narrative_templates"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -118,8 +122,153 @@ def log_rel(ms: int) -> str:
 
 
 def log_header(ms: int) -> str:
-    """The opening text of a new daily log (the one ``log_rel(ms)`` names)."""
-    return render_template("log.md", date=_log_date(ms))
+    """The opening text of a new daily log (the one ``log_rel(ms)`` names), with its metadata block."""
+    return with_metadata(render_template("log.md", date=_log_date(ms)), metadata_block(ms))
+
+
+# -- the metadata block of spec 002 §8.6 ---------------------------------------------------------
+
+_META_OPEN = re.compile(r"[ \t]*<!--[ \t]*metadata:[ \t]*$")
+_META_FIELD = re.compile(r"[ \t]*(created|updated|tags|mentions)[ \t]*:[ \t]*(.*?)[ \t]*$")
+
+
+@dataclass(frozen=True)
+class NarrativeMeta:
+    """The metadata block of a narrative file (spec 002 §8.6).
+
+    Attributes:
+        created: When the file was created (ISO-8601 UTC, as written), or "".
+        updated: When ctx last changed it (the latest of the ``updated:`` lines: a union
+            merge may keep one from each branch), or "".
+        tags: Its tags.
+        mentions: The paths and symbols it mentions.
+    """
+
+    created: str
+    updated: str
+    tags: tuple[str, ...]
+    mentions: tuple[str, ...]
+
+
+def iso_time(ms: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SSZ`` for ``ms`` milliseconds since the epoch (UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def _list(items: Sequence[str]) -> str:
+    return "[" + ", ".join(" ".join(str(i).replace(",", " ").replace("]", " ").split())
+                           for i in items) + "]"
+
+
+def metadata_block(created_ms: int, updated_ms: int | None = None, *, tags: Sequence[str] = (),
+                   mentions: Sequence[str] = ()) -> str:
+    """The metadata block a new narrative file carries below its title (spec 002 §8.6).
+
+    Args:
+        created_ms: When the file is created (milliseconds since the epoch).
+        updated_ms: When it was last changed; ``created_ms`` when None.
+        tags: Its tags (sorted as written).
+        mentions: Paths and symbols it mentions.
+
+    Returns:
+        The HTML comment, ending with a newline (invisible when rendered).
+    """
+    return (f"<!-- metadata:\ncreated: {iso_time(created_ms)}\n"
+            f"updated: {iso_time(created_ms if updated_ms is None else updated_ms)}\n"
+            f"tags: {_list(sorted(tags))}\nmentions: {_list(mentions)}\n-->\n")
+
+
+def with_metadata(text: str, block: str) -> str:
+    """``text`` (a new file starting with its title line) with ``block`` below the title."""
+    title, _, rest = text.partition("\n")
+    rest = rest.lstrip("\n")
+    return title + "\n\n" + block + ("\n" + rest if rest else "")
+
+
+def _meta_span(lines: list[str]) -> tuple[int, int] | None:
+    """The first metadata block's first and last line index, or None.
+
+    The block opens with a line ``<!-- metadata:`` and ends with the first line holding ``-->``.
+    """
+    for i, line in enumerate(lines):
+        if _META_OPEN.match(line):
+            for j in range(i + 1, min(len(lines), i + 64)):
+                if "-->" in lines[j]:
+                    return i, j
+            return None
+    return None
+
+
+def _parse_list(value: str) -> tuple[str, ...]:
+    value = value.strip()
+    if value.startswith("[") and value.endswith("]"):
+        value = value[1:-1]
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+def parse_metadata(text: str) -> NarrativeMeta | None:
+    """The first metadata block of a narrative file, or None when it has none.
+
+    Tolerant: unknown lines are skipped, a field given twice keeps the first ``created``
+    and the latest ``updated``.
+
+    Args:
+        text: The file's text.
+
+    Returns:
+        The metadata, or None.
+    """
+    lines = text.splitlines()
+    span = _meta_span(lines)
+    if span is None:
+        return None
+    created, updated = "", ""
+    tags: tuple[str, ...] = ()
+    mentions: tuple[str, ...] = ()
+    for line in lines[span[0] + 1:span[1] + 1]:
+        m = _META_FIELD.match(line.split("-->", 1)[0])
+        if m is None:
+            continue
+        name, value = m.group(1), m.group(2)
+        if name == "created" and not created:
+            created = value
+        elif name == "updated":
+            updated = max(updated, value)
+        elif name == "tags":
+            tags = _parse_list(value)
+        elif name == "mentions":
+            mentions = _parse_list(value)
+    return NarrativeMeta(created, updated, tags, mentions)
+
+
+def touch_metadata(text: str, updated_ms: int) -> str:
+    """``text`` with its metadata block's ``updated:`` set to ``updated_ms``.
+
+    Several ``updated:`` lines (a union merge) become one. A file without a block is returned
+    unchanged: ctx never adds one to a file a person wrote.
+
+    Args:
+        text: The file's text.
+        updated_ms: The time of the change (milliseconds since the epoch).
+
+    Returns:
+        The new text.
+    """
+    lines = text.split("\n")
+    span = _meta_span(lines)
+    if span is None:
+        return text
+    out = lines[:span[0] + 1]
+    placed = False
+    for line in lines[span[0] + 1:span[1] + 1]:
+        m = _META_FIELD.match(line)
+        if m is not None and m.group(1) == "updated":
+            if not placed:
+                out.append(f"updated: {iso_time(updated_ms)}")
+                placed = True
+            continue
+        out.append(line)
+    return "\n".join(out + lines[span[1] + 1:])
 
 
 def task_rel(node_id: str) -> str:
@@ -288,7 +437,12 @@ def _task_entry(rel: str, lines: list[str]) -> list[Section]:
         (m for m in map(_MARKER.search, lines) if m is not None), None)
     head = _HEADING.match(first)
     title = _title(head.group(2) or "") if head else _title(first)
-    body, _ = _body([_MARKER.sub("", line) for line in lines[start + 1:]])
+    rest = lines[start + 1:]
+    lead = next((i for i, line in enumerate(rest) if line.strip()), None)
+    span = _meta_span(rest) if lead is not None and _META_OPEN.match(rest[lead]) else None
+    if span is not None and span[0] == lead:  # the metadata block below the title is no content
+        rest = rest[span[1] + 1:]
+    body, _ = _body([_MARKER.sub("", line) for line in rest])
     return [Section(rel, "task", start + 1, title, body,
                     marker.group(1) if marker else None, None)]
 
@@ -310,3 +464,41 @@ def demote_headings(text: str, min_level: int) -> str:
         fence = _track_fence(line, fence)
         out.append(line)
     return "\n".join(out)
+
+
+def without_entry(text: str, key: str) -> str | None:
+    """``text`` without the entry whose heading carries ctx's marker for ``key``, or None.
+
+    ``key`` is a node id (``ctx:id``) or an event or session key (``ctx:event``, ``ctx:session``).
+    The entry runs from its heading to the next heading of level 1 or 2 (as ``parse_entries``
+    reads it); the blank line that separated it from the text before goes with it.
+
+    Args:
+        text: A log's or decisions.md's text.
+        key: The marker's key.
+
+    Returns:
+        The new text, or None if no heading carries that marker.
+    """
+    lines = text.splitlines()
+    start = end = None
+    fence: str | None = None
+    for no, line in enumerate(lines):
+        head = _heading(line, fence is not None)
+        if head is not None and head[0] <= 2:
+            if start is not None:
+                end = no
+                break
+            fence = None
+            found = _MARKER.search(line) or _SESSION.search(line)
+            if head[0] == 2 and found is not None and found.group(1) == key:
+                start = no
+            continue
+        fence = _track_fence(line, fence)
+    if start is None:
+        return None
+    end = len(lines) if end is None else end
+    while start > 0 and not lines[start - 1].strip():
+        start -= 1  # the blank lines before it: the entry after keeps its own
+    kept = lines[:start] + ([""] if start and end < len(lines) else []) + lines[end:]
+    return "\n".join(kept).rstrip("\n") + "\n"

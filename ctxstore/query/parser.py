@@ -44,6 +44,9 @@ __all__ = [
     "QueryTerm",
     "QueryNode",
     "parse_query",
+    "parse_time",
+    "suggest_field",
+    "misspelt_fields",
     "format_query",
     "iter_terms",
     "text_terms",
@@ -374,27 +377,91 @@ class _Parser:
         return Compare(name, op, self.time(name, rest, rpos))
 
     def time(self, name: str, text: str, pos: int) -> int:
-        m = _DURATION.fullmatch(text)
-        if m:
-            if len(m.group(1)) > _MAX_DURATION_DIGITS:
-                raise self.fail(pos, f"{name}: duration {text!r} is out of range")
-            # Whole seconds, so that format_query's YYYY-MM-DDTHH:MM:SSZ round-trips exactly.
-            value = math.floor(self.now) - int(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-        else:
-            m = _DATETIME.fullmatch(text)
-            if not m:
-                raise self.fail(pos, f"{name}: invalid time {text!r} (want a duration like 24h, 7d, "
-                                     "1w, a date YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ)")
-            try:
-                # The time part is optional as a whole: absent, it is midnight.
-                year, month, day, hour, minute, second = (int(g or 0) for g in m.groups())
-                when = dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.UTC)
-            except ValueError:
-                raise self.fail(pos, f"{name}: no such date or time {text!r}") from None
-            value = (when - _EPOCH) // _ONE_SECOND
-        if not _MIN_TIME <= value <= _MAX_TIME:
-            raise self.fail(pos, f"{name}: time {text!r} is out of range")
-        return value
+        try:
+            return parse_time(text, now=self.now)
+        except InvalidInput as exc:
+            raise self.fail(pos, f"{name}: {exc.message}") from None
+
+
+def parse_time(text: str, *, now: float) -> int:
+    """A time as the query language writes it: a duration ago or an absolute UTC date.
+
+    The one parser of times: ``created:>7d`` in a query and ``--since 7d`` on the command line
+    both come here.
+
+    Args:
+        text: ``24h``, ``7d``, ``2w`` (``s m h d w``: that long before ``now``), ``YYYY-MM-DD``
+            (midnight UTC) or ``YYYY-MM-DDTHH:MM:SSZ``.
+        now: The current time in Unix seconds.
+
+    Returns:
+        Whole Unix seconds (a duration counts back from ``floor(now)``).
+
+    Raises:
+        InvalidInput: (E011) naming what is wrong, for any other text, a date that does not
+            exist or a time outside years 1..9999.
+    """
+    m = _DURATION.fullmatch(text)
+    if m:
+        if len(m.group(1)) > _MAX_DURATION_DIGITS:
+            raise InvalidInput(f"duration {text!r} is out of range")
+        # Whole seconds, so that format_query's YYYY-MM-DDTHH:MM:SSZ round-trips exactly.
+        value = math.floor(now) - int(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    else:
+        m = _DATETIME.fullmatch(text)
+        if not m:
+            raise InvalidInput(f"invalid time {text!r} (want a duration like 24h, 7d, "
+                               "1w, a date YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ)")
+        try:
+            # The time part is optional as a whole: absent, it is midnight.
+            year, month, day, hour, minute, second = (int(g or 0) for g in m.groups())
+            when = dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.UTC)
+        except ValueError:
+            raise InvalidInput(f"no such date or time {text!r}") from None
+        value = (when - _EPOCH) // _ONE_SECOND
+    if not _MIN_TIME <= value <= _MAX_TIME:
+        raise InvalidInput(f"time {text!r} is out of range")
+    return value
+
+
+def suggest_field(word: str) -> str | None:
+    """The field a full-text word with a ``prefix:`` was probably meant to name.
+
+    ``tpye:fact`` is a full-text word (any unknown prefix is), which matches nothing; the
+    front ends say so with this suggestion.
+
+    Args:
+        word: A full-text word as written.
+
+    Returns:
+        The nearest known field name (``type``), or None when the word has no ``prefix:``, the
+        prefix is a field already, or no field is close.
+    """
+    import difflib
+
+    prefix, sep, _ = word.partition(":")
+    if not sep or not prefix or prefix.lower() in FIELDS:
+        return None
+    close = difflib.get_close_matches(prefix.lower(), FIELDS, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def misspelt_fields(node: QueryNode) -> list[tuple[str, str]]:
+    """``(word, field)`` for each unquoted full-text word whose prefix looks like a misspelt field.
+
+    Args:
+        node: A parsed query.
+
+    Returns:
+        The words with their suggested field, in query order, each word once.
+    """
+    found: list[tuple[str, str]] = []
+    for term in iter_terms(node):
+        if isinstance(term, Text) and not term.phrase:
+            field = suggest_field(term.text)
+            if field is not None and (term.text, field) not in found:
+                found.append((term.text, field))
+    return found
 
 
 def parse_query(text: str, *, now: float) -> QueryNode:

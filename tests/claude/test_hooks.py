@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -530,3 +531,107 @@ def test_hooks_session_start_falls_back_when_the_saved_view_cannot_run(store: St
         assert "Pinned fact survives." in context(out)
         assert "saved default view could not be composed" in out["systemMessage"]
     assert hook("session-end", payload(store, reason="other")) == {}
+
+
+# -- issue 17 item 14: turn identity, task-end report, configurable limits -----------------------
+def test_hooks_identical_tag_in_a_later_turn_runs_again_without_prompt_id(
+        store: Store, tr: Transcript) -> None:
+    tag = '<ctx:remember type="fact">deploys go through CI</ctx:remember> <ctx:recall query="CI"/>'
+    tr.user("first turn")
+    tr.say(tag)
+    assert stop(store, tr) == {}
+    assert stop(store, tr) == {}  # the same turn read again runs nothing
+    assert context(hook("prompt-submit", payload(store, prompt="second turn"))).count("Recall") == 1
+    tr.user("second turn")
+    tr.say(tag)
+    assert stop(store, tr) == {}
+    assert [n[1] for n in nodes(store)] == ["deploys go through CI"] * 2
+    assert context(hook("prompt-submit", payload(store, prompt="third"))).count("## Recall") == 1
+
+
+def test_hooks_identical_reply_in_a_later_turn_runs_again_without_a_transcript(store: Store) -> None:
+    reply = '<ctx:remember type="fact">same reply</ctx:remember>'
+    for _ in range(2):  # a Stop of one turn run twice (two identical hooks): once
+        assert hook("stop", payload(store, last_assistant_message=reply)) == {}
+    assert [n[1] for n in nodes(store)] == ["same reply"]
+    hook("prompt-submit", payload(store, prompt="again please"))  # a new turn starts
+    assert hook("stop", payload(store, last_assistant_message=reply)) == {}
+    assert hook("stop", payload(store), args=("--response", reply)) == {}  # the same turn
+    assert [n[1] for n in nodes(store)] == ["same reply"] * 2
+    hook("prompt-submit", payload(store, prompt="and again"))
+    assert hook("stop", payload(store), args=("--response", reply)) == {}
+    assert [n[1] for n in nodes(store)] == ["same reply"] * 3
+
+
+def test_hooks_task_end_report_says_which_tier_each_node_went_to(store: Store, tr: Transcript) -> None:
+    tr.user("start")
+    tr.say('<ctx:task name="auth" action="start"/>'
+           '<ctx:remember type="decision" tags="tier:working">use PKCE</ctx:remember>'
+           '<ctx:remember type="observation" tags="tier:working">token in header</ctx:remember>')
+    stop(store, tr)
+    tr.user("done")
+    tr.say('<ctx:task name="auth" action="end" summarize="true"/>')
+    stop(store, tr)
+    ended = context(hook("prompt-submit", payload(store)))
+    assert "moved off-context" not in ended
+    assert "1 decision moved to tier:reference" in ended
+    assert "1 node moved to tier:off-context" in ended
+    decision = ended.index("use PKCE")
+    observation = ended.index("token in header")
+    assert ended.index("tier:reference:") < decision < ended.index("tier:off-context:") < observation
+
+
+def test_hooks_limits_are_read_from_config(store: Store) -> None:
+    (store.root / "config.toml").write_text(
+        "[claude]\nmax_commands_per_turn = 3\nmax_remember_chars = 40\n")
+    tags = "".join(f'<ctx:remember type="fact">limit {i}</ctx:remember>' for i in range(4))
+    out = hook("stop", payload(store, last_assistant_message=tags))
+    assert "1 command(s) over the limit of 3 per turn" in out["systemMessage"]
+    assert len(nodes(store)) == 3
+    hook("prompt-submit", payload(store, prompt="next"))
+    out = hook("stop", payload(store, last_assistant_message=(
+        '<ctx:remember type="fact">' + "y" * 41 + "</ctx:remember>")))
+    assert "40" in out["systemMessage"] and "max_remember_chars" in out["systemMessage"]
+    assert len(nodes(store)) == 3
+
+
+# -- issue 17 item 15: CTX_TRANSCRIPT_TIMEOUT, the log of hook problems ---------------------------
+def test_hooks_transcript_timeout_limits_the_reading(store: Store, tr: Transcript) -> None:
+    tr.user("long turn")
+    tr.say('<ctx:remember type="fact">early in the turn</ctx:remember>')
+    for _ in range(40):
+        tr.tool("x" * 100_000)
+    tr.say('<ctx:remember type="fact">late in the turn</ctx:remember>')
+    out = hook("stop", payload(store, transcript_path=str(tr.path)),
+               env={"CTX_TRANSCRIPT_TIMEOUT": "0.000001"})
+    assert "CTX_TRANSCRIPT_TIMEOUT" in out["systemMessage"]
+    assert [n[1] for n in nodes(store)] == ["late in the turn"]
+    out = hook("stop", payload(store, transcript_path=str(tr.path)), env={"CTX_TRANSCRIPT_TIMEOUT": "5"})
+    assert sorted(n[1] for n in nodes(store)) == ["early in the turn", "late in the turn"]
+    bad = hook("stop", payload(store, transcript_path=str(tr.path)), env={"CTX_TRANSCRIPT_TIMEOUT": "soon"})
+    assert "CTX_TRANSCRIPT_TIMEOUT" in bad["systemMessage"] and len(nodes(store)) == 2
+
+
+def test_hooks_problems_go_to_a_rotated_log_under_local(store: Store, tmp_path: Path) -> None:
+    log = store.root / "local" / "hooks.log"
+    out = hook("stop", payload(store, last_assistant_message="<ctx:frob/>"))
+    assert "unknown command 'frob'" in out["systemMessage"]
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1
+    stamp, event, message = lines[0].split("\t")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp) and event == "stop"
+    assert "unknown command 'frob'" in message
+    assert hook("session-start", payload(store, source="startup")).get("systemMessage") is None
+    assert len(log.read_text().splitlines()) == 1  # only problems are logged
+    # Past its cap the log is rotated once: hooks.log.1 holds the old lines.
+    log.write_text("old line\n" * 40_000)
+    hook("stop", payload(store, last_assistant_message="<ctx:frob2/>"))
+    assert (store.root / "local" / "hooks.log.1").read_text().startswith("old line\n")
+    assert len(log.read_text().splitlines()) == 1
+    # A log that is a symbolic link is never followed, and the hook still works.
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    log.unlink()
+    log.symlink_to(victim)
+    out = hook("stop", payload(store, last_assistant_message="<ctx:frob3/>"))
+    assert "frob3" in out["systemMessage"] and victim.read_text() == "precious"

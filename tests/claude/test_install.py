@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ctxstore.claude.install import HOOK_EVENTS, is_ctx_hook, resolve_ctx_command
+from ctxstore.claude.install import (
+    HOOK_EVENTS,
+    is_ctx_hook,
+    plugin_hook_command,
+    portable_hook_command,
+    resolve_ctx_command,
+)
+from ctxstore.claude.skillset import SKILL_NAMES
 from ctxstore.cli import cli
 from ctxstore.init import init_store
 from tests.conftest import run_ctx, store_digest
@@ -28,6 +35,7 @@ ORIGINAL = b"""{
 }
 """
 SLUGS = {event: sub for event, (sub, _) in HOOK_EVENTS.items()}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -68,8 +76,8 @@ def test_install_merges_hooks_keeps_everything_else_and_backs_up(project: Path) 
     ours = ctx_handlers(settings)
     for event, sub in SLUGS.items():
         assert len(ours[event]) == 1, event
-        argv = shlex.split(ours[event][0]["command"])
-        assert Path(argv[0]).is_absolute() and argv[-2:] == ["hook", sub]
+        # The committed file runs the portable command (it finds ctx on each machine).
+        assert ours[event][0]["command"] == portable_hook_command(sub)
         assert ours[event][0]["type"] == "command" and ours[event][0]["timeout"] > 0
     assert (project / ".claude" / "settings.json.bak").read_bytes() == ORIGINAL
     skill = (project / ".claude" / "skills" / "ctx" / "SKILL.md").read_text()
@@ -211,14 +219,15 @@ def test_plugin_layout(tmp_path: Path) -> None:
     res = ctx("install", "--plugin", str(plugin), "--format", "json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["changed"] is True
-    assert sorted(p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()) == \
-        [".claude-plugin/plugin.json", "hooks/hooks.json", "skills/ctx/SKILL.md"]
+    assert {p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()} >= \
+        {".claude-plugin/marketplace.json", ".claude-plugin/plugin.json", "LICENSE", "README.md",
+         "bin/ctx-hook", "hooks/hooks.json", "skills/ctx/SKILL.md"}
     manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_bytes())
     assert manifest["name"] == "ctx" and manifest["version"]
     hooks = json.loads((plugin / "hooks" / "hooks.json").read_bytes())
     assert set(hooks["hooks"]) == set(HOOK_EVENTS)
     for event, groups in hooks["hooks"].items():
-        assert shlex.split(groups[0]["hooks"][0]["command"])[-2:] == ["hook", SLUGS[event]]
+        assert groups[0]["hooks"][0]["command"] == plugin_hook_command(SLUGS[event])
     again = ctx("install", "--plugin", str(plugin), "--format", "json")
     assert json.loads(again.output)["changed"] is False
 
@@ -297,7 +306,8 @@ def test_uninstall_plugin_removes_what_install_wrote_and_nothing_else(tmp_path: 
     plugin = tmp_path / "ctx-plugin"
     assert ctx("install", "--plugin", str(plugin)).exit_code == 0
     dry = ctx("uninstall", "--plugin", str(plugin), "--dry-run")
-    assert dry.exit_code == 0 and dry.output.count("would delete") == 3
+    written = [p for p in plugin.rglob("*") if p.is_file()]
+    assert dry.exit_code == 0 and dry.output.count("would delete") == len(written) >= 7
     assert (plugin / "hooks" / "hooks.json").is_file()
     res = ctx("uninstall", "--plugin", str(plugin))
     assert res.exit_code == 0, res.output
@@ -323,9 +333,10 @@ def test_project_scope_with_ctx_dir_naming_the_project_plans_files_in_it(project
         assert res.exit_code == 0, res.output
         doc = json.loads(res.output)
         assert doc["settings"] == str(project / ".claude" / "settings.json"), ctx_dir
-        assert {c["path"] for c in doc["changes"]} == {
-            str(project / ".claude" / "settings.json"),
-            str(project / ".claude" / "skills" / "ctx" / "SKILL.md")}
+        assert {c["path"] for c in doc["changes"]} >= {
+            str(project / ".claude" / name) for name in (
+                "settings.json", "settings.local.json", ".gitignore", "skills/ctx/SKILL.md",
+                *(f"skills/{n}/SKILL.md" for n in SKILL_NAMES))}  # issue 16: the slash-command skills
 
 
 def test_backups_keep_the_mode_of_the_file_they_copy(project: Path) -> None:
@@ -645,13 +656,278 @@ def test_hook_commands_are_absolute_and_quoted(tmp_path: Path) -> None:
     command = hook_command(prefix, "stop")
     assert shlex.split(command) == [str(script), "hook", "stop"]
     assert command.startswith("'") and is_ctx_hook(command)
-    # through the CLI: every command parses back to this ctx by absolute path
+    # through the CLI (--user and --local: this machine's own settings): every command
+    # parses back to this ctx by absolute path
     root = tmp_path / "p"
     root.mkdir()
     init_store(root / ".ctx", git=False)
-    assert run_ctx(["install"], cwd=root).returncode == 0
-    settings = json.loads((root / ".claude" / "settings.json").read_bytes())
+    assert run_ctx(["install", "--local"], cwd=root).returncode == 0
+    assert not (root / ".claude" / "settings.json").exists()
+    settings = json.loads((root / ".claude" / "settings.local.json").read_bytes())
     for event, handlers in ctx_handlers(settings).items():
         argv = shlex.split(handlers[0]["command"])
         assert Path(argv[0]).is_absolute() and Path(argv[0]).exists(), argv
         assert argv[-2:] == ["hook", SLUGS[event]]
+
+
+# -- issue 17: portable project installs, the user store, a complete plugin ------------------
+
+def _other_venv(where: Path, log: Path) -> Path:
+    """Another machine's ctx: a console script at another path, logging that it ran."""
+    bindir = where / "bin"
+    bindir.mkdir(parents=True)
+    script = bindir / "ctx"
+    script.write_text(f"#!/bin/sh\necho \"$@\" >> {shlex.quote(str(log))}\n"
+                      f"exec {shlex.quote(sys.executable)} -m ctxstore.cli \"$@\"\n")
+    script.chmod(0o755)
+    return bindir
+
+
+def _git_out(cwd: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def _run_hook(command: str, cwd: Path, env: dict[str, str], payload: dict) -> tuple[int, dict, str]:
+    import subprocess
+
+    proc = subprocess.run(["sh", "-c", command], cwd=cwd, env=env, input=json.dumps(payload),
+                          capture_output=True, text=True, timeout=60)
+    out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
+    assert isinstance(out, dict), (proc.returncode, proc.stdout, proc.stderr)
+    return proc.returncode, out, proc.stderr
+
+
+def _machine_env(home: Path, path: str, settings_local: Path | None = None) -> dict[str, str]:
+    """The environment Claude Code gives a hook: its own, plus settings.local.json's ``env``."""
+    env = {"PATH": path, "HOME": str(home), "LC_ALL": "C.UTF-8", "TZ": "UTC"}
+    if settings_local is not None and settings_local.is_file():
+        env.update(json.loads(settings_local.read_bytes()).get("env", {}))
+    return env
+
+
+@pytest.mark.git
+def test_two_clones_a_project_install_committed_by_one_runs_in_the_other(tmp_path: Path) -> None:
+    # Clone A: ctx init + ctx install --project, committed.
+    a = tmp_path / "a"
+    a.mkdir()
+    _git_out(a, "init", "-q", "-b", "main")
+    assert run_ctx(["init"], cwd=a).returncode == 0
+    res = run_ctx(["install", "--project"], cwd=a)
+    assert res.returncode == 0, res.stderr
+    _git_out(a, "add", "-A")
+    _git_out(a, "commit", "-q", "-m", "ctx for the team")
+    tracked = _git_out(a, "ls-files").split()
+    assert ".claude/settings.json" in tracked and ".claude/.gitignore" in tracked
+    assert ".claude/settings.local.json" not in tracked  # this machine's part stays here
+    committed = (a / ".claude" / "settings.json").read_text()
+    assert sys.prefix not in committed and str(Path(sys.executable).parent) not in committed
+    assert str(tmp_path) not in committed
+    # A keeps its PATH-independence: its own ctx, by absolute path, in settings.local.json.
+    local_a = json.loads((a / ".claude" / "settings.local.json").read_bytes())
+    assert Path(local_a["env"]["CTX_BIN"]).is_absolute()
+
+    # Clone B: another path, another home, ctx installed in another venv, on PATH.
+    b = tmp_path / "elsewhere" / "b"
+    b.parent.mkdir()
+    _git_out(tmp_path, "clone", "-q", str(a), str(b))
+    home_b = tmp_path / "home-b"
+    home_b.mkdir()
+    log = tmp_path / "venv-b.log"
+    venv_b = _other_venv(tmp_path / "venv-b", log)
+    env = _machine_env(home_b, f"{venv_b}:/usr/bin:/bin", b / ".claude" / "settings.local.json")
+    assert "CTX_BIN" not in env
+    settings = json.loads((b / ".claude" / "settings.json").read_bytes())
+    session = "two-clone-session"
+    for event, handlers in ctx_handlers(settings).items():
+        payload = {"session_id": session, "cwd": str(b), "hook_event_name": event,
+                   "source": "startup", "prompt": "hi"}
+        if event == "Stop":
+            payload["last_assistant_message"] = (
+                '<ctx:remember type="decision">CLONE-B-41 uses the shared hooks</ctx:remember>')
+        code, out, err = _run_hook(handlers[0]["command"], b, env, payload)
+        assert code == 0, (event, out, err)
+        assert "systemMessage" not in out, (event, out)
+    assert log.read_text().count("hook ") == len(HOOK_EVENTS)  # B's own ctx ran every hook
+    listed = run_ctx(["--format", "json", "list"], cwd=b, env={**os.environ, "HOME": str(home_b)})
+    assert "CLONE-B-41" in listed.stdout
+
+    # doctor in B names what this fresh clone lacks (the merge driver); its fix makes it pass.
+    env_b = {**os.environ, "HOME": str(home_b), "PATH": env["PATH"]}
+    first = run_ctx(["doctor"], cwd=b, env=env_b)
+    assert first.returncode == 1, first.stdout
+    failing = [line for line in first.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failing) == 1 and "merge driver" in failing[0] and "fix: ctx init" in failing[0]
+    assert run_ctx(["init"], cwd=b, env=env_b).returncode == 0
+    again = run_ctx(["doctor"], cwd=b, env=env_b)
+    assert again.returncode == 0, again.stdout
+    assert _git_out(b, "status", "--porcelain", "--", ".claude") == ""
+
+
+@pytest.mark.git
+def test_a_clone_without_ctx_gets_soft_hooks_and_one_install_fixes_it(tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    a.mkdir()
+    _git_out(a, "init", "-q", "-b", "main")
+    assert run_ctx(["init"], cwd=a).returncode == 0
+    assert run_ctx(["install"], cwd=a).returncode == 0
+    _git_out(a, "add", "-A")
+    _git_out(a, "commit", "-q", "-m", "ctx")
+    b = tmp_path / "b"
+    _git_out(tmp_path, "clone", "-q", str(a), str(b))
+    home_b = tmp_path / "home-b"
+    home_b.mkdir()
+    # No ctx anywhere the hooks look: every hook exits 0 with JSON, never 127.
+    env = _machine_env(home_b, "/usr/bin:/bin")
+    settings = json.loads((b / ".claude" / "settings.json").read_bytes())
+    for event, handlers in ctx_handlers(settings).items():
+        code, out, _err = _run_hook(handlers[0]["command"], b, env, {"cwd": str(b)})
+        assert code == 0
+        if event == "SessionStart":
+            assert "ctx command was not found" in out["systemMessage"]
+        else:
+            assert out == {}
+    # doctor (run with a ctx the hooks' PATH does not reach) says so, with the fix.
+    env_b = {**os.environ, "HOME": str(home_b), "PATH": "/usr/bin:/bin"}
+    doc = json.loads(run_ctx(["--format", "json", "doctor"], cwd=b, env=env_b).stdout)
+    bad = [c for c in doc["checks"] if not c["ok"]]
+    assert doc["ok"] is False and any("ctx install --project" in c["fix"] for c in bad)
+    # The fix: ctx install here sets this machine's ctx in settings.local.json only.
+    assert run_ctx(["install", "--project"], cwd=b, env=env_b).returncode == 0
+    assert _git_out(b, "status", "--porcelain") == ""  # nothing committed changes
+    env = _machine_env(home_b, "/usr/bin:/bin", b / ".claude" / "settings.local.json")
+    code, out, _err = _run_hook(ctx_handlers(settings)["SessionStart"][0]["command"], b, env,
+                                {"cwd": str(b), "source": "startup"})
+    assert code == 0 and "hookSpecificOutput" in out
+
+
+def test_local_install_moves_an_old_absolute_install_out_of_settings_json(project: Path) -> None:
+    # An install of an earlier ctx: absolute paths in the committed settings.json.
+    old = json.loads(ORIGINAL)
+    old["hooks"].setdefault("SessionStart", []).append(
+        {"hooks": [{"type": "command", "command": "/old/venv/bin/ctx hook session-start"}]})
+    (project / ".claude" / "settings.json").write_text(json.dumps(old))
+    res = ctx("install", "--local")
+    assert res.exit_code == 0, res.output
+    assert json.loads((project / ".claude" / "settings.json").read_bytes()) == json.loads(ORIGINAL)
+    local = json.loads((project / ".claude" / "settings.local.json").read_bytes())
+    for event, handlers in ctx_handlers(local).items():
+        argv = shlex.split(handlers[0]["command"])
+        assert Path(argv[0]).is_absolute() and argv[-2:] == ["hook", SLUGS[event]]
+    ignore = (project / ".claude" / ".gitignore").read_text().splitlines()
+    assert "/settings.local.json" in ignore and "/skills/ctx/" in ignore
+    # Switching back to shared, then uninstalling, leaves the project as it was.
+    assert ctx("install", "--shared").exit_code == 0
+    shared = ctx_handlers(json.loads((project / ".claude" / "settings.json").read_bytes()))
+    assert {event for event, found in shared.items() if found} == set(HOOK_EVENTS)
+    assert "hooks" not in json.loads((project / ".claude" / "settings.local.json").read_bytes())
+    assert ctx("uninstall").exit_code == 0
+    assert json.loads((project / ".claude" / "settings.json").read_bytes()) == json.loads(ORIGINAL)
+    assert not (project / ".claude" / "settings.local.json").exists()
+    assert not (project / ".claude" / ".gitignore").exists()
+
+
+def test_gitignore_block_keeps_the_users_lines_and_is_stable(project: Path) -> None:
+    gitignore = project / ".claude" / ".gitignore"
+    gitignore.write_text("mine.txt\n")
+    assert ctx("install").exit_code == 0
+    text = gitignore.read_text()
+    assert text.startswith("mine.txt\n") and "/settings.json.bak" in text
+    gitignore.write_text(text + "after.txt\n")
+    assert "already installed" in ctx("install").output
+    assert ctx("uninstall").exit_code == 0
+    assert gitignore.read_text() == "mine.txt\nafter.txt\n"
+
+
+def test_local_is_refused_for_the_user_scope(project: Path) -> None:
+    res = run_ctx(["install", "--user", "--local"], cwd=project)
+    assert res.returncode != 0 and res.stderr.startswith("ctx: error[")
+    assert not (Path(os.environ["HOME"]) / ".claude").exists()
+
+
+def test_user_install_creates_the_user_store_the_hooks_then_write_to(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    assert not (home / ".ctx").exists()
+    res = run_ctx(["install", "--user"], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (home / ".ctx" / "HEAD").is_file() and f"created the user store {home / '.ctx'}" in res.stdout
+    assert "already installed" in run_ctx(["install", "--user"], cwd=tmp_path).stdout
+    proj = tmp_path / "no-store"
+    proj.mkdir()
+    stop = run_ctx(["hook", "stop"], cwd=proj, stdin=json.dumps({
+        "session_id": "s", "cwd": str(proj),
+        "last_assistant_message": '<ctx:remember type="fact">USER-STORE-12 kept</ctx:remember>'}))
+    assert stop.returncode == 0 and json.loads(stop.stdout) == {}, stop.stdout
+    listed = run_ctx(["--ctx-dir", str(home / ".ctx"), "list"], cwd=proj)
+    assert "USER-STORE-12" in listed.stdout
+
+
+def test_a_stop_hook_with_nowhere_to_write_says_so_once_per_session(tmp_path: Path) -> None:
+    import uuid
+
+    proj = tmp_path / "p"
+    proj.mkdir()
+    session = str(uuid.uuid4())
+    tag = '<ctx:remember type="fact">NOWHERE-{n} lost</ctx:remember>'
+
+    def stop(n: int, sid: str) -> dict:
+        res = run_ctx(["hook", "stop"], cwd=proj, stdin=json.dumps(
+            {"session_id": sid, "cwd": str(proj), "prompt_id": f"p{n}",
+             "last_assistant_message": tag.format(n=n)}))
+        assert res.returncode == 0
+        return json.loads(res.stdout)
+
+    first = stop(1, session)
+    assert "no ctx store found; 1 command(s) not run" in first["systemMessage"]
+    assert "ctx init" in first["systemMessage"]
+    assert stop(2, session) == {}
+    assert "no ctx store found" in stop(3, str(uuid.uuid4()))["systemMessage"]
+    assert not (Path(os.environ["HOME"]) / ".ctx").exists()  # hooks never create a store
+
+
+def test_plugin_is_portable_complete_and_fails_softly(tmp_path: Path) -> None:
+    plugin = tmp_path / "ctx-plugin"
+    assert ctx("install", "--plugin", str(plugin)).exit_code == 0
+    for path in plugin.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert sys.prefix not in text and str(tmp_path) not in text, path
+    manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_bytes())
+    assert manifest["author"]["name"] and manifest["license"] == "MIT"
+    market = json.loads((plugin / ".claude-plugin" / "marketplace.json").read_bytes())
+    assert market["plugins"][0]["name"] == "ctx" and market["plugins"][0]["source"] == "./"
+    assert (plugin / "LICENSE").read_text() == (ROOT / "LICENSE").read_text()
+    assert len((plugin / "README.md").read_text().split()) >= 40
+    assert os.access(plugin / "bin" / "ctx-hook", os.X_OK)
+    hooks = json.loads((plugin / "hooks" / "hooks.json").read_bytes())["hooks"]
+    start = hooks["SessionStart"][0]["hooks"][0]["command"]
+    assert "${CLAUDE_PLUGIN_ROOT}" in start
+    home = tmp_path / "home2"
+    home.mkdir()
+    log = tmp_path / "venv.log"
+    venv = _other_venv(tmp_path / "venv", log)
+    env = {**_machine_env(home, f"{venv}:/usr/bin:/bin"), "CLAUDE_PLUGIN_ROOT": str(plugin)}
+    code, out, _ = _run_hook(start, tmp_path, env, {"cwd": str(tmp_path), "source": "startup"})
+    assert code == 0 and "hook session-start" in log.read_text()
+    env["PATH"] = "/usr/bin:/bin"
+    for groups in hooks.values():
+        code, out, _ = _run_hook(groups[0]["hooks"][0]["command"], tmp_path, env, {})
+        assert code == 0 and (out == {} or "not found" in out["systemMessage"])
+
+
+def test_package_metadata_is_ready_to_publish() -> None:
+    import tomllib
+
+    from ctxstore.claude.install import LICENSE_TEXT
+
+    assert (ROOT / "LICENSE").read_text() == LICENSE_TEXT
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project = meta["project"]
+    assert project["license"] == {"text": "MIT"} and project["authors"]
+    assert "License :: OSI Approved :: MIT License" in project["classifiers"]
+    assert meta["tool"]["setuptools"]["license-files"] == ["LICENSE"]
+    readme = (ROOT / "README.md").read_text()
+    assert "pipx install ctxstore" in readme and "uv tool install ctxstore" in readme
+    assert "externally-managed-environment" in readme  # Debian's PEP 668 case

@@ -166,11 +166,11 @@ def test_state_damage_is_moved_aside_and_every_hook_carries_on(
     if event != "stop":
         stop(store)
     assert node_count(store, "kept through the damage") == 1
+    stop(store)  # the same turn again (no prompt in between, docs/hooks.md): nothing runs twice
+    assert node_count(store, "kept through the damage") == 1
     after = hook(store, "prompt-submit")
     assert "damaged" not in after.get("systemMessage", "")  # the notice is said once
     assert "kept through the damage" in after["hookSpecificOutput"]["additionalContext"]
-    stop(store)
-    assert node_count(store, "kept through the damage") == 1
 
 
 def test_state_damage_found_part_way_is_repaired_and_the_turn_runs(store: Store) -> None:

@@ -137,7 +137,7 @@ def test_commit_log_and_stage_status(store: Store, runner) -> None:
     status = invoke(runner, store, "stage", "status").stdout
     assert "staged:  1 work commits, 1 records" in status
     log = invoke(runner, store, "log").stdout
-    assert log.startswith("staged: 1 work commits, 1 records")
+    assert log.startswith("staged: 1 work commit, 1 record")
     r = invoke(runner, store, "commit", "-m", "first fact")
     assert r.exit_code == 0
     m = re.match(r"committed ([0-9a-f]{64}): 1 records from 1 work commits, 1 narrative files$",
@@ -185,7 +185,7 @@ def test_stage_session_lifecycle(store: Store, runner) -> None:
 def test_stage_abort_records_reason(store: Store, runner) -> None:
     invoke(runner, store, "stage", "start", "Try something")
     node = invoke(runner, store, "add", "--type", "hypothesis", "maybe").stdout.strip()
-    r = invoke(runner, store, "stage", "abort", "--reason", "Changed approach")
+    r = invoke(runner, store, "stage", "abort", "--yes", "--reason", "Changed approach")
     assert r.stdout.startswith("aborted session ")
     assert node not in invoke(runner, store, "debug", "state").stdout
     log = invoke(runner, store, "log", "-n", "1").stdout

@@ -108,7 +108,7 @@ def test_export_import_round_trip_is_byte_identical(store, empty, runner, full) 
     assert first.endswith("}\n")
 
     out = ok(runner, empty, "import", input=first)
-    assert out == "imported 5 nodes, 3 edges, 1 views\n"
+    assert out == "imported 5 nodes, 3 edges, 1 view\n"
     assert ok(runner, empty, "export") == first
     # The big content is a blob in the new store too, and reads back whole.
     shown = json.loads(ok(runner, empty, "--format", "json", "show", full["doc"]))
@@ -194,7 +194,7 @@ def test_import_merge_skips_existing_and_is_idempotent(store, runner, full) -> N
     before = store_digest(store.root)
     out = ok(runner, store, "import", "--merge", input=exported)
     assert out == ("imported 0 nodes, 0 edges, 0 views\n"
-                   "skipped 5 existing nodes, 3 edges, 1 views\n")
+                   "skipped 5 existing nodes, 3 edges, 1 view\n")
     assert store_digest(store.root) == before
     assert ok(runner, store, "export") == exported
 
@@ -205,8 +205,8 @@ def test_import_merge_imports_only_new_nodes(store, runner, full) -> None:
     doc["nodes"].append(fresh)
     doc["edges"].append({"from": fresh["id"], "to": full["fact"], "type": "relates-to"})
     out = ok(runner, store, "import", "--merge", input=json.dumps(doc))
-    assert out == ("imported 1 nodes, 1 edges, 0 views\n"
-                   "skipped 5 existing nodes, 3 edges, 1 views\n")
+    assert out == ("imported 1 node, 1 edge, 0 views\n"
+                   "skipped 5 existing nodes, 3 edges, 1 view\n")
     edges = json.loads(ok(runner, store, "--format", "json", "show", fresh["id"],
                           "--with-edges"))["edges"]
     assert edges == [{"from": fresh["id"], "to": full["fact"], "type": "RELATES_TO",
@@ -217,13 +217,13 @@ def test_import_edge_to_node_already_in_store(store, runner, full) -> None:
     fresh = node_doc(content="links to an existing node")
     doc = document([fresh], [{"from": fresh["id"], "to": full["dec"], "type": "DEPENDS_ON"}])
     assert ok(runner, store, "import", input=json.dumps(doc)) == \
-        "imported 1 nodes, 1 edges, 0 views\n"
+        "imported 1 node, 1 edge, 0 views\n"
 
 
 def test_import_restores_a_deleted_node(store, runner, full) -> None:
     exported = ok(runner, store, "export", "--query", f"id:{full['new']}")
     ok(runner, store, "delete", full["new"])
-    assert ok(runner, store, "import", input=exported) == "imported 1 nodes, 0 edges, 0 views\n"
+    assert ok(runner, store, "import", input=exported) == "imported 1 node, 0 edges, 0 views\n"
     shown = json.loads(ok(runner, store, "--format", "json", "show", full["new"]))
     assert shown["content"] == "Retries stop after 5 attempts"
 

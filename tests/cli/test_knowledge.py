@@ -91,7 +91,7 @@ def test_update_writes_a_new_version_with_history(store, runner, graph) -> None:
 
 def test_delete_removes_node_and_edges(store, runner, graph) -> None:
     out = ok(runner, store, "delete", graph["fact"])
-    assert out == f"deleted {graph['fact']} (1 edges)\n"
+    assert out == f"deleted {graph['fact']} (1 edge)\n"
     error(runner, store, ["show", graph["fact"]], "E019")
     assert js(runner, store, "edges", graph["dec"])["edges"] == []
     doc = js(runner, store, "status")
@@ -127,7 +127,7 @@ def test_link_unlink_edges_idempotent(store, runner, graph) -> None:
     assert f"-> DEPENDS_ON    {graph['fact']}  fact" in out
     assert f"<- RELATES_TO    {graph['obs']}  observation" in out
     assert len(js(runner, store, "edges", graph["dec"], "--direction", "in")["edges"]) == 1
-    assert ok(runner, store, "unlink", graph["dec"], graph["fact"]) == "removed 1 edges\n"
+    assert ok(runner, store, "unlink", graph["dec"], graph["fact"]) == "removed 1 edge\n"
     assert ok(runner, store, "unlink", graph["dec"], graph["fact"]) == "removed 0 edges\n"
     error(runner, store, ["link", graph["dec"], graph["fact"], "--type", "LIKES"], "E011")
     error(runner, store, ["link", graph["dec"], graph["dec"], "--type", "RELATES_TO"], "E011")
@@ -257,7 +257,7 @@ def test_status_layout(store, runner, graph) -> None:
     assert out[1].startswith("Nodes: 4 (estimated ")
     assert "  decision: 1" in out and "Edges: 1" in out and "Tags: 5 unique" in out
     assert "Tier breakdown:" in out
-    assert any(line.startswith("  pinned: 1 nodes (") for line in out)
+    assert any(line.startswith("  pinned: 1 node (") for line in out)
 
 
 def test_user_store_when_no_project_store(tmp_path: Path) -> None:

@@ -118,11 +118,12 @@ def test_commit_ingests_edits_and_reports_them(runner, store: Store) -> None:  #
 def test_commit_refuses_conflicted_markdown_then_works(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
     task = js(runner, store, "add", "task", "Fix login")
     path = store.root / "narrative" / task["path"]
+    line = len(path.read_text().splitlines()) + 1  # the file has a metadata block (spec 002 §8.6)
     path.write_text(path.read_text() + "<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> side\n")
     before = store_digest(store.root)
     r = invoke(runner, store, "commit", "-m", "x")
     assert r.exit_code == 1 and r.stderr.count("\n") == 1
-    assert f"narrative/{task['path']}:2: unresolved merge conflict" in r.stderr
+    assert f"narrative/{task['path']}:{line}: unresolved merge conflict" in r.stderr
     assert store_digest(store.root) == before
     path.write_text(path.read_text().split("<<<<<<<")[0] + "mine and theirs\n")
     assert "updated" in ok(runner, store, "commit", "-m", "resolved")

@@ -135,7 +135,7 @@ TRACED = {
     "commit": ("staged", ["commit", "-m", "traced commit"]),
     "stage-compact": ("staged", ["stage", "compact", "-m", "traced compact"]),
     "stage-start": ("clean", ["stage", "start", "traced task"]),
-    "stage-abort": ("staged", ["stage", "abort", "--reason", "traced"]),
+    "stage-abort": ("staged", ["stage", "abort", "--yes", "--reason", "traced"]),
     "gc": ("garbage", ["gc", "--keep-days", "0"]),
     "recover-garbled": ("garbled", ["stage", "recover"]),
     "recover-missing": ("missing", ["stage", "recover"]),

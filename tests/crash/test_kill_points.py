@@ -95,7 +95,7 @@ COMMANDS: dict[str, Cmd] = {
     "commit": Cmd("staged", ["commit", "-m", "crash commit"], "fold"),
     "stage-start": Cmd("clean", ["stage", "start", "crash task"], "start"),
     "stage-compact": Cmd("staged", ["stage", "compact", "-m", "crash compact"], "fold"),
-    "stage-abort": Cmd("staged", ["stage", "abort", "--reason", "crash"], "abort"),
+    "stage-abort": Cmd("staged", ["stage", "abort", "--yes", "--reason", "crash"], "abort"),
     "gc": Cmd("garbage", ["gc", "--keep-days", "0"], "gc"),
     "recover-garbled-stage": Cmd("garbled", ["stage", "recover"], "recover"),
     "recover-missing-tip": Cmd("missing", ["stage", "recover"], "recover"),

@@ -36,6 +36,7 @@ _DEFAULT_BIN = TOOLS / "node_modules" / ".bin" / "claude"
 CLAUDE_BIN = os.environ.get("CTX_CLAUDE_BIN", "")
 SKIP_CLAUDE = os.environ.get("CTX_SKIP_REAL_CLAUDE") == "1"
 _PASS_ENV = ("PATH", "LANG", "TMPDIR")
+_CTX_BINDIR = str(Path(sys.executable).parent)  # where pip put the `ctx` console script
 
 
 def _version_ok(path: Path) -> bool:
@@ -144,7 +145,7 @@ class ClaudeProject:
     turns: int = field(default=0)
 
     def run(self, prompt: str, replies: list[Any], *, resume: str | None = None,
-            timeout: float = 90) -> Turn:
+            timeout: float = 90, allowed_tools: str = "Bash") -> Turn:
         """Run one prompt with the model scripted by ``replies`` (fake_anthropic format)."""
         self.turns += 1
         folder = self.work / f"turn{self.turns}"
@@ -162,7 +163,8 @@ class ClaudeProject:
         else:
             pytest.fail("fake model server did not start")
         try:
-            args = [str(self.bin), "-p", prompt, "--output-format", "json", "--allowedTools", "Bash"]
+            args = [str(self.bin), "-p", prompt, "--output-format", "json", "--allowedTools",
+                    allowed_tools]
             if resume:
                 args += ["--resume", resume]
             if self.plugin_dir:
@@ -179,6 +181,9 @@ class ClaudeProject:
 
     def _env(self, port: int) -> dict[str, str]:
         env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
+        # ctx on the PATH Claude Code passes to its hooks, as an installed ctx is (the
+        # plugin's wrapper and the portable project hooks find it there).
+        env["PATH"] = os.pathsep.join([_CTX_BINDIR, env.get("PATH", os.defpath)])
         env.update(HOME=str(self.home), ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}",
                    ANTHROPIC_API_KEY="sk-test", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
                    DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1", DISABLE_ERROR_REPORTING="1",

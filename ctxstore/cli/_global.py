@@ -1,0 +1,122 @@
+"""The global layer on the command line: ``--global/--no-global`` (DESIGN §2, issue 16).
+
+Reads with ``--global`` (``ctx search``, ``ctx query``, ``ctx compose``) cover the project
+store and the user store ``~/.ctx`` through ``knowledge.scopes``, and every result names
+its store. ``ctx add --global`` writes to the user store (created on first use). The
+commands' own modules only add the option and call one function here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ctxstore.cli._common import Env, emit_json, node_json, preview
+from ctxstore.cli._render import composed_text, echo_stored, item_line
+
+if TYPE_CHECKING:
+    from ctxstore.knowledge.scopes import ScopedNode, Stores
+
+__all__ = ["global_option", "global_write_option", "user_store", "search_global", "query_global",
+           "compose_global"]
+
+
+def user_store() -> Path:
+    """The user store of this user (``~/.ctx``)."""
+    from ctxstore.knowledge.scopes import user_store_path
+
+    return user_store_path(Path(os.path.expanduser("~")))
+
+
+def global_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--global/--no-global`` on a read command (off by default)."""
+    return click.option("--global/--no-global", "use_global", default=False,
+                        help="Also read the user store ~/.ctx; each result names its store.")(func)
+
+
+def _to_user_store(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        from ctxstore.knowledge.scopes import open_user_store
+
+        path = user_store()
+        open_user_store(path, create=True).close()  # type: ignore[union-attr]
+        env = ctx.find_object(Env)
+        assert env is not None
+        env.ctx_dir, env.kind = str(path), "user"
+    return value
+
+
+def global_write_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--global`` on a write command: write to the user store ``~/.ctx`` instead."""
+    return click.option("--global", "use_global", is_flag=True, expose_value=False,
+                        callback=_to_user_store,
+                        help="Write to the user store ~/.ctx (knowledge for every project).")(func)
+
+
+def _stores(env: Env) -> Stores:
+    from ctxstore.knowledge.scopes import Stores
+
+    return Stores.open(env.session(), user_store())
+
+
+def _print(env: Env, hits: Sequence[ScopedNode]) -> None:
+    if env.fmt == "json":
+        docs = []
+        for h in hits:
+            doc = {"store": h.scope, **node_json(h.node)}
+            if h.score is not None:
+                doc["score"] = round(h.score, 4)
+            docs.append(doc)
+        emit_json({"count": len(hits), "nodes": docs})
+        return
+    for h in hits:
+        n = h.node
+        if env.fmt == "markdown":
+            echo_stored(f"{item_line(n.type, n.id[:8], n.content)} ({h.scope})")
+            continue
+        tags = f"  [{', '.join(n.tags)}]" if n.tags else ""
+        mark = " (superseded)" if n.superseded_by else ""
+        echo_stored(f"{h.scope:<7}  {n.id}  {n.type:<13} {preview(n.content)}{tags}{mark}")
+
+
+def search_global(env: Env, text: str, limit: int, include_superseded: bool) -> None:
+    """``ctx search --global``: full-text search over both stores, each result labelled."""
+    from ctxstore.knowledge.scopes import search_scoped
+
+    stores = _stores(env)
+    try:
+        _print(env, search_scoped(stores, text, limit=limit, include_superseded=include_superseded))
+    finally:
+        stores.close_user()
+
+
+def query_global(env: Env, text: str, include_superseded: bool, limit: int | None) -> None:
+    """``ctx query --global``: the query over both stores, project first, each labelled."""
+    from ctxstore.knowledge.scopes import query_scoped
+
+    stores = _stores(env)
+    try:
+        _print(env, query_scoped(stores, text, now=time.time(), limit=limit,
+                                 include_superseded=include_superseded))
+    finally:
+        stores.close_user()
+
+
+def compose_global(env: Env, query: str, budget: int) -> None:
+    """``ctx compose --global``: the project's context, then the user store's in what is left."""
+    from ctxstore.packs.scoped import compose_scoped, scoped_composition_json
+
+    stores = _stores(env)
+    try:
+        comp = compose_scoped(stores, query, budget, now_ms=int(time.time() * 1000))
+    finally:
+        stores.close_user()
+    if env.fmt == "json":
+        emit_json(scoped_composition_json(comp))
+    else:
+        echo_stored(composed_text(comp.text), nl=False)

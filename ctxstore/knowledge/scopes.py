@@ -1,0 +1,344 @@
+"""The global layer (DESIGN §2, spec 003): reading the project store and the user store together.
+
+What a project learns stays in its ``.ctx/``; what holds everywhere (the user's preferences,
+facts about their tools) lives in the user store ``~/.ctx``. Recall, search, query and
+compose read both when asked (``--global``; recall by default, ``[retrieval] recall_global``),
+and every result carries the store it came from (``project`` or ``user``). Writes with the
+global scope (``ctx add --global``, ``<ctx:remember scope="global">``, the MCP ``remember``
+tool with ``scope: "user"``) go to the user store, which is created on first write.
+
+The two stores are never mixed: each is read through its own ``Session`` and index, and
+results are merged here. This module runs no SQL and reads no environment: the caller
+passes the user store's path (``user_store_path``); ``default_user_store`` is the one place
+the library expands ``~``, for front ends that have no environment of their own (a hook's
+command handler).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ctxstore.errors import InvalidInput
+from ctxstore.index.read import NodeRow
+from ctxstore.repo import Store
+from ctxstore.session import Session
+
+__all__ = ["SCOPES", "Scope", "ScopedNode", "Stores", "user_store_path",
+           "default_user_store", "recall_global_default", "open_user_store", "search_scoped",
+           "query_scoped", "recall_scoped", "parse_scope", "scoped_json", "store_for_scope"]
+
+Scope = Literal["project", "user"]
+SCOPES: tuple[Scope, ...] = ("project", "user")
+# What a scope attribute may say: "global" is the user store, "project"/"local" the project's.
+_SCOPE_NAMES: dict[str, Scope] = {"project": "project", "local": "project", "global": "user",
+                                  "user": "user"}
+
+
+def parse_scope(text: str | None) -> Scope:
+    """The store a write goes to, from a ``scope`` attribute or argument.
+
+    Args:
+        text: ``project`` (or ``local``), ``global`` (or ``user``), or None for the project.
+
+    Returns:
+        ``project`` or ``user``.
+
+    Raises:
+        InvalidInput: (E011) for any other word.
+    """
+    if text is None or not text.strip():
+        return "project"
+    scope = _SCOPE_NAMES.get(text.strip().lower())
+    if scope is None:
+        raise InvalidInput(f"scope must be project or global, got {text!r}")
+    return scope
+
+
+def user_store_path(home: Path) -> Path:
+    """The user store of a home directory (``<home>/.ctx``).
+
+    Args:
+        home: The user's home directory.
+
+    Returns:
+        The user store's ``.ctx`` directory (it may not exist yet).
+    """
+    return home / ".ctx"
+
+
+def default_user_store() -> Path:
+    """The user store of the running user (``~/.ctx``), for front ends given no home.
+
+    Returns:
+        ``~/.ctx`` expanded.
+    """
+    return Path("~").expanduser() / ".ctx"
+
+
+def recall_global_default(store: Store) -> bool:
+    """Whether recall reads the user store too when not told (``[retrieval] recall_global``).
+
+    Args:
+        store: The project store (its config decides).
+
+    Returns:
+        The setting, True when the config does not have it.
+    """
+    values = store.config.values.get("retrieval", {})
+    value = values.get("recall_global", True)
+    return value if isinstance(value, bool) else True
+
+
+def open_user_store(path: Path, *, create: bool) -> Session | None:
+    """A session on the user store, or None when there is none and ``create`` is False.
+
+    Reads never create the user store (a search with ``--global`` on a machine without one
+    just finds nothing there); a global write does.
+
+    Args:
+        path: The user store's ``.ctx`` directory (``user_store_path``).
+        create: Create it (without Git) when it does not exist.
+
+    Returns:
+        The session (close it), or None.
+
+    Raises:
+        StoreNotFound, UnsafePath, ConfigInvalid, UnsupportedStoreVersion: if it cannot be opened.
+        StoreExists, StorageIOError: if it cannot be created.
+    """
+    if not (path / "HEAD").is_file():
+        if not create:
+            return None
+        from ctxstore.init import init_store
+
+        init_store(path, git=False)
+    return Session.open(path)
+
+
+@contextmanager
+def store_for_scope(project: Store, scope: str | None, *,
+                    user_store: Path | None = None) -> Iterator[Store]:
+    """The store a write with ``scope`` goes to: the project's, or the user store (created).
+
+    Args:
+        project: The project's open store.
+        scope: ``project``/``local`` (or None), or ``global``/``user``.
+        user_store: The user store's directory; ``default_user_store()`` when None.
+
+    Yields:
+        The store to write to (a user store opened here is closed on exit).
+
+    Raises:
+        InvalidInput: (E011) for an unknown scope.
+        StoreExists, StorageIOError, UnsafePath, ConfigInvalid: if the user store cannot be
+            created or opened.
+    """
+    if parse_scope(scope) == "project":
+        yield project
+        return
+    path = user_store if user_store is not None else default_user_store()
+    if _same(path, project.root):
+        yield project
+        return
+    db = open_user_store(path, create=True)
+    assert db is not None  # created above when missing
+    try:
+        yield db.store
+    finally:
+        db.close()
+
+
+@dataclass
+class Stores:
+    """The stores one read covers: the project's, and the user store when global.
+
+    Attributes:
+        project: The project's session (the store the command found).
+        user: The user store's session, or None (not global, no user store, or the project
+            store is the user store itself).
+    """
+
+    project: Session
+    user: Session | None = None
+
+    @classmethod
+    def open(cls, project: Session, user_path: Path | None) -> Stores:
+        """The project store plus the user store at ``user_path`` when it exists.
+
+        Args:
+            project: The project's open session.
+            user_path: The user store's directory, or None for the project alone.
+
+        Returns:
+            The stores; ``user`` is None when ``user_path`` is None, holds no store, or is
+            the project store itself (read once, labelled ``project``).
+
+        Raises:
+            UnsafePath, ConfigInvalid, UnsupportedStoreVersion: if the user store cannot be opened.
+        """
+        if user_path is None or _same(user_path, project.root):
+            return cls(project)
+        return cls(project, open_user_store(user_path, create=False))
+
+    def each(self) -> Iterator[tuple[Scope, Session]]:
+        """The sessions with their labels, project first."""
+        yield "project", self.project
+        if self.user is not None:
+            yield "user", self.user
+
+    def close_user(self) -> None:
+        """Close the user store's session (the project's belongs to the caller)."""
+        if self.user is not None:
+            self.user.close()
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ScopedNode:
+    """A node and the store it came from.
+
+    Attributes:
+        scope: ``project`` or ``user``.
+        node: The node as that store's index holds it.
+        score: Its relevance (higher is better) for a full-text search, else None.
+    """
+
+    scope: Scope
+    node: NodeRow
+    score: float | None = None
+
+
+def search_scoped(stores: Stores, text: str, *, limit: int,
+                  include_superseded: bool = False) -> list[ScopedNode]:
+    """Full-text search over every store, best first (``query.executor.search_nodes``).
+
+    Args:
+        stores: The stores to read.
+        text: Free text (never refused).
+        limit: The most results in all.
+        include_superseded: Also superseded nodes.
+
+    Returns:
+        At most ``limit`` results. Each store's scores are BM25 over its own index, so they
+        are close to comparable; on a tie the project's result comes first.
+
+    Raises:
+        QueryTooComplex, IndexCorrupt: if an index cannot answer.
+    """
+    from ctxstore.query.executor import search_nodes
+
+    found: list[tuple[float, int, ScopedNode]] = []
+    for rank, (scope, db) in enumerate(stores.each()):
+        for node, score in search_nodes(db.index(), text, limit=limit,
+                                        include_superseded=include_superseded):
+            found.append((-score, rank, ScopedNode(scope, node, score)))
+    found.sort(key=lambda t: (t[0], t[1]))
+    return [hit for _, _, hit in found[:limit]]
+
+
+def query_scoped(stores: Stores, text: str, *, now: float, limit: int | None = None,
+                 include_superseded: bool = False) -> list[ScopedNode]:
+    """The query language over every store: the project's matches, then the user store's.
+
+    Args:
+        stores: The stores to read.
+        text: The query (docs/query.md).
+        now: Seconds since the epoch (relative times).
+        limit: The most results in all, or None.
+        include_superseded: Also superseded nodes.
+
+    Returns:
+        The matches in each store's order, project first, cut to ``limit``.
+
+    Raises:
+        QuerySyntaxError, NodeNotFound, AmbiguousPrefix, QueryTooComplex, IndexCorrupt:
+            as ``query.executor.run_query`` (a ``from:`` id the user store lacks is not an
+            error there: that store is skipped).
+    """
+    from ctxstore.errors import AmbiguousPrefix, NodeNotFound
+    from ctxstore.query.executor import run_query
+
+    out: list[ScopedNode] = []
+    for scope, db in stores.each():
+        left = None if limit is None else limit - len(out)
+        if left is not None and left <= 0:
+            break
+        try:
+            nodes = run_query(db.index(), text, now=now, include_superseded=include_superseded,
+                              limit=left)
+        except (NodeNotFound, AmbiguousPrefix):
+            if scope == "project":
+                raise
+            continue  # an id of the project's store names nothing in the user store
+        out += [ScopedNode(scope, n) for n in nodes]
+    return out
+
+
+def recall_scoped(stores: Stores, query: str, *, limit: int, now: float) -> list[ScopedNode]:
+    """What recall returns over every store (``knowledge.recall.recall_nodes`` per store).
+
+    Free text is always accepted (DESIGN §8): a query the query language cannot parse is
+    searched as full text instead.
+
+    Args:
+        stores: The stores to read.
+        query: The query text; it must not be blank.
+        limit: The most nodes in all.
+        now: Seconds since the epoch.
+
+    Returns:
+        Live, non-archived nodes, the project's first.
+
+    Raises:
+        InvalidInput: (E011) for a blank query.
+        IndexCorrupt: (E007) if an index cannot answer.
+    """
+    from ctxstore.knowledge.recall import recall_nodes
+    from ctxstore.query.parser import QuerySyntaxError
+
+    if not query.strip():
+        raise InvalidInput("recall needs a query")
+    out: list[ScopedNode] = []
+    for scope, db in stores.each():
+        left = limit - len(out)
+        if left <= 0:
+            break
+        try:
+            nodes = recall_nodes(db.index(), query, limit=left, now=now)
+        except QuerySyntaxError:
+            from ctxstore.query.executor import search_nodes
+
+            hits = search_nodes(db.index(), query, limit=left + 10)
+            nodes = [n for n, _ in hits if n.status != "archived"][:left]
+        out += [ScopedNode(scope, n) for n in nodes]
+    return out
+
+
+def scoped_json(hits: Sequence[ScopedNode]) -> list[dict[str, Any]]:
+    """The results as JSON objects ``{"store", "id", "type", "content", "tags", "score"?}``.
+
+    Args:
+        hits: Scoped results.
+
+    Returns:
+        One object per result, in order.
+    """
+    out = []
+    for h in hits:
+        doc: dict[str, Any] = {"store": h.scope, "id": h.node.id, "type": h.node.type,
+                               "content": h.node.content, "tags": list(h.node.tags),
+                               "status": h.node.status}
+        if h.score is not None:
+            doc["score"] = round(h.score, 4)
+        out.append(doc)
+    return out

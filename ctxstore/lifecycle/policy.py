@@ -1,0 +1,247 @@
+"""Status transitions of memories (spec 003): archive after decay, restore on recall, prune.
+
+Owns the lifecycle pass::
+
+    active   -> (confidence < threshold for the grace period)  -> archived
+    archived -> (recalled since it was archived)                -> active (restored)
+    archived -> (untouched for the prune period)                -> pruned (tombstone)
+
+Only nodes this pass archived (``metadata.lifecycle_archived``) are restored or pruned: a
+node a person or agent archived or forgot (``ctx forget``, consolidation) stays as it is,
+and supersession stays human. Every transition is an ordinary change record (a new node
+version or a tombstone) staged in one change batch, so it merges through Git like any
+edit and replays to the same state on every clone. Confidence is a pure function of
+time (``scoring``), so "below the threshold for 14 days" needs no stored state.
+
+The pass reads the index and writes through ``knowledge.nodes``; it must not run SQL,
+print, or run on the prompt path (it runs at session end and on ``ctx lifecycle``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ctxstore.index import open_index
+from ctxstore.index.read import NodeRow, list_nodes, node_degrees
+from ctxstore.knowledge.nodes import (
+    NodeChanges,
+    WriteResult,
+    next_version,
+    stage_write,
+    tombstones,
+    with_tier,
+)
+from ctxstore.lifecycle import scoring
+from ctxstore.model.knowledge import KnowledgeRecord
+from ctxstore.model.vocab import TIER_TAG_PREFIX
+from ctxstore.repo import Store
+
+__all__ = ["ARCHIVE_THRESHOLD", "GRACE_DAYS", "PRUNE_DAYS", "ARCHIVED_KEY", "Transition",
+           "LifecycleReport", "plan_transitions", "run_lifecycle", "is_dormant"]
+
+ARCHIVE_THRESHOLD = 0.3
+GRACE_DAYS = 14.0
+PRUNE_DAYS = 30.0
+# Metadata a lifecycle archive writes: when (ms), the tier the node had, its access count then.
+ARCHIVED_KEY = "lifecycle_archived"
+_TIER_KEY = "lifecycle_tier"
+_ACCESS_KEY = "lifecycle_access"
+
+Kind = Literal["archive", "restore", "prune"]
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One planned status change.
+
+    Attributes:
+        node_id: The node.
+        kind: ``archive``, ``restore`` or ``prune``.
+        confidence: Its decayed confidence at planning time.
+        reason: Why, in words.
+    """
+
+    node_id: str
+    kind: Kind
+    confidence: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleReport:
+    """What a lifecycle pass found and (unless a dry run) wrote.
+
+    Attributes:
+        transitions: The transitions, archive first, then restore, then prune.
+        scanned: How many nodes were scored.
+        written: The records staged (empty on a dry run or when nothing changed).
+    """
+
+    transitions: tuple[Transition, ...]
+    scanned: int
+    written: WriteResult = field(default_factory=lambda: WriteResult((), None))
+
+    def count(self, kind: Kind) -> int:
+        """How many transitions of one kind.
+
+        Args:
+            kind: The kind.
+
+        Returns:
+            The number.
+        """
+        return sum(1 for t in self.transitions if t.kind == kind)
+
+
+def is_dormant(node: NodeRow) -> bool:
+    """True for a node the lifecycle archived (restorable on recall, prunable later).
+
+    Args:
+        node: The node.
+
+    Returns:
+        Whether it is archived by the lifecycle pass.
+    """
+    return node.status == "archived" and ARCHIVED_KEY in node.metadata
+
+
+def _tier(node: NodeRow) -> str | None:
+    return next((t[len(TIER_TAG_PREFIX):] for t in node.tags if t.startswith(TIER_TAG_PREFIX)), None)
+
+
+def _plan_one(node: NodeRow, *, now_ms: int, access: int, centrality: float, threshold: float,
+              grace_days: float, prune_days: float) -> Transition | None:
+    if node.superseded_by is not None or node.status not in ("active", "archived"):
+        return None
+    conf = scoring.node_confidence(node, now_ms=now_ms, access_count=access, centrality=centrality)
+    if node.status == "active":
+        below = scoring.days_until_below(node, threshold, access_count=access,
+                                         centrality=centrality)
+        if below is None:
+            return None
+        if (now_ms - node.updated_at) / scoring.DAY_MS >= below + grace_days:
+            return Transition(node.id, "archive", conf,
+                              f"confidence {conf:.2f} below {threshold} for {grace_days:g} days")
+        return None
+    if ARCHIVED_KEY not in node.metadata:
+        return None  # archived by a person, an agent's forget or consolidation: left alone
+    seen = int(scoring.number(node.metadata.get(_ACCESS_KEY), 0, 1 << 62, 0))
+    if access > seen:
+        return Transition(node.id, "restore", conf, "recalled since it was archived")
+    # Untouched since it was archived: the pass's own time, or a later edit's stamp.
+    since = max(node.updated_at, int(scoring.number(node.metadata.get(ARCHIVED_KEY), 0, 1 << 62, 0)))
+    idle = (now_ms - since) / scoring.DAY_MS
+    if idle >= prune_days:
+        return Transition(node.id, "prune", conf, f"archived and untouched for {idle:.0f} days")
+    return None
+
+
+def plan_transitions(nodes: list[NodeRow], degrees: Mapping[str, int], *, now_ms: int,
+                     access: Mapping[str, int] | None = None,
+                     threshold: float = ARCHIVE_THRESHOLD, grace_days: float = GRACE_DAYS,
+                     prune_days: float = PRUNE_DAYS) -> list[Transition]:
+    """Decide the transitions of ``nodes`` at ``now_ms`` (pure: reads nothing, writes nothing).
+
+    Args:
+        nodes: The live nodes.
+        degrees: Edge degree by node id (centrality is relative to the best-connected node).
+        now_ms: The time of the pass (ms since the epoch).
+        access: Retrievals per node id in this clone (none when None).
+        threshold: Archive below this confidence.
+        grace_days: ... once it has been below for this many days.
+        prune_days: Prune a lifecycle-archived node untouched for this many days.
+
+    Returns:
+        The transitions, archive first, then restore, then prune (each by node id).
+    """
+    access = access or {}
+    central = scoring.centralities(degrees, [n.id for n in nodes])
+    out = [t for n in nodes if (t := _plan_one(
+        n, now_ms=now_ms, access=access.get(n.id, 0), centrality=central.get(n.id, 0.0),
+        threshold=threshold, grace_days=grace_days, prune_days=prune_days)) is not None]
+    order = {"archive": 0, "restore": 1, "prune": 2}
+    out.sort(key=lambda t: (order[t.kind], t.node_id))
+    return out
+
+
+def _records(conn: sqlite3.Connection, nodes: dict[str, NodeRow], plan: list[Transition],
+             now_ms: int, access: Mapping[str, int]) -> list[KnowledgeRecord]:
+    records: list[KnowledgeRecord] = []
+    seen_edges: set[tuple[str, ...]] = set()
+    for t in plan:
+        node = nodes[t.node_id]
+        if t.kind == "archive":
+            meta = {**node.metadata, ARCHIVED_KEY: now_ms, _TIER_KEY: _tier(node) or "",
+                    _ACCESS_KEY: access.get(node.id, 0)}
+            records.append(next_version(node, status="archived", metadata=meta,
+                                        tags=with_tier(node.tags, "off-context")))
+        elif t.kind == "restore":
+            meta = {k: v for k, v in node.metadata.items()
+                    if k not in (ARCHIVED_KEY, _TIER_KEY, _ACCESS_KEY)}
+            old = node.metadata.get(_TIER_KEY)
+            tags = [x for x in node.tags if not x.startswith(TIER_TAG_PREFIX)]
+            if isinstance(old, str) and old:
+                tags.append(TIER_TAG_PREFIX + old)
+            changes: NodeChanges = {"status": "active", "metadata": meta,
+                                    "tags": tuple(sorted(tags))}
+            records.append(next_version(node, **changes))
+        else:
+            records.extend(tombstones(conn, node, seen_edges))
+    return records
+
+
+def run_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, int] | None = None,
+                  dry_run: bool = False, threshold: float = ARCHIVE_THRESHOLD,
+                  grace_days: float = GRACE_DAYS, prune_days: float = PRUNE_DAYS
+                  ) -> LifecycleReport:
+    """Run one lifecycle pass: plan the transitions and stage them as one change batch.
+
+    The plan is made again under the store lock from the index as it is then, so two
+    passes at once cannot both archive one version.
+
+    Args:
+        store: The store.
+        now_ms: The time of the pass (ms since the epoch).
+        access: Retrievals per node id in this clone (``local/state.sqlite``), or None.
+        dry_run: Plan only; write nothing and take no lock.
+        threshold: Archive below this confidence.
+        grace_days: ... once below it for this many days.
+        prune_days: Prune lifecycle-archived nodes untouched this long.
+
+    Returns:
+        The transitions and what was staged.
+
+    Raises:
+        LockConflict, StagingConflict, StorageIOError: if the batch cannot be written
+            (the store is unchanged).
+        IndexCorrupt: if the index cannot be read.
+    """
+    access = dict(access or {})
+
+    def plan(conn: sqlite3.Connection) -> tuple[list[NodeRow], list[Transition]]:
+        nodes = list_nodes(conn)
+        return nodes, plan_transitions(nodes, node_degrees(conn), now_ms=now_ms, access=access,
+                                       threshold=threshold, grace_days=grace_days,
+                                       prune_days=prune_days)
+
+    if dry_run:
+        conn = open_index(store)
+        try:
+            nodes, transitions = plan(conn)
+        finally:
+            conn.close()
+        return LifecycleReport(tuple(transitions), len(nodes))
+    with store.lock():
+        conn = open_index(store)
+        try:
+            nodes, transitions = plan(conn)
+            records = _records(conn, {n.id: n for n in nodes}, transitions, now_ms, access)
+        finally:
+            conn.close()
+        summary = ", ".join(f"{n} {k}d" for k in ("archive", "restore", "prune")
+                            if (n := sum(1 for t in transitions if t.kind == k)))
+        written = stage_write(store, records, f"lifecycle: {summary}")
+    return LifecycleReport(tuple(transitions), len(nodes), written)

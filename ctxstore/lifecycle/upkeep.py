@@ -1,0 +1,104 @@
+"""End-of-session upkeep: compaction triggers and the lifecycle pass, for the SessionEnd hook.
+
+One call (``session_end_upkeep``) that the hook makes after it has run deferred
+commands. It checks the compaction triggers (``triggers.maybe_compact``) and, when
+``[lifecycle] on_session_end`` is set, runs one lifecycle pass (``policy.run_lifecycle``)
+with the access counts the hooks recorded in this clone. It waits only briefly for the
+store lock and never raises a ``CtxError``, an SQLite or an OS error: a hook must never
+fail because of upkeep, which simply runs again at the next session end. It never runs
+on the prompt path.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctxstore.errors import CtxError
+from ctxstore.lifecycle.policy import LifecycleReport, run_lifecycle
+from ctxstore.lifecycle.triggers import Triggered, maybe_compact
+from ctxstore.repo import Store, now_ms
+
+__all__ = ["UPKEEP_LOCK_WAIT", "Upkeep", "session_end_upkeep", "task_boundary_compaction"]
+
+UPKEEP_LOCK_WAIT = 0.25
+
+
+@dataclass
+class Upkeep:
+    """What the end-of-session upkeep did.
+
+    Attributes:
+        compaction: The automatic compaction, if a trigger held.
+        lifecycle: The lifecycle pass, if it ran.
+        problems: One line per step that could not run (the hook shows or drops them).
+    """
+
+    compaction: Triggered | None = None
+    lifecycle: LifecycleReport | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def session_end_upkeep(ctx_dir: Path, access: Mapping[str, int] | None = None, *,
+                       now: int | None = None, task_ended: str | None = None) -> Upkeep:
+    """Run the compaction triggers, then the lifecycle pass, on the store at ``ctx_dir``.
+
+    Args:
+        ctx_dir: The store's ``.ctx`` directory.
+        access: Retrievals per node id in this clone (``HookState.access_counts``).
+        now: The time (ms since the epoch); the wall clock when None.
+        task_ended: A task that ended with the session, if any.
+
+    Returns:
+        What ran and what could not (never raises for a store, lock or index problem).
+    """
+    from ctxstore.session import Session
+
+    out = Upkeep()
+    at = now_ms() if now is None else now
+    try:
+        db = Session.open(ctx_dir, lock_timeout=UPKEEP_LOCK_WAIT)
+    except (CtxError, sqlite3.Error, OSError) as exc:
+        out.problems.append(f"upkeep skipped: {exc}")
+        return out
+    with db:
+        try:
+            out.compaction = maybe_compact(db.store, db.config, now_ms=at, task_ended=task_ended)
+        except (CtxError, sqlite3.Error, OSError) as exc:
+            out.problems.append(f"automatic compaction skipped: {exc}")
+        if db.config.get("lifecycle", "on_session_end"):
+            try:
+                out.lifecycle = run_lifecycle(
+                    db.store, now_ms=at, access=access,
+                    threshold=float(db.config.get("lifecycle", "archive_confidence_threshold")),
+                    grace_days=float(db.config.get("lifecycle", "archive_grace_days")),
+                    prune_days=float(db.config.get("lifecycle", "prune_after_days")))
+            except (CtxError, sqlite3.Error, OSError) as exc:
+                out.problems.append(f"lifecycle pass skipped: {exc}")
+    return out
+
+
+def task_boundary_compaction(store: Store, *, started: str | None = None,
+                             ended: str | None = None, previous: str | None = None
+                             ) -> Triggered | str | None:
+    """Fold the staging session when a task ends or a different one starts (spec 002 §15.2).
+
+    Called by a front end at ``<ctx:task>`` (the Stop hook, never the prompt path), before
+    a task starts and after one ends. Never raises for a store, lock or index problem.
+
+    Args:
+        store: The store.
+        started: The task about to start, if any.
+        ended: The task that has just ended, if any.
+        previous: The task current before ``started``, if any.
+
+    Returns:
+        The compaction, None when no trigger held, or a one-line problem when it could not run.
+    """
+    try:
+        return maybe_compact(store, store.config, now_ms=now_ms(), task_started=started,
+                             task_ended=ended, previous_task=previous)
+    except (CtxError, sqlite3.Error, OSError) as exc:
+        return f"automatic compaction skipped: {exc}"

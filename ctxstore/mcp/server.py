@@ -1,0 +1,454 @@
+"""``ctx mcp``: a stdio MCP server whose tools are the operations layer (issue 16).
+
+One long-lived process works on one ``Session``: every read goes through
+``Session.index()``, which catches the index up with HEAD and STAGE first, so the server
+sees what other processes (a hook, ``ctx add``) wrote since its last call. Each tool is one
+call into ``knowledge/`` or ``packs/`` plus the shaping of its result as JSON; no knowledge
+behaviour lives here. ``ToolBox`` holds the tools as plain methods (usable and testable
+without the SDK); ``build_server`` registers them with the official ``mcp`` SDK, imported
+only here and only when the server is built.
+
+Errors: a ``CtxError`` (a bad id, a bad query, a held lock) becomes an MCP tool error whose
+text is the one-line ``error[E0xx]: ...``; arguments of the wrong type are refused by the
+SDK's schema check as tool errors too; anything unexpected is a tool error the SDK reports
+without its details. The process never dies of a bad call. Tool bodies are synchronous
+and run on the event loop's thread (declared ``async``), so SQLite connections stay on the
+thread that opened them and calls never interleave. Nothing here prints: stdout is the
+JSON-RPC channel.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ctxstore.errors import CtxError, InvalidInput
+from ctxstore.knowledge.scopes import Scope, Stores, parse_scope, recall_global_default, scoped_json
+from ctxstore.session import Session
+
+__all__ = ["SERVER_NAME", "ToolBox", "build_server", "serve", "sdk_available"]
+
+SERVER_NAME = "ctx"
+_MAX_LIMIT = 100
+_INSTRUCTIONS = (
+    "ctx is this project's persistent memory (facts, decisions, patterns, tasks), kept in "
+    "the repository's .ctx/ store and, for knowledge that holds in every project, the user "
+    "store ~/.ctx. Use recall before answering questions about past work; remember what a "
+    "later session should know (with a tier:pinned, tier:reference or tier:working tag).")
+
+
+def _limit(value: int) -> int:
+    if not 0 < value <= _MAX_LIMIT:
+        raise InvalidInput(f"limit must be 1..{_MAX_LIMIT}, got {value}")
+    return value
+
+
+def _node_doc(node: Any, scope: Scope) -> dict[str, Any]:
+    from ctxstore.packs.compose import iso_ms, tier_of
+
+    return {"store": scope, "id": node.id, "type": node.type, "content": node.content,
+            "summary": node.summary, "tags": list(node.tags), "tier": tier_of(node),
+            "status": node.status, "superseded_by": node.superseded_by,
+            "metadata": node.metadata, "created_at": iso_ms(node.created_at),
+            "updated_at": iso_ms(node.updated_at)}
+
+
+class ToolBox:
+    """The server's tools over one project session (and the user store, when global).
+
+    Args:
+        db: The project's open session (the caller closes it).
+        user_store: The user store's directory (``~/.ctx``), or None for no global layer.
+        clock: Wall-clock seconds.
+    """
+
+    def __init__(self, db: Session, *, user_store: Path | None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.user_store = user_store
+        self.clock = clock
+        self.current_task: str | None = None
+        self._user: Session | None = None
+        self._session_id = f"mcp-{int(clock() * 1000)}"
+
+    # -- stores -------------------------------------------------------------------------
+
+    def _user_session(self, *, create: bool) -> Session | None:
+        """The user store's session, opened once (created on a global write)."""
+        from ctxstore.knowledge.scopes import open_user_store
+
+        if self.user_store is None:
+            if create:
+                raise InvalidInput("this server has no user store (started with --no-global)")
+            return None
+        if self._user is None:
+            if self.user_store.resolve() == self.db.root.resolve():
+                return self.db
+            self._user = open_user_store(self.user_store, create=create)
+        return self._user
+
+    def _stores(self, include_global: bool) -> Stores:
+        return Stores(self.db, self._user_session(create=False) if include_global else None)
+
+    def _session_for(self, scope: Scope, *, create: bool = False) -> Session:
+        if scope == "project":
+            return self.db
+        user = self._user_session(create=create)
+        if user is None:
+            raise InvalidInput("there is no user store (~/.ctx) yet")
+        return user
+
+    def close(self) -> None:
+        """Close the user store's session, if one was opened (the project's is the caller's)."""
+        if self._user is not None and self._user is not self.db:
+            self._user.close()
+        self._user = None
+
+    # -- tools --------------------------------------------------------------------------
+
+    def remember(self, content: str, type: str = "observation", tags: list[str] | None = None,
+                 scope: str = "project") -> dict[str, Any]:
+        """Store a memory (``knowledge.remember``); ``scope: "global"`` writes to ``~/.ctx``.
+
+        Args:
+            content: The text to keep.
+            type: fact, decision, pattern, observation, hypothesis, task, open-question, ...
+            tags: ``namespace:value`` tags; give a tier (``tier:reference``, ...).
+            scope: ``project`` (default) or ``global``.
+
+        Returns:
+            ``{"id", "store", "type", "tags", "written"}``.
+
+        Raises:
+            InvalidInput: (E011) for bad content, type, tag or scope.
+            LockConflict, StorageIOError: if it cannot be written.
+        """
+        from ctxstore.ids import new_ulid
+        from ctxstore.knowledge.remember import remember
+
+        where = parse_scope(scope)
+        db = self._session_for(where, create=True)
+        res = remember(db.store, content, type=type, tags=list(tags or ()), session=self._session_id,
+                       hook_key=f"mcp:{new_ulid()}", current_task=self.current_task, source="mcp")
+        node_id = res.node.id if res.node is not None else res.existing
+        doc: dict[str, Any] = {"id": node_id, "store": where, "written": res.changed,
+                               "type": res.node.type if res.node else type,
+                               "tags": list(res.node.tags) if res.node else list(tags or ())}
+        if res.warning:
+            doc["warning"] = res.warning
+        return doc
+
+    def recall(self, query: str, limit: int = 20, include_global: bool | None = None
+               ) -> dict[str, Any]:
+        """Recall memories by query (``knowledge.scopes.recall_scoped``).
+
+        Args:
+            query: The query language or free text (``retry AND type:decision``).
+            limit: At most this many nodes (1..100).
+            include_global: Also the user store; the config's ``recall_global`` when None.
+
+        Returns:
+            ``{"query", "count", "nodes": [{"store", "id", "type", "content", "tags", ...}]}``.
+
+        Raises:
+            InvalidInput: (E011) for a blank query or a bad limit.
+        """
+        from ctxstore.knowledge.scopes import recall_scoped
+
+        wide = recall_global_default(self.db.store) if include_global is None else include_global
+        hits = recall_scoped(self._stores(wide), query, limit=_limit(limit), now=self.clock())
+        return {"query": query, "count": len(hits), "nodes": scoped_json(hits)}
+
+    def search(self, text: str, limit: int = 20, include_global: bool = False) -> dict[str, Any]:
+        """Full-text search, best first (``knowledge.scopes.search_scoped``).
+
+        Args:
+            text: Free text; every word must occur, "quoted phrases" as phrases.
+            limit: At most this many nodes (1..100).
+            include_global: Also the user store.
+
+        Returns:
+            ``{"text", "count", "nodes": [... "score"]}``.
+
+        Raises:
+            InvalidInput: (E011) for a bad limit.
+        """
+        from ctxstore.knowledge.scopes import search_scoped
+
+        hits = search_scoped(self._stores(include_global), text, limit=_limit(limit))
+        return {"text": text, "count": len(hits), "nodes": scoped_json(hits)}
+
+    def compose(self, query: str | None = None, budget: int | None = None,
+                include_global: bool = False) -> dict[str, Any]:
+        """Compose context within a token budget (``packs.scoped.compose_scoped``).
+
+        Args:
+            query: The query selecting nodes; the default view's when None.
+            budget: The token budget; the view's when None.
+            include_global: Fill what the project leaves from the user store.
+
+        Returns:
+            ``{"text", "tokens", "budget", "nodes": [{"id", "store"}]}``.
+
+        Raises:
+            InvalidInput: (E011) for a bad query or budget; BudgetExceeded (E010) for a
+                budget below the frame.
+        """
+        from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, get_view
+        from ctxstore.packs.scoped import compose_scoped
+
+        if budget is not None and budget < 1:
+            raise InvalidInput(f"budget must be a positive number, got {budget}")
+        view = get_view(self.db.index(), DEFAULT_VIEW_NAME)
+        comp = compose_scoped(self._stores(include_global), query or view.query,
+                              budget or view.budget, now_ms=int(self.clock() * 1000))
+        return {"text": comp.text, "tokens": comp.tokens, "budget": comp.budget,
+                "nodes": [{"id": i, "store": s} for i, s in comp.labels.items()]}
+
+    def show(self, id: str, store: str = "project") -> dict[str, Any]:
+        """A node with its edges (``index.read.read_node``).
+
+        Args:
+            id: The node's id or a unique prefix.
+            store: ``project`` or ``global``.
+
+        Returns:
+            The node's fields, ``store`` and ``edges``.
+
+        Raises:
+            NodeNotFound: (E019), AmbiguousPrefix (E016), InvalidInput (E011).
+        """
+        from ctxstore.index.read import edges_of, read_node
+
+        where = parse_scope(store)
+        conn = self._session_for(where).index()
+        node = read_node(conn, id)
+        doc = _node_doc(node, where)
+        doc["edges"] = [{"from": e.from_key, "to": e.to_key, "type": e.label}
+                        for e in edges_of(conn, node.id)]
+        return doc
+
+    def link(self, source: str, target: str, type: str = "RELATES_TO") -> dict[str, Any]:
+        """Link two project nodes (``knowledge.edges.link_nodes``).
+
+        Args:
+            source: The edge's source node (id or unique prefix).
+            target: Its target node.
+            type: DERIVED_FROM, DEPENDS_ON, SUPERSEDES, RELATES_TO or CHILD_OF.
+
+        Returns:
+            ``{"from", "to", "type", "written"}``.
+
+        Raises:
+            NodeNotFound, AmbiguousPrefix, InvalidInput: for a bad node or type.
+        """
+        from ctxstore.knowledge.edges import link_nodes
+        from ctxstore.model.knowledge import EdgeRecord
+
+        res = link_nodes(self.db.store, source, target, type)
+        edges = [r for r in res.records if isinstance(r, EdgeRecord)]
+        if edges:
+            return {"from": edges[0].from_ref[1], "to": edges[0].to_ref[1], "type": edges[0].label,
+                    "written": True}
+        return {"from": source, "to": target, "type": type.upper(), "written": False}
+
+    def forget(self, id: str, store: str = "project") -> dict[str, Any]:
+        """Forget a node: archived and off-context, history kept (``knowledge.nodes.forget_node``).
+
+        Args:
+            id: The node's id or a unique prefix.
+            store: ``project`` or ``global``.
+
+        Returns:
+            ``{"id", "store", "written"}`` (``written`` False when it was already archived).
+
+        Raises:
+            NodeNotFound: (E019), AmbiguousPrefix (E016), InvalidInput (E011).
+        """
+        from ctxstore.knowledge.nodes import forget_node
+
+        where = parse_scope(store)
+        res = forget_node(self._session_for(where).store, id)
+        node_id = getattr(res.records[0], "id", id) if res.records else id
+        return {"id": node_id, "store": where, "written": res.changed}
+
+    def task_start(self, name: str) -> dict[str, Any]:
+        """Start a task (``knowledge.tasks.start_task``); later working memories join it.
+
+        Args:
+            name: The task's name.
+
+        Returns:
+            ``{"task", "action", "nodes"}``: the working nodes that joined.
+
+        Raises:
+            InvalidInput: (E011) for an empty or invalid name.
+        """
+        from ctxstore.knowledge.tasks import start_task
+
+        res = start_task(self.db.store, name)
+        self.current_task = res.name
+        return {"task": res.name, "action": "start", "nodes": [n.id for n in res.nodes]}
+
+    def task_end(self, name: str) -> dict[str, Any]:
+        """End a task (``knowledge.tasks.end_task``): decisions to reference, the rest off-context.
+
+        Args:
+            name: The task's name.
+
+        Returns:
+            ``{"task", "action", "nodes"}``: the nodes that left the working tier.
+
+        Raises:
+            InvalidInput: (E011) for an empty or invalid name.
+        """
+        from ctxstore.knowledge.tasks import end_task
+
+        res = end_task(self.db.store, name)
+        if self.current_task == res.name:
+            self.current_task = None
+        return {"task": res.name, "action": "end", "nodes": [n.id for n in res.nodes]}
+
+    def status(self) -> dict[str, Any]:
+        """What the project store holds (``knowledge.status.store_status``).
+
+        Returns:
+            Counts of nodes, types, edges, tags and tiers, staged work and the current task.
+        """
+        from ctxstore.knowledge.status import store_status
+
+        st = store_status(self.db.store, self.db.index(), kind="project")
+        return {"path": st.path, "nodes": st.nodes, "tokens": st.tokens, "by_type": st.by_type,
+                "edges": st.edges, "tags": st.tags,
+                "tiers": {t: {"nodes": c, "tokens": k} for t, (c, k) in st.tiers.items()},
+                "superseded": st.superseded, "staged_records": st.staged_records,
+                "head": st.head, "current_task": self.current_task,
+                "user_store": str(self.user_store) if self.user_store else None}
+
+    # -- resources ----------------------------------------------------------------------
+
+    def default_view(self) -> str:
+        """The default view composed (the context a session starts with), as Markdown.
+
+        Returns:
+            The composed Markdown.
+        """
+        return str(self.compose()["text"])
+
+    def node_resource(self, node_id: str) -> str:
+        """A project node as JSON text.
+
+        Args:
+            node_id: The node's id or unique prefix.
+
+        Returns:
+            ``show`` as JSON.
+
+        Raises:
+            NodeNotFound, AmbiguousPrefix, InvalidInput: for a bad id.
+        """
+        import json
+
+        return json.dumps(self.show(node_id), ensure_ascii=False, indent=2)
+
+
+TOOL_NAMES = ("remember", "recall", "search", "compose", "show", "link", "forget", "task_start",
+              "task_end", "status")
+
+
+def sdk_available() -> bool:
+    """Whether the ``mcp`` SDK can be imported (``pip install 'ctxstore[mcp]'``).
+
+    Returns:
+        True when it can.
+    """
+    import importlib.util
+
+    return importlib.util.find_spec("mcp") is not None
+
+
+def _sdk() -> tuple[Any, type[Exception], type[Exception]]:
+    """The SDK's server class and its tool and resource error types (v2 first, then v1).
+
+    Raises:
+        InvalidInput: (E011) if the ``mcp`` package is not installed.
+    """
+    import importlib
+
+    # mcp 2.x names the server MCPServer; 1.x called it FastMCP (same decorators).
+    for package, attr in (("mcp.server.mcpserver", "MCPServer"), ("mcp.server.fastmcp", "FastMCP")):
+        try:
+            server = importlib.import_module(package)
+            errors = importlib.import_module(package + ".exceptions")
+        except ImportError:
+            continue
+        return getattr(server, attr), errors.ToolError, errors.ResourceError
+    raise InvalidInput("ctx mcp needs the MCP SDK, which is not installed",
+                       hint="pip install 'ctxstore[mcp]'")
+
+
+def _guarded(method: Callable[..., Any], error: type[Exception]) -> Callable[..., Any]:
+    """``method`` with a ``CtxError`` turned into the SDK's tool/resource error (one line)."""
+    import functools
+
+    @functools.wraps(method)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except CtxError as exc:
+            raise error(_one_line(exc)) from exc
+
+    return call
+
+
+def _one_line(exc: CtxError) -> str:
+    text = f"error[{exc.code}]: {exc.message}"
+    if exc.hint:
+        text += f" (hint: {exc.hint})"
+    return text.replace("\n", " ")
+
+
+def build_server(tools: ToolBox) -> Any:
+    """The SDK server with every tool and resource of ``tools`` registered.
+
+    Args:
+        tools: The tool box (its session open).
+
+    Returns:
+        An ``MCPServer`` (``FastMCP`` with mcp 1.x); ``run("stdio")`` serves it.
+
+    Raises:
+        InvalidInput: (E011) if the ``mcp`` package is not installed.
+    """
+    server_cls, tool_error, resource_error = _sdk()
+    server = server_cls(SERVER_NAME, instructions=_INSTRUCTIONS)
+    for name in TOOL_NAMES:
+        method = getattr(tools, name)
+        doc = (method.__doc__ or "").strip().split("\n\n", 1)[0]
+        server.tool(name=name, description=doc)(_guarded(method, tool_error))
+    server.resource("ctx://view/default", name="default-view", mime_type="text/markdown",
+                    description="The default view: the context a session starts with.")(
+        _guarded(tools.default_view, resource_error))
+    server.resource("ctx://node/{node_id}", name="node", mime_type="application/json",
+                    description="One node of the project store, with its edges.")(
+        _guarded(tools.node_resource, resource_error))
+    return server
+
+
+def serve(db: Session, *, user_store: Path | None) -> None:
+    """Serve ``db`` over stdio until the client closes the connection.
+
+    Args:
+        db: The project's open session (the caller closes it).
+        user_store: The user store's directory, or None for no global layer.
+
+    Raises:
+        InvalidInput: (E011) if the ``mcp`` package is not installed.
+    """
+    tools = ToolBox(db, user_store=user_store)
+    try:
+        build_server(tools).run("stdio")
+    finally:
+        tools.close()

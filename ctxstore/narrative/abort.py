@@ -1,0 +1,186 @@
+"""``ctx stage abort``: drop the staging session, and the narrative entries it wrote.
+
+``ctx add note|task|decision`` writes Markdown and stages a node tied to it by a
+``<!-- ctx:id=ULID -->`` marker (``narrative.entries``). Aborting only the node would leave
+the entry behind, and the next ``ctx commit`` would read it back as a new node
+(``narrative.ingest``): the aborted work would come back. So ``abort_with_narrative``
+removes, for every node the session created from a narrative entry, that entry: its
+section of a log or of decisions.md, a task file, and the task's "task created" event in
+the log. Entries of nodes that existed before the session, and text people wrote without
+a marker, are never touched.
+
+``plan_abort`` lists what an abort would drop (the CLI shows it and asks); the session is
+then recorded by an abort commit (``staging.abort_session``) and the entries are removed,
+all under the store's lock. A crash between the two leaves the entries: they come back at
+the next commit as nodes, the behaviour before this module, and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ctxstore import fsio
+from ctxstore.errors import CtxError, NothingToDo, StorageIOError
+from ctxstore.model import ChangeBatch, Commit
+from ctxstore.model.knowledge import KnowledgeRecord, NodeRecord
+from ctxstore.narrative.entries import (
+    META_PATH,
+    _narrative_path,
+    _read_text,
+    _write_text,
+)
+from ctxstore.narrative.markdown import parse_entries, render_template, role_of, without_entry
+from ctxstore.objects import ObjectId
+from ctxstore.repo import Store
+from ctxstore.staging import FoldResult, abort_session, stage_chain
+
+__all__ = ["DroppedEntry", "AbortPlan", "plan_abort", "abort_with_narrative"]
+
+_LOG_DATE = re.compile(r"log/(\d{4}-\d{2}-\d{2})\.md")
+
+
+@dataclass(frozen=True)
+class DroppedEntry:
+    """A narrative entry the aborted session wrote."""
+
+    path: str      # narrative-relative: "log/2026-01-20.md", "tasks/task_<ULID>.md"
+    key: str       # the node id of its marker, or the event key ("task-created-<ULID>")
+    kind: str      # "entry" (a section of a file) or "file" (a task file)
+
+
+@dataclass
+class AbortPlan:
+    """What ``ctx stage abort`` drops."""
+
+    session_id: str
+    task: str | None
+    work_commits: int
+    records: int
+    nodes: list[str] = field(default_factory=list)          # nodes the session created
+    entries: list[DroppedEntry] = field(default_factory=list)
+
+
+def plan_abort(store: Store) -> AbortPlan:
+    """What aborting the open staging session would drop; changes nothing.
+
+    Args:
+        store: The store.
+
+    Returns:
+        The session, its counts, the nodes it created and the narrative entries they have.
+
+    Raises:
+        NothingToDo: (E018) if nothing is staged.
+        CtxError: (E001-E005) if STAGE or the staged work is damaged.
+    """
+    for head in store.read_head().heads:  # a damaged HEAD is reported before anything else
+        store.read_typed(head, Commit)
+    chain = stage_chain(store, store.staged_heads())
+    if not chain:
+        raise NothingToDo("no staging session to abort")
+    first = chain[0][1]
+    task = first.message if first.step_kind == "session_start" else None
+    records: list[KnowledgeRecord] = []
+    for _, work in chain:
+        for bid in work.change_batches:
+            records.extend(store.read_typed(ObjectId(bid), ChangeBatch).records)
+    plan = AbortPlan(first.session_id, task, len(chain), len(records))
+    # A node the session created: its first version is staged here (no earlier version).
+    created = {r.id: r for r in records if isinstance(r, NodeRecord) and r.prev is None}
+    plan.nodes = sorted(created)
+    for node_id, rec in sorted(created.items()):
+        path = rec.metadata.get(META_PATH)
+        if not isinstance(path, str) or role_of(path) not in ("log", "decision", "task"):
+            continue
+        if role_of(path) == "task":
+            if _task_file_of(store, path, node_id):
+                plan.entries.append(DroppedEntry(path, node_id, "file"))
+            key = f"task-created-{node_id}"
+            for log in _logs_holding(store, key):
+                plan.entries.append(DroppedEntry(log, key, "entry"))
+        elif _holds(store, path, node_id):
+            plan.entries.append(DroppedEntry(path, node_id, "entry"))
+    return plan
+
+
+def _text(store: Store, rel: str) -> str | None:
+    """A narrative file's text, or None if it is missing or cannot be read."""
+    path = _narrative_path(store, rel)
+    if not path.is_file():
+        return None
+    try:
+        return _read_text(path, rel)
+    except CtxError:  # unreadable or not text: left alone, never an abort failure
+        return None
+
+
+def _holds(store: Store, rel: str, key: str) -> bool:
+    text = _text(store, rel)
+    return text is not None and without_entry(text, key) is not None
+
+
+def _task_file_of(store: Store, rel: str, node_id: str) -> bool:
+    """True if the task file exists and is this node's (its marker names it)."""
+    text = _text(store, rel)
+    if text is None:
+        return False
+    entries = parse_entries(rel, text)
+    return bool(entries) and entries[0].marker == node_id
+
+
+def _logs_holding(store: Store, key: str) -> list[str]:
+    folder = store.root / "narrative" / "log"
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    return [rel for rel in (f"log/{p.name}" for p in sorted(folder.glob("*.md")))
+            if _holds(store, rel, key)]
+
+
+def _drop(store: Store, entry: DroppedEntry) -> None:
+    """Remove one entry (or task file); a log left with only its header goes too."""
+    path = _narrative_path(store, entry.path)  # E020: never through a link
+    if entry.kind == "file":
+        try:
+            fsio.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageIOError(str(path), op="unlink", error=exc) from None
+        return
+    text = _text(store, entry.path)
+    new = without_entry(text, entry.key) if text is not None else None
+    if new is None:
+        return
+    date = _LOG_DATE.fullmatch(entry.path)
+    if date and not parse_entries(entry.path, new) and \
+            new.strip() == render_template("log.md", date=date.group(1)).strip():
+        try:  # a log the session created holds nothing else now
+            fsio.unlink(path)
+        except OSError as exc:
+            raise StorageIOError(str(path), op="unlink", error=exc) from None
+        return
+    _write_text(store, entry.path, new)
+
+
+def abort_with_narrative(store: Store, reason: str | None) -> tuple[FoldResult, AbortPlan]:
+    """``ctx stage abort``: record the session by an abort commit, then remove its entries.
+
+    Args:
+        store: The store.
+        reason: Why the session is abandoned (in the abort commit's message).
+
+    Returns:
+        The abort commit, and what was dropped (``plan_abort``).
+
+    Raises:
+        NothingToDo: (E018) if nothing is staged.
+        InvalidInput: if the reason is not valid Unicode text.
+        LockConflict, StagingConflict, StorageIOError: if the abort cannot be made.
+    """
+    with store.lock():
+        plan = plan_abort(store)
+        res = abort_session(store, reason)
+        for entry in plan.entries:
+            _drop(store, entry)
+    return res, plan

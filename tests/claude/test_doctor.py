@@ -1,0 +1,117 @@
+"""`ctx doctor`: one line per check, each failing one with its fix; exit 0 only when all pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ctxstore.claude.doctor import first_notice
+from tests.conftest import run_ctx
+
+
+def _repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    return root
+
+
+def doctor(cwd: Path, *args: str) -> tuple[int, dict]:
+    res = run_ctx(["--format", "json", "doctor", *args], cwd=cwd)
+    assert res.stderr == "", res.stderr
+    return res.returncode, json.loads(res.stdout)
+
+
+def failing(doc: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in doc["checks"] if not c["ok"]}
+
+
+@pytest.mark.git
+def test_doctor_passes_on_a_complete_setup_and_prints_one_line_per_check(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    assert run_ctx(["init"], cwd=root).returncode == 0
+    assert run_ctx(["install"], cwd=root).returncode == 0
+    code, doc = doctor(root)
+    assert code == 0 and doc["ok"] is True, doc
+    names = [c["name"] for c in doc["checks"]]
+    assert names[0] == "hooks" and {"store", "merge driver", "index",
+                                    "skill and plugin versions"} <= set(names)
+    text = run_ctx(["doctor"], cwd=root)
+    assert text.returncode == 0
+    lines = text.stdout.splitlines()
+    assert len(lines) == len(doc["checks"]) + 1 and lines[-1] == "all checks passed"
+    assert all(line.startswith("ok    ") for line in lines[:-1])
+
+
+@pytest.mark.git
+def test_doctor_names_each_broken_piece_with_its_fix(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    code, doc = doctor(root)  # nothing set up: no hooks, no store
+    bad = failing(doc)
+    assert code == 1 and doc["ok"] is False
+    assert "ctx install" in bad["hooks"]["fix"]
+    assert "ctx init" in bad["store"]["fix"]
+    text = run_ctx(["doctor"], cwd=root)
+    assert text.returncode == 1
+    fail_lines = [line for line in text.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(fail_lines) == 2 and all("-> fix: " in line for line in fail_lines)
+    assert text.stdout.splitlines()[-1] == f"2 of {len(doc['checks'])} checks failed"
+
+    # A store and hooks, but the merge driver of this clone is gone and the hooks' ctx moved.
+    assert run_ctx(["init"], cwd=root).returncode == 0
+    assert run_ctx(["install", "--local"], cwd=root).returncode == 0
+    subprocess.run(["git", "config", "--local", "--unset", "merge.ctx-ref.driver"], cwd=root,
+                   check=True)
+    local = root / ".claude" / "settings.local.json"
+    local.write_text(local.read_text().replace('"/', '"/moved/venv/'))
+    code, doc = doctor(root)
+    bad = failing(doc)
+    assert code == 1 and set(bad) == {"merge driver", "ctx for .claude/settings.local.json"}
+    assert "ctx init" in bad["merge driver"]["fix"]
+    assert "does not exist" in bad["ctx for .claude/settings.local.json"]["detail"]
+    assert run_ctx(["init"], cwd=root).returncode == 0
+    assert run_ctx(["install", "--local"], cwd=root).returncode == 0
+    assert doctor(root)[0] == 0
+
+
+@pytest.mark.git
+def test_doctor_reports_a_store_below_the_root_and_stale_skills_and_plugins(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    sub = root / "pkg"
+    sub.mkdir()
+    assert run_ctx(["init", "--here"] if "--here" in run_ctx(["init", "--help"]).stdout else ["init"],
+                   cwd=sub).returncode == 0
+    if (sub / ".ctx").is_dir():  # a store Claude Code, started at the root, would not find
+        code, doc = doctor(sub)
+        assert code == 1 and "store" in failing(doc)
+    home = Path(os.environ["HOME"])
+    plugins = home / ".claude" / "plugins"
+    plugins.mkdir(parents=True)
+    (plugins / "installed_plugins.json").write_text(json.dumps(
+        {"version": 2, "plugins": {"ctx@ctx": [{"scope": "user", "version": "0.0.1",
+                                                "installPath": str(tmp_path / "x")}]}}))
+    code, doc = doctor(root)
+    check = failing(doc)["skill and plugin versions"]
+    assert "plugin ctx@ctx is 0.0.1" in check["detail"] and "/plugin update" in check["detail"]
+
+
+def test_doctor_has_help_with_an_example() -> None:
+    res = run_ctx(["doctor", "--help"])
+    assert res.returncode == 0 and "Example" in res.stdout and "ctx doctor --format json" in res.stdout
+
+
+def test_first_notice_is_true_once_per_key_and_survives_processes(tmp_path: Path) -> None:
+    folder = tmp_path / "cache" / "ctx" / "notices"
+    assert first_notice("a", folder) is True
+    assert first_notice("a", folder) is False
+    assert first_notice("b", folder) is True
+    assert first_notice("", folder) is True and first_notice("", folder) is True
+    # A folder on the way that is a link is not trusted: it says it again rather than never.
+    evil = tmp_path / "evil" / "ctx"
+    evil.mkdir(parents=True)
+    (evil / "notices").symlink_to(tmp_path)
+    assert first_notice("c", evil / "notices") is True and first_notice("c", evil / "notices")
