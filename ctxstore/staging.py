@@ -549,74 +549,147 @@ def recover(store: Store, *, adopt: bool = False) -> RecoverReport:
         LockConflict: if another writer holds the lock.
         StagingConflict: if STAGE moved while recovering.
     """
-    from ctxstore.errors import RefNotFound
-    from ctxstore.refs import read_pointer
-
     store._cache.clear()  # files may have changed under a long-lived handle
     with store.transaction() as tx:
         head, _ = resolve_main(store, tx)
-        try:
-            stage_ptr = read_pointer(store.root, "STAGE")
-            broken_raw: bytes | None = None
-            notes: list[str] = []
-        except RefNotFound as exc:
-            stage_ptr = None
-            broken_raw = fsio.read_regular(store.root / "STAGE", 4096) \
-                if (store.root / "STAGE").is_file() else b""  # bounded: shown, never kept
-            notes = [f"STAGE was unreadable ({exc.detail}); old bytes {broken_raw[:80]!r}"]
+        stage_ptr, broken_raw, notes = _read_stage(store)
         if stage_ptr is None and broken_raw is None:
             # STAGE is gone, not garbled: whatever staged work no pointer names is what it
             # named (a deleted STAGE must not hide acknowledged writes).
             return _attach_unnamed(store, tx, None, None, head,
                                    ["STAGE was missing"])
-
-        heads: list[ObjectId] = []
-        for h in (stage_ptr.heads if stage_ptr else ()):
-            try:
-                if isinstance(store.read_typed(h, STAGE_TYPES), Commit):
-                    continue  # a fold result: nothing staged on this head
-            except CtxError:
-                pass  # unreadable: counted as lost below
-            heads.append(h)
+        heads = _staged_heads(store, stage_ptr)
         if stage_ptr is not None and not heads and not stage_ptr.conflicted:
-            if adopt:
-                return _attach_unnamed(store, tx, stage_ptr, None, head, [])
-            return RecoverReport("no-session", unnamed=find_unnamed_work(store))
+            return _recover_nothing_staged(store, tx, stage_ptr, head, adopt=adopt)
         kept, lost = _walk_intact(store, heads)
         if not lost and stage_ptr is not None:
-            if stage_ptr.conflicted:
-                stage, _ = resolve_stage(store, tx, head)
-                return RecoverReport("repaired", stage, len(kept), notes=["merged staging heads"])
-            if adopt:
-                return _attach_unnamed(store, tx, stage_ptr, stage_ptr.single, head, [],
-                                       kept=len(kept))
-            return RecoverReport("clean", stage_ptr.single if kept else None, len(kept),
-                                 unnamed=find_unnamed_work(store))
-        folded = _folded_sessions(store, head)
-        sessions = {w.session_id for w in kept.values()} - folded
-        if not sessions:
-            tip = _adopt_orphan_tip(store, folded)
-            if tip is None:
-                _move_stage(store, tx, stage_ptr, broken_raw, head)
-                return RecoverReport("reset", None, 0, lost,
-                                     notes + ["STAGE reset to HEAD: nothing staged"])
-            notes.append(f"adopted intact work commit {tip.hex()}")
-            more, more_lost = _walk_intact(store, [tip])
-            kept.update(more)
-            lost.extend(more_lost)
-            sessions = {w.session_id for w in more.values()}
-        # Past a damaged link the older commits of the session are unreachable from
-        # STAGE: find them by scanning (recovery is rare; a scan is acceptable).
-        for oid, work in _iter_work_commits(store):
-            if work.session_id in sessions and oid not in kept and _work_ok(store, oid):
-                kept[oid] = work
-        chain = _dedup_steps(kept)
-        prev: ObjectId | None = None
-        for work in chain:
-            prev = tx.put(replace(work, parents=(prev,) if prev else ()))
-        assert prev is not None
-        _move_stage(store, tx, stage_ptr, broken_raw, prev)
-        return RecoverReport("repaired", prev, len(chain), sorted(set(lost)), notes)
+            return _recover_intact(store, tx, stage_ptr, head, kept, adopt=adopt)
+        return _recover_damaged(store, tx, stage_ptr, broken_raw, head, kept, lost, notes)
+
+
+def _read_stage(store: Store) -> tuple[Pointer | None, bytes | None, list[str]]:
+    """STAGE as read under the lock: the pointer, the bytes of an unreadable one, notes.
+
+    Returns ``(pointer, None, [])`` for a readable STAGE, ``(None, None, [])`` for a missing
+    one, and ``(None, old bytes, [note])`` for one that is not a pointer (at most 4 KiB read:
+    the bytes are shown in the note, never kept).
+    """
+    from ctxstore.errors import RefNotFound
+    from ctxstore.refs import read_pointer
+
+    try:
+        return read_pointer(store.root, "STAGE"), None, []
+    except RefNotFound as exc:
+        broken_raw = fsio.read_regular(store.root / "STAGE", 4096) \
+            if (store.root / "STAGE").is_file() else b""  # bounded: shown, never kept
+        return None, broken_raw, [f"STAGE was unreadable ({exc.detail}); "
+                                  f"old bytes {broken_raw[:80]!r}"]
+
+
+def _staged_heads(store: Store, stage_ptr: Pointer | None) -> list[ObjectId]:
+    """The heads of STAGE that hold staged work.
+
+    A head that is a canonical commit (a fold result) is left out; an unreadable one is kept,
+    so the walk counts it as lost.
+    """
+    heads: list[ObjectId] = []
+    for h in (stage_ptr.heads if stage_ptr else ()):
+        try:
+            if isinstance(store.read_typed(h, STAGE_TYPES), Commit):
+                continue  # a fold result: nothing staged on this head
+        except CtxError:
+            pass  # unreadable: counted as lost below
+        heads.append(h)
+    return heads
+
+
+def _recover_nothing_staged(store: Store, tx: Transaction, stage_ptr: Pointer, head: ObjectId,
+                            *, adopt: bool) -> RecoverReport:
+    """STAGE names a canonical commit: report unnamed work, or re-attach it with ``adopt``."""
+    if adopt:
+        return _attach_unnamed(store, tx, stage_ptr, None, head, [])
+    return RecoverReport("no-session", unnamed=find_unnamed_work(store))
+
+
+def _recover_intact(store: Store, tx: Transaction, stage_ptr: Pointer, head: ObjectId,
+                    kept: dict[bytes, WorkCommit], *, adopt: bool) -> RecoverReport:
+    """STAGE and its whole chain verify.
+
+    Several heads (after a Git merge) are merged; with ``adopt``, unnamed work is merged in;
+    else the chain is reported clean, with the unnamed work found.
+    """
+    if stage_ptr.conflicted:
+        stage, _ = resolve_stage(store, tx, head)
+        return RecoverReport("repaired", stage, len(kept), notes=["merged staging heads"])
+    if adopt:
+        return _attach_unnamed(store, tx, stage_ptr, stage_ptr.single, head, [],
+                               kept=len(kept))
+    return RecoverReport("clean", stage_ptr.single if kept else None, len(kept),
+                         unnamed=find_unnamed_work(store))
+
+
+def _recover_damaged(store: Store, tx: Transaction, stage_ptr: Pointer | None,
+                     broken_raw: bytes | None, head: ObjectId, kept: dict[bytes, WorkCommit],
+                     lost: list[str], notes: list[str]) -> RecoverReport:
+    """STAGE is unreadable or its chain is damaged: re-link the intact work, or reset STAGE.
+
+    The sessions to keep are those of the intact work not folded into HEAD (or of an adopted
+    orphan tip); their intact work commits are gathered, re-linked into one linear chain, and
+    STAGE is moved to its tip. With none, STAGE is reset to HEAD.
+    """
+    sessions = _sessions_to_keep(store, head, kept, lost, notes)
+    if sessions is None:
+        _move_stage(store, tx, stage_ptr, broken_raw, head)
+        return RecoverReport("reset", None, 0, lost,
+                             notes + ["STAGE reset to HEAD: nothing staged"])
+    _gather_session_work(store, sessions, kept)
+    chain = _dedup_steps(kept)
+    tip = _relink(tx, chain)
+    _move_stage(store, tx, stage_ptr, broken_raw, tip)
+    return RecoverReport("repaired", tip, len(chain), sorted(set(lost)), notes)
+
+
+def _sessions_to_keep(store: Store, head: ObjectId, kept: dict[bytes, WorkCommit],
+                      lost: list[str], notes: list[str]) -> set[str] | None:
+    """The sessions whose work is re-linked, or None when there is nothing to keep.
+
+    Those of the intact work not folded into HEAD; with none, the newest intact orphan tip
+    of a session not folded is adopted (its chain added to ``kept`` and ``lost``, a note
+    added to ``notes``).
+    """
+    folded = _folded_sessions(store, head)
+    sessions = {w.session_id for w in kept.values()} - folded
+    if sessions:
+        return sessions
+    tip = _adopt_orphan_tip(store, folded)
+    if tip is None:
+        return None
+    notes.append(f"adopted intact work commit {tip.hex()}")
+    more, more_lost = _walk_intact(store, [tip])
+    kept.update(more)
+    lost.extend(more_lost)
+    return {w.session_id for w in more.values()}
+
+
+def _gather_session_work(store: Store, sessions: set[str], kept: dict[bytes, WorkCommit]
+                         ) -> None:
+    """Add to ``kept`` every intact work commit of ``sessions`` in the object store.
+
+    Past a damaged link the older commits of a session are unreachable from STAGE: they are
+    found by scanning (recovery is rare; a scan is acceptable).
+    """
+    for oid, work in _iter_work_commits(store):
+        if work.session_id in sessions and oid not in kept and _work_ok(store, oid):
+            kept[oid] = work
+
+
+def _relink(tx: Transaction, chain: list[WorkCommit]) -> ObjectId:
+    """Write ``chain`` (oldest first, not empty) as a fresh linear chain; its tip."""
+    prev: ObjectId | None = None
+    for work in chain:
+        prev = tx.put(replace(work, parents=(prev,) if prev else ()))
+    assert prev is not None
+    return prev
 
 
 def _attach_unnamed(store: Store, tx: Transaction, ptr: Pointer | None, current: ObjectId | None,

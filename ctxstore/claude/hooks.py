@@ -350,66 +350,108 @@ def _read_turn(payload: Payload, response: str | None, timeout: float | None
 
 def _stop(root: Path | None, payload: Payload, response: str | None,
           timeout: float | None) -> Payload:
+    """The Stop hook's phases: read the turn, parse it, pick what to run, run it, follow up."""
     session = _session(payload)
     blocks, turn_id, read_problems = _read_turn(payload, response, timeout)
     has_tags = any("<ctx:" in block.text for block in blocks)
     state = open_state(root, create=has_tags) if root is not None else None
     if turn_id is None:
-        # Nothing names the turn: the prompts counted by prompt-submit tell turns apart, so a
-        # Stop of one turn run twice runs nothing twice, and the same reply in a later turn runs.
-        try:
-            count = state.prompt_count(session) if state is not None else 0
-        except BaseException:
-            if state is not None:
-                state.close()
-            raise
-        turn_id = f"prompt-count:{count}"
+        turn_id = _counted_turn(state, session)
     commands, bad = turn_commands(blocks, session, turn_id)
     problems = read_problems + [f"{p.reason}: {p.snippet}" for p in bad]
     if root is None:
-        from ctxstore.claude.doctor import first_notice
-
-        if commands and first_notice("no-store\0" + session):  # once per session, visibly
-            problems.insert(0, f"no ctx store found; {len(commands)} command(s) not run "
-                               "(run `ctx init` at the repository root, or `ctx install --user` "
-                               "for a user store); said once per session")
-        return _message(problems)
+        return _message(_no_store(session, commands, problems))
     if state is None:
         return _message(problems)
     with state:
         notice = _notice(state)
-        names = [c["key"] for c in commands] + [a for c in commands for a in c["aliases"]]
-        fresh = state.unexecuted(names)
-        todo = [c for c in commands if c["key"] in fresh and all(a in fresh for a in c["aliases"])]
-        cap = _limit(root, "max_commands_per_turn", MAX_COMMANDS_PER_TURN) if todo else 0
-        if len(todo) > cap:
-            problems.append(f"{len(todo) - cap} command(s) over the limit of {cap} per turn "
-                            "were not run (config [claude] max_commands_per_turn)")
-            for cmd in todo[cap:]:  # dropped for good, not left for a rerun
-                state.mark_executed(cmd["key"], session, cmd["aliases"])
-            todo = todo[:cap]
-        problems = notice + _once(state, session, turn_id, problems)
+        todo, over = _to_run(root, state, session, commands)
+        problems = notice + _once(state, session, turn_id, problems + over)
         if not todo and not state.has_queued():
             return _message(problems)
-        db = _open_session(root)
-        try:
-            changed, drained, deferred = _drain(root, state, db)
-            problems += drained
-            if deferred:  # keep the order: this turn's commands wait behind the older ones
-                for cmd in todo:
-                    state.enqueue(cmd["key"], session, cmd)
-            else:
-                ran, more, _ = _run(db, state, [(session, c) for c in todo])
-                changed, problems = changed or ran, problems + more
-            state.prune_executed()
-        except BaseException:
-            db.close()
-            raise
+        db, changed, ran = _run_turn(root, state, session, todo)
+        problems += ran
     with db:
-        if changed and db.config.get("claude", "claude_md_on_stop"):
-            if (why := _refresh_claude_md(db.store)) is not None:
-                problems.append(why)
+        problems += _after_turn(db, changed)
     return _message(problems)
+
+
+def _counted_turn(state: HookState | None, session: str) -> str:
+    """The turn's identity when nothing names it: the prompts prompt-submit counted.
+
+    So a Stop of one turn run twice runs nothing twice, and the same reply in a later turn
+    runs. ``state`` is closed when reading it fails.
+    """
+    try:
+        count = state.prompt_count(session) if state is not None else 0
+    except BaseException:
+        if state is not None:
+            state.close()
+        raise
+    return f"prompt-count:{count}"
+
+
+def _no_store(session: str, commands: list[dict[str, Any]], problems: list[str]) -> list[str]:
+    """The problems to report when no store was found: a notice first, once per session."""
+    from ctxstore.claude.doctor import first_notice
+
+    if commands and first_notice("no-store\0" + session):  # once per session, visibly
+        problems.insert(0, f"no ctx store found; {len(commands)} command(s) not run "
+                           "(run `ctx init` at the repository root, or `ctx install --user` "
+                           "for a user store); said once per session")
+    return problems
+
+
+def _to_run(root: Path, state: HookState, session: str, commands: list[dict[str, Any]]
+            ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The turn's commands no hook has run or claimed, at most the per-turn limit; problems.
+
+    A command runs only when neither its key nor any alias was run before. Those over
+    ``max_commands_per_turn`` are recorded as run (dropped for good, not left for a rerun)
+    and reported.
+    """
+    names = [c["key"] for c in commands] + [a for c in commands for a in c["aliases"]]
+    fresh = state.unexecuted(names)
+    todo = [c for c in commands if c["key"] in fresh and all(a in fresh for a in c["aliases"])]
+    cap = _limit(root, "max_commands_per_turn", MAX_COMMANDS_PER_TURN) if todo else 0
+    if len(todo) <= cap:
+        return todo, []
+    for cmd in todo[cap:]:  # dropped for good, not left for a rerun
+        state.mark_executed(cmd["key"], session, cmd["aliases"])
+    return todo[:cap], [f"{len(todo) - cap} command(s) over the limit of {cap} per turn "
+                        "were not run (config [claude] max_commands_per_turn)"]
+
+
+def _run_turn(root: Path, state: HookState, session: str, todo: list[dict[str, Any]]
+              ) -> tuple[Session, bool, list[str]]:
+    """Run the deferred commands, then this turn's, in a session opened here.
+
+    Under a held lock this turn's commands are queued behind the older ones, keeping the
+    order. Returns the open session (closed here only when this raises), whether the store
+    changed, and the problems to report.
+    """
+    db = _open_session(root)
+    try:
+        changed, problems, deferred = _drain(root, state, db)
+        if deferred:  # keep the order: this turn's commands wait behind the older ones
+            for cmd in todo:
+                state.enqueue(cmd["key"], session, cmd)
+        else:
+            ran, more, _ = _run(db, state, [(session, c) for c in todo])
+            changed, problems = changed or ran, problems + more
+        state.prune_executed()
+    except BaseException:
+        db.close()
+        raise
+    return db, changed, problems
+
+
+def _after_turn(db: Session, changed: bool) -> list[str]:
+    """What follows a turn that ran commands: the optional CLAUDE.md refresh; its problems."""
+    if changed and db.config.get("claude", "claude_md_on_stop"):
+        if (why := _refresh_claude_md(db.store)) is not None:
+            return [why]
+    return []
 
 
 def _limit(root: Path, key: str, default: int) -> int:
@@ -475,7 +517,7 @@ def _prompt_submit(root: Path | None, payload: Payload) -> Payload:
         return {}
     session = _session(payload)
     with state:
-        state.count_prompt(session)  # a new turn begins (see _stop's turn identity)
+        state.count_prompt(session)  # a new turn begins (see _counted_turn)
         notice = _notice(state)
         _, problems, _ = _drain(root, state)
         problems = notice + problems

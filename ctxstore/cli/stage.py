@@ -161,12 +161,13 @@ def abort_command(env: Env, reason: str | None, yes: bool) -> None:
 
 def _dropped(plan: Any) -> str:
     """``3 work commits, 5 records, 2 nodes, 2 narrative entries``."""
-    def n(count: int, word: str) -> str:
-        return f"{count} {word}{'' if count == 1 else 's'}"
+    def n(count: int, one: str, many: str) -> str:
+        return f"{count} {one if count == 1 else many}"
 
-    return ", ".join([n(plan.work_commits, "work commit"), n(plan.records, "record"),
-                      n(len(plan.nodes), "new node"), n(len(plan.entries), "narrative entry")
-                      .replace("entrys", "entries")])
+    return ", ".join([n(plan.work_commits, "work commit", "work commits"),
+                      n(plan.records, "record", "records"),
+                      n(len(plan.nodes), "new node", "new nodes"),
+                      n(len(plan.entries), "narrative entry", "narrative entries")])
 
 
 @stage_group.command("status")

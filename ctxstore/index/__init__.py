@@ -378,7 +378,9 @@ def inspect_index(conn: sqlite3.Connection, *, quick_check_max: int | None = Non
         _create(conn)
         return None
     if version != INDEX_SCHEMA_VERSION:
-        return f"{OUTDATED_SCHEMA} {version}, this ctx uses {INDEX_SCHEMA_VERSION}"
+        if 0 < version < INDEX_SCHEMA_VERSION:  # an older ctx wrote it: not damage
+            return f"{OUTDATED_SCHEMA} {version}, this ctx uses {INDEX_SCHEMA_VERSION}"
+        return f"user_version {version}, this ctx uses schema {INDEX_SCHEMA_VERSION}"
     want = expected_schema()
     if schema != want:
         return _schema_difference(schema, want)
