@@ -233,3 +233,14 @@ def test_layering_hooks_import_no_heavy_modules(tmp_path: Path, event: str) -> N
                                  str(work / ".ctx"), "--format", "json", "list"],
                                 capture_output=True, text=True, check=True)
         assert [n["content"] for n in json.loads(listed.stdout)["nodes"]] == ["imports stay light"]
+
+
+def test_layering_every_package_is_shipped() -> None:
+    # An installed (non-editable) ctx has only the packages pyproject lists: a package
+    # missing there works in the test suite's editable install and fails for every user.
+    import tomllib
+
+    listed = set(tomllib.loads((PKG.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    present = {".".join(p.parent.relative_to(PKG.parent).parts) for p in PKG.rglob("__init__.py")}
+    assert present - listed == set()
