@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -156,7 +157,7 @@ def progress_printer(label: str, *, min_total: int = 0) -> Callable[[int, int], 
     Returns:
         The callback, or None when stderr is not a terminal.
     """
-    stream = click.get_text_stream("stderr")
+    stream = sys.stderr
     if not stream.isatty():
         return None
     state: dict[str, Any] = {"bar": None, "done": 0}

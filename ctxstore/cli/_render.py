@@ -12,6 +12,7 @@ cannot start a heading line. ``--format json`` prints the exact text (JSON escap
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import click
@@ -36,7 +37,7 @@ _TERMINAL_CONTROL = re.compile(
 
 def stdout_is_terminal() -> bool:
     """True if standard output is a terminal (escape sequences would be obeyed there)."""
-    return click.get_text_stream("stdout").isatty()
+    return sys.stdout.isatty()
 
 
 def strip_terminal_controls(text: str) -> str:

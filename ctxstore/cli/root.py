@@ -265,7 +265,8 @@ class _CtxClickError(click.ClickException):
     def __init__(self, error: Any, ctx: click.Context) -> None:
         super().__init__(error.message)
         self.error = error
-        self.exit_code = error.exit_code
+        # click declares exit_code a class variable (8.5+); this error's code is per instance.
+        vars(self)["exit_code"] = error.exit_code
         self._debug = _debug_enabled(ctx)
 
     def show(self, file: Any = None) -> None:
