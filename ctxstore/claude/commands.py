@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxstore.claude.inject import frame
+from ctxstore.claude.inject import LINE_BREAK, frame
 from ctxstore.claude.state import HookState, key_of
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
 from ctxstore.index.read import NodeRow, short_ids
@@ -149,7 +149,8 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     conn = ctx.index()
     nodes = recall_nodes(conn, query, limit=limit, now=time.time())
     ctx.state.record_access([n.id for n in nodes])
-    body = f"## Recall Results\n\nQuery: `{query}`\n\n"
+    shown = LINE_BREAK.sub(" ", query)  # the model's text must not start a line of the frame
+    body = f"## Recall Results\n\nQuery: `{shown}`\n\n"
     body += f"Found {len(nodes)} nodes:\n\n" + render_nodes(conn, nodes) if nodes \
         else "No matching nodes found.\n"
     note = "[... {n} more results omitted; narrow the query]"
