@@ -515,13 +515,7 @@ def tag_node(store: Store, node_ref: str, tags: Sequence[str]) -> WriteResult:
     wanted = {validate_tag(t) for t in tags}
     if not wanted:
         raise InvalidInput("no tag given")
-    with store.lock():
-        with _index(store) as conn:
-            node = _read_node(conn, node_ref)
-        if wanted <= set(node.tags):
-            return WriteResult((), None)
-        rec = next_version(node, tags=tuple(sorted(set(node.tags) | wanted)))
-        return stage_write(store, [rec], f"tag {node.id}")
+    return _retag_one(store, node_ref, lambda have: have | wanted, "tag")
 
 
 def untag_node(store: Store, node_ref: str, tags: Sequence[str]) -> WriteResult:
@@ -540,13 +534,21 @@ def untag_node(store: Store, node_ref: str, tags: Sequence[str]) -> WriteResult:
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     unwanted = {validate_tag(t) for t in tags}
+    return _retag_one(store, node_ref, lambda have: have - unwanted, "untag")
+
+
+def _retag_one(store: Store, node_ref: str, change: Callable[[set[str]], set[str]],
+               verb: str) -> WriteResult:
+    """Stage a new version of one node with ``change(tags)``; nothing when the set is equal."""
     with store.lock():
         with _index(store) as conn:
             node = _read_node(conn, node_ref)
-        if not unwanted & set(node.tags):
+        have = set(node.tags)
+        tags = change(have)
+        if tags == have:
             return WriteResult((), None)
-        rec = next_version(node, tags=tuple(sorted(set(node.tags) - unwanted)))
-        return stage_write(store, [rec], f"untag {node.id}")
+        return stage_write(store, [next_version(node, tags=tuple(sorted(tags)))],
+                           f"{verb} {node.id}")
 
 
 def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
