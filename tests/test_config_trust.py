@@ -253,6 +253,33 @@ def test_trust_claude_md_fifo_is_refused_not_read(tmp_path: Path) -> None:
     assert res.returncode == 1 and res.stderr.startswith("ctx: error[E020]: "), res.stderr
 
 
+def test_trust_a_committed_bare_repository_cannot_grant_consent(tmp_path: Path) -> None:
+    """A clone may commit a directory shaped like a bare repository whose ``config`` holds a
+    consent record: git run in it would read that committed file as the clone's own."""
+    from types import SimpleNamespace
+
+    from ctxstore.claude import trust
+
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    git(clone, "init", "-q")
+    sub = clone / "sub"
+    for folder in ("objects/xx", "refs/heads", ".ctx"):
+        (sub / folder).mkdir(parents=True)
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    (sub / "objects" / "xx" / "keep").write_text("")
+    (sub / "refs" / "heads" / "keep").write_text("")
+    record = trust.TrustRecord(".ctx", True, "CLAUDE.md").encode()
+    (sub / "config").write_text("[ctx]\n\ttrusted = " + json.dumps(record) + "\n")
+    planted = git(sub, "config", "--local", "--get-all", "ctx.trusted", check=False)
+    assert planted.stdout.strip() == record  # what an unguarded git would read
+    values = {"claude_md_on_stop": True, "claude_md_path": "CLAUDE.md"}
+    store = SimpleNamespace(worktree=sub, root=sub / ".ctx",
+                            config=SimpleNamespace(get=lambda _table, key: values[key]))
+    with pytest.raises(trust.ConsentRequired):
+        trust.decide(store)  # type: ignore[arg-type]
+
+
 def test_trust_outside_git_the_config_is_the_users_own(tmp_path: Path) -> None:
     work = tmp_path / "plain"
     work.mkdir()

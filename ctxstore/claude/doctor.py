@@ -26,7 +26,6 @@ from typing import Any
 
 __all__ = ["Check", "Setup", "first_notice", "run_checks"]
 
-_SETTINGS_LIMIT = 4 * 1024 * 1024
 _VERSION_TIMEOUT = 30.0
 
 
@@ -121,15 +120,28 @@ def first_notice(key: str, folder: Path | None = None) -> bool:
 
 
 # -- reading the installed configuration -------------------------------------------------------
-def _read_json(path: Path) -> Any:
-    """A JSON file's content; None when absent, unreadable or not JSON (doctor never fails on it)."""
-    from ctxstore import fsio
+def _read(root: Path, path: Path, *, own: bool = False) -> bytes | None:
+    """A file as ``ctx install`` reads it (``install.Boundary``); None when absent or refused.
+
+    Below ``root`` no link is followed (a project's ``.claude`` may come from a clone) unless
+    ``own`` (the user's ``~/.claude``, perhaps linked into a dotfiles repository); either way
+    only a regular file, bounded, is read. Doctor never fails on it.
+    """
+    from ctxstore.claude.install import Boundary
+    from ctxstore.errors import CtxError
 
     try:
-        return json.loads(fsio.read_regular(path, _SETTINGS_LIMIT).decode("utf-8-sig"))
-    except (OSError, ValueError, RecursionError):
+        return Boundary(root, follow_links=own).read(path)
+    except (OSError, CtxError):  # an unsafe path (E020), too large: reported as unreadable
         return None
-    except Exception:  # an unsafe path (E020) and the like: reported as unreadable
+
+
+def _read_json(root: Path, path: Path, *, own: bool = False) -> Any:
+    """A JSON file's content (see ``_read``); None when absent, unreadable or not JSON."""
+    raw = _read(root, path, own=own)
+    try:
+        return None if raw is None else json.loads(raw.decode("utf-8-sig"))
+    except (ValueError, RecursionError):
         return None
 
 
@@ -211,9 +223,10 @@ def _check_hooks(setup: Setup, root: Path) -> list[Check]:
     from ctxstore.claude.install import HOOK_EVENTS, LOCAL_SETTINGS
 
     project = root / ".claude"
-    sources = [_hooks_of(".claude/settings.json", _read_json(project / "settings.json")),
-               _hooks_of(f".claude/{LOCAL_SETTINGS}", _read_json(project / LOCAL_SETTINGS)),
-               _hooks_of("~/.claude/settings.json", _read_json(setup.claude_config / "settings.json"))]
+    sources = [_hooks_of(".claude/settings.json", _read_json(root, project / "settings.json")),
+               _hooks_of(f".claude/{LOCAL_SETTINGS}", _read_json(root, project / LOCAL_SETTINGS)),
+               _hooks_of("~/.claude/settings.json", _read_json(
+                   setup.claude_config, setup.claude_config / "settings.json", own=True))]
     plugins = _plugins(setup)
     # Claude Code's precedence for env: local over project over user settings.
     env_bin = next((s.env_bin for s in sources if s.env_bin), None) or setup.ctx_bin
@@ -256,7 +269,8 @@ def _check_hooks(setup: Setup, root: Path) -> list[Check]:
 
 def _plugins(setup: Setup) -> list[tuple[str, str, Path]]:
     """Installed ctx plugins: (id, version, install path) from Claude Code's plugin registry."""
-    doc = _read_json(setup.claude_config / "plugins" / "installed_plugins.json")
+    doc = _read_json(setup.claude_config, setup.claude_config / "plugins" / "installed_plugins.json",
+                     own=True)
     found: list[tuple[str, str, Path]] = []
     entries = doc.get("plugins") if isinstance(doc, dict) else None
     for key, installs in (entries.items() if isinstance(entries, dict) else []):
@@ -277,11 +291,9 @@ def _check_versions(setup: Setup, root: Path) -> list[Check]:
     stale: list[str] = []
     for where, fix in ((root / ".claude", "ctx install"), (setup.claude_config, "ctx install --user")):
         path = where / "skills" / "ctx" / "SKILL.md"
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if SKILL_MARKER.encode() in data and data != want:
+        own = where == setup.claude_config
+        data = _read(where if own else root, path, own=own)
+        if data is not None and SKILL_MARKER.encode() in data and data != want:
             stale.append(f"{path} ({fix})")
     for key, version, _path in _plugins(setup):
         if setup.version and version != setup.version:

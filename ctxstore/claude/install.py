@@ -355,9 +355,9 @@ def resolve_ctx_command(executable: str, on_path: str | None) -> list[str]:
         step = target if target.is_absolute() else step.parent / target
     if on_path:
         script = Path(on_path)
-        try:
-            first = script.read_bytes()[:512].split(b"\n", 1)[0]
-        except OSError:
+        try:  # the shebang line only: bounded, never a FIFO (pipx links the script here)
+            first = fsio.read_regular(os.path.realpath(script), 512).split(b"\n", 1)[0]
+        except (OSError, UnsafePath):
             first = b""
         if first.startswith(b"#!") and Path(first[2:].decode(errors="replace").strip()).resolve() \
                 == Path(executable).resolve():
@@ -565,24 +565,27 @@ def _merged_settings(data: dict[str, Any], hooks: list[str] | Callable[[str], st
             at = len(kept) if first is None else first
             merged[event] = kept[:at] + groups + kept[at:]
         out["hooks"] = merged
+    if ctx_bin is None:
+        return _without_ctx_bin(out)
     env = out.get("env")
-    if ctx_bin is not None:
-        out["env"] = {**(env if isinstance(env, dict) else {}), CTX_BIN_ENV: ctx_bin}
-    elif isinstance(env, dict) and CTX_BIN_ENV in env:
-        out["env"] = {k: v for k, v in env.items() if k != CTX_BIN_ENV}
-        if not out["env"]:
-            del out["env"]
+    out["env"] = {**(env if isinstance(env, dict) else {}), CTX_BIN_ENV: ctx_bin}
+    return out
+
+
+def _without_ctx_bin(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without ``env.CTX_BIN`` (and without ``env`` if that leaves it empty)."""
+    env = data.get("env")
+    if not (isinstance(env, dict) and CTX_BIN_ENV in env):
+        return data
+    out = {**data, "env": {k: v for k, v in env.items() if k != CTX_BIN_ENV}}
+    if not out["env"]:
+        del out["env"]
     return out
 
 
 def _stripped_settings(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` without ctx's entries (hooks, ``env.CTX_BIN``); what that leaves empty goes."""
-    out = dict(data)
-    env = data.get("env")
-    if isinstance(env, dict) and CTX_BIN_ENV in env:
-        out["env"] = {k: v for k, v in env.items() if k != CTX_BIN_ENV}
-        if not out["env"]:
-            del out["env"]
+    out = dict(_without_ctx_bin(data))
     if "hooks" not in data:
         return out
     hooks: dict[str, Any] = {}
@@ -860,8 +863,7 @@ MIT (see LICENSE).
 """.encode()
 
 
-def plan_plugin(plugin_dir: Path, prefix: list[str] | None = None, *,
-                root: Path | None = None) -> Plan:
+def plan_plugin(plugin_dir: Path, *, root: Path | None = None) -> Plan:
     """What ``ctx install --plugin DIR`` writes: a complete, portable, publishable plugin.
 
     ``.claude-plugin/plugin.json`` (name, version, author, license),
@@ -873,7 +875,6 @@ def plan_plugin(plugin_dir: Path, prefix: list[str] | None = None, *,
 
     Args:
         plugin_dir: the plugin folder (absolute).
-        prefix: unused (the plugin names no path of this machine); kept for callers.
         root: (default: DIR's parent) the folder below which no link is followed; the
             CLI passes the current directory for a relative DIR inside it.
 
@@ -885,7 +886,6 @@ def plan_plugin(plugin_dir: Path, prefix: list[str] | None = None, *,
             or a special file (nothing has been written then).
         InvalidInput: if a file there is too large.
     """
-    del prefix
     version = ctxstore.__version__
     author = {"name": AUTHOR}
     keywords = ["memory", "context", "git", "hooks", "knowledge"]

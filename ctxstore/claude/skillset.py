@@ -15,12 +15,11 @@ dry runs, atomic writes); this module writes nothing itself and reads no environ
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ctxstore.claude.install import SKILL_MARKER, Plan
+from ctxstore.claude.install import SKILL_MARKER, Plan, _dump, _loads
 from ctxstore.errors import InvalidInput
 
 __all__ = ["SKILL_NAMES", "MCP_SERVER_NAME", "skill_files", "plan_skills", "plan_unskills",
@@ -99,7 +98,7 @@ def _load(plan: Plan, path: Path) -> tuple[bytes | None, dict[str, Any]]:
     if raw is None:
         return None, {}
     try:
-        data = json.loads(raw.decode("utf-8-sig"))
+        data = _loads(raw)  # strict, as settings.json: what is read can be written back
     except ValueError:
         raise InvalidInput(f"{path} is not valid JSON; nothing was changed",
                            hint="fix or move the file, then run the command again") from None
@@ -107,10 +106,6 @@ def _load(plan: Plan, path: Path) -> tuple[bytes | None, dict[str, Any]]:
         raise InvalidInput(f"{path}: must be a JSON object whose \"mcpServers\" is an object; "
                            "nothing was changed")
     return raw, data
-
-
-def _dump(data: dict[str, Any]) -> bytes:
-    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def plan_mcp(plan: Plan, path: Path, prefix: list[str], *, backup: bool = False) -> None:

@@ -103,13 +103,21 @@ def in_git_work_tree(folder: Path) -> bool:
 
 
 def _git(worktree: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run git in ``worktree``.
+    """Run git in ``worktree``, never in a repository that the clone itself carries.
+
+    A clone can commit a directory that looks like a bare repository (``HEAD``,
+    ``objects/``, ``refs/`` and a ``config`` holding a ``ctx.trusted`` record); git run
+    inside it would read that committed ``config`` as the clone's own. Git discovers such
+    a repository only while ``safe.bareRepository`` is ``all`` (its default), and honours
+    the setting only from protected configuration, the command line included: there it is
+    ``explicit``, so git refuses that directory and the consent reads as missing.
 
     Raises:
         ConsentRequired: if git cannot be run (missing, hung), so no consent can be read.
     """
     try:
-        return subprocess.run(["git", "-C", str(worktree), *args], capture_output=True,
+        return subprocess.run(["git", "-c", "safe.bareRepository=explicit", "-C", str(worktree),
+                               *args], capture_output=True,
                               text=True, check=False, timeout=_GIT_TIMEOUT,
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -8,29 +8,20 @@ commands' own modules only add the option and call one function here.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from ctxstore.cli._common import Env, emit_json, node_json, preview
+from ctxstore.cli._notices import user_store
 from ctxstore.cli._render import composed_text, echo_stored, item_line
 
 if TYPE_CHECKING:
     from ctxstore.knowledge.scopes import ScopedNode, Stores
 
-__all__ = ["global_option", "global_write_option", "user_store", "search_global", "query_global",
-           "compose_global"]
-
-
-def user_store() -> Path:
-    """The user store of this user (``~/.ctx``)."""
-    from ctxstore.knowledge.scopes import user_store_path
-
-    return user_store_path(Path(os.path.expanduser("~")))
+__all__ = ["global_option", "global_write_option", "search_global", "query_global", "compose_global"]
 
 
 def global_option(func: Callable[..., Any]) -> Callable[..., Any]:

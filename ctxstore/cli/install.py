@@ -106,7 +106,9 @@ def _user_store(dry_run: bool) -> tuple[Path, bool]:
     Returns:
         Its path, and whether this run created it (or, with ``dry_run``, would).
     """
-    home = Path(os.path.expanduser("~")) / ".ctx"
+    from ctxstore.cli._notices import user_store
+
+    home = user_store()
     if (home / "HEAD").is_file():
         return home, False
     if not dry_run:

@@ -99,6 +99,29 @@ def test_doctor_reports_a_store_below_the_root_and_stale_skills_and_plugins(tmp_
     assert "plugin ctx@ctx is 0.0.1" in check["detail"] and "/plugin update" in check["detail"]
 
 
+@pytest.mark.git
+def test_doctor_reads_a_linked_user_settings_and_never_a_committed_fifo(tmp_path: Path) -> None:
+    """``~/.claude/settings.json`` may be a link into dotfiles (install writes through it); a
+    project's ``.claude`` comes from a clone: a FIFO there is refused, not read (no hang)."""
+    from ctxstore.claude.doctor import Setup, run_checks
+    from ctxstore.claude.install import ctx_hooks
+
+    root = _repo(tmp_path)
+    claude = tmp_path / "home" / ".claude"
+    claude.mkdir(parents=True)
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "settings.json").write_text(json.dumps({"hooks": ctx_hooks([str(tmp_path / "ctx")])}))
+    (claude / "settings.json").symlink_to(dotfiles / "settings.json")
+    skill = root / ".claude" / "skills" / "ctx"
+    skill.mkdir(parents=True)
+    os.mkfifo(skill / "SKILL.md")
+    checks = {c.name: c for c in run_checks(Setup(cwd=root, home=tmp_path / "home",
+                                                  claude_config=claude, path="", version="x"))}
+    assert checks["hooks"].ok and "~/.claude/settings.json" in checks["hooks"].detail
+    assert checks["skill and plugin versions"].ok
+
+
 def test_doctor_has_help_with_an_example() -> None:
     res = run_ctx(["doctor", "--help"])
     assert res.returncode == 0 and "Example" in res.stdout and "ctx doctor --format json" in res.stdout

@@ -219,9 +219,10 @@ def test_plugin_layout(tmp_path: Path) -> None:
     res = ctx("install", "--plugin", str(plugin), "--format", "json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["changed"] is True
-    assert {p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()} >= \
-        {".claude-plugin/marketplace.json", ".claude-plugin/plugin.json", "LICENSE", "README.md",
-         "bin/ctx-hook", "hooks/hooks.json", "skills/ctx/SKILL.md"}
+    assert {p.relative_to(plugin).as_posix() for p in plugin.rglob("*") if p.is_file()} == \
+        {".claude-plugin/marketplace.json", ".claude-plugin/plugin.json", ".mcp.json", "LICENSE",
+         "README.md", "bin/ctx-hook", "hooks/hooks.json", "skills/ctx/SKILL.md",
+         *(f"skills/{n}/SKILL.md" for n in SKILL_NAMES)}
     manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_bytes())
     assert manifest["name"] == "ctx" and manifest["version"]
     hooks = json.loads((plugin / "hooks" / "hooks.json").read_bytes())
@@ -333,7 +334,7 @@ def test_project_scope_with_ctx_dir_naming_the_project_plans_files_in_it(project
         assert res.exit_code == 0, res.output
         doc = json.loads(res.output)
         assert doc["settings"] == str(project / ".claude" / "settings.json"), ctx_dir
-        assert {c["path"] for c in doc["changes"]} >= {
+        assert {c["path"] for c in doc["changes"]} == {
             str(project / ".claude" / name) for name in (
                 "settings.json", "settings.local.json", ".gitignore", "skills/ctx/SKILL.md",
                 *(f"skills/{n}/SKILL.md" for n in SKILL_NAMES))}  # issue 16: the slash-command skills
@@ -843,7 +844,9 @@ def test_gitignore_block_keeps_the_users_lines_and_is_stable(project: Path) -> N
 
 def test_local_is_refused_for_the_user_scope(project: Path) -> None:
     res = run_ctx(["install", "--user", "--local"], cwd=project)
-    assert res.returncode != 0 and res.stderr.startswith("ctx: error[")
+    assert (res.returncode, res.stdout) == (1, "")
+    assert res.stderr == ("ctx: error[E011]: --local applies to --project installs only (hint: "
+                          "--user settings are this machine's own already)\n")
     assert not (Path(os.environ["HOME"]) / ".claude").exists()
 
 
