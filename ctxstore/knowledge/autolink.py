@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
+from contextlib import closing
 from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
@@ -162,11 +163,8 @@ def autolink_records(store: Store, node: NodeRecord, content: str) -> list[EdgeR
     if node.type in UNLINKED_TYPES or not store.config.get("lifecycle", "autolink"):
         return []
     try:
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             similar = similar_nodes(conn, f"{node.summary or ''} {content}", exclude=node.id)
-        finally:
-            conn.close()
     except CtxError:  # the index and the executor raise typed errors (IndexCorrupt, ...)
         # A link is a convenience: a damaged or busy index must not lose the memory itself.
         return []

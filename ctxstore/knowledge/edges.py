@@ -7,6 +7,8 @@ not here. It must not run SQL (reads go through ``ctxstore.index.read``) or prin
 
 from __future__ import annotations
 
+from contextlib import closing
+
 from ctxstore.clock import next_stamp
 from ctxstore.errors import InvalidInput
 from ctxstore.index import open_index
@@ -55,15 +57,12 @@ def link_nodes(store: Store, src_ref: str, dst_ref: str, label: str) -> WriteRes
     """
     label = normalize_edge_type(label)
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             src, dst = read_node(conn, src_ref), read_node(conn, dst_ref)
             if src.id == dst.id:
                 raise InvalidInput("an edge needs two different nodes")
             exists = any(e.to_kind == "node" and e.to_key == dst.id
                          for e in edges_of(conn, src.id, "out", label))
-        finally:
-            conn.close()
         if exists:
             return WriteResult((), None)
         return stage_write(store, [edge_record(src.id, dst.id, label)],
@@ -88,14 +87,11 @@ def unlink_nodes(store: Store, src_ref: str, dst_ref: str, label: str | None = N
     """
     norm = normalize_edge_type(label) if label else None
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             src, dst = read_node(conn, src_ref), read_node(conn, dst_ref)
             records: list[KnowledgeRecord] = [
                 EdgeRemoved(from_ref=("node", src.id), to_ref=("node", dst.id), label=e.label,
                             at=next_stamp(e.updated_at), prev=None)
                 for e in edges_of(conn, src.id, "out", norm)
                 if e.to_kind == "node" and e.to_key == dst.id]
-        finally:
-            conn.close()
         return stage_write(store, records, f"unlink {src.id} {dst.id}")

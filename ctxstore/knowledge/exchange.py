@@ -30,10 +30,11 @@ import datetime as dt
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ctxstore.clock import clamp_future, now_ms
 from ctxstore.errors import InvalidInput
@@ -73,6 +74,7 @@ MAX_DOCUMENT_BYTES = 256 << 20
 # all (codec.MAX_DEPTH); the batch, record and metadata map take a few of them.
 MAX_METADATA_DEPTH = 32
 
+_T = TypeVar("_T")
 _STATUS = re.compile(r"[a-z][a-z_-]{0,31}")
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})",
                   re.ASCII)
@@ -225,6 +227,16 @@ def _node_id(value: Any, where: str) -> str:
 
 def _relabel(exc: InvalidInput, where: str) -> InvalidInput:
     return InvalidInput(f"{where}: {exc.message}", hint=exc.hint)
+
+
+def _checked(value: Any, where: str, check: Callable[[str], _T]) -> _T:
+    """``check`` of a required string, its errors prefixed with ``where``."""
+    text = _text(value, where)
+    assert text is not None
+    try:
+        return check(text)
+    except InvalidInput as exc:
+        raise _relabel(exc, where) from None
 
 
 # -- export ---------------------------------------------------------------------------------------
@@ -398,29 +410,12 @@ def _list(doc: Mapping[str, Any], name: str) -> list[Any]:
 def _build_node(item: Any, where: str, now: int) -> tuple[NodeRecord, list[bytes]]:
     obj = _object(item, where, _NODE_FIELDS, ("id", "type", "content"))
     node_id = _node_id(obj["id"], f"{where}.id")
-    node_type = _text(obj["type"], f"{where}.type")
-    assert node_type is not None
-    try:
-        validate_type(node_type)
-    except InvalidInput as exc:
-        raise _relabel(exc, f"{where}.type") from None
-    content = _text(obj["content"], f"{where}.content")
-    assert content is not None
-    try:
-        inline, blob_id, blobs = split_content(content)
-    except InvalidInput as exc:
-        raise _relabel(exc, f"{where}.content") from None
+    node_type = _checked(obj["type"], f"{where}.type", validate_type)
+    inline, blob_id, blobs = _checked(obj["content"], f"{where}.content", split_content)
     raw_tags = obj.get("tags") or []
     if not isinstance(raw_tags, list):
         raise InvalidInput(f"{where}.tags: expected an array, got {_json_type(raw_tags)}")
-    tags: set[str] = set()
-    for i, tag in enumerate(raw_tags):
-        text = _text(tag, f"{where}.tags[{i}]")
-        assert text is not None
-        try:
-            tags.add(validate_tag(text))
-        except InvalidInput as exc:
-            raise _relabel(exc, f"{where}.tags[{i}]") from None
+    tags = {_checked(tag, f"{where}.tags[{i}]", validate_tag) for i, tag in enumerate(raw_tags)}
     status = obj.get("status")
     if status is None:
         status = "active"
@@ -445,12 +440,7 @@ def _build_edge(item: Any, where: str, now: int) -> EdgeRecord:
     dst = _node_id(obj["to"], f"{where}.to")
     if src == dst:
         raise InvalidInput(f"{where}: an edge needs two different nodes")
-    label = _text(obj["type"], f"{where}.type")
-    assert label is not None
-    try:
-        label = normalize_edge_type(label)
-    except InvalidInput as exc:
-        raise _relabel(exc, f"{where}.type") from None
+    label = _checked(obj["type"], f"{where}.type", normalize_edge_type)
     weight = obj.get("weight")
     if weight is not None:
         if isinstance(weight, bool) or not isinstance(weight, (int, float)):
@@ -466,18 +456,13 @@ def _build_edge(item: Any, where: str, now: int) -> EdgeRecord:
 
 def _build_view(item: Any, where: str, now: int) -> ViewRecord:
     obj = _object(item, where, _VIEW_FIELDS, ("name", "query", "budget"))
-    name = _text(obj["name"], f"{where}.name")
-    assert name is not None
-    try:
-        validate_view_name(name)
-    except InvalidInput as exc:
-        raise _relabel(exc, f"{where}.name") from None
-    query = _text(obj["query"], f"{where}.query")
-    assert query is not None
-    try:
-        parse_query(query, now=now / 1000)
-    except InvalidInput as exc:
-        raise _relabel(exc, f"{where}.query") from None
+    name = _checked(obj["name"], f"{where}.name", validate_view_name)
+
+    def check_query(text: str) -> str:
+        parse_query(text, now=now / 1000)
+        return text
+
+    query = _checked(obj["query"], f"{where}.query", check_query)
     budget = obj["budget"]
     if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget < 1 << 63:
         raise InvalidInput(f"{where}.budget: expected a positive integer, got {_short(budget)}")
@@ -666,16 +651,13 @@ def stage_import_plan(store: Store, plan: ImportPlan, *, merge: bool) -> ImportR
     """
     report = ImportReport()
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             overlap = _find_overlap(conn, plan)
             if not merge:
                 _refuse_collisions(plan, overlap)
             report.skipped = [n.id for n in plan.nodes if n.id in overlap.nodes]
             report.skipped_edges, report.skipped_views = len(overlap.edges), len(overlap.views)
             records, blobs = _new_records(conn, plan, overlap, report)
-        finally:
-            conn.close()
         if records:
             # One call: one change batch, one work commit, one durability barrier.
             report.staged = stage_records(

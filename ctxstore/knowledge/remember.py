@@ -14,6 +14,7 @@ tag text); here it is an opaque string, looked up with ``index.read.find_node_by
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass
 
 from ctxstore.index import open_index
@@ -90,11 +91,8 @@ def remember(store: Store, content: str, *, type: str | None = None, tags: Seque
     if current_task and TIER_TAG_PREFIX + "working" in clean:
         clean.append(validate_tag(TASK_TAG_PREFIX + current_task))  # spec 001 §6
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             existing = find_node_by_hook_key(conn, hook_key)
-        finally:
-            conn.close()
         if existing is not None:
             return Remembered(hook_key=hook_key, existing=existing)
         check_content_limit(content, max_content)

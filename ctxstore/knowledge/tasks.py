@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
@@ -94,11 +95,8 @@ def _boundary(store: Store, name: str, action: Literal["start", "end"], query: s
     # Read and write under one hold of the lock: a node cannot change between the
     # query that picks it and the version built from it.
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             nodes = [n for n in _select(conn, query) if keep(n)]
-        finally:
-            conn.close()
         write = retag_nodes(store, nodes, change, f"task {action} {name.strip()}")
     return TaskResult(name=name.strip(), action=action, nodes=tuple(nodes), write=write)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from contextlib import closing
 from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
@@ -129,11 +130,8 @@ def create_view(store: Store, name: str, query: str, budget: int,
     _check_budget(budget)
     parse_query(query, now=time.time())
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             exists = find_view(conn, name) is not None
-        finally:
-            conn.close()
         if exists:
             raise InvalidInput(f"view {name!r} exists", hint=f"use `ctx view update {name}`")
         stamp = next_stamp()
@@ -173,11 +171,8 @@ def update_view(store: Store, name: str, *, query: str | None = None, budget: in
     if query is not None:
         parse_query(query, now=time.time())
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             cur = get_view(conn, name, default_budget=default_budget)
-        finally:
-            conn.close()
         stamp = next_stamp(cur.updated_at)
         rec = ViewRecord(name=name, query=cur.query if query is None else query,
                          budget=cur.budget if budget is None else budget,
@@ -203,11 +198,8 @@ def delete_view(store: Store, name: str) -> WriteResult:
     from ctxstore.knowledge.nodes import stage_write
 
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             cur = find_view(conn, name)
-        finally:
-            conn.close()
         if cur is None:
             raise NodeNotFound(f"no saved view named {name!r}")
         removed = ViewRemoved(name=name, at=next_stamp(cur.updated_at), prev=None)

@@ -23,6 +23,7 @@ import hashlib
 import math
 import sqlite3
 from collections import defaultdict
+from contextlib import closing
 from dataclasses import dataclass
 
 from ctxstore.clock import next_stamp
@@ -258,8 +259,7 @@ def apply_proposals(store: Store, ids: list[str], *, content: str | None = None,
         raise InvalidInput("--content applies to one proposal at a time")
     out: list[Applied] = []
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             proposals = propose(conn, threshold=threshold)
             chosen: list[Proposal] = []
             for pid in ids:
@@ -273,8 +273,6 @@ def apply_proposals(store: Store, ids: list[str], *, content: str | None = None,
             for p in chosen:
                 nodes = [n for m in p.members if (n := find_node(conn, m)) is not None]
                 plans.append((p, nodes))
-        finally:
-            conn.close()
         for p, nodes in plans:
             sid, records, blobs = _apply_records(p, nodes, content)
             out.append(Applied(p, sid, stage_write(store, records, f"consolidate {p.id} into {sid}",
@@ -296,8 +294,7 @@ def undo_last(store: Store) -> tuple[str, WriteResult]:
         LockConflict, StorageIOError: if it cannot be written.
     """
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             found = [n for n in nodes_with_metadata(conn, CONSOLIDATION_KEY) if n.type == "summary"]
             if not found:
                 raise NothingToDo("no consolidation to undo")
@@ -318,6 +315,4 @@ def undo_last(store: Store) -> tuple[str, WriteResult]:
                     "status": "active", "tags": tuple(sorted(tags)),
                     "metadata": {k: v for k, v in node.metadata.items() if k != _INTO_KEY}}
                 records.append(next_version(node, **changes))
-        finally:
-            conn.close()
         return summary.id, stage_write(store, records, f"undo consolidation {summary.id}")

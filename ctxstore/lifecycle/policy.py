@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -40,7 +41,8 @@ from ctxstore.model.vocab import TIER_TAG_PREFIX
 from ctxstore.repo import Store
 
 __all__ = ["ARCHIVE_THRESHOLD", "GRACE_DAYS", "PRUNE_DAYS", "ARCHIVED_KEY", "Transition",
-           "LifecycleReport", "plan_transitions", "run_lifecycle", "is_dormant"]
+           "LifecycleReport", "plan_transitions", "run_lifecycle",
+           "run_configured_lifecycle"]
 
 ARCHIVE_THRESHOLD = 0.3
 GRACE_DAYS = 14.0
@@ -94,18 +96,6 @@ class LifecycleReport:
             The number.
         """
         return sum(1 for t in self.transitions if t.kind == kind)
-
-
-def is_dormant(node: NodeRow) -> bool:
-    """True for a node the lifecycle archived (restorable on recall, prunable later).
-
-    Args:
-        node: The node.
-
-    Returns:
-        Whether it is archived by the lifecycle pass.
-    """
-    return node.status == "archived" and ARCHIVED_KEY in node.metadata
 
 
 def _tier(node: NodeRow) -> str | None:
@@ -228,20 +218,37 @@ def run_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, int] | None
                                        prune_days=prune_days)
 
     if dry_run:
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             nodes, transitions = plan(conn)
-        finally:
-            conn.close()
         return LifecycleReport(tuple(transitions), len(nodes))
     with store.lock():
-        conn = open_index(store)
-        try:
+        with closing(open_index(store)) as conn:
             nodes, transitions = plan(conn)
             records = _records(conn, {n.id: n for n in nodes}, transitions, now_ms, access)
-        finally:
-            conn.close()
         summary = ", ".join(f"{n} {k}d" for k in ("archive", "restore", "prune")
                             if (n := sum(1 for t in transitions if t.kind == k)))
         written = stage_write(store, records, f"lifecycle: {summary}")
     return LifecycleReport(tuple(transitions), len(nodes), written)
+
+
+def run_configured_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, int] | None = None,
+                             dry_run: bool = False) -> LifecycleReport:
+    """``run_lifecycle`` with the store's ``[lifecycle]`` settings (``ctx lifecycle``, session end).
+
+    Args:
+        store: The store.
+        now_ms: The time of the pass (ms since the epoch).
+        access: Retrievals per node id in this clone (``local/state.sqlite``), or None.
+        dry_run: Plan only; write nothing and take no lock.
+
+    Returns:
+        The transitions and what was staged.
+
+    Raises:
+        As ``run_lifecycle``.
+    """
+    cfg = store.config
+    return run_lifecycle(store, now_ms=now_ms, access=access, dry_run=dry_run,
+                         threshold=float(cfg.get("lifecycle", "archive_confidence_threshold")),
+                         grace_days=float(cfg.get("lifecycle", "archive_grace_days")),
+                         prune_days=float(cfg.get("lifecycle", "prune_after_days")))

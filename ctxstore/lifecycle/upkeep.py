@@ -2,11 +2,11 @@
 
 One call (``session_end_upkeep``) that the hook makes after it has run deferred
 commands. It checks the compaction triggers (``triggers.maybe_compact``) and, when
-``[lifecycle] on_session_end`` is set, runs one lifecycle pass (``policy.run_lifecycle``)
-with the access counts the hooks recorded in this clone. It waits only briefly for the
-store lock and never raises a ``CtxError``, an SQLite or an OS error: a hook must never
-fail because of upkeep, which simply runs again at the next session end. It never runs
-on the prompt path.
+``[lifecycle] on_session_end`` is set, runs one lifecycle pass
+(``policy.run_configured_lifecycle``) with the access counts the hooks recorded in this clone.
+It waits only briefly for the store lock and never raises a ``CtxError``, an SQLite or an
+OS error: a hook must never fail because of upkeep, which simply runs again at the next
+session end. It never runs on the prompt path.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxstore.errors import CtxError
-from ctxstore.lifecycle.policy import LifecycleReport, run_lifecycle
+from ctxstore.lifecycle.policy import LifecycleReport, run_configured_lifecycle
 from ctxstore.lifecycle.triggers import Triggered, maybe_compact
 from ctxstore.repo import Store, now_ms
 
@@ -70,11 +70,7 @@ def session_end_upkeep(ctx_dir: Path, access: Mapping[str, int] | None = None, *
             out.problems.append(f"automatic compaction skipped: {exc}")
         if db.config.get("lifecycle", "on_session_end"):
             try:
-                out.lifecycle = run_lifecycle(
-                    db.store, now_ms=at, access=access,
-                    threshold=float(db.config.get("lifecycle", "archive_confidence_threshold")),
-                    grace_days=float(db.config.get("lifecycle", "archive_grace_days")),
-                    prune_days=float(db.config.get("lifecycle", "prune_after_days")))
+                out.lifecycle = run_configured_lifecycle(db.store, now_ms=at, access=access)
             except (CtxError, sqlite3.Error, OSError) as exc:
                 out.problems.append(f"lifecycle pass skipped: {exc}")
     return out

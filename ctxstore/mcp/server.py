@@ -28,7 +28,7 @@ from ctxstore.errors import CtxError, InvalidInput
 from ctxstore.knowledge.scopes import Scope, Stores, parse_scope, recall_global_default, scoped_json
 from ctxstore.session import Session
 
-__all__ = ["SERVER_NAME", "ToolBox", "build_server", "serve", "sdk_available"]
+__all__ = ["SERVER_NAME", "ToolBox", "build_server", "serve"]
 
 SERVER_NAME = "ctx"
 _MAX_LIMIT = 100
@@ -90,7 +90,9 @@ class ToolBox:
         return self._user
 
     def _stores(self, include_global: bool) -> Stores:
-        return Stores(self.db, self._user_session(create=False) if include_global else None)
+        user = self._user_session(create=False) if include_global else None
+        # The user store may be the project's own (~/.ctx used as a project): read it once.
+        return Stores(self.db, None if user is self.db else user)
 
     def _session_for(self, scope: Scope, *, create: bool = False) -> Session:
         if scope == "project":
@@ -356,17 +358,6 @@ class ToolBox:
 
 TOOL_NAMES = ("remember", "recall", "search", "compose", "show", "link", "forget", "task_start",
               "task_end", "status")
-
-
-def sdk_available() -> bool:
-    """Whether the ``mcp`` SDK can be imported (``pip install 'ctxstore[mcp]'``).
-
-    Returns:
-        True when it can.
-    """
-    import importlib.util
-
-    return importlib.util.find_spec("mcp") is not None
 
 
 def _sdk() -> tuple[Any, type[Exception], type[Exception]]:

@@ -221,3 +221,24 @@ def test_mcp_recall_global_default_follows_the_config(tmp_path: Path) -> None:
             assert [n["store"] for n in tools.recall("sqlite", include_global=True)["nodes"]] == ["user"]
         finally:
             tools.close()
+
+
+def test_mcp_user_store_that_is_the_project_is_read_once(tmp_path: Path) -> None:
+    """When ~/.ctx is the project store itself, a global read lists each node once, as project."""
+    from ctxstore.init import init_store
+    from ctxstore.knowledge.nodes import add_node
+    from ctxstore.mcp.server import ToolBox
+    from ctxstore.session import Session
+
+    init_store(tmp_path / ".ctx", git=False)
+    with Session.open(tmp_path / ".ctx") as db:
+        add_node(db.store, "fact", "the user likes sqlite")
+        tools = ToolBox(db, user_store=tmp_path / ".ctx")
+        try:
+            for res in (tools.recall("sqlite", include_global=True),
+                        tools.search("sqlite", include_global=True)):
+                assert [n["store"] for n in res["nodes"]] == ["project"]
+            assert list(tools.compose("type:fact", include_global=True)["nodes"]) \
+                == [{"id": n["id"], "store": "project"} for n in tools.search("sqlite")["nodes"]]
+        finally:
+            tools.close()
