@@ -10,6 +10,12 @@ import sys
 from conftest import run_ctx
 
 from ctxstore.index import open_index
+from ctxstore.index.schema import (
+    EXPECTED_SCHEMA_DIGEST,
+    expected_schema,
+    read_schema,
+    schema_digest,
+)
 from ctxstore.knowledge.nodes import add_node, tag_node
 from ctxstore.repo import Store
 from ctxstore.staging import abort_session, commit_stage, start_session
@@ -59,6 +65,13 @@ def test_index_concurrent_catch_up_applies_once(store: Store) -> None:
     conn = open_index(store)
     assert conn.execute("SELECT count(*), count(DISTINCT oid) FROM applied").fetchone()[0] == 201
     assert conn.execute("SELECT count(*) FROM nodes_fts").fetchone()[0] == 200
+
+
+def test_expected_schema_digest_is_current(store: Store) -> None:
+    # A SCHEMA change updates EXPECTED_SCHEMA_DIGEST (and INDEX_SCHEMA_VERSION); a file
+    # open_index creates takes the fast path of the schema check.
+    assert schema_digest(expected_schema()) == EXPECTED_SCHEMA_DIGEST
+    assert schema_digest(read_schema(open_index(store))) == EXPECTED_SCHEMA_DIGEST
 
 
 def test_index_outdated_schema_is_rebuilt(store: Store) -> None:

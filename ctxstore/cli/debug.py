@@ -138,7 +138,7 @@ def verify_command(env: Env, check_index: bool) -> None:
         ctx debug verify --format json
         ctx debug verify --index
     """
-    from ctxstore.verify import Problem, verify_store
+    from ctxstore.verify import verify_store
 
     rep = verify_store(env.store(), progress=progress_printer("verify objects"))
     index_doc = None
@@ -146,8 +146,7 @@ def verify_command(env: Env, check_index: bool) -> None:
         from ctxstore.index.compare import compare_index
 
         cmp = compare_index(env.store())
-        rep.problems.extend(Problem(d.code, d.subject, d.message, d.severity)
-                            for d in cmp.differences)
+        rep.problems.extend(cmp.differences)
         index_doc = {"tables": cmp.tables, "rows": cmp.rows, "ok": cmp.ok}
     if env.fmt == "json":
         emit_json({"ok": rep.ok, "objects": rep.objects, "reachable": rep.reachable,

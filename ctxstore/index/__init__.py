@@ -30,7 +30,7 @@ import json
 import os
 import sqlite3
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,11 +39,13 @@ from ctxstore import fsio
 from ctxstore.errors import IndexCorrupt, UnsafePath
 from ctxstore.index.apply import apply_commits, clear_index, plan_sync
 from ctxstore.index.schema import (
+    EXPECTED_SCHEMA_DIGEST,
     INDEX_SCHEMA_VERSION,
     SCHEMA,
     SchemaRow,
     expected_schema,
     read_schema,
+    schema_digest,
 )
 from ctxstore.repo import Store
 
@@ -157,63 +159,30 @@ def _met_damage(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
     raise IndexCorrupt(f"{exc} (the next command rebuilds it from the store)") from exc
 
 
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a ``sqlite3.Cursor`` method so that damage errors become ``IndexCorrupt``."""
+    def guarded(self: sqlite3.Cursor, /, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            _met_damage(self.connection, exc)
+            raise
+    return guarded
+
+
 class _GuardedCursor(sqlite3.Cursor):
     """A cursor that turns damage errors into ``IndexCorrupt`` (E007).
 
     Errors at execute time or while rows are read become E007 instead of an internal error.
     """
 
-    def execute(self, sql: str, parameters: Any = (), /) -> _GuardedCursor:
-        try:
-            super().execute(sql, parameters)
-            return self
-        except sqlite3.DatabaseError as exc:
-            _met_damage(self.connection, exc)
-            raise
-
-    def executemany(self, sql: str, seq: Any, /) -> _GuardedCursor:
-        try:
-            super().executemany(sql, seq)
-            return self
-        except sqlite3.DatabaseError as exc:
-            _met_damage(self.connection, exc)
-            raise
-
-    def executescript(self, script: str, /) -> _GuardedCursor:
-        try:
-            super().executescript(script)
-            return self
-        except sqlite3.DatabaseError as exc:
-            _met_damage(self.connection, exc)
-            raise
-
-    def __next__(self) -> Any:
-        try:
-            return super().__next__()
-        except sqlite3.DatabaseError as exc:
-            _met_damage(self.connection, exc)
-            raise
-
-    def fetchone(self) -> Any:
-        try:
-            return super().fetchone()
-        except sqlite3.DatabaseError as exc:
-            _met_damage(self.connection, exc)
-            raise
-
-    def fetchmany(self, size: int | None = None) -> list[Any]:
-        try:
-            return super().fetchmany(self.arraysize if size is None else size)
-        except sqlite3.DatabaseError as exc:
-            _met_damage(self.connection, exc)
-            raise
-
-    def fetchall(self) -> list[Any]:
-        try:
-            return super().fetchall()
-        except sqlite3.DatabaseError as exc:
-            _met_damage(self.connection, exc)
-            raise
+    execute = _guarded(sqlite3.Cursor.execute)
+    executemany = _guarded(sqlite3.Cursor.executemany)
+    executescript = _guarded(sqlite3.Cursor.executescript)
+    __next__ = _guarded(sqlite3.Cursor.__next__)
+    fetchone = _guarded(sqlite3.Cursor.fetchone)
+    fetchmany = _guarded(sqlite3.Cursor.fetchmany)
+    fetchall = _guarded(sqlite3.Cursor.fetchall)
 
 
 class IndexConnection(sqlite3.Connection):
@@ -283,6 +252,18 @@ def parse_snapshot(text: str) -> dict[str, list[str]] | None:
     return value
 
 
+def _irregular_files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """``index.sqlite`` and its companions that exist and are not regular files."""
+    for suffix in ("", *INDEX_COMPANIONS):
+        path = folder / (INDEX_FILE + suffix)
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            yield path, st
+
+
 def check_index_files(store: Store) -> str | None:
     """Refuse index files that would lead SQLite out of the store, before any open.
 
@@ -305,15 +286,8 @@ def check_index_files(store: Store) -> str | None:
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafePath(os.fspath(folder), detail=f"is {fsio.file_kind(st.st_mode)}, not a directory")
     reason = None
-    for suffix in ("", *INDEX_COMPANIONS):
-        path = folder / (INDEX_FILE + suffix)
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        if stat.S_ISREG(st.st_mode):
-            continue
-        if stat.S_ISDIR(st.st_mode) and suffix == "":
+    for path, st in _irregular_files(folder):
+        if stat.S_ISDIR(st.st_mode) and path.name == INDEX_FILE:
             try:
                 fsio.rmdir(path)  # only ever an empty one: nothing is lost
                 reason = f"{INDEX_FILE} was an empty directory"
@@ -381,8 +355,7 @@ def inspect_index(conn: sqlite3.Connection, *, quick_check_max: int | None = Non
         if 0 < version < INDEX_SCHEMA_VERSION:  # an older ctx wrote it: not damage
             return f"{OUTDATED_SCHEMA} {version}, this ctx uses {INDEX_SCHEMA_VERSION}"
         return f"user_version {version}, this ctx uses schema {INDEX_SCHEMA_VERSION}"
-    want = expected_schema()
-    if schema != want:
+    if schema_digest(schema) != EXPECTED_SCHEMA_DIGEST and schema != (want := expected_schema()):
         return _schema_difference(schema, want)
     rows = conn.execute("SELECT key, value FROM meta").fetchall()
     for key, value in rows:

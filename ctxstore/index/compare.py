@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +19,10 @@ from urllib.parse import quote
 from ctxstore import fsio
 from ctxstore.errors import CtxError, UnsafePath
 from ctxstore.index import (  # the package's private helpers: one package, one schema
-    INDEX_COMPANIONS,
     INDEX_FILE,
     _connect,
     _create,
+    _irregular_files,
     index_dir,
     inspect_index,
     parse_snapshot,
@@ -31,8 +30,9 @@ from ctxstore.index import (  # the package's private helpers: one package, one 
     sync_index,
 )
 from ctxstore.repo import Store
+from ctxstore.verify import Problem
 
-__all__ = ["REACHED_TABLES", "STRICT_TABLES", "IndexComparison", "IndexDifference", "compare_index"]
+__all__ = ["REACHED_TABLES", "STRICT_TABLES", "IndexComparison", "compare_index"]
 
 # The answers: exactly what a replay gives (nodes without their rowid, FTS by node id).
 STRICT_TABLES: dict[str, str] = {
@@ -60,23 +60,13 @@ REACHED_TABLES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class IndexDifference:
-    """One finding: ``severity`` ``error`` (wrong answers possible) or ``warning``."""
-
-    code: str
-    subject: str
-    message: str
-    severity: str = "error"
-
-
 @dataclass
 class IndexComparison:
     """What ``compare_index`` found."""
 
     tables: int = 0
     rows: int = 0
-    differences: list[IndexDifference] = field(default_factory=list)
+    differences: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -91,23 +81,14 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _check_files(store: Store) -> list[IndexDifference]:
+def _check_files(store: Store) -> list[Problem]:
     folder = index_dir(store)
-    out = []
     try:
         fsio.check_under(store.root, folder)
     except UnsafePath as exc:
-        return [IndexDifference("E020", "index", exc.message)]
-    for suffix in ("", *INDEX_COMPANIONS):
-        path = folder / (INDEX_FILE + suffix)
-        try:
-            st = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            out.append(IndexDifference("E020", "index", f"{path} is {fsio.file_kind(st.st_mode)}, "
-                                                        "not a regular file"))
-    return out
+        return [Problem("E020", "index", exc.message)]
+    return [Problem("E020", "index", f"{path} is {fsio.file_kind(st.st_mode)}, not a regular file")
+            for path, st in _irregular_files(folder)]
 
 
 def compare_index(store: Store) -> IndexComparison:
@@ -126,14 +107,14 @@ def compare_index(store: Store) -> IndexComparison:
     if report.differences:
         return report
     if not path.exists():
-        report.differences.append(IndexDifference(
+        report.differences.append(Problem(
             "E007", "index", "no index file (the next command builds it)", "warning"))
         return report
     try:
         disk = sqlite3.connect(f"file:{quote(os.fspath(path))}?mode=ro", uri=True,
                                isolation_level=None)
     except sqlite3.Error as exc:
-        report.differences.append(IndexDifference("E007", "index", f"cannot open: {exc}"))
+        report.differences.append(Problem("E007", "index", f"cannot open: {exc}"))
         return report
     try:
         _compare(store, disk, report)
@@ -153,7 +134,7 @@ def _compare(store: Store, disk: sqlite3.Connection, report: IndexComparison) ->
     except (sqlite3.Error, CtxError) as exc:
         problem = str(exc)
     if problem is not None:
-        report.differences.append(IndexDifference("E007", "index", f"damaged: {problem}"))
+        report.differences.append(Problem("E007", "index", f"damaged: {problem}"))
         return
     synced = parse_snapshot(rows["synced"]) if "synced" in rows else None
     ref = _connect(":memory:")
@@ -163,11 +144,11 @@ def _compare(store: Store, disk: sqlite3.Connection, report: IndexComparison) ->
             try:
                 sync_index(store, ref, target=synced)
             except CtxError as exc:
-                report.differences.append(IndexDifference(
+                report.differences.append(Problem(
                     "E007", "index", f"synced to pointers the store cannot replay: {exc.message}"))
                 return
             if synced != pointer_snapshot(store):
-                report.differences.append(IndexDifference(
+                report.differences.append(Problem(
                     "E007", "index", "behind the pointers (the next command catches up)", "warning"))
         for tables, exact in ((STRICT_TABLES, True), (REACHED_TABLES, False)):
             for table, sql in tables.items():
@@ -181,7 +162,7 @@ def _compare_table(table: str, sql: str, disk: sqlite3.Connection, ref: sqlite3.
     try:
         have = Counter(disk.execute(sql).fetchall())
     except sqlite3.Error as exc:
-        report.differences.append(IndexDifference("E007", f"index:{table}", f"unreadable: {exc}"))
+        report.differences.append(Problem("E007", f"index:{table}", f"unreadable: {exc}"))
         return
     want = Counter(ref.execute(sql).fetchall())
     report.tables += 1
@@ -190,11 +171,11 @@ def _compare_table(table: str, sql: str, disk: sqlite3.Connection, ref: sqlite3.
     extra = have - want
     if missing:
         first = min(missing, key=repr)
-        report.differences.append(IndexDifference(
+        report.differences.append(Problem(
             "E007", "index", f"table {table}: {sum(missing.values())} row(s) of the replay missing "
                              f"or different (first: {_short(first[0])})"))
     if extra and exact:
         first = min(extra, key=repr)
-        report.differences.append(IndexDifference(
+        report.differences.append(Problem(
             "E007", "index", f"table {table}: {sum(extra.values())} row(s) not in the replay "
                              f"(first: {_short(first[0])})"))

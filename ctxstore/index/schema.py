@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["INDEX_SCHEMA_VERSION", "SCHEMA", "SchemaRow", "expected_schema", "read_schema"]
+import blake3
+
+__all__ = ["EXPECTED_SCHEMA_DIGEST", "INDEX_SCHEMA_VERSION", "SCHEMA", "SchemaRow",
+           "expected_schema", "read_schema", "schema_digest"]
 
 # (type, name, tbl_name, sql) of one row of ``sqlite_schema``.
 SchemaRow = tuple[str, str, str, "str | None"]
@@ -87,6 +90,12 @@ CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary, tokeni
 """
 
 
+# ``schema_digest(expected_schema())`` with the SQLite ctx is tested on (tests/test_index.py
+# keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
+# building the in-memory reference (about 1 ms, on every hook's first open); any other
+# schema is compared row by row, so another SQLite version only takes the slower path.
+EXPECTED_SCHEMA_DIGEST = "99547286fd2ce2f4e583ecad72758c57ac8b36e94caf497f61757bcaf64fbfdf"
+
 _expected: frozenset[SchemaRow] | None = None
 
 
@@ -117,3 +126,15 @@ def expected_schema() -> frozenset[SchemaRow]:
         finally:
             conn.close()
     return _expected
+
+
+def schema_digest(rows: frozenset[SchemaRow]) -> str:
+    """A hex digest of ``read_schema`` rows, independent of their order.
+
+    Args:
+        rows: The rows.
+
+    Returns:
+        The BLAKE3 hex digest (rows sort by type and name, which are unique).
+    """
+    return blake3.blake3(repr(sorted(rows)).encode()).hexdigest()

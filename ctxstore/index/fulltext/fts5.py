@@ -127,10 +127,7 @@ class Fts5Engine:
         Returns:
             The SELECT and its one parameter (none for no terms).
         """
-        if not terms:
-            return f"SELECT rowid FROM {self.table} WHERE 0", []
-        return (f"SELECT rowid FROM {self.table} WHERE {self.table} MATCH ?",
-                [match_expression(terms, mode)])
+        return self._select("rowid", terms, mode)
 
     def sql_scores(self, terms: Sequence[str], mode: MatchMode = "all") -> SqlFragment:
         """Render the search as ``SELECT rowid AS r, bm25(...) AS score``; see the protocol.
@@ -142,7 +139,11 @@ class Fts5Engine:
         Returns:
             The SELECT and its one parameter (none for no terms).
         """
+        return self._select(f"rowid AS r, bm25({self.table}) AS score", terms, mode)
+
+    def _select(self, columns: str, terms: Sequence[str], mode: MatchMode) -> SqlFragment:
+        # No terms select nothing (FTS5 refuses an empty MATCH; bm25() is never called).
         if not terms:
-            return f"SELECT rowid AS r, 0.0 AS score FROM {self.table} WHERE 0", []
-        return (f"SELECT rowid AS r, bm25({self.table}) AS score FROM {self.table} "
-                f"WHERE {self.table} MATCH ?", [match_expression(terms, mode)])
+            return f"SELECT {columns} FROM {self.table} WHERE 0", []
+        return (f"SELECT {columns} FROM {self.table} WHERE {self.table} MATCH ?",
+                [match_expression(terms, mode)])
