@@ -82,18 +82,36 @@ def open_append(path: StrPath, mode: int = 0o644) -> int:
         UnsafePath: (E020) if ``path`` is a symbolic link or not a regular file.
         OSError: any other error of the operating system.
     """
+    return _open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)[0]
+
+
+def _open_regular(path: StrPath, flags: int, mode: int = 0o644, *,
+                  what: str = "a regular file") -> tuple[int, os.stat_result]:
+    """Open ``path`` with ``flags``, if it is a regular file: its descriptor and ``fstat``.
+
+    Never follows a symlink in the last component (``O_NOFOLLOW``) and never blocks on a
+    FIFO (``O_NONBLOCK``, then ``fstat``). ``what`` names the expected file in errors.
+
+    Raises:
+        UnsafePath: (E020) if ``path`` is a symbolic link or not a regular file.
+        OSError: any other error of the operating system.
+    """
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                     | os.O_CLOEXEC, mode)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePath(os.fspath(path), detail="is a symbolic link") from None
+        if exc.errno == errno.EISDIR:
+            raise UnsafePath(os.fspath(path), detail=f"is a directory, not {what}") from None
         raise
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(os.fspath(path), detail=f"is {file_kind(st.st_mode)}, not {what}")
+    except BaseException:
         os.close(fd)
-        raise UnsafePath(os.fspath(path), detail=f"is {file_kind(st.st_mode)}, not a regular file")
-    return fd
+        raise
+    return fd, st
 
 
 # -- containment: nothing under .ctx/ is followed out of the store -------------------------
@@ -120,16 +138,8 @@ def read_regular(path: StrPath, limit: int) -> bytes:
         UnsafePath: (E020) if it is a symbolic link or not a regular file.
         OSError: any other error of the operating system.
     """
+    fd, st = _open_regular(path, os.O_RDONLY)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafePath(os.fspath(path), detail="is a symbolic link") from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafePath(os.fspath(path), detail=f"is {file_kind(st.st_mode)}, not a regular file")
         want = min(st.st_size, limit) + 1
         chunks: list[bytes] = []
         while want > 0:
@@ -280,13 +290,13 @@ def mkdir(path: Path) -> None:
     os.mkdir(path)
 
 
-# libc's syncfs, looked up once: None until then, False where the C library has none.
-_syncfs: Callable[[int], int] | Literal[False] | None = None
-
-
 def rmdir(path: Path) -> None:
     """Remove an empty directory."""
     os.rmdir(path)
+
+
+# libc's syncfs, looked up once: None until then, False where the C library has none.
+_syncfs: Callable[[int], int] | Literal[False] | None = None
 
 
 def sync_barrier(anchor: Path) -> None:
@@ -449,19 +459,8 @@ def hold_lock(path: Path, *, timeout: float, poll: float = 0.01) -> Iterator[Non
         LockConflict: if the lock is still held by another process after ``timeout``.
         UnsafePath: (E020) if the lock file is a symlink or not a regular file.
     """
+    fd, _ = _open_regular(path, os.O_RDWR | os.O_CREAT, what="a lock file")
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     0o644)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafePath(os.fspath(path), detail="is a symbolic link") from None
-        if exc.errno == errno.EISDIR:
-            raise UnsafePath(os.fspath(path), detail="is a directory, not a lock file") from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafePath(os.fspath(path), detail=f"is {file_kind(st.st_mode)}, not a lock file")
         start = time.monotonic()
         delay = poll
         while True:

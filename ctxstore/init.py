@@ -24,18 +24,16 @@ from typing import Any
 
 from ctxstore import fsio, refs
 from ctxstore import git as git_mod
+from ctxstore.clock import now_ms
 from ctxstore.config import DEFAULTS, load_config, render_default_config
 from ctxstore.errors import CtxError, InvalidInput, StoreExists, UnsafePath
 from ctxstore.model import Commit, Tree
 from ctxstore.narrative.markdown import render_template
 from ctxstore.objects import ObjectId
-from ctxstore.repo import MAIN_REF, STAGE_TYPES, check_layout, now_ms, open_store
+from ctxstore.repo import MAIN_REF, STAGE_TYPES, STORE_DIRS, check_layout, open_store
 
-__all__ = ["InitResult", "init_store", "LAYOUT_DIRS", "CONFIG_TEMPLATES", "default_ctx_dir",
+__all__ = ["InitResult", "init_store", "CONFIG_TEMPLATES", "default_ctx_dir",
            "template_settings"]
-
-LAYOUT_DIRS = ("objects", "refs", "narrative", "narrative/log", "narrative/tasks", "index",
-               "DERIVED", "local")
 
 # Configuration templates of `ctx init --template NAME`: (settings that differ from the
 # defaults, one line saying what it is for). Only keys that have an effect.
@@ -236,12 +234,12 @@ def _register_clone(ctx_dir: Path, *, git: bool, ctx_command: str) -> InitResult
 
 
 def _create_layout(ctx_dir: Path) -> None:
-    """``ctx_dir`` and its ``LAYOUT_DIRS``, each new directory's entry made durable."""
+    """``ctx_dir`` and its ``STORE_DIRS``, each new directory's entry made durable."""
     created = [p for p in (ctx_dir, *ctx_dir.parents) if not p.exists()]
     fsio.ensure_dir(ctx_dir)
     for folder in created:  # a new directory's entry is durable once its parent is fsynced
         fsio.fsync_dir(folder.parent)
-    for sub in LAYOUT_DIRS:
+    for sub in STORE_DIRS:
         fsio.ensure_dir(ctx_dir / sub)
 
 

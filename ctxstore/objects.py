@@ -218,6 +218,13 @@ def _unique_match(prefix: str, names: list[str]) -> ObjectId:
     return ObjectId(bytes.fromhex(names[0]))
 
 
+def _not_a_shard(folder: str, mode: int) -> UnsafePath:
+    """The error for a shard entry that is a symlink or not a directory (E020)."""
+    detail = "is a symbolic link" if stat.S_ISLNK(mode) \
+        else f"is {fsio.file_kind(mode)}, not a directory"
+    return UnsafePath(folder, detail=detail)
+
+
 class LooseObjectStore:
     """Loose objects under one ``objects/`` directory (implements ``ObjectStore``).
 
@@ -312,9 +319,7 @@ class LooseObjectStore:
         except FileNotFoundError:
             return  # no shard: the object is simply missing
         if not stat.S_ISDIR(mode):
-            detail = "is a symbolic link" if stat.S_ISLNK(mode) \
-                else f"is {fsio.file_kind(mode)}, not a directory"
-            raise UnsafePath(folder, detail=detail)
+            raise _not_a_shard(folder, mode)
         self._checked.add(shard)
 
     # -- reading -----------------------------------------------------------------------
@@ -401,10 +406,7 @@ class LooseObjectStore:
             if not shard.is_dir(follow_symlinks=False):
                 # Refused, not skipped: gc deletes what this yields and verify counts it,
                 # and a linked shard's files are outside the store.
-                mode = shard.stat(follow_symlinks=False).st_mode
-                detail = "is a symbolic link" if stat.S_ISLNK(mode) \
-                    else f"is {fsio.file_kind(mode)}, not a directory"
-                raise UnsafePath(shard.path, detail=detail)
+                raise _not_a_shard(shard.path, shard.stat(follow_symlinks=False).st_mode)
             for entry in sorted(os.scandir(shard.path), key=lambda e: e.name):
                 name = entry.name
                 if len(name) == 64 and name.startswith(shard.name) and _HEX.issuperset(name):

@@ -12,7 +12,6 @@ import heapq
 import os
 import stat
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from types import TracebackType
 from typing import Literal, TypeVar
 
 from ctxstore import fsio, refs
+from ctxstore.clock import now_ms  # re-exported: the clock owns the wall clock
 from ctxstore.config import Config, load_config
 from ctxstore.discovery import CTX_DIRNAME, discover_store
 from ctxstore.errors import (
@@ -80,11 +80,6 @@ def type_name(expect: type | tuple[type, ...]) -> str:
     """``commit`` / ``commit or work_commit`` for error messages."""
     kinds = expect if isinstance(expect, tuple) else (expect,)
     return " or ".join(k.TYPE for k in kinds)  # type: ignore[attr-defined]
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds since the epoch."""
-    return time.time_ns() // 1_000_000
 
 
 def check_layout(ctx_dir: Path) -> None:

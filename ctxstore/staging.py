@@ -18,14 +18,15 @@ from dataclasses import dataclass, field, replace
 
 from ctxstore import fsio
 from ctxstore import refs as refs_mod
-from ctxstore.errors import CtxError, InvalidInput, NothingToDo, StagingConflict
-from ctxstore.model import ChangeBatch, Commit, NarrativeRef, TypedObject, WorkCommit
+from ctxstore.clock import next_stamp, now_ms
+from ctxstore.errors import CtxError, InvalidInput, NothingToDo, RefNotFound, StagingConflict
+from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit, decode_typed
 from ctxstore.model.commit import StepKind
 from ctxstore.model.knowledge import KnowledgeRecord
-from ctxstore.objects import ObjectId
+from ctxstore.objects import KIND_TYPED, ObjectId
 from ctxstore.refs import Pointer
 from ctxstore.replay import fold_records
-from ctxstore.repo import STAGE_TYPES, Store, Transaction, now_ms
+from ctxstore.repo import STAGE_TYPES, Store, Transaction
 
 __all__ = [
     "StageResult",
@@ -168,7 +169,7 @@ def _append_work(store: Store, tx: Transaction, *, step_kind: StepKind, message:
     else:
         prev = store.read_typed(stage, WorkCommit)
         parents = (stage,)
-        session_id, created = prev.session_id, max(now_ms(), prev.created_at + 1)
+        session_id, created = prev.session_id, next_stamp(prev.created_at)
     work = WorkCommit(parents=parents, base=head, session_id=session_id, created_at=created,
                       step_kind=step_kind, message=message,
                       change_batches=tuple(change_batches), payload=tuple(payload),
@@ -489,21 +490,12 @@ def stage_needs_recover(store: Store) -> bool:
     What ``ctx stage recover`` repairs; the CLI asks this after an E001/E004/E005/E009 error
     to point at it. Reads only, without the lock.
     """
-    from ctxstore.errors import RefNotFound
-
     try:
         pointer = store.read_stage()
     except RefNotFound:
         return True
-    heads: list[ObjectId] = []
-    for h in pointer.heads if pointer is not None else ():
-        try:
-            if isinstance(store.read_typed(h, STAGE_TYPES), Commit):
-                continue  # nothing staged on this head
-        except CtxError:
-            return True
-        heads.append(h)
-    return bool(_walk_intact(store, heads)[1])
+    # An unreadable head is kept by _staged_heads, so the walk counts it as lost.
+    return bool(_walk_intact(store, _staged_heads(store, pointer))[1])
 
 
 def _work_ok(store: Store, oid: bytes) -> WorkCommit | None:
@@ -574,11 +566,8 @@ def _read_stage(store: Store) -> tuple[Pointer | None, bytes | None, list[str]]:
     one, and ``(None, old bytes, [note])`` for one that is not a pointer (at most 4 KiB read:
     the bytes are shown in the note, never kept).
     """
-    from ctxstore.errors import RefNotFound
-    from ctxstore.refs import read_pointer
-
     try:
-        return read_pointer(store.root, "STAGE"), None, []
+        return refs_mod.read_pointer(store.root, "STAGE"), None, []
     except RefNotFound as exc:
         broken_raw = fsio.read_regular(store.root / "STAGE", 4096) \
             if (store.root / "STAGE").is_file() else b""  # bounded: shown, never kept
@@ -725,9 +714,6 @@ def _iter_commit_objects(store: Store) -> Iterator[tuple[ObjectId, Commit | Work
 
     Objects already decoded (``ctx debug verify`` decodes everything) are not read again.
     """
-    from ctxstore.model import decode_typed
-    from ctxstore.objects import KIND_TYPED
-
     for oid in store.objects.iter_ids():
         obj = store._cache.get(oid)
         if obj is None:
@@ -864,11 +850,7 @@ def _folded_sessions(store: Store, head: ObjectId) -> set[str]:
 
 
 def _iter_work_commits(store: Store) -> Iterator[tuple[ObjectId, WorkCommit]]:
-    for oid in store.objects.iter_ids():
-        try:
-            obj: TypedObject = store.read_typed(oid)
-        except CtxError:
-            continue
+    for oid, obj in _iter_commit_objects(store):
         if isinstance(obj, WorkCommit):
             yield oid, obj
 
@@ -885,13 +867,11 @@ def _adopt_orphan_tip(store: Store, folded: set[str]) -> ObjectId | None:
 
 def _move_stage(store: Store, tx: Transaction, ptr: Pointer | None, broken: bytes | None,
                 new: ObjectId) -> None:
-    from ctxstore import refs
-
     if ptr is not None:
         tx.move_pointer("STAGE", new, expected=ptr, expect_type=STAGE_TYPES)
         return
     # STAGE holds bytes that are not a pointer: ``recover`` is the explicit request to
     # replace them (the old bytes are reported, never silently dropped).
     tx.commit()
-    refs.write_pointer(store.root, "STAGE", new)
+    refs_mod.write_pointer(store.root, "STAGE", new)
 
