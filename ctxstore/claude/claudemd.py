@@ -69,11 +69,6 @@ class Ranked:
     access: int
 
 
-def _degrees(conn: sqlite3.Connection) -> dict[str, int]:
-    """Edge degree (in + out) of every knowledge node."""
-    return node_degrees(conn)
-
-
 def _candidates(conn: sqlite3.Connection) -> list[NodeRow]:
     nodes = active_nodes_of_types(conn, [t for t, *_ in SECTIONS])
     return [n for n in nodes if tier_of(n) != "off-context"]
@@ -84,12 +79,11 @@ def rank_nodes(conn: sqlite3.Connection, *, now: int,
     """Every live, non-superseded, non-off-context node of a listed type, best first."""
     access = access or {}
     nodes = _candidates(conn)
-    degree = _degrees(conn)
-    max_degree = max((degree.get(n.id, 0) for n in nodes), default=0)
+    central = scoring.centralities(node_degrees(conn), [n.id for n in nodes])
     max_log = max((math.log(access.get(n.id, 0) + 1) for n in nodes), default=0.0)
     out = []
     for node in nodes:  # decay and rank come from the one scoring module (ctxstore.lifecycle)
-        centrality = degree.get(node.id, 0) / max_degree if max_degree else 0.0
+        centrality = central[node.id]
         count = access.get(node.id, 0)
         confidence = scoring.node_confidence(node, now_ms=now, access_count=count,
                                              centrality=centrality)
@@ -280,9 +274,11 @@ def write_claude_md(store: Store, path: Path | None = None, lines: int | None = 
         existing = None if old is None else old.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput(f"{path} is not UTF-8 text; nothing was changed") from None
+    from ctxstore.claude.state import read_access_counts
+
     conn = open_index(store)
     try:
-        section = render_section(conn, lines, now=now_ms(), access=_access_counts(store))
+        section = render_section(conn, lines, now=now_ms(), access=read_access_counts(store.root))
     finally:
         conn.close()
     new = splice(existing, section, path=path).encode("utf-8")
@@ -310,17 +306,6 @@ def _refuse_link(path: Path) -> None:
         return
     if not stat.S_ISREG(st.st_mode):
         raise UnsafePath(str(path), detail=f"is {fsio.file_kind(st.st_mode)}")
-
-
-def _access_counts(store: Store) -> dict[str, int]:
-    """The hooks' retrieval counts for this clone (none without a state file)."""
-    from ctxstore.claude.state import open_state
-
-    state = open_state(store.root, create=False)
-    if state is None:
-        return {}
-    with state:
-        return state.access_counts()
 
 
 def _said_once(store: Store, key: str) -> bool:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ctxstore.claude.inject import LINE_BREAK, frame
 from ctxstore.claude.state import HookState, key_of
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
+from ctxstore.index import is_damage
 from ctxstore.index.read import NodeRow, short_ids
 from ctxstore.knowledge.nodes import forget_node, summarize_nodes, supersede_node, validate_tag
 from ctxstore.repo import Store
@@ -57,28 +58,22 @@ class CommandContext:
         state: The per-clone hook state.
         session: The agent session the command comes from.
         db: The front end's open ``Session``, whose index connection reads use; when
-            None, one is made around ``store`` (and closed with ``close()``).
+            None, one is made around ``store``.
     """
 
     store: Store
     state: HookState
     session: str
     db: Session | None = None
-    _owns_db: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.db is None:
-            self.db, self._owns_db = Session(self.store), True
+            self.db = Session(self.store)
 
     def index(self) -> sqlite3.Connection:
         """The session's index connection, in sync with the store."""
         assert self.db is not None
         return self.db.index()
-
-    def close(self) -> None:
-        """Close the session this context made for itself (not one it was given)."""
-        if self._owns_db and self.db is not None:
-            self.db.close()
 
 
 def hook_key(session: str, raw: str) -> str:
@@ -271,14 +266,11 @@ _HANDLERS: dict[str, Callable[[CommandContext, dict[str, Any]], Outcome]] = {
 
 # Commands whose failure in SQLite means "this query cannot run", not "the index is broken".
 _QUERYING = frozenset({"recall", "task"})
-# SQLite's primary result codes for a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB).
-_DAMAGE_CODES = frozenset({11, 26})
 
 
 def _sqlite_failure(name: str, exc: sqlite3.Error) -> CtxError:
     """The typed error for a SQLite error met while running ``<ctx:name>``."""
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if code in _DAMAGE_CODES:
+    if is_damage(exc):
         return IndexCorrupt(str(exc))
     if name in _QUERYING:
         return InvalidInput(f"the query could not run: {exc}", hint="simplify the query")

@@ -35,13 +35,13 @@ import sqlite3
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY",
            "PROMPTS_PREFIX", "HookState", "StateDamaged", "key_of", "open_state", "state_path",
-           "repair_state"]
+           "repair_state", "read_access_counts"]
 
 STATE_FILE = "state.sqlite"
 EXECUTED_KEEP_DAYS = 90
@@ -168,6 +168,21 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction on ``conn``, taken at once (``BEGIN IMMEDIATE``)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:  # a damaged file may refuse even this; the error above wins
+            pass
+        raise
+    conn.execute("COMMIT")
+
+
 class HookState:
     """An open state database (use as a context manager, or call ``close``).
 
@@ -188,19 +203,9 @@ class HookState:
         """Close the connection."""
         self.conn.close()
 
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> AbstractContextManager[sqlite3.Connection]:
         """One write transaction (taken at once, so reads inside it are current)."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            try:
-                self.conn.execute("ROLLBACK")
-            except sqlite3.Error:  # a damaged file may refuse even this; the error above wins
-                pass
-            raise
-        self.conn.execute("COMMIT")
+        return _transaction(self.conn)
 
     # -- pending results ------------------------------------------------------------------
     @_guarded
@@ -321,10 +326,10 @@ class HookState:
         Keys older than ``EXECUTED_KEEP_DAYS`` (their turns are long gone) and claims whose process
         is long gone.
         """
+        old = _now() - EXECUTED_KEEP_DAYS * 86400
         with self.write() as conn:
-            conn.execute("DELETE FROM executed WHERE at < ?", (_now() - EXECUTED_KEEP_DAYS * 86400,))
+            conn.execute("DELETE FROM executed WHERE at < ?", (old,))
             conn.execute("DELETE FROM claims WHERE at < ?", (_now() - 86400,))
-            old = _now() - EXECUTED_KEEP_DAYS * 86400
             for key, value in conn.execute("SELECT key, value FROM kv WHERE key LIKE ?",
                                            (PROMPTS_PREFIX + "%",)).fetchall():
                 stamp = value.partition("\t")[2]
@@ -450,24 +455,15 @@ def _migrate(conn: sqlite3.Connection) -> None:
     for version, sql in _MIGRATIONS:
         if version <= current:
             continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _transaction(conn):
             # Re-check inside the lock: another hook may have migrated meanwhile.
             if conn.execute("SELECT 1 FROM schema_version WHERE version = ?", (version,)).fetchone():
-                conn.execute("ROLLBACK")
                 continue
             for statement in sql.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute("INSERT INTO schema_version(version, applied_at) VALUES (?, ?)",
                          (version, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
-            conn.execute("COMMIT")
-        except BaseException:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            raise
 
 
 def _ident(path: Path) -> tuple[int, int] | None:
@@ -478,24 +474,30 @@ def _ident(path: Path) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _check_files(path: Path) -> None:
+def _check_files(path: Path) -> tuple[int, int] | None:
     """The state file and its WAL and shared-memory files must be regular files (or absent).
 
     SQLite would follow a link out of the store, and block or fail on the rest.
 
+    Returns:
+        ``(st_dev, st_ino)`` of the state file, or None when it does not exist.
+
     Raises:
         StateDamaged: naming the first that is not.
     """
+    ident = None
     for suffix in _SIDE_FILES:
         try:
             st = os.lstat(str(path) + suffix)
         except FileNotFoundError:
             continue
+        if not suffix:
+            ident = (st.st_dev, st.st_ino)
         if not stat.S_ISREG(st.st_mode):
             from ctxstore.fsio import file_kind
 
-            raise StateDamaged(f"{STATE_FILE}{suffix} is {file_kind(st.st_mode)}",
-                               _ident(path) if suffix else (st.st_dev, st.st_ino))
+            raise StateDamaged(f"{STATE_FILE}{suffix} is {file_kind(st.st_mode)}", ident)
+    return ident
 
 
 def _open_checked(path: Path) -> HookState:
@@ -505,8 +507,7 @@ def _open_checked(path: Path) -> HookState:
         StateDamaged: if it is damaged.
         sqlite3.OperationalError: if it cannot be opened or stays locked (not damage).
     """
-    _check_files(path)
-    ident = _ident(path)
+    ident = _check_files(path)
     try:
         conn = _connect(path)
     except sqlite3.Error as exc:
@@ -649,6 +650,19 @@ def open_state(store_root: Path, *, create: bool) -> HookState | None:
         with _closing_on_error(state):
             state.put(NOTICE_KEY, notice)
     return state
+
+
+def read_access_counts(store_root: Path) -> dict[str, int]:
+    """The hooks' retrieval counts per node id in this clone (none without a state file).
+
+    Raises:
+        As ``open_state`` (never creates the state).
+    """
+    state = open_state(store_root, create=False)
+    if state is None:
+        return {}
+    with state:
+        return state.access_counts()
 
 
 @contextmanager

@@ -168,11 +168,7 @@ def _with_index_repairs(out: dict[str, Any]) -> dict[str, Any]:
     """``out`` with a note, in ``systemMessage``, of a damaged index rebuilt on the way."""
     index = sys.modules.get("ctxstore.index")  # not imported: nothing was opened
     repairs = index.take_repairs() if index is not None else []
-    if not repairs:
-        return out
-    notes = "; ".join(r.message() for r in repairs)
-    message = out.get("systemMessage")
-    return {**out, "systemMessage": f"{message}; {notes}" if message else f"ctx: {notes}"}
+    return _with_problem(out, "; ".join(r.message() for r in repairs))
 
 
 def fast_main(argv: list[str]) -> int | None:
