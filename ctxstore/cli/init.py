@@ -11,8 +11,6 @@ import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 
-TEMPLATE_NAMES = ("default", "solo", "team", "large")  # ctxstore.init.CONFIG_TEMPLATES, unimported
-
 
 def _ctx_command() -> str:
     # The merge driver runs `ctx` by absolute path: a version-manager shim on PATH
@@ -58,7 +56,7 @@ def init_command(env: Env, force: bool, no_git: bool, here: bool, template: str 
         git init demo && cd demo && ctx init
         ctx init --template team
     """
-    from ctxstore.init import default_ctx_dir, init_store
+    from ctxstore.init import CONFIG_TEMPLATES, default_ctx_dir, init_store
 
     target = Path(env.ctx_dir) if env.ctx_dir else default_ctx_dir(Path(os.getcwd()), here=here)
     res = init_store(target, force=force, git=not no_git, ctx_command=_ctx_command(),
@@ -72,7 +70,7 @@ def init_command(env: Env, force: bool, no_git: bool, here: bool, template: str 
         return
     verb = "Reinitialized" if res.reinitialized else "Initialized"
     click.echo(f"{verb} ctx store in {res.ctx_dir}" + (f" (template {res.template})"
-                                                        if res.template in TEMPLATE_NAMES else ""))
+                                                        if res.template in CONFIG_TEMPLATES else ""))
     if res.commit:
         click.echo(f"initial commit {res.commit.hex()}")
     for line in res.git_actions + res.notes:

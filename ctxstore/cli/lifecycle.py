@@ -9,17 +9,6 @@ import click
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 
 
-def _access_counts(env: Env) -> dict[str, int]:
-    """This clone's retrieval counts (``local/state.sqlite``; none when it does not exist)."""
-    from ctxstore.claude.state import open_state
-
-    state = open_state(env.store().root, create=False)
-    if state is None:
-        return {}
-    with state:
-        return state.access_counts()
-
-
 @click.command("lifecycle")
 @click.option("--dry-run", is_flag=True, help="Show the transitions without writing them.")
 @format_option
@@ -39,15 +28,13 @@ def lifecycle_command(env: Env, dry_run: bool) -> None:
         ctx lifecycle --dry-run
         ctx lifecycle --format json
     """
-    from ctxstore.lifecycle.policy import run_lifecycle
+    from ctxstore.claude.state import read_access_counts
+    from ctxstore.lifecycle.policy import run_configured_lifecycle
     from ctxstore.repo import now_ms
 
     store = env.store()
-    cfg = store.config
-    rep = run_lifecycle(store, now_ms=now_ms(), access=_access_counts(env), dry_run=dry_run,
-                        threshold=float(cfg.get("lifecycle", "archive_confidence_threshold")),
-                        grace_days=float(cfg.get("lifecycle", "archive_grace_days")),
-                        prune_days=float(cfg.get("lifecycle", "prune_after_days")))
+    rep = run_configured_lifecycle(store, now_ms=now_ms(), access=read_access_counts(store.root),
+                                   dry_run=dry_run)
     counts = {k: rep.count(k) for k in ("archive", "restore", "prune")}
     if env.fmt == "json":
         emit_json({"version": 1, "dry_run": dry_run, "scanned": rep.scanned,

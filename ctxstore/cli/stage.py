@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env
+from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env, plural
 from ctxstore.errors import InvalidInput
 
 
@@ -160,14 +160,10 @@ def abort_command(env: Env, reason: str | None, yes: bool) -> None:
 
 
 def _dropped(plan: Any) -> str:
-    """``3 work commits, 5 records, 2 nodes, 2 narrative entries``."""
-    def n(count: int, one: str, many: str) -> str:
-        return f"{count} {one if count == 1 else many}"
-
-    return ", ".join([n(plan.work_commits, "work commit", "work commits"),
-                      n(plan.records, "record", "records"),
-                      n(len(plan.nodes), "new node", "new nodes"),
-                      n(len(plan.entries), "narrative entry", "narrative entries")])
+    """``3 work commits, 5 records, 2 new nodes, 2 narrative entries``."""
+    return ", ".join([plural(plan.work_commits, "work commit"), plural(plan.records, "record"),
+                      plural(len(plan.nodes), "new node"),
+                      plural(len(plan.entries), "narrative entry", "narrative entries")])
 
 
 @stage_group.command("status")

@@ -83,6 +83,12 @@ def test_stop_identical_concurrent_hooks_run_each_command_exactly_once(store: St
         for out in outs:
             assert out.get("decision") != "block"
             assert "failed" not in out.get("systemMessage", ""), out
+        if any("deferred to the next hook" in out.get("systemMessage", "") for out in outs):
+            # Under load a hook may give up the 0.25 s lock wait and queue its claimed
+            # commands; the next hook runs them (pre-compact drains without taking pending).
+            drained = run_ctx(["hook", "pre-compact"], stdin=json.dumps({**payload,
+                                                                          "hook_event_name": "PreCompact"}))
+            assert drained.returncode == 0, drained.stderr
         assert _count(store, "SELECT count(*) FROM nodes WHERE content = ?", f"fact of round {n}") == 1, n
         assert _count(store, "SELECT count(*) FROM nodes WHERE content = ?", f"summary of round {n}") == 1, n
         assert _count(store, "SELECT count(*) FROM edges WHERE from_key = ? AND to_key = ? "
