@@ -10,9 +10,11 @@ qualified names unique per file, and no exception on any input (garbage, binary,
 huge): a file it cannot read fully gives an empty or partial extraction with
 ``complete=False``.
 
-A new language plugs in here: implement ``Extractor`` and ``register`` it. The
-built-in extractors (``python``, ``markdown``) are imported on the first registry
-lookup, so importing this module stays cheap.
+A new language plugs in here: implement ``Extractor`` (and optionally
+``module_name``) and ``register`` it; ``docs/code.md`` "Languages" walks through it.
+The built-in extractors (``python``, ``markdown``, ``rust``, ``javascript``,
+``typescript``, ``go``) are imported on the first registry lookup, and the tree-sitter
+ones import their grammar on first use, so importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Literal, Protocol, runtime_checkable
 __all__ = [
     "MAX_SOURCE_BYTES",
     "SymbolKind",
+    "Visibility",
+    "Detail",
     "Confidence",
     "Span",
     "Symbol",
@@ -34,15 +38,25 @@ __all__ = [
     "register",
     "extractor_for",
     "registered",
+    "module_name",
     "span_of_lines",
     "line_starts",
+    "source_bytes",
+    "one_line",
 ]
 
 # Files over this many UTF-8 bytes are not parsed (an incomplete, empty extraction):
 # a hook must never spend seconds on one generated file.
 MAX_SOURCE_BYTES = 4 << 20
 
-SymbolKind = Literal["module", "class", "function", "method", "heading"]
+# spec 002 §7.2.3 ItemKind in snake_case, plus what Python, JS/TS, Go and Markdown need.
+SymbolKind = Literal["module", "class", "function", "method", "heading", "struct", "enum", "trait",
+                     "impl", "const", "static", "type_alias", "macro", "interface", "variable",
+                     "field"]
+# ``public|crate|super|private`` for Rust (§7.2.3 Visibility); ``public|private`` elsewhere.
+Visibility = Literal["public", "crate", "super", "private"]
+# Extra facts as ``(key, value)`` pairs in a fixed order, hashable (a tuple, not a dict).
+Detail = tuple[tuple[str, str], ...]
 Confidence = Literal["high", "medium", "low"]
 
 
@@ -73,6 +87,11 @@ class Symbol:
         kind: What it is.
         span: Where it is, its body included.
         parent: The qualified name of the enclosing symbol, None for the outermost.
+        visibility: Who may use it (``Visibility``), None when the language has no rule.
+        signature: Its declaration on one line (``def f(x: int) -> str``), None for
+            modules and headings.
+        detail: Extra facts as ``(key, value)`` pairs: a Rust impl's ``self_type`` and
+            ``trait``, a ``mod x;`` declaration's ``declaration``.
     """
 
     qualname: str
@@ -80,6 +99,9 @@ class Symbol:
     kind: SymbolKind
     span: Span
     parent: str | None
+    visibility: Visibility | None = None
+    signature: str | None = None
+    detail: Detail = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,15 +126,23 @@ class Relation:
 
     Attributes:
         label: A spec 002 §9.2 label (``ctxstore.model.vocab.CODE_EDGE_LABELS``).
-        source: Qualified name of a symbol of this file.
-        target: A qualified name of this file, or a name as the file writes it.
+        source: Qualified name of a symbol of this file (the module's own for
+            file-level imports).
+        target: The best fully qualified language name the extractor can resolve: for
+            ``Imports`` the imported module or item with relative imports made absolute
+            (``pkg.sub.mod.Name``, ``ignore::walk::Walk``); for ``Calls`` and
+            ``References`` a symbol of this file or an imported name expanded through the
+            file's imports (confidence ``medium``), else the name as written (``low``).
         evidence: Tool, span and confidence.
+        detail: Extra facts as ``(key, value)`` pairs: an import's ``import_kind`` (Rust
+            ``single|glob|self|super|crate``; JS ``require|reexport``) and local ``alias``.
     """
 
     label: str
     source: str
     target: str
     evidence: Evidence
+    detail: Detail = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +165,12 @@ class Extraction:
 
 @runtime_checkable
 class Extractor(Protocol):
-    """Extracts symbols and relations from the files of one language."""
+    """Extracts symbols and relations from the files of one language.
+
+    An extractor may also define ``module_name(path) -> str | None`` (the language's
+    module name of a file; optional, so not a protocol member: ``module_name`` below
+    calls it when present).
+    """
 
     name: str
     suffixes: tuple[str, ...]
@@ -151,6 +186,57 @@ class Extractor(Protocol):
             The extraction; ``complete=False`` when it is empty or partial.
         """
         ...
+
+
+def module_name(path: str | PurePosixPath) -> str | None:
+    """Return the language's qualified module name of a repository-relative path.
+
+    An extractor may define ``module_name(path) -> str | None`` (optional, so not part
+    of the ``Extractor`` protocol): ``src/werkzeug/http.py`` is ``werkzeug.http``,
+    ``crates/ignore/src/walk.rs`` is ``ignore::walk``. The ingest maps modules to files
+    with it and resolves ``Imports`` targets by their longest module prefix.
+
+    Args:
+        path: The file's repository-relative POSIX path.
+
+    Returns:
+        The module name, or None when no extractor claims the file or it names none.
+    """
+    extractor = extractor_for(path)
+    namer = getattr(extractor, "module_name", None)
+    if namer is None:
+        return None
+    name = namer(str(path))
+    return name if isinstance(name, str) and name else None
+
+
+def source_bytes(text: str) -> bytes | None:
+    """Return a file's UTF-8 bytes (lone surrogates kept), or None when too large to parse.
+
+    Args:
+        text: The decoded file.
+
+    Returns:
+        The bytes every span indexes, None over ``MAX_SOURCE_BYTES``.
+    """
+    if len(text) > MAX_SOURCE_BYTES:
+        return None
+    data = text.encode("utf-8", "surrogatepass")
+    return data if len(data) <= MAX_SOURCE_BYTES else None
+
+
+def one_line(text: str, limit: int = 240) -> str:
+    """Collapse a declaration to one line of at most ``limit`` characters (signatures).
+
+    Args:
+        text: The declaration as written, possibly over several lines.
+        limit: The longest result; longer ones end with ``...``.
+
+    Returns:
+        Its words joined by single spaces.
+    """
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def line_starts(data: bytes) -> list[int]:
@@ -204,10 +290,15 @@ def _load_builtins() -> None:
     if _loaded:
         return
     _loaded = True
+    from ctxstore.code.go import GoExtractor
+    from ctxstore.code.javascript import JavaScriptExtractor, TypeScriptExtractor
     from ctxstore.code.markdown import MarkdownExtractor
     from ctxstore.code.python import PythonExtractor
+    from ctxstore.code.rust import RustExtractor
 
-    for extractor in (PythonExtractor(), MarkdownExtractor()):
+    builtins: tuple[Extractor, ...] = (PythonExtractor(), MarkdownExtractor(), RustExtractor(),
+                                       JavaScriptExtractor(), TypeScriptExtractor(), GoExtractor())
+    for extractor in builtins:
         if extractor.name not in _BY_NAME:
             register(extractor)
 

@@ -19,6 +19,9 @@ from ctxstore.code.languages import (
     register,
     registered,
 )
+from ctxstore.code.languages import (
+    module_name as languages_module_name,
+)
 from ctxstore.code.python import PythonExtractor, module_name
 from ctxstore.model.vocab import CODE_EDGE_LABELS
 
@@ -32,6 +35,23 @@ SAMPLES = {
                'def helper(s):\n    def inner():\n        return t.go()\n    return inner()\n'),
     "markdown": ("# Title\n\nintro é\n\n## Install\n\n```sh\n# not a heading\n```\n\n"
                  "### Linux ###\n\n## Install\n\ntext\n# Appendix\n"),
+    "rust": ("use std::io::{self, Read};\nmod net;\npub(crate) mod inner { pub fn f() {} }\n"
+             "pub trait Shape { fn area(&self) -> f64; }\npub struct Circle { r: f64 }\n"
+             "impl Shape for Circle {\n    fn area(&self) -> f64 { inner::f(); self.r }\n}\n"
+             "impl Circle { fn new() -> Self { Circle { r: 1.0 } } fn new() {} }\n"
+             "macro_rules! m { () => {} }\nconst K: u8 = 1;\nstatic S: &str = \"é\";\n"
+             "type A = u8;\nenum E { X }\n"),
+    "javascript": ("import React, { useState as us } from 'react';\nconst fs = require('fs');\n"
+                   "export class Box extends React.Component {\n  render() { return us(1); }\n}\n"
+                   "export function f(a) { return new Box(a); }\nconst g = () => f('é');\n"
+                   "function f() {}\n"),
+    "typescript": ("import { helper } from './util';\nexport interface Shape { area(): number }\n"
+                   "export class Circle implements Shape {\n  area(): number { return helper(); }\n}\n"
+                   "type Id = string;\nenum Color { Red }\nexport const é = (x: Id) => x;\n"),
+    "go": ("package shapes\n\nimport (\n\t\"fmt\"\n\tm \"math\"\n)\n\n"
+           "type Circle struct{ R float64 }\n\ntype Shape interface{ Area() float64 }\n\n"
+           "func (c *Circle) Area() float64 { fmt.Println(\"é\"); return m.Pi * c.R }\n\n"
+           "func New() *Circle { return &Circle{} }\n\nfunc New() {}\n"),
 }
 
 
@@ -80,6 +100,15 @@ def _garbage() -> list[str]:
         "```\n# inside an unclosed fence\n",
         "\r\n".join(["# a", "def f(): pass", "## b"] * 50),
         "x\r" * 100,
+        "{" * 5000 + "}" * 5000,  # deep nesting in brace languages
+        "fn f() {" + "{" * 5000 + "}" * 5000 + "}\n",
+        "function f() { return " + "(" * 5000 + "1" + ")" * 5000 + " }\n",
+        "func f() {\n" + "if x {\n" * 2000 + "}\n" * 2000 + "}\n",
+        "class A:\n" + "".join("    " * i + "def f():\n" for i in range(1, 90)) + "    " * 90 + "pass\n",
+        "use a::" + "{b::" * 3000 + "c" + "}" * 3000 + ";\n",
+        "mod m { " * 3000 + "}" * 3000,
+        "x = 1\n\x00\x00 fn f() {}\x00 function g() {} \x00\n",
+        "def f\udcff(): pass\nfn \ud800() {}\nfunction \udfff() {}\n",
     ]
 
 
@@ -141,8 +170,28 @@ class TestExtractor(ExtractorContract):
 
 
 def test_extractors_builtins_are_registered() -> None:
-    assert {e.name for e in registered()} >= {"python", "markdown"}
-    assert extractor_for("x.rs") is None and extractor_for("Makefile") is None
+    assert {e.name for e in registered()} >= {"python", "markdown", "rust", "javascript",
+                                              "typescript", "go"}
+    assert extractor_for("x.rs").name == "rust"  # type: ignore[union-attr]
+    assert extractor_for("x.tsx").name == "typescript"  # type: ignore[union-attr]
+    assert extractor_for("Makefile") is None and extractor_for("x.c") is None
+
+
+@pytest.mark.parametrize("path,name", [("src/pkg/mod.py", "pkg.mod"),
+                                       ("crates/ignore/src/walk.rs", "ignore::walk"),
+                                       ("web/src/ui/index.tsx", "web/src/ui"),
+                                       ("cmd/tool/main.go", "cmd/tool"), ("README.md", None),
+                                       ("Makefile", None)])
+def test_extractors_module_name_by_language(path: str, name: str | None) -> None:
+    assert languages_module_name(path) == name
+
+
+@pytest.mark.slow
+def test_extractor_ten_megabyte_minified_line_is_incomplete_and_quick(
+        extractor: Extractor) -> None:
+    text = "a=1;" * (10 << 18)  # 10 MB on one line
+    got = extractor.extract(_path(extractor), text)
+    assert not got.complete and got.symbols == ()
 
 
 def test_extractors_register_refuses_a_taken_suffix() -> None:
@@ -197,10 +246,12 @@ def test_python_spans_are_lines_and_bytes() -> None:
     assert text.encode()[f.span.start_byte:f.span.end_byte] == b"def f():\n    return 1"
 
 
-def test_python_defines_relations() -> None:
+def test_python_contains_and_defines_relations() -> None:
     got = _py("class C:\n    def m(self): pass\n")
+    assert _rels(got, "Contains") == [("pkg.mod", "pkg.mod.C", "high"),
+                                      ("pkg.mod.C", "pkg.mod.C.m", "high")]
     assert _rels(got, "Defines") == [("pkg.mod", "pkg.mod.C", "high"),
-                                     ("pkg.mod.C", "pkg.mod.C.m", "high")]
+                                     ("pkg.mod", "pkg.mod.C.m", "high")]
 
 
 def test_python_imports_absolute_relative_and_aliased() -> None:

@@ -1,0 +1,260 @@
+"""Tree-sitter plumbing shared by the Rust, JavaScript/TypeScript and Go extractors.
+
+The grammars come from the ``tree-sitter-<lang>`` wheels, which ship compiled
+parsers: nothing is downloaded. ``tree_sitter`` and the grammar modules are imported
+inside the functions that use them (a layering rule), so importing this module costs
+nothing; parsers and queries are built once per language and cached.
+
+``Builder`` collects one file's symbols and relations: unique qualified names, spans
+from nodes, evidence, and the innermost enclosing definition of a byte (how a call
+found by a query gets its caller). Nothing here recurses: ``walk`` keeps its own
+stack and a depth bound, so deeply nested input cannot exhaust Python's stack.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ctxstore.code.languages import (
+    Confidence,
+    Detail,
+    Evidence,
+    Extraction,
+    Relation,
+    Span,
+    Symbol,
+    SymbolKind,
+    Visibility,
+)
+
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser, Query, Tree
+
+__all__ = ["GRAMMARS", "parse", "query_captures", "span", "text", "walk", "Builder", "MAX_DEPTH"]
+
+TOOL = "parser"
+# Deeper than this, ``walk`` does not descend: no real source nests so deep.
+MAX_DEPTH = 512
+
+# Language name -> (grammar module, function returning its language pointer).
+GRAMMARS: dict[str, tuple[str, str]] = {
+    "rust": ("tree_sitter_rust", "language"),
+    "javascript": ("tree_sitter_javascript", "language"),
+    "typescript": ("tree_sitter_typescript", "language_typescript"),
+    "tsx": ("tree_sitter_typescript", "language_tsx"),
+    "go": ("tree_sitter_go", "language"),
+}
+
+_PARSERS: dict[str, Parser] = {}
+_QUERIES: dict[tuple[str, str], Query] = {}
+
+
+def _language(name: str) -> Any:
+    import importlib
+
+    from tree_sitter import Language
+
+    module, function = GRAMMARS[name]
+    return Language(getattr(importlib.import_module(module), function)())
+
+
+def parse(language: str, data: bytes) -> Tree:
+    """Parse ``data`` with the cached parser of ``language`` (a ``GRAMMARS`` key).
+
+    Args:
+        language: The grammar's name.
+        data: The source bytes.
+
+    Returns:
+        The syntax tree (tree-sitter recovers from errors: check ``root_node.has_error``).
+    """
+    parser = _PARSERS.get(language)
+    if parser is None:
+        from tree_sitter import Parser
+
+        parser = _PARSERS[language] = Parser(_language(language))
+    return parser.parse(data)
+
+
+def query_captures(language: str, source: str, node: Node) -> dict[str, list[Node]]:
+    """Run a (cached) tree-sitter query under ``node``; the matching runs in C.
+
+    Args:
+        language: The grammar's name.
+        source: The query in tree-sitter's S-expression syntax.
+        node: Where to search.
+
+    Returns:
+        Capture name -> captured nodes in document order.
+    """
+    query = _QUERIES.get((language, source))
+    if query is None:
+        from tree_sitter import Query
+
+        query = _QUERIES[(language, source)] = Query(_language(language), source)
+    from tree_sitter import QueryCursor
+
+    found: dict[str, list[Node]] = QueryCursor(query).captures(node)
+    for nodes in found.values():
+        nodes.sort(key=lambda n: n.start_byte)
+    return found
+
+
+def span(node: Node) -> Span:
+    """Return the span of a node (byte offsets; 1-based line of its first and last byte).
+
+    Args:
+        node: A syntax node.
+
+    Returns:
+        The span.
+    """
+    start_line = node.start_point[0] + 1
+    end_row, end_col = node.end_point
+    # A node ending at a line start has its last byte on the line before.
+    end_line = end_row if end_col == 0 and node.end_byte > node.start_byte else end_row + 1
+    return Span(node.start_byte, node.end_byte, start_line, max(end_line, start_line))
+
+
+def text(node: Node | None, data: bytes) -> str:
+    """Return the source text of a node ("" for None); invalid UTF-8 is replaced.
+
+    Args:
+        node: A syntax node, or None.
+        data: The bytes the tree was parsed from.
+
+    Returns:
+        Its text.
+    """
+    if node is None:
+        return ""
+    return data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+
+
+def walk(node: Node, descend: Callable[[Node], bool],
+         max_depth: int = MAX_DEPTH) -> Iterator[tuple[Node, int]]:
+    """Yield ``node`` and its named descendants pre-order, with their depth, iteratively.
+
+    Args:
+        node: Where to start (depth 0).
+        descend: Whether to visit a node's children.
+        max_depth: Children deeper than this are not visited.
+
+    Yields:
+        ``(node, depth)`` pairs in document order.
+    """
+    stack: list[tuple[Node, int]] = [(node, 0)]
+    while stack:
+        current, depth = stack.pop()
+        yield current, depth
+        if depth < max_depth and descend(current):
+            stack.extend((child, depth + 1) for child in reversed(current.named_children))
+
+
+class Builder:
+    """One file's symbols and relations, in order of appearance.
+
+    Args:
+        language: The extractor's name (``Extraction.language``).
+        data: The file's bytes.
+    """
+
+    def __init__(self, language: str, data: bytes) -> None:
+        self.language = language
+        self.data = data
+        self.symbols: list[Symbol] = []
+        self.relations: list[Relation] = []
+        self._taken: set[str] = set()
+        self._scopes: list[tuple[int, int, str]] = []  # (start, end, qualname)
+        self._parents: list[int] | None = None  # enclosing scope's index, once sorted
+        self._starts: list[int] = []  # the sorted scopes' start bytes
+
+    def unique(self, qualname: str) -> str:
+        """Return ``qualname``, or ``qualname#2``, ``#3``... if already taken in this file."""
+        candidate, n = qualname, 2
+        while candidate in self._taken:
+            candidate, n = f"{qualname}#{n}", n + 1
+        self._taken.add(candidate)
+        return candidate
+
+    def symbol(self, qualname: str, name: str, kind: SymbolKind, where: Span, parent: str | None,
+               *, visibility: Visibility | None = None, signature: str | None = None,
+               detail: Detail = (), scope: bool = False) -> str:
+        """Add a symbol under a unique qualified name; return that name.
+
+        Args:
+            qualname: The wanted qualified name.
+            name: The bare name.
+            kind: Its kind.
+            where: Its span.
+            parent: The enclosing symbol's qualified name.
+            visibility: Its visibility.
+            signature: Its one-line declaration.
+            detail: Extra ``(key, value)`` facts.
+            scope: Whether calls inside its span belong to it (functions, methods).
+
+        Returns:
+            The qualified name given.
+        """
+        qualname = self.unique(qualname)
+        self.symbols.append(Symbol(qualname, name, kind, where, parent, visibility, signature,
+                                   detail))
+        if scope:
+            self._scopes.append((where.start_byte, where.end_byte, qualname))
+            self._parents = None
+        return qualname
+
+    def relate(self, label: str, source: str, target: str, node: Node | Span,
+               confidence: Confidence, detail: Detail = ()) -> None:
+        """Add a relation whose evidence is the parser and ``node``'s span."""
+        where = node if type(node) is Span else span(node)  # type: ignore[arg-type]
+        self.relations.append(Relation(label, source, target, Evidence(TOOL, where, confidence),
+                                       detail))
+
+    def scope_at(self, offset: int, default: str) -> str:
+        """Return the innermost scope symbol (``scope=True``) containing ``offset``.
+
+        Args:
+            offset: A byte offset.
+            default: What to return outside every scope (the module).
+
+        Returns:
+            A qualified name.
+        """
+        if not self._scopes:
+            return default
+        if self._parents is None:  # scopes nest (a tree), so an enclosing one is an ancestor
+            self._scopes.sort(key=lambda s: (s[0], -s[1]))
+            self._starts = [start for start, _end, _name in self._scopes]
+            self._parents = []
+            open_: list[int] = []
+            for index, (start, _end, _name) in enumerate(self._scopes):
+                while open_ and self._scopes[open_[-1]][1] <= start:
+                    open_.pop()
+                self._parents.append(open_[-1] if open_ else -1)
+                open_.append(index)
+        i = bisect.bisect_right(self._starts, offset) - 1
+        while i >= 0:
+            start, end, qualname = self._scopes[i]
+            if start <= offset < end:
+                return qualname
+            i = self._parents[i]
+        return default
+
+    def add_structure(self, module: str) -> None:
+        """Add ``Contains`` (parent to child) and ``Defines`` (module to every other symbol).
+
+        Args:
+            module: The file's module symbol.
+        """
+        for sym in list(self.symbols):
+            if sym.parent is not None:
+                self.relate("Contains", sym.parent, sym.qualname, sym.span, "high")
+            if sym.qualname != module:
+                self.relate("Defines", module, sym.qualname, sym.span, "high")
+
+    def finish(self, complete: bool) -> Extraction:
+        """Return the extraction."""
+        return Extraction(self.language, tuple(self.symbols), tuple(self.relations), complete)
