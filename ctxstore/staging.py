@@ -345,9 +345,10 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
                                                 records=tuple(curated))))
         if amend:
             old = store.read_typed(head, Commit)
+            tree = _fold_tree(store, tx, old, curated)
             new = Commit(parents=old.parents, timestamp_unix=now_ms() // 1000,
                          message=old.message if message is None else message,
-                         root_tree=old.root_tree,
+                         root_tree=old.root_tree if tree is None else tree,
                          change_batches=old.change_batches + tuple(batch_ids),
                          edge_batches=old.edge_batches,
                          narrative_refs=tuple(_latest_refs([old.narrative_refs, nrefs])),
@@ -356,14 +357,25 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
                          session_id=session_id or old.session_id, aborted_work=old.aborted_work)
         else:
             parent = store.read_typed(head, Commit)
+            tree = _fold_tree(store, tx, parent, curated)
             new = Commit(parents=(head,), timestamp_unix=max(now_ms() // 1000, parent.timestamp_unix),
-                         message=message or "", root_tree=parent.root_tree,
+                         message=message or "",
+                         root_tree=parent.root_tree if tree is None else tree,
                          change_batches=tuple(batch_ids), narrative_refs=tuple(nrefs),
                          session_id=session_id)
         oid = tx.put(new)
         tx.move_pointer(store.head_ref(), oid, expected=head_ptr)
         tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
     return FoldResult(oid, len(curated), len(chain), len(nrefs), session_id, amended=amend)
+
+
+def _fold_tree(store: Store, tx: Transaction, base: Commit, curated: Sequence[KnowledgeRecord]
+               ) -> ObjectId | None:
+    """The new root tree when the fold changes the ingested files (``code.tree``), else None."""
+    from ctxstore.code import tree as code_tree
+
+    return code_tree.fold_root_tree(store, tx, base, curated) \
+        if code_tree.touches_files(curated) else None
 
 
 def abort_session(store: Store, reason: str | None) -> FoldResult:

@@ -16,6 +16,13 @@ from typing import Any
 from ctxstore import refs
 from ctxstore.errors import CtxError, DeserializationFailed, ObjectNotFound
 from ctxstore.model import ChangeBatch, Commit, Tree, WorkCommit, decode_typed
+from ctxstore.model.build import (
+    CargoMetadataSnapshot,
+    CargoRecord,
+    CommandRunRecord,
+    DiagnosticsSnapshot,
+)
+from ctxstore.model.code import FileRecord, FileVersion
 from ctxstore.objects import KIND_TYPED, ObjectId
 from ctxstore.repo import STAGE_TYPES, Store, type_name
 
@@ -95,6 +102,17 @@ def iter_references(obj: object) -> Iterator[tuple[bytes, type | None]]:
             blob = getattr(rec, "content_blob", None)
             if blob:
                 yield blob, None
+            if isinstance(rec, CargoRecord):
+                yield rec.snapshot, CargoMetadataSnapshot
+            elif isinstance(rec, CommandRunRecord):
+                yield rec.snapshot, DiagnosticsSnapshot
+            elif isinstance(rec, FileRecord):  # model.code: the version and the file's bytes
+                yield rec.version, FileVersion
+                yield rec.blob, None
+    elif isinstance(obj, DiagnosticsSnapshot):
+        yield obj.output_blob, None
+    elif isinstance(obj, FileVersion):
+        yield obj.blob_id, None
 
 
 def walk_reachable(store: Store, roots: Iterable[tuple[bytes, Any, str]],

@@ -27,7 +27,18 @@ from ctxstore.model import (
     registry,
 )
 from ctxstore.model._schema import REF, ListOf, MapOf, OneOf, Opt, Record
+from ctxstore.model.build import (
+    CargoDependency,
+    CargoMetadataSnapshot,
+    CargoPackage,
+    CargoTarget,
+    Diagnostic,
+    DiagnosticSpan,
+    DiagnosticsSnapshot,
+)
+from ctxstore.model.code import CodeRelation, CodeSymbol, FileVersion
 from ctxstore.model.codec import encode
+from ctxstore.model.derived import SccView
 from ctxstore.model.knowledge import (
     RECORD_KINDS,
     EdgeRecord,
@@ -86,6 +97,45 @@ SAMPLES: dict[tuple[str, int], list[tuple[Any, str]]] = {
          "c81b6ec8c3d416c169ad683e9a80e3eae5d667874f490071e728e1a0edf4bdb9"),
     ],
 }
+SAMPLES[("cargo_snapshot", 1)] = [
+    (CargoMetadataSnapshot(
+        workspace_root=".", manifest_path="Cargo.toml", created_at=5,
+        packages=(CargoPackage(package_id="p1", name="core", version="0.1.0",
+                               manifest_path="core/Cargo.toml", edition="2021", member=True,
+                               targets=(CargoTarget(target_id=_o(1), name="core", kind="lib",
+                                                    src_path="core/src/lib.rs",
+                                                    crate_types=("lib",)),)),),
+        resolve=(CargoDependency(from_package_id="p2", to_package_id="p1", dep_kind="dev",
+                                 optional=True, features_enabled=("f",), rename="c"),)),
+     "c05f2b44f8087bbe362ed33236b476361f31e7bd951590af84b25c066deeb5a7"),
+]
+SAMPLES[("diagnostics", 1)] = [
+    (DiagnosticsSnapshot(
+        tool="cargo", timestamp=7, name="cargo test", argv=("cargo", "test"), exit_code=101,
+        output_blob=_o(2), output_bytes=9,
+        diagnostics=(Diagnostic(severity="error", code="E0308", message="m", spans=(
+            DiagnosticSpan(path="src/a.rs", start_line=3, start_col=5, end_line=3, end_col=9,
+                           start_byte=10, end_byte=14, label="l", primary=True),),
+            related=("note: n",)),),
+        notes=("cut",)),
+     "035bdd00db3c1608649198cdb656dfecfb3eae97f4379e41d412b8c174f3189e"),
+]
+SAMPLES[("scc_view", 1)] = [
+    (SccView(heads=(_o(1),), nodes=("file:a.py", "module:a", "module:b"), scc_of=(0, 1, 1),
+             dag_from=(0,), dag_to=(1,)),
+     "7a3504f447c31504ff946ef3ad522e2c5f439ab5ee183ae229cc7ceeae9d194c"),
+]
+SAMPLES[("file_version", 1)] = [
+    (FileVersion.make(
+        path="src/a.py", blob_id=_o(3), language="python", byte_count=10, line_count=2,
+        complete=True, note=None,
+        symbols=(CodeSymbol("a", "a", "module", None, "public", None, 0, 10, 1, 2, ()),
+                 CodeSymbol("a.f", "f", "function", "a", "public", "def f()", 0, 9, 1, 2,
+                            (("k", "v"),))),
+        relations=(CodeRelation("Calls", "item", "a.f", "item", "b.g", "b.g", "parser", "medium",
+                                4, 7, 2, 2, ()),)),
+     "59105853fc2dd859d1dde3e4f0856ce2ce5420126af2ec7c1b3d9d695227c3ab"),
+]
 # Version ids (BLAKE3 of each record's canonical encoding) of the change batch above.
 RECORD_VERSION_IDS = [
     "5150e24231215ee74991779c817462956d947eee9c2d76894cb22a9ced18beee",
@@ -99,7 +149,8 @@ RECORD_VERSION_IDS = [
 
 def test_decoders_are_the_registry() -> None:
     assert dict(DECODERS) == dict(registry.registered_types())
-    assert set(DECODERS) == {("commit", 1), ("work_commit", 1), ("tree", 1), ("change_batch", 1)}
+    assert {("commit", 1), ("work_commit", 1), ("tree", 1), ("change_batch", 1),
+            ("cargo_snapshot", 1), ("diagnostics", 1)} <= set(DECODERS)
     for (name, v), cls in DECODERS.items():
         assert (cls.TYPE, cls.V) == (name, v)
 
@@ -255,7 +306,12 @@ def _all_records() -> list[type]:
 def test_every_record_reached_from_the_registry_is_checked() -> None:
     assert {c.__name__ for c in _all_records()} == {
         "Commit", "WorkCommit", "Tree", "TreeEntry", "NarrativeRef", "ChangeBatch",
-        "NodeRecord", "NodeRemoved", "EdgeRecord", "EdgeRemoved", "ViewRecord", "ViewRemoved"}
+        "NodeRecord", "NodeRemoved", "EdgeRecord", "EdgeRemoved", "ViewRecord", "ViewRemoved",
+        "SccView",  # model.derived
+        "FileVersion", "FileRecord", "FileRemoved",  # model.code
+        # model.build
+        "CargoMetadataSnapshot", "CargoPackage", "CargoTarget", "CargoDependency",
+        "DiagnosticsSnapshot", "Diagnostic", "DiagnosticSpan", "CargoRecord", "CommandRunRecord"}
 
 
 @pytest.mark.parametrize("cls", _all_records(), ids=lambda c: c.__name__)

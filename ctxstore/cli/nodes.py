@@ -119,6 +119,78 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
         click.echo(f"committed {doc['commit']}")
 
 
+class AddGroup(click.Group):
+    """`ctx add`: the node form (``add_command``), or a form of its own (``ADD_COMMANDS``).
+
+    The first word picks: a name of ``ADD_COMMANDS`` (``cargo``, ``command``, ...) runs that
+    command, imported only then; anything else (``note``, ``--type``, ``--help``) is the
+    node form, parsed and run as ``add_command`` in this same context.
+    """
+
+    def __init__(self, node_command: click.Command) -> None:
+        """Wrap the node form; the group takes its name and help."""
+        super().__init__(node_command.name, help=node_command.help,
+                         short_help=node_command.short_help)
+        self.node_command = node_command
+        # Introspection (root's check of undecodable arguments) sees the node form's options;
+        # parsing a form of its own uses only --help (``get_params``).
+        self.params = list(node_command.params)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """The names of the forms of their own, sorted."""
+        from ctxstore.cli import ADD_COMMANDS
+
+        return sorted(ADD_COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        """The form ``name``, importing its module only now; None if there is none."""
+        import importlib
+
+        from ctxstore.cli import ADD_COMMANDS
+
+        spec = ADD_COMMANDS.get(name)
+        if spec is None:
+            return None
+        command: click.Command = getattr(importlib.import_module(spec[0]), spec[1])
+        return command
+
+    def _node_form(self, args: list[str]) -> bool:
+        from ctxstore.cli import ADD_COMMANDS
+
+        return not args or args[0] not in ADD_COMMANDS
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        """Only ``--help``: the node form's options are parsed by ``add_command`` itself."""
+        help_option = self.get_help_option(ctx)
+        return [help_option] if help_option is not None else []
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse as the node form unless the first word names a form of its own."""
+        if self._node_form(args):
+            ctx.meta["ctx.add.node_form"] = True
+            ctx.allow_interspersed_args = True  # a group's context stops at the first word
+            return self.node_command.parse_args(ctx, args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the node form, or the form named."""
+        if ctx.meta.pop("ctx.add.node_form", False):
+            return self.node_command.invoke(ctx)
+        return super().invoke(ctx)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The node form's help, then the forms of their own with their one-line help."""
+        from ctxstore.cli import ADD_COMMANDS
+
+        self.node_command.format_help(ctx, formatter)
+        with formatter.section("Other forms (ctx add FORM --help)"):
+            formatter.write_dl([(f"ctx add {name}", spec[2])
+                                for name, spec in sorted(ADD_COMMANDS.items())])
+
+
+add_group = AddGroup(add_command)
+
+
 def _commit_after_add(env: Env, doc: dict[str, Any], message: str | None) -> str | None:
     """``ctx add --commit``: fold the session now; the node is staged whatever happens."""
     from ctxstore.errors import CtxError
@@ -181,11 +253,12 @@ def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool,
     return doc, f"{node.id}{number}  narrative/{entry.path}"
 
 
-def _print_node(env: Env, node, edges, history) -> None:  # type: ignore[no-untyped-def]
+def _print_node(env: Env, node, edges, history, stale=()) -> None:  # type: ignore[no-untyped-def]
     from ctxstore.packs.compose import iso_ms
 
     if env.fmt == "json":
         doc = node_json(node)
+        doc["stale_mentions"] = [m.to_json() for m in stale]  # code.stale
         if edges is not None:
             doc["edges"] = [{"from": e.from_key, "to": e.to_key, "type": e.label,
                              "direction": "out" if e.from_key == node.id else "in"} for e in edges]
@@ -211,6 +284,9 @@ def _print_node(env: Env, node, edges, history) -> None:  # type: ignore[no-unty
         echo_stored(f"meta:    {key}={value}")
     click.echo("")
     echo_stored(node.content.rstrip("\n"))
+    for m in stale:  # code.stale: a mentioned file changed after the mention
+        when = f"since {iso_ms(m.since_ms)}" if m.since_ms is not None else "file removed"
+        click.echo(f"stale:   mentions {m.kind} {m.key}, which {m.reason} ({when})")
     if edges is not None:
         click.echo("")
         click.echo(f"edges ({len(edges)}):")
@@ -252,7 +328,9 @@ def show_command(env: Env, node_id: str, with_edges: bool, history: bool) -> Non
         for v in versions:
             rec = v["record"]
             v["record"] = {k: (val.hex() if isinstance(val, bytes) else val) for k, val in rec.items()}
-    _print_node(env, node, edges, versions)
+    from ctxstore.code.stale import stale_mentions
+
+    _print_node(env, node, edges, versions, stale_mentions(conn, [node.id]).get(node.id, []))
 
 
 @click.command("update")

@@ -29,9 +29,11 @@ def status_command(env: Env) -> None:
         ctx status
         ctx status --format json
     """
+    from ctxstore.code.stale import stale_mentions
     from ctxstore.knowledge.status import store_status
 
     st = store_status(env.store(), env.index(), kind=env.kind)
+    stale = [m for ms in stale_mentions(env.index()).values() for m in ms]
     if env.fmt == "json":
         emit_json({"store": st.path, "kind": st.kind, "index_bytes": st.size_bytes,
                    "nodes": st.nodes, "tokens": st.tokens, "by_type": st.by_type,
@@ -41,7 +43,8 @@ def status_command(env: Env) -> None:
                    "head": st.head,
                    "concurrent_edits": [{"id": c.node_id, "kept": c.kept.hex(),
                                          "other": c.other.hex(), "deleted": c.kept_removed}
-                                        for c in st.concurrent]})
+                                        for c in st.concurrent],
+                   "stale_memory": [m.to_json() for m in stale]})
         return
     label = {"project": "project store", "user": "user store", "explicit": "store"}[st.kind]
     click.echo(f"Store: {st.path} ({label}, index {_size(st.size_bytes)})")
@@ -61,6 +64,15 @@ def status_command(env: Env) -> None:
         for c in st.concurrent:
             kept = "deleted" if c.kept_removed else f"kept {c.kept.hex()[:12]}"
             click.echo(f"  {c.node_id}: {kept}, other {c.other.hex()[:12]}")
+    if stale:
+        from ctxstore.packs.compose import iso_ms
+
+        click.echo("")
+        click.echo(f"Stale memory: {plural(len(stale), 'mention')} of code that changed since "
+                   "(`ctx show ID`)")
+        for m in stale:
+            when = f"since {iso_ms(m.since_ms)}" if m.since_ms is not None else "file removed"
+            click.echo(f"  {m.node_id}: {m.kind} {m.key} {m.reason} ({when})")
     if st.staged_work_commits:
         click.echo("")
         click.echo(f"Staged: {plural(st.staged_records, 'record')} in "

@@ -17,9 +17,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ctxstore.errors import CommitOrphan, ObjectNotFound
+from ctxstore.index.build import BUILD_TABLES, apply_build_record
+from ctxstore.index.code import CODE_TABLES, apply_file
 from ctxstore.index.fulltext.fts5 import Fts5Engine
 from ctxstore.index.heads import FoldReads, record_commit_graph, update_node_heads
 from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit, codec
+from ctxstore.model.build import CargoRecord, CommandRunRecord
+from ctxstore.model.code import FileRecord, FileRemoved
 from ctxstore.model.knowledge import (
     EdgeRecord,
     EdgeRemoved,
@@ -42,7 +46,8 @@ __all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_ind
 
 _PROGRESS_STEP = 500  # records applied between two progress calls
 _TABLES = ("applied", "applied_batches", "winners", "nodes", "tags", "edges", "views",
-           "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads")
+           "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads",
+           *CODE_TABLES, *BUILD_TABLES)
 
 
 @dataclass
@@ -185,7 +190,7 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
         row = conn.execute("SELECT stamp, version FROM winners WHERE key = ?", (key,)).fetchone()
         if row is not None and (row[0], row[1]) >= (stamp, version):
             continue
-        live = not isinstance(rec, (NodeRemoved, EdgeRemoved, ViewRemoved))
+        live = not isinstance(rec, (NodeRemoved, EdgeRemoved, ViewRemoved, FileRemoved))
         conn.execute("INSERT OR REPLACE INTO winners(key, stamp, version, live) VALUES (?, ?, ?, ?)",
                      (key, stamp, version, int(live)))
         _apply_winner(store, conn, rec, version)
@@ -251,4 +256,8 @@ def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
                       rec.updated_at, version))
     elif isinstance(rec, ViewRemoved):
         conn.execute("DELETE FROM views WHERE name = ?", (rec.name,))
+    elif isinstance(rec, (FileRecord, FileRemoved)):
+        apply_file(store, conn, rec)  # index.code: the path's files/symbols/edges/chunks rows
+    elif isinstance(rec, (CargoRecord, CommandRunRecord)):
+        apply_build_record(store, conn, rec)  # index.build: the workspace's or command's rows
 

@@ -17,8 +17,10 @@ __all__ = ["EXPECTED_SCHEMA_DIGEST", "INDEX_SCHEMA_VERSION", "SCHEMA", "SchemaRo
 SchemaRow = tuple[str, str, str, "str | None"]
 
 # 2: tokens counts the stripped content; 3: commit graph and node heads (concurrent edits);
-# 4: nodes.hook_key (the indexed lookup of idempotent agent writes)
-INDEX_SCHEMA_VERSION = 4
+# 4: nodes.hook_key (the indexed lookup of idempotent agent writes);
+# 5: code intelligence: files, symbols, code_edges, chunks, chunks_fts (index.code); packages,
+#    targets, crates, command_runs, diagnostics (index.build)
+INDEX_SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -87,6 +89,60 @@ CREATE TABLE IF NOT EXISTS node_heads (
     stamp INTEGER NOT NULL, PRIMARY KEY (node_id, version, commit_oid)
 ) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary, tokenize = 'unicode61');
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, version BLOB NOT NULL, blob BLOB NOT NULL, language TEXT,
+    byte_count INTEGER NOT NULL, line_count INTEGER NOT NULL, complete INTEGER NOT NULL,
+    note TEXT, stamp INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS symbols (
+    rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT NOT NULL, name TEXT NOT NULL,
+    kind TEXT NOT NULL, visibility TEXT, parent TEXT, signature TEXT,
+    start_byte INTEGER, end_byte INTEGER, start_line INTEGER, end_line INTEGER
+);
+CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
+CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
+CREATE INDEX IF NOT EXISTS symbols_qualname ON symbols(qualname);
+CREATE TABLE IF NOT EXISTS code_edges (
+    path TEXT NOT NULL, from_kind TEXT, from_key TEXT, to_kind TEXT, to_key TEXT,
+    label TEXT NOT NULL, confidence TEXT NOT NULL, tool TEXT NOT NULL, evidence TEXT
+);
+CREATE INDEX IF NOT EXISTS code_edges_from ON code_edges(from_kind, from_key, label);
+CREATE INDEX IF NOT EXISTS code_edges_to ON code_edges(to_kind, to_key, label);
+CREATE INDEX IF NOT EXISTS code_edges_path ON code_edges(path);
+CREATE TABLE IF NOT EXISTS chunks (
+    rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT, kind TEXT NOT NULL,
+    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, tokens INTEGER NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(path, name, text, tokenize = 'unicode61');
+-- build rows (index.build): cargo packages/targets/crates, command runs, diagnostics
+CREATE TABLE IF NOT EXISTS packages (
+    workspace TEXT NOT NULL, package_id TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL,
+    manifest_path TEXT NOT NULL, edition TEXT NOT NULL, member INTEGER NOT NULL,
+    PRIMARY KEY (workspace, package_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS targets (
+    workspace TEXT NOT NULL, target_id TEXT NOT NULL, package_id TEXT NOT NULL,
+    name TEXT NOT NULL, kind TEXT NOT NULL, src_path TEXT NOT NULL, crate_types TEXT NOT NULL,
+    PRIMARY KEY (workspace, target_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS crates (
+    workspace TEXT NOT NULL, crate_key TEXT NOT NULL, target_id TEXT NOT NULL,
+    name TEXT NOT NULL, PRIMARY KEY (workspace, crate_key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS command_runs (
+    name TEXT PRIMARY KEY, tool TEXT NOT NULL, exit_code INTEGER, run_at INTEGER NOT NULL,
+    snapshot BLOB NOT NULL, output_blob BLOB NOT NULL, output_bytes INTEGER NOT NULL,
+    diagnostics INTEGER NOT NULL, argv TEXT NOT NULL, notes TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS diagnostics (
+    id TEXT PRIMARY KEY, command TEXT NOT NULL, tool TEXT NOT NULL, severity TEXT NOT NULL,
+    code TEXT, message TEXT NOT NULL, path TEXT, line INTEGER, col INTEGER, exit_code INTEGER,
+    run_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS diagnostics_command ON diagnostics(command);
+CREATE INDEX IF NOT EXISTS diagnostics_path ON diagnostics(path);
 """
 
 
@@ -94,7 +150,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary, tokeni
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "99547286fd2ce2f4e583ecad72758c57ac8b36e94caf497f61757bcaf64fbfdf"
+EXPECTED_SCHEMA_DIGEST = "a53aca6bee67f6c049fa93619ff63fc89be474ac810c86f7660e6e1d6b5c9095"
 
 _expected: frozenset[SchemaRow] | None = None
 
@@ -103,11 +159,11 @@ def read_schema(conn: sqlite3.Connection) -> frozenset[SchemaRow]:
     """Every table, index, trigger and view of a database, as SQLite stores them.
 
     ``sqlite_stat*`` tables (written by ``ANALYZE``) are left out: they change no answer.
-    The SQL of FTS5's shadow tables (``nodes_fts_*``) is left out too, as FTS5 writes it
+    The SQL of FTS5's shadow tables (``nodes_fts_*``, ``chunks_fts_*``) is left out too, as FTS5 writes it
     and another SQLite version may word it differently; their presence still counts.
     """
     return frozenset(
-        (kind, name, table, None if name.startswith("nodes_fts_") else sql)
+        (kind, name, table, None if name.startswith(("nodes_fts_", "chunks_fts_")) else sql)
         for kind, name, table, sql in conn.execute(
             "SELECT type, name, tbl_name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_stat%'"))
 

@@ -14,17 +14,22 @@ from typing import Any
 from ctxstore.errors import DeserializationFailed
 from ctxstore.model import codec, registry
 from ctxstore.model._schema import Record, SchemaError
+from ctxstore.model.build import CargoMetadataSnapshot, DiagnosticsSnapshot
+from ctxstore.model.code import FileVersion
 from ctxstore.model.commit import Commit, NarrativeRef, Tree, TreeEntry, WorkCommit
+from ctxstore.model.derived import SccView
 from ctxstore.model.knowledge import ChangeBatch
 
 __all__ = [
     "Commit", "WorkCommit", "Tree", "TreeEntry", "NarrativeRef", "ChangeBatch",
+    "CargoMetadataSnapshot", "DiagnosticsSnapshot", "FileVersion", "SccView",
     "TypedObject", "DECODERS", "encode_typed", "decode_typed", "type_of_payload",
 ]
 
 # The static union of registered classes, for type checkers (a test keeps it equal to
 # the registry).
-TypedObject = Commit | WorkCommit | Tree | ChangeBatch
+TypedObject = (Commit | WorkCommit | Tree | ChangeBatch | CargoMetadataSnapshot
+               | DiagnosticsSnapshot | FileVersion | SccView)
 
 # Every registered (type, v) and its class: a read-only, live view of the registry.
 DECODERS: Mapping[tuple[str, int], type[Record]] = registry.registered_types()

@@ -21,6 +21,8 @@ import blake3
 from ctxstore.ids import ObjectId
 from ctxstore.model import codec
 from ctxstore.model._schema import REF, ListOf, MapOf, Opt, Record, SchemaError, from_wire
+from ctxstore.model.build import CargoRecord, CommandRunRecord
+from ctxstore.model.code import FileRecord, FileRemoved
 from ctxstore.model.codec import JsonValue
 from ctxstore.model.registry import typed
 
@@ -182,10 +184,12 @@ class ViewRemoved(Record):
     FIELDS: ClassVar = {"name": "str", "at": "int", "prev": Opt("oid")}
 
 
-KnowledgeRecord = NodeRecord | NodeRemoved | EdgeRecord | EdgeRemoved | ViewRecord | ViewRemoved
+KnowledgeRecord = (NodeRecord | NodeRemoved | EdgeRecord | EdgeRemoved | ViewRecord | ViewRemoved
+                   | CargoRecord | CommandRunRecord | FileRecord | FileRemoved)
 RECORD_KINDS: dict[str, type[Record]] = {
     cls.KIND: cls
-    for cls in (NodeRecord, NodeRemoved, EdgeRecord, EdgeRemoved, ViewRecord, ViewRemoved)
+    for cls in (NodeRecord, NodeRemoved, EdgeRecord, EdgeRemoved, ViewRecord, ViewRemoved,
+                CargoRecord, CommandRunRecord, FileRecord, FileRemoved)
 }
 
 
@@ -195,6 +199,10 @@ def record_key(rec: KnowledgeRecord) -> tuple[str, ...]:
         return ("node", rec.id)
     if isinstance(rec, (EdgeRecord, EdgeRemoved)):
         return ("edge", *rec.from_ref, *rec.to_ref, rec.label)
+    if isinstance(rec, (CargoRecord, CommandRunRecord)):  # model.build: cargo, command_run
+        return rec.replay_key()
+    if isinstance(rec, (FileRecord, FileRemoved)):  # model.code: file, file_removed
+        return rec.replay_key()
     return ("view", rec.name)
 
 
@@ -208,7 +216,7 @@ def key_text(key: tuple[str, ...]) -> str:
 
 def record_stamp(rec: KnowledgeRecord) -> int:
     """Return the HLC stamp a record competes with."""
-    if isinstance(rec, (NodeRemoved, EdgeRemoved, ViewRemoved)):
+    if isinstance(rec, (NodeRemoved, EdgeRemoved, ViewRemoved, FileRemoved)):
         return rec.at
     return rec.updated_at
 

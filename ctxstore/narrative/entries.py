@@ -184,6 +184,10 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
         meta.update({META_PATH: rel, META_HASH: content_hash(section.content)}, **(extra or {}))
         added = add_node(store, ROLE_TYPES[role], section.content, tags=clean_tags, metadata=meta,
                          node_id=node_id)
+        # Mentions edges to the indexed files and symbols the entry names (docs/code.md).
+        from ctxstore.code.relate import stage_mentions
+
+        stage_mentions(store, node_id, [section.content])
     number = (extra or {}).get(META_TASK)
     return NarrativeEntry(added.node, rel, number, added)
 

@@ -1,0 +1,590 @@
+"""Code ingestion: ``ctx add file`` and ``ctx index`` (spec 002 §7.2.1, §13.2.2, §16.4).
+
+A run lists the candidate files (``code.walk``, or the paths given), reads only those
+whose size or modification time changed since the last run (the stat cache in
+``.ctx/local/code-stat.json``: path -> size, mtime, blob id, per clone), extracts
+symbols and relations from each changed text file, resolves ``Imports`` targets to
+indexed files through the extractors' ``module_name``, and writes a ``file_version``
+object per changed file. All objects of a run are written and made durable, then one
+change batch of ``file`` / ``file_removed`` records and ONE work commit (step
+``file_read``) move STAGE: a run is one pointer move, whatever its size.
+
+Gates (``[ingestion]``, docs/code.md "Gates"): a file whose blob is the one indexed is
+not stored again (dedup); ``ctx add file`` honours the per-step budgets of files, bytes
+and edges; ``ctx index``, a bulk command, is exempt from those and bounded instead by
+``max_index_bytes`` a run; every run honours ``max_file_bytes`` a file and drops edges
+below ``min_confidence``. Each drop is one line of ``IngestReport.dropped``.
+
+Resolution is done at ingest time against every indexed file plus the files of the
+run; an import left unresolved is not revisited when a later run adds the file it names
+(that file's own run resolves only its own imports): re-index the importer to resolve it.
+
+It must not print or run SQL (``index.code`` reads the index).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ctxstore import fsio
+from ctxstore.clock import next_stamp
+from ctxstore.code.languages import Extraction, Relation, extractor_for
+from ctxstore.code.walk import walk_tree
+from ctxstore.errors import InvalidInput, UnsafePath
+from ctxstore.ids import ObjectId
+from ctxstore.model.code import CodeRelation, CodeSymbol, FileRecord, FileRemoved, FileVersion
+from ctxstore.model.knowledge import KnowledgeRecord
+from ctxstore.objects import KIND_BLOB, object_id_of
+from ctxstore.repo import Store
+
+__all__ = ["IngestReport", "FileNote", "index_tree", "add_files", "repo_path", "STAT_CACHE",
+           "NO_SEMANTICS",
+           "CONFIDENCE_RANK", "endpoint_of_symbol", "resolve_target"]
+
+STAT_CACHE = "code-stat.json"
+# The note of a version stored without its symbols (`ctx add file` without --extract-semantics):
+# a later run that extracts semantics reads the file again even though its bytes are the same.
+NO_SEMANTICS = "symbols not extracted (ctx add file without --extract-semantics)"
+CONFIDENCE_RANK = {"low": 0, "medium": 1, "high": 2}
+_SNIFF_BYTES = 8192
+_RACY_NS = 2_000_000_000  # an mtime this close to the run may still change within its tick
+_SEPARATOR = re.compile(r"\.|::")
+_POOL_MIN_BYTES = 4 << 20  # extraction of less than this runs in-process (a pool costs ~100 ms)
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class FileNote:
+    """Why a file was skipped or stored incomplete."""
+
+    path: str
+    note: str
+
+
+@dataclass
+class IngestReport:
+    """What a run did (``--format json`` prints ``to_json()``).
+
+    Attributes:
+        scanned: Candidate files.
+        unchanged: Files the stat cache and the index showed unchanged (not read).
+        read: Files read.
+        deduplicated: Files read whose content was the one indexed (gate 1: nothing stored).
+        written: Paths given a new ``file_version``.
+        removed: Paths gone from the work tree (``file_removed`` records).
+        notes: Per-file notes (binary, not UTF-8, too large, symlink out of the tree,
+            incomplete extraction).
+        dropped: One line per gate that dropped something.
+        symbols: Symbols in the versions written.
+        relations: Relations in the versions written.
+        work_commit: The work commit of the run (hex), None when nothing changed.
+    """
+
+    scanned: int = 0
+    unchanged: int = 0
+    read: int = 0
+    deduplicated: int = 0
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    notes: list[FileNote] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    symbols: int = 0
+    relations: int = 0
+    work_commit: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON-ready map."""
+        return {"scanned": self.scanned, "unchanged": self.unchanged, "read": self.read,
+                "deduplicated": self.deduplicated, "written": self.written,
+                "removed": self.removed,
+                "notes": [{"path": n.path, "note": n.note} for n in self.notes],
+                "dropped": self.dropped, "symbols": self.symbols, "relations": self.relations,
+                "work_commit": self.work_commit}
+
+
+@dataclass
+class _Budget:
+    """The gates of one run (``[ingestion]``)."""
+
+    max_files: int | None
+    max_bytes: int | None
+    max_edges: int | None
+    max_file_bytes: int
+    min_rank: int
+    min_confidence: str
+    bytes_used: int = 0
+    edges_used: int = 0
+
+
+@dataclass
+class _Read:
+    """A changed file, read and extracted."""
+
+    path: str
+    data: bytes
+    blob: ObjectId
+    text: str
+    language: str | None
+    extraction: Extraction | None
+
+
+# -- paths ----------------------------------------------------------------------------------------
+
+def repo_path(store: Store, given: str, cwd: Path) -> str:
+    """The repository-relative POSIX path of a path given on the command line.
+
+    Args:
+        store: The store (its work tree is the repository).
+        given: The path as typed (relative to ``cwd`` or absolute).
+        cwd: The current directory.
+
+    Returns:
+        The path relative to the work tree ("" for the tree itself).
+
+    Raises:
+        InvalidInput: if it lies outside the work tree or inside ``.ctx/``.
+    """
+    root = store.worktree.resolve()
+    raw = Path(given) if os.path.isabs(given) else cwd / given
+    absolute = Path(os.path.normpath(raw.parent.resolve() / raw.name)) if raw.name else raw.resolve()
+    try:
+        rel = absolute.relative_to(root).as_posix()
+    except ValueError:
+        raise InvalidInput(f"{given}: is outside the work tree {root}") from None
+    rel = "" if rel == "." else rel
+    if rel.split("/", 1)[0] == ".ctx":
+        raise InvalidInput(f"{given}: is inside the store (.ctx/)")
+    return rel
+
+
+# -- stat cache (per clone, .ctx/local/) ------------------------------------------------------------
+
+def _load_cache(store: Store) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """(path -> [size, mtime_ns, blob hex or None], path -> module name or "")."""
+    try:
+        raw = fsio.read_regular(store.root / "local" / STAT_CACHE, 64 << 20)
+        doc = json.loads(raw)
+    except (OSError, UnsafePath, ValueError):
+        return {}, {}
+    if not isinstance(doc, dict) or doc.get("version") != 1:
+        return {}, {}
+    entries, modules = doc.get("entries"), doc.get("modules")
+    return (entries if isinstance(entries, dict) else {},
+            modules if isinstance(modules, dict) else {})
+
+
+def _save_cache(store: Store, entries: dict[str, list[Any]], modules: dict[str, str]) -> None:
+    local = store.root / "local"
+    try:
+        fsio.ensure_dir(local)
+        fsio.replace_atomic(local / STAT_CACHE, json.dumps(
+            {"version": 1, "entries": entries, "modules": modules},
+            separators=(",", ":")).encode())
+    except (OSError, UnsafePath):
+        pass  # a cache: the next run reads the files again
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+def _sniff(path: str, data: bytes) -> tuple[str | None, str | None]:
+    """(text, None) for UTF-8 text, (None, note) otherwise."""
+    if b"\0" in data[:_SNIFF_BYTES]:
+        return None, "binary (a NUL byte in the first 8 KiB): skipped"
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {exc.start}): skipped"
+
+
+def _extract(path: str, text: str, semantics: bool) -> tuple[str | None, Extraction | None]:
+    extractor = extractor_for(path)
+    if extractor is None:
+        return None, None
+    return extractor.name, (extractor.extract(path, text) if semantics else None)
+
+
+def _extract_job(job: tuple[str, str, bool]) -> tuple[str | None, Extraction | None]:
+    return _extract(*job)
+
+
+def _run_extraction(reads: list[tuple[str, bytes, str]], semantics: bool,
+                    jobs: int) -> list[tuple[str | None, Extraction | None]]:
+    """Extract every file, in a process pool when the work is large enough to pay for it."""
+    total = sum(len(d) for _, d, _ in reads)
+    if jobs <= 1 or total < _POOL_MIN_BYTES or len(reads) < 8 or not semantics:
+        return [_extract(p, t, semantics) for p, _, t in reads]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(_extract_job, [(p, t, semantics) for p, _, t in reads],
+                             chunksize=16))
+
+
+# -- resolution ------------------------------------------------------------------------------------
+
+def endpoint_of_symbol(qualname: str, modules: set[str]) -> tuple[str, str]:
+    """The endpoint of a symbol of a file: ``("module", q)`` for a module, else ``("item", q)``."""
+    return ("module", qualname) if qualname in modules else ("item", qualname)
+
+
+def _prefixes(target: str) -> Iterable[str]:
+    """``a.b.c`` -> ``a.b.c``, ``a.b``, ``a`` (``::`` separators alike), longest first."""
+    yield target
+    cuts = [m.start() for m in _SEPARATOR.finditer(target)]
+    for cut in reversed(cuts):
+        if cut:
+            yield target[:cut]
+
+
+def _nearest(paths: list[str], importer: str) -> str:
+    """The path sharing the longest directory prefix with the importer (crate-scoped names)."""
+    def shared(p: str) -> int:
+        return len(os.path.commonprefix([PurePosixPath(p).parts, PurePosixPath(importer).parts]))
+    return sorted(paths, key=lambda p: (-shared(p), p))[0]
+
+
+def resolve_target(rel: Relation, importer: str, module_map: dict[str, list[str]],
+                   own: set[str]) -> tuple[str, str]:
+    """The endpoint a relation's target names (docs/code.md "Endpoints").
+
+    An ``Imports`` of a module of an indexed file is ``("file", path)``; of a name inside
+    one, ``("item", name)``; anything else imported is ``("module", name)``. Other labels
+    name an item, or a module when the name is one.
+
+    Args:
+        rel: The relation as extracted.
+        importer: The path of the file it comes from.
+        module_map: Module name -> paths of the files defining it.
+        own: The file's own symbols' qualified names.
+
+    Returns:
+        ``(kind, key)``.
+    """
+    target = rel.target
+    if target in own:
+        return "item", target
+    for prefix in _prefixes(target):
+        paths = module_map.get(prefix)
+        if paths:
+            if prefix == target:
+                return ("file", _nearest(paths, importer)) if rel.label == "Imports" \
+                    else ("module", target)
+            return "item", target
+    return ("module", target) if rel.label == "Imports" else ("item", target)
+
+
+def _module_map(paths: Iterable[str], memo: dict[str, str]) -> dict[str, list[str]]:
+    """Module name -> the files defining it; ``memo`` (path -> name or "") is filled in."""
+    from ctxstore.code.languages import module_name
+
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        name = memo.get(path)
+        if name is None:
+            name = memo[path] = module_name(path) or ""
+        if name:
+            out.setdefault(name, []).append(path)
+    return out
+
+
+# -- building versions -----------------------------------------------------------------------------
+
+def _line_count(text: str) -> int:
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def _relations(path: str, ext: Extraction, module_map: dict[str, list[str]], budget: _Budget,
+               counts: dict[str, int]) -> tuple[CodeRelation, ...]:
+    modules = {s.qualname for s in ext.symbols if s.kind == "module"}
+    own = {s.qualname for s in ext.symbols}
+    out: list[CodeRelation] = []
+    for sym in ext.symbols:  # the file node holds its outermost symbols
+        if sym.parent is None:
+            kind, key = endpoint_of_symbol(sym.qualname, modules)
+            out.append(CodeRelation("Contains", "file", path, kind, key, sym.qualname, "ingest",
+                                    "high", sym.span.start_byte, sym.span.end_byte,
+                                    sym.span.start_line, sym.span.end_line, ()))
+    for rel in ext.relations:
+        if CONFIDENCE_RANK.get(rel.evidence.confidence, 0) < budget.min_rank:
+            counts["low"] += 1
+            continue
+        from_kind, from_key = endpoint_of_symbol(rel.source, modules)
+        to_kind, to_key = resolve_target(rel, path, module_map, own)
+        span = rel.evidence.span
+        out.append(CodeRelation(rel.label, from_kind, from_key, to_kind, to_key, rel.target,
+                                rel.evidence.tool, rel.evidence.confidence, span.start_byte,
+                                span.end_byte, span.start_line, span.end_line, tuple(rel.detail)))
+    if budget.max_edges is not None:
+        room = max(budget.max_edges - budget.edges_used, 0)
+        if len(out) > room:
+            counts["budget"] += len(out) - room
+            out = sorted(out, key=lambda r: -CONFIDENCE_RANK.get(r.confidence, 0))[:room]
+        budget.edges_used += len(out)
+    return tuple(out)
+
+
+def _version(item: _Read, module_map: dict[str, list[str]], budget: _Budget,
+             counts: dict[str, int]) -> tuple[FileVersion, int, int]:
+    """The version of a changed file, with its symbol and relation counts."""
+    ext = item.extraction
+    symbols: tuple[CodeSymbol, ...] = ()
+    relations: tuple[CodeRelation, ...] = ()
+    note = None
+    if ext is not None:
+        symbols = tuple(CodeSymbol(s.qualname, s.name, s.kind, s.parent, s.visibility, s.signature,
+                                   s.span.start_byte, s.span.end_byte, s.span.start_line,
+                                   s.span.end_line, tuple(s.detail)) for s in ext.symbols)
+        relations = _relations(item.path, ext, module_map, budget, counts)
+        if not ext.complete:
+            note = "extraction incomplete (a syntax error or a construct the parser skips)"
+    elif item.language is not None:
+        note = NO_SEMANTICS
+    fv = FileVersion.make(path=item.path, blob_id=item.blob, language=item.language,
+                          byte_count=len(item.data), line_count=_line_count(item.text),
+                          complete=ext is None or ext.complete, note=note, symbols=symbols,
+                          relations=relations)
+    return fv, len(symbols), len(relations)
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+def _budget(store: Store, bulk: bool) -> _Budget:
+    cfg = store.config
+    min_conf = str(cfg.get("ingestion", "min_confidence"))
+    return _Budget(
+        max_files=None if bulk else int(cfg.get("ingestion", "max_files_per_step")),
+        max_bytes=int(cfg.get("ingestion", "max_index_bytes" if bulk else "max_bytes_per_step")),
+        max_edges=None if bulk else int(cfg.get("ingestion", "max_edges_per_step")),
+        max_file_bytes=int(cfg.get("ingestion", "max_file_bytes")),
+        min_rank=CONFIDENCE_RANK.get(min_conf, 1), min_confidence=min_conf)
+
+
+def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int = 1,
+               progress: Progress | None = None) -> IngestReport:
+    """``ctx index``: ingest the work tree (or the files below ``paths``), with semantics.
+
+    Files indexed earlier that vanished from the work tree below the scope get
+    ``file_removed`` (a file now ignored, but still there, keeps its last version).
+
+    Args:
+        store: The store.
+        paths: Repository-relative paths to limit the run to (all the tree when empty).
+        jobs: Processes for extraction (a pool is used only for large runs).
+        progress: Called with (files done, files to read) while reading.
+
+    Returns:
+        The report.
+
+    Raises:
+        LockConflict, StagingConflict, StorageIOError: if the write cannot happen (the
+            store is then as it was).
+    """
+    root = store.worktree
+    walk = walk_tree(root, ignore_globs=store.config.get("ingestion", "ignore_globs"), under=paths)
+    scope = [p.strip("/") for p in paths if p.strip("/")]
+    return _ingest(store, walk.files, scope=scope, removals=True, semantics=True,
+                   budget=_budget(store, bulk=True), jobs=jobs, progress=progress)
+
+
+def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False,
+              jobs: int = 1) -> IngestReport:
+    """``ctx add file``: ingest the given files, honouring the per-step budgets.
+
+    Args:
+        store: The store.
+        paths: Repository-relative paths of regular files (ignore rules do not apply:
+            they were named).
+        semantics: Also extract symbols and relations (``--extract-semantics``).
+        jobs: Processes for extraction.
+
+    Returns:
+        The report.
+
+    Raises:
+        InvalidInput: if a path names a directory or nothing.
+        LockConflict, StagingConflict, StorageIOError: if the write cannot happen.
+    """
+    root = store.worktree
+    for path in paths:
+        full = root / path
+        if not path or full.is_dir():
+            raise InvalidInput(f"{path or '.'}: is a directory", hint="ctx index DIR")
+        if not full.is_symlink() and not full.exists():
+            raise InvalidInput(f"{path}: no such file")
+    return _ingest(store, list(dict.fromkeys(paths)), scope=None, removals=False,
+                   semantics=semantics, budget=_budget(store, bulk=False), jobs=jobs,
+                   progress=None)
+
+
+def _stat_file(root: Path, path: str, max_file_bytes: int
+               ) -> tuple[os.stat_result | None, str | None]:
+    """(stat, None) for a regular file to consider, (None, note or None) to skip it."""
+    full = root / path
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return None, None  # vanished since the listing
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = full.resolve()
+            target.relative_to(root.resolve())
+        except (OSError, ValueError):
+            return None, "symbolic link out of the work tree: not followed"
+        return None, None  # a link inside the tree: its target is indexed under its own path
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"{fsio.file_kind(st.st_mode)}: skipped"
+    if st.st_size > max_file_bytes:
+        return None, (f"{st.st_size} bytes, over [ingestion] max_file_bytes = {max_file_bytes}: "
+                      "skipped")
+    return st, None
+
+
+def _ingest(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
+            semantics: bool, budget: _Budget, jobs: int,
+            progress: Progress | None) -> IngestReport:
+    from ctxstore.index import open_index
+    from ctxstore.index.code import file_rows
+
+    report = IngestReport(scanned=len(candidates))
+    root = store.worktree
+    with closing(open_index(store)) as conn:
+        indexed = file_rows(conn)
+    cache, modules = _load_cache(store)
+    known_modules = dict(modules)
+    new_cache: dict[str, list[Any]] = {}
+    started = time.time_ns()
+    to_read: list[tuple[str, os.stat_result]] = []
+    over: dict[str, int] = {"files": 0, "bytes": 0}
+    for path in candidates:
+        st, note = _stat_file(root, path, budget.max_file_bytes)
+        if st is None:
+            if note:
+                report.notes.append(FileNote(path, note))
+            continue
+        hit = cache.get(path)
+        row = indexed.get(path)
+        if (hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns and row is not None
+                and hit[2] == row.blob.hex() and not (semantics and row.note == NO_SEMANTICS)):
+            report.unchanged += 1
+            new_cache[path] = hit
+            continue
+        if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns and hit[2] is None:
+            report.unchanged += 1  # skipped before (binary, not UTF-8) and unchanged since
+            new_cache[path] = hit
+            continue
+        if budget.max_files is not None and len(to_read) >= budget.max_files:
+            over["files"] += 1
+            continue
+        if budget.max_bytes is not None and budget.bytes_used + st.st_size > budget.max_bytes:
+            over["bytes"] += 1
+            continue
+        budget.bytes_used += st.st_size
+        to_read.append((path, st))
+    if over["files"]:
+        report.dropped.append(f"{over['files']} files not read: over [ingestion] "
+                              f"max_files_per_step = {budget.max_files}")
+    if over["bytes"]:
+        key = "max_bytes_per_step" if budget.max_files is not None else "max_index_bytes"
+        report.dropped.append(f"{over['bytes']} files not read: over [ingestion] {key} = "
+                              f"{budget.max_bytes}")
+    texts: list[tuple[str, bytes, str]] = []
+    blobs: dict[str, ObjectId] = {}
+    for done, (path, st) in enumerate(to_read, 1):
+        if progress is not None:
+            progress(done, len(to_read))
+        try:
+            data = fsio.read_regular(root / path, budget.max_file_bytes)
+        except (OSError, UnsafePath) as exc:
+            report.notes.append(FileNote(path, f"cannot be read ({exc.__class__.__name__}): skipped"))
+            continue
+        report.read += 1
+        text, note = _sniff(path, data)
+        racy = started - st.st_mtime_ns < _RACY_NS
+        if text is None:
+            report.notes.append(FileNote(path, note or "skipped"))
+            if not racy:
+                new_cache[path] = [st.st_size, st.st_mtime_ns, None]
+            continue
+        blob = object_id_of(KIND_BLOB, data)
+        if not racy:
+            new_cache[path] = [st.st_size, st.st_mtime_ns, blob.hex()]
+        row = indexed.get(path)
+        if row is not None and row.blob == blob and not (semantics and row.note == NO_SEMANTICS):
+            report.deduplicated += 1
+            continue
+        blobs[path] = blob
+        texts.append((path, data, text))
+    module_map = _module_map(set(indexed) | {p for p, _, _ in texts}, modules) \
+        if texts and semantics else {}
+    extracted = _run_extraction(texts, semantics, jobs)
+    counts = {"low": 0, "budget": 0}
+    records: list[KnowledgeRecord] = []
+    versions: list[tuple[bytes, FileVersion, int, int]] = []
+    for (path, data, text), (language, ext) in zip(texts, extracted, strict=True):
+        item = _Read(path, data, blobs[path], text, language, ext)
+        fv, n_symbols, n_relations = _version(item, module_map, budget, counts)
+        if fv.note and fv.note != NO_SEMANTICS:
+            report.notes.append(FileNote(path, fv.note))
+        versions.append((data, fv, n_symbols, n_relations))
+    if counts["low"]:
+        report.dropped.append(f"{counts['low']} low-confidence edges not stored: below "
+                              f"[ingestion] min_confidence = {budget.min_confidence}")
+    if counts["budget"]:
+        report.dropped.append(f"{counts['budget']} edges not stored: over [ingestion] "
+                              f"max_edges_per_step = {budget.max_edges}")
+    listed = set(candidates)
+    gone = sorted(p for p in indexed if removals and p not in listed and _in_scope(p, scope)
+                  and not os.path.lexists(root / p))  # vanished (an ignored file stays)
+    report.work_commit = _write(store, versions, gone, indexed, records, report)
+    for path in gone:
+        new_cache.pop(path, None)
+    if scope is None or scope:  # a partial run keeps the other entries
+        new_cache = {**{p: e for p, e in cache.items() if p not in listed}, **new_cache}
+    if new_cache != cache or modules != known_modules:
+        _save_cache(store, new_cache, {p: m for p, m in modules.items() if p in new_cache})
+    return report
+
+
+def _in_scope(path: str, scope: list[str] | None) -> bool:
+    if scope is None:
+        return False
+    return not scope or any(path == s or path.startswith(s + "/") for s in scope)
+
+
+def _write(store: Store, versions: list[tuple[bytes, FileVersion, int, int]], gone: list[str],
+           indexed: dict[str, Any], records: list[KnowledgeRecord],
+           report: IngestReport) -> str | None:
+    """Write every object, then one batch and one work commit (one STAGE move)."""
+    from ctxstore.staging import stage_records
+
+    if not versions and not gone:
+        return None
+    with store.transaction() as tx:
+        for data, fv, n_symbols, n_relations in versions:
+            tx.put_blob(data)
+            vid = tx.put(fv)
+            row = indexed.get(fv.path)
+            records.append(FileRecord(path=fv.path, version=vid, blob=fv.blob_id,
+                                      updated_at=next_stamp(row.stamp if row else None),
+                                      prev=ObjectId(row.version) if row else None))
+            report.written.append(fv.path)
+            report.symbols += n_symbols
+            report.relations += n_relations
+        for path in gone:
+            row = indexed[path]
+            records.append(FileRemoved(path=path, at=next_stamp(row.stamp),
+                                       prev=ObjectId(row.version)))
+        report.removed = list(gone)
+        what = f"index {len(versions)} files" + (f", {len(gone)} removed" if gone else "")
+        res = stage_records(store, records, message=what, step_kind="file_read", tx=tx)
+    return res.work_commit.hex()

@@ -1,0 +1,285 @@
+"""Running a tool bounded, and storing a command's run (``ctx add command``).
+
+``run_bounded`` runs a program with a timeout and an output cap: standard output and
+error merged, the head kept up to the cap and a tail after it, the child's whole process
+group killed at the timeout, standard input closed. ``cargo metadata`` and ``ctx add
+command -- CMD`` both run through it. ``record_command`` parses an output
+(``code.diagnostics``), bounds what is kept (``[ingestion]``: bytes and log lines), and
+stages the ``diagnostics`` snapshot, its output blob and a ``command_run`` record in one
+work commit. The environment of the child is a parameter: only ``cli/`` reads
+``os.environ``. It must not print or run SQL.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctxstore.clock import next_stamp
+from ctxstore.code.diagnostics import TOOLS, detect_tool, parse_output, relative_spans
+from ctxstore.errors import InvalidInput
+from ctxstore.ids import ObjectId
+from ctxstore.index import open_index
+from ctxstore.index.build import DiagnosticRow, find_winner
+from ctxstore.index.build import latest_diagnostics as _latest_rows
+from ctxstore.model.build import CommandRunRecord, DiagnosticsSnapshot
+from ctxstore.repo import Store
+from ctxstore.session import Session
+from ctxstore.staging import StageResult, check_text, stage_records
+
+__all__ = ["RunResult", "Captured", "CommandRun", "run_bounded", "read_bounded", "record_command",
+           "bound_output",
+           "latest_diagnostics",
+           "CommandNotStarted", "DEFAULT_TIMEOUT", "CAPTURE_HEAD_BYTES", "CAPTURE_TAIL_BYTES"]
+
+DEFAULT_TIMEOUT = 600.0
+# What a run keeps of its output for parsing: the head up to here, then the last bytes.
+CAPTURE_HEAD_BYTES = 16 << 20
+CAPTURE_TAIL_BYTES = 1 << 20
+_MAX_NAME_CHARS = 200
+
+
+class CommandNotStarted(InvalidInput):
+    """The program could not be started (not found, not executable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What a bounded run gave.
+
+    Attributes:
+        exit_code: The exit status (a signal N gives ``128 + N``, as shells say), None
+            after a timeout.
+        output: Standard output and error as captured (head, then tail when cut).
+        total_bytes: How many bytes the program wrote.
+        timed_out: Whether the timeout ended it.
+        seconds: How long it ran.
+    """
+
+    exit_code: int | None
+    output: bytes
+    total_bytes: int
+    timed_out: bool
+    seconds: float
+
+    @property
+    def cut(self) -> bool:
+        """Whether the middle of the output was dropped."""
+        return self.total_bytes > len(self.output)
+
+
+def run_bounded(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float,
+                head_bytes: int = CAPTURE_HEAD_BYTES,
+                tail_bytes: int = CAPTURE_TAIL_BYTES) -> RunResult:
+    """Run ``argv`` in ``cwd`` with ``env``; capture stdout and stderr merged, bounded.
+
+    The child gets no standard input and its own process group, so a timeout ends
+    everything it started.
+
+    Args:
+        argv: The program and its arguments.
+        cwd: The working directory.
+        env: The complete environment of the child.
+        timeout: Seconds before the process group is killed.
+        head_bytes: Keep this many bytes from the start.
+        tail_bytes: And this many from the end when there were more.
+
+    Returns:
+        The exit status, the output and whether it was cut or timed out.
+
+    Raises:
+        CommandNotStarted: (E011) if the program cannot be started.
+    """
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    except OSError as exc:
+        raise CommandNotStarted(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    assert proc.stdout is not None
+    got = read_bounded(proc.stdout.fileno(), timeout=timeout, head_bytes=head_bytes,
+                       tail_bytes=tail_bytes)
+    if got.timed_out:
+        _kill_group(proc)
+    proc.stdout.close()
+    code = proc.wait()
+    exit_code = None if got.timed_out else (128 - code if code < 0 else code)
+    return RunResult(exit_code, got.data, got.total_bytes, got.timed_out,
+                     time.monotonic() - started)
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """What ``read_bounded`` read: the head and tail kept, the size, whether time ran out."""
+
+    data: bytes
+    total_bytes: int
+    timed_out: bool
+
+
+def read_bounded(fd: int, *, timeout: float, head_bytes: int = CAPTURE_HEAD_BYTES,
+                 tail_bytes: int = CAPTURE_TAIL_BYTES) -> Captured:
+    """Read ``fd`` to its end or until ``timeout``, keeping the head and the tail.
+
+    Args:
+        fd: A readable descriptor (a pipe, a FIFO, a file).
+        timeout: Seconds to wait for the end.
+        head_bytes: Keep this many bytes from the start.
+        tail_bytes: And this many from the end when there were more.
+
+    Returns:
+        The bytes kept, how many were read, and whether the end never came.
+    """
+    deadline = time.monotonic() + timeout
+    head, tail = bytearray(), bytearray()
+    total = 0
+    with selectors.DefaultSelector() as sel:
+        try:
+            sel.register(fd, selectors.EVENT_READ)
+        except PermissionError:  # a regular file cannot be polled (epoll): always readable
+            pass
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return Captured(bytes(head + tail), total, True)
+            if sel.get_map() and not sel.select(min(left, 1.0)):
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return Captured(bytes(head + tail), total, False)
+            total += len(chunk)
+            room = max(head_bytes - len(head), 0)
+            head += chunk[:room]
+            if room < len(chunk):
+                tail += chunk[room:]
+                del tail[:max(0, len(tail) - tail_bytes)]
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group of the child we started, only
+    except ProcessLookupError:
+        pass
+
+
+def bound_output(data: bytes, *, max_bytes: int, max_lines: int) -> tuple[bytes, list[str]]:
+    """What of an output is stored: at most ``max_bytes`` and ``max_lines`` lines, head and tail.
+
+    The first half and the last half are kept (a build's errors come first, a test
+    run's summary last), joined by one marker line.
+
+    Args:
+        data: The output.
+        max_bytes: Bytes kept at most (``[ingestion] max_bytes_per_step``).
+        max_lines: Lines kept at most (``[ingestion] max_log_lines``).
+
+    Returns:
+        The bytes to store and a note for each limit that cut.
+    """
+    notes: list[str] = []
+    lines = data.splitlines(keepends=True)
+    if len(lines) > max_lines:
+        half = max_lines // 2
+        dropped = len(lines) - 2 * half
+        data = b"".join([*lines[:half], b"[ctx: %d lines omitted]\n" % dropped,
+                         *lines[len(lines) - half:]])
+        notes.append(f"output cut to {max_lines} lines ({len(lines)} written)")
+    if len(data) > max_bytes:
+        half = max_bytes // 2
+        notes.append(f"output cut to {max_bytes} bytes ({len(data)} kept after the line limit)")
+        data = data[:half] + b"\n[ctx: %d bytes omitted]\n" % (len(data) - 2 * half) \
+            + data[len(data) - half:]
+    return data, notes
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRun:
+    """What ``record_command`` stored."""
+
+    snapshot: DiagnosticsSnapshot
+    snapshot_id: bytes
+    staged: StageResult
+    replaced: bool
+
+
+def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str] = (),
+                   exit_code: int | None = None, tool: str | None = None,
+                   total_bytes: int | None = None, cwd: Path | None = None,
+                   notes: Sequence[str] = ()) -> CommandRun:
+    """Parse and stage one run of a named command; it replaces the previous run of that name.
+
+    Args:
+        store: The store to write to.
+        name: The command's name (``cargo test``): the key the newest run is kept under.
+        output: What it printed (stdout and stderr), as captured.
+        argv: The command line, when ctx ran it.
+        exit_code: Its exit status, when known.
+        tool: The tool whose parser to use (``TOOLS``); detected when None.
+        total_bytes: How many bytes it wrote, when more than ``output`` holds.
+        cwd: Where it ran, for relative span paths (the repository root when None).
+        notes: What was cut or went wrong before (a timeout), stored with the run.
+
+    Returns:
+        The snapshot, its id and the work commit.
+
+    Raises:
+        InvalidInput: (E011) for an empty or over-long name, or an unknown tool.
+        LockConflict, StagingConflict, StorageIOError: if it cannot be written (nothing changes).
+    """
+    name = name.strip()
+    if not name or len(name) > _MAX_NAME_CHARS or "\n" in name:
+        raise InvalidInput(f"--name must be one line of 1 to {_MAX_NAME_CHARS} characters")
+    check_text(name, "--name")
+    if tool is not None and tool not in TOOLS:
+        raise InvalidInput(f"unknown tool {tool!r}", hint="one of " + ", ".join(TOOLS))
+    text = output.decode("utf-8", "replace")
+    chosen = tool or detect_tool(argv, name, text)
+    parsed = parse_output(text, chosen)
+    root = store.worktree.absolute().as_posix()
+    diags = relative_spans(parsed.diagnostics, root=root,
+                           cwd=(cwd or store.worktree).absolute().as_posix())
+    config = store.config
+    kept, cut = bound_output(output, max_bytes=int(config.get("ingestion", "max_bytes_per_step")),
+                             max_lines=int(config.get("ingestion", "max_log_lines")))
+    with store.transaction() as tx:  # holds the lock: the run replaced is read under it
+        with closing(open_index(store)) as conn:
+            prev = find_winner(conn, ("command_run", name))
+        stamp = next_stamp(prev[0] if prev else None)
+        blob = tx.put_blob(kept)
+        snap = DiagnosticsSnapshot(
+            tool=chosen, timestamp=stamp, name=name, argv=tuple(argv), exit_code=exit_code,
+            output_blob=blob, output_bytes=len(output) if total_bytes is None else total_bytes,
+            diagnostics=diags, notes=(*notes, *parsed.notes, *cut))
+        snap_id = tx.put(snap)
+        rec = CommandRunRecord(name=name, snapshot=snap_id, tool=chosen, exit_code=exit_code,
+                               updated_at=stamp, prev=ObjectId(prev[1]) if prev else None)
+        staged = stage_records(store, [rec], message=f"command {name}", step_kind="command_run",
+                               tx=tx)
+    return CommandRun(snap, snap_id, staged, prev is not None)
+
+
+def latest_diagnostics(session: Session, paths: Iterable[str] | None = None, *,
+                       name: str | None = None, limit: int = 200) -> list[DiagnosticRow]:
+    """The diagnostics of the latest run of every named command, errors first.
+
+    What a failing command reported stays visible to later reads (``ctx diagnostics``,
+    prompt packs) until a newer run of the same name replaces it.
+
+    Args:
+        session: The open session (its index is brought up to date).
+        paths: Only diagnostics whose first span is in one of these repository-relative files.
+        name: Only this command's.
+        limit: At most this many.
+
+    Returns:
+        The rows, errors before warnings, newest run first.
+    """
+    return _latest_rows(session.index(), paths, name=name, limit=limit)

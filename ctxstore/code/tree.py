@@ -1,0 +1,118 @@
+"""The ``root_tree`` of a commit: a hierarchical snapshot of the ingested files.
+
+A fold (``ctx commit``) that carries ``file`` or ``file_removed`` records writes the tree
+of every file ingested as of that commit: one ``tree`` object per directory, leaves the
+blob ids of the files' content (the ``file_version`` objects are reachable from the
+change batches). The file set is the parent commit's tree with the fold's records
+applied; when the parent is a merge (whose tree may hold one side only) it is the replay
+of every reachable ``file`` record instead. It sits in the staging layer (it imports
+only ``model``, ``repo`` and ``replay``), since ``staging`` calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from ctxstore.ids import ObjectId
+from ctxstore.model.code import FileRecord, FileRemoved
+from ctxstore.model.commit import Commit, Tree, TreeEntry
+from ctxstore.model.knowledge import KnowledgeRecord
+
+if TYPE_CHECKING:
+    from ctxstore.repo import Store, Transaction
+
+__all__ = ["write_tree", "fold_root_tree", "touches_files", "tree_files"]
+
+
+def touches_files(records: Iterable[KnowledgeRecord]) -> bool:
+    """Whether a fold's records change the ingested file set."""
+    return any(isinstance(r, (FileRecord, FileRemoved)) for r in records)
+
+
+def write_tree(tx: Transaction, files: Mapping[str, bytes]) -> ObjectId | None:
+    """Write the trees of ``files`` (path -> blob id); return the root's id (None: no files).
+
+    Args:
+        tx: The transaction the trees are written in.
+        files: Repository-relative POSIX paths and the blob ids of their content.
+
+    Returns:
+        The root tree's id, or None when ``files`` is empty.
+    """
+    if not files:
+        return None
+    root: dict[str, object] = {}
+    for path, blob in files.items():
+        parts = [p for p in path.split("/") if p]
+        node = root
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):  # a file and a directory of one name: keep the file
+                break
+            node = child
+        else:
+            node.setdefault(parts[-1], blob)
+
+    def put(node: dict[str, object]) -> ObjectId:
+        entries = []
+        for name in sorted(node):
+            value = node[name]
+            if isinstance(value, dict):
+                entries.append(TreeEntry(name=name, kind="tree", id=put(value)))
+            else:
+                entries.append(TreeEntry(name=name, kind="blob", id=ObjectId(value)))  # type: ignore[arg-type]
+        return tx.put(Tree(entries=tuple(entries)))
+
+    return put(root)
+
+
+def fold_root_tree(store: Store, tx: Transaction, base: Commit,
+                   records: Iterable[KnowledgeRecord]) -> ObjectId | None:
+    """The root tree of the files ingested once ``records`` fold onto ``base``, written in ``tx``.
+
+    Args:
+        store: The store (its lock is held by ``tx``).
+        tx: The fold's transaction.
+        base: The commit whose tree the fold starts from (the parent; an amended commit).
+        records: The fold's records (only ``file`` and ``file_removed`` count).
+
+    Returns:
+        The root tree's id, or None when no file is ingested.
+    """
+    if len(base.parents) > 1:  # a merge: its tree may be one side's, so replay everything
+        from ctxstore.replay import replay
+
+        files = {w.record.path: bytes(w.record.blob) for w in replay(store).winners.values()
+                 if isinstance(w.record, FileRecord)}
+    else:
+        files = tree_files(store, base.root_tree)
+    for rec in records:
+        if isinstance(rec, FileRecord):
+            files[rec.path] = rec.blob
+        elif isinstance(rec, FileRemoved):
+            files.pop(rec.path, None)
+    return write_tree(tx, files)
+
+
+def tree_files(store: Store, root: ObjectId | None) -> dict[str, bytes]:
+    """Every file of a root tree: path -> blob id (for checks and tests).
+
+    Args:
+        store: The store.
+        root: The root tree's id (None: no files).
+
+    Returns:
+        The files, by path.
+    """
+    out: dict[str, bytes] = {}
+    stack: list[tuple[str, bytes]] = [("", root)] if root is not None else []
+    while stack:
+        prefix, oid = stack.pop()
+        for entry in store.read_typed(ObjectId(oid), Tree).entries:
+            path = f"{prefix}{entry.name}"
+            if entry.kind == "tree":
+                stack.append((path + "/", entry.id))
+            else:
+                out[path] = entry.id
+    return out

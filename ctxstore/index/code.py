@@ -1,0 +1,283 @@
+"""Code rows of the index: files, symbols, code_edges, chunks and chunks_fts (schema v5).
+
+``apply_file`` runs when a ``file`` or ``file_removed`` record wins its key
+(``index.apply``): the rows of that path are deleted and, for a ``file`` record, made
+again from its ``file_version`` object, so ``ctx rebuild`` gives the same rows as
+incremental ingestion. ``code_edges.path`` is the file whose snapshot produced the
+edge. The SELECTs the code layer needs (``file_rows``, ``symbols_by``, ``file_blobs``)
+live here too: SQL stays in ``index/``.
+
+Chunks are at symbol granularity: one per top-level definition (a class over
+``CLASS_SPLIT_TOKENS`` is split into a header chunk and one chunk per method), plus one
+module-header chunk for the lines outside them; a file without symbols (no extractor, or
+ingested without ``--extract-semantics``) gets windows of ``WINDOW_LINES`` lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxstore.ids import ObjectId
+from ctxstore.model.code import CodeSymbol, FileRecord, FileRemoved, FileVersion
+from ctxstore.repo import Store
+from ctxstore.tokens import estimate_tokens
+
+__all__ = ["CODE_TABLES", "FileRow", "SymbolHit", "Chunk", "apply_file", "file_rows",
+           "file_row", "symbols_by", "symbols_in", "task_node_ids",
+           "mention_rows", "chunk_file", "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
+
+CODE_TABLES = ("files", "symbols", "code_edges", "chunks", "chunks_fts")
+WINDOW_LINES = 60
+CLASS_SPLIT_TOKENS = 1500
+_CONTAINERS = frozenset({"class", "impl", "trait", "interface", "struct", "enum"})
+_NAME_PARTS = re.compile(r"[.:/]+")
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    """An indexed file (a row of ``files``)."""
+
+    path: str
+    version: bytes
+    blob: bytes
+    language: str | None
+    byte_count: int
+    line_count: int
+    complete: bool
+    note: str | None
+    stamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolHit:
+    """A symbol found by name (a row of ``symbols``)."""
+
+    path: str
+    qualname: str
+    name: str
+    kind: str
+    start_line: int | None
+    end_line: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A piece of a file for full-text retrieval."""
+
+    qualname: str | None
+    kind: str
+    start_line: int
+    end_line: int
+    text: str
+
+
+def apply_file(store: Store, conn: sqlite3.Connection, rec: FileRecord | FileRemoved) -> None:
+    """Replace the code rows of ``rec.path`` with what the winning record says.
+
+    Args:
+        store: The store (the ``file_version`` object and the file's blob are read).
+        conn: The index connection (the caller's transaction).
+        rec: The record that won the path's key.
+    """
+    _delete_path(conn, rec.path)
+    if isinstance(rec, FileRemoved):
+        return
+    fv = store.read_typed(ObjectId(rec.version), FileVersion)
+    symbols = fv.symbols
+    conn.execute("INSERT INTO files(path, version, blob, language, byte_count, line_count,"
+                 " complete, note, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 (fv.path, rec.version, fv.blob_id, fv.language, fv.byte_count, fv.line_count,
+                  int(fv.complete), fv.note, rec.updated_at))
+    conn.executemany(
+        "INSERT INTO symbols(path, qualname, name, kind, visibility, parent, signature,"
+        " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(fv.path, s.qualname, s.name, s.kind, s.visibility, s.parent, s.signature,
+          s.start_byte, s.end_byte, s.start_line, s.end_line) for s in symbols])
+    conn.executemany(
+        "INSERT INTO code_edges(path, from_kind, from_key, to_kind, to_key, label, confidence,"
+        " tool, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(fv.path, r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
+          json.dumps({"tool": r.tool, "confidence": r.confidence, "blob": fv.blob_id.hex(),
+                      "span": [r.start_byte, r.end_byte], "lines": [r.start_line, r.end_line],
+                      "target": r.target, **({"detail": dict(r.detail)} if r.detail else {})},
+                     sort_keys=True))
+         for r in fv.relations])
+    text = store.read_blob(ObjectId(fv.blob_id)).decode("utf-8", "replace")
+    for chunk in chunk_file(text, symbols):
+        cur = conn.execute("INSERT INTO chunks(path, qualname, kind, start_line, end_line, tokens,"
+                           " text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           (fv.path, chunk.qualname, chunk.kind, chunk.start_line, chunk.end_line,
+                            estimate_tokens(chunk.text), chunk.text))
+        names = " ".join(dict.fromkeys(
+            [chunk.qualname, *_NAME_PARTS.split(chunk.qualname)] if chunk.qualname else []))
+        conn.execute("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)",
+                     (cur.lastrowid, fv.path, names, chunk.text))
+
+
+def _delete_path(conn: sqlite3.Connection, path: str) -> None:
+    conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?)",
+                 (path,))
+    for table in ("chunks", "code_edges", "symbols", "files"):
+        conn.execute(f"DELETE FROM {table} WHERE path = ?", (path,))  # noqa: S608 - fixed names
+
+
+def chunk_file(text: str, symbols: Sequence[CodeSymbol]) -> list[Chunk]:
+    """Cut a file into retrieval chunks (see the module docstring).
+
+    Args:
+        text: The file's text.
+        symbols: Its symbols, in order of appearance (none: line windows).
+
+    Returns:
+        The chunks in file order, the module header first.
+    """
+    lines = text.splitlines(keepends=True)
+    if not lines:
+        return []
+    if not symbols:
+        return [Chunk(None, "window", i + 1, min(i + WINDOW_LINES, len(lines)),
+                      "".join(lines[i:i + WINDOW_LINES])) for i in range(0, len(lines), WINDOW_LINES)]
+    modules = {s.qualname for s in symbols if s.kind == "module"}
+    top = [s for s in symbols if s.kind != "module" and (s.parent is None or s.parent in modules)]
+    covered = [False] * len(lines)
+    out: list[Chunk] = []
+
+    def take(sym: CodeSymbol, start: int, end: int, kind: str) -> None:
+        end = min(end, len(lines))
+        for i in range(start - 1, end):
+            covered[i] = True
+        out.append(Chunk(sym.qualname, kind, start, end, "".join(lines[start - 1:end])))
+
+    for sym in top:
+        if sym.start_line > len(lines) or any(covered[sym.start_line - 1:sym.end_line]):
+            continue
+        body = "".join(lines[sym.start_line - 1:sym.end_line])
+        children = [s for s in symbols if s.parent == sym.qualname]
+        if sym.kind in _CONTAINERS and children and estimate_tokens(body) > CLASS_SPLIT_TOKENS:
+            first = min(c.start_line for c in children)
+            if first > sym.start_line:
+                take(sym, sym.start_line, first - 1, "header")
+            for child in children:
+                if not any(covered[child.start_line - 1:child.end_line]):
+                    take(child, child.start_line, child.end_line, child.kind)
+            for i in range(sym.start_line - 1, min(sym.end_line, len(lines))):
+                covered[i] = True  # what lies between methods belongs to the class
+        else:
+            take(sym, sym.start_line, sym.end_line, sym.kind)
+    rest = [i for i, c in enumerate(covered) if not c]
+    header = "".join(lines[i] for i in rest)
+    if header.strip():
+        module = next(iter(sorted(modules)), None)
+        out.insert(0, Chunk(module, "module", rest[0] + 1, rest[-1] + 1, header))
+    out.sort(key=lambda c: (c.kind != "module", c.start_line))
+    return out
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+def _file_row(row: tuple[Any, ...]) -> FileRow:
+    path, version, blob, language, byte_count, line_count, complete, note, stamp = row
+    return FileRow(path, bytes(version), bytes(blob), language, int(byte_count), int(line_count),
+                   bool(complete), note, int(stamp))
+
+
+_FILE_COLUMNS = "path, version, blob, language, byte_count, line_count, complete, note, stamp"
+
+
+def file_rows(conn: sqlite3.Connection, paths: Iterable[str] | None = None) -> dict[str, FileRow]:
+    """Indexed files by path (all of them, or only ``paths``).
+
+    Args:
+        conn: A current index connection.
+        paths: The paths wanted; None for every indexed file.
+
+    Returns:
+        The rows found, by path.
+    """
+    if paths is None:
+        rows = conn.execute(f"SELECT {_FILE_COLUMNS} FROM files").fetchall()
+    else:
+        rows = []
+        wanted = list(dict.fromkeys(paths))
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            rows += conn.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE path IN "
+                                 f"({','.join('?' * len(part))})", part).fetchall()
+    return {r.path: r for r in map(_file_row, rows)}
+
+
+def file_row(conn: sqlite3.Connection, path: str) -> FileRow | None:
+    """The indexed file at ``path``, or None."""
+    return file_rows(conn, [path]).get(path)
+
+
+def _hits(rows: Iterable[tuple[object, ...]]) -> list[SymbolHit]:
+    return [SymbolHit(str(p), str(q), str(n), str(k), s if isinstance(s, int) else None,
+                      e if isinstance(e, int) else None) for p, q, n, k, s, e in rows]
+
+
+def symbols_by(conn: sqlite3.Connection, *, qualname: str | None = None,
+               name: str | None = None, limit: int = 50) -> list[SymbolHit]:
+    """Symbols with this qualified name, or with this bare name.
+
+    Args:
+        conn: A current index connection.
+        qualname: The exact qualified name.
+        name: The exact bare name (used when ``qualname`` is None).
+        limit: At most this many.
+
+    Returns:
+        The symbols, by path and line.
+    """
+    column, value = ("qualname", qualname) if qualname is not None else ("name", name)
+    return _hits(conn.execute(
+        f"SELECT path, qualname, name, kind, start_line, end_line FROM symbols WHERE {column} = ?"
+        " ORDER BY path, start_line LIMIT ?", (value, limit)).fetchall())
+
+
+def symbols_in(conn: sqlite3.Connection, path: str) -> list[SymbolHit]:
+    """Every symbol of one indexed file, in order."""
+    return _hits(conn.execute(
+        "SELECT path, qualname, name, kind, start_line, end_line FROM symbols WHERE path = ?"
+        " ORDER BY start_line, rowid", (path,)).fetchall())
+
+
+def task_node_ids(conn: sqlite3.Connection, number: str) -> list[str]:
+    """Ids of the live task nodes with this task number (``ctx relate task_004312 ...``)."""
+    return [str(r[0]) for r in conn.execute(
+        "SELECT id FROM nodes WHERE type = 'task' AND json_extract(metadata, '$.task_number') = ?"
+        " ORDER BY id", (number,)).fetchall()]
+
+
+def mention_rows(conn: sqlite3.Connection, node_ids: Sequence[str] | None
+                 ) -> list[tuple[str, str, str, str | None, str | None, bytes | None, int | None]]:
+    """Mentions edges from knowledge nodes to code, with the mentioned file's current state.
+
+    Args:
+        conn: A current index connection.
+        node_ids: Only edges from these nodes; None for every node.
+
+    Returns:
+        ``(node id, to_kind, to_key, evidence JSON, file path, current blob, file stamp)``
+        per edge; the path, blob and stamp are None when the file is not indexed (any
+        more).
+    """
+    sql = ("SELECT e.from_key, e.to_kind, e.to_key, e.evidence, f.path, f.blob, f.stamp"
+           " FROM edges e LEFT JOIN files f ON f.path = CASE WHEN e.to_kind = 'file' THEN e.to_key"
+           " ELSE (SELECT s.path FROM symbols s WHERE s.qualname = e.to_key LIMIT 1) END"
+           " WHERE e.label = 'Mentions' AND e.from_kind = 'node'"
+           " AND e.to_kind IN ('file', 'item', 'module')")
+    if node_ids is None:
+        return conn.execute(sql + " ORDER BY e.from_key, e.to_key").fetchall()
+    rows = []
+    ids = list(dict.fromkeys(node_ids))
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        rows += conn.execute(sql + f" AND e.from_key IN ({','.join('?' * len(part))})"
+                             " ORDER BY e.from_key, e.to_key", part).fetchall()
+    return rows

@@ -1,0 +1,263 @@
+"""``ctx add cargo``: the real cargo on a real workspace, recorded metadata for edge cases.
+
+The real ``cargo`` is required: when it is missing and we are root, the fixture installs
+Debian's package (``apt-get install -y cargo``); the tests skip, saying so, only when it is
+absent and cannot be installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _ingestlib import ctx, ctx_json, make_work, query, tree_snapshot
+from conftest import store_digest
+
+from ctxstore.code.cargo import parse_metadata
+from ctxstore.gc import collect_garbage
+from ctxstore.model.build import target_id
+from ctxstore.repo import open_store
+
+FIXTURES = Path(__file__).parent / "fixtures" / "build"
+EDGE_SQL = ("SELECT label, from_kind, from_key, to_kind, to_key, confidence, tool FROM code_edges"
+            " WHERE path LIKE 'cargo:%' ORDER BY 1, 2, 3, 4, 5")
+
+
+def _find_cargo() -> tuple[str | None, Path]:
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)  # the real one: tests scrub HOME
+    rustup = home / ".cargo" / "bin" / "cargo"
+    return shutil.which("cargo") or (str(rustup) if rustup.is_file() else None), home
+
+
+def _install_cargo() -> None:
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "install", "-y", "cargo"], ["apt-get", "update"],
+                 ["apt-get", "install", "-y", "cargo"]):
+        res = subprocess.run(argv, env=env, capture_output=True, timeout=1800)
+        if argv[1] == "install" and res.returncode == 0:
+            return
+
+
+@pytest.fixture(scope="module")
+def cargo_vars() -> dict[str, str]:
+    """The environment that runs the real cargo offline (installed here when missing)."""
+    cargo, home = _find_cargo()
+    if cargo is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        _install_cargo()
+        cargo, home = _find_cargo()
+    if cargo is None:
+        pytest.skip("cargo is not installed and could not be installed "
+                    "(not root, or `apt-get install -y cargo` failed)")
+    found = {"CARGO": cargo, "CARGO_NET_OFFLINE": "true"}
+    for var, folder in (("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
+        if (home / folder).is_dir():  # rustup's proxies find their toolchain there
+            found[var] = str(home / folder)
+    return found
+
+
+@pytest.fixture()
+def workspace(tmp_path: Path, cargo_vars: dict[str, str], monkeypatch: pytest.MonkeyPatch
+              ) -> Path:
+    """A Git work tree with a store and a Cargo workspace: `app` depends on `core` by path."""
+    for var, value in cargo_vars.items():
+        monkeypatch.setenv(var, value)
+    root = tmp_path / "repo"
+    make_work(root, use_git=True)
+    (root / "Cargo.toml").write_text('[workspace]\nmembers = ["app", "core"]\nresolver = "2"\n')
+    for args in (["--lib", "core"], ["app"]):
+        res = subprocess.run([cargo_vars["CARGO"], "new", "--offline", "--vcs", "none", *args],
+                             cwd=root, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+    with (root / "app" / "Cargo.toml").open("a") as f:
+        f.write('core = { path = "../core" }\n')
+    return root
+
+
+def test_cargo_add_snapshots_a_real_workspace_with_edges(workspace: Path) -> None:
+    ctx_dir = workspace / ".ctx"
+    doc = ctx_json(ctx_dir, "add", "cargo")
+    assert {k: doc[k] for k in ("workspace_root", "manifest_path", "packages", "members",
+                                "targets", "dependencies", "edges", "replaced")} == {
+        "workspace_root": ".", "manifest_path": "Cargo.toml", "packages": 2, "members": 2,
+        "targets": 2, "dependencies": 1, "edges": 5, "replaced": False}
+    app, core = "path+file://" + (workspace / "app").as_posix() + "#0.1.0", \
+        "path+file://" + (workspace / "core").as_posix() + "#0.1.0"
+    app_bin, core_lib = target_id(app, "app", "bin").hex(), target_id(core, "core", "lib").hex()
+    assert query(ctx_dir, EDGE_SQL) == sorted([
+        ("CrateFromTarget", "crate", "app@0.1.0/bin/app", "target", app_bin, "high", "cargo"),
+        ("CrateFromTarget", "crate", "core@0.1.0/lib/core", "target", core_lib, "high", "cargo"),
+        ("DependsOn", "package", app, "package", core, "high", "cargo"),
+        ("TargetOf", "target", app_bin, "package", app, "high", "cargo"),
+        ("TargetOf", "target", core_lib, "package", core, "high", "cargo"),
+    ])
+    (evidence,) = query(ctx_dir, "SELECT evidence FROM code_edges WHERE label = 'DependsOn'")
+    ev = json.loads(evidence[0])
+    assert ev["dep_kinds"] == [{"kind": "normal", "optional": False, "features": [],
+                                "rename": None}]
+    assert ev["blob"] == doc["snapshot"]
+    assert query(ctx_dir, "SELECT name, manifest_path, member FROM packages ORDER BY name") == [
+        ("app", "app/Cargo.toml", 1), ("core", "core/Cargo.toml", 1)]
+    assert query(ctx_dir, "SELECT name, kind, src_path FROM targets ORDER BY name") == [
+        ("app", "bin", "app/src/main.rs"), ("core", "lib", "core/src/lib.rs")]
+
+
+def test_cargo_new_snapshot_replaces_the_old_and_rebuild_agrees(workspace: Path) -> None:
+    ctx_dir = workspace / ".ctx"
+    ctx(ctx_dir, "add", "cargo")
+    # Drop the dependency and add a bench: the next snapshot replaces the edges as a unit.
+    manifest = workspace / "app" / "Cargo.toml"
+    manifest.write_text(manifest.read_text().replace('core = { path = "../core" }\n', ""))
+    (workspace / "core" / "benches").mkdir()
+    (workspace / "core" / "benches" / "speed.rs").write_text("fn main() {}\n")
+    old = os.getcwd()
+    os.chdir(workspace / "app")  # from a member: still the workspace's snapshot
+    try:
+        from click.testing import CliRunner
+
+        from ctxstore.cli import cli
+
+        res = CliRunner().invoke(cli, ["--ctx-dir", str(ctx_dir), "--format", "json", "add",
+                                       "cargo"])
+    finally:
+        os.chdir(old)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert (doc["workspace_root"], doc["replaced"], doc["dependencies"]) == (".", True, 0)
+    rows = query(ctx_dir, EDGE_SQL)
+    assert [r[0] for r in rows].count("DependsOn") == 0
+    assert {r[2] for r in rows if r[0] == "CrateFromTarget"} == {
+        "app@0.1.0/bin/app", "core@0.1.0/lib/core", "core@0.1.0/bench/speed"}
+    assert query(ctx_dir, "SELECT COUNT(*) FROM versions WHERE kind = 'cargo'") == [(2,)]
+    before = {t: query(ctx_dir, f"SELECT * FROM {t} ORDER BY 1, 2") for t in
+              ("packages", "targets", "crates")}
+    ctx(ctx_dir, "commit", "-m", "cargo")
+    collect_garbage(open_store(ctx_dir), keep_days=0)  # the snapshot stays reachable
+    ctx(ctx_dir, "rebuild")
+    assert query(ctx_dir, EDGE_SQL) == rows
+    assert {t: query(ctx_dir, f"SELECT * FROM {t} ORDER BY 1, 2") for t in before} == before
+    assert ctx_json(ctx_dir, "debug", "verify")["ok"] is True
+
+
+def test_cargo_metadata_file_is_read_instead_of_running_cargo(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    ctx_dir = make_work(tmp_path / "r")
+    monkeypatch.setenv("CARGO", "/nonexistent/cargo")  # would fail if it were run
+    doc = ctx_json(ctx_dir, "add", "cargo", "--metadata",
+                   str(FIXTURES / "cargo_metadata_edge_cases.json"))
+    assert (doc["packages"], doc["targets"], doc["dependencies"]) == (3, 6, 4)
+    # Recorded elsewhere (/tmp/fx/ws): paths outside this repository stay as cargo wrote them.
+    assert doc["workspace_root"] == "/tmp/fx/ws"
+
+
+def _edge_case_snapshot():  # type: ignore[no-untyped-def]
+    doc = json.loads((FIXTURES / "cargo_metadata_edge_cases.json").read_text())
+    return parse_metadata(doc, repo_root="/tmp/fx/ws", created_at=1)
+
+
+def test_cargo_recorded_metadata_target_kinds() -> None:
+    snap = _edge_case_snapshot()
+    assert (snap.workspace_root, snap.manifest_path) == (".", "Cargo.toml")
+    kinds = {(p.name, t.name): (t.kind, t.src_path, t.crate_types)
+             for p in snap.packages for t in p.targets}
+    assert kinds == {
+        ("app", "app"): ("bin", "app/src/main.rs", ("bin",)),
+        ("app", "build-script-build"): ("custom_build", "app/build.rs", ("bin",)),
+        ("core-lib", "core_lib"): ("lib", "core/src/lib.rs", ("lib",)),
+        ("core-lib", "demo"): ("example", "core/examples/demo.rs", ("bin",)),
+        ("core-lib", "speed"): ("bench", "core/benches/speed.rs", ("bin",)),
+        ("macros", "macros"): ("proc_macro", "macros/src/lib.rs", ("proc-macro",)),
+    }
+    assert all(p.member for p in snap.packages)
+
+
+def test_cargo_recorded_metadata_renamed_optional_and_kinded_dependencies() -> None:
+    snap = _edge_case_snapshot()
+    name = {p.package_id: p.name for p in snap.packages}
+    deps = sorted((name[d.from_package_id], name[d.to_package_id], d.dep_kind, d.optional,
+                   d.features_enabled, d.rename) for d in snap.resolve)
+    assert deps == [
+        ("app", "core-lib", "normal", False, ("fancy",), "corelib"),  # renamed, with a feature
+        ("app", "macros", "build", False, (), None),
+        ("app", "macros", "dev", False, (), None),
+        ("core-lib", "macros", "normal", True, (), None),  # optional, enabled by `fancy`
+    ]
+
+
+def test_cargo_metadata_without_resolve_uses_declared_dependencies() -> None:
+    doc = json.loads((FIXTURES / "cargo_metadata_edge_cases.json").read_text())
+    doc["resolve"] = None  # what `cargo metadata --no-deps` prints
+    snap = parse_metadata(doc, repo_root="/tmp/fx/ws", created_at=1)
+    name = {p.package_id: p.name for p in snap.packages}
+    assert sorted((name[d.from_package_id], name[d.to_package_id], d.dep_kind)
+                  for d in snap.resolve) == [
+        ("app", "core-lib", "normal"), ("app", "macros", "build"), ("app", "macros", "dev"),
+        ("core-lib", "macros", "normal")]
+
+
+@pytest.mark.parametrize("setup,args,message", [
+    ("missing", ["--metadata", "{tmp}/nope.json"], "--metadata: no such file: {tmp}/nope.json"),
+    ("fifo", ["--metadata", "{tmp}/fifo"], "--metadata: {tmp}/fifo is a FIFO, not a regular file"),
+    ("garbage", ["--metadata", "{tmp}/bad.json"], "--metadata: {tmp}/bad.json is not JSON"),
+    ("wrong", ["--metadata", "{tmp}/wrong.json"],
+     "not the JSON of `cargo metadata --format-version 1`"),
+    ("none", ["--manifest-path", "{tmp}/Cargo.toml"], "no Cargo.toml at {tmp}/Cargo.toml"),
+    ("nocargo", [], "cannot run '/nonexistent/cargo': No such file or directory"),
+])
+def test_cargo_bad_input_is_one_clear_line_and_changes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setup: str, args: list[str],
+        message: str) -> None:
+    root = tmp_path / "r"
+    ctx_dir = make_work(root)
+    tmp = tmp_path.as_posix()
+    if setup == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "bad.json").write_bytes(b"\xff{not json")
+    (tmp_path / "wrong.json").write_text('{"packages": 3}')
+    if setup == "nocargo":
+        (root / "Cargo.toml").write_text('[package]\nname = "x"\nversion = "0.1.0"\n')
+        monkeypatch.setenv("CARGO", "/nonexistent/cargo")
+    before, files = store_digest(ctx_dir), tree_snapshot(root)
+    out, err, code = ctx(ctx_dir, "add", "cargo", *[a.format(tmp=tmp) for a in args], ok=False)
+    assert (code, out) == (1, "")
+    assert err.startswith("ctx: error[E011]: " + message.format(tmp=tmp)), err
+    assert len(err.strip().splitlines()) == 1
+    assert store_digest(ctx_dir) == before and tree_snapshot(root) == files
+
+
+def _run_faulted(ctx_dir: Path, fault: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real ``ctx`` in a child with the fault shim (tests/_shim) and a CTX_FAULT spec."""
+    from conftest import REPO_ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTX_FAULT")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "tests" / "_shim"), str(REPO_ROOT)])
+    env["CTX_FAULT"] = fault
+    return subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(ctx_dir), *args],
+                          cwd=ctx_dir.parent, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("fault", ["kill:replace:1:before", "kill:replace:1:after",
+                                   "err:replace:1:EIO:once", "err:fsync_file:1:EIO:once"])
+def test_cargo_crash_or_io_error_leaves_a_store_that_verifies(tmp_path: Path, fault: str) -> None:
+    from ctxstore.verify import verify_store
+
+    ctx_dir = make_work(tmp_path / "r")
+    metadata = str(FIXTURES / "cargo_metadata_edge_cases.json")
+    res = _run_faulted(ctx_dir, fault, "add", "cargo", "--metadata", metadata)
+    assert "Traceback" not in res.stderr, res.stderr
+    if res.returncode not in (0, -9):
+        assert res.stderr.startswith("ctx: error[") and len(res.stderr.splitlines()) == 1
+    problems = [p.line() for p in verify_store(open_store(ctx_dir)).problems
+                if p.severity != "warning"]
+    assert problems == []
+    rows = query(ctx_dir, "SELECT COUNT(*) FROM packages")
+    assert rows in ([(0,)], [(3,)])  # all or nothing
+    doc = ctx_json(ctx_dir, "add", "cargo", "--metadata", metadata)
+    assert doc["packages"] == 3
+    assert query(ctx_dir, "SELECT COUNT(*) FROM packages") == [(3,)]

@@ -1,0 +1,74 @@
+"""Real Git: two branches index different files, merge, `ctx rebuild`: both sides, once each."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from _ingestlib import ctx, ctx_json, git, make_work, query, write
+
+from ctxstore.code.tree import tree_files
+from ctxstore.model import Commit
+from ctxstore.repo import open_store
+
+PKG = {"src/pkg/__init__.py": "", "src/pkg/base.py": "def base():\n    return 0\n"}
+
+
+def _commit(repo: Path, message: str) -> None:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+
+
+def _clone(origin: Path, dest: Path) -> Path:
+    subprocess.run(["git", "clone", "-q", str(origin), str(dest)], check=True)
+    git(dest, "config", "commit.gpgsign", "false")
+    return dest / ".ctx"
+
+
+def test_two_branches_index_different_files_then_merge(tmp_path: Path) -> None:
+    origin_ctx = make_work(tmp_path / "origin", use_git=True)
+    origin = origin_ctx.parent
+    write(origin, PKG)
+    ctx_json(origin_ctx, "index")
+    ctx(origin_ctx, "commit", "-m", "base index")
+    _commit(origin, "base")
+    a_ctx, b_ctx = _clone(origin, tmp_path / "a"), _clone(origin, tmp_path / "b")
+    a, b = a_ctx.parent, b_ctx.parent
+    write(a, {"src/pkg/from_a.py": "def only_a():\n    return 1\n",
+              "src/pkg/base.py": "def base():\n    return 0\n\n\ndef base_a():\n    return 1\n"})
+    assert sorted(ctx_json(a_ctx, "index")["written"]) == ["src/pkg/base.py", "src/pkg/from_a.py"]
+    ctx(a_ctx, "commit", "-m", "a")
+    _commit(a, "a")
+    write(b, {"src/pkg/from_b.py": "from pkg.from_a import only_a\n\n\ndef only_b():\n"
+                                   "    return only_a()\n"})
+    assert ctx_json(b_ctx, "index")["written"] == ["src/pkg/from_b.py"]
+    ctx(b_ctx, "commit", "-m", "b")
+    _commit(b, "b")
+    git(a, "fetch", "-q", str(b), "main")
+    subprocess.run(["git", "merge", "--no-edit", "FETCH_HEAD"], cwd=a, capture_output=True)
+    ctx(a_ctx, "rebuild")
+    symbols = query(a_ctx, "SELECT path, qualname FROM symbols ORDER BY 1, 2")
+    assert ("src/pkg/from_a.py", "pkg.from_a.only_a") in symbols
+    assert ("src/pkg/from_b.py", "pkg.from_b.only_b") in symbols
+    assert ("src/pkg/base.py", "pkg.base.base_a") in symbols
+    assert len(symbols) == len(set(symbols))
+    files = query(a_ctx, "SELECT path FROM files ORDER BY 1")
+    assert [f[0] for f in files] == [".gitignore", "src/pkg/__init__.py", "src/pkg/base.py",
+                                     "src/pkg/from_a.py", "src/pkg/from_b.py"] \
+        or [f[0] for f in files] == ["src/pkg/__init__.py", "src/pkg/base.py",
+                                     "src/pkg/from_a.py", "src/pkg/from_b.py"]
+    edges = query(a_ctx, "SELECT count(*), count(DISTINCT path || from_key || to_key || label || "
+                         "evidence) FROM code_edges")
+    assert edges[0][0] == edges[0][1]
+    # The merged work tree holds b's file already indexed: a new run stores nothing.
+    doc = ctx_json(a_ctx, "index")
+    assert doc["written"] == [] and doc["removed"] == []
+    assert ctx_json(a_ctx, "debug", "verify")["problems"] == []
+    # A fold on top of the merge: its tree holds both sides' files.
+    write(a, {"src/pkg/after.py": "X = 1\n"})
+    ctx_json(a_ctx, "index")
+    ctx(a_ctx, "commit", "-m", "after the merge")
+    store = open_store(a_ctx)
+    tree = tree_files(store, store.read_typed(store.read_head().single, Commit).root_tree)
+    assert {"src/pkg/from_a.py", "src/pkg/from_b.py", "src/pkg/after.py"} <= set(tree)
+    assert tree == {p: b for p, b in query(a_ctx, "SELECT path, blob FROM files")}
