@@ -1,0 +1,182 @@
+"""``ctx llm``: send a prompt pack to a local LLM server (spec 002 §13.2.8, §14)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ctxstore.cli._common import Env, emit_json, pass_env, plural
+
+if TYPE_CHECKING:
+    from ctxstore.llm.ask import Answer, Settings
+    from ctxstore.llm.client import ServerChoice
+
+SERVER_ENV = "CTX_LLM_SERVER"
+
+
+def _read_pack_bytes(pack_file: str | None) -> tuple[bytes, str]:
+    """The pack's bytes and what to call them (``--pack FILE`` or stdin)."""
+    from ctxstore.errors import InvalidInput
+    from ctxstore.knowledge._files import read_regular_file
+    from ctxstore.llm.prompt import MAX_PACK_BYTES
+
+    if pack_file is not None and pack_file != "-":
+        return read_regular_file(Path(pack_file), MAX_PACK_BYTES, "prompt pack"), pack_file
+    if sys.stdin is None or sys.stdin.isatty():
+        raise InvalidInput("no prompt pack", hint="pipe one in (ctx pack TEXT --format json | "
+                                                  "ctx llm), or use --pack FILE or --query TEXT")
+    return sys.stdin.buffer.read(MAX_PACK_BYTES + 1), "stdin"
+
+
+def _query_pack(env: Env, text: str, budget: int, reserve: int) -> bytes:
+    """A §12.4 pack for ``text`` from the retrieval library (``ctx pack``), as JSON bytes.
+
+    Raises:
+        InvalidInput: if this build has no pack builder.
+    """
+    import importlib
+
+    from ctxstore.errors import InvalidInput
+
+    try:  # built alongside (ctx pack); absent from builds without it
+        build = importlib.import_module("ctxstore.retrieval.pack").build_pack
+    except (ImportError, AttributeError):
+        raise InvalidInput("--query needs the prompt-pack builder (ctxstore.retrieval.pack), "
+                           "which this build of ctx lacks",
+                           hint="write a pack with `ctx pack TEXT --format json > pack.json` "
+                                "and pass --pack pack.json") from None
+    built: Any = build(env.session(), text, budget=budget, reserve=reserve)
+    return json.dumps(built).encode("utf-8")
+
+
+def _user_server_url(env: Env) -> str | None:
+    """``[llm] server_url`` of the user store ``~/.ctx``, unless that is the store in use."""
+    from ctxstore.config import load_config
+
+    if env.kind == "user":
+        return None
+    path = Path(os.path.expanduser("~")) / ".ctx" / "config.toml"
+    return str(load_config(path).get("llm", "server_url"))
+
+
+def _server(env: Env, flag: str | None) -> ServerChoice:
+    from ctxstore.claude.trust import in_git_work_tree
+    from ctxstore.llm.client import resolve_server
+
+    store = env.store()
+    own = env.kind == "user" or not in_git_work_tree(store.worktree)
+    variable = os.environ.get(SERVER_ENV) or None
+    # ~/.ctx/config.toml is read only when it can matter (a broken one cannot stop --server).
+    user = None if flag or variable else _user_server_url(env)
+    return resolve_server(flag=flag, env=variable,
+                          project=str(store.config.get("llm", "server_url")),
+                          project_is_own=own, user=user)
+
+
+def _render(answer: Answer, choice: ServerChoice, as_json: bool) -> None:
+    c = answer.completion
+    if as_json:
+        committed = answer.committed
+        emit_json({
+            "server": {"url": choice.url, "source": choice.source, "protocol": c.protocol},
+            "model": c.model, "text": c.text,
+            "prompt": {"tokens": answer.prompt.tokens, "included": list(answer.prompt.included),
+                       "skipped": list(answer.prompt.skipped)},
+            "usage": {"prompt_tokens": c.tokens_prompt, "cached_tokens": c.tokens_cached,
+                      "completion_tokens": c.tokens_predicted},
+            "cache": {"restored": answer.cache_restored, "saved": answer.cache_saved},
+            "mentions": [{"kind": m.kind, "key": m.key} for m in answer.mentions],
+            "committed": None if committed is None else {
+                "node": committed.node_id, "log": f"narrative/{committed.log}",
+                "response_blob": committed.response_blob,
+                "mentions": len(committed.mentions)},
+            "notes": list(answer.notes)})
+        return
+    click.echo(c.text.rstrip("\n"))
+    for note in answer.notes:
+        click.echo(f"ctx: note: {note}", err=True)
+    if answer.committed is not None:
+        click.echo(f"committed {answer.committed.node_id} to narrative/{answer.committed.log} "
+                   f"({plural(len(answer.committed.mentions), 'mention')})", err=True)
+
+
+@click.command("llm")
+@click.option("--server", metavar="URL",
+              help=f"LLM server URL (else {SERVER_ENV}, [llm] server_url, http://127.0.0.1:8080).")
+@click.option("--pack", "pack_file", metavar="FILE",
+              help="Prompt pack JSON (ctx pack --format json); default: standard input.")
+@click.option("--query", metavar="TEXT", help="Build the pack for TEXT first (as ctx pack does).")
+@click.option("--model", metavar="NAME", help="Model name (else [llm] model).")
+@click.option("--max-tokens", type=click.IntRange(1, 1_000_000), metavar="N",
+              help="Response token limit (else [llm] max_response_tokens).")
+@click.option("--temperature", type=click.FloatRange(0, 5), metavar="T",
+              help="Sampling temperature (else [llm] temperature).")
+@click.option("--timeout", type=click.FloatRange(0.1, 86_400), metavar="S",
+              help="Seconds a request may take (else [llm] timeout_seconds).")
+@click.option("--commit", "commit", is_flag=True,
+              help="Keep the answer: summary to today's log, node, blob and Mentions edges.")
+@click.option("--format", "fmt_override", type=click.Choice(["text", "json"]), default=None,
+              help="Output format: the answer's text, or JSON with usage and mentions.")
+@pass_env
+def llm_command(env: Env, server: str | None, pack_file: str | None, query: str | None,
+                model: str | None, max_tokens: int | None, temperature: float | None,
+                timeout: float | None, commit: bool, fmt_override: str | None) -> None:
+    """Send a prompt pack to an LLM server (llama.cpp or OpenAI-compatible) and print the answer.
+
+    The protocol is detected (GET /props: llama.cpp /completion, with prompt-cache reuse;
+    GET /v1/models: /v1/chat/completions) unless [llm] protocol says. A server URL from a
+    cloned repository's config.toml is used only when it is on this machine. --commit
+    appends the answer's summary to today's log as a source:llm observation and links it
+    (Mentions) to the files and symbols the answer names.
+
+    \b
+    Examples:
+        ctx pack "Explain the Client struct" --format json | ctx llm
+        ctx llm --pack pack.json --server http://127.0.0.1:8080 --commit
+        ctx llm --query "Why does connect time out?" --format json
+    """
+    from ctxstore.errors import InvalidInput
+    from ctxstore.llm.ask import ask
+    from ctxstore.llm.prompt import parse_pack
+
+    if fmt_override is not None:
+        env.fmt = fmt_override
+    if query is not None and pack_file is not None:
+        raise click.UsageError("--query and --pack cannot be combined")
+    store = env.store()
+    choice = _server(env, server)
+    settings = _settings(env, choice.url, model, max_tokens, temperature, timeout)
+    if query is not None:
+        if not query.strip():
+            raise InvalidInput("--query is empty")
+        data, where = _query_pack(env, query, env.default_budget(), settings.max_tokens), "--query"
+    else:
+        data, where = _read_pack_bytes(pack_file)
+    pack = parse_pack(data, where)
+    worktree = None if env.kind == "user" else store.worktree
+    answer = ask(store, pack, settings, commit=commit, worktree=worktree)
+    if answer.committed is not None:
+        env.index()  # index the new node and edges now, not at the next read
+    _render(answer, choice, env.fmt == "json")
+
+
+def _settings(env: Env, url: str, model: str | None, max_tokens: int | None,
+              temperature: float | None, timeout: float | None) -> Settings:
+    from ctxstore.llm.ask import Settings
+
+    cfg = env.store().config
+    tokens = max_tokens if max_tokens is not None else int(cfg.get("llm", "max_response_tokens"))
+    return Settings(url=url, protocol=str(cfg.get("llm", "protocol")),
+                    model=model or str(cfg.get("llm", "model")), max_tokens=tokens,
+                    temperature=temperature if temperature is not None
+                    else float(cfg.get("llm", "temperature")),
+                    timeout=timeout if timeout is not None
+                    else float(cfg.get("llm", "timeout_seconds")),
+                    max_reply_bytes=int(cfg.get("llm", "max_reply_bytes")),
+                    budget=max(1, env.default_budget() - tokens))
+
