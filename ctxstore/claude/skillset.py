@@ -1,6 +1,8 @@
 """The slash-command skills and the MCP server entry that ``ctx install`` adds (issue 16).
 
-Skills: ``/recall``, ``/remember``, ``/forget``, ``/consolidate``, ``/index-code`` and ``/pin``,
+Skills: ``/recall``, ``/remember``, ``/forget``, ``/consolidate``, ``/index-code``, ``/pin``
+and the transcript-memory skills ``/memory-recall``, ``/memory-stats``, ``/memory-topics``,
+``/memory-backfill`` (spec 004 §6),
 packaged as ``ctxstore/claude/skills/<name>/SKILL.md`` and installed next to the ``ctx``
 skill (``.claude/skills/<name>/SKILL.md``, or ``skills/<name>/`` of the plugin). Each file
 carries ``SKILL_MARKER``: a skill of the same name that the user wrote (no marker) is left
@@ -25,7 +27,8 @@ from ctxstore.errors import InvalidInput
 __all__ = ["SKILL_NAMES", "MCP_SERVER_NAME", "skill_files", "plan_skills", "plan_unskills",
            "mcp_entry", "plan_mcp", "plan_unmcp"]
 
-SKILL_NAMES = ("recall", "remember", "forget", "consolidate", "index-code", "pin")
+SKILL_NAMES = ("recall", "remember", "forget", "consolidate", "index-code", "pin",
+               "memory-recall", "memory-stats", "memory-topics", "memory-backfill")
 MCP_SERVER_NAME = "ctx"
 
 

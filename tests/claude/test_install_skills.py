@@ -10,7 +10,8 @@ from ctxstore.claude.install import SKILL_MARKER
 from ctxstore.claude.skillset import SKILL_NAMES
 from tests.conftest import run_ctx
 
-SKILLS = {"recall", "remember", "forget", "consolidate", "index-code", "pin"}
+SKILLS = {"recall", "remember", "forget", "consolidate", "index-code", "pin", "memory-recall",
+          "memory-stats", "memory-topics", "memory-backfill"}
 
 
 def _project(tmp_path: Path) -> Path:

@@ -1,0 +1,299 @@
+"""``ctx memory``: transcript memory (backfill, search, stats, topics, promote). See docs/memory.md."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ctxstore.cli._common import Env, emit_json, format_option, parse_since, pass_env, plural
+from ctxstore.errors import InvalidInput, NothingToDo
+
+if TYPE_CHECKING:
+    from ctxstore.memory.db import MemoryDB
+    from ctxstore.memory.search import Hit
+
+_INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
+
+
+@click.group("memory")
+def memory_group() -> None:
+    """Transcript memory: every Claude Code session indexed, searchable by meaning and time.
+
+    Kept private in .ctx/local/memory.sqlite (never committed). See docs/memory.md.
+
+    \b
+    Examples:
+        ctx memory backfill --all
+        ctx memory search "why sqlite for the cache" --since "last week"
+    """
+
+
+def _memory_dir(env: Env) -> Path:
+    return env.store_path()
+
+
+def _open(env: Env, *, create: bool = False, durable: bool = True) -> MemoryDB:
+    from ctxstore.memory.db import open_memory
+
+    db = open_memory(_memory_dir(env), create=create, durable=durable)
+    if db is None:
+        raise NothingToDo("there is no transcript memory yet",
+                          hint="`ctx memory backfill --all` indexes past sessions; the Stop hook "
+                               "indexes new ones")
+    return db
+
+
+@memory_group.command("backfill")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--all", "everything", is_flag=True,
+              help="Every transcript under ~/.claude/projects (or $CLAUDE_CONFIG_DIR/projects).")
+@format_option
+@pass_env
+def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> None:
+    """Index existing transcripts (files, or directories of *.jsonl).
+
+    Idempotent and resumable: a second run reads only what is new.
+
+    \b
+    Examples:
+        ctx memory backfill --all
+        ctx memory backfill ~/.claude/projects/-home-me-work-repo
+    """
+    from ctxstore.cli._common import progress_printer
+    from ctxstore.memory.backfill import backfill
+
+    targets = list(paths)
+    if everything:
+        config = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"),
+                                                                      ".claude")
+        targets.append(Path(config) / "projects")
+    if not targets:
+        raise InvalidInput("name transcript files or directories, or give --all",
+                           hint="ctx memory backfill --all")
+    started = time.monotonic()
+    with _open(env, create=True, durable=False) as db:
+        report = backfill(db, targets, progress=progress_printer("indexing transcripts"))
+        db.checkpoint()
+    seconds = time.monotonic() - started
+    if env.fmt == "json":
+        emit_json({"files": len(report.files), "bytes": report.bytes, "turns": report.turns,
+                   "ideas": report.ideas, "seconds": round(seconds, 3),
+                   "skipped_lines": sum(f.skipped for f in report.files), "notes": report.notes})
+        return
+    for note in report.notes:
+        click.echo(f"ctx: note: {note}", err=True)
+    click.echo(f"indexed {plural(len(report.files), 'file')}, {report.bytes} new bytes: "
+               f"{plural(report.turns, 'turn')}, {plural(report.ideas, 'idea')} "
+               f"in {seconds:.1f} s")
+
+
+def _when(option: str, text: str | None, now_ms: int, *, end: bool) -> int | None:
+    """A ``--since``/``--until`` value in milliseconds: natural words, ``7d``, or a date."""
+    if text is None:
+        return None
+    from ctxstore.memory.timeexpr import parse_when
+
+    found = parse_when(text, now_ms)
+    if found is not None:
+        low, high = found
+        value: int | None = high if end and high is not None else low
+        if value is not None:
+            return value
+    try:
+        return int(parse_since(text, now_ms / 1000) * 1000)
+    except InvalidInput:
+        raise InvalidInput(f"{option}: cannot read {text!r} as a time",
+                           hint='e.g. "last week", "yesterday", 7d, 2026-03-01') from None
+
+
+def _now_ms(now: str | None) -> int:
+    if now is None:
+        return int(time.time() * 1000)
+    try:
+        moment = datetime.fromisoformat(now.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"--now: {now!r} is not an ISO-8601 time",
+                           hint="e.g. 2026-03-01T12:00:00Z") from None
+    if moment.tzinfo is None:
+        raise InvalidInput(f"--now: {now!r} has no time zone", hint="add Z for UTC")
+    return int(moment.timestamp() * 1000)
+
+
+def _hit_json(hit: Hit) -> dict[str, Any]:
+    from ctxstore.memory.search import hit_text, iso
+
+    turn = hit.turn
+    return {"score": hit.score, "session": turn.session, "topic": hit.topic,
+            "timestamp": iso(turn.ts_start), "uuids": turn.uuids, "text": hit_text(turn),
+            "intent": hit.intent, "history": hit.history, "turn": turn.id, "seq": turn.seq,
+            "sidechain": turn.sidechain, "kind": turn.kind}
+
+
+@memory_group.command("search")
+@click.argument("text")
+@click.option("--since", default=None, help='Only turns from this time on ("last week", 7d, a date).')
+@click.option("--until", default=None, help="Only turns before this time.")
+@click.option("--session", default=None, help="Only this session (an id or a unique prefix).")
+@click.option("--intent", type=click.Choice(_INTENTS), default=None,
+              help="Only turns holding an idea of this intent.")
+@click.option("--limit", type=click.IntRange(min=1, max=1000), default=10, show_default=True)
+@click.option("--now", default=None, help="Pin 'now' (ISO-8601) for the time words.")
+@format_option
+@pass_env
+def search_command(env: Env, text: str, since: str | None, until: str | None,
+                   session: str | None, intent: str | None, limit: int, now: str | None) -> None:
+    """Search past sessions; time words in TEXT filter by time.
+
+    \b
+    Examples:
+        ctx memory search "session cache redis"
+        ctx memory search "decisions about the login page last week"
+        ctx memory search "flaky test" --since 2026-03-01 --format json
+    """
+    from ctxstore.memory.search import search_memory
+
+    now_ms = _now_ms(now)
+    low = _when("--since", since, now_ms, end=False)
+    high = _when("--until", until, now_ms, end=True)
+    with _open(env) as db:
+        if session:
+            matches = db.sessions_like(session)
+            if len(matches) != 1:
+                raise InvalidInput(f"--session: {'no' if not matches else 'more than one'} "
+                                   f"session starts with {session!r}")
+            session = matches[0]
+        result = search_memory(db, text, now_ms=now_ms, since=low, until=high, session=session,
+                               intent=intent, limit=limit)
+    if env.fmt == "json":
+        from ctxstore.memory.search import iso
+
+        emit_json({"query": result.query, "since": iso(result.since), "until": iso(result.until),
+                   "results": [_hit_json(h) for h in result.hits]})
+        return
+    if not result.hits:
+        click.echo("no matching turns")
+        return
+    _print_grouped(result.hits)
+
+
+def _print_grouped(hits: list[Hit]) -> None:
+    """Hits grouped by topic, groups in the order of their best hit."""
+    from ctxstore.claude.inject import escape_tags
+    from ctxstore.memory.search import hit_text, iso
+
+    groups: dict[tuple[str, str | None], list[Hit]] = {}
+    for hit in hits:
+        groups.setdefault((hit.turn.session, hit.topic), []).append(hit)
+    for (session, topic), members in groups.items():
+        click.echo(f"## {escape_tags(topic or '(no topic)')}  [session {session[:8]}]")
+        for hit in members:
+            intent = f" {hit.intent}" if hit.intent else ""
+            click.echo(f"- {iso(hit.turn.ts_start)}{intent} ({hit.score:.2f})")
+            for line in escape_tags(hit_text(hit.turn, 300)).splitlines():
+                click.echo(f"    {line}")
+            for old in hit.history:
+                click.echo(f"    earlier ({old['timestamp']}, {old['intent']}): "
+                           f"{escape_tags(old['text'])}")
+        click.echo("")
+
+
+@memory_group.command("stats")
+@format_option
+@pass_env
+def stats_command(env: Env) -> None:
+    """Show what transcript memory holds: sessions, turns, spans, ideas, entities.
+
+    \b
+    Example:
+        ctx memory stats --format json
+    """
+    from ctxstore.memory.db import memory_path
+    from ctxstore.memory.search import iso
+
+    with _open(env) as db:
+        counts = db.stats()
+        intents = db.intent_counts()
+        first, last = db.time_range()
+    path = memory_path(_memory_dir(env))
+    size = sum(os.path.getsize(str(path) + s) for s in ("", "-wal") if os.path.exists(str(path) + s))
+    if env.fmt == "json":
+        emit_json({**counts, "intents": intents, "first": iso(first), "last": iso(last),
+                   "bytes": size, "path": str(path)})
+        return
+    click.echo(f"transcript memory {path} ({size} bytes)")
+    for name, count in counts.items():
+        click.echo(f"  {name:<10} {count}")
+    if intents:
+        click.echo("  ideas by intent: " + ", ".join(f"{k} {v}" for k, v in sorted(intents.items())))
+    if first is not None:
+        click.echo(f"  from {iso(first)} to {iso(last)}")
+
+
+@memory_group.command("topics")
+@click.argument("session", required=False)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@format_option
+@pass_env
+def topics_command(env: Env, session: str | None, limit: int) -> None:
+    """List topic spans (topic, then its sub-spans) of a session, or of all sessions.
+
+    \b
+    Examples:
+        ctx memory topics
+        ctx memory topics 4d5611e5
+    """
+    from ctxstore.claude.inject import escape_tags
+    from ctxstore.memory.search import iso
+
+    with _open(env) as db:
+        if session:
+            matches = db.sessions_like(session)
+            if len(matches) != 1:
+                raise InvalidInput(f"{'no' if not matches else 'more than one'} session starts "
+                                   f"with {session!r}", hint="`ctx memory topics` lists them")
+            session = matches[0]
+        rows = db.topics(session, limit)
+    spans = [{"id": r[0], "session": r[1], "parent": r[2], "name": r[3], "depth": r[4],
+              "turns": [r[5], r[6]], "start": iso(r[7]), "end": iso(r[8]), "ideas": r[9]}
+             for r in rows]
+    if env.fmt == "json":
+        emit_json({"spans": spans})
+        return
+    if not spans:
+        click.echo("no topics")
+        return
+    for span in spans:
+        indent = "  " * int(span["depth"])
+        click.echo(f"{indent}{span['id']:>5} {span['start']} [{str(span['session'])[:8]}] "
+                   f"{escape_tags(str(span['name']))} (turns {span['turns'][0]}-{span['turns'][1]}"
+                   f", {plural(int(span['ideas']), 'idea')})")
+
+
+@memory_group.command("promote")
+@click.argument("idea_id", type=click.IntRange(min=1))
+@click.option("--type", "node_type", default=None,
+              help="The node type (default: from the idea's intent: decision -> decision, "
+                   "conclusion -> fact, ...).")
+@format_option
+@pass_env
+def promote_command(env: Env, idea_id: int, node_type: str | None) -> None:
+    """Make an idea a shared knowledge node, DERIVED_FROM its transcript span.
+
+    \b
+    Example:
+        ctx memory promote 42 --type decision
+    """
+    from ctxstore.memory.promote import promote_idea
+
+    added = promote_idea(env.store(), _memory_dir(env), idea_id, node_type)
+    node = added.node
+    if env.fmt == "json":
+        emit_json({"id": node.id, "type": node.type, "idea": idea_id,
+                   "derived_from": node.metadata.get("derived_from")})
+        return
+    click.echo(f"promoted idea {idea_id} to {node.type} {node.id}")

@@ -1,0 +1,1 @@
+"""Transcript memory: sessions indexed, searchable by meaning and time (spec 004)."""

@@ -1,0 +1,119 @@
+"""Backfill: index existing transcripts into memory (spec 004 §6.4).
+
+Given files or directories (``--all``: ``~/.claude/projects``, resolved by the CLI), every
+``*.jsonl`` below is indexed with the same cursors the hooks use, so a backfill is idempotent
+(a second run reads nothing new) and resumable (an interrupted run continues where its last batch
+committed). Subagent transcripts (``<session>/subagents/agent-*.jsonl``) are included; their
+turns are marked as sidechains. Links are not followed into directories; a path that is not a
+regular file or a directory is noted and skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from ctxstore.memory.db import MemoryDB
+from ctxstore.memory.index import TURN_TOOL_BUDGET, FileReport, index_file
+
+__all__ = ["BackfillReport", "find_transcripts", "backfill"]
+
+_MAX_FILES = 200_000
+
+
+class BackfillReport(NamedTuple):
+    """What a backfill did: per-file reports and notes for paths passed over."""
+
+    files: list[FileReport]
+    notes: list[str]
+
+    @property
+    def bytes(self) -> int:
+        """Transcript bytes read."""
+        return sum(f.bytes for f in self.files)
+
+    @property
+    def turns(self) -> int:
+        """Turns created."""
+        return sum(f.turns for f in self.files)
+
+    @property
+    def ideas(self) -> int:
+        """Ideas extracted."""
+        return sum(f.ideas for f in self.files)
+
+
+def find_transcripts(paths: Iterable[Path]) -> tuple[list[tuple[Path, int]], list[str]]:
+    """The ``*.jsonl`` files at or below ``paths`` with their sizes, and notes on the rest.
+
+    A file named directly is taken whatever its name; directories are walked without following
+    links.
+    """
+    found: dict[str, tuple[Path, int]] = {}
+    notes: list[str] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            notes.append(f"{path}: {exc.strerror or exc}")
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.setdefault(os.path.abspath(path), (path, st.st_size))
+        elif stat.S_ISDIR(st.st_mode):
+            for root, dirs, files in os.walk(path, onerror=lambda e: notes.append(str(e))):
+                dirs.sort()
+                for name in sorted(files):
+                    if name.endswith(".jsonl") and len(found) < _MAX_FILES:
+                        _add(found, Path(root) / name)
+        else:
+            notes.append(f"{path}: not a regular file or a directory")
+    return sorted(found.values()), notes
+
+
+def _add(found: dict[str, tuple[Path, int]], path: Path) -> None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        found.setdefault(os.path.abspath(path), (path, st.st_size))
+
+
+def backfill(db: MemoryDB, paths: Iterable[Path], *,
+             progress: Callable[[int, int], None] | None = None,
+             tool_budget: int = TURN_TOOL_BUDGET) -> BackfillReport:
+    """Index every transcript at or below ``paths``.
+
+    Args:
+        db: The open memory.
+        paths: Transcript files or directories holding them.
+        progress: Called with (bytes done, bytes in all) as batches commit.
+        tool_budget: Characters of tool calls and results kept per turn (0: none).
+
+    Returns:
+        The report.
+    """
+    files, notes = find_transcripts(paths)
+    total = sum(size for _, size in files)
+    done = 0
+    reports = []
+
+    def step(count: int) -> None:
+        nonlocal done
+        done += count
+        if progress is not None:
+            progress(min(done, total), total)
+
+    for path, size in files:
+        before = done
+        report = index_file(db, path, progress=step, tool_budget=tool_budget)
+        reports.append(report)
+        if report.note:
+            notes.append(f"{path}: {report.note}")
+        done = before + size  # already-indexed bytes count as done
+        if progress is not None:
+            progress(min(done, total), total)
+    return BackfillReport(reports, notes)

@@ -1,0 +1,110 @@
+"""Transcript memory as context: for prompt-submit retrieval and ``<ctx:recall>``.
+
+``memory_context`` finds the past turns most relevant to a prompt. A turn counts only when it holds
+at least two of the prompt's terms (all of them for a one-term prompt), and turns of the last
+``RECENT_MINUTES`` are left out: they are most likely the current conversation, which the model
+already sees. Never raises for a missing or damaged memory: context is best effort (``ctx memory
+stats`` and the Stop hook name the damage). Nothing is offered when ``[memory] enabled`` is false.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from ctxstore.errors import CtxError
+
+if TYPE_CHECKING:
+    from ctxstore.packs.session import Item
+    from ctxstore.session import Session
+
+__all__ = ["RECENT_MINUTES", "ITEM_CHARS", "MemoryItem", "memory_context", "memory_source",
+           "recall_section"]
+
+RECENT_MINUTES = 30
+"""Turns younger than this are left out of context (the current conversation)."""
+ITEM_CHARS = 400
+"""Characters of a turn's text shown in context."""
+
+
+class MemoryItem(NamedTuple):
+    """One past turn offered as context.
+
+    Attributes:
+        key: ``turn:<session>:<seq>`` (stable across prompts).
+        text: One Markdown list line: date, topic, the turn's text.
+        score: 1 plus the search score (it passed the term gate).
+        why: The prompt terms it holds.
+    """
+
+    key: str
+    text: str
+    score: float
+    why: str
+
+
+def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
+                   now_ms: int | None = None) -> list[MemoryItem]:
+    """The past turns most relevant to ``prompt``, best first.
+
+    Args:
+        ctx_dir: The store's ``.ctx`` directory (its ``local/memory.sqlite``).
+        prompt: Any text.
+        limit: At most this many items.
+        now_ms: "Now" in milliseconds (default: the clock).
+
+    Returns:
+        The items; none when there is no memory or nothing relevant.
+    """
+    from ctxstore.memory.db import open_memory
+    from ctxstore.memory.search import hit_text, iso, search_memory
+    from ctxstore.memory.settings import memory_settings
+    from ctxstore.retrieval.text import tokenize
+
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    words = set(tokenize(prompt))
+    if not words or not memory_settings(ctx_dir).enabled:
+        return []
+    try:
+        db = open_memory(ctx_dir, create=False)
+        if db is None:
+            return []
+        with db:
+            result = search_memory(db, prompt, now_ms=now, until=now - RECENT_MINUTES * 60_000,
+                                   limit=limit * 2)
+    except (CtxError, sqlite3.Error, OSError):
+        return []
+    wanted = min(2, len(words))
+    items = []
+    for hit in result.hits:
+        turn = hit.turn
+        held = sorted(words & set(tokenize(f"{turn.user_text}\n{turn.assistant_text}")))
+        if len(held) < wanted:
+            continue
+        text = " ".join(hit_text(turn, ITEM_CHARS).split())
+        topic = f" ({' '.join(hit.topic.split())})" if hit.topic else ""
+        line = f"- [session {turn.session[:8]} {iso(turn.ts_start)}]{topic} {text}\n"
+        items.append(MemoryItem(f"turn:{turn.session}:{turn.seq}", line, 1.0 + hit.score,
+                                "matched: " + ", ".join(held)))
+        if len(items) >= limit:
+            break
+    return items
+
+
+def memory_source(session: Session, prompt: str, limit: int) -> list[Item]:
+    """``memory_context`` as a source of ``packs.session.relevant_context`` (kind ``transcript``)."""
+    from ctxstore.packs.session import Item
+    from ctxstore.tokens import estimate_tokens
+
+    return [Item(m.key, "transcript", m.text, m.score, estimate_tokens(m.text), m.why)
+            for m in memory_context(session.store.root, prompt, limit)]
+
+
+def recall_section(ctx_dir: Path, query: str, *, limit: int = 3, now_ms: int | None = None) -> str:
+    """The ``<ctx:recall>`` section for past sessions: a heading and the items, or "" for none."""
+    items = memory_context(ctx_dir, query, limit, now_ms=now_ms)
+    if not items:
+        return ""
+    return "\n### From past sessions (transcript memory)\n\n" + "".join(i.text for i in items)

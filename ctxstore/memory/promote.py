@@ -1,0 +1,67 @@
+"""Promoting an idea of transcript memory into a shared knowledge node (issue 15 §4).
+
+Transcript memory is private; a knowledge node is shared with the project through Git. Promotion
+is explicit (``ctx memory promote IDEA_ID``, or a ``<ctx:remember>`` tag, which writes a node
+directly). The node is DERIVED_FROM its span: a span is not a node, so the link is kept in the
+node's metadata under ``derived_from`` (``{"kind": "transcript-span", "span", "idea", "session",
+"uuids", "timestamp"}``) rather than as an edge. The transcript text itself never leaves memory:
+only the idea's sentence becomes the node's content.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ctxstore.errors import InvalidInput, NothingToDo
+from ctxstore.memory.db import open_memory
+from ctxstore.memory.search import iso
+
+if TYPE_CHECKING:
+    from ctxstore.knowledge.nodes import AddedNode
+    from ctxstore.repo import Store
+
+__all__ = ["INTENT_TYPES", "promote_idea"]
+
+INTENT_TYPES = {"decision": "decision", "conclusion": "fact", "question": "open-question",
+                "problem": "observation", "solution": "pattern", "todo": "task",
+                "context": "observation"}
+"""The node type an idea of each intent becomes unless one is given."""
+
+
+def promote_idea(store: Store, ctx_dir: Path, idea_id: int, node_type: str | None = None
+                 ) -> AddedNode:
+    """Write the idea ``idea_id`` as a knowledge node DERIVED_FROM its span.
+
+    Args:
+        store: The store to write the node to.
+        ctx_dir: The ``.ctx`` directory whose ``local/memory.sqlite`` holds the idea.
+        idea_id: The idea (as ``ctx memory search --format json`` shows it).
+        node_type: The node type; from the idea's intent when None (``INTENT_TYPES``).
+
+    Returns:
+        The node written.
+
+    Raises:
+        NothingToDo: (E018) there is no transcript memory.
+        InvalidInput: (E011) no idea has this id, or the type is unknown.
+        MemoryDamaged: (E023) the memory file is damaged.
+    """
+    from ctxstore.knowledge.nodes import add_node
+
+    db = open_memory(ctx_dir, create=False)
+    if db is None:
+        raise NothingToDo("there is no transcript memory yet", hint="run `ctx memory backfill`")
+    with db:
+        row = db.idea(idea_id)
+        if row is None:
+            raise InvalidInput(f"no idea has id {idea_id}",
+                               hint="`ctx memory search TEXT --format json` lists idea ids")
+        _, turn_id, span_id, session, intent, content, confidence, ts = row
+        turn = db.turn(turn_id)
+    metadata = {"source": "transcript-memory", "confidence": round(float(confidence), 3),
+                "derived_from": {"kind": "transcript-span", "span": span_id, "idea": idea_id,
+                                 "session": session, "uuids": list(turn.uuids) if turn else [],
+                                 "timestamp": iso(ts)}}
+    return add_node(store, node_type or INTENT_TYPES.get(intent, "observation"), content,
+                    metadata=metadata)

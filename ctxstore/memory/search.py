@@ -1,0 +1,197 @@
+"""Searching transcript memory: BM25 over turns, smoothed, filtered by time, grown by the graph.
+
+One query (spec 004 §5, without embeddings):
+
+1. Time words in the text ("last week", "yesterday", "in March") become a time filter
+   (``memory.timeexpr``); ``--since``/``--until`` narrow it further.
+2. FTS5 BM25 over the turns' fields, the person's words and the replies weighted above tool text,
+   any query term matching (OR), a pool of ``POOL`` turns.
+3. Neighbour smoothing: a turn gains a share of the score of the turns just before and after it in
+   its session (a question and its answer often sit in adjacent turns). (A session prior, turns of
+   a session holding much of the pool's score gaining a little, was measured to lower recall.)
+4. Intent words ("decisions about", "open questions", "problems with") boost turns holding ideas
+   of that intent; ``--intent`` filters on it.
+5. Each hit names its topic (the parent span) and carries its evolution chain: the ideas its
+   decisions superseded, oldest last, shown as history under their successor.
+
+A query with no words left (only time words) lists the latest turns in the range.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from ctxstore.memory.db import MemoryDB, TurnRow
+from ctxstore.retrieval.text import tokenize
+
+__all__ = ["POOL", "WEIGHTS", "Hit", "SearchResult", "search_memory", "iso", "hit_text", "INTENT_WORDS"]
+
+POOL = 150
+"""Candidate turns taken from BM25 before re-ranking."""
+WEIGHTS = (1.2, 1.0, 0.3)
+"""BM25 weights of the user, assistant and tool text of a turn."""
+_NEIGHBOUR = 0.15
+_INTENT_BOOST = 0.25
+_HISTORY_DEPTH = 5
+_TEXT_CHARS = 600
+INTENT_WORDS: dict[str, re.Pattern[str]] = {
+    "decision": re.compile(r"\b(decisions?|decided|chose|choice)\b", re.I),
+    "question": re.compile(r"\b(open questions?|questions?|asked)\b", re.I),
+    "problem": re.compile(r"\b(problems?|issues?|bugs?|errors?)\b", re.I),
+    "solution": re.compile(r"\b(solutions?|fix(?:es|ed)?|solved|workarounds?)\b", re.I),
+    "todo": re.compile(r"\b(todos?|to-dos?|next steps?|follow[- ]ups?)\b", re.I),
+    "conclusion": re.compile(r"\b(conclusions?|concluded|learn(?:ed|t)|insights?)\b", re.I),
+}
+
+
+class Hit(NamedTuple):
+    """One turn found.
+
+    Attributes:
+        score: Higher is better.
+        turn: The turn.
+        topic: The name of its topic span, or None.
+        intent: The intent of its strongest idea, or None.
+        history: Earlier ideas its ideas superseded (``intent``, ``text``, ``timestamp``).
+    """
+
+    score: float
+    turn: TurnRow
+    topic: str | None
+    intent: str | None
+    history: list[dict[str, Any]]
+
+
+class SearchResult(NamedTuple):
+    """The hits, best first, and the query as understood."""
+
+    query: str
+    since: int | None
+    until: int | None
+    hits: list[Hit]
+
+
+def iso(ms: int | None) -> str | None:
+    """Milliseconds since the epoch as ISO-8601 UTC (``...Z``), or None."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00",
+                                                                                         "Z")
+
+
+def _narrow(low: int | None, high: int | None, since: int | None, until: int | None
+            ) -> tuple[int | None, int | None]:
+    if since is not None:
+        low = since if low is None else max(low, since)
+    if until is not None:
+        high = until if high is None else min(high, until)
+    return low, high
+
+
+def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = None,
+                  until: int | None = None, session: str | None = None, intent: str | None = None,
+                  limit: int = 10) -> SearchResult:
+    """Search transcript memory.
+
+    Args:
+        db: The open memory.
+        query: What to look for; may hold time words ("last week").
+        now_ms: "Now" for the time words, in milliseconds since the epoch.
+        since: Only turns at or after this time (ms).
+        until: Only turns before this time (ms).
+        session: Only this session.
+        intent: Only turns holding an idea of this intent.
+        limit: The most hits.
+
+    Returns:
+        The result.
+    """
+    from ctxstore.memory.timeexpr import parse_time_filter
+
+    text, low, high = parse_time_filter(query, now_ms)
+    low, high = _narrow(low, high, since, until)
+    words = list(dict.fromkeys(tokenize(text)))
+    if not words:
+        ids = db.recent_turn_ids(limit, since=low, until=high, session=session, intent=intent)
+        turns = db.turns_by_id(ids)
+        scored = [(1.0 / (rank + 1), turns[i]) for rank, i in enumerate(ids) if i in turns]
+    else:
+        match = " OR ".join(f'"{w}"' for w in words)
+        pool = db.fts(match, WEIGHTS, POOL, since=low, until=high, session=session,
+                      intent=intent)
+        scored = _rerank(db, pool, _wanted_intents(text) if intent is None else set())
+    scored.sort(key=lambda pair: (-pair[0], -(pair[1].ts_start or 0), pair[1].id))
+    hits = [_hit(db, score, turn) for score, turn in scored[:limit]]
+    return SearchResult(text, low, high, hits)
+
+
+def _wanted_intents(text: str) -> set[str]:
+    return {name for name, pattern in INTENT_WORDS.items() if pattern.search(text)}
+
+
+def _rerank(db: MemoryDB, pool: list[tuple[int, float]], intents: set[str]
+            ) -> list[tuple[float, TurnRow]]:
+    if not pool:
+        return []
+    turns = db.turns_by_id([i for i, _ in pool])
+    top = max(-bm25 for _, bm25 in pool) or 1.0
+    base = {i: max(-bm25, 0.0) / top for i, bm25 in pool if i in turns}
+    by_place = {(turns[i].session, turns[i].seq): i for i in base}
+    boosted = set()
+    if intents:
+        for idea in db.ideas_of_turns(list(base)):
+            if idea[2] in intents:
+                boosted.add(idea[1])
+    out = []
+    for i, value in base.items():
+        turn = turns[i]
+        near = sum(base[by_place[(turn.session, turn.seq + d)]] for d in (-1, 1)
+                   if (turn.session, turn.seq + d) in by_place)
+        score = value + _NEIGHBOUR * near
+        if i in boosted:
+            score *= 1.0 + _INTENT_BOOST
+        out.append((score, turn))
+    return out
+
+
+def _hit(db: MemoryDB, score: float, turn: TurnRow) -> Hit:
+    topic = None
+    if turn.span_id is not None:
+        span = db.span(turn.span_id)
+        if span is not None and span[1] is not None:
+            parent = db.span(span[1])
+            topic = parent[2] if parent else span[2]
+        elif span is not None:
+            topic = span[2]
+    ideas = db.ideas_of_turns([turn.id])
+    intent = max(ideas, key=lambda row: (row[4], -row[0]))[2] if ideas else None
+    return Hit(round(score, 6), turn, topic, intent, _history(db, [row[0] for row in ideas]))
+
+
+def _history(db: MemoryDB, idea_ids: list[int]) -> list[dict[str, Any]]:
+    """The ideas superseded by ``idea_ids``, then those they superseded, newest first."""
+    out: list[dict[str, Any]] = []
+    seen = set(idea_ids)
+    frontier = idea_ids
+    for _ in range(_HISTORY_DEPTH):
+        older = [row for row in db.superseded_by(frontier) if row[1] not in seen]
+        if not older:
+            break
+        for _newer, old_id, old_intent, content, ts in sorted(older, key=lambda r: -r[1]):
+            if old_id in seen:
+                continue
+            seen.add(old_id)
+            out.append({"idea": old_id, "intent": old_intent, "text": content,
+                        "timestamp": iso(ts)})
+        frontier = [row[1] for row in older]
+    return out
+
+
+def hit_text(turn: TurnRow, width: int = _TEXT_CHARS) -> str:
+    """A turn as one short text: the prompt, then the start of the reply."""
+    user = turn.user_text.strip()
+    reply = turn.assistant_text.strip()
+    text = f"{user}\n-> {reply}" if user and reply else user or reply or turn.tool_text.strip()
+    return text if len(text) <= width else text[:width].rstrip() + " [...]"

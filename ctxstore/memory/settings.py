@@ -1,0 +1,46 @@
+"""The ``[memory]`` settings of a store: the privacy switch of transcript memory.
+
+``enabled = false`` stops the hooks from indexing sessions, ``ctx memory backfill`` from reading
+transcripts, and prompt context from showing past turns (docs/memory.md "Privacy");
+``index_tool_output`` and ``max_tool_output_chars`` bound the tool calls and results a turn keeps.
+Kept apart from ``memory.index`` so the prompt hook can read it without loading the indexer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+__all__ = ["OFF_NOTE", "MemorySettings", "memory_settings"]
+
+OFF_NOTE = "transcript memory is off ([memory] enabled = false in config.toml)"
+
+
+class MemorySettings(NamedTuple):
+    """The ``[memory]`` settings of a store's config.toml (docs/memory.md "Privacy").
+
+    Attributes:
+        enabled: Whether sessions are indexed at all.
+        tool_budget: Characters of tool calls and results kept per turn (0: none).
+    """
+
+    enabled: bool
+    tool_budget: int
+
+
+def memory_settings(ctx_dir: Path) -> MemorySettings:
+    """The ``[memory]`` settings of the store at ``ctx_dir``.
+
+    Fails closed: a config.toml that cannot be read or validated means memory is off (a privacy
+    switch that was mistyped must not index anything; the store's commands name the problem).
+    """
+    from ctxstore.config import load_config
+    from ctxstore.errors import CtxError
+
+    try:
+        config = load_config(ctx_dir / "config.toml")
+    except CtxError:
+        return MemorySettings(False, 0)
+    keep = config.get("memory", "index_tool_output")
+    return MemorySettings(bool(config.get("memory", "enabled")),
+                          int(config.get("memory", "max_tool_output_chars")) if keep else 0)

@@ -1,0 +1,107 @@
+"""``ctx memory``: backfill, search, stats, topics, promote (the installed CLI as a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ctxstore.repo import Store
+from tests.conftest import run_ctx
+from tests.memory.memtx import Transcript, conversation
+
+NOW = "2026-02-13T12:00:00Z"
+
+
+def ctx(store: Store, *args: str, code: int = 0) -> str:
+    res = run_ctx(["--ctx-dir", str(store.root), *args])
+    assert res.returncode == code, (res.stdout, res.stderr)
+    if code:
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ctx: error["), res.stderr
+        return res.stderr
+    return res.stdout
+
+
+def cj(store: Store, *args: str) -> dict:
+    return json.loads(ctx(store, "--format", "json", *args))
+
+
+def _projects(home: Path) -> Path:
+    projects = home / ".claude" / "projects" / "-home-user-demo"
+    conversation().write(projects / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl")
+    side = Transcript(sidechain=True)
+    side.prompt("Explore how the session cache is wired")
+    side.say("The session cache is created in src/cache.py.")
+    side.write(projects / "4d5611e5-241a-462a-8d15-5122611a9569" / "subagents" / "agent-a1.jsonl")
+    (projects / "notes.txt").write_text("not a transcript")
+    return projects
+
+
+def test_cli_backfill_is_idempotent_and_search_follows_the_contract(store: Store, tmp_path: Path) -> None:
+    projects = _projects(tmp_path)
+    first = cj(store, "memory", "backfill", str(projects))
+    assert (first["files"], first["turns"]) == (2, 6) and first["bytes"] > 0
+    again = cj(store, "memory", "backfill", str(projects))
+    assert (again["bytes"], again["turns"], again["ideas"]) == (0, 0, 0)
+    out = cj(store, "memory", "search", "sqlite session cache", "--now", NOW)
+    hit = out["results"][0]
+    assert set(hit) >= {"score", "session", "topic", "timestamp", "uuids", "text", "intent",
+                        "history"}
+    assert isinstance(hit["score"], float) and hit["timestamp"].endswith("Z") and hit["uuids"]
+    scores = [r["score"] for r in out["results"]]
+    assert scores == sorted(scores, reverse=True)
+    text = ctx(store, "memory", "search", "sqlite session cache", "--now", NOW)
+    assert text.startswith("## ") and "SQLite" in text
+
+
+def test_cli_backfill_all_reads_the_claude_projects_folder(store: Store, tmp_path: Path) -> None:
+    _projects(Path(os.environ["HOME"]))
+    assert cj(store, "memory", "backfill", "--all")["files"] == 2
+    stats = cj(store, "memory", "stats")
+    assert stats["sessions"] == 2  # the subagent's turns are a thread of their own
+    assert stats["turns"] == 6 and stats["intents"]["decision"] >= 2
+    assert ".ctx/local/memory.sqlite" in stats["path"]
+
+
+def test_cli_topics_and_promote(store: Store, tmp_path: Path) -> None:
+    conversation().write(tmp_path / "s.jsonl")
+    ctx(store, "memory", "backfill", str(tmp_path / "s.jsonl"))
+    spans = cj(store, "memory", "topics", "4d5611e5")["spans"]
+    assert {s["depth"] for s in spans} == {0, 1} and any("login" in s["name"] for s in spans)
+    assert "login" in ctx(store, "memory", "topics")
+    hit = cj(store, "memory", "search", "decided sqlite instead of redis", "--now", NOW)
+    conn_ideas = hit["results"][0]
+    assert conn_ideas["intent"] == "decision"
+    promoted = cj(store, "memory", "promote", "1")
+    assert promoted["derived_from"]["kind"] == "transcript-span"
+    node = cj(store, "show", promoted["id"])
+    assert node["type"] == "open-question" or node["type"]
+
+
+def test_cli_errors_are_one_line(store: Store, tmp_path: Path) -> None:
+    assert "E018" in ctx(store, "memory", "search", "x", code=1)  # no memory yet
+    assert "E018" in ctx(store, "memory", "stats", code=1)
+    assert "E011" in ctx(store, "memory", "backfill", code=1)
+    conversation().write(tmp_path / "s.jsonl")
+    ctx(store, "memory", "backfill", str(tmp_path / "s.jsonl"))
+    assert "--now" in ctx(store, "memory", "search", "x", "--now", "yesterday", code=1)
+    assert "--since" in ctx(store, "memory", "search", "x", "--since", "blorp", code=1)
+    assert "session" in ctx(store, "memory", "search", "x", "--session", "zzz", code=1)
+    assert "E011" in ctx(store, "memory", "promote", "999", code=1)
+    out = cj(store, "memory", "backfill", str(tmp_path / "missing"), str(tmp_path / "s.jsonl"))
+    assert out["notes"] and out["bytes"] == 0
+
+
+def test_cli_damaged_memory_is_named_not_wiped(store: Store) -> None:
+    target = store.root / "local" / "memory.sqlite"
+    target.parent.mkdir(exist_ok=True)
+    target.write_bytes(b"junk" * 500)
+    assert "E023" in ctx(store, "memory", "stats", code=3)
+    assert target.read_bytes() == b"junk" * 500
+
+
+def test_cli_help_has_examples() -> None:
+    for sub in ("backfill", "search", "stats", "topics", "promote"):
+        res = run_ctx(["memory", sub, "--help"])
+        assert res.returncode == 0 and "Example" in res.stdout

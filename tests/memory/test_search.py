@@ -1,0 +1,82 @@
+"""Searching transcript memory: ranking, time words, filters, evolution chains, context."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from ctxstore.memory.context import memory_context, recall_section
+from ctxstore.memory.db import MemoryDB, open_memory
+from ctxstore.memory.index import index_transcript
+from ctxstore.memory.search import search_memory
+from tests.memory.memtx import Transcript, conversation
+
+NOW = datetime(2026, 3, 20, 12, 0, tzinfo=UTC)
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> MemoryDB:
+    """Two sessions: the cache/login one 5 weeks ago, a deploy one 3 days ago."""
+    ctx = tmp_path / ".ctx"
+    ctx.mkdir()
+    index_transcript(ctx, conversation(start=NOW - timedelta(days=35)).write(tmp_path / "a.jsonl"))
+    t = Transcript("9f000000-0000-4000-8000-00000000beef", NOW - timedelta(days=3))
+    t.prompt("The deploy script fails on the staging server with a permission error.")
+    t.say("The problem is that deploy.sh runs as the www user; the fix is to use sudo -u deploy.")
+    t.end_turn()
+    t.prompt("What about the cache warmup after deploy?")
+    t.say("We decided to warm the SQLite session cache from a cron job after each deploy.")
+    index_transcript(ctx, t.write(tmp_path / "b.jsonl"))
+    db = open_memory(ctx, create=False)
+    assert db is not None
+    yield db
+    db.close()
+
+
+def test_search_finds_the_turn_with_its_uuids_topic_and_history(memory: MemoryDB) -> None:
+    result = search_memory(memory, "session cache sqlite instead of redis", now_ms=_ms(NOW))
+    best = result.hits[0]
+    assert "SQLite" in best.turn.assistant_text and best.turn.uuids
+    assert best.topic and "session cache" in best.topic
+    assert best.intent == "decision"
+    assert any("Redis" in old["text"] for old in best.history)  # the superseded decision
+
+
+def test_search_time_words_filter(memory: MemoryDB) -> None:
+    recent = search_memory(memory, "session cache in the last 7 days", now_ms=_ms(NOW))
+    assert recent.since is not None and recent.hits
+    assert all(h.turn.session.startswith("9f000000") for h in recent.hits)
+    older = search_memory(memory, "session cache", now_ms=_ms(NOW), until=_ms(NOW - timedelta(days=10)))
+    assert older.hits and all(h.turn.session.startswith("4d5611e5") for h in older.hits)
+
+
+def test_search_filters_session_and_intent(memory: MemoryDB) -> None:
+    hits = search_memory(memory, "deploy", now_ms=_ms(NOW), intent="problem").hits
+    assert hits and all("problem" in h.turn.assistant_text.lower() for h in hits)
+    one = search_memory(memory, "cache", now_ms=_ms(NOW),
+                        session="4d5611e5-241a-462a-8d15-5122611a9569").hits
+    assert one and {h.turn.session for h in one} == {"4d5611e5-241a-462a-8d15-5122611a9569"}
+
+
+def test_search_odd_queries_never_fail(memory: MemoryDB) -> None:
+    for query in ("", '"', "AND OR NOT", "NEAR(a b)", "*", "col:umn", "\x00", "ünïcödé 🙂",
+                  "x" * 10_000):
+        search_memory(memory, query, now_ms=_ms(NOW))
+
+
+def test_search_context_for_a_prompt_skips_the_current_conversation(memory: MemoryDB,
+                                                                     tmp_path: Path) -> None:
+    ctx = tmp_path / ".ctx"
+    items = memory_context(ctx, "how do we deploy to the staging server", 3, now_ms=_ms(NOW))
+    assert items and "deploy" in items[0].text and items[0].score > 1.0
+    assert memory_context(ctx, "deploy staging server", 3,
+                          now_ms=_ms(NOW - timedelta(days=3, minutes=-5))) == []
+    assert "From past sessions" in recall_section(ctx, "deploy staging permission",
+                                                  now_ms=_ms(NOW))
+    assert memory_context(tmp_path / "none" / ".ctx", "deploy", 3) == []

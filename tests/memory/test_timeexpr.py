@@ -1,0 +1,89 @@
+"""The restricted time grammar of ctxstore.memory.timeexpr (UTC)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxstore.memory.timeexpr import parse_time_filter, parse_when
+
+# Wednesday 18 March 2026, 15:00 UTC.
+NOW = int(datetime(2026, 3, 18, 15, 0, tzinfo=UTC).timestamp() * 1000)
+
+
+def ms(*args: int) -> int:
+    return int(datetime(*args, tzinfo=UTC).timestamp() * 1000)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("query", "rest", "since", "until"), [
+    ("what did we decide last week about the cache?", "what did we decide about the cache?",
+     ms(2026, 3, 9), ms(2026, 3, 16)),
+    ("yesterday's flaky test", None, ms(2026, 3, 17), ms(2026, 3, 18)),
+    ("the bug from 3 days ago", "the bug", ms(2026, 3, 15), ms(2026, 3, 16)),
+    ("hook latency in March", "hook latency", ms(2026, 3, 1), ms(2026, 4, 1)),
+    ("what changed since Monday", "what changed", ms(2026, 3, 16), None),
+    ("notes on 2026-03-04", "notes", ms(2026, 3, 4), ms(2026, 3, 5)),
+    ("this morning's plan", None, ms(2026, 3, 18), ms(2026, 3, 18, 12)),
+    ("the error earlier today", "the error", ms(2026, 3, 18), NOW + 1),
+    ("decisions last month", "decisions", ms(2026, 2, 1), ms(2026, 3, 1)),
+    ("deploy on Friday", "deploy", ms(2026, 3, 13), ms(2026, 3, 14)),
+    ("what we did in December", "what we did", ms(2025, 12, 1), ms(2026, 1, 1)),
+    ("a couple of days ago", "", ms(2026, 3, 16), ms(2026, 3, 17)),
+    ("before last Friday", "", None, ms(2026, 3, 13)),
+    ("last weekend", "", ms(2026, 3, 14), ms(2026, 3, 16)),
+    ("March 4 release", "release", ms(2026, 3, 4), ms(2026, 3, 5)),
+])
+def test_time_words(query: str, rest: str | None, since: int | None, until: int | None) -> None:
+    text, lo, hi = parse_time_filter(query, NOW)
+    assert (lo, hi) == (since, until)
+    if rest is not None:
+        assert text == rest
+
+
+@pytest.mark.parametrize("query", [
+    "we march on", "you may see it", "May I ask about the cache", "the week planner component",
+    "monthly report exporter", "since the refactor", "last call wins", "nothing temporal here",
+])
+def test_not_time_words(query: str) -> None:
+    assert parse_time_filter(query, NOW) == (query, None, None)
+
+
+def test_two_expressions_intersect() -> None:
+    _, lo, hi = parse_time_filter("since Monday yesterday", NOW)
+    assert (lo, hi) == (ms(2026, 3, 17), ms(2026, 3, 18))
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("2d", (ms(2026, 3, 16, 15), NOW)),
+    ("1w", (ms(2026, 3, 11, 15), NOW)),
+    ("3 days ago", (ms(2026, 3, 15, 15), NOW)),
+    ("2026-03-04", (ms(2026, 3, 4), ms(2026, 3, 5))),
+    ("2026-03-04T10:30Z", (ms(2026, 3, 4, 10, 30), ms(2026, 3, 4, 10, 30))),
+    ("2026-03-04T10:30:00+01:00", (ms(2026, 3, 4, 9, 30), ms(2026, 3, 4, 9, 30))),
+    ("yesterday", (ms(2026, 3, 17), ms(2026, 3, 18))),
+    ("last week", (ms(2026, 3, 9), ms(2026, 3, 16))),
+    ("now", (NOW, NOW)),
+])
+def test_parse_when(value: str, expected: tuple[int, int]) -> None:
+    assert parse_when(value, NOW) == expected
+
+
+@pytest.mark.parametrize("value", ["", "garbage", "last week about cache", "2026-13-45", "99999999d", "we"])
+def test_parse_when_rejects(value: str) -> None:
+    assert parse_when(value, NOW) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80) | st.from_regex(
+    r"((since|before|on|in|last|this|a|two|\d{1,5}|days?|weeks?|months?|ago|yesterday|today|"
+    r"Monday|March|May|\d{4}-\d{2}(-\d{2})?|the|cache) ?){0,8}", fullmatch=True),
+    st.integers(min_value=0, max_value=4_000_000_000_000))
+def test_never_raises(query: str, now: int) -> None:
+    text, lo, hi = parse_time_filter(query, now)
+    assert isinstance(text, str)
+    assert lo is None or hi is None or lo <= hi
+    result = parse_when(query, now)
+    assert result is None or len(result) == 2
