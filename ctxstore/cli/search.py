@@ -3,37 +3,97 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, format_option, pass_env, preview
+from ctxstore.cli._common import Env, emit_json, format_option, node_json, pass_env, preview
 from ctxstore.cli._global import global_option, query_global, search_global
 from ctxstore.cli._render import echo_stored
 from ctxstore.cli.nodes import _print_nodes
+
+if TYPE_CHECKING:
+    from ctxstore.knowledge.search import Hit
+
+# The kinds of `ctx search --kind` (``knowledge.search.KINDS``, not imported at CLI start-up).
+KINDS = ("node", "narrative", "chunk", "symbol")
 
 
 @click.command("search")
 @click.argument("text")
 @click.option("--limit", type=click.IntRange(min=1), default=20, help="At most N results (20).")
+@click.option("--kind", "kinds", type=click.Choice(KINDS), multiple=True,
+              help="Only this kind of result (repeatable): node, narrative, chunk, symbol.")
 @click.option("--include-superseded", is_flag=True, help="Also superseded nodes.")
 @global_option
 @format_option
 @pass_env
-def search_command(env: Env, text: str, limit: int, include_superseded: bool, use_global: bool) -> None:
-    """Full-text search over node content and summaries, best match first.
+def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
+                   include_superseded: bool, use_global: bool) -> None:
+    """Ranked search for any text over nodes, narrative, file chunks and symbols.
 
-    Every word must occur; "quoted phrases" match as phrases.
+    Any word may match; results holding every word rank higher (BM25, docs/retrieval.md).
+    "quoted phrases" match as phrases. Any text is accepted: a question, code, a log.
 
     \b
-    Example:
+    Examples:
         ctx search "auth pattern"
+        ctx search "why did we pick sqlite over postgres?" --kind node
+        ctx --format json search "read_config()" --kind symbol
     """
-    from ctxstore.query.executor import search_nodes
+    from ctxstore.knowledge.search import search
 
     if use_global:  # the project store and ~/.ctx, each result labelled (issue 16)
         return search_global(env, text, limit, include_superseded)
-    hits = search_nodes(env.index(), text, limit=limit, include_superseded=include_superseded)
-    _print_nodes(env, [n for n, _ in hits], [s for _, s in hits])
+    conn = env.index()
+    hits = search(conn, text, kinds=kinds or KINDS, limit=limit,
+                  include_superseded=include_superseded)
+    if env.fmt == "json":
+        emit_json(_hits_json(hits))
+        return
+    node_hits = [h for h in hits if h.node is not None]
+    if env.fmt == "markdown" or len(node_hits) == len(hits):
+        _print_nodes(env, [h.node for h in node_hits], [h.score for h in node_hits])
+        hits = [h for h in hits if h.node is None]
+    for hit in hits:
+        echo_stored(_hit_line(hit))
+
+
+def _hits_json(hits: list[Hit]) -> dict[str, Any]:
+    """``{"count", "results": [...], "nodes": [...]}``: every hit, and the node hits as nodes."""
+    results: list[dict[str, Any]] = []
+    nodes = []
+    for hit in hits:
+        doc: dict[str, Any] = {"kind": hit.kind, "key": hit.key, "score": round(hit.score, 4),
+                               "matched": list(hit.matched)}
+        if hit.node is not None:
+            node = {**node_json(hit.node), "score": doc["score"], "kind": hit.kind,
+                    "matched": doc["matched"]}
+            nodes.append(node)
+            doc["node"] = node
+        elif hit.chunk is not None:
+            c = hit.chunk
+            doc.update(path=c.path, qualname=c.qualname, chunk_kind=c.kind,
+                       start_line=c.start_line, end_line=c.end_line, snippet=preview(c.text, 200))
+        elif hit.symbol is not None:
+            y = hit.symbol
+            doc.update(path=y.path, qualname=y.qualname, name=y.name, symbol_kind=y.kind,
+                       start_line=y.start_line, signature=y.signature)
+        results.append(doc)
+    return {"count": len(results), "results": results, "nodes": nodes}
+
+
+def _hit_line(hit: Hit) -> str:
+    """One line of text output for a hit that is not a node."""
+    if hit.chunk is not None:
+        c = hit.chunk
+        return f"{hit.key}  chunk  {c.qualname or c.kind}  {preview(c.text, 60)}"
+    if hit.symbol is not None:
+        y = hit.symbol
+        return f"{y.qualname}  {y.kind:<13} {y.path}:{y.start_line or 1}"
+    node = hit.node
+    assert node is not None
+    return f"{node.id}  {node.type:<13} {preview(node.content)}"
 
 
 @click.command("query")

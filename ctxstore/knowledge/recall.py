@@ -7,6 +7,7 @@ here so that every front end shows the same nodes. Reads only: no writes, no ren
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,12 +18,13 @@ if TYPE_CHECKING:
     import sqlite3
 
 __all__ = ["RECALL_LIMIT", "MAX_RECALL_LIMIT", "Expansion", "parse_recall_limit", "recall_nodes",
-           "expand_summary"]
+           "recallable", "free_text_nodes", "expand_summary"]
 
 RECALL_LIMIT = 20
 MAX_RECALL_LIMIT = 100
 # Archived nodes are dropped after the query, so ask for a few more than wanted.
 _ARCHIVED_SLACK = 10
+_OPERATOR = re.compile(r"\b(?:AND|OR|NOT)\b")
 
 
 def parse_recall_limit(text: str | None) -> int:
@@ -45,11 +47,16 @@ def parse_recall_limit(text: str | None) -> int:
 
 
 def recall_nodes(conn: sqlite3.Connection, query: str, *, limit: int, now: float) -> list[NodeRow]:
-    """The live, non-archived nodes matching ``query`` (the query language), best first.
+    """The live, non-archived nodes matching ``query``, best first.
+
+    ``query`` is a query-language expression (``type:decision retry``) or free text: text the
+    parser refuses (``why does read() fail?``, an unbalanced quote), and plain words with no
+    field or operator (``how do we retry uploads``, where the language would require every
+    word), are searched as free text, ranked (``knowledge.search``), never an error.
 
     Args:
         conn: An index connection that is current.
-        query: The query text (``type:decision retry``); it must not be blank.
+        query: The query or text; it must not be blank.
         limit: The most nodes to return.
         now: Seconds since the epoch, for relative times in the query.
 
@@ -57,17 +64,59 @@ def recall_nodes(conn: sqlite3.Connection, query: str, *, limit: int, now: float
         At most ``limit`` nodes; archived (forgotten) nodes are left out.
 
     Raises:
-        InvalidInput: (E011) for a blank or malformed query.
+        InvalidInput: (E011) for a blank query.
         IndexCorrupt: (E007) if the index cannot answer.
     """
     from ctxstore.query.executor import run_query
+    from ctxstore.query.parser import QuerySyntaxError, parse_query
 
     if not query.strip():
         raise InvalidInput("recall needs a query")
-    found = run_query(conn, query.strip(), now=now, limit=limit + _ARCHIVED_SLACK)
-    # A node the lifecycle archived for decay stays recallable: recalling it restores it at the
-    # next lifecycle pass (spec 003, ``lifecycle.policy``); a forgotten node does not come back.
-    return [n for n in found if n.status != "archived" or "lifecycle_archived" in n.metadata][:limit]
+    try:
+        plain = _plain_words(parse_query(query.strip(), now=now), query)
+    except QuerySyntaxError:
+        plain = True
+    if plain:
+        found = free_text_nodes(conn, query, limit=limit + _ARCHIVED_SLACK)
+    else:
+        found = run_query(conn, query.strip(), now=now, limit=limit + _ARCHIVED_SLACK)
+    return [n for n in found if recallable(n)][:limit]
+
+
+def _plain_words(tree: object, query: str) -> bool:
+    """Whether a parsed query is only words and phrases, with no field and no operator."""
+    from ctxstore.query.parser import And, Text
+
+    if _OPERATOR.search(query):
+        return False
+    items = tree.items if isinstance(tree, And) else (tree,)
+    return all(isinstance(item, Text) for item in items)
+
+
+def recallable(node: NodeRow) -> bool:
+    """Whether recall may return ``node``: not archived, or archived by decay only.
+
+    A node the lifecycle archived for decay stays recallable: recalling it restores it at the
+    next lifecycle pass (spec 003, ``lifecycle.policy``); a forgotten node does not come back.
+    """
+    return node.status != "archived" or "lifecycle_archived" in node.metadata
+
+
+def free_text_nodes(conn: sqlite3.Connection, text: str, *, limit: int) -> list[NodeRow]:
+    """The nodes (knowledge and narrative) ranked search finds for ``text``, best first.
+
+    Args:
+        conn: An index connection that is current.
+        text: Any text.
+        limit: At most this many.
+
+    Returns:
+        The nodes; none when the text holds no word.
+    """
+    from ctxstore.knowledge.search import search
+
+    hits = search(conn, text, kinds=("node", "narrative"), limit=limit)
+    return [h.node for h in hits if h.node is not None]
 
 
 @dataclass(frozen=True, slots=True)

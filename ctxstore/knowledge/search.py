@@ -1,0 +1,234 @@
+"""Ranked free-text search: any text in, the best matching memory and code out (issue 14).
+
+``ctx search``, recall's free-text fallback and the hooks' relevant context all rank here.
+The text is tokenised by ctx, never handed to FTS5's query syntax: words are runs of
+letters and digits (what FTS5's ``unicode61`` tokenizer indexes), ``"quoted phrases"`` stay
+phrases, everything else (quotes, parentheses, ``*``, ``-``, operators, code punctuation)
+separates words. Common English words are dropped when something else is left, and a long
+text keeps its ``MAX_TERMS`` rarest words (by FTS5's own document counts), so 10 KB of text
+costs what a sentence does.
+
+Ranking: any term may match (a question or a commit message still finds the node that holds
+its key words); each candidate's BM25 score (SQLite's, negated so higher is better) is
+multiplied by ``1 + coverage`` (the share of the query's terms the document holds) and by
+``ALL_TERMS_BOOST`` when it holds every term. A symbol whose name is a query word scores as
+the best other hit does: typing a function's name finds it first. Reads only; no SQL here
+(``index.fulltext.ranked``).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ctxstore.index.fulltext.ranked import (
+    ChunkRow,
+    SymbolRow,
+    document_frequencies,
+    ranked_chunks,
+    ranked_nodes,
+    symbols_named,
+)
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ctxstore.index.read import NodeRow
+
+__all__ = ["KINDS", "MAX_TERMS", "ALL_TERMS_BOOST", "SearchTerms", "Hit", "fold", "words_of",
+           "search_terms", "search"]
+
+KINDS = ("node", "narrative", "chunk", "symbol")
+MAX_TERMS = 24
+ALL_TERMS_BOOST = 2.0
+# Metadata key of a node made from a narrative entry (``narrative.entries.META_PATH``; not
+# imported from there, which would load the narrative writer on the hook path).
+_NARRATIVE_KEY = "narrative_path"
+# A document's text is tokenised up to this many characters to find the terms it holds.
+_COVERAGE_CHARS = 20_000
+_NODE_KINDS = frozenset({"node", "narrative"})
+_WORD = re.compile(r"[^\W_]+")
+_NAME = re.compile(r"\w+")  # a symbol's name as written: read_config, ReadConfig
+_PHRASE = re.compile(r'"([^"]*)"')
+STOPWORDS = frozenset("""
+a about above after again all also am an and any are as at be because been before being below
+between both but by can could did do does doing done down during each few for from further get
+had has have having he her here hers him his how i if in into is it its itself just let me more
+most my no nor not now of off on once only or other our ours out over own same she should so
+some such than that the their them then there these they this those through to too under until
+up very was we were what when where which while who whom why will with would you your yours
+""".split())
+
+
+def fold(text: str) -> str:
+    """Text as FTS5's ``unicode61`` tokenizer stores its words: case-folded, diacritics removed."""
+    if text.isascii():
+        return text.lower()
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def words_of(text: str) -> list[str]:
+    """The folded words of ``text`` in order (runs of letters and digits)."""
+    return _WORD.findall(fold(text))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTerms:
+    """What a text searches for: FTS5 terms (folded words and phrases) and names as written.
+
+    Names are identifiers as typed (``retry_socket``), looked up as symbol names.
+    """
+
+    terms: tuple[str, ...]
+    names: tuple[str, ...]
+
+    def __bool__(self) -> bool:
+        """Whether there is anything to search for."""
+        return bool(self.terms)
+
+
+def search_terms(text: str, conn: sqlite3.Connection | None = None,
+                 max_terms: int = MAX_TERMS) -> SearchTerms:
+    """Tokenise any text into search terms; never fails.
+
+    Args:
+        text: Anything a user or a prompt may hold.
+        conn: An index connection, to keep the rarest words of a long text (else the longest).
+        max_terms: At most this many terms.
+
+    Returns:
+        The terms (phrases first, then words in order), possibly none.
+    """
+    text = text.replace("\0", " ")
+    phrases = [" ".join(ws) for m in _PHRASE.finditer(text) if len(ws := words_of(m.group(1))) > 1]
+    singles = [w for m in _PHRASE.finditer(text) if len(ws := words_of(m.group(1))) == 1 for w in ws]
+    words = list(dict.fromkeys(singles + words_of(_PHRASE.sub(" ", text))))
+    kept = [w for w in words if w not in STOPWORDS] or words
+    phrases = list(dict.fromkeys(phrases))[:max_terms]
+    room = max_terms - len(phrases)
+    if len(kept) > room:
+        kept = _rarest(kept, room, conn)
+    names = [n for n in dict.fromkeys(_NAME.findall(text)) if n.casefold() not in STOPWORDS]
+    return SearchTerms(tuple(phrases + kept), tuple(names[:max_terms * 2]))
+
+
+def _rarest(words: list[str], room: int, conn: sqlite3.Connection | None) -> list[str]:
+    """The ``room`` words of ``words`` fewest nodes hold (longest first without an index).
+
+    Words no node holds come last (they may still match code), longest first among them.
+    """
+    freq = document_frequencies(conn, words) if conn is not None else {}
+    order = sorted(range(len(words)), key=lambda i: (
+        words[i] not in freq, freq.get(words[i], 0), -len(words[i]), i))
+    chosen = sorted(order[:room])  # keep the text's order
+    return [words[i] for i in chosen]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: a node (``node``/``narrative``), a chunk or a symbol."""
+
+    kind: str
+    key: str
+    score: float
+    matched: tuple[str, ...]
+    node: NodeRow | None = None
+    chunk: ChunkRow | None = None
+    symbol: SymbolRow | None = None
+
+
+def _matched(terms: Sequence[str], text: str) -> tuple[str, ...]:
+    """The terms ``text`` holds (a phrase: its words adjacent, in order)."""
+    words = words_of(text[:_COVERAGE_CHARS])
+    have = set(words)
+    joined = " " + " ".join(words) + " "
+    return tuple(t for t in terms if (t in have) if " " not in t) + \
+        tuple(t for t in terms if " " in t and f" {t} " in joined)
+
+
+def _boosted(score: float, matched: int, total: int) -> float:
+    """BM25 times ``1 + coverage``, times ``ALL_TERMS_BOOST`` when every term matched."""
+    coverage = matched / total if total else 0.0
+    boost = ALL_TERMS_BOOST if total > 1 and matched == total else 1.0
+    return score * (1.0 + coverage) * boost
+
+
+def _node_hits(conn: sqlite3.Connection, terms: Sequence[str], kinds: frozenset[str],
+               pool: int, include_superseded: bool) -> list[Hit]:
+    """Candidate nodes re-ranked by coverage (full rows are loaded for the best only)."""
+    if not kinds & {"node", "narrative"}:
+        return []
+    hits = []
+    for cand in ranked_nodes(conn, terms, limit=pool, include_superseded=include_superseded,
+                             flag=f"$.{_NARRATIVE_KEY}"):
+        kind = "narrative" if cand.flagged else "node"
+        if kind in kinds:
+            matched = _matched(terms, cand.text)
+            hits.append(Hit(kind, cand.id, _boosted(cand.score, len(matched), len(terms)), matched))
+    return hits
+
+
+def _with_nodes(conn: sqlite3.Connection, hits: list[Hit]) -> list[Hit]:
+    """``hits`` with the full node of each node hit loaded (one that vanished is dropped)."""
+    from dataclasses import replace
+
+    from ctxstore.index.read import nodes_by_ids
+
+    rows = {n.id: n for n in nodes_by_ids(conn, [h.key for h in hits if h.kind in _NODE_KINDS])}
+    return [replace(h, node=rows[h.key]) if h.kind in _NODE_KINDS else h
+            for h in hits if h.kind not in _NODE_KINDS or h.key in rows]
+
+
+def _chunk_hits(conn: sqlite3.Connection, terms: Sequence[str], pool: int) -> list[Hit]:
+    hits = []
+    for chunk, score in ranked_chunks(conn, terms, limit=pool):
+        matched = _matched(terms, f"{chunk.path}\n{chunk.qualname or ''}\n{chunk.text}")
+        key = f"{chunk.path}:{chunk.start_line}-{chunk.end_line}"
+        hits.append(Hit("chunk", key, _boosted(score, len(matched), len(terms)), matched,
+                        chunk=chunk))
+    return hits
+
+
+def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], score: float, pool: int
+                 ) -> list[Hit]:
+    spellings = list(dict.fromkeys([*names, *(n.lower() for n in names)]))
+    return [Hit("symbol", s.qualname, score, (fold(s.name),), symbol=s)
+            for s in symbols_named(conn, spellings, limit=pool)]
+
+
+def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS, limit: int = 20,
+           include_superseded: bool = False) -> list[Hit]:
+    """Rank nodes, narrative, file chunks and symbols by relevance to any text.
+
+    Args:
+        conn: An index connection that is current.
+        text: Any text: a question, code, punctuation, 10 KB of a log.
+        kinds: Which of ``KINDS`` to search.
+        limit: At most this many hits.
+        include_superseded: Also superseded nodes.
+
+    Returns:
+        Hits, best first (ties: node, narrative, chunk, symbol, then key); empty when the text
+        holds no word.
+
+    Raises:
+        IndexCorrupt: (E007) if the index cannot answer.
+    """
+    wanted = frozenset(kinds)
+    query = search_terms(text, conn)
+    if not query:
+        return []
+    terms = query.terms
+    pool = max(limit * 4, 50)
+    hits = _node_hits(conn, terms, wanted, pool, include_superseded)
+    if "chunk" in wanted:
+        hits += _chunk_hits(conn, terms, pool)
+    if "symbol" in wanted:
+        top = max((h.score for h in hits), default=1.0)
+        hits += _symbol_hits(conn, query.names, top, pool)
+    hits.sort(key=lambda h: (-h.score, KINDS.index(h.kind), h.key))
+    return _with_nodes(conn, hits[:limit])

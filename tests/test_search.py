@@ -1,0 +1,210 @@
+"""Ranked free-text search (issue 14 item 1): any text in, ranked nodes, narrative and code out."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxstore.index import open_index
+from ctxstore.knowledge.nodes import add_node
+from ctxstore.knowledge.recall import recall_nodes
+from ctxstore.knowledge.search import MAX_TERMS, search, search_terms
+from ctxstore.narrative.entries import add_decision
+from ctxstore.repo import Store
+from tests.conftest import invoke, store_digest
+
+FACTS = {
+    "wal": "SQLite in WAL mode lets readers run while one writer commits",
+    "retry": "Uploads retry with exponential backoff so a flaky network causes no retry storms",
+    "lock": "The writer lock is a POSIX lock on .ctx/lock, released when the process dies",
+    "cache": "The session start view is cached in local/state.sqlite until a pointer moves",
+    "sqlite_only": "Postgres was considered and rejected",
+}
+
+
+@pytest.fixture
+def ids(store: Store) -> dict[str, str]:
+    return {name: add_node(store, "fact", text).node.id for name, text in FACTS.items()}
+
+
+def _search(store: Store, text: str, **kw):  # type: ignore[no-untyped-def]
+    conn = open_index(store)
+    try:
+        return search(conn, text, **kw)
+    finally:
+        conn.close()
+
+
+def test_search_all_terms_outrank_one_term(store: Store, ids: dict[str, str]) -> None:
+    one = add_node(store, "fact", "readers " * 3 + "are counted").node.id  # one term, repeated
+    hits = _search(store, "readers writer sqlite")
+    assert hits[0].key == ids["wal"] and one in [h.key for h in hits]
+    assert hits[0].matched == ("readers", "writer", "sqlite")
+    assert hits[0].score > next(h.score for h in hits if h.key == one)
+
+
+def test_search_natural_language_question_finds_the_node(store: Store, ids: dict[str, str]) -> None:
+    assert _search(store, "Why don't we get retry storms when the network is flaky?")[0].key \
+        == ids["retry"]
+    assert _search(store, "how is the session start view cached?")[0].key == ids["cache"]
+
+
+def test_search_quoted_phrase_and_punctuation(store: Store, ids: dict[str, str]) -> None:
+    assert [h.key for h in _search(store, '"exponential backoff"')] == [ids["retry"]]
+    assert _search(store, '"backoff exponential"') == []  # a phrase keeps its order
+    hits = _search(store, 'lock(); * - "unbalanced ( NOT OR AND')
+    assert hits[0].key == ids["lock"]
+
+
+def test_search_ten_kilobytes_of_text(store: Store, ids: dict[str, str]) -> None:
+    filler = " ".join(f"word{i}" for i in range(1500))
+    text = filler + " posix lock released " + filler
+    assert len(text) > 10_000
+    conn = open_index(store)
+    try:
+        terms = search_terms(text, conn)
+        assert len(terms.terms) <= MAX_TERMS and {"posix", "lock", "released"} <= set(terms.terms)
+        t0 = time.perf_counter()
+        hits = search(conn, text)
+        assert time.perf_counter() - t0 < 1.0
+    finally:
+        conn.close()
+    assert hits[0].key == ids["lock"]
+
+
+def test_search_kinds_narrow_and_narrative_is_labelled(store: Store, ids: dict[str, str]) -> None:
+    added = add_decision(store, "Keep SQLite for the index", "Readers never block.")
+    hits = _search(store, "sqlite readers")
+    assert {h.kind for h in hits} == {"node", "narrative"}
+    assert [h.key for h in _search(store, "sqlite readers", kinds=("narrative",))] == \
+        [added.node.id]
+    assert added.node.id not in [h.key for h in _search(store, "sqlite", kinds=("node",))]
+    assert _search(store, "sqlite", kinds=("chunk", "symbol")) == []  # no code indexed
+
+
+def test_search_terms_drop_stopwords_unless_nothing_is_left() -> None:
+    assert search_terms("what is the WAL?").terms == ("wal",)
+    assert search_terms("what is it").terms == ("what", "is", "it")
+    assert search_terms('"Exponential  Backoff" café').terms == ("exponential backoff", "cafe")
+    assert not search_terms('"" ( ) * - \0 ---')
+
+
+@given(st.text(max_size=300))
+def test_search_never_errors_on_arbitrary_text(text: str) -> None:
+    terms = search_terms(text)
+    assert len(terms.terms) <= MAX_TERMS
+    assert all(t.strip() and '"' not in t for t in terms.terms)
+
+
+def test_search_library_never_errors_on_arbitrary_text(store: Store, ids: dict[str, str]) -> None:
+    conn = open_index(store)
+
+    @given(st.text(max_size=200) | st.sampled_from(['"', "(", "NOT", "a*", "-x", "NEAR(a b)",
+                                                    "col:val", "^x", "\0", "x" * 5000]))
+    def check(text: str) -> None:
+        hits = search(conn, text)
+        assert all(h.score > 0 for h in hits)
+
+    try:
+        check()
+    finally:
+        conn.close()
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=120))
+def test_search_cli_never_errors_on_arbitrary_text(tmp_path_factory: pytest.TempPathFactory,
+                                                   text: str) -> None:
+    from click.testing import CliRunner
+
+    from ctxstore.init import init_store
+    from ctxstore.repo import open_store
+
+    root = _shared_store(tmp_path_factory, init_store, open_store)
+    r = invoke(CliRunner(), root, "--format", "json", "search", "--", text)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["count"] >= 0
+
+
+_STORES: dict[int, Store] = {}
+
+
+def _shared_store(factory, init_store, open_store) -> Store:  # type: ignore[no-untyped-def]
+    """One store for every example of a Hypothesis test (fixtures are not reset per example)."""
+    if id(factory) not in _STORES:
+        work = factory.mktemp("shared") / "work"
+        work.mkdir()
+        init_store(work / ".ctx", git=False)
+        store = open_store(work / ".ctx")
+        add_node(store, "fact", FACTS["wal"])
+        _STORES[id(factory)] = store
+    return _STORES[id(factory)]
+
+
+def test_search_cli_json_has_scores_and_kinds(store: Store, runner, ids: dict[str, str]) -> None:
+    before = store_digest(store.root)
+    r = invoke(runner, store, "--format", "json", "search", "readers writer", "--kind", "node")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["count"] == 2 and {r["kind"] for r in doc["results"]} == {"node"}  # any term
+    assert doc["results"][0]["score"] > 0 and doc["results"][0]["matched"] == ["readers", "writer"]
+    assert doc["nodes"][0]["id"] == ids["wal"] and doc["nodes"][0]["score"] > 0
+    text = invoke(runner, store, "search", "writer lock posix").stdout
+    assert text.splitlines()[0].startswith(ids["lock"])
+    bad = invoke(runner, store, "search", "x", "--kind", "file")
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
+    assert store_digest(store.root) == before  # searching writes nothing
+
+
+def test_search_reads_code_tables_when_they_exist(store: Store, ids: dict[str, str]) -> None:
+    """Chunks and symbols (docs/code.md) are searched once the index has them."""
+    conn = open_index(store)
+    try:
+        have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        if "chunks_fts" not in have:  # an index before code ingestion: make the tables
+            conn.executescript(
+                "CREATE TABLE chunks(rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT,"
+                " kind TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,"
+                " tokens INTEGER NOT NULL, text TEXT NOT NULL);"
+                "CREATE VIRTUAL TABLE chunks_fts USING fts5(path, name, text);"
+                "CREATE TABLE symbols(rowid INTEGER PRIMARY KEY, path TEXT NOT NULL,"
+                " qualname TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, visibility TEXT,"
+                " parent TEXT, signature TEXT, start_byte INTEGER, end_byte INTEGER,"
+                " start_line INTEGER, end_line INTEGER);")
+        conn.execute("INSERT INTO chunks VALUES (90001, 'src/net.py', 'net.connect', 'function',"
+                     " 10, 20, 30, 'def connect(host):\n    return retry_socket(host)')")
+        conn.execute("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (90001, 'src/net.py',"
+                     " 'net.connect connect', 'def connect(host): return retry_socket(host)')")
+        for i in range(5):  # other chunks, so that BM25 weighs the words
+            conn.execute("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)",
+                         (90002 + i, f"src/m{i}.py", f"m{i}.f", f"def f(): return {i}"))
+        conn.execute("INSERT INTO symbols(path, qualname, name, kind, start_line) VALUES "
+                     "('src/net.py', 'net.retry_socket', 'retry_socket', 'function', 30)")
+        hits = search(conn, "connect(host) retry_socket()")
+        assert [h.kind for h in hits][:1] == ["chunk"]
+        assert {"chunk", "symbol"} <= {h.kind for h in hits}
+        assert [h.key for h in search(conn, "retry_socket", kinds=("symbol",))] == \
+            ["net.retry_socket"]
+    finally:
+        conn.rollback()
+        conn.close()
+
+
+def test_recall_free_text_fallback(store: Store, ids: dict[str, str]) -> None:
+    conn = open_index(store)
+    try:
+        now = time.time()
+        # Not the query language: searched as free text, ranked, never an error.
+        assert recall_nodes(conn, "why does lock( fail?", limit=5, now=now)[0].id == ids["lock"]
+        assert recall_nodes(conn, 'type:( "unbalanced', limit=5, now=now) == []
+        # Plain words: any may match (the language would need every one).
+        assert recall_nodes(conn, "how do readers interact with postgres", limit=5,
+                            now=now)[0].id in (ids["wal"], ids["sqlite_only"])
+        # The language still works.
+        assert [n.id for n in recall_nodes(conn, "type:fact AND posix", limit=5, now=now)] == \
+            [ids["lock"]]
+    finally:
+        conn.close()
