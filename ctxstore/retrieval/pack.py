@@ -1,0 +1,489 @@
+"""Prompt packs (spec 002 §12): any task text in, the most relevant few thousand tokens out.
+
+Pipeline (``build_pack``), each step reading only SQLite (no networkx, no NumPy):
+
+1. **Seeds.** The task is parsed (``text.parse_query``); every indexed file is ranked by the
+   method of ``rank`` over the index (``rank_files``: BM25 over FTS5's postings of the task's
+   terms, the path field, definitions named in the task, the test prior, one import hop). The
+   best files (within ``SEED_SHARE`` of the top, at most ``MAX_SEEDS``) and the symbols the
+   task names are the seeds.
+2. **Graph expansion.** The files of a seed's strongly connected component when the SCC
+   view exists (``derived.scc.load_scc``, no networkx), then breadth-first over ``Imports``
+   edges (both directions) from the seed files, up to ``depth`` hops and ``MAX_EXPANDED``
+   files; each expanded file keeps the edge path that reached it.
+3. **Content.** The chunks (``chunks`` table: one per top-level symbol, a module header,
+   windows of text files) of the ranked and expanded files, each scored by its file's
+   relevance and the share of the task's terms it holds.
+4. **Narrative.** With ``include_narrative``: nodes and narrative entries relevant to the task
+   (``knowledge.search``; decisions as ``Decision``), the active tasks and the log of the last
+   ``[retrieval] narrative_days`` days (``recent_narrative``), and stale-memory flags of the
+   chosen nodes (``code.stale``). Always: the latest diagnostics of stored commands in the
+   pack's files (``code.runs``).
+5. **Budget.** ``reserved_for_response`` tokens are set aside; items are taken best first
+   while they fit; the pack's ``used`` never exceeds ``total - reserved_for_response``.
+
+Every item carries ``why``: the task terms it matched, the names it defines, or the edge
+path from a seed. ``ranked_files`` lists every file that matched, best first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ctxstore.index.retrieval import (
+    PackChunk,
+    chunks_of,
+    file_sizes,
+    has_code,
+    import_edges,
+    symbols_with_names,
+    term_counts,
+    term_postings,
+)
+from ctxstore.retrieval.rank import Corpus, FieldStats, Hit, Params, defined_names
+from ctxstore.retrieval.text import Query, parse_query, term_set
+from ctxstore.tokens import estimate_tokens
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ctxstore.session import Session
+
+__all__ = ["CHUNK_KINDS", "reserve_for", "rank_files", "build_pack", "MAX_SEEDS", "MAX_EXPANDED",
+           "SEED_SHARE", "MAX_FILES", "RANKED_FILES"]
+
+CHUNK_KINDS = ("FileContent", "NarrativeExcerpt", "Decision", "DiagnosticOutput",
+               "SymbolDefinition")
+MAX_SEEDS = 5          # seed files at most
+SEED_SHARE = 0.5       # a seed scores at least this share of the best file
+MAX_EXPANDED = 50      # spec 002 §12.3 max_expanded_nodes
+MAX_FILES = 40         # files whose chunks are candidates
+RANKED_FILES = 1000    # at most this many paths in ``ranked_files``
+_ITEM_OVERHEAD = 8     # tokens a rendered item costs beyond its title and snippet
+CANDIDATE_FACTOR = 3   # chunks are read until they hold this many times the room
+_FILE_BATCH = 8
+_NARRATIVE_SHARE = 0.2  # the recent log takes at most this share of the room
+_NODE_HITS = 20
+MIN_TERMS = 8              # words always looked up (the rarest)
+MAX_OCCURRENCES = 250_000  # more words only while their occurrences stay under this
+_DIAGNOSTICS = 20          # latest diagnostics of the pack's files, at most
+
+
+def reserve_for(budget: int, max_response_tokens: int) -> int:
+    """Tokens set aside for the model's answer: its limit, at most a quarter of the budget.
+
+    Args:
+        budget: The pack's total budget.
+        max_response_tokens: ``[llm] max_response_tokens``.
+
+    Returns:
+        The reserve.
+    """
+    return max(0, min(max_response_tokens, budget // 4))
+
+
+def _lookups(conn: sqlite3.Connection, query: Query) -> list[str]:
+    """The query's words worth reading postings for, within a cost cap.
+
+    ``unicode61`` stores words (it splits at ``_``), so terms with ``_`` are left out (looking
+    them up as phrases of their parts was measured to lower MRR). Words are taken rarest
+    first while their occurrences (FTS5's vocabulary) stay under ``MAX_OCCURRENCES``, at
+    least ``MIN_TERMS`` of them: a long text of common words costs what a few rare ones do.
+    """
+    words = [t for t in query.weights if "_" not in t]
+    counts = term_counts(conn, words)
+    singles: list[str] = []
+    spent = 0
+    for word in sorted((w for w in words if w in counts), key=lambda w: (counts[w], w)):
+        if len(singles) >= MIN_TERMS and spent + counts[word] > MAX_OCCURRENCES:
+            break
+        singles.append(word)
+        spent += counts[word]
+    return singles
+
+
+def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = None,
+               *, limit: int | None = None, matched_only: bool = False) -> list[Hit]:
+    """Rank the indexed files for a query with ``rank.Corpus`` over the index.
+
+    Body statistics come from FTS5's postings of the query's terms over ``chunks_fts``
+    (lengths: file sizes), the path field from the ``path`` column, definitions from the
+    ``symbols`` name index, the graph from ``code_edges``.
+
+    Args:
+        conn: A current index connection.
+        query: The parsed task.
+        params: Ranking weights (defaults: the tuned ones).
+        limit: At most this many hits (None: every file).
+        matched_only: Leave out the files that score 0.
+
+    Returns:
+        Hits, best first; empty when the index has no code tables.
+    """
+    if not has_code(conn):
+        return []
+    files = file_sizes(conn)
+    paths = [p for p, _ in files]
+    number = {p: i for i, p in enumerate(paths)}
+    p = params or Params()
+    body: dict[str, list[tuple[int, int]]] = {}
+    path: dict[str, list[tuple[int, int]]] = {}
+    found = term_postings(conn, _lookups(conn, query))
+    for term, rows in found.items():
+        for file, column, count in rows:
+            if file in number:
+                (body if column == "text" else path).setdefault(term, []).append(
+                    (number[file], count))
+    spellings = {*query.spelled, *(s.strip("_") for s in query.spelled if s.strip("_"))}
+    definers: dict[str, list[int]] = {}
+    for file, qualname, name, kind in symbols_with_names(conn, sorted(spellings)):
+        if file in number and defined_names([(qualname, name, kind)]):
+            holders = definers.setdefault(name.lower(), [])
+            if number[file] not in holders:
+                holders.append(number[file])
+
+    def expand(sources: Sequence[int]) -> list[tuple[int, int, str]]:
+        chosen = {paths[i] for i in sources}
+        out: list[tuple[int, int, str]] = []
+        for importer, imported in import_edges(conn, sorted(chosen)):
+            a, b = number.get(importer), number.get(imported)
+            if a is None or b is None:
+                continue
+            if imported in chosen:
+                out.append((b, a, "ImportedBy"))
+            if importer in chosen:
+                out.append((a, b, "Imports"))
+        return out
+
+    corpus = Corpus(paths, FieldStats([max(size, 1) / 4 for _, size in files], body, p.body_b),
+                    FieldStats([len(f.split("/")) + 1 for f in paths], path, p.path_b),
+                    definers, expand if p.graph_weight else None, p)
+    weights = {t: w for t, w in query.weights.items() if t in found}
+    return corpus.rank(Query(weights, query.spelled), limit=limit, matched_only=matched_only)
+
+
+@dataclass(slots=True)
+class _Item:
+    """A candidate for the pack."""
+
+    title: str
+    object_id: str
+    snippet: str
+    score: float
+    kind: str
+    why: dict[str, Any]
+    extra: dict[str, Any]
+
+    def cost(self) -> int:
+        return estimate_tokens(self.title) + estimate_tokens(self.snippet) + _ITEM_OVERHEAD
+
+    def to_json(self) -> dict[str, Any]:
+        return {"title": self.title, "object_id": self.object_id, "snippet": self.snippet,
+                "relevance_score": round(self.score, 4), "chunk_kind": self.kind, **self.extra,
+                "why": self.why}
+
+
+def _hit_why(hit: Hit) -> dict[str, Any]:
+    """``why`` of a ranked file: its matched terms, defined names, or the edge that raised it."""
+    why: dict[str, Any] = {"matched_terms": list(hit.terms)} if hit.terms else {}
+    if hit.defines:
+        why["defines"] = list(hit.defines)
+    if hit.via is not None:
+        why["edge_path"] = [hit.via[0], hit.via[1], hit.path]
+    return why
+
+
+def _components(session: Session, seeds: Sequence[str]) -> tuple[bool, dict[str, list[str]]]:
+    """Files in a seed's strongly connected component (an import cycle), from the SCC view.
+
+    Returns whether a view was read (``DERIVED/scc_latest``; none before ``ctx rebuild`` or a
+    commit builds it) and file -> ``[seed, "SameComponent", file]``.
+    """
+    from ctxstore.derived.scc import load_scc
+
+    view = load_scc(session.store).view
+    if view is None:
+        return False, {}
+    wanted: dict[int, str] = {}
+    for seed in seeds:
+        at = bisect.bisect_left(view.nodes, f"file:{seed}")
+        if at < len(view.nodes) and view.nodes[at] == f"file:{seed}":
+            wanted.setdefault(view.scc_of[at], seed)
+    found: dict[str, list[str]] = {}
+    for name, scc in zip(view.nodes, view.scc_of, strict=True):
+        origin = wanted.get(scc)
+        if origin is not None and name.startswith("file:") and name[5:] not in seeds:
+            found.setdefault(name[5:], [origin, "SameComponent", name[5:]])
+    return True, found
+
+
+def _expand(conn: sqlite3.Connection, seeds: Sequence[str], depth: int, limit: int
+            ) -> dict[str, list[str]]:
+    """Breadth-first over import edges from the seeds: file -> edge path from its seed."""
+    reached: dict[str, list[str]] = {s: [s] for s in seeds}
+    frontier = list(seeds)
+    for _ in range(depth):
+        if not frontier or len(reached) >= limit + len(seeds):
+            break
+        step: list[str] = []
+        current = set(frontier)
+        for importer, imported in import_edges(conn, frontier):
+            for here, there, label in ((imported, importer, "ImportedBy"),
+                                       (importer, imported, "Imports")):
+                if here in current and there not in reached \
+                        and len(reached) < limit + len(seeds):
+                    reached[there] = [*reached[here], label, there]
+                    step.append(there)
+        frontier = step
+    return {f: p for f, p in reached.items() if f not in seeds}
+
+
+def _chunk_items(conn: sqlite3.Connection, query: Query,
+                 files: Mapping[str, tuple[float, dict[str, Any]]], versions: Mapping[str, str],
+                 room: int) -> list[_Item]:
+    """Scored chunk items of the given files (file -> (relevance, why), best first).
+
+    Files are read best first until their chunks hold ``CANDIDATE_FACTOR`` times ``room``
+    tokens: what could never be chosen is not scored.
+    """
+    names = set(query.names)
+    order = sorted(files, key=lambda p: (-files[p][0], p))
+    items: list[_Item] = []
+    held_tokens = 0
+    for start in range(0, len(order), _FILE_BATCH):
+        batch = order[start:start + _FILE_BATCH]
+        found = chunks_of(conn, batch)
+        for path in batch:
+            chunks = found.get(path, [])
+            relevance, why = files[path]
+            own = set(why.get("matched_terms", ()))
+            scored = [(_chunk_share(c, own, names), c) for c in chunks]
+            best = max((s for s, _ in scored), default=0.0)
+            for share, chunk in scored:
+                if share <= 0 and not (best <= 0 and chunk is chunks[0]):
+                    continue  # nothing of the task here (a file reached by the graph: its head)
+                items.append(_chunk_item(chunk, relevance * (0.25 + 0.75 * share), why,
+                                         versions.get(path, "")))
+                held_tokens += chunk.tokens
+        if held_tokens >= CANDIDATE_FACTOR * room:
+            break
+    return items
+
+
+def _chunk_share(chunk: PackChunk, terms: set[str], names: set[str]) -> float:
+    """The share of its file's matched terms a chunk's lower-cased text contains.
+
+    1 when it defines a symbol the task names. Substrings, for speed: ``_held_terms`` is
+    exact for the chunks chosen.
+    """
+    if chunk.qualname and chunk.qualname.replace("::", ".").split(".")[-1].lower() in names:
+        return 1.0
+    if not terms:
+        return 0.0
+    text = f"{chunk.qualname or ''}\n{chunk.text}".lower()
+    return sum(1 for t in terms if t in text) / len(terms)
+
+
+def _held_terms(item: _Item) -> None:
+    """Narrow a chosen chunk's ``why.matched_terms`` to the terms it holds (the file's when none)."""
+    terms = item.why.get("matched_terms")
+    if terms:
+        held = term_set(f"{item.extra.get('qualname') or ''}\n{item.snippet}")
+        item.why["matched_terms"] = [t for t in terms if t in held] or terms
+
+
+def _chunk_item(chunk: PackChunk, score: float, why: dict[str, Any], object_id: str) -> _Item:
+    symbol = chunk.qualname is not None and chunk.kind not in ("module", "header", "window")
+    where = f"{chunk.path}:{chunk.start_line}-{chunk.end_line}"
+    title = f"{'Symbol' if symbol else 'File'}: {chunk.qualname or chunk.path} ({where})"
+    return _Item(title, object_id, chunk.text, score,
+                 "SymbolDefinition" if symbol else "FileContent", dict(why),
+                 {"path": chunk.path, "qualname": chunk.qualname, "start_line": chunk.start_line,
+                  "end_line": chunk.end_line})
+
+
+def _narrative(session: Session, task: str, days: int, now_ms: int) -> tuple[list[_Item], str]:
+    """Node and narrative items relevant to the task (and recent tasks), and the recent log."""
+    from ctxstore.knowledge.search import search
+    from ctxstore.query.executor import run_query
+
+    conn = session.index()
+    items: list[_Item] = []
+    for hit in search(conn, task, kinds=("node", "narrative"), limit=_NODE_HITS):
+        node = hit.node
+        if node is None or not hit.matched:
+            continue
+        kind = "Decision" if node.type == "decision" else "NarrativeExcerpt"
+        items.append(_Item(f"{node.type.capitalize()}: {_first_line(node.content)}", node.id,
+                           node.content, hit.score, kind, {"matched_terms": list(hit.matched)},
+                           {"node_type": node.type}))
+    log: list[str] = []
+    if days > 0:
+        for node in run_query(conn, f"type:task AND updated:>{days}d", now=now_ms / 1000,
+                              limit=3):
+            items.append(_Item(f"Task: {_first_line(node.content)}", node.id, node.content, 0.0,
+                               "NarrativeExcerpt", {"active_task": True}, {"node_type": "task"}))
+        for node in run_query(conn, f"(type:observation OR type:decision) AND created:>{days}d",
+                              now=now_ms / 1000, limit=50):
+            stamp = time.strftime("%Y-%m-%d", time.gmtime(node.created_at / 1000))
+            log.append(f"- {stamp} [{node.type}] {_first_line(node.content)}")
+    return items, "\n".join(log)
+
+
+def _first_line(text: str, width: int = 80) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[:width - 3] + "..."
+
+
+def _stale_flags(session: Session, node_ids: Sequence[str]) -> dict[str, list[dict[str, object]]]:
+    """Stale mentions of the chosen nodes (files they mention changed since), by node id."""
+    from ctxstore.code.stale import stale_mentions
+
+    found = stale_mentions(session, list(node_ids)) if node_ids else {}
+    return {node: [m.to_json() for m in mentions] for node, mentions in found.items()}
+
+
+def _diagnostic_items(session: Session, files: Mapping[str, tuple[float, dict[str, Any]]]
+                      ) -> list[_Item]:
+    """The latest diagnostics of stored commands in the pack's files (errors rank higher)."""
+    from ctxstore.code.runs import latest_diagnostics
+
+    items = []
+    for row in latest_diagnostics(session, list(files), limit=_DIAGNOSTICS):
+        if row.path is None or row.path not in files:
+            continue
+        where = f"{row.path}:{row.line}" if row.line else row.path
+        title = " ".join(f"Diagnostic: {row.severity} {row.code or ''} {where} ({row.command})"
+                         .split())
+        relevance = files[row.path][0] * (1.0 if row.severity == "error" else 0.5)
+        items.append(_Item(title, row.id, row.message, relevance, "DiagnosticOutput",
+                           {"edge_path": [row.path, "Diagnostic", f"diagnostic:{row.id}"]},
+                           {"path": row.path}))
+    return items
+
+
+def _fill(items: list[_Item], room: int) -> tuple[list[_Item], int]:
+    """Best first, each item taken when it still fits; returns the chosen and their cost."""
+    chosen: list[_Item] = []
+    used = 0
+    seen: set[tuple[str, str]] = set()
+    for item in sorted(items, key=lambda i: (-i.score, i.title)):
+        key = (item.object_id, item.title)
+        if key in seen:
+            continue
+        cost = item.cost()
+        if used + cost <= room:
+            chosen.append(item)
+            used += cost
+            seen.add(key)
+    return chosen, used
+
+
+def _cut_to(text: str, tokens: int) -> str:
+    """``text`` cut at a line end so that it costs at most ``tokens``."""
+    if estimate_tokens(text) <= tokens:
+        return text
+    cut = text[:max(tokens * 4 - 4, 0)]
+    return cut[:cut.rfind("\n")] if "\n" in cut else cut
+
+
+def build_pack(session: Session, task: str, *, budget: int | None = None,
+               depth: int | None = None, include_narrative: bool | None = None,
+               graph: bool = True, reserve: int | None = None,
+               now_ms: int | None = None) -> dict[str, Any]:
+    """Build the prompt pack of a task (spec 002 §12.4 plus ``why`` and ``ranked_files``).
+
+    Settings left None come from ``[retrieval]`` (``default_budget``, ``default_depth``,
+    ``include_narrative``, ``narrative_days``) and ``[llm] max_response_tokens``.
+
+    Args:
+        session: An open session (its index is read, brought up to date).
+        task: Any text.
+        budget: Total tokens: items, recent narrative and the response reserve.
+        depth: Graph expansion depth (0: none).
+        include_narrative: Add nodes, decisions, tasks and the recent log.
+        graph: Expand over the import graph and let it raise file scores.
+        reserve: Tokens kept for the response (None: ``reserve_for``).
+        now_ms: The time "recent" is measured from (None: now).
+
+    Returns:
+        The pack as a JSON-ready map.
+
+    Raises:
+        IndexCorrupt: (E007) if the index cannot answer.
+    """
+    from ctxstore.clock import now_ms as clock_ms
+    from ctxstore.index.code import file_rows
+
+    config = session.config
+    total = max(int(config.get("retrieval", "default_budget") if budget is None else budget), 0)
+    depth = int(config.get("retrieval", "default_depth") if depth is None else depth)
+    if include_narrative is None:
+        include_narrative = bool(config.get("retrieval", "include_narrative"))
+    conn = session.index()
+    query = parse_query(task)
+    params = Params() if graph else Params(graph_weight=0.0)
+    hits = rank_files(conn, query, params, limit=RANKED_FILES, matched_only=True)
+    top = hits[0].score if hits else 1.0
+    seeds = [h.path for h in hits[:MAX_SEEDS] if h.score >= SEED_SHARE * top]
+    files: dict[str, tuple[float, dict[str, Any]]] = {
+        h.path: (h.score / top, _hit_why(h)) for h in hits[:MAX_FILES]}
+    expanded: dict[str, list[str]] = {}
+    scc_used = False
+    if graph and depth > 0 and seeds:
+        scc_used, expanded = _components(session, seeds)
+        for path, route in _expand(conn, seeds, depth, MAX_EXPANDED).items():
+            expanded.setdefault(path, route)
+        for path, route in expanded.items():
+            if path not in files:  # half the seed's relevance per hop
+                files[path] = (files[route[0]][0] * 0.5 ** ((len(route) - 1) // 2),
+                               {"edge_path": route})
+    versions = {p: r.version.hex() for p, r in file_rows(conn, list(files)).items()}
+    if reserve is None:
+        reserve = reserve_for(total, int(config.get("llm", "max_response_tokens")))
+    reserve = min(max(reserve, 0), total)
+    room = total - reserve
+    items = _chunk_items(conn, query, files, versions, room) + _diagnostic_items(session, files)
+    recent = ""
+    if include_narrative:
+        days = int(config.get("retrieval", "narrative_days"))
+        node_items, recent = _narrative(session, task, days, clock_ms() if now_ms is None else now_ms)
+        scale = max((i.score for i in node_items), default=1.0) or 1.0
+        for item in node_items:  # node scores are on their own scale: the best node ~ a top file
+            item.score = item.score / scale if item.score else 0.5
+        items += node_items
+        recent = _cut_to(recent, int(room * _NARRATIVE_SHARE))
+    room -= estimate_tokens(recent) if recent else 0
+    chosen, used = _fill(items, room)
+    for item in chosen:
+        if "path" in item.extra:
+            _held_terms(item)
+    stale = _stale_flags(session, [i.object_id for i in chosen if "node_type" in i.extra]) \
+        if include_narrative else {}
+    retrieved = []
+    for item in chosen:
+        doc = item.to_json()
+        if item.object_id in stale:
+            doc["stale_mentions"] = stale[item.object_id]
+        retrieved.append(doc)
+    head = session.store.read_head()
+    return {
+        "task": task,
+        "head_commit": head.heads[0].hex() if head.heads else "",
+        "retrieved": retrieved,
+        "graph_context": {
+            "seed_nodes": [f"file:{s}" for s in seeds]
+            + list(dict.fromkeys(f"symbol:{n}" for h in hits[:MAX_FILES] for n in h.defines)),
+            "expanded_nodes": [f"file:{p}" for p in expanded],
+            "expansion_depth": depth if graph else 0,
+            "scc_dag_used": scc_used,
+        },
+        "recent_narrative": recent,
+        "token_budget": {"total": total, "used": used + (estimate_tokens(recent) if recent else 0),
+                         "reserved_for_response": reserve},
+        "ranked_files": [h.path for h in hits[:RANKED_FILES]],
+    }

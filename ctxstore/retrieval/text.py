@@ -1,0 +1,222 @@
+"""Text for retrieval: identifier-aware tokens, the query cleaner, code-like terms, test paths.
+
+Everything here is pure and accepts any string: retrieval must never reject text a person
+typed (DESIGN §8). Tokens follow the development set's baseline so the measured gains come
+from the method, not from a different tokenizer: runs of ``[A-Za-z0-9_]``; an identifier
+gives its lowercased whole form plus its camelCase and snake_case parts; one-character
+tokens, pure numbers and a small English stop list are dropped. No stemming: it was
+measured to hurt on code (docs/retrieval.md).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import PurePosixPath
+
+__all__ = ["tokenize", "term_set", "path_tokens", "clean_query", "Query", "parse_query", "is_test_path",
+           "STOP_WORDS"]
+
+STOP_WORDS = frozenset("""a an and are as at be but by for from has have if in into is it its
+no not of on or so such that the their then there these this to was were will
+with we you i me my our your he she they them do does did can could should would
+been being than too very just also only any all some each which who what when
+where why how""".split())
+
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# Commit-message noise: trailers, "Merge pull request #N from owner/branch", (#123),
+# URLs, commit hashes, bare issue numbers.
+_TRAILER = re.compile(r"^\s*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|"
+                      r"reported-by|suggested-by|helped-by|cc|change-id|closes|fixes|refs?|"
+                      r"resolves|see)\b.*$", re.IGNORECASE | re.MULTILINE)
+_MERGE = re.compile(r"^\s*merge (pull request|branch)\b.*$", re.IGNORECASE | re.MULTILINE)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+_NOISE = re.compile(r"\(#\d+\)|#\d+\b|\b[0-9a-f]{12,40}\b")
+# Code-like spans: backticked text, dotted or ::-paths, calls, snake_case, CamelCase.
+_BACKTICK = re.compile(r"`([^`\n]{1,200})`")
+_CODE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*")
+_TEST_DIRS = frozenset({"tests", "test", "testing", "benches", "examples", "example", "__tests__"})
+
+
+@lru_cache(maxsize=1 << 16)
+def _split(word: str) -> tuple[str, ...]:
+    """The identifier's lowercased whole form and its camelCase / snake_case parts."""
+    parts: list[str] = []
+    for piece in word.split("_"):
+        if piece:
+            parts.extend(_CAMEL.findall(piece))
+    whole = word.lower().strip("_")
+    if len(parts) <= 1:
+        return (whole,)
+    return (whole, *dict.fromkeys(p.lower() for p in parts if p.lower() != whole))
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into retrieval tokens, identifiers into their parts.
+
+    Args:
+        text: Any text: code, prose, a commit message.
+
+    Returns:
+        The tokens in order (``get_pager_file`` gives ``get_pager_file, get, pager, file``).
+    """
+    out: list[str] = []
+    for word in _WORD.findall(text):
+        for token in _split(word):
+            if len(token) > 1 and not token.isdigit() and token not in STOP_WORDS:
+                out.append(token)
+    return out
+
+
+def term_set(text: str) -> set[str]:
+    """The distinct tokens of ``text`` (``tokenize`` as a set, computed per distinct word).
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The tokens.
+    """
+    out: set[str] = set()
+    for word in set(_WORD.findall(text)):
+        out.update(t for t in _split(word)
+                   if len(t) > 1 and not t.isdigit() and t not in STOP_WORDS)
+    return out
+
+
+def path_tokens(path: str) -> list[str]:
+    """Tokens of a path's directories and file stem (the extension left out).
+
+    Args:
+        path: A repository-relative POSIX path.
+
+    Returns:
+        The tokens, e.g. ``crates/ignore/src/default_types.rs`` gives
+        ``crates, ignore, src, default_types, default, types``.
+    """
+    pure = PurePosixPath(path)
+    tokens = tokenize(" ".join([*pure.parts[:-1], pure.stem]))
+    return tokens + [t[:-1] for t in tokens if len(t) > 3 and t.endswith("s") and not t.endswith("ss")]
+
+
+def clean_query(text: str) -> tuple[str, str]:
+    """Strip commit-message noise; split the result into subject and body.
+
+    Removes "Merge pull request/branch" lines, trailers (Signed-off-by, Closes, ...), URLs,
+    ``(#123)`` and ``#123`` references and commit hashes. The subject is the first line left.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        ``(subject, body)``; either may be empty.
+    """
+    for pattern in (_MERGE, _TRAILER, _URL, _NOISE):
+        text = pattern.sub(" ", text)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "", ""
+    return lines[0], "\n".join(lines[1:])
+
+
+class Query:
+    """A cleaned query: weighted terms, and the code-like names it mentions.
+
+    Attributes:
+        weights: Token -> weight (subject tokens count more than body tokens).
+        names: Lower-cased code-like names (``Client``, ``get_host``, ``a.b`` gives
+            ``a.b`` and ``b``) that a definition may match.
+        raw_terms: The distinct tokens, in order, for explanations.
+        spelled: The code-like names as written (``Client``), for an exact-name lookup.
+    """
+
+    __slots__ = ("weights", "names", "raw_terms", "spelled")
+
+    def __init__(self, weights: dict[str, float], spelled: frozenset[str] = frozenset()) -> None:
+        self.weights = weights
+        self.spelled = spelled
+        self.names = frozenset(n.lower().strip("_") or n.lower() for n in spelled)
+        self.raw_terms = tuple(weights)
+
+
+def _code_names(text: str) -> set[str]:
+    """Names in ``text`` that look like code (not plain English words)."""
+    names: set[str] = set()
+    spans = _BACKTICK.findall(text)
+    for span in spans:
+        for word in _CODE_WORD.findall(span):
+            names.update(_name_forms(word))
+    for word in _CODE_WORD.findall(_BACKTICK.sub(" ", text)):
+        bare = word.replace("::", ".").split(".")[-1]
+        looks_code = ("." in word or "::" in word or "_" in bare.strip("_")
+                      or bare.startswith("_") or re.search(r"[a-z][A-Z]|[A-Z][a-z]+[A-Z]", bare))
+        if looks_code:
+            names.update(_name_forms(word))
+    return {n for n in names if len(n) > 2 and n.lower() not in STOP_WORDS}
+
+
+def _name_forms(word: str) -> list[str]:
+    """The bare name of ``a.b.C`` or ``a::b::C`` (``C``), as written."""
+    parts = [p for p in word.replace("::", ".").split(".") if p]
+    return parts[-1:]
+
+
+def _pairs(text: str) -> list[str]:
+    """Adjacent word pairs as the identifiers they could be.
+
+    ``request log`` gives ``request_log``, ``log_request``, ``requestlog``, ``logrequest``.
+    """
+    out: list[str] = []
+    for line in text.splitlines():
+        words = [w.lower() for w in _WORD.findall(line) if not w.isdigit()]
+        for a, b in zip(words, words[1:], strict=False):
+            if len(a) > 1 and len(b) > 1 and "_" not in a + b:
+                out.extend((f"{a}_{b}", f"{b}_{a}", f"{a}{b}", f"{b}{a}"))
+    return out
+
+
+def parse_query(text: str, *, subject_weight: float = 1.0, pair_weight: float = 2.0) -> Query:
+    """Clean a free-text task or commit message into weighted terms and code names.
+
+    Args:
+        text: Any text (never rejected).
+        subject_weight: Weight of the subject line's tokens; body tokens weigh 1.
+        pair_weight: Weight of adjacent word pairs joined as identifiers.
+
+    Returns:
+        The query; empty weights when nothing searchable is left.
+    """
+    subject, body = clean_query(text)
+    weights: dict[str, float] = {}
+    for token in tokenize(body):
+        weights[token] = weights.get(token, 0.0) + 1.0
+    for token in tokenize(subject):
+        weights[token] = max(weights.get(token, 0.0), 0.0) + subject_weight
+    if pair_weight:
+        for token in _pairs(f"{subject}\n{body}"):
+            weights.setdefault(token, pair_weight)
+
+    # Sub-linear weight for terms repeated across a long body.
+    weights = {t: (w if w <= subject_weight else subject_weight + (w - subject_weight) ** 0.5)
+               for t, w in weights.items()}
+    return Query(weights, frozenset(_code_names(f"{subject}\n{body}")))
+
+
+def is_test_path(path: str) -> bool:
+    """Whether a path is a test, benchmark or example file by common conventions.
+
+    Args:
+        path: A repository-relative POSIX path.
+
+    Returns:
+        True under ``tests/``, ``test/``, ``testing/``, ``benches/``, ``examples/``, or
+        named ``test_*``, ``*_test.*``, ``*.test.*``, ``*.spec.*``, ``conftest.py``,
+        ``tests.rs``.
+    """
+    parts = path.lower().split("/")  # plain string work: called for every matching file
+    name = parts[-1]
+    stem = name.split(".", 1)[0]
+    return (any(part in _TEST_DIRS for part in parts[:-1])
+            or stem.startswith("test_") or stem.endswith("_test") or stem == "tests"
+            or ".test." in name or ".spec." in name or name == "conftest.py")

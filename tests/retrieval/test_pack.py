@@ -1,0 +1,228 @@
+"""``ctx pack`` over a real indexed work tree: budget, ``why``, schema, symbols, graph, any text."""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxstore.code.ingest import index_tree
+from ctxstore.init import init_store
+from ctxstore.narrative.entries import add_decision
+from ctxstore.repo import open_store
+from ctxstore.retrieval.pack import build_pack
+from ctxstore.session import Session
+from ctxstore.tokens import estimate_tokens
+from tests.conftest import run_ctx, store_digest
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "pack.schema.json").read_text())
+
+FILES = {
+    "shop/__init__.py": "",
+    "shop/billing.py": (
+        "from shop.money import Amount\n\n\n"
+        "class InvoiceRenderer:\n"
+        '    """Render an invoice as text lines."""\n\n'
+        "    def render(self, total: Amount) -> str:\n"
+        "        return f'total {total}'\n\n\n"
+        "def send_reminder(customer):\n"
+        "    return customer.email\n"),
+    "shop/money.py": (
+        "class Amount:\n"
+        '    """A sum of money in cents, rounded half to even."""\n\n'
+        "    def __init__(self, cents: int) -> None:\n"
+        "        self.cents = cents\n\n"
+        "    def rounded(self) -> int:\n"
+        "        return round(self.cents, -2)\n"),
+    "shop/catalog.py": (
+        "def list_products(shelf):\n"
+        '    """Products on a shelf, by name."""\n'
+        "    return sorted(shelf)\n"),
+    "tests/test_billing.py": (
+        "from shop.billing import InvoiceRenderer\n\n\n"
+        "def test_render():\n"
+        "    assert InvoiceRenderer().render(1)\n"),
+    "README.md": "# Shop\n\nA tiny shop: catalog, billing and money.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A work tree with the files above, a store, one decision, indexed."""
+    root = tmp_path_factory.mktemp("shop")
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    init_store(root / ".ctx", git=False)
+    store = open_store(root / ".ctx")
+    index_tree(store, jobs=1)
+    add_decision(store, "Invoices round money half to even",
+                 "The billing renderer keeps cents; Amount.rounded decides.")
+    yield root
+
+
+def _pack(work: Path, task: str, **options: Any) -> dict[str, Any]:
+    with Session.open(work / ".ctx") as session:
+        return build_pack(session, task, **options)
+
+
+def _validate(pack: dict[str, Any]) -> None:
+    jsonschema.validate({"version": 1, **pack}, SCHEMA)
+
+
+def test_pack_a_query_naming_a_symbol_ranks_its_file_first(work: Path) -> None:
+    pack = _pack(work, "Fix InvoiceRenderer output", budget=4000)
+    assert pack["ranked_files"][0] == "shop/billing.py"
+    first = next(i for i in pack["retrieved"] if i.get("path") == "shop/billing.py")
+    assert "InvoiceRenderer".lower() in [d.lower() for d in first["why"].get("defines", [])]
+    assert "symbol:invoicerenderer" in pack["graph_context"]["seed_nodes"]
+    _validate(pack)
+
+
+def test_pack_graph_expansion_brings_in_an_imported_file_with_its_edge_path(work: Path) -> None:
+    pack = _pack(work, "send_reminder email customer", budget=8000, include_narrative=False)
+    assert pack["ranked_files"][0] == "shop/billing.py"
+    assert "file:shop/money.py" in pack["graph_context"]["expanded_nodes"]
+    money = [i for i in pack["retrieved"] if i.get("path") == "shop/money.py"]
+    assert money, pack["retrieved"]
+    assert money[0]["why"]["edge_path"] == ["shop/billing.py", "Imports", "shop/money.py"]
+    no_graph = _pack(work, "send_reminder email customer", budget=8000, include_narrative=False,
+                     graph=False)
+    assert no_graph["graph_context"]["expanded_nodes"] == []
+    assert all(i.get("path") != "shop/money.py" for i in no_graph["retrieved"])
+
+
+def test_pack_includes_a_relevant_decision_and_recent_narrative(work: Path) -> None:
+    pack = _pack(work, "how do invoices round money?", budget=8000, include_narrative=True)
+    decisions = [i for i in pack["retrieved"] if i["chunk_kind"] == "Decision"]
+    assert decisions and "half to even" in decisions[0]["snippet"]
+    assert decisions[0]["why"]["matched_terms"]
+    assert "Invoices round money" in pack["recent_narrative"]
+    _validate(pack)
+
+
+def test_pack_every_item_has_a_why_and_the_json_validates(work: Path) -> None:
+    for task in ("money rounding", "list products on a shelf", "test render", "README shop"):
+        pack = _pack(work, task, budget=6000)
+        assert pack["retrieved"]
+        for item in pack["retrieved"]:
+            assert item["why"], item
+        _validate(pack)
+
+
+def _cost(pack: dict[str, Any]) -> int:
+    """What the pack's content costs, counted independently of the builder."""
+    items = sum(estimate_tokens(i["title"]) + estimate_tokens(i["snippet"]) for i in pack["retrieved"])
+    return items + (estimate_tokens(pack["recent_narrative"]) if pack["recent_narrative"] else 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(budget=st.integers(min_value=1, max_value=3000),
+       task=st.text(alphabet=string.ascii_letters + " _.", min_size=1, max_size=40))
+def test_pack_never_exceeds_its_budget(work: Path, budget: int, task: str) -> None:
+    pack = _pack(work, task, budget=budget)
+    tb = pack["token_budget"]
+    assert tb["total"] == budget
+    assert _cost(pack) <= tb["used"] <= tb["total"] - tb["reserved_for_response"]
+    _validate(pack)
+
+
+@settings(max_examples=40, deadline=None)
+@given(task=st.text(max_size=300))
+def test_pack_accepts_arbitrary_text(work: Path, task: str) -> None:
+    pack = _pack(work, task, budget=2000)
+    _validate(pack)
+
+
+def test_pack_cli_formats_output_file_and_bad_input(work: Path, tmp_path: Path) -> None:
+    base = ["--ctx-dir", str(work / ".ctx"), "pack"]
+    res = run_ctx([*base, "money rounding", "--format", "json", "--budget", "3000"], cwd=work)
+    assert res.returncode == 0, res.stderr
+    _validate(json.loads(res.stdout))
+    for fmt, marker in (("yaml", '"task": "money rounding"'), ("text", "why:"),
+                        ("markdown", "# Task: money rounding")):
+        res = run_ctx([*base, "money rounding", "--format", fmt], cwd=work)
+        assert res.returncode == 0 and marker in res.stdout, (fmt, res.stdout, res.stderr)
+    out = tmp_path / "pack.json"
+    res = run_ctx([*base, "money rounding", "--output", str(out)], cwd=work)
+    assert res.returncode == 0 and res.stdout == ""
+    _validate(json.loads(out.read_text()))
+    res = run_ctx([*base, "x", "--budget", "0"], cwd=work)
+    assert res.returncode != 0 and "--budget" in res.stderr
+    res = run_ctx([*base, "(((\"' -- * read()", "--depth", "1"], cwd=work)
+    assert res.returncode == 0, res.stderr
+
+
+def test_pack_yaml_parses_to_the_json_pack(work: Path) -> None:
+    yaml = pytest.importorskip("yaml")
+    base = ["--ctx-dir", str(work / ".ctx"), "pack", "Amount rounded cents\n\"quoted\" \\ tab\t"]
+    as_json = json.loads(run_ctx([*base, "--format", "json"], cwd=work).stdout)
+    as_yaml = yaml.safe_load(run_ctx([*base, "--format", "yaml"], cwd=work).stdout)
+    assert as_yaml == as_json
+
+
+def test_pack_without_code_index_still_answers(tmp_path: Path) -> None:
+    init_store(tmp_path / ".ctx", git=False)
+    with Session.open(tmp_path / ".ctx") as session:
+        pack = build_pack(session, "anything at all", budget=500)
+    assert pack["retrieved"] == [] or all(i["chunk_kind"] != "FileContent" for i in pack["retrieved"])
+    assert pack["ranked_files"] == []
+    _validate(pack)
+
+
+def test_pack_output_failure_is_one_line_and_leaves_nothing(work: Path, tmp_path: Path) -> None:
+    before = store_digest(work / ".ctx")
+    target = tmp_path / "missing" / "pack.json"
+    res = run_ctx(["--ctx-dir", str(work / ".ctx"), "pack", "money", "--output", str(target)],
+                  cwd=work)
+    assert res.returncode != 0
+    assert res.stderr.count("\n") == 1 and "error[E017]" in res.stderr
+    assert not (tmp_path / "missing").exists()
+    assert store_digest(work / ".ctx") == before  # a pack is read-only
+
+
+def test_pack_carries_the_latest_diagnostics_of_its_files(work: Path) -> None:
+    from ctxstore.code.runs import record_command
+
+    record_command(open_store(work / ".ctx"), "mypy shop",
+                   b"shop/money.py:7: error: Incompatible return value type  [return-value]\n",
+                   argv=("mypy", "shop"), exit_code=1, tool="mypy")
+    pack = _pack(work, "Amount rounded cents", budget=8000, include_narrative=False)
+    diags = [i for i in pack["retrieved"] if i["chunk_kind"] == "DiagnosticOutput"]
+    assert diags and diags[0]["path"] == "shop/money.py"
+    assert "Incompatible return value" in diags[0]["snippet"]
+    assert diags[0]["why"]["edge_path"][:2] == ["shop/money.py", "Diagnostic"]
+    _validate(pack)
+
+
+def test_pack_uses_the_scc_view_for_import_cycles(tmp_path: Path) -> None:
+    from ctxstore.derived.scc import build_scc
+
+    files = {"ring/__init__.py": "",
+             "ring/alpha.py": "from ring import beta\n\ndef spin():\n    return beta\n",
+             "ring/beta.py": "from ring import alpha\n\ndef wobble():\n    return alpha\n",
+             "ring/gamma.py": "def idle():\n    return 0\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    init_store(tmp_path / ".ctx", git=False)
+    store = open_store(tmp_path / ".ctx")
+    index_tree(store, jobs=1)
+    before = _pack(tmp_path, "spin", budget=4000, include_narrative=False)
+    assert before["graph_context"]["scc_dag_used"] is False
+    with Session.open(tmp_path / ".ctx") as session:
+        build_scc(session.store, session.index())
+    pack = _pack(tmp_path, "spin", budget=4000, include_narrative=False)
+    assert pack["graph_context"]["scc_dag_used"] is True
+    beta = [i for i in pack["retrieved"] if i.get("path") == "ring/beta.py"]
+    assert beta and beta[0]["why"]["edge_path"][0] == "ring/alpha.py"
+    assert "file:ring/beta.py" in pack["graph_context"]["expanded_nodes"]
+    assert all(i.get("path") != "ring/gamma.py" for i in pack["retrieved"])
+    _validate(pack)

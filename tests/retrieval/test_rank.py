@@ -1,0 +1,88 @@
+"""The ranking library on in-memory documents: the query cleaner, tokens, each scoring step."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxstore.retrieval.rank import Corpus, Document, Params, defined_names
+from ctxstore.retrieval.text import clean_query, is_test_path, parse_query, path_tokens, tokenize
+
+
+def _doc(path: str, text: str, defs: tuple[str, ...] = (), imports: tuple[str, ...] = ()) -> Document:
+    return Document(path, tokenize(text), defs, imports)
+
+
+DOCS = [
+    _doc("src/app/http.py", "parse the request header value cookie date", ("parse_date",)),
+    _doc("src/app/serving.py", "def log_request(self): write the request line to the log",
+         ("log_request",), ("src/app/http.py",)),
+    _doc("src/app/routing.py", "rule map converter float number", ("FloatConverter",)),
+    _doc("tests/test_http.py", "parse request header cookie cookie cookie date test"),
+]
+
+
+def test_rank_tokens_split_identifiers_and_drop_noise() -> None:
+    assert tokenize("get_pager_file HTTPTransport a 42 the") == [
+        "get_pager_file", "get", "pager", "file", "httptransport", "http", "transport"]
+    assert path_tokens("crates/ignore/src/default_types.rs") == [
+        "crates", "ignore", "src", "default_types", "default", "types", "crate", "default_type",
+        "type"]
+
+
+def test_rank_query_cleaner_strips_merge_lines_trailers_urls_and_numbers() -> None:
+    subject, body = clean_query(
+        "Merge pull request #12 from a/b\nFix cookie dates (#99)\n\n* see https://x.y/z 0123456789abcdef0\n"
+        "Signed-off-by: A <a@b>\nCloses #3")
+    assert subject == "Fix cookie dates"
+    assert body == "* see"
+
+
+def test_rank_query_pairs_and_code_names() -> None:
+    query = parse_query("escape characters in request log for `Map.bind` and get_host()")
+    assert {"request_log", "log_request", "requestlog"} <= set(query.weights)
+    assert {"bind", "get_host"} <= query.names
+    assert "Map" not in query.spelled and "bind" in query.spelled
+
+
+@given(st.text(max_size=400))
+def test_rank_any_text_parses_and_ranks(text: str) -> None:
+    hits = Corpus.from_documents(DOCS).rank(parse_query(text))
+    assert sorted(h.path for h in hits) == sorted(d.path for d in DOCS)
+    assert all(h.score >= 0 for h in hits)
+
+
+def test_rank_a_named_definition_ranks_its_file_first() -> None:
+    hits = Corpus.from_documents(DOCS).rank(parse_query("FloatConverter uses scientific notation"))
+    assert hits[0].path == "src/app/routing.py" and hits[0].defines == ["floatconverter"]
+
+
+def test_rank_word_pairs_find_the_identifier() -> None:
+    hits = Corpus.from_documents(DOCS).rank(parse_query("escape characters in request log"))
+    assert hits[0].path == "src/app/serving.py"
+    assert "log_request" in hits[0].terms
+
+
+def test_rank_test_prior_demotes_tests() -> None:
+    query = parse_query("cookie header date")
+    with_prior = Corpus.from_documents(DOCS).rank(query)
+    without = Corpus.from_documents(DOCS, Params(test_prior=1.0)).rank(query)
+    assert without[0].path == "tests/test_http.py"
+    assert with_prior[0].path == "src/app/http.py"
+    assert is_test_path("tests/test_http.py") and is_test_path("crates/x/src/tests.rs")
+    assert not is_test_path("src/werkzeug/test.py")
+
+
+def test_rank_graph_lifts_an_imported_file_with_its_edge() -> None:
+    docs = [_doc("a.py", "alpha beta", imports=("b.py",)), _doc("b.py", "gamma"), _doc("c.py", "delta")]
+    hits = Corpus.from_documents(docs).rank(parse_query("alpha"))
+    assert [h.path for h in hits][:2] == ["a.py", "b.py"]
+    assert hits[1].via == ("a.py", "Imports")
+    flat = Corpus.from_documents(docs, Params(graph_weight=0.0)).rank(parse_query("alpha"))
+    assert flat[1].score == 0.0 and flat[1].via is None
+
+
+def test_rank_defined_names_skip_test_modules_and_plain_kinds() -> None:
+    rows = [("crate::walk::Walk", "Walk", "struct"), ("crate::walk::tests::it", "it", "function"),
+            ("crate::walk", "walk", "module"), ("crate::walk::Walk::new", "new", "method")]
+    assert defined_names(rows) == ["Walk", "new"]
