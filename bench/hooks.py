@@ -12,7 +12,8 @@ round with the floor ``python -c "import click"`` of the same interpreter:
 - session-start (source startup) on an unchanged store (the composed view comes from
   the cache in local/state.sqlite) and right after a write (composed anew);
 - prompt-submit with nothing pending, and with a pending recall result (re-queued
-  before each run, outside the timing);
+  before each run, outside the timing), and with a real question (the ranked search of
+  relevant memory, ``packs.session``);
 - stop on the 10 MB transcript when its turn already ran (the common case: a reply
   without new tags, or a repeated Stop), and stop with one new remember per run (a turn
   appended before each run: the cost of a real write);
@@ -46,6 +47,8 @@ from knowledge import DEFAULT_SEED, build_store, is_shim, load_text  # noqa: E40
 from ctxstore.claude.state import open_state  # noqa: E402
 
 GOAL_RATIO = 1.3
+RELEVANT_PROMPT = ("Why does the retry loop in the upload worker time out when the index lock "
+                   "is held, and what did we decide about backoff?")
 TRANSCRIPT_BYTES = 10 << 20
 RECALL_TEXT = ("<ctx-data source=\"ctx\" kind=\"recall results\" trust=\"untrusted\">\n## Recall Results\n\n"
                + "".join(f"- [fact:01ABCDE{i}] a recalled fact number {i}\n" for i in range(20))
@@ -152,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
             ("prompt-submit (nothing pending)", ["prompt-submit"], {**base, "prompt": "hi"}),
             ("prompt-submit (pending recall)", ["prompt-submit"],
              {**base, "session_id": "p", "prompt": "hi"}),
+            # Ranked search of memory relevant to a real question (packs.session, issue 14).
+            ("prompt-submit (relevant-memory search)", ["prompt-submit"],
+             {**base, "session_id": "r", "prompt": RELEVANT_PROMPT}),
             ("stop, 10 MB transcript, turn already run", ["stop"],
              {**base, "transcript_path": str(transcript)}),
         ]

@@ -5,8 +5,8 @@ range is an error that names it; unknown keys are listed in ``Config.unknown`` (
 warns once per command) and otherwise ignored, so a newer ctx's settings do not break an
 older one. Nothing in the configuration can name code to run.
 
-Keys of spec A.3 for features not built yet (``RESERVED``: the index backend and Tantivy,
-ingestion limits, graph depth, narrative in retrieval, the LLM client) are accepted and
+Keys of spec A.3 for features not built yet (``RESERVED``: the index backend and Tantivy)
+are accepted and
 checked in a file, but do nothing and are not written into a new config.toml: a key that is
 written there must have an effect (docs/format.md lists each).
 
@@ -15,9 +15,9 @@ Settings with effects outside ``.ctx/`` (``[claude] claude_md_on_stop`` and
 ``claude_md_path``: the Stop hook writing CLAUDE.md) are loaded here like any other,
 but apply only with the user's consent in that clone (``ctxstore.claude.trust``,
 ``ctx trust``), and the path is confined to the repository where it is used
-(``claudemd.resolve_claude_md``). ``[llm] server_url`` is not used yet; the LLM client
-that reads it, and any future command- or network-valued setting, must take the same
-consent rule (RELIABILITY.md CF-01).
+(``claudemd.resolve_claude_md``). ``[llm] server_url`` (``ctx llm``) applies from a
+cloned repository only when it is a loopback address (``ctxstore.llm.client.resolve_server``);
+any future command- or network-valued setting must take the same care (RELIABILITY.md CF-01).
 """
 
 from __future__ import annotations
@@ -40,16 +40,30 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "repo": {"id": "", "ctx_version": CTX_VERSION},
     "storage": {"compression_level": 3, "shard_prefix_bytes": 1, "max_object_bytes": 1 << 30},
     "index": {"backend": "sqlite", "enable_tantivy": False},
+    # Code ingestion gates (spec 002 §16.4, ctxstore.code.ingest; docs/code.md "Gates").
     "ingestion": {
         "ignore_globs": ["target/**", ".git/**", "node_modules/**"],
         "max_files_per_step": 10,
         "max_bytes_per_step": 1048576,
+        "max_edges_per_step": 100,
+        "max_log_lines": 500,
+        "max_file_bytes": 2097152,
+        "max_index_bytes": 268435456,
+        "min_confidence": "medium",
     },
     # The token budget of `ctx compose` and views without one (CTX_DEFAULT_BUDGET wins); spec A.3
     # says 16000, ctx has always composed 50,000 by default and keeps doing so.
     "retrieval": {"default_budget": 50000, "default_depth": 2, "include_narrative": True,
-                  "recall_global": True},  # recall reads ~/.ctx too (issue 16)
-    "llm": {"server_url": "http://127.0.0.1:8080", "model": "default", "max_response_tokens": 2048},
+                  "recall_global": True,  # recall reads ~/.ctx too (issue 16)
+                  # Hook context (packs.session): recent untiered memory at session start, and
+                  # memory relevant to each prompt on prompt-submit (docs/retrieval.md).
+                  "narrative_days": 7, "prompt_context": True, "prompt_threshold": 0.5,
+                  "prompt_budget": 500},
+    # `ctx llm` (ctxstore.llm, docs/llm.md). A remote server_url in a cloned repository's
+    # config is refused (only loopback, or a store outside Git, or the user's own settings).
+    "llm": {"server_url": "http://127.0.0.1:8080", "model": "default", "max_response_tokens": 2048,
+            "protocol": "auto", "temperature": 0.2, "timeout_seconds": 120.0,
+            "max_reply_bytes": 4 << 20},
     "lock": {"timeout_seconds": 10.0},
     "gc": {"keep_days": 7},
     # Claude Code integration (issue 5): the stop hook may refresh the CLAUDE.md section.
@@ -62,17 +76,16 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "lifecycle": {"archive_confidence_threshold": 0.3, "archive_grace_days": 14.0,
                   "prune_after_days": 30.0, "on_session_end": True,
                   # RELATES_TO edges to similar memories on write (knowledge.autolink).
-                  "autolink": False},
+                  "autolink": True},
+    # Transcript memory (ctxstore.memory, docs/memory.md "Privacy"): whether the hooks index
+    # sessions at all, and how much tool output a turn keeps.
+    "memory": {"enabled": True, "index_tool_output": True, "max_tool_output_chars": 8000},
 }
 
 # Accepted and validated in a file, but nothing uses them yet: left out of a new config.toml.
 RESERVED: frozenset[tuple[str, str]] = frozenset({
     ("storage", "shard_prefix_bytes"),  # fixed at 1 (the only value accepted)
     ("index", "backend"), ("index", "enable_tantivy"),
-    ("ingestion", "ignore_globs"), ("ingestion", "max_files_per_step"),
-    ("ingestion", "max_bytes_per_step"),
-    ("retrieval", "default_depth"), ("retrieval", "include_narrative"),
-    ("llm", "server_url"), ("llm", "model"), ("llm", "max_response_tokens"),
 })
 
 _RANGES: dict[tuple[str, str], tuple[float, float]] = {
@@ -83,9 +96,19 @@ _RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("gc", "keep_days"): (0, 36500),
     ("retrieval", "default_budget"): (1, 10_000_000),
     ("retrieval", "default_depth"): (0, 16),
+    ("retrieval", "narrative_days"): (0, 3650),
+    ("retrieval", "prompt_threshold"): (0, 1),
+    ("retrieval", "prompt_budget"): (0, 8_000),
     ("ingestion", "max_files_per_step"): (1, 1_000_000),
     ("ingestion", "max_bytes_per_step"): (1, 1 << 34),
+    ("ingestion", "max_edges_per_step"): (1, 100_000_000),
+    ("ingestion", "max_log_lines"): (1, 100_000_000),
+    ("ingestion", "max_file_bytes"): (1, 1 << 34),
+    ("ingestion", "max_index_bytes"): (1, 1 << 40),
     ("llm", "max_response_tokens"): (1, 1_000_000),
+    ("llm", "temperature"): (0, 5),
+    ("llm", "timeout_seconds"): (0.1, 86_400),
+    ("llm", "max_reply_bytes"): (1024, 1 << 30),
     ("claude", "claude_md_lines"): (5, 10_000),
     ("claude", "max_commands_per_turn"): (1, 10_000),
     ("claude", "max_remember_chars"): (1, 10_000_000),
@@ -94,6 +117,12 @@ _RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("lifecycle", "archive_confidence_threshold"): (0, 1),
     ("lifecycle", "archive_grace_days"): (0, 36500),
     ("lifecycle", "prune_after_days"): (0, 36500),
+    ("memory", "max_tool_output_chars"): (0, 1_000_000),
+}
+
+# String settings with a fixed set of values.
+_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("ingestion", "min_confidence"): ("high", "medium", "low"),
 }
 
 
@@ -119,6 +148,10 @@ def _check(section: str, key: str, value: Any, default: Any, path: Path) -> Any:
             f"{path}: [{section}] {key} must be {expected.__name__}, got {type(value).__name__}")
     if expected is list and not all(isinstance(v, str) for v in value):
         raise ConfigInvalid(f"{path}: [{section}] {key} must be a list of strings")
+    choices = _CHOICES.get((section, key))
+    if choices and value not in choices:
+        raise ConfigInvalid(f"{path}: [{section}] {key} = {value!r} is not one of "
+                            f"{', '.join(choices)}")
     bounds = _RANGES.get((section, key))
     if bounds and not bounds[0] <= value <= bounds[1]:
         raise ConfigInvalid(f"{path}: [{section}] {key} = {value} is outside {bounds[0]}..{bounds[1]}")

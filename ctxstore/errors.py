@@ -33,6 +33,8 @@ __all__ = [
     "NodeNotFound",
     "UnsafePath",
     "GcRefused",
+    "LlmUnavailable",
+    "MemoryDamaged",
 ]
 
 
@@ -282,3 +284,27 @@ class GcRefused(StoreCorrupt):
     """E021: ``ctx gc`` found errors in the store and deleted nothing."""
 
     code = "E021"
+
+
+class LlmUnavailable(CtxError):
+    """E022: the LLM server could not be used (refused, timed out, an HTTP error, a bad reply).
+
+    Raised by ``ctxstore.llm.client`` before anything is written.
+    """
+
+    code = "E022"
+
+    def __init__(self, url: str, detail: str, *, hint: str | None = None) -> None:
+        super().__init__(f"LLM server {url}: {detail}", hint=hint)
+        self.url = url
+        self.detail = detail
+
+
+class MemoryDamaged(StoreCorrupt):
+    """E023: the transcript memory ``.ctx/local/memory.sqlite`` is damaged.
+
+    It is a primary store (transcripts it holds may be gone from disk), so it is named, never
+    wiped: move the file aside and run ``ctx memory backfill`` to rebuild what transcripts remain.
+    """
+
+    code = "E023"

@@ -134,22 +134,52 @@ def _remember(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     return Outcome(changed=res.changed, problem=problem)
 
 
+def _recall_global(ctx: CommandContext, cmd: dict[str, Any]) -> bool:
+    """Whether a recall reads the user store too (``global="false"``; else the config)."""
+    from ctxstore.knowledge.scopes import recall_global_default
+
+    said = (cmd["attrs"].get("global") or "").strip().lower()
+    if said in ("true", "false"):
+        return said == "true"
+    if said:
+        raise InvalidInput(f'global must be "true" or "false", got {said!r}')
+    return recall_global_default(ctx.store)
+
+
 def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
-    from ctxstore.knowledge.recall import parse_recall_limit, recall_nodes
+    from ctxstore.knowledge.recall import parse_recall_limit
+    from ctxstore.knowledge.scopes import Stores, default_user_store, recall_scoped
+    from ctxstore.lifecycle.policy import restore_recalled_scoped
 
     query = (cmd["attrs"].get("query") or cmd["content"]).strip()
     if not query:
         raise InvalidInput("<ctx:recall> needs a query")
     limit = parse_recall_limit(cmd["attrs"].get("limit"))
     conn = ctx.index()
-    nodes = recall_nodes(conn, query, limit=limit, now=time.time())
-    ctx.state.record_access([n.id for n in nodes])
+    assert ctx.db is not None
+    # The project store, then the user store ~/.ctx (spec 003 global layer), each labelled.
+    stores = Stores.open(ctx.db, default_user_store() if _recall_global(ctx, cmd) else None)
+    try:
+        hits = recall_scoped(stores, query, limit=limit, now=time.time())
+        nodes = [h.node for h in hits if h.scope == "project"]
+        ctx.state.record_access([n.id for n in nodes])
+        restored = restore_recalled_scoped(hits, stores)  # archived -> active when recalled
+        mine = [h.node for h in hits if h.scope == "user"]
+        theirs = render_nodes(stores.user.index(), mine) if stores.user and mine else ""
+    finally:
+        stores.close_user()
     shown = LINE_BREAK.sub(" ", query)  # the model's text must not start a line of the frame
     body = f"## Recall Results\n\nQuery: `{shown}`\n\n"
     body += f"Found {len(nodes)} nodes:\n\n" + render_nodes(conn, nodes) if nodes \
         else "No matching nodes found.\n"
+    if theirs:
+        body += f"\nFrom the user store (~/.ctx), {len(mine)} nodes:\n\n" + theirs
+    from ctxstore.memory.context import recall_section  # past sessions: a section of its own
+
+    body += recall_section(ctx.store.root, query)
     note = "[... {n} more results omitted; narrow the query]"
-    return Outcome(pending=("recall", frame("recall results", body, limit=4_000, note=note)))
+    return Outcome(changed=restored > 0,
+                   pending=("recall", frame("recall results", body, limit=4_000, note=note)))
 
 
 def _status(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:

@@ -55,6 +55,10 @@ __all__ = ["MAX_COMMANDS_PER_TURN", "LOCK_WAIT_SECONDS", "SESSION_START_TOKENS",
 MAX_COMMANDS_PER_TURN = 50
 LOCK_WAIT_SECONDS = 0.25
 SESSION_START_TOKENS = 2_000
+# Seconds the Stop hook (and PreCompact / SessionEnd) may spend indexing the transcript into
+# transcript memory: past them the rest waits for the next hook (docs/memory.md).
+MEMORY_STOP_SECONDS = 0.3
+MEMORY_END_SECONDS = 1.0
 _MAX_MESSAGE = 1_000
 # Blocks that come from no transcript line (``--response``, ``last_assistant_message``).
 _UNKEYED_BLOCKS = frozenset({"response", "last_assistant_message"})
@@ -298,6 +302,33 @@ def _repairing(root: Path | None, handler: Callable[[], Payload]) -> Payload:
         return _message([why])
 
 
+def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: float) -> Payload:
+    """``result`` after indexing the new transcript bytes into transcript memory (docs/memory.md).
+
+    Within ``seconds`` (the next hook continues). A damaged memory is named in the message, never
+    wiped; a memory busy with another writer is left for the next hook.
+    """
+    path = _usable_path(_text(payload, "transcript_path"))
+    if root is None or path is None:
+        return result
+    from ctxstore.memory.index import index_transcript
+
+    try:
+        index_transcript(root, path, seconds=seconds)
+    except sqlite3.OperationalError:
+        return result  # locked or busy: the cursor did not move, the next hook continues
+    except sqlite3.DatabaseError as exc:  # damaged while being read: named, never wiped
+        why = f".ctx/local/memory.sqlite is damaged ({exc}); move it aside and run ctx memory backfill"
+        problem = _message([f"transcript memory: {why}"])["systemMessage"]
+        earlier = result.get("systemMessage")
+        return {**result, "systemMessage": f"{earlier}\n{problem}" if earlier else problem}
+    except (StoreCorrupt, UnsafePath) as exc:
+        problem = _message([f"transcript memory: {exc.message}"])["systemMessage"]
+        earlier = result.get("systemMessage")
+        return {**result, "systemMessage": f"{earlier}\n{problem}" if earlier else problem}
+    return result
+
+
 def _notice(state: HookState) -> list[str]:
     """The one-time notice that a damaged state was replaced, if not reported yet."""
     text = state.take(NOTICE_KEY)
@@ -319,7 +350,8 @@ def stop(root: Path | None, payload: Payload, *, response: str | None = None,
         StoreCorrupt: if the store is damaged.
         UnsafePath: if ``.ctx/local`` is a symbolic link.
     """
-    return _repairing(root, lambda: _stop(root, payload, response, transcript_timeout))
+    result = _repairing(root, lambda: _stop(root, payload, response, transcript_timeout))
+    return _with_memory(root, payload, result, MEMORY_STOP_SECONDS)
 
 
 def _read_turn(payload: Payload, response: str | None, timeout: float | None
@@ -563,16 +595,93 @@ def _prompt_submit(root: Path | None, payload: Payload) -> Payload:
         _, problems, _ = _drain(root, state)
         problems = notice + problems
         texts = _take_fitting(state, session, MAX_INJECT_CHARS - 200)
+        prompt = sanitize_text(_text(payload, "prompt") or "")
+        if prompt.strip():
+            _note_prompt(state, session, prompt)
+        if len(prompt.split()) >= _MIN_PROMPT_WORDS:  # "yes", "go on": no topic, no store opened
+            room = MAX_INJECT_CHARS - 200 - sum(len(t) for t in texts)
+            found, trouble = _relevant(root, state, session, prompt, room)
+            texts, problems = texts + found, problems + trouble
     out: Payload = _context("UserPromptSubmit", "\n".join(texts)) if texts else {}
     return {**out, **_message(problems)}
 
 
-def _view_cache_key(root: Path) -> str | None:
+# -- relevant context (packs.session): what this session was shown, the recent prompts ------
+_SEEN_CAP = 2_000
+_MIN_PROMPT_WORDS = 3
+_PROMPTS_KEPT, _PROMPT_CHARS = 3, 2_000
+
+
+def _json_list(state: HookState, key: str) -> list[str]:
+    import json
+
+    try:
+        value = json.loads(state.get(key) or "[]")
+    except ValueError:
+        return []
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _seen(state: HookState, session: str) -> list[str]:
+    """The node ids (and source keys) injected into this session's context so far."""
+    return _json_list(state, f"injected:{session}")
+
+
+def _mark_seen(state: HookState, session: str, keys: list[str], *, reset: bool = False) -> None:
+    """Record ``keys`` as shown to the session (``reset``: its context was lost or is new)."""
+    import json
+
+    keys = list(dict.fromkeys(keys if reset else _seen(state, session) + keys))
+    state.put(f"injected:{session}", json.dumps(keys[-_SEEN_CAP:]))
+
+
+def _note_prompt(state: HookState, session: str, prompt: str) -> None:
+    """Keep the session's last few prompts: what a compaction's re-injection is relevant to."""
+    import json
+
+    recent = _json_list(state, f"recent_prompts:{session}")[-(_PROMPTS_KEPT - 1):]
+    state.put(f"recent_prompts:{session}", json.dumps(recent + [prompt[:_PROMPT_CHARS]]))
+
+
+def _relevant(root: Path, state: HookState, session: str, text: str, room: int, *,
+              title: str = "relevant memory", scale: int = 1) -> tuple[list[str], list[str]]:
+    """Memory relevant to ``text`` not yet shown in this session, framed; problems to report.
+
+    ``[retrieval] prompt_context`` off, a budget of 0, or nothing above the threshold inject
+    nothing. ``scale`` multiplies the budget (a compaction re-injects more). A store that
+    cannot be searched is reported and the prompt goes on.
+    """
+    if room < 500:
+        return [], []
+    from ctxstore.config import load_config
+    from ctxstore.packs.session import prompt_settings, relevant_context, render_items
+
+    problems: list[str] = []
+    try:  # the settings first: switched off, the store is never opened
+        on, threshold, budget = prompt_settings(load_config(root / "config.toml"))
+        if not on or not budget:
+            return [], []
+        with _open_session(root) as db:
+            items = relevant_context(db, text, budget * scale, _seen(state, session),
+                                     threshold=threshold, problems=problems)
+    except StateDamaged:
+        raise
+    except CtxError as exc:
+        return [], [f"relevant memory not searched: {exc.message}"]
+    if not items:
+        return [], problems
+    _mark_seen(state, session, [item.key for item in items])
+    note = "[... {n} more items omitted; run `ctx search` for all]"
+    return [frame(title, render_items(items), limit=room, note=note)], problems
+
+
+def _view_cache_key(root: Path, task: str | None) -> str | None:
     """What the composed default view depends on.
 
-    The pointer files (every node, edge and view change moves them) and the budget; the clock only
-    for a view whose query uses relative times (the cache entry says so, see ``_cached_view``). None
-    when a pointer cannot be read plainly (then compose, which resolves it).
+    The pointer files (every node, edge and view change moves them), config.toml (``[retrieval]
+    narrative_days``), the active task and the budget; the clock only for a view whose query uses
+    relative times (the cache entry says so, see ``_cached_view``). None when a pointer cannot be
+    read plainly (then compose, which resolves it).
     """
     from ctxstore.fsio import read_regular  # bounded, no FIFO, no link: a clone is untrusted
 
@@ -586,13 +695,15 @@ def _view_cache_key(root: Path) -> str | None:
             if not ref.startswith("refs/") or ".." in ref:
                 return None
             parts.append(read_regular(root / ref, 65536))
-        try:
-            parts.append(read_regular(root / "STAGE", 65536))
-        except FileNotFoundError:
-            parts.append(b"-")
+        for name in ("STAGE", "config.toml"):
+            try:
+                parts.append(read_regular(root / name, 1 << 20))
+            except FileNotFoundError:
+                parts.append(b"-")
     except (OSError, CtxError):
         return None
     parts.append(str(SESSION_START_TOKENS).encode())
+    parts.append((task or "-").encode("utf-8", "replace"))
     return b"|".join(parts).decode("ascii", "replace")
 
 
@@ -600,11 +711,13 @@ def _hour() -> str:
     return time.strftime("%Y-%m-%dT%H", time.gmtime())
 
 
-def _default_view(root: Path) -> tuple[str, bool, str | None]:
+def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str | None, list[str]]:
     """The default view composed for injection, and whether it depends on the clock.
 
     Returns the view (at most ``SESSION_START_TOKENS``), whether its query uses relative times
-    (``created:>24h``: then it changes with the clock), and a problem to report.
+    (``created:>24h``: then it changes with the clock), a problem to report, and the ids shown.
+    The view's query is widened with recent untiered memory and the active task's nodes
+    (``packs.session.session_start_query``).
 
     A saved default view whose query cannot run (it passed an older parser, or came with
     a clone, but SQLite refuses it) or whose budget cannot hold the frame does not empty
@@ -612,6 +725,7 @@ def _default_view(root: Path) -> tuple[str, bool, str | None]:
     """
     from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, DEFAULT_VIEW_QUERY, get_view
     from ctxstore.packs.compose import compose_query
+    from ctxstore.packs.session import session_start_query
     from ctxstore.query.parser import parse_query
 
     now = time.time()
@@ -619,38 +733,43 @@ def _default_view(root: Path) -> tuple[str, bool, str | None]:
     with _open_session(root) as db:
         conn = db.index()
         view = get_view(conn, DEFAULT_VIEW_NAME)
-        query, budget = view.query, min(view.budget, SESSION_START_TOKENS)
+        days = db.config.get("retrieval", "narrative_days")
+        query = session_start_query(view.query, days=days, task=task)
+        budget = min(view.budget, SESSION_START_TOKENS)
         try:
             comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
         except StoreCorrupt:
             raise
         except (CtxError, sqlite3.Error, RecursionError) as exc:
-            if query == DEFAULT_VIEW_QUERY and budget == SESSION_START_TOKENS:
+            if view.query == DEFAULT_VIEW_QUERY and budget == SESSION_START_TOKENS:
                 raise  # the built-in composition itself fails: nothing to fall back to
             why = exc.message if isinstance(exc, CtxError) else f"{type(exc).__name__}: {exc}"
             problem = (f"the saved default view could not be composed ({why}); showing the "
                        "built-in default view (fix it with `ctx view update default`)")
-            query, budget = DEFAULT_VIEW_QUERY, SESSION_START_TOKENS
+            query = session_start_query(DEFAULT_VIEW_QUERY, days=days, task=task)
+            budget = SESSION_START_TOKENS
             comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
     # The parser resolves durations against `now`: two clocks give two trees only then.
     timed = parse_query(query, now=now) != parse_query(query, now=now + 7200)
     body = comp.text
     if comp.skipped:
         body += f"[... {comp.skipped} more nodes omitted; run `ctx compose` for all]\n"
-    return body, timed, problem
+    return body, timed, problem, [n.id for n in comp.nodes]
 
 
-def _cached_view(root: Path, state: HookState) -> tuple[str, str | None]:
+def _cached_view(root: Path, state: HookState) -> tuple[str, str | None, list[str]]:
     """The composed default view from the state's cache, or composed and cached anew.
 
-    Also the problem composing it met (cached with it, so it is said at every start).
+    Also the problem composing it met (cached with it, so it is said at every start), and
+    the ids of the nodes it shows.
 
-    An entry is valid while the pointers and the budget are unchanged, and, for a view
-    with relative times, within the UTC hour it was composed in.
+    An entry is valid while the pointers, the config, the active task and the budget are
+    unchanged, and, for a view with relative times, within the UTC hour it was composed in.
     """
     import json
 
-    key = _view_cache_key(root)
+    task = state.get("current_task")
+    key = _view_cache_key(root, task)
     cached = state.get("view_cache")
     if key is not None and cached is not None:
         try:
@@ -659,13 +778,14 @@ def _cached_view(root: Path, state: HookState) -> tuple[str, str | None]:
             entry = {}
         if isinstance(entry, dict) and entry.get("key") == key \
                 and entry.get("hour") in (None, _hour()) and isinstance(entry.get("text"), str):
-            problem = entry.get("problem")
-            return str(entry["text"]), problem if isinstance(problem, str) else None
-    body, timed, problem = _default_view(root)
+            problem, ids = entry.get("problem"), entry.get("ids")
+            return (str(entry["text"]), problem if isinstance(problem, str) else None,
+                    [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else [])
+    body, timed, problem, ids = _default_view(root, task)
     if key is not None:
         state.put("view_cache", json.dumps({"key": key, "hour": _hour() if timed else None,
-                                            "text": body, "problem": problem}))
-    return body, problem
+                                            "text": body, "problem": problem, "ids": ids}))
+    return body, problem, ids
 
 
 def session_start(root: Path | None, payload: Payload) -> Payload:
@@ -693,8 +813,10 @@ def _session_start(root: Path | None, payload: Payload) -> Payload:
         state = None
     except UnsafePath as exc:  # a linked local/: refused, and memory is still shown
         state, problems = None, [exc.message]
+    compacted = _text(payload, "source") == "compact"
+    lost: list[str] = []  # after a compaction: memory relevant to the recent prompts
     if state is None:
-        body, _, problem = _default_view(root)
+        body, _, problem, _ = _default_view(root)
     else:
         with state:
             notice = _notice(state)
@@ -702,17 +824,25 @@ def _session_start(root: Path | None, payload: Payload) -> Payload:
             problems = notice + drained
             pending = _take_fitting(state, session, MAX_INJECT_CHARS // 2)
             task = state.get("current_task")
-            body, problem = _cached_view(root, state)
+            body, problem, shown = _cached_view(root, state)
+            # A new, cleared or compacted conversation holds only what is injected now.
+            _mark_seen(state, session, shown, reset=_text(payload, "source") != "resume")
+            if compacted and (recent := _json_list(state, f"recent_prompts:{session}")):
+                lost, trouble = _relevant(root, state, session, "\n".join(recent),
+                                          MAX_INJECT_CHARS // 3, scale=2,
+                                          title="memory relevant to the recent prompts")
+                problems += trouble
     if problem:
         problems.append(problem)
     lead = []
-    if _text(payload, "source") == "compact":
+    if compacted:
         lead.append("ctx memory, injected again after the conversation was compacted.")
     if task:
         lead.append(f"Current ctx task: {sanitize_text(task)}")
     prefix = "".join(line + "\n" for line in lead) + "".join(pending)
-    text = prefix + frame("default view", body, limit=MAX_INJECT_CHARS - len(prefix))
-    return {**_context("SessionStart", text), **_message(problems)}
+    tail = "".join(lost)
+    text = prefix + frame("default view", body, limit=MAX_INJECT_CHARS - len(prefix) - len(tail))
+    return {**_context("SessionStart", text + tail), **_message(problems)}
 
 
 def pre_compact(root: Path | None, payload: Payload) -> Payload:
@@ -721,7 +851,8 @@ def pre_compact(root: Path | None, payload: Payload) -> Payload:
     The SessionStart with ``source: compact`` that follows re-injects memory. Claude Code discards
     its messages: a notice of a replaced state waits for the next prompt.
     """
-    return _repairing(root, lambda: _pre_compact(root, payload))
+    result = _repairing(root, lambda: _pre_compact(root, payload))
+    return _with_memory(root, payload, result, MEMORY_END_SECONDS)
 
 
 def _pre_compact(root: Path | None, payload: Payload) -> Payload:
@@ -743,7 +874,8 @@ def session_end(root: Path | None, payload: Payload) -> Payload:
     the next start to this end). Claude Code discards its messages: a notice of a replaced state
     waits for the next prompt.
     """
-    return _repairing(root, lambda: _session_end(root, payload))
+    result = _repairing(root, lambda: _session_end(root, payload))
+    return _with_memory(root, payload, result, MEMORY_END_SECONDS)
 
 
 def _session_end(root: Path | None, payload: Payload) -> Payload:

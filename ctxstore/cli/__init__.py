@@ -16,13 +16,14 @@ import gc
 import sys
 from typing import Any
 
-__all__ = ["cli", "main", "COMMANDS"]
+__all__ = ["cli", "main", "COMMANDS", "ADD_COMMANDS"]
 
 # name -> (module, attribute, one-line help). Help text lives here too so that
 # `ctx --help` does not import every command module.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "init": ("ctxstore.cli.init", "init_command", "Create a .ctx/ store here."),
-    "add": ("ctxstore.cli.nodes", "add_command", "Add a knowledge node."),
+    "add": ("ctxstore.cli.nodes", "add_group",
+            "Add a knowledge node (or: ctx add cargo|command ...)."),
     "show": ("ctxstore.cli.nodes", "show_command", "Show a node."),
     "update": ("ctxstore.cli.nodes", "update_command", "Write a new version of a node."),
     "delete": ("ctxstore.cli.nodes", "delete_command", "Delete a node (and its edges)."),
@@ -51,6 +52,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "log": ("ctxstore.cli.log", "log_command", "Show the commit history."),
     "gc": ("ctxstore.cli.gc", "gc_command", "Delete unreachable objects."),
     "debug": ("ctxstore.cli.debug", "debug_group", "Inspect objects, refs and integrity."),
+    "diagnostics": ("ctxstore.cli.build", "diagnostics_command",
+                    "List the latest diagnostics of stored commands."),
     "merge-ref": ("ctxstore.cli.merge_ref", "merge_ref_command",
                   "Git merge driver for ctx pointer files."),
     "hook": ("ctxstore.cli.hook", "hook_group", "Claude Code hook entry points (JSON in, JSON out)."),
@@ -66,10 +69,33 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                   "Decay, archive, restore and prune memories."),
     "consolidate": ("ctxstore.cli.lifecycle", "consolidate_command",
                     "Merge similar memories (proposals, apply, undo)."),
+    "recall": ("ctxstore.cli.recall", "recall_command",
+               "Recall memories from this project and ~/.ctx, labelled by store."),
     "trust": ("ctxstore.cli.trust", "trust_command",
               "Consent to this clone's committed settings that write outside .ctx/."),
+    "llm": ("ctxstore.cli.llm", "llm_command", "Send a prompt pack to an LLM server."),
+    "memory": ("ctxstore.cli.memory", "memory_group",
+               "Transcript memory: backfill, search, stats, topics, promote."),
     "doctor": ("ctxstore.cli.doctor", "doctor_command",
                "Check the setup (hooks, ctx on their PATH, store, merge driver, index); print fixes."),
+    "index": ("ctxstore.cli.code", "index_command",
+              "Index the work tree's files, symbols and relations."),
+    "relate": ("ctxstore.cli.code", "relate_command",
+               "Relate nodes, files and symbols with a labelled edge."),
+    "pack": ("ctxstore.cli.pack", "pack_command",
+             "Build a prompt pack of the files and memory relevant to a task."),
+}
+
+# `ctx add WHAT ...` forms that are commands of their own: name -> (module, attribute, help).
+# Any other first word is the node form of `ctx add` (note, task, decision, --type TYPE).
+ADD_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "file": ("ctxstore.cli.code", "add_file_command",
+             "Snapshot files (and, with --extract-semantics, their symbols)."),
+    "rust": ("ctxstore.cli.code", "add_rust_command",
+             "Snapshot Rust files with their symbols and relations."),
+    "cargo": ("ctxstore.cli.build", "add_cargo_command", "Snapshot the Cargo workspace."),
+    "command": ("ctxstore.cli.build", "add_command_command",
+                "Store a command's output and its diagnostics."),
 }
 
 

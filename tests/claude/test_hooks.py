@@ -217,6 +217,9 @@ def test_hooks_summarize_then_expand(store: Store, tr: Transcript) -> None:
 
 
 def test_hooks_supersede_forget_and_link(store: Store, tr: Transcript) -> None:
+    from conftest import without_autolink
+
+    store = without_autolink(store)  # the edges checked are exactly the ones the tags wrote
     ctx(store, "add", "--type", "fact", "--tag", "tier:reference", "old fact")
     ctx(store, "add", "--type", "fact", "--tag", "tier:reference", "new fact")
     ctx(store, "add", "--type", "fact", "--tag", "tier:pinned", "bad fact")
@@ -239,7 +242,9 @@ def test_hooks_bad_commands_are_reported_in_system_message(store: Store, tr: Tra
     tr.say('<ctx:remember type="fact"></ctx:remember><ctx:frob/><ctx:recall query="type:("/>'
            '<ctx:remember type="nonsense">x</ctx:remember>')
     msg = stop(store, tr)["systemMessage"]
-    assert "empty" in msg and "unknown command 'frob'" in msg and "recall" in msg and "nonsense" in msg
+    # `type:(` does not parse: recall searches it as free text (issue 14), no problem to report
+    assert "empty" in msg and "unknown command 'frob'" in msg and "nonsense" in msg
+    assert "recall" not in msg
     assert "<ctx:" not in msg
     assert nodes(store) == []
     assert stop(store, tr) == {}  # a repeated Stop of the same turn warns no more
@@ -424,6 +429,9 @@ def test_hooks_cached_view_expires_with_the_hour_only_for_relative_times(
     from ctxstore.claude.hooks import _cached_view
     from ctxstore.claude.state import open_state
 
+    if not follows_clock:  # session start adds recent memory (relative times) unless told not to
+        config = store.root / "config.toml"
+        config.write_text(config.read_text().replace("narrative_days = 7", "narrative_days = 0"))
     ctx(store, "view", "update", "default", "--query", query)
     ctx(store, "add", "--type", "fact", "--tag", "tier:reference", "Cached fact.")
     with open_state(store.root, create=True) as state:
@@ -433,7 +441,7 @@ def test_hooks_cached_view_expires_with_the_hour_only_for_relative_times(
         if follows_clock:
             entry["hour"] = "2001-01-01T00"  # as if composed in another hour
         state.put("view_cache", json.dumps({**entry, "text": "SENTINEL"}))
-        again, problem = _cached_view(store.root, state)
+        again, problem, _ = _cached_view(store.root, state)
     assert problem is None
     assert (again == "SENTINEL") is not follows_clock
 
@@ -498,9 +506,9 @@ def test_hooks_recall_queries_that_cannot_run_are_reported_and_the_rest_runs(
            '<ctx:recall query="be\u0000ta"/>', '<ctx:recall query="' + "(" * 150 + 'x"/>',
            '<ctx:recall query="beta"/>',
            '<ctx:remember type="fact">after the bad queries</ctx:remember>')
-    msg = stop(store, tr)["systemMessage"]
-    # Refused by the parser or by SQLite: either way one line each, and the turn goes on.
-    assert msg.count("recall> failed") >= 3, msg
+    msg = stop(store, tr).get("systemMessage", "")
+    # What the parser refuses is searched as free text (issue 14); a failure would be one line
+    # each, and the turn goes on either way.
     assert "Traceback" not in msg and "internal error" not in msg
     assert "after the bad queries" in [n[1] for n in nodes(store)]
     got = context(hook("prompt-submit", payload(store, prompt="next")))

@@ -127,14 +127,13 @@ def test_config_rendered_default_holds_only_keys_that_are_used() -> None:
     keys.discard(("repo", "ctx_version"))  # read by load_config itself (newer stores refused)
     unused = sorted(f"[{s}] {k}" for s, k in keys if f'"{k}"' not in sources)
     assert unused == []
-    for section in ("[index]", "[ingestion]", "[llm]"):
+    for section in ("[index]", "[ingestion]"):
         assert section not in text
 
 
 def test_config_reserved_keys_are_accepted_without_a_warning(store: Store, runner: CliRunner
                                                             ) -> None:
-    _set_config(store, '[index]\nbackend = "sqlite"\nenable_tantivy = false\n'
-                       '[llm]\nserver_url = "http://127.0.0.1:8080"\n')
+    _set_config(store, '[index]\nbackend = "sqlite"\nenable_tantivy = false\n')
     assert load_config(store.root / "config.toml").unknown == []
     r = invoke(runner, store, "status")
     assert (r.exit_code, r.stderr) == (0, "")
