@@ -53,6 +53,12 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
     store = env.store()
     res, edits = commit_with_edits(store, message, amend=amend, narrative=not no_narrative,
                                    allow_empty=allow_empty)
+    if res.commit is not None:  # the SCC view is derived: a failure is a notice, never an error
+        from ctxstore.derived.scc import refresh_after_commit
+
+        notice = refresh_after_commit(store)
+        if notice:
+            click.echo(f"ctx: {notice}", err=True)
     staged = git_stage_after(store.root, res.commit is not None)
     if env.fmt == "json":
         emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,

@@ -1,4 +1,4 @@
-"""``ctx debug cat|history|refs|verify|state``."""
+"""``ctx debug cat|history|refs|verify|state`` (and ``graph|index`` from ``cli.derived``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env, progress_printer
+from ctxstore.cli.derived import graph_command, index_command
 
 
 @click.group("debug")
@@ -19,6 +20,10 @@ def debug_group() -> None:
     Example:
         ctx debug verify
     """
+
+
+debug_group.add_command(graph_command)
+debug_group.add_command(index_command)
 
 
 @debug_group.command("cat")
