@@ -55,6 +55,19 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
+def without_autolink(store: Store) -> Store:
+    """``store`` reopened with ``[lifecycle] autolink = false`` (on by default, spec 003).
+
+    For tests that count exactly the edges they wrote and test something other than linking.
+    """
+    path = store.root / "config.toml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("\nautolink = true", "\nautolink = false")
+                    if "\nautolink = " in text else text + "\n[lifecycle]\nautolink = false\n",
+                    encoding="utf-8")
+    return open_store(store.root)
+
+
 def invoke(runner: CliRunner, store_or_dir: Store | Path, *args: str, input: str | None = None):
     """Run the CLI in-process against a store; returns click's Result."""
     root = store_or_dir.root if isinstance(store_or_dir, Store) else store_or_dir

@@ -21,7 +21,8 @@ from ctxstore.cli._render import composed_text, echo_stored, item_line
 if TYPE_CHECKING:
     from ctxstore.knowledge.scopes import ScopedNode, Stores
 
-__all__ = ["global_option", "global_write_option", "search_global", "query_global", "compose_global"]
+__all__ = ["global_option", "global_write_option", "search_global", "query_global", "compose_global",
+           "recall_global"]
 
 
 def global_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -96,6 +97,28 @@ def query_global(env: Env, text: str, include_superseded: bool, limit: int | Non
                                  include_superseded=include_superseded))
     finally:
         stores.close_user()
+
+
+def recall_global(env: Env, text: str, limit: int, use_global: bool) -> int:
+    """``ctx recall``: recall over the project store (and ``~/.ctx``), each result labelled.
+
+    Lifecycle-archived nodes it returns are restored (spec 003: archived -> active when
+    recalled).
+
+    Returns:
+        How many nodes were restored.
+    """
+    from ctxstore.knowledge.scopes import Stores, recall_scoped
+    from ctxstore.lifecycle.policy import restore_recalled_scoped
+
+    stores = Stores.open(env.session(), user_store() if use_global else None)
+    try:
+        hits = recall_scoped(stores, text, limit=limit, now=time.time())
+        restored = restore_recalled_scoped(hits, stores)
+    finally:
+        stores.close_user()
+    _print(env, hits)
+    return restored
 
 
 def compose_global(env: Env, query: str, budget: int) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+
+if TYPE_CHECKING:
+    from ctxstore.lifecycle.drafting import Drafts
 
 
 @click.command("lifecycle")
@@ -64,21 +67,27 @@ def _proposal_json(p: Any) -> dict[str, Any]:
 @click.option("--content", default=None, help="The merged text (one --apply only); "
               "default: the proposal's draft.")
 @click.option("--undo", is_flag=True, help="Undo the newest consolidation.")
+@click.option("--llm/--no-llm", "use_llm", default=None,
+              help="Draft the merged text with the LLM server (default: when [llm] server_url "
+                   "or CTX_LLM_SERVER names one).")
 @format_option
 @pass_env
 def consolidate_command(env: Env, dry_run: bool, apply_ids: tuple[str, ...],
-                        content: str | None, undo: bool) -> None:
+                        content: str | None, undo: bool, use_llm: bool | None) -> None:
     """Group similar memories into merge proposals; apply or undo one.
 
     A proposal joins memories of one type whose word overlap is at least 0.5.
     Applying it writes a summary node DERIVED_FROM every source and archives the
-    sources (never supersedes them). --undo deletes the newest consolidation's
-    summary and restores its sources.
+    sources (never supersedes them). The merged text is --content, else an LLM's
+    draft when a server is configured (docs/llm.md), else the sources' distinct
+    lines. --undo deletes the newest consolidation's summary and restores its
+    sources.
 
     \b
     Examples:
         ctx consolidate --dry-run
         ctx consolidate --apply 3f9a2c1b7d4e --content "Retries use exponential backoff."
+        CTX_LLM_SERVER=http://127.0.0.1:8080 ctx consolidate --apply 3f9a2c1b7d4e
         ctx consolidate --undo
     """
     from ctxstore.errors import InvalidInput
@@ -90,6 +99,8 @@ def consolidate_command(env: Env, dry_run: bool, apply_ids: tuple[str, ...],
         raise InvalidInput("--dry-run cannot be combined with --apply")
     if content is not None and not ids:
         raise InvalidInput("--content needs --apply ID")
+    if use_llm is not None and not ids:
+        raise InvalidInput("--llm/--no-llm needs --apply ID")
     if undo:
         from ctxstore.lifecycle.consolidate import undo_last
 
@@ -102,11 +113,15 @@ def consolidate_command(env: Env, dry_run: bool, apply_ids: tuple[str, ...],
     if ids:
         from ctxstore.lifecycle.consolidate import apply_proposals
 
-        applied = apply_proposals(env.store(), ids, content=content)
+        drafts = _llm_drafts(env, ids, use_llm) if content is None else None
+        applied = apply_proposals(env.store(), ids, content=content,
+                                  drafts=drafts.texts if drafts else None,
+                                  drafted_by=f"llm:{drafts.model}" if drafts else None)
         if env.fmt == "json":
             emit_json({"version": 1, "applied": [
                 {"proposal": a.proposal.id, "summary": a.summary_id,
-                 "archived": list(a.proposal.members)} for a in applied]})
+                 "archived": list(a.proposal.members),
+                 "drafted_by": f"llm:{drafts.model}" if drafts else None} for a in applied]})
             return
         for a in applied:
             click.echo(f"consolidated {len(a.proposal.members)} {a.proposal.type} nodes into "
@@ -125,3 +140,23 @@ def consolidate_command(env: Env, dry_run: bool, apply_ids: tuple[str, ...],
         click.echo(f"{p.id}  {len(p.members)} {p.type} nodes, similarity >= {p.similarity:.2f}: "
                    f"{', '.join(p.members)}")
     click.echo("apply with: ctx consolidate --apply ID [--content TEXT]")
+
+
+def _llm_drafts(env: Env, ids: list[str], use_llm: bool | None) -> Drafts | None:
+    """The LLM's merged texts for the proposals ``ids`` names, asked before anything is written.
+
+    None with ``--no-llm``, or (by default) when no server is configured: the built-in
+    default URL is used only with ``--llm``.
+    """
+    if use_llm is False:
+        return None
+    from ctxstore.cli.llm import _server, _settings
+    from ctxstore.lifecycle.consolidate import choose_proposals, propose
+    from ctxstore.lifecycle.drafting import llm_drafts
+
+    choice = _server(env, None)  # refuses a remote URL from a clone's committed config (E015)
+    if use_llm is None and choice.source == "default":
+        return None
+    conn = env.index()
+    chosen = choose_proposals(propose(conn), ids)
+    return llm_drafts(conn, chosen, _settings(env, choice.url, None, None, None, None))

@@ -10,8 +10,8 @@ each candidate at or above ``RELATE_THRESHOLD`` similarity gets an edge, at most
     0.1 .. 0.5              RELATES_TO
     > 0.5                   RELATES_TO, flagged as a merge candidate (``ctx consolidate``)
 
-It is on when ``[lifecycle] autolink = true`` in config.toml (off by default for now:
-existing stores and tests expect exactly the edges people wrote). Edges carry evidence
+It is on when ``[lifecycle] autolink = true`` in config.toml (the default; a store whose
+config says ``false`` keeps it off). It runs on write, never in the prompt hook. Edges carry evidence
 ``{"tool": "Parser", "confidence": similarity}`` (an LLM classifier
 would write ``tool: Llm``). Linking never makes a write fail: an index that cannot
 answer gives no links. It must not print, run SQL itself, or stage anything (the caller

@@ -297,14 +297,14 @@ def recall_scoped(stores: Stores, query: str, *, limit: int, now: float) -> list
         now: Seconds since the epoch.
 
     Returns:
-        Live, non-archived nodes, the project's first.
+        Live nodes, the project's first: not archived, or archived by the lifecycle only
+        (recalling one restores it: ``lifecycle.policy.restore_recalled_scoped``).
 
     Raises:
         InvalidInput: (E011) for a blank query.
         IndexCorrupt: (E007) if an index cannot answer.
     """
     from ctxstore.knowledge.recall import recall_nodes
-    from ctxstore.query.parser import QuerySyntaxError
 
     if not query.strip():
         raise InvalidInput("recall needs a query")
@@ -313,14 +313,8 @@ def recall_scoped(stores: Stores, query: str, *, limit: int, now: float) -> list
         left = limit - len(out)
         if left <= 0:
             break
-        try:
-            nodes = recall_nodes(db.index(), query, limit=left, now=now)
-        except QuerySyntaxError:
-            from ctxstore.query.executor import search_nodes
-
-            hits = search_nodes(db.index(), query, limit=left + 10)
-            nodes = [n for n, _ in hits if n.status != "archived"][:left]
-        out += [ScopedNode(scope, n) for n in nodes]
+        # recall_nodes searches what the query language cannot parse as free text.
+        out += [ScopedNode(scope, n) for n in recall_nodes(db.index(), query, limit=left, now=now)]
     return out
 
 

@@ -11,7 +11,8 @@ Similarity is ``knowledge.autolink.similarity`` (Jaccard of significant words); 
 pairs scored are found by prefix filtering over the words ordered by rarity (exact, and
 far fewer pairs than an inverted index of every word). Without an LLM
 the merged text is drafted mechanically (each distinct line of the sources, in order);
-the agent or user may pass their own text (the ``/consolidate`` skill).
+the agent or user may pass their own text (the ``/consolidate`` skill); with one
+configured, ``lifecycle.drafting`` asks it for the text before anything is written.
 
 Every write is an ordinary change batch; the sources keep their history, so undo is a
 new batch that deletes the summary and restores the sources. No SQL, no printing.
@@ -23,6 +24,7 @@ import hashlib
 import math
 import sqlite3
 from collections import defaultdict
+from collections.abc import Mapping
 from contextlib import closing
 from dataclasses import dataclass
 
@@ -42,12 +44,13 @@ from ctxstore.knowledge.nodes import (
     with_tier,
 )
 from ctxstore.lifecycle.scoring import is_pinned
+from ctxstore.model.codec import JsonValue
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord
 from ctxstore.model.vocab import TIER_TAG_PREFIX
 from ctxstore.repo import Store
 
 __all__ = ["Proposal", "Applied", "CONSOLIDATED_TYPES", "propose", "plan_proposals",
-           "apply_proposals", "undo_last"]
+           "choose_proposals", "apply_proposals", "undo_last"]
 
 # Memory types that are merged; summaries, sources and tasks are not.
 CONSOLIDATED_TYPES = frozenset({"fact", "decision", "pattern", "observation", "hypothesis",
@@ -209,17 +212,20 @@ def _tier(node: NodeRow) -> str:
     return next((t[len(TIER_TAG_PREFIX):] for t in node.tags if t.startswith(TIER_TAG_PREFIX)), "")
 
 
-def _apply_records(proposal: Proposal, nodes: list[NodeRow], content: str | None
+def _apply_records(proposal: Proposal, nodes: list[NodeRow], content: str | None,
+                   drafted_by: str | None = None
                    ) -> tuple[str, list[KnowledgeRecord], list[bytes]]:
     inline, blob, blobs = split_content(content if content is not None else proposal.draft)
     stamp = next_stamp(max(n.updated_at for n in nodes))
+    info: dict[str, JsonValue] = {"proposal": proposal.id, "merged_type": proposal.type,
+                                  "sources": list(proposal.members),
+                                  "tiers": {n.id: _tier(n) for n in nodes}}
+    if drafted_by:
+        info["drafted_by"] = drafted_by
     summary = NodeRecord(
         id=new_ulid(), type="summary", content=inline, content_blob=blob, summary=None,
         tags=(), status="active", superseded_by=None, created_at=stamp, updated_at=stamp,
-        author=None, prev=None,
-        metadata={CONSOLIDATION_KEY: {"proposal": proposal.id, "merged_type": proposal.type,
-                                      "sources": list(proposal.members),
-                                      "tiers": {n.id: _tier(n) for n in nodes}}})
+        author=None, prev=None, metadata={CONSOLIDATION_KEY: info})
     records: list[KnowledgeRecord] = [summary]
     for n in nodes:
         edge_stamp = next_stamp()
@@ -232,17 +238,49 @@ def _apply_records(proposal: Proposal, nodes: list[NodeRow], content: str | None
     return summary.id, records, blobs
 
 
+def choose_proposals(proposals: list[Proposal], ids: list[str]) -> list[Proposal]:
+    """The proposals named by ids or unique id prefixes, in the order of ``ids``.
+
+    Args:
+        proposals: The current proposals (``propose``).
+        ids: Ids or prefixes (at least one).
+
+    Returns:
+        One proposal per id.
+
+    Raises:
+        InvalidInput: (E011) for no id, or an unknown or ambiguous one.
+    """
+    if not ids:
+        raise InvalidInput("no proposal id given", hint="run `ctx consolidate --dry-run`")
+    chosen: list[Proposal] = []
+    for pid in ids:
+        hits = [p for p in proposals if p.id.startswith(pid.strip().lower())]
+        if len(hits) != 1 or not pid.strip():
+            what = "ambiguous" if hits else "unknown"
+            raise InvalidInput(f"{what} consolidation proposal {pid!r}",
+                               hint="run `ctx consolidate --dry-run` for current ids")
+        chosen.append(hits[0])
+    return chosen
+
+
 def apply_proposals(store: Store, ids: list[str], *, content: str | None = None,
+                    drafts: Mapping[str, str] | None = None, drafted_by: str | None = None,
                     threshold: float = MERGE_THRESHOLD) -> list[Applied]:
     """Apply proposals by id (or unique id prefix), each as one change batch.
 
     The proposals are computed again under the store lock, so an id applies only while its
-    members are still what ``--dry-run`` showed.
+    members are still what ``--dry-run`` showed (a draft keyed by a proposal id fits only
+    that same group: the id is a hash of the members).
 
     Args:
         store: The store.
         ids: Proposal ids or unique prefixes (at least one).
-        content: The merged text (one proposal only); the mechanical draft when None.
+        content: The merged text (one proposal only); else ``drafts``, else the mechanical
+            draft.
+        drafts: Merged texts by full proposal id (``lifecycle.drafting.llm_drafts``).
+        drafted_by: Who wrote ``content`` or a draft (an LLM's model name), kept in the
+            summary's ``consolidation`` metadata as ``drafted_by``.
         threshold: As ``propose``.
 
     Returns:
@@ -253,28 +291,20 @@ def apply_proposals(store: Store, ids: list[str], *, content: str | None = None,
             several ids.
         LockConflict, StorageIOError: if a batch cannot be written.
     """
-    if not ids:
-        raise InvalidInput("no proposal id given", hint="run `ctx consolidate --dry-run`")
     if content is not None and len(ids) > 1:
         raise InvalidInput("--content applies to one proposal at a time")
     out: list[Applied] = []
     with store.lock():
         with closing(open_index(store)) as conn:
-            proposals = propose(conn, threshold=threshold)
-            chosen: list[Proposal] = []
-            for pid in ids:
-                hits = [p for p in proposals if p.id.startswith(pid.strip().lower())]
-                if len(hits) != 1 or not pid.strip():
-                    what = "ambiguous" if hits else "unknown"
-                    raise InvalidInput(f"{what} consolidation proposal {pid!r}",
-                                       hint="run `ctx consolidate --dry-run` for current ids")
-                chosen.append(hits[0])
+            chosen = choose_proposals(propose(conn, threshold=threshold), ids)
             plans = []
             for p in chosen:
                 nodes = [n for m in p.members if (n := find_node(conn, m)) is not None]
                 plans.append((p, nodes))
         for p, nodes in plans:
-            sid, records, blobs = _apply_records(p, nodes, content)
+            text = content if content is not None else (drafts or {}).get(p.id)
+            sid, records, blobs = _apply_records(p, nodes, text,
+                                                 drafted_by if text is not None else None)
             out.append(Applied(p, sid, stage_write(store, records, f"consolidate {p.id} into {sid}",
                                                    blobs)))
     return out

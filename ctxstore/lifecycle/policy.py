@@ -20,13 +20,14 @@ print, or run on the prompt path (it runs at session end and on ``ctx lifecycle`
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ctxstore.errors import LockConflict
 from ctxstore.index import open_index
-from ctxstore.index.read import NodeRow, list_nodes, node_degrees
+from ctxstore.index.read import NodeRow, list_nodes, node_degrees, nodes_by_ids
 from ctxstore.knowledge.nodes import (
     NodeChanges,
     WriteResult,
@@ -35,6 +36,7 @@ from ctxstore.knowledge.nodes import (
     tombstones,
     with_tier,
 )
+from ctxstore.knowledge.scopes import ScopedNode, Stores
 from ctxstore.lifecycle import scoring
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.model.vocab import TIER_TAG_PREFIX
@@ -42,7 +44,7 @@ from ctxstore.repo import Store
 
 __all__ = ["ARCHIVE_THRESHOLD", "GRACE_DAYS", "PRUNE_DAYS", "ARCHIVED_KEY", "Transition",
            "LifecycleReport", "plan_transitions", "run_lifecycle",
-           "run_configured_lifecycle"]
+           "run_configured_lifecycle", "restore_recalled", "restore_recalled_scoped"]
 
 ARCHIVE_THRESHOLD = 0.3
 GRACE_DAYS = 14.0
@@ -157,6 +159,17 @@ def plan_transitions(nodes: list[NodeRow], degrees: Mapping[str, int], *, now_ms
     return out
 
 
+def _restored(node: NodeRow) -> KnowledgeRecord:
+    """The next version of a lifecycle-archived node: active again, with its old tier."""
+    meta = {k: v for k, v in node.metadata.items() if k not in (ARCHIVED_KEY, _TIER_KEY, _ACCESS_KEY)}
+    old = node.metadata.get(_TIER_KEY)
+    tags = [x for x in node.tags if not x.startswith(TIER_TAG_PREFIX)]
+    if isinstance(old, str) and old:
+        tags.append(TIER_TAG_PREFIX + old)
+    changes: NodeChanges = {"status": "active", "metadata": meta, "tags": tuple(sorted(tags))}
+    return next_version(node, **changes)
+
+
 def _records(conn: sqlite3.Connection, nodes: dict[str, NodeRow], plan: list[Transition],
              now_ms: int, access: Mapping[str, int]) -> list[KnowledgeRecord]:
     records: list[KnowledgeRecord] = []
@@ -169,15 +182,7 @@ def _records(conn: sqlite3.Connection, nodes: dict[str, NodeRow], plan: list[Tra
             records.append(next_version(node, status="archived", metadata=meta,
                                         tags=with_tier(node.tags, "off-context")))
         elif t.kind == "restore":
-            meta = {k: v for k, v in node.metadata.items()
-                    if k not in (ARCHIVED_KEY, _TIER_KEY, _ACCESS_KEY)}
-            old = node.metadata.get(_TIER_KEY)
-            tags = [x for x in node.tags if not x.startswith(TIER_TAG_PREFIX)]
-            if isinstance(old, str) and old:
-                tags.append(TIER_TAG_PREFIX + old)
-            changes: NodeChanges = {"status": "active", "metadata": meta,
-                                    "tags": tuple(sorted(tags))}
-            records.append(next_version(node, **changes))
+            records.append(_restored(node))
         else:
             records.extend(tombstones(conn, node, seen_edges))
     return records
@@ -252,3 +257,67 @@ def run_configured_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, 
                          threshold=float(cfg.get("lifecycle", "archive_confidence_threshold")),
                          grace_days=float(cfg.get("lifecycle", "archive_grace_days")),
                          prune_days=float(cfg.get("lifecycle", "prune_after_days")))
+
+
+def restore_recalled(store: Store, node_ids: Sequence[str]) -> WriteResult:
+    """Restore the lifecycle-archived nodes among ``node_ids`` now, as one change batch.
+
+    Spec 003: archived -> active when recalled. The nodes are read again under the store
+    lock, so a node restored, edited or pruned meanwhile is left as it is. Nodes archived
+    by a person, ``ctx forget`` or consolidation are never restored. Writes nothing (and
+    takes no lock) when no id is given.
+
+    Args:
+        store: The store the nodes live in.
+        node_ids: The ids a recall returned.
+
+    Returns:
+        The records staged (none when no recalled node was lifecycle-archived).
+
+    Raises:
+        LockConflict, StagingConflict, StorageIOError: if the batch cannot be written (the
+            store is unchanged; the next lifecycle pass restores a node whose recall was
+            counted).
+        IndexCorrupt: if the index cannot be read.
+    """
+    if not node_ids:
+        return WriteResult((), None)
+    with store.lock():
+        with closing(open_index(store)) as conn:
+            nodes = nodes_by_ids(conn, list(dict.fromkeys(node_ids)))
+        records = [_restored(n) for n in nodes if _restorable(n) and n.superseded_by is None]
+        return stage_write(store, records, f"lifecycle: {len(records)} restored on recall")
+
+
+def restore_recalled_scoped(hits: Sequence[ScopedNode], stores: Stores) -> int:
+    """``restore_recalled`` in each store a scoped recall read (project and user store).
+
+    Only hits that are lifecycle-archived cause a write; a store whose lock is held is
+    skipped (its recall was counted where the caller counts recalls, and the next lifecycle
+    pass restores the node).
+
+    Args:
+        hits: What ``knowledge.scopes.recall_scoped`` returned.
+        stores: The stores it read.
+
+    Returns:
+        How many nodes were restored.
+
+    Raises:
+        StagingConflict, StorageIOError: if a batch cannot be written.
+        IndexCorrupt: if an index cannot be read.
+    """
+    restored = 0
+    for scope, db in stores.each():
+        ids = [h.node.id for h in hits if h.scope == scope and _restorable(h.node)]
+        if not ids:
+            continue
+        try:
+            restored += len(restore_recalled(db.store, ids).records)
+        except LockConflict:
+            continue
+    return restored
+
+
+def _restorable(node: NodeRow) -> bool:
+    return node.status == "archived" and ARCHIVED_KEY in node.metadata

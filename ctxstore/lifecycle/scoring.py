@@ -1,8 +1,9 @@
 """The one scoring module: confidence decay and rank of a memory (spec 003, "Memory Lifecycle").
 
 Owns the numbers every ranking of memories uses, so compose, recall, CLAUDE.md and the
-lifecycle pass agree: each node type's half-life, the decay modifiers (pinned, access
-count, centrality), the decay formula and spec 003's rank formula::
+lifecycle pass agree (compose and recall order within a tier by ``order_score``): each
+node type's half-life, the decay modifiers (pinned, access count, centrality), the decay
+formula and spec 003's rank formula::
 
     confidence = initial_confidence * 0.5 ** (days_since_update / half_life)
     rank = confidence * 0.5 + priority/10 * 0.2 + centrality * 0.15
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["DAY_MS", "HALF_LIVES", "SPEC_HALF_LIVES", "ACCESS_BOOST_COUNT", "CENTRALITY_BOOST",
            "base_half_life", "effective_half_life", "decay", "is_pinned", "initial_confidence",
            "node_confidence", "days_until_below", "rank_score", "priority_of", "number",
-           "centralities"]
+           "centralities", "ORDER_STEP", "order_score"]
 
 DAY_MS = 86_400_000
 # Half-life in days by ctx node type; None = stable (never decays).
@@ -46,6 +47,7 @@ SPEC_HALF_LIVES: dict[str, float | None] = {
 }
 ACCESS_BOOST_COUNT = 10  # access_count > 10 doubles the half-life
 CENTRALITY_BOOST = 0.5  # centrality > 0.5 doubles the half-life
+ORDER_STEP = 0.01  # order_score's resolution: closer scores tie (then newest first)
 
 
 def number(value: object, low: float, high: float, default: float) -> float:
@@ -225,6 +227,25 @@ def rank_score(confidence: float, priority: int, centrality: float, access_count
     """
     usage = math.log(access_count + 1) / max_log if max_log else 0.0
     return confidence * 0.5 + priority / 10 * 0.2 + centrality * 0.15 + usage * 0.15
+
+
+def order_score(node: NodeRow, *, now_ms: int) -> float:
+    """The rank of a node from its own row, for ordering candidates within a tier.
+
+    Spec 003's rank with what a node row holds (decayed confidence and priority; no
+    centrality or access counts, which need the graph and the clone's state), rounded to
+    ``ORDER_STEP`` so that memories written moments apart tie and keep newest-first
+    order, while a task from last week ranks below a fact from last week.
+
+    Args:
+        node: The node.
+        now_ms: The time to score at (ms since the epoch).
+
+    Returns:
+        The score; higher first.
+    """
+    score = rank_score(node_confidence(node, now_ms=now_ms), priority_of(node), 0.0, 0, 0.0)
+    return round(score / ORDER_STEP) * ORDER_STEP
 
 
 def centralities(degrees: Mapping[str, int], ids: list[str]) -> dict[str, float]:

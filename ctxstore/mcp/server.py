@@ -158,9 +158,12 @@ class ToolBox:
             InvalidInput: (E011) for a blank query or a bad limit.
         """
         from ctxstore.knowledge.scopes import recall_scoped
+        from ctxstore.lifecycle.policy import restore_recalled_scoped
 
         wide = recall_global_default(self.db.store) if include_global is None else include_global
-        hits = recall_scoped(self._stores(wide), query, limit=_limit(limit), now=self.clock())
+        stores = self._stores(wide)
+        hits = recall_scoped(stores, query, limit=_limit(limit), now=self.clock())
+        restore_recalled_scoped(hits, stores)  # spec 003: archived -> active when recalled
         return {"query": query, "count": len(hits), "nodes": scoped_json(hits)}
 
     def search(self, text: str, limit: int = 20, include_global: bool = False) -> dict[str, Any]:

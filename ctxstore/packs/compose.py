@@ -17,6 +17,7 @@ from typing import Any
 
 from ctxstore.errors import BudgetExceeded
 from ctxstore.index.read import NodeRow, out_edges_of, short_id_lookup
+from ctxstore.lifecycle.scoring import order_score
 from ctxstore.model.vocab import TIER_ORDER
 from ctxstore.tokens import estimate_tokens
 
@@ -49,10 +50,16 @@ def order_nodes(nodes: list[NodeRow]) -> list[NodeRow]:
     return [n for _, n in _ranked(nodes)]
 
 
-def _ranked(nodes: list[NodeRow]) -> list[tuple[int, NodeRow]]:
+def _ranked(nodes: list[NodeRow], now_ms: int | None = None) -> list[tuple[int, NodeRow]]:
+    # Within a tier: the lifecycle score (decay, priority; lifecycle.scoring), then newest first.
     ranked = [(TIER_ORDER[tier_of(n)], n) for n in nodes]
-    ranked.sort(key=lambda rn: (rn[0], -rn[1].updated_at, rn[1].id))
+    ranked.sort(key=lambda rn: (rn[0], _score(rn[1], now_ms), -rn[1].updated_at, rn[1].id))
     return ranked
+
+
+def _score(node: NodeRow | None, now_ms: int | None) -> float:
+    """Sort key of ``order_score`` (negated: best first; 0 without a time or a row)."""
+    return -order_score(node, now_ms=now_ms) if node is not None and now_ms is not None else 0.0
 
 
 def _out_edges(conn: sqlite3.Connection, ids: list[str],
@@ -116,7 +123,7 @@ def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_
         BudgetExceeded: if the budget cannot hold even the header and footer.
     """
     by_id = {n.id: n for n in nodes}
-    cands = [(rank, n.id, estimate_tokens(n.content.strip())) for rank, n in _ranked(nodes)]
+    cands = [(rank, n.id, estimate_tokens(n.content.strip())) for rank, n in _ranked(nodes, now_ms)]
     return _compose(conn, cands, lambda ids: [by_id[i] for i in ids], budget, now_ms, force_ids)
 
 
@@ -168,6 +175,8 @@ def _compose(conn: sqlite3.Connection, cands: list[tuple[int, str, int]],
         chunk, pos = fill.next_chunk(bounds, pos)
         rows = {n.id: n for n in load([cands[i][1] for i in chunk])}
         fill.out_edges.update(_out_edges(conn, list(rows)))
+        # Within a tier, by the lifecycle score (SQL ordered by recency; stable within a chunk).
+        chunk.sort(key=lambda i: (cands[i][0], _score(rows.get(cands[i][1]), now_ms)))
         for i in chunk:
             fill.place(rows.get(cands[i][1]), cands[i][0], bounds[i])
     return fill.composition(rendered_at)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import invoke, run_ctx, store_digest
+from conftest import invoke, run_ctx, store_digest, without_autolink
 
 from ctxstore.ids import new_ulid
 from ctxstore.init import init_store
@@ -45,7 +45,13 @@ def empty(tmp_path: Path) -> Store:
     work = tmp_path / "other"
     work.mkdir()
     init_store(work / ".ctx", git=False)
-    return open_store(work / ".ctx")
+    return without_autolink(open_store(work / ".ctx"))
+
+
+@pytest.fixture
+def store(store: Store) -> Store:
+    """Auto-linking off: exports and imports are compared edge for edge."""
+    return without_autolink(store)
 
 
 @pytest.fixture

@@ -6,9 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import invoke, run_ctx, store_digest
+from conftest import invoke, run_ctx, store_digest, without_autolink
 
 from ctxstore.repo import Store
+
+
+@pytest.fixture
+def store(store: Store) -> Store:
+    """Auto-linking off: these tests check exactly the edges they write."""
+    return without_autolink(store)
 
 
 def add(runner, store, *args: str) -> str:

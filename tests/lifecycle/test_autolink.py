@@ -55,14 +55,34 @@ def test_autolink_agent_remember_links_in_the_same_batch(store: Store) -> None:
     assert [e.to_key for e in _edges(store, got.node.id)] == [old.id]
 
 
-def test_autolink_is_off_unless_configured(tmp_path) -> None:
+def test_autolink_is_on_by_default_and_can_be_turned_off(tmp_path) -> None:
+    from conftest import without_autolink
+
     from ctxstore.init import init_store
 
     init_store(tmp_path / ".ctx", git=False)
     plain = open_store(tmp_path / ".ctx")
-    add_node(plain, "fact", "the http client retries with exponential backoff")
+    assert "\nautolink = true" in (plain.root / "config.toml").read_text()  # a new store's config
+    old = add_node(plain, "fact", "the http client retries with exponential backoff").node
     new = add_node(plain, "fact", "the http client retries with exponential backoff always").node
-    assert _edges(plain, new.id) == []
+    [edge] = _edges(plain, new.id)
+    assert edge.to_key == old.id and edge.metadata["merge_candidate"] is True  # similarity > 0.5
+    off = without_autolink(plain)
+    later = add_node(off, "fact", "the http client retries with exponential backoff twice").node
+    assert _edges(off, later.id) == []
+
+
+def test_autolink_cli_add_links_in_a_default_store(runner: CliRunner, tmp_path) -> None:
+    from ctxstore.init import init_store
+
+    init_store(tmp_path / ".ctx", git=False)
+    root = tmp_path / ".ctx"
+    first = invoke(runner, root, "add", "--type", "fact", "uploads retry with backoff").output.strip()
+    second = invoke(runner, root, "add", "--type", "observation",
+                    "backoff for uploads retry").output.strip()
+    got = json.loads(invoke(runner, root, "--format", "json", "edges", second).output)
+    assert [(e["direction"], e["type"], e["node"]) for e in got["edges"]] == \
+        [("out", "RELATES_TO", first)]
 
 
 def test_autolink_similarity_follows_the_spec_table() -> None:

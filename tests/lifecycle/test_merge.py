@@ -61,3 +61,39 @@ def test_lifecycle_transitions_replay_identically_on_two_merged_branches(tmp_pat
     # The task was edited on both sides: the newer version (b's tag, written after a's
     # archive in real time) wins on both clones alike, and the archive stays in history.
     assert nodes[task]["status"] == "active" and "area:security" in nodes[task]["tags"]
+
+
+def test_lifecycle_restore_on_recall_replays_identically_on_two_merged_branches(
+        tmp_path: Path) -> None:
+    runner = CliRunner()
+    log: list[str] = []
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "-q", "-b", "main")
+    base = Side(origin, runner, "base", log)
+    base.ctx("init", "--no-git")
+    obs = base.ctx("add", "--type", "observation", "nightly job is flaky on arm").strip()
+    run_lifecycle(open_store(base.ctx_dir), now_ms=now_ms() + 300 * scoring.DAY_MS)
+    base.ctx("commit", "-m", "base, archived")
+    base.git_commit("base")
+    a, b = clone_sides(tmp_path, origin, runner, log)
+    # Both clones recall the archived memory (each restores it), b also writes something.
+    for side in (a, b):
+        assert obs in side.ctx("recall", "--no-global", "nightly flaky")
+        side.ctx("commit", "-m", "recall")
+        side.git_commit("recall")
+    b.ctx("add", "--type", "fact", "arm runners are shared")
+    b.ctx("commit", "-m", "fact on b")
+    b.git_commit("fact on b")
+    a2, b2 = tmp_path / "a2", tmp_path / "b2"
+    git(tmp_path, "clone", "-q", str(a.repo), "a2")
+    git(tmp_path, "clone", "-q", str(b.repo), "b2")
+    sa, sb = Side(a2, runner, "a2", log), Side(b2, runner, "b2", log)
+    _pull(sa, b)
+    _pull(sb, a)
+    merged = sa.export()
+    assert merged == sb.export()
+    sa.ctx("rebuild")
+    assert sa.export() == merged
+    [node] = [n for n in merged["nodes"] if n["id"] == obs]
+    assert node["status"] == "active" and "lifecycle_archived" not in node["metadata"]
