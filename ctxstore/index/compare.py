@@ -2,17 +2,35 @@
 
 The open-time checks of ``ctxstore.index`` catch a file SQLite cannot read and a schema
 or ``meta`` row ctx did not write; they cannot tell a hand-edited row from a real one.
-This replays the objects into a fresh in-memory index, synced to the same pointers the
-file says it reflects, and compares the two table by table. It only reads: the file is
-opened read-only and nothing is repaired (``ctx rebuild`` does that).
+This replays the objects into a fresh index in a temporary file, synced to the same
+pointers the file says it reflects, and compares the two table by table: every table of
+the schema but ``meta`` (the FTS5 shadow tables are compared through the rows their
+virtual table reads back). It only reads: the file is opened read-only and nothing is
+repaired (``ctx rebuild`` does that).
+
+Rows are compared by key, streamed from both sides in key order, so memory holds one
+key's rows at a time however large the tables. Rowids are not compared: they depend on
+the order rows were written in, and a replay writes in another order than incremental
+ingestion. The rows that refer to one (``chunks_fts``, ``file_terms``, ``file_lengths``,
+``nodes_fts``) are compared through the row they refer to instead. Each difference names
+its table and key: ``error E007 index:symbols: (pkg/a.py, Greeter.hello): start_line is
+3, the replay has 10``.
+
+The SCC view (``.ctx/DERIVED/scc_latest``, ``ctxstore.derived.scc``) is derived from the
+same graph, so it is checked here too: the view the pointer names must equal the one
+recomputed from the replay.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import tempfile
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -29,35 +47,90 @@ from ctxstore.index import (  # the package's private helpers: one package, one 
     pointer_snapshot,
     sync_index,
 )
+from ctxstore.model.derived import SccView
 from ctxstore.repo import Store
 from ctxstore.verify import Problem
 
-__all__ = ["REACHED_TABLES", "STRICT_TABLES", "IndexComparison", "compare_index"]
+__all__ = ["MAX_PER_TABLE", "REACHED_TABLES", "STRICT_TABLES", "TableCheck", "IndexComparison",
+           "compare_index", "compared_tables"]
 
-# The answers: exactly what a replay gives (nodes without their rowid, FTS by node id).
-STRICT_TABLES: dict[str, str] = {
-    "nodes": "SELECT id, type, content, content_blob, summary, status, superseded_by, created_at,"
-             " updated_at, author, metadata, tokens, version, hook_key FROM nodes",
-    "nodes_fts": "SELECT n.id, f.content, f.summary FROM nodes_fts f LEFT JOIN nodes n"
-                 " ON n.rowid = f.rowid",
-    "tags": "SELECT node_id, tag FROM tags",
-    "edges": "SELECT * FROM edges",
-    "views": "SELECT * FROM views",
-    "winners": "SELECT * FROM winners",
+MAX_PER_TABLE = 10  # differences named per table; the rest are counted in one more line
+
+
+@dataclass(frozen=True, slots=True)
+class TableCheck:
+    """How one table is compared.
+
+    Attributes:
+        sql: A SELECT of the table's rows, key columns first, without ORDER BY (the
+            rows are ordered by every column).
+        key: How many leading columns are the key a difference is named by.
+        reads: The schema tables the SELECT covers (the table itself by default).
+    """
+
+    sql: str
+    key: int
+    reads: tuple[str, ...] = ()
+
+
+# The answers: exactly what a replay gives.
+STRICT_TABLES: dict[str, TableCheck] = {
+    "nodes": TableCheck("SELECT id, type, content, content_blob, summary, status, superseded_by,"
+                        " created_at, updated_at, author, metadata, tokens, version, hook_key"
+                        " FROM nodes", 1),
+    "nodes_fts": TableCheck("SELECT n.id, f.content, f.summary FROM nodes_fts f LEFT JOIN nodes n"
+                            " ON n.rowid = f.rowid", 1),
+    "tags": TableCheck("SELECT node_id, tag FROM tags", 2),
+    "edges": TableCheck("SELECT from_kind, from_key, to_kind, to_key, label, weight, metadata,"
+                        " evidence, created_at, updated_at, version FROM edges", 5),
+    "views": TableCheck("SELECT name, query, budget, description, created_at, updated_at, version"
+                        " FROM views", 1),
+    "winners": TableCheck("SELECT key, stamp, version, live FROM winners", 1),
+    # code (index.code): a symbol or a chunk is named by its file and name or first line
+    "files": TableCheck("SELECT path, version, blob, language, byte_count, line_count, complete,"
+                        " note, stamp FROM files", 1),
+    "symbols": TableCheck("SELECT path, qualname, kind, name, visibility, parent, signature,"
+                          " start_byte, end_byte, start_line, end_line FROM symbols", 2),
+    "code_edges": TableCheck("SELECT path, from_kind, from_key, to_kind, to_key, label, confidence,"
+                             " tool, evidence FROM code_edges", 6),
+    "chunks": TableCheck("SELECT path, start_line, qualname, kind, end_line, tokens, text"
+                         " FROM chunks", 2),
+    "chunks_fts": TableCheck("SELECT c.path, c.start_line, f.path AS fts_path, f.name, f.text"
+                             " FROM chunks_fts f LEFT JOIN chunks c ON c.rowid = f.rowid", 2),
+    "file_terms": TableCheck("SELECT f.path, t.field, t.term, t.tf FROM file_terms t"
+                             " LEFT JOIN files f ON f.rowid = t.file", 3),
+    "file_lengths": TableCheck("SELECT f.path, l.body, l.path AS path_terms FROM file_lengths l"
+                               " LEFT JOIN files f ON f.rowid = l.file", 1),
+    # build (index.build)
+    "packages": TableCheck("SELECT workspace, package_id, name, version, manifest_path, edition,"
+                           " member FROM packages", 2),
+    "targets": TableCheck("SELECT workspace, target_id, package_id, name, kind, src_path,"
+                          " crate_types FROM targets", 2),
+    "crates": TableCheck("SELECT workspace, crate_key, target_id, name FROM crates", 2),
+    "command_runs": TableCheck("SELECT name, tool, exit_code, run_at, snapshot, output_blob,"
+                               " output_bytes, diagnostics, argv, notes FROM command_runs", 1),
+    "diagnostics": TableCheck("SELECT id, command, tool, severity, code, message, path, line, col,"
+                              " exit_code, run_at FROM diagnostics", 1),
 }
 # Bookkeeping: everything the replay reaches must be there. More is normal, so it is not
 # reported: a session folded by `ctx commit` stays applied though the new heads no
 # longer reach it (and rows nothing reaches change no answer).
-REACHED_TABLES: dict[str, str] = {
-    "applied": "SELECT * FROM applied",
-    "applied_batches": "SELECT * FROM applied_batches",
+REACHED_TABLES: dict[str, TableCheck] = {
+    "applied": TableCheck("SELECT oid, kind FROM applied", 1),
+    "applied_batches": TableCheck("SELECT oid FROM applied_batches", 1),
     # Which batch a version is filed under is the first that carried it (a session's
     # work commit, or the fold that replaced it): the version itself must match.
-    "versions": "SELECT key, version, stamp, kind, record FROM versions",
-    "commit_graph": "SELECT * FROM commit_graph",
-    "commit_parents": "SELECT * FROM commit_parents",
-    "node_heads": "SELECT * FROM node_heads",
+    "versions": TableCheck("SELECT key, version, stamp, kind, record FROM versions", 2),
+    "commit_graph": TableCheck("SELECT oid, gen, kind, session, base FROM commit_graph", 1),
+    "commit_parents": TableCheck("SELECT oid, parent FROM commit_parents", 2),
+    "node_heads": TableCheck("SELECT node_id, version, commit_oid, prev, stamp FROM node_heads", 3),
 }
+
+
+def compared_tables() -> frozenset[str]:
+    """Every table name the comparison covers (tests hold it to the schema)."""
+    return frozenset(name for tables in (STRICT_TABLES, REACHED_TABLES)
+                     for table, check in tables.items() for name in (check.reads or (table,)))
 
 
 @dataclass
@@ -74,11 +147,25 @@ class IndexComparison:
         return not any(d.severity == "error" for d in self.differences)
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, limit: int = 40) -> str:
     if isinstance(value, bytes):
         return value.hex()[:16]
+    if value is None:
+        return "NULL"
     text = str(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    text = text if len(text) <= limit else text[:limit - 3] + "..."
+    return text.replace("\n", "\\n")
+
+
+def _key_text(key: Sequence[Any]) -> str:
+    parts = [_short(v, 100) for v in key]  # a key is shown whole unless it is very long
+    return parts[0] if len(parts) == 1 else f"({', '.join(parts)})"
+
+
+def _order(row: Sequence[Any]) -> tuple[tuple[int, Any], ...]:
+    """A Python sort key that orders like SQLite's ORDER BY (NULL, numbers, text, blobs)."""
+    return tuple((0, 0) if v is None else (1, v) if isinstance(v, int | float)
+                 else (2, v) if isinstance(v, str) else (3, bytes(v)) for v in row)
 
 
 def _check_files(store: Store) -> list[Problem]:
@@ -92,11 +179,15 @@ def _check_files(store: Store) -> list[Problem]:
 
 
 def compare_index(store: Store) -> IndexComparison:
-    """Replay the store into a fresh in-memory index and compare the file with it.
+    """Replay the store into a fresh index and compare the file with it.
+
+    Args:
+        store: The store (read only).
 
     Returns:
-        The tables and rows compared, and each difference found (E007: the file differs
-        from the replay or cannot be read; E020: an index file is a link or special).
+        The tables and rows compared, and each difference found (E007: the file or the
+        SCC view differs from the replay or cannot be read; E020: an index file is a
+        link or special).
 
     Raises:
         CtxError: (E001-E005) if the store itself cannot be replayed.
@@ -137,45 +228,146 @@ def _compare(store: Store, disk: sqlite3.Connection, report: IndexComparison) ->
         report.differences.append(Problem("E007", "index", f"damaged: {problem}"))
         return
     synced = parse_snapshot(rows["synced"]) if "synced" in rows else None
-    ref = _connect(":memory:")
-    try:
-        _create(ref)
-        if synced is not None:
-            try:
-                sync_index(store, ref, target=synced)
-            except CtxError as exc:
-                report.differences.append(Problem(
-                    "E007", "index", f"synced to pointers the store cannot replay: {exc.message}"))
-                return
-            if synced != pointer_snapshot(store):
-                report.differences.append(Problem(
-                    "E007", "index", "behind the pointers (the next command catches up)", "warning"))
-        for tables, exact in ((STRICT_TABLES, True), (REACHED_TABLES, False)):
-            for table, sql in tables.items():
-                _compare_table(table, sql, disk, ref, exact, report)
-    finally:
-        ref.close()
+    # The reference lives in a temporary file, not in memory: it holds all the code.
+    with tempfile.TemporaryDirectory(prefix="ctx-verify-") as tmp:
+        ref = _connect(Path(tmp) / INDEX_FILE)
+        try:
+            ref.execute("PRAGMA synchronous = OFF")  # thrown away at the end
+            _create(ref)
+            if synced is not None:
+                try:
+                    sync_index(store, ref, target=synced)
+                except CtxError as exc:
+                    report.differences.append(Problem(
+                        "E007", "index", f"synced to pointers the store cannot replay: {exc.message}"))
+                    return
+                if synced != pointer_snapshot(store):
+                    report.differences.append(Problem(
+                        "E007", "index", "behind the pointers (the next command catches up)",
+                        "warning"))
+            for tables, exact in ((STRICT_TABLES, True), (REACHED_TABLES, False)):
+                for table, check in tables.items():
+                    _compare_table(table, check, disk, ref, exact, report)
+            report.differences.extend(_check_scc(store, ref))
+        finally:
+            ref.close()
 
 
-def _compare_table(table: str, sql: str, disk: sqlite3.Connection, ref: sqlite3.Connection,
-                   exact: bool, report: IndexComparison) -> None:
+def _groups(cur: sqlite3.Cursor, key: int) -> Iterator[tuple[tuple[Any, ...], list[tuple[Any, ...]]]]:
+    for k, rows in groupby(cur, key=lambda r: tuple(r[:key])):
+        yield k, list(rows)
+
+
+def _paired(disk: sqlite3.Cursor, ref: sqlite3.Cursor, key: int
+            ) -> Iterator[tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
+    """Both sides' rows key by key (merged in key order): ``(key, disk rows, replay rows)``."""
+    have, want = _groups(disk, key), _groups(ref, key)
+    h, w = next(have, None), next(want, None)
+    while h is not None or w is not None:
+        if w is None or (h is not None and _order(h[0]) < _order(w[0])):
+            assert h is not None
+            yield h[0], h[1], []
+            h = next(have, None)
+        elif h is None or _order(w[0]) < _order(h[0]):
+            yield w[0], [], w[1]
+            w = next(want, None)
+        else:
+            yield h[0], h[1], w[1]
+            h, w = next(have, None), next(want, None)
+
+
+def _row_differences(key: tuple[Any, ...], have: list[tuple[Any, ...]],
+                     want: list[tuple[Any, ...]], names: Sequence[str], exact: bool
+                     ) -> Iterator[str]:
+    """What differs between one key's rows on disk and in the replay, one line each."""
+    common = Counter(have) & Counter(want)
+    extra = list((Counter(have) - common).elements())
+    missing = list((Counter(want) - common).elements())
+    if not extra and not missing:
+        return
+    where = _key_text(key)
+    for got, wanted in zip(extra, missing, strict=False):
+        cols = [i for i in range(len(names)) if got[i] != wanted[i]][:3]
+        yield f"{where}: " + "; ".join(
+            f"{names[i]} is {_short(got[i])}, the replay has {_short(wanted[i])}" for i in cols)
+    paired = min(len(extra), len(missing))
+    for _ in missing[paired:]:
+        yield f"{where}: missing (the replay has it)"
+    if exact:
+        for _ in extra[paired:]:
+            yield f"{where}: not in the replay"
+
+
+def _compare_table(table: str, check: TableCheck, disk: sqlite3.Connection,
+                   ref: sqlite3.Connection, exact: bool, report: IndexComparison) -> None:
+    ordered = f"SELECT * FROM ({check.sql}) ORDER BY "  # noqa: S608 - fixed statements
     try:
-        have = Counter(disk.execute(sql).fetchall())
+        width = len(ref.execute(f"{ordered}1 LIMIT 0").description)
+        sql = ordered + ", ".join(str(i) for i in range(1, width + 1))
+        have = disk.execute(sql)
+        names = [d[0] for d in have.description]
+        found = 0
+        for key, got, wanted in _paired(have, ref.execute(sql), check.key):
+            report.rows += len(got)
+            for line in _row_differences(key, got, wanted, names, exact):
+                found += 1
+                if found <= MAX_PER_TABLE:
+                    report.differences.append(Problem("E007", f"index:{table}", line))
     except sqlite3.Error as exc:
         report.differences.append(Problem("E007", f"index:{table}", f"unreadable: {exc}"))
         return
-    want = Counter(ref.execute(sql).fetchall())
     report.tables += 1
-    report.rows += sum(have.values())
-    missing = want - have
-    extra = have - want
+    if found > MAX_PER_TABLE:
+        report.differences.append(Problem(
+            "E007", f"index:{table}", f"{found - MAX_PER_TABLE} more row(s) differ from the replay"))
+
+
+def _check_scc(store: Store, ref: sqlite3.Connection) -> list[Problem]:
+    """The SCC view ``DERIVED/scc_latest`` names against one recomputed from the replay.
+
+    A view read at other heads than the store's is out of date, which is normal (staged
+    work since; the next reader rebuilds it silently) and not reported; at the same heads
+    it must be what the graph gives.
+    """
+    from ctxstore.derived.scc import POINTER_NAME, compute_scc, load_scc
+    from ctxstore.index.derived import graph_edges
+    from ctxstore.replay import state_heads
+
+    subject = f"derived:{POINTER_NAME}"
+    try:
+        found = load_scc(store)
+    except UnsafePath as exc:
+        return [Problem("E020", subject, exc.message)]
+    if found.notices:
+        return [Problem("E007", subject, n + " (`ctx rebuild --scc` rebuilds it)")
+                for n in found.notices]
+    if found.view is None:
+        return []
+    try:
+        heads = state_heads(store)
+        if found.view.heads != tuple(sorted(set(heads))):
+            return []
+        sync_index(store, ref)  # the view is of the current pointers, which may be ahead
+    except CtxError as exc:  # the pointers' own problem, which the object check names
+        return [Problem("E007", subject, f"not checked: {exc.message}", "warning")]
+    want = compute_scc(graph_edges(ref), heads)
+    if want == found.view:
+        return []
+    assert found.oid is not None
+    return [Problem("E007", subject, f"names {found.oid.hex()[:16]}, which differs from the view "
+                    f"the store gives ({_scc_difference(found.view, want)}); "
+                    "`ctx rebuild --scc` rebuilds it")]
+
+
+def _scc_difference(have: SccView, want: SccView) -> str:
+    """The first thing that differs between a stored SCC view and the recomputed one."""
+    extra = sorted(set(have.nodes) - set(want.nodes))
+    if extra:
+        return f"{len(extra)} node(s) not in the graph, first {_short(extra[0])}"
+    missing = sorted(set(want.nodes) - set(have.nodes))
     if missing:
-        first = min(missing, key=repr)
-        report.differences.append(Problem(
-            "E007", "index", f"table {table}: {sum(missing.values())} row(s) of the replay missing "
-                             f"or different (first: {_short(first[0])})"))
-    if extra and exact:
-        first = min(extra, key=repr)
-        report.differences.append(Problem(
-            "E007", "index", f"table {table}: {sum(extra.values())} row(s) not in the replay "
-                             f"(first: {_short(first[0])})"))
+        return f"{len(missing)} node(s) of the graph missing, first {_short(missing[0])}"
+    for node, got, wanted in zip(have.nodes, have.scc_of, want.scc_of, strict=False):
+        if got != wanted:
+            return f"{_short(node)} is in component {got}, the replay puts it in {wanted}"
+    return "the condensation edges differ"
