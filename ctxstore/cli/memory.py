@@ -57,7 +57,9 @@ def _open(env: Env, *, create: bool = False, durable: bool = True) -> MemoryDB:
 def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> None:
     """Index existing transcripts (files, or directories of *.jsonl).
 
-    Idempotent and resumable: a second run reads only what is new.
+    Idempotent and resumable: a second run reads only what is new. Then links the files and
+    symbols talked about to the project's code index. Refused when config.toml has
+    [memory] enabled = false.
 
     \b
     Examples:
@@ -66,7 +68,13 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> Non
     """
     from ctxstore.cli._common import progress_printer
     from ctxstore.memory.backfill import backfill
+    from ctxstore.memory.codelink import link_code
+    from ctxstore.memory.settings import OFF_NOTE, settings_of
 
+    settings = settings_of(env.session().config)  # a bad config.toml is named (E015)
+    if not settings.enabled:
+        raise NothingToDo(f"{OFF_NOTE}: nothing was indexed",
+                          hint="set [memory] enabled = true to index sessions (docs/memory.md)")
     targets = list(paths)
     if everything:
         config = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"),
@@ -77,19 +85,23 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> Non
                            hint="ctx memory backfill --all")
     started = time.monotonic()
     with _open(env, create=True, durable=False) as db:
-        report = backfill(db, targets, progress=progress_printer("indexing transcripts"))
+        report = backfill(db, targets, progress=progress_printer("indexing transcripts"),
+                          tool_budget=settings.tool_budget)
+        linked = link_code(db, env.index())
         db.checkpoint()
     seconds = time.monotonic() - started
     if env.fmt == "json":
         emit_json({"files": len(report.files), "bytes": report.bytes, "turns": report.turns,
                    "ideas": report.ideas, "seconds": round(seconds, 3),
-                   "skipped_lines": sum(f.skipped for f in report.files), "notes": report.notes})
+                   "skipped_lines": sum(f.skipped for f in report.files),
+                   "linked": linked, "notes": report.notes})
         return
     for note in report.notes:
         click.echo(f"ctx: note: {note}", err=True)
     click.echo(f"indexed {plural(len(report.files), 'file')}, {report.bytes} new bytes: "
                f"{plural(report.turns, 'turn')}, {plural(report.ideas, 'idea')} "
-               f"in {seconds:.1f} s")
+               f"in {seconds:.1f} s" + (f"; linked {plural(linked, 'name')} to the code index"
+                                        if linked else ""))
 
 
 def _when(option: str, text: str | None, now_ms: int, *, end: bool) -> int | None:
@@ -130,7 +142,8 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
     turn = hit.turn
     return {"score": hit.score, "session": turn.session, "topic": hit.topic,
             "timestamp": iso(turn.ts_start), "uuids": turn.uuids, "text": hit_text(turn),
-            "intent": hit.intent, "history": hit.history, "turn": turn.id, "seq": turn.seq,
+            "intent": hit.intent, "history": hit.history, "entities": hit.entities,
+            "turn": turn.id, "seq": turn.seq,
             "sidechain": turn.sidechain, "kind": turn.kind}
 
 
@@ -297,3 +310,49 @@ def promote_command(env: Env, idea_id: int, node_type: str | None) -> None:
                    "derived_from": node.metadata.get("derived_from")})
         return
     click.echo(f"promoted idea {idea_id} to {node.type} {node.id}")
+
+
+@memory_group.command("forget")
+@click.option("--session", default=None, help="The session to forget (an id or a unique prefix).")
+@click.option("--all", "everything", is_flag=True, help="Forget every session.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (required when "
+              "standard input is not a terminal).")
+@format_option
+@pass_env
+def forget_command(env: Env, session: str | None, everything: bool, yes: bool) -> None:
+    """Delete what transcript memory holds of one session (and its subagents), or of all.
+
+    Its turns, topics, ideas and their links go, overwritten on disk. The transcript lines
+    already read are not indexed again; new lines of the session are. Asks on a terminal.
+
+    \b
+    Examples:
+        ctx memory forget --session 4d5611e5
+        ctx memory forget --all --yes
+    """
+    import sys
+
+    if (session is None) == (not everything):
+        raise InvalidInput("give --session ID or --all (one of them)",
+                           hint="ctx memory forget --session 4d5611e5")
+    with _open(env) as db:
+        if session is not None:
+            matches = db.sessions_like(session)
+            if len(matches) != 1:
+                raise InvalidInput(f"--session: {'no' if not matches else 'more than one'} "
+                                   f"session starts with {session!r}",
+                                   hint="`ctx memory topics` lists them")
+            session = matches[0]
+        what = f"session {session}" if session else "every session"
+        if not yes:
+            if not sys.stdin.isatty():
+                raise InvalidInput(f"refusing to forget {what} without confirmation: standard "
+                                   "input is not a terminal", hint="pass --yes to forget it")
+            if not click.confirm(f"Forget {what} from transcript memory?", default=False,
+                                 err=True):
+                raise click.Abort()
+        turns = db.forget(session)
+    if env.fmt == "json":
+        emit_json({"session": session, "all": everything, "turns": turns})
+        return
+    click.echo(f"forgot {what}: {plural(turns, 'turn')}")

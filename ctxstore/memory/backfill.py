@@ -3,8 +3,10 @@
 Given files or directories (``--all``: ``~/.claude/projects``, resolved by the CLI), every
 ``*.jsonl`` below is indexed with the same cursors the hooks use, so a backfill is idempotent
 (a second run reads nothing new) and resumable (an interrupted run continues where its last batch
-committed). Subagent transcripts (``<session>/subagents/agent-*.jsonl``) are included; their
-turns are marked as sidechains. Links are not followed into directories; a path that is not a
+committed). Small files are indexed in runs of about ``BATCH_BYTES`` per transaction (a commit
+costs more than a small transcript); a crash loses at most the run in progress. Subagent
+transcripts (``<session>/subagents/agent-*.jsonl``) are included; their turns are marked as
+sidechains. Links are not followed into directories; a path that is not a
 regular file or a directory is noted and skipped.
 """
 
@@ -12,12 +14,13 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import NamedTuple
 
 from ctxstore.memory.db import MemoryDB
-from ctxstore.memory.index import TURN_TOOL_BUDGET, FileReport, index_file
+from ctxstore.memory.index import BATCH_BYTES, TURN_TOOL_BUDGET, FileReport, index_file
 
 __all__ = ["BackfillReport", "find_transcripts", "backfill"]
 
@@ -107,13 +110,38 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         if progress is not None:
             progress(min(done, total), total)
 
-    for path, size in files:
-        before = done
-        report = index_file(db, path, progress=step, tool_budget=tool_budget)
-        reports.append(report)
-        if report.note:
-            notes.append(f"{path}: {report.note}")
-        done = before + size  # already-indexed bytes count as done
-        if progress is not None:
-            progress(min(done, total), total)
+    for group in _groups(files):
+        with db.batch() if len(group) > 1 else nullcontext():
+            for path, size in group:
+                before = done
+                report = index_file(db, path, progress=step, tool_budget=tool_budget)
+                reports.append(report)
+                if report.note:
+                    notes.append(f"{path}: {report.note}")
+                done = before + size  # already-indexed bytes count as done
+                if progress is not None:
+                    progress(min(done, total), total)
     return BackfillReport(reports, notes)
+
+
+def _groups(files: list[tuple[Path, int]]) -> Iterator[list[tuple[Path, int]]]:
+    """Files in runs of about ``BATCH_BYTES``, each committed as one transaction.
+
+    A commit costs more than indexing a small transcript; a crash loses at most the run in
+    progress, which the next backfill reads again. A file of ``BATCH_BYTES`` or more is a run of
+    its own (its batches commit one by one, so a long file resumes where it stopped).
+    """
+    group: list[tuple[Path, int]] = []
+    pending = 0
+    for path, size in files:
+        if size >= BATCH_BYTES or pending + size > BATCH_BYTES:
+            if group:
+                yield group
+            group, pending = [], 0
+        group.append((path, size))
+        pending += size
+        if size >= BATCH_BYTES:
+            yield group
+            group, pending = [], 0
+    if group:
+        yield group

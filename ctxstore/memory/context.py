@@ -99,7 +99,7 @@ def memory_source(session: Session, prompt: str, limit: int) -> list[Item]:
     from ctxstore.tokens import estimate_tokens
 
     return [Item(m.key, "transcript", m.text, m.score, estimate_tokens(m.text), m.why)
-            for m in memory_context(session.store.root, prompt, limit)]
+            for m in memory_context(session.root, prompt, limit)]
 
 
 def recall_section(ctx_dir: Path, query: str, *, limit: int = 3, now_ms: int | None = None) -> str:

@@ -243,6 +243,22 @@ def _upgrade(conn: sqlite3.Connection) -> None:
         raise
 
 
+def _turn_filters(alias: str, since: int | None, until: int | None, session: str | None,
+                  intent: str | None) -> tuple[list[str], list[Any]]:
+    """SQL conditions on turns ``alias`` for a time range, a session and an intent."""
+    where, args = ["1"], list[Any]()
+    for clause, value in ((f"{alias}.ts_start >= ?", since), (f"{alias}.ts_start < ?", until),
+                          (f"{alias}.session = ?", session or None)):
+        if value is not None:
+            where.append(clause)
+            args.append(value)
+    if intent:
+        where.append(f"EXISTS (SELECT 1 FROM ideas f WHERE f.turn_id = {alias}.id AND "
+                     "f.intent = ?)")
+        args.append(intent)
+    return where, args
+
+
 class MemoryDB:
     """An open transcript memory; every method is one or a few SQL statements."""
 
@@ -265,14 +281,21 @@ class MemoryDB:
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """One write transaction (``BEGIN IMMEDIATE``): all of it commits, or none."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        """One write transaction (``BEGIN IMMEDIATE``): all of it commits, or none.
+
+        Inside another batch, a savepoint: it is undone alone on an error, and commits with the
+        outer batch (a backfill groups small files into one transaction).
+        """
+        nested = self.conn.in_transaction
+        self.conn.execute("SAVEPOINT inner" if nested else "BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("ROLLBACK TO inner" if nested else "ROLLBACK")
+            if nested:
+                self.conn.execute("RELEASE inner")
             raise
-        self.conn.execute("COMMIT")
+        self.conn.execute("RELEASE inner" if nested else "COMMIT")
 
     # -- cursors -------------------------------------------------------------------------
     def get_cursor(self, file_path: str) -> Cursor | None:
@@ -492,15 +515,23 @@ class MemoryDB:
         self.conn.executemany("UPDATE entities SET code_path = ?, code_qualname = ? WHERE id = ?",
                               [(path, qualname, entity) for entity, path, qualname in links])
 
-    def turns_naming(self, names: Sequence[str], paths: Sequence[str]) -> list[int]:
-        """Ids of the turns whose ideas name one of these entities, or entities linked to ``paths``."""
-        if not names and not paths:
+    def turns_naming(self, names: Sequence[str], *, since: int | None, until: int | None,
+                     session: str | None, intent: str | None) -> list[int]:
+        """Ids of the turns whose ideas name one of these files or symbols (filtered like ``fts``).
+
+        An entity counts when its name is one of ``names`` or it is linked to a code file or
+        symbol of that name (``src/cache.py`` finds a turn that wrote ``./src/cache.py``).
+        """
+        if not names:
             return []
-        name_marks, path_marks = ",".join("?" * len(names)), ",".join("?" * len(paths))
+        marks = ",".join("?" * len(names))
+        where, args = _turn_filters("t", since, until, session, intent)
         return [r[0] for r in self.conn.execute(
-            "SELECT DISTINCT i.turn_id FROM entities e JOIN idea_entities x ON x.entity_id = e.id "
-            f"JOIN ideas i ON i.id = x.idea_id WHERE e.name IN ({name_marks or 'NULL'}) "
-            f"OR e.code_path IN ({path_marks or 'NULL'}) LIMIT 1000", [*names, *paths])]
+            "SELECT DISTINCT t.id FROM entities e JOIN idea_entities x ON x.entity_id = e.id "
+            "JOIN ideas i ON i.id = x.idea_id JOIN turns t ON t.id = i.turn_id WHERE e.type IN "
+            f"('file', 'symbol') AND (e.name IN ({marks}) OR e.code_path IN ({marks}) OR "
+            f"e.code_qualname IN ({marks})) AND {' AND '.join(where)} LIMIT 1000",
+            [*names, *names, *names, *args])]
 
     # -- forgetting --------------------------------------------------------------------------
     def forget(self, session: str | None) -> int:
@@ -543,19 +574,8 @@ class MemoryDB:
             since: int | None, until: int | None, session: str | None, intent: str | None
             ) -> list[tuple[int, float]]:
         """``(turn id, bm25)`` of the turns matching an FTS5 query (lower bm25 is better)."""
-        where, args = ["turns_fts MATCH ?"], list[Any]([match])
-        if since is not None:
-            where.append("t.ts_start >= ?")
-            args.append(since)
-        if until is not None:
-            where.append("t.ts_start < ?")
-            args.append(until)
-        if session:
-            where.append("t.session = ?")
-            args.append(session)
-        if intent:
-            where.append("EXISTS (SELECT 1 FROM ideas i WHERE i.turn_id = t.id AND i.intent = ?)")
-            args.append(intent)
+        where, args = _turn_filters("t", since, until, session, intent)
+        where, args = ["turns_fts MATCH ?", *where], [match, *args]
         sql = ("SELECT t.id, bm25(turns_fts, ?, ?, ?) AS r FROM turns_fts JOIN turns t ON "
                f"t.id = turns_fts.rowid WHERE {' AND '.join(where)} ORDER BY r LIMIT ?")
         return [(r[0], r[1]) for r in self.conn.execute(sql, [*weights, *args, limit])]
@@ -563,17 +583,9 @@ class MemoryDB:
     def recent_turn_ids(self, limit: int, *, since: int | None, until: int | None,
                         session: str | None, intent: str | None) -> list[int]:
         """Ids of the latest turns in a time range (a query with no words: "what did we do")."""
-        where, args = ["1"], list[Any]()
-        for clause, value in (("ts_start >= ?", since), ("ts_start < ?", until),
-                              ("session = ?", session)):
-            if value is not None:
-                where.append(clause)
-                args.append(value)
-        if intent:
-            where.append("EXISTS (SELECT 1 FROM ideas i WHERE i.turn_id = turns.id AND i.intent = ?)")
-            args.append(intent)
+        where, args = _turn_filters("t", since, until, session, intent)
         return [r[0] for r in self.conn.execute(
-            f"SELECT id FROM turns WHERE {' AND '.join(where)} ORDER BY ts_start DESC LIMIT ?",
+            f"SELECT id FROM turns t WHERE {' AND '.join(where)} ORDER BY ts_start DESC LIMIT ?",
             [*args, limit])]
 
     def stats(self) -> dict[str, int]:

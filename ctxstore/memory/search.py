@@ -11,7 +11,10 @@ One query (spec 004 §5, without embeddings):
    a session holding much of the pool's score gaining a little, was measured to lower recall.)
 4. Intent words ("decisions about", "open questions", "problems with") boost turns holding ideas
    of that intent; ``--intent`` filters on it.
-5. Each hit names its topic (the parent span) and carries its evolution chain: the ideas its
+5. Files and symbols named in the query ("src/cache.py", ``MemoryDB.forget``) add the turns whose
+   ideas name them, directly or through the code file or symbol they are linked to
+   (``memory.codelink``), with a boost: a search for a path finds the turns that discussed it.
+6. Each hit names its topic (the parent span) and carries its evolution chain: the ideas its
    decisions superseded, oldest last, shown as history under their successor.
 
 A query with no words left (only time words) lists the latest turns in the range.
@@ -34,6 +37,8 @@ WEIGHTS = (1.2, 1.0, 0.3)
 """BM25 weights of the user, assistant and tool text of a turn."""
 _NEIGHBOUR = 0.15
 _INTENT_BOOST = 0.25
+_NAMED_BOOST = 0.5
+_CODE_HINT = re.compile(r"[/`]|::|\(\)|\w\.\w")
 _HISTORY_DEPTH = 5
 _TEXT_CHARS = 600
 INTENT_WORDS: dict[str, re.Pattern[str]] = {
@@ -55,6 +60,8 @@ class Hit(NamedTuple):
         topic: The name of its topic span, or None.
         intent: The intent of its strongest idea, or None.
         history: Earlier ideas its ideas superseded (``intent``, ``text``, ``timestamp``).
+        entities: What its ideas name (``name``, ``type``; a file or symbol linked to the code
+            index adds ``code``: ``path`` and, for a symbol, ``qualname``).
     """
 
     score: float
@@ -62,6 +69,7 @@ class Hit(NamedTuple):
     topic: str | None
     intent: str | None
     history: list[dict[str, Any]]
+    entities: list[dict[str, Any]]
 
 
 class SearchResult(NamedTuple):
@@ -121,7 +129,9 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
         match = " OR ".join(f'"{w}"' for w in words)
         pool = db.fts(match, WEIGHTS, POOL, since=low, until=high, session=session,
                       intent=intent)
-        scored = _rerank(db, pool, _wanted_intents(text) if intent is None else set())
+        named = set(db.turns_naming(_code_names(text), since=low, until=high, session=session,
+                                    intent=intent))
+        scored = _rerank(db, pool, _wanted_intents(text) if intent is None else set(), named)
     scored.sort(key=lambda pair: (-pair[0], -(pair[1].ts_start or 0), pair[1].id))
     hits = [_hit(db, score, turn) for score, turn in scored[:limit]]
     return SearchResult(text, low, high, hits)
@@ -131,13 +141,26 @@ def _wanted_intents(text: str) -> set[str]:
     return {name for name, pattern in INTENT_WORDS.items() if pattern.search(text)}
 
 
-def _rerank(db: MemoryDB, pool: list[tuple[int, float]], intents: set[str]
-            ) -> list[tuple[float, TurnRow]]:
-    if not pool:
+def _code_names(text: str) -> list[str]:
+    """The files and symbols a query names (the extractor is loaded only when one may be there)."""
+    if not _CODE_HINT.search(text):
         return []
-    turns = db.turns_by_id([i for i, _ in pool])
-    top = max(-bm25 for _, bm25 in pool) or 1.0
+    from ctxstore.memory.extract import extract_entities
+
+    names = [e.name for e in extract_entities(text) if e.kind in ("file", "symbol")]
+    return list(dict.fromkeys(n.removeprefix("./").removesuffix("()") for n in names))
+
+
+def _rerank(db: MemoryDB, pool: list[tuple[int, float]], intents: set[str], named: set[int]
+            ) -> list[tuple[float, TurnRow]]:
+    if not pool and not named:
+        return []
+    turns = db.turns_by_id([i for i, _ in pool] + sorted(named - {i for i, _ in pool}))
+    top = max((-bm25 for _, bm25 in pool), default=1.0) or 1.0
     base = {i: max(-bm25, 0.0) / top for i, bm25 in pool if i in turns}
+    for i in named:
+        if i in turns:
+            base[i] = base.get(i, 0.0) + _NAMED_BOOST
     by_place = {(turns[i].session, turns[i].seq): i for i in base}
     boosted = set()
     if intents:
@@ -167,7 +190,16 @@ def _hit(db: MemoryDB, score: float, turn: TurnRow) -> Hit:
             topic = span[2]
     ideas = db.ideas_of_turns([turn.id])
     intent = max(ideas, key=lambda row: (row[4], -row[0]))[2] if ideas else None
-    return Hit(round(score, 6), turn, topic, intent, _history(db, [row[0] for row in ideas]))
+    entities = [_entity(*row) for row in db.turn_entities([turn.id]).get(turn.id, [])]
+    return Hit(round(score, 6), turn, topic, intent, _history(db, [row[0] for row in ideas]),
+               entities)
+
+
+def _entity(name: str, kind: str, path: str | None, qualname: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "type": kind}
+    if path is not None:
+        out["code"] = {"path": path, **({"qualname": qualname} if qualname else {})}
+    return out
 
 
 def _history(db: MemoryDB, idea_ids: list[int]) -> list[dict[str, Any]]:

@@ -9,9 +9,12 @@ Kept apart from ``memory.index`` so the prompt hook can read it without loading 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-__all__ = ["OFF_NOTE", "MemorySettings", "memory_settings"]
+if TYPE_CHECKING:
+    from ctxstore.config import Config
+
+__all__ = ["OFF_NOTE", "MemorySettings", "memory_settings", "settings_of"]
 
 OFF_NOTE = "transcript memory is off ([memory] enabled = false in config.toml)"
 
@@ -28,6 +31,13 @@ class MemorySettings(NamedTuple):
     tool_budget: int
 
 
+def settings_of(config: Config) -> MemorySettings:
+    """The ``[memory]`` settings of a loaded configuration."""
+    keep = config.get("memory", "index_tool_output")
+    return MemorySettings(bool(config.get("memory", "enabled")),
+                          int(config.get("memory", "max_tool_output_chars")) if keep else 0)
+
+
 def memory_settings(ctx_dir: Path) -> MemorySettings:
     """The ``[memory]`` settings of the store at ``ctx_dir``.
 
@@ -38,9 +48,6 @@ def memory_settings(ctx_dir: Path) -> MemorySettings:
     from ctxstore.errors import CtxError
 
     try:
-        config = load_config(ctx_dir / "config.toml")
+        return settings_of(load_config(ctx_dir / "config.toml"))
     except CtxError:
         return MemorySettings(False, 0)
-    keep = config.get("memory", "index_tool_output")
-    return MemorySettings(bool(config.get("memory", "enabled")),
-                          int(config.get("memory", "max_tool_output_chars")) if keep else 0)
