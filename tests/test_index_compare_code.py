@@ -347,9 +347,6 @@ def test_verify_names_a_corrupted_code_or_build_object(
     assert "[unreachable" not in line  # reachable: an error, not a leftover
 
 
-@pytest.mark.xfail(strict=True, reason="index.build: a diagnostic's References edges to symbols "
-                   "are computed from the symbols present when the run is applied, and a "
-                   "commit's fold batch replays the command run before the files")
 def test_index_compare_fold_of_files_and_a_run_replays_the_same_edges(tmp_path: Path) -> None:
     from ctxstore.init import init_store
 

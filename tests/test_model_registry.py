@@ -115,10 +115,11 @@ SAMPLES[("diagnostics", 1)] = [
         output_blob=_o(2), output_bytes=9,
         diagnostics=(Diagnostic(severity="error", code="E0308", message="m", spans=(
             DiagnosticSpan(path="src/a.rs", start_line=3, start_col=5, end_line=3, end_col=9,
-                           start_byte=10, end_byte=14, label="l", primary=True),),
+                           start_byte=10, end_byte=14, label="l", primary=True,
+                           item="a::f"),),
             related=("note: n",)),),
         notes=("cut",)),
-     "035bdd00db3c1608649198cdb656dfecfb3eae97f4379e41d412b8c174f3189e"),
+     "ab74837f8bd1986011d669f45be036681f1e66be096e1ea5882ef403ea866c4c"),
 ]
 SAMPLES[("scc_view", 1)] = [
     (SccView(heads=(_o(1),), nodes=("file:a.py", "module:a", "module:b"), scc_of=(0, 1, 1),

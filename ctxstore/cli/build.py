@@ -179,7 +179,8 @@ def add_command_command(env: Env, name: str, exit_code: int | None, tool: str | 
 def _diag_json(diag: Diagnostic) -> dict[str, Any]:
     return {"severity": diag.severity, "code": diag.code, "message": diag.message,
             "spans": [{"path": s.path, "line": s.start_line, "col": s.start_col,
-                       "end_line": s.end_line, "end_col": s.end_col, "primary": s.primary}
+                       "end_line": s.end_line, "end_col": s.end_col, "primary": s.primary,
+                       "item": s.item}
                       for s in diag.spans],
             "related": list(diag.related)}
 

@@ -6,8 +6,10 @@ group killed at the timeout, standard input closed. ``cargo metadata`` and ``ctx
 command -- CMD`` both run through it. ``record_command`` parses an output
 (``code.diagnostics``), bounds what is kept (``[ingestion]``: bytes and log lines), and
 stages the ``diagnostics`` snapshot, its output blob and a ``command_run`` record in one
-work commit. The environment of the child is a parameter: only ``cli/`` reads
-``os.environ``. It must not print or run SQL.
+work commit; each span's enclosing symbol is resolved then, from the index as it stands
+under the lock (``index.build.enclosing_item``), and stored on the span. The environment
+of the child is a parameter: only ``cli/`` reads ``os.environ``. It must not print or run
+SQL.
 """
 
 from __future__ import annotations
@@ -19,20 +21,24 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
 from ctxstore.code.diagnostics import TOOLS, detect_tool, parse_output, relative_spans
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import ObjectId
 from ctxstore.index import open_index
-from ctxstore.index.build import DiagnosticRow, find_winner
+from ctxstore.index.build import DiagnosticRow, enclosing_item, find_winner
 from ctxstore.index.build import latest_diagnostics as _latest_rows
-from ctxstore.model.build import CommandRunRecord, DiagnosticsSnapshot
+from ctxstore.model.build import CommandRunRecord, Diagnostic, DiagnosticsSnapshot
 from ctxstore.repo import Store
 from ctxstore.session import Session
 from ctxstore.staging import StageResult, check_text, stage_records
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = ["RunResult", "Captured", "CommandRun", "run_bounded", "read_bounded", "record_command",
            "bound_output",
@@ -200,6 +206,13 @@ def bound_output(data: bytes, *, max_bytes: int, max_lines: int) -> tuple[bytes,
     return data, notes
 
 
+def _with_items(conn: sqlite3.Connection, diags: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
+    """The diagnostics with each span's ``item``: its enclosing indexed symbol, now."""
+    return tuple(replace(d, spans=tuple(
+        replace(s, item=enclosing_item(conn, s.path, s.start_line)) if s.start_line > 0 else s
+        for s in d.spans)) for d in diags)
+
+
 @dataclass(frozen=True, slots=True)
 class CommandRun:
     """What ``record_command`` stored."""
@@ -215,6 +228,8 @@ def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str
                    total_bytes: int | None = None, cwd: Path | None = None,
                    notes: Sequence[str] = ()) -> CommandRun:
     """Parse and stage one run of a named command; it replaces the previous run of that name.
+
+    Today's narrative log gets one line naming the run (spec 002 A.5 step 8).
 
     Args:
         store: The store to write to.
@@ -252,6 +267,7 @@ def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str
     with store.transaction() as tx:  # holds the lock: the run replaced is read under it
         with closing(open_index(store)) as conn:
             prev = find_winner(conn, ("command_run", name))
+            diags = _with_items(conn, diags)
         stamp = next_stamp(prev[0] if prev else None)
         blob = tx.put_blob(kept)
         snap = DiagnosticsSnapshot(
@@ -261,6 +277,10 @@ def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str
         snap_id = tx.put(snap)
         rec = CommandRunRecord(name=name, snapshot=snap_id, tool=chosen, exit_code=exit_code,
                                updated_at=stamp, prev=ObjectId(prev[1]) if prev else None)
+        from ctxstore.narrative.entries import log_event
+
+        log_event(store, "command-run", f"Ran {name}: exit "
+                  f"{'unknown' if exit_code is None else exit_code}, {len(diags)} diagnostics")
         staged = stage_records(store, [rec], message=f"command {name}", step_kind="command_run",
                                tx=tx)
     return CommandRun(snap, snap_id, staged, prev is not None)

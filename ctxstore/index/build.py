@@ -7,10 +7,11 @@ names, so a new snapshot replaces the old as a unit. Edges go to ``code_edges`` 
 ingestion replaces on its own): ``DependsOn`` package → package, ``TargetOf`` target →
 package, ``CrateFromTarget`` crate → target, and ``References`` from each diagnostic
 (``("diagnostic", "<name>#<n>")``) to the files its spans name and to the indexed symbols
-(``("item", qualname)``) the spans fall inside, as the ``symbols`` table holds them when
-the run is applied. Endpoint keys: a package is Cargo's package id, a target the hex of its
-``target_id``, a crate ``<package name>@<version>/<kind>/<crate name>``. The SELECTs of these
-tables live here too. It must not print.
+(``("item", qualname)``) the spans fell inside when the run was recorded (``enclosing_item``,
+stored on each span: applying only copies it, so the rows do not depend on whether the
+files are applied before or after the run). Endpoint keys: a package is Cargo's package id,
+a target the hex of its ``target_id``, a crate ``<package name>@<version>/<kind>/<crate
+name>``. The SELECTs of these tables live here too. It must not print.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ctxstore.objects import ObjectId
 from ctxstore.repo import Store
 
 __all__ = ["BUILD_TABLES", "BuildEdge", "DiagnosticRow", "CommandRunRow", "apply_build_record",
-           "cargo_edges", "crate_key", "cargo_edge_path", "command_edge_path",
+           "cargo_edges", "crate_key", "cargo_edge_path", "command_edge_path", "enclosing_item",
            "find_winner", "latest_diagnostics", "command_runs", "cargo_packages"]
 
 BUILD_TABLES = ("packages", "targets", "crates", "command_runs", "diagnostics")
@@ -186,12 +187,22 @@ def _apply_cargo(store: Store, conn: sqlite3.Connection, rec: CargoRecord) -> No
     _insert_edges(conn, cargo_edge_path(rec.manifest_path), cargo_edges(snap, rec.snapshot))
 
 
-def _enclosing_symbols(conn: sqlite3.Connection, path: str, line: int) -> list[str]:
-    """Qualified names of the indexed symbols of ``path`` whose lines hold ``line``, innermost first."""
-    rows = conn.execute(
+def enclosing_item(conn: sqlite3.Connection, path: str, line: int) -> str | None:
+    """The innermost indexed symbol of ``path`` (not a module) whose lines hold ``line``.
+
+    Args:
+        conn: The index connection (up to date: ``ctx add command`` resolves under the lock).
+        path: A repository-relative file path.
+        line: A 1-based line.
+
+    Returns:
+        Its qualified name (the shortest span wins, then the smallest name), or None.
+    """
+    row = conn.execute(
         "SELECT qualname FROM symbols WHERE path = ? AND start_line <= ? AND end_line >= ?"
-        " AND kind != 'module' ORDER BY end_line - start_line, qualname", (path, line, line))
-    return [r[0] for r in rows.fetchall()]
+        " AND kind != 'module' ORDER BY end_line - start_line, qualname LIMIT 1",
+        (path, line, line)).fetchone()
+    return str(row[0]) if row is not None else None
 
 
 def _apply_command(store: Store, conn: sqlite3.Connection, rec: CommandRunRecord) -> None:
@@ -223,9 +234,8 @@ def _apply_command(store: Store, conn: sqlite3.Connection, rec: CommandRunRecord
             if span.start_byte is not None and span.end_byte is not None:
                 ev["span"] = [span.start_byte, span.end_byte]
             targets.setdefault(("file", span.path), ev)
-            if span.start_line > 0:
-                for qualname in _enclosing_symbols(conn, span.path, span.start_line)[:1]:
-                    targets.setdefault(("item", qualname), {**ev, "confidence": "medium"})
+            if span.item is not None:
+                targets.setdefault(("item", span.item), {**ev, "confidence": "medium"})
         edges.extend(BuildEdge(("diagnostic", did), to, "References", ev)
                      for to, ev in targets.items())
     conn.executemany(

@@ -135,7 +135,10 @@ class CargoMetadataSnapshot(Record):
 class DiagnosticSpan(Record):
     """Where a diagnostic points: a path and 1-based lines and columns (0: not known).
 
-    Byte offsets are set when the tool reports them (rustc's JSON does).
+    Byte offsets are set when the tool reports them (rustc's JSON does). ``item`` is the
+    qualified name of the innermost indexed symbol (not a module) whose lines held
+    ``start_line`` when the run was recorded, None when none did: resolved once, so the
+    run's edges to it do not depend on the order the index applies objects in.
     """
 
     path: str
@@ -147,10 +150,12 @@ class DiagnosticSpan(Record):
     end_byte: int | None
     label: str | None
     primary: bool
+    item: str | None = None
 
     FIELDS: ClassVar = {"path": "str", "start_line": "int", "start_col": "int",
                         "end_line": "int", "end_col": "int", "start_byte": Opt("int"),
-                        "end_byte": Opt("int"), "label": Opt("str"), "primary": "bool"}
+                        "end_byte": Opt("int"), "label": Opt("str"), "primary": "bool",
+                        "item": Opt("str")}
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,7 @@ def test_diagnostics_failing_pytest_run_is_stored_and_listed(work: Path) -> None
     assert (diag["severity"], diag["code"], diag["message"]) == \
         ("error", "FAILED", "test_a.py::test_fails: assert 4 == 5")
     assert diag["spans"][0]["path"] == "test_a.py" and diag["spans"][0]["line"] == 10
+    assert diag["spans"][0]["item"] == "test_a.test_fails"  # resolved when recorded
     listed = ctx_json(ctx_dir, "diagnostics")
     assert [(r["name"], r["exit_code"], r["diagnostics"]) for r in listed["runs"]] == \
         [("pytest", 1, 1)]
@@ -126,6 +127,36 @@ def test_diagnostics_rebuild_gives_the_same_rows(work: Path) -> None:
     for run in ctx_json(ctx_dir, "diagnostics")["runs"]:
         assert open_store(ctx_dir).read_blob(ObjectId(bytes.fromhex(run["output_blob"])))
     assert _verify_errors(ctx_dir) == []
+
+
+def test_diagnostics_files_and_a_run_in_one_commit_rebuild_to_the_same_edges(work: Path) -> None:
+    # Issue 13: `ctx rebuild` applies a commit's run before its files; the item edges were
+    # looked up in `symbols` at apply time and vanished. They are resolved when recorded.
+    ctx_dir = work / ".ctx"
+    write(work, {"pkg/b.py": 'def helper(name: str) -> str:\n    return "hi " + name\n'})
+    ctx(ctx_dir, "add", "file", "test_a.py", "pkg/b.py", "--extract-semantics")
+    mypy = (b"test_a.py:10: error: Non-overlapping equality check  [comparison-overlap]\n"
+            b"pkg/b.py:2: note: here\ntest_a.py:3: error: Blank  [misc]\n"
+            b"gone.py:1: error: Not indexed  [misc]\n")
+    res = _run(ctx_dir, "add", "command", "--stdin", "--name", "mypy", "--exit-code", "1",
+               stdin=mypy)
+    assert res.returncode == 0, res.stderr
+    ctx(ctx_dir, "commit", "-m", "files and a failing run")
+    sql = ("SELECT from_key, to_kind, to_key, label, confidence, evidence FROM code_edges"
+           " WHERE path = 'cmd:mypy' ORDER BY 1, 2, 3")
+    before = query(ctx_dir, sql)
+    assert [r[:4] for r in before] == [
+        ("mypy#1", "file", "test_a.py", "References"),
+        ("mypy#1", "item", "test_a.test_fails", "References"),
+        ("mypy#2", "file", "pkg/b.py", "References"),
+        ("mypy#2", "item", "pkg.b.helper", "References"),
+        ("mypy#3", "file", "test_a.py", "References"),  # line 3: between two functions
+        ("mypy#4", "file", "gone.py", "References")]
+    ctx(ctx_dir, "rebuild")
+    assert query(ctx_dir, sql) == before
+    out, _, code = ctx(ctx_dir, "debug", "verify", "--index", ok=False)
+    assert code == 0, out
+    assert [ln for ln in out.splitlines() if ln.startswith(("error ", "warning "))] == []
 
 
 def test_diagnostics_output_is_bounded_when_stored(work: Path) -> None:
