@@ -8,14 +8,21 @@ whether there is any work (``ctxstore.repo`` costs a hook ~20 ms of imports).
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from ctxstore import fsio
-from ctxstore.errors import RefNotFound, StoreNotFound
+from ctxstore.errors import RefNotFound, StoreNotFound, UnsafePath
 
-__all__ = ["CTX_DIRNAME", "discover_store"]
+__all__ = ["CTX_DIRNAME", "STORE_DIRS", "STORE_FILES", "check_layout", "check_store", "discover_store"]
 
 CTX_DIRNAME = ".ctx"
+# The fixed entries of a store (DESIGN §2). A cloned repository is untrusted input: any of
+# them may have been committed as a symlink or a special file, so each is lstat-checked
+# when the store is opened (``check_layout``), before anything reads or writes through it.
+STORE_DIRS = ("objects", "refs", "index", "local", "narrative", "narrative/log",
+              "narrative/tasks", "DERIVED")
+STORE_FILES = ("HEAD", "STAGE", "config.toml", "LOCK")
 
 
 def discover_store(start: Path, *, user_store: Path | None = None,
@@ -64,3 +71,58 @@ def discover_store(start: Path, *, user_store: Path | None = None,
             break
     raise StoreNotFound(f"no {CTX_DIRNAME}/ store in {here} or any parent",
                         hint="run `ctx init` at the repository root, or pass --ctx-dir")
+
+
+def check_layout(ctx_dir: Path) -> None:
+    """Check the fixed entries of a store.
+
+    None is a symbolic link, and each is absent or of its kind (``STORE_DIRS`` real directories,
+    ``STORE_FILES`` regular files).
+
+    Two kinds of damage are left to the code that owns them: a directory in place of
+    ``HEAD`` or ``STAGE`` is a damaged pointer (E005 when read), and another kind of entry
+    in place of the derived or per-clone ``index/``, ``DERIVED/`` or ``local/`` is repaired
+    or reported by the index and the hook state. About twelve ``lstat`` calls: cheap
+    enough for every command and hook. Deeper paths (shard directories, pointer files
+    under refs/, narrative files, SQLite files) are checked where they are opened.
+
+    Raises:
+        UnsafePath: (E020) naming the first entry that is a link or of the wrong kind.
+    """
+    for names, want, what in ((STORE_DIRS, stat.S_ISDIR, "a directory"),
+                              (STORE_FILES, stat.S_ISREG, "a regular file")):
+        for name in names:
+            path = ctx_dir / name
+            try:
+                mode = os.lstat(path).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # absent (or under a parent already refused above)
+            if stat.S_ISLNK(mode):
+                raise UnsafePath(str(path), detail="is a symbolic link")
+            if name in ("local", "index", "DERIVED"):
+                continue  # derived or per-clone: their owners repair another kind of entry
+            if name in ("HEAD", "STAGE") and stat.S_ISDIR(mode):
+                continue  # a damaged pointer: reading it reports E005 (RELIABILITY.md CO-05)
+            if not want(mode):
+                raise UnsafePath(str(path), detail=f"is {fsio.file_kind(mode)}, not {what}")
+
+
+def check_store(ctx_dir: Path) -> None:
+    """Refuse a directory that is not a store, or whose fixed entries are unsafe.
+
+    What ``repo.open_store`` checks before it reads anything, importable without the
+    object model (a read on an index that is current needs no more).
+
+    Args:
+        ctx_dir: The store's ``.ctx`` directory.
+
+    Raises:
+        StoreNotFound: if ``ctx_dir`` holds no HEAD file.
+        UnsafePath: (E020) if a fixed entry of the store is a symlink or of the wrong
+            kind (``check_layout``).
+    """
+    if ctx_dir.is_dir():
+        check_layout(ctx_dir)
+    if not (ctx_dir / "HEAD").is_file():
+        raise StoreNotFound(f"{ctx_dir} is not a ctx store (no HEAD)",
+                            hint="run `ctx init`, or check --ctx-dir")

@@ -9,8 +9,6 @@ is not durable, and a transaction of N objects pays one barrier, not N fsyncs.
 from __future__ import annotations
 
 import heapq
-import os
-import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -23,7 +21,14 @@ from typing import Literal, TypeVar
 from ctxstore import fsio, refs
 from ctxstore.clock import now_ms  # re-exported: the clock owns the wall clock
 from ctxstore.config import Config, load_config
-from ctxstore.discovery import CTX_DIRNAME, discover_store
+from ctxstore.discovery import (
+    CTX_DIRNAME,
+    STORE_DIRS,
+    STORE_FILES,
+    check_layout,
+    check_store,
+    discover_store,
+)
 from ctxstore.errors import (
     CommitOrphan,
     DeserializationFailed,
@@ -31,8 +36,6 @@ from ctxstore.errors import (
     RefNotFound,
     StagingConflict,
     StorageIOError,
-    StoreNotFound,
-    UnsafePath,
 )
 from ctxstore.model import Commit, TypedObject, WorkCommit, decode_typed, encode_typed
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, LooseObjectStore, ObjectId
@@ -68,52 +71,10 @@ STAGE_TYPES: tuple[type, ...] = (Commit, WorkCommit)
 STAGE_RECOVER_HINT = ("STAGE is damaged (an interrupted write?): run `ctx stage recover` "
                       "to re-link the intact staged work")
 T = TypeVar("T")
-# The fixed entries of a store (DESIGN §2). A cloned repository is untrusted input: any of
-# them may have been committed as a symlink or a special file, so each is lstat-checked
-# when the store is opened (``check_layout``), before anything reads or writes through it.
-STORE_DIRS = ("objects", "refs", "index", "local", "narrative", "narrative/log",
-              "narrative/tasks", "DERIVED")
-STORE_FILES = ("HEAD", "STAGE", "config.toml", "LOCK")
-
-
 def type_name(expect: type | tuple[type, ...]) -> str:
     """``commit`` / ``commit or work_commit`` for error messages."""
     kinds = expect if isinstance(expect, tuple) else (expect,)
     return " or ".join(k.TYPE for k in kinds)  # type: ignore[attr-defined]
-
-
-def check_layout(ctx_dir: Path) -> None:
-    """Check the fixed entries of a store.
-
-    None is a symbolic link, and each is absent or of its kind (``STORE_DIRS`` real directories,
-    ``STORE_FILES`` regular files).
-
-    Two kinds of damage are left to the code that owns them: a directory in place of
-    ``HEAD`` or ``STAGE`` is a damaged pointer (E005 when read), and another kind of entry
-    in place of the derived or per-clone ``index/``, ``DERIVED/`` or ``local/`` is repaired
-    or reported by the index and the hook state. About twelve ``lstat`` calls: cheap
-    enough for every command and hook. Deeper paths (shard directories, pointer files
-    under refs/, narrative files, SQLite files) are checked where they are opened.
-
-    Raises:
-        UnsafePath: (E020) naming the first entry that is a link or of the wrong kind.
-    """
-    for names, want, what in ((STORE_DIRS, stat.S_ISDIR, "a directory"),
-                              (STORE_FILES, stat.S_ISREG, "a regular file")):
-        for name in names:
-            path = ctx_dir / name
-            try:
-                mode = os.lstat(path).st_mode
-            except (FileNotFoundError, NotADirectoryError):
-                continue  # absent (or under a parent already refused above)
-            if stat.S_ISLNK(mode):
-                raise UnsafePath(str(path), detail="is a symbolic link")
-            if name in ("local", "index", "DERIVED"):
-                continue  # derived or per-clone: their owners repair another kind of entry
-            if name in ("HEAD", "STAGE") and stat.S_ISDIR(mode):
-                continue  # a damaged pointer: reading it reports E005 (RELIABILITY.md CO-05)
-            if not want(mode):
-                raise UnsafePath(str(path), detail=f"is {fsio.file_kind(mode)}, not {what}")
 
 
 def open_store(ctx_dir: Path) -> Store:
@@ -126,11 +87,7 @@ def open_store(ctx_dir: Path) -> Store:
         ConfigInvalid, UnsupportedStoreVersion: for a bad config.toml.
     """
     ctx_dir = Path(ctx_dir)
-    if ctx_dir.is_dir():
-        check_layout(ctx_dir)
-    if not (ctx_dir / "HEAD").is_file():
-        raise StoreNotFound(f"{ctx_dir} is not a ctx store (no HEAD)",
-                            hint="run `ctx init`, or check --ctx-dir")
+    check_store(ctx_dir)
     return Store(ctx_dir.resolve(), load_config(ctx_dir / "config.toml"))
 
 

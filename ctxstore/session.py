@@ -6,6 +6,9 @@ elsewhere) and closed once; it owns the index connection it opens and closes it.
 index is opened lazily, on the first ``index()`` call, so a path that only writes never
 pays for SQLite, and every later call catches it up with HEAD and STAGE (cheap when they
 have not moved), so a long-lived process never reads a stale index after a write.
+``Session.open`` checks the store and reads its config at once but builds the ``Store``
+handle (and imports the object model) only when first needed: a read whose index is
+already in sync with the pointers (``index.open_current``) never needs it.
 
 The operations layer (``knowledge/``) takes the ``Store`` (``session.store``): its
 functions read the index under the store lock with a connection of their own, which
@@ -21,11 +24,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ctxstore.repo import Store, open_store
+from ctxstore.config import load_config
+from ctxstore.discovery import check_store
 
 if TYPE_CHECKING:
     from ctxstore.config import Config
     from ctxstore.index import IndexConnection
+    from ctxstore.repo import Store
 
 __all__ = ["Session"]
 
@@ -34,7 +39,6 @@ class Session:
     """A store with its derived index, config and clock, opened and closed once.
 
     Attributes:
-        store: The open store.
         clock: Wall-clock seconds (``time.time``; tests pass another).
     """
 
@@ -45,7 +49,10 @@ class Session:
             store: The store (``repo.open_store``).
             clock: The wall clock in seconds.
         """
-        self.store = store
+        self._store: Store | None = store
+        self._root = store.root
+        self._config = store.config
+        self._lock_timeout: float | None = None
         self.clock = clock
         self._conn: IndexConnection | None = None
         self._closed = False
@@ -65,23 +72,42 @@ class Session:
             The session (its index not opened yet).
 
         Raises:
-            StoreNotFound, UnsafePath, ConfigInvalid, UnsupportedStoreVersion: from
-                ``repo.open_store``.
+            StoreNotFound, UnsafePath, ConfigInvalid, UnsupportedStoreVersion: as
+                ``repo.open_store`` raises them (the same checks, done here).
         """
-        store = open_store(ctx_dir)
-        if lock_timeout is not None:
-            store.lock_timeout = lock_timeout
-        return cls(store, clock=clock)
+        ctx_dir = Path(ctx_dir)
+        check_store(ctx_dir)
+        session = cls.__new__(cls)
+        session._store = None
+        session._root = ctx_dir.resolve()
+        session._config = load_config(ctx_dir / "config.toml")
+        session._lock_timeout = lock_timeout
+        session.clock = clock
+        session._conn = None
+        session._closed = False
+        return session
+
+    @property
+    def store(self) -> Store:
+        """The open store (the handle is built on first use)."""
+        if self._store is None:
+            from ctxstore.repo import Store
+
+            # What ``repo.open_store`` returns: ``open`` already made its checks.
+            self._store = Store(self._root, self._config)
+            if self._lock_timeout is not None:
+                self._store.lock_timeout = self._lock_timeout
+        return self._store
 
     @property
     def config(self) -> Config:
         """The store's configuration (``config.toml``)."""
-        return self.store.config
+        return self._config
 
     @property
     def root(self) -> Path:
         """The store's ``.ctx`` directory."""
-        return self.store.root
+        return self._root
 
     @property
     def index_open(self) -> bool:
@@ -105,13 +131,15 @@ class Session:
             CtxError: (E001-E005) if the store is damaged on the way.
         """
         # Imported here: a hook that never reads the index never loads SQLite's layer.
-        from ctxstore.index import open_index, sync_index
+        from ctxstore.index import is_current, open_current, open_index, sync_index
 
         if self._closed:
             raise RuntimeError("the session is closed")
         if self._conn is None:
-            self._conn = open_index(self.store, progress=progress)
-        else:
+            # An index in sync with the pointers needs no store handle (nor the model).
+            conn = open_current(self._root) if self._store is None else None
+            self._conn = conn if conn is not None else open_index(self.store, progress=progress)
+        elif self._store is not None or not is_current(self._root, self._conn):
             sync_index(self.store, self._conn, progress=progress)
         return self._conn
 

@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ctxstore.discovery import discover_store
 from ctxstore.errors import InvalidInput, StoreNotFound
-from ctxstore.repo import Store, discover_store
 from ctxstore.session import Session
 
 if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.config import Config
+    from ctxstore.repo import Store
 
 __all__ = ["Env", "pass_env", "format_option", "emit_json", "progress_printer", "fmt_time",
            "parse_since", "default_budget", "node_json", "preview", "plural",

@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ctxstore.claude.inject import LINE_BREAK, escape_tags, neutralise_breaks
-from ctxstore.model import ChangeBatch, Commit, Tree, WorkCommit
-from ctxstore.model._schema import to_wire
-from ctxstore.model.codec import jsonable
-from ctxstore.model.knowledge import record_to_wire
 
-__all__ = ["jsonable", "object_json", "commit_summary", "shown", "echo_stored", "item_line",
+if TYPE_CHECKING:
+    from ctxstore.model import Commit, Tree, WorkCommit
+
+__all__ = ["object_json", "commit_summary", "shown", "echo_stored", "item_line",
            "strip_terminal_controls", "stdout_is_terminal", "composed_text"]
 
 # Escape sequences (7- and 8-bit CSI; OSC, DCS, SOS, PM, APC up to their terminator or the
@@ -80,6 +79,12 @@ def composed_text(text: str) -> str:
 
 def object_json(obj: Any) -> dict[str, Any]:
     """A typed object as a JSON-ready map with its ``type`` and ``v``."""
+    # The object model is imported where it is used: the hot reads (search, list) skip it.
+    from ctxstore.model import ChangeBatch
+    from ctxstore.model._schema import to_wire
+    from ctxstore.model.codec import jsonable
+    from ctxstore.model.knowledge import record_to_wire
+
     cls = type(obj)
     body = obj.to_wire() if isinstance(obj, ChangeBatch) else to_wire(obj, cls)
     if isinstance(obj, ChangeBatch):
@@ -89,6 +94,8 @@ def object_json(obj: Any) -> dict[str, Any]:
 
 def commit_summary(oid: bytes, obj: Commit | WorkCommit | Tree) -> dict[str, Any]:
     """One history entry for ``log`` / ``debug history``."""
+    from ctxstore.model import Commit, WorkCommit
+
     if isinstance(obj, Commit):
         return {"id": oid.hex(), "type": "commit", "time": obj.timestamp_unix,
                 "message": obj.message, "parents": [p.hex() for p in obj.parents],

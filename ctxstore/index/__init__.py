@@ -33,11 +33,10 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore import fsio
-from ctxstore.errors import IndexCorrupt, UnsafePath
-from ctxstore.index.apply import apply_commits, clear_index, plan_sync
+from ctxstore.errors import CtxError, IndexCorrupt, UnsafePath
 from ctxstore.index.schema import (
     EXPECTED_SCHEMA_DIGEST,
     INDEX_SCHEMA_VERSION,
@@ -47,7 +46,10 @@ from ctxstore.index.schema import (
     read_schema,
     schema_digest,
 )
-from ctxstore.repo import Store
+
+if TYPE_CHECKING:
+    from ctxstore.refs import Pointer
+    from ctxstore.repo import Store
 
 # (records applied, records to apply): the index catch-up and rebuild report through it.
 Progress = Callable[[int, int], None]
@@ -65,6 +67,8 @@ __all__ = [
     "index_dir",
     "inspect_index",
     "is_damage",
+    "is_current",
+    "open_current",
     "open_index",
     "parse_snapshot",
     "pointer_snapshot",
@@ -226,10 +230,86 @@ def index_dir(store: Store) -> Path:
 
 def pointer_snapshot(store: Store) -> dict[str, list[str]]:
     """The heads of HEAD's ref and STAGE as hex lists (what the index syncs to)."""
-    main = store.read_head()
-    stage = store.read_stage()
-    return {"ref": [store.head_ref()], "main": [h.hex() for h in main.heads],
+    return _snapshot(store.head_ref(), store.read_head(), store.read_stage())
+
+
+def _snapshot(ref: str, main: Pointer, stage: Pointer | None) -> dict[str, list[str]]:
+    return {"ref": [ref], "main": [h.hex() for h in main.heads],
             "stage": [h.hex() for h in stage.heads] if stage else []}
+
+
+def _snapshot_text(root: Path) -> str | None:
+    """``pointer_snapshot`` as ``sync_index`` records it, read from the pointer files alone.
+
+    None when a pointer is missing or unreadable: opening the store reports that.
+    """
+    from ctxstore import refs
+
+    try:
+        ref = refs.read_head_target(root)
+        main = refs.read_pointer(root, ref)
+        stage = refs.read_pointer(root, "STAGE")
+    except (CtxError, OSError):
+        return None
+    if main is None:
+        return None
+    return json.dumps(_snapshot(ref, main, stage), sort_keys=True)
+
+
+def is_current(root: Path, conn: sqlite3.Connection) -> bool:
+    """True when the index ``conn`` last synced to exactly the pointers now on disk.
+
+    Reads the three pointer files (HEAD, its ref, STAGE) and the ``meta`` row: no store
+    handle and no object model, so a read on an unchanged store skips importing them.
+
+    Args:
+        root: The store's ``.ctx`` directory (resolved).
+        conn: An index connection.
+
+    Returns:
+        False when the pointers moved, or cannot be read (the caller then syncs through
+        the store, which reports a damaged pointer).
+    """
+    snap = _snapshot_text(root)
+    if snap is None:
+        return False
+    row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
+    return row is not None and row[0] == snap
+
+
+def open_current(root: Path) -> IndexConnection | None:
+    """The index of the store at ``root`` when it is intact and already in sync, else None.
+
+    The fast path of a read: the same checks as ``open_index`` (file kinds, damage marker,
+    ``inspect_index``) and ``is_current``, without the store handle or the object model.
+    It never creates, repairs or syncs anything: whatever is not plainly in order (no
+    index yet, a marker, damage, moved or unreadable pointers) returns None, and
+    ``open_index`` then does what it always does.
+
+    Args:
+        root: The store's ``.ctx`` directory (resolved; ``repo.open_store`` checked it).
+
+    Returns:
+        The open connection (the caller closes it), or None.
+    """
+    folder = root / "index"
+    try:
+        fsio.check_under(root, folder)
+        if not stat.S_ISDIR(os.lstat(folder).st_mode) or any(_irregular_files(folder)) \
+                or os.path.lexists(folder / DAMAGE_MARKER) \
+                or not os.path.isfile(folder / INDEX_FILE):
+            return None
+        conn = _connect(folder / INDEX_FILE)
+    except (OSError, CtxError, sqlite3.Error):
+        return None
+    try:
+        if inspect_index(conn, create=False) is None and is_current(root, conn):
+            conn.opening = False
+            return conn
+    except (OSError, CtxError, sqlite3.Error):
+        pass
+    conn.close()
+    return None
 
 
 def parse_snapshot(text: str) -> dict[str, list[str]] | None:
@@ -498,6 +578,8 @@ def sync_index(store: Store, conn: sqlite3.Connection,
         CtxError: (E001-E005) if the store is damaged on the way.
         IndexCorrupt: (E007) if SQLite finds the index file damaged.
     """
+    from ctxstore.index.apply import apply_commits, clear_index, plan_sync
+
     def current() -> str:
         return json.dumps(target if target is not None else pointer_snapshot(store), sort_keys=True)
 
@@ -556,6 +638,8 @@ def rebuild_index(store: Store, *, full: bool = False, progress: Progress | None
                 raise
         conn = open_index(store, sync=False)
     else:
+        from ctxstore.index.apply import clear_index
+
         conn = open_index(store, sync=False)
         conn.execute("BEGIN IMMEDIATE")
         clear_index(conn)

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxstore.errors import AmbiguousPrefix, InvalidInput, NodeNotFound
-from ctxstore.model import codec
-from ctxstore.model.knowledge import key_text
 
 __all__ = ["NodeRow", "EdgeRow", "ViewRow", "StoreCounts", "NODE_FIELDS", "NODE_COLUMNS",
            "node_from_row", "load_tags", "resolve_node_id", "read_node", "find_node",
@@ -359,6 +357,10 @@ def find_view(conn: sqlite3.Connection, name: str) -> ViewRow | None:
 
 def node_versions(conn: sqlite3.Connection, node_id: str) -> list[dict[str, Any]]:
     """Every version of a node the index has seen, oldest first (tombstones included)."""
+    # The object model is imported where it is used: the hot reads (search, hooks) skip it.
+    from ctxstore.model import codec
+    from ctxstore.model.knowledge import key_text
+
     rows = _rows(conn, "SELECT version, stamp, kind, record FROM versions WHERE key = ? "
                        "ORDER BY stamp, version", (key_text(("node", node_id)),))
     return [{"version": r["version"].hex(), "stamp": r["stamp"], "kind": r["kind"],
@@ -532,6 +534,8 @@ def latest_version(conn: sqlite3.Connection, key: tuple[str, ...]) -> tuple[byte
         ``(version id, stamp)`` of the version with the greatest ``(stamp, version)``, or
         None when the key has no history.
     """
+    from ctxstore.model.knowledge import key_text
+
     row = _rows(conn, "SELECT version, stamp FROM versions WHERE key = ? "
                       "ORDER BY stamp DESC, version DESC LIMIT 1", (key_text(key),)).fetchone()
     return None if row is None else (bytes(row["version"]), int(row["stamp"]))
