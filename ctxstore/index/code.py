@@ -1,4 +1,7 @@
-"""Code rows of the index: files, symbols, code_edges, chunks and chunks_fts (schema v5).
+"""Code rows of the index: files, symbols, code_edges, chunks, chunks_fts, file_terms.
+
+``file_terms`` and ``file_lengths`` are the retrieval postings of each file: its
+``index.terms`` tokens (body and path) with their counts, read by ``ctx pack``.
 
 ``apply_file`` runs when a ``file`` or ``file_removed`` record wins its key
 (``index.apply``): the rows of that path are deleted and, for a ``file`` record, made
@@ -18,12 +21,14 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctxstore.ids import ObjectId
-from ctxstore.model.code import CodeSymbol, FileRecord, FileRemoved, FileVersion
+from ctxstore.index.terms import path_tokens, term_counts
+from ctxstore.model.code import CodeRelation, CodeSymbol, FileRecord, FileRemoved, FileVersion
 from ctxstore.repo import Store
 from ctxstore.tokens import estimate_tokens
 
@@ -31,7 +36,8 @@ __all__ = ["CODE_TABLES", "FileRow", "SymbolHit", "Chunk", "apply_file", "file_r
            "file_row", "symbols_by", "symbols_in", "task_node_ids",
            "mention_rows", "chunk_file", "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
 
-CODE_TABLES = ("files", "symbols", "code_edges", "chunks", "chunks_fts")
+CODE_TABLES = ("files", "symbols", "code_edges", "chunks", "chunks_fts", "file_terms",
+               "file_lengths")
 WINDOW_LINES = 60
 CLASS_SPLIT_TOKENS = 1500
 _CONTAINERS = frozenset({"class", "impl", "trait", "interface", "struct", "enum"})
@@ -89,10 +95,12 @@ def apply_file(store: Store, conn: sqlite3.Connection, rec: FileRecord | FileRem
         return
     fv = store.read_typed(ObjectId(rec.version), FileVersion)
     symbols = fv.symbols
-    conn.execute("INSERT INTO files(path, version, blob, language, byte_count, line_count,"
-                 " complete, note, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 (fv.path, rec.version, fv.blob_id, fv.language, fv.byte_count, fv.line_count,
-                  int(fv.complete), fv.note, rec.updated_at))
+    blob_hex = fv.blob_id.hex()
+    file_id = conn.execute(
+        "INSERT INTO files(path, version, blob, language, byte_count, line_count,"
+        " complete, note, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (fv.path, rec.version, fv.blob_id, fv.language, fv.byte_count, fv.line_count,
+         int(fv.complete), fv.note, rec.updated_at)).lastrowid
     conn.executemany(
         "INSERT INTO symbols(path, qualname, name, kind, visibility, parent, signature,"
         " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -102,12 +110,10 @@ def apply_file(store: Store, conn: sqlite3.Connection, rec: FileRecord | FileRem
         "INSERT INTO code_edges(path, from_kind, from_key, to_kind, to_key, label, confidence,"
         " tool, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(fv.path, r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
-          json.dumps({"tool": r.tool, "confidence": r.confidence, "blob": fv.blob_id.hex(),
-                      "span": [r.start_byte, r.end_byte], "lines": [r.start_line, r.end_line],
-                      "target": r.target, **({"detail": dict(r.detail)} if r.detail else {})},
-                     sort_keys=True))
-         for r in fv.relations])
+          _evidence(r, blob_hex)) for r in fv.relations])
     text = store.read_blob(ObjectId(fv.blob_id)).decode("utf-8", "replace")
+    _file_terms(conn, int(file_id or 0), fv.path, text)
+    fts: list[tuple[int | None, str, str, str]] = []
     for chunk in chunk_file(text, symbols):
         cur = conn.execute("INSERT INTO chunks(path, qualname, kind, start_line, end_line, tokens,"
                            " text) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -115,11 +121,37 @@ def apply_file(store: Store, conn: sqlite3.Connection, rec: FileRecord | FileRem
                             estimate_tokens(chunk.text), chunk.text))
         names = " ".join(dict.fromkeys(
             [chunk.qualname, *_NAME_PARTS.split(chunk.qualname)] if chunk.qualname else []))
-        conn.execute("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)",
-                     (cur.lastrowid, fv.path, names, chunk.text))
+        fts.append((cur.lastrowid, fv.path, names, chunk.text))
+    conn.executemany("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)", fts)
+
+
+def _evidence(r: CodeRelation, blob_hex: str) -> str:
+    """The ``code_edges.evidence`` JSON of a relation, keys sorted.
+
+    The same text as ``json.dumps({...}, sort_keys=True)`` of the map, built directly: one
+    edge of a full index is otherwise a fresh encoder per edge (a quarter of an apply).
+    """
+    detail = f'"detail": {json.dumps(dict(r.detail), sort_keys=True)}, ' if r.detail else ""
+    return (f'{{"blob": "{blob_hex}", "confidence": {json.dumps(r.confidence)}, {detail}'
+            f'"lines": [{r.start_line}, {r.end_line}], "span": [{r.start_byte}, {r.end_byte}], '
+            f'"target": {json.dumps(r.target)}, "tool": {json.dumps(r.tool)}}}')
+
+
+def _file_terms(conn: sqlite3.Connection, file_id: int, path: str, text: str) -> None:
+    """The retrieval postings of one file: ``index.terms`` tokens of its text and its path."""
+    body = term_counts(text)
+    where = Counter(path_tokens(path))
+    conn.execute("INSERT INTO file_lengths(file, body, path) VALUES (?, ?, ?)",
+                 (file_id, sum(body.values()), sum(where.values())))
+    conn.executemany("INSERT INTO file_terms(term, field, file, tf) VALUES (?, ?, ?, ?)",
+                     [*((t, 0, file_id, n) for t, n in body.items()),
+                      *((t, 1, file_id, n) for t, n in where.items())])
 
 
 def _delete_path(conn: sqlite3.Connection, path: str) -> None:
+    for table in ("file_terms", "file_lengths"):
+        conn.execute(f"DELETE FROM {table} WHERE file IN (SELECT rowid FROM files WHERE path = ?)",  # noqa: S608
+                     (path,))
     conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?)",
                  (path,))
     for table in ("chunks", "code_edges", "symbols", "files"):

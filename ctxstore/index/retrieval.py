@@ -1,11 +1,12 @@
 """The SELECTs of prompt packs (``retrieval.pack``), read from the code tables (docs/code.md).
 
-File sizes, term postings, definitions, import edges and chunks.
+File lengths, term postings, definitions, import edges and chunks.
 
-Postings come from FTS5's own index of ``chunks_fts`` through an ``fts5vocab`` table of
-type ``instance`` (a temp table on this connection), only for the query's terms: a query
-costs what its terms' postings cost, not a scan of every file's text. An index built
-before code ingestion (no ``chunks``) answers with nothing. Reads only.
+Postings come from ``file_terms`` (filled by ``index.code`` with ``index.terms`` tokens:
+whole identifiers and their camel/snake parts, one row per term and file), read by primary
+key only for the query's terms: a query costs what its terms' postings cost, not a scan of
+every file's text. An index built before code ingestion (no ``chunks``) answers with
+nothing. Reads only.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from dataclasses import dataclass
 
 from ctxstore.index.fulltext.ranked import has_table
 
-__all__ = ["PackChunk", "has_code", "file_sizes", "term_counts", "term_postings", "symbols_with_names",
-           "import_edges", "chunks_of"]
+__all__ = ["PackChunk", "BODY", "PATH", "has_code", "has_diagnostics", "file_table", "file_versions",
+           "document_counts", "postings", "symbols_with_names", "import_edges", "chunks_of"]
 
-_VOCAB = "temp.ctx_chunks_instances"
-_ROWS = "temp.ctx_chunks_rows"
+BODY, PATH = 0, 1  # ``file_terms.field``
 _BATCH = 500  # host parameters per statement, well under SQLite's limit
 
 
@@ -39,28 +39,62 @@ class PackChunk:
 
 
 def has_code(conn: sqlite3.Connection) -> bool:
-    """Whether the index has the code tables (``files``, ``chunks``, ``chunks_fts``).
+    """Whether the index has the code tables (``files``, ``chunks``, ``chunks_fts``, ``file_terms``).
 
     Args:
         conn: An index connection.
 
     Returns:
-        True when all three exist.
+        True when all four exist.
     """
-    return all(has_table(conn, name) for name in ("files", "chunks", "chunks_fts"))
+    return all(has_table(conn, name) for name in ("files", "chunks", "chunks_fts", "file_terms"))
 
 
-def file_sizes(conn: sqlite3.Connection) -> list[tuple[str, int]]:
-    """Every indexed file with its size in bytes, by path.
+def file_table(conn: sqlite3.Connection) -> list[tuple[int, str, str | None, int, int]]:
+    """Every indexed file with its language and retrieval lengths.
 
     Args:
         conn: An index connection with the code tables.
 
     Returns:
-        ``(path, byte_count)`` pairs, sorted by path.
+        ``(file id, path, language, body tokens, path tokens)`` in no particular order; a
+        file without postings (written by an older ctx) has lengths 0.
     """
-    return [(str(p), int(n)) for p, n in
-            conn.execute("SELECT path, byte_count FROM files ORDER BY path").fetchall()]
+    rows: list[tuple[int, str, str | None, int, int]] = conn.execute(
+        "SELECT f.rowid, f.path, f.language, coalesce(l.body, 0), coalesce(l.path, 0) "
+        "FROM files f LEFT JOIN file_lengths l ON l.file = f.rowid").fetchall()
+    return rows
+
+
+def file_versions(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, bytes]:
+    """The ``file_version`` object id of some indexed files (a light ``index.code.file_rows``).
+
+    Args:
+        conn: An index connection with the code tables.
+        paths: The files.
+
+    Returns:
+        Path -> version id; files not indexed are absent.
+    """
+    found: dict[str, bytes] = {}
+    for batch in _batches(list(dict.fromkeys(paths))):
+        found.update((str(p), bytes(v)) for p, v in conn.execute(
+            f"SELECT path, version FROM files WHERE path IN ({','.join('?' * len(batch))})",
+            tuple(batch)).fetchall())
+    return found
+
+
+def has_diagnostics(conn: sqlite3.Connection) -> bool:
+    """Whether any stored command reported a diagnostic (``ctx add command``; docs/code.md).
+
+    Args:
+        conn: An index connection.
+
+    Returns:
+        True when the ``diagnostics`` table holds a row.
+    """
+    return has_table(conn, "diagnostics") and \
+        conn.execute("SELECT 1 FROM diagnostics LIMIT 1").fetchone() is not None
 
 
 def _batches(items: Sequence[str]) -> Iterable[Sequence[str]]:
@@ -68,56 +102,44 @@ def _batches(items: Sequence[str]) -> Iterable[Sequence[str]]:
         yield items[start:start + _BATCH]
 
 
-def _vocabularies(conn: sqlite3.Connection) -> None:
-    """The ``fts5vocab`` tables over ``chunks_fts`` (temp tables of this connection)."""
-    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} "
-                 "USING fts5vocab(main, 'chunks_fts', 'instance')")
-    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_ROWS} "
-                 "USING fts5vocab(main, 'chunks_fts', 'row')")
-
-
-def term_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
-    """How many times each term occurs in all chunks (FTS5's vocabulary; absent terms left out).
+def document_counts(conn: sqlite3.Connection, terms: Sequence[str], field: int = BODY
+                    ) -> dict[str, int]:
+    """In how many files each term occurs (absent terms left out).
 
     Args:
         conn: An index connection with the code tables.
-        terms: Terms as FTS5's ``unicode61`` tokenizer stores them (lower case words).
+        terms: ``index.terms`` tokens.
+        field: ``BODY`` or ``PATH``.
 
     Returns:
-        Term -> occurrences.
+        Term -> document frequency.
     """
-    _vocabularies(conn)
     found: dict[str, int] = {}
     for batch in _batches(list(dict.fromkeys(terms))):
         found.update((str(t), int(n)) for t, n in conn.execute(
-            f"SELECT term, cnt FROM {_ROWS} WHERE term IN ({','.join('?' * len(batch))})",
-            tuple(batch)).fetchall())
+            f"SELECT term, count(*) FROM file_terms WHERE field = ? AND term IN "
+            f"({','.join('?' * len(batch))}) GROUP BY term", (field, *batch)).fetchall())
     return found
 
 
-def term_postings(conn: sqlite3.Connection, terms: Sequence[str]
-                  ) -> dict[str, list[tuple[str, str, int]]]:
-    """How often each term occurs in each file's chunk text and path (FTS5's tokens).
+def postings(conn: sqlite3.Connection, terms: Sequence[str], field: int = BODY
+             ) -> dict[str, list[tuple[int, int]]]:
+    """The files holding each term and how often (the ``file_terms`` rows).
 
     Args:
         conn: An index connection with the code tables.
-        terms: Terms as FTS5's ``unicode61`` tokenizer stores them (lower case words).
+        terms: ``index.terms`` tokens.
+        field: ``BODY`` or ``PATH``.
 
     Returns:
-        Term -> ``(path, column, count)`` with column ``text`` (summed over the file's
-        chunks) or ``path`` (once per file); absent terms are left out.
+        Term -> ``(file id, term frequency)`` pairs; absent terms left out.
     """
-    _vocabularies(conn)
-    out: dict[str, list[tuple[str, str, int]]] = {}
-    for term in dict.fromkeys(terms):
-        rows = conn.execute(
-            f"SELECT c.path, v.col, count(*), count(DISTINCT v.doc) FROM {_VOCAB} v "
-            "JOIN chunks c ON c.rowid = v.doc WHERE v.term = ? AND v.col IN ('text', 'path') "
-            "GROUP BY c.path, v.col", (term,)).fetchall()
-        if rows:
-            # The path column repeats in every chunk of a file: count it per chunk.
-            out[term] = [(str(path), str(col), int(n) if col == "text" else max(int(n) // int(d), 1))
-                         for path, col, n, d in rows]
+    out: dict[str, list[tuple[int, int]]] = {}
+    for batch in _batches(list(dict.fromkeys(terms))):
+        for term, file, tf in conn.execute(
+                f"SELECT term, file, tf FROM file_terms WHERE field = ? AND term IN "
+                f"({','.join('?' * len(batch))})", (field, *batch)).fetchall():
+            out.setdefault(term, []).append((file, tf))
     return out
 
 
@@ -171,7 +193,8 @@ def import_edges(conn: sqlite3.Connection, paths: Sequence[str]) -> list[tuple[s
             f"SELECT e.path, e.to_key FROM code_edges e WHERE e.label = 'Imports' "
             f"AND e.to_kind = 'file' AND e.to_key IN ({marks})", tuple(batch)).fetchall()
         rows += conn.execute(
-            f"SELECT e.path, s.path FROM symbols s JOIN code_edges e ON e.to_kind = 'item' "
+            # CROSS JOIN keeps symbols (by path) outside: the planner would scan every item edge.
+            f"SELECT e.path, s.path FROM symbols s CROSS JOIN code_edges e ON e.to_kind = 'item' "
             f"AND e.to_key = s.qualname AND e.label = 'Imports' WHERE s.path IN ({marks})",
             tuple(batch)).fetchall()
         found.update((str(a), str(b)) for a, b in rows if a and b and a != b)
@@ -194,7 +217,6 @@ def chunks_of(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, list[
                 "SELECT rowid, path, qualname, kind, start_line, end_line, tokens, text FROM chunks "
                 f"WHERE path IN ({','.join('?' * len(batch))}) ORDER BY path, start_line, rowid",
                 tuple(batch)).fetchall():
-            chunk = PackChunk(int(row[0]), str(row[1]), row[2], str(row[3]), int(row[4]),
-                              int(row[5]), int(row[6]), str(row[7]))
+            chunk = PackChunk(*row)  # the columns' types (NOT NULL INTEGER / TEXT) as declared
             out.setdefault(chunk.path, []).append(chunk)
     return out

@@ -20,7 +20,8 @@ SchemaRow = tuple[str, str, str, "str | None"]
 # 4: nodes.hook_key (the indexed lookup of idempotent agent writes);
 # 5: code intelligence: files, symbols, code_edges, chunks, chunks_fts (index.code); packages,
 #    targets, crates, command_runs, diagnostics (index.build)
-INDEX_SCHEMA_VERSION = 5
+# 6: file_terms, file_lengths (retrieval postings over index.terms tokens)
+INDEX_SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -116,6 +117,16 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(path, name, text, tokenize = 'unicode61');
+-- retrieval postings (index.code, index.retrieval): index.terms tokens per file; field 0 the
+-- body, 1 the path's directories and stem; file = files.rowid
+CREATE TABLE IF NOT EXISTS file_terms (
+    term TEXT NOT NULL, field INTEGER NOT NULL, file INTEGER NOT NULL, tf INTEGER NOT NULL,
+    PRIMARY KEY (term, field, file)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS file_terms_file ON file_terms(file);
+CREATE TABLE IF NOT EXISTS file_lengths (
+    file INTEGER PRIMARY KEY, body INTEGER NOT NULL, path INTEGER NOT NULL
+);
 -- build rows (index.build): cargo packages/targets/crates, command runs, diagnostics
 CREATE TABLE IF NOT EXISTS packages (
     workspace TEXT NOT NULL, package_id TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL,
@@ -150,7 +161,7 @@ CREATE INDEX IF NOT EXISTS diagnostics_path ON diagnostics(path);
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "a53aca6bee67f6c049fa93619ff63fc89be474ac810c86f7660e6e1d6b5c9095"
+EXPECTED_SCHEMA_DIGEST = "57e77289ccc603ea4dbca43ef894fae7bcaf16bc55e62ca08c0ca9a65112d009"
 
 _expected: frozenset[SchemaRow] | None = None
 

@@ -3,8 +3,9 @@
 Pipeline (``build_pack``), each step reading only SQLite (no networkx, no NumPy):
 
 1. **Seeds.** The task is parsed (``text.parse_query``); every indexed file is ranked by the
-   method of ``rank`` over the index (``rank_files``: BM25 over FTS5's postings of the task's
-   terms, the path field, definitions named in the task, the test prior, one import hop). The
+   method of ``rank`` over the index (``rank_files``: BM25 over the ``file_terms`` postings
+   of the task's terms, the path field, definitions named in the task, the test prior, one
+   import hop; source files and prose ranked as separate corpora). The
    best files (within ``SEED_SHARE`` of the top, at most ``MAX_SEEDS``) and the symbols the
    task names are the seeds.
 2. **Graph expansion.** The files of a seed's strongly connected component when the SCC
@@ -35,14 +36,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.index.retrieval import (
+    BODY,
+    PATH,
     PackChunk,
     chunks_of,
-    file_sizes,
+    document_counts,
+    file_table,
+    file_versions,
     has_code,
+    has_diagnostics,
     import_edges,
+    postings,
     symbols_with_names,
-    term_counts,
-    term_postings,
 )
 from ctxstore.retrieval.rank import Corpus, FieldStats, Hit, Params, defined_names
 from ctxstore.retrieval.text import Query, parse_query, term_set
@@ -68,8 +73,9 @@ CANDIDATE_FACTOR = 3   # chunks are read until they hold this many times the roo
 _FILE_BATCH = 8
 _NARRATIVE_SHARE = 0.2  # the recent log takes at most this share of the room
 _NODE_HITS = 20
-MIN_TERMS = 8              # words always looked up (the rarest)
-MAX_OCCURRENCES = 250_000  # more words only while their occurrences stay under this
+PROSE_LANGUAGES = frozenset({"markdown"})  # indexed languages ranked apart from source
+MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
+MAX_POSTINGS = 20_000      # more terms only while their postings stay under this
 _DIAGNOSTICS = 20          # latest diagnostics of the pack's files, at most
 
 
@@ -86,33 +92,33 @@ def reserve_for(budget: int, max_response_tokens: int) -> int:
     return max(0, min(max_response_tokens, budget // 4))
 
 
-def _lookups(conn: sqlite3.Connection, query: Query) -> list[str]:
-    """The query's words worth reading postings for, within a cost cap.
+def _lookups(conn: sqlite3.Connection, query: Query, field: int) -> list[str]:
+    """The query's terms worth reading postings of one field for, within a cost cap.
 
-    ``unicode61`` stores words (it splits at ``_``), so terms with ``_`` are left out (looking
-    them up as phrases of their parts was measured to lower MRR). Words are taken rarest
-    first while their occurrences (FTS5's vocabulary) stay under ``MAX_OCCURRENCES``, at
-    least ``MIN_TERMS`` of them: a long text of common words costs what a few rare ones do.
+    Terms are taken rarest first while the postings they cost (their document counts) stay
+    under ``MAX_POSTINGS``, at least ``MIN_TERMS`` of them: a long text of common words costs
+    what a few rare ones do, and no loop runs over every file of a common word.
     """
-    words = [t for t in query.weights if "_" not in t]
-    counts = term_counts(conn, words)
-    singles: list[str] = []
+    counts = document_counts(conn, list(query.weights), field)
+    chosen: list[str] = []
     spent = 0
-    for word in sorted((w for w in words if w in counts), key=lambda w: (counts[w], w)):
-        if len(singles) >= MIN_TERMS and spent + counts[word] > MAX_OCCURRENCES:
+    for term in sorted(counts, key=lambda t: (counts[t], t)):
+        if len(chosen) >= MIN_TERMS and spent + counts[term] > MAX_POSTINGS:
             break
-        singles.append(word)
-        spent += counts[word]
-    return singles
+        chosen.append(term)
+        spent += counts[term]
+    return chosen
 
 
 def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = None,
                *, limit: int | None = None, matched_only: bool = False) -> list[Hit]:
     """Rank the indexed files for a query with ``rank.Corpus`` over the index.
 
-    Body statistics come from FTS5's postings of the query's terms over ``chunks_fts``
-    (lengths: file sizes), the path field from the ``path`` column, definitions from the
-    ``symbols`` name index, the graph from ``code_edges``.
+    Body and path statistics come from ``file_terms`` (the same tokens as the in-process
+    ranker, ``index.terms``), definitions from the ``symbols`` name index, the graph from
+    ``code_edges``. Source files and the others (prose, configuration, files of no known
+    language) are ranked as two corpora, each with its own statistics, and merged by score:
+    a repository's documentation does not change how its code ranks (docs/retrieval.md).
 
     Args:
         conn: A current index connection.
@@ -126,31 +132,42 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
     """
     if not has_code(conn):
         return []
-    files = file_sizes(conn)
-    paths = [p for p, _ in files]
-    number = {p: i for i, p in enumerate(paths)}
+    files = file_table(conn)
     p = params or Params()
-    body: dict[str, list[tuple[int, int]]] = {}
-    path: dict[str, list[tuple[int, int]]] = {}
-    found = term_postings(conn, _lookups(conn, query))
-    for term, rows in found.items():
-        for file, column, count in rows:
-            if file in number:
-                (body if column == "text" else path).setdefault(term, []).append(
-                    (number[file], count))
+    found = {field: postings(conn, _lookups(conn, query, field), field) for field in (BODY, PATH)}
     spellings = {*query.spelled, *(s.strip("_") for s in query.spelled if s.strip("_"))}
+    definitions = [(file, name.lower()) for file, qualname, name, kind
+                   in symbols_with_names(conn, sorted(spellings))
+                   if defined_names([(qualname, name, kind)])]
+    source = [f for f in files if f[2] is not None and f[2] not in PROSE_LANGUAGES]
+    other = [f for f in files if f[2] is None or f[2] in PROSE_LANGUAGES]
+    hits = [hit for group in (source, other) if group
+            for hit in _rank_group(conn, group, found, definitions, query, p, limit, matched_only)]
+    hits.sort(key=lambda h: (-h.score, h.path))
+    return hits if limit is None else hits[:limit]
+
+
+def _rank_group(conn: sqlite3.Connection, files: Sequence[tuple[int, str, str | None, int, int]],
+                found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]],
+                definitions: Sequence[tuple[str, str]], query: Query, params: Params,
+                limit: int | None, matched_only: bool) -> list[Hit]:
+    """Rank one group of files (``file_table`` rows) as a corpus of its own."""
+    ids, paths, _, body_lengths, path_lengths = zip(*files, strict=True)
+    number = dict(zip(ids, range(len(ids)), strict=True))
+    index = dict(zip(paths, range(len(paths)), strict=True))
+    fields = {field: {term: [(number[f], n) for f, n in rows if f in number]
+                      for term, rows in found[field].items()} for field in (BODY, PATH)}
     definers: dict[str, list[int]] = {}
-    for file, qualname, name, kind in symbols_with_names(conn, sorted(spellings)):
-        if file in number and defined_names([(qualname, name, kind)]):
-            holders = definers.setdefault(name.lower(), [])
-            if number[file] not in holders:
-                holders.append(number[file])
+    for path, name in definitions:
+        holders = definers.setdefault(name, [])
+        if path in index and index[path] not in holders:
+            holders.append(index[path])
 
     def expand(sources: Sequence[int]) -> list[tuple[int, int, str]]:
         chosen = {paths[i] for i in sources}
         out: list[tuple[int, int, str]] = []
         for importer, imported in import_edges(conn, sorted(chosen)):
-            a, b = number.get(importer), number.get(imported)
+            a, b = index.get(importer), index.get(imported)
             if a is None or b is None:
                 continue
             if imported in chosen:
@@ -159,11 +176,10 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
                 out.append((a, b, "Imports"))
         return out
 
-    corpus = Corpus(paths, FieldStats([max(size, 1) / 4 for _, size in files], body, p.body_b),
-                    FieldStats([len(f.split("/")) + 1 for f in paths], path, p.path_b),
-                    definers, expand if p.graph_weight else None, p)
-    weights = {t: w for t, w in query.weights.items() if t in found}
-    return corpus.rank(Query(weights, query.spelled), limit=limit, matched_only=matched_only)
+    corpus = Corpus(paths, FieldStats(body_lengths, fields[BODY], params.body_b),
+                    FieldStats(path_lengths, fields[PATH], params.path_b),
+                    definers, expand if params.graph_weight else None, params)
+    return corpus.rank(query, limit, matched_only=matched_only)
 
 
 @dataclass(slots=True)
@@ -350,6 +366,8 @@ def _stale_flags(session: Session, node_ids: Sequence[str]) -> dict[str, list[di
 def _diagnostic_items(session: Session, files: Mapping[str, tuple[float, dict[str, Any]]]
                       ) -> list[_Item]:
     """The latest diagnostics of stored commands in the pack's files (errors rank higher)."""
+    if not has_diagnostics(session.index()):
+        return []  # nothing to show: skip importing the command-run layer
     from ctxstore.code.runs import latest_diagnostics
 
     items = []
@@ -417,7 +435,6 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
         IndexCorrupt: (E007) if the index cannot answer.
     """
     from ctxstore.clock import now_ms as clock_ms
-    from ctxstore.index.code import file_rows
 
     config = session.config
     total = max(int(config.get("retrieval", "default_budget") if budget is None else budget), 0)
@@ -442,7 +459,7 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
             if path not in files:  # half the seed's relevance per hop
                 files[path] = (files[route[0]][0] * 0.5 ** ((len(route) - 1) // 2),
                                {"edge_path": route})
-    versions = {p: r.version.hex() for p, r in file_rows(conn, list(files)).items()}
+    versions = {p: v.hex() for p, v in file_versions(conn, list(files)).items()}
     if reserve is None:
         reserve = reserve_for(total, int(config.get("llm", "max_response_tokens")))
     reserve = min(max(reserve, 0), total)

@@ -281,7 +281,8 @@ class Corpus:
                        key=lambda i: (-score[i], self.paths[i]))
         if limit is not None:
             order = order[:limit]
-        return [Hit(self.paths[i], score[i], [t for t in query.raw_terms if t in matched.get(i, ())],
+        position = {t: k for k, t in enumerate(query.raw_terms)}
+        return [Hit(self.paths[i], score[i], sorted(matched.get(i, ()), key=position.__getitem__),
                     defines.get(i, []), via.get(i)) for i in order]
 
     def _graph(self, score: list[float]) -> dict[int, tuple[str, str]]:

@@ -1,30 +1,24 @@
-"""Text for retrieval: identifier-aware tokens, the query cleaner, code-like terms, test paths.
+"""Text for retrieval: the query cleaner, code-like terms, test paths (and the tokens).
 
 Everything here is pure and accepts any string: retrieval must never reject text a person
-typed (DESIGN §8). Tokens follow the development set's baseline so the measured gains come
-from the method, not from a different tokenizer: runs of ``[A-Za-z0-9_]``; an identifier
-gives its lowercased whole form plus its camelCase and snake_case parts; one-character
-tokens, pure numbers and a small English stop list are dropped. No stemming: it was
-measured to hurt on code (docs/retrieval.md).
+typed (DESIGN §8). The tokens are ``index.terms``'s, re-exported here, so queries and the
+index's ``file_terms`` agree. They follow the development set's baseline so the measured
+gains come from the method, not from a different tokenizer: runs of ``[A-Za-z0-9_]``; an
+identifier gives its lowercased whole form plus its camelCase and snake_case parts;
+one-character tokens, pure numbers and a small English stop list are dropped. No stemming:
+it was measured to hurt on code (docs/retrieval.md).
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from pathlib import PurePosixPath
+
+from ctxstore.index.terms import STOP_WORDS, path_tokens, term_set, tokenize
 
 __all__ = ["tokenize", "term_set", "path_tokens", "clean_query", "Query", "parse_query", "is_test_path",
            "STOP_WORDS"]
 
-STOP_WORDS = frozenset("""a an and are as at be but by for from has have if in into is it its
-no not of on or so such that the their then there these this to was were will
-with we you i me my our your he she they them do does did can could should would
-been being than too very just also only any all some each which who what when
-where why how""".split())
-
 _WORD = re.compile(r"[A-Za-z0-9_]+")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # Commit-message noise: trailers, "Merge pull request #N from owner/branch", (#123),
 # URLs, commit hashes, bare issue numbers.
 _TRAILER = re.compile(r"^\s*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|"
@@ -37,67 +31,6 @@ _NOISE = re.compile(r"\(#\d+\)|#\d+\b|\b[0-9a-f]{12,40}\b")
 _BACKTICK = re.compile(r"`([^`\n]{1,200})`")
 _CODE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*")
 _TEST_DIRS = frozenset({"tests", "test", "testing", "benches", "examples", "example", "__tests__"})
-
-
-@lru_cache(maxsize=1 << 16)
-def _split(word: str) -> tuple[str, ...]:
-    """The identifier's lowercased whole form and its camelCase / snake_case parts."""
-    parts: list[str] = []
-    for piece in word.split("_"):
-        if piece:
-            parts.extend(_CAMEL.findall(piece))
-    whole = word.lower().strip("_")
-    if len(parts) <= 1:
-        return (whole,)
-    return (whole, *dict.fromkeys(p.lower() for p in parts if p.lower() != whole))
-
-
-def tokenize(text: str) -> list[str]:
-    """Split text into retrieval tokens, identifiers into their parts.
-
-    Args:
-        text: Any text: code, prose, a commit message.
-
-    Returns:
-        The tokens in order (``get_pager_file`` gives ``get_pager_file, get, pager, file``).
-    """
-    out: list[str] = []
-    for word in _WORD.findall(text):
-        for token in _split(word):
-            if len(token) > 1 and not token.isdigit() and token not in STOP_WORDS:
-                out.append(token)
-    return out
-
-
-def term_set(text: str) -> set[str]:
-    """The distinct tokens of ``text`` (``tokenize`` as a set, computed per distinct word).
-
-    Args:
-        text: Any text.
-
-    Returns:
-        The tokens.
-    """
-    out: set[str] = set()
-    for word in set(_WORD.findall(text)):
-        out.update(t for t in _split(word)
-                   if len(t) > 1 and not t.isdigit() and t not in STOP_WORDS)
-    return out
-
-
-def path_tokens(path: str) -> list[str]:
-    """Tokens of a path's directories and file stem (the extension left out).
-
-    Args:
-        path: A repository-relative POSIX path.
-
-    Returns:
-        The tokens, e.g. ``crates/ignore/src/default_types.rs`` gives
-        ``crates, ignore, src, default_types, default, types``.
-    """
-    pure = PurePosixPath(path)
-    tokens = tokenize(" ".join([*pure.parts[:-1], pure.stem]))
-    return tokens + [t[:-1] for t in tokens if len(t) > 3 and t.endswith("s") and not t.endswith("ss")]
 
 
 def clean_query(text: str) -> tuple[str, str]:

@@ -17,7 +17,9 @@ from ctxstore.code.ingest import index_tree
 from ctxstore.init import init_store
 from ctxstore.narrative.entries import add_decision
 from ctxstore.repo import open_store
-from ctxstore.retrieval.pack import build_pack
+from ctxstore.retrieval.pack import build_pack, rank_files
+from ctxstore.retrieval.rank import Corpus, Document, Params
+from ctxstore.retrieval.text import parse_query, tokenize
 from ctxstore.session import Session
 from ctxstore.tokens import estimate_tokens
 from tests.conftest import run_ctx, store_digest
@@ -226,3 +228,34 @@ def test_pack_uses_the_scc_view_for_import_cycles(tmp_path: Path) -> None:
     assert "file:ring/beta.py" in pack["graph_context"]["expanded_nodes"]
     assert all(i.get("path") != "ring/gamma.py" for i in pack["retrieved"])
     _validate(pack)
+
+
+def test_pack_index_ranks_as_the_in_process_ranker(work: Path) -> None:
+    # The index stores the ranker's own tokens (whole snake_case names included), so ranking
+    # over it gives the in-process scores; prose (README.md) is a corpus of its own.
+    params = Params(symbol_boost=0.0, graph_weight=0.0)
+    source = [p for p in FILES if p.endswith(".py")]
+    library = Corpus.from_documents(
+        [Document(p, tokenize(FILES[p])) for p in source], params)
+    query = parse_query("send_reminder: email the customer about the invoice total")
+    expected = {h.path: h.score for h in library.rank(query, matched_only=True)}
+    with Session.open(work / ".ctx") as session:
+        got = {h.path: h.score for h in rank_files(session.index(), query, params, matched_only=True)
+               if h.path in source}
+    assert got.keys() == expected.keys()
+    assert all(abs(got[p] - expected[p]) < 1e-9 for p in got), (got, expected)
+    assert "send_reminder" in next(h for h in library.rank(query) if h.path == "shop/billing.py").terms
+
+
+def test_pack_reindexed_file_replaces_its_postings(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("def parse_header(line):\n    return line\n")
+    init_store(root / ".ctx", git=False)
+    store = open_store(root / ".ctx")
+    index_tree(store, jobs=1)
+    assert _pack(root, "parse_header")["ranked_files"] == ["pkg/a.py"]
+    (root / "pkg" / "a.py").write_text("def render_footer(page):\n    return page\n")
+    index_tree(store, jobs=1)
+    assert _pack(root, "parse_header")["ranked_files"] == []
+    assert _pack(root, "render_footer")["ranked_files"] == ["pkg/a.py"]
