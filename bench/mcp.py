@@ -5,7 +5,9 @@ Builds the 10,000-node store of bench/knowledge.py (same generator, same seed), 
 client, as Claude Code would. After 10 warm-up calls it times 200 `recall` calls
 round trip (client send -> result parsed), cycling through a rare word, a common word
 and a query-language query (`type:decision AND <common>`), limit 20, and then 200
-`search` and 100 `show` calls. The project store only (`--no-global`: the user store is
+`search`, 100 `show` and 100 `pack` calls (a task of the rare and the common word, budget
+4,000 tokens; the bench store has no code index, so a pack is its memory part). The project
+store only (`--no-global`: the user store is
 empty on a bench machine).
 
 Goal: recall p50 <= 10 ms on 10,000 nodes.
@@ -52,7 +54,7 @@ async def measure(ctx_dir: Path, queries: list[str], words: list[str], ids: list
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "ctxstore.cli", "--ctx-dir", str(ctx_dir), "mcp",
                                          "--no-global"], env=dict(os.environ))
-    out: dict[str, list[float]] = {"recall": [], "search": [], "show": []}
+    out: dict[str, list[float]] = {"recall": [], "search": [], "show": [], "pack": []}
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as client:
             await client.initialize()
@@ -61,6 +63,8 @@ async def measure(ctx_dir: Path, queries: list[str], words: list[str], ids: list
             plan = [("recall", {"query": queries[i % len(queries)], "limit": 20}) for i in range(calls)]
             plan += [("search", {"text": words[i % len(words)], "limit": 20}) for i in range(calls)]
             plan += [("show", {"id": ids[i % len(ids)]}) for i in range(calls // 2)]
+            task = f"why do we {words[0]} the {words[1]}?"
+            plan += [("pack", {"task": task, "budget": 4000}) for _ in range(calls // 2)]
             for tool, args in plan:
                 t0 = time.perf_counter()
                 res = await client.call_tool(tool, args)

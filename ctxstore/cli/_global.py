@@ -62,7 +62,7 @@ def _print(env: Env, hits: Sequence[ScopedNode]) -> None:
         for h in hits:
             doc = {"store": h.scope, **node_json(h.node)}
             if h.score is not None:
-                doc["score"] = round(h.score, 4)
+                doc.update(score=round(h.score, 4), matched=list(h.matched))
             docs.append(doc)
         emit_json({"count": len(hits), "nodes": docs})
         return
@@ -76,13 +76,15 @@ def _print(env: Env, hits: Sequence[ScopedNode]) -> None:
         echo_stored(f"{h.scope:<7}  {n.id}  {n.type:<13} {preview(n.content)}{tags}{mark}")
 
 
-def search_global(env: Env, text: str, limit: int, include_superseded: bool) -> None:
-    """``ctx search --global``: full-text search over both stores, each result labelled."""
+def search_global(env: Env, text: str, limit: int, include_superseded: bool,
+                  kinds: Sequence[str] = ("node", "narrative")) -> None:
+    """``ctx search --global``: ranked search over both stores, each result labelled."""
     from ctxstore.knowledge.scopes import search_scoped
 
     stores = _stores(env)
     try:
-        _print(env, search_scoped(stores, text, limit=limit, include_superseded=include_superseded))
+        _print(env, search_scoped(stores, text, limit=limit, kinds=kinds,
+                                  include_superseded=include_superseded))
     finally:
         stores.close_user()
 

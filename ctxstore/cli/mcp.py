@@ -18,8 +18,8 @@ from ctxstore.cli._common import Env, pass_env
 def mcp_command(env: Env, use_global: bool) -> None:
     """Run a stdio MCP server over this store (for Claude Code and other MCP clients).
 
-    Tools: remember, recall, search, compose, show, link, forget, task_start, task_end,
-    status. Resources: ctx://view/default and ctx://node/{id}. One long-lived process:
+    Tools: remember, recall, search, pack, memory_search, compose, show, link, forget,
+    task_start, task_end, status. Resources: ctx://view/default and ctx://node/{id}. One long-lived process:
     every call first catches up with writes made by other processes (hooks, ctx add).
     Stdout carries JSON-RPC only. Needs the MCP SDK: pip install 'ctxstore[mcp]'.
     `ctx install --mcp` registers it with Claude Code.

@@ -6,17 +6,18 @@ import os
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, format_option, parse_since, pass_env, plural
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural
 from ctxstore.errors import InvalidInput, NothingToDo
 
 if TYPE_CHECKING:
     from ctxstore.memory.db import MemoryDB
     from ctxstore.memory.search import Hit
 
+# The intents of ``--intent`` (``memory.search.INTENTS``, not imported at CLI start-up).
 _INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
 
 
@@ -104,25 +105,6 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> Non
                                         if linked else ""))
 
 
-def _when(option: str, text: str | None, now_ms: int, *, end: bool) -> int | None:
-    """A ``--since``/``--until`` value in milliseconds: natural words, ``7d``, or a date."""
-    if text is None:
-        return None
-    from ctxstore.memory.timeexpr import parse_when
-
-    found = parse_when(text, now_ms)
-    if found is not None:
-        low, high = found
-        value: int | None = high if end and high is not None else low
-        if value is not None:
-            return value
-    try:
-        return int(parse_since(text, now_ms / 1000) * 1000)
-    except InvalidInput:
-        raise InvalidInput(f"{option}: cannot read {text!r} as a time",
-                           hint='e.g. "last week", "yesterday", 7d, 2026-03-01') from None
-
-
 def _now_ms(now: str | None) -> int:
     if now is None:
         return int(time.time() * 1000)
@@ -134,17 +116,6 @@ def _now_ms(now: str | None) -> int:
     if moment.tzinfo is None:
         raise InvalidInput(f"--now: {now!r} has no time zone", hint="add Z for UTC")
     return int(moment.timestamp() * 1000)
-
-
-def _hit_json(hit: Hit) -> dict[str, Any]:
-    from ctxstore.memory.search import hit_text, iso
-
-    turn = hit.turn
-    return {"score": hit.score, "session": turn.session, "topic": hit.topic,
-            "timestamp": iso(turn.ts_start), "uuids": turn.uuids, "text": hit_text(turn),
-            "intent": hit.intent, "history": hit.history, "entities": hit.entities,
-            "turn": turn.id, "seq": turn.seq,
-            "sidechain": turn.sidechain, "kind": turn.kind}
 
 
 @memory_group.command("search")
@@ -168,25 +139,18 @@ def search_command(env: Env, text: str, since: str | None, until: str | None,
         ctx memory search "decisions about the login page last week"
         ctx memory search "flaky test" --since 2026-03-01 --format json
     """
-    from ctxstore.memory.search import search_memory
+    from ctxstore.memory.search import result_json, search_memory, time_bound, unique_session
 
     now_ms = _now_ms(now)
-    low = _when("--since", since, now_ms, end=False)
-    high = _when("--until", until, now_ms, end=True)
+    low = time_bound("--since", since, now_ms, end=False)
+    high = time_bound("--until", until, now_ms, end=True)
     with _open(env) as db:
         if session:
-            matches = db.sessions_like(session)
-            if len(matches) != 1:
-                raise InvalidInput(f"--session: {'no' if not matches else 'more than one'} "
-                                   f"session starts with {session!r}")
-            session = matches[0]
+            session = unique_session(db, session)
         result = search_memory(db, text, now_ms=now_ms, since=low, until=high, session=session,
                                intent=intent, limit=limit)
     if env.fmt == "json":
-        from ctxstore.memory.search import iso
-
-        emit_json({"query": result.query, "since": iso(result.since), "until": iso(result.until),
-                   "results": [_hit_json(h) for h in result.hits]})
+        emit_json(result_json(result))
         return
     if not result.hits:
         click.echo("no matching turns")

@@ -11,12 +11,14 @@ from ctxstore.cli._common import Env, emit_json, format_option, node_json, pass_
 from ctxstore.cli._global import global_option, query_global, search_global
 from ctxstore.cli._render import echo_stored
 from ctxstore.cli.nodes import _print_nodes
+from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
     from ctxstore.knowledge.search import Hit
 
 # The kinds of `ctx search --kind` (``knowledge.search.KINDS``, not imported at CLI start-up).
 KINDS = ("node", "narrative", "chunk", "symbol")
+_NODE_KINDS = ("node", "narrative")  # what both stores hold (the user store has no code index)
 
 
 @click.command("search")
@@ -34,17 +36,23 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
 
     Any word may match; results holding every word rank higher (BM25, docs/retrieval.md).
     "quoted phrases" match as phrases. Any text is accepted: a question, code, a log.
+    With --global, the nodes of the user store ~/.ctx too, each result naming its store.
 
     \b
     Examples:
         ctx search "auth pattern"
         ctx search "why did we pick sqlite over postgres?" --kind node
         ctx --format json search "read_config()" --kind symbol
+        ctx search --global "which editor do I use?"
     """
     from ctxstore.knowledge.search import search
 
-    if use_global:  # the project store and ~/.ctx, each result labelled (issue 16)
-        return search_global(env, text, limit, include_superseded)
+    if use_global:  # the nodes of the project store and ~/.ctx, each labelled (issue 16)
+        wanted = [k for k in kinds or _NODE_KINDS if k in _NODE_KINDS]
+        if not wanted:
+            raise InvalidInput("--global searches nodes and narrative, not chunks or symbols",
+                               hint="drop --global to search the project's code")
+        return search_global(env, text, limit, include_superseded, wanted)
     conn = env.index()
     hits = search(conn, text, kinds=kinds or KINDS, limit=limit,
                   include_superseded=include_superseded)

@@ -211,37 +211,43 @@ class ScopedNode:
         scope: ``project`` or ``user``.
         node: The node as that store's index holds it.
         score: Its relevance (higher is better) for a full-text search, else None.
+        matched: The search's terms it holds (a full-text search only).
     """
 
     scope: Scope
     node: NodeRow
     score: float | None = None
+    matched: tuple[str, ...] = ()
 
 
 def search_scoped(stores: Stores, text: str, *, limit: int,
+                  kinds: Sequence[str] = ("node", "narrative"),
                   include_superseded: bool = False) -> list[ScopedNode]:
-    """Full-text search over every store, best first (``query.executor.search_nodes``).
+    """Ranked search for any text over every store, best first (``knowledge.search.search``).
 
     Args:
         stores: The stores to read.
-        text: Free text (never refused).
+        text: Any text (never refused; one without a word finds nothing).
         limit: The most results in all.
+        kinds: The node kinds to search: ``node`` and/or ``narrative``.
         include_superseded: Also superseded nodes.
 
     Returns:
-        At most ``limit`` results. Each store's scores are BM25 over its own index, so they
+        At most ``limit`` results. Each store's scores are ranked over its own index, so they
         are close to comparable; on a tie the project's result comes first.
 
     Raises:
-        QueryTooComplex, IndexCorrupt: if an index cannot answer.
+        IndexCorrupt: (E007) if an index cannot answer.
     """
-    from ctxstore.query.executor import search_nodes
+    from ctxstore.knowledge.search import search
 
     found: list[tuple[float, int, ScopedNode]] = []
     for rank, (scope, db) in enumerate(stores.each()):
-        for node, score in search_nodes(db.index(), text, limit=limit,
-                                        include_superseded=include_superseded):
-            found.append((-score, rank, ScopedNode(scope, node, score)))
+        for hit in search(db.index(), text, kinds=kinds, limit=limit,
+                          include_superseded=include_superseded):
+            if hit.node is not None:
+                found.append((-hit.score, rank, ScopedNode(scope, hit.node, hit.score,
+                                                           hit.matched)))
     found.sort(key=lambda t: (t[0], t[1]))
     return [hit for _, _, hit in found[:limit]]
 
@@ -319,7 +325,9 @@ def recall_scoped(stores: Stores, query: str, *, limit: int, now: float) -> list
 
 
 def scoped_json(hits: Sequence[ScopedNode]) -> list[dict[str, Any]]:
-    """The results as JSON objects ``{"store", "id", "type", "content", "tags", "score"?}``.
+    """The results as JSON objects ``{"store", "id", "type", "content", "tags", "status"}``.
+
+    A search result adds ``score`` and ``matched`` (the terms it holds).
 
     Args:
         hits: Scoped results.
@@ -334,5 +342,6 @@ def scoped_json(hits: Sequence[ScopedNode]) -> list[dict[str, Any]]:
                                "status": h.node.status}
         if h.score is not None:
             doc["score"] = round(h.score, 4)
+            doc["matched"] = list(h.matched)
         out.append(doc)
     return out

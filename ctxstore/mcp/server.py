@@ -3,10 +3,10 @@
 One long-lived process works on one ``Session``: every read goes through
 ``Session.index()``, which catches the index up with HEAD and STAGE first, so the server
 sees what other processes (a hook, ``ctx add``) wrote since its last call. Each tool is one
-call into ``knowledge/`` or ``packs/`` plus the shaping of its result as JSON; no knowledge
-behaviour lives here. ``ToolBox`` holds the tools as plain methods (usable and testable
-without the SDK); ``build_server`` registers them with the official ``mcp`` SDK, imported
-only here and only when the server is built.
+call into ``knowledge/``, ``packs/``, ``retrieval/`` or ``memory/`` plus the shaping of its
+result as JSON; no knowledge behaviour lives here. ``ToolBox`` holds the tools as plain
+methods (usable and testable without the SDK); ``build_server`` registers them with the
+official ``mcp`` SDK, imported only here and only when the server is built.
 
 Errors: a ``CtxError`` (a bad id, a bad query, a held lock) becomes an MCP tool error whose
 text is the one-line ``error[E0xx]: ...``; arguments of the wrong type are refused by the
@@ -32,6 +32,8 @@ __all__ = ["SERVER_NAME", "ToolBox", "build_server", "serve"]
 
 SERVER_NAME = "ctx"
 _MAX_LIMIT = 100
+_MAX_DEPTH = 16  # as ``ctx pack --depth``
+_PACK_VERSION = 1  # the ``version`` of ``ctx pack --format json``
 _INSTRUCTIONS = (
     "ctx is this project's persistent memory (facts, decisions, patterns, tasks), kept in "
     "the repository's .ctx/ store and, for knowledge that holds in every project, the user "
@@ -167,15 +169,16 @@ class ToolBox:
         return {"query": query, "count": len(hits), "nodes": scoped_json(hits)}
 
     def search(self, text: str, limit: int = 20, include_global: bool = False) -> dict[str, Any]:
-        """Full-text search, best first (``knowledge.scopes.search_scoped``).
+        """Ranked search for any text over memories, best first (``knowledge.scopes.search_scoped``).
 
         Args:
-            text: Free text; every word must occur, "quoted phrases" as phrases.
+            text: Any text: a question, code, punctuation; any word may match, results holding
+                every word rank higher, "quoted phrases" match as phrases.
             limit: At most this many nodes (1..100).
             include_global: Also the user store.
 
         Returns:
-            ``{"text", "count", "nodes": [... "score"]}``.
+            ``{"text", "count", "nodes": [... "score", "matched"]}``.
 
         Raises:
             InvalidInput: (E011) for a bad limit.
@@ -184,6 +187,85 @@ class ToolBox:
 
         hits = search_scoped(self._stores(include_global), text, limit=_limit(limit))
         return {"text": text, "count": len(hits), "nodes": scoped_json(hits)}
+
+    def pack(self, task: str, budget: int | None = None, depth: int | None = None,
+             include_narrative: bool = True) -> dict[str, Any]:
+        """A prompt pack: the files, symbols and memory most relevant to a task (``build_pack``).
+
+        Args:
+            task: Any text (a question, a commit message, code).
+            budget: Total tokens, the response reserve included (``[retrieval]
+                default_budget`` when None).
+            depth: Import-graph expansion depth, 0..16 (``[retrieval] default_depth``).
+            include_narrative: Add decisions, tasks, notes and the recent log.
+
+        Returns:
+            The pack as ``ctx pack --format json`` writes it (spec 002 §12.4: ``retrieved``,
+            ``graph_context``, ``token_budget``, ...).
+
+        Raises:
+            InvalidInput: (E011) for a bad budget or depth.
+            IndexCorrupt: (E007) if the index cannot answer.
+        """
+        from ctxstore.retrieval.pack import build_pack
+
+        if budget is not None and budget < 1:
+            raise InvalidInput(f"budget must be a positive number, got {budget}")
+        if depth is not None and not 0 <= depth <= _MAX_DEPTH:
+            raise InvalidInput(f"depth must be 0..{_MAX_DEPTH}, got {depth}")
+        pack = build_pack(self.db, task, budget=budget, depth=depth,
+                          include_narrative=include_narrative)
+        return {"version": _PACK_VERSION, **pack}
+
+    def memory_search(self, text: str, since: str | None = None, until: str | None = None,
+                      session: str | None = None, intent: str | None = None, limit: int = 10
+                      ) -> dict[str, Any]:
+        """Search past Claude Code sessions (transcript memory); time words filter by time.
+
+        Off (``[memory] enabled = false``) or not yet built, it searches nothing: the result
+        is empty and ``note`` says why.
+
+        Args:
+            text: What to look for; may hold time words ("decisions about the cache last week").
+            since: Only turns from this time on ("last week", ``7d``, ``2026-03-01``).
+            until: Only turns before this time.
+            session: Only this session (an id or a unique prefix).
+            intent: Only turns holding an idea of this intent (decision, conclusion, question,
+                problem, solution, todo, context).
+            limit: At most this many turns (1..100).
+
+        Returns:
+            ``ctx memory search --format json``: ``{"query", "since", "until", "results"}``,
+            plus ``note`` when nothing was searched.
+
+        Raises:
+            InvalidInput: (E011) for a bad time, session, intent or limit.
+            MemoryDamaged: (E023) if the memory database is damaged.
+        """
+        from ctxstore.memory.db import open_memory
+        from ctxstore.memory.search import INTENTS, result_json, search_memory, time_bound, unique_session
+        from ctxstore.memory.settings import OFF_NOTE, memory_settings
+
+        _limit(limit)
+        if intent is not None and intent not in INTENTS:
+            raise InvalidInput(f"intent must be one of {', '.join(INTENTS)}, got {intent!r}")
+        now_ms = int(self.clock() * 1000)
+        low = time_bound("since", since, now_ms, end=False)
+        high = time_bound("until", until, now_ms, end=True)
+        empty: dict[str, Any] = {"query": text, "since": None, "until": None, "results": []}
+        # The privacy switch, read afresh on each call (a long-lived server follows an edit of
+        # config.toml; an unreadable one means off): memory off is not even opened.
+        if not memory_settings(self.db.root).enabled:
+            return {**empty, "note": OFF_NOTE}
+        db = open_memory(self.db.root, create=False)
+        if db is None:
+            return {**empty, "note": "there is no transcript memory yet (`ctx memory backfill "
+                                     "--all` indexes past sessions; the Stop hook new ones)"}
+        with db:
+            found = unique_session(db, session, "session") if session else None
+            result = search_memory(db, text, now_ms=now_ms, since=low, until=high, session=found,
+                                   intent=intent, limit=limit)
+        return result_json(result)
 
     def compose(self, query: str | None = None, budget: int | None = None,
                 include_global: bool = False) -> dict[str, Any]:
@@ -359,8 +441,8 @@ class ToolBox:
         return json.dumps(self.show(node_id), ensure_ascii=False, indent=2)
 
 
-TOOL_NAMES = ("remember", "recall", "search", "compose", "show", "link", "forget", "task_start",
-              "task_end", "status")
+TOOL_NAMES = ("remember", "recall", "search", "pack", "memory_search", "compose", "show", "link",
+              "forget", "task_start", "task_end", "status")
 
 
 def _sdk() -> tuple[Any, type[Exception], type[Exception]]:

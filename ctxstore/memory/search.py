@@ -29,7 +29,8 @@ from typing import Any, NamedTuple
 from ctxstore.memory.db import MemoryDB, TurnRow
 from ctxstore.retrieval.text import tokenize
 
-__all__ = ["POOL", "WEIGHTS", "Hit", "SearchResult", "search_memory", "iso", "hit_text", "INTENT_WORDS"]
+__all__ = ["POOL", "WEIGHTS", "INTENTS", "Hit", "SearchResult", "search_memory", "iso", "hit_text",
+           "INTENT_WORDS", "time_bound", "unique_session", "hit_json", "result_json"]
 
 POOL = 150
 """Candidate turns taken from BM25 before re-ranking."""
@@ -41,6 +42,8 @@ _NAMED_BOOST = 0.5
 _CODE_HINT = re.compile(r"[/`]|::|\(\)|\w\.\w")
 _HISTORY_DEPTH = 5
 _TEXT_CHARS = 600
+INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
+"""The intents an idea may have (``--intent``)."""
 INTENT_WORDS: dict[str, re.Pattern[str]] = {
     "decision": re.compile(r"\b(decisions?|decided|chose|choice)\b", re.I),
     "question": re.compile(r"\b(open questions?|questions?|asked)\b", re.I),
@@ -227,3 +230,68 @@ def hit_text(turn: TurnRow, width: int = _TEXT_CHARS) -> str:
     reply = turn.assistant_text.strip()
     text = f"{user}\n-> {reply}" if user and reply else user or reply or turn.tool_text.strip()
     return text if len(text) <= width else text[:width].rstrip() + " [...]"
+
+
+def time_bound(option: str, text: str | None, now_ms: int, *, end: bool) -> int | None:
+    """A ``since``/``until`` bound in milliseconds: natural words, ``7d``, or a date.
+
+    Args:
+        option: The option's name as the user wrote it (``--since``), for the error.
+        text: The value, or None.
+        now_ms: "Now" in milliseconds since the epoch.
+        end: Take the end of a range ("last week" as an upper bound), else its start.
+
+    Returns:
+        The bound, or None when ``text`` is None.
+
+    Raises:
+        InvalidInput: (E011) for a value that is no time.
+    """
+    if text is None:
+        return None
+    from ctxstore.errors import InvalidInput
+    from ctxstore.memory.timeexpr import parse_when
+    from ctxstore.query.parser import parse_time
+
+    found = parse_when(text, now_ms)
+    if found is not None:
+        low, high = found
+        value: int | None = high if end and high is not None else low
+        if value is not None:
+            return value
+    try:
+        return int(float(parse_time(text.strip(), now=now_ms / 1000)) * 1000)
+    except InvalidInput:
+        raise InvalidInput(f"{option}: cannot read {text!r} as a time",
+                           hint='e.g. "last week", "yesterday", 7d, 2026-03-01') from None
+
+
+def unique_session(db: MemoryDB, prefix: str, option: str = "--session") -> str:
+    """The one session whose id is ``prefix`` or starts with it.
+
+    Raises:
+        InvalidInput: (E011) when none or several do.
+    """
+    from ctxstore.errors import InvalidInput
+
+    matches = db.sessions_like(prefix)
+    if len(matches) != 1:
+        raise InvalidInput(f"{option}: {'no' if not matches else 'more than one'} "
+                           f"session starts with {prefix!r}")
+    return matches[0]
+
+
+def hit_json(hit: Hit) -> dict[str, Any]:
+    """One hit as the JSON of ``ctx memory search --format json``."""
+    turn = hit.turn
+    return {"score": hit.score, "session": turn.session, "topic": hit.topic,
+            "timestamp": iso(turn.ts_start), "uuids": turn.uuids, "text": hit_text(turn),
+            "intent": hit.intent, "history": hit.history, "entities": hit.entities,
+            "turn": turn.id, "seq": turn.seq,
+            "sidechain": turn.sidechain, "kind": turn.kind}
+
+
+def result_json(result: SearchResult) -> dict[str, Any]:
+    """A search as ``{"query", "since", "until", "results"}`` (``ctx memory search`` JSON)."""
+    return {"query": result.query, "since": iso(result.since), "until": iso(result.until),
+            "results": [hit_json(h) for h in result.hits]}

@@ -21,8 +21,8 @@ import anyio  # noqa: E402  (installed with mcp)
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-EXPECTED_TOOLS = {"remember", "recall", "search", "compose", "show", "link", "forget",
-                  "task_start", "task_end", "status"}
+EXPECTED_TOOLS = {"remember", "recall", "search", "pack", "memory_search", "compose", "show",
+                  "link", "forget", "task_start", "task_end", "status"}
 
 
 def _session(ctx_dir: Path, *extra: str) -> Callable[[Callable[[ClientSession], Awaitable[None]]], None]:
@@ -242,3 +242,142 @@ def test_mcp_user_store_that_is_the_project_is_read_once(tmp_path: Path) -> None
                 == [{"id": n["id"], "store": "project"} for n in tools.search("sqlite")["nodes"]]
         finally:
             tools.close()
+
+
+# -- pack, memory_search, ranked search (issues 14, 15, 16) -----------------------------------
+
+SOURCE = ('def retry_socket(attempts: int) -> int:\n'
+          '    """Reconnect the socket with exponential backoff."""\n'
+          '    return attempts * 2\n')
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> Path:
+    """A Git work tree with one Python file, a store, a decision, the code indexed."""
+    import subprocess
+
+    work = tmp_path / "code"
+    work.mkdir()
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    (work / "net.py").write_text(SOURCE)
+    ctx_dir = work / ".ctx"
+    for args in (["init"], ["index"],
+                 ["add", "--type", "decision", "Retries use exponential backoff (with jitter)"]):
+        assert run_ctx(["--ctx-dir", str(ctx_dir), *args], cwd=work).returncode == 0
+    return ctx_dir
+
+
+def test_mcp_pack_is_ctx_pack_json_and_bad_arguments_are_tool_errors(indexed: Path) -> None:
+    task = 'why does retry_socket() back off? "exponential backoff" && -- (jitter) *'
+    got: dict[str, Any] = {}
+    texts: list[str] = []
+
+    async def body(client: ClientSession) -> None:
+        got["pack"] = await _call(client, "pack", task=task, budget=3000, depth=1)
+        got["plain"] = await _call(client, "pack", task=task, budget=3000, include_narrative=False)
+        got["punct"] = await _call(client, "pack", task="?!(){}[]*&&||--")
+        texts.append(await _fail(client, "pack", task=task, budget=0))
+        texts.append(await _fail(client, "pack", task=task, depth=17))
+        texts.append(await _fail(client, "pack", task=task, depth=-1))
+        texts.append(await _fail(client, "pack", task=5))  # wrong type: schema check
+        texts.append(await _fail(client, "pack"))  # the task missing
+        assert (await _call(client, "status"))["nodes"] == 1  # still serving
+
+    before = store_digest(indexed)
+    _session(indexed)(body)
+    cli = run_ctx(["--ctx-dir", str(indexed), "pack", task, "--budget", "3000", "--depth", "1",
+                   "--format", "json"], cwd=indexed.parent)
+    assert got["pack"] == json.loads(cli.stdout)  # the same JSON as `ctx pack --format json`
+    pack = got["pack"]
+    assert pack["version"] == 1 and pack["token_budget"]["total"] == 3000
+    kinds = {item["chunk_kind"] for item in pack["retrieved"]}
+    assert "Decision" in kinds and any("retry_socket" in i["title"] for i in pack["retrieved"])
+    assert "Decision" not in {i["chunk_kind"] for i in got["plain"]["retrieved"]}
+    assert got["punct"]["task"] == "?!(){}[]*&&||--" and got["punct"]["retrieved"] == []
+    assert "error[E011]" in texts[0] and "budget" in texts[0]
+    assert "error[E011]" in texts[1] and "depth must be 0..16" in texts[1] and "-1" in texts[2]
+    assert all("Traceback" not in t for t in texts)
+    assert store_digest(indexed) == before  # a pack writes nothing
+
+
+def test_mcp_search_is_ranked_any_text_labelled_by_store(project: Path) -> None:
+    async def body(client: ClientSession) -> None:
+        fact = await _call(client, "remember", content="Retries use exponential backoff (jitter)",
+                           type="fact", tags=["tier:reference"])
+        other = await _call(client, "remember", content="The cache is sqlite in WAL mode",
+                            type="fact", tags=["tier:reference"])
+        glob = await _call(client, "remember", content="I prefer exponential backoff everywhere",
+                           type="fact", tags=["tier:reference"], scope="global")
+        # Any word may match (the old search wanted every word); punctuation is no syntax.
+        for text in ('why "exponential backoff"?? (retry) -- && * NOT', "backoff zebra",
+                     "backoff: jitter() {}"):
+            hits = await _call(client, "search", text=text)
+            assert hits["nodes"][0]["id"] == fact["id"], text
+            assert other["id"] not in {n["id"] for n in hits["nodes"]}
+            assert hits["nodes"][0]["store"] == "project"
+            assert any("backoff" in term for term in hits["nodes"][0]["matched"])
+        both = await _call(client, "search", text="exponential backoff", include_global=True)
+        assert {(n["store"], n["id"]) for n in both["nodes"]} == \
+            {("project", fact["id"]), ("user", glob["id"])}
+        nothing = await _call(client, "search", text="?!() -- *")
+        assert nothing == {"text": "?!() -- *", "count": 0, "nodes": []}
+        assert "limit must be 1..100" in await _fail(client, "search", text="x", limit=101)
+
+    _session(project)(body)
+
+
+def _backfill(ctx_dir: Path, tmp_path: Path) -> None:
+    from tests.memory.memtx import conversation
+
+    conversation().write(tmp_path / "s.jsonl")
+    res = run_ctx(["--ctx-dir", str(ctx_dir), "memory", "backfill", str(tmp_path / "s.jsonl")])
+    assert res.returncode == 0, res.stderr
+
+
+def test_mcp_memory_search_is_ctx_memory_search_json(project: Path, tmp_path: Path) -> None:
+    from ctxstore.memory.settings import OFF_NOTE
+    from tests.memory.memtx import SESSION
+
+    got: dict[str, Any] = {}
+    texts: list[str] = []
+
+    async def body(client: ClientSession) -> None:
+        empty = await _call(client, "memory_search", text="sqlite session cache")
+        assert empty["results"] == [] and "no transcript memory yet" in empty["note"]
+        _backfill(project, tmp_path)  # another process builds the memory meanwhile
+        got["all"] = await _call(client, "memory_search", text="sqlite session cache")
+        got["narrow"] = await _call(client, "memory_search", text="sqlite (session) cache?!",
+                                    session=SESSION[:8], intent="decision", limit=2,
+                                    since="2026-01-01", until="2100-01-01")
+        for odd in ('" NEAR(x* -- AND ) \x00 {}', "", "?!", "yesterday"):  # never an error
+            assert "results" in await _call(client, "memory_search", text=odd)
+        texts.append(await _fail(client, "memory_search", text="x", since="blorp"))
+        texts.append(await _fail(client, "memory_search", text="x", until="blorp"))
+        texts.append(await _fail(client, "memory_search", text="x", session="zzz"))
+        texts.append(await _fail(client, "memory_search", text="x", intent="gossip"))
+        texts.append(await _fail(client, "memory_search", text="x", limit=0))
+        texts.append(await _fail(client, "memory_search", text=["x"]))  # wrong type
+        # The privacy switch, turned off while the server runs: nothing is searched.
+        config = project / "config.toml"
+        config.write_text(config.read_text().replace("enabled = true", "enabled = false", 1))
+        got["off"] = await _call(client, "memory_search", text="sqlite session cache")
+
+    _session(project)(body)
+    cli = run_ctx(["--ctx-dir", str(project), "--format", "json", "memory", "search",
+                   "sqlite session cache"])
+    # The CLI's JSON (its "version" envelope is the CLI's own, as for every tool).
+    assert {"version": 1, **got["all"]} == json.loads(cli.stdout) and got["all"]["results"]
+    assert "SQLite" in got["all"]["results"][0]["text"]
+    narrow = got["narrow"]["results"]
+    assert 0 < len(narrow) <= 2 and all(r["session"] == SESSION for r in narrow)
+    cli = run_ctx(["--ctx-dir", str(project), "--format", "json", "memory", "search",
+                   "sqlite (session) cache?!", "--session", SESSION[:8], "--intent", "decision",
+                   "--limit", "2", "--since", "2026-01-01", "--until", "2100-01-01"])
+    assert {"version": 1, **got["narrow"]} == json.loads(cli.stdout)
+    assert got["narrow"]["since"] == "2026-01-01T00:00:00Z"
+    assert "error[E011]" in texts[0] and "since" in texts[0] and "until" in texts[1]
+    assert "session" in texts[2] and "intent must be one of" in texts[3]
+    assert "limit must be 1..100" in texts[4]
+    assert all("Traceback" not in t for t in texts)
+    assert got["off"] == {"query": "sqlite session cache", "since": None, "until": None,
+                          "results": [], "note": OFF_NOTE}
