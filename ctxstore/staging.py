@@ -225,15 +225,28 @@ def stage_records(store: Store, records: Sequence[KnowledgeRecord], *, message: 
 def start_session(store: Store, task: str) -> StageResult:
     """Open a staging session for ``task`` (a ``session_start`` work commit).
 
+    A session a write opened implicitly (``ctx add`` before any ``ctx stage start``, as
+    spec 002 A.5 steps 1-2 do) is adopted: its chain is re-linked behind a
+    ``session_start`` step carrying ``task``, so it keeps its work and gets the title.
+
     Raises:
-        StagingConflict: if a session is already open.
+        StagingConflict: if a session started by ``ctx stage start`` is already open.
         InvalidInput: if the task is not valid Unicode text.
     """
     check_text(task, "the task")
     with store.transaction() as tx:
-        oid, session = _append_work(store, tx, step_kind="session_start", message=task,
-                                    new_session=True)
-    return StageResult(oid, None, session)
+        head, _ = resolve_main(store, tx)
+        stage, stage_ptr = resolve_stage(store, tx, head)
+        chain = [work for _, work in stage_chain(store, [stage])] if stage is not None else []
+        if not chain or any(work.step_kind == "session_start" for work in chain):
+            oid, session = _append_work(store, tx, step_kind="session_start", message=task,
+                                        new_session=True)
+            return StageResult(oid, None, session)
+        start = replace(chain[0], step_kind="session_start", message=task, change_batches=(),
+                        payload=(), narrative_refs=())
+        oid = _relink(tx, [start, *chain])
+        tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
+    return StageResult(oid, None, start.session_id)
 
 
 def stage_chain(store: Store, heads: Iterable[ObjectId]) -> list[tuple[ObjectId, WorkCommit]]:

@@ -104,6 +104,23 @@ def test_start_session_twice_is_a_staging_conflict(store: Store) -> None:
     assert st.task == "task one" and st.work_commits == 1
 
 
+def test_start_session_adopts_a_session_opened_by_writes(store: Store) -> None:
+    """spec 002 A.5 steps 1-2: `ctx add task` then `ctx stage start` names that session."""
+    first = stage_records(store, [_node("N1", "the task", 10)])
+    stage_records(store, [_node("N2", "more", 11)])
+    res = start_session(store, "Add retry")
+    assert res.session_id == first.session_id
+    st = session_status(store)
+    assert st.task == "Add retry" and st.records == 2 and st.work_commits == 3
+    assert [w.step_kind for _, w in stage_chain(store, [res.work_commit])][0] == "session_start"
+    assert recover(store).unnamed == []  # the re-linked chain hides nothing
+    with pytest.raises(StagingConflict):  # an explicitly started session is not adopted
+        start_session(store, "another")
+    folded = commit_stage(store, "retry")
+    assert folded.records == 2 and {"N1", "N2"} <= set(replay(store).nodes)
+    assert verify_store(store).ok
+
+
 def test_abort_removes_changes_but_keeps_objects(store: Store) -> None:
     start_session(store, "doomed")
     res = stage_records(store, [_node("N1", "gone", 10)])

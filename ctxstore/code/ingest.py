@@ -24,13 +24,14 @@ It must not print or run SQL (``index.code`` reads the index).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import closing
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -59,6 +60,7 @@ _SNIFF_BYTES = 8192
 _RACY_NS = 2_000_000_000  # an mtime this close to the run may still change within its tick
 _SEPARATOR = re.compile(r"\.|::")
 _POOL_MIN_BYTES = 4 << 20  # extraction of less than this runs in-process (a pool costs ~100 ms)
+_GC_THRESHOLD = 100_000  # the GC's first threshold during a run (the default is 700)
 
 Progress = Callable[[int, int], None]
 
@@ -187,9 +189,11 @@ def _save_cache(store: Store, entries: dict[str, list[Any]], modules: dict[str, 
     local = store.root / "local"
     try:
         fsio.ensure_dir(local)
-        fsio.replace_atomic(local / STAT_CACHE, json.dumps(
+        # Atomic, not durable (no fsync): after a crash an old or unreadable cache only
+        # means files are read again, and every entry is checked against the index.
+        fsio.write_new_file(local / STAT_CACHE, json.dumps(
             {"version": 1, "entries": entries, "modules": modules},
-            separators=(",", ":")).encode())
+            separators=(",", ":")).encode(), mode=0o644)
     except (OSError, UnsafePath):
         pass  # a cache: the next run reads the files again
 
@@ -400,6 +404,8 @@ def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False,
               jobs: int = 1) -> IngestReport:
     """``ctx add file``: ingest the given files, honouring the per-step budgets.
 
+    A run that stores something appends one line to today's narrative log.
+
     Args:
         store: The store.
         paths: Repository-relative paths of regular files (ignore rules do not apply:
@@ -423,20 +429,19 @@ def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False,
             raise InvalidInput(f"{path}: no such file")
     return _ingest(store, list(dict.fromkeys(paths)), scope=None, removals=False,
                    semantics=semantics, budget=_budget(store, bulk=False), jobs=jobs,
-                   progress=None)
+                   progress=None, log_line=True)
 
 
 def _stat_file(root: Path, path: str, max_file_bytes: int
                ) -> tuple[os.stat_result | None, str | None]:
     """(stat, None) for a regular file to consider, (None, note or None) to skip it."""
-    full = root / path
     try:
-        st = os.lstat(full)
+        st = os.lstat(f"{root}/{path}")  # a string, not a Path: one call per file of the tree
     except OSError:
         return None, None  # vanished since the listing
     if stat.S_ISLNK(st.st_mode):
         try:
-            target = full.resolve()
+            target = (root / path).resolve()
             target.relative_to(root.resolve())
         except (OSError, ValueError):
             return None, "symbolic link out of the work tree: not followed"
@@ -449,9 +454,35 @@ def _stat_file(root: Path, path: str, max_file_bytes: int
     return st, None
 
 
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    """Run with the cyclic GC's first threshold raised, then restore it.
+
+    A run keeps every extraction alive until the write and makes millions of small acyclic
+    objects (syntax trees, symbols, relations): with the default threshold the collector
+    rescans them over and over (a third of the CPU of a full index of the standard
+    library). Reference counting still frees everything that is not a cycle.
+    """
+    first, *rest = gc.get_threshold()
+    gc.set_threshold(max(first, _GC_THRESHOLD), *rest)
+    try:
+        yield
+    finally:
+        gc.set_threshold(first, *rest)
+
+
 def _ingest(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
-            semantics: bool, budget: _Budget, jobs: int,
-            progress: Progress | None) -> IngestReport:
+            semantics: bool, budget: _Budget, jobs: int, progress: Progress | None,
+            log_line: bool = False) -> IngestReport:
+    with _few_collections():
+        return _ingest_run(store, candidates, scope=scope, removals=removals,
+                           semantics=semantics, budget=budget, jobs=jobs, progress=progress,
+                           log_line=log_line)
+
+
+def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
+                semantics: bool, budget: _Budget, jobs: int, progress: Progress | None,
+                log_line: bool) -> IngestReport:
     from ctxstore.index import open_index
     from ctxstore.index.code import file_rows
 
@@ -545,7 +576,8 @@ def _ingest(store: Store, candidates: list[str], *, scope: list[str] | None, rem
     listed = set(candidates)
     gone = sorted(p for p in indexed if removals and p not in listed and _in_scope(p, scope)
                   and not os.path.lexists(root / p))  # vanished (an ignored file stays)
-    report.work_commit = _write(store, versions, gone, indexed, records, report)
+    report.work_commit = _write(store, versions, gone, indexed, records, report,
+                                log_line=log_line)
     for path in gone:
         new_cache.pop(path, None)
     if scope is None or scope:  # a partial run keeps the other entries
@@ -561,10 +593,21 @@ def _in_scope(path: str, scope: list[str] | None) -> bool:
     return not scope or any(path == s or path.startswith(s + "/") for s in scope)
 
 
+def _read_line(report: IngestReport) -> str:
+    """The log line of a ``ctx add file`` run that stored something."""
+    shown = ", ".join(report.written[:3]) + (f" and {len(report.written) - 3} more"
+                                             if len(report.written) > 3 else "")
+    return f"Read {shown} ({report.symbols} symbols, {report.relations} relations)"
+
+
 def _write(store: Store, versions: list[tuple[bytes, FileVersion, int, int]], gone: list[str],
            indexed: dict[str, Any], records: list[KnowledgeRecord],
-           report: IngestReport) -> str | None:
-    """Write every object, then one batch and one work commit (one STAGE move)."""
+           report: IngestReport, *, log_line: bool = False) -> str | None:
+    """Write every object, then one batch and one work commit (one STAGE move).
+
+    With ``log_line`` (``ctx add file``), today's narrative log gets one line naming the
+    files, written under the transaction's lock before the work commit.
+    """
     from ctxstore.staging import stage_records
 
     if not versions and not gone:
@@ -586,5 +629,9 @@ def _write(store: Store, versions: list[tuple[bytes, FileVersion, int, int]], go
                                        prev=ObjectId(row.version)))
         report.removed = list(gone)
         what = f"index {len(versions)} files" + (f", {len(gone)} removed" if gone else "")
+        if log_line:
+            from ctxstore.narrative.entries import log_event
+
+            log_event(store, "file-read", _read_line(report))
         res = stage_records(store, records, message=what, step_kind="file_read", tx=tx)
     return res.work_commit.hex()

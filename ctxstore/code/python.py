@@ -102,7 +102,7 @@ class _Walker:
         self.starts = line_starts(data)
         self.symbols: list[Symbol] = []
         self.relations: list[Relation] = []
-        self.taken: set[str] = set()
+        self.taken: dict[str, int] = {}  # qualname given -> the last #N given for it
         self.aliases: dict[str, str] = {}  # local name -> imported dotted name
         self.top: dict[str, str] = {}  # module-level def name -> qualname
         self.referenced: set[tuple[str, str]] = set()  # (owner, target) References made
@@ -123,14 +123,19 @@ class _Walker:
                     end_line if end_line > start_line else start_line)
 
     def unique(self, qualname: str) -> str:
-        if qualname not in self.taken:
-            self.taken.add(qualname)
+        """``qualname``, or ``qualname#N`` for its N-th definition in this file (linear)."""
+        taken = self.taken
+        if qualname not in taken:
+            taken[qualname] = 1
             return qualname
-        n = 2
-        while f"{qualname}#{n}" in self.taken:
+        n = taken[qualname]
+        while True:  # ``n`` resumes where the last duplicate stopped: each name is tried once
             n += 1
-        self.taken.add(f"{qualname}#{n}")
-        return f"{qualname}#{n}"
+            name = f"{qualname}#{n}"
+            if name not in taken:
+                taken[qualname] = n
+                taken[name] = 1
+                return name
 
     def relate(self, label: str, source: str, target: str, node: ast.AST,
                confidence: Confidence, detail: Detail = ()) -> None:
@@ -162,43 +167,47 @@ class _Walker:
         """
         pending: list[ast.AST] = list(reversed(body))
         aliases, top = self.aliases, self.top
+        # Locals, not module attributes: this loop runs once per node of the file.
+        name_t, load_t, call_t, attr_t = ast.Name, ast.Load, ast.Call, ast.Attribute
+        import_t, import_from_t = ast.Import, ast.ImportFrom
+        leaves, definitions, child_fields = _LEAVES, _DEFINITIONS, _CHILD_FIELDS
         while pending:
             node = pending.pop()
             kind = type(node)
-            if kind is ast.Name:  # the commonest node: a fast path
+            if kind is name_t:  # the commonest node: a fast path
                 name = node.id  # type: ignore[attr-defined]
-                if (name in aliases or name in top) and type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
+                if (name in aliases or name in top) and type(node.ctx) is load_t:  # type: ignore[attr-defined]
                     self.reference(node, owner)  # type: ignore[arg-type]
                 continue
-            if kind in _LEAVES:
+            if kind in leaves:
                 continue
-            if kind in _DEFINITIONS:
+            if kind in definitions:
                 definition: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef = node  # type: ignore[assignment]
                 self.scope([*definition.decorator_list, *_header_exprs(definition)], owner,
                            prefix=prefix, cls=cls)
                 self.define(definition, owner, prefix, in_class, cls)
                 continue
-            if kind is ast.Import or kind is ast.ImportFrom:
+            if kind is import_t or kind is import_from_t:
                 self.imports(node, owner)  # type: ignore[arg-type]
                 continue
-            if kind is ast.Call:
+            if kind is call_t:
                 call: ast.Call = node  # type: ignore[assignment]
                 if self.call(call, owner, cls):
                     pending.extend(reversed(call.keywords))
                     pending.extend(reversed(call.args))
                     continue
-            elif kind is ast.Attribute and type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
+            elif kind is attr_t and type(node.ctx) is load_t:  # type: ignore[attr-defined]
                 if self.reference(node, owner):  # type: ignore[arg-type]
                     continue
             # Statements nested in if/for/try/with stay in this scope; expressions too.
-            fields = _CHILD_FIELDS.get(kind)
+            fields = child_fields.get(kind)
             if fields is None:
-                fields = _CHILD_FIELDS[kind] = _child_fields(kind)
-            for field in reversed(fields):
+                fields = child_fields[kind] = _child_fields(kind)
+            for field in fields:  # last field first: the stack pops them in source order
                 value = getattr(node, field, None)
-                if type(value) is list:
-                    pending.extend(v for v in reversed(value) if isinstance(v, ast.AST))
-                elif isinstance(value, ast.AST):
+                if type(value) is list:  # of nodes (a dict's ``**`` key or a default: None)
+                    pending.extend(reversed(value))
+                elif value is not None:
                     pending.append(value)
 
     def define(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, owner: str,
@@ -309,7 +318,7 @@ class _Walker:
 
 # Nodes with nothing to extract below them; definitions; fields that never hold nodes.
 _LEAVES = frozenset({ast.Constant, ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal,
-                     ast.alias})
+                     ast.alias, type(None)})
 _DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 _NOT_CHILDREN = frozenset({"ctx", "op", "ops", "type_comment", "kind", "level", "is_async",
                            "simple", "conversion", "id", "attr", "name", "arg", "asname",
@@ -318,9 +327,9 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _child_fields(kind: type) -> tuple[str, ...]:
-    """The fields of an AST node class that can hold child nodes (cached by the caller)."""
+    """The fields of an AST node class that can hold child nodes, last first (cached by the caller)."""
     fields: tuple[str, ...] = getattr(kind, "_fields", ())
-    return tuple(f for f in fields if f not in _NOT_CHILDREN)
+    return tuple(f for f in reversed(fields) if f not in _NOT_CHILDREN)
 
 
 def _header_exprs(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[ast.expr]:

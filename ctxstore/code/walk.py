@@ -105,11 +105,7 @@ def walk_tree(root: Path, *, ignore_globs: Iterable[str] = (),
 
 def _git_files(root: Path, under: Sequence[str]) -> list[str] | None:
     """Git's list of tracked and not-ignored untracked files, or None outside a work tree."""
-    try:
-        inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root,
-                                capture_output=True, text=True, check=False)
-        if inside.returncode != 0 or inside.stdout.strip() != "true":
-            return None
+    try:  # outside a work tree (or inside .git/) ls-files fails: one process, not two
         res = subprocess.run(["git", "-c", "core.quotepath=off", "ls-files", "-co",
                               "--exclude-standard", "-z", "--", *(under or ["."])],
                              cwd=root, capture_output=True, check=False)

@@ -51,7 +51,7 @@ from ctxstore.narrative.snapshot import MAX_NARRATIVE_BYTES
 from ctxstore.repo import Store, now_ms
 
 __all__ = ["NarrativeEntry", "ROLE_TYPES", "META_PATH", "META_HASH", "META_KEY", "META_TASK",
-           "add_note", "add_task", "add_decision"]
+           "add_note", "add_task", "add_decision", "log_event"]
 
 ROLE_TYPES = {"log": "observation", "decision": "decision", "task": "task"}
 META_PATH, META_HASH, META_KEY, META_TASK = ("narrative_path", "narrative_hash", "narrative_key",
@@ -190,6 +190,36 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
         stage_mentions(store, node_id, [section.content])
     number = (extra or {}).get(META_TASK)
     return NarrativeEntry(added.node, rel, number, added)
+
+
+def log_event(store: Store, kind: str, text: str) -> str:
+    """Append a one-line event entry to today's log: a record of a step, not a node.
+
+    ``ctx add file`` and ``ctx add command`` call it (spec 002 A.5 steps 4 and 8, "appends
+    to log"). The caller holds the store lock (it runs inside the step's transaction, before
+    the work commit): a crash in between leaves an event line and no step, which is harmless.
+
+    Args:
+        store: The store.
+        kind: The event's kind, letters and hyphens (``file-read``, ``command-run``): its
+            heading and the prefix of its key.
+        text: What happened (runs of white space, line ends included, become one space).
+
+    Returns:
+        The narrative-relative path of the log.
+
+    Raises:
+        InvalidInput: for empty text, or a log path that is a symlink.
+        StorageIOError: if the log cannot be read or written.
+    """
+    ms = now_ms()
+    key = f"{kind}-{new_ulid()}"
+    rel = log_rel(ms)
+    entry = render_template("log_entry.md", time=_hhmm(ms), kind=kind.replace("-", " "),
+                            marker=event_marker(key), text=_inert(_one_line(" ".join(text.split()), "event")),
+                            end=end_marker(key))
+    _write_text(store, rel, _appended(store, rel, log_header(ms), entry))
+    return rel
 
 
 def add_note(store: Store, text: str, *, tags: Sequence[str] = (),

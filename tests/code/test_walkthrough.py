@@ -17,6 +17,7 @@ from _ingestlib import ctx, ctx_json, make_work, query, write
 
 from ctxstore.cli import ADD_COMMANDS
 from ctxstore.repo import open_store
+from ctxstore.staging import session_status
 from ctxstore.verify import verify_store
 
 CARGO_TOML = '[package]\nname = "core"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n'
@@ -127,8 +128,10 @@ def test_a5_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     # Steps 1-2: the task and the session.
     task = ctx_json(root / ".ctx", "add", "task", "Add connection retry with exponential backoff",
                     "--body", "Files likely involved: crates/core/src/net/client.rs")
-    ctx(ctx_dir, "commit", "-m", "task 43")  # `ctx add` staged it: a session is open until then
     ctx(ctx_dir, "stage", "start", "Add connection retry with exponential backoff")
+    # The session `ctx add task` opened is adopted: it keeps the task and takes the title.
+    status = session_status(open_store(ctx_dir))
+    assert status.task == "Add connection retry with exponential backoff" and status.records == 1
 
     # Step 3: snapshot the Cargo workspace.
     if "cargo" in ADD_COMMANDS and shutil.which("cargo"):
