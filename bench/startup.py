@@ -8,7 +8,11 @@ comes first on ``PYTHONPATH``), interleaved round by round with the floor
 
 - ``ctx search``, ``ctx list``, ``ctx memory search`` (over the 36 sessions of
   bench/memory_devset.py, backfilled once);
-- ``ctx hook prompt-submit`` with a real question (ranked relevant memory).
+- ``ctx hook prompt-submit`` with a real question (ranked relevant memory);
+- ``ctx hook stop`` on the largest dev-set session after a ~50 KB turn was appended (a normal
+  turn: bench/memory.py's ``big_turn``), and the first Stop over a 10 MB transcript never
+  indexed (bench/hooks.py's; a fresh copy each round), which transcript memory indexes only as
+  far as the Stop budget for a backlog goes.
 
 Each runs the installed ``ctx`` console script (as bench/search.py finds it).
 
@@ -29,11 +33,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from hooks import write_transcript  # noqa: E402
 from knowledge import DEFAULT_SEED, build_store, load_text  # noqa: E402
+from memory import big_turn  # noqa: E402
 from memory_devset import build as build_devset  # noqa: E402
 from search import ctx_script  # noqa: E402
 
@@ -58,6 +65,41 @@ def run(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes = b"") -> 
     return wall, (usage.ru_utime + usage.ru_stime) * 1000
 
 
+class StopCases:
+    """Stop-hook payloads per tree: a new ~50 KB turn, or a fresh unindexed 10 MB transcript."""
+
+    def __init__(self, tmp: Path, work: Path, session_file: Path) -> None:
+        self.tmp, self.work, self.source = tmp, work, session_file
+        self.session = json.loads(session_file.read_text().splitlines()[-1]).get("sessionId", "b")
+        self.big = tmp / "big.jsonl"
+        write_transcript(self.big, 10 << 20)
+        self.rounds: dict[str, int] = {}
+
+    def _payload(self, session: str, path: Path) -> bytes:
+        return json.dumps({"session_id": session, "cwd": str(self.work), "hook_event_name": "Stop",
+                           "transcript_path": str(path)}).encode()
+
+    def new_turn(self, tree: str) -> bytes:
+        """The tree's copy of the session, a new turn appended (the first call: the copy)."""
+        path = self.tmp / f"stop-{tree}.jsonl"
+        i = self.rounds.get(tree, -1)
+        if i < 0:
+            shutil.copy(self.source, path)
+        else:
+            with path.open("a") as fh:
+                fh.write(big_turn(i, self.session, f"bench-a{i - 1}" if i else "root"))
+        self.rounds[tree] = i + 1
+        return self._payload(self.session, path)
+
+    def unindexed(self, tree: str) -> bytes:
+        """A fresh copy of the 10 MB transcript (its last turn's tags ran in the warm-up)."""
+        n = self.rounds.get(f"big-{tree}", 0)
+        self.rounds[f"big-{tree}"] = n + 1
+        path = self.tmp / f"big-{tree}-{n}.jsonl"
+        shutil.copy(self.big, path)
+        return self._payload(f"big-{tree}", path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=10_000)
@@ -79,18 +121,22 @@ def main(argv: list[str] | None = None) -> int:
         ctx = ctx_script()
         hook = json.dumps({"session_id": "b", "cwd": str(work), "prompt": QUESTION}).encode()
         start = json.dumps({"session_id": "b", "cwd": str(work), "source": "startup"}).encode()
-        cases: list[tuple[str, list[str], bytes]] = [
+        build_devset(tmp / "dev", questions=False)
+        stops = StopCases(tmp, work, max((tmp / "dev" / "projects").rglob("*.jsonl"),
+                                         key=lambda p: p.stat().st_size))
+        cases: list[tuple[str, list[str], bytes | Callable[[str], bytes]]] = [
             ("search", [*ctx, "search", "retry loop backoff"], b""),
             ("list", [*ctx, "list", "--limit", "20"], b""),
             ("memory search", [*ctx, "memory", "search", "retry loop backoff"], b""),
             ("prompt-submit (relevant memory)", [*ctx, "hook", "prompt-submit"], hook),
+            ("stop, ~50 KB new turn", [*ctx, "hook", "stop"], stops.new_turn),
+            ("stop, first over 10 MB unindexed", [*ctx, "hook", "stop"], stops.unindexed),
         ]
-        build_devset(tmp / "dev", questions=False)
         run([*ctx, "memory", "backfill", str(tmp / "dev" / "projects")], work, env)
-        for tree_env in trees.values():  # warm-up: index synced, hook state created, .pyc written
+        for tree, tree_env in trees.items():  # warm-up: index synced, hook state, .pyc written
             run([*ctx, "hook", "session-start"], work, tree_env, start)
             for _, case_argv, stdin in cases:
-                run(case_argv, work, tree_env, stdin)
+                run(case_argv, work, tree_env, stdin(tree) if callable(stdin) else stdin)
         print(f"store: {args.nodes} nodes; {args.runs} rounds; python {sys.executable}")
         print(f"load: {load_text()} at start")
         samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -99,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                 run([sys.executable, "-c", "import click"], work, env))
             for label, case_argv, stdin in cases:
                 for tree, tree_env in trees.items():
-                    samples.setdefault((label, tree), []).append(run(case_argv, work, tree_env, stdin))
+                    data = stdin(tree) if callable(stdin) else stdin
+                    samples.setdefault((label, tree), []).append(run(case_argv, work, tree_env, data))
         print(f"load: {load_text()} after the measurements\n")
         floor = samples[("floor", "")]
         fw = statistics.median(w for w, _ in floor)

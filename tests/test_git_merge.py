@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import invoke
+from conftest import invoke, without_autolink
 
 from ctxstore.model import ChangeBatch, Commit, WorkCommit
 from ctxstore.model.knowledge import (
@@ -354,6 +354,9 @@ def build_history(seed: int, root: Path, runner: CliRunner, log: list[str]
     git(origin, "init", "-q", "-b", "main")
     base = Side(origin, runner, "base", log)
     base.ctx("init", "--no-git")
+    # The independent replay models what each command writes; automatic RELATES_TO links
+    # (spec 003, on by default) are tested in tests/lifecycle/test_autolink.py.
+    without_autolink(open_store(origin / ".ctx"))
     counter = [0]
     for _ in range(rng.randint(2, 5)):
         base.ctx("add", "--type", rng.choice(NODE_TYPES), _text(rng))

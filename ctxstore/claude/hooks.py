@@ -58,6 +58,10 @@ SESSION_START_TOKENS = 2_000
 # Seconds the Stop hook (and PreCompact / SessionEnd) may spend indexing the transcript into
 # transcript memory: past them the rest waits for the next hook (docs/memory.md).
 MEMORY_STOP_SECONDS = 0.3
+# A Stop that finds a large backlog (memory.index.BACKLOG_BYTES unread, e.g. a long session from
+# before memory was on) takes only this (one or two batches of memory.index.BUDGET_BATCH_BYTES),
+# so the reply is not held up; the next hooks, PreCompact / SessionEnd and backfill continue it.
+MEMORY_STOP_BACKLOG_SECONDS = 0.05
 MEMORY_END_SECONDS = 1.0
 _MAX_MESSAGE = 1_000
 # Blocks that come from no transcript line (``--response``, ``last_assistant_message``).
@@ -302,11 +306,13 @@ def _repairing(root: Path | None, handler: Callable[[], Payload]) -> Payload:
         return _message([why])
 
 
-def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: float) -> Payload:
+def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: float,
+                 backlog_seconds: float | None = None) -> Payload:
     """``result`` after indexing the new transcript bytes into transcript memory (docs/memory.md).
 
-    Within ``seconds`` (the next hook continues). A damaged memory is named in the message, never
-    wiped; a memory busy with another writer is left for the next hook.
+    Within ``seconds``, or ``backlog_seconds`` over a large backlog (the next hook continues).
+    A damaged memory is named in the message, never wiped; a memory busy with another writer is
+    left for the next hook.
     """
     path = _usable_path(_text(payload, "transcript_path"))
     if root is None or path is None:
@@ -314,7 +320,7 @@ def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: 
     from ctxstore.memory.index import index_transcript
 
     try:
-        index_transcript(root, path, seconds=seconds)
+        index_transcript(root, path, seconds=seconds, backlog_seconds=backlog_seconds)
     except sqlite3.OperationalError:
         return result  # locked or busy: the cursor did not move, the next hook continues
     except sqlite3.DatabaseError as exc:  # damaged while being read: named, never wiped
@@ -351,7 +357,7 @@ def stop(root: Path | None, payload: Payload, *, response: str | None = None,
         UnsafePath: if ``.ctx/local`` is a symbolic link.
     """
     result = _repairing(root, lambda: _stop(root, payload, response, transcript_timeout))
-    return _with_memory(root, payload, result, MEMORY_STOP_SECONDS)
+    return _with_memory(root, payload, result, MEMORY_STOP_SECONDS, MEMORY_STOP_BACKLOG_SECONDS)
 
 
 def _read_turn(payload: Payload, response: str | None, timeout: float | None

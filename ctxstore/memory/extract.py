@@ -118,10 +118,20 @@ class _Grouped:
         groups: dict[str, list[int]] = {}
         for i, (first, _) in enumerate(phrases):
             groups.setdefault(first, []).append(i)
-        self.groups = {first: re.compile(re.escape(first) + "(?:" + "|".join(
+        # Only the pattern text is built here; a group compiles on its first use, so the
+        # import stays cheap for the hook (compiling every group took ~25 ms).
+        self.sources = {first: re.escape(first) + "(?:" + "|".join(
             f"(?P<p{i}>{phrases[i][1]})" for i in sorted(idx, key=lambda i: -len(phrases[i][1])))
-            + ")") for first, idx in groups.items()}
+            + ")" for first, idx in groups.items()}
+        self.compiled: dict[str, re.Pattern[str]] = {}
         self.firsts = frozenset(groups)
+
+    def _group(self, first: str) -> re.Pattern[str]:
+        """The compiled regex of the group that starts with ``first`` (compiled once)."""
+        pattern = self.compiled.get(first)
+        if pattern is None:
+            pattern = self.compiled[first] = re.compile(self.sources[first])
+        return pattern
 
     def scan(self, text: str, words: set[str] | None = None) -> list[tuple[int, int, int]]:
         """Matches in ``text``; ``words`` (its distinct words) gates whole-word groups."""
@@ -129,7 +139,7 @@ class _Grouped:
                    else [first for first in self.firsts if first in text])
         hits: list[tuple[int, int, int]] = []
         for first in present:
-            for m in self.groups[first].finditer(text):
+            for m in self._group(first).finditer(text):
                 if _bounded(text, m.start(), m.end()):
                     hits.append((int((m.lastgroup or "p0")[1:]), m.start(), m.end()))
         return hits

@@ -6,7 +6,10 @@ that was replaced, rewritten or shrank is read again from the start, and every e
 indexed already is passed over (so nothing is ever duplicated). Entries are read in batches of
 about ``BATCH_BYTES``; each batch and the cursor after it commit in one transaction, so a crash
 loses nothing and duplicates nothing. A time or byte budget stops between batches: the next call
-continues from the cursor.
+continues from the cursor. Under a time budget the batches are smaller (``BUDGET_BATCH_BYTES``), so
+the first batch cannot overrun a hook's budget by much, and a hook that finds a large backlog
+(``BACKLOG_BYTES``, e.g. the first Stop over a long session from before memory was on) may take a
+shorter budget and leave the rest to the next hook, SessionEnd or ``ctx memory backfill``.
 
 A turn is a typed prompt and every reply, tool call and tool result after it, up to the next prompt
 (or the harness's end-of-turn line); a compaction summary is a turn of its own, so what a session
@@ -30,11 +33,15 @@ from ctxstore.memory.segment import boundary, span_name, terms
 from ctxstore.memory.settings import OFF_NOTE, memory_settings
 from ctxstore.memory.transcript import Entry, open_regular, read_entries
 
-__all__ = ["BATCH_BYTES", "TURN_TOOL_BUDGET", "MAX_IDEAS_PER_ENTRY", "FileReport", "index_file",
-           "index_transcript"]
+__all__ = ["BATCH_BYTES", "BUDGET_BATCH_BYTES", "BACKLOG_BYTES", "TURN_TOOL_BUDGET",
+           "MAX_IDEAS_PER_ENTRY", "FileReport", "index_file", "index_transcript"]
 
 BATCH_BYTES = 1 << 20
 """About how many transcript bytes one transaction covers."""
+BUDGET_BATCH_BYTES = 128 << 10
+"""The same under a time budget (a hook): one batch takes tens of milliseconds at most."""
+BACKLOG_BYTES = 512 << 10
+"""Unread bytes past which a transcript has a backlog (``index_transcript``'s ``backlog_seconds``)."""
 TURN_TOOL_BUDGET = 8_000
 """Characters of tool calls and results kept per turn (``[memory] max_tool_output_chars``)."""
 MAX_IDEAS_PER_ENTRY = 12
@@ -243,7 +250,7 @@ def _code_names(text: str) -> set[str]:
 def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
                deadline: float | None = None, now: int | None = None,
                progress: Callable[[int], None] | None = None,
-               tool_budget: int = TURN_TOOL_BUDGET) -> FileReport:
+               tool_budget: int = TURN_TOOL_BUDGET, batch_bytes: int | None = None) -> FileReport:
     """Index the new bytes of one transcript file, batch by batch.
 
     Args:
@@ -254,6 +261,7 @@ def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
         now: Seconds since the epoch recorded with the cursor (default: the clock).
         progress: Called with the bytes consumed by each batch.
         tool_budget: Characters of tool calls and results kept per turn (0: none).
+        batch_bytes: About how many bytes one transaction covers (default ``BATCH_BYTES``).
 
     Returns:
         What was done.
@@ -264,7 +272,7 @@ def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
         return FileReport(key, 0, 0, 0, 0, True, "not a readable regular file")
     try:
         return _index_fd(db, fd, key, max_bytes, deadline, int(time.time()) if now is None else now,
-                         progress, tool_budget)
+                         progress, tool_budget, BATCH_BYTES if batch_bytes is None else batch_bytes)
     except OSError as exc:
         return FileReport(key, 0, 0, 0, 0, False, f"unreadable: {exc.strerror or exc}")
     finally:
@@ -282,7 +290,8 @@ def _start(db: MemoryDB, fd: int, key: str, st: os.stat_result) -> tuple[int, in
 
 
 def _index_fd(db: MemoryDB, fd: int, key: str, max_bytes: int | None, deadline: float | None,
-              now: int, progress: Callable[[int], None] | None, tool_budget: int) -> FileReport:
+              now: int, progress: Callable[[int], None] | None, tool_budget: int,
+              batch_bytes: int) -> FileReport:
     st = os.fstat(fd)
     size = st.st_size
     start, open_turn = _start(db, fd, key, st)
@@ -292,7 +301,7 @@ def _index_fd(db: MemoryDB, fd: int, key: str, max_bytes: int | None, deadline: 
     while start < size:
         if deadline is not None and consumed and time.monotonic() > deadline:
             break
-        limit = BATCH_BYTES if max_bytes is None else min(BATCH_BYTES, max_bytes - consumed)
+        limit = batch_bytes if max_bytes is None else min(batch_bytes, max_bytes - consumed)
         if limit <= 0:
             break
         read = read_entries(fd, start, limit=limit, size=size)
@@ -320,7 +329,7 @@ def _index_fd(db: MemoryDB, fd: int, key: str, max_bytes: int | None, deadline: 
 
 
 def index_transcript(ctx_dir: Path, path: Path, *, seconds: float | None = None,
-                     max_bytes: int | None = None) -> FileReport:
+                     max_bytes: int | None = None, backlog_seconds: float | None = None) -> FileReport:
     """Open the memory of the store at ``ctx_dir`` (creating it) and index one transcript.
 
     Nothing is read or created when the store's ``[memory] enabled`` is false (the report's note
@@ -329,8 +338,11 @@ def index_transcript(ctx_dir: Path, path: Path, *, seconds: float | None = None,
     Args:
         ctx_dir: The store's ``.ctx`` directory.
         path: The transcript file.
-        seconds: A time budget; past it no further batch starts.
+        seconds: A time budget; past it no further batch starts (batches are then
+            ``BUDGET_BATCH_BYTES``).
         max_bytes: A byte budget.
+        backlog_seconds: A shorter time budget that replaces ``seconds`` when more than
+            ``BACKLOG_BYTES`` of the file are unread (or it was never read).
 
     Returns:
         What was done.
@@ -343,9 +355,23 @@ def index_transcript(ctx_dir: Path, path: Path, *, seconds: float | None = None,
     settings = memory_settings(ctx_dir)
     if not settings.enabled:
         return FileReport(os.path.abspath(path), 0, 0, 0, 0, True, OFF_NOTE)
-    deadline = time.monotonic() + seconds if seconds is not None else None
+    began = time.monotonic()
     db = open_memory(ctx_dir, create=True, busy_seconds=10.0 if seconds is None else seconds + 0.5)
     assert db is not None
     with db:
-        return index_file(db, path, max_bytes=max_bytes, deadline=deadline,
-                          tool_budget=settings.tool_budget)
+        if seconds is not None and backlog_seconds is not None and _backlog(db, path) > BACKLOG_BYTES:
+            seconds = min(seconds, backlog_seconds)
+        return index_file(db, path, max_bytes=max_bytes,
+                          deadline=began + seconds if seconds is not None else None,
+                          tool_budget=settings.tool_budget,
+                          batch_bytes=None if seconds is None else BUDGET_BATCH_BYTES)
+
+
+def _backlog(db: MemoryDB, path: Path) -> int:
+    """The bytes of ``path`` past its cursor (the whole file when it has none; 0 if unreadable)."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return 0
+    cursor = db.get_cursor(os.path.abspath(path))
+    return size - cursor.offset if cursor is not None and cursor.offset <= size else size

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxstore.errors import MemoryDamaged, UnsafePath
+from ctxstore.memory import index
 from ctxstore.memory.db import memory_path, open_memory
 from ctxstore.memory.index import index_transcript
 from tests.memory.memtx import Transcript, conversation
@@ -129,6 +130,34 @@ def test_index_byte_budget_stops_and_the_next_call_continues(tmp_path: Path) -> 
             break
     assert calls > 5
     assert dump(part) == dump(full)
+
+
+def test_index_backlog_takes_the_short_budget_and_loses_nothing(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index, "BACKLOG_BYTES", 20_000)
+    monkeypatch.setattr(index, "BUDGET_BATCH_BYTES", 4_000)
+    data = _long_session(60).data()
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    assert len(data) > 40_000
+    full, part = _ctx(tmp_path, "full"), _ctx(tmp_path, "part")
+    index_transcript(full, path)
+    offsets = []
+    while True:  # a hook over a backlog: one batch per call (its budget is spent at once)
+        report = index_transcript(part, path, seconds=60.0, backlog_seconds=0.0)
+        offsets.append((offsets[-1] if offsets else 0) + report.bytes)
+        if report.done:
+            break
+        assert 0 < report.bytes < 8_000
+    assert offsets == sorted(set(offsets))  # the cursor advanced every call
+    assert len(data) - offsets[-2] <= 20_000 < len(data) - offsets[-3]  # the rest in one call
+    assert dump(part) == dump(full)
+
+
+def test_index_small_backlog_keeps_the_full_budget(tmp_path: Path) -> None:
+    path = conversation().write(tmp_path / "s.jsonl")
+    report = index_transcript(_ctx(tmp_path), path, seconds=60.0, backlog_seconds=0.0)
+    assert report.done and report.turns == 5
 
 
 def test_index_rewritten_or_shrunk_file_never_duplicates(tmp_path: Path) -> None:
