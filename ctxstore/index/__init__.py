@@ -274,7 +274,27 @@ def is_current(root: Path, conn: sqlite3.Connection) -> bool:
     if snap is None:
         return False
     row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
-    return row is not None and row[0] == snap
+    return row is not None and row[0] == snap and _owner_row(conn) == clone_id(root)
+
+
+def clone_id(root: Path) -> str | None:
+    """The identity of this copy of the store: the device and inode of its ``.ctx`` directory.
+
+    An index records it when it syncs. An index file that arrived some other way (committed
+    to Git with ``git add -f`` and cloned, or copied with the store) names another directory,
+    so its rows are never trusted: the next sync rebuilds it from the objects, which are checked
+    on every read. None when the directory cannot be read (the store's own open reports it).
+    """
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def _owner_row(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'clone'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def open_current(root: Path) -> IndexConnection | None:
@@ -439,11 +459,13 @@ def inspect_index(conn: sqlite3.Connection, *, quick_check_max: int | None = Non
         return _schema_difference(schema, want)
     rows = conn.execute("SELECT key, value FROM meta").fetchall()
     for key, value in rows:
+        if key == "clone" and isinstance(value, str):
+            continue
         if key != "synced":
             return f"unexpected meta row {str(key)[:40]!r}"
         if not isinstance(value, str) or parse_snapshot(value) is None:
             return "meta row 'synced' is not a pointer snapshot"
-    if not rows and conn.execute(
+    if not any(key == "synced" for key, _ in rows) and conn.execute(
             "SELECT EXISTS (SELECT 1 FROM applied) OR EXISTS (SELECT 1 FROM nodes)"
             " OR EXISTS (SELECT 1 FROM winners)").fetchone()[0]:
         return "meta row 'synced' is missing"
@@ -583,9 +605,10 @@ def sync_index(store: Store, conn: sqlite3.Connection,
     def current() -> str:
         return json.dumps(target if target is not None else pointer_snapshot(store), sort_keys=True)
 
+    owner = clone_id(store.root)
     snap = current()
     row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
-    if row is not None and row[0] == snap:
+    if row is not None and row[0] == snap and _owner_row(conn) == owner:
         return False
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -593,10 +616,12 @@ def sync_index(store: Store, conn: sqlite3.Connection,
         # and the pointers may have moved again.
         snap = current()
         row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
-        if row is not None and row[0] == snap:
+        ours = _owner_row(conn) == owner
+        if row is not None and row[0] == snap and ours:
             conn.execute("COMMIT")
             return False
-        old = parse_snapshot(row[0]) if row is not None else None
+        # An index built for another copy of the store (clone_id) is not trusted: start clean.
+        old = parse_snapshot(row[0]) if row is not None and ours else None
         new = json.loads(snap)
         heads = [bytes.fromhex(h) for h in new["main"] + new["stage"]]
         if old is None:
@@ -607,6 +632,7 @@ def sync_index(store: Store, conn: sqlite3.Connection,
             plan = plan_sync(store, conn, None, heads)
         apply_commits(store, conn, plan.commits, progress)
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('synced', ?)", (snap,))
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('clone', ?)", (owner or "",))
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
