@@ -158,7 +158,11 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     conn = ctx.index()
     assert ctx.db is not None
     # The project store, then the user store ~/.ctx (spec 003 global layer), each labelled.
-    stores = Stores.open(ctx.db, default_user_store() if _recall_global(ctx, cmd) else None)
+    problem = None
+    try:
+        stores = Stores.open(ctx.db, default_user_store() if _recall_global(ctx, cmd) else None)
+    except CtxError as exc:  # a damaged ~/.ctx must not cost the project's results
+        stores, problem = Stores(ctx.db), f"<ctx:recall> read this project only: ~/.ctx: {exc.message}"
     try:
         hits = recall_scoped(stores, query, limit=limit, now=time.time())
         nodes = [h.node for h in hits if h.scope == "project"]
@@ -178,7 +182,7 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
 
     body += recall_section(ctx.store.root, query)
     note = "[... {n} more results omitted; narrow the query]"
-    return Outcome(changed=restored > 0,
+    return Outcome(changed=restored > 0, problem=problem,
                    pending=("recall", frame("recall results", body, limit=4_000, note=note)))
 
 

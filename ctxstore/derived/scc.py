@@ -181,7 +181,7 @@ def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult
     fsio.ensure_dir_under(store.root, folder / _OBJECTS)
     objects = _derived_objects(store)
     oid, _ = objects.write(KIND_TYPED, encode_typed(view))
-    fsio.fsync_path(objects.path_for(oid))
+    fsio.sync_barrier(store.root)  # the view and its shard durable before the pointer names it
     _write_pointer(store, oid)
     for old in list(objects.iter_ids()):  # only the newest view is kept
         if old != oid:

@@ -98,6 +98,12 @@ def recallable(node: NodeRow) -> bool:
 
     A node the lifecycle archived for decay stays recallable: recalling it restores it at the
     next lifecycle pass (spec 003, ``lifecycle.policy``); a forgotten node does not come back.
+
+    Args:
+        node: The node's index row.
+
+    Returns:
+        True when recall may show it.
     """
     return node.status != "archived" or "lifecycle_archived" in node.metadata
 

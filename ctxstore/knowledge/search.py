@@ -64,7 +64,14 @@ up very was we were what when where which while who whom why will with would you
 
 
 def fold(text: str) -> str:
-    """Text as FTS5's ``unicode61`` tokenizer stores its words: case-folded, diacritics removed."""
+    """Text as FTS5's ``unicode61`` tokenizer stores its words: case-folded, diacritics removed.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The folded text.
+    """
     if text.isascii():
         return text.lower()
     decomposed = unicodedata.normalize("NFKD", text.casefold())
@@ -72,7 +79,14 @@ def fold(text: str) -> str:
 
 
 def words_of(text: str) -> list[str]:
-    """The folded words of ``text`` in order (runs of letters and digits)."""
+    """The folded words of ``text`` in order (runs of letters and digits).
+
+    Args:
+        text: Any text.
+
+    Returns:
+        Its words, folded as ``fold`` does.
+    """
     return _WORD.findall(fold(text))
 
 

@@ -78,7 +78,9 @@ def durability_problems(trace: list[dict], *, outside: str | None = None) -> lis
                    for j in range(lo, hi))
 
     for i, r in enumerate(ops):
-        if r["op"] in ("replace", "link") and (r.get("dst") or "").startswith("objects/"):
+        # DERIVED/objects/ is a loose object store too (the SCC view), with the same rule:
+        # objects durable (one barrier) before the pointer that names them.
+        if r["op"] in ("replace", "link") and (r.get("dst") or "").startswith(("objects/", "DERIVED/objects/")):
             src, dst = r["path"], r["dst"]
             opened = [j for j in range(i) if ops[j]["op"] == "open_excl" and ops[j]["path"] == src]
             wrote = [j for j in range(i) if ops[j]["op"] == "write_all" and ops[j]["path"] == src]
