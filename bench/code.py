@@ -85,7 +85,7 @@ def copy_tree(src: Path, dest: Path, suffix: str) -> list[Path]:
 
 
 def rust_source() -> Path | None:
-    ripgrep = Path("/work/shared/eval/data/ripgrep-base")
+    ripgrep = Path(__file__).resolve().parents[2] / "shared" / "eval" / "data" / "ripgrep-base"
     if ripgrep.is_dir():
         return ripgrep
     found = glob.glob(os.path.expanduser("~/.cargo/registry/src/*/"))

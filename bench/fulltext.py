@@ -11,7 +11,7 @@ path 1.5, text 1.0):
   tokenizer), in a directory; its own free-text query (any word, BM25).
 
 Per corpus it prints the index time (in-process, chunking excluded), the median and 95th
-percentile of one query, and, on the development set of /work/shared/eval (werkzeug,
+percentile of one query, and, on the development set of ../shared/eval (werkzeug,
 starlette, ripgrep: a commit message as query, the files it changed as gold), the ranking
 quality of a simple ranker: the top 200 chunks, each file scored by its best chunk,
 scored by the set's own ``score.py`` (R@1, R@5, R@10, MRR). The CPython standard library
@@ -43,7 +43,7 @@ from ctxstore.derived.tantivy_index import CodeTextIndex
 from ctxstore.index.code import chunk_file
 from ctxstore.model.code import CodeSymbol
 
-EVAL = Path("/work/shared/eval")
+EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 TOP_CHUNKS = 200
 _WORDS = re.compile(r"\w+")
 _NAME_PARTS = re.compile(r"[.:/]+")

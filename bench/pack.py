@@ -201,7 +201,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--corpus", choices=("real", "synthetic"), default="real")
-    parser.add_argument("--eval", type=Path, default=Path("/work/shared/eval"))
+    parser.add_argument("--eval", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "eval")
     parser.add_argument("--work", type=Path, default=None, help="build here and keep it")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()

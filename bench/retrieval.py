@@ -1,6 +1,6 @@
 """Retrieval quality on the code-localisation development set: ctx against BM25, same run.
 
-The set (``--eval``, default ``/work/shared/eval``; its README describes it) pairs real
+The set (``--eval``, default ``../shared/eval`` beside the checkout; its README describes it) pairs real
 commit messages with the files they changed, over three base trees (werkzeug, starlette,
 ripgrep). For each repository this script ranks the base tree's language files for every
 item, writes ``runs/<mode>/localize-<name>.jsonl`` (and ``runs/<mode>-exclude-tests/``
@@ -351,7 +351,7 @@ def table(eval_dir: Path, out: Path, mode: str, lib: Library | None) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--eval", type=Path, default=Path("/work/shared/eval"))
+    parser.add_argument("--eval", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "eval")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temp dir)")
     parser.add_argument("--mode", choices=("pack", "library"), default="pack")
     parser.add_argument("--ablate", action="store_true")
