@@ -80,7 +80,8 @@ def durability_problems(trace: list[dict], *, outside: str | None = None) -> lis
     for i, r in enumerate(ops):
         # DERIVED/objects/ is a loose object store too (the SCC view), with the same rule:
         # objects durable (one barrier) before the pointer that names them.
-        if r["op"] in ("replace", "link") and (r.get("dst") or "").startswith(("objects/", "DERIVED/objects/")):
+        dst_path = r.get("dst") or ""
+        if r["op"] in ("replace", "link") and dst_path.startswith(("objects/", "DERIVED/objects/")):
             src, dst = r["path"], r["dst"]
             opened = [j for j in range(i) if ops[j]["op"] == "open_excl" and ops[j]["path"] == src]
             wrote = [j for j in range(i) if ops[j]["op"] == "write_all" and ops[j]["path"] == src]
