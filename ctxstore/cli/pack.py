@@ -27,9 +27,12 @@ FORMATS = ("json", "yaml", "text", "markdown")
 @click.option("--include-narrative/--no-narrative", default=None,
               help="Add decisions, tasks, notes and the recent log ([retrieval] include_narrative).")
 @click.option("--no-graph", is_flag=True, help="Skip graph expansion over imports.")
+@click.option("--global/--no-global", "use_global", default=False,
+              help="Also take relevant memory from the user store ~/.ctx (labelled; off by default).")
 @pass_env
 def pack_command(env: Env, task: str, budget: int | None, depth: int | None, output: str | None,
-                 fmt: str | None, include_narrative: bool | None, no_graph: bool) -> None:
+                 fmt: str | None, include_narrative: bool | None, no_graph: bool,
+                 use_global: bool) -> None:
     """Build a prompt pack: the files, symbols and memory most relevant to TASK.
 
     Any text is accepted (a question, a commit message, code). Every item says why it
@@ -44,11 +47,18 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
         ctx pack "Show me the Client struct" --budget 8000 --depth 1
         ctx pack "Recent decisions about error handling" --include-narrative --format markdown
         ctx pack "fix the retry loop" --format json --output pack.json
+        ctx pack "how do we pin dependencies" --global
     """
+    from ctxstore.cli._notices import user_store
+    from ctxstore.knowledge.scopes import Stores
     from ctxstore.retrieval.pack import build_pack
 
-    pack = build_pack(env.session(), task, budget=budget, depth=depth,
-                      include_narrative=include_narrative, graph=not no_graph)
+    stores = Stores.open(env.session(), user_store() if use_global else None)
+    try:
+        pack = build_pack(env.session(), task, budget=budget, depth=depth,
+                          include_narrative=include_narrative, graph=not no_graph, user=stores.user)
+    finally:
+        stores.close_user()
     chosen = fmt or (env.fmt if env.fmt in FORMATS and env.fmt != "text" else "json")
     data = render(pack, chosen).encode("utf-8")
     if output is None or output == "-":

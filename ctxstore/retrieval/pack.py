@@ -322,21 +322,39 @@ def _chunk_item(chunk: PackChunk, score: float, why: dict[str, Any], object_id: 
                   "end_line": chunk.end_line})
 
 
-def _narrative(session: Session, task: str, days: int, now_ms: int) -> tuple[list[_Item], str]:
-    """Node and narrative items relevant to the task (and recent tasks), and the recent log."""
+def _node_items(session: Session, task: str, *, user: bool) -> list[_Item]:
+    """The nodes (and narrative entries) of one store that ranked search finds for the task."""
     from ctxstore.knowledge.search import search
-    from ctxstore.query.executor import run_query
 
-    conn = session.index()
     items: list[_Item] = []
-    for hit in search(conn, task, kinds=("node", "narrative"), limit=_NODE_HITS):
+    for hit in search(session.index(), task, kinds=("node", "narrative"), limit=_NODE_HITS):
         node = hit.node
         if node is None or not hit.matched:
             continue
         kind = "Decision" if node.type == "decision" else "NarrativeExcerpt"
-        items.append(_Item(f"{node.type.capitalize()}: {_first_line(node.content)}", node.id,
-                           node.content, hit.score, kind, {"matched_terms": list(hit.matched)},
+        why: dict[str, Any] = {"matched_terms": list(hit.matched)}
+        title = f"{node.type.capitalize()}: {_first_line(node.content)}"
+        if user:  # the global layer (spec 003): labelled by store
+            why["store"] = "user"
+            title += " (user store ~/.ctx)"
+        items.append(_Item(title, node.id, node.content, hit.score, kind, why,
                            {"node_type": node.type}))
+    return items
+
+
+def _narrative(session: Session, task: str, days: int, now_ms: int,
+               user: Session | None = None) -> tuple[list[_Item], str]:
+    """Node and narrative items relevant to the task (and recent tasks), and the recent log.
+
+    ``user``: the user store's session, whose relevant nodes join the project's (the global
+    layer); recent tasks and the log come from the project alone.
+    """
+    from ctxstore.query.executor import run_query
+
+    conn = session.index()
+    items = _node_items(session, task, user=False)
+    if user is not None:
+        items += _node_items(user, task, user=True)
     log: list[str] = []
     if days > 0:
         for node in run_query(conn, f"type:task AND updated:>{days}d", now=now_ms / 1000,
@@ -412,7 +430,7 @@ def _cut_to(text: str, tokens: int) -> str:
 def build_pack(session: Session, task: str, *, budget: int | None = None,
                depth: int | None = None, include_narrative: bool | None = None,
                graph: bool = True, reserve: int | None = None,
-               now_ms: int | None = None) -> dict[str, Any]:
+               now_ms: int | None = None, user: Session | None = None) -> dict[str, Any]:
     """Build the prompt pack of a task (spec 002 §12.4 plus ``why`` and ``ranked_files``).
 
     Settings left None come from ``[retrieval]`` (``default_budget``, ``default_depth``,
@@ -427,6 +445,8 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
         graph: Expand over the import graph and let it raise file scores.
         reserve: Tokens kept for the response (None: ``reserve_for``).
         now_ms: The time "recent" is measured from (None: now).
+        user: The user store's session (``--global``): its relevant nodes join the
+            narrative items, their ``why`` saying ``"store": "user"``.
 
     Returns:
         The pack as a JSON-ready map.
@@ -468,7 +488,8 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
     recent = ""
     if include_narrative:
         days = int(config.get("retrieval", "narrative_days"))
-        node_items, recent = _narrative(session, task, days, clock_ms() if now_ms is None else now_ms)
+        node_items, recent = _narrative(session, task, days,
+                                        clock_ms() if now_ms is None else now_ms, user)
         scale = max((i.score for i in node_items), default=1.0) or 1.0
         for item in node_items:  # node scores are on their own scale: the best node ~ a top file
             item.score = item.score / scale if item.score else 0.5

@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+import jsonschema
+
 from tests.conftest import run_ctx, store_digest
 
 
@@ -55,3 +57,28 @@ def test_search_global_odd_text_and_code_kinds(tmp_path: Path) -> None:
                      "symbol", "sqlite"], cwd=work)
     assert [n["store"] for n in json.loads(nodes.stdout)["nodes"]] == ["user"]
     assert store_digest(work / ".ctx") == before
+
+
+def test_pack_global_takes_relevant_memory_from_the_user_store(tmp_path: Path) -> None:
+    """`ctx pack --global` (the global layer for packs): user-store nodes join the pack, labelled."""
+    work = _project(tmp_path)
+    (work / "deploy.py").write_text('"""Deploy the service."""\n\ndef deploy(retries: int) -> None:\n'
+                                    '    """Push the build; retried on failure."""\n')
+    assert run_ctx(["index"], cwd=work).returncode == 0
+    user = run_ctx(["add", "--global", "--type", "decision",
+                    "Deploys always pin the base image digest"], cwd=work).stdout.strip()
+
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "pack.schema.json").read_text())
+
+    def items(*flags: str) -> list[dict]:
+        res = run_ctx(["pack", "how do deploys pin the image digest", "--format", "json", *flags],
+                      cwd=work)
+        assert res.returncode == 0, res.stderr
+        pack = json.loads(res.stdout)
+        jsonschema.validate(pack, schema)
+        return pack["retrieved"]
+
+    wide = [i for i in items("--global") if i.get("object_id") == user]
+    assert len(wide) == 1 and wide[0]["why"]["store"] == "user", wide
+    assert "(user store ~/.ctx)" in wide[0]["title"]
+    assert not [i for i in items() if i.get("object_id") == user]
