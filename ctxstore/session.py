@@ -59,7 +59,7 @@ class Session:
 
     @classmethod
     def open(cls, ctx_dir: Path, *, lock_timeout: float | None = None,
-             clock: Callable[[], float] = time.time) -> Session:
+             clock: Callable[[], float] = time.time, config: Config | None = None) -> Session:
         """Open the store at ``ctx_dir`` (the ``.ctx`` directory itself).
 
         Args:
@@ -67,6 +67,7 @@ class Session:
             lock_timeout: How long a write waits for the store lock (seconds); the
                 configured ``[lock] timeout_seconds`` when None.
             clock: The wall clock in seconds.
+            config: ``config.toml`` as the caller already loaded it (None: loaded here).
 
         Returns:
             The session (its index not opened yet).
@@ -80,7 +81,7 @@ class Session:
         session = cls.__new__(cls)
         session._store = None
         session._root = ctx_dir.resolve()
-        session._config = load_config(ctx_dir / "config.toml")
+        session._config = config if config is not None else load_config(ctx_dir / "config.toml")
         session._lock_timeout = lock_timeout
         session.clock = clock
         session._conn = None

@@ -45,6 +45,7 @@ from ctxstore.errors import CtxError, LockConflict, StoreCorrupt, UnsafePath
 if TYPE_CHECKING:
     from ctxstore.claude.tags import TagProblem
     from ctxstore.claude.transcript import TextBlock
+    from ctxstore.config import Config
     from ctxstore.repo import Store
     from ctxstore.session import Session
 
@@ -121,12 +122,12 @@ def find_store_root(cwd: str | None, explicit: str | None, home: Path | None) ->
     return None
 
 
-def _open_session(root: Path) -> Session:
+def _open_session(root: Path, config: Config | None = None) -> Session:
     # Imported here: a hook with nothing to do never loads the store layer.
     from ctxstore.session import Session
 
     # Never block the agent on another writer.
-    return Session.open(root, lock_timeout=LOCK_WAIT_SECONDS)
+    return Session.open(root, lock_timeout=LOCK_WAIT_SECONDS, config=config)
 
 
 def _context(event: str, text: str) -> Payload:
@@ -664,10 +665,11 @@ def _relevant(root: Path, state: HookState, session: str, text: str, room: int, 
 
     problems: list[str] = []
     try:  # the settings first: switched off, the store is never opened
-        on, threshold, budget = prompt_settings(load_config(root / "config.toml"))
+        config = load_config(root / "config.toml")
+        on, threshold, budget = prompt_settings(config)
         if not on or not budget:
             return [], []
-        with _open_session(root) as db:
+        with _open_session(root, config) as db:  # the config read once
             items = relevant_context(db, text, budget * scale, _seen(state, session),
                                      threshold=threshold, problems=problems)
     except StateDamaged:
