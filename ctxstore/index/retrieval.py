@@ -13,29 +13,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from ctxstore.index.fulltext.ranked import has_table
+from ctxstore.index.fulltext.ranked import ChunkRow, has_table
 
-__all__ = ["PackChunk", "BODY", "PATH", "has_code", "has_diagnostics", "file_table", "file_versions",
+__all__ = ["BODY", "PATH", "has_code", "has_diagnostics", "file_table", "file_versions",
            "document_counts", "postings", "symbols_with_names", "import_edges", "chunks_of"]
 
 BODY, PATH = 0, 1  # ``file_terms.field``
 _BATCH = 500  # host parameters per statement, well under SQLite's limit
-
-
-@dataclass(frozen=True, slots=True)
-class PackChunk:
-    """A chunk of an indexed file (a row of ``chunks``)."""
-
-    rowid: int
-    path: str
-    qualname: str | None
-    kind: str
-    start_line: int
-    end_line: int
-    tokens: int
-    text: str
 
 
 def has_code(conn: sqlite3.Connection) -> bool:
@@ -201,7 +186,7 @@ def import_edges(conn: sqlite3.Connection, paths: Sequence[str]) -> list[tuple[s
     return sorted(found)
 
 
-def chunks_of(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, list[PackChunk]]:
+def chunks_of(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, list[ChunkRow]]:
     """The chunks of some files, in file order.
 
     Args:
@@ -211,12 +196,12 @@ def chunks_of(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, list[
     Returns:
         Path -> its chunks by start line; files without chunks are absent.
     """
-    out: dict[str, list[PackChunk]] = {}
+    out: dict[str, list[ChunkRow]] = {}
     for batch in _batches(list(dict.fromkeys(paths))):
         for row in conn.execute(
                 "SELECT rowid, path, qualname, kind, start_line, end_line, tokens, text FROM chunks "
                 f"WHERE path IN ({','.join('?' * len(batch))}) ORDER BY path, start_line, rowid",
                 tuple(batch)).fetchall():
-            chunk = PackChunk(*row)  # the columns' types (NOT NULL INTEGER / TEXT) as declared
+            chunk = ChunkRow(*row)  # the columns' types (NOT NULL INTEGER / TEXT) as declared
             out.setdefault(chunk.path, []).append(chunk)
     return out

@@ -35,10 +35,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctxstore.index.fulltext.ranked import ChunkRow
 from ctxstore.index.retrieval import (
     BODY,
     PATH,
-    PackChunk,
     chunks_of,
     document_counts,
     file_table,
@@ -290,7 +290,7 @@ def _chunk_items(conn: sqlite3.Connection, query: Query,
     return items
 
 
-def _chunk_share(chunk: PackChunk, terms: set[str], names: set[str]) -> float:
+def _chunk_share(chunk: ChunkRow, terms: set[str], names: set[str]) -> float:
     """The share of its file's matched terms a chunk's lower-cased text contains.
 
     1 when it defines a symbol the task names. Substrings, for speed: ``_held_terms`` is
@@ -312,7 +312,7 @@ def _held_terms(item: _Item) -> None:
         item.why["matched_terms"] = [t for t in terms if t in held] or terms
 
 
-def _chunk_item(chunk: PackChunk, score: float, why: dict[str, Any], object_id: str) -> _Item:
+def _chunk_item(chunk: ChunkRow, score: float, why: dict[str, Any], object_id: str) -> _Item:
     symbol = chunk.qualname is not None and chunk.kind not in ("module", "header", "window")
     where = f"{chunk.path}:{chunk.start_line}-{chunk.end_line}"
     title = f"{'Symbol' if symbol else 'File'}: {chunk.qualname or chunk.path} ({where})"

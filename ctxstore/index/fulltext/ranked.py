@@ -36,7 +36,7 @@ class NodeText:
 
 @dataclass(frozen=True, slots=True)
 class ChunkRow:
-    """A chunk of an indexed file (a symbol's source, or a piece of a file)."""
+    """A chunk of an indexed file (a row of ``chunks``: a symbol's source, or a piece of a file)."""
 
     rowid: int
     path: str
@@ -44,6 +44,7 @@ class ChunkRow:
     kind: str
     start_line: int
     end_line: int
+    tokens: int
     text: str
 
 
@@ -160,12 +161,12 @@ def ranked_chunks(conn: sqlite3.Connection, terms: Sequence[str], *, limit: int
     if not terms or not (has_table(conn, "chunks_fts") and has_table(conn, "chunks")):
         return []
     rows = _select(conn,
-                   "SELECT c.rowid, c.path, c.qualname, c.kind, c.start_line, c.end_line, c.text, "
+                   "SELECT c.rowid, c.path, c.qualname, c.kind, c.start_line, c.end_line, c.tokens, c.text, "
                    "s.score FROM (SELECT rowid AS r, bm25(chunks_fts) AS score FROM chunks_fts "
                    "WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) s "
                    "JOIN chunks c ON c.rowid = s.r ORDER BY s.score, c.rowid",
                    (match_expression(terms, "any"), limit))
-    return [(ChunkRow(*r[:7]), -r[7]) for r in rows]
+    return [(ChunkRow(*r[:8]), -r[8]) for r in rows]
 
 
 def symbols_named(conn: sqlite3.Connection, names: Sequence[str], *, limit: int) -> list[SymbolRow]:
