@@ -18,6 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctxstore import fsio
+from ctxstore.errors import UnsafePath
+
 __all__ = ["WalkResult", "walk_tree", "glob_regex", "matches_any"]
 
 _ALWAYS_SKIPPED = (".ctx", ".git")
@@ -157,6 +160,9 @@ def _ignored(rules: list[tuple[str, list[_Rule]]], rel: str, is_dir: bool) -> bo
     return verdict
 
 
+_GITIGNORE_LIMIT = 1 << 20  # bytes of a .gitignore read; the rest is not looked at
+
+
 def _walk_files(root: Path) -> list[str]:
     """The pure-Python walk for a tree that is not a Git work tree (ignored folders are not entered)."""
     out: list[str] = []
@@ -164,10 +170,11 @@ def _walk_files(root: Path) -> list[str]:
     while stack:
         folder, rel, rules = stack.pop()
         try:
-            gi = folder / ".gitignore"
-            if gi.is_file() and not gi.is_symlink():
-                text = gi.read_bytes()[:1 << 20].decode("utf-8", "replace")
-                rules = [*rules, (rel, _parse_gitignore(text))]
+            try:  # bounded, regular files only, never through a link
+                text = fsio.read_regular(folder / ".gitignore", _GITIGNORE_LIMIT)[:_GITIGNORE_LIMIT]
+                rules = [*rules, (rel, _parse_gitignore(text.decode("utf-8", "replace")))]
+            except (FileNotFoundError, UnsafePath):
+                pass
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError:
             continue

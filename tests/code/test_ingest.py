@@ -96,6 +96,17 @@ def test_gitignore_and_ignore_globs_in_git_and_plain_trees(tmp_path: Path) -> No
             (use_git, doc)
 
 
+def test_plain_tree_gitignore_that_is_a_link_or_fifo_is_not_read(tmp_path: Path) -> None:
+    """Outside Git, a .gitignore that links to /dev/zero or is a FIFO is skipped, never read."""
+    ctx_dir = make_work(tmp_path / "w", use_git=False)
+    root = ctx_dir.parent
+    write(root, {"src/ok.py": "ok = 1\n", "sub/a.py": "a = 1\n"})
+    (root / ".gitignore").symlink_to("/dev/zero")
+    os.mkfifo(root / "sub" / ".gitignore")
+    doc = ctx_json(ctx_dir, "index")
+    assert sorted(doc["written"]) == ["src/ok.py", "sub/a.py"], doc
+
+
 def test_glob_regex() -> None:
     assert glob_regex("target/**").fullmatch("target/a/b.rs")
     assert not glob_regex("target/**").fullmatch("crates/target/a.rs")
