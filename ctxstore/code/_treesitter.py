@@ -27,12 +27,14 @@ from ctxstore.code.languages import (
     Symbol,
     SymbolKind,
     Visibility,
+    source_bytes,
 )
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser, Query, Tree
 
-__all__ = ["GRAMMARS", "parse", "query_captures", "span", "text", "walk", "Builder", "MAX_DEPTH"]
+__all__ = ["GRAMMARS", "extract_with", "parse", "query_captures", "span", "text", "walk", "Builder",
+           "MAX_DEPTH"]
 
 TOOL = "parser"
 # Deeper than this, ``walk`` does not descend: no real source nests so deep.
@@ -58,6 +60,29 @@ def _language(name: str) -> Any:
 
     module, function = GRAMMARS[name]
     return Language(getattr(importlib.import_module(module), function)())
+
+
+def extract_with(language: str, grammar: str, text: str,
+                 walk: Callable[[Node, bytes, Builder], str]) -> Extraction:
+    """The common frame of the tree-sitter extractors: parse, walk, add structure, finish.
+
+    Args:
+        language: The extractor's name (``Extraction.language``).
+        grammar: The ``GRAMMARS`` key to parse with.
+        text: The source.
+        walk: Records the file's symbols and relations into the builder from the root node
+            and the bytes; returns the module's qualified name (``Builder.add_structure``).
+
+    Returns:
+        The extraction, incomplete when the file has syntax errors or is too large.
+    """
+    data = source_bytes(text)
+    if data is None:
+        return Extraction(language, complete=False)
+    tree = parse(grammar, data)
+    builder = Builder(language, data)
+    builder.add_structure(walk(tree.root_node, data, builder))
+    return builder.finish(not tree.root_node.has_error)
 
 
 def parse(language: str, data: bytes) -> Tree:

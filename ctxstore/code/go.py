@@ -29,7 +29,6 @@ from ctxstore.code.languages import (
     SymbolKind,
     Visibility,
     one_line,
-    source_bytes,
 )
 
 if TYPE_CHECKING:
@@ -196,12 +195,9 @@ class GoExtractor:
         Returns:
             The extraction, incomplete when the file has syntax errors or is too large.
         """
-        data = source_bytes(text)
-        if data is None:
-            return Extraction(self.name, complete=False)
-        tree = ts.parse("go", data)
-        builder = ts.Builder(self.name, data)
-        walker = _Walker(path, data, builder, tree.root_node)
-        walker.run(tree.root_node)
-        builder.add_structure(walker.module)
-        return builder.finish(not tree.root_node.has_error)
+        def walk(root: Node, data: bytes, builder: ts.Builder) -> str:
+            walker = _Walker(path, data, builder, root)
+            walker.run(root)
+            return walker.module
+
+        return ts.extract_with(self.name, "go", text, walk)

@@ -44,7 +44,6 @@ from ctxstore.code.languages import (
     SymbolKind,
     Visibility,
     one_line,
-    source_bytes,
 )
 
 if TYPE_CHECKING:
@@ -396,12 +395,9 @@ class RustExtractor:
         Returns:
             The extraction, incomplete when the file has syntax errors or is too large.
         """
-        data = source_bytes(text)
-        if data is None:
-            return Extraction(self.name, complete=False)
-        tree = ts.parse("rust", data)
-        builder = ts.Builder(self.name, data)
-        walker = _Walker(path, data, builder)
-        walker.run(tree.root_node)
-        builder.add_structure(walker.root.qualname)
-        return builder.finish(not tree.root_node.has_error)
+        def walk(root: Node, data: bytes, builder: ts.Builder) -> str:
+            walker = _Walker(path, data, builder)
+            walker.run(root)
+            return walker.root.qualname
+
+        return ts.extract_with(self.name, "rust", text, walk)
