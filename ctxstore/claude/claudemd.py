@@ -28,7 +28,7 @@ from ctxstore import fsio
 from ctxstore.claude.inject import escape_tags, sanitize_text
 from ctxstore.errors import ConfigInvalid, InvalidInput, UnsafePath
 from ctxstore.index.read import NodeRow, active_nodes_of_types, node_degrees, short_ids
-from ctxstore.lifecycle import scoring
+from ctxstore.model import scoring
 from ctxstore.packs.compose import tier_of
 from ctxstore.repo import Store, now_ms
 

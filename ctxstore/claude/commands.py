@@ -164,10 +164,11 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     except CtxError as exc:  # a damaged ~/.ctx must not cost the project's results
         stores, problem = Stores(ctx.db), f"<ctx:recall> read this project only: ~/.ctx: {exc.message}"
     try:
-        hits = recall_scoped(stores, query, limit=limit, now=time.time())
+        found = recall_scoped(stores, query, limit=limit, now=time.time())
+        ctx.state.record_access([h.node.id for h in found if h.scope == "project"])
+        recalled = restore_recalled_scoped(found, stores)  # archived -> active when recalled
+        restored, hits = recalled.restored, recalled.hits
         nodes = [h.node for h in hits if h.scope == "project"]
-        ctx.state.record_access([n.id for n in nodes])
-        restored = restore_recalled_scoped(hits, stores)  # archived -> active when recalled
         mine = [h.node for h in hits if h.scope == "user"]
         theirs = render_nodes(stores.user.index(), mine) if stores.user and mine else ""
     finally:

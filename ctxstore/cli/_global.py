@@ -115,12 +115,12 @@ def recall_global(env: Env, text: str, limit: int, use_global: bool) -> int:
 
     stores = Stores.open(env.session(), user_store() if use_global else None)
     try:
-        hits = recall_scoped(stores, text, limit=limit, now=time.time())
-        restored = restore_recalled_scoped(hits, stores)
+        recalled = restore_recalled_scoped(recall_scoped(stores, text, limit=limit, now=time.time()),
+                                           stores)
     finally:
         stores.close_user()
-    _print(env, hits)
-    return restored
+    _print(env, recalled.hits)
+    return recalled.restored
 
 
 def compose_global(env: Env, query: str, budget: int) -> None:

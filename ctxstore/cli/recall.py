@@ -19,13 +19,16 @@ def recall_command(env: Env, query: str, limit: int, use_global: bool | None) ->
     """Recall memories by query or free text, as <ctx:recall> and the MCP recall tool do.
 
     Reads the project store, then the user store ~/.ctx ([retrieval] recall_global, on by
-    default); each result names its store. Forgotten nodes are left out; a node the
-    lifecycle archived is returned and restored (spec 003).
+    default); each result names its store. Text is ranked by relevance; a query of filters
+    only (type:task, tag:area:db) by decayed confidence, as compose ranks a tier. Forgotten
+    nodes are left out; a node the lifecycle archived is returned and restored (spec 003),
+    and shown as active.
 
     \b
     Examples:
         ctx recall "how do we retry uploads"
         ctx recall "type:decision AND retry" --no-global
+        ctx recall "type:task OR tag:tier:pinned" --limit 5
         ctx recall sqlite --format json
     """
     from ctxstore.knowledge.scopes import recall_global_default

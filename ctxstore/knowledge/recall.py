@@ -8,23 +8,28 @@ here so that every front end shows the same nodes. Reads only: no writes, no ren
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ctxstore.errors import InvalidInput
 from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node
+from ctxstore.model.scoring import order_score
 
 if TYPE_CHECKING:
     import sqlite3
 
+    from ctxstore.query.executor import ScoreRow
+
 __all__ = ["RECALL_LIMIT", "MAX_RECALL_LIMIT", "Expansion", "parse_recall_limit", "recall_nodes",
-           "recallable", "free_text_nodes", "expand_summary"]
+           "recallable", "by_decay", "free_text_nodes", "expand_summary"]
 
 RECALL_LIMIT = 20
 MAX_RECALL_LIMIT = 100
 # Archived nodes are dropped after the query, so ask for a few more than wanted.
 _ARCHIVED_SLACK = 10
 _OPERATOR = re.compile(r"\b(?:AND|OR|NOT)\b")
+_Row = TypeVar("_Row", "NodeRow", "ScoreRow")  # what ``by_decay`` orders
 
 
 def parse_recall_limit(text: str | None) -> int:
@@ -52,13 +57,15 @@ def recall_nodes(conn: sqlite3.Connection, query: str, *, limit: int, now: float
     ``query`` is a query-language expression (``type:decision retry``) or free text: text the
     parser refuses (``why does read() fail?``, an unbalanced quote), and plain words with no
     field or operator (``how do we retry uploads``, where the language would require every
-    word), are searched as free text, ranked (``knowledge.search``), never an error.
+    word), are searched as free text, ranked (``knowledge.search``), never an error. A query
+    with text terms is ranked by relevance; one of filters only (``type:decision``,
+    ``tag:area:db AND updated:>7d``) by decay (``by_decay``), as compose ranks a tier.
 
     Args:
         conn: An index connection that is current.
         query: The query or text; it must not be blank.
         limit: The most nodes to return.
-        now: Seconds since the epoch, for relative times in the query.
+        now: Seconds since the epoch, for relative times in the query and for decay.
 
     Returns:
         At most ``limit`` nodes; archived (forgotten) nodes are left out.
@@ -67,19 +74,23 @@ def recall_nodes(conn: sqlite3.Connection, query: str, *, limit: int, now: float
         InvalidInput: (E011) for a blank query.
         IndexCorrupt: (E007) if the index cannot answer.
     """
-    from ctxstore.query.executor import run_query
+    from ctxstore.query.executor import run_query, select_scorable
     from ctxstore.query.parser import QuerySyntaxError, parse_query
 
-    if not query.strip():
+    text = query.strip()
+    if not text:
         raise InvalidInput("recall needs a query")
     try:
-        plain = _plain_words(parse_query(query.strip(), now=now), query)
+        tree: object = parse_query(text, now=now)
     except QuerySyntaxError:
-        plain = True
-    if plain:
+        tree = None
+    if tree is None or _plain_words(tree, query):
         found = free_text_nodes(conn, query, limit=limit + _ARCHIVED_SLACK)
-    else:
-        found = run_query(conn, query.strip(), now=now, limit=limit + _ARCHIVED_SLACK)
+    elif _has_text(tree):
+        found = run_query(conn, text, now=now, limit=limit + _ARCHIVED_SLACK)
+    else:  # every match is scored (the best by decay may be the oldest), the best loaded
+        rows = [r for r in select_scorable(conn, text, now=now) if recallable(r)]
+        return nodes_by_ids(conn, [r.id for r in by_decay(rows, now_ms=int(now * 1000))[:limit]])
     return [n for n in found if recallable(n)][:limit]
 
 
@@ -93,7 +104,34 @@ def _plain_words(tree: object, query: str) -> bool:
     return all(isinstance(item, Text) for item in items)
 
 
-def recallable(node: NodeRow) -> bool:
+def _has_text(tree: object) -> bool:
+    """Whether a parsed query has a text term outside ``NOT`` (what ranks it by relevance)."""
+    from ctxstore.query.parser import And, Or, Text
+
+    todo = [tree]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, Text):
+            return True
+        if isinstance(item, (And, Or)):
+            todo.extend(item.items)
+    return False
+
+
+def by_decay(nodes: Sequence[_Row], *, now_ms: int) -> list[_Row]:
+    """``nodes`` best first by ``model.scoring.order_score``, then newest first, then id.
+
+    Args:
+        nodes: The nodes.
+        now_ms: The time to score at (ms since the epoch).
+
+    Returns:
+        A new list.
+    """
+    return sorted(nodes, key=lambda n: (-order_score(n, now_ms=now_ms), -n.updated_at, n.id))
+
+
+def recallable(node: NodeRow | ScoreRow) -> bool:
     """Whether recall may return ``node``: not archived, or archived by decay only.
 
     A node the lifecycle archived for decay stays recallable: recalling it restores it at the

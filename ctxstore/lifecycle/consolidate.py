@@ -43,9 +43,9 @@ from ctxstore.knowledge.nodes import (
     tombstones,
     with_tier,
 )
-from ctxstore.lifecycle.scoring import is_pinned
 from ctxstore.model.codec import JsonValue
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord
+from ctxstore.model.scoring import is_pinned
 from ctxstore.model.vocab import TIER_TAG_PREFIX
 from ctxstore.repo import Store
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ctxstore.errors import LockConflict
@@ -37,14 +37,14 @@ from ctxstore.knowledge.nodes import (
     with_tier,
 )
 from ctxstore.knowledge.scopes import ScopedNode, Stores
-from ctxstore.lifecycle import scoring
+from ctxstore.model import scoring
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.model.vocab import TIER_TAG_PREFIX
 from ctxstore.repo import Store
 
 __all__ = ["ARCHIVE_THRESHOLD", "GRACE_DAYS", "PRUNE_DAYS", "ARCHIVED_KEY", "Transition",
            "LifecycleReport", "plan_transitions", "run_lifecycle",
-           "run_configured_lifecycle", "restore_recalled", "restore_recalled_scoped"]
+           "run_configured_lifecycle", "Recalled", "restore_recalled", "restore_recalled_scoped"]
 
 ARCHIVE_THRESHOLD = 0.3
 GRACE_DAYS = 14.0
@@ -259,6 +259,19 @@ def run_configured_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, 
                          prune_days=float(cfg.get("lifecycle", "prune_after_days")))
 
 
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """What a recall returned, as it is after the restore the recall caused.
+
+    Attributes:
+        hits: The recalled nodes in recall order; a restored node is its new, active version.
+        restored: How many nodes were restored.
+    """
+
+    hits: list[ScopedNode]
+    restored: int
+
+
 def restore_recalled(store: Store, node_ids: Sequence[str]) -> WriteResult:
     """Restore the lifecycle-archived nodes among ``node_ids`` now, as one change batch.
 
@@ -289,34 +302,41 @@ def restore_recalled(store: Store, node_ids: Sequence[str]) -> WriteResult:
         return stage_write(store, records, f"lifecycle: {len(records)} restored on recall")
 
 
-def restore_recalled_scoped(hits: Sequence[ScopedNode], stores: Stores) -> int:
+def restore_recalled_scoped(hits: Sequence[ScopedNode], stores: Stores) -> Recalled:
     """``restore_recalled`` in each store a scoped recall read (project and user store).
 
     Only hits that are lifecycle-archived cause a write; a store whose lock is held is
     skipped (its recall was counted where the caller counts recalls, and the next lifecycle
-    pass restores the node).
+    pass restores the node). The hits come back as they are after the restore, so a front
+    end shows a restored node as active.
 
     Args:
         hits: What ``knowledge.scopes.recall_scoped`` returned.
         stores: The stores it read.
 
     Returns:
-        How many nodes were restored.
+        The hits, in order, restored nodes as their new version; and how many were restored.
 
     Raises:
         StagingConflict, StorageIOError: if a batch cannot be written.
         IndexCorrupt: if an index cannot be read.
     """
+    out = list(hits)
     restored = 0
     for scope, db in stores.each():
         ids = [h.node.id for h in hits if h.scope == scope and _restorable(h.node)]
         if not ids:
             continue
         try:
-            restored += len(restore_recalled(db.store, ids).records)
+            written = len(restore_recalled(db.store, ids).records)
         except LockConflict:
             continue
-    return restored
+        if written:
+            restored += written
+            fresh = {n.id: n for n in nodes_by_ids(db.index(), ids)}
+            out = [replace(h, node=fresh[h.node.id]) if h.scope == scope and h.node.id in fresh
+                   else h for h in out]
+    return Recalled(out, restored)
 
 
 def _restorable(node: NodeRow) -> bool:

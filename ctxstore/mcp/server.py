@@ -148,6 +148,9 @@ class ToolBox:
                ) -> dict[str, Any]:
         """Recall memories by query (``knowledge.scopes.recall_scoped``).
 
+        Text is ranked by relevance, a query of filters only (``type:task``) by decayed
+        confidence. An archived memory recalled is restored and returned as ``active``.
+
         Args:
             query: The query language or free text (``retry AND type:decision``).
             limit: At most this many nodes (1..100).
@@ -164,8 +167,8 @@ class ToolBox:
 
         wide = recall_global_default(self.db.store) if include_global is None else include_global
         stores = self._stores(wide)
-        hits = recall_scoped(stores, query, limit=_limit(limit), now=self.clock())
-        restore_recalled_scoped(hits, stores)  # spec 003: archived -> active when recalled
+        found = recall_scoped(stores, query, limit=_limit(limit), now=self.clock())
+        hits = restore_recalled_scoped(found, stores).hits  # spec 003: archived -> active
         return {"query": query, "count": len(hits), "nodes": scoped_json(hits)}
 
     def search(self, text: str, limit: int = 20, include_global: bool = False) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ctxstore.errors import BudgetExceeded
 from ctxstore.index.read import NodeRow, out_edges_of, short_id_lookup
-from ctxstore.lifecycle.scoring import order_score
+from ctxstore.model.scoring import order_score
 from ctxstore.model.vocab import TIER_ORDER
 from ctxstore.tokens import estimate_tokens
 
@@ -51,7 +51,7 @@ def order_nodes(nodes: list[NodeRow]) -> list[NodeRow]:
 
 
 def _ranked(nodes: list[NodeRow], now_ms: int | None = None) -> list[tuple[int, NodeRow]]:
-    # Within a tier: the lifecycle score (decay, priority; lifecycle.scoring), then newest first.
+    # Within a tier: the lifecycle score (decay, priority; model.scoring), then newest first.
     ranked = [(TIER_ORDER[tier_of(n)], n) for n in nodes]
     ranked.sort(key=lambda rn: (rn[0], _score(rn[1], now_ms), -rn[1].updated_at, rn[1].id))
     return ranked

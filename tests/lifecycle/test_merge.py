@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 from test_git_merge import Side, clone_sides, git
 
-from ctxstore.lifecycle import scoring
 from ctxstore.lifecycle.policy import run_lifecycle
+from ctxstore.model import scoring
 from ctxstore.repo import now_ms, open_store
 
 pytestmark = pytest.mark.git

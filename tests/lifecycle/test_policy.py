@@ -13,8 +13,8 @@ from ctxstore.index.read import find_node
 from ctxstore.knowledge.edges import link_nodes
 from ctxstore.knowledge.nodes import add_node, forget_node
 from ctxstore.knowledge.recall import recall_nodes
-from ctxstore.lifecycle import scoring
 from ctxstore.lifecycle.policy import run_lifecycle
+from ctxstore.model import scoring
 from ctxstore.repo import Store, now_ms
 
 DAY = scoring.DAY_MS

@@ -1,4 +1,4 @@
-"""Decay feeds compose's order within a tier (issue 16 item 1), from ``lifecycle.scoring``."""
+"""Decay feeds compose's order within a tier (issue 16 item 1), from ``model.scoring``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from ctxstore.index import open_index
 from ctxstore.index.read import NodeRow, list_nodes
 from ctxstore.knowledge.nodes import add_node
-from ctxstore.lifecycle import scoring
+from ctxstore.model import scoring
 from ctxstore.packs.compose import compose, compose_query
 from ctxstore.repo import Store, now_ms
 

@@ -16,8 +16,8 @@ from ctxstore.index import open_index
 from ctxstore.index.read import find_node
 from ctxstore.knowledge.nodes import add_node, forget_node
 from ctxstore.knowledge.scopes import Stores, recall_scoped
-from ctxstore.lifecycle import scoring
 from ctxstore.lifecycle.policy import restore_recalled, restore_recalled_scoped, run_lifecycle
+from ctxstore.model import scoring
 from ctxstore.repo import Store, now_ms, open_store
 from ctxstore.session import Session
 
@@ -147,7 +147,7 @@ def test_recall_tag_restores_and_mcp_style_scoped_recall_restores_in_the_user_st
         try:
             hits = recall_scoped(stores, "cache warms", limit=10, now=0.0)
             assert ("user", user_kept) in [(h.scope, h.node.id) for h in hits]
-            assert restore_recalled_scoped(hits, stores) == 1
+            assert restore_recalled_scoped(hits, stores).restored == 1
         finally:
             stores.close_user()
     assert _node(open_store(home / ".ctx"), user_kept).status == "active"
@@ -174,7 +174,7 @@ def test_recall_restore_under_a_held_lock_leaves_the_store_unchanged(tmp_path: P
         stores = Stores.open(project, None)
         hits = recall_scoped(stores, "cache warms", limit=5, now=0.0)
         with fsio.hold_lock(work / ".ctx" / "LOCK", timeout=1):
-            assert restore_recalled_scoped(hits, stores) == 0  # skipped, not an error
+            assert restore_recalled_scoped(hits, stores).restored == 0  # skipped, not an error
     assert store_digest(work / ".ctx") == before
     assert _node(open_store(work / ".ctx"), kept).status == "archived"
     # Nothing to restore writes nothing and takes no lock.

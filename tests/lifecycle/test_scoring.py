@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxstore.index.read import NodeRow
-from ctxstore.lifecycle import scoring
+from ctxstore.model import scoring
 
 TYPES = st.sampled_from(sorted(scoring.HALF_LIVES))
 DAYS = st.floats(min_value=0, max_value=3650, allow_nan=False)

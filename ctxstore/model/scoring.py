@@ -1,9 +1,9 @@
 """The one scoring module: confidence decay and rank of a memory (spec 003, "Memory Lifecycle").
 
 Owns the numbers every ranking of memories uses, so compose, recall, CLAUDE.md and the
-lifecycle pass agree (compose and recall order within a tier by ``order_score``): each
-node type's half-life, the decay modifiers (pinned, access count, centrality), the decay
-formula and spec 003's rank formula::
+lifecycle pass agree (compose orders within a tier, and recall orders a query without
+text terms, by ``order_score``): each node type's half-life, the decay modifiers
+(pinned, access count, centrality), the decay formula and spec 003's rank formula::
 
     confidence = initial_confidence * 0.5 ** (days_since_update / half_life)
     rank = confidence * 0.5 + priority/10 * 0.2 + centrality * 0.15
@@ -14,24 +14,23 @@ open-question and hypothesis, progress -> task, context -> observation,
 code_description -> summary and source. A node may name a spec 003 category in its
 ``memory_type`` metadata, which then decides its half-life.
 
-Pure functions over numbers and node rows: no I/O, no SQL, no imports above ``index``
-(this module is imported on the hook path by ``claude.claudemd``).
+Pure functions over numbers and node rows (anything shaped as ``Scorable``, such as
+``index.read.NodeRow``): no I/O, no SQL, and no import but the vocabulary, so that every
+layer that ranks memories (``knowledge.recall``, ``packs``, ``lifecycle``, ``claude.claudemd``
+on the hook path) imports this one module.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from ctxstore.model.vocab import TIER_TAG_PREFIX
 
-if TYPE_CHECKING:
-    from ctxstore.index.read import NodeRow
-
-__all__ = ["DAY_MS", "HALF_LIVES", "SPEC_HALF_LIVES", "ACCESS_BOOST_COUNT", "CENTRALITY_BOOST",
-           "base_half_life", "effective_half_life", "decay", "is_pinned", "initial_confidence",
-           "node_confidence", "days_until_below", "rank_score", "priority_of", "number",
+__all__ = ["Scorable", "DAY_MS", "HALF_LIVES", "SPEC_HALF_LIVES", "ACCESS_BOOST_COUNT",
+           "CENTRALITY_BOOST", "base_half_life", "effective_half_life", "decay", "is_pinned",
+           "initial_confidence", "node_confidence", "days_until_below", "rank_score", "priority_of", "number",
            "centralities", "ORDER_STEP", "order_score"]
 
 DAY_MS = 86_400_000
@@ -48,6 +47,26 @@ SPEC_HALF_LIVES: dict[str, float | None] = {
 ACCESS_BOOST_COUNT = 10  # access_count > 10 doubles the half-life
 CENTRALITY_BOOST = 0.5  # centrality > 0.5 doubles the half-life
 ORDER_STEP = 0.01  # order_score's resolution: closer scores tie (then newest first)
+
+
+class Scorable(Protocol):
+    """What scoring reads of a node (``index.read.NodeRow`` has it)."""
+
+    @property
+    def type(self) -> str:
+        """The node type."""
+
+    @property
+    def tags(self) -> Sequence[str]:
+        """The node's tags (``tier:pinned`` pins it)."""
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        """The node's metadata (``confidence``, ``priority``, ``pinned``, ``memory_type``)."""
+
+    @property
+    def updated_at(self) -> int:
+        """When the node was last written (ms since the epoch)."""
 
 
 def number(value: object, low: float, high: float, default: float) -> float:
@@ -127,7 +146,7 @@ def decay(initial: float, days: float, half_life: float | None) -> float:
     return initial * factor
 
 
-def is_pinned(node: NodeRow) -> bool:
+def is_pinned(node: Scorable) -> bool:
     """True for a pinned memory (``tier:pinned`` or ``metadata.pinned = true``).
 
     Args:
@@ -139,7 +158,7 @@ def is_pinned(node: NodeRow) -> bool:
     return TIER_TAG_PREFIX + "pinned" in node.tags or node.metadata.get("pinned") is True
 
 
-def initial_confidence(node: NodeRow) -> float:
+def initial_confidence(node: Scorable) -> float:
     """The confidence a node was written with (``metadata.confidence``, default 1.0).
 
     Args:
@@ -151,13 +170,13 @@ def initial_confidence(node: NodeRow) -> float:
     return number(node.metadata.get("confidence"), 0.0, 1.0, 1.0)
 
 
-def _half_life_of(node: NodeRow, access_count: int, centrality: float) -> float | None:
+def _half_life_of(node: Scorable, access_count: int, centrality: float) -> float | None:
     return effective_half_life(base_half_life(node.type, node.metadata.get("memory_type")),
                                pinned=is_pinned(node), access_count=access_count,
                                centrality=centrality)
 
 
-def node_confidence(node: NodeRow, *, now_ms: int, access_count: int = 0,
+def node_confidence(node: Scorable, *, now_ms: int, access_count: int = 0,
                     centrality: float = 0.0) -> float:
     """A node's confidence now: its initial confidence decayed since its last update.
 
@@ -174,7 +193,7 @@ def node_confidence(node: NodeRow, *, now_ms: int, access_count: int = 0,
     return decay(initial_confidence(node), days, _half_life_of(node, access_count, centrality))
 
 
-def days_until_below(node: NodeRow, threshold: float, *, access_count: int = 0,
+def days_until_below(node: Scorable, threshold: float, *, access_count: int = 0,
                      centrality: float = 0.0) -> float | None:
     """Days after its last update at which a node's confidence falls below ``threshold``.
 
@@ -199,7 +218,7 @@ def days_until_below(node: NodeRow, threshold: float, *, access_count: int = 0,
     return half * math.log2(initial / threshold)
 
 
-def priority_of(node: NodeRow) -> int:
+def priority_of(node: Scorable) -> int:
     """A node's priority 1..10 (``metadata.priority``; 10 when pinned, else 5 by default).
 
     Args:
@@ -229,7 +248,7 @@ def rank_score(confidence: float, priority: int, centrality: float, access_count
     return confidence * 0.5 + priority / 10 * 0.2 + centrality * 0.15 + usage * 0.15
 
 
-def order_score(node: NodeRow, *, now_ms: int) -> float:
+def order_score(node: Scorable, *, now_ms: int) -> float:
     """The rank of a node from its own row, for ordering candidates within a tier.
 
     Spec 003's rank with what a node row holds (decayed confidence and priority; no
