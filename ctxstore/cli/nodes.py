@@ -81,8 +81,8 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
                 words: tuple[str, ...]) -> None:
     """Add a knowledge node; prints its id. The write is durable when this returns.
 
-    On a terminal the line reads `Added: ID`; piped (scripts: `id=$(ctx add ...)`) it is the
-    bare id.
+    On a terminal the line reads `Added: ID` (and, for a note, task or decision, the task
+    number and the Markdown file); piped (scripts: `id=$(ctx add ...)`) it is the bare id.
 
     With --type TYPE, TEXT becomes a node of that type. `note`, `task` and `decision`
     also write the narrative Markdown under .ctx/narrative/: an entry of today's log
@@ -114,7 +114,7 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
         return
     from ctxstore.cli._render import stdout_is_terminal
 
-    click.echo(f"Added: {line}" if stdout_is_terminal() else line)
+    click.echo(f"Added: {line}" if stdout_is_terminal() else doc["id"])
     if doc.get("commit"):
         click.echo(f"committed {doc['commit']}")
 

@@ -110,7 +110,8 @@ def abort_command(env: Env, reason: str | None, yes: bool) -> None:
     """Abort the session: drop its staged work and the narrative entries it wrote.
 
     Lists what is dropped (work commits, records, the nodes the session created and
-    their log, decision and task entries) and asks for confirmation on a terminal.
+    their log, decision and task entries, and the "file read" and "command run" log
+    entries of its steps) and asks for confirmation on a terminal.
     Without a terminal it refuses unless --yes is given (as `git clean` without -f).
     An abort commit records the session, so `ctx log` still shows it; its nodes leave
     the state and its entries leave narrative/, so the next commit does not bring

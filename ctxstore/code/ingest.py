@@ -606,7 +606,7 @@ def _write(store: Store, versions: list[tuple[bytes, FileVersion, int, int]], go
     """Write every object, then one batch and one work commit (one STAGE move).
 
     With ``log_line`` (``ctx add file``), today's narrative log gets one line naming the
-    files, written under the transaction's lock before the work commit.
+    files, written under the transaction's lock after the work commit, before STAGE moves.
     """
     from ctxstore.staging import stage_records
 
@@ -629,9 +629,9 @@ def _write(store: Store, versions: list[tuple[bytes, FileVersion, int, int]], go
                                        prev=ObjectId(row.version)))
         report.removed = list(gone)
         what = f"index {len(versions)} files" + (f", {len(gone)} removed" if gone else "")
-        if log_line:
+        res = stage_records(store, records, message=what, step_kind="file_read", tx=tx)
+        if log_line:  # before the transaction moves STAGE; the key names the session
             from ctxstore.narrative.entries import log_event
 
-            log_event(store, "file-read", _read_line(report))
-        res = stage_records(store, records, message=what, step_kind="file_read", tx=tx)
+            log_event(store, "file-read", _read_line(report), res.session_id)
     return res.work_commit.hex()

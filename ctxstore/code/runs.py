@@ -277,12 +277,13 @@ def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str
         snap_id = tx.put(snap)
         rec = CommandRunRecord(name=name, snapshot=snap_id, tool=chosen, exit_code=exit_code,
                                updated_at=stamp, prev=ObjectId(prev[1]) if prev else None)
+        staged = stage_records(store, [rec], message=f"command {name}", step_kind="command_run",
+                               tx=tx)
         from ctxstore.narrative.entries import log_event
 
         log_event(store, "command-run", f"Ran {name}: exit "
-                  f"{'unknown' if exit_code is None else exit_code}, {len(diags)} diagnostics")
-        staged = stage_records(store, [rec], message=f"command {name}", step_kind="command_run",
-                               tx=tx)
+                  f"{'unknown' if exit_code is None else exit_code}, {len(diags)} diagnostics",
+                  staged.session_id)  # before the transaction moves STAGE
     return CommandRun(snap, snap_id, staged, prev is not None)
 
 

@@ -6,8 +6,12 @@ the entry behind, and the next ``ctx commit`` would read it back as a new node
 (``narrative.ingest``): the aborted work would come back. So ``abort_with_narrative``
 removes, for every node the session created from a narrative entry, that entry: its
 section of a log or of decisions.md, a task file, and the task's "task created" event in
-the log. Entries of nodes that existed before the session, and text people wrote without
-a marker, are never touched.
+the log. It also removes the "file read" and "command run" events the session's steps
+wrote (``ctx add file``, ``ctx add command``): their key names the session
+(``markdown.step_event_key``). A daily log left with nothing but its header goes too.
+Entries of nodes that existed before the session, events of other sessions (and those an
+older ctx wrote, whose key names no session), and text people wrote without a marker,
+are never touched.
 
 ``plan_abort`` lists what an abort would drop (the CLI shows it and asks); the session is
 then recorded by an abort commit (``staging.abort_session``) and the entries are removed,
@@ -30,7 +34,14 @@ from ctxstore.narrative.entries import (
     _read_text,
     _write_text,
 )
-from ctxstore.narrative.markdown import parse_entries, render_template, role_of, without_entry
+from ctxstore.narrative.markdown import (
+    is_step_event_of,
+    parse_entries,
+    render_template,
+    role_of,
+    without_entry,
+    without_metadata,
+)
 from ctxstore.objects import ObjectId
 from ctxstore.repo import Store
 from ctxstore.staging import FoldResult, abort_session, stage_chain
@@ -45,7 +56,8 @@ class DroppedEntry:
     """A narrative entry the aborted session wrote."""
 
     path: str      # narrative-relative: "log/2026-01-20.md", "tasks/task_<ULID>.md"
-    key: str       # the node id of its marker, or the event key ("task-created-<ULID>")
+    key: str       # the node id of its marker, or the event key ("task-created-<ULID>",
+    #                "file-read-<session>-<unique>")
     kind: str      # "entry" (a section of a file) or "file" (a task file)
 
 
@@ -101,6 +113,7 @@ def plan_abort(store: Store) -> AbortPlan:
                 plan.entries.append(DroppedEntry(log, key, "entry"))
         elif _holds(store, path, node_id):
             plan.entries.append(DroppedEntry(path, node_id, "entry"))
+    plan.entries.extend(_step_events(store, plan.session_id))
     return plan
 
 
@@ -129,12 +142,32 @@ def _task_file_of(store: Store, rel: str, node_id: str) -> bool:
     return bool(entries) and entries[0].marker == node_id
 
 
-def _logs_holding(store: Store, key: str) -> list[str]:
+def _logs(store: Store) -> list[str]:
+    """The daily logs, narrative-relative.
+
+    Links are left out (none if the folder is one): ctx never writes through a link, so
+    none holds an entry of the session, and one must not stop the abort.
+    """
     folder = store.root / "narrative" / "log"
     if not folder.is_dir() or folder.is_symlink():
         return []
-    return [rel for rel in (f"log/{p.name}" for p in sorted(folder.glob("*.md")))
-            if _holds(store, rel, key)]
+    return [f"log/{p.name}" for p in sorted(folder.glob("*.md")) if not p.is_symlink()]
+
+
+def _logs_holding(store: Store, key: str) -> list[str]:
+    return [rel for rel in _logs(store) if _holds(store, rel, key)]
+
+
+def _step_events(store: Store, session_id: str) -> list[DroppedEntry]:
+    """The event entries (file read, command run) the session's steps wrote to the logs."""
+    found: list[DroppedEntry] = []
+    for rel in _logs(store):
+        text = _text(store, rel)
+        if text is None:
+            continue
+        found.extend(DroppedEntry(rel, e.session, "entry") for e in parse_entries(rel, text)
+                     if e.session is not None and is_step_event_of(e.session, session_id))
+    return found
 
 
 def _drop(store: Store, entry: DroppedEntry) -> None:
@@ -154,7 +187,7 @@ def _drop(store: Store, entry: DroppedEntry) -> None:
         return
     date = _LOG_DATE.fullmatch(entry.path)
     if date and not parse_entries(entry.path, new) and \
-            new.strip() == render_template("log.md", date=date.group(1)).strip():
+            without_metadata(new).split() == render_template("log.md", date=date.group(1)).split():
         try:  # a log the session created holds nothing else now
             fsio.unlink(path)
         except OSError as exc:

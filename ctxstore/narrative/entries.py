@@ -42,6 +42,7 @@ from ctxstore.narrative.markdown import (
     metadata_block,
     parse_entries,
     render_template,
+    step_event_key,
     task_number,
     task_rel,
     touch_metadata,
@@ -192,18 +193,22 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
     return NarrativeEntry(added.node, rel, number, added)
 
 
-def log_event(store: Store, kind: str, text: str) -> str:
+def log_event(store: Store, kind: str, text: str, session_id: str) -> str:
     """Append a one-line event entry to today's log: a record of a step, not a node.
 
     ``ctx add file`` and ``ctx add command`` call it (spec 002 A.5 steps 4 and 8, "appends
-    to log"). The caller holds the store lock (it runs inside the step's transaction, before
-    the work commit): a crash in between leaves an event line and no step, which is harmless.
+    to log"). The caller holds the store lock: it runs inside the step's transaction, after
+    the work commit is written and before STAGE names it. A crash in between leaves an
+    event line and no step, which is harmless (the event is no node). The key names the
+    staging session (``step_event_key``), so ``ctx stage abort`` removes the entry with
+    the session's other work.
 
     Args:
         store: The store.
-        kind: The event's kind, letters and hyphens (``file-read``, ``command-run``): its
-            heading and the prefix of its key.
+        kind: The event's kind, lower-case letters and hyphens (``file-read``,
+            ``command-run``): its heading and the prefix of its key.
         text: What happened (runs of white space, line ends included, become one space).
+        session_id: The staging session of the step (``StageResult.session_id``).
 
     Returns:
         The narrative-relative path of the log.
@@ -213,7 +218,9 @@ def log_event(store: Store, kind: str, text: str) -> str:
         StorageIOError: if the log cannot be read or written.
     """
     ms = now_ms()
-    key = f"{kind}-{new_ulid()}"
+    unique = new_ulid()
+    # A session id no marker can hold (never one ctx made) gives a key abort cannot find.
+    key = step_event_key(kind, session_id, unique[-12:]) or f"{kind}-{unique}"
     rel = log_rel(ms)
     entry = render_template("log_entry.md", time=_hhmm(ms), kind=kind.replace("-", " "),
                             marker=event_marker(key), text=_inert(_one_line(" ".join(text.split()), "event")),

@@ -27,7 +27,8 @@ from ctxstore.ids import ULID_ALPHABET
 __all__ = ["TEMPLATE_DIR", "read_template", "render_template", "role_of", "ENTRY_ROLES",
            "Section", "id_marker", "end_marker", "session_marker", "event_marker",
            "parse_entries", "conflict_line", "demote_headings", "content_hash", "task_number",
-           "log_rel", "log_header", "task_rel", "without_entry"]
+           "log_rel", "log_header", "task_rel", "without_entry", "step_event_key",
+           "is_step_event_of", "without_metadata"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent.parent / "narrative_templates"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -83,6 +84,8 @@ _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _CONFLICT_START = re.compile(r"<{7}(?:[ \t]|$)")
 _CONFLICT_END = re.compile(r">{7}(?:[ \t]|$)")
+_EVENT_KEY = re.compile(r"[0-9A-Za-z-]{1,64}")  # what _SESSION reads as a key
+_KIND = re.compile(r"[a-z]+(?:-[a-z]+)*")
 
 
 def id_marker(node_id: str) -> str:
@@ -110,6 +113,30 @@ def event_marker(key: str) -> str:
     Read like a session summary, a record of what happened and not a node.
     """
     return f"<!-- ctx:event={key} -->"
+
+
+def step_event_key(kind: str, session_id: str, unique: str) -> str | None:
+    """The key of a step's event entry: ``KIND-SESSION-UNIQUE`` (``file-read-6f1c…-9XK2…``).
+
+    The staging session's id in the key lets ``ctx stage abort`` find the events the
+    aborted session wrote (``is_step_event_of``).
+
+    Args:
+        kind: The event's kind, lower-case letters and hyphens (``command-run``).
+        session_id: The staging session the step belongs to.
+        unique: Characters that tell this event from the session's others.
+
+    Returns:
+        The key, or None if it would not fit a marker (64 letters, digits and hyphens).
+    """
+    key = f"{kind}-{session_id}-{unique}"
+    return key if _EVENT_KEY.fullmatch(key) else None
+
+
+def is_step_event_of(key: str, session_id: str) -> bool:
+    """Whether ``key`` is the key ``step_event_key`` gives an event of ``session_id``."""
+    kind, sep, unique = key.partition(f"-{session_id}-")
+    return bool(session_id and sep) and _KIND.fullmatch(kind) is not None and unique.isalnum()
 
 
 def _log_date(ms: int) -> str:
@@ -239,6 +266,25 @@ def parse_metadata(text: str) -> NarrativeMeta | None:
         elif name == "mentions":
             mentions = _parse_list(value)
     return NarrativeMeta(created, updated, tags, mentions)
+
+
+def without_metadata(text: str) -> str:
+    """``text`` without its first metadata block (and the blank lines after it).
+
+    Args:
+        text: A narrative file's text.
+
+    Returns:
+        The text; unchanged if it has no block.
+    """
+    lines = text.split("\n")
+    span = _meta_span(lines)
+    if span is None:
+        return text
+    rest = lines[span[1] + 1:]
+    while rest and not rest[0].strip():
+        rest = rest[1:]
+    return "\n".join(lines[:span[0]] + rest)
 
 
 def touch_metadata(text: str, updated_ms: int) -> str:

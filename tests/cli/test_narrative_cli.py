@@ -28,15 +28,17 @@ def show(runner, store, node_id: str) -> dict:  # type: ignore[no-untyped-def]
     return js(runner, store, "show", node_id)
 
 
-def test_add_note_task_decision_text_output(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+def test_add_note_task_decision_text_output(runner, store: Store, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # On a terminal: the id, the task number and the Markdown file written.
+    monkeypatch.setattr("ctxstore.cli._render.stdout_is_terminal", lambda: True)
     out = ok(runner, store, "add", "note", "Fixed the timeout bug by adding retry logic")
-    m = re.fullmatch(r"([0-9A-Z]{26})  narrative/(log/\d{4}-\d\d-\d\d\.md)\n", out)
+    m = re.fullmatch(r"Added: ([0-9A-Z]{26})  narrative/(log/\d{4}-\d\d-\d\d\.md)\n", out)
     assert m, out
     assert show(runner, store, m.group(1))["type"] == "observation"
     assert m.group(1) in (store.root / "narrative" / m.group(2)).read_text()
 
     out = ok(runner, store, "add", "task", "Implement rate limiting", "--body", "Token bucket.")
-    m = re.fullmatch(r"([0-9A-Z]{26})  task (\d{6})  narrative/(tasks/task_\1\.md)\n", out)
+    m = re.fullmatch(r"Added: ([0-9A-Z]{26})  task (\d{6})  narrative/(tasks/task_\1\.md)\n", out)
     assert m, out
     assert m.group(2) == nar.task_number(m.group(1))
     task = (store.root / "narrative" / m.group(3)).read_text()
@@ -46,11 +48,18 @@ def test_add_note_task_decision_text_output(runner, store: Store) -> None:  # ty
 
     out = ok(runner, store, "add", "decision", "Use SQLite", "--body", "## Why\nFew parts.",
              "--tag", "topic:storage")
-    node_id = out.split()[0]
+    node_id = out.split()[1]
     assert out.endswith("  narrative/decisions.md\n")
     node = show(runner, store, node_id)
     assert (node["type"], node["tags"]) == ("decision", ["topic:storage"])
     assert "### Why" in (store.root / "narrative" / "decisions.md").read_text()
+
+
+def test_add_note_task_decision_print_the_bare_id_when_piped(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    for args in (["note", "piped note"], ["task", "piped task"], ["decision", "piped decision"]):
+        out = ok(runner, store, "add", *args)
+        assert re.fullmatch(r"[0-9A-Z]{26}\n", out), out  # id=$(ctx add note ...) just works
+        assert show(runner, store, out.strip())["content"].endswith(args[1])
 
 
 @pytest.mark.parametrize("args,node_type,path", [
@@ -155,13 +164,12 @@ def test_subprocess_add_edit_commit(store: Store) -> None:
 
 def test_add_with_message_commits_at_once(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
     out = ok(runner, store, "add", "note", "Switched the cache to LRU", "-m", "Cache notes")
-    node_id, rest = out.split("  ", 1)
-    m = re.fullmatch(r"narrative/log/\S+\.md\ncommitted ([0-9a-f]{64})\n", rest)
+    m = re.fullmatch(r"([0-9A-Z]{26})\ncommitted ([0-9a-f]{64})\n", out)
     assert m, out
     first = js(runner, store, "log")["commits"][0]
-    assert first["message"] == "Cache notes" and first["id"] == m.group(1)
+    assert first["message"] == "Cache notes" and first["id"] == m.group(2)
     assert js(runner, store, "status")["staged"]["records"] == 0
-    assert show(runner, store, node_id)["content"] == "Switched the cache to LRU"
+    assert show(runner, store, m.group(1))["content"] == "Switched the cache to LRU"
 
     doc = js(runner, store, "add", "--type", "fact", "Timeouts are 30 s", "--commit")
     assert re.fullmatch(r"[0-9a-f]{64}", doc["commit"])
