@@ -31,9 +31,8 @@ import os
 import sqlite3
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, IndexCorrupt, UnsafePath
@@ -99,8 +98,7 @@ _READ_ONLY = frozenset({_SQLITE_PERM, _SQLITE_READONLY, _SQLITE_CANTOPEN})
 _READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
-@dataclass(frozen=True, slots=True)
-class IndexRepair:
+class IndexRepair(NamedTuple):
     """A damaged index that ``open_index`` dropped and rebuilt from the objects."""
 
     path: str
@@ -674,8 +672,7 @@ def rebuild_index(store: Store, *, full: bool = False, progress: Progress | None
     return conn
 
 
-@dataclass(frozen=True, slots=True)
-class RebuildReport:
+class RebuildReport(NamedTuple):
     """What ``rebuild_store`` did.
 
     The counts of the rebuilt index, and whether a pointer with several heads (left by a Git

@@ -453,13 +453,12 @@ class MemoryDB:
             self.conn.execute("INSERT OR IGNORE INTO idea_entities SELECT ?, id FROM entities "
                               "WHERE name = ? AND type = ?", (idea_id, name, kind))
 
-    def add_relation(self, from_id: int, to_id: int, label: str, confidence: float) -> None:
-        """Record a relation between two ideas; an answer marks the question answered."""
-        self.conn.execute("INSERT OR IGNORE INTO relations VALUES (?, ?, ?, ?)",
-                          (from_id, to_id, label, confidence))
-        if label == "answers":
-            self.conn.execute("UPDATE ideas SET answered = 1 WHERE id = ? AND intent = 'question'",
-                              (to_id,))
+    def add_relations(self, from_id: int, relations: Sequence[tuple[int, str, float]]) -> None:
+        """Record an idea's relations ``(to_id, label, confidence)``; answers mark questions answered."""
+        self.conn.executemany("INSERT OR IGNORE INTO relations VALUES (?, ?, ?, ?)",
+                              [(from_id, to_id, label, confidence) for to_id, label, confidence in relations])
+        self.conn.executemany("UPDATE ideas SET answered = 1 WHERE id = ? AND intent = 'question'",
+                              [(to_id,) for to_id, label, _ in relations if label == "answers"])
 
     def ideas_of_turns(self, turn_ids: Sequence[int]) -> list[tuple[Any, ...]]:
         """``(id, turn_id, intent, content, confidence, ts, session)`` of the ideas of turns."""

@@ -19,10 +19,11 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
-from ctxstore.retrieval.text import STOP_WORDS, tokenize
+# The tokens of ``retrieval.text``, from their home: the Stop hook then skips the query cleaner.
+from ctxstore.index.terms import STOP_WORDS, tokenize
 
 __all__ = ["Idea", "Entity", "INTENTS", "ENTITY_KINDS", "RELATIONS", "extract_ideas",
            "extract_entities", "relate", "is_low_value"]
@@ -35,8 +36,7 @@ MAX_IDEA_CHARS = 600
 """An idea longer than this is cut (its ``end`` moves back with it)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Idea:
+class Idea(NamedTuple):
     """One sentence that carries an intent.
 
     Attributes:
@@ -54,8 +54,7 @@ class Idea:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
-class Entity:
+class Entity(NamedTuple):
     """A named thing mentioned in the text.
 
     Attributes:
@@ -115,22 +114,22 @@ class _Grouped:
     """
 
     def __init__(self, phrases: Sequence[tuple[str, str]]) -> None:
-        groups: dict[str, list[int]] = {}
+        # Only the groups are made here; a group's regex is built and compiled on its first use,
+        # so the import stays cheap for the hook (compiling every group took ~25 ms).
+        self.phrases = phrases
+        self.groups: dict[str, list[int]] = {}
         for i, (first, _) in enumerate(phrases):
-            groups.setdefault(first, []).append(i)
-        # Only the pattern text is built here; a group compiles on its first use, so the
-        # import stays cheap for the hook (compiling every group took ~25 ms).
-        self.sources = {first: re.escape(first) + "(?:" + "|".join(
-            f"(?P<p{i}>{phrases[i][1]})" for i in sorted(idx, key=lambda i: -len(phrases[i][1])))
-            + ")" for first, idx in groups.items()}
+            self.groups.setdefault(first, []).append(i)
         self.compiled: dict[str, re.Pattern[str]] = {}
-        self.firsts = frozenset(groups)
+        self.firsts = frozenset(self.groups)
 
     def _group(self, first: str) -> re.Pattern[str]:
         """The compiled regex of the group that starts with ``first`` (compiled once)."""
         pattern = self.compiled.get(first)
         if pattern is None:
-            pattern = self.compiled[first] = re.compile(self.sources[first])
+            rests = sorted(self.groups[first], key=lambda i: -len(self.phrases[i][1]))
+            pattern = self.compiled[first] = re.compile(
+                re.escape(first) + "(?:" + "|".join(f"(?P<p{i}>{self.phrases[i][1]})" for i in rests) + ")")
         return pattern
 
     def scan(self, text: str, words: set[str] | None = None) -> list[tuple[int, int, int]]:
@@ -163,14 +162,18 @@ def _split_name(name: str) -> tuple[str, str]:
 
 # --- sentences ---------------------------------------------------------------------------
 
-_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+# Pattern texts (flags inline) that most turns never need are compiled on first use, through
+# ``re``'s cache, instead of at import: ``_FENCE`` here, ``_QUESTION_START``, ``_NAME_RUN``,
+# ``_BACKTICK``, ``_COLONS``, ``_CALL``, ``_HANDLE`` and ``_PROJECT_CUE`` below, ``_ACK``, ``_NOISE``
+# and ``_FILLER`` at the end (together ~1.5 ms of every Stop hook).
+_FENCE = r"(?s)```.*?(?:```|\Z)"
 _LEAD = re.compile(r"[\s\-*+>#]*")
 _HAS_LETTER = re.compile(r"[A-Za-z]")
 _WINDOW = 1000
 
 
 def _fences(text: str) -> list[tuple[int, int]]:
-    return [m.span() for m in _FENCE.finditer(text)] if "```" in text else []
+    return [m.span() for m in re.finditer(_FENCE, text)] if "```" in text else []
 
 
 def _sentence_at(text: str, pos: int, fences: list[tuple[int, int]]) -> tuple[int, int] | None:
@@ -247,8 +250,8 @@ _CUE_OF: list[tuple[str, float]] = []
 for _intent, _strength, _phrases in _CUES:
     _CUE_OF.extend((_intent, _strength) for _ in _phrases)
 _CUE_SCAN = _Grouped([_split_phrase(p) for _, _, phrases in _CUES for p in phrases])
-_QUESTION_START = re.compile(r"(?:how|why|what|which|where|when|who|should|can|could|would|is|are|do|"
-                             r"does|did|will)\b", re.IGNORECASE)
+_QUESTION_START = (r"(?i)(?:how|why|what|which|where|when|who|should|can|could|would|is|are|do|"
+                   r"does|did|will)\b")
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|might|probably|possibly|not sure|i think|i guess|could|"
                     r"seems?|likely|unclear)\b", re.IGNORECASE)
 # On a tie of strength, the more specific intent wins.
@@ -282,7 +285,7 @@ def extract_ideas(text: str, role: str) -> list[Idea]:
         if pos + 1 == len(text) or text[pos + 1].isspace():
             span = _sentence_at(text, pos, fences)
             if span is not None and span[1] == pos + 1:
-                strength = 0.9 if _QUESTION_START.match(text, span[0]) else 0.7
+                strength = 0.9 if re.compile(_QUESTION_START).match(text, span[0]) else 0.7
                 _keep_best(best, span, "question", strength if role == "user" else strength - 0.25)
         pos = text.find("?", pos + 1)
     ideas: list[Idea] = []
@@ -320,10 +323,10 @@ _PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 _NAME_CHARS = _IDENT_CHARS | {"-"}
 _WORD_CHARS = _IDENT_CHARS - {"."}
-_NAME_RUN = re.compile(r"[\w.-]{0,100}", re.ASCII)
-_BACKTICK = re.compile(r"`([A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)*)(?:\(\))?`")
-_COLONS = re.compile(r"::[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
-_CALL = re.compile(r"\(\)")
+_NAME_RUN = r"(?a)[\w.-]{0,100}"
+_BACKTICK = r"`([A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)*)(?:\(\))?`"
+_COLONS = r"::[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*"
+_CALL = r"\(\)"
 _DOMAINS = frozenset({"com", "org", "net", "io", "dev", "ai", "co", "uk", "de", "edu", "gov"})
 _TECHNOLOGIES = (
     "Python", "Rust", "Go", "Golang", "JavaScript", "TypeScript", "Java", "Kotlin", "Scala", "Ruby",
@@ -359,7 +362,7 @@ _PERSON_AFTER = re.compile(
     r" (?:said|says|suggested|suggests|mentioned|thinks|thought|wants|wanted|asked|reported|"
     r"proposed|noted|pointed out|agreed|prefers|preferred|recommended|owns|wrote|reviewed|"
     r"approved|found|confirmed|is out|will|from the)\b")
-_HANDLE = re.compile(r"@([A-Za-z][\w-]{1,38})\b(?!\.\w)")
+_HANDLE = r"@([A-Za-z][\w-]{1,38})\b(?!\.\w)"
 _NOT_PERSON = frozenset(
     "The This That These Those There Then When What Which Where Why How Who And But Also Yes "
     "Now Let Please Okay Thanks Sure Maybe Perhaps Note Next First Second Finally Today "
@@ -368,8 +371,7 @@ _NOT_PERSON = frozenset(
     "We Our You Your They Their She He His Her Here Done Good Great Fixed Added Updated "
     "Error Warning None True False Some All Any Each Every Both One Two Three After Before "
     "Since Until With From Ask Tell User Assistant Claude Step Run Use See Check Make".split())
-_PROJECT_CUE = re.compile(r"\b(?:repo|repository|project|fork|upstream|package|library)\s*:?\s*$",
-                          re.IGNORECASE)
+_PROJECT_CUE = r"(?i)\b(?:repo|repository|project|fork|upstream|package|library)\s*:?\s*$"
 _HOSTS = frozenset({"github.com", "gitlab.com", "codeberg.org"})
 _COMMON_DIRS = frozenset("src lib libs test tests docs doc bin usr etc home tmp var opt bench "
                          "benches examples scripts app apps pkg cmd internal build dist target "
@@ -414,7 +416,7 @@ def extract_entities(text: str) -> list[Entity]:
     for m in _CAPITALISED.finditer(text):
         _person(text, m, add)
     if "@" in text:
-        for m in _HANDLE.finditer(text):
+        for m in re.finditer(_HANDLE, text):
             if m.start() == 0 or not _is_word_char(text[m.start() - 1]):
                 add("person", m.group(1), m.start(1), m.end(1))
     found.sort(key=lambda e: e.start)
@@ -464,7 +466,7 @@ def _projects(text: str, add: Callable[[str, str, int, int], None]) -> None:
     pos = text.find("/")
     while pos >= 0:
         start = _back(text, pos, _NAME_CHARS, 39)
-        end = _NAME_RUN.match(text, pos + 1).end()  # type: ignore[union-attr]
+        end = re.compile(_NAME_RUN).match(text, pos + 1).end()  # type: ignore[union-attr]
         while end > pos + 1 and text[end - 1] == ".":
             end -= 1
         owner, name = text[start:pos], text[pos + 1:end]
@@ -486,17 +488,17 @@ def _is_project(text: str, owner: str, name: str, start: int, end: int) -> bool:
         return True
     if owner.lower() in _COMMON_DIRS or name.lower() in _COMMON_DIRS or owner.isdigit() or name.isdigit():
         return False
-    if _PROJECT_CUE.search(text, max(0, start - 30), start):
+    if re.compile(_PROJECT_CUE).search(text, max(0, start - 30), start):
         return True
     return any(c in owner + name for c in "-_.") or name.lower() in _TECH_CANON
 
 
 def _symbols(text: str, add: Callable[[str, str, int, int], None]) -> None:
     if "`" in text:
-        for m in _BACKTICK.finditer(text):
+        for m in re.finditer(_BACKTICK, text):
             add("symbol", m.group(1), m.start(1), m.end(1))
     if "::" in text:
-        for m in _COLONS.finditer(text):
+        for m in re.finditer(_COLONS, text):
             start = _back(text, m.start(), _WORD_CHARS, 100)
             if start < m.start() and text[start:start + 1] not in ":/":
                 add("symbol", text[start:m.end()], start, m.end())
@@ -515,7 +517,7 @@ def _symbols(text: str, add: Callable[[str, str, int, int], None]) -> None:
         if call or parts[0][0].isupper() or "_" in name or len(parts) >= 3:
             add("symbol", name, start, end)
     if "()" in text:
-        for m in _CALL.finditer(text):
+        for m in re.finditer(_CALL, text):
             start = _back(text, m.start(), _WORD_CHARS, 100)
             ident = text[start:m.start()]
             if ident and not ident[0].isdigit() and ("_" in ident or not ident.islower()):
@@ -627,20 +629,25 @@ def _label(new: Idea, old: Idea, shared_ents: frozenset[tuple[str, str]], overla
 
 
 # --- low value -----------------------------------------------------------------------------
+#
+# Compiled on first use (see ``_FENCE``): most turns are too long for ``_ACK`` and ``_FILLER``,
+# and start with no ``_NOISE`` prefix.
 
-_ACK = re.compile(
-    r"(?:ok(?:ay)?|k|kk|thanks?(?: you)?(?: so much)?|thx|ty|cool|nice|great|perfect|awesome|good|"
+_ACK = (
+    r"(?i)(?:ok(?:ay)?|k|kk|thanks?(?: you)?(?: so much)?|thx|ty|cool|nice|great|perfect|awesome|good|"
     r"sounds good|looks good(?: to me)?|lgtm|yes|yep|yeah|yup|no|nope|sure|go ahead|go on|continue|"
     r"proceed|do it|done|got it|makes sense|right|correct|exactly|agreed|fine|alright|all right|"
     r"great thanks|ok thanks|okay thanks|thanks a lot|nice work|good job|well done|hi|hello|hey|"
     r"y|n|\+1|👍|ship it|carry on|keep going|next)"
-    r"(?:[\s,]+(?:thanks|thank you|please|then|!))*[\s.!?…:)]*", re.IGNORECASE)
-_NOISE = re.compile(r"\s*(?:\[Request interrupted by user[^\]]*\]|<system-reminder>.*</system-reminder>|"
-                    r"<local-command-std(?:out|err)>.*|<command-(?:name|message|args)>.*|"
-                    r"Caveat: The messages below were generated by the user.*|No response requested\.?|"
-                    r"\(no content\)|Tool ran without output)\s*", re.DOTALL | re.IGNORECASE)
-_FILLER = re.compile(r"\s*(?:now )?(?:let me|i'll|i will|let's|checking|looking at|running|reading)\b"
-                     r"[^.!?\n]{0,70}[.:!…]?\s*", re.IGNORECASE)
+    r"(?:[\s,]+(?:thanks|thank you|please|then|!))*[\s.!?…:)]*")
+_NOISE = (r"(?is)\s*(?:\[Request interrupted by user[^\]]*\]|<system-reminder>.*</system-reminder>|"
+          r"<local-command-std(?:out|err)>.*|<command-(?:name|message|args)>.*|"
+          r"Caveat: The messages below were generated by the user.*|No response requested\.?|"
+          r"\(no content\)|Tool ran without output)\s*")
+_NOISE_STARTS = frozenset({"[r", "<s", "<l", "<c", "ca", "no", "(n", "to"})
+"""The casefolded first two characters of any text ``_NOISE`` matches (``ſ`` folds to ``s``)."""
+_FILLER = (r"(?i)\s*(?:now )?(?:let me|i'll|i will|let's|checking|looking at|running|reading)\b"
+           r"[^.!?\n]{0,70}[.:!…]?\s*")
 
 
 def is_low_value(text: str, role: str) -> bool:
@@ -662,8 +669,8 @@ def is_low_value(text: str, role: str) -> bool:
     stripped = text.strip()
     if len(stripped) < 2 or not _HAS_LETTER.search(stripped):
         return True
-    if len(stripped) <= 60 and _ACK.fullmatch(stripped):
+    if len(stripped) <= 60 and re.fullmatch(_ACK, stripped):
         return True
-    if _NOISE.fullmatch(stripped):
+    if stripped[:2].casefold() in _NOISE_STARTS and re.fullmatch(_NOISE, stripped):
         return True
-    return role == "assistant" and len(stripped) <= 90 and bool(_FILLER.fullmatch(stripped))
+    return role == "assistant" and len(stripped) <= 90 and bool(re.fullmatch(_FILLER, stripped))
