@@ -13,8 +13,9 @@ huge): a file it cannot read fully gives an empty or partial extraction with
 A new language plugs in here: implement ``Extractor`` (and optionally
 ``module_name``) and ``register`` it; ``docs/code.md`` "Languages" walks through it.
 The built-in extractors (``python``, ``markdown``, ``rust``, ``javascript``,
-``typescript``, ``go``) are imported on the first registry lookup, and the tree-sitter
-ones import their grammar on first use, so importing this module stays cheap.
+``typescript``, ``go``) are imported when a file of their suffix is first looked up (all of
+them by ``registered`` or ``register``), and the tree-sitter ones import their grammar on
+first use, so importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -283,24 +284,50 @@ def span_of_lines(starts: list[int], size: int, start_line: int, start_col: int,
 _BY_NAME: dict[str, Extractor] = {}
 _BY_SUFFIX: dict[str, Extractor] = {}
 _loaded = False
+# The built-in extractors by suffix: ``extractor_for`` imports only the one a file needs (a
+# one-file re-index of Python code never imports the tree-sitter languages). A test checks
+# this table against the extractors' own ``suffixes``.
+_BUILTIN_BY_SUFFIX: dict[str, tuple[str, str]] = {
+    **dict.fromkeys((".py", ".pyi"), ("ctxstore.code.python", "PythonExtractor")),
+    **dict.fromkeys((".md", ".markdown"), ("ctxstore.code.markdown", "MarkdownExtractor")),
+    ".rs": ("ctxstore.code.rust", "RustExtractor"),
+    **dict.fromkeys((".js", ".mjs", ".cjs", ".jsx"),
+                    ("ctxstore.code.javascript", "JavaScriptExtractor")),
+    **dict.fromkeys((".ts", ".mts", ".cts", ".tsx"),
+                    ("ctxstore.code.javascript", "TypeScriptExtractor")),
+    ".go": ("ctxstore.code.go", "GoExtractor"),
+}
+
+
+def _builtin(module: str, cls: str) -> Extractor:
+    import importlib
+
+    return getattr(importlib.import_module(module), cls)()  # type: ignore[no-any-return]
+
+
+def _load_builtin_for(suffix: str) -> None:
+    """Register the built-in extractor of ``suffix`` unless its name or a suffix is taken."""
+    spec = _BUILTIN_BY_SUFFIX.get(suffix)
+    if spec is None or _loaded:
+        return
+    extractor = _builtin(*spec)
+    if extractor.name not in _BY_NAME and not any(s in _BY_SUFFIX for s in extractor.suffixes):
+        _BY_NAME[extractor.name] = extractor
+        for each in extractor.suffixes:
+            _BY_SUFFIX[each] = extractor
 
 
 def _load_builtins() -> None:
     global _loaded
     if _loaded:
         return
-    _loaded = True
-    from ctxstore.code.go import GoExtractor
-    from ctxstore.code.javascript import JavaScriptExtractor, TypeScriptExtractor
-    from ctxstore.code.markdown import MarkdownExtractor
-    from ctxstore.code.python import PythonExtractor
-    from ctxstore.code.rust import RustExtractor
-
-    builtins: tuple[Extractor, ...] = (PythonExtractor(), MarkdownExtractor(), RustExtractor(),
-                                       JavaScriptExtractor(), TypeScriptExtractor(), GoExtractor())
-    for extractor in builtins:
+    for spec in dict.fromkeys(_BUILTIN_BY_SUFFIX.values()):
+        extractor = _builtin(*spec)
         if extractor.name not in _BY_NAME:
-            register(extractor)
+            _BY_NAME[extractor.name] = extractor
+            for suffix in extractor.suffixes:
+                _BY_SUFFIX.setdefault(suffix, extractor)
+    _loaded = True
 
 
 def register(extractor: Extractor, *, replace: bool = False) -> None:
@@ -344,8 +371,12 @@ def extractor_for(path: str | PurePosixPath) -> Extractor | None:
     Returns:
         The registered extractor, or None when no language claims the suffix.
     """
-    _load_builtins()
-    return _BY_SUFFIX.get(PurePosixPath(path).suffix.lower())
+    suffix = PurePosixPath(path).suffix.lower()
+    found = _BY_SUFFIX.get(suffix)
+    if found is None and not _loaded:
+        _load_builtin_for(suffix)
+        found = _BY_SUFFIX.get(suffix)
+    return found
 
 
 def registered() -> tuple[Extractor, ...]:

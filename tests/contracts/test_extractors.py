@@ -177,6 +177,27 @@ def test_extractors_builtins_are_registered() -> None:
     assert extractor_for("Makefile") is None and extractor_for("x.c") is None
 
 
+def test_extractors_builtin_suffix_table_matches_each_extractor() -> None:
+    from ctxstore.code import languages
+
+    for suffix, spec in languages._BUILTIN_BY_SUFFIX.items():
+        assert suffix in languages._builtin(*spec).suffixes, suffix
+    claimed = {s for e in registered() if e.name in {"python", "markdown", "rust", "javascript",
+                                                      "typescript", "go"} for s in e.suffixes}
+    assert claimed == set(languages._BUILTIN_BY_SUFFIX)
+
+
+def test_extractors_a_lookup_imports_only_its_own_language() -> None:
+    import subprocess
+    import sys
+
+    probe = ("import sys; from ctxstore.code.languages import extractor_for; "
+             "assert extractor_for('a/b.py').name == 'python'; "
+             "print(sorted(m for m in sys.modules if m.startswith(('ctxstore.code.', 'tree_sitter'))))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['ctxstore.code.languages', 'ctxstore.code.python']", out.stdout
+
+
 @pytest.mark.parametrize("path,name", [("src/pkg/mod.py", "pkg.mod"),
                                        ("crates/ignore/src/walk.rs", "ignore::walk"),
                                        ("web/src/ui/index.tsx", "web/src/ui"),
