@@ -20,9 +20,9 @@ CTX_DIRNAME = ".ctx"
 # The fixed entries of a store (DESIGN §2). A cloned repository is untrusted input: any of
 # them may have been committed as a symlink or a special file, so each is lstat-checked
 # when the store is opened (``check_layout``), before anything reads or writes through it.
-STORE_DIRS = ("objects", "refs", "index", "local", "narrative", "narrative/log",
-              "narrative/tasks", "DERIVED")
-STORE_FILES = ("HEAD", "STAGE", "config.toml", "LOCK")
+STORE_DIRS = ("objects", "refs", "index", "local", "local/work", "local/work/objects", "narrative",
+              "narrative/log", "narrative/tasks", "DERIVED")
+STORE_FILES = ("HEAD", "STAGE", "local/STAGE", "config.toml", "LOCK")
 
 
 def discover_store(start: Path, *, user_store: Path | None = None,
@@ -101,7 +101,7 @@ def check_layout(ctx_dir: Path) -> None:
                 raise UnsafePath(str(path), detail="is a symbolic link")
             if name in ("local", "index", "DERIVED"):
                 continue  # derived or per-clone: their owners repair another kind of entry
-            if name in ("HEAD", "STAGE") and stat.S_ISDIR(mode):
+            if name in ("HEAD", "STAGE", "local/STAGE") and stat.S_ISDIR(mode):
                 continue  # a damaged pointer: reading it reports E005 (RELIABILITY.md CO-05)
             if not want(mode):
                 raise UnsafePath(str(path), detail=f"is {fsio.file_kind(mode)}, not {what}")

@@ -1,11 +1,13 @@
 """Garbage collection of unreachable objects (spec 002 §15.3).
 
-Reachable = everything reachable from HEAD, refs/* and STAGE, including aborted
-sessions recorded by their abort commit. An unreachable object is deleted only if
-it is older than the grace period (``keep_days``); narrative blobs named by
-unreachable work commits are always kept. Leftover temp files from interrupted
-writes are removed after a short grace. gc holds the writer lock, so it never races
-a transaction whose objects are written but whose pointer has not moved yet.
+Reachable = everything reachable from HEAD, refs/* and STAGE, including aborted sessions
+recorded by their abort commit. Objects live in two areas (``objects/``, committed, and this
+clone's ``local/work/objects``): an unreachable object loses every copy, and the staging copy
+of an object a fold promoted goes once past the grace period. An unreachable object is deleted
+only if it is older than the grace period (``keep_days``); narrative blobs named by
+unreachable work commits are always kept. Leftover temp files from interrupted writes are
+removed after a short grace. gc holds the writer lock, so it never races a transaction whose
+objects are written but whose pointer has not moved yet.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
         report.reachable = len(reachable)
         candidates, keep = _candidates(store, ids, reachable, report, progress)
         _delete_objects(store, candidates, keep, report, now=now, grace=grace, dry_run=dry_run)
+        _delete_promoted_copies(store, reachable, report, now=now, grace=grace, dry_run=dry_run)
         _remove_tmp_files(store, report, now=now, tmp_grace=tmp_grace, dry_run=dry_run)
         if not dry_run and (report.deleted or report.tmp_removed):
             _remove_empty_shards(store)
@@ -153,22 +156,47 @@ def _delete_objects(store: Store, candidates: list[ObjectId], keep: set[bytes], 
         if oid in keep:
             report.kept_narrative += 1
             continue
-        path = store.objects.path_for(oid)
+        paths = store.objects.paths_for(oid)
+        if _delete_files(store, paths, report, now=now, grace=grace, dry_run=dry_run):
+            report.deleted += 1
+            report.deleted_ids.append(oid.hex())
+
+
+def _delete_promoted_copies(store: Store, reachable: set[bytes], report: GcReport, *,
+                            now: float, grace: float, dry_run: bool) -> None:
+    """Delete the staging copies of objects a fold promoted (reads find the committed copy)."""
+    for oid in store.objects.staging.iter_ids():
+        if oid in reachable and store.objects.is_canonical(oid):
+            _delete_files(store, [store.objects.staging.path_for(oid)], report, now=now,
+                          grace=grace, dry_run=dry_run)
+
+
+def _delete_files(store: Store, paths: list[Path], report: GcReport, *, now: float, grace: float,
+                  dry_run: bool) -> bool:
+    """Delete (unless ``dry_run``) the copies of one object if all are past ``grace``; True if so."""
+    sizes = []
+    for path in paths:
         try:
             st = os.lstat(path)
         except FileNotFoundError:
             continue
         if now - st.st_mtime < grace:
             report.kept_recent += 1
-            continue
-        report.deleted += 1
-        report.bytes_reclaimed += st.st_size
-        report.deleted_ids.append(oid.hex())
-        if not dry_run:
+            return False
+        sizes.append(st.st_size)
+    if not sizes:
+        return False
+    report.bytes_reclaimed += sum(sizes)
+    if not dry_run:
+        for path in paths:
             # Every directory on the way is real (iter_ids refused linked shards;
             # this re-checks right before the unlink): never delete outside the store.
             fsio.check_under(store.root, path)
-            fsio.unlink(path)
+            try:
+                fsio.unlink(path)
+            except FileNotFoundError:
+                continue
+    return True
 
 
 def _remove_tmp_files(store: Store, report: GcReport, *, now: float, tmp_grace: float,
@@ -187,6 +215,11 @@ def _remove_tmp_files(store: Store, report: GcReport, *, now: float, tmp_grace: 
 
 def _remove_empty_shards(store: Store) -> None:
     """Remove the shard directories that deleting left empty."""
-    for shard in os.scandir(store.objects.root):
-        if shard.is_dir(follow_symlinks=False) and not any(os.scandir(shard.path)):
-            fsio.rmdir(Path(shard.path))
+    for root in store.objects.roots:
+        try:
+            shards = list(os.scandir(root))
+        except FileNotFoundError:
+            continue
+        for shard in shards:
+            if shard.is_dir(follow_symlinks=False) and not any(os.scandir(shard.path)):
+                fsio.rmdir(Path(shard.path))

@@ -239,8 +239,14 @@ def _create_layout(ctx_dir: Path) -> None:
     fsio.ensure_dir(ctx_dir)
     for folder in created:  # a new directory's entry is durable once its parent is fsynced
         fsio.fsync_dir(folder.parent)
-    for sub in STORE_DIRS:
-        fsio.ensure_dir(ctx_dir / sub)
+    parents: dict[Path, None] = {}
+    for sub in STORE_DIRS:  # parents first: "local" comes before "local/work"
+        folder = ctx_dir / sub
+        if not folder.exists():
+            fsio.ensure_dir(folder)
+            parents[folder.parent] = None
+    for parent in parents:
+        fsio.fsync_dir(parent)
 
 
 def _write_layout_files(ctx_dir: Path, *, force: bool,
@@ -290,8 +296,10 @@ def _first_commit(ctx_dir: Path, result: InitResult) -> None:
                                message="Initialize ctx store", root_tree=tree))
         if broken is None:
             tx.move_pointer(MAIN_REF, commit, expected=None)
-            if not (ctx_dir / "STAGE").exists():
+            if store.read_stage() is None:
                 tx.move_pointer("STAGE", commit, expected=None, expect_type=STAGE_TYPES)
+        else:
+            tx.promote(commit)  # refs/main is written below, outside the compare-and-swap
     if broken is not None:
         try:
             old = fsio.read_regular(ctx_dir / MAIN_REF, 200)[:200]

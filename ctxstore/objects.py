@@ -10,6 +10,11 @@ two implementations, checked by one contract suite (``tests/contracts``):
   bytes, re-hashes and checks the envelope, so corruption is always detected and named.
   File paths (``path_for``, ``iter_tmp_files``) exist only here: gc, verify and a
   transaction's durability barrier work on files, so they need the loose store.
+- ``LayeredObjectStore``: the store's two loose areas read as one: the committed
+  canonical objects (``.ctx/objects``) over this clone's staging objects
+  (``.ctx/local/work/objects``, never committed). New objects go to the staging area;
+  ``promote`` copies one to the canonical area when a canonical commit reaches it
+  (``ctxstore.repo.Transaction``), so Git only ever sees what a canonical commit names.
 - ``MemoryObjectStore``: a dict, for tests and scratch work; same ids, same errors,
   same size cap, no files.
 
@@ -19,6 +24,7 @@ or of pointers (see ``ctxstore.refs``), and it never imports a layer above it.
 
 from __future__ import annotations
 
+import heapq
 import os
 import stat
 import struct
@@ -56,6 +62,7 @@ __all__ = [
     "parse_envelope",
     "ObjectStore",
     "LooseObjectStore",
+    "LayeredObjectStore",
     "MemoryObjectStore",
     "StoredObject",
 ]
@@ -266,6 +273,14 @@ class LooseObjectStore:
         """
         canon = canonical_bytes(kind, payload)
         oid = ObjectId(blake3.blake3(canon).digest())
+        return oid, self.store_canonical(oid, canon)
+
+    def store_canonical(self, oid: ObjectId, canon: bytes) -> bool:
+        """Store canonical bytes already hashed to ``oid``; True if a file was written.
+
+        Raises:
+            OSError: if the file cannot be written.
+        """
         hexid = oid.hex()
         shard = hexid[:2]
         folder = f"{self._root_str}/{shard}"
@@ -280,15 +295,32 @@ class LooseObjectStore:
         if not fresh_shard and os.path.exists(path) and self._is_intact(oid, path):
             # Dedup: an existing file is trusted only after it verifies; a damaged
             # one (empty, truncated, misnamed) is replaced below by temp + rename.
-            return oid, False
-        data = self._compress(canon)
+            return False
+        self._write_file(folder, path, self._compress(canon))
+        return True
+
+    def store_file(self, oid: ObjectId, data: bytes) -> None:
+        """Store an object file's bytes as they are (``data`` already verified to be ``oid``).
+
+        Raises:
+            OSError: if the file cannot be written.
+        """
+        hexid = oid.hex()
+        folder = f"{self._root_str}/{hexid[:2]}"
+        if hexid[:2] not in self._shards:
+            fsio.ensure_dir(Path(folder))
+            self._shards.add(hexid[:2])
+            self._checked.add(hexid[:2])
+        self._write_file(folder, f"{folder}/{hexid}", data)
+
+    @staticmethod
+    def _write_file(folder: str, path: str, data: bytes) -> None:
         try:
             fsio.write_new_file(path, data)
         except FileNotFoundError:
             # The shard vanished since it was cached (gc removed it empty): recreate, retry.
             fsio.ensure_dir(Path(folder))
             fsio.write_new_file(path, data)
-        return oid, True
 
     def _compress(self, canon: bytes) -> bytes:
         if self._cctx is None:
@@ -341,7 +373,21 @@ class LooseObjectStore:
         self._check_shard(oid.hex()[:2])
         return self._read_path(oid, self.path_for(oid))
 
+    def read_file(self, oid: ObjectId) -> tuple[StoredObject, bytes]:
+        """Read and verify ``oid`` like ``read``, returning the file's bytes as well.
+
+        Raises:
+            The errors of ``read``.
+        """
+        self._check_shard(oid.hex()[:2])
+        path = self.path_for(oid)
+        raw = self._read_raw(oid, path)
+        return self._verify(oid, raw, path), raw
+
     def _read_path(self, oid: ObjectId, path: str | Path) -> StoredObject:
+        return self._verify(oid, self._read_raw(oid, path), path)
+
+    def _read_raw(self, oid: ObjectId, path: str | Path) -> bytes:
         try:
             # O_NOFOLLOW | O_NONBLOCK, regular files only, at most cap + 1 bytes (it asks
             # for the file's size, not the cap: CPython mmaps a buffer of the requested size).
@@ -352,6 +398,9 @@ class LooseObjectStore:
             raise UnsafePath(str(Path(path).parent), detail="is not a directory") from None
         except UnsafePath as exc:
             raise InvalidEnvelope(oid, path=str(path), detail=exc.detail) from None
+        return raw
+
+    def _verify(self, oid: ObjectId, raw: bytes, path: str | Path) -> StoredObject:
         canon = self._decompress(raw, oid, path)
         digest = blake3.blake3(canon).digest()
         if digest != oid:
@@ -436,13 +485,137 @@ class LooseObjectStore:
             if not self.exists(oid):
                 raise ObjectNotFound(prefix)
             return oid
+        return _unique_match(prefix, self.names_with_prefix(prefix))
+
+    def names_with_prefix(self, prefix: str) -> list[str]:
+        """The sorted hex names of the objects whose id starts with a normalized ``prefix``.
+
+        Raises:
+            UnsafePath: (E020) if the shard directory is a symlink or not a directory.
+        """
         self._check_shard(prefix[:2])
         shard = self.root / prefix[:2]
         try:
-            names = sorted(e.name for e in os.scandir(shard)
-                           if e.name.startswith(prefix) and len(e.name) == 64)
+            return sorted(e.name for e in os.scandir(shard)
+                          if e.name.startswith(prefix) and len(e.name) == 64)
         except FileNotFoundError:
-            names = []
+            return []
+
+
+class LayeredObjectStore:
+    """Canonical objects over this clone's staging objects (implements ``ObjectStore``).
+
+    Reads try the canonical area first, then the staging area; ``iter_ids`` and
+    ``resolve_prefix`` see the union. Writes go to the staging area unless the canonical
+    area already holds an intact copy. ``promote`` copies a staging object to the
+    canonical area (the verified file as it is: the id does not change); the caller makes
+    the copies durable with its transaction's barrier.
+    """
+
+    def __init__(self, canonical: LooseObjectStore, staging: LooseObjectStore) -> None:
+        self.canonical = canonical
+        self.staging = staging
+        self.max_object_bytes = canonical.max_object_bytes
+
+    @property
+    def root(self) -> Path:
+        """The canonical area's directory (``.ctx/objects``)."""
+        return self.canonical.root
+
+    @property
+    def roots(self) -> tuple[Path, Path]:
+        """Both areas' directories, canonical first."""
+        return self.canonical.root, self.staging.root
+
+    def path_for(self, oid: ObjectId) -> Path:
+        """The existing file of ``oid`` (canonical first), else where the staging area would put it."""
+        path = self.canonical.path_for(oid)
+        return path if path.is_file() else self.staging.path_for(oid)
+
+    def paths_for(self, oid: ObjectId) -> list[Path]:
+        """Every existing file of ``oid``: a promoted object has two."""
+        return [p for p in (self.canonical.path_for(oid), self.staging.path_for(oid)) if p.is_file()]
+
+    def write(self, kind: int, payload: bytes) -> tuple[ObjectId, bool]:
+        """Store an object in the staging area unless an intact copy exists in either area.
+
+        Raises:
+            OSError: if the file cannot be written.
+        """
+        canon = canonical_bytes(kind, payload)
+        oid = ObjectId(blake3.blake3(canon).digest())
+        if self.canonical.path_for(oid).is_file():
+            # Reads try the canonical copy first: a damaged one is repaired in place.
+            return oid, self.canonical.store_canonical(oid, canon)
+        return oid, self.staging.store_canonical(oid, canon)
+
+    def read(self, oid: ObjectId) -> StoredObject:
+        """Read and verify ``oid`` from the canonical area, else from the staging area.
+
+        Raises:
+            The errors of ``LooseObjectStore.read``.
+        """
+        try:
+            return self.canonical.read(oid)
+        except ObjectNotFound:
+            return self.staging.read(oid)
+
+    def exists(self, oid: ObjectId) -> bool:
+        """True if either area holds a file for ``oid`` (unverified)."""
+        return self.canonical.exists(oid) or self.staging.exists(oid)
+
+    def is_canonical(self, oid: ObjectId) -> bool:
+        """True if the canonical (committed) area holds a file for ``oid``."""
+        return self.canonical.exists(oid)
+
+    def promote(self, oid: ObjectId) -> tuple[StoredObject, Path | None]:
+        """Copy ``oid`` from the staging area to the canonical area, verified, if not there yet.
+
+        Returns:
+            The object, and the new canonical file (None: it was already canonical).
+
+        Raises:
+            The errors of ``LooseObjectStore.read`` (a missing or damaged staging object
+            is never copied), OSError if the copy cannot be written.
+        """
+        path = self.canonical.path_for(oid)
+        if path.is_file():
+            return self.canonical.read(oid), None
+        stored, raw = self.staging.read_file(oid)
+        self.canonical.store_file(oid, raw)
+        return stored, path
+
+    def iter_ids(self) -> Iterator[ObjectId]:
+        """Every id in either area, ascending, each once.
+
+        Raises:
+            UnsafePath: (E020) if a shard directory is a symlink or not a directory.
+        """
+        last = None
+        for oid in heapq.merge(self.canonical.iter_ids(), self.staging.iter_ids()):
+            if oid != last:
+                yield oid
+                last = oid
+
+    def iter_tmp_files(self) -> Iterator[Path]:
+        """Leftover temp files of both areas."""
+        yield from self.canonical.iter_tmp_files()
+        yield from self.staging.iter_tmp_files()
+
+    def resolve_prefix(self, prefix: str) -> ObjectId:
+        """Resolve a unique hex prefix over both areas.
+
+        Raises:
+            InvalidInput, ObjectNotFound, AmbiguousPrefix: as ``LooseObjectStore.resolve_prefix``.
+        """
+        prefix = _normalize_prefix(prefix)
+        if len(prefix) == 64:
+            oid = ObjectId(bytes.fromhex(prefix))
+            if not self.exists(oid):
+                raise ObjectNotFound(prefix)
+            return oid
+        names = sorted(set(self.canonical.names_with_prefix(prefix))
+                       | set(self.staging.names_with_prefix(prefix)))
         return _unique_match(prefix, names)
 
 

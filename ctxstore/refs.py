@@ -1,5 +1,10 @@
 """Pointer files: HEAD, refs/*, STAGE. Parsing, atomic writes, compare-and-swap.
 
+HEAD and refs/* are committed with the repository; STAGE is per clone and lives at
+``local/STAGE`` (never committed: a Git commit of unfolded work carries no pointer to
+it). Stores made before that kept a committed ``.ctx/STAGE``: it is still read while
+``local/STAGE`` does not exist (``LEGACY_STAGE``), and never written.
+
 A pointer holds one 64-hex object id and a newline (CRLF and a missing newline are
 tolerated). After a Git merge a pointer may hold several ids: one per line when Git's
 ``union`` merge joined both sides, or between conflict markers when a text merge did.
@@ -33,6 +38,10 @@ __all__ = [
     "write_pointer",
     "delete_pointer",
     "render_pointer",
+    "LEGACY_STAGE",
+    "STAGE_PATH",
+    "reads_legacy_stage",
+    "stage_file",
 ]
 
 MAX_POINTER_BYTES = 64 * 1024
@@ -107,8 +116,22 @@ def parse_pointer(name: str, data: bytes) -> Pointer:
     return Pointer(name, unique, data)
 
 
+STAGE_PATH = "local/STAGE"
+LEGACY_STAGE = "STAGE"
+
+
 def _path(ctx_dir: Path, name: str) -> Path:
-    return ctx_dir / validate_ref_name(name)
+    return ctx_dir / (STAGE_PATH if validate_ref_name(name) == "STAGE" else name)
+
+
+def stage_file(ctx_dir: Path) -> Path:
+    """The file STAGE is read from: ``local/STAGE``, or an older store's ``.ctx/STAGE``."""
+    return ctx_dir / (LEGACY_STAGE if reads_legacy_stage(ctx_dir) else STAGE_PATH)
+
+
+def reads_legacy_stage(ctx_dir: Path) -> bool:
+    """True when STAGE is read from the committed ``.ctx/STAGE`` of an older store."""
+    return not os.path.lexists(ctx_dir / STAGE_PATH) and os.path.lexists(ctx_dir / LEGACY_STAGE)
 
 
 def _read(ctx_dir: Path, name: str, limit: int) -> bytes | None:
@@ -122,7 +145,7 @@ def _read(ctx_dir: Path, name: str, limit: int) -> bytes | None:
         UnsafePath: (E020) naming the link or special file.
         RefNotFound: if it is a directory or cannot be read.
     """
-    path = _path(ctx_dir, name)
+    path = stage_file(ctx_dir) if name == "STAGE" else _path(ctx_dir, name)
     fsio.check_under(ctx_dir, path)
     try:
         if stat.S_ISDIR(os.lstat(path).st_mode):
@@ -185,7 +208,8 @@ def write_pointer(ctx_dir: Path, name: str, oid: ObjectId) -> None:
             the pointer is a special file: nothing is written through a link.
     """
     path = _path(ctx_dir, name)
-    fsio.ensure_dir_under(ctx_dir, path.parent)
+    if fsio.ensure_dir_under(ctx_dir, path.parent):
+        fsio.fsync_dir(path.parent.parent)  # the new directory's entry survives a crash
     fsio.check_under(ctx_dir, path)
     fsio.replace_atomic(path, render_pointer(oid))
 

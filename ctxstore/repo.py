@@ -4,6 +4,13 @@ A ``Transaction`` is the only way objects become reachable: it writes objects (t
 rename, no fsync), then issues one durability barrier for all of them, then moves
 pointers by compare-and-swap under the lock. So no pointer ever names an object that
 is not durable, and a transaction of N objects pays one barrier, not N fsyncs.
+
+New objects land in this clone's staging area (``.ctx/local/work/objects``, never
+committed). A transaction that moves a canonical ref (``refs/*``) first *promotes* what
+the new commit reaches to the committed area (``.ctx/objects``), inside the same
+barrier: Git sees canonical commits and what they name, never the per-write work of a
+session, and no committed object refers to one that exists only in a clone's staging
+area (docs/git.md, "Where objects live").
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ from ctxstore.errors import (
     StorageIOError,
 )
 from ctxstore.model import Commit, TypedObject, WorkCommit, decode_typed, encode_typed
-from ctxstore.objects import KIND_BLOB, KIND_TYPED, LooseObjectStore, ObjectId
+from ctxstore.model.references import ABORTED_WORK, iter_references
+from ctxstore.objects import KIND_BLOB, KIND_TYPED, LayeredObjectStore, LooseObjectStore, ObjectId
 from ctxstore.refs import Pointer
 
 __all__ = [
@@ -57,15 +65,18 @@ __all__ = [
     "open_store",
     "now_ms",
     "STAGE_RECOVER_HINT",
+    "STAGING_OBJECTS",
 ]
 
 MAIN_REF = "refs/main"
+# This clone's staging area: objects no canonical commit names yet (never committed).
+STAGING_OBJECTS = "local/work/objects"
 # Up to this many objects a transaction fsyncs each file and its directory; above it, one
 # filesystem-wide barrier (syncfs) is cheaper. Small writes thus never wait for other
 # processes' dirty data, which syncfs would flush too.
 SMALL_TRANSACTION = 32
-# STAGE names a work commit while a session is open, else the canonical commit the
-# last fold produced: it is never deleted, so Git never sees a modify/delete conflict.
+# STAGE (``.ctx/local/STAGE``, per clone) names a work commit while a session is open,
+# else the canonical commit the last fold produced.
 STAGE_TYPES: tuple[type, ...] = (Commit, WorkCommit)
 # Where STAGE is found unreadable or dangling (a crash, a Git operation): the way out.
 STAGE_RECOVER_HINT = ("STAGE is damaged (an interrupted write?): run `ctx stage recover` "
@@ -137,16 +148,37 @@ class Store:
     def __init__(self, root: Path, config: Config) -> None:
         self.root = root
         self.config = config
-        # Loose, not any ObjectStore: gc, verify and _make_durable need its file paths.
-        self.objects = LooseObjectStore(
-            root / "objects",
-            compression_level=config.get("storage", "compression_level"),
-            max_object_bytes=config.get("storage", "max_object_bytes"),
-        )
+        # Loose areas, not any ObjectStore: gc, verify and _make_durable need file paths.
+        level = config.get("storage", "compression_level")
+        cap = config.get("storage", "max_object_bytes")
+        self.objects = LayeredObjectStore(
+            LooseObjectStore(root / "objects", compression_level=level, max_object_bytes=cap),
+            LooseObjectStore(root / STAGING_OBJECTS, compression_level=level,
+                             max_object_bytes=cap))
         self.lock_timeout: float = config.get("lock", "timeout_seconds")
         self._lock_depth = 0
         self._lock_owner: int | None = None
         self._cache = ObjectCache(OBJECT_CACHE_SIZE)
+        self._staging_ready = False
+        self._stage_checked = False
+
+    def ensure_staging_area(self) -> None:
+        """Create this clone's staging area (``local/work/objects``) durably, once.
+
+        Every directory on the way must be a real directory (E020 otherwise): a planted
+        link there would send every staged write outside the store.
+
+        Raises:
+            UnsafePath: (E020) naming a link or a file on the way.
+            OSError: if a directory cannot be created.
+        """
+        if self._staging_ready:
+            return
+        root = self.objects.staging.root
+        if fsio.ensure_dir_under(self.root, root):
+            for folder in (root.parent, root.parent.parent, self.root):
+                fsio.fsync_dir(folder)  # each new directory's entry survives a crash
+        self._staging_ready = True
 
     @property
     def worktree(self) -> Path:
@@ -262,7 +294,18 @@ class Store:
         return heads
 
     def transaction(self) -> Transaction:
-        """Start a write transaction (a context manager that holds the lock)."""
+        """Start a write transaction (a context manager that holds the lock).
+
+        The first one of a process on an older store whose committed ``.ctx/STAGE`` names
+        staged work folds that work first (``staging.fold_received_stage``): it came
+        through Git, so it is nobody's session here.
+        """
+        if not self._stage_checked:
+            self._stage_checked = True
+            if refs.reads_legacy_stage(self.root):
+                from ctxstore.staging import fold_received_stage
+
+                fold_received_stage(self)
         return Transaction(self)
 
     # -- history -------------------------------------------------------------------------
@@ -335,6 +378,7 @@ class Transaction:
         self._touched = False
         self._oids: list[ObjectId] = []
         self._moves: list[_PointerMove] = []
+        self._promote_roots: list[ObjectId] = []
         self._lock_cm = store.lock()
         self.done = False
 
@@ -353,6 +397,7 @@ class Transaction:
 
     def _put(self, kind: int, payload: bytes) -> ObjectId:
         try:
+            self.store.ensure_staging_area()
             oid, wrote = self.store.objects.write(kind, payload)
         except OSError as exc:
             raise StorageIOError(exc.filename or str(self.store.objects.root),
@@ -375,18 +420,63 @@ class Transaction:
         """Store raw bytes; return their id."""
         return self._put(KIND_BLOB, data)
 
-    def _make_durable(self) -> None:
+    def _promote(self) -> list[Path]:
+        """Copy what each canonical ref move reaches from the staging area to the committed one.
+
+        Walks from each new ``refs/*`` target along ``iter_references`` and stops at objects
+        already committed (whose own closure is committed). An abort commit's
+        ``aborted_work`` stays behind: aborted steps never leave this clone.
+
+        Returns:
+            The new files in the committed area.
+
+        Raises:
+            ObjectNotFound, HashMismatch, InvalidEnvelope: for a missing or damaged staging
+                object (nothing is promoted from damage; no pointer moves).
+            OSError: if a copy cannot be written.
+        """
+        objects = self.store.objects
+        stack = [m.new for m in self._moves if m.new is not None and m.name.startswith("refs/")]
+        stack += self._promote_roots
+        seen: set[bytes] = set()
+        copied: list[Path] = []
+        while stack:
+            oid = ObjectId(stack.pop())
+            if oid in seen or objects.is_canonical(oid):
+                continue
+            seen.add(oid)
+            stored, path = objects.promote(oid)
+            if path is not None:
+                copied.append(path)
+            if stored.kind == KIND_TYPED:
+                obj = self.store._cache.get(oid) or decode_typed(stored.payload, oid=oid)
+                stack.extend(ObjectId(ref) for ref, want in iter_references(obj)
+                             if want is not ABORTED_WORK)
+        return copied
+
+    def _make_durable(self, promoted: list[Path]) -> None:
         oids = list(dict.fromkeys(self._oids))
-        if not oids or len(oids) > SMALL_TRANSACTION:
+        if len(oids) + len(promoted) > SMALL_TRANSACTION:
             fsio.sync_barrier(self.store.root)
             return
         # Paths only for small transactions: building 10,000 Path objects costs ~4 us each.
-        paths = [self.store.objects.path_for(oid) for oid in oids]
+        # Every copy: a promoted object's staging file is as new as its committed one.
+        paths = list(dict.fromkeys([*(p for oid in oids for p in self.store.objects.paths_for(oid)),
+                                    *promoted]))
         for path in paths:
             fsio.fsync_path(path)
         for folder in dict.fromkeys(p.parent for p in paths):
             fsio.fsync_dir(folder)
-        fsio.fsync_dir(self.store.objects.root)  # a shard directory may be new
+        for root in dict.fromkeys(p.parent.parent for p in paths):
+            fsio.fsync_dir(root)  # a shard directory may be new
+
+    def promote(self, oid: ObjectId) -> None:
+        """Promote what ``oid`` reaches to the committed area at commit, as a ``refs/*`` move does.
+
+        For a canonical ref the caller writes itself after the transaction (a ref that
+        could not be read, so no compare-and-swap is possible).
+        """
+        self._promote_roots.append(oid)
 
     def move_pointer(self, name: str, new: ObjectId | None, *, expected: Pointer | None,
                      expect_type: type | tuple[type, ...] = Commit) -> None:
@@ -410,9 +500,14 @@ class Transaction:
             return
         self.done = True
         store = self.store
-        if self._touched:
+        try:
+            promoted = self._promote()
+        except OSError as exc:
+            raise StorageIOError(str(exc.filename or store.objects.root),
+                                 op="promoting objects to the committed area", error=exc) from exc
+        if self._touched or promoted:
             try:
-                self._make_durable()
+                self._make_durable(promoted)
             except OSError as exc:
                 raise StorageIOError(str(exc.filename or store.root), op="durability barrier",
                                      error=exc) from exc

@@ -13,7 +13,7 @@ commit (or a fast-forward), the next time anything writes.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from ctxstore import fsio
@@ -51,6 +51,8 @@ __all__ = [
     "merge_stage_heads",
     "new_session_id",
 ]
+
+Progress = Callable[[int, int], None]  # (done, total)
 
 
 @dataclass(frozen=True)
@@ -316,7 +318,7 @@ def check_text(text: str | None, what: str) -> None:
 
 def commit_stage(store: Store, message: str | None, *, amend: bool = False,
                  narrative: bool = True, allow_empty: bool = False,
-                 kind: str = "commit") -> FoldResult:
+                 kind: str = "commit", progress: Progress | None = None) -> FoldResult:
     """Fold STAGE into one canonical commit on HEAD's ref and clear STAGE.
 
     Args:
@@ -326,6 +328,7 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         narrative: Snapshot changed narrative files into the commit.
         allow_empty: Create a commit even when nothing changed.
         kind: ``"commit"`` or ``"compact"`` (wording only; the result is the same).
+        progress: Called with (work commits read, total) while the session is read.
 
     Returns:
         What was folded. ``commit`` is None when there was nothing to commit.
@@ -342,9 +345,11 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         stage, stage_ptr = resolve_stage(store, tx, head)
         chain = stage_chain(store, [stage]) if stage is not None else []
         records: list[KnowledgeRecord] = []
-        for _, work in chain:
+        for done, (_, work) in enumerate(chain, 1):
             for bid in work.change_batches:
                 records.extend(store.read_typed(ObjectId(bid), ChangeBatch).records)
+            if progress is not None and (done % 64 == 0 or done == len(chain)):
+                progress(done, len(chain))
         curated = fold_records(records)
         staged_refs = _latest_refs(w.narrative_refs for _, w in chain)
         snap_refs = narrative_mod.snapshot_changes(store, tx, head, staged_refs) if narrative else []
@@ -380,6 +385,31 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         tx.move_pointer(store.head_ref(), oid, expected=head_ptr)
         tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
     return FoldResult(oid, len(curated), len(chain), len(nrefs), session_id, amended=amend)
+
+
+def fold_received_stage(store: Store) -> FoldResult | None:
+    """Fold the staged work an older store's committed ``.ctx/STAGE`` names into one commit.
+
+    Before STAGE moved to ``local/STAGE`` it was committed, so a clone received other
+    people's unfolded sessions (or its own, from an older ctx: the two cannot be told
+    apart). Their records are kept and shared as one canonical commit, and the work is
+    nobody's staged session; ``local/STAGE`` then names that commit and the legacy file is
+    never read or written again. A damaged legacy STAGE is left to ``ctx stage recover``.
+
+    Returns:
+        The fold, or None when there was nothing to fold.
+    """
+    if not refs_mod.reads_legacy_stage(store.root):
+        return None
+    try:
+        works = store.staged_heads()
+    except CtxError:
+        return None
+    if not works:
+        return None
+    session = store.read_typed(works[0], WorkCommit).session_id
+    return commit_stage(store, f"Fold staged work received through Git (session {session})",
+                        narrative=False)
 
 
 def _fold_tree(store: Store, tx: Transaction, base: Commit, curated: Sequence[KnowledgeRecord]
@@ -431,6 +461,7 @@ def flush(store: Store) -> ObjectId | None:
     with store.transaction() as tx:
         head, _ = resolve_main(store, tx)
         stage, _ = resolve_stage(store, tx, head)
+        tx.promote(head)  # repairs a committed history that reaches staging-only objects
         tx._touched = True  # one barrier, even when nothing new was written
     return stage
 
@@ -594,8 +625,8 @@ def _read_stage(store: Store) -> tuple[Pointer | None, bytes | None, list[str]]:
     try:
         return refs_mod.read_pointer(store.root, "STAGE"), None, []
     except RefNotFound as exc:
-        broken_raw = fsio.read_regular(store.root / "STAGE", 4096) \
-            if (store.root / "STAGE").is_file() else b""  # bounded: shown, never kept
+        path = refs_mod.stage_file(store.root)
+        broken_raw = fsio.read_regular(path, 4096) if path.is_file() else b""  # bounded: shown, never kept
         return None, broken_raw, [f"STAGE was unreadable ({exc.detail}); "
                                   f"old bytes {broken_raw[:80]!r}"]
 

@@ -8,6 +8,7 @@ problem is reported on its own, with its code; nothing is repaired here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,14 +16,8 @@ from typing import Any
 
 from ctxstore import refs
 from ctxstore.errors import CtxError, DeserializationFailed, ObjectNotFound
-from ctxstore.model import ChangeBatch, Commit, Tree, WorkCommit, decode_typed
-from ctxstore.model.build import (
-    CargoMetadataSnapshot,
-    CargoRecord,
-    CommandRunRecord,
-    DiagnosticsSnapshot,
-)
-from ctxstore.model.code import FileRecord, FileVersion
+from ctxstore.model import Commit, WorkCommit, decode_typed
+from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_TYPED, ObjectId
 from ctxstore.repo import STAGE_TYPES, Store, type_name
 
@@ -70,57 +65,18 @@ def iter_pointer_names(store: Store) -> Iterator[str]:
             # there is reported by the read (E005/E020), never skipped in silence.
             if (path.is_symlink() or not path.is_dir()) and not path.name.endswith(".tmp"):
                 yield path.relative_to(store.root).as_posix()
-    if (store.root / "STAGE").exists():
+    if refs.stage_file(store.root).exists():
         yield "STAGE"
 
 
-def iter_references(obj: object) -> Iterator[tuple[bytes, type | None]]:
-    """Every object id a typed object refers to, with the type it must have (None: any)."""
-    if isinstance(obj, Commit):
-        yield from ((p, Commit) for p in obj.parents)
-        if obj.root_tree:
-            yield obj.root_tree, Tree
-        yield from ((b, ChangeBatch) for b in obj.change_batches)
-        yield from ((b, None) for b in obj.edge_batches)
-        yield from ((r.blob_id, None) for r in obj.narrative_refs)
-        for snap in (obj.cargo_snapshot, obj.code_snapshot, obj.diagnostics_snapshot):
-            if snap:
-                yield snap, None
-        if obj.aborted_work:
-            yield obj.aborted_work, WorkCommit
-    elif isinstance(obj, WorkCommit):
-        yield from ((p, WorkCommit) for p in obj.parents)
-        yield obj.base, Commit
-        yield from ((b, ChangeBatch) for b in obj.change_batches)
-        yield from ((p, None) for p in obj.payload)
-        yield from ((r.blob_id, None) for r in obj.narrative_refs)
-    elif isinstance(obj, Tree):
-        for entry in obj.entries:
-            yield entry.id, (Tree if entry.kind == "tree" else None)
-    elif isinstance(obj, ChangeBatch):
-        for rec in obj.records:
-            blob = getattr(rec, "content_blob", None)
-            if blob:
-                yield blob, None
-            if isinstance(rec, CargoRecord):
-                yield rec.snapshot, CargoMetadataSnapshot
-            elif isinstance(rec, CommandRunRecord):
-                yield rec.snapshot, DiagnosticsSnapshot
-            elif isinstance(rec, FileRecord):  # model.code: the version and the file's bytes
-                yield rec.version, FileVersion
-                yield rec.blob, None
-    elif isinstance(obj, DiagnosticsSnapshot):
-        yield obj.output_blob, None
-    elif isinstance(obj, FileVersion):
-        yield obj.blob_id, None
-
-
 def walk_reachable(store: Store, roots: Iterable[tuple[bytes, Any, str]],
-                   problems: list[Problem] | None = None) -> set[bytes]:
+                   problems: list[Problem] | None = None, *, aborted: bool = True) -> set[bytes]:
     """Mark every object reachable from ``roots`` (iteratively).
 
     Each root is ``(oid, required type, where it came from)``. Missing or damaged
-    objects are appended to ``problems`` (when given) and not followed.
+    objects are appended to ``problems`` (when given) and not followed. Without
+    ``aborted`` an abort commit's aborted steps are not followed (they never leave
+    the clone that aborted them).
     """
     seen: set[bytes] = set()
     stack = [(oid, want, where) for oid, want, where in roots]
@@ -135,6 +91,8 @@ def walk_reachable(store: Store, roots: Iterable[tuple[bytes, Any, str]],
             if stored.kind == KIND_TYPED:
                 obj = store._cache.get(oid) or decode_typed(stored.payload, oid=oid)
         except ObjectNotFound:
+            if want is ABORTED_WORK:
+                continue  # aborted in another clone: its steps never leave that clone
             if problems is not None:
                 # A commit another commit names (a parent, a base): the history is broken,
                 # E009 as the commands say (repo.iter_history); else a missing object, E001.
@@ -153,7 +111,7 @@ def walk_reachable(store: Store, roots: Iterable[tuple[bytes, Any, str]],
         if obj is None:
             continue
         for ref, ref_want in iter_references(obj):
-            if ref not in seen:
+            if ref not in seen and (aborted or ref_want is not ABORTED_WORK):
                 stack.append((ref, ref_want, oid.hex()))
     return seen
 
@@ -216,7 +174,7 @@ def _unnamed_work_problems(store: Store, named: set[bytes]) -> list[Problem]:
     found = find_unnamed_work(store, named)
     if not found:
         return []
-    if not (store.root / "STAGE").exists() and not (store.root / "STAGE").is_symlink():
+    if not os.path.lexists(refs.stage_file(store.root)):
         total = sum(w.work_commits for w in found)
         sessions = len({w.session_id for w in found})
         return [Problem("E005", "STAGE",
@@ -229,6 +187,22 @@ def _unnamed_work_problems(store: Store, named: set[bytes]) -> list[Problem]:
                     "named by no pointer (left by an interrupted write, or STAGE was replaced "
                     "since); `ctx stage recover --adopt` re-attaches them", "warning")
             for w in found]
+
+
+def _uncommitted_problems(store: Store, roots: list[tuple[bytes, Any, str]]) -> list[Problem]:
+    """Objects a canonical ref reaches that exist only in this clone's staging area.
+
+    A Git commit of ``.ctx`` would lack them, so another clone would find its history
+    broken. Only an interrupted promotion by an older ctx, or a copied store, leaves
+    this; ``ctx stage flush`` copies them.
+    """
+    canonical = [r for r in roots if r[2] != "STAGE"]
+    return [Problem("W004", ObjectId(oid).hex(),
+                    "is reachable from a canonical ref but only in this clone's staging area "
+                    "(local/work/objects), so Git does not see it; run `ctx stage flush`",
+                    "warning")
+            for oid in sorted(walk_reachable(store, canonical, aborted=False))
+            if not store.objects.is_canonical(ObjectId(oid))]
 
 
 def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport:
@@ -269,6 +243,7 @@ def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport
                               f"{problem.message} [unreachable: `ctx gc` removes it]", "warning")
         report.problems.append(problem)
     report.problems.extend(_unnamed_work_problems(store, named))
+    report.problems.extend(_uncommitted_problems(store, roots))
     for tmp in store.objects.iter_tmp_files():
         report.problems.append(Problem("W002", str(Path(tmp).relative_to(store.root)),
                                        "leftover temp file from an interrupted write "

@@ -92,12 +92,34 @@ def run_ctx(args: list[str], *, cwd: Path | None = None, stdin: str | bytes | No
     return res
 
 
+STAGE_FILE = "local/STAGE"  # STAGE is per clone (refs.STAGE_PATH)
+
+
+def stage_file(root: Path) -> Path:
+    """A store's STAGE pointer file."""
+    return root / STAGE_FILE
+
+
+def object_file(root: Path, oid: str) -> Path:
+    """An object's file: the committed copy if there is one, else this clone's staging copy."""
+    canonical = root / "objects" / oid[:2] / oid
+    staged = root / "local" / "work" / "objects" / oid[:2] / oid
+    return canonical if canonical.exists() or not staged.exists() else staged
+
+
+def object_files(root: Path, oid: str) -> list[Path]:
+    """Every copy of an object: a promoted one is in both areas until ``ctx gc``."""
+    return [p for p in (root / "objects" / oid[:2] / oid,
+                        root / "local" / "work" / "objects" / oid[:2] / oid) if p.exists()]
+
+
 def store_digest(root: Path) -> str:
-    """BLAKE3 over every committed file of a store (objects, pointers, config, narrative)."""
+    """BLAKE3 over every file of a store's state: objects of both areas, pointers, config, narrative."""
     h = blake3.blake3()
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        if rel.split("/")[0] in ("index", "DERIVED", "local") or rel == "LOCK":
+        state = rel == STAGE_FILE or rel.startswith("local/work/")
+        if (rel.split("/")[0] in ("index", "DERIVED", "local") and not state) or rel == "LOCK":
             continue
         if path.is_file():
             h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")

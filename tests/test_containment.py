@@ -109,7 +109,7 @@ def clone(src: Path, tmp_path: Path) -> Path:
 
 # -- 1. symlinks committed inside .ctx/, arriving by git clone (PS-07, PS-09) --------------------
 LINKED = ["LOCK", "objects", "SHARD", "refs", "index", "local", "narrative/tasks", "config.toml",
-          "HEAD", "STAGE", "DERIVED"]
+          "HEAD", "STAGE", "DERIVED", "local/work", "local/work/objects"]
 
 
 @pytest.mark.parametrize("rel", LINKED)
@@ -247,7 +247,7 @@ def test_containment_discovered_ctx_symlink_out_of_the_repository_is_refused(
 
 
 # -- 3. FIFOs and /dev/zero: no hang, no unbounded read ---------------------------------------------
-FIFO_CASES = [("config.toml", "E020"), ("HEAD", "E020"), ("STAGE", "E020"),
+FIFO_CASES = [("config.toml", "E020"), ("HEAD", "E020"), ("local/STAGE", "E020"),
               ("refs/main", "E020"), ("OBJECT", "E003")]
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import zstandard
 from click.testing import CliRunner
-from conftest import invoke, run_ctx, store_digest
+from conftest import invoke, object_file, object_files, run_ctx, stage_file, store_digest
 
 from ctxstore.init import init_store
 from ctxstore.model import Commit, WorkCommit, codec
@@ -111,7 +111,7 @@ def pop(template: Pop, tmp_path: Path) -> Pop:
 # -- helpers ------------------------------------------------------------------------------------
 
 def obj_path(root: Path, oid: str) -> Path:
-    return root / "objects" / oid[:2] / oid
+    return object_file(root, oid)
 
 
 def writable(path: Path) -> Path:
@@ -270,7 +270,8 @@ def test_co01_co02_real_process(pop: Pop, name: str, damage: str) -> None:
 
 @pytest.mark.parametrize("name", TARGETS)
 def test_co03_missing_object(pop: Pop, name: str) -> None:
-    obj_path(pop.root, pop.targets[name]).unlink()
+    for path in object_files(pop.root, pop.targets[name]):
+        path.unlink()
     # A missing parent (or base) commit breaks the history: E009 (issue 17 item 9), and E001
     # where a pointer names it; any other missing object E001.
     codes = {"history_commit": ("E009",), "head_commit": ("E001", "E009"),
@@ -280,7 +281,8 @@ def test_co03_missing_object(pop: Pop, name: str) -> None:
 
 def test_co03_missing_object_is_named_in_state(pop: Pop) -> None:
     oid = pop.targets["history_commit"]
-    obj_path(pop.root, oid).unlink()
+    for path in object_files(pop.root, oid):
+        path.unlink()
     code, problems = verify(pop.root)
     assert code == 3
     assert [(p["code"], p["subject"]) for p in problems] == [("E009", oid)]
@@ -444,7 +446,7 @@ GARBAGE_NAMES = list(_garbage("0" * 64))
 @pytest.mark.parametrize("case", GARBAGE_NAMES)
 @pytest.mark.parametrize("ref", ["refs/main", "STAGE"])
 def test_co05_garbage_ref(pop: Pop, ref: str, case: str) -> None:
-    path = pop.root / ref
+    path = stage_file(pop.root) if ref == "STAGE" else pop.root / ref
     data = _garbage(path.read_text().strip())[case]
     path.unlink()
     if data is None:
@@ -471,7 +473,7 @@ def test_co05_garbage_ref(pop: Pop, ref: str, case: str) -> None:
 @pytest.mark.parametrize("form", ["hex", "hex_lf", "hex_crlf"])
 @pytest.mark.parametrize("ref", ["refs/main", "STAGE"])
 def test_co05_accepted_ref_forms(pop: Pop, ref: str, form: str) -> None:
-    path = pop.root / ref
+    path = stage_file(pop.root) if ref == "STAGE" else pop.root / ref
     hexid = path.read_text().strip()
     path.write_bytes(hexid.encode() + {"hex": b"", "hex_lf": b"\n", "hex_crlf": b"\r\n"}[form])
     assert verify(pop.root) == (0, [])
@@ -505,7 +507,7 @@ def test_co06_main_names_missing_or_non_commit(pop: Pop, what: str) -> None:
                  ("stage", "abort"), ("stage", "compact", "-m", "x")):
         assert_error_line(ctx(pop.root, *args), want, oid)
     # Same for a new session (nothing staged yet).
-    (pop.root / "STAGE").write_text(pop.targets["head_commit"] + "\n")
+    stage_file(pop.root).write_text(pop.targets["head_commit"] + "\n")
     before = store_digest(pop.root)
     assert_error_line(ctx(pop.root, "stage", "start", "a task"), want, oid)
     assert_error_line(ctx(pop.root, "add", "--type", "fact", "x"), want, oid)
@@ -516,7 +518,7 @@ def test_co06_main_names_missing_or_non_commit(pop: Pop, what: str) -> None:
 def test_co06_stage_names_missing_or_non_commit_then_recover(pop: Pop, what: str) -> None:
     oid = "cd" * 32 if what == "missing" else pop.targets[what]
     want = ("E001",) if what == "missing" else ("E004",)
-    (pop.root / "STAGE").write_text(oid + "\n")
+    stage_file(pop.root).write_text(oid + "\n")
     code, problems = verify(pop.root)
     assert code == 3
     assert any(p["code"] in want and p["subject"] == "STAGE" and oid in p["message"]

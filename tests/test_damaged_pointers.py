@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_ctx, store_digest
+from conftest import run_ctx, stage_file, store_digest
 
 from ctxstore.errors import RefNotFound, StoreNotFound
 from ctxstore.init import init_store
@@ -67,7 +67,7 @@ def test_verify_reports_staged_work_when_stage_is_deleted(store) -> None:
     root = store.root
     _add(root, "acknowledged one")
     _add(root, "acknowledged two")
-    (root / "STAGE").unlink()
+    stage_file(root).unlink()
     assert _listed(root) == set()  # the nodes are hidden ...
     code, doc = _verify(root)
     assert code == 3 and not doc["ok"]  # ... and verify no longer says "ok"
@@ -83,7 +83,7 @@ def test_stage_recover_repoints_a_deleted_stage_at_the_staged_chain(store) -> No
     _add(root, "acknowledged one")
     _add(root, "acknowledged two")
     tip = store.read_stage().single
-    (root / "STAGE").unlink()
+    stage_file(root).unlink()
     res = _ctx(root, "stage", "recover")
     assert res.returncode == 0, res.stderr
     assert "STAGE repaired" in res.stdout and "2 work commits" in res.stdout
@@ -100,12 +100,12 @@ def test_stage_recover_repoints_a_deleted_stage_at_the_staged_chain(store) -> No
 
 def test_stage_recover_adopts_the_newest_chain_of_several(store) -> None:
     stage_records(store, [_node("N1", "first session", 10)])
-    (store.root / "STAGE").unlink()
+    stage_file(store.root).unlink()
     first = find_unnamed_work(store)
     assert [w.work_commits for w in first] == [1]
     stage_records(store, [_node("N2", "second session", 20)])  # a new session, STAGE recreated
     newest = store.read_stage().single
-    (store.root / "STAGE").unlink()
+    stage_file(store.root).unlink()
     found = find_unnamed_work(store)
     assert [w.tip for w in found] == [newest, first[0].tip]  # newest first
     rep = recover(store)
@@ -120,7 +120,7 @@ def test_stage_recover_adopts_the_newest_chain_of_several(store) -> None:
 def test_verify_warns_and_recover_adopt_merges_when_a_new_session_replaced_stage(store) -> None:
     root = store.root
     _add(root, "before the loss")
-    (root / "STAGE").unlink()
+    stage_file(root).unlink()
     _add(root, "after the loss")  # starts a new session: STAGE exists again
     assert _listed(root) == {"after the loss"}
     code, doc = _verify(root)
@@ -164,7 +164,7 @@ def test_unnamed_work_has_no_false_positives_in_normal_use(store) -> None:
 def test_unnamed_work_skips_chains_built_on_history_no_pointer_has(store) -> None:
     stage_records(store, [_node("N1", "a", 10)])
     assert len(find_unnamed_work(store)) == 0
-    (store.root / "STAGE").unlink()
+    stage_file(store.root).unlink()
     assert len(find_unnamed_work(store)) == 1
     with store.transaction() as tx:  # a new history: the old base is no longer reachable
         other = tx.put(Commit(parents=(), timestamp_unix=1, message="another history"))

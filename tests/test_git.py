@@ -40,13 +40,14 @@ def two_branch_history(repo: Path, *, commit_main: bool = True, commit_side: boo
     if commit_side:
         ctx(repo, "commit", "-m", "side work")
     git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "side")
+    # --allow-empty: staged work is per clone (.ctx/local), so an unfolded side gives Git nothing
+    git(repo, "commit", "--allow-empty", "-qm", "side")
     git(repo, "checkout", "-q", "main")
     ctx(repo, "add", "--type", "fact", "main fact")
     if commit_main:
         ctx(repo, "commit", "-m", "main work")
     git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "main")
+    git(repo, "commit", "--allow-empty", "-qm", "main")
 
 
 @pytest.mark.parametrize("driver", [False, True], ids=["plain-git", "driver"])
@@ -69,7 +70,7 @@ def test_git_merge_needs_no_manual_step(git_repo: Path, driver: bool, sides) -> 
     assert state(git_repo)["digest"] == digest
     assert json.loads(run_ctx(["--format", "json", "debug", "verify"], cwd=git_repo).stdout)["problems"] == []
     git(git_repo, "add", "-A")
-    git(git_repo, "commit", "-qm", "record merge")
+    git(git_repo, "commit", "--allow-empty", "-qm", "record merge")
     assert git(git_repo, "status", "--porcelain").stdout == ""
 
 

@@ -39,11 +39,11 @@ HOOK_TIMEOUT = 4.0  # seconds; a healthy run takes a small fraction of one
 # The paths of a populated store, and whether each is a file or a directory. SHARD and
 # OBJECT stand for the shard and the file of the commit refs/main names (always read).
 PATHS: dict[str, str] = {
-    "LOCK": "file", "HEAD": "file", "STAGE": "file", "config.toml": "file",
+    "LOCK": "file", "HEAD": "file", "local/STAGE": "file", "config.toml": "file",
     "refs": "dir", "refs/main": "file", "objects": "dir", "SHARD": "dir", "OBJECT": "file",
     "index": "dir", "index/index.sqlite": "file", "local": "dir",
-    "local/state.sqlite": "file", "narrative": "dir", "narrative/log": "dir",
-    "narrative/tasks": "dir", "DERIVED": "dir",
+    "local/state.sqlite": "file", "local/work": "dir", "local/work/objects": "dir",
+    "narrative": "dir", "narrative/log": "dir", "narrative/tasks": "dir", "DERIVED": "dir",
 }
 KINDS = ("link", "fifo", "devzero", "wrong")
 REMEMBER = "<ctx:remember>sweep remembered fact</ctx:remember>"
@@ -235,8 +235,8 @@ def test_sweep_hostile_path_never_escapes_hangs_or_crashes(
 
 # Entries every command checks when it opens the store (repo.check_layout): a link there
 # is refused by every command and by the hooks that open the store, naming the link.
-TOP_LEVEL = ("LOCK", "HEAD", "STAGE", "config.toml", "refs", "objects", "index", "narrative",
-             "narrative/log", "narrative/tasks", "DERIVED")
+TOP_LEVEL = ("LOCK", "HEAD", "local/STAGE", "config.toml", "refs", "objects", "index", "narrative",
+             "narrative/log", "narrative/tasks", "DERIVED", "local/work", "local/work/objects")
 
 
 def _check_refused(where: str, link: Path, argv: list[str], res: Result) -> list[str]:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import stage_file
 
 from ctxstore import fsio
 from ctxstore.errors import RefNotFound
@@ -94,7 +95,7 @@ def test_no_index_yet_is_created_by_the_normal_path(store: Store) -> None:
 
 def test_unreadable_pointer_is_reported_by_the_normal_path(store: Store) -> None:
     _synced(store)
-    (store.root / "STAGE").write_bytes(b"garbage\n")
+    stage_file(store.root).write_bytes(b"garbage\n")
     assert open_current(store.root) is None
     with Session.open(store.root) as db, pytest.raises(RefNotFound) as caught:
         db.index()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import store_digest
+from conftest import stage_file, store_digest
 
 from ctxstore.errors import InvalidInput, NothingToDo, StagingConflict
 from ctxstore.gc import collect_garbage
@@ -182,7 +182,7 @@ def test_recover_relinks_around_a_damaged_middle_commit(store: Store) -> None:
 
 
 def test_recover_resets_unreadable_stage_with_nothing_to_adopt(store: Store) -> None:
-    (store.root / "STAGE").write_bytes(b"garbage\n")
+    stage_file(store.root).write_bytes(b"garbage\n")
     rep = recover(store)
     assert rep.state == "reset"
     assert store.read_stage().single == store.read_head().single
@@ -231,7 +231,7 @@ def test_conflicted_stage_merges_both_chains_and_compacts(store: Store) -> None:
         batch = tx.put(ChangeBatch(created_at=11, author=None, records=(_node("R", "right", 11),)))
         w2 = tx.put(WorkCommit(parents=(), base=base, session_id="other", created_at=11,
                                step_kind="change", change_batches=(batch,)))
-    (store.root / "STAGE").write_text(f"{w1.hex()}\n{w2.hex()}\n")
+    stage_file(store.root).write_text(f"{w1.hex()}\n{w2.hex()}\n")
     store._cache.clear()
     assert set(replay(store).nodes) == {"L", "R"}
     res = commit_stage(store, "both")

@@ -703,7 +703,7 @@ def _view_cache_key(root: Path, task: str | None) -> str | None:
             if not ref.startswith("refs/") or ".." in ref:
                 return None
             parts.append(read_regular(root / ref, 65536))
-        for name in ("STAGE", "config.toml"):
+        for name in ("local/STAGE", "STAGE", "config.toml"):
             try:
                 parts.append(read_regular(root / name, 1 << 20))
             except FileNotFoundError:

@@ -32,12 +32,12 @@ def user_store() -> Path:
 
 
 def pointer_state(ctx_dir: Path) -> tuple[bytes | None, ...]:
-    """The bytes of a store's HEAD, refs/main and STAGE (None where missing or unreadable)."""
+    """The bytes of a store's HEAD, refs/main and STAGE, local and legacy (None where missing)."""
     from ctxstore import fsio
     from ctxstore.errors import CtxError
 
     out: list[bytes | None] = []
-    for name in ("HEAD", "refs/main", "STAGE"):
+    for name in ("HEAD", "refs/main", "local/STAGE", "STAGE"):
         try:
             out.append(fsio.read_regular(ctx_dir / name, 4096))  # bounded, never a FIFO
         except (OSError, CtxError):

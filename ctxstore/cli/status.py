@@ -77,4 +77,4 @@ def status_command(env: Env) -> None:
         click.echo("")
         click.echo(f"Staged: {plural(st.staged_records, 'record')} in "
                    f"{plural(st.staged_work_commits, 'work commit')} "
-                   "(`ctx commit -m MSG` to commit)")
+                   "in this clone only: not in Git until `ctx commit -m MSG`")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import threading
 from pathlib import Path
@@ -114,9 +115,7 @@ def damage(store: Store, kind: str, outside: Path) -> None:
         sql(path, "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT)")
         sql(path, "INSERT INTO schema_version VALUES (99, 'future')")
     elif kind == "local is a file":
-        for child in local.iterdir():
-            child.unlink()
-        local.rmdir()
+        shutil.rmtree(local)  # state, this clone's STAGE and staging objects (none staged here)
         local.write_text("not a folder")
     else:  # pragma: no cover
         raise AssertionError(kind)

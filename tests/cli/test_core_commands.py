@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import invoke, run_ctx, store_digest
+from conftest import invoke, object_files, run_ctx, stage_file, store_digest
 
 from ctxstore.repo import Store, open_store
 
@@ -36,7 +36,7 @@ def test_init_creates_layout_and_initial_commit(tmp_path: Path, runner) -> None:
     assert (ctx_dir / "HEAD").read_text() == "ref: refs/main\n"
     main = (ctx_dir / "refs" / "main").read_text()
     assert HEX64.match(main.strip()) and main.endswith("\n")
-    assert (ctx_dir / "STAGE").read_text() == main
+    assert stage_file(ctx_dir).read_text() == main
     for sub in ("objects", "narrative/log", "narrative/tasks", "index", "DERIVED", "local"):
         assert (ctx_dir / sub).is_dir()
     config = (ctx_dir / "config.toml").read_text()
@@ -71,7 +71,8 @@ def test_init_in_git_repo_registers_driver_and_stages(git_repo: Path) -> None:
     assert "/.ctx/refs/** merge=ctx-ref" in attrs and "/.ctx/STAGE merge=ctx-ref" in attrs
     staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=git_repo,
                             capture_output=True, text=True).stdout.split()
-    assert ".ctx/HEAD" in staged and ".ctx/refs/main" in staged and ".ctx/STAGE" in staged
+    assert ".ctx/HEAD" in staged and ".ctx/refs/main" in staged
+    assert ".ctx/STAGE" not in staged  # per clone: .ctx/local/STAGE
     assert not any(p.startswith((".ctx/index", ".ctx/LOCK", ".ctx/local")) for p in staged)
     # running init again with --force is idempotent for Git's files
     again = run_ctx(["init", "--force"], cwd=git_repo)
@@ -200,11 +201,12 @@ def test_gc_dry_run_then_delete(store: Store, runner) -> None:
     digest = store_digest(store.root)
     assert digest == store_digest(store.root)
     for oid in dry["deleted_ids"]:
-        assert (store.root / "objects" / oid[:2] / oid).exists()
+        # Folded steps never reached the committed area: only this clone's staging area.
+        assert object_files(store.root, oid) == [store.root / "local/work/objects" / oid[:2] / oid]
     r = invoke(runner, store, "gc", "--keep-days", "0")
     assert f"deleted {dry['deleted']} (" in r.stdout
     for oid in dry["deleted_ids"]:
-        assert not (store.root / "objects" / oid[:2] / oid).exists()
+        assert object_files(store.root, oid) == []
     assert invoke(runner, store, "debug", "verify").exit_code == 0
     assert "x" in invoke(runner, store, "debug", "state").stdout
 

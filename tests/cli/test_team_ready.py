@@ -18,6 +18,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from conftest import stage_file
 
 from ctxstore.model import Commit
 from ctxstore.repo import open_store
@@ -276,8 +277,8 @@ def test_missing_parent_commit_is_e009_exit_3(tmp_path: Path, command: list[str]
     ids = _commit_three(work)
     root = work / ".ctx"
     parent = ids[1]
-    path = open_store(root).objects.path_for(bytes.fromhex(parent))
-    path.unlink()
+    for path in open_store(root).objects.paths_for(bytes.fromhex(parent)):
+        path.unlink()  # every copy: a fold leaves a staging copy until `ctx gc`
     for index in (root / "index").iterdir():  # a fresh index must walk the history
         index.unlink()
     res = run_ctx(command, cwd=work)
@@ -292,7 +293,8 @@ def test_missing_parent_commit_is_corruption_for_hooks(tmp_path: Path) -> None:
     work.mkdir()
     ids = _commit_three(work)
     root = work / ".ctx"
-    open_store(root).objects.path_for(bytes.fromhex(ids[1])).unlink()
+    for path in open_store(root).objects.paths_for(bytes.fromhex(ids[1])):
+        path.unlink()
     for index in (root / "index").iterdir():
         index.unlink()
     res = run_ctx(["hook", "session-start"], cwd=work, stdin=json.dumps({"cwd": str(work)}))
@@ -309,7 +311,7 @@ def test_dangling_stage_error_points_at_stage_recover(tmp_path: Path, command: l
     ok(["add", "--type", "fact", "staged one"], cwd=work)
     ok(["add", "--type", "fact", "staged two"], cwd=work)
     root = work / ".ctx"
-    tip = (root / "STAGE").read_text().strip()
+    tip = stage_file(root).read_text().strip()
     open_store(root).objects.path_for(bytes.fromhex(tip)).unlink()  # what a crash can leave
     before = store_digest(root)
     res = run_ctx(command, cwd=work)
@@ -326,7 +328,7 @@ def test_unreadable_stage_pointer_points_at_stage_recover(tmp_path: Path) -> Non
     work = tmp_path / "w"
     work.mkdir()
     ok(["init"], cwd=work)
-    (work / ".ctx" / "STAGE").write_text("garbage\n")
+    stage_file(work / ".ctx").write_text("garbage\n")
     res = run_ctx(["status"], cwd=work)
     assert res.returncode == 1
     assert res.stderr.startswith("ctx: error[E005]: pointer STAGE")

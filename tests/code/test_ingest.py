@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from _ingestlib import ctx, ctx_json, dump, make_work, query, tree_snapshot, write
+from conftest import stage_file
 
 from ctxstore.code.tree import tree_files
 from ctxstore.code.walk import glob_regex
@@ -62,10 +63,10 @@ def test_unchanged_tree_reads_nothing_and_writes_nothing(tmp_path: Path) -> None
     ctx_dir = make_work(tmp_path / "w")
     write(ctx_dir.parent, PKG)
     ctx_json(ctx_dir, "index")
-    stage = (ctx_dir / "STAGE").read_bytes()
+    stage = stage_file(ctx_dir).read_bytes()
     doc = ctx_json(ctx_dir, "index")
     assert doc["read"] == 0 and doc["unchanged"] == len(PKG) and doc["written"] == []
-    assert doc["work_commit"] is None and (ctx_dir / "STAGE").read_bytes() == stage
+    assert doc["work_commit"] is None and stage_file(ctx_dir).read_bytes() == stage
     # Touched but the same bytes: read again, stored nothing (dedup gate).
     os.utime(ctx_dir.parent / "README.md", (1_000_000, 1_000_000))
     doc = ctx_json(ctx_dir, "index")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from _ingestlib import ctx, ctx_json, make_work, query, write
+from conftest import stage_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
 from _crashlib import run_cli  # noqa: E402
@@ -75,10 +76,10 @@ def test_unchanged_tree_writes_nothing(tmp_path: Path) -> None:
     ctx_dir = make_work(tmp_path / "w")
     write(ctx_dir.parent, {f"m{i}.py": f"x = {i}\n" for i in range(5)})
     ctx_json(ctx_dir, "index")
-    stage = (ctx_dir / "STAGE").read_bytes()
+    stage = stage_file(ctx_dir).read_bytes()
     doc = ctx_json(ctx_dir, "index")
     assert doc["written"] == [] and doc["work_commit"] is None and doc["read"] == 0
-    assert (ctx_dir / "STAGE").read_bytes() == stage
+    assert stage_file(ctx_dir).read_bytes() == stage
 
 
 @pytest.mark.crash

@@ -18,6 +18,7 @@ from ctxstore.model import codec
 from ctxstore.objects import (
     KIND_BLOB,
     KIND_TYPED,
+    LayeredObjectStore,
     LooseObjectStore,
     MemoryObjectStore,
     ObjectId,
@@ -44,7 +45,17 @@ def _memory(tmp_path: Path) -> MakeStore:
     return make
 
 
-BACKENDS = {"loose": _loose, "memory": _memory}
+def _layered(tmp_path: Path) -> MakeStore:
+    count = iter(range(1000))
+
+    def make(**kw: int) -> ObjectStore:
+        n = next(count)
+        return LayeredObjectStore(LooseObjectStore(tmp_path / f"canonical{n}", **kw),
+                                  LooseObjectStore(tmp_path / f"staging{n}", **kw))
+    return make
+
+
+BACKENDS = {"loose": _loose, "memory": _memory, "layered": _layered}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -197,3 +208,64 @@ def test_memory_store_damaged_entry_is_named_like_a_damaged_file() -> None:
     assert exc.value.code == "E002"
     assert store.write(KIND_BLOB, b"payload") == (oid, True)  # rewritten, as the loose store does
     assert store.read(oid).payload == b"payload"
+
+
+# -- the layered store: canonical objects over a clone's staging objects -----------------------
+
+def _two_areas(tmp_path: Path) -> LayeredObjectStore:
+    return LayeredObjectStore(LooseObjectStore(tmp_path / "objects"),
+                              LooseObjectStore(tmp_path / "local" / "work" / "objects"))
+
+
+def test_layered_writes_go_to_the_staging_area_until_promoted(tmp_path: Path) -> None:
+    store = _two_areas(tmp_path)
+    oid, wrote = store.write(KIND_BLOB, b"staged")
+    assert wrote and store.staging.exists(oid) and not store.is_canonical(oid)
+    stored, path = store.promote(oid)
+    assert stored.payload == b"staged" and path == store.canonical.path_for(oid)
+    assert store.is_canonical(oid) and store.canonical.read(oid).payload == b"staged"
+    assert len(store.paths_for(oid)) == 2  # the staging copy stays until gc
+    assert store.promote(oid)[1] is None  # already canonical: nothing copied
+    # A write of an object the canonical area holds dedups there, never a new staging copy.
+    other, _ = store.write(KIND_BLOB, b"canonical")
+    store.promote(other)
+    store.staging.path_for(other).unlink()
+    assert store.write(KIND_BLOB, b"canonical") == (other, False)
+    assert not store.staging.exists(other)
+
+
+def test_layered_ids_and_prefixes_span_both_areas_once(tmp_path: Path) -> None:
+    store = _two_areas(tmp_path)
+    ids = [store.write(KIND_BLOB, f"o{i}".encode())[0] for i in range(20)]
+    for oid in ids[:10]:
+        store.promote(oid)  # in both areas now
+    for oid in ids[10:15]:
+        store.promote(oid)
+        store.staging.path_for(oid).unlink()  # canonical only
+    assert list(store.iter_ids()) == sorted(ids)
+    for oid in ids:
+        assert store.resolve_prefix(oid.hex()[:12]) == oid
+
+
+def test_layered_promote_never_copies_damage(tmp_path: Path) -> None:
+    store = _two_areas(tmp_path)
+    oid, _ = store.write(KIND_BLOB, b"will be damaged")
+    path = store.staging.path_for(oid)
+    path.write_bytes(path.read_bytes()[:-3])
+    with pytest.raises((HashMismatch, InvalidEnvelope)):
+        store.promote(oid)
+    assert not store.is_canonical(oid)
+    with pytest.raises(ObjectNotFound):
+        store.promote(ObjectId(b"\x01" * 32))
+
+
+def test_layered_reads_prefer_the_canonical_copy_and_repair_it_in_place(tmp_path: Path) -> None:
+    store = _two_areas(tmp_path)
+    oid, _ = store.write(KIND_BLOB, b"both")
+    store.promote(oid)
+    canonical = store.canonical.path_for(oid)
+    canonical.write_bytes(b"garbage")
+    with pytest.raises((HashMismatch, InvalidEnvelope)):
+        store.read(oid)  # damage is named, never hidden behind the staging copy
+    assert store.write(KIND_BLOB, b"both") == (oid, True)  # rewritten where it is read
+    assert store.read(oid).payload == b"both"

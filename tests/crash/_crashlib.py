@@ -35,6 +35,9 @@ from ctxstore.verify import verify_store
 TESTS_DIR = Path(__file__).resolve().parent.parent
 SHIM_DIR = TESTS_DIR / "_shim"
 POINTERS = ("HEAD", "refs/main", "STAGE")
+# Where each pointer's file is, relative to .ctx (STAGE is per clone: refs.STAGE_PATH).
+POINTER_FILES = {"HEAD": "HEAD", "refs/main": "refs/main", "STAGE": "local/STAGE"}
+_POINTER_OF_FILE = {path: name for name, path in POINTER_FILES.items()}
 
 
 # -- scratch space -------------------------------------------------------------------------------
@@ -116,8 +119,8 @@ def done_ops(trace: list[dict]) -> list[dict]:
 
 def pointer_renames(trace: list[dict]) -> list[str]:
     """Pointers whose rename completed, in order."""
-    return [r["dst"] for r in done_ops(trace)
-            if r["op"] == "replace" and r.get("dst") in POINTERS]
+    return [_POINTER_OF_FILE[r["dst"]] for r in done_ops(trace)
+            if r["op"] == "replace" and r.get("dst") in _POINTER_OF_FILE]
 
 
 # -- store inspection (in-process) ---------------------------------------------------------------
@@ -125,7 +128,7 @@ def pointer_renames(trace: list[dict]) -> list[str]:
 def pointer_bytes(ctx: Path) -> dict[str, bytes | None]:
     out: dict[str, bytes | None] = {}
     for name in POINTERS:
-        p = ctx / name
+        p = ctx / POINTER_FILES[name]
         out[name] = p.read_bytes() if p.is_file() else None
     return out
 
@@ -275,15 +278,15 @@ def build_templates(root: Path) -> dict[str, Template]:
 
     # garbled: STAGE holds bytes that are not a pointer
     gw = _snapshot(base, root / "garbled")
-    (gw / ".ctx" / "STAGE").write_bytes(b"this is not a pointer\n")
+    (gw / ".ctx" / POINTER_FILES["STAGE"]).write_bytes(b"this is not a pointer\n")
     out["garbled"] = Template(gw, dict(ledger), dict(committed)).seal_damaged()
 
     # missing: the object of STAGE's tip work commit is gone (its node is lost)
     mw = _snapshot(base, root / "missing")
     mctx = mw / ".ctx"
     tip = open_store(mctx).read_stage().single
-    path = open_store(mctx).objects.path_for(tip)
-    path.unlink()
+    for path in open_store(mctx).objects.paths_for(tip):
+        path.unlink()
     lost_ledger = {k: v for k, v in ledger.items() if k != last}
     out["missing"] = Template(mw, lost_ledger, dict(committed)).seal_damaged()
     return out

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from _crashlib import (
+    POINTER_FILES,
     Template,
     build_templates,
     copy_store,
@@ -44,7 +45,12 @@ OUTSIDE = "<outside>"  # the directory that holds .ctx (not under the store)
 
 
 def _is_pointer(path: str | None) -> bool:
-    return path in ("HEAD", "STAGE") or (path or "").startswith("refs/")
+    return path in ("HEAD", "STAGE", "local/STAGE") or (path or "").startswith("refs/")
+
+
+# Loose object areas: the committed one, this clone's staging area (new objects land there;
+# a ref move promotes copies into objects/), and the SCC view's derived one.
+OBJECT_AREAS = ("objects/", "local/work/objects/", "DERIVED/objects/")
 
 
 def _parent(path: str) -> str:
@@ -78,10 +84,10 @@ def durability_problems(trace: list[dict], *, outside: str | None = None) -> lis
                    for j in range(lo, hi))
 
     for i, r in enumerate(ops):
-        # DERIVED/objects/ is a loose object store too (the SCC view), with the same rule:
-        # objects durable (one barrier) before the pointer that names them.
+        # Every loose object area has the same rule: objects durable (one barrier) before the
+        # pointer that names them; a promoted copy before the refs/main move that needs it.
         dst_path = r.get("dst") or ""
-        if r["op"] in ("replace", "link") and dst_path.startswith(("objects/", "DERIVED/objects/")):
+        if r["op"] in ("replace", "link") and dst_path.startswith(OBJECT_AREAS):
             src, dst = r["path"], r["dst"]
             opened = [j for j in range(i) if ops[j]["op"] == "open_excl" and ops[j]["path"] == src]
             wrote = [j for j in range(i) if ops[j]["op"] == "write_all" and ops[j]["path"] == src]
@@ -249,7 +255,7 @@ def test_do02_many_objects_few_barriers(script: str, templates: dict[str, Templa
         res = run_python(code.replace("sys.argv[1]", repr(str(ctx))), fault=f"trace:{tfile}")
         assert res.returncode == 0, res.stderr
         trace = read_trace(tfile)
-        renamed = [r for r in trace if r["op"] == "replace" and r["dst"].startswith("objects/")]
+        renamed = [r for r in trace if r["op"] == "replace" and r["dst"].startswith(OBJECT_AREAS)]
         assert len(renamed) >= 200
         barriers = [r["op"] for r in trace if r["op"] in BARRIERS]
         assert len(barriers) <= 3, f"{len(barriers)} barriers for {len(renamed)} objects: {barriers}"
@@ -284,27 +290,27 @@ def _tmp_files(root: Path) -> list[str]:
 
 @pytest.mark.parametrize("pointer", [MAIN_REF, "STAGE"])
 def test_do04_pointer_to_missing_object_refused(pointer: str, store) -> None:  # type: ignore[no-untyped-def]
-    before = (store.root / pointer).read_bytes()
+    before = (store.root / POINTER_FILES[pointer]).read_bytes()
     ptr = store.read_head() if pointer == MAIN_REF else store.read_stage()
     ghost = ObjectId(bytes.fromhex("ab" * 32))
     with pytest.raises(ObjectNotFound) as info:
         with store.transaction() as tx:
             tx.move_pointer(pointer, ghost, expected=ptr)
     assert info.value.code == "E001"
-    assert (store.root / pointer).read_bytes() == before
+    assert (store.root / POINTER_FILES[pointer]).read_bytes() == before
     assert _tmp_files(store.root) == []
 
 
 @pytest.mark.parametrize("pointer", [MAIN_REF, "STAGE"])
 def test_do04_pointer_to_blob_refused(pointer: str, store) -> None:  # type: ignore[no-untyped-def]
-    before = (store.root / pointer).read_bytes()
+    before = (store.root / POINTER_FILES[pointer]).read_bytes()
     ptr = store.read_head() if pointer == MAIN_REF else store.read_stage()
     with pytest.raises(DeserializationFailed) as info:
         with store.transaction() as tx:
             blob = tx.put_blob(b"just some bytes, not a commit")
             tx.move_pointer(pointer, blob, expected=ptr)
     assert info.value.code == "E004"
-    assert (store.root / pointer).read_bytes() == before
+    assert (store.root / POINTER_FILES[pointer]).read_bytes() == before
     assert _tmp_files(store.root) == []
     assert not verify_errors(store.root)
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import signal
 
 import pytest
-from _crashlib import copy_store, pointer_bytes, read_trace, run_cli, run_python, scratch_dir
+from _crashlib import (
+    POINTER_FILES,
+    copy_store,
+    pointer_bytes,
+    read_trace,
+    run_cli,
+    run_python,
+    scratch_dir,
+)
 
 pytestmark = pytest.mark.crash
 
@@ -35,7 +43,7 @@ def test_kill_before_or_after_the_pointer_rename(work, when: str) -> None:  # ty
     run_cli(work, ["add", "--type", "fact", "probe"], fault=f"trace:{trace_file}")
     renames = [r for r in read_trace(trace_file) if r["op"] == "replace"]
     n = len(renames)
-    assert renames[-1]["dst"] == "STAGE"
+    assert renames[-1]["dst"] == POINTER_FILES["STAGE"]
     stage = pointer_bytes(work)["STAGE"]
     assert stage != before
     res = run_cli(work, ["add", "--type", "fact", "killed"], fault=f"kill:replace:{n}:{when}")

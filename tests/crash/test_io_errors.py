@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from _crashlib import (
+    POINTER_FILES,
     POINTERS,
     PointFailures,
     Template,
@@ -205,9 +206,9 @@ def test_failed_fsync_is_final(name: str, target: str, templates: dict[str, Temp
         _, ref_trace = _count_ops(tpl, args, root)
         if target == "pointer-temp":
             n = _fsync_index(ref_trace, lambda p: p.endswith(".tmp") and
-                             p.split(".")[0] in ("STAGE", "refs/main"))
+                             p.split(".")[0] in (POINTER_FILES["STAGE"], "refs/main"))
         else:
-            n = _fsync_index(ref_trace, lambda p: p.startswith("objects/"))
+            n = _fsync_index(ref_trace, lambda p: p.startswith(("objects/", "local/work/objects/")))
         ctx = copy_store(tpl.work, root / "w")
         before = pointer_bytes(ctx)
         res = run_cli(ctx, args, fault=f"err:fsync_file:{n}:EIO:once")

@@ -439,7 +439,8 @@ def test_random_time_sigkill_loop(templates: dict[str, Template]) -> None:
 # -- CR-06: a damaged file already sits where a new object will go -------------------------------
 
 def _plant_variants(store, data: bytes) -> list[tuple[str, bytes]]:  # type: ignore[no-untyped-def]
-    good = store.objects._compress(canonical_bytes(KIND_BLOB, data))  # what a correct write puts there
+    # What a correct write puts there (new objects go to the staging area).
+    good = store.objects.staging._compress(canonical_bytes(KIND_BLOB, data))
     with store.transaction() as tx:
         other = tx.put_blob(b"a different, valid object")
     misnamed = store.objects.path_for(other).read_bytes()
