@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.cli._common import Env, emit_json, format_option, pass_env, progress_printer
 
 if TYPE_CHECKING:
     from ctxstore.narrative.ingest import NarrativeChange
@@ -52,7 +52,8 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
 
     store = env.store()
     res, edits = commit_with_edits(store, message, amend=amend, narrative=not no_narrative,
-                                   allow_empty=allow_empty)
+                                   allow_empty=allow_empty,
+                                   progress=progress_printer("folding work commits", min_total=500))
     if res.commit is not None:  # the SCC view is derived: a failure is a notice, never an error
         from ctxstore.derived.scc import refresh_after_commit
 

@@ -15,6 +15,7 @@ left as it is (docs/narrative.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -288,12 +289,13 @@ def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
 
 
 def commit_with_edits(store: Store, message: str | None, *, amend: bool = False,
-                      narrative: bool = True, allow_empty: bool = False
+                      narrative: bool = True, allow_empty: bool = False,
+                      progress: Callable[[int, int], None] | None = None
                       ) -> tuple[FoldResult, list[NarrativeChange]]:
     """``ctx commit``: ingest narrative edits, then fold STAGE into one canonical commit.
 
-    Narrative edits are skipped when ``narrative`` is off; the fold is ``staging.commit_stage``;
-    both under one lock.
+    Narrative edits are skipped when ``narrative`` is off; the fold is ``staging.commit_stage``
+    (``progress`` counts the work commits it reads); both under one lock.
 
     Raises:
         InvalidInput: a narrative file holds conflict markers, or the message is missing
@@ -304,5 +306,5 @@ def commit_with_edits(store: Store, message: str | None, *, amend: bool = False,
     with store.lock():
         edits = ingest_narrative_edits(store) if narrative else []
         res = commit_stage(store, message, amend=amend, narrative=narrative,
-                           allow_empty=allow_empty)
+                           allow_empty=allow_empty, progress=progress)
     return res, edits

@@ -197,6 +197,28 @@ def test_progress_index_catch_up_is_silent_when_piped(store: Store, tmp_path: Pa
     assert (res.returncode, res.stderr) == (0, b"")
 
 
+def test_progress_commit_of_a_large_session_draws_on_a_terminal_only(tmp_path: Path) -> None:
+    from ctxstore.init import init_store
+    from ctxstore.knowledge.nodes import add_node
+    from ctxstore.repo import open_store
+
+    roots = []
+    for name in ("tty", "piped"):
+        root = tmp_path / name / ".ctx"
+        init_store(root)
+        store = open_store(root)
+        for i in range(520):  # one work commit per write: a session of 520 steps
+            add_node(store, "fact", f"fact {i}")
+        roots.append(root)
+    code, tty, out = _on_pty(["--ctx-dir", str(roots[0]), "commit", "-m", "big"], which="stderr")
+    assert code == 0 and out.startswith(b"committed "), out
+    assert b"folding work commits" in tty and b"520/520" in tty, tty
+    piped = subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(roots[1]),
+                            "commit", "-m", "big"], capture_output=True, timeout=120)
+    assert (piped.returncode, piped.stderr) == (0, b"")
+    assert b"records from 520 work commits" in piped.stdout
+
+
 # -- item 13: consistency ----------------------------------------------------------------------
 
 # JSON in and out by contract (hooks, the MCP server, the Git merge driver) or help itself.
