@@ -52,7 +52,10 @@ FLOOR = {
 
 
 def ctx_cmd() -> list[str]:
-    return [sys.executable, "-m", "ctxstore.cli"]
+    # -P: the working directory is not put on sys.path, as with the installed `ctx` script.
+    # Without it, `python -m` run inside a copy of the standard library imports the copy's
+    # modules (compiled from source every time) instead of the interpreter's.
+    return [sys.executable, "-P", "-m", "ctxstore.cli"]
 
 
 def _child_cpu() -> float:
@@ -101,7 +104,7 @@ def bench_tree(name: str, src: Path, suffix: str, rounds: int, work: Path) -> li
     rows: dict[str, list[tuple[float, float]]] = {
         "ctx index (full)": [], "parse floor": [], "ctags -R": [],
         "ctx index (1 file changed)": []}
-    floor = [sys.executable, "-c", FLOOR[suffix], *map(str, files)]
+    floor = [sys.executable, "-P", "-c", FLOOR[suffix], *map(str, files)]
     for i in range(rounds):
         shutil.rmtree(tree / ".ctx", ignore_errors=True)
         run([*ctx_cmd(), "init", "--no-git"], tree)

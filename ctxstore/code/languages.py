@@ -41,6 +41,7 @@ __all__ = [
     "registered",
     "module_name",
     "span_of_lines",
+    "path_suffix",
     "line_starts",
     "source_bytes",
     "one_line",
@@ -362,6 +363,20 @@ def register(extractor: Extractor, *, replace: bool = False) -> None:
         _BY_SUFFIX[suffix] = extractor
 
 
+def path_suffix(path: str) -> str:
+    """``PurePosixPath(path).suffix`` without building a path object (called per file per run).
+
+    Args:
+        path: A POSIX path.
+
+    Returns:
+        The last component's suffix (``.py``), or "" (none, a dot file, a trailing dot).
+    """
+    name = path.rstrip("/").rpartition("/")[2]
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
 def extractor_for(path: str | PurePosixPath) -> Extractor | None:
     """Return the extractor for a file, by its suffix (case-insensitive), or None.
 
@@ -371,7 +386,7 @@ def extractor_for(path: str | PurePosixPath) -> Extractor | None:
     Returns:
         The registered extractor, or None when no language claims the suffix.
     """
-    suffix = PurePosixPath(path).suffix.lower()
+    suffix = path_suffix(str(path)).lower()
     found = _BY_SUFFIX.get(suffix)
     if found is None and not _loaded:
         _load_builtin_for(suffix)

@@ -43,6 +43,7 @@ from ctxstore.code.languages import (
     Visibility,
     line_starts,
     one_line,
+    path_suffix,
     source_bytes,
 )
 
@@ -68,12 +69,13 @@ def module_name(path: str) -> str:
         e.g. ``pkg.mod``: the path below the nearest ``src`` directory (a ``src/``
         layout), without its suffix; ``pkg/__init__.py`` gives ``pkg``; never empty.
     """
-    pure = PurePosixPath(path)
-    parts = [p for p in pure.parts if p not in ("", "/", ".", "..")]
+    # String operations, not PurePosixPath: the ingest names every file of the tree each run.
+    parts = [p for p in path.split("/") if p not in ("", ".", "..")]
+    suffix = path_suffix(path)
     if "src" in parts[:-1]:
         parts = parts[len(parts) - 1 - parts[-2::-1].index("src"):]
-    if parts and pure.suffix:
-        parts[-1] = parts[-1][:-len(pure.suffix)]
+    if parts and suffix:
+        parts[-1] = parts[-1][:-len(suffix)]
     if parts and parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts) or "__main__"
