@@ -8,17 +8,25 @@ registry of ``model.registry`` (one ``@typed("type", v)`` per record class, keye
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ctxstore.errors import DeserializationFailed
 from ctxstore.model import codec, registry
-from ctxstore.model._schema import Record, SchemaError
-from ctxstore.model.build import CargoMetadataSnapshot, DiagnosticsSnapshot
-from ctxstore.model.code import FileVersion
-from ctxstore.model.commit import Commit, NarrativeRef, Tree, TreeEntry, WorkCommit
-from ctxstore.model.derived import SccView
-from ctxstore.model.knowledge import ChangeBatch
+from ctxstore.model._schema import SchemaError
+
+if TYPE_CHECKING:
+    from ctxstore.model.build import CargoMetadataSnapshot, DiagnosticsSnapshot
+    from ctxstore.model.code import FileVersion
+    from ctxstore.model.commit import Commit, NarrativeRef, Tree, TreeEntry, WorkCommit
+    from ctxstore.model.derived import SccView
+    from ctxstore.model.knowledge import ChangeBatch
+
+    # The static union of registered classes, for type checkers (a test keeps it equal to
+    # the registry).
+    TypedObject: TypeAlias = (Commit | WorkCommit | Tree | ChangeBatch | CargoMetadataSnapshot
+                              | DiagnosticsSnapshot | FileVersion | SccView)
 
 __all__ = [
     "Commit", "WorkCommit", "Tree", "TreeEntry", "NarrativeRef", "ChangeBatch",
@@ -26,13 +34,46 @@ __all__ = [
     "TypedObject", "DECODERS", "encode_typed", "decode_typed", "type_of_payload",
 ]
 
-# The static union of registered classes, for type checkers (a test keeps it equal to
-# the registry).
-TypedObject = (Commit | WorkCommit | Tree | ChangeBatch | CargoMetadataSnapshot
-               | DiagnosticsSnapshot | FileVersion | SccView)
+# The record classes, imported on first use (PEP 562): defining ~60 dataclasses costs
+# ~25 ms, which a light path that only needs ``model.vocab`` or ``model.scoring`` (a hook,
+# a recall) must not pay. ``decode_typed`` loads them all first, so the registry is full.
+_LAZY: dict[str, str] = {
+    "CargoMetadataSnapshot": "ctxstore.model.build", "DiagnosticsSnapshot": "ctxstore.model.build",
+    "FileVersion": "ctxstore.model.code", "Commit": "ctxstore.model.commit",
+    "NarrativeRef": "ctxstore.model.commit", "Tree": "ctxstore.model.commit",
+    "TreeEntry": "ctxstore.model.commit", "WorkCommit": "ctxstore.model.commit",
+    "SccView": "ctxstore.model.derived", "ChangeBatch": "ctxstore.model.knowledge",
+}
+_loaded = False
 
 # Every registered (type, v) and its class: a read-only, live view of the registry.
-DECODERS: Mapping[tuple[str, int], type[Record]] = registry.registered_types()
+DECODERS: Mapping[tuple[str, int], type[Any]] = registry.registered_types()
+
+
+def _load_all() -> None:
+    """Import every module that registers a record type (once)."""
+    global _loaded
+    if not _loaded:
+        for module in dict.fromkeys(_LAZY.values()):
+            importlib.import_module(module)
+        _loaded = True
+
+
+def __getattr__(name: str) -> Any:
+    """The record classes and ``TypedObject``, imported on first use."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name == "TypedObject":
+        kinds = [__getattr__(n) for n in ("Commit", "WorkCommit", "Tree", "ChangeBatch",
+                                          "CargoMetadataSnapshot", "DiagnosticsSnapshot",
+                                          "FileVersion", "SccView")]
+        value = kinds[0]
+        for kind in kinds[1:]:
+            value = value | kind
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def encode_typed(obj: TypedObject) -> bytes:
@@ -76,6 +117,7 @@ def decode_typed(payload: bytes, *, oid: bytes | None = None) -> TypedObject:
     kind, v = value.get("type"), value.get("v")
     if not isinstance(kind, str) or not isinstance(v, int) or isinstance(v, bool):
         raise DeserializationFailed(oid, detail="typed payload has no type/v")
+    _load_all()
     cls = registry.find_type(kind, v)
     if cls is None:
         known = {t for t, _ in DECODERS}
