@@ -28,7 +28,7 @@ import heapq
 import os
 import stat
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -209,6 +209,22 @@ def _normalize_prefix(prefix: str) -> str:
     if not 4 <= len(prefix) <= 64 or not _HEX.issuperset(prefix):
         raise InvalidInput(f"not an object id or prefix: {prefix!r} (want 4-64 hex characters)")
     return prefix
+
+
+def _resolve(prefix: str, exists: Callable[[ObjectId], bool],
+             names_with: Callable[[str], list[str]]) -> ObjectId:
+    """Resolve a hex prefix: a full id that ``exists``, else the one name ``names_with`` gives.
+
+    Raises:
+        InvalidInput, ObjectNotFound, AmbiguousPrefix: as ``LooseObjectStore.resolve_prefix``.
+    """
+    prefix = _normalize_prefix(prefix)
+    if len(prefix) == 64:
+        oid = ObjectId(bytes.fromhex(prefix))
+        if not exists(oid):
+            raise ObjectNotFound(prefix)
+        return oid
+    return _unique_match(prefix, names_with(prefix))
 
 
 def _unique_match(prefix: str, names: list[str]) -> ObjectId:
@@ -479,13 +495,7 @@ class LooseObjectStore:
             ObjectNotFound: if nothing matches.
             AmbiguousPrefix: if several objects match.
         """
-        prefix = _normalize_prefix(prefix)
-        if len(prefix) == 64:
-            oid = ObjectId(bytes.fromhex(prefix))
-            if not self.exists(oid):
-                raise ObjectNotFound(prefix)
-            return oid
-        return _unique_match(prefix, self.names_with_prefix(prefix))
+        return _resolve(prefix, self.exists, self.names_with_prefix)
 
     def names_with_prefix(self, prefix: str) -> list[str]:
         """The sorted hex names of the objects whose id starts with a normalized ``prefix``.
@@ -608,15 +618,8 @@ class LayeredObjectStore:
         Raises:
             InvalidInput, ObjectNotFound, AmbiguousPrefix: as ``LooseObjectStore.resolve_prefix``.
         """
-        prefix = _normalize_prefix(prefix)
-        if len(prefix) == 64:
-            oid = ObjectId(bytes.fromhex(prefix))
-            if not self.exists(oid):
-                raise ObjectNotFound(prefix)
-            return oid
-        names = sorted(set(self.canonical.names_with_prefix(prefix))
-                       | set(self.staging.names_with_prefix(prefix)))
-        return _unique_match(prefix, names)
+        return _resolve(prefix, self.exists, lambda p: sorted(
+            set(self.canonical.names_with_prefix(p)) | set(self.staging.names_with_prefix(p))))
 
 
 _MEMORY_PATH = "<memory>"

@@ -469,6 +469,9 @@ def test_kill_after_summary_write_then_rerun_compacts_once(store: Store) -> None
     assert n.node.id in live(store)
 
 
+TAIL_SLACK = 4  # durable operations of a new shard directory: mkdir, and its parent's fsync
+
+
 @pytest.mark.crash
 def test_kill_at_every_operation_of_add_decision(store: Store, tmp_path: Path) -> None:
     """Whatever operation `ctx add decision` dies at, the next commit leaves exactly as many
@@ -484,7 +487,10 @@ def test_kill_at_every_operation_of_add_decision(store: Store, tmp_path: Path) -
     failures = []
     for n in range(1, total + 1):
         ctx = Path(shutil.copytree(template, tmp_path / f"p{n}")) / ".ctx"
-        assert run_killed(ctx, args, f"kill:*:{n}:before").returncode == -signal.SIGKILL
+        code = run_killed(ctx, args, f"kill:*:{n}:before").returncode
+        # A run may make a shard directory fewer than the counted one (object ids are new
+        # each run, so two may share a shard): only the last few kill points can be missed.
+        assert code == -signal.SIGKILL or (code == 0 and n > total - TAIL_SLACK), (n, code)
         crashed = open_store(ctx)
         commit_with_edits(crashed, "after the crash")
         dec = ctx / "narrative" / "decisions.md"

@@ -85,7 +85,9 @@ def test_llm_killed_at_every_write_leaves_a_consistent_store(tmp_path: Path) -> 
         for k in range(1, total + 1):
             ctx, pack = _setup(root / f"k{k}")
             r = _llm(ctx, url, pack, f"kill:*:{k}:before")
-            assert r.returncode == -9, (k, r.stderr)
+            # Object ids are new each run, so a run may need one shard directory fewer than
+            # the counted run (two objects in one shard): only the last kill points may pass.
+            assert r.returncode == -9 or (r.returncode == 0 and k > total - 4), (k, r.stderr)
             assert verify_errors(ctx) == [], k
             nodes = _llm_nodes(ctx)
             assert len(nodes) <= 1, k
