@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ctxstore import fsio, refs
 from ctxstore.errors import CtxError, InvalidInput
-from ctxstore.objects import ObjectId
+from ctxstore.ids import ObjectId
 
 __all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "register_driver",
            "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked", "driver_registered",

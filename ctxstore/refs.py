@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ctxstore import fsio
 from ctxstore.errors import RefNotFound
-from ctxstore.objects import ObjectId
+from ctxstore.ids import ObjectId
 
 __all__ = [
     "Pointer",
