@@ -154,3 +154,26 @@ def test_status_counts_every_tier_and_sizes_the_index_file(store: Store) -> None
     files = [index_dir(store) / name for name in (INDEX_FILE, INDEX_FILE + "-wal")]
     assert st.size_bytes == sum(f.stat().st_size for f in files if f.exists()) > 0
     assert st.size_bytes >= (store.root / "index" / "index.sqlite").stat().st_size
+
+
+def test_short_ids_are_the_shortest_unique_prefixes_by_query_and_by_bisect(store: Store) -> None:
+    from ctxstore.index import read
+
+    ids = [add_node(store, "fact", f"short id probe {i}").node.id for i in range(90)]
+    conn = open_index(store)
+
+    def brute(node_id: str, minimum: int = 8) -> str:
+        n = minimum
+        while any(o != node_id and o.startswith(node_id[:n]) for o in ids):
+            n += 1
+        return node_id[:n]
+
+    # ULIDs made in one millisecond share long prefixes: the neighbours decide, not the length.
+    lookup = read.short_id_lookup(conn)
+    got = [lookup(i) for i in ids]  # the first 64 by indexed queries, the rest by bisect
+    assert got == [brute(i) for i in ids]
+    assert any(len(g) > 8 for g in got)
+    fresh = read.short_id_lookup(conn)
+    assert [fresh(i) for i in reversed(ids)] == list(reversed(got))
+    gone = ids[0][:-1] + ("0" if ids[0][-1] != "0" else "1")  # no such node: still unique
+    assert read.short_id_lookup(conn)(gone) == brute(gone)

@@ -367,28 +367,49 @@ def node_versions(conn: sqlite3.Connection, node_id: str) -> list[dict[str, Any]
              "record": codec.decode(r["record"])} for r in rows]
 
 
+# Up to this many lookups, each asks the index for the two ids beside it (two indexed
+# queries); after that every id is read once and bisected (compose shows hundreds of nodes,
+# a hook a few: reading 10,000 ids for those cost ~11 ms).
+_SHORT_ID_QUERIES = 64
+
+
 def short_id_lookup(conn: sqlite3.Connection, minimum: int = 8) -> Callable[[str], str]:
     """A function giving the shortest unique prefix of a live node's id.
 
     The prefix has at least ``minimum`` characters and no other live node shares it, so a short id
-    shown to people or models can be typed back. The ids are read once; each lookup is a binary
-    search.
+    shown to people or models can be typed back. It depends only on the ids just before and
+    just after the node's in sorted order: the first lookups ask the index for those two, and
+    a caller that looks up many reads every id once and bisects.
     """
-    every = all_node_ids(conn)
+    every: list[str] | None = None
+    asked = 0
+
+    def neighbours(node_id: str) -> tuple[str | None, str | None]:
+        nonlocal every, asked
+        asked += 1
+        if every is None and asked > _SHORT_ID_QUERIES:
+            every = all_node_ids(conn)
+        if every is None:
+            before = _rows(conn, "SELECT id FROM nodes WHERE id < ? ORDER BY id DESC LIMIT 1",
+                           (node_id,)).fetchone()
+            after = _rows(conn, "SELECT id FROM nodes WHERE id > ? ORDER BY id LIMIT 1",
+                          (node_id,)).fetchone()
+            return (str(before["id"]) if before else None, str(after["id"]) if after else None)
+        i = bisect.bisect_left(every, node_id)
+        j = i + 1 if i < len(every) and every[i] == node_id else i
+        return (every[i - 1] if i > 0 else None, every[j] if j < len(every) else None)
 
     def lookup(node_id: str) -> str:
-        i = bisect.bisect_left(every, node_id)
         longest = 0
-        after = i + 1 if i < len(every) and every[i] == node_id else i
-        for j in (i - 1, after):
-            if 0 <= j < len(every):
-                other = every[j]
-                common = 0
-                for x, y in zip(node_id, other, strict=False):  # ids of any length: compare the common prefix
-                    if x != y:
-                        break
-                    common += 1
-                longest = max(longest, common)
+        for other in neighbours(node_id):
+            if other is None:
+                continue
+            common = 0
+            for x, y in zip(node_id, other, strict=False):  # ids of any length: compare the common prefix
+                if x != y:
+                    break
+                common += 1
+            longest = max(longest, common)
         return node_id[:max(minimum, longest + 1)]
 
     return lookup
