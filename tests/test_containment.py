@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxstore.objects import LooseObjectStore, ObjectId
+from ctxstore.objects import LooseObjectStore, ObjectId, object_id_of
 from tests.conftest import run_ctx, store_digest
 
 pytestmark = pytest.mark.git
@@ -162,7 +162,14 @@ def test_containment_gc_never_deletes_object_named_files_in_a_linked_shard(
     outside.parent.mkdir()
     # An unreachable object, old enough for gc, in a shard that is a link out of the store.
     objects = LooseObjectStore(outside.parent / "objects")
-    oid, _ = objects.write(1, b"an unreachable blob")
+    # A blob whose shard the store does not use yet (the store's own ids are new each run).
+    n = 0
+    while True:
+        oid = object_id_of(1, b"an unreachable blob %d" % n)
+        if not (root / "objects" / oid.hex()[:2]).exists():
+            break
+        n += 1
+    objects.write(1, b"an unreachable blob %d" % n)
     shard = objects.path_for(ObjectId(oid)).parent
     shutil.move(str(shard), str(outside))
     for f in outside.iterdir():
