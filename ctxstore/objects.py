@@ -298,16 +298,8 @@ class LooseObjectStore:
             OSError: if the file cannot be written.
         """
         hexid = oid.hex()
-        shard = hexid[:2]
-        folder = f"{self._root_str}/{shard}"
+        folder, fresh_shard = self._shard_folder(hexid[:2])
         path = f"{folder}/{hexid}"
-        fresh_shard = False
-        if shard not in self._shards:
-            # ensure_dir refuses a shard that is a symlink (E020): a committed link there
-            # would make every write land outside the store.
-            fresh_shard = fsio.ensure_dir(Path(folder))
-            self._shards.add(shard)
-            self._checked.add(shard)
         if not fresh_shard and os.path.exists(path) and self._is_intact(oid, path):
             # Dedup: an existing file is trusted only after it verifies; a damaged
             # one (empty, truncated, misnamed) is replaced below by temp + rename.
@@ -322,12 +314,22 @@ class LooseObjectStore:
             OSError: if the file cannot be written.
         """
         hexid = oid.hex()
-        folder = f"{self._root_str}/{hexid[:2]}"
-        if hexid[:2] not in self._shards:
-            fsio.ensure_dir(Path(folder))
-            self._shards.add(hexid[:2])
-            self._checked.add(hexid[:2])
+        folder, _ = self._shard_folder(hexid[:2])
         self._write_file(folder, f"{folder}/{hexid}", data)
+
+    def _shard_folder(self, shard: str) -> tuple[str, bool]:
+        """The shard's directory, made on first use this process; True if it was just created.
+
+        ``ensure_dir`` refuses a shard that is a symlink (E020): a committed link there would
+        make every write land outside the store.
+        """
+        folder = f"{self._root_str}/{shard}"
+        if shard in self._shards:
+            return folder, False
+        fresh = fsio.ensure_dir(Path(folder))
+        self._shards.add(shard)
+        self._checked.add(shard)
+        return folder, fresh
 
     @staticmethod
     def _write_file(folder: str, path: str, data: bytes) -> None:

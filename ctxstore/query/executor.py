@@ -156,6 +156,20 @@ def compile_where(conn: sqlite3.Connection, node: Any, args: list[Any], texts: l
     raise ValueError(f"unknown field {name}")  # pragma: no cover - the parser refuses it
 
 
+def _filter(conn: sqlite3.Connection, text: str, *, now: float, args: list[Any], texts: list[str],
+            include_superseded: bool, engine: FullTextEngine | None) -> tuple[str, list[Any], str]:
+    """Compile a query into ``(WITH clause, its args, WHERE condition)``.
+
+    ``args`` gets the condition's parameters and ``texts`` its positive text terms.
+    """
+    ctes: list[tuple[str, list[Any]]] = []
+    where = compile_where(conn, parse_query(text, now=now), args, texts, ctes, engine=engine)
+    with_sql, with_args = _with_clause(ctes)
+    if not include_superseded:
+        where += " AND n.superseded_by IS NULL"
+    return with_sql, with_args, where
+
+
 def run_query(conn: sqlite3.Connection, text: str, *, now: float,
               include_superseded: bool = False, limit: int | None = None,
               engine: FullTextEngine | None = None) -> list[NodeRow]:
@@ -166,15 +180,11 @@ def run_query(conn: sqlite3.Connection, text: str, *, now: float,
         NodeNotFound, AmbiguousPrefix: for a ``from:``/``to:`` id naming no single node.
         QueryTooComplex, IndexCorrupt: if SQLite refuses the statement (see ``_fetch``).
     """
-    ast = parse_query(text, now=now)
     engine = engine or default_engine(conn)
     args: list[Any] = []
     texts: list[str] = []
-    ctes: list[tuple[str, list[Any]]] = []
-    where = compile_where(conn, ast, args, texts, ctes, engine=engine)
-    with_sql, with_args = _with_clause(ctes)
-    if not include_superseded:
-        where += " AND n.superseded_by IS NULL"
+    with_sql, with_args, where = _filter(conn, text, now=now, args=args, texts=texts,
+                                         include_superseded=include_superseded, engine=engine)
     cols = ", ".join(f"n.{c.strip()}" for c in NODE_COLUMNS.split(","))
     if texts:
         # Rank by relevance of the positive text terms (the engine's score: lower first).
@@ -211,11 +221,8 @@ def select_candidates(conn: sqlite3.Connection, text: str, *, now: float, ranks:
     rank = (f"coalesce((SELECT min(CASE t.tag {' '.join(['WHEN ? THEN ?'] * len(tags))} END) "
             "FROM tags t WHERE t.node_id = n.id AND t.tag BETWEEN ? AND ?), ?)" if tags else "?")
     args += [tags[0], tags[-1], unranked] if tags else [unranked]
-    ctes: list[tuple[str, list[Any]]] = []
-    where = compile_where(conn, parse_query(text, now=now), args, [], ctes, engine=engine)
-    with_sql, with_args = _with_clause(ctes)
-    if not include_superseded:
-        where += " AND n.superseded_by IS NULL"
+    with_sql, with_args, where = _filter(conn, text, now=now, args=args, texts=[],
+                                         include_superseded=include_superseded, engine=engine)
     sql = (f"{with_sql}SELECT {rank} AS rank, n.id, n.tokens FROM nodes n WHERE {where} "
            "ORDER BY rank, n.updated_at DESC, n.id")
     return _fetch(conn, sql, [*with_args, *args])
@@ -258,11 +265,8 @@ def select_scorable(conn: sqlite3.Connection, text: str, *, now: float,
             as ``run_query``.
     """
     args: list[Any] = []
-    ctes: list[tuple[str, list[Any]]] = []
-    where = compile_where(conn, parse_query(text, now=now), args, [], ctes, engine=engine)
-    with_sql, with_args = _with_clause(ctes)
-    if not include_superseded:
-        where += " AND n.superseded_by IS NULL"
+    with_sql, with_args, where = _filter(conn, text, now=now, args=args, texts=[],
+                                         include_superseded=include_superseded, engine=engine)
     rows = _fetch(conn, f"{with_sql}SELECT n.id, n.type, n.status, n.updated_at, n.metadata, "
                   "(SELECT group_concat(t.tag, char(31)) FROM tags t WHERE t.node_id = n.id) "
                   f"FROM nodes n WHERE {where}", [*with_args, *args])
