@@ -148,8 +148,8 @@ def _recall_global(ctx: CommandContext, cmd: dict[str, Any]) -> bool:
 
 def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     from ctxstore.knowledge.recall import parse_recall_limit
-    from ctxstore.knowledge.scopes import Stores, default_user_store, recall_scoped
-    from ctxstore.lifecycle.policy import restore_recalled_scoped
+    from ctxstore.knowledge.scopes import Stores, default_user_store
+    from ctxstore.lifecycle.policy import recall_restoring
 
     query = (cmd["attrs"].get("query") or cmd["content"]).strip()
     if not query:
@@ -164,10 +164,9 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     except CtxError as exc:  # a damaged ~/.ctx must not cost the project's results
         stores, problem = Stores(ctx.db), f"<ctx:recall> read this project only: ~/.ctx: {exc.message}"
     try:
-        found = recall_scoped(stores, query, limit=limit, now=time.time())
-        ctx.state.record_access([h.node.id for h in found if h.scope == "project"])
-        recalled = restore_recalled_scoped(found, stores)  # archived -> active when recalled
+        recalled = recall_restoring(stores, query, limit=limit, now=time.time())
         restored, hits = recalled.restored, recalled.hits
+        ctx.state.record_access([h.node.id for h in hits if h.scope == "project"])
         nodes = [h.node for h in hits if h.scope == "project"]
         mine = [h.node for h in hits if h.scope == "user"]
         theirs = render_nodes(stores.user.index(), mine) if stores.user and mine else ""

@@ -110,13 +110,12 @@ def recall_global(env: Env, text: str, limit: int, use_global: bool) -> int:
     Returns:
         How many nodes were restored.
     """
-    from ctxstore.knowledge.scopes import Stores, recall_scoped
-    from ctxstore.lifecycle.policy import restore_recalled_scoped
+    from ctxstore.knowledge.scopes import Stores
+    from ctxstore.lifecycle.policy import recall_restoring
 
     stores = Stores.open(env.session(), user_store() if use_global else None)
     try:
-        recalled = restore_recalled_scoped(recall_scoped(stores, text, limit=limit, now=time.time()),
-                                           stores)
+        recalled = recall_restoring(stores, text, limit=limit, now=time.time())
     finally:
         stores.close_user()
     _print(env, recalled.hits)

@@ -44,7 +44,8 @@ from ctxstore.repo import Store
 
 __all__ = ["ARCHIVE_THRESHOLD", "GRACE_DAYS", "PRUNE_DAYS", "ARCHIVED_KEY", "Transition",
            "LifecycleReport", "plan_transitions", "run_lifecycle",
-           "run_configured_lifecycle", "Recalled", "restore_recalled", "restore_recalled_scoped"]
+           "run_configured_lifecycle", "Recalled", "recall_restoring", "restore_recalled",
+           "restore_recalled_scoped"]
 
 ARCHIVE_THRESHOLD = 0.3
 GRACE_DAYS = 14.0
@@ -300,6 +301,21 @@ def restore_recalled(store: Store, node_ids: Sequence[str]) -> WriteResult:
             nodes = nodes_by_ids(conn, list(dict.fromkeys(node_ids)))
         records = [_restored(n) for n in nodes if _restorable(n) and n.superseded_by is None]
         return stage_write(store, records, f"lifecycle: {len(records)} restored on recall")
+
+
+def recall_restoring(stores: Stores, query: str, *, limit: int, now: float) -> Recalled:
+    """Recall over ``stores`` (``knowledge.scopes.recall_scoped``) and restore what it archived.
+
+    The one recall of every front end (CLI, ``<ctx:recall>``, MCP): spec 003's "archived ->
+    active when recalled" happens here, and the hits come back as they are after it.
+
+    Raises:
+        InvalidInput: (E011) for a blank query.
+        StagingConflict, StorageIOError, IndexCorrupt: as ``restore_recalled_scoped``.
+    """
+    from ctxstore.knowledge.scopes import recall_scoped
+
+    return restore_recalled_scoped(recall_scoped(stores, query, limit=limit, now=now), stores)
 
 
 def restore_recalled_scoped(hits: Sequence[ScopedNode], stores: Stores) -> Recalled:

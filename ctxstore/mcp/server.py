@@ -162,13 +162,11 @@ class ToolBox:
         Raises:
             InvalidInput: (E011) for a blank query or a bad limit.
         """
-        from ctxstore.knowledge.scopes import recall_scoped
-        from ctxstore.lifecycle.policy import restore_recalled_scoped
+        from ctxstore.lifecycle.policy import recall_restoring
 
         wide = recall_global_default(self.db.store) if include_global is None else include_global
         stores = self._stores(wide)
-        found = recall_scoped(stores, query, limit=_limit(limit), now=self.clock())
-        hits = restore_recalled_scoped(found, stores).hits  # spec 003: archived -> active
+        hits = recall_restoring(stores, query, limit=_limit(limit), now=self.clock()).hits
         return {"query": query, "count": len(hits), "nodes": scoped_json(hits)}
 
     def search(self, text: str, limit: int = 20, include_global: bool = False) -> dict[str, Any]:
