@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ctxstore.errors import InvalidInput
 from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node
-from ctxstore.model.scoring import order_score
 
 if TYPE_CHECKING:
     import sqlite3
@@ -128,6 +127,9 @@ def by_decay(nodes: Sequence[_Row], *, now_ms: int) -> list[_Row]:
     Returns:
         A new list.
     """
+    # Here, not at the top: free-text recall on the prompt hook never loads the model package.
+    from ctxstore.model.scoring import order_score
+
     return sorted(nodes, key=lambda n: (-order_score(n, now_ms=now_ms), -n.updated_at, n.id))
 
 
