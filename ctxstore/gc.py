@@ -16,13 +16,14 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, GcRefused
 from ctxstore.model import Commit, TypedObject, WorkCommit
 from ctxstore.objects import ObjectId
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.verify import Problem, _pointer_roots, walk_reachable
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from ctxstore import fsio, refs
 from ctxstore.errors import CtxError, InvalidInput
 from ctxstore.ids import ObjectId
+from ctxstore.records import dataclass
 
 __all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "register_driver",
            "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked", "driver_registered",

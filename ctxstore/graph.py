@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections import deque
-from dataclasses import dataclass
 
 from ctxstore.index.read import edges_of
+from ctxstore.records import dataclass
 
 __all__ = ["PROVENANCE_LABELS", "TraceStep", "trace", "RelatedNode", "related"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from ctxstore.errors import CtxError, InvalidInput, StoreExists, UnsafePath
 from ctxstore.model import Commit, Tree
 from ctxstore.narrative.markdown import render_template
 from ctxstore.objects import ObjectId
+from ctxstore.records import dataclass
 from ctxstore.repo import MAIN_REF, STAGE_TYPES, STORE_DIRS, check_layout, open_store
 
 __all__ = ["InitResult", "init_store", "CONFIG_TEMPLATES", "default_ctx_dir",

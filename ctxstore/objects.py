@@ -29,7 +29,6 @@ import os
 import stat
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -45,6 +44,7 @@ from ctxstore.errors import (
     UnsafePath,
 )
 from ctxstore.ids import ObjectId, parse_object_id
+from ctxstore.records import dataclass
 
 if TYPE_CHECKING:  # zstandard is imported lazily: `ctx --help` must not load it
     import zstandard

@@ -21,12 +21,12 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from ctxstore import fsio
 from ctxstore.errors import RefNotFound
 from ctxstore.ids import ObjectId
+from ctxstore.records import dataclass
 
 __all__ = [
     "Pointer",

@@ -9,7 +9,7 @@ same batches gives the same state (DESIGN §4). Deep histories are walked iterat
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import blake3
 
@@ -25,6 +25,7 @@ from ctxstore.model.knowledge import (
     record_to_wire,
     version_id,
 )
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["KnowledgeState", "Winner", "state_heads", "iter_batch_ids", "replay_batches",

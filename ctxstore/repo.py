@@ -20,7 +20,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, TypeVar
@@ -47,6 +46,7 @@ from ctxstore.errors import (
 from ctxstore.model import Commit, TypedObject, WorkCommit, decode_typed, encode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, LayeredObjectStore, LooseObjectStore, ObjectId
+from ctxstore.records import dataclass
 from ctxstore.refs import Pointer
 
 __all__ = [

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from ctxstore import fsio
 from ctxstore import refs as refs_mod
@@ -24,6 +24,7 @@ from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit, decode
 from ctxstore.model.commit import StepKind
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import KIND_TYPED, ObjectId
+from ctxstore.records import dataclass
 from ctxstore.refs import Pointer
 from ctxstore.replay import fold_records
 from ctxstore.repo import STAGE_TYPES, Store, Transaction

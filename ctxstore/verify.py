@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from ctxstore.errors import CtxError, DeserializationFailed, ObjectNotFound
 from ctxstore.model import Commit, WorkCommit, decode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_TYPED, ObjectId
+from ctxstore.records import dataclass
 from ctxstore.repo import STAGE_TYPES, Store, type_name
 
 __all__ = ["Problem", "VerifyReport", "iter_pointer_names", "iter_references", "walk_reachable",

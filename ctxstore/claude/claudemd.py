@@ -21,7 +21,6 @@ import math
 import os
 import sqlite3
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from ctxstore import fsio
@@ -30,6 +29,7 @@ from ctxstore.errors import ConfigInvalid, InvalidInput, UnsafePath
 from ctxstore.index.read import NodeRow, active_nodes_of_types, node_degrees, short_ids
 from ctxstore.model import scoring
 from ctxstore.packs.compose import tier_of
+from ctxstore.records import dataclass
 from ctxstore.repo import Store, now_ms
 
 __all__ = ["BEGIN", "END", "MAX_CLAUDE_MD_BYTES", "SECTIONS", "Ranked", "Written", "rank_nodes",

@@ -22,7 +22,6 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ctxstore.claude.inject import LINE_BREAK, frame
@@ -31,6 +30,7 @@ from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
 from ctxstore.index import is_damage
 from ctxstore.index.read import NodeRow, short_ids
 from ctxstore.knowledge.nodes import forget_node, summarize_nodes, supersede_node, validate_tag
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.session import Session
 

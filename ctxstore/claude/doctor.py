@@ -20,9 +20,11 @@ import shlex
 import shutil
 import stat
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
+
+from ctxstore.records import dataclass
 
 __all__ = ["Check", "Setup", "first_notice", "run_checks"]
 

@@ -41,7 +41,7 @@ import os
 import shlex
 import stat
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from typing import Any
 import ctxstore
 from ctxstore import fsio
 from ctxstore.errors import InvalidInput, UnsafePath
+from ctxstore.records import dataclass
 
 __all__ = [
     "CTX_BIN_ENV",

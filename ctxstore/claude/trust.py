@@ -22,11 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ctxstore.errors import ConfigInvalid, InvalidInput
+from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
     from ctxstore.repo import Store

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from contextlib import closing
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -34,6 +33,7 @@ from ctxstore.model.build import (
     CargoTarget,
     target_id,
 )
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import StageResult, stage_records
 

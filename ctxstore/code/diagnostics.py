@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Any
 
 from ctxstore.model.build import Diagnostic, DiagnosticSpan
+from ctxstore.records import dataclass
 
 __all__ = [
     "TOOLS",

@@ -32,7 +32,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -45,6 +45,7 @@ from ctxstore.ids import ObjectId
 from ctxstore.model.code import CodeRelation, CodeSymbol, FileRecord, FileRemoved, FileVersion
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import KIND_BLOB, object_id_of
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["IngestReport", "FileNote", "index_tree", "add_files", "repo_path", "STAT_CACHE",

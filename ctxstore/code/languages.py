@@ -20,9 +20,10 @@ first use, so importing this module stays cheap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal, Protocol, runtime_checkable
+
+from ctxstore.records import dataclass
 
 __all__ = [
     "MAX_SOURCE_BYTES",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from contextlib import closing
-from dataclasses import dataclass
 from pathlib import Path
 
 from ctxstore.clock import next_stamp
@@ -25,6 +24,7 @@ from ctxstore.errors import AmbiguousPrefix, CtxError, InvalidInput, NodeNotFoun
 from ctxstore.model.codec import JsonValue
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord
 from ctxstore.model.vocab import ALL_EDGE_LABELS
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["Endpoint", "resolve_endpoint", "normalize_label", "relate", "mention_records",

@@ -21,7 +21,7 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ from ctxstore.index import open_index
 from ctxstore.index.build import DiagnosticRow, enclosing_item, find_winner
 from ctxstore.index.build import latest_diagnostics as _latest_rows
 from ctxstore.model.build import CommandRunRecord, Diagnostic, DiagnosticsSnapshot
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.session import Session
 from ctxstore.staging import StageResult, check_text, stage_records

@@ -32,7 +32,7 @@ external crate, the prelude) stay as written: ``medium`` for imports, ``low`` fo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -45,6 +45,7 @@ from ctxstore.code.languages import (
     Visibility,
     one_line,
 )
+from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
     from tree_sitter import Node

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
     from ctxstore.session import Session

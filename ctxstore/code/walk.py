@@ -15,11 +15,12 @@ import os
 import re
 import subprocess
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ctxstore import fsio
 from ctxstore.errors import UnsafePath
+from ctxstore.records import dataclass
 
 __all__ = ["WalkResult", "walk_tree", "glob_regex", "matches_any"]
 

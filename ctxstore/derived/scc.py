@@ -26,7 +26,7 @@ import os
 import sqlite3
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ctxstore import fsio
@@ -36,6 +36,7 @@ from ctxstore.index.derived import GraphEdge, graph_edges
 from ctxstore.model import decode_typed, encode_typed
 from ctxstore.model.derived import SccView
 from ctxstore.objects import KIND_TYPED, LooseObjectStore
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["DERIVED_DIR", "POINTER_NAME", "SccResult", "LoadedScc", "node_name", "split_node",

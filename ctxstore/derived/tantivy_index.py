@@ -23,13 +23,13 @@ import os
 import sqlite3
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ctxstore import fsio
 from ctxstore.errors import UnsafePath
 from ctxstore.index.derived import chunk_documents, node_documents
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["TANTIVY_DIR", "WORD_PATTERN", "TextHit", "TantivyReport", "CodeTextIndex",

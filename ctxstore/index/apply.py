@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ctxstore.errors import CommitOrphan, ObjectNotFound
 from ctxstore.index.build import BUILD_TABLES, apply_build_record
@@ -39,6 +39,7 @@ from ctxstore.model.knowledge import (
     version_id,
 )
 from ctxstore.objects import ObjectId
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.tokens import estimate_tokens
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from ctxstore.model.build import (
     CargoMetadataSnapshot,
@@ -31,6 +30,7 @@ from ctxstore.model.build import (
 )
 from ctxstore.model.knowledge import key_text
 from ctxstore.objects import ObjectId
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["BUILD_TABLES", "BuildEdge", "DiagnosticRow", "CommandRunRow", "apply_build_record",

@@ -23,12 +23,12 @@ import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ctxstore.ids import ObjectId
 from ctxstore.index.terms import path_tokens, term_counts
 from ctxstore.model.code import CodeRelation, CodeSymbol, FileRecord, FileRemoved, FileVersion
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.tokens import estimate_tokens
 

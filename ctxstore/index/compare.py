@@ -28,7 +28,7 @@ import sqlite3
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import groupby
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from ctxstore.index import (  # the package's private helpers: one package, one 
     sync_index,
 )
 from ctxstore.model.derived import SccView
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.verify import Problem
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from ctxstore.records import dataclass
 
 __all__ = ["GraphEdge", "IndexLookup", "graph_edges", "lookup", "classify_key",
            "chunk_documents", "node_documents"]

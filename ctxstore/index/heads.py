@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ctxstore.model import ChangeBatch, Commit, WorkCommit, codec
 from ctxstore.model.knowledge import KnowledgeRecord, key_text, record_key, record_stamp, version_id
 from ctxstore.objects import ObjectId
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["ConcurrentEdit", "FoldReads", "record_commit_graph", "update_node_heads",

@@ -16,10 +16,11 @@ import bisect
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ctxstore.errors import AmbiguousPrefix, InvalidInput, NodeNotFound
+from ctxstore.records import dataclass
 
 __all__ = ["NodeRow", "EdgeRow", "ViewRow", "StoreCounts", "NODE_FIELDS", "NODE_COLUMNS",
            "node_from_row", "load_tags", "resolve_node_id", "read_node", "find_node",

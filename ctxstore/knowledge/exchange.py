@@ -32,7 +32,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -57,6 +57,7 @@ from ctxstore.knowledge.views import validate_view_name
 from ctxstore.model.codec import JsonValue
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord, ViewRecord
 from ctxstore.query.parser import parse_query
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import StageResult, stage_records
 

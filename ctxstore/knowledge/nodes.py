@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from ctxstore.clock import next_stamp
@@ -35,6 +35,7 @@ from ctxstore.model.knowledge import (
 )
 from ctxstore.model.vocab import NODE_TYPES, TIER_TAG_PREFIX
 from ctxstore.objects import KIND_BLOB, object_id_of
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import StageResult, stage_records
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from ctxstore.errors import InvalidInput
 from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node
+from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
     import sqlite3

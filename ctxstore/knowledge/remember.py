@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import closing
-from dataclasses import dataclass
 
 from ctxstore.index import open_index
 from ctxstore.index.read import find_node_by_hook_key
@@ -23,6 +22,7 @@ from ctxstore.knowledge.nodes import add_node, check_content_limit, validate_tag
 from ctxstore.knowledge.tasks import TASK_TAG_PREFIX
 from ctxstore.model.knowledge import NodeRecord
 from ctxstore.model.vocab import TIER_TAG_PREFIX
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["LARGE_CONTENT", "MAX_CONTENT", "DEFAULT_TYPE", "Remembered", "remember"]

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ctxstore.errors import InvalidInput
 from ctxstore.index.read import NodeRow
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.session import Session
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctxstore.index.fulltext.ranked import (
@@ -32,6 +31,7 @@ from ctxstore.index.fulltext.ranked import (
     ranked_nodes,
     symbols_named,
 )
+from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
     import sqlite3

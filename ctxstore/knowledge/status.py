@@ -8,13 +8,14 @@ sides of a Git merge changed). It must not run SQL (the counts are
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from ctxstore.index import INDEX_FILE, index_dir
 from ctxstore.index.heads import ConcurrentEdit, concurrent_edits
 from ctxstore.index.read import store_counts
 from ctxstore.model.vocab import TIER_ORDER, TIER_TAG_PREFIX
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import session_status
 

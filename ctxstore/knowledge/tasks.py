@@ -17,13 +17,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from contextlib import closing
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Literal
 
 from ctxstore.errors import InvalidInput
 from ctxstore.index import open_index
 from ctxstore.knowledge.nodes import WriteResult, retag_nodes, validate_tag, with_tier
 from ctxstore.model.vocab import TIER_TAG_PREFIX
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 if TYPE_CHECKING:

@@ -26,7 +26,6 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Mapping
 from contextlib import closing
-from dataclasses import dataclass
 
 from ctxstore.clock import next_stamp
 from ctxstore.errors import InvalidInput, NothingToDo
@@ -47,6 +46,7 @@ from ctxstore.model.codec import JsonValue
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord
 from ctxstore.model.scoring import is_pinned
 from ctxstore.model.vocab import TIER_TAG_PREFIX
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["Proposal", "Applied", "CONSOLIDATED_TYPES", "propose", "plan_proposals",

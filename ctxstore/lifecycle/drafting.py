@@ -11,13 +11,13 @@ module only builds the prompt and reads the answer. No SQL, no printing, no writ
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 
 from ctxstore.errors import LlmUnavailable
 from ctxstore.index.read import find_node
 from ctxstore.lifecycle.consolidate import Proposal
 from ctxstore.llm.ask import Settings
 from ctxstore.llm.client import LlmClient
+from ctxstore.records import dataclass
 
 __all__ = ["SYSTEM", "Drafts", "draft_prompt", "llm_drafts"]
 

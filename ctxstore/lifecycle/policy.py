@@ -22,7 +22,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Literal
 
 from ctxstore.errors import LockConflict
@@ -40,6 +40,7 @@ from ctxstore.knowledge.scopes import ScopedNode, Stores
 from ctxstore.model import scoring
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.model.vocab import TIER_TAG_PREFIX
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["ARCHIVE_THRESHOLD", "GRACE_DAYS", "PRUNE_DAYS", "ARCHIVED_KEY", "Transition",

@@ -18,12 +18,11 @@ never edits pointers itself; it must not print or run on the prompt path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ctxstore.config import Config
 from ctxstore.model import ChangeBatch
 from ctxstore.model.knowledge import NodeRecord
 from ctxstore.objects import ObjectId
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import FoldResult, SessionStatus, session_status, stage_chain
 from ctxstore.tokens import estimate_tokens

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ctxstore.errors import CtxError
 from ctxstore.lifecycle.policy import LifecycleReport, run_configured_lifecycle
 from ctxstore.lifecycle.triggers import Triggered, maybe_compact
+from ctxstore.records import dataclass
 from ctxstore.repo import Store, now_ms
 
 __all__ = ["UPKEEP_LOCK_WAIT", "Upkeep", "session_end_upkeep", "task_boundary_compaction"]

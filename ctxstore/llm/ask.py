@@ -8,7 +8,7 @@ a note, not an error: the answer is already there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ctxstore.errors import LlmUnavailable
@@ -16,6 +16,7 @@ from ctxstore.llm import cache
 from ctxstore.llm.client import Completion, LlmClient
 from ctxstore.llm.prompt import Pack, Prompt, compose_prompt
 from ctxstore.llm.respond import Committed, Mention, commit_response, find_mentions
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["Answer", "Settings", "ask"]

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ctxstore import fsio
 from ctxstore.errors import LlmUnavailable, StorageIOError, UnsafePath
 from ctxstore.llm.client import LlmClient
 from ctxstore.model.codec import JsonValue
+from ctxstore.records import dataclass
 
 __all__ = ["STATE_FILE", "SlotState", "load_state", "plan_extra", "restore_slot", "save_slot",
            "session_file_name", "slots_supported", "store_state"]

@@ -14,13 +14,14 @@ import http.client
 import ipaddress
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 from urllib.parse import urlsplit
 
 from ctxstore.config import DEFAULTS
 from ctxstore.errors import ConfigInvalid, InvalidInput, LlmUnavailable
 from ctxstore.model.codec import JsonValue
+from ctxstore.records import dataclass
 
 __all__ = ["PROTOCOLS", "Completion", "LlmClient", "ServerChoice", "is_loopback",
            "resolve_server"]

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ctxstore.errors import InvalidInput
 from ctxstore.model.codec import JsonValue
+from ctxstore.records import dataclass
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["MAX_PACK_BYTES", "RESPONSE_INSTRUCTION", "SYSTEM_PREFIX", "Pack", "PackItem", "Prompt",

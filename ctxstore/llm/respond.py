@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from ctxstore.clock import next_stamp
@@ -23,6 +22,7 @@ from ctxstore.llm.prompt import Pack
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord
 from ctxstore.narrative.entries import add_note
 from ctxstore.objects import KIND_BLOB, object_id_of
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import stage_records
 

@@ -9,8 +9,9 @@ class, ``Opt(spec)``, ``ListOf(spec)``, ``MapOf(spec)`` (string keys), ``OneOf(.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from ctxstore.records import dataclass
 
 __all__ = ["SchemaError", "Opt", "ListOf", "MapOf", "OneOf", "REF", "Record", "to_wire", "from_wire"]
 

@@ -18,7 +18,6 @@ cost an object per line of compiler output. It must not do I/O or import above `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import blake3
@@ -26,6 +25,7 @@ import blake3
 from ctxstore.ids import ObjectId
 from ctxstore.model._schema import ListOf, Opt, Record, SchemaError
 from ctxstore.model.registry import typed
+from ctxstore.records import dataclass
 
 __all__ = [
     "CargoTarget",

@@ -17,7 +17,6 @@ It must not do I/O or import above ``model``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 import blake3
@@ -26,6 +25,7 @@ import msgpack
 from ctxstore.ids import ObjectId
 from ctxstore.model._schema import Opt, Record, SchemaError
 from ctxstore.model.registry import typed
+from ctxstore.records import dataclass
 
 __all__ = ["CodeSymbol", "CodeRelation", "Detail", "FileVersion", "FileRecord", "FileRemoved",
            "CodeRecord", "file_id"]

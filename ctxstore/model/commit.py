@@ -10,12 +10,12 @@ DESIGN §5 needs: ``change_batches`` (knowledge records) on both kinds of commit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Literal, get_args
 
 from ctxstore.ids import ObjectId
 from ctxstore.model._schema import ListOf, OneOf, Opt, Record, SchemaError
 from ctxstore.model.registry import typed
+from ctxstore.records import dataclass
 
 __all__ = ["NarrativeRef", "TreeEntry", "Tree", "Commit", "WorkCommit", "STEP_KINDS", "StepKind",
            "EntryKind"]

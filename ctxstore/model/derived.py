@@ -10,12 +10,12 @@ It must not do I/O or import above ``model``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ctxstore.ids import ObjectId
 from ctxstore.model._schema import ListOf, Record, SchemaError
 from ctxstore.model.registry import typed
+from ctxstore.records import dataclass
 
 __all__ = ["SccView"]
 

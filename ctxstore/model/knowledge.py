@@ -13,7 +13,6 @@ Stamps are integer milliseconds since the epoch from the hybrid logical clock of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import blake3
@@ -25,6 +24,7 @@ from ctxstore.model.build import CargoRecord, CommandRunRecord
 from ctxstore.model.code import FileRecord, FileRemoved
 from ctxstore.model.codec import JsonValue
 from ctxstore.model.registry import typed
+from ctxstore.records import dataclass
 
 __all__ = [
     "NodeRecord",

@@ -22,7 +22,7 @@ the next commit as nodes, the behaviour before this module, and nothing is lost.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, NothingToDo, StorageIOError
@@ -43,6 +43,7 @@ from ctxstore.narrative.markdown import (
     without_metadata,
 )
 from ctxstore.objects import ObjectId
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import FoldResult, abort_session, stage_chain
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from ctxstore.narrative.markdown import (
     with_metadata,
 )
 from ctxstore.narrative.snapshot import MAX_NARRATIVE_BYTES
+from ctxstore.records import dataclass
 from ctxstore.repo import Store, now_ms
 
 __all__ = ["NarrativeEntry", "ROLE_TYPES", "META_PATH", "META_HASH", "META_KEY", "META_TASK",

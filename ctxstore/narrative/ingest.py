@@ -16,7 +16,7 @@ left as it is (docs/narrative.md).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from ctxstore.narrative.markdown import (
     task_number,
 )
 from ctxstore.narrative.snapshot import iter_narrative_files, read_narrative_bytes
+from ctxstore.records import dataclass
 from ctxstore.repo import Store, now_ms
 from ctxstore.staging import FoldResult, check_commit_message, commit_stage
 

@@ -19,10 +19,10 @@ import hashlib
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ctxstore.ids import ULID_ALPHABET
+from ctxstore.records import dataclass
 
 __all__ = ["TEMPLATE_DIR", "read_template", "render_template", "role_of", "ENTRY_ROLES",
            "Section", "id_marker", "end_marker", "session_marker", "event_marker",

@@ -12,13 +12,14 @@ import datetime as dt
 import functools
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ctxstore.errors import BudgetExceeded
 from ctxstore.index.read import NodeRow, out_edges_of, short_id_lookup
 from ctxstore.model.scoring import order_score
 from ctxstore.model.vocab import TIER_ORDER
+from ctxstore.records import dataclass
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["TIER_ORDER", "TYPE_TITLES", "Composition", "tier_of", "order_nodes", "compose", "compose_query",

@@ -8,12 +8,13 @@ its own, no environment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ctxstore.errors import BudgetExceeded
 from ctxstore.knowledge.scopes import Scope, Stores
 from ctxstore.packs.compose import Composition, compose_query, render_json
+from ctxstore.records import dataclass
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["USER_HEADING", "ScopedComposition", "compose_scoped", "scoped_composition_json"]

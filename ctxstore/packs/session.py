@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ctxstore.records import dataclass
 from ctxstore.tokens import estimate_tokens
 
 if TYPE_CHECKING:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from dataclasses import dataclass
 from typing import Any
 
 from ctxstore.errors import IndexCorrupt, InvalidInput
@@ -33,6 +32,7 @@ from ctxstore.index.read import (
     resolve_node_id,
 )
 from ctxstore.query.parser import And, Compare, Field, Not, Or, Text, parse_query
+from ctxstore.records import dataclass
 
 __all__ = ["QueryTooComplex", "SPILL_DEPTH", "ScoreRow", "compile_where", "run_query",
            "select_candidates", "select_scorable", "search_nodes", "fts_literal"]

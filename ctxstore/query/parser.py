@@ -28,10 +28,10 @@ import datetime as dt
 import math
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TypeAlias
 
 from ctxstore.errors import InvalidInput
+from ctxstore.records import dataclass
 
 __all__ = [
     "QuerySyntaxError",

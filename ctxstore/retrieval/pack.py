@@ -32,7 +32,6 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.index.fulltext.ranked import ChunkRow
@@ -49,6 +48,7 @@ from ctxstore.index.retrieval import (
     postings,
     symbols_with_names,
 )
+from ctxstore.records import dataclass
 from ctxstore.retrieval.rank import Corpus, FieldStats, Hit, Params, defined_names
 from ctxstore.retrieval.text import Query, parse_query, term_set
 from ctxstore.tokens import estimate_tokens

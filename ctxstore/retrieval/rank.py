@@ -25,8 +25,9 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ctxstore.records import dataclass
 from ctxstore.retrieval.text import Query, is_test_path, path_tokens
 
 __all__ = ["Document", "Params", "Hit", "FieldStats", "Expander", "Corpus", "DEFINITION_KINDS",

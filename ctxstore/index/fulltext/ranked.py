@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ctxstore.errors import IndexCorrupt, InvalidInput
 from ctxstore.index.fulltext.fts5 import match_expression
+from ctxstore.records import dataclass
 
 __all__ = ["NodeText", "ChunkRow", "SymbolRow", "has_table", "document_frequencies", "ranked_nodes",
            "ranked_chunks", "symbols_named"]
