@@ -28,7 +28,7 @@ from ctxstore.records import dataclass
 
 __all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "register_driver",
            "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked", "driver_registered",
-           "driver_warning", "stage_in_git", "DRIVER_WARNED"]
+           "driver_warning", "stage_in_git", "DRIVER_WARNED", "UNTRACKED"]
 
 DRIVER_NAME = "ctx-ref"
 GITATTRIBUTES = """\
@@ -54,6 +54,8 @@ _BEGIN = "# >>> ctx merge driver >>>"
 _END = "# <<< ctx merge driver <<<"
 # Under .ctx/local/ (per clone, never committed): this clone was told the driver is missing.
 DRIVER_WARNED = "merge-driver-warned"
+# In local/: the store was not tracked by Git as of the index stamp it holds.
+UNTRACKED = "git-untracked"
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -143,23 +145,47 @@ def driver_registered(ctx_dir: Path, toplevel: Path) -> bool:
     return f"/{rel}/STAGE merge={DRIVER_NAME}" in text
 
 
-def _git_config_text(start: Path) -> str | None:
-    """The text of the local Git config of the work tree holding ``start``, read directly.
+def _dot_git(start: Path) -> Path | None | bool:
+    """The ``.git`` folder of the work tree holding ``start``.
 
-    ``""`` when no ``.git`` is found up to the root (not in a work tree). None when it
-    cannot be read that way (a linked work tree or a submodule keeps a ``.git`` file): the
-    caller then asks Git.
+    False when no ``.git`` is found up to the root (not in a work tree); None when it is
+    not a plain folder (a linked work tree or a submodule keeps a ``.git`` file): the caller
+    then asks Git.
     """
     for folder in (start, *start.parents):
         dot_git = folder / ".git"
         if os.path.lexists(dot_git):
-            if not dot_git.is_dir() or dot_git.is_symlink():
-                return None
-            try:
-                return fsio.read_regular(dot_git / "config", 1 << 20).decode("utf-8", "replace")
-            except (OSError, CtxError):
-                return None
-    return ""
+            return dot_git if dot_git.is_dir() and not dot_git.is_symlink() else None
+    return False
+
+
+def _git_config_text(dot_git: Path) -> str | None:
+    """The text of ``.git/config``, read directly; None when it cannot be read."""
+    try:
+        return fsio.read_regular(dot_git / "config", 1 << 20).decode("utf-8", "replace")
+    except (OSError, CtxError):
+        return None
+
+
+def _index_stamp(dot_git: Path | None) -> bytes | None:
+    """What changes whenever Git's index does (size, mtime, inode of ``.git/index``)."""
+    if dot_git is None:
+        return None
+    try:
+        st = os.stat(dot_git / "index")
+    except OSError:
+        return b"no index\n"
+    return f"untracked while .git/index is {st.st_size} {st.st_mtime_ns} {st.st_ino}\n".encode()
+
+
+def _remember(ctx_dir: Path, name: str, text: bytes) -> None:
+    marker = ctx_dir / "local" / name
+    try:
+        fsio.check_under(ctx_dir, marker)  # a committed local/ link is never written through
+        fsio.ensure_dir_under(ctx_dir, marker.parent)
+        fsio.replace_atomic(marker, text)
+    except (OSError, CtxError):
+        pass  # not remembered: the question is asked again next time, which is harmless
 
 
 def driver_warning(ctx_dir: Path) -> str | None:
@@ -169,7 +195,9 @@ def driver_warning(ctx_dir: Path) -> str | None:
     committed). A clone where the driver is registered is recognised from ``.git/config``
     read directly, and a store outside Git from finding no ``.git``: no Git process then.
     Only an unregistered clone asks Git whether it tracks the store, since a store made with
-    ``--no-git`` is left alone.
+    ``--no-git`` is left alone; the answer "not tracked" is remembered (``UNTRACKED``)
+    with the size, time and inode of Git's index, so the next commands ask again only
+    after something was staged.
 
     Args:
         ctx_dir: The store's ``.ctx`` directory.
@@ -177,21 +205,32 @@ def driver_warning(ctx_dir: Path) -> str | None:
     Returns:
         The warning (without the ``ctx: warning:`` prefix), or None.
     """
-    marker = ctx_dir / "local" / DRIVER_WARNED
-    if os.path.lexists(marker):
+    local = ctx_dir / "local"
+    if os.path.lexists(local / DRIVER_WARNED):
         return None
-    text = _git_config_text(ctx_dir.resolve().parent)
-    if text == "" or (text is not None and f'[merge "{DRIVER_NAME}"]' in text):
+    dot_git = _dot_git(ctx_dir.resolve().parent)
+    if dot_git is False:
         return None
+    text = _git_config_text(dot_git) if isinstance(dot_git, Path) else None
+    if text is not None and f'[merge "{DRIVER_NAME}"]' in text:
+        return None
+    stamp = _index_stamp(dot_git if isinstance(dot_git, Path) else None)
+    if stamp is not None:
+        try:
+            if fsio.read_regular(local / UNTRACKED, 4096) == stamp:
+                return None
+        except (OSError, CtxError):
+            pass
     top = find_git_toplevel(ctx_dir.parent)
-    if top is None or not is_tracked(top, ctx_dir) or driver_registered(ctx_dir, top):
+    if top is None:
         return None
-    try:
-        fsio.check_under(ctx_dir, marker)  # a committed local/ link is never written through
-        fsio.ensure_dir_under(ctx_dir, marker.parent)
-        fsio.replace_atomic(marker, b"warned: the merge driver is not registered in this clone\n")
-    except (OSError, CtxError):
-        pass  # not remembered: said again next time, which is harmless
+    if not is_tracked(top, ctx_dir):
+        if stamp is not None:
+            _remember(ctx_dir, UNTRACKED, stamp)
+        return None
+    if driver_registered(ctx_dir, top):
+        return None
+    _remember(ctx_dir, DRIVER_WARNED, b"warned: the merge driver is not registered in this clone\n")
     return (f"the ctx merge driver is not registered in this clone, so a Git merge of "
             f"{ctx_dir.name}/ pointers falls back to a plain union; run `ctx init` once in "
             f"{top} to register it (it changes nothing else)")

@@ -109,6 +109,42 @@ def test_clone_after_ctx_init_registers_driver_no_warning(tmp_path: Path, git_re
     assert WARNING not in ok(["status"], cwd=git_repo).stderr  # where `ctx init` ran
 
 
+def _logging_git(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose ``git`` is the real one, each call logged to the returned file."""
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    bin_dir, log = tmp_path / "logbin", tmp_path / "git-calls.log"
+    bin_dir.mkdir()
+    shim = bin_dir / "git"
+    shim.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return env, log
+
+
+def _git_calls(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_untracked_store_in_a_work_tree_asks_git_once_until_the_index_changes(
+        tmp_path: Path, git_repo: Path) -> None:
+    """A ``--no-git`` store is left alone, without two Git processes on every command."""
+    ok(["init", "--no-git"], cwd=git_repo)
+    env, log = _logging_git(tmp_path)
+    ok(["status"], cwd=git_repo, env=env)
+    assert any("ls-files" in call for call in _git_calls(log))  # asked once
+    log.unlink()
+    for _ in range(2):
+        res = ok(["status"], cwd=git_repo, env=env)
+        assert WARNING not in res.stderr
+    assert _git_calls(log) == []  # the answer is remembered with Git's index stamp
+    # Staging the store changes Git's index: the next command asks again and warns.
+    git(git_repo, "add", ".ctx")
+    res = ok(["status"], cwd=git_repo, env=env)
+    assert res.stderr.count(WARNING) == 1, res.stderr
+    assert any("ls-files" in call for call in _git_calls(log))
+
+
 # -- item 7: `ctx commit` stages .ctx like `ctx init`; the user store is said -------------------
 
 def test_commit_stages_store_in_git_like_init(git_repo: Path) -> None:
