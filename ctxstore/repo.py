@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from ctxstore import fsio, refs
 from ctxstore.clock import now_ms  # re-exported: the clock owns the wall clock
@@ -43,11 +43,14 @@ from ctxstore.errors import (
     StagingConflict,
     StorageIOError,
 )
-from ctxstore.model import Commit, TypedObject, WorkCommit, decode_typed, encode_typed
+from ctxstore.model import Commit, WorkCommit, decode_typed, encode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, LayeredObjectStore, LooseObjectStore, ObjectId
 from ctxstore.records import dataclass
 from ctxstore.refs import Pointer
+
+if TYPE_CHECKING:
+    from ctxstore.model import TypedObject
 
 __all__ = [
     "CTX_DIRNAME",

@@ -156,6 +156,26 @@ def test_decoders_are_the_registry() -> None:
         assert (cls.TYPE, cls.V) == (name, v)
 
 
+def test_each_type_is_decoded_by_loading_its_own_module_only() -> None:
+    """``decode_typed`` imports the module of the type it meets (``TYPE_MODULES``), no other."""
+    import subprocess
+    import sys
+
+    from ctxstore.model import TYPE_MODULES
+
+    assert TYPE_MODULES == {name: cls.__module__ for (name, _), cls in DECODERS.items()}
+    commit = encode_typed(Commit(parents=(), timestamp_unix=1, message="m"))
+    code = ("import sys; from ctxstore.model import decode_typed; "
+            f"print(type(decode_typed(bytes.fromhex({commit.hex()!r}))).__name__); "
+            "print(sorted(m for m in sys.modules if m.startswith('ctxstore.model.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    kind, modules = out.stdout.splitlines()
+    assert kind == "Commit"
+    assert "ctxstore.model.commit" in modules
+    for other in ("ctxstore.model.build", "ctxstore.model.knowledge", "ctxstore.model.derived"):
+        assert other not in modules
+
+
 def test_every_registered_type_has_a_sample() -> None:
     # A new type is one @typed declaration; this test asks for its sample and golden bytes.
     assert set(SAMPLES) == set(DECODERS)

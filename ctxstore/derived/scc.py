@@ -28,6 +28,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, UnsafePath
@@ -37,7 +38,9 @@ from ctxstore.model import decode_typed, encode_typed
 from ctxstore.model.derived import SccView
 from ctxstore.objects import KIND_TYPED, LooseObjectStore
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
+
+if TYPE_CHECKING:
+    from ctxstore.repo import Store
 
 __all__ = ["DERIVED_DIR", "POINTER_NAME", "SccResult", "LoadedScc", "node_name", "split_node",
            "compute_scc", "build_scc", "load_scc", "current_scc", "refresh_after_commit",

@@ -19,13 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxstore.errors import InvalidInput
 from ctxstore.index.read import NodeRow
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
 from ctxstore.session import Session
+
+if TYPE_CHECKING:
+    from ctxstore.repo import Store
 
 __all__ = ["SCOPES", "Scope", "ScopedNode", "Stores", "user_store_path",
            "default_user_store", "recall_global_default", "open_user_store", "search_scoped",

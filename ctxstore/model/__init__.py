@@ -34,9 +34,9 @@ __all__ = [
     "TypedObject", "DECODERS", "encode_typed", "decode_typed", "type_of_payload",
 ]
 
-# The record classes, imported on first use (PEP 562): defining ~60 dataclasses costs
-# ~25 ms, which a light path that only needs ``model.vocab`` or ``model.scoring`` (a hook,
-# a recall) must not pay. ``decode_typed`` loads them all first, so the registry is full.
+# The record classes, imported on first use (PEP 562): a light path that only needs
+# ``model.vocab`` or ``model.scoring`` (a hook, a recall) defines none of them, and
+# ``decode_typed`` imports only the module of the type it reads (``TYPE_MODULES``).
 _LAZY: dict[str, str] = {
     "CargoMetadataSnapshot": "ctxstore.model.build", "DiagnosticsSnapshot": "ctxstore.model.build",
     "FileVersion": "ctxstore.model.code", "Commit": "ctxstore.model.commit",
@@ -45,6 +45,14 @@ _LAZY: dict[str, str] = {
     "SccView": "ctxstore.model.derived", "ChangeBatch": "ctxstore.model.knowledge",
 }
 _loaded = False
+# The module that registers each typed object's ``type``: a decode imports only that one
+# (a test keeps this equal to the registry).
+TYPE_MODULES: dict[str, str] = {
+    "cargo_snapshot": "ctxstore.model.build", "diagnostics": "ctxstore.model.build",
+    "file_version": "ctxstore.model.code", "tree": "ctxstore.model.commit",
+    "commit": "ctxstore.model.commit", "work_commit": "ctxstore.model.commit",
+    "scc_view": "ctxstore.model.derived", "change_batch": "ctxstore.model.knowledge",
+}
 
 # Every registered (type, v) and its class: a read-only, live view of the registry.
 DECODERS: Mapping[tuple[str, int], type[Any]] = registry.registered_types()
@@ -117,8 +125,13 @@ def decode_typed(payload: bytes, *, oid: bytes | None = None) -> TypedObject:
     kind, v = value.get("type"), value.get("v")
     if not isinstance(kind, str) or not isinstance(v, int) or isinstance(v, bool):
         raise DeserializationFailed(oid, detail="typed payload has no type/v")
-    _load_all()
+    module = TYPE_MODULES.get(kind)
+    if module is not None:
+        importlib.import_module(module)
     cls = registry.find_type(kind, v)
+    if cls is None:
+        _load_all()  # an unknown pair: the message below lists every known type
+        cls = registry.find_type(kind, v)
     if cls is None:
         known = {t for t, _ in DECODERS}
         what = f"written by a newer ctx ({kind} v{v})" if kind in known or v > 1 \

@@ -87,3 +87,26 @@ def test_never_raises(query: str, now: int) -> None:
     assert lo is None or hi is None or lo <= hi
     result = parse_when(query, now)
     assert result is None or len(result) == 2
+
+
+_VOCAB = ["last", "past", "previous", "this", "earlier", "the", "day", "before", "yesterday",
+          "today", "tonight", "morning", "night", "week", "weekend", "month", "year", "ago", "a",
+          "couple", "of", "few", "3", "12", "2026-03", "2026-03-04", "in", "since", "until",
+          "monday", "Friday", "march", "Sept.", "dec", "may", "1st", "decide", "lock", "index",
+          "_", "-", ",", "?", "days", "hours", "Weeks", "mins"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_VOCAB), max_size=8),
+       st.lists(st.sampled_from([" ", "  ", "_", "-", "/", ""]), min_size=8, max_size=8))
+def test_the_quick_check_never_hides_a_time_expression(words: list[str], seps: list[str]) -> None:
+    """A text the quick check passes by (no trigger word) holds nothing the grammar reads."""
+    import re
+
+    from ctxstore.memory import timeexpr
+
+    text = "".join(w + s for w, s in zip(words, seps, strict=False))
+    if re.search(timeexpr._TIME_PATTERN, text, re.IGNORECASE):
+        assert timeexpr._may_hold_time(text), text
+    if not timeexpr._may_hold_time(text):
+        assert parse_time_filter(text, NOW) == (text, None, None)
