@@ -18,13 +18,16 @@ that ``ctx init`` and ``ctx commit`` both do when Git tracks the store (docs/git
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxstore import fsio, refs
 from ctxstore.errors import CtxError, InvalidInput
 from ctxstore.ids import ObjectId
 from ctxstore.records import dataclass
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "register_driver",
            "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked", "driver_registered",
@@ -59,6 +62,8 @@ UNTRACKED = "git-untracked"
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    import subprocess  # here: every command imports this module for its one-time notice
+
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import field
 
 from ctxstore.records import dataclass
-from ctxstore.retrieval.text import Query, is_test_path, path_tokens
+from ctxstore.retrieval.text import Query, cached_is_test_path, path_tokens
 
 __all__ = ["Document", "Params", "Hit", "FieldStats", "Expander", "Corpus", "DEFINITION_KINDS",
            "defined_names"]
@@ -274,8 +274,9 @@ class Corpus:
                     score[i] += p.symbol_boost * top / len(holders)
                     defines.setdefault(i, []).append(name)
         if p.test_prior != 1.0:
+            is_test = cached_is_test_path()
             for i, s in enumerate(score):
-                if s and is_test_path(self.paths[i]):
+                if s and is_test(self.paths[i]):
                     score[i] = s * p.test_prior
         via = self._graph(score) if p.graph_weight and self.expand is not None else {}
         order = sorted((i for i in range(n) if score[i] > 0 or not matched_only),

@@ -12,11 +12,13 @@ it was measured to hurt on code (docs/retrieval.md).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ctxstore.index.terms import STOP_WORDS, path_tokens, term_set, tokenize
 
-__all__ = ["tokenize", "term_set", "path_tokens", "clean_query", "Query", "parse_query", "is_test_path",
-           "STOP_WORDS"]
+__all__ = ["tokenize", "term_set", "path_tokens", "clean_query", "Query", "parse_query",
+           "is_test_path", "cached_is_test_path", "STOP_WORDS"]
+
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 # Commit-message noise: trailers, "Merge pull request #N from owner/branch", (#123),
@@ -147,9 +149,29 @@ def is_test_path(path: str) -> bool:
         named ``test_*``, ``*_test.*``, ``*.test.*``, ``*.spec.*``, ``conftest.py``,
         ``tests.rs``.
     """
-    parts = path.lower().split("/")  # plain string work: called for every matching file
-    name = parts[-1]
+    folder, _, name = path.rpartition("/")
+    return _test_folder(folder) or _test_name(name)
+
+
+def cached_is_test_path() -> Callable[[str], bool]:
+    """``is_test_path`` that judges each folder once (ranking asks for thousands of files)."""
+    folders: dict[str, bool] = {}
+
+    def check(path: str) -> bool:
+        folder, _, name = path.rpartition("/")
+        under = folders.get(folder)
+        if under is None:
+            under = folders[folder] = _test_folder(folder)
+        return under or _test_name(name)
+    return check
+
+
+def _test_folder(folder: str) -> bool:
+    return bool(folder) and any(part in _TEST_DIRS for part in folder.lower().split("/"))
+
+
+def _test_name(name: str) -> bool:
+    name = name.lower()
     stem = name.split(".", 1)[0]
-    return (any(part in _TEST_DIRS for part in parts[:-1])
-            or stem.startswith("test_") or stem.endswith("_test") or stem == "tests"
+    return (stem.startswith("test_") or stem.endswith("_test") or stem == "tests"
             or ".test." in name or ".spec." in name or name == "conftest.py")

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxstore.retrieval.rank import Corpus, Document, Params, defined_names
-from ctxstore.retrieval.text import clean_query, is_test_path, parse_query, path_tokens, tokenize
+from ctxstore.retrieval.text import (
+    cached_is_test_path,
+    clean_query,
+    is_test_path,
+    parse_query,
+    path_tokens,
+    tokenize,
+)
 
 
 def _doc(path: str, text: str, defs: tuple[str, ...] = (), imports: tuple[str, ...] = ()) -> Document:
@@ -71,6 +78,17 @@ def test_rank_test_prior_demotes_tests() -> None:
     assert with_prior[0].path == "src/app/http.py"
     assert is_test_path("tests/test_http.py") and is_test_path("crates/x/src/tests.rs")
     assert not is_test_path("src/werkzeug/test.py")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["src", "Tests", "test", "testing", "benches", "lib",
+                                          "examples", "test_a.py", "a_test.go", "x.spec.ts",
+                                          "conftest.py", "tests.rs", "mod.rs", "TEST_B.PY",
+                                          "a.test.js", ""]), min_size=1, max_size=4)
+                .map("/".join), max_size=30))
+def test_the_folder_caching_checker_agrees_with_is_test_path(paths: list[str]) -> None:
+    check = cached_is_test_path()
+    assert [check(p) for p in paths] == [is_test_path(p) for p in paths]
 
 
 def test_rank_graph_lifts_an_imported_file_with_its_edge() -> None:
