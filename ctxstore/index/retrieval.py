@@ -120,11 +120,11 @@ def postings(conn: sqlite3.Connection, terms: Sequence[str], field: int = BODY
         Term -> ``(file id, term frequency)`` pairs; absent terms left out.
     """
     out: dict[str, list[tuple[int, int]]] = {}
-    for batch in _batches(list(dict.fromkeys(terms))):
-        for term, file, tf in conn.execute(
-                f"SELECT term, file, tf FROM file_terms WHERE field = ? AND term IN "
-                f"({','.join('?' * len(batch))})", (field, *batch)).fetchall():
-            out.setdefault(term, []).append((file, tf))
+    for term in dict.fromkeys(terms):  # one primary-key range each: rows come back as the lists
+        rows = conn.execute("SELECT file, tf FROM file_terms WHERE term = ? AND field = ?",
+                            (term, field)).fetchall()
+        if rows:
+            out[term] = rows
     return out
 
 

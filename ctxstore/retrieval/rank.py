@@ -168,16 +168,22 @@ class FieldStats:
         """
         out: dict[int, float] = {}
         avg = self.avg or 1.0
+        # norm = k1 * (1 - b + b * length / avg), as base + slope * length
+        base, slope, length = k1 * (1 - self.b), k1 * self.b / avg, self.length
+        get, seen = out.get, matched.get
         for term, qw in weights.items():
             posting = self.postings.get(term)
             if not posting:
                 continue
             df = len(posting)
-            idf = math.log(1 + (self.n - df + 0.5) / (df + 0.5)) * qw
+            idf = math.log(1 + (self.n - df + 0.5) / (df + 0.5)) * qw * (k1 + 1)
             for i, f in posting:
-                norm = k1 * (1 - self.b + self.b * self.length[i] / avg)
-                out[i] = out.get(i, 0.0) + idf * f * (k1 + 1) / (f + norm)
-                matched.setdefault(i, set()).add(term)
+                out[i] = get(i, 0.0) + idf * f / (f + base + slope * length[i])
+                terms = seen(i)
+                if terms is None:
+                    matched[i] = {term}
+                else:
+                    terms.add(term)
         return out
 
 
