@@ -55,40 +55,46 @@ def _fields_key(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
 
 def _init_source(fields: list[dataclasses.Field[Any]], frozen: bool,
                  post_init: bool) -> tuple[str, dict[str, Any]]:
-    """The source of ``__init__`` and the names it reads (defaults, factories)."""
-    params, body = ["self"], []
-    scope: dict[str, Any] = {"_set": object.__setattr__, "_HAS_FACTORY": _HAS_FACTORY}
+    """The source of ``__init__`` and the names it reads (defaults, factories).
+
+    Its own names are dunder-wrapped (as the standard library's are), so that no field
+    name (``self``, ``_set``) can shadow them.
+    """
+    me = "__rec_self__"
+    params, body = [me], []
+    scope: dict[str, Any] = {"__rec_set__": object.__setattr__, "__rec_has_factory__": _HAS_FACTORY}
     seen_default = False
     for f in fields:
         name = f.name
-        factory = f.default_factory
+        default, factory = f"__rec_dflt_{name}__", f"__rec_factory_{name}__"
         if f.init:
             if f.default is not _MISSING:
-                scope[f"_dflt_{name}"] = f.default
-                params.append(f"{name}=_dflt_{name}")
+                scope[default] = f.default
+                params.append(f"{name}={default}")
                 seen_default = True
-            elif factory is not _MISSING:
-                params.append(f"{name}=_HAS_FACTORY")
+            elif f.default_factory is not _MISSING:
+                params.append(f"{name}=__rec_has_factory__")
                 seen_default = True
             elif seen_default:
                 raise TypeError(f"non-default argument {name!r} follows default argument")
             else:
                 params.append(name)
             value = name
-            if factory is not _MISSING:
-                scope[f"_factory_{name}"] = factory
-                value = f"_factory_{name}() if {name} is _HAS_FACTORY else {name}"
+            if f.default_factory is not _MISSING:
+                scope[factory] = f.default_factory
+                value = f"{factory}() if {name} is __rec_has_factory__ else {name}"
         elif f.default is not _MISSING:
-            scope[f"_dflt_{name}"] = f.default
-            value = f"_dflt_{name}"
-        elif factory is not _MISSING:
-            scope[f"_factory_{name}"] = factory
-            value = f"_factory_{name}()"
+            scope[default] = f.default
+            value = default
+        elif f.default_factory is not _MISSING:
+            scope[factory] = f.default_factory
+            value = f"{factory}()"
         else:
             continue
-        body.append(f"  _set(self, {name!r}, {value})" if frozen else f"  self.{name} = {value}")
+        body.append(f"  __rec_set__({me}, {name!r}, {value})" if frozen
+                    else f"  {me}.{name} = {value}")
     if post_init:
-        body.append("  self.__post_init__()")
+        body.append(f"  {me}.__post_init__()")
     if not body:
         body.append("  pass")
     return f"def __init__({', '.join(params)}):\n" + "\n".join(body) + "\n", scope

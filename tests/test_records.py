@@ -159,6 +159,23 @@ def test_every_shape_behaves_as_the_standard_library(options: dict[str, Any]) ->
             assert _normalise(key, mine[key]) == _normalise(key, stdlib[key]), (name, key, mine[key], stdlib[key])
 
 
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "plain")
+def test_field_names_cannot_shadow_the_generated_init(options: dict[str, Any]) -> None:
+    made = []
+    for deco in (records.dataclass, dataclasses.dataclass):
+        @deco(**options)
+        class Odd:
+            self: int
+            _set: int = 2
+            object: str = "o"
+
+        made.append(Odd)
+    ours, theirs = made
+    assert dataclasses.asdict(ours(1)) == dataclasses.asdict(theirs(1)) == \
+        {"self": 1, "_set": 2, "object": "o"}
+    assert dataclasses.asdict(ours(self=5, _set=6)) == {"self": 5, "_set": 6, "object": "o"}
+
+
 def test_frozen_assignment_names_the_field() -> None:
     @records.dataclass(frozen=True, slots=True)
     class Point:
