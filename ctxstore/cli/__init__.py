@@ -109,7 +109,14 @@ def main() -> None:
         from ctxstore.cli.hook_run import fast_main
 
         if (code := fast_main(sys.argv[2:])) is not None:
-            sys.exit(code)
+            # The reply is written and every write of the hook is durable (transactions,
+            # committed state): leave without the interpreter's teardown of every module
+            # (~2.5 ms of each prompt). Nothing of ctx registers exit handlers or threads.
+            import os
+
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
     from ctxstore.cli.root import cli
 
     cli(prog_name="ctx")

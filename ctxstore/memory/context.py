@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ctxstore.errors import CtxError
 
 if TYPE_CHECKING:
+    from ctxstore.config import Config
     from ctxstore.packs.session import Item
     from ctxstore.session import Session
 
@@ -46,7 +47,7 @@ class MemoryItem(NamedTuple):
 
 
 def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
-                   now_ms: int | None = None) -> list[MemoryItem]:
+                   now_ms: int | None = None, config: Config | None = None) -> list[MemoryItem]:
     """The past turns most relevant to ``prompt``, best first.
 
     Args:
@@ -54,18 +55,20 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
         prompt: Any text.
         limit: At most this many items.
         now_ms: "Now" in milliseconds (default: the clock).
+        config: The store's settings when the caller holds them (else config.toml is read).
 
     Returns:
         The items; none when there is no memory or nothing relevant.
     """
+    from ctxstore.index.terms import tokenize
     from ctxstore.memory.db import open_memory
     from ctxstore.memory.search import hit_text, iso, search_memory
-    from ctxstore.memory.settings import memory_settings
-    from ctxstore.retrieval.text import tokenize
+    from ctxstore.memory.settings import memory_settings, settings_of
 
     now = int(time.time() * 1000) if now_ms is None else now_ms
     words = set(tokenize(prompt))
-    if not words or not memory_settings(ctx_dir).enabled:
+    settings = memory_settings(ctx_dir) if config is None else settings_of(config)
+    if not words or not settings.enabled:
         return []
     try:
         db = open_memory(ctx_dir, create=False)
@@ -99,7 +102,7 @@ def memory_source(session: Session, prompt: str, limit: int) -> list[Item]:
     from ctxstore.tokens import estimate_tokens
 
     return [Item(m.key, "transcript", m.text, m.score, estimate_tokens(m.text), m.why)
-            for m in memory_context(session.root, prompt, limit)]
+            for m in memory_context(session.root, prompt, limit, config=session.config)]
 
 
 def recall_section(ctx_dir: Path, query: str, *, limit: int = 3, now_ms: int | None = None) -> str:
