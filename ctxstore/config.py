@@ -23,7 +23,7 @@ any future command- or network-valued setting must take the same care (RELIABILI
 from __future__ import annotations
 
 import copy
-import tomllib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +166,54 @@ def _check(section: str, key: str, value: Any, default: Any, path: Path) -> Any:
     return value
 
 
+# The form ``ctx init`` writes, read without importing ``tomllib`` (every command reads the
+# configuration; the import costs ~2 ms): one-level ``[table]`` headers, bare keys, and values
+# that are basic strings without escapes, decimal integers and floats, booleans, and one-line
+# arrays of such strings, with comments. Anything else, or a key or table given twice, goes
+# to ``tomllib``, so the result is always tomllib's (tests/test_config_simple_toml.py).
+_BARE = r"[A-Za-z0-9_-]+"
+_STRING = r'"[^"\\\x00-\x08\x0a-\x1f\x7f]*"'
+_SCALAR = rf"{_STRING}|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?|true|false"
+_ARRAY = rf"\[[ \t]*(?:{_STRING}[ \t]*,[ \t]*)*(?:{_STRING}[ \t]*)?\]"
+_SIMPLE_LINE = re.compile(
+    rf"[ \t]*(?:\[[ \t]*(?P<table>{_BARE})[ \t]*\]|(?P<key>{_BARE})[ \t]*=[ \t]*"
+    rf"(?P<value>{_SCALAR}|{_ARRAY}))?[ \t]*(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?")
+_ARRAY_ITEM = re.compile(_STRING)
+
+
+def _simple_toml(text: str) -> dict[str, Any] | None:
+    """``text`` parsed when it keeps to the simple form above, else None (use ``tomllib``)."""
+    root: dict[str, Any] = {}
+    table = root
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.endswith("\r") and i < len(lines) - 1:  # CRLF; a lone CR is tomllib's to refuse
+            line = line[:-1]
+        m = _SIMPLE_LINE.fullmatch(line)
+        if m is None:
+            return None
+        name, key, value = m.group("table", "key", "value")
+        if name is not None:
+            if name in root:
+                return None
+            table = root[name] = {}
+        elif key is not None:
+            if key in table:
+                return None
+            table[key] = _simple_value(value)
+    return root
+
+
+def _simple_value(text: str) -> Any:
+    if text[0] == '"':
+        return text[1:-1]
+    if text[0] == "[":
+        return [item[1:-1] for item in _ARRAY_ITEM.findall(text)]
+    if text in ("true", "false"):
+        return text == "true"
+    return float(text) if "." in text else int(text)
+
+
 def load_config(path: Path) -> Config:
     """Read and validate ``config.toml``; a missing file gives the defaults.
 
@@ -185,9 +233,17 @@ def load_config(path: Path) -> Config:
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigInvalid(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ConfigInvalid(f"{path}: not valid TOML ({exc})") from None
+    data = _simple_toml(text)
+    if data is None:
+        import tomllib  # the full parser (~2 ms to import) for anything beyond the simple form
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigInvalid(f"{path}: not valid TOML ({exc})") from None
     for section, table in data.items():
         if section not in DEFAULTS:
             config.unknown.append(f"[{section}]")
