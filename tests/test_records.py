@@ -156,7 +156,8 @@ def test_every_shape_behaves_as_the_standard_library(options: dict[str, Any]) ->
     for name in ours:
         mine, stdlib = observe(ours[name], name), observe(theirs[name], name)
         for key in stdlib:
-            assert _normalise(key, mine[key]) == _normalise(key, stdlib[key]), (name, key, mine[key], stdlib[key])
+            assert _normalise(key, mine[key]) == _normalise(key, stdlib[key]), \
+                (name, key, mine[key], stdlib[key])
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "plain")
