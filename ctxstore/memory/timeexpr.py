@@ -65,9 +65,11 @@ _TRIGGERS = frozenset({"ago", "last", "past", "previous", "yesterday", "today", 
 _PREP = r"(?P<prep>since|after|before|until|till|from|on|in|during|at|by)\s+"
 _TIME_PATTERN = (rf"(?<![\w-])(?:{_PREP})?(?:"
                  + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _FORMS) + r")(?![\w-])")
-_SPACES = re.compile(r"\s{2,}")
-_DURATION = re.compile(r"(?P<n>\d+)\s*(?P<unit>m|min|h|hr|d|w|wk|mo|y|yr)", re.IGNORECASE)
-_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+# Patterns, not compiled objects: ``re`` compiles each on first use (and caches it), so the
+# prompt hook, which imports this module for every memory search, compiles none of them.
+_SPACES = r"\s{2,}"
+_DURATION = r"(?i)(?P<n>\d+)\s*(?P<unit>m|min|h|hr|d|w|wk|mo|y|yr)"
+_DATETIME = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
 
 
 def parse_time_filter(query: str, now_ms: int) -> tuple[str, int | None, int | None]:
@@ -129,7 +131,7 @@ def _parse(query: str, now_ms: int) -> tuple[str, int | None, int | None]:
     if not found:
         return query, None, None
     kept.append(query[pos:])
-    text = _SPACES.sub(" ", "".join(kept)).strip()
+    text = re.sub(_SPACES, " ", "".join(kept)).strip()
     text = re.sub(r"\s+([?.!,])", r"\1", text)
     return text, since, until
 
@@ -304,11 +306,11 @@ def parse_when(text: str, now_ms: int) -> tuple[int | None, int | None] | None:
     try:
         if value.lower() == "now":
             return now_ms, now_ms
-        if _DATETIME.fullmatch(value):
+        if re.fullmatch(_DATETIME, value):
             dt = datetime.fromisoformat(value.replace("Z", "+00:00").replace(" ", "T"))
             point = _ms(dt if dt.tzinfo else dt.replace(tzinfo=UTC))
             return point, point
-        duration = _DURATION.fullmatch(value)
+        duration = re.fullmatch(_DURATION, value)
         spelled = re.fullmatch(rf"{_NUM}\s+{_UNIT}(?:\s+ago)?", value, re.IGNORECASE)
         if duration or spelled:
             found = duration or spelled
