@@ -114,8 +114,11 @@ def main() -> None:
             # (~2.5 ms of each prompt). Nothing of ctx registers exit handlers or threads.
             import os
 
-            sys.stdout.flush()
-            sys.stderr.flush()
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):  # a reader that went away: nothing more to say
+                    pass
             os._exit(code)
     from ctxstore.cli.root import cli
 
