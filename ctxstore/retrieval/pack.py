@@ -141,22 +141,44 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
                    if defined_names([(qualname, name, kind)])]
     source = [f for f in files if f[2] is not None and f[2] not in PROSE_LANGUAGES]
     other = [f for f in files if f[2] is None or f[2] in PROSE_LANGUAGES]
-    hits = [hit for group in (source, other) if group
-            for hit in _rank_group(conn, group, found, definitions, query, p, limit, matched_only)]
+    groups = [g for g in (source, other) if g]
+    split = _split_postings(found, groups)
+    hits = [hit for group, postings_of in zip(groups, split, strict=True)
+            for hit in _rank_group(conn, group, postings_of, definitions, query, p, limit,
+                                   matched_only)]
     hits.sort(key=lambda h: (-h.score, h.path))
     return hits if limit is None else hits[:limit]
 
 
+_Postings = dict[int, dict[str, list[tuple[int, int]]]]  # field -> term -> (document, tf)
+
+
+def _split_postings(found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]],
+                    groups: Sequence[Sequence[tuple[int, str, str | None, int, int]]]
+                    ) -> list[_Postings]:
+    """Each group's postings, numbered by its own documents, in one pass over every posting."""
+    where: dict[int, tuple[int, int]] = {}
+    for g, files in enumerate(groups):
+        where.update((row[0], (g, i)) for i, row in enumerate(files))
+    out: list[_Postings] = [{field: {} for field in found} for _ in groups]
+    for field, terms in found.items():
+        for term, rows in terms.items():
+            lists: list[list[tuple[int, int]]] = [[] for _ in groups]
+            for file, tf in rows:
+                at = where.get(file)
+                if at is not None:
+                    lists[at[0]].append((at[1], tf))
+            for g, held in enumerate(lists):
+                out[g][field][term] = held
+    return out
+
+
 def _rank_group(conn: sqlite3.Connection, files: Sequence[tuple[int, str, str | None, int, int]],
-                found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]],
-                definitions: Sequence[tuple[str, str]], query: Query, params: Params,
-                limit: int | None, matched_only: bool) -> list[Hit]:
-    """Rank one group of files (``file_table`` rows) as a corpus of its own."""
-    ids, paths, _, body_lengths, path_lengths = zip(*files, strict=True)
-    number = dict(zip(ids, range(len(ids)), strict=True))
+                fields: _Postings, definitions: Sequence[tuple[str, str]], query: Query,
+                params: Params, limit: int | None, matched_only: bool) -> list[Hit]:
+    """Rank one group of files (``file_table`` rows, ``fields`` their postings) as a corpus."""
+    _, paths, _, body_lengths, path_lengths = zip(*files, strict=True)
     index = dict(zip(paths, range(len(paths)), strict=True))
-    fields = {field: {term: [(number[f], n) for f, n in rows if f in number]
-                      for term, rows in found[field].items()} for field in (BODY, PATH)}
     definers: dict[str, list[int]] = {}
     for path, name in definitions:
         holders = definers.setdefault(name, [])
