@@ -35,6 +35,7 @@ __all__ = [
     "parse_pointer",
     "read_pointer",
     "read_head_target",
+    "read_head",
     "write_pointer",
     "delete_pointer",
     "render_pointer",
@@ -191,6 +192,20 @@ def read_head_target(ctx_dir: Path) -> str:
         raise RefNotFound("HEAD", detail=f"points outside refs/ ({target!r})")
     validate_ref_name(target)
     return target
+
+
+def read_head(ctx_dir: Path) -> Pointer:
+    """Read the pointer HEAD names (no store handle needed).
+
+    Raises:
+        RefNotFound: if HEAD or its target is missing or malformed.
+        UnsafePath: (E020) if a pointer file is a symlink or a special file.
+    """
+    name = read_head_target(ctx_dir)
+    pointer = read_pointer(ctx_dir, name)
+    if pointer is None:
+        raise RefNotFound(name, hint="run `ctx init --force` to start a new history")
+    return pointer
 
 
 def render_pointer(oid: ObjectId) -> bytes:

@@ -259,11 +259,7 @@ class Store:
         Raises:
             RefNotFound: if HEAD or its target is missing or malformed.
         """
-        name = self.head_ref()
-        pointer = refs.read_pointer(self.root, name)
-        if pointer is None:
-            raise RefNotFound(name, hint="run `ctx init --force` to start a new history")
-        return pointer
+        return refs.read_head(self.root)
 
     def read_stage(self) -> Pointer | None:
         """Read STAGE (None only in stores that never had one).

@@ -47,7 +47,7 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
         doc, line = _rebuild_index(env, full=full, incremental=incremental)
         lines.append(line)
     if not tantivy_only:
-        for notice in scc.load_scc(store).notices:
+        for notice in scc.load_scc(store.root).notices:
             click.echo(f"ctx: {notice}; rebuilding it", err=True)
         built = scc.build_scc(store)
         found = scc.cycles(built.view)

@@ -7,7 +7,7 @@ the file's newest version was recorded; when the file is no longer indexed, sinc
 was removed. An item or module mention is judged by the file that defines it now.
 ``ctx status``, ``ctx show`` and the packs say so.
 
-It must not run SQL (``index.code.mention_rows``) or print.
+It must not run SQL (``index.retrieval.mention_rows``) or print.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def stale_mentions(source: Session | sqlite3.Connection, node_ids: Sequence[str]
     Returns:
         Node id -> its stale mentions; nodes without any are left out.
     """
-    from ctxstore.index.code import mention_rows
+    from ctxstore.index.retrieval import mention_rows
 
     conn = source if isinstance(source, sqlite3.Connection) else source.index()
     out: dict[str, list[StaleMention]] = {}

@@ -34,12 +34,11 @@ from ctxstore import fsio
 from ctxstore.errors import CtxError, UnsafePath
 from ctxstore.ids import ObjectId
 from ctxstore.index.derived import GraphEdge, graph_edges
-from ctxstore.model import decode_typed, encode_typed
-from ctxstore.model.derived import SccView
 from ctxstore.objects import KIND_TYPED, LooseObjectStore
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
+    from ctxstore.model.derived import SccView
     from ctxstore.repo import Store
 
 __all__ = ["DERIVED_DIR", "POINTER_NAME", "SccResult", "LoadedScc", "node_name", "split_node",
@@ -75,6 +74,8 @@ def compute_scc(edges: Sequence[GraphEdge], heads: Sequence[ObjectId]) -> SccVie
         The view, identical for the same edges and heads whatever their order.
     """
     import networkx as nx
+
+    from ctxstore.model.derived import SccView
 
     graph: nx.DiGraph[str] = nx.DiGraph()
     for fk, fkey, tk, tkey, _ in edges:
@@ -123,14 +124,14 @@ class LoadedScc:
     notices: list[str] = field(default_factory=list)
 
 
-def _pointer_path(store: Store) -> tuple[Path, Path]:
-    folder = store.root / DERIVED_DIR
+def _pointer_path(root: Path) -> tuple[Path, Path]:
+    folder = root / DERIVED_DIR
     return folder, folder / POINTER_NAME
 
 
-def _derived_objects(store: Store) -> LooseObjectStore:
+def _derived_objects(root: Path) -> LooseObjectStore:
     """The derived objects' store, ``DERIVED/objects/`` (ignored by Git, like ``index/``)."""
-    return LooseObjectStore(store.root / DERIVED_DIR / _OBJECTS)
+    return LooseObjectStore(root / DERIVED_DIR / _OBJECTS)
 
 
 def _write_pointer(store: Store, oid: ObjectId) -> None:
@@ -142,7 +143,7 @@ def _write_pointer(store: Store, oid: ObjectId) -> None:
         UnsafePath: (E020) if ``DERIVED`` is a link or not a directory, or the pointer is a
             directory, a FIFO or a device.
     """
-    folder, path = _pointer_path(store)
+    folder, path = _pointer_path(store.root)
     fsio.ensure_dir_under(store.root, folder)
     try:
         st = os.lstat(path)
@@ -181,9 +182,11 @@ def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult
         if own:
             conn.close()
     view = compute_scc(edges, state_heads(store))
-    folder, _ = _pointer_path(store)
+    folder, _ = _pointer_path(store.root)
     fsio.ensure_dir_under(store.root, folder / _OBJECTS)
-    objects = _derived_objects(store)
+    objects = _derived_objects(store.root)
+    from ctxstore.model import encode_typed
+
     oid, _ = objects.write(KIND_TYPED, encode_typed(view))
     fsio.sync_barrier(store.root)  # the view and its shard durable before the pointer names it
     _write_pointer(store, oid)
@@ -193,11 +196,12 @@ def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult
     return SccResult(oid, view)
 
 
-def load_scc(store: Store) -> LoadedScc:
+def load_scc(root: Path) -> LoadedScc:
     """Read the view ``DERIVED/scc_latest`` names, without networkx.
 
     Args:
-        store: The store.
+        root: The store's ``.ctx`` directory (no store handle needed: a pack reads the view
+            without loading the object store).
 
     Returns:
         The view; or None with no notice when there is none yet, or None with a notice
@@ -207,8 +211,8 @@ def load_scc(store: Store) -> LoadedScc:
         UnsafePath: (E020) if ``DERIVED`` or the pointer is a FIFO, device or a link out
             of the store directory.
     """
-    folder, path = _pointer_path(store)
-    fsio.check_under(store.root, folder / _OBJECTS)
+    folder, path = _pointer_path(root)
+    fsio.check_under(root, folder / _OBJECTS)
     try:
         raw = fsio.read_regular(path, _POINTER_LIMIT)
     except FileNotFoundError:
@@ -224,8 +228,11 @@ def load_scc(store: Store) -> LoadedScc:
             raise ValueError
     except ValueError:
         return LoadedScc(None, None, [f"{path} does not hold an object id"])
+    from ctxstore.model import decode_typed  # only once a view is named: a pack without one
+    from ctxstore.model.derived import SccView  # loads no part of the object model
+
     try:
-        stored = _derived_objects(store).read(oid)
+        stored = _derived_objects(root).read(oid)
         view = decode_typed(stored.payload, oid=oid) if stored.kind == KIND_TYPED else None
     except CtxError as exc:
         return LoadedScc(oid, None, [f"{path} names {text[:16]}, which is unusable ({exc})"])
@@ -253,7 +260,7 @@ def current_scc(store: Store, conn: sqlite3.Connection | None = None) -> LoadedS
     """
     from ctxstore.replay import state_heads
 
-    found = load_scc(store)
+    found = load_scc(store.root)
     if found.view is not None and found.view.heads == tuple(sorted(set(state_heads(store)))):
         return found
     built = build_scc(store, conn)

@@ -598,8 +598,6 @@ def sync_index(store: Store, conn: sqlite3.Connection,
         CtxError: (E001-E005) if the store is damaged on the way.
         IndexCorrupt: (E007) if SQLite finds the index file damaged.
     """
-    from ctxstore.index.apply import apply_commits, clear_index, plan_sync
-
     def current() -> str:
         return json.dumps(target if target is not None else pointer_snapshot(store), sort_keys=True)
 
@@ -608,6 +606,8 @@ def sync_index(store: Store, conn: sqlite3.Connection,
     row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
     if row is not None and row[0] == snap and _owner_row(conn) == owner:
         return False
+    from ctxstore.index.apply import apply_commits, clear_index, plan_sync  # only to catch up
+
     conn.execute("BEGIN IMMEDIATE")
     try:
         # Re-read inside the write lock: another process may have caught up meanwhile,

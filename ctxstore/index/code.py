@@ -34,7 +34,7 @@ from ctxstore.tokens import estimate_tokens
 
 __all__ = ["CODE_TABLES", "FileRow", "SymbolHit", "Chunk", "apply_file", "file_rows",
            "file_row", "symbols_by", "symbols_in", "task_node_ids",
-           "mention_rows", "chunk_file", "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
+           "chunk_file", "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
 
 CODE_TABLES = ("files", "symbols", "code_edges", "chunks", "chunks_fts", "file_terms",
                "file_lengths")
@@ -284,32 +284,3 @@ def task_node_ids(conn: sqlite3.Connection, number: str) -> list[str]:
     return [str(r[0]) for r in conn.execute(
         "SELECT id FROM nodes WHERE type = 'task' AND json_extract(metadata, '$.task_number') = ?"
         " ORDER BY id", (number,)).fetchall()]
-
-
-def mention_rows(conn: sqlite3.Connection, node_ids: Sequence[str] | None
-                 ) -> list[tuple[str, str, str, str | None, str | None, bytes | None, int | None]]:
-    """Mentions edges from knowledge nodes to code, with the mentioned file's current state.
-
-    Args:
-        conn: A current index connection.
-        node_ids: Only edges from these nodes; None for every node.
-
-    Returns:
-        ``(node id, to_kind, to_key, evidence JSON, file path, current blob, file stamp)``
-        per edge; the path, blob and stamp are None when the file is not indexed (any
-        more).
-    """
-    sql = ("SELECT e.from_key, e.to_kind, e.to_key, e.evidence, f.path, f.blob, f.stamp"
-           " FROM edges e LEFT JOIN files f ON f.path = CASE WHEN e.to_kind = 'file' THEN e.to_key"
-           " ELSE (SELECT s.path FROM symbols s WHERE s.qualname = e.to_key LIMIT 1) END"
-           " WHERE e.label = 'Mentions' AND e.from_kind = 'node'"
-           " AND e.to_kind IN ('file', 'item', 'module')")
-    if node_ids is None:
-        return conn.execute(sql + " ORDER BY e.from_key, e.to_key").fetchall()
-    rows = []
-    ids = list(dict.fromkeys(node_ids))
-    for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
-        rows += conn.execute(sql + f" AND e.from_key IN ({','.join('?' * len(part))})"
-                             " ORDER BY e.from_key, e.to_key", part).fetchall()
-    return rows

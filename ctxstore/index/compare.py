@@ -336,7 +336,7 @@ def _check_scc(store: Store, ref: sqlite3.Connection) -> list[Problem]:
 
     subject = f"derived:{POINTER_NAME}"
     try:
-        found = load_scc(store)
+        found = load_scc(store.root)
     except UnsafePath as exc:
         return [Problem("E020", subject, exc.message)]
     if found.notices:

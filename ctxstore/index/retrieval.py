@@ -1,6 +1,7 @@
 """The SELECTs of prompt packs (``retrieval.pack``), read from the code tables (docs/code.md).
 
-File lengths, term postings, definitions, import edges and chunks.
+File lengths, term postings, definitions, import edges and chunks; and the Mentions edges of
+knowledge nodes with the current state of the files they name (stale memory, ``code.stale``).
 
 Postings come from ``file_terms`` (filled by ``index.code`` with ``index.terms`` tokens:
 whole identifiers and their camel/snake parts, one row per term and file), read by primary
@@ -17,7 +18,8 @@ from collections.abc import Iterable, Sequence
 from ctxstore.index.fulltext.ranked import ChunkRow, has_table
 
 __all__ = ["BODY", "PATH", "has_code", "has_diagnostics", "file_table", "file_versions",
-           "document_counts", "postings", "symbols_with_names", "import_edges", "chunks_of"]
+           "document_counts", "postings", "symbols_with_names", "import_edges", "chunks_of",
+           "mention_rows"]
 
 BODY, PATH = 0, 1  # ``file_terms.field``
 _BATCH = 500  # host parameters per statement, well under SQLite's limit
@@ -205,3 +207,32 @@ def chunks_of(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, list[
             chunk = ChunkRow(*row)  # the columns' types (NOT NULL INTEGER / TEXT) as declared
             out.setdefault(chunk.path, []).append(chunk)
     return out
+
+
+def mention_rows(conn: sqlite3.Connection, node_ids: Sequence[str] | None
+                 ) -> list[tuple[str, str, str, str | None, str | None, bytes | None, int | None]]:
+    """Mentions edges from knowledge nodes to code, with the mentioned file's current state.
+
+    Args:
+        conn: A current index connection.
+        node_ids: Only edges from these nodes; None for every node.
+
+    Returns:
+        ``(node id, to_kind, to_key, evidence JSON, file path, current blob, file stamp)``
+        per edge; the path, blob and stamp are None when the file is not indexed (any
+        more).
+    """
+    sql = ("SELECT e.from_key, e.to_kind, e.to_key, e.evidence, f.path, f.blob, f.stamp"
+           " FROM edges e LEFT JOIN files f ON f.path = CASE WHEN e.to_kind = 'file' THEN e.to_key"
+           " ELSE (SELECT s.path FROM symbols s WHERE s.qualname = e.to_key LIMIT 1) END"
+           " WHERE e.label = 'Mentions' AND e.from_kind = 'node'"
+           " AND e.to_kind IN ('file', 'item', 'module')")
+    if node_ids is None:
+        return conn.execute(sql + " ORDER BY e.from_key, e.to_key").fetchall()
+    rows = []
+    ids = list(dict.fromkeys(node_ids))
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        rows += conn.execute(sql + f" AND e.from_key IN ({','.join('?' * len(part))})"
+                             " ORDER BY e.from_key, e.to_key", part).fetchall()
+    return rows

@@ -243,7 +243,7 @@ def _components(session: Session, seeds: Sequence[str]) -> tuple[bool, dict[str,
     """
     from ctxstore.derived.scc import load_scc
 
-    view = load_scc(session.store).view
+    view = load_scc(session.root).view
     if view is None:
         return False, {}
     wanted: dict[int, str] = {}
@@ -530,7 +530,9 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
         if item.object_id in stale:
             doc["stale_mentions"] = stale[item.object_id]
         retrieved.append(doc)
-    head = session.store.read_head()
+    from ctxstore.refs import read_head
+
+    head = read_head(session.root)  # the pointer file: no store handle, no object model
     return {
         "task": task,
         "head_commit": head.heads[0].hex() if head.heads else "",

@@ -22,7 +22,7 @@ IMPORT_CYCLE = ["file:a.py", "file:b.py", "module:a", "module:b"]
 
 
 def _view(ctx_dir: Path) -> tuple[str, SccView]:
-    found = scc.load_scc(open_store(ctx_dir))
+    found = scc.load_scc(open_store(ctx_dir).root)
     assert found.notices == [] and found.view is not None and found.oid is not None
     return found.oid.hex(), found.view
 
@@ -116,7 +116,7 @@ def test_a_stale_pointer_is_named_and_rebuilt(tmp_path: Path, damage: str) -> No
     else:
         pointer.unlink()
         pointer.symlink_to(outside)
-    found = scc.load_scc(open_store(ctx_dir))
+    found = scc.load_scc(open_store(ctx_dir).root)
     assert found.view is None and len(found.notices) == 1 and str(pointer) in found.notices[0]
     out, err, _ = ctx(ctx_dir, "debug", "graph", "--cycles")
     assert "scc_latest" in err and "rebuilt" in err
