@@ -97,3 +97,28 @@ def test_kill_during_add_file_leaves_a_store_that_verifies(tmp_path: Path, fault
     ctx(ctx_dir, "commit", "-m", "after the crash")
     assert query(ctx_dir, "SELECT path FROM files") == [("pkg/a.py",)]
     assert verify_store(open_store(ctx_dir)).ok
+
+
+def test_a_run_turns_the_cycle_collector_off_and_gives_it_back(tmp_path: Path) -> None:
+    """The cyclic GC is off while a run reads and keeps its extractions (docs/performance.md),
+    and as it was after the run."""
+    import gc
+
+    from ctxstore.code.ingest import index_tree
+
+    ctx_dir = make_work(tmp_path)
+    write(tmp_path, {f"pkg/m{i}.py": "".join(f"def f{j}(x):\n    return [x] * {j}\n"
+                                              for j in range(200)) for i in range(40)})
+    during: list[bool] = []
+    store = open_store(ctx_dir)
+    report = index_tree(store, progress=lambda done, total: during.append(gc.isenabled()))
+    assert report.read == 40 and report.symbols >= 40 * 200
+    assert len(during) == 40 and not any(during)
+    assert gc.isenabled()
+    gc.disable()  # a caller that had it off keeps it off
+    try:
+        write(tmp_path, {"pkg/m0.py": "def g():\n    pass\n"})
+        index_tree(store)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
