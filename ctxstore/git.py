@@ -150,18 +150,13 @@ def driver_registered(ctx_dir: Path, toplevel: Path) -> bool:
     return f"/{rel}/STAGE merge={DRIVER_NAME}" in text
 
 
-def _dot_git(start: Path) -> Path | None | bool:
-    """The ``.git`` folder of the work tree holding ``start``.
-
-    False when no ``.git`` is found up to the root (not in a work tree); None when it is
-    not a plain folder (a linked work tree or a submodule keeps a ``.git`` file): the caller
-    then asks Git.
-    """
+def _dot_git(start: Path) -> Path | None:
+    """The ``.git`` entry of the work tree holding ``start``; None outside a work tree."""
     for folder in (start, *start.parents):
         dot_git = folder / ".git"
         if os.path.lexists(dot_git):
-            return dot_git if dot_git.is_dir() and not dot_git.is_symlink() else None
-    return False
+            return dot_git
+    return None
 
 
 def _git_config_text(dot_git: Path) -> str | None:
@@ -172,10 +167,8 @@ def _git_config_text(dot_git: Path) -> str | None:
         return None
 
 
-def _index_stamp(dot_git: Path | None) -> bytes | None:
+def _index_stamp(dot_git: Path) -> bytes:
     """What changes whenever Git's index does (size, mtime, inode of ``.git/index``)."""
-    if dot_git is None:
-        return None
     try:
         st = os.stat(dot_git / "index")
     except OSError:
@@ -214,12 +207,14 @@ def driver_warning(ctx_dir: Path) -> str | None:
     if os.path.lexists(local / DRIVER_WARNED):
         return None
     dot_git = _dot_git(ctx_dir.resolve().parent)
-    if dot_git is False:
+    if dot_git is None:
         return None
-    text = _git_config_text(dot_git) if isinstance(dot_git, Path) else None
+    # A ``.git`` file (a linked work tree, a submodule) is not read directly: Git is asked.
+    plain = dot_git if dot_git.is_dir() and not dot_git.is_symlink() else None
+    text = _git_config_text(plain) if plain else None
     if text is not None and f'[merge "{DRIVER_NAME}"]' in text:
         return None
-    stamp = _index_stamp(dot_git if isinstance(dot_git, Path) else None)
+    stamp = _index_stamp(plain) if plain else None
     if stamp is not None:
         try:
             if fsio.read_regular(local / UNTRACKED, 4096) == stamp:

@@ -49,6 +49,7 @@ from ctxstore.index.retrieval import (
     symbols_with_names,
 )
 from ctxstore.records import dataclass
+from ctxstore.refs import read_head
 from ctxstore.retrieval.rank import Corpus, FieldStats, Hit, Params, defined_names
 from ctxstore.retrieval.text import Query, parse_query, term_set
 from ctxstore.tokens import estimate_tokens
@@ -530,8 +531,6 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
         if item.object_id in stale:
             doc["stale_mentions"] = stale[item.object_id]
         retrieved.append(doc)
-    from ctxstore.refs import read_head
-
     head = read_head(session.root)  # the pointer file: no store handle, no object model
     return {
         "task": task,

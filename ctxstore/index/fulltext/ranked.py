@@ -134,19 +134,19 @@ def ranked_nodes(conn: sqlite3.Connection, terms: Sequence[str], *, limit: int,
         return []
     # BM25 over the full-text table alone, best first, then the node rows of those only:
     # a join before the ORDER BY would read every matching node's row (6,000 of 10,000 for a
-    # prompt of ten common words) to sort by a score that needs none of it. The inner
-    # query takes enough rows that the superseded ones left out cannot shorten the result.
-    skipped = 0 if include_superseded else _select(
-        conn, "SELECT count(*) FROM nodes WHERE superseded_by IS NOT NULL", ())[0][0]
-    inner = limit + skipped
-    where = "" if include_superseded else "WHERE n.superseded_by IS NULL"
+    # prompt of ten common words) to sort by a score that needs none of it. Without the
+    # superseded, the inner query takes as many more rows as there are superseded nodes, so
+    # leaving them out cannot shorten the result.
+    extra, where = ("", "") if include_superseded else (
+        " + (SELECT count(*) FROM nodes WHERE superseded_by IS NOT NULL)",
+        "WHERE n.superseded_by IS NULL")
     rows = _select(conn,
                    "SELECT n.id, n.content, coalesce(n.summary, ''), "
                    "json_extract(n.metadata, ?) IS NOT NULL, s.score "
                    "FROM (SELECT rowid AS r, bm25(nodes_fts) AS score FROM nodes_fts "
-                   "WHERE nodes_fts MATCH ? ORDER BY score, rowid LIMIT ?) s "
+                   f"WHERE nodes_fts MATCH ? ORDER BY score, rowid LIMIT ?{extra}) s "
                    f"JOIN nodes n ON n.rowid = s.r {where} ORDER BY s.score, n.rowid LIMIT ?",
-                   (flag, match_expression(terms, "any"), inner, limit))
+                   (flag, match_expression(terms, "any"), limit, limit))
     return [NodeText(i, f"{content}\n{summary}", bool(flagged), -score)
             for i, content, summary, flagged, score in rows]
 
