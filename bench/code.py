@@ -5,7 +5,8 @@ library of this interpreter (its ``.py`` files, about 1,800) and a Rust tree (th
 checkout of the eval data, or ``~/.cargo/registry/src``). For each, in the same run and
 interleaved round by round:
 
-- ``ctx index`` of the whole tree into a new store (whole process);
+- ``ctx index`` of the whole tree into a new store (whole process; the deletion of the
+  previous round's store is flushed to disk first);
 - the parse floor: one process that reads every file and parses it (``ast.parse`` for
   Python, tree-sitter for Rust), nothing else;
 - ``ctags -R`` (universal-ctags) of the tree;
@@ -108,6 +109,10 @@ def bench_tree(name: str, src: Path, suffix: str, rounds: int, work: Path) -> li
     for i in range(rounds):
         shutil.rmtree(tree / ".ctx", ignore_errors=True)
         run([*ctx_cmd(), "init", "--no-git"], tree)
+        # Flush the deletion of the last round's store first: while the kernel is still
+        # writing it back, creating files and folders costs 3-4x as much on this kind of
+        # machine, and the run would pay for the benchmark's own clean-up.
+        os.sync()
         rows["ctx index (full)"].append(run([*ctx_cmd(), "index"], tree))
         rows["parse floor"].append(run(floor, tree))
         if shutil.which("ctags"):

@@ -419,6 +419,33 @@ class Transaction:
         """Store raw bytes; return their id."""
         return self._put(KIND_BLOB, data)
 
+    def put_payload(self, payload: bytes) -> ObjectId:
+        """Store a typed record already encoded by ``encode_typed`` (in another process)."""
+        return self._put(KIND_TYPED, payload)
+
+    def adopt(self, oid: ObjectId, kind: int, payload: bytes) -> ObjectId:
+        """Take in an object this command wrote before the lock (in a worker process).
+
+        It is made durable with this transaction's own objects. A file that is no longer
+        there (an aggressive gc ran in between) is written again from ``payload``.
+
+        Args:
+            oid: The object's id, as the writer computed it from ``payload``.
+            kind: ``KIND_BLOB`` or ``KIND_TYPED``.
+            payload: The object's payload (raw bytes, or an encoded typed record).
+
+        Returns:
+            ``oid``.
+
+        Raises:
+            StorageIOError: if it has to be written again and cannot be.
+        """
+        if not self.store.objects.exists(oid):
+            return self._put(kind, payload)
+        self._touched = True
+        self._oids.append(oid)
+        return oid
+
     def _promote(self) -> list[Path]:
         """Copy what each canonical ref move reaches from the staging area to the committed one.
 

@@ -84,11 +84,12 @@ def add_rust_command(env: Env, paths: tuple[str, ...]) -> None:
 
 @click.command("index")
 @click.argument("paths", nargs=-1)
-@click.option("--jobs", type=click.IntRange(min=1, max=64), default=1, show_default=True,
-              help="Processes extracting symbols (a pool is used for runs over 4 MiB only).")
+@click.option("--jobs", type=click.IntRange(min=1, max=64), default=None,
+              help="Processes extracting symbols [default: one per CPU, at most 8; runs of "
+                   "under 256 KiB of changed source use one].")
 @format_option
 @pass_env
-def index_command(env: Env, paths: tuple[str, ...], jobs: int) -> None:
+def index_command(env: Env, paths: tuple[str, ...], jobs: int | None) -> None:
     """Index the work tree (or the files below PATHs): files, symbols and relations.
 
     Honours .gitignore and [ingestion] ignore_globs, skips binaries, symlinks out of the
@@ -104,7 +105,7 @@ def index_command(env: Env, paths: tuple[str, ...], jobs: int) -> None:
     from ctxstore.code.ingest import index_tree
 
     report = index_tree(env.store(), _repo_paths(env, paths), jobs=jobs,
-                        progress=progress_printer("reading files", min_total=200))
+                        progress=progress_printer("indexing files", min_total=200))
     _report(env, report)
 
 

@@ -29,6 +29,7 @@ import json
 import os
 import re
 import stat
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
@@ -40,15 +41,16 @@ from ctxstore import fsio
 from ctxstore.clock import next_stamp
 from ctxstore.code.languages import Extraction, Relation, extractor_for
 from ctxstore.code.walk import walk_tree
-from ctxstore.errors import InvalidInput, UnsafePath
+from ctxstore.errors import CtxError, InvalidInput, UnsafePath
 from ctxstore.ids import ObjectId
 from ctxstore.model.code import CodeRelation, CodeSymbol, FileRecord, FileRemoved, FileVersion
 from ctxstore.model.knowledge import KnowledgeRecord
-from ctxstore.objects import KIND_BLOB, object_id_of
+from ctxstore.objects import KIND_BLOB, KIND_TYPED, ObjectStore, object_id_of
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
-__all__ = ["IngestReport", "FileNote", "index_tree", "add_files", "repo_path", "STAT_CACHE",
+__all__ = ["IngestReport", "FileNote", "index_tree", "add_files", "default_jobs", "repo_path",
+           "STAT_CACHE",
            "NO_SEMANTICS",
            "CONFIDENCE_RANK", "endpoint_of_symbol", "resolve_target"]
 
@@ -60,7 +62,8 @@ CONFIDENCE_RANK = {"low": 0, "medium": 1, "high": 2}
 _SNIFF_BYTES = 8192
 _RACY_NS = 2_000_000_000  # an mtime this close to the run may still change within its tick
 _SEPARATOR = re.compile(r"\.|::")
-_POOL_MIN_BYTES = 4 << 20  # extraction of less than this runs in-process (a pool costs ~100 ms)
+_POOL_MIN_BYTES = 256 << 10  # less source than this is extracted in-process (forking costs)
+_MAX_DEFAULT_JOBS = 8
 
 Progress = Callable[[int, int], None]
 
@@ -140,6 +143,23 @@ class _Read:
     extraction: Extraction | None
 
 
+@dataclass
+class _Version:
+    """A changed file's new version: the record, or its encoded payload.
+
+    ``written`` is the version's id when a pool worker already wrote it and the blob.
+    """
+
+    path: str
+    data: bytes
+    blob: ObjectId
+    version: FileVersion | bytes
+    note: str | None
+    symbols: int
+    relations: int
+    written: ObjectId | None = None
+
+
 # -- paths ----------------------------------------------------------------------------------------
 
 def repo_path(store: Store, given: str, cwd: Path) -> str:
@@ -217,21 +237,143 @@ def _extract(path: str, text: str, semantics: bool) -> tuple[str | None, Extract
     return extractor.name, (extractor.extract(path, text) if semantics else None)
 
 
-def _extract_job(job: tuple[str, str, bool]) -> tuple[str | None, Extraction | None]:
-    return _extract(*job)
+def default_jobs() -> int:
+    """The processes ``ctx index`` extracts with by default: one per CPU this process may use."""
+    try:
+        return max(1, min(len(os.sched_getaffinity(0)), _MAX_DEFAULT_JOBS))
+    except (AttributeError, OSError):
+        return max(1, min(os.cpu_count() or 1, _MAX_DEFAULT_JOBS))
 
 
-def _run_extraction(reads: list[tuple[str, bytes, str]], semantics: bool,
-                    jobs: int) -> list[tuple[str | None, Extraction | None]]:
-    """Extract every file, in a process pool when the work is large enough to pay for it."""
+# What the pool's workers read, set in the parent just before they fork (so nothing but an
+# index goes to a worker): (files, blob ids, module map, min confidence rank, the object
+# store to write to or None).
+_SHARED: tuple[list[tuple[str, bytes, str]], dict[str, ObjectId], dict[str, list[str]], int,
+               ObjectStore | None] | None = None
+
+
+def _prepare_in_worker(index: int) -> tuple[bytes, ObjectId | None, str | None, int, int, int]:
+    """One file's version, built in a pool worker.
+
+    The worker also writes the file's blob and version into the staging area, so that the
+    file creations run beside the other workers' parsing instead of after it; the parent
+    takes them into its transaction (``Transaction.adopt``), which makes them durable.
+
+    Returns:
+        (the encoded version, its id if written here, note, symbols, relations,
+        low-confidence edges dropped).
+    """
+    from ctxstore.model import encode_typed
+
+    assert _SHARED is not None
+    reads, blobs, module_map, min_rank, objects = _SHARED
+    path, data, text = reads[index]
+    language, ext = _extract(path, text, True)
+    counts = {"low": 0, "budget": 0}
+    budget = _Budget(max_files=None, max_bytes=None, max_edges=None, max_file_bytes=0,
+                     min_rank=min_rank, min_confidence="")
+    fv, n_symbols, n_relations = _version(_Read(path, data, blobs[path], text, language, ext),
+                                          module_map, budget, counts)
+    payload = encode_typed(fv)
+    written = None
+    if objects is not None:
+        try:
+            objects.write(KIND_BLOB, data)
+            written, _ = objects.write(KIND_TYPED, payload)
+        except OSError:
+            written = None  # the parent writes it again under its lock and reports the error
+    return payload, written, fv.note, n_symbols, n_relations, counts["low"]
+
+
+def _can_fork() -> bool:
+    """Whether forking workers is safe here: on Linux, with no other thread running.
+
+    A lock another thread holds at the fork would stay held in the child forever.
+    """
+    import multiprocessing
+    import threading
+
+    return (sys.platform.startswith("linux") and threading.active_count() == 1
+            and "fork" in multiprocessing.get_all_start_methods())
+
+
+def _prepare_versions(store: Store, reads: list[tuple[str, bytes, str]],
+                      blobs: dict[str, ObjectId], module_map: dict[str, list[str]],
+                      semantics: bool, budget: _Budget, counts: dict[str, int], jobs: int,
+                      progress: Progress | None) -> list[_Version]:
+    """Extract and build every changed file's version, in forked workers when it pays.
+
+    Workers are used for a run with semantics, more than ``_POOL_MIN_BYTES`` of source and
+    no per-step edge budget (which is spent file by file, in order). Each returns the
+    encoded version (bytes), not the objects: sending millions of small records back
+    between processes would cost more than building them. Results keep the files' order.
+
+    Raises:
+        CtxError: if a worker process died (killed, out of memory).
+    """
     total = sum(len(d) for _, d, _ in reads)
-    if jobs <= 1 or total < _POOL_MIN_BYTES or len(reads) < 8 or not semantics:
-        return [_extract(p, t, semantics) for p, _, t in reads]
-    from concurrent.futures import ProcessPoolExecutor
+    if (jobs > 1 and semantics and budget.max_edges is None and total >= _POOL_MIN_BYTES
+            and len(reads) >= 2 * jobs and _can_fork()):
+        return _prepare_in_pool(store, reads, blobs, module_map, budget, counts, jobs, progress)
+    out: list[_Version] = []
+    for done, (path, data, text) in enumerate(reads, 1):
+        language, ext = _extract(path, text, semantics)
+        fv, n_symbols, n_relations = _version(_Read(path, data, blobs[path], text, language, ext),
+                                              module_map, budget, counts)
+        out.append(_Version(path, data, blobs[path], fv, fv.note, n_symbols, n_relations))
+        if progress is not None:
+            progress(done, len(reads))
+    return out
 
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(_extract_job, [(p, t, semantics) for p, _, t in reads],
-                             chunksize=16))
+
+def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
+                     blobs: dict[str, ObjectId], module_map: dict[str, list[str]],
+                     budget: _Budget, counts: dict[str, int], jobs: int,
+                     progress: Progress | None) -> list[_Version]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    global _SHARED
+    out: list[_Version] = []
+    objects: ObjectStore | None = store.objects
+    try:
+        store.ensure_staging_area()
+    except (OSError, UnsafePath):
+        objects = None  # the transaction reports it
+    _SHARED = (reads, blobs, module_map, budget.min_rank, objects)
+    first: dict[str, str] = {}  # a file of each language, to build its parser here, once
+    for path, _, _ in reads:
+        extractor = extractor_for(path)
+        if extractor is not None:
+            first.setdefault(extractor.name, path)
+    for path in first.values():  # the workers inherit the parsers and queries
+        _extract(path, "", True)
+    # Largest first, in small chunks: no worker is left alone with a big file at the end.
+    order = sorted(range(len(reads)), key=lambda i: -len(reads[i][1]))
+    done = 0
+    try:
+        with ProcessPoolExecutor(max_workers=jobs,
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
+            results: list[Any] = [None] * len(reads)
+            chunk = max(1, min(8, len(order) // (jobs * 32)))  # small near the end of the list
+            for index, result in zip(order, pool.map(_prepare_in_worker, order, chunksize=chunk),
+                                     strict=True):
+                results[index] = result
+                done += 1
+                if progress is not None:
+                    progress(done, len(reads))
+        for (path, data, _), (payload, written, note, n_symbols, n_relations, low) in \
+                zip(reads, results, strict=True):
+            counts["low"] += low
+            out.append(_Version(path, data, blobs[path], payload, note, n_symbols, n_relations,
+                                written))
+    except BrokenProcessPool:
+        raise CtxError("an extraction process died (killed, or out of memory); nothing was "
+                       "stored", hint="ctx index --jobs 1") from None
+    finally:
+        _SHARED = None
+    return out
 
 
 # -- resolution ------------------------------------------------------------------------------------
@@ -373,7 +515,7 @@ def _budget(store: Store, bulk: bool) -> _Budget:
         min_rank=CONFIDENCE_RANK.get(min_conf, 1), min_confidence=min_conf)
 
 
-def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int = 1,
+def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = None,
                progress: Progress | None = None) -> IngestReport:
     """``ctx index``: ingest the work tree (or the files below ``paths``), with semantics.
 
@@ -383,8 +525,9 @@ def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int = 1,
     Args:
         store: The store.
         paths: Repository-relative paths to limit the run to (all the tree when empty).
-        jobs: Processes for extraction (a pool is used only for large runs).
-        progress: Called with (files done, files to read) while reading.
+        jobs: Processes extracting symbols (None: ``default_jobs()``); forked workers are
+            used only for runs over ``_POOL_MIN_BYTES`` of changed source.
+        progress: Called with (files done, files to extract) while extracting.
 
     Returns:
         The report.
@@ -399,11 +542,11 @@ def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int = 1,
                          under=paths)
         scope = [p.strip("/") for p in paths if p.strip("/")]
         return _ingest(store, walk.files, scope=scope, removals=True, semantics=True,
-                       budget=_budget(store, bulk=True), jobs=jobs, progress=progress)
+                       budget=_budget(store, bulk=True),
+                       jobs=default_jobs() if jobs is None else jobs, progress=progress)
 
 
-def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False,
-              jobs: int = 1) -> IngestReport:
+def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False) -> IngestReport:
     """``ctx add file``: ingest the given files, honouring the per-step budgets.
 
     A run that stores something appends one line to today's narrative log.
@@ -413,7 +556,6 @@ def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False,
         paths: Repository-relative paths of regular files (ignore rules do not apply:
             they were named).
         semantics: Also extract symbols and relations (``--extract-semantics``).
-        jobs: Processes for extraction.
 
     Returns:
         The report.
@@ -430,7 +572,7 @@ def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False,
         if not full.is_symlink() and not full.exists():
             raise InvalidInput(f"{path}: no such file")
     return _ingest(store, list(dict.fromkeys(paths)), scope=None, removals=False,
-                   semantics=semantics, budget=_budget(store, bulk=False), jobs=jobs,
+                   semantics=semantics, budget=_budget(store, bulk=False), jobs=1,
                    progress=None, log_line=True)
 
 
@@ -535,9 +677,7 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
                               f"{budget.max_bytes}")
     texts: list[tuple[str, bytes, str]] = []
     blobs: dict[str, ObjectId] = {}
-    for done, (path, st) in enumerate(to_read, 1):
-        if progress is not None:
-            progress(done, len(to_read))
+    for path, st in to_read:
         try:
             data = fsio.read_regular(root / path, budget.max_file_bytes)
         except (OSError, UnsafePath) as exc:
@@ -562,16 +702,13 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
         texts.append((path, data, text))
     module_map = _module_map(set(indexed) | {p for p, _, _ in texts}, modules) \
         if texts and semantics else {}
-    extracted = _run_extraction(texts, semantics, jobs)
     counts = {"low": 0, "budget": 0}
     records: list[KnowledgeRecord] = []
-    versions: list[tuple[bytes, FileVersion, int, int]] = []
-    for (path, data, text), (language, ext) in zip(texts, extracted, strict=True):
-        item = _Read(path, data, blobs[path], text, language, ext)
-        fv, n_symbols, n_relations = _version(item, module_map, budget, counts)
-        if fv.note and fv.note != NO_SEMANTICS:
-            report.notes.append(FileNote(path, fv.note))
-        versions.append((data, fv, n_symbols, n_relations))
+    versions = _prepare_versions(store, texts, blobs, module_map, semantics, budget, counts, jobs,
+                                 progress)
+    for version in versions:
+        if version.note and version.note != NO_SEMANTICS:
+            report.notes.append(FileNote(version.path, version.note))
     if counts["low"]:
         report.dropped.append(f"{counts['low']} low-confidence edges not stored: below "
                               f"[ingestion] min_confidence = {budget.min_confidence}")
@@ -605,7 +742,7 @@ def _read_line(report: IngestReport) -> str:
     return f"Read {shown} ({report.symbols} symbols, {report.relations} relations)"
 
 
-def _write(store: Store, versions: list[tuple[bytes, FileVersion, int, int]], gone: list[str],
+def _write(store: Store, versions: list[_Version], gone: list[str],
            indexed: dict[str, Any], records: list[KnowledgeRecord],
            report: IngestReport, *, log_line: bool = False) -> str | None:
     """Write every object, then one batch and one work commit (one STAGE move).
@@ -618,16 +755,23 @@ def _write(store: Store, versions: list[tuple[bytes, FileVersion, int, int]], go
     if not versions and not gone:
         return None
     with store.transaction() as tx:
-        for data, fv, n_symbols, n_relations in versions:
-            tx.put_blob(data)
-            vid = tx.put(fv)
-            row = indexed.get(fv.path)
-            records.append(FileRecord(path=fv.path, version=vid, blob=fv.blob_id,
+        for v in versions:
+            if isinstance(v.version, FileVersion):
+                tx.put_blob(v.data)
+                vid = tx.put(v.version)
+            elif v.written is not None:  # a worker wrote both
+                tx.adopt(v.blob, KIND_BLOB, v.data)
+                vid = tx.adopt(v.written, KIND_TYPED, v.version)
+            else:
+                tx.put_blob(v.data)
+                vid = tx.put_payload(v.version)
+            row = indexed.get(v.path)
+            records.append(FileRecord(path=v.path, version=vid, blob=v.blob,
                                       updated_at=next_stamp(row.stamp if row else None),
                                       prev=ObjectId(row.version) if row else None))
-            report.written.append(fv.path)
-            report.symbols += n_symbols
-            report.relations += n_relations
+            report.written.append(v.path)
+            report.symbols += v.symbols
+            report.relations += v.relations
         for path in gone:
             row = indexed[path]
             records.append(FileRemoved(path=path, at=next_stamp(row.stamp),

@@ -61,6 +61,9 @@ _ITEMS: dict[str, SymbolKind] = {
     "trait_item": "trait", "const_item": "const", "static_item": "static",
     "type_item": "type_alias", "associated_type": "type_alias", "macro_definition": "macro",
 }
+# The node types ``_Walker.item`` reads (the rest of a body is skipped).
+_READ = frozenset([*_ITEMS, "use_declaration", "extern_crate_declaration", "mod_item",
+                   "impl_item"])
 
 
 def _crate_and_module(path: str) -> tuple[str, str]:
@@ -192,20 +195,23 @@ class _Walker:
         """
         if where.parent.count("::") > ts.MAX_DEPTH:
             return
-        children = [c for c in body.named_children]
+        children = body.named_children
         errors = [c for c in children if c.type == "ERROR"]
-        while errors:  # items inside a syntax error are still items of this body
-            inner = errors.pop().named_children
-            children.extend(inner)
-            errors.extend(c for c in inner if c.type == "ERROR")
-        children.sort(key=lambda c: c.start_byte)
+        if errors:  # items inside a syntax error are still items of this body
+            while errors:
+                inner = errors.pop().named_children
+                children.extend(inner)
+                errors.extend(c for c in inner if c.type == "ERROR")
+            children.sort(key=lambda c: c.start_byte)
+        # Only what ``item`` reads: a function body's statements and expressions are many.
+        children = [c for c in children if c.type in _READ]
         if where.parent == where.module.qualname:
             for child in children:
                 if child.type in _ITEMS or child.type == "mod_item":
                     name = ts.text(child.child_by_field_name("name"), self.data)
                     if name:
                         where.module.names.setdefault(name, f"{where.module.qualname}::{name}")
-        pending.extend((c, where) for c in reversed(children) if c.type != "ERROR")
+        pending.extend((c, where) for c in reversed(children))
 
     def item(self, node: Node, where: _Container, pending: list[tuple[Node, _Container]]) -> None:
         kind = node.type

@@ -291,10 +291,10 @@ def test_index_help_and_bad_input(tmp_path: Path) -> None:
     assert code != 0 and "min_confidence" in err
 
 
-@pytest.mark.slow
 def test_process_pool_gives_the_same_versions(tmp_path: Path) -> None:
-    body = "".join(f"def f{j}(x):\n    return x + {j}  # {'pad ' * 100}\n" for j in range(900))
-    files = {f"p/m{i}.py": body + f"X = {i}\n" for i in range(12)}  # over the pool's 4 MiB
+    body = "".join(f"def f{j}(x):\n    return x + {j}  # {'pad ' * 40}\n" for j in range(150))
+    files = {f"p/m{i}.py": body + f"import p.m{(i + 1) % 12}\nX = {i}\n"
+             for i in range(12)}  # over the pool's 256 KiB
     dumps = []
     for jobs in ("1", "2"):
         ctx_dir = make_work(tmp_path / f"w{jobs}")
