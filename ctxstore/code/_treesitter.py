@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.code.languages import (
+    CONFIDENCE_RANK,
     Confidence,
     Detail,
     Evidence,
@@ -63,7 +64,8 @@ def _language(name: str) -> Any:
 
 
 def extract_with(language: str, grammar: str, text: str,
-                 walk: Callable[[Node, bytes, Builder], str]) -> Extraction:
+                 walk: Callable[[Node, bytes, Builder], str],
+                 min_confidence: Confidence = "low") -> Extraction:
     """The common frame of the tree-sitter extractors: parse, walk, add structure, finish.
 
     Args:
@@ -72,6 +74,7 @@ def extract_with(language: str, grammar: str, text: str,
         text: The source.
         walk: Records the file's symbols and relations into the builder from the root node
             and the bytes; returns the module's qualified name (``Builder.add_structure``).
+        min_confidence: Relations below it are counted, not built (``Extraction.dropped``).
 
     Returns:
         The extraction, incomplete when the file has syntax errors or is too large.
@@ -80,7 +83,7 @@ def extract_with(language: str, grammar: str, text: str,
     if data is None:
         return Extraction(language, complete=False)
     tree = parse(grammar, data)
-    builder = Builder(language, data)
+    builder = Builder(language, data, CONFIDENCE_RANK.get(min_confidence, 0))
     builder.add_structure(walk(tree.root_node, data, builder))
     return builder.finish(not tree.root_node.has_error)
 
@@ -184,11 +187,14 @@ class Builder:
     Args:
         language: The extractor's name (``Extraction.language``).
         data: The file's bytes.
+        min_rank: Relations of a lower ``CONFIDENCE_RANK`` are counted, not kept.
     """
 
-    def __init__(self, language: str, data: bytes) -> None:
+    def __init__(self, language: str, data: bytes, min_rank: int = 0) -> None:
         self.language = language
         self.data = data
+        self.min_rank = min_rank
+        self.dropped = 0
         self.symbols: list[Symbol] = []
         self.relations: list[Relation] = []
         self._taken: set[str] = set()
@@ -234,6 +240,9 @@ class Builder:
     def relate(self, label: str, source: str, target: str, node: Node | Span,
                confidence: Confidence, detail: Detail = ()) -> None:
         """Add a relation whose evidence is the parser and ``node``'s span."""
+        if self.min_rank and CONFIDENCE_RANK[confidence] < self.min_rank:
+            self.dropped += 1
+            return
         where = node if type(node) is Span else span(node)  # type: ignore[arg-type]
         self.relations.append(Relation(label, source, target, Evidence(TOOL, where, confidence),
                                        detail))
@@ -282,4 +291,5 @@ class Builder:
 
     def finish(self, complete: bool) -> Extraction:
         """Return the extraction."""
-        return Extraction(self.language, tuple(self.symbols), tuple(self.relations), complete)
+        return Extraction(self.language, tuple(self.symbols), tuple(self.relations), complete,
+                          self.dropped)

@@ -179,18 +179,21 @@ class GoExtractor:
     """Go source files (implements ``Extractor``)."""
 
     name: str = "go"
+    filters_confidence: bool = True
     suffixes: tuple[str, ...] = (".go",)
 
     def module_name(self, path: str) -> str | None:
         """Return the file's package directory (see ``module_name``)."""
         return module_name(path)
 
-    def extract(self, path: str, text: str) -> Extraction:
+    def extract(self, path: str, text: str, *, min_confidence: Confidence = "low"
+                ) -> Extraction:
         """Extract functions, methods, types, imports and calls; never raises.
 
         Args:
             path: The repository-relative path (its directory names the package).
             text: The source.
+            min_confidence: Relations below it are counted, not built.
 
         Returns:
             The extraction, incomplete when the file has syntax errors or is too large.
@@ -200,4 +203,4 @@ class GoExtractor:
             walker.run(root)
             return walker.module
 
-        return ts.extract_with(self.name, "go", text, walk)
+        return ts.extract_with(self.name, "go", text, walk, min_confidence)

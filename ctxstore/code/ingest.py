@@ -35,11 +35,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, cast
 
 from ctxstore import fsio
 from ctxstore.clock import next_stamp
-from ctxstore.code.languages import Extraction, Relation, extractor_for
+from ctxstore.code.languages import CONFIDENCE_RANK, Confidence, Extraction, Relation, extractor_for
 from ctxstore.code.walk import walk_tree
 from ctxstore.errors import CtxError, InvalidInput, UnsafePath
 from ctxstore.ids import ObjectId
@@ -58,7 +58,6 @@ STAT_CACHE = "code-stat.json"
 # The note of a version stored without its symbols (`ctx add file` without --extract-semantics):
 # a later run that extracts semantics reads the file again even though its bytes are the same.
 NO_SEMANTICS = "symbols not extracted (ctx add file without --extract-semantics)"
-CONFIDENCE_RANK = {"low": 0, "medium": 1, "high": 2}
 _SNIFF_BYTES = 8192
 _RACY_NS = 2_000_000_000  # an mtime this close to the run may still change within its tick
 _SEPARATOR = re.compile(r"\.|::")
@@ -126,7 +125,7 @@ class _Budget:
     max_edges: int | None
     max_file_bytes: int
     min_rank: int
-    min_confidence: str
+    min_confidence: Confidence
     bytes_used: int = 0
     edges_used: int = 0
 
@@ -230,11 +229,18 @@ def _sniff(path: str, data: bytes) -> tuple[str | None, str | None]:
         return None, f"not UTF-8 text (byte {exc.start}): skipped"
 
 
-def _extract(path: str, text: str, semantics: bool) -> tuple[str | None, Extraction | None]:
+def _extract(path: str, text: str, semantics: bool,
+             min_confidence: Confidence = "low") -> tuple[str | None, Extraction | None]:
+    """(language, extraction); relations below ``min_confidence`` may come only counted."""
     extractor = extractor_for(path)
     if extractor is None:
         return None, None
-    return extractor.name, (extractor.extract(path, text) if semantics else None)
+    if not semantics:
+        return extractor.name, None
+    if getattr(extractor, "filters_confidence", False):
+        return extractor.name, extractor.extract(  # type: ignore[call-arg]
+            path, text, min_confidence=min_confidence)
+    return extractor.name, extractor.extract(path, text)
 
 
 def default_jobs() -> int:
@@ -246,10 +252,10 @@ def default_jobs() -> int:
 
 
 # What the pool's workers read, set in the parent just before they fork (so nothing but an
-# index goes to a worker): (files, blob ids, module map, min confidence rank, the object
-# store to write to or None).
-_SHARED: tuple[list[tuple[str, bytes, str]], dict[str, ObjectId], dict[str, list[str]], int,
-               ObjectStore | None] | None = None
+# index goes to a worker): (files, blob ids, module map, min confidence, the object store to
+# write to or None).
+_SHARED: tuple[list[tuple[str, bytes, str]], dict[str, ObjectId], dict[str, list[str]],
+               Confidence, ObjectStore | None] | None = None
 
 
 def _prepare_in_worker(index: int) -> tuple[bytes, ObjectId | None, str | None, int, int, int]:
@@ -266,12 +272,13 @@ def _prepare_in_worker(index: int) -> tuple[bytes, ObjectId | None, str | None, 
     from ctxstore.model import encode_typed
 
     assert _SHARED is not None
-    reads, blobs, module_map, min_rank, objects = _SHARED
+    reads, blobs, module_map, min_confidence, objects = _SHARED
     path, data, text = reads[index]
-    language, ext = _extract(path, text, True)
+    language, ext = _extract(path, text, True, min_confidence)
     counts = {"low": 0, "budget": 0}
     budget = _Budget(max_files=None, max_bytes=None, max_edges=None, max_file_bytes=0,
-                     min_rank=min_rank, min_confidence="")
+                     min_rank=CONFIDENCE_RANK.get(min_confidence, 1),
+                     min_confidence=min_confidence)
     fv, n_symbols, n_relations = _version(_Read(path, data, blobs[path], text, language, ext),
                                           module_map, budget, counts)
     payload = encode_typed(fv)
@@ -317,7 +324,7 @@ def _prepare_versions(store: Store, reads: list[tuple[str, bytes, str]],
         return _prepare_in_pool(store, reads, blobs, module_map, budget, counts, jobs, progress)
     out: list[_Version] = []
     for done, (path, data, text) in enumerate(reads, 1):
-        language, ext = _extract(path, text, semantics)
+        language, ext = _extract(path, text, semantics, budget.min_confidence)
         fv, n_symbols, n_relations = _version(_Read(path, data, blobs[path], text, language, ext),
                                               module_map, budget, counts)
         out.append(_Version(path, data, blobs[path], fv, fv.note, n_symbols, n_relations))
@@ -341,7 +348,7 @@ def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
         store.ensure_staging_area()
     except (OSError, UnsafePath):
         objects = None  # the transaction reports it
-    _SHARED = (reads, blobs, module_map, budget.min_rank, objects)
+    _SHARED = (reads, blobs, module_map, budget.min_confidence, objects)
     first: dict[str, str] = {}  # a file of each language, to build its parser here, once
     for path, _, _ in reads:
         extractor = extractor_for(path)
@@ -454,6 +461,7 @@ def _relations(path: str, ext: Extraction, module_map: dict[str, list[str]], bud
     modules = {s.qualname for s in ext.symbols if s.kind == "module"}
     own = {s.qualname for s in ext.symbols}
     out: list[CodeRelation] = []
+    counts["low"] += ext.dropped  # counted by the extractor, never built
     for sym in ext.symbols:  # the file node holds its outermost symbols
         if sym.parent is None:
             kind, key = endpoint_of_symbol(sym.qualname, modules)
@@ -506,7 +514,7 @@ def _version(item: _Read, module_map: dict[str, list[str]], budget: _Budget,
 
 def _budget(store: Store, bulk: bool) -> _Budget:
     cfg = store.config
-    min_conf = str(cfg.get("ingestion", "min_confidence"))
+    min_conf = cast("Confidence", str(cfg.get("ingestion", "min_confidence")))  # validated
     return _Budget(
         max_files=None if bulk else int(cfg.get("ingestion", "max_files_per_step")),
         max_bytes=int(cfg.get("ingestion", "max_index_bytes" if bulk else "max_bytes_per_step")),

@@ -323,6 +323,7 @@ class _ScriptExtractor:
     """Shared by the JavaScript and TypeScript extractors."""
 
     name: str = ""
+    filters_confidence: bool = True
     suffixes: tuple[str, ...] = ()
 
     def grammar(self, path: str) -> str:
@@ -333,12 +334,14 @@ class _ScriptExtractor:
         """Return the file's module name (see ``module_name``)."""
         return module_name(path)
 
-    def extract(self, path: str, text: str) -> Extraction:
+    def extract(self, path: str, text: str, *, min_confidence: Confidence = "low"
+                ) -> Extraction:
         """Extract functions, classes, methods, types, imports and calls; never raises.
 
         Args:
             path: The repository-relative path (names the module).
             text: The source.
+            min_confidence: Relations below it are counted, not built.
 
         Returns:
             The extraction, incomplete when the file has syntax errors or is too large.
@@ -350,7 +353,7 @@ class _ScriptExtractor:
             walker.run(root)
             return walker.module
 
-        return ts.extract_with(self.name, grammar, text, walk)
+        return ts.extract_with(self.name, grammar, text, walk, min_confidence)
 
 
 class JavaScriptExtractor(_ScriptExtractor):

@@ -61,6 +61,7 @@ Visibility = Literal["public", "crate", "super", "private"]
 # Extra facts as ``(key, value)`` pairs in a fixed order, hashable (a tuple, not a dict).
 Detail = tuple[tuple[str, str], ...]
 Confidence = Literal["high", "medium", "low"]
+CONFIDENCE_RANK: dict[str, int] = {"low": 0, "medium": 1, "high": 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,12 +159,15 @@ class Extraction:
         relations: In order of appearance.
         complete: False when the file could not be read fully (syntax error, too
             large, not text): what is here is right, but something may be missing.
+        dropped: Relations below the ``min_confidence`` the caller asked for, counted
+            but not built (an extractor with ``filters_confidence``).
     """
 
     language: str
     symbols: tuple[Symbol, ...] = ()
     relations: tuple[Relation, ...] = ()
     complete: bool = True
+    dropped: int = 0
 
 
 @runtime_checkable
@@ -172,7 +176,9 @@ class Extractor(Protocol):
 
     An extractor may also define ``module_name(path) -> str | None`` (the language's
     module name of a file; optional, so not a protocol member: ``module_name`` below
-    calls it when present).
+    calls it when present). One whose class sets ``filters_confidence = True`` takes a
+    keyword ``min_confidence`` in ``extract``: relations below it are only counted
+    (``Extraction.dropped``), which spares building what the ingest would drop.
     """
 
     name: str

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from ctxstore.code.languages import (
+    CONFIDENCE_RANK,
     Confidence,
     Detail,
     Evidence,
@@ -96,7 +97,9 @@ def _dotted(node: ast.expr) -> str | None:
 class _Walker:
     """One file's walk: collects symbols and relations in order of appearance."""
 
-    def __init__(self, path: str, data: bytes) -> None:
+    def __init__(self, path: str, data: bytes, min_rank: int = 0) -> None:
+        self.min_rank = min_rank
+        self.dropped = 0  # relations below ``min_rank``, counted, not built
         self.module = module_name(path)
         self.is_package = PurePosixPath(path).stem == "__init__"
         self.data = data
@@ -141,6 +144,9 @@ class _Walker:
 
     def relate(self, label: str, source: str, target: str, node: ast.AST,
                confidence: Confidence, detail: Detail = ()) -> None:
+        if self.min_rank and CONFIDENCE_RANK[confidence] < self.min_rank:
+            self.dropped += 1
+            return
         self.relations.append(Relation(label, source, target,
                                        Evidence(_TOOL, self.span(node), confidence), detail))
 
@@ -350,17 +356,20 @@ class PythonExtractor:
 
     name: str = "python"
     suffixes: tuple[str, ...] = (".py", ".pyi")
+    filters_confidence: bool = True
 
     def module_name(self, path: str) -> str:
         """Return the dotted module name of a repository-relative path (``module_name``)."""
         return module_name(path)
 
-    def extract(self, path: str, text: str) -> Extraction:
+    def extract(self, path: str, text: str, *, min_confidence: Confidence = "low"
+                ) -> Extraction:
         """Extract modules, classes, functions, imports and calls; never raises.
 
         Args:
             path: The repository-relative path (names the module).
             text: The source.
+            min_confidence: Relations below it are counted, not built.
 
         Returns:
             The extraction, empty and incomplete when the source does not parse.
@@ -372,10 +381,11 @@ class PythonExtractor:
             tree = ast.parse(text, filename=path or "<unknown>", type_comments=False)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
             return Extraction(self.name, complete=False)
-        walker = _Walker(path, data)
+        walker = _Walker(path, data, CONFIDENCE_RANK.get(min_confidence, 0))
         try:
             walker.run(tree)
         except RecursionError:  # pragma: no cover - the parser's own nesting limit stops it first
             return Extraction(self.name, tuple(walker.symbols), tuple(walker.relations),
-                              complete=False)
-        return Extraction(self.name, tuple(walker.symbols), tuple(walker.relations))
+                              complete=False, dropped=walker.dropped)
+        return Extraction(self.name, tuple(walker.symbols), tuple(walker.relations),
+                          dropped=walker.dropped)

@@ -386,18 +386,21 @@ class RustExtractor:
     """Rust source files (implements ``Extractor``)."""
 
     name: str = "rust"
+    filters_confidence: bool = True
     suffixes: tuple[str, ...] = (".rs",)
 
     def module_name(self, path: str) -> str:
         """Return the module path of a repository-relative file (see the module docs)."""
         return module_name(path)
 
-    def extract(self, path: str, text: str) -> Extraction:
+    def extract(self, path: str, text: str, *, min_confidence: Confidence = "low"
+                ) -> Extraction:
         """Extract items, uses, impls and calls; never raises.
 
         Args:
             path: The repository-relative path (names the crate and module).
             text: The source.
+            min_confidence: Relations below it are counted, not built.
 
         Returns:
             The extraction, incomplete when the file has syntax errors or is too large.
@@ -407,4 +410,4 @@ class RustExtractor:
             walker.run(root)
             return walker.root.qualname
 
-        return ts.extract_with(self.name, "rust", text, walk)
+        return ts.extract_with(self.name, "rust", text, walk, min_confidence)
