@@ -28,6 +28,7 @@ import gc
 import json
 import os
 import re
+import signal
 import stat
 import sys
 import time
@@ -35,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import field
 from pathlib import Path, PurePosixPath
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from ctxstore import fsio
 from ctxstore.clock import next_stamp
@@ -297,11 +298,10 @@ def _can_fork() -> bool:
 
     A lock another thread holds at the fork would stay held in the child forever.
     """
-    import multiprocessing
     import threading
 
-    return (sys.platform.startswith("linux") and threading.active_count() == 1
-            and "fork" in multiprocessing.get_all_start_methods())
+    return sys.platform.startswith("linux") and hasattr(os, "fork") \
+        and threading.active_count() == 1
 
 
 def _prepare_versions(store: Store, reads: list[tuple[str, bytes, str]],
@@ -337,18 +337,22 @@ def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
                      blobs: dict[str, ObjectId], module_map: dict[str, list[str]],
                      budget: _Budget, counts: dict[str, int], jobs: int,
                      progress: Progress | None) -> list[_Version]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+    """``_prepare_versions`` in ``jobs`` forked workers (see there).
 
+    Each worker gets a share of the files, balanced by size (largest first, each to the
+    least loaded), and streams one record per file back through a pipe as it goes:
+    a little-endian length, then the pickled ``(index, result)``. Nothing else passes
+    between the processes, and no pool machinery (threads, queues) is imported.
+
+    Raises:
+        CtxError: if a worker died (killed, out of memory) or could not finish.
+    """
     global _SHARED
-    out: list[_Version] = []
     objects: ObjectStore | None = store.objects
     try:
         store.ensure_staging_area()
     except (OSError, UnsafePath):
         objects = None  # the transaction reports it
-    _SHARED = (reads, blobs, module_map, budget.min_confidence, objects)
     first: dict[str, str] = {}  # a file of each language, to build its parser here, once
     for path, _, _ in reads:
         extractor = extractor_for(path)
@@ -356,31 +360,110 @@ def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
             first.setdefault(extractor.name, path)
     for path in first.values():  # the workers inherit the parsers and queries
         _extract(path, "", True)
-    # Largest first, in small chunks: no worker is left alone with a big file at the end.
-    order = sorted(range(len(reads)), key=lambda i: -len(reads[i][1]))
-    done = 0
+    results: list[Any] = [None] * len(reads)
+    children: dict[int, int] = {}  # read end -> pid
+    _SHARED = (reads, blobs, module_map, budget.min_confidence, objects)
     try:
-        with ProcessPoolExecutor(max_workers=jobs,
-                                 mp_context=multiprocessing.get_context("fork")) as pool:
-            results: list[Any] = [None] * len(reads)
-            chunk = max(1, min(8, len(order) // (jobs * 32)))  # small near the end of the list
-            for index, result in zip(order, pool.map(_prepare_in_worker, order, chunksize=chunk),
-                                     strict=True):
-                results[index] = result
-                done += 1
-                if progress is not None:
-                    progress(done, len(reads))
-        for (path, data, _), (payload, written, note, n_symbols, n_relations, low) in \
-                zip(reads, results, strict=True):
-            counts["low"] += low
-            out.append(_Version(path, data, blobs[path], payload, note, n_symbols, n_relations,
-                                written))
-    except BrokenProcessPool:
-        raise CtxError("an extraction process died (killed, or out of memory); nothing was "
-                       "stored", hint="ctx index --jobs 1") from None
+        for share in _shares([len(data) for _, data, _ in reads], jobs):
+            read_end, write_end = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: never returns
+                os.close(read_end)
+                _worker(share, write_end)
+            os.close(write_end)
+            children[read_end] = pid
+        _collect(children, results, progress)
+    except BaseException:
+        for pid in children.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        raise
     finally:
         _SHARED = None
+        died = False
+        for fd, pid in children.items():
+            os.close(fd)
+            try:
+                _, status = os.waitpid(pid, 0)
+            except ChildProcessError:
+                continue
+            died = died or status != 0
+    if died or any(r is None for r in results):
+        raise CtxError("an extraction process died (killed, or out of memory); nothing was "
+                       "stored", hint="ctx index --jobs 1")
+    out: list[_Version] = []
+    for (path, data, _), (payload, written, note, n_symbols, n_relations, low) in \
+            zip(reads, results, strict=True):
+        counts["low"] += low
+        out.append(_Version(path, data, blobs[path], payload, note, n_symbols, n_relations,
+                            written))
     return out
+
+
+def _shares(sizes: Sequence[int], jobs: int) -> list[list[int]]:
+    """Indices of ``sizes`` in ``jobs`` shares of about equal total, each largest first."""
+    shares: list[list[int]] = [[] for _ in range(jobs)]
+    loads = [0] * jobs
+    for index in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        least = loads.index(min(loads))
+        shares[least].append(index)
+        loads[least] += sizes[index] + 1
+    return [share for share in shares if share]
+
+
+def _worker(share: list[int], out: int) -> NoReturn:
+    """A forked worker's whole life: prepare each file of ``share``, send it, exit.
+
+    It leaves with ``os._exit``: the parent's exit handlers and buffered output are not
+    its own. Any error (a ``KeyboardInterrupt`` included) ends it with status 1.
+    """
+    import pickle
+
+    status = 1
+    try:
+        for index in share:
+            record = pickle.dumps((index, _prepare_in_worker(index)), pickle.HIGHEST_PROTOCOL)
+            view = memoryview(len(record).to_bytes(4, "little") + record)
+            while view:  # a pipe, not a durable write: not ``fsio.write_all``
+                view = view[os.write(out, view):]
+        status = 0
+    finally:  # an exception (KeyboardInterrupt too) ends here, with status 1
+        os._exit(status)
+
+
+def _collect(children: dict[int, int], results: list[Any], progress: Progress | None) -> None:
+    """Read every worker's records into ``results`` as they come, until each pipe ends."""
+    import pickle
+    import selectors
+
+    done = 0
+    pending: dict[int, bytearray] = {fd: bytearray() for fd in children}
+    with selectors.DefaultSelector() as selector:
+        for fd in children:
+            selector.register(fd, selectors.EVENT_READ)
+        while pending:
+            for key, _ in selector.select():
+                fd = int(key.fd)
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    selector.unregister(fd)
+                    del pending[fd]
+                    continue
+                buf = pending[fd]
+                buf += chunk
+                while len(buf) >= 4:
+                    size = int.from_bytes(buf[:4], "little")
+                    if len(buf) < 4 + size:
+                        break
+                    # Our own forked worker's bytes, not input from outside.
+                    index, result = pickle.loads(buf[4:4 + size])  # noqa: S301
+                    del buf[:4 + size]
+                    results[index] = result
+                    done += 1
+                    if progress is not None:
+                        progress(done, len(results))
 
 
 # -- resolution ------------------------------------------------------------------------------------

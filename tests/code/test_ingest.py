@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 from _ingestlib import ctx, ctx_json, dump, make_work, query, tree_snapshot, write
 from conftest import stage_file
+from hypothesis import given
+from hypothesis import strategies as st
 
+from ctxstore.code.ingest import _shares
 from ctxstore.code.tree import tree_files
 from ctxstore.code.walk import glob_regex
 from ctxstore.index.code import chunk_file
@@ -331,3 +334,16 @@ def test_stale_memory_is_flagged(tmp_path: Path) -> None:
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("symlink and fork behaviour checked on Linux")
+
+
+@given(st.lists(st.integers(min_value=0, max_value=1 << 20), max_size=300),
+       st.integers(min_value=1, max_value=8))
+def test_worker_shares_cover_every_file_once_and_balance(sizes: list[int], jobs: int) -> None:
+    shares = _shares(sizes, jobs)
+    assert sorted(i for share in shares for i in share) == list(range(len(sizes)))
+    assert len(shares) <= jobs and all(shares)
+    for share in shares:  # each worker starts with its largest file
+        assert [sizes[i] for i in share] == sorted((sizes[i] for i in share), reverse=True)
+    if len(shares) == jobs and sizes:  # greedy: no share exceeds another by more than a file
+        loads = [sum(sizes[i] + 1 for i in share) for share in shares]
+        assert max(loads) - min(loads) <= max(sizes) + 1
