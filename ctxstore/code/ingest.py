@@ -348,6 +348,9 @@ def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
         CtxError: if a worker died (killed, out of memory) or could not finish.
     """
     global _SHARED
+    import pickle  # noqa: F401 - imported once here, before the workers fork, not in each
+    import selectors  # noqa: F401
+
     objects: ObjectStore | None = store.objects
     try:
         store.ensure_staging_area()
