@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 MAX_POINTER_BYTES = 64 * 1024
-_HEX_LINE = re.compile(rb"[0-9a-f]{64}")
+_HEX_DIGITS = b"0123456789abcdef"
 _REF_NAME = re.compile(r"refs(/[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*)+")
 _MARKERS = (b"<<<<<<<", b"|||||||", b"=======", b">>>>>>>")
 
@@ -104,7 +104,8 @@ def parse_pointer(name: str, data: bytes) -> Pointer:
             continue
         if in_base:
             continue
-        if not _HEX_LINE.fullmatch(line):
+        # 64 lower-case hex digits (``bytes.translate`` deletes them all: nothing left).
+        if len(line) != 64 or line.translate(None, _HEX_DIGITS):
             shown = line[:40].decode("utf-8", "replace")
             raise RefNotFound(name, detail=f"does not hold an object id (found {shown!r})",
                               hint="restore it from Git or run `ctx stage recover`")

@@ -158,12 +158,17 @@ def open_regular(path: Path) -> int | None:
     return fd
 
 
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SURROGATE = r"[\ud800-\udfff]"  # compiled on first use: most text holds none
 
 
 def clean_text(text: str) -> str:
     """``text`` without lone UTF-16 surrogates (claude-code.md §4.8) or harness reminders."""
-    return _SURROGATE.sub("\ufffd", strip_reminders(text)).strip()
+    text = strip_reminders(text)
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # only a surrogate code point cannot be encoded
+        text = re.sub(_SURROGATE, "\ufffd", text)
+    return text.strip()
 
 
 class Entry(NamedTuple):
