@@ -253,10 +253,18 @@ def default_jobs() -> int:
 
 
 # What the pool's workers read, set in the parent just before they fork (so nothing but an
-# index goes to a worker): (files, blob ids, module map, min confidence, the object store to
+# index goes to a worker): (files, blob ids, module map, the run's gates, the object store to
 # write to or None).
 _SHARED: tuple[list[tuple[str, bytes, str]], dict[str, ObjectId], dict[str, list[str]],
-               Confidence, ObjectStore | None] | None = None
+               _Budget, ObjectStore | None] | None = None
+
+
+def _build(path: str, data: bytes, blob: ObjectId, text: str, semantics: bool,
+           module_map: dict[str, list[str]], budget: _Budget,
+           counts: dict[str, int]) -> tuple[FileVersion, int, int]:
+    """One changed file extracted and made a version, with its symbol and relation counts."""
+    language, ext = _extract(path, text, semantics, budget.min_confidence)
+    return _version(_Read(path, data, blob, text, language, ext), module_map, budget, counts)
 
 
 def _prepare_in_worker(index: int) -> tuple[bytes, ObjectId | None, str | None, int, int, int]:
@@ -273,15 +281,11 @@ def _prepare_in_worker(index: int) -> tuple[bytes, ObjectId | None, str | None, 
     from ctxstore.model import encode_typed
 
     assert _SHARED is not None
-    reads, blobs, module_map, min_confidence, objects = _SHARED
+    reads, blobs, module_map, budget, objects = _SHARED
     path, data, text = reads[index]
-    language, ext = _extract(path, text, True, min_confidence)
     counts = {"low": 0, "budget": 0}
-    budget = _Budget(max_files=None, max_bytes=None, max_edges=None, max_file_bytes=0,
-                     min_rank=CONFIDENCE_RANK.get(min_confidence, 1),
-                     min_confidence=min_confidence)
-    fv, n_symbols, n_relations = _version(_Read(path, data, blobs[path], text, language, ext),
-                                          module_map, budget, counts)
+    fv, n_symbols, n_relations = _build(path, data, blobs[path], text, True, module_map,
+                                        budget, counts)
     payload = encode_typed(fv)
     written = None
     if objects is not None:
@@ -300,8 +304,7 @@ def _can_fork() -> bool:
     """
     import threading
 
-    return sys.platform.startswith("linux") and hasattr(os, "fork") \
-        and threading.active_count() == 1
+    return sys.platform.startswith("linux") and threading.active_count() == 1
 
 
 def _prepare_versions(store: Store, reads: list[tuple[str, bytes, str]],
@@ -324,9 +327,8 @@ def _prepare_versions(store: Store, reads: list[tuple[str, bytes, str]],
         return _prepare_in_pool(store, reads, blobs, module_map, budget, counts, jobs, progress)
     out: list[_Version] = []
     for done, (path, data, text) in enumerate(reads, 1):
-        language, ext = _extract(path, text, semantics, budget.min_confidence)
-        fv, n_symbols, n_relations = _version(_Read(path, data, blobs[path], text, language, ext),
-                                              module_map, budget, counts)
+        fv, n_symbols, n_relations = _build(path, data, blobs[path], text, semantics, module_map,
+                                            budget, counts)
         out.append(_Version(path, data, blobs[path], fv, fv.note, n_symbols, n_relations))
         if progress is not None:
             progress(done, len(reads))
@@ -365,7 +367,7 @@ def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
         _extract(path, "", True)
     results: list[Any] = [None] * len(reads)
     children: dict[int, int] = {}  # read end -> pid
-    _SHARED = (reads, blobs, module_map, budget.min_confidence, objects)
+    _SHARED = (reads, blobs, module_map, budget, objects)  # no per-step edge budget here
     try:
         for share in _shares([len(data) for _, data, _ in reads], jobs):
             read_end, write_end = os.pipe()

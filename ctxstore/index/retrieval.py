@@ -230,9 +230,7 @@ def mention_rows(conn: sqlite3.Connection, node_ids: Sequence[str] | None
     if node_ids is None:
         return conn.execute(sql + " ORDER BY e.from_key, e.to_key").fetchall()
     rows = []
-    ids = list(dict.fromkeys(node_ids))
-    for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
+    for part in _batches(list(dict.fromkeys(node_ids))):
         rows += conn.execute(sql + f" AND e.from_key IN ({','.join('?' * len(part))})"
-                             " ORDER BY e.from_key, e.to_key", part).fetchall()
+                             " ORDER BY e.from_key, e.to_key", tuple(part)).fetchall()
     return rows
