@@ -184,6 +184,12 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
     "file-length": (
         f"UPDATE file_lengths SET body = 1000 WHERE file = {B_ID}",
         ["index:file_lengths: pkg/b.py: body is 1000, the replay has 8"]),
+    "term-df": (
+        "UPDATE term_df SET df = 7 WHERE term = 'helper' AND field = 0",
+        ["index:term_df: (helper, 0): df is 7, the replay has 2"]),
+    "missing-term-df": (
+        "DELETE FROM term_df WHERE term = 'greeter' AND field = 0",
+        ["index:term_df: (greeter, 0): missing (the replay has it)"]),
     "package": (
         "UPDATE packages SET version = '9.9.9' WHERE name = 'macros'",
         ["index:packages: (/tmp/fx/ws, path+file:///tmp/fx/ws/macros#0.1.0): version is 9.9.9, "
@@ -224,6 +230,46 @@ def test_index_compare_names_each_tampered_code_row(
     assert _problems(r) == [f"error E007 {w}" for w in want]
     assert (root / INDEX).read_bytes() == index_before and store_digest(root) == before
     _ok(root, "rebuild")
+    assert _problems(_run(root, "debug", "verify", "--index")) == []
+
+
+def _cached_corpus(root: Path) -> bytes:
+    """Run a pack (it writes ``corpus_cache``) and return the packed value it wrote."""
+    _ok(root, "pack", "helper greeter", "--format", "json")
+    conn = sqlite3.connect(root / INDEX)
+    name, generation, data = conn.execute("SELECT name, generation, data FROM corpus_cache").fetchone()
+    assert name == "files:markdown"
+    assert generation == conn.execute(
+        "SELECT value FROM meta WHERE key = 'code_generation'").fetchone()[0]
+    conn.close()
+    return bytes(data)
+
+
+def test_index_compare_checks_the_corpus_cache_against_the_file_table(
+        template: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    from ctxstore.index.retrieval import FileCorpus, decode_corpus, encode_corpus
+
+    root = _copy(template[0], tmp_path)
+    data = _cached_corpus(root)
+    assert _problems(_run(root, "debug", "verify", "--index")) == []  # a true cache is fine
+    corpus = decode_corpus(data)
+    assert corpus is not None and sorted(corpus.paths) == ["pkg/a.py", "pkg/b.py"]
+    forged = FileCorpus(corpus.ids, corpus.paths, [n + 1 for n in corpus.body],
+                        corpus.path_terms, corpus.split)
+    conn = sqlite3.connect(root / INDEX)
+    conn.execute("UPDATE corpus_cache SET data = ?", (encode_corpus(forged),))
+    conn.commit()
+    r = _run(root, "debug", "verify", "--index")
+    assert r.exit_code == 3 and _problems(r) == [
+        "error E007 index:corpus_cache: files:markdown: differs from the file table"]
+    conn.execute("UPDATE corpus_cache SET data = x'00ff'")
+    conn.commit()
+    assert _problems(_run(root, "debug", "verify", "--index")) == [
+        "error E007 index:corpus_cache: files:markdown: not a packed file table"]
+    # a value of an older generation is never read: not a difference
+    conn.execute("UPDATE corpus_cache SET generation = 'old'")
+    conn.commit()
+    conn.close()
     assert _problems(_run(root, "debug", "verify", "--index")) == []
 
 

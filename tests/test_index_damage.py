@@ -152,6 +152,8 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "meta-garbage": lambda r: _sql(r, "UPDATE meta SET value = 'garbage' WHERE key = 'synced'"),
     "meta-wrong-shape": lambda r: _sql(r, "UPDATE meta SET value = '{\"main\": 3}'"),
     "meta-missing": lambda r: _sql(r, "DELETE FROM meta"),
+    "meta-generation-garbage": lambda r: _sql(
+        r, "INSERT OR REPLACE INTO meta(key, value) VALUES ('code_generation', '1x')"),
     "meta-table-missing": lambda r: _sql(r, "DROP TABLE meta"),
     "user-version-99": lambda r: _sql(r, "PRAGMA user_version = 99"),
     "user-version-0": lambda r: _sql(r, "PRAGMA user_version = 0"),

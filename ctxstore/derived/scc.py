@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING
 from ctxstore import fsio
 from ctxstore.errors import CtxError, UnsafePath
 from ctxstore.ids import ObjectId
-from ctxstore.index.derived import GraphEdge, graph_edges
-from ctxstore.objects import KIND_TYPED, LooseObjectStore
 from ctxstore.records import dataclass
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the object store and the graph's SELECT load only where used (a pack
+    # reading no view needs neither)
+    from ctxstore.index.derived import GraphEdge
     from ctxstore.model.derived import SccView
+    from ctxstore.objects import LooseObjectStore
     from ctxstore.repo import Store
 
 __all__ = ["DERIVED_DIR", "POINTER_NAME", "SccResult", "LoadedScc", "node_name", "split_node",
@@ -131,6 +132,8 @@ def _pointer_path(root: Path) -> tuple[Path, Path]:
 
 def _derived_objects(root: Path) -> LooseObjectStore:
     """The derived objects' store, ``DERIVED/objects/`` (ignored by Git, like ``index/``)."""
+    from ctxstore.objects import LooseObjectStore
+
     return LooseObjectStore(root / DERIVED_DIR / _OBJECTS)
 
 
@@ -171,6 +174,8 @@ def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult
         CtxError: from the index or the object store.
     """
     from ctxstore.index import open_index
+    from ctxstore.index.derived import graph_edges
+    from ctxstore.objects import KIND_TYPED
     from ctxstore.replay import state_heads
 
     own = conn is None
@@ -230,6 +235,7 @@ def load_scc(root: Path) -> LoadedScc:
         return LoadedScc(None, None, [f"{path} does not hold an object id"])
     from ctxstore.model import decode_typed  # only once a view is named: a pack without one
     from ctxstore.model.derived import SccView  # loads no part of the object model
+    from ctxstore.objects import KIND_TYPED
 
     try:
         stored = _derived_objects(root).read(oid)

@@ -459,6 +459,9 @@ def inspect_index(conn: sqlite3.Connection, *, quick_check_max: int | None = Non
     for key, value in rows:
         if key == "clone" and isinstance(value, str):
             continue
+        if key == "code_generation" and isinstance(value, str) and value.isascii() \
+                and value.isdigit():
+            continue  # index.code: bumped by every file applied (corpus_cache's validity)
         if key != "synced":
             return f"unexpected meta row {str(key)[:40]!r}"
         if not isinstance(value, str) or parse_snapshot(value) is None:

@@ -18,7 +18,7 @@ from dataclasses import field
 
 from ctxstore.errors import CommitOrphan, ObjectNotFound
 from ctxstore.index.build import BUILD_TABLES, apply_build_record
-from ctxstore.index.code import CODE_TABLES, apply_file
+from ctxstore.index.code import CODE_TABLES, DocumentFrequencies, apply_file
 from ctxstore.index.fulltext.fts5 import Fts5Engine
 from ctxstore.index.heads import FoldReads, record_commit_graph, update_node_heads
 from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit, codec
@@ -138,6 +138,7 @@ def apply_commits(store: Store, conn: sqlite3.Connection,
     """
     record_commit_graph(conn, commits)
     reads = FoldReads(store)  # shared by every batch of this apply (see FoldReads)
+    frequencies = DocumentFrequencies()  # term_df changes, written once at the end
     total = done = 0
     if progress is not None:  # count the records to apply first (the batches are read twice)
         seen: set[bytes] = set()
@@ -154,28 +155,33 @@ def apply_commits(store: Store, conn: sqlite3.Connection,
                 continue
             batch = store.read_typed(ObjectId(bid), ChangeBatch)
             if progress is None:
-                apply_records(store, conn, batch.records, bid, commit=oid, reads=reads)
+                apply_records(store, conn, batch.records, bid, commit=oid, reads=reads,
+                              frequencies=frequencies)
             else:
                 # In steps, so that the bar moves during one large batch (an import).
                 for start in range(0, len(batch.records), _PROGRESS_STEP):
                     chunk = batch.records[start:start + _PROGRESS_STEP]
-                    apply_records(store, conn, chunk, bid, commit=oid, reads=reads)
+                    apply_records(store, conn, chunk, bid, commit=oid, reads=reads,
+                                  frequencies=frequencies)
                     done += len(chunk)
                     progress(done, total)
             conn.execute("INSERT INTO applied_batches(oid) VALUES (?)", (bid,))
         conn.execute("INSERT OR IGNORE INTO applied(oid, kind) VALUES (?, ?)",
                      (oid, type(obj).TYPE))
+    frequencies.flush(conn)
     if progress is not None and done < total:
         progress(total, total)
 
 
 def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[KnowledgeRecord],
-                  batch: bytes, *, commit: bytes, reads: FoldReads) -> None:
+                  batch: bytes, *, commit: bytes, reads: FoldReads,
+                  frequencies: DocumentFrequencies | None = None) -> None:
     """Let each record compete for its key; update the tables for every winner.
 
     ``commit`` is the (work) commit carrying ``batch``: node versions are placed in the
     commit graph by it, for concurrent-edit detection (``ctxstore.index.heads``), which
-    reads fold and session records through ``reads``.
+    reads fold and session records through ``reads``. ``frequencies`` gathers the ``term_df``
+    changes of the files applied (None: each file writes its own).
     """
     for rec in records:
         key = key_text(record_key(rec))
@@ -194,7 +200,7 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
         live = not isinstance(rec, (NodeRemoved, EdgeRemoved, ViewRemoved, FileRemoved))
         conn.execute("INSERT OR REPLACE INTO winners(key, stamp, version, live) VALUES (?, ?, ?, ?)",
                      (key, stamp, version, int(live)))
-        _apply_winner(store, conn, rec, version)
+        _apply_winner(store, conn, rec, version, frequencies)
 
 
 def _hook_key(rec: NodeRecord) -> str | None:
@@ -204,7 +210,7 @@ def _hook_key(rec: NodeRecord) -> str | None:
 
 
 def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
-                  version: bytes) -> None:
+                  version: bytes, frequencies: DocumentFrequencies | None) -> None:
     fts = Fts5Engine(conn)
     if isinstance(rec, NodeRecord):
         content = rec.content if rec.content is not None else \
@@ -258,7 +264,7 @@ def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
     elif isinstance(rec, ViewRemoved):
         conn.execute("DELETE FROM views WHERE name = ?", (rec.name,))
     elif isinstance(rec, (FileRecord, FileRemoved)):
-        apply_file(store, conn, rec)  # index.code: the path's files/symbols/edges/chunks rows
+        apply_file(store, conn, rec, frequencies)  # index.code: the path's files/symbols/edges/chunks rows
     elif isinstance(rec, (CargoRecord, CommandRunRecord)):
         apply_build_record(store, conn, rec)  # index.build: the workspace's or command's rows
 

@@ -1,7 +1,10 @@
 """Code rows of the index: files, symbols, code_edges, chunks, chunks_fts, file_terms.
 
 ``file_terms`` and ``file_lengths`` are the retrieval postings of each file: its
-``index.terms`` tokens (body and path) with their counts, read by ``ctx pack``.
+``index.terms`` tokens (body and path) with their counts, read by ``ctx pack``. ``term_df``
+counts the files of each term: an apply gathers the changes in a ``DocumentFrequencies``
+and writes them once at its end (``flush``), one row per term it touched, and bumps
+``meta`` ``code_generation`` (which invalidates ``corpus_cache``).
 
 ``apply_file`` runs when a ``file`` or ``file_removed`` record wins its key
 (``index.apply``): the rows of that path are deleted and, for a ``file`` record, made
@@ -23,6 +26,7 @@ import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import Any
 
 from ctxstore.ids import ObjectId
@@ -32,12 +36,13 @@ from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.tokens import estimate_tokens
 
-__all__ = ["CODE_TABLES", "FileRow", "SymbolHit", "Chunk", "apply_file", "file_rows",
+__all__ = ["CODE_TABLES", "DocumentFrequencies", "FileRow", "SymbolHit", "Chunk", "apply_file",
+           "file_rows",
            "file_row", "symbols_by", "symbols_in", "task_node_ids",
            "chunk_file", "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
 
 CODE_TABLES = ("files", "symbols", "code_edges", "chunks", "chunks_fts", "file_terms",
-               "file_lengths")
+               "file_lengths", "term_df", "corpus_cache")
 WINDOW_LINES = 60
 CLASS_SPLIT_TOKENS = 1500
 _CONTAINERS = frozenset({"class", "impl", "trait", "interface", "struct", "enum"})
@@ -82,15 +87,55 @@ class Chunk:
     text: str
 
 
-def apply_file(store: Store, conn: sqlite3.Connection, rec: FileRecord | FileRemoved) -> None:
+class DocumentFrequencies:
+    """Changes to ``term_df`` gathered over one apply, written by ``flush``.
+
+    A full index touches each term in thousands of files: counting in memory and writing
+    one row per term costs what the vocabulary costs, not what every posting does.
+    """
+
+    __slots__ = ("delta", "files")
+
+    def __init__(self) -> None:
+        self.delta: Counter[tuple[str, int]] = Counter()
+        self.files = 0
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        """Write the gathered counts and bump ``code_generation`` (when a file was applied).
+
+        Args:
+            conn: The index connection (the caller's transaction).
+        """
+        if not self.files:
+            return
+        changed = [(t, f, n) for (t, f), n in self.delta.items() if n]
+        conn.executemany("INSERT INTO term_df(term, field, df) VALUES (?, ?, ?) ON CONFLICT"
+                         " (term, field) DO UPDATE SET df = df + excluded.df", changed)
+        conn.executemany("DELETE FROM term_df WHERE term = ? AND field = ? AND df <= 0",
+                         [(t, f) for t, f, n in changed if n < 0])
+        conn.execute("INSERT INTO meta(key, value) VALUES ('code_generation', '1') ON CONFLICT"
+                     " (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+        self.delta.clear()
+        self.files = 0
+
+
+def apply_file(store: Store, conn: sqlite3.Connection, rec: FileRecord | FileRemoved,
+               frequencies: DocumentFrequencies | None = None) -> None:
     """Replace the code rows of ``rec.path`` with what the winning record says.
 
     Args:
         store: The store (the ``file_version`` object and the file's blob are read).
         conn: The index connection (the caller's transaction).
         rec: The record that won the path's key.
+        frequencies: Where the ``term_df`` changes gather (None: written at once).
     """
-    _delete_path(conn, rec.path)
+    if frequencies is None:
+        frequencies = DocumentFrequencies()
+        apply_file(store, conn, rec, frequencies)
+        frequencies.flush(conn)
+        return
+    frequencies.files += 1
+    _delete_path(conn, rec.path, frequencies)
     if isinstance(rec, FileRemoved):
         return
     fv = store.read_typed(ObjectId(rec.version), FileVersion)
@@ -112,7 +157,7 @@ def apply_file(store: Store, conn: sqlite3.Connection, rec: FileRecord | FileRem
         [(fv.path, r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
           _evidence(r, blob_hex)) for r in fv.relations])
     text = store.read_blob(ObjectId(fv.blob_id)).decode("utf-8", "replace")
-    _file_terms(conn, int(file_id or 0), fv.path, text)
+    _file_terms(conn, int(file_id or 0), fv.path, text, frequencies)
     fts: list[tuple[int | None, str, str, str]] = []
     for chunk in chunk_file(text, symbols):
         cur = conn.execute("INSERT INTO chunks(path, qualname, kind, start_line, end_line, tokens,"
@@ -137,10 +182,13 @@ def _evidence(r: CodeRelation, blob_hex: str) -> str:
             f'"target": {json.dumps(r.target)}, "tool": {json.dumps(r.tool)}}}')
 
 
-def _file_terms(conn: sqlite3.Connection, file_id: int, path: str, text: str) -> None:
+def _file_terms(conn: sqlite3.Connection, file_id: int, path: str, text: str,
+                frequencies: DocumentFrequencies) -> None:
     """The retrieval postings of one file: ``index.terms`` tokens of its text and its path."""
     body = term_counts(text)
     where = Counter(path_tokens(path))
+    frequencies.delta.update(zip(body, repeat(0)))
+    frequencies.delta.update(zip(where, repeat(1)))
     conn.execute("INSERT INTO file_lengths(file, body, path) VALUES (?, ?, ?)",
                  (file_id, sum(body.values()), sum(where.values())))
     conn.executemany("INSERT INTO file_terms(term, field, file, tf) VALUES (?, ?, ?, ?)",
@@ -148,7 +196,10 @@ def _file_terms(conn: sqlite3.Connection, file_id: int, path: str, text: str) ->
                       *((t, 1, file_id, n) for t, n in where.items())])
 
 
-def _delete_path(conn: sqlite3.Connection, path: str) -> None:
+def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
+    frequencies.delta.subtract(conn.execute(
+        "SELECT term, field FROM file_terms WHERE file IN (SELECT rowid FROM files WHERE path = ?)",
+        (path,)).fetchall())
     for table in ("file_terms", "file_lengths"):
         conn.execute(f"DELETE FROM {table} WHERE file IN (SELECT rowid FROM files WHERE path = ?)",  # noqa: S608
                      (path,))

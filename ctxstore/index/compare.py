@@ -102,6 +102,7 @@ STRICT_TABLES: dict[str, TableCheck] = {
                              " LEFT JOIN files f ON f.rowid = t.file", 3),
     "file_lengths": TableCheck("SELECT f.path, l.body, l.path AS path_terms FROM file_lengths l"
                                " LEFT JOIN files f ON f.rowid = l.file", 1),
+    "term_df": TableCheck("SELECT term, field, df FROM term_df", 2),
     # build (index.build)
     "packages": TableCheck("SELECT workspace, package_id, name, version, manifest_path, edition,"
                            " member FROM packages", 2),
@@ -128,10 +129,16 @@ REACHED_TABLES: dict[str, TableCheck] = {
 }
 
 
+# Caches of what other tables hold, checked against the file's own tables (``_check_caches``):
+# a replay writes none.
+CACHE_TABLES = ("corpus_cache",)
+
+
 def compared_tables() -> frozenset[str]:
     """Every table name the comparison covers (tests hold it to the schema)."""
     return frozenset(name for tables in (STRICT_TABLES, REACHED_TABLES)
-                     for table, check in tables.items() for name in (check.reads or (table,)))
+                     for table, check in tables.items()
+                     for name in (check.reads or (table,))) | set(CACHE_TABLES)
 
 
 @dataclass
@@ -249,9 +256,36 @@ def _compare(store: Store, disk: sqlite3.Connection, report: IndexComparison) ->
             for tables, exact in ((STRICT_TABLES, True), (REACHED_TABLES, False)):
                 for table, check in tables.items():
                     _compare_table(table, check, disk, ref, exact, report)
+            report.differences.extend(_check_caches(disk))
             report.differences.extend(_check_scc(store, ref))
         finally:
             ref.close()
+
+
+def _check_caches(disk: sqlite3.Connection) -> list[Problem]:
+    """A current ``corpus_cache`` value must be what the file's own file table gives.
+
+    Values of an older ``code_generation`` are never read, so they are not differences.
+    """
+    from ctxstore.index.retrieval import code_generation, decode_corpus, encode_corpus, read_corpus
+
+    problems: list[Problem] = []
+    generation = code_generation(disk)
+    for name, stored, data in disk.execute(
+            "SELECT name, generation, data FROM corpus_cache ORDER BY name"):
+        if stored != generation:
+            continue
+        if not str(name).startswith("files:"):
+            problems.append(Problem("E007", "index:corpus_cache", f"{_short(name)}: unknown name"))
+            continue
+        apart = frozenset(filter(None, str(name)[len("files:"):].split(",")))
+        if decode_corpus(bytes(data)) is None:
+            problems.append(Problem("E007", "index:corpus_cache",
+                                    f"{name}: not a packed file table"))
+        elif bytes(data) != encode_corpus(read_corpus(disk, apart)):
+            problems.append(Problem("E007", "index:corpus_cache",
+                                    f"{name}: differs from the file table"))
+    return problems
 
 
 def _groups(cur: sqlite3.Cursor, key: int) -> Iterator[tuple[tuple[Any, ...], list[tuple[Any, ...]]]]:

@@ -6,23 +6,39 @@ knowledge nodes with the current state of the files they name (stale memory, ``c
 Postings come from ``file_terms`` (filled by ``index.code`` with ``index.terms`` tokens:
 whole identifiers and their camel/snake parts, one row per term and file), read by primary
 key only for the query's terms: a query costs what its terms' postings cost, not a scan of
-every file's text. An index built before code ingestion (no ``chunks``) answers with
-nothing. Reads only.
+every file's text; their document counts come from ``term_df``. An index built before code
+ingestion (no ``chunks``) answers with nothing.
+
+Every pack needs every file's id, path and lengths (BM25's statistics, the test prior).
+``file_corpus`` reads them from ``corpus_cache``: one packed value (a header, three arrays
+of 64-bit integers, the paths joined by NUL), written by the first pack after the files
+changed and valid while ``meta`` ``code_generation`` equals the generation stored with it.
+Decoding it costs a fraction of reading the 10,000 rows of a large tree. That write is the
+only one here; the rest reads.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import struct
+import sys
+from array import array
 from collections.abc import Iterable, Sequence
 
 from ctxstore.index.fulltext.ranked import ChunkRow, has_table
+from ctxstore.records import dataclass
 
-__all__ = ["BODY", "PATH", "has_code", "has_diagnostics", "file_table", "file_versions",
+__all__ = ["BODY", "PATH", "FileCorpus", "has_code", "has_diagnostics", "file_table",
+           "file_corpus", "read_corpus", "encode_corpus", "decode_corpus", "corpus_name",
+           "code_generation", "file_versions",
            "document_counts", "postings", "symbols_with_names", "import_edges", "chunks_of",
+           "chunk_texts",
            "mention_rows"]
 
 BODY, PATH = 0, 1  # ``file_terms.field``
 _BATCH = 500  # host parameters per statement, well under SQLite's limit
+_MAGIC = b"ctxF"
+_HEADER = struct.Struct("<4sQQ")  # magic, files, files before the split
 
 
 def has_code(conn: sqlite3.Connection) -> bool:
@@ -51,6 +67,143 @@ def file_table(conn: sqlite3.Connection) -> list[tuple[int, str, str | None, int
         "SELECT f.rowid, f.path, f.language, coalesce(l.body, 0), coalesce(l.path, 0) "
         "FROM files f LEFT JOIN file_lengths l ON l.file = f.rowid").fetchall()
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class FileCorpus:
+    """Every indexed file's id, path and retrieval lengths, split in two groups.
+
+    Attributes:
+        ids: ``files.rowid`` of each file.
+        paths: Their paths.
+        body: Body tokens of each (0 for a file without postings).
+        path_terms: Path tokens of each.
+        split: The files before it have a language outside the ``apart`` set it was read
+            with; the rest (that set, or no language) come after. Each group by id.
+    """
+
+    ids: Sequence[int]
+    paths: Sequence[str]
+    body: Sequence[int]
+    path_terms: Sequence[int]
+    split: int
+
+
+def corpus_name(apart: Iterable[str]) -> str:
+    """The ``corpus_cache`` name of a corpus split by ``apart`` (its languages, sorted)."""
+    return "files:" + ",".join(sorted(apart))
+
+
+def read_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:
+    """Every indexed file from the file table itself (what ``corpus_cache`` holds).
+
+    Args:
+        conn: An index connection with the code tables.
+        apart: Languages whose files go to the second group (with files of no language).
+
+    Returns:
+        The files, each group by id.
+    """
+    rows = sorted(file_table(conn), key=lambda r: (r[2] is None or r[2] in apart, r[0]))
+    split = sum(1 for r in rows if not (r[2] is None or r[2] in apart))
+    return FileCorpus([r[0] for r in rows], [r[1] for r in rows], [r[3] for r in rows],
+                      [r[4] for r in rows], split)
+
+
+def encode_corpus(corpus: FileCorpus) -> bytes:
+    """The packed ``corpus_cache`` value of a corpus.
+
+    Args:
+        corpus: The corpus.
+
+    Returns:
+        Header, ids, body and path lengths (little-endian signed 64-bit), NUL-joined paths.
+    """
+    parts = [_HEADER.pack(_MAGIC, len(corpus.ids), corpus.split)]
+    for values in (corpus.ids, corpus.body, corpus.path_terms):
+        packed = array("q", values)
+        if sys.byteorder != "little":
+            packed.byteswap()
+        parts.append(packed.tobytes())
+    parts.append("\0".join(corpus.paths).encode("utf-8", "surrogatepass"))
+    return b"".join(parts)
+
+
+def decode_corpus(data: bytes) -> FileCorpus | None:
+    """A corpus from its packed value, or None when the value is not one.
+
+    Args:
+        data: What ``encode_corpus`` wrote (or anything: a damaged row decodes to None).
+
+    Returns:
+        The corpus, or None.
+    """
+    if len(data) < _HEADER.size:
+        return None
+    magic, n, split = _HEADER.unpack_from(data)
+    end = _HEADER.size + 24 * n
+    if magic != _MAGIC or split > n or len(data) < end:
+        return None
+    arrays = []
+    for k in range(3):
+        values = array("q")
+        values.frombytes(data[_HEADER.size + 8 * n * k:_HEADER.size + 8 * n * (k + 1)])
+        if sys.byteorder != "little":
+            values.byteswap()
+        arrays.append(values)
+    try:
+        paths = data[end:].decode("utf-8", "surrogatepass").split("\0") if n else []
+    except UnicodeDecodeError:
+        return None
+    if len(paths) != n:
+        return None
+    return FileCorpus(arrays[0], paths, arrays[1], arrays[2], split)
+
+
+def code_generation(conn: sqlite3.Connection) -> str:
+    """``meta`` ``code_generation``: how many times files were applied ("0" before any)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'code_generation'").fetchone()
+    return str(row[0]) if row is not None else "0"
+
+
+def file_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:
+    """Every indexed file, from ``corpus_cache`` when it is current (written when it is not).
+
+    The write is conditional on the generation it was read at, in one statement, so a
+    catch-up in between leaves nothing stale; when another process holds the write lock it
+    is skipped (the next pack writes it).
+
+    Args:
+        conn: A current index connection with the code tables.
+        apart: Languages whose files go to the second group (with files of no language).
+
+    Returns:
+        The files, each group by id.
+    """
+    name = corpus_name(apart)
+    generation = code_generation(conn)
+    row = conn.execute("SELECT generation, data FROM corpus_cache WHERE name = ?",
+                       (name,)).fetchone()
+    if row is not None and row[0] == generation:
+        cached = decode_corpus(bytes(row[1]))
+        if cached is not None:
+            return cached
+    corpus = read_corpus(conn, apart)
+    if conn.in_transaction:
+        return corpus  # the caller's transaction: not ours to write in
+    timeout = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        conn.execute(
+            "INSERT OR REPLACE INTO corpus_cache(name, generation, data) SELECT ?, ?, ?"
+            " WHERE coalesce((SELECT value FROM meta WHERE key = 'code_generation'), '0') = ?",
+            (name, generation, encode_corpus(corpus), generation))
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode & 0xff not in (5, 6, 8):  # BUSY, LOCKED, READONLY: skip
+            raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+    return corpus
 
 
 def file_versions(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, bytes]:
@@ -104,8 +257,8 @@ def document_counts(conn: sqlite3.Connection, terms: Sequence[str], field: int =
     found: dict[str, int] = {}
     for batch in _batches(list(dict.fromkeys(terms))):
         found.update((str(t), int(n)) for t, n in conn.execute(
-            f"SELECT term, count(*) FROM file_terms WHERE field = ? AND term IN "
-            f"({','.join('?' * len(batch))}) GROUP BY term", (field, *batch)).fetchall())
+            f"SELECT term, df FROM term_df WHERE field = ? AND df > 0 AND term IN "
+            f"({','.join('?' * len(batch))})", (field, *batch)).fetchall())
     return found
 
 
@@ -181,32 +334,58 @@ def import_edges(conn: sqlite3.Connection, paths: Sequence[str]) -> list[tuple[s
             f"AND e.to_kind = 'file' AND e.to_key IN ({marks})", tuple(batch)).fetchall()
         rows += conn.execute(
             # CROSS JOIN keeps symbols (by path) outside: the planner would scan every item edge.
+            # Methods, impl blocks and headings are never imported by name: skipping them
+            # (read from the covering symbols_path) leaves a third of the probes.
             f"SELECT e.path, s.path FROM symbols s CROSS JOIN code_edges e ON e.to_kind = 'item' "
-            f"AND e.to_key = s.qualname AND e.label = 'Imports' WHERE s.path IN ({marks})",
-            tuple(batch)).fetchall()
+            f"AND e.to_key = s.qualname AND e.label = 'Imports' WHERE s.path IN ({marks}) "
+            "AND s.kind NOT IN ('method', 'impl', 'heading')", tuple(batch)).fetchall()
         found.update((str(a), str(b)) for a, b in rows if a and b and a != b)
     return sorted(found)
 
 
-def chunks_of(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, list[ChunkRow]]:
+def chunks_of(conn: sqlite3.Connection, paths: Sequence[str], *, text: bool = True
+              ) -> dict[str, list[ChunkRow]]:
     """The chunks of some files, in file order.
 
     Args:
         conn: An index connection with the code tables.
         paths: The files.
+        text: False: every column but the text, which is left empty (``chunk_texts``
+            reads it for the chunks wanted).
 
     Returns:
         Path -> its chunks by start line; files without chunks are absent.
     """
     out: dict[str, list[ChunkRow]] = {}
+    body = "text" if text else "''"
     for batch in _batches(list(dict.fromkeys(paths))):
         for row in conn.execute(
-                "SELECT rowid, path, qualname, kind, start_line, end_line, tokens, text FROM chunks "
-                f"WHERE path IN ({','.join('?' * len(batch))}) ORDER BY path, start_line, rowid",
-                tuple(batch)).fetchall():
+                f"SELECT rowid, path, qualname, kind, start_line, end_line, tokens, {body} FROM"
+                f" chunks WHERE path IN ({','.join('?' * len(batch))})"
+                " ORDER BY path, start_line, rowid", tuple(batch)).fetchall():
             chunk = ChunkRow(*row)  # the columns' types (NOT NULL INTEGER / TEXT) as declared
             out.setdefault(chunk.path, []).append(chunk)
     return out
+
+
+def chunk_texts(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
+    """The text of some chunks.
+
+    Args:
+        conn: An index connection with the code tables.
+        rowids: ``chunks.rowid`` of each.
+
+    Returns:
+        Rowid -> text; chunks that do not exist are absent.
+    """
+    found: dict[int, str] = {}
+    ids = list(dict.fromkeys(rowids))
+    for start in range(0, len(ids), _BATCH):
+        part = ids[start:start + _BATCH]
+        found.update(conn.execute(
+            f"SELECT rowid, text FROM chunks WHERE rowid IN ({','.join('?' * len(part))})",
+            part).fetchall())
+    return found
 
 
 def mention_rows(conn: sqlite3.Connection, node_ids: Sequence[str] | None

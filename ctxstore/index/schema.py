@@ -19,7 +19,9 @@ SchemaRow = tuple[str, str, str, "str | None"]
 # 5: code intelligence: files, symbols, code_edges, chunks, chunks_fts (index.code); packages,
 #    targets, crates, command_runs, diagnostics (index.build)
 # 6: file_terms, file_lengths (retrieval postings over index.terms tokens)
-INDEX_SCHEMA_VERSION = 6
+# 7: term_df (document frequencies of file_terms), corpus_cache (a pack's file table, packed);
+#    symbols_path covers kind and qualname, code_edges_path the label (a pack's import edges)
+INDEX_SCHEMA_VERSION = 7
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -98,7 +100,7 @@ CREATE TABLE IF NOT EXISTS symbols (
     kind TEXT NOT NULL, visibility TEXT, parent TEXT, signature TEXT,
     start_byte INTEGER, end_byte INTEGER, start_line INTEGER, end_line INTEGER
 );
-CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
+CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path, kind, qualname);
 CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
 CREATE INDEX IF NOT EXISTS symbols_qualname ON symbols(qualname);
 CREATE TABLE IF NOT EXISTS code_edges (
@@ -107,7 +109,7 @@ CREATE TABLE IF NOT EXISTS code_edges (
 );
 CREATE INDEX IF NOT EXISTS code_edges_from ON code_edges(from_kind, from_key, label);
 CREATE INDEX IF NOT EXISTS code_edges_to ON code_edges(to_kind, to_key, label);
-CREATE INDEX IF NOT EXISTS code_edges_path ON code_edges(path);
+CREATE INDEX IF NOT EXISTS code_edges_path ON code_edges(path, label);
 CREATE TABLE IF NOT EXISTS chunks (
     rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT, kind TEXT NOT NULL,
     start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, tokens INTEGER NOT NULL,
@@ -125,6 +127,16 @@ CREATE INDEX IF NOT EXISTS file_terms_file ON file_terms(file);
 CREATE TABLE IF NOT EXISTS file_lengths (
     file INTEGER PRIMARY KEY, body INTEGER NOT NULL, path INTEGER NOT NULL
 );
+-- in how many files each (term, field) of file_terms occurs: kept by index.code with every
+-- file applied, so a query learns its terms' rarity without counting their postings
+CREATE TABLE IF NOT EXISTS term_df (
+    term TEXT NOT NULL, field INTEGER NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (term, field)
+) WITHOUT ROWID;
+-- index.retrieval.file_corpus: every file's id, path, language and lengths in one packed
+-- value, valid while meta 'code_generation' (bumped by every file applied) equals its own
+CREATE TABLE IF NOT EXISTS corpus_cache (
+    name TEXT PRIMARY KEY, generation TEXT NOT NULL, data BLOB NOT NULL
+) WITHOUT ROWID;
 -- build rows (index.build): cargo packages/targets/crates, command runs, diagnostics
 CREATE TABLE IF NOT EXISTS packages (
     workspace TEXT NOT NULL, package_id TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL,
@@ -159,7 +171,7 @@ CREATE INDEX IF NOT EXISTS diagnostics_path ON diagnostics(path);
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "57e77289ccc603ea4dbca43ef894fae7bcaf16bc55e62ca08c0ca9a65112d009"
+EXPECTED_SCHEMA_DIGEST = "f59a04e9ba2344fd8b8ead87cdfed8c23937d9d113f6e3a63dd82706512e9e2a"
 
 _expected: frozenset[SchemaRow] | None = None
 

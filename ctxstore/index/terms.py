@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-__all__ = ["STOP_WORDS", "tokenize", "term_set", "path_tokens", "term_counts"]
+__all__ = ["STOP_WORDS", "tokenize", "term_set", "held_terms", "path_tokens", "term_counts"]
 
 STOP_WORDS = frozenset("""a an and are as at be but by for from has have if in into is it its
 no not of on or so such that the their then there these this to was were will
@@ -23,6 +24,8 @@ been being than too very just also only any all some each which who what when
 where why how""".split())
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
@@ -64,6 +67,38 @@ def term_set(text: str) -> set[str]:
         The tokens.
     """
     return set().union(*map(_split, set(_WORD.findall(text))))
+
+
+def held_terms(text: str, terms: Iterable[str]) -> list[str]:
+    """The ``terms`` that ``tokenize(text)`` holds, in their order (``term_set`` without the set).
+
+    Only the words in which a term occurs as a substring are split: a chunk of code costs
+    what its few candidate words cost, not a pass over every word.
+
+    Args:
+        text: Any text.
+        terms: Tokens (``tokenize`` output: lower-case ``[a-z0-9_]`` runs).
+
+    Returns:
+        The terms ``term_set(text)`` contains, duplicates kept.
+    """
+    lowered = text.translate(_ASCII_LOWER)  # ASCII only: positions stay those of ``text``
+    out: list[str] = []
+    for term in terms:
+        if not term or not _WORD_CHARS.issuperset(term):
+            continue  # a character no word has: no token holds it
+        at = lowered.find(term)
+        while at >= 0:
+            start = at
+            while start and text[start - 1] in _WORD_CHARS:
+                start -= 1
+            word = _WORD.match(text, start)
+            assert word is not None  # text[at] is a word character
+            if term in _split(word.group()):
+                out.append(term)
+                break
+            at = lowered.find(term, word.end())  # the rest of this word splits the same
+    return out
 
 
 def term_counts(text: str) -> Counter[str]:

@@ -38,9 +38,11 @@ from ctxstore.index.fulltext.ranked import ChunkRow
 from ctxstore.index.retrieval import (
     BODY,
     PATH,
+    FileCorpus,
+    chunk_texts,
     chunks_of,
     document_counts,
-    file_table,
+    file_corpus,
     file_versions,
     has_code,
     has_diagnostics,
@@ -51,7 +53,7 @@ from ctxstore.index.retrieval import (
 from ctxstore.records import dataclass
 from ctxstore.refs import read_head
 from ctxstore.retrieval.rank import Corpus, FieldStats, Hit, Params, defined_names
-from ctxstore.retrieval.text import Query, parse_query, term_set
+from ctxstore.retrieval.text import Query, held_terms, parse_query
 from ctxstore.tokens import estimate_tokens
 
 if TYPE_CHECKING:
@@ -133,20 +135,19 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
     """
     if not has_code(conn):
         return []
-    files = file_table(conn)
+    files = file_corpus(conn, PROSE_LANGUAGES)
     p = params or Params()
     found = {field: postings(conn, _lookups(conn, query, field), field) for field in (BODY, PATH)}
     spellings = {*query.spelled, *(s.strip("_") for s in query.spelled if s.strip("_"))}
     definitions = [(file, name.lower()) for file, qualname, name, kind
                    in symbols_with_names(conn, sorted(spellings))
                    if defined_names([(qualname, name, kind)])]
-    source = [f for f in files if f[2] is not None and f[2] not in PROSE_LANGUAGES]
-    other = [f for f in files if f[2] is None or f[2] in PROSE_LANGUAGES]
-    groups = [g for g in (source, other) if g]
-    split = _split_postings(found, groups)
-    hits = [hit for group, postings_of in zip(groups, split, strict=True)
-            for hit in _rank_group(conn, group, postings_of, definitions, query, p, limit,
-                                   matched_only)]
+    # source files, then the others (prose, configuration, no known language)
+    groups = [(lo, hi) for lo, hi in ((0, files.split), (files.split, len(files.ids))) if hi > lo]
+    split = _split_postings(found, files, groups)
+    hits = [hit for (lo, hi), postings_of in zip(groups, split, strict=True)
+            for hit in _rank_group(conn, files, lo, hi, postings_of, definitions, query, p,
+                                   limit, matched_only)]
     hits.sort(key=lambda h: (-h.score, h.path))
     return hits if limit is None else hits[:limit]
 
@@ -155,30 +156,37 @@ _Postings = dict[int, dict[str, list[tuple[int, int]]]]  # field -> term -> (doc
 
 
 def _split_postings(found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]],
-                    groups: Sequence[Sequence[tuple[int, str, str | None, int, int]]]
-                    ) -> list[_Postings]:
-    """Each group's postings, numbered by its own documents, in one pass over every posting."""
-    where: dict[int, tuple[int, int]] = {}
-    for g, files in enumerate(groups):
-        where.update((row[0], (g, i)) for i, row in enumerate(files))
+                    files: FileCorpus, groups: Sequence[tuple[int, int]]) -> list[_Postings]:
+    """Each group's postings, numbered by its own documents, in one pass over every posting.
+
+    ``groups`` are ``(start, end)`` ranges of ``files`` (one or two, the first from 0).
+    """
+    where = dict(zip(files.ids, range(len(files.ids)), strict=True))
+    cut = groups[1][0] if len(groups) > 1 else len(files.ids)
     out: list[_Postings] = [{field: {} for field in found} for _ in groups]
     for field, terms in found.items():
         for term, rows in terms.items():
-            lists: list[list[tuple[int, int]]] = [[] for _ in groups]
+            first: list[tuple[int, int]] = []
+            second: list[tuple[int, int]] = []
             for file, tf in rows:
                 at = where.get(file)
-                if at is not None:
-                    lists[at[0]].append((at[1], tf))
-            for g, held in enumerate(lists):
-                out[g][field][term] = held
+                if at is None:
+                    continue
+                if at < cut:
+                    first.append((at, tf))
+                else:
+                    second.append((at - cut, tf))
+            out[0][field][term] = first
+            if len(groups) > 1:
+                out[1][field][term] = second
     return out
 
 
-def _rank_group(conn: sqlite3.Connection, files: Sequence[tuple[int, str, str | None, int, int]],
-                fields: _Postings, definitions: Sequence[tuple[str, str]], query: Query,
-                params: Params, limit: int | None, matched_only: bool) -> list[Hit]:
-    """Rank one group of files (``file_table`` rows, ``fields`` their postings) as a corpus."""
-    _, paths, _, body_lengths, path_lengths = zip(*files, strict=True)
+def _rank_group(conn: sqlite3.Connection, files: FileCorpus, lo: int, hi: int, fields: _Postings,
+                definitions: Sequence[tuple[str, str]], query: Query, params: Params,
+                limit: int | None, matched_only: bool) -> list[Hit]:
+    """Rank one group of files (``files[lo:hi]``, ``fields`` their postings) as a corpus."""
+    paths = files.paths[lo:hi]
     index = dict(zip(paths, range(len(paths)), strict=True))
     definers: dict[str, list[int]] = {}
     for path, name in definitions:
@@ -199,8 +207,8 @@ def _rank_group(conn: sqlite3.Connection, files: Sequence[tuple[int, str, str | 
                 out.append((a, b, "Imports"))
         return out
 
-    corpus = Corpus(paths, FieldStats(body_lengths, fields[BODY], params.body_b),
-                    FieldStats(path_lengths, fields[PATH], params.path_b),
+    corpus = Corpus(paths, FieldStats(files.body[lo:hi], fields[BODY], params.body_b),
+                    FieldStats(files.path_terms[lo:hi], fields[PATH], params.path_b),
                     definers, expand if params.graph_weight else None, params)
     return corpus.rank(query, limit, matched_only=matched_only)
 
@@ -295,7 +303,9 @@ def _chunk_items(conn: sqlite3.Connection, query: Query,
     held_tokens = 0
     for start in range(0, len(order), _FILE_BATCH):
         batch = order[start:start + _FILE_BATCH]
-        found = chunks_of(conn, batch)
+        found = chunks_of(conn, [p for p in batch if files[p][1].get("matched_terms")])
+        found.update(_bare_chunks(conn, [p for p in batch if not files[p][1].get("matched_terms")],
+                                  names))
         for path in batch:
             chunks = found.get(path, [])
             relevance, why = files[path]
@@ -311,6 +321,22 @@ def _chunk_items(conn: sqlite3.Connection, query: Query,
         if held_tokens >= CANDIDATE_FACTOR * room:
             break
     return items
+
+
+def _bare_chunks(conn: sqlite3.Connection, paths: Sequence[str], names: set[str]
+                 ) -> dict[str, list[ChunkRow]]:
+    """The chunks of files that matched no term (reached by the graph), as ``chunks_of`` gives.
+
+    With no terms, a chunk counts only by a name the task gives (``_chunk_share``), and
+    otherwise only its file's first chunk is taken: only those have their text read.
+    """
+    found = chunks_of(conn, paths, text=False)
+    wanted = [c.rowid for chunks in found.values() for k, c in enumerate(chunks)
+              if k == 0 or _chunk_share(c, set(), names) > 0]
+    texts = chunk_texts(conn, wanted)
+    return {path: [ChunkRow(c.rowid, c.path, c.qualname, c.kind, c.start_line, c.end_line,
+                            c.tokens, texts[c.rowid]) if c.rowid in texts else c for c in chunks]
+            for path, chunks in found.items()}
 
 
 def _chunk_share(chunk: ChunkRow, terms: set[str], names: set[str]) -> float:
@@ -331,8 +357,8 @@ def _held_terms(item: _Item) -> None:
     """Narrow a chosen chunk's ``why.matched_terms`` to the terms it holds (the file's when none)."""
     terms = item.why.get("matched_terms")
     if terms:
-        held = term_set(f"{item.extra.get('qualname') or ''}\n{item.snippet}")
-        item.why["matched_terms"] = [t for t in terms if t in held] or terms
+        held = held_terms(f"{item.extra.get('qualname') or ''}\n{item.snippet}", terms)
+        item.why["matched_terms"] = held or terms
 
 
 def _chunk_item(chunk: ChunkRow, score: float, why: dict[str, Any], object_id: str) -> _Item:
@@ -372,7 +398,7 @@ def _narrative(session: Session, task: str, days: int, now_ms: int,
     ``user``: the user store's session, whose relevant nodes join the project's (the global
     layer); recent tasks and the log come from the project alone.
     """
-    from ctxstore.query.executor import run_query
+    from ctxstore.index.read import recent_nodes
 
     conn = session.index()
     items = _node_items(session, task, user=False)
@@ -380,12 +406,12 @@ def _narrative(session: Session, task: str, days: int, now_ms: int,
         items += _node_items(user, task, user=True)
     log: list[str] = []
     if days > 0:
-        for node in run_query(conn, f"type:task AND updated:>{days}d", now=now_ms / 1000,
-                              limit=3):
+        after = now_ms - days * 86_400_000
+        for node in recent_nodes(conn, ("task",), after_ms=after, limit=3):
             items.append(_Item(f"Task: {_first_line(node.content)}", node.id, node.content, 0.0,
                                "NarrativeExcerpt", {"active_task": True}, {"node_type": "task"}))
-        for node in run_query(conn, f"(type:observation OR type:decision) AND created:>{days}d",
-                              now=now_ms / 1000, limit=50):
+        for node in recent_nodes(conn, ("observation", "decision"), after_ms=after,
+                                 by="created", limit=50):
             stamp = time.strftime("%Y-%m-%d", time.gmtime(node.created_at / 1000))
             log.append(f"- {stamp} [{node.type}] {_first_line(node.content)}")
     return items, "\n".join(log)

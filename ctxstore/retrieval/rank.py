@@ -26,6 +26,8 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import field
+from heapq import nlargest
+from itertools import compress
 
 from ctxstore.records import dataclass
 from ctxstore.retrieval.text import Query, cached_is_test_path, path_tokens
@@ -281,17 +283,33 @@ class Corpus:
                     defines.setdefault(i, []).append(name)
         if p.test_prior != 1.0:
             is_test = cached_is_test_path()
-            for i, s in enumerate(score):
-                if s and is_test(self.paths[i]):
-                    score[i] = s * p.test_prior
+            for i in compress(range(n), score):  # the files that score (scores are never < 0)
+                if is_test(self.paths[i]):
+                    score[i] *= p.test_prior
         via = self._graph(score) if p.graph_weight and self.expand is not None else {}
-        order = sorted((i for i in range(n) if score[i] > 0 or not matched_only),
-                       key=lambda i: (-score[i], self.paths[i]))
-        if limit is not None:
-            order = order[:limit]
+        order = self._order(score, limit, matched_only)
         position = {t: k for k, t in enumerate(query.raw_terms)}
         return [Hit(self.paths[i], score[i], sorted(matched.get(i, ()), key=position.__getitem__),
                     defines.get(i, []), via.get(i)) for i in order]
+
+    def _order(self, score: list[float], limit: int | None, matched_only: bool) -> list[int]:
+        """Documents by score descending, ties by path; the first ``limit`` of them.
+
+        Sorted by score alone (a C key) first; only the head that ``limit`` keeps, with
+        every document tied with its last, is sorted again with the path.
+        """
+        pool = list(compress(range(len(score)), score)) if matched_only else range(len(score))
+        ranked = sorted(pool, key=score.__getitem__, reverse=True)
+        if limit is not None and len(ranked) > limit:
+            end = limit
+            if limit > 0:
+                edge = score[ranked[limit - 1]]
+                while end < len(ranked) and score[ranked[end]] == edge:
+                    end += 1
+            ranked = ranked[:end]
+        paths = self.paths
+        ranked.sort(key=lambda i: (-score[i], paths[i]))
+        return ranked if limit is None else ranked[:limit]
 
     def _graph(self, score: list[float]) -> dict[int, tuple[str, str]]:
         """Add to each file a share of its best import neighbour's score (in place).
@@ -301,9 +319,10 @@ class Corpus:
         """
         p = self.params
         assert self.expand is not None
-        sources = sorted((i for i, s in enumerate(score) if s > 0), key=lambda i: -score[i])
+        # the best max_seeds, ties by document number (nlargest is sorted(reverse=True)[:k])
+        sources = nlargest(p.max_seeds, compress(range(len(score)), score), key=score.__getitem__)
         best: dict[int, tuple[float, int, str]] = {}
-        for j, i, label in self.expand(sources[:p.max_seeds]):
+        for j, i, label in self.expand(sources):
             if i != j and (i not in best or (score[j], -j) > (best[i][0], -best[i][1])):
                 best[i] = (score[j], j, label)
         via: dict[int, tuple[str, str]] = {}

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ctxstore.index.terms import STOP_WORDS, path_tokens, term_set, tokenize
+from ctxstore.index.terms import STOP_WORDS, held_terms, path_tokens, term_set, tokenize
 
-__all__ = ["tokenize", "term_set", "path_tokens", "clean_query", "Query", "parse_query",
+__all__ = ["tokenize", "term_set", "held_terms", "path_tokens", "clean_query", "Query", "parse_query",
            "is_test_path", "cached_is_test_path", "STOP_WORDS"]
 
 

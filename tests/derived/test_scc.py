@@ -16,6 +16,7 @@ from ctxstore import fsio
 from ctxstore.derived import scc
 from ctxstore.model import decode_typed, encode_typed
 from ctxstore.model.derived import SccView
+from ctxstore.objects import LooseObjectStore
 from ctxstore.repo import open_store
 
 IMPORT_CYCLE = ["file:a.py", "file:b.py", "module:a", "module:b"]
@@ -109,7 +110,7 @@ def test_a_stale_pointer_is_named_and_rebuilt(tmp_path: Path, damage: str) -> No
         pointer.write_text("ab" * 32 + "\n")
     elif damage == "wrong type":  # an object of the store that is not an SCC view
         head = open_store(ctx_dir).read_head().heads[0]
-        objects = scc.LooseObjectStore(ctx_dir / "DERIVED" / "objects")
+        objects = LooseObjectStore(ctx_dir / "DERIVED" / "objects")
         stored = open_store(ctx_dir).objects.read(head)
         objects.write(stored.kind, stored.payload)
         pointer.write_text(head.hex() + "\n")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import string
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -259,3 +261,123 @@ def test_pack_reindexed_file_replaces_its_postings(tmp_path: Path) -> None:
     index_tree(store, jobs=1)
     assert _pack(root, "parse_header")["ranked_files"] == []
     assert _pack(root, "render_footer")["ranked_files"] == ["pkg/a.py"]
+
+
+def _document_frequencies(root: Path) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """``term_df`` as stored, and as counted from ``file_terms``."""
+    conn = sqlite3.connect(root / ".ctx" / "index" / "index.sqlite")
+    try:
+        stored = {(t, f): n for t, f, n in conn.execute("SELECT term, field, df FROM term_df")}
+        counted = {(t, f): n for t, f, n in conn.execute(
+            "SELECT term, field, count(*) FROM file_terms GROUP BY term, field")}
+    finally:
+        conn.close()
+    return stored, counted
+
+
+def test_pack_document_frequencies_follow_every_change_of_the_tree(tmp_path: Path) -> None:
+    # term_df is kept by deltas as files are applied: after new, changed and removed files
+    # it must equal counting the postings (and hold no term no file has any more).
+    root = tmp_path / "work"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("def parse_header(line):\n    return line\n")
+    (root / "pkg" / "b.py").write_text("def parse_body(line, header):\n    return header\n")
+    init_store(root / ".ctx", git=False)
+    store = open_store(root / ".ctx")
+    index_tree(store, jobs=1)
+    _pack(root, "parse")  # the index catches up
+    stored, counted = _document_frequencies(root)
+    assert stored == counted and stored[("parse", 0)] == 2 and stored[("header", 0)] == 2
+    (root / "pkg" / "a.py").write_text("def render_footer(page):\n    return page\n")
+    (root / "pkg" / "c.py").write_text("class HeaderCache:\n    pass\n")
+    (root / "pkg" / "b.py").unlink()
+    index_tree(store, jobs=1)
+    assert _pack(root, "parse header")["ranked_files"] == ["pkg/c.py"]
+    stored, counted = _document_frequencies(root)
+    assert stored == counted
+    assert ("parse", 0) not in stored and stored[("page", 0)] == 1
+
+
+def test_pack_corpus_cache_is_written_once_and_follows_new_files(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("def parse_header(line):\n    return line\n")
+    init_store(root / ".ctx", git=False)
+    store = open_store(root / ".ctx")
+    index_tree(store, jobs=1)
+    index = root / ".ctx" / "index" / "index.sqlite"
+    assert _pack(root, "parse_header")["ranked_files"] == ["pkg/a.py"]
+    first = sqlite3.connect(index).execute("SELECT generation, data FROM corpus_cache").fetchall()
+    assert len(first) == 1
+    assert _pack(root, "parse_header")["ranked_files"] == ["pkg/a.py"]
+    assert sqlite3.connect(index).execute("SELECT generation, data FROM corpus_cache").fetchall() \
+        == first  # read, not written again
+    # a new file is applied: the generation moves and the cache is rebuilt with it
+    (root / "pkg" / "z.py").write_text("def parse_header_fast(line):\n    return line\n")
+    index_tree(store, jobs=1)
+    assert _pack(root, "parse_header_fast")["ranked_files"][0] == "pkg/z.py"
+    second = sqlite3.connect(index).execute("SELECT generation, data FROM corpus_cache").fetchall()
+    assert second[0][0] != first[0][0]
+    # a damaged value of the current generation is not trusted: the ranking is the same
+    conn = sqlite3.connect(index)
+    conn.execute("UPDATE corpus_cache SET data = x'0102'")
+    conn.commit()
+    conn.close()
+    assert _pack(root, "parse_header_fast")["ranked_files"][0] == "pkg/z.py"
+    assert sqlite3.connect(index).execute("SELECT data FROM corpus_cache").fetchone()[0] \
+        == second[0][1]
+
+
+def test_pack_does_not_wait_for_a_writer_to_store_its_cache(tmp_path: Path) -> None:
+    # Another process holding the index's write lock: the pack answers at once from the
+    # file table and leaves the cache to the next pack (it would otherwise wait 30 s).
+    root = tmp_path / "work"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("def parse_header(line):\n    return line\n")
+    init_store(root / ".ctx", git=False)
+    store = open_store(root / ".ctx")
+    index_tree(store, jobs=1)
+    _pack(root, "nothing")
+    index = root / ".ctx" / "index" / "index.sqlite"
+    holder = sqlite3.connect(index, isolation_level=None)
+    holder.execute("DELETE FROM corpus_cache")
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        assert _pack(root, "parse_header")["ranked_files"] == ["pkg/a.py"]
+        assert time.monotonic() - started < 10
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert sqlite3.connect(index).execute("SELECT count(*) FROM corpus_cache").fetchone()[0] == 0
+    _pack(root, "parse_header")
+    assert sqlite3.connect(index).execute("SELECT count(*) FROM corpus_cache").fetchone()[0] == 1
+
+
+def test_pack_recent_narrative_selects_what_the_query_language_does(tmp_path: Path) -> None:
+    # The pack reads recent tasks and log entries without the query language: the same nodes
+    # in the same order as `type:task AND updated:>Nd` and the log's query.
+    from ctxstore.index.read import recent_nodes
+    from ctxstore.query.executor import run_query
+
+    root = tmp_path / "work"
+    root.mkdir()
+    init_store(root / ".ctx", git=False)
+    for i, kind in enumerate(["task", "decision", "observation", "fact", "task", "decision"]):
+        r = run_ctx(["--ctx-dir", str(root / ".ctx"), "add", "--type", kind, f"entry {i} {kind}"],
+                    cwd=root)
+        assert r.returncode == 0, r.stderr
+    with Session.open(root / ".ctx") as session:
+        conn = session.index()
+        now_ms = int(time.time() * 1000) + 5
+        for days in (1, 7):
+            after = now_ms - days * 86_400_000
+            assert [n.id for n in recent_nodes(conn, ("task",), after_ms=after, limit=3)] == \
+                [n.id for n in run_query(conn, f"type:task AND updated:>{days}d",
+                                         now=now_ms / 1000, limit=3)]
+            log = recent_nodes(conn, ("observation", "decision"), after_ms=after, by="created",
+                               limit=50)
+            assert len(log) == 3 and [n.id for n in log] == [n.id for n in run_query(
+                conn, f"(type:observation OR type:decision) AND created:>{days}d",
+                now=now_ms / 1000, limit=50)]
+        assert recent_nodes(conn, ("task",), after_ms=now_ms, limit=3) == []

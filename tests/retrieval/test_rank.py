@@ -9,9 +9,11 @@ from ctxstore.retrieval.rank import Corpus, Document, Params, defined_names
 from ctxstore.retrieval.text import (
     cached_is_test_path,
     clean_query,
+    held_terms,
     is_test_path,
     parse_query,
     path_tokens,
+    term_set,
     tokenize,
 )
 
@@ -89,6 +91,22 @@ def test_rank_test_prior_demotes_tests() -> None:
 def test_the_folder_caching_checker_agrees_with_is_test_path(paths: list[str]) -> None:
     check = cached_is_test_path()
     assert [check(p) for p in paths] == [is_test_path(p) for p in paths]
+
+
+_PIECES = ["get", "Pager", "file", "_", "__init__", "HTTP", "Transport", "x", "42", "ing", " ",
+           "\n", "-", ".", "İ", "ß", "the", "Request", "request", "log", "ÉTÉ", "::", "a_b"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join),
+       st.lists(st.sampled_from(["get", "pager", "get_pager", "file", "init", "__init__", "http",
+                                 "httptransport", "transport", "ing", "request", "log", "a_b",
+                                 "x", "42", "-x", "Get", "", "ét", "the"]), max_size=8))
+def test_held_terms_is_the_filter_of_term_set(text: str, terms: list[str]) -> None:
+    # The pack's exact matched_terms of a chosen chunk: the same answer as tokenizing it all
+    # (non-ASCII letters whose lower case is longer must not shift what is found).
+    held = term_set(text)
+    assert held_terms(text, terms) == [t for t in terms if t in held]
 
 
 def test_rank_graph_lifts_an_imported_file_with_its_edge() -> None:
