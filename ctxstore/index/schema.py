@@ -20,7 +20,9 @@ SchemaRow = tuple[str, str, str, "str | None"]
 #    targets, crates, command_runs, diagnostics (index.build)
 # 6: file_terms, file_lengths (retrieval postings over index.terms tokens)
 # 7: term_df (document frequencies of file_terms), corpus_cache (a pack's file table, packed);
-#    symbols_path covers kind and qualname, code_edges_path the label (a pack's import edges)
+#    import edges read from covering indexes: symbols_path (path, kind, qualname),
+#    symbols_qualname (qualname, path), code_edges_path (path, label, to_kind, to_key),
+#    code_edges_to (to_kind, to_key, label, path)
 INDEX_SCHEMA_VERSION = 7
 
 SCHEMA = """
@@ -102,14 +104,14 @@ CREATE TABLE IF NOT EXISTS symbols (
 );
 CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path, kind, qualname);
 CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
-CREATE INDEX IF NOT EXISTS symbols_qualname ON symbols(qualname);
+CREATE INDEX IF NOT EXISTS symbols_qualname ON symbols(qualname, path);
 CREATE TABLE IF NOT EXISTS code_edges (
     path TEXT NOT NULL, from_kind TEXT, from_key TEXT, to_kind TEXT, to_key TEXT,
     label TEXT NOT NULL, confidence TEXT NOT NULL, tool TEXT NOT NULL, evidence TEXT
 );
 CREATE INDEX IF NOT EXISTS code_edges_from ON code_edges(from_kind, from_key, label);
-CREATE INDEX IF NOT EXISTS code_edges_to ON code_edges(to_kind, to_key, label);
-CREATE INDEX IF NOT EXISTS code_edges_path ON code_edges(path, label);
+CREATE INDEX IF NOT EXISTS code_edges_to ON code_edges(to_kind, to_key, label, path);
+CREATE INDEX IF NOT EXISTS code_edges_path ON code_edges(path, label, to_kind, to_key);
 CREATE TABLE IF NOT EXISTS chunks (
     rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT, kind TEXT NOT NULL,
     start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, tokens INTEGER NOT NULL,
@@ -171,7 +173,7 @@ CREATE INDEX IF NOT EXISTS diagnostics_path ON diagnostics(path);
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "f59a04e9ba2344fd8b8ead87cdfed8c23937d9d113f6e3a63dd82706512e9e2a"
+EXPECTED_SCHEMA_DIGEST = "ed2e7a14029802c09a5ff1522751476d645291f02a9226190d1ab473be203a11"
 
 _expected: frozenset[SchemaRow] | None = None
 

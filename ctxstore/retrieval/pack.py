@@ -371,12 +371,12 @@ def _chunk_item(chunk: ChunkRow, score: float, why: dict[str, Any], object_id: s
                   "end_line": chunk.end_line})
 
 
-def _node_items(session: Session, task: str, *, user: bool) -> list[_Item]:
+def _node_items(conn: sqlite3.Connection, task: str, *, user: bool) -> list[_Item]:
     """The nodes (and narrative entries) of one store that ranked search finds for the task."""
     from ctxstore.knowledge.search import search
 
     items: list[_Item] = []
-    for hit in search(session.index(), task, kinds=("node", "narrative"), limit=_NODE_HITS):
+    for hit in search(conn, task, kinds=("node", "narrative"), limit=_NODE_HITS):
         node = hit.node
         if node is None or not hit.matched:
             continue
@@ -391,19 +391,12 @@ def _node_items(session: Session, task: str, *, user: bool) -> list[_Item]:
     return items
 
 
-def _narrative(session: Session, task: str, days: int, now_ms: int,
-               user: Session | None = None) -> tuple[list[_Item], str]:
-    """Node and narrative items relevant to the task (and recent tasks), and the recent log.
-
-    ``user``: the user store's session, whose relevant nodes join the project's (the global
-    layer); recent tasks and the log come from the project alone.
-    """
+def _narrative(conn: sqlite3.Connection, task: str, days: int, now_ms: int
+               ) -> tuple[list[_Item], str]:
+    """The project's node and narrative items relevant to the task, recent tasks, the log."""
     from ctxstore.index.read import recent_nodes
 
-    conn = session.index()
-    items = _node_items(session, task, user=False)
-    if user is not None:
-        items += _node_items(user, task, user=True)
+    items = _node_items(conn, task, user=False)
     log: list[str] = []
     if days > 0:
         after = now_ms - days * 86_400_000
@@ -536,9 +529,10 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
     items = _chunk_items(conn, query, files, versions, room) + _diagnostic_items(session, files)
     recent = ""
     if include_narrative:
-        days = int(config.get("retrieval", "narrative_days"))
-        node_items, recent = _narrative(session, task, days,
-                                        clock_ms() if now_ms is None else now_ms, user)
+        node_items, recent = _narrative(conn, task, int(config.get("retrieval", "narrative_days")),
+                                        clock_ms() if now_ms is None else now_ms)
+        if user is not None:  # the global layer: the user store's relevant nodes join
+            node_items += _node_items(user.index(), task, user=True)
         scale = max((i.score for i in node_items), default=1.0) or 1.0
         for item in node_items:  # node scores are on their own scale: the best node ~ a top file
             item.score = item.score / scale if item.score else 0.5
