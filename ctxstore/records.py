@@ -16,22 +16,47 @@ Only the options this code base uses are accepted (``frozen``, ``slots``); a cla
 ``InitVar`` or keyword-only fields is refused with ``TypeError`` at definition, so a
 class never silently gets different semantics. ``tests/test_records.py`` compares the
 behaviour with the standard library's, class by class.
+
+Importing ``dataclasses`` itself costs ~6 ms on a path that does not import click,
+because it imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``): more than
+the prompt hook can spare (docs/performance.md). So a record of the plain shape (a
+docstring, no base class, annotations written as text, defaults that are plain values or
+``records.field(...)``) is made without it: its fields are read from the annotations the
+way the standard library reads them, and its ``__dataclass_fields__`` and
+``__dataclass_params__`` are made by the standard library itself, from a copy of the
+class's annotations and defaults, on first use (``dataclasses.fields``, ``replace``,
+``asdict``). Any other shape goes through ``dataclasses.dataclass`` as before.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import reprlib
+import sys
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, TypeVar, dataclass_transform, overload
+from typing import TYPE_CHECKING, Any, TypeVar, dataclass_transform, overload
 
-__all__ = ["dataclass"]
+if TYPE_CHECKING:
+    from dataclasses import Field as _DataclassField
+    from dataclasses import field as _dataclass_field
+else:
+    # What type checkers need to know: only ``dataclass_transform`` reads these names, and
+    # at run time it merely stores them.
+    _DataclassField = _dataclass_field = None
+
+__all__ = ["dataclass", "field"]
 
 T = TypeVar("T")
 
-_MISSING = dataclasses.MISSING
+
+class _Missing:
+    """No default: what ``dataclasses.MISSING`` means here (read without importing it)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+_MISSING: Any = _Missing()
 
 
 class _FactorySentinel:
@@ -44,6 +69,76 @@ class _FactorySentinel:
 _HAS_FACTORY = _FactorySentinel()
 
 
+class _Spec:
+    """One field, as the methods made here read it (from a ``dataclasses.Field`` or a plain class)."""
+
+    __slots__ = ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare")
+
+    def __init__(self, name: str, type: Any, default: Any = _MISSING,  # noqa: A002
+                 default_factory: Any = _MISSING, init: bool = True, repr: bool = True,  # noqa: A002
+                 hash: bool | None = None, compare: bool = True) -> None:  # noqa: A002
+        self.name, self.type, self.default, self.default_factory = name, type, default, default_factory
+        self.init, self.repr, self.hash, self.compare = init, repr, hash, compare
+
+
+class _FieldArgs:
+    """What ``field(...)`` was given; a ``dataclasses.field`` is made of it when one is needed."""
+
+    __slots__ = ("kwargs",)
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self.kwargs = kwargs
+
+    def to_dataclass_field(self) -> Any:
+        import dataclasses
+
+        return dataclasses.field(**self.kwargs)
+
+
+@overload
+def field(*, default: T, init: bool = True, repr: bool = True,  # noqa: A002
+          hash: bool | None = None, compare: bool = True) -> T: ...  # noqa: A002
+
+
+@overload
+def field(*, default_factory: Callable[[], T], init: bool = True, repr: bool = True,  # noqa: A002
+          hash: bool | None = None, compare: bool = True) -> T: ...  # noqa: A002
+
+
+@overload
+def field(*, init: bool = True, repr: bool = True, hash: bool | None = None,  # noqa: A002
+          compare: bool = True) -> Any: ...
+
+
+def field(*, default: Any = _MISSING, default_factory: Any = _MISSING, init: bool = True,
+          repr: bool = True, hash: bool | None = None, compare: bool = True) -> Any:  # noqa: A002
+    """``dataclasses.field`` for ``records.dataclass``, usable without importing ``dataclasses``.
+
+    Args:
+        default: The field's default value.
+        default_factory: Called for the default of each new instance.
+        init: Whether ``__init__`` takes the field.
+        repr: Whether ``repr`` shows the field.
+        hash: Whether the hash includes it (None: as ``compare``).
+        compare: Whether equality compares it.
+
+    Returns:
+        A marker the decorator reads (a class it does not make itself gets the
+        ``dataclasses.field`` of the same arguments).
+
+    Raises:
+        ValueError: if both ``default`` and ``default_factory`` are given.
+    """
+    if default is not _MISSING and default_factory is not _MISSING:
+        raise ValueError("cannot specify both default and default_factory")
+    kwargs: dict[str, Any] = {"init": init, "repr": repr, "hash": hash, "compare": compare}
+    if default is not _MISSING:
+        kwargs["default"] = default
+    if default_factory is not _MISSING:
+        kwargs["default_factory"] = default_factory
+    return _FieldArgs(kwargs)
+
+
 def _fields_key(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     if not names:
         return lambda _obj: ()
@@ -53,7 +148,7 @@ def _fields_key(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return attrgetter(*names)
 
 
-def _init_source(fields: list[dataclasses.Field[Any]], frozen: bool,
+def _init_source(fields: list[_Spec], frozen: bool,
                  post_init: bool) -> tuple[str, dict[str, Any]]:
     """The source of ``__init__`` and the names it reads (defaults, factories).
 
@@ -100,15 +195,130 @@ def _init_source(fields: list[dataclasses.Field[Any]], frozen: bool,
     return f"def __init__({', '.join(params)}):\n" + "\n".join(body) + "\n", scope
 
 
-def _process(cls: type[T], frozen: bool, slots: bool) -> type[T]:
-    documented = bool(getattr(cls, "__doc__", None))
-    if not documented:
-        # The standard library would describe the class by ``inspect.signature`` of the
-        # ``__init__`` it has before ours (object's: its text signature costs a tokenizer
-        # pass, ~5 ms on the first class). The docstring is written below instead.
-        cls.__doc__ = cls.__name__
+def _plain_fields(cls: type) -> list[_Spec] | None:
+    """The fields of a record of the plain shape, read as ``dataclasses`` reads them; else None.
+
+    Plain: a docstring, no base class but ``object``, no ``__slots__`` of its own, every
+    annotation a text naming no ``ClassVar``, ``InitVar`` or ``KW_ONLY``, and every default
+    a hashable value without ``__set_name__`` (or a ``field(...)`` of this module). Any
+    other class is left to ``dataclasses.dataclass``, which also names what is wrong with it.
+    """
+    own = cls.__dict__
+    if type(cls) is not type or cls.__bases__ != (object,) or "__slots__" in own \
+            or not own.get("__doc__"):
+        return None
+    annotations = own.get("__annotations__", {})
+    for text in annotations.values():
+        if not isinstance(text, str) or "ClassVar" in text or "InitVar" in text or "KW_ONLY" in text:
+            return None
+    stdlib = sys.modules.get("dataclasses")  # a dataclasses.Field exists only once it is imported
+    for name, value in own.items():
+        if stdlib is not None and isinstance(value, stdlib.Field):
+            return None
+        if isinstance(value, _FieldArgs) and name not in annotations:
+            return None
+    fields = []
+    for name in annotations:
+        value = getattr(cls, name, _MISSING)  # what dataclasses takes as the default
+        text = annotations[name]
+        spec = _Spec(name, text, **value.kwargs) if isinstance(value, _FieldArgs) \
+            else _Spec(name, text, value)
+        default = spec.default
+        if default is not _MISSING and (type(default).__hash__ is None
+                                        or hasattr(type(default), "__set_name__")):
+            return None  # a mutable default (refused by dataclasses) or a descriptor
+        fields.append(spec)
+    return fields
+
+
+class _LazyMetadata:
+    """``__dataclass_fields__`` or ``__dataclass_params__`` of a record made without ``dataclasses``.
+
+    The first read has the standard library make both, for a class with the record's name,
+    module, annotations and defaults, and puts them on the record in place of these.
+    """
+
+    __slots__ = ("source", "attribute")
+
+    def __init__(self, source: _Source, attribute: str) -> None:
+        self.source = source
+        self.attribute = attribute
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        return self.source.build()[self.attribute]
+
+
+class _Source:
+    """What the standard library needs to make a plain record's dataclass metadata."""
+
+    __slots__ = ("record", "body")
+
+    def __init__(self, cls: type) -> None:
+        self.record = cls
+        annotations = cls.__dict__.get("__annotations__", {})
+        self.body: dict[str, Any] = {
+            "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__, "__annotations__": dict(annotations)}
+        for name in annotations:
+            value = getattr(cls, name, _MISSING)
+            if value is not _MISSING:
+                self.body[name] = value
+
+    def build(self) -> dict[str, Any]:
+        import dataclasses
+
+        body = {name: value.to_dataclass_field() if isinstance(value, _FieldArgs) else value
+                for name, value in self.body.items()}
+        # The options ``_process`` gives dataclasses.dataclass for any other record.
+        made: Any = dataclasses.dataclass(type(self.record.__name__, (), body),
+                                          init=False, repr=False, eq=False)
+        metadata = {"__dataclass_fields__": made.__dataclass_fields__,
+                    "__dataclass_params__": made.__dataclass_params__}
+        for name, value in metadata.items():
+            type.__setattr__(self.record, name, value)
+        return metadata
+
+
+def _make_plain(cls: type[T], fields: list[_Spec], slots: bool) -> type[T]:
+    """What ``dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots)`` makes.
+
+    For a class ``_plain_fields`` accepted, with the metadata left for first use.
+    """
+    source = _Source(cls)
+    kind: Any = cls
+    for spec in fields:  # a field(...) default is replaced by its value (or removed), as there
+        if isinstance(cls.__dict__.get(spec.name), _FieldArgs):
+            if spec.default is _MISSING:
+                delattr(kind, spec.name)
+            else:
+                setattr(kind, spec.name, spec.default)
+    kind.__dataclass_params__ = _LazyMetadata(source, "__dataclass_params__")
+    kind.__dataclass_fields__ = _LazyMetadata(source, "__dataclass_fields__")
+    if "__match_args__" not in cls.__dict__:
+        setattr(kind, "__match_args__", tuple(spec.name for spec in fields if spec.init))  # noqa: B010
+    if slots:  # a new class, as dataclasses' _add_slots makes it
+        body = dict(cls.__dict__)
+        names = tuple(spec.name for spec in fields)
+        body["__slots__"] = names
+        for name in (*names, "__dict__", "__weakref__"):
+            body.pop(name, None)
+        qualname = cls.__qualname__
+        kind = type(cls.__name__, cls.__bases__, body)
+        kind.__qualname__ = qualname
+        source.record = kind
+    made: type[T] = kind
+    return made
+
+
+def _make_with_dataclasses(cls: type[T], slots: bool) -> tuple[type[T], list[_Spec]]:
+    """``dataclasses.dataclass`` does the field processing (any shape it accepts)."""
+    import dataclasses
+
+    for name, value in list(cls.__dict__.items()):
+        if isinstance(value, _FieldArgs):
+            setattr(cls, name, value.to_dataclass_field())
     made = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots)
-    kind: Any = made  # methods are assigned below, which the type of ``made`` forbids
+    kind: Any = made
     every = kind.__dataclass_fields__
     fields = list(dataclasses.fields(kind))
     names = {f.name for f in fields}
@@ -118,6 +328,29 @@ def _process(cls: type[T], frozen: bool, slots: bool) -> type[T]:
             raise TypeError(f"{kind.__qualname__}.{name}: InitVar needs dataclasses.dataclass")
     if any(f.kw_only is True for f in fields):
         raise TypeError(f"{kind.__qualname__}: keyword-only fields need dataclasses.dataclass")
+
+    def known(value: Any) -> Any:
+        return _MISSING if value is dataclasses.MISSING else value
+
+    return made, [_Spec(f.name, f.type, known(f.default), known(f.default_factory), f.init,
+                        f.repr, f.hash, f.compare) for f in fields]
+
+
+def _process(cls: type[T], frozen: bool, slots: bool) -> type[T]:
+    plain = _plain_fields(cls)
+    documented = bool(getattr(cls, "__doc__", None))
+    if plain is not None:
+        made = _make_plain(cls, plain, slots)
+        fields = plain
+    else:
+        if not documented:
+            # The standard library would describe the class by ``inspect.signature`` of the
+            # ``__init__`` it has before ours (object's: its text signature costs a tokenizer
+            # pass, ~5 ms on the first class). The docstring is written below instead.
+            cls.__doc__ = cls.__name__
+        made, fields = _make_with_dataclasses(cls, slots)
+    kind: Any = made  # methods are assigned below, which the type of ``made`` forbids
+    names = {f.name for f in fields}
     own = dict(kind.__dict__)  # as the class body defined it
 
     if "__init__" not in own:
@@ -130,6 +363,8 @@ def _process(cls: type[T], frozen: bool, slots: bool) -> type[T]:
         init.__annotations__ = {f.name: f.type for f in fields if f.init} | {"return": None}
         kind.__init__ = init
     if not documented:  # the standard library's generated docstring: "Name(a: int, b: str)"
+        import inspect
+
         kind.__doc__ = kind.__name__ + str(inspect.signature(kind)).replace(" -> None", "")
 
     shown = tuple(f.name for f in fields if f.repr)
@@ -191,15 +426,21 @@ def _freeze(cls: Any, names: frozenset[str]) -> None:
 
     def __setattr__(self: Any, name: str, value: Any) -> None:  # noqa: N807
         if type(self) is cls or name in names:
-            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+            raise _frozen(f"cannot assign to field {name!r}")
         super(cls, self).__setattr__(name, value)
 
     def __delattr__(self: Any, name: str) -> None:  # noqa: N807
         if type(self) is cls or name in names:
-            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+            raise _frozen(f"cannot delete field {name!r}")
         super(cls, self).__delattr__(name)
     cls.__setattr__ = __setattr__
     cls.__delattr__ = __delattr__
+
+
+def _frozen(message: str) -> Exception:
+    from dataclasses import FrozenInstanceError  # only when code assigns to a frozen record
+
+    return FrozenInstanceError(message)
 
 
 @overload
@@ -210,7 +451,7 @@ def dataclass(cls: type[T], /) -> type[T]: ...
 def dataclass(*, frozen: bool = False, slots: bool = False) -> Callable[[type[T]], type[T]]: ...
 
 
-@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
+@dataclass_transform(field_specifiers=(field, _dataclass_field, _DataclassField))
 def dataclass(cls: type[T] | None = None, /, *, frozen: bool = False,
               slots: bool = False) -> type[T] | Callable[[type[T]], type[T]]:
     """``dataclasses.dataclass`` with ``frozen`` and ``slots``, defined ~5x cheaper.

@@ -160,6 +160,138 @@ def test_every_shape_behaves_as_the_standard_library(options: dict[str, Any]) ->
                 (name, key, mine[key], stdlib[key])
 
 
+def plain_shapes(deco: Decorator, fld: Callable[..., Any], **options: Any) -> dict[str, type]:
+    """The shapes ``records`` makes without ``dataclasses``: documented, no base, no ClassVar."""
+
+    @deco(**options)
+    class Plain:
+        """A plain record."""
+
+        a: int
+        b: str
+
+    @deco(**options)
+    class Defaults:
+        """Defaults, a factory, a field left out of init, repr and comparison."""
+
+        a: int
+        b: str = "x"
+        c: list[int] = fld(default_factory=list)
+        d: int = fld(default=7, init=False)
+        e: int = fld(default=0, compare=False)
+        f: str = fld(default="hidden", repr=False)
+        g: tuple[int, ...] = fld(default=(), hash=False)
+
+    @deco(**options)
+    class Empty:
+        """No fields."""
+
+    @deco(**options)
+    class Base:
+        """A base class."""
+
+        a: int
+        b: int = 2
+
+    made: dict[str, type] = {"Plain": Plain, "Defaults": Defaults, "Empty": Empty, "Base": Base}
+    if not options.get("frozen"):
+        @deco(**options)
+        class Post:
+            """``__post_init__`` fills a field that has no default."""
+
+            a: int
+            total: int = fld(init=False)
+
+            def __post_init__(self) -> None:
+                self.total = self.a * 2
+
+        made["Post"] = Post
+    return made
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "plain")
+def test_plain_shapes_made_without_dataclasses_behave_as_the_standard_library(
+        options: dict[str, Any]) -> None:
+    ours = plain_shapes(records.dataclass, records.field, **options)
+    theirs = plain_shapes(dataclasses.dataclass, field, **options)
+    for name, cls in ours.items():
+        # made here, not by dataclasses: the metadata waits for its first use
+        assert isinstance(vars(cls)["__dataclass_fields__"], records._LazyMetadata), name
+    for name in ours:
+        mine, stdlib = observe(ours[name], name), observe(theirs[name], name)
+        for key in stdlib:
+            assert _normalise(key, mine[key]) == _normalise(key, stdlib[key]), \
+                (name, key, mine[key], stdlib[key])
+    for name, cls in ours.items():  # the standard library's own metadata, in its place
+        assert [repr(f) for f in vars(cls)["__dataclass_fields__"].values()] == \
+            [repr(f) for f in vars(theirs[name])["__dataclass_fields__"].values()], name
+        assert repr(vars(cls)["__dataclass_params__"]) == \
+            repr(dataclasses.dataclass(type("X", (), {}), init=False, repr=False,
+                                       eq=False).__dataclass_params__)
+        assert vars(cls).get("__match_args__") == vars(theirs[name]).get("__match_args__")
+        assert {k for k in vars(cls) if not k.startswith("__")} == \
+            {k for k in vars(theirs[name]) if not k.startswith("__")}, name  # class defaults
+        assert cls.__init__.__annotations__ == theirs[name].__init__.__annotations__
+
+
+def test_a_plain_record_subclassed_by_dataclasses_gives_its_fields() -> None:
+    @records.dataclass(frozen=True)
+    class Base:
+        """Made without dataclasses."""
+
+        a: int
+        b: int = 2
+
+    @records.dataclass(frozen=True)
+    class Child(Base):
+        """Made through dataclasses, which reads the base's fields."""
+
+        c: int = 3
+
+    assert [f.name for f in dataclasses.fields(Child)] == ["a", "b", "c"]
+    assert Child(1) == Child(1, 2, 3) and repr(Child(1)).endswith("Child(a=1, b=2, c=3)")
+
+
+def test_records_field_refuses_a_default_and_a_factory_together() -> None:
+    with pytest.raises(ValueError, match="cannot specify both default and default_factory"):
+        records.field(default=1, default_factory=list)
+
+
+def test_plain_records_import_neither_dataclasses_nor_inspect() -> None:
+    """The point of the plain path (docs/performance.md): no ``inspect`` at start-up."""
+    import subprocess
+    import sys
+
+    code = """from __future__ import annotations
+if True:
+        import sys
+        from ctxstore.records import dataclass, field
+
+        @dataclass(frozen=True, slots=True)
+        class Row:
+            \"\"\"A row.\"\"\"
+
+            a: int
+            tags: list[str] = field(default_factory=list)
+
+        row = Row(1)
+        assert (row.a, row.tags, row == Row(1), row.tags is not Row(1).tags) == (1, [], True, True)
+        assert not {"dataclasses", "inspect"} & set(sys.modules), sorted(sys.modules)
+        import dataclasses
+
+        assert [f.name for f in dataclasses.fields(Row)] == ["a", "tags"]
+        assert dataclasses.replace(row, a=2) == Row(2) and dataclasses.asdict(row) == {"a": 1, "tags": []}
+        try:
+            row.a = 3
+        except dataclasses.FrozenInstanceError:
+            pass
+        else:
+            raise AssertionError("a frozen record took an assignment")
+    """
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "plain")
 def test_field_names_cannot_shadow_the_generated_init(options: dict[str, Any]) -> None:
     made = []
