@@ -114,7 +114,8 @@ def _lookups(conn: sqlite3.Connection, query: Query, field: int) -> list[str]:
 
 
 def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = None,
-               *, limit: int | None = None, matched_only: bool = False) -> list[Hit]:
+               *, limit: int | None = None, matched_only: bool = False,
+               explain: int | None = None) -> list[Hit]:
     """Rank the indexed files for a query with ``rank.Corpus`` over the index.
 
     Body and path statistics come from ``file_terms`` (the same tokens as the in-process
@@ -129,6 +130,7 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
         params: Ranking weights (defaults: the tuned ones).
         limit: At most this many hits (None: every file).
         matched_only: Leave out the files that score 0.
+        explain: Only the first this many hits list their matched terms (None: all).
 
     Returns:
         Hits, best first; empty when the index has no code tables.
@@ -147,7 +149,7 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
     split = _split_postings(found, files, groups)
     hits = [hit for (lo, hi), postings_of in zip(groups, split, strict=True)
             for hit in _rank_group(conn, files, lo, hi, postings_of, definitions, query, p,
-                                   limit, matched_only)]
+                                   limit, matched_only, explain)]
     hits.sort(key=lambda h: (-h.score, h.path))
     return hits if limit is None else hits[:limit]
 
@@ -184,7 +186,7 @@ def _split_postings(found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]]
 
 def _rank_group(conn: sqlite3.Connection, files: FileCorpus, lo: int, hi: int, fields: _Postings,
                 definitions: Sequence[tuple[str, str]], query: Query, params: Params,
-                limit: int | None, matched_only: bool) -> list[Hit]:
+                limit: int | None, matched_only: bool, explain: int | None) -> list[Hit]:
     """Rank one group of files (``files[lo:hi]``, ``fields`` their postings) as a corpus."""
     paths = files.paths[lo:hi]
     index = dict(zip(paths, range(len(paths)), strict=True))
@@ -210,7 +212,7 @@ def _rank_group(conn: sqlite3.Connection, files: FileCorpus, lo: int, hi: int, f
     corpus = Corpus(paths, FieldStats(files.body[lo:hi], fields[BODY], params.body_b),
                     FieldStats(files.path_terms[lo:hi], fields[PATH], params.path_b),
                     definers, expand if params.graph_weight else None, params)
-    return corpus.rank(query, limit, matched_only=matched_only)
+    return corpus.rank(query, limit, matched_only=matched_only, explain=explain)
 
 
 @dataclass(slots=True)
@@ -349,8 +351,9 @@ def _chunk_share(chunk: ChunkRow, terms: set[str], names: set[str]) -> float:
         return 1.0
     if not terms:
         return 0.0
-    text = f"{chunk.qualname or ''}\n{chunk.text}".lower()
-    return sum(1 for t in terms if t in text) / len(terms)
+    text = chunk.text.lower()  # a term never spans the line between qualname and text
+    name = (chunk.qualname or "").lower()
+    return sum(1 for t in terms if t in text or t in name) / len(terms)
 
 
 def _held_terms(item: _Item) -> None:
@@ -358,7 +361,7 @@ def _held_terms(item: _Item) -> None:
     terms = item.why.get("matched_terms")
     if terms:
         held = held_terms(f"{item.extra.get('qualname') or ''}\n{item.snippet}", terms)
-        item.why["matched_terms"] = held or terms
+        item.why = {**item.why, "matched_terms": held or terms}  # shared by the file's chunks
 
 
 def _chunk_item(chunk: ChunkRow, score: float, why: dict[str, Any], object_id: str) -> _Item:
@@ -366,7 +369,7 @@ def _chunk_item(chunk: ChunkRow, score: float, why: dict[str, Any], object_id: s
     where = f"{chunk.path}:{chunk.start_line}-{chunk.end_line}"
     title = f"{'Symbol' if symbol else 'File'}: {chunk.qualname or chunk.path} ({where})"
     return _Item(title, object_id, chunk.text, score,
-                 "SymbolDefinition" if symbol else "FileContent", dict(why),
+                 "SymbolDefinition" if symbol else "FileContent", why,
                  {"path": chunk.path, "qualname": chunk.qualname, "start_line": chunk.start_line,
                   "end_line": chunk.end_line})
 
@@ -506,7 +509,9 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
     conn = session.index()
     query = parse_query(task)
     params = Params() if graph else Params(graph_weight=0.0)
-    hits = rank_files(conn, query, params, limit=RANKED_FILES, matched_only=True)
+    # only the files whose chunks are read need their terms (each group's first MAX_FILES)
+    hits = rank_files(conn, query, params, limit=RANKED_FILES, matched_only=True,
+                      explain=MAX_FILES)
     top = hits[0].score if hits else 1.0
     seeds = [h.path for h in hits[:MAX_SEEDS] if h.score >= SEED_SHARE * top]
     files: dict[str, tuple[float, dict[str, Any]]] = {

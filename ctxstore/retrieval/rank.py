@@ -253,14 +253,16 @@ class Corpus:
                    FieldStats.from_bags([Counter(path_tokens(d.path)) for d in kept], p.path_b),
                    definers, expand, p)
 
-    def rank(self, query: Query, limit: int | None = None, *, matched_only: bool = False
-             ) -> list[Hit]:
+    def rank(self, query: Query, limit: int | None = None, *, matched_only: bool = False,
+             explain: int | None = None) -> list[Hit]:
         """Rank the files for ``query``, best first (ties by path).
 
         Args:
             query: A parsed query (``text.parse_query``).
             limit: Return only this many (None: every file; unmatched ones score 0).
             matched_only: Leave out the files that score 0.
+            explain: Only the first this many hits list the terms they matched (``terms``
+                is empty after them); None: every hit.
 
         Returns:
             The hits.
@@ -289,8 +291,10 @@ class Corpus:
         via = self._graph(score) if p.graph_weight and self.expand is not None else {}
         order = self._order(score, limit, matched_only)
         position = {t: k for k, t in enumerate(query.raw_terms)}
-        return [Hit(self.paths[i], score[i], sorted(matched.get(i, ()), key=position.__getitem__),
-                    defines.get(i, []), via.get(i)) for i in order]
+        told = len(order) if explain is None else explain
+        return [Hit(self.paths[i], score[i],
+                    sorted(matched.get(i, ()), key=position.__getitem__) if k < told else [],
+                    defines.get(i, []), via.get(i)) for k, i in enumerate(order)]
 
     def _order(self, score: list[float], limit: int | None, matched_only: bool) -> list[int]:
         """Documents by score descending, ties by path; the first ``limit`` of them.

@@ -109,6 +109,14 @@ def test_held_terms_is_the_filter_of_term_set(text: str, terms: list[str]) -> No
     assert held_terms(text, terms) == [t for t in terms if t in held]
 
 
+def test_rank_explain_limits_which_hits_list_their_terms() -> None:
+    corpus = Corpus.from_documents(DOCS)
+    full = corpus.rank(parse_query("parse request header cookie"), matched_only=True)
+    told = corpus.rank(parse_query("parse request header cookie"), matched_only=True, explain=1)
+    assert [(h.path, h.score) for h in told] == [(h.path, h.score) for h in full]
+    assert told[0].terms == full[0].terms and full[1].terms and told[1].terms == []
+
+
 def test_rank_graph_lifts_an_imported_file_with_its_edge() -> None:
     docs = [_doc("a.py", "alpha beta", imports=("b.py",)), _doc("b.py", "gamma"), _doc("c.py", "delta")]
     hits = Corpus.from_documents(docs).rank(parse_query("alpha"))
