@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from ctxstore.code.ingest import index_tree
 from ctxstore.init import init_store
 from ctxstore.narrative.entries import add_decision
-from ctxstore.repo import open_store
+from ctxstore.repo import Store, open_store
 from ctxstore.retrieval.pack import build_pack, rank_files
 from ctxstore.retrieval.rank import Corpus, Document, Params
 from ctxstore.retrieval.text import parse_query, tokenize
@@ -249,13 +249,20 @@ def test_pack_index_ranks_as_the_in_process_ranker(work: Path) -> None:
     assert "send_reminder" in next(h for h in library.rank(query) if h.path == "shop/billing.py").terms
 
 
-def test_pack_reindexed_file_replaces_its_postings(tmp_path: Path) -> None:
+def _indexed(tmp_path: Path, files: dict[str, str]) -> tuple[Path, Store]:
+    """A work tree of ``files`` with a store, indexed: (the tree, its store)."""
     root = tmp_path / "work"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "a.py").write_text("def parse_header(line):\n    return line\n")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
     init_store(root / ".ctx", git=False)
     store = open_store(root / ".ctx")
     index_tree(store, jobs=1)
+    return root, store
+
+
+def test_pack_reindexed_file_replaces_its_postings(tmp_path: Path) -> None:
+    root, store = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n"})
     assert _pack(root, "parse_header")["ranked_files"] == ["pkg/a.py"]
     (root / "pkg" / "a.py").write_text("def render_footer(page):\n    return page\n")
     index_tree(store, jobs=1)
@@ -278,13 +285,9 @@ def _document_frequencies(root: Path) -> tuple[dict[tuple[str, int], int], dict[
 def test_pack_document_frequencies_follow_every_change_of_the_tree(tmp_path: Path) -> None:
     # term_df is kept by deltas as files are applied: after new, changed and removed files
     # it must equal counting the postings (and hold no term no file has any more).
-    root = tmp_path / "work"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "a.py").write_text("def parse_header(line):\n    return line\n")
-    (root / "pkg" / "b.py").write_text("def parse_body(line, header):\n    return header\n")
-    init_store(root / ".ctx", git=False)
-    store = open_store(root / ".ctx")
-    index_tree(store, jobs=1)
+    root, store = _indexed(tmp_path, {
+        "pkg/a.py": "def parse_header(line):\n    return line\n",
+        "pkg/b.py": "def parse_body(line, header):\n    return header\n"})
     _pack(root, "parse")  # the index catches up
     stored, counted = _document_frequencies(root)
     assert stored == counted and stored[("parse", 0)] == 2 and stored[("header", 0)] == 2
@@ -299,12 +302,7 @@ def test_pack_document_frequencies_follow_every_change_of_the_tree(tmp_path: Pat
 
 
 def test_pack_corpus_cache_is_written_once_and_follows_new_files(tmp_path: Path) -> None:
-    root = tmp_path / "work"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "a.py").write_text("def parse_header(line):\n    return line\n")
-    init_store(root / ".ctx", git=False)
-    store = open_store(root / ".ctx")
-    index_tree(store, jobs=1)
+    root, store = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n"})
     index = root / ".ctx" / "index" / "index.sqlite"
     assert _pack(root, "parse_header")["ranked_files"] == ["pkg/a.py"]
     first = sqlite3.connect(index).execute("SELECT generation, data FROM corpus_cache").fetchall()
@@ -331,12 +329,7 @@ def test_pack_corpus_cache_is_written_once_and_follows_new_files(tmp_path: Path)
 def test_pack_does_not_wait_for_a_writer_to_store_its_cache(tmp_path: Path) -> None:
     # Another process holding the index's write lock: the pack answers at once from the
     # file table and leaves the cache to the next pack (it would otherwise wait 30 s).
-    root = tmp_path / "work"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "a.py").write_text("def parse_header(line):\n    return line\n")
-    init_store(root / ".ctx", git=False)
-    store = open_store(root / ".ctx")
-    index_tree(store, jobs=1)
+    root, store = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n"})
     _pack(root, "nothing")
     index = root / ".ctx" / "index" / "index.sqlite"
     holder = sqlite3.connect(index, isolation_level=None)
