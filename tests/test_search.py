@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from ctxstore.index import open_index
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.knowledge.recall import recall_nodes
-from ctxstore.knowledge.search import MAX_TERMS, search, search_terms
+from ctxstore.knowledge.search import (
+    _COVERAGE_CHARS,
+    MAX_TERMS,
+    _matched,
+    search,
+    search_terms,
+    words_of,
+)
 from ctxstore.narrative.entries import add_decision
 from ctxstore.repo import Store
 from tests.conftest import invoke, store_digest
@@ -91,6 +98,29 @@ def test_search_terms_drop_stopwords_unless_nothing_is_left() -> None:
     assert search_terms("what is it").terms == ("what", "is", "it")
     assert search_terms('"Exponential  Backoff" café').terms == ("exponential backoff", "cafe")
     assert not search_terms('"" ( ) * - \0 ---')
+
+
+def _matched_by_listing(terms: tuple[str, ...], text: str) -> tuple[str, ...]:
+    """The expression ``knowledge.search._matched`` replaced: every word of the text listed."""
+    words = words_of(text[:_COVERAGE_CHARS])
+    have = set(words)
+    joined = " " + " ".join(words) + " "
+    return tuple(t for t in terms if (t in have) if " " not in t) + \
+        tuple(t for t in terms if " " in t and f" {t} " in joined)
+
+
+_WORDY = st.text(alphabet=st.sampled_from("abcAB12_ -.\néÉ́ß²٠x"), max_size=80)
+
+
+@given(_WORDY, st.lists(_WORDY, max_size=6), st.lists(_WORDY, max_size=3))
+def test_search_matched_terms_are_those_the_text_lists(text: str, queries: list[str],
+                                                       quoted: list[str]) -> None:
+    """Finding a word in the folded text is listing the text's words and looking it up."""
+    terms = search_terms(" ".join(queries) + "".join(f' "{q}"' for q in quoted)).terms
+    terms += tuple(w for q in queries for w in words_of(q))  # stopwords and repeats too
+    assert _matched(terms, text) == _matched_by_listing(terms, text)
+    long = text * (_COVERAGE_CHARS // max(len(text), 1) + 2)  # cut at the coverage limit
+    assert _matched(terms, long) == _matched_by_listing(terms, long)
 
 
 @given(st.text(max_size=300))
