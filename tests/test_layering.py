@@ -237,6 +237,40 @@ def test_layering_hooks_import_no_heavy_modules(tmp_path: Path, event: str) -> N
         assert [n["content"] for n in json.loads(listed.stdout)["nodes"]] == ["imports stay light"]
 
 
+def test_layering_prompt_hook_search_imports_neither_dataclasses_nor_inspect(tmp_path: Path) -> None:
+    """The prompt hook's ranked search of memory makes only plain records (records.py).
+
+    ``dataclasses`` imports ``inspect`` (with ``ast``, ``dis``, ``tokenize``): ~6 ms of a
+    hook that Claude Code runs before every prompt. The CLI pays for them with click.
+    """
+    import json
+
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def ctx(*args: str, payload: dict[str, str] | None = None, importtime: bool = False
+            ) -> subprocess.CompletedProcess[str]:
+        flags = ["-X", "importtime"] if importtime else []
+        return subprocess.run([sys.executable, *flags, "-m", "ctxstore.cli", *args],
+                              input=json.dumps(payload) if payload else None,
+                              capture_output=True, text=True, cwd=work, check=True)
+
+    ctx("--ctx-dir", str(work / ".ctx"), "init")
+    ctx("--ctx-dir", str(work / ".ctx"), "add", "note",
+        "The upload worker retries with exponential backoff when the index lock is held")
+    base = {"session_id": "s1", "cwd": str(work)}
+    ctx("hook", "session-start", payload={**base, "source": "startup"})  # the hook state
+    res = ctx("hook", "prompt-submit", importtime=True,  # another session: nothing shown yet
+              payload={**base, "session_id": "s2",
+                       "prompt": "why does the upload worker retry when the lock is held?"})
+    context = json.loads(res.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "exponential backoff" in context  # the search really ran and found the note
+    imported = {line.split("|")[-1].strip() for line in res.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "ctxstore.knowledge.search" in imported
+    assert not imported & {"dataclasses", "inspect"}, sorted(imported & {"dataclasses", "inspect"})
+
+
 def test_layering_every_package_is_shipped() -> None:
     # An installed (non-editable) ctx has only the packages pyproject lists: a package
     # missing there works in the test suite's editable install and fails for every user.

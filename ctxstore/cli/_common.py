@@ -12,7 +12,6 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ import click
 
 from ctxstore.discovery import discover_store
 from ctxstore.errors import InvalidInput, StoreNotFound
-from ctxstore.records import dataclass
+from ctxstore.records import dataclass, field
 from ctxstore.session import Session
 
 if TYPE_CHECKING:

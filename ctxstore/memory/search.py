@@ -39,19 +39,29 @@ WEIGHTS = (1.2, 1.0, 0.3)
 _NEIGHBOUR = 0.15
 _INTENT_BOOST = 0.25
 _NAMED_BOOST = 0.5
-_CODE_HINT = re.compile(r"[/`]|::|\(\)|\w\.\w")
+# What a query naming a file or symbol holds; each alternative needs one of ``_CODE_MARKS``.
+_CODE_HINT = r"[/`]|::|\(\)|\w\.\w"
+_CODE_MARKS = ("/", "`", "::", "()", ".")
 _HISTORY_DEPTH = 5
 _TEXT_CHARS = 600
 INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
 """The intents an idea may have (``--intent``)."""
-INTENT_WORDS: dict[str, re.Pattern[str]] = {
-    "decision": re.compile(r"\b(decisions?|decided|chose|choice)\b", re.I),
-    "question": re.compile(r"\b(open questions?|questions?|asked)\b", re.I),
-    "problem": re.compile(r"\b(problems?|issues?|bugs?|errors?)\b", re.I),
-    "solution": re.compile(r"\b(solutions?|fix(?:es|ed)?|solved|workarounds?)\b", re.I),
-    "todo": re.compile(r"\b(todos?|to-dos?|next steps?|follow[- ]ups?)\b", re.I),
-    "conclusion": re.compile(r"\b(conclusions?|concluded|learn(?:ed|t)|insights?)\b", re.I),
+INTENT_WORDS: dict[str, str] = {
+    "decision": r"\b(decisions?|decided|chose|choice)\b",
+    "question": r"\b(open questions?|questions?|asked)\b",
+    "problem": r"\b(problems?|issues?|bugs?|errors?)\b",
+    "solution": r"\b(solutions?|fix(?:es|ed)?|solved|workarounds?)\b",
+    "todo": r"\b(todos?|to-dos?|next steps?|follow[- ]ups?)\b",
+    "conclusion": r"\b(conclusions?|concluded|learn(?:ed|t)|insights?)\b",
 }
+"""The words that name each intent in a query (patterns, matched ignoring case)."""
+# Every alternative of ``INTENT_WORDS`` holds one of these: an ASCII query holding none of
+# them, lower-cased, names no intent, and the patterns are not compiled for it (~0.7 ms of
+# the prompt hook). A query with other characters is matched as written (``re.I`` folds
+# some of them, the Kelvin sign or a dotless i, onto ASCII letters).
+_INTENT_STEMS = ("decision", "decided", "chose", "choice", "question", "asked", "problem",
+                 "issue", "bug", "error", "solution", "fix", "solved", "workaround", "todo",
+                 "to-do", "next step", "follow", "conclusion", "concluded", "learn", "insight")
 
 
 class Hit(NamedTuple):
@@ -141,12 +151,16 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
 
 
 def _wanted_intents(text: str) -> set[str]:
-    return {name for name, pattern in INTENT_WORDS.items() if pattern.search(text)}
+    if text.isascii():
+        lowered = text.lower()
+        if not any(stem in lowered for stem in _INTENT_STEMS):
+            return set()
+    return {name for name, pattern in INTENT_WORDS.items() if re.search(pattern, text, re.I)}
 
 
 def _code_names(text: str) -> list[str]:
     """The files and symbols a query names (the extractor is loaded only when one may be there)."""
-    if not _CODE_HINT.search(text):
+    if not any(mark in text for mark in _CODE_MARKS) or not re.search(_CODE_HINT, text):
         return []
     from ctxstore.memory.extract import extract_entities
 

@@ -42,7 +42,8 @@ _CANDIDATES = 12
 # A node holding this many of the prompt's terms (all of them, for a shorter prompt) is as
 # relevant as can be: long prompts are not penalised for their many words.
 _FULL_MATCH = 4
-_TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}")
+# Compiled on first use (``re`` keeps it): only session start reads a task name.
+_TASK_NAME = r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +213,7 @@ def session_start_query(view_query: str, *, days: int = NARRATIVE_DAYS,
     if days > 0:
         parts += [f"(type:decision AND created:>{days}d)", f"(type:observation AND created:>{days}d)",
                   f"(type:task AND updated:>{days}d)"]
-    if task and _TASK_NAME.fullmatch(task):
+    if task and re.fullmatch(_TASK_NAME, task):
         parts.append(f'tag:"task:{task}"')
     return " OR ".join(parts) if len(parts) > 1 else view_query
 

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxstore.memory.context import memory_context, recall_section
 from ctxstore.memory.db import MemoryDB, open_memory
@@ -80,3 +82,25 @@ def test_search_context_for_a_prompt_skips_the_current_conversation(memory: Memo
     assert "From past sessions" in recall_section(ctx, "deploy staging permission",
                                                   now_ms=_ms(NOW))
     assert memory_context(tmp_path / "none" / ".ctx", "deploy", 3) == []
+
+
+_QUERY_TEXT = st.lists(st.sampled_from([
+    *"abdeiklnorstuxy -/.`():", "Decided", "QUESTION", "bug", "to-do", "next step", "follow-up",
+    "learnt", "\u212a", "\u0131", "\u017f", "\u00e9", "src/a.py", "a::b", "f()", "x.y"]),
+    max_size=20).map("".join)
+
+
+@given(_QUERY_TEXT)
+def test_search_query_intents_and_code_names_as_the_patterns_find_them(text: str) -> None:
+    """The quick checks that skip the patterns never change what they find."""
+    import re
+
+    from ctxstore.memory import search as memory_search
+
+    assert memory_search._wanted_intents(text) == {
+        name for name, pattern in memory_search.INTENT_WORDS.items()
+        if re.search(pattern, text, re.I)}
+    if re.search(memory_search._CODE_HINT, text) is None:
+        assert memory_search._code_names(text) == []
+    else:
+        assert any(mark in text for mark in memory_search._CODE_MARKS)
