@@ -30,6 +30,7 @@ path from a seed. ``ranked_files`` lists every file that matched, best first.
 from __future__ import annotations
 
 import bisect
+import gc
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -499,6 +500,21 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
     Raises:
         IndexCorrupt: (E007) if the index cannot answer.
     """
+    enabled = gc.isenabled()
+    gc.disable()  # tens of thousands of acyclic tuples: ~3% of a pack's CPU went to the collector
+    try:
+        return _build_pack(session, task, budget=budget, depth=depth,
+                           include_narrative=include_narrative, graph=graph, reserve=reserve,
+                           now_ms=now_ms, user=user)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _build_pack(session: Session, task: str, *, budget: int | None, depth: int | None,
+                include_narrative: bool | None, graph: bool, reserve: int | None,
+                now_ms: int | None, user: Session | None) -> dict[str, Any]:
+    """``build_pack`` with the collector paused by the caller."""
     from ctxstore.clock import now_ms as clock_ms
 
     config = session.config

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import field
 from heapq import nlargest
 from itertools import compress
+from operator import itemgetter
 
 from ctxstore.records import dataclass
 from ctxstore.retrieval.text import Query, cached_is_test_path, path_tokens
@@ -156,14 +157,12 @@ class FieldStats:
                 postings.setdefault(term, []).append((i, f))
         return cls([sum(c.values()) for c in bags], postings, b)
 
-    def scores(self, weights: Mapping[str, float], k1: float,
-               matched: dict[int, set[str]]) -> dict[int, float]:
+    def scores(self, weights: Mapping[str, float], k1: float) -> dict[int, float]:
         """BM25 of every document containing a query term (sparse, over postings).
 
         Args:
             weights: Query term -> weight.
             k1: Term saturation.
-            matched: Filled with the terms each scored document contains.
 
         Returns:
             Document -> score, for documents with at least one term.
@@ -172,7 +171,7 @@ class FieldStats:
         avg = self.avg or 1.0
         # norm = k1 * (1 - b + b * length / avg), as base + slope * length
         base, slope, length = k1 * (1 - self.b), k1 * self.b / avg, self.length
-        get, seen = out.get, matched.get
+        get = out.get
         for term, qw in weights.items():
             posting = self.postings.get(term)
             if not posting:
@@ -181,12 +180,21 @@ class FieldStats:
             idf = math.log(1 + (self.n - df + 0.5) / (df + 0.5)) * qw * (k1 + 1)
             for i, f in posting:
                 out[i] = get(i, 0.0) + idf * f / (f + base + slope * length[i])
-                terms = seen(i)
-                if terms is None:
-                    matched[i] = {term}
-                else:
-                    terms.add(term)
         return out
+
+    def holding(self, terms: Iterable[str], docs: set[int], into: dict[int, set[str]]) -> None:
+        """Add to ``into`` the terms each of ``docs`` contains (for the explained hits only).
+
+        Args:
+            terms: Query terms.
+            docs: The documents asked about.
+            into: Document -> its terms, added to.
+        """
+        for term in terms:
+            posting = self.postings.get(term)
+            if posting:
+                for i in docs.intersection(map(itemgetter(0), posting)):
+                    into.setdefault(i, set()).add(term)
 
 
 # Graph edges from source documents: (source, neighbour, label read source -> neighbour:
@@ -270,11 +278,10 @@ class Corpus:
         p = self.params
         n = len(self.paths)
         score = [0.0] * n
-        matched: dict[int, set[str]] = {}
-        for fld, weight in ((self.body, 1.0), (self.path, p.path_weight)):
-            if weight:
-                for i, s in fld.scores(query.weights, p.k1, matched).items():
-                    score[i] += weight * s
+        fields = [(f, w) for f, w in ((self.body, 1.0), (self.path, p.path_weight)) if w]
+        for fld, weight in fields:
+            for i, s in fld.scores(query.weights, p.k1).items():
+                score[i] += weight * s
         top = max(score, default=0.0) or 1.0
         defines: dict[int, list[str]] = {}
         for name in sorted(query.names):
@@ -290,8 +297,11 @@ class Corpus:
                     score[i] *= p.test_prior
         via = self._graph(score) if p.graph_weight and self.expand is not None else {}
         order = self._order(score, limit, matched_only)
-        position = {t: k for k, t in enumerate(query.raw_terms)}
         told = len(order) if explain is None else explain
+        matched: dict[int, set[str]] = {}  # the terms of the hits that list them, read after
+        for fld, _ in fields:              # ranking from the postings (not kept for every file)
+            fld.holding(query.weights, set(order[:told]), matched)
+        position = {t: k for k, t in enumerate(query.raw_terms)}
         return [Hit(self.paths[i], score[i],
                     sorted(matched.get(i, ()), key=position.__getitem__) if k < told else [],
                     defines.get(i, []), via.get(i)) for k, i in enumerate(order)]
