@@ -203,6 +203,20 @@ def test_layering_cli_startup_does_not_import_heavy_modules(tmp_path: Path) -> N
     assert not imported & {"networkx", "tantivy", "zstandard", "sqlite3"}, imported & LAZY_ONLY
 
 
+def test_layering_json_search_imports_no_text_renderers(tmp_path: Path) -> None:
+    """``ctx search --format json`` (what agents read) leaves the text renderers unloaded."""
+    subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(tmp_path / ".ctx"), "init"],
+                   check=True, capture_output=True)
+    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "ctxstore.cli", "--ctx-dir",
+                          str(tmp_path / ".ctx"), "search", "any words at all", "--format", "json"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    imported = {line.split("|")[-1].strip() for line in res.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "ctxstore.knowledge.search" in imported  # the log is real
+    assert not imported & {"ctxstore.cli.nodes", "ctxstore.cli._render", "ctxstore.claude.inject"}
+
+
 # STYLE §2.2: a hook must not pay for what its path does not use. Each hook runs in a real
 # process under -X importtime; the stop hook is given a reply with a tag, so it runs its
 # write path (and the CommonMark parser the tag scan needs).

@@ -16,7 +16,6 @@ import click
 
 from ctxstore.cli._common import Env, emit_json, node_json, preview
 from ctxstore.cli._notices import user_store
-from ctxstore.cli._render import composed_text, echo_stored, item_line
 
 if TYPE_CHECKING:
     from ctxstore.knowledge.scopes import ScopedNode, Stores
@@ -66,6 +65,8 @@ def _print(env: Env, hits: Sequence[ScopedNode]) -> None:
             docs.append(doc)
         emit_json({"count": len(hits), "nodes": docs})
         return
+    from ctxstore.cli._render import echo_stored, item_line  # text only: JSON skips it
+
     for h in hits:
         n = h.node
         if env.fmt == "markdown":
@@ -134,4 +135,6 @@ def compose_global(env: Env, query: str, budget: int) -> None:
     if env.fmt == "json":
         emit_json(scoped_composition_json(comp))
     else:
+        from ctxstore.cli._render import composed_text, echo_stored
+
         echo_stored(composed_text(comp.text), nl=False)

@@ -1,4 +1,8 @@
-"""Query commands: search, query, trace, related."""
+"""Query commands: search, query, trace, related.
+
+The text renderers (``cli._render``, ``cli.nodes``) are imported by the commands that print
+text: ``--format json``, what agents read, never loads them.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,6 @@ import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, node_json, pass_env, preview
 from ctxstore.cli._global import global_option, query_global, search_global
-from ctxstore.cli._render import echo_stored
-from ctxstore.cli.nodes import _print_nodes
 from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -59,6 +61,9 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
     if env.fmt == "json":
         emit_json(_hits_json(hits))
         return
+    from ctxstore.cli._render import echo_stored
+    from ctxstore.cli.nodes import _print_nodes
+
     node_hits = [h for h in hits if h.node is not None]
     if env.fmt == "markdown" or len(node_hits) == len(hits):
         _print_nodes(env, [h.node for h in node_hits], [h.score for h in node_hits])
@@ -134,6 +139,8 @@ def query_command(env: Env, text: str, include_superseded: bool, limit: int | No
     for word, field in misspelt_fields(parse_query(text, now=now)):
         click.echo(f"ctx: note: {word!r} is searched as text; did you mean {field + ':'!r}?",
                    err=True)
+    from ctxstore.cli.nodes import _print_nodes
+
     _print_nodes(env, nodes)
 
 
@@ -161,6 +168,8 @@ def trace_command(env: Env, node_id: str, reverse: bool) -> None:
                    "steps": [{"id": s.node_id, "depth": s.depth, "type": s.label,
                               "parent": s.parent} for s in steps]})
         return
+    from ctxstore.cli._render import echo_stored
+
     echo_stored(f"{root.id}  {root.type:<13} {preview(root.content)}")
     for s in steps:
         node = find_node(conn, s.node_id)
@@ -192,6 +201,8 @@ def related_command(env: Env, node_id: str, depth: int) -> None:
             {"id": r.node_id, "distance": r.distance, "type": r.label, "direction": r.direction,
              "via": r.via} for r in found]})
         return
+    from ctxstore.cli._render import echo_stored
+
     for r in found:
         node = find_node(conn, r.node_id)
         arrow = "->" if r.direction == "out" else "<-"
