@@ -26,14 +26,13 @@ import os
 import sqlite3
 import stat
 from collections.abc import Sequence
-from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, UnsafePath
 from ctxstore.ids import ObjectId
-from ctxstore.records import dataclass
+from ctxstore.records import dataclass, field
 
 if TYPE_CHECKING:  # the object store and the graph's SELECT load only where used (a pack
     # reading no view needs neither)

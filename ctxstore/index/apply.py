@@ -175,13 +175,13 @@ def apply_commits(store: Store, conn: sqlite3.Connection,
 
 def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[KnowledgeRecord],
                   batch: bytes, *, commit: bytes, reads: FoldReads,
-                  frequencies: DocumentFrequencies | None = None) -> None:
+                  frequencies: DocumentFrequencies) -> None:
     """Let each record compete for its key; update the tables for every winner.
 
     ``commit`` is the (work) commit carrying ``batch``: node versions are placed in the
     commit graph by it, for concurrent-edit detection (``ctxstore.index.heads``), which
     reads fold and session records through ``reads``. ``frequencies`` gathers the ``term_df``
-    changes of the files applied (None: each file writes its own).
+    changes of the files applied (the caller flushes it).
     """
     for rec in records:
         key = key_text(record_key(rec))
@@ -210,7 +210,7 @@ def _hook_key(rec: NodeRecord) -> str | None:
 
 
 def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
-                  version: bytes, frequencies: DocumentFrequencies | None) -> None:
+                  version: bytes, frequencies: DocumentFrequencies) -> None:
     fts = Fts5Engine(conn)
     if isinstance(rec, NodeRecord):
         content = rec.content if rec.content is not None else \

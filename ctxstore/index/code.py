@@ -37,8 +37,7 @@ from ctxstore.repo import Store
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["CODE_TABLES", "DocumentFrequencies", "FileRow", "SymbolHit", "Chunk", "apply_file",
-           "file_rows",
-           "file_row", "symbols_by", "symbols_in", "task_node_ids",
+           "file_rows", "file_row", "symbols_by", "symbols_in", "task_node_ids",
            "chunk_file", "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
 
 CODE_TABLES = ("files", "symbols", "code_edges", "chunks", "chunks_fts", "file_terms",
@@ -120,20 +119,15 @@ class DocumentFrequencies:
 
 
 def apply_file(store: Store, conn: sqlite3.Connection, rec: FileRecord | FileRemoved,
-               frequencies: DocumentFrequencies | None = None) -> None:
+               frequencies: DocumentFrequencies) -> None:
     """Replace the code rows of ``rec.path`` with what the winning record says.
 
     Args:
         store: The store (the ``file_version`` object and the file's blob are read).
         conn: The index connection (the caller's transaction).
         rec: The record that won the path's key.
-        frequencies: Where the ``term_df`` changes gather (None: written at once).
+        frequencies: Where the apply gathers the ``term_df`` changes (its ``flush`` writes them).
     """
-    if frequencies is None:
-        frequencies = DocumentFrequencies()
-        apply_file(store, conn, rec, frequencies)
-        frequencies.flush(conn)
-        return
     frequencies.files += 1
     _delete_path(conn, rec.path, frequencies)
     if isinstance(rec, FileRemoved):

@@ -267,7 +267,13 @@ def _check_caches(disk: sqlite3.Connection) -> list[Problem]:
 
     Values of an older ``code_generation`` are never read, so they are not differences.
     """
-    from ctxstore.index.retrieval import code_generation, decode_corpus, encode_corpus, read_corpus
+    from ctxstore.index.retrieval import (
+        code_generation,
+        corpus_apart,
+        decode_corpus,
+        encode_corpus,
+        read_corpus,
+    )
 
     problems: list[Problem] = []
     generation = code_generation(disk)
@@ -275,11 +281,10 @@ def _check_caches(disk: sqlite3.Connection) -> list[Problem]:
             "SELECT name, generation, data FROM corpus_cache ORDER BY name"):
         if stored != generation:
             continue
-        if not str(name).startswith("files:"):
+        apart = corpus_apart(str(name))
+        if apart is None:
             problems.append(Problem("E007", "index:corpus_cache", f"{_short(name)}: unknown name"))
-            continue
-        apart = frozenset(filter(None, str(name)[len("files:"):].split(",")))
-        if decode_corpus(bytes(data)) is None:
+        elif decode_corpus(bytes(data)) is None:
             problems.append(Problem("E007", "index:corpus_cache",
                                     f"{name}: not a packed file table"))
         elif bytes(data) != encode_corpus(read_corpus(disk, apart)):

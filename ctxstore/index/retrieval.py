@@ -24,19 +24,22 @@ import struct
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from ctxstore.index.fulltext.ranked import ChunkRow, has_table
 from ctxstore.records import dataclass
 
 __all__ = ["BODY", "PATH", "FileCorpus", "has_code", "has_diagnostics", "file_table",
            "file_corpus", "read_corpus", "encode_corpus", "decode_corpus", "corpus_name",
-           "code_generation", "file_versions",
+           "corpus_apart", "code_generation", "file_versions",
            "document_counts", "postings", "symbols_with_names", "import_edges", "chunks_of",
            "chunk_texts",
            "mention_rows"]
 
 BODY, PATH = 0, 1  # ``file_terms.field``
 _BATCH = 500  # host parameters per statement, well under SQLite's limit
+_T = TypeVar("_T")
+_CORPUS = "files:"  # the prefix of a corpus_cache name
 _MAGIC = b"ctxF"
 _HEADER = struct.Struct("<4sQQ")  # magic, files, files before the split
 
@@ -91,7 +94,14 @@ class FileCorpus:
 
 def corpus_name(apart: Iterable[str]) -> str:
     """The ``corpus_cache`` name of a corpus split by ``apart`` (its languages, sorted)."""
-    return "files:" + ",".join(sorted(apart))
+    return _CORPUS + ",".join(sorted(apart))
+
+
+def corpus_apart(name: str) -> frozenset[str] | None:
+    """The ``apart`` languages a ``corpus_cache`` name was made from; None if it is not one."""
+    if not name.startswith(_CORPUS):
+        return None
+    return frozenset(filter(None, name[len(_CORPUS):].split(",")))
 
 
 def read_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:
@@ -237,7 +247,7 @@ def has_diagnostics(conn: sqlite3.Connection) -> bool:
         conn.execute("SELECT 1 FROM diagnostics LIMIT 1").fetchone() is not None
 
 
-def _batches(items: Sequence[str]) -> Iterable[Sequence[str]]:
+def _batches(items: Sequence[_T]) -> Iterable[Sequence[_T]]:
     for start in range(0, len(items), _BATCH):
         yield items[start:start + _BATCH]
 
@@ -379,12 +389,10 @@ def chunk_texts(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, st
         Rowid -> text; chunks that do not exist are absent.
     """
     found: dict[int, str] = {}
-    ids = list(dict.fromkeys(rowids))
-    for start in range(0, len(ids), _BATCH):
-        part = ids[start:start + _BATCH]
+    for part in _batches(list(dict.fromkeys(rowids))):
         found.update(conn.execute(
             f"SELECT rowid, text FROM chunks WHERE rowid IN ({','.join('?' * len(part))})",
-            part).fetchall())
+            tuple(part)).fetchall())
     return found
 
 

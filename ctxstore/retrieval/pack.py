@@ -146,9 +146,9 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
                    in symbols_with_names(conn, sorted(spellings))
                    if defined_names([(qualname, name, kind)])]
     # source files, then the others (prose, configuration, no known language)
-    groups = [(lo, hi) for lo, hi in ((0, files.split), (files.split, len(files.ids))) if hi > lo]
-    split = _split_postings(found, files, groups)
-    hits = [hit for (lo, hi), postings_of in zip(groups, split, strict=True)
+    groups = ((0, files.split), (files.split, len(files.ids)))
+    hits = [hit for (lo, hi), postings_of in zip(groups, _split_postings(found, files), strict=True)
+            if hi > lo
             for hit in _rank_group(conn, files, lo, hi, postings_of, definitions, query, p,
                                    limit, matched_only, explain)]
     hits.sort(key=lambda h: (-h.score, h.path))
@@ -159,14 +159,15 @@ _Postings = dict[int, dict[str, list[tuple[int, int]]]]  # field -> term -> (doc
 
 
 def _split_postings(found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]],
-                    files: FileCorpus, groups: Sequence[tuple[int, int]]) -> list[_Postings]:
-    """Each group's postings, numbered by its own documents, in one pass over every posting.
+                    files: FileCorpus) -> tuple[_Postings, _Postings]:
+    """The postings of the two groups of ``files`` (source files, the others).
 
-    ``groups`` are ``(start, end)`` ranges of ``files`` (one or two, the first from 0).
+    Each is numbered by its own group's documents; one pass over every posting.
     """
     where = dict(zip(files.ids, range(len(files.ids)), strict=True))
-    cut = groups[1][0] if len(groups) > 1 else len(files.ids)
-    out: list[_Postings] = [{field: {} for field in found} for _ in groups]
+    cut = files.split
+    out: tuple[_Postings, _Postings] = ({field: {} for field in found},
+                                        {field: {} for field in found})
     for field, terms in found.items():
         for term, rows in terms.items():
             first: list[tuple[int, int]] = []
@@ -180,8 +181,7 @@ def _split_postings(found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]]
                 else:
                     second.append((at - cut, tf))
             out[0][field][term] = first
-            if len(groups) > 1:
-                out[1][field][term] = second
+            out[1][field][term] = second
     return out
 
 

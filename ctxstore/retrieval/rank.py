@@ -25,12 +25,11 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import field
 from heapq import nlargest
 from itertools import compress
 from operator import itemgetter
 
-from ctxstore.records import dataclass
+from ctxstore.records import dataclass, field
 from ctxstore.retrieval.text import Query, cached_is_test_path, path_tokens
 
 __all__ = ["Document", "Params", "Hit", "FieldStats", "Expander", "Corpus", "DEFINITION_KINDS",
