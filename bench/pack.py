@@ -23,6 +23,9 @@ Usage:
     python bench/pack.py --work /tmp/packbench   # keep the built store for the next run
     python bench/pack.py --corpus synthetic      # the 49-word worst case
     python bench/pack.py --quick                 # 1,000 files, 1,000 nodes, 3 runs
+    python bench/pack.py --work /tmp/packbench --caps 20000,10000,6000
+        # the posting cap's cost in quality: every development-set item ranked inside the
+        # 10,000-file index (the real corpus), MRR per repository and ranking time per cap
 """
 
 from __future__ import annotations
@@ -155,6 +158,56 @@ def in_process(work: Path, tasks: dict[str, str], runs: int) -> None:
             print(f"{label:34} {statistics.median(xs):8.0f}")
 
 
+def caps(work: Path, eval_dir: Path, values: list[int], runs: int) -> None:
+    """MRR of the development set's items ranked inside the large index, per posting cap.
+
+    Each repository's base tree is one of the index's folders among ~10,000 files, so the
+    cap (``retrieval.pack.MAX_POSTINGS``) binds as it does for a large repository, which it
+    never does on the set's own trees. A ranking keeps the repository's language files; the
+    statistics (document frequencies, lengths) are the whole index's.
+    """
+    from retrieval import NAMES, _load, items, language_ext, mrr
+
+    from ctxstore.retrieval import pack
+    from ctxstore.retrieval.text import parse_query
+    from ctxstore.session import Session
+
+    is_test = _load(eval_dir, "bm25").is_test
+    print(f"\n{'MAX_POSTINGS':>12}  " + "  ".join(f"{n:>9} {'-tests':>6}" for n in NAMES)
+          + f"  {'rank ms':>8}")
+    saved = pack.MAX_POSTINGS
+    try:
+        for cap in values:
+            pack.MAX_POSTINGS = cap
+            cells: list[str] = []
+            seconds: list[float] = []
+            with Session.open(work / ".ctx") as session:
+                conn = session.index()
+                for name in NAMES:
+                    rows = items(eval_dir, name)
+                    ext = language_ext(rows)
+                    total = total_no_tests = 0.0
+                    for row in rows:
+                        query = parse_query(row["query"])
+                        xs = []
+                        for _ in range(runs):
+                            start = time.perf_counter()
+                            hits = pack.rank_files(conn, query, limit=pack.RANKED_FILES,
+                                                   matched_only=True, explain=pack.MAX_FILES)
+                            xs.append(time.perf_counter() - start)
+                        seconds.append(statistics.median(xs))
+                        ranked = [h.path[len(name) + 1:] for h in hits
+                                  if h.path.startswith(f"{name}/") and h.path.endswith(ext)]
+                        total += mrr(ranked, row["gold_files"])
+                        total_no_tests += mrr([p for p in ranked if not is_test(p)],
+                                              row["gold_files"])
+                    cells.append(f"{total / len(rows):9.3f} {total_no_tests / len(rows):6.3f}")
+            print(f"{cap:12}  " + "  ".join(cells)
+                  + f"  {statistics.median(seconds) * 1000:8.1f}")
+    finally:
+        pack.MAX_POSTINGS = saved
+
+
 def build(work: Path, args: argparse.Namespace, ctx: list[str]) -> dict[str, str]:
     """Build and index the store in ``work`` (reused when ``tasks.json`` is there)."""
     saved = work / "tasks.json"
@@ -209,6 +262,8 @@ def main() -> int:
     parser.add_argument("--eval", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "eval")
     parser.add_argument("--work", type=Path, default=None, help="build here and keep it")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--caps", default=None,
+                        help="comma-separated posting caps: report MRR at scale for each instead")
     args = parser.parse_args()
     if args.quick:
         args.files, args.nodes, args.runs = 1_000, 1_000, 3
@@ -216,6 +271,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ctx-bench-pack-") as tmp:
         work = args.work or Path(tmp) / "work"
         tasks = build(work, args, ctx)
+        if args.caps:
+            if args.corpus != "real":
+                raise SystemExit("--caps needs the real corpus (the development set's trees)")
+            caps(work, args.eval, [int(c) for c in args.caps.split(",")], args.runs)
+            return 0
         short = [k for k in tasks if "commit" not in k]
         commands = {f"pack: {k}": [*ctx, "pack", v, "--format", "json"] for k, v in tasks.items()}
         commands |= {f"search: {k}": [*ctx, "search", tasks[k], "--format", "json"] for k in short}

@@ -254,14 +254,17 @@ def test_index_compare_checks_the_corpus_cache_against_the_file_table(
     assert _problems(_run(root, "debug", "verify", "--index")) == []  # a true cache is fine
     corpus = decode_corpus(data)
     assert corpus is not None and sorted(corpus.paths) == ["pkg/a.py", "pkg/b.py"]
-    forged = FileCorpus(corpus.ids, corpus.paths, [n + 1 for n in corpus.body],
-                        corpus.path_terms, corpus.split)
+    assert list(corpus.tests) == []  # neither file is a test
     conn = sqlite3.connect(root / INDEX)
-    conn.execute("UPDATE corpus_cache SET data = ?", (encode_corpus(forged),))
-    conn.commit()
-    r = _run(root, "debug", "verify", "--index")
-    assert r.exit_code == 3 and _problems(r) == [
-        "error E007 index:corpus_cache: files:markdown: differs from the file table"]
+    for forged in (FileCorpus(corpus.ids, corpus.paths, [n + 1 for n in corpus.body],
+                              corpus.path_terms, corpus.split, corpus.tests),
+                   FileCorpus(corpus.ids, corpus.paths, corpus.body, corpus.path_terms,
+                              corpus.split, [1])):  # a source file taken for a test
+        conn.execute("UPDATE corpus_cache SET data = ?", (encode_corpus(forged),))
+        conn.commit()
+        r = _run(root, "debug", "verify", "--index")
+        assert r.exit_code == 3 and _problems(r) == [
+            "error E007 index:corpus_cache: files:markdown: differs from the file table"]
     conn.execute("UPDATE corpus_cache SET data = x'00ff'")
     conn.commit()
     assert _problems(_run(root, "debug", "verify", "--index")) == [

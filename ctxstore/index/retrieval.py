@@ -40,8 +40,8 @@ BODY, PATH = 0, 1  # ``file_terms.field``
 _BATCH = 500  # host parameters per statement, well under SQLite's limit
 _T = TypeVar("_T")
 _CORPUS = "files:"  # the prefix of a corpus_cache name
-_MAGIC = b"ctxF"
-_HEADER = struct.Struct("<4sQQ")  # magic, files, files before the split
+_MAGIC = b"ctxG"  # bumped when the layout or what it derives from paths (test files) changes
+_HEADER = struct.Struct("<4sQQQ")  # magic, files, files before the split, test files
 
 
 def has_code(conn: sqlite3.Connection) -> bool:
@@ -83,6 +83,9 @@ class FileCorpus:
         path_terms: Path tokens of each.
         split: The files before it have a language outside the ``apart`` set it was read
             with; the rest (that set, or no language) come after. Each group by id.
+        tests: Positions (ascending) of the test, benchmark and example files
+            (``text.is_test_path``): the ranking's test prior, judged once per change
+            instead of per pack.
     """
 
     ids: Sequence[int]
@@ -90,6 +93,7 @@ class FileCorpus:
     body: Sequence[int]
     path_terms: Sequence[int]
     split: int
+    tests: Sequence[int]
 
 
 def corpus_name(apart: Iterable[str]) -> str:
@@ -114,10 +118,14 @@ def read_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:
     Returns:
         The files, each group by id.
     """
+    from ctxstore.retrieval.text import cached_is_test_path
+
     rows = sorted(file_table(conn), key=lambda r: (r[2] is None or r[2] in apart, r[0]))
     split = sum(1 for r in rows if not (r[2] is None or r[2] in apart))
+    is_test = cached_is_test_path()
     return FileCorpus([r[0] for r in rows], [r[1] for r in rows], [r[3] for r in rows],
-                      [r[4] for r in rows], split)
+                      [r[4] for r in rows], split,
+                      [i for i, r in enumerate(rows) if is_test(r[1])])
 
 
 def encode_corpus(corpus: FileCorpus) -> bytes:
@@ -127,10 +135,11 @@ def encode_corpus(corpus: FileCorpus) -> bytes:
         corpus: The corpus.
 
     Returns:
-        Header, ids, body and path lengths (little-endian signed 64-bit), NUL-joined paths.
+        Header, ids, body and path lengths, test positions (little-endian signed 64-bit),
+        NUL-joined paths.
     """
-    parts = [_HEADER.pack(_MAGIC, len(corpus.ids), corpus.split)]
-    for values in (corpus.ids, corpus.body, corpus.path_terms):
+    parts = [_HEADER.pack(_MAGIC, len(corpus.ids), corpus.split, len(corpus.tests))]
+    for values in (corpus.ids, corpus.body, corpus.path_terms, corpus.tests):
         packed = array("q", values)
         if sys.byteorder != "little":
             packed.byteswap()
@@ -150,24 +159,29 @@ def decode_corpus(data: bytes) -> FileCorpus | None:
     """
     if len(data) < _HEADER.size:
         return None
-    magic, n, split = _HEADER.unpack_from(data)
-    end = _HEADER.size + 24 * n
-    if magic != _MAGIC or split > n or len(data) < end:
+    magic, n, split, tests = _HEADER.unpack_from(data)
+    end = _HEADER.size + 24 * n + 8 * tests
+    if magic != _MAGIC or split > n or tests > n or len(data) < end:
         return None
     arrays = []
-    for k in range(3):
+    start = _HEADER.size
+    for count in (n, n, n, tests):
         values = array("q")
-        values.frombytes(data[_HEADER.size + 8 * n * k:_HEADER.size + 8 * n * (k + 1)])
+        values.frombytes(data[start:start + 8 * count])
+        start += 8 * count
         if sys.byteorder != "little":
             values.byteswap()
         arrays.append(values)
+    positions = arrays[3].tolist()
+    if positions and (positions[0] < 0 or positions[-1] >= n or positions != sorted(set(positions))):
+        return None  # not strictly ascending within the files: damaged
     try:
         paths = data[end:].decode("utf-8", "surrogatepass").split("\0") if n else []
     except UnicodeDecodeError:
         return None
     if len(paths) != n:
         return None
-    return FileCorpus(arrays[0], paths, arrays[1], arrays[2], split)
+    return FileCorpus(arrays[0], paths, arrays[1], arrays[2], split, positions)
 
 
 def code_generation(conn: sqlite3.Connection) -> str:

@@ -134,8 +134,9 @@ CREATE TABLE IF NOT EXISTS file_lengths (
 CREATE TABLE IF NOT EXISTS term_df (
     term TEXT NOT NULL, field INTEGER NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (term, field)
 ) WITHOUT ROWID;
--- index.retrieval.file_corpus: every file's id, path, language and lengths in one packed
--- value, valid while meta 'code_generation' (bumped by every file applied) equals its own
+-- index.retrieval.file_corpus: every file's id, path and lengths, split by language, and
+-- which files are tests, in one packed value, valid while meta 'code_generation' (bumped by
+-- every file applied) equals its own
 CREATE TABLE IF NOT EXISTS corpus_cache (
     name TEXT PRIMARY KEY, generation TEXT NOT NULL, data BLOB NOT NULL
 ) WITHOUT ROWID;

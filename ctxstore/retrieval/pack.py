@@ -79,7 +79,7 @@ _NARRATIVE_SHARE = 0.2  # the recent log takes at most this share of the room
 _NODE_HITS = 20
 PROSE_LANGUAGES = frozenset({"markdown"})  # indexed languages ranked apart from source
 MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
-MAX_POSTINGS = 20_000      # more terms only while their postings stay under this
+MAX_POSTINGS = 10_000      # more terms only while their postings stay under this (bench/pack.py --caps)
 _DIAGNOSTICS = 20          # latest diagnostics of the pack's files, at most
 
 
@@ -210,9 +210,11 @@ def _rank_group(conn: sqlite3.Connection, files: FileCorpus, lo: int, hi: int, f
                 out.append((a, b, "Imports"))
         return out
 
+    tests = files.tests[bisect.bisect_left(files.tests, lo):bisect.bisect_left(files.tests, hi)]
     corpus = Corpus(paths, FieldStats(files.body[lo:hi], fields[BODY], params.body_b),
                     FieldStats(files.path_terms[lo:hi], fields[PATH], params.path_b),
-                    definers, expand if params.graph_weight else None, params)
+                    definers, expand if params.graph_weight else None, params,
+                    [i - lo for i in tests])
     return corpus.rank(query, limit, matched_only=matched_only, explain=explain)
 
 

@@ -211,17 +211,20 @@ class Corpus:
         definers: Lower-cased defined name -> documents defining it (at least the query's names).
         expand: The import graph around given documents, or None for no graph.
         params: Weights; the defaults are the tuned ones.
+        tests: The test, benchmark and example files among them (``text.is_test_path``),
+            when already known; None: judged from the paths of the files that score.
     """
 
     def __init__(self, paths: Sequence[str], body: FieldStats, path: FieldStats,
                  definers: Mapping[str, Sequence[int]], expand: Expander | None,
-                 params: Params | None = None) -> None:
+                 params: Params | None = None, tests: Iterable[int] | None = None) -> None:
         self.paths = paths
         self.body = body
         self.path = path
         self.definers = definers
         self.expand = expand
         self.params = params or Params()
+        self.tests = tests
 
     @classmethod
     def from_documents(cls, docs: Iterable[Document], params: Params | None = None) -> Corpus:
@@ -290,10 +293,14 @@ class Corpus:
                     score[i] += p.symbol_boost * top / len(holders)
                     defines.setdefault(i, []).append(name)
         if p.test_prior != 1.0:
-            is_test = cached_is_test_path()
-            for i in compress(range(n), score):  # the files that score (scores are never < 0)
-                if is_test(self.paths[i]):
+            if self.tests is not None:
+                for i in self.tests:
                     score[i] *= p.test_prior
+            else:
+                is_test = cached_is_test_path()
+                for i in compress(range(n), score):  # the files that score (never < 0)
+                    if is_test(self.paths[i]):
+                        score[i] *= p.test_prior
         via = self._graph(score) if p.graph_weight and self.expand is not None else {}
         order = self._order(score, limit, matched_only)
         told = len(order) if explain is None else explain

@@ -326,6 +326,21 @@ def test_pack_corpus_cache_is_written_once_and_follows_new_files(tmp_path: Path)
         == second[0][1]
 
 
+def test_pack_corpus_cache_holds_the_test_files_and_refuses_bad_positions() -> None:
+    from ctxstore.index.retrieval import FileCorpus, decode_corpus, encode_corpus
+
+    corpus = FileCorpus([7, 3, 9], ["src/a.py", "tests/test_a.py", "docs/x.md"], [5, 6, 7],
+                        [1, 2, 2], 2, [1])
+    decoded = decode_corpus(encode_corpus(corpus))
+    assert decoded is not None
+    assert (list(decoded.ids), decoded.paths, list(decoded.tests), decoded.split) \
+        == ([7, 3, 9], corpus.paths, [1], 2)
+    for tests in ([3], [-1], [1, 1], [2, 1]):  # past the files, negative, repeated, descending
+        assert decode_corpus(encode_corpus(FileCorpus(
+            corpus.ids, corpus.paths, corpus.body, corpus.path_terms, 2, tests))) is None
+    assert decode_corpus(encode_corpus(corpus)[:60]) is None  # cut inside its arrays
+
+
 def test_pack_does_not_wait_for_a_writer_to_store_its_cache(tmp_path: Path) -> None:
     # Another process holding the index's write lock: the pack answers at once from the
     # file table and leaves the cache to the next pack (it would otherwise wait 30 s).
