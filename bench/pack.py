@@ -23,9 +23,10 @@ Usage:
     python bench/pack.py --work /tmp/packbench   # keep the built store for the next run
     python bench/pack.py --corpus synthetic      # the 49-word worst case
     python bench/pack.py --quick                 # 1,000 files, 1,000 nodes, 3 runs
-    python bench/pack.py --work /tmp/packbench --caps 20000,10000,6000
-        # the posting cap's cost in quality: every development-set item ranked inside the
-        # 10,000-file index (the real corpus), MRR per repository and ranking time per cap
+    python bench/pack.py --work /tmp/packbench --caps 20000,10000,6000 --seeds 50,20,10
+        # ranking at scale: every development-set item ranked inside the 10,000-file index
+        # (the real corpus), MRR per repository and ranking time, per posting cap and per
+        # number of files spreading score over the import graph
 """
 
 from __future__ import annotations
@@ -158,26 +159,31 @@ def in_process(work: Path, tasks: dict[str, str], runs: int) -> None:
             print(f"{label:34} {statistics.median(xs):8.0f}")
 
 
-def caps(work: Path, eval_dir: Path, values: list[int], runs: int) -> None:
-    """MRR of the development set's items ranked inside the large index, per posting cap.
+def at_scale(work: Path, eval_dir: Path, caps: list[int], seeds: list[int], runs: int) -> None:
+    """MRR of the development set's items ranked inside the large index, per setting.
 
     Each repository's base tree is one of the index's folders among ~10,000 files, so the
-    cap (``retrieval.pack.MAX_POSTINGS``) binds as it does for a large repository, which it
-    never does on the set's own trees. A ranking keeps the repository's language files; the
-    statistics (document frequencies, lengths) are the whole index's.
+    posting cap (``retrieval.pack.MAX_POSTINGS``) binds as it does for a large repository,
+    which it never does on the set's own trees, and the graph's spreading files
+    (``Params.max_seeds``) include files of the other trees. A ranking keeps the repository's
+    language files; the statistics (document frequencies, lengths) are the whole index's.
+    One row per cap (shipped ``max_seeds``), then one per ``max_seeds`` (shipped cap).
     """
     from retrieval import NAMES, _load, items, language_ext, mrr
 
     from ctxstore.retrieval import pack
+    from ctxstore.retrieval.rank import Params
     from ctxstore.retrieval.text import parse_query
     from ctxstore.session import Session
 
     is_test = _load(eval_dir, "bm25").is_test
-    print(f"\n{'MAX_POSTINGS':>12}  " + "  ".join(f"{n:>9} {'-tests':>6}" for n in NAMES)
+    print(f"\n{'setting':>22}  " + "  ".join(f"{n:>9} {'-tests':>6}" for n in NAMES)
           + f"  {'rank ms':>8}")
-    saved = pack.MAX_POSTINGS
+    shipped = pack.MAX_POSTINGS
+    settings = [(f"MAX_POSTINGS {cap}", cap, Params()) for cap in caps]
+    settings += [(f"max_seeds {n}", shipped, Params(max_seeds=n)) for n in seeds]
     try:
-        for cap in values:
+        for label, cap, params in settings:
             pack.MAX_POSTINGS = cap
             cells: list[str] = []
             seconds: list[float] = []
@@ -192,7 +198,7 @@ def caps(work: Path, eval_dir: Path, values: list[int], runs: int) -> None:
                         xs = []
                         for _ in range(runs):
                             start = time.perf_counter()
-                            hits = pack.rank_files(conn, query, limit=pack.RANKED_FILES,
+                            hits = pack.rank_files(conn, query, params, limit=pack.RANKED_FILES,
                                                    matched_only=True, explain=pack.MAX_FILES)
                             xs.append(time.perf_counter() - start)
                         seconds.append(statistics.median(xs))
@@ -202,10 +208,10 @@ def caps(work: Path, eval_dir: Path, values: list[int], runs: int) -> None:
                         total_no_tests += mrr([p for p in ranked if not is_test(p)],
                                               row["gold_files"])
                     cells.append(f"{total / len(rows):9.3f} {total_no_tests / len(rows):6.3f}")
-            print(f"{cap:12}  " + "  ".join(cells)
+            print(f"{label:>22}  " + "  ".join(cells)
                   + f"  {statistics.median(seconds) * 1000:8.1f}")
     finally:
-        pack.MAX_POSTINGS = saved
+        pack.MAX_POSTINGS = shipped
 
 
 def build(work: Path, args: argparse.Namespace, ctx: list[str]) -> dict[str, str]:
@@ -264,6 +270,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--caps", default=None,
                         help="comma-separated posting caps: report MRR at scale for each instead")
+    parser.add_argument("--seeds", default="",
+                        help="with --caps: also these max_seeds values (comma-separated)")
     args = parser.parse_args()
     if args.quick:
         args.files, args.nodes, args.runs = 1_000, 1_000, 3
@@ -274,7 +282,8 @@ def main() -> int:
         if args.caps:
             if args.corpus != "real":
                 raise SystemExit("--caps needs the real corpus (the development set's trees)")
-            caps(work, args.eval, [int(c) for c in args.caps.split(",")], args.runs)
+            at_scale(work, args.eval, [int(c) for c in args.caps.split(",")],
+                     [int(n) for n in args.seeds.split(",") if n], args.runs)
             return 0
         short = [k for k in tasks if "commit" not in k]
         commands = {f"pack: {k}": [*ctx, "pack", v, "--format", "json"] for k, v in tasks.items()}
