@@ -350,7 +350,8 @@ def _chunk_share(chunk: ChunkRow, terms: set[str], names: set[str]) -> float:
     1 when it defines a symbol the task names. Substrings, for speed: ``_held_terms`` is
     exact for the chunks chosen.
     """
-    if chunk.qualname and chunk.qualname.replace("::", ".").split(".")[-1].lower() in names:
+    if names and chunk.qualname and \
+            chunk.qualname.replace("::", ".").split(".")[-1].lower() in names:
         return 1.0
     if not terms:
         return 0.0
