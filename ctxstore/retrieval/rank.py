@@ -218,7 +218,7 @@ class Corpus:
 
     def __init__(self, paths: Sequence[str], body: FieldStats, path: FieldStats,
                  definers: Mapping[str, Sequence[int]], expand: Expander | None,
-                 params: Params | None = None, tests: Iterable[int] | None = None) -> None:
+                 params: Params | None = None, tests: Sequence[int] | None = None) -> None:
         self.paths = paths
         self.body = body
         self.path = path
