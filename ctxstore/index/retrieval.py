@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 from ctxstore.index.fulltext.ranked import ChunkRow, has_table
+from ctxstore.index.terms import cached_is_test_path
 from ctxstore.records import dataclass
 
 __all__ = ["BODY", "PATH", "FileCorpus", "has_code", "has_diagnostics", "file_table",
@@ -84,7 +85,7 @@ class FileCorpus:
         split: The files before it have a language outside the ``apart`` set it was read
             with; the rest (that set, or no language) come after. Each group by id.
         tests: Positions (ascending) of the test, benchmark and example files
-            (``text.is_test_path``): the ranking's test prior, judged once per change
+            (``index.terms.is_test_path``): the ranking's test prior, judged once per change
             instead of per pack.
     """
 
@@ -118,8 +119,6 @@ def read_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:
     Returns:
         The files, each group by id.
     """
-    from ctxstore.retrieval.text import cached_is_test_path
-
     rows = sorted(file_table(conn), key=lambda r: (r[2] is None or r[2] in apart, r[0]))
     split = sum(1 for r in rows if not (r[2] is None or r[2] in apart))
     is_test = cached_is_test_path()

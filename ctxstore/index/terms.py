@@ -5,17 +5,20 @@ and snake_case parts; one-character tokens, pure numbers and a small English sto
 dropped. No stemming (it was measured to hurt on code, docs/retrieval.md). The index stores
 these tokens per file (``index.code``), so ``ctx pack`` ranks over the same terms as the
 in-process ranker: whole ``snake_case`` names included, which FTS5's ``unicode61`` splits.
+Also which paths are tests, benchmarks or examples (the ranking's test prior, which
+``index.retrieval``'s ``corpus_cache`` keeps).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-__all__ = ["STOP_WORDS", "tokenize", "term_set", "held_terms", "path_tokens", "term_counts"]
+__all__ = ["STOP_WORDS", "tokenize", "term_set", "held_terms", "path_tokens", "term_counts",
+           "is_test_path", "cached_is_test_path"]
 
 STOP_WORDS = frozenset("""a an and are as at be but by for from has have if in into is it its
 no not of on or so such that the their then there these this to was were will
@@ -27,6 +30,7 @@ _WORD = re.compile(r"[A-Za-z0-9_]+")
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_TEST_DIRS = frozenset({"tests", "test", "testing", "benches", "examples", "example", "__tests__"})
 
 
 @lru_cache(maxsize=1 << 16)
@@ -132,3 +136,42 @@ def path_tokens(path: str) -> list[str]:
     pure = PurePosixPath(path)
     tokens = tokenize(" ".join([*pure.parts[:-1], pure.stem]))
     return tokens + [t[:-1] for t in tokens if len(t) > 3 and t.endswith("s") and not t.endswith("ss")]
+
+
+def is_test_path(path: str) -> bool:
+    """Whether a path is a test, benchmark or example file by common conventions.
+
+    Args:
+        path: A repository-relative POSIX path.
+
+    Returns:
+        True under ``tests/``, ``test/``, ``testing/``, ``benches/``, ``examples/``, or
+        named ``test_*``, ``*_test.*``, ``*.test.*``, ``*.spec.*``, ``conftest.py``,
+        ``tests.rs``.
+    """
+    folder, _, name = path.rpartition("/")
+    return _test_folder(folder) or _test_name(name)
+
+
+def cached_is_test_path() -> Callable[[str], bool]:
+    """``is_test_path`` that judges each folder once (ranking asks for thousands of files)."""
+    folders: dict[str, bool] = {}
+
+    def check(path: str) -> bool:
+        folder, _, name = path.rpartition("/")
+        under = folders.get(folder)
+        if under is None:
+            under = folders[folder] = _test_folder(folder)
+        return under or _test_name(name)
+    return check
+
+
+def _test_folder(folder: str) -> bool:
+    return bool(folder) and any(part in _TEST_DIRS for part in folder.lower().split("/"))
+
+
+def _test_name(name: str) -> bool:
+    name = name.lower()
+    stem = name.split(".", 1)[0]
+    return (stem.startswith("test_") or stem.endswith("_test") or stem == "tests"
+            or ".test." in name or ".spec." in name or name == "conftest.py")

@@ -1,10 +1,11 @@
 """Text for retrieval: the query cleaner, code-like terms, test paths (and the tokens).
 
 Everything here is pure and accepts any string: retrieval must never reject text a person
-typed (DESIGN §8). The tokens are ``index.terms``'s, re-exported here, so queries and the
-index's ``file_terms`` agree. They follow the development set's baseline so the measured
-gains come from the method, not from a different tokenizer: runs of ``[A-Za-z0-9_]``; an
-identifier gives its lowercased whole form plus its camelCase and snake_case parts;
+typed (DESIGN §8). The tokens and the test-path rule are ``index.terms``'s, re-exported
+here, so queries and the index's ``file_terms`` (and its ``corpus_cache``) agree. The
+tokens follow the development set's baseline so the measured gains come from the method,
+not from a different tokenizer: runs of ``[A-Za-z0-9_]``; an identifier gives its
+lowercased whole form plus its camelCase and snake_case parts;
 one-character tokens, pure numbers and a small English stop list are dropped. No stemming:
 it was measured to hurt on code (docs/retrieval.md).
 """
@@ -12,9 +13,16 @@ it was measured to hurt on code (docs/retrieval.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
-from ctxstore.index.terms import STOP_WORDS, held_terms, path_tokens, term_set, tokenize
+from ctxstore.index.terms import (
+    STOP_WORDS,
+    cached_is_test_path,
+    held_terms,
+    is_test_path,
+    path_tokens,
+    term_set,
+    tokenize,
+)
 
 __all__ = ["tokenize", "term_set", "held_terms", "path_tokens", "clean_query", "Query", "parse_query",
            "is_test_path", "cached_is_test_path", "STOP_WORDS"]
@@ -32,7 +40,6 @@ _NOISE = re.compile(r"\(#\d+\)|#\d+\b|\b[0-9a-f]{12,40}\b")
 # Code-like spans: backticked text, dotted or ::-paths, calls, snake_case, CamelCase.
 _BACKTICK = re.compile(r"`([^`\n]{1,200})`")
 _CODE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*")
-_TEST_DIRS = frozenset({"tests", "test", "testing", "benches", "examples", "example", "__tests__"})
 
 
 def clean_query(text: str) -> tuple[str, str]:
@@ -136,42 +143,3 @@ def parse_query(text: str, *, subject_weight: float = 1.0, pair_weight: float = 
     weights = {t: (w if w <= subject_weight else subject_weight + (w - subject_weight) ** 0.5)
                for t, w in weights.items()}
     return Query(weights, frozenset(_code_names(f"{subject}\n{body}")))
-
-
-def is_test_path(path: str) -> bool:
-    """Whether a path is a test, benchmark or example file by common conventions.
-
-    Args:
-        path: A repository-relative POSIX path.
-
-    Returns:
-        True under ``tests/``, ``test/``, ``testing/``, ``benches/``, ``examples/``, or
-        named ``test_*``, ``*_test.*``, ``*.test.*``, ``*.spec.*``, ``conftest.py``,
-        ``tests.rs``.
-    """
-    folder, _, name = path.rpartition("/")
-    return _test_folder(folder) or _test_name(name)
-
-
-def cached_is_test_path() -> Callable[[str], bool]:
-    """``is_test_path`` that judges each folder once (ranking asks for thousands of files)."""
-    folders: dict[str, bool] = {}
-
-    def check(path: str) -> bool:
-        folder, _, name = path.rpartition("/")
-        under = folders.get(folder)
-        if under is None:
-            under = folders[folder] = _test_folder(folder)
-        return under or _test_name(name)
-    return check
-
-
-def _test_folder(folder: str) -> bool:
-    return bool(folder) and any(part in _TEST_DIRS for part in folder.lower().split("/"))
-
-
-def _test_name(name: str) -> bool:
-    name = name.lower()
-    stem = name.split(".", 1)[0]
-    return (stem.startswith("test_") or stem.endswith("_test") or stem == "tests"
-            or ".test." in name or ".spec." in name or name == "conftest.py")
