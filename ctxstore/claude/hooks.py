@@ -519,7 +519,7 @@ def _run_turn(root: Path, state: HookState, session: str, todo: list[dict[str, A
         else:
             ran, more, _ = _run(db, state, [(session, c) for c in todo])
             changed, problems = changed or ran, problems + more
-        state.prune_executed()
+        state.prune()
     except BaseException:
         db.close()
         raise
@@ -639,7 +639,7 @@ def _mark_seen(state: HookState, session: str, keys: list[str], *, reset: bool =
     import json
 
     keys = list(dict.fromkeys(keys if reset else _seen(state, session) + keys))
-    state.put(f"injected:{session}", json.dumps(keys[-_SEEN_CAP:]))
+    state.put_session("injected:", session, json.dumps(keys[-_SEEN_CAP:]))
 
 
 def _note_prompt(state: HookState, session: str, prompt: str) -> None:
@@ -647,7 +647,7 @@ def _note_prompt(state: HookState, session: str, prompt: str) -> None:
     import json
 
     recent = _json_list(state, f"recent_prompts:{session}")[-(_PROMPTS_KEPT - 1):]
-    state.put(f"recent_prompts:{session}", json.dumps(recent + [prompt[:_PROMPT_CHARS]]))
+    state.put_session("recent_prompts:", session, json.dumps(recent + [prompt[:_PROMPT_CHARS]]))
 
 
 def _relevant(root: Path, state: HookState, session: str, text: str, room: int, *,
@@ -869,7 +869,7 @@ def _pre_compact(root: Path | None, payload: Payload) -> Payload:
     state = open_state(root, create=True)
     assert state is not None
     with state:
-        state.put(f"compacted:{_session(payload)}", str(int(time.time())))
+        state.put_session("compacted:", _session(payload), str(int(time.time())))
         _drain(root, state)
     return {}
 
@@ -898,6 +898,7 @@ def _session_end(root: Path | None, payload: Payload) -> Payload:
 
         session_end_upkeep(root, state.access_counts())  # compaction triggers + lifecycle pass
         _cached_view(root, state)
+        state.prune()  # idle sessions' values: the file must not grow with every session
     return {}
 
 

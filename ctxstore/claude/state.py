@@ -12,7 +12,8 @@ It holds what the hooks pass to each other and what must not happen twice:
 - ``queue``: commands deferred because another process held the writer lock;
 - ``kv``: small values (the current task, compaction marks, the cached default view,
   the notice that a damaged state was replaced, the count of prompts per session that
-  tells turns apart when nothing else does);
+  tells turns apart when nothing else does, what each session was shown and its last
+  prompts); a session's values go once it has been idle ``EXECUTED_KEEP_DAYS`` (``prune``);
 - ``access``: how often each node was retrieved by ``<ctx:recall>`` or ``<ctx:expand>``
   and when last (spec 003's access tracking, an input of the CLAUDE.md ranking).
 
@@ -40,8 +41,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY",
-           "PROMPTS_PREFIX", "HookState", "StateDamaged", "key_of", "open_state", "state_path",
-           "repair_state", "read_access_counts"]
+           "PROMPTS_PREFIX", "SESSION_PREFIXES", "HookState", "StateDamaged", "key_of",
+           "open_state", "state_path", "repair_state", "read_access_counts"]
 
 STATE_FILE = "state.sqlite"
 EXECUTED_KEEP_DAYS = 90
@@ -49,8 +50,12 @@ EXECUTED_KEEP_DAYS = 90
 # reused); Claude Code kills a hook after 600 s by default.
 CLAIM_STALE_SECONDS = 900
 NOTICE_KEY = "notice"
-# kv keys ``prompts:<session>``: how many prompts of a session were submitted, and when last.
+# kv keys ``prompts:<session>``: how many prompts of a session were submitted, and when the
+# session last wrote anything here (a prompt, or a value under ``SESSION_PREFIXES``).
 PROMPTS_PREFIX = "prompts:"
+# kv keys ``<prefix><session>`` of one session's values (claude.hooks: what it was shown, its
+# last prompts, its compaction mark), written by ``put_session`` and pruned with the session.
+SESSION_PREFIXES = ("injected:", "recent_prompts:", "compacted:")
 _LOCK_FILE = "state.lock"
 _SIDE_FILES = ("", "-wal", "-shm", "-journal")
 _TABLES = frozenset({"schema_version", "pending", "executed", "queue", "kv", "access", "claims"})
@@ -320,21 +325,29 @@ class HookState:
             conn.execute("DELETE FROM claims WHERE key = ?", (key,))
 
     @_guarded
-    def prune_executed(self) -> None:
-        """Forget executed keys and claims that can no longer matter.
+    def prune(self) -> None:
+        """Forget what can no longer matter, so the file does not grow with every session.
 
-        Keys older than ``EXECUTED_KEEP_DAYS`` (their turns are long gone) and claims whose process
-        is long gone.
+        Executed keys older than ``EXECUTED_KEEP_DAYS`` (their turns are long gone), claims
+        whose process is long gone, and the sessions idle that long: their ``prompts:`` row
+        and their values under ``SESSION_PREFIXES`` (a value whose session has no such row
+        was written by an older ctx, which kept no time: it goes too). One transaction.
         """
         old = _now() - EXECUTED_KEEP_DAYS * 86400
         with self.write() as conn:
             conn.execute("DELETE FROM executed WHERE at < ?", (old,))
             conn.execute("DELETE FROM claims WHERE at < ?", (_now() - 86400,))
-            for key, value in conn.execute("SELECT key, value FROM kv WHERE key LIKE ?",
-                                           (PROMPTS_PREFIX + "%",)).fetchall():
+            live: set[str] = set()
+            for key, value in _keys_under(conn, PROMPTS_PREFIX):
                 stamp = value.partition("\t")[2]
-                if not stamp.isdigit() or int(stamp) < old:
+                if stamp.isdigit() and int(stamp) >= old:
+                    live.add(key[len(PROMPTS_PREFIX):])
+                else:
                     conn.execute("DELETE FROM kv WHERE key = ?", (key,))
+            for prefix in SESSION_PREFIXES:
+                for key, _ in _keys_under(conn, prefix):
+                    if key[len(prefix):] not in live:
+                        conn.execute("DELETE FROM kv WHERE key = ?", (key,))
 
     # -- deferred commands ----------------------------------------------------------------
     @_guarded
@@ -405,6 +418,23 @@ class HookState:
                          (key, f"{count}\t{_now()}"))
 
     @_guarded
+    def put_session(self, prefix: str, session: str, value: str) -> None:
+        """Set a value of one session (``prefix`` one of ``SESSION_PREFIXES``).
+
+        The session's ``prompts:`` row records the time (its count kept) in the same
+        transaction, so ``prune`` keeps the value while the session is in use.
+        """
+        if prefix not in SESSION_PREFIXES:
+            raise ValueError(f"not a session key prefix: {prefix!r}")
+        key = PROMPTS_PREFIX + session
+        with self.write() as conn:
+            conn.execute("INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)",
+                         (prefix + session, value))
+            row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+            conn.execute("INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)",
+                         (key, f"{_prompt_count(row[0] if row else None)}\t{_now()}"))
+
+    @_guarded
     def prompt_count(self, session: str) -> int:
         """How many prompts of ``session`` were submitted (0 when none was seen)."""
         return _prompt_count(self.get(PROMPTS_PREFIX + session))
@@ -434,6 +464,17 @@ class HookState:
             row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
             conn.execute("DELETE FROM kv WHERE key = ?", (key,))
         return row[0] if row else None
+
+
+def _keys_under(conn: sqlite3.Connection, prefix: str) -> list[tuple[str, str]]:
+    """The ``kv`` rows whose key starts with ``prefix``.
+
+    A key range: ``LIKE`` would read ``_`` as a wildcard and ignore case.
+    """
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    rows: list[tuple[str, str]] = conn.execute(
+        "SELECT key, value FROM kv WHERE key >= ? AND key < ?", (prefix, end)).fetchall()
+    return rows
 
 
 def _connect(path: Path) -> sqlite3.Connection:
