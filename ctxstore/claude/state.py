@@ -410,12 +410,8 @@ class HookState:
         A Stop with no other turn identity (no ``prompt_id``, no transcript) tells turns
         apart by this count (docs/hooks.md "Turn identity").
         """
-        key = PROMPTS_PREFIX + session
         with self.write() as conn:
-            row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-            count = _prompt_count(row[0] if row else None) + 1
-            conn.execute("INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)",
-                         (key, f"{count}\t{_now()}"))
+            _stamp_session(conn, session, 1)
 
     @_guarded
     def put_session(self, prefix: str, session: str, value: str) -> None:
@@ -426,13 +422,10 @@ class HookState:
         """
         if prefix not in SESSION_PREFIXES:
             raise ValueError(f"not a session key prefix: {prefix!r}")
-        key = PROMPTS_PREFIX + session
         with self.write() as conn:
             conn.execute("INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)",
                          (prefix + session, value))
-            row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-            conn.execute("INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)",
-                         (key, f"{_prompt_count(row[0] if row else None)}\t{_now()}"))
+            _stamp_session(conn, session, 0)
 
     @_guarded
     def prompt_count(self, session: str) -> int:
@@ -464,6 +457,14 @@ class HookState:
             row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
             conn.execute("DELETE FROM kv WHERE key = ?", (key,))
         return row[0] if row else None
+
+
+def _stamp_session(conn: sqlite3.Connection, session: str, prompts: int) -> None:
+    """Set the session's ``prompts:`` row to its count plus ``prompts``, stamped now."""
+    key = PROMPTS_PREFIX + session
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+    count = _prompt_count(row[0] if row else None) + prompts
+    conn.execute("INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)", (key, f"{count}\t{_now()}"))
 
 
 def _keys_under(conn: sqlite3.Connection, prefix: str) -> list[tuple[str, str]]:
