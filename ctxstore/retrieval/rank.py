@@ -213,7 +213,7 @@ class Corpus:
         expand: The import graph around given documents, or None for no graph.
         params: Weights; the defaults are the tuned ones.
         tests: The test, benchmark and example files among them (``text.is_test_path``),
-            when already known; None: judged from the paths of the files that score.
+            when already known (the index keeps them); None: judged here from the paths.
     """
 
     def __init__(self, paths: Sequence[str], body: FieldStats, path: FieldStats,
@@ -225,6 +225,9 @@ class Corpus:
         self.definers = definers
         self.expand = expand
         self.params = params or Params()
+        if tests is None:
+            is_test = cached_is_test_path()
+            tests = [i for i, path in enumerate(paths) if is_test(path)]
         self.tests = tests
 
     @classmethod
@@ -294,14 +297,8 @@ class Corpus:
                     score[i] += p.symbol_boost * top / len(holders)
                     defines.setdefault(i, []).append(name)
         if p.test_prior != 1.0:
-            if self.tests is not None:
-                for i in self.tests:
-                    score[i] *= p.test_prior
-            else:
-                is_test = cached_is_test_path()
-                for i in compress(range(n), score):  # the files that score (never < 0)
-                    if is_test(self.paths[i]):
-                        score[i] *= p.test_prior
+            for i in self.tests:
+                score[i] *= p.test_prior
         via = self._graph(score) if p.graph_weight and self.expand is not None else {}
         order = self._order(score, limit, matched_only)
         told = len(order) if explain is None else explain
