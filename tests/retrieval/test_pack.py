@@ -57,16 +57,22 @@ FILES = {
 }
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A work tree with the files above, a store, one decision, indexed."""
-    root = tmp_path_factory.mktemp("shop")
-    for rel, text in FILES.items():
+def _indexed(tmp_path: Path, files: dict[str, str]) -> tuple[Path, Store]:
+    """A work tree of ``files`` with a store, indexed: (the tree, its store)."""
+    root = tmp_path / "work"
+    for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     init_store(root / ".ctx", git=False)
     store = open_store(root / ".ctx")
     index_tree(store, jobs=1)
+    return root, store
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A work tree with the files above, a store, one decision, indexed."""
+    root, store = _indexed(tmp_path_factory.mktemp("shop"), FILES)
     add_decision(store, "Invoices round money half to even",
                  "The billing renderer keeps cents; Amount.rounded decides.")
     yield root
@@ -247,18 +253,6 @@ def test_pack_index_ranks_as_the_in_process_ranker(work: Path) -> None:
     assert got.keys() == expected.keys()
     assert all(abs(got[p] - expected[p]) < 1e-9 for p in got), (got, expected)
     assert "send_reminder" in next(h for h in library.rank(query) if h.path == "shop/billing.py").terms
-
-
-def _indexed(tmp_path: Path, files: dict[str, str]) -> tuple[Path, Store]:
-    """A work tree of ``files`` with a store, indexed: (the tree, its store)."""
-    root = tmp_path / "work"
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    init_store(root / ".ctx", git=False)
-    store = open_store(root / ".ctx")
-    index_tree(store, jobs=1)
-    return root, store
 
 
 def test_pack_reindexed_file_replaces_its_postings(tmp_path: Path) -> None:
