@@ -854,9 +854,10 @@ def _session_start(root: Path | None, payload: Payload) -> Payload:
 
 
 def pre_compact(root: Path | None, payload: Payload) -> Payload:
-    """Before a compaction: run deferred commands and note the compaction.
+    """Before a compaction: run deferred commands.
 
-    The SessionStart with ``source: compact`` that follows re-injects memory. Claude Code discards
+    The SessionStart with ``source: compact`` that follows re-injects memory (its payload says
+    it follows a compaction, so nothing is recorded here). Claude Code discards
     its messages: a notice of a replaced state waits for the next prompt.
     """
     result = _repairing(root, lambda: _pre_compact(root, payload))
@@ -869,7 +870,6 @@ def _pre_compact(root: Path | None, payload: Payload) -> Payload:
     state = open_state(root, create=True)
     assert state is not None
     with state:
-        state.put_session("compacted:", _session(payload), str(int(time.time())))
         _drain(root, state)
     return {}
 

@@ -10,7 +10,7 @@ It holds what the hooks pass to each other and what must not happen twice:
   installed at user and project level) run each command once; a claim whose process
   died is taken over, so a killed hook loses no command;
 - ``queue``: commands deferred because another process held the writer lock;
-- ``kv``: small values (the current task, compaction marks, the cached default view,
+- ``kv``: small values (the current task, the cached default view,
   the notice that a damaged state was replaced, the count of prompts per session that
   tells turns apart when nothing else does, what each session was shown and its last
   prompts); a session's values go once it has been idle ``EXECUTED_KEEP_DAYS`` (``prune``);
@@ -54,7 +54,8 @@ NOTICE_KEY = "notice"
 # session last wrote anything here (a prompt, or a value under ``SESSION_PREFIXES``).
 PROMPTS_PREFIX = "prompts:"
 # kv keys ``<prefix><session>`` of one session's values (claude.hooks: what it was shown, its
-# last prompts, its compaction mark), written by ``put_session`` and pruned with the session.
+# last prompts), written by ``put_session`` and pruned with the session. ``compacted:`` marks,
+# written by older versions' PreCompact and read by nothing, are pruned the same way.
 SESSION_PREFIXES = ("injected:", "recent_prompts:", "compacted:")
 _LOCK_FILE = "state.lock"
 _SIDE_FILES = ("", "-wal", "-shm", "-journal")
