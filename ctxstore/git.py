@@ -29,9 +29,9 @@ from ctxstore.records import dataclass
 if TYPE_CHECKING:
     import subprocess
 
-__all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "register_driver",
-           "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked", "driver_registered",
-           "driver_warning", "stage_in_git", "DRIVER_WARNED", "UNTRACKED"]
+__all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "in_git_work_tree",
+           "register_driver", "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked",
+           "driver_registered", "driver_warning", "stage_in_git", "DRIVER_WARNED", "UNTRACKED"]
 
 DRIVER_NAME = "ctx-ref"
 GITATTRIBUTES = """\
@@ -148,6 +148,18 @@ def driver_registered(ctx_dir: Path, toplevel: Path) -> bool:
         return False
     rel = ctx_dir.resolve().relative_to(toplevel).as_posix()
     return f"/{rel}/STAGE merge={DRIVER_NAME}" in text
+
+
+def in_git_work_tree(folder: Path) -> bool:
+    """Whether ``folder`` or a directory above it holds ``.git`` (a clone, a worktree or a submodule).
+
+    Looked up on disk, so a missing ``git`` binary cannot make a clone look like the user's own
+    directory.
+    """
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return True
+    return False
 
 
 def _dot_git(start: Path) -> Path | None:

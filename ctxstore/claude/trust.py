@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ctxstore.errors import ConfigInvalid, InvalidInput
+from ctxstore.git import in_git_work_tree
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
@@ -88,18 +89,6 @@ def _decode(text: str) -> TrustRecord | None:
     if isinstance(store, str) and isinstance(on_stop, bool) and isinstance(path, str):
         return TrustRecord(store, on_stop, path)
     return None
-
-
-def in_git_work_tree(folder: Path) -> bool:
-    """Whether ``folder`` or a directory above it holds ``.git`` (a clone, a worktree or a submodule).
-
-    Looked up on disk, so a missing ``git`` binary cannot make a clone look like the user's own
-    directory.
-    """
-    for candidate in (folder, *folder.parents):
-        if (candidate / ".git").exists():
-            return True
-    return False
 
 
 def _git(worktree: Path, *args: str) -> subprocess.CompletedProcess[str]:

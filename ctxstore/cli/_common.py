@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.config import Config
+    from ctxstore.llm.client import ServerChoice
     from ctxstore.repo import Store
 
 __all__ = ["Env", "pass_env", "format_option", "emit_json", "progress_printer", "fmt_time",
@@ -88,6 +89,19 @@ class Env:
             InvalidInput: if the variable is not a positive integer.
         """
         return default_budget(self.session().config)
+
+    def llm_server(self, flag: str | None) -> ServerChoice:
+        """The LLM server of a call: ``--server``, ``CTX_LLM_SERVER``, the project's or user's config.
+
+        Raises:
+            InvalidInput: if the chosen value is not an http(s) URL.
+            ConfigInvalid: (E015) if a cloned repository's config names a remote server.
+        """
+        from ctxstore.llm.ask import choose_server
+
+        return choose_server(self.store(), flag=flag,
+                             env_server=os.environ.get("CTX_LLM_SERVER") or None,
+                             home=Path(os.path.expanduser("~")), user_store=self.kind == "user")
 
     def store(self) -> Store:
         """Open (once) and return the store."""

@@ -150,13 +150,14 @@ def _llm_drafts(env: Env, ids: list[str], use_llm: bool | None) -> Drafts | None
     """
     if use_llm is False:
         return None
-    from ctxstore.cli.llm import _server, _settings
     from ctxstore.lifecycle.consolidate import choose_proposals, propose
     from ctxstore.lifecycle.drafting import llm_drafts
+    from ctxstore.llm.ask import call_settings
 
-    choice = _server(env, None)  # refuses a remote URL from a clone's committed config (E015)
+    choice = env.llm_server(None)  # refuses a remote URL from a clone's committed config (E015)
     if use_llm is None and choice.source == "default":
         return None
     conn = env.index()
     chosen = choose_proposals(propose(conn), ids)
-    return llm_drafts(conn, chosen, _settings(env, choice.url, None, None, None, None))
+    settings = call_settings(env.store().config, choice.url, total_budget=env.default_budget())
+    return llm_drafts(conn, chosen, settings)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,11 +12,8 @@ import click
 from ctxstore.cli._common import Env, emit_json, pass_env, plural
 
 if TYPE_CHECKING:
-    from ctxstore.llm.ask import Answer, Settings
+    from ctxstore.llm.ask import Answer
     from ctxstore.llm.client import ServerChoice
-
-SERVER_ENV = "CTX_LLM_SERVER"
-
 
 def _read_pack_bytes(pack_file: str | None) -> tuple[bytes, str]:
     """The pack's bytes and what to call them (``--pack FILE`` or stdin)."""
@@ -54,30 +50,6 @@ def _query_pack(env: Env, text: str, budget: int, reserve: int) -> bytes:
     return json.dumps(built).encode("utf-8")
 
 
-def _user_server_url(env: Env) -> str | None:
-    """``[llm] server_url`` of the user store ``~/.ctx``, unless that is the store in use."""
-    from ctxstore.config import load_config
-
-    if env.kind == "user":
-        return None
-    path = Path(os.path.expanduser("~")) / ".ctx" / "config.toml"
-    return str(load_config(path).get("llm", "server_url"))
-
-
-def _server(env: Env, flag: str | None) -> ServerChoice:
-    from ctxstore.claude.trust import in_git_work_tree
-    from ctxstore.llm.client import resolve_server
-
-    store = env.store()
-    own = env.kind == "user" or not in_git_work_tree(store.worktree)
-    variable = os.environ.get(SERVER_ENV) or None
-    # ~/.ctx/config.toml is read only when it can matter (a broken one cannot stop --server).
-    user = None if flag or variable else _user_server_url(env)
-    return resolve_server(flag=flag, env=variable,
-                          project=str(store.config.get("llm", "server_url")),
-                          project_is_own=own, user=user)
-
-
 def _render(answer: Answer, choice: ServerChoice, as_json: bool) -> None:
     c = answer.completion
     if as_json:
@@ -107,7 +79,7 @@ def _render(answer: Answer, choice: ServerChoice, as_json: bool) -> None:
 
 @click.command("llm")
 @click.option("--server", metavar="URL",
-              help=f"LLM server URL (else {SERVER_ENV}, [llm] server_url, http://127.0.0.1:8080).")
+              help="LLM server URL (else CTX_LLM_SERVER, [llm] server_url, http://127.0.0.1:8080).")
 @click.option("--pack", "pack_file", metavar="FILE",
               help="Prompt pack JSON (ctx pack --format json); default: standard input.")
 @click.option("--query", metavar="TEXT", help="Build the pack for TEXT first (as ctx pack does).")
@@ -141,7 +113,7 @@ def llm_command(env: Env, server: str | None, pack_file: str | None, query: str 
         ctx llm --query "Why does connect time out?" --format json
     """
     from ctxstore.errors import InvalidInput
-    from ctxstore.llm.ask import ask
+    from ctxstore.llm.ask import ask, call_settings
     from ctxstore.llm.prompt import parse_pack
 
     if fmt_override is not None:
@@ -149,8 +121,9 @@ def llm_command(env: Env, server: str | None, pack_file: str | None, query: str 
     if query is not None and pack_file is not None:
         raise click.UsageError("--query and --pack cannot be combined")
     store = env.store()
-    choice = _server(env, server)
-    settings = _settings(env, choice.url, model, max_tokens, temperature, timeout)
+    choice = env.llm_server(server)
+    settings = call_settings(store.config, choice.url, total_budget=env.default_budget(), model=model,
+                             max_tokens=max_tokens, temperature=temperature, timeout=timeout)
     if query is not None:
         if not query.strip():
             raise InvalidInput("--query is empty")
@@ -163,20 +136,3 @@ def llm_command(env: Env, server: str | None, pack_file: str | None, query: str 
     if answer.committed is not None:
         env.index()  # index the new node and edges now, not at the next read
     _render(answer, choice, env.fmt == "json")
-
-
-def _settings(env: Env, url: str, model: str | None, max_tokens: int | None,
-              temperature: float | None, timeout: float | None) -> Settings:
-    from ctxstore.llm.ask import Settings
-
-    cfg = env.store().config
-    tokens = max_tokens if max_tokens is not None else int(cfg.get("llm", "max_response_tokens"))
-    return Settings(url=url, protocol=str(cfg.get("llm", "protocol")),
-                    model=model or str(cfg.get("llm", "model")), max_tokens=tokens,
-                    temperature=temperature if temperature is not None
-                    else float(cfg.get("llm", "temperature")),
-                    timeout=timeout if timeout is not None
-                    else float(cfg.get("llm", "timeout_seconds")),
-                    max_reply_bytes=int(cfg.get("llm", "max_reply_bytes")),
-                    budget=max(1, env.default_budget() - tokens))
-

@@ -11,20 +11,23 @@ from __future__ import annotations
 from dataclasses import field
 from pathlib import Path
 
+from ctxstore.config import Config, load_config
 from ctxstore.errors import LlmUnavailable
+from ctxstore.git import in_git_work_tree
+from ctxstore.knowledge.scopes import user_store_path
 from ctxstore.llm import cache
-from ctxstore.llm.client import Completion, LlmClient
+from ctxstore.llm.client import Completion, LlmClient, ServerChoice, resolve_server
 from ctxstore.llm.prompt import Pack, Prompt, compose_prompt
 from ctxstore.llm.respond import Committed, Mention, commit_response, find_mentions
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
-__all__ = ["Answer", "Settings", "ask"]
+__all__ = ["Answer", "Settings", "ask", "choose_server", "call_settings"]
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """How to call the server (flags over ``[llm]`` config, resolved by the CLI).
+    """How to call the server (flags over ``[llm]`` config: ``call_settings``).
 
     Attributes:
         url: The server's base URL.
@@ -70,6 +73,65 @@ class Answer:
     cache_saved: bool = False
     requests: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
+
+
+def choose_server(store: Store, *, flag: str | None, env_server: str | None, home: Path,
+                  user_store: bool) -> ServerChoice:
+    """The server a call from ``store`` goes to (``client.resolve_server``'s order).
+
+    The project's ``[llm] server_url`` counts as the user's own when the store is the user
+    store or lies outside any Git work tree. The user store's config.toml is read only when
+    neither ``flag`` nor ``env_server`` decides (a broken one cannot stop ``--server``).
+
+    Args:
+        store: The store in use.
+        flag: ``--server``, if given.
+        env_server: ``CTX_LLM_SERVER``, if set and not empty.
+        home: The user's home directory (the user store is ``home/.ctx``).
+        user_store: True when ``store`` is the user store itself.
+
+    Returns:
+        The URL and its source.
+
+    Raises:
+        InvalidInput: if the chosen value is not an http(s) URL.
+        ConfigInvalid: (E015) if a cloned repository's config names a remote server.
+    """
+    user = None
+    if not (flag or env_server or user_store):
+        user = str(load_config(user_store_path(home) / "config.toml").get("llm", "server_url"))
+    own = user_store or not in_git_work_tree(store.worktree)
+    return resolve_server(flag=flag, env=env_server, project=str(store.config.get("llm", "server_url")),
+                          project_is_own=own, user=user)
+
+
+def call_settings(config: Config, url: str, *, total_budget: int, model: str | None = None,
+                  max_tokens: int | None = None, temperature: float | None = None,
+                  timeout: float | None = None) -> Settings:
+    """The settings of a call: each given value, else the store's ``[llm]`` configuration.
+
+    Args:
+        config: The store's configuration.
+        url: The server (``choose_server``).
+        total_budget: Tokens for prompt and response together; the prompt gets what the
+            response's ``max_tokens`` leaves (at least 1).
+        model: The model name.
+        max_tokens: The response token limit.
+        temperature: The sampling temperature.
+        timeout: Seconds per request.
+
+    Returns:
+        The settings.
+    """
+    tokens = max_tokens if max_tokens is not None else int(config.get("llm", "max_response_tokens"))
+    return Settings(url=url, protocol=str(config.get("llm", "protocol")),
+                    model=model or str(config.get("llm", "model")), max_tokens=tokens,
+                    temperature=temperature if temperature is not None
+                    else float(config.get("llm", "temperature")),
+                    timeout=timeout if timeout is not None
+                    else float(config.get("llm", "timeout_seconds")),
+                    max_reply_bytes=int(config.get("llm", "max_reply_bytes")),
+                    budget=max(1, total_budget - tokens))
 
 
 def ask(store: Store, pack: Pack, settings: Settings, *, commit: bool,

@@ -85,3 +85,40 @@ def test_mentions_and_summary(tmp_path: Path) -> None:
     assert found == [("item", "pkg.mod.run"), ("file", "pkg/mod.py")]
     assert summary_line(text) == "Fix `run()`"
     assert summary_line("\n```\ncode\n```") == "code"
+
+
+def test_choose_server_reads_the_store_and_the_users_config(tmp_path: Path) -> None:
+    import subprocess
+
+    from ctxstore.init import init_store
+    from ctxstore.llm.ask import call_settings, choose_server
+    from ctxstore.repo import open_store
+
+    clone, home = tmp_path / "clone", tmp_path / "home"
+    clone.mkdir()
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    init_store(clone / ".ctx", git=False)
+    store = open_store(clone / ".ctx")
+    (home / ".ctx").mkdir(parents=True)
+    (home / ".ctx" / "config.toml").write_text('[llm]\nserver_url = "http://gpu.example:8000"\n')
+    pick = choose_server(store, flag=None, env_server=None, home=home, user_store=False)
+    assert (pick.url, pick.source) == ("http://gpu.example:8000", "user-config")
+    # the user store's own config is not read twice as "the user's"; a flag skips it
+    pick = choose_server(store, flag=None, env_server=None, home=home, user_store=True)
+    assert pick.source == "default"
+    (home / ".ctx" / "config.toml").write_text("not [ toml")
+    assert choose_server(store, flag="http://127.0.0.1:7", env_server=None, home=home,
+                         user_store=False).source == "flag"
+    # a clone's committed config may not name a remote server; the user's own store may
+    (clone / ".ctx" / "config.toml").write_text('[llm]\nserver_url = "http://203.0.113.9:1"\n'
+                                                "max_response_tokens = 300\n")
+    store = open_store(clone / ".ctx")
+    with pytest.raises(ConfigInvalid):
+        choose_server(store, flag=None, env_server=None, home=home, user_store=False)
+    assert choose_server(store, flag=None, env_server=None, home=home,
+                         user_store=True).source == "project-config"
+    settings = call_settings(store.config, "http://127.0.0.1:7", total_budget=1000)
+    assert (settings.max_tokens, settings.budget) == (300, 700)
+    settings = call_settings(store.config, "http://127.0.0.1:7", total_budget=100, max_tokens=500,
+                             model="m", temperature=0.5, timeout=3)
+    assert (settings.budget, settings.model, settings.temperature, settings.timeout) == (1, "m", 0.5, 3)
