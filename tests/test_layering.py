@@ -56,6 +56,15 @@ def _modules() -> list[tuple[str, Path, ast.Module]]:
     return out
 
 
+def _module_params() -> list[object]:
+    """``_modules()`` as parameters named by their path in the package (``cli/root.py``).
+
+    Not by the values: an ``ast.Module`` shows its memory address, which differs between
+    processes, and pytest-xdist workers must collect the same test ids."""
+    return [pytest.param(top, path, tree, id=path.relative_to(PKG).as_posix())
+            for top, path, tree in _modules()]
+
+
 def _imported(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
@@ -92,7 +101,7 @@ def import_violations(rel: str, tree: ast.Module) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
+@pytest.mark.parametrize("top,path,tree", _module_params())
 def test_layering_imports_go_left_only(top: str, path: Path, tree: ast.Module) -> None:
     assert import_violations(path.relative_to(PKG).as_posix(), tree) == []
 
@@ -108,7 +117,7 @@ def test_layering_import_rule_fails_on_a_planted_violation() -> None:
     assert import_violations("cli/planted.py", upward) == []  # cli may import anything
 
 
-@pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
+@pytest.mark.parametrize("top,path,tree", _module_params())
 def test_layering_only_fsio_writes_files(top: str, path: Path, tree: ast.Module) -> None:
     if top == "fsio":
         return
@@ -148,7 +157,7 @@ def sql_violations(rel: str, tree: ast.Module) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
+@pytest.mark.parametrize("top,path,tree", _module_params())
 def test_layering_sql_only_in_index_query_and_state(top: str, path: Path, tree: ast.Module) -> None:
     assert sql_violations(path.relative_to(PKG).as_posix(), tree) == []
 
@@ -164,14 +173,14 @@ def test_layering_sql_rule_fails_on_a_planted_violation(tmp_path: Path) -> None:
     assert sql_violations("claude/state.py", tree) == []
 
 
-@pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
+@pytest.mark.parametrize("top,path,tree", _module_params())
 def test_layering_heavy_modules_imported_lazily(top: str, path: Path, tree: ast.Module) -> None:
     for node in tree.body:  # module level only
         for name in _imported(node):
             assert name.split(".")[0] not in LAZY_ONLY, f"{path.name} imports {name} at module level"
 
 
-@pytest.mark.parametrize("top,path,tree", _modules(), ids=lambda v: getattr(v, "name", str(v)))
+@pytest.mark.parametrize("top,path,tree", _module_params())
 def test_layering_library_does_not_touch_environment_or_terminal(top: str, path: Path,
                                                                   tree: ast.Module) -> None:
     if top == "cli":
