@@ -45,24 +45,33 @@ LAZY_ONLY = {"networkx", "tantivy", "tree_sitter", "tree_sitter_rust", "tree_sit
              "tree_sitter_typescript", "tree_sitter_go"}
 
 
-def _modules() -> list[tuple[str, Path, ast.Module]]:
+def _module_paths() -> list[tuple[str, Path]]:
     out = []
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(PKG)
         top = rel.parts[0].removesuffix(".py")
         if top == "__init__" or top == "__main__":
             continue
-        out.append((top, path, ast.parse(path.read_text(), str(path))))
+        out.append((top, path))
     return out
 
 
-def _module_params() -> list[object]:
-    """``_modules()`` as parameters named by their path in the package (``cli/root.py``).
+def _modules() -> list[tuple[str, Path, ast.Module]]:
+    return [(top, path, ast.parse(path.read_text(), str(path))) for top, path in _module_paths()]
 
-    Not by the values: an ``ast.Module`` shows its memory address, which differs between
-    processes, and pytest-xdist workers must collect the same test ids."""
-    return [pytest.param(top, path, tree, id=path.relative_to(PKG).as_posix())
-            for top, path, tree in _modules()]
+
+def _module_params() -> list[object]:
+    """Each module's (top, path), with the test id its path in the package (``cli/root.py``).
+
+    The tree is parsed per test by the ``tree`` fixture: trees in the parameters would keep
+    every module's syntax tree (about 2 million objects over these tests) alive in the
+    process for the whole session, and each full garbage collection walks them all."""
+    return [pytest.param(top, path, id=path.relative_to(PKG).as_posix()) for top, path in _module_paths()]
+
+
+@pytest.fixture
+def tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
 
 
 def _imported(node: ast.AST) -> list[str]:
@@ -101,7 +110,7 @@ def import_violations(rel: str, tree: ast.Module) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("top,path,tree", _module_params())
+@pytest.mark.parametrize("top,path", _module_params())
 def test_layering_imports_go_left_only(top: str, path: Path, tree: ast.Module) -> None:
     assert import_violations(path.relative_to(PKG).as_posix(), tree) == []
 
@@ -117,7 +126,7 @@ def test_layering_import_rule_fails_on_a_planted_violation() -> None:
     assert import_violations("cli/planted.py", upward) == []  # cli may import anything
 
 
-@pytest.mark.parametrize("top,path,tree", _module_params())
+@pytest.mark.parametrize("top,path", _module_params())
 def test_layering_only_fsio_writes_files(top: str, path: Path, tree: ast.Module) -> None:
     if top == "fsio":
         return
@@ -157,7 +166,7 @@ def sql_violations(rel: str, tree: ast.Module) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("top,path,tree", _module_params())
+@pytest.mark.parametrize("top,path", _module_params())
 def test_layering_sql_only_in_index_query_and_state(top: str, path: Path, tree: ast.Module) -> None:
     assert sql_violations(path.relative_to(PKG).as_posix(), tree) == []
 
@@ -173,14 +182,14 @@ def test_layering_sql_rule_fails_on_a_planted_violation(tmp_path: Path) -> None:
     assert sql_violations("claude/state.py", tree) == []
 
 
-@pytest.mark.parametrize("top,path,tree", _module_params())
+@pytest.mark.parametrize("top,path", _module_params())
 def test_layering_heavy_modules_imported_lazily(top: str, path: Path, tree: ast.Module) -> None:
     for node in tree.body:  # module level only
         for name in _imported(node):
             assert name.split(".")[0] not in LAZY_ONLY, f"{path.name} imports {name} at module level"
 
 
-@pytest.mark.parametrize("top,path,tree", _module_params())
+@pytest.mark.parametrize("top,path", _module_params())
 def test_layering_library_does_not_touch_environment_or_terminal(top: str, path: Path,
                                                                   tree: ast.Module) -> None:
     if top == "cli":
