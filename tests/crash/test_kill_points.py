@@ -61,7 +61,10 @@ from ctxstore.objects import KIND_BLOB, canonical_bytes, object_id_of
 from ctxstore.repo import open_store
 from ctxstore.staging import commit_stage, recover
 
-pytestmark = pytest.mark.crash
+# One xdist group: test_crash_point_total adds up TRIED, filled by the kill tests of this
+# process, so under `pytest -n N --dist loadgroup` they all run on one worker, in order
+# (the module's templates are built once, too).
+pytestmark = [pytest.mark.crash, pytest.mark.xdist_group("kill_points")]
 
 WORKERS = int(os.environ.get("CTX_CRASH_WORKERS", "0")) or max(2, min(4, os.cpu_count() or 2))
 INFLIGHT = "in-flight fact written while the writer is killed: " + "abcdefghij" * 4
