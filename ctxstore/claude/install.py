@@ -201,20 +201,24 @@ class Boundary:
         """Whether ``path`` itself is a symbolic link."""
         return os.path.islink(path)
 
-    def read(self, path: Path) -> bytes | None:
+    def read(self, path: Path, limit: int = FILE_LIMIT) -> bytes | None:
         """The bytes of ``path`` (checked by ``resolve``), or None if there is no such file.
+
+        Args:
+            path: The file.
+            limit: The most bytes it may hold.
 
         Raises:
             UnsafePath: (E020) see ``resolve``.
-            InvalidInput: if the file is larger than ``FILE_LIMIT``.
+            InvalidInput: if the file is larger than ``limit``.
         """
         target = self.resolve(path)
         try:
-            data = fsio.read_regular(target, FILE_LIMIT)
+            data = fsio.read_regular(target, limit)
         except FileNotFoundError:
             return None
-        if len(data) > FILE_LIMIT:
-            raise InvalidInput(f"{path} is larger than {FILE_LIMIT // (1024 * 1024)} MiB; "
+        if len(data) > limit:
+            raise InvalidInput(f"{path} is larger than {limit // (1024 * 1024)} MiB; "
                                "nothing was changed")
         return data
 
@@ -285,6 +289,7 @@ class Plan:
     changes: list[FileChange] = field(default_factory=list)
     prune_dirs: list[tuple[Path, Path]] = field(default_factory=list)  # (dir, stop) pairs
     checked: dict[Path, Path] = field(default_factory=dict)  # path -> resolved file
+    limits: dict[Path, int] = field(default_factory=dict)  # path -> its size limit, if not FILE_LIMIT
 
     def check(self, *paths: Path) -> None:
         """Check paths the plan reads or may write (see ``Boundary.resolve``).
@@ -303,7 +308,7 @@ class Plan:
             InvalidInput: if the file is too large.
         """
         self.check(path)
-        return self.boundary.read(path)
+        return self.boundary.read(path, self.limits.get(path, FILE_LIMIT))
 
     def add(self, path: Path, new: bytes | None, *, backup: bool = False,
             mode: int | None = None) -> None:

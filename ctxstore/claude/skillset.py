@@ -24,12 +24,16 @@ from typing import Any
 from ctxstore.claude.install import SKILL_MARKER, Plan, _dump, _loads
 from ctxstore.errors import InvalidInput
 
-__all__ = ["SKILL_NAMES", "MCP_SERVER_NAME", "skill_files", "plan_skills", "plan_unskills",
-           "mcp_entry", "plan_mcp", "plan_unmcp"]
+__all__ = ["SKILL_NAMES", "MCP_SERVER_NAME", "CLAUDE_JSON_LIMIT", "skill_files", "plan_skills",
+           "plan_unskills", "mcp_entry", "plan_mcp", "plan_unmcp"]
 
 SKILL_NAMES = ("recall", "remember", "forget", "consolidate", "index-code", "pin",
                "memory-recall", "memory-stats", "memory-topics", "memory-backfill")
 MCP_SERVER_NAME = "ctx"
+# Claude Code keeps every project's state in ``~/.claude.json``, which grows to tens of MB for
+# a long-time user. It is the user's own file, never a clone's: read up to this much of it
+# (``install.FILE_LIMIT`` bounds every other file ctx install reads).
+CLAUDE_JSON_LIMIT = 256 * 1024 * 1024
 
 
 def skill_files() -> dict[str, bytes]:
@@ -111,7 +115,8 @@ def _load(plan: Plan, path: Path) -> tuple[bytes | None, dict[str, Any]]:
     return raw, data
 
 
-def plan_mcp(plan: Plan, path: Path, prefix: list[str], *, backup: bool = False) -> None:
+def plan_mcp(plan: Plan, path: Path, prefix: list[str], *, backup: bool = False,
+             limit: int | None = None) -> None:
     """Plan the ``ctx`` server entry in an MCP configuration file (other keys kept).
 
     Args:
@@ -119,11 +124,15 @@ def plan_mcp(plan: Plan, path: Path, prefix: list[str], *, backup: bool = False)
         path: ``<project>/.mcp.json``, ``~/.claude.json`` or a plugin's ``.mcp.json``.
         prefix: The argv prefix that runs ctx.
         backup: Keep the previous bytes in ``<name>.bak`` (Claude Code's own file).
+        limit: The file's size limit (``CLAUDE_JSON_LIMIT`` for ``~/.claude.json``), else the
+            plan's default.
 
     Raises:
         UnsafePath: (E020) if the path fails the plan's boundary.
-        InvalidInput: if the file exists and is not such JSON.
+        InvalidInput: if the file exists and is not such JSON, or is larger than its limit.
     """
+    if limit is not None:
+        plan.limits[path] = limit
     raw, data = _load(plan, path)
     servers = dict(data.get("mcpServers", {}))
     entry = mcp_entry(prefix)
@@ -133,18 +142,21 @@ def plan_mcp(plan: Plan, path: Path, prefix: list[str], *, backup: bool = False)
     plan.add(path, _dump({**data, "mcpServers": servers}), backup=backup)
 
 
-def plan_unmcp(plan: Plan, path: Path, *, keep_file: bool = False) -> None:
+def plan_unmcp(plan: Plan, path: Path, *, keep_file: bool = False, limit: int | None = None) -> None:
     """Plan removing the ``ctx`` server entry (the file goes when nothing else is left in it).
 
     Args:
         plan: The uninstall plan.
         path: The MCP configuration file.
         keep_file: Never delete the file (``~/.claude.json`` is Claude Code's own).
+        limit: The file's size limit, as for ``plan_mcp``.
 
     Raises:
         UnsafePath: (E020) if the path fails the boundary, or a file to delete is a link.
-        InvalidInput: if the file exists and is not such JSON.
+        InvalidInput: if the file exists and is not such JSON, or is larger than its limit.
     """
+    if limit is not None:
+        plan.limits[path] = limit
     raw, data = _load(plan, path)
     servers = dict(data.get("mcpServers", {}))
     entry = servers.get(MCP_SERVER_NAME)

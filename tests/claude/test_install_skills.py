@@ -98,6 +98,30 @@ def test_install_mcp_user_scope_writes_claude_json_by_absolute_path(tmp_path: Pa
     assert not (home / ".claude" / "skills" / "recall").exists()
 
 
+def test_install_mcp_user_scope_accepts_a_large_claude_json_but_not_a_large_mcp_json(
+        tmp_path: Path) -> None:
+    # A long-time user's ~/.claude.json holds every project's state: well over 4 MiB.
+    home = Path(os.environ["HOME"])
+    projects = {f"/work/p{i}": {"history": ["x" * 1000] * 5} for i in range(1200)}
+    (home / ".claude.json").write_text(json.dumps({"numStartups": 3, "projects": projects}))
+    before = (home / ".claude.json").read_bytes()
+    assert len(before) > 4 * 1024 * 1024
+    _ok(run_ctx(["install", "--user", "--mcp"], cwd=tmp_path))
+    doc = json.loads((home / ".claude.json").read_text())
+    assert doc["mcpServers"]["ctx"]["args"][-1] == "mcp" and doc["projects"] == projects
+    assert (home / ".claude.json.bak").read_bytes() == before
+    _ok(run_ctx(["uninstall", "--user"], cwd=tmp_path))
+    assert json.loads((home / ".claude.json").read_text()) == {"numStartups": 3,
+                                                               "projects": projects}
+    # A project's .mcp.json comes with the clone: it stays bounded by the usual limit.
+    work = _project(tmp_path)
+    big = json.dumps({"mcpServers": {}, "pad": "x" * (4 * 1024 * 1024)})
+    (work / ".mcp.json").write_text(big)
+    res = run_ctx(["install", "--mcp"], cwd=work)
+    assert res.returncode == 1 and "is larger than 4 MiB; nothing was changed" in res.stderr
+    assert (work / ".mcp.json").read_text() == big and not (work / ".claude").exists()
+
+
 def test_install_plugin_declares_skills_and_the_mcp_server(tmp_path: Path) -> None:
     plugin = tmp_path / "plug"
     _ok(run_ctx(["install", "--plugin", str(plugin)], cwd=tmp_path))
