@@ -1,21 +1,20 @@
 """``ctx add cargo``: the real cargo on a real workspace, recorded metadata for edge cases.
 
 The real ``cargo`` is required: when it is missing and we are root, the fixture installs
-Debian's package (``apt-get install -y cargo``); the tests skip, saying so, only when it is
-absent and cannot be installed.
+Debian's package (``_cargolib``); the tests skip, saying so, only when it is absent and
+cannot be installed.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pwd
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _cargolib import cargo_environment
 from _ingestlib import ctx, ctx_json, make_work, query, tree_snapshot
 from conftest import store_digest
 
@@ -29,36 +28,10 @@ EDGE_SQL = ("SELECT label, from_kind, from_key, to_kind, to_key, confidence, too
             " WHERE path LIKE 'cargo:%' ORDER BY 1, 2, 3, 4, 5")
 
 
-def _find_cargo() -> tuple[str | None, Path]:
-    home = Path(pwd.getpwuid(os.getuid()).pw_dir)  # the real one: tests scrub HOME
-    rustup = home / ".cargo" / "bin" / "cargo"
-    return shutil.which("cargo") or (str(rustup) if rustup.is_file() else None), home
-
-
-def _install_cargo() -> None:
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (["apt-get", "install", "-y", "cargo"], ["apt-get", "update"],
-                 ["apt-get", "install", "-y", "cargo"]):
-        res = subprocess.run(argv, env=env, capture_output=True, timeout=1800)
-        if argv[1] == "install" and res.returncode == 0:
-            return
-
-
 @pytest.fixture(scope="module")
 def cargo_vars() -> dict[str, str]:
     """The environment that runs the real cargo offline (installed here when missing)."""
-    cargo, home = _find_cargo()
-    if cargo is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        _install_cargo()
-        cargo, home = _find_cargo()
-    if cargo is None:
-        pytest.skip("cargo is not installed and could not be installed "
-                    "(not root, or `apt-get install -y cargo` failed)")
-    found = {"CARGO": cargo, "CARGO_NET_OFFLINE": "true"}
-    for var, folder in (("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
-        if (home / folder).is_dir():  # rustup's proxies find their toolchain there
-            found[var] = str(home / folder)
-    return found
+    return cargo_environment()
 
 
 @pytest.fixture()

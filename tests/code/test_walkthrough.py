@@ -7,12 +7,10 @@ lead removes the skip when the command lands.
 from __future__ import annotations
 
 import json
-import os
-import pwd
-import shutil
 from pathlib import Path
 
 import pytest
+from _cargolib import cargo_environment
 from _ingestlib import ctx, ctx_json, make_work, query, write
 
 from ctxstore.repo import open_store
@@ -113,10 +111,6 @@ def _command(ctx_dir: Path, exit_code: str, output: str) -> None:
 
 
 def test_a5_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_home = Path(os.path.expanduser("~" + pwd.getpwuid(os.getuid()).pw_name))
-    for var, sub in (("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
-        if (real_home / sub).is_dir():  # the tests' scrubbed HOME hides rustup's toolchains
-            monkeypatch.setenv(var, str(real_home / sub))
     ctx_dir = make_work(tmp_path / "my-network-lib", use_git=True)
     root = ctx_dir.parent
     write(root, {"crates/core/Cargo.toml": CARGO_TOML, "crates/core/src/lib.rs": LIB_RS,
@@ -129,9 +123,9 @@ def test_a5_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     status = session_status(open_store(ctx_dir))
     assert status.task == "Add connection retry with exponential backoff" and status.records == 1
 
-    # Step 3: snapshot the Cargo workspace (the real cargo; tests/code/test_cargo.py installs it).
-    if shutil.which("cargo") is None:
-        pytest.skip("cargo is not installed (tests/code/test_cargo.py installs it as root)")
+    # Step 3: snapshot the Cargo workspace (the real cargo, installed when missing).
+    for var, value in cargo_environment().items():
+        monkeypatch.setenv(var, value)
     ctx(ctx_dir, "add", "cargo", "--manifest-path", str(root / "crates/core/Cargo.toml"))
     assert ("core",) in query(ctx_dir, "SELECT name FROM packages")
 
