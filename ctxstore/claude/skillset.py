@@ -115,48 +115,46 @@ def _load(plan: Plan, path: Path) -> tuple[bytes | None, dict[str, Any]]:
     return raw, data
 
 
-def plan_mcp(plan: Plan, path: Path, prefix: list[str], *, backup: bool = False,
-             limit: int | None = None) -> None:
+def plan_mcp(plan: Plan, path: Path, prefix: list[str], *, claude_json: bool = False) -> None:
     """Plan the ``ctx`` server entry in an MCP configuration file (other keys kept).
 
     Args:
         plan: The install plan.
         path: ``<project>/.mcp.json``, ``~/.claude.json`` or a plugin's ``.mcp.json``.
         prefix: The argv prefix that runs ctx.
-        backup: Keep the previous bytes in ``<name>.bak`` (Claude Code's own file).
-        limit: The file's size limit (``CLAUDE_JSON_LIMIT`` for ``~/.claude.json``), else the
-            plan's default.
+        claude_json: ``path`` is Claude Code's own ``~/.claude.json``: its previous bytes are
+            kept in ``<name>.bak``, and it may be up to ``CLAUDE_JSON_LIMIT``.
 
     Raises:
         UnsafePath: (E020) if the path fails the plan's boundary.
         InvalidInput: if the file exists and is not such JSON, or is larger than its limit.
     """
-    if limit is not None:
-        plan.limits[path] = limit
+    if claude_json:
+        plan.limits[path] = CLAUDE_JSON_LIMIT
     raw, data = _load(plan, path)
     servers = dict(data.get("mcpServers", {}))
     entry = mcp_entry(prefix)
     if raw is not None and servers.get(MCP_SERVER_NAME) == entry:
         return
     servers[MCP_SERVER_NAME] = entry
-    plan.add(path, _dump({**data, "mcpServers": servers}), backup=backup)
+    plan.add(path, _dump({**data, "mcpServers": servers}), backup=claude_json)
 
 
-def plan_unmcp(plan: Plan, path: Path, *, keep_file: bool = False, limit: int | None = None) -> None:
+def plan_unmcp(plan: Plan, path: Path, *, claude_json: bool = False) -> None:
     """Plan removing the ``ctx`` server entry (the file goes when nothing else is left in it).
 
     Args:
         plan: The uninstall plan.
         path: The MCP configuration file.
-        keep_file: Never delete the file (``~/.claude.json`` is Claude Code's own).
-        limit: The file's size limit, as for ``plan_mcp``.
+        claude_json: ``path`` is Claude Code's own ``~/.claude.json``: never deleted, and it
+            may be up to ``CLAUDE_JSON_LIMIT``.
 
     Raises:
         UnsafePath: (E020) if the path fails the boundary, or a file to delete is a link.
         InvalidInput: if the file exists and is not such JSON, or is larger than its limit.
     """
-    if limit is not None:
-        plan.limits[path] = limit
+    if claude_json:
+        plan.limits[path] = CLAUDE_JSON_LIMIT
     raw, data = _load(plan, path)
     servers = dict(data.get("mcpServers", {}))
     entry = servers.get(MCP_SERVER_NAME)
@@ -165,4 +163,4 @@ def plan_unmcp(plan: Plan, path: Path, *, keep_file: bool = False, limit: int | 
     del servers[MCP_SERVER_NAME]
     rest = {**data, "mcpServers": servers} if servers else {k: v for k, v in data.items()
                                                            if k != "mcpServers"}
-    plan.add(path, None if not rest and not keep_file else _dump(rest))
+    plan.add(path, None if not rest and not claude_json else _dump(rest))

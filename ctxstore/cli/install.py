@@ -192,10 +192,10 @@ def install_command(env: Env, scope: str, shared: bool, plugin_dir: str | None,
     # project's .claude may come from a clone, so nothing there is followed.
     plan = plan_install(claude, prefix, follow_links=scope == "user", mode=mode)
     if with_mcp:  # issue 16; a project's .mcp.json is committed: it names no path of this machine
-        from ctxstore.claude.skillset import CLAUDE_JSON_LIMIT, plan_mcp
+        from ctxstore.claude.skillset import plan_mcp
 
         plan_mcp(plan, _mcp_config(claude, scope), prefix if scope == "user" else ["ctx"],
-                 backup=scope == "user", limit=CLAUDE_JSON_LIMIT if scope == "user" else None)
+                 claude_json=scope == "user")
     project_store = scope == "project" and (claude.parent / ".ctx" / "HEAD").is_file()
     store, created = (claude.parent / ".ctx", False) if project_store else _user_store(dry_run)
     name = "settings.json" if mode != "local" else "settings.local.json"
@@ -242,13 +242,9 @@ def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: boo
         return
     claude = _claude_dir(env, scope)
     plan = plan_uninstall(claude, follow_links=scope == "user")
-    from ctxstore.claude.skillset import (  # issue 16: the entry `ctx install --mcp` added
-        CLAUDE_JSON_LIMIT,
-        plan_unmcp,
-    )
+    from ctxstore.claude.skillset import plan_unmcp  # issue 16: the entry `ctx install --mcp` added
 
-    plan_unmcp(plan, _mcp_config(claude, scope), keep_file=scope == "user",
-               limit=CLAUDE_JSON_LIMIT if scope == "user" else None)
+    plan_unmcp(plan, _mcp_config(claude, scope), claude_json=scope == "user")
     _report(env, plan, dry_run=dry_run, extra={"scope": scope},
             nothing=f"ctx is not installed ({scope}: {claude})",
             done=f"ctx uninstalled ({scope})")
