@@ -153,13 +153,10 @@ def driver_registered(ctx_dir: Path, toplevel: Path) -> bool:
 def in_git_work_tree(folder: Path) -> bool:
     """Whether ``folder`` or a directory above it holds ``.git`` (a clone, a worktree or a submodule).
 
-    Looked up on disk, so a missing ``git`` binary cannot make a clone look like the user's own
-    directory.
+    Looked up on disk (``_dot_git``), so a missing ``git`` binary cannot make a clone look like
+    the user's own directory; a ``.git`` that is a dangling link counts too.
     """
-    for candidate in (folder, *folder.parents):
-        if (candidate / ".git").exists():
-            return True
-    return False
+    return _dot_git(folder) is not None
 
 
 def _dot_git(start: Path) -> Path | None:
