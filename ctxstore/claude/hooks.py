@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxstore.claude.inject import MAX_INJECT_CHARS, escape_tags, frame, sanitize_text
+from ctxstore.claude.inject import MAX_INJECT_CHARS, escape_tags, frame, frame_items, sanitize_text
 from ctxstore.claude.state import (
     NOTICE_KEY,
     HookState,
@@ -661,7 +661,7 @@ def _relevant(root: Path, state: HookState, session: str, text: str, room: int, 
     if room < 500:
         return [], []
     from ctxstore.config import load_config
-    from ctxstore.packs.session import prompt_settings, relevant_context, render_items
+    from ctxstore.packs.session import prompt_settings, relevant_context
 
     problems: list[str] = []
     try:  # the settings first: switched off, the store is never opened
@@ -676,11 +676,12 @@ def _relevant(root: Path, state: HookState, session: str, text: str, room: int, 
         raise
     except CtxError as exc:
         return [], [f"relevant memory not searched: {exc.message}"]
-    if not items:
+    text, shown = frame_items(title, [item.text for item in items], limit=room)
+    if not shown:
         return [], problems
-    _mark_seen(state, session, [item.key for item in items])
-    note = "[... {n} more items omitted; run `ctx search` for all]"
-    return [frame(title, render_items(items), limit=room, note=note)], problems
+    # only what the frame holds counts as seen: an item left out may come with a later prompt
+    _mark_seen(state, session, [items[k].key for k in shown])
+    return [text], problems
 
 
 def _view_cache_key(root: Path, task: str | None) -> str | None:

@@ -13,9 +13,10 @@ start a line that looks like a heading or a frame line.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-__all__ = ["MAX_INJECT_CHARS", "frame", "fit_lines", "count_items", "escape_tags", "sanitize_text",
-           "neutralise_breaks", "LINE_BREAK"]
+__all__ = ["MAX_INJECT_CHARS", "frame", "frame_items", "fit_lines", "count_items", "escape_tags",
+           "sanitize_text", "neutralise_breaks", "LINE_BREAK"]
 
 MAX_INJECT_CHARS = 9_000
 # ``_ESCAPE``, ``_SURROGATE``, ``_ASTRAL`` and ``_ODD_BREAK`` are pattern texts compiled on
@@ -101,7 +102,48 @@ def frame(title: str, body: str, *, limit: int = MAX_INJECT_CHARS,
 
     The whole frame stays under ``limit`` characters.
     """
-    head = f'<ctx-data source="ctx" kind="{title}" trust="untrusted">\n{_FRAME_NOTE}\n\n'
-    foot = "</ctx-data>\n"
-    clean = escape_tags(neutralise_breaks(sanitize_text(body, bmp_only=True)))
-    return head + fit_lines(clean, limit - len(head) - len(foot), note) + foot
+    head, foot = _frame_ends(title)
+    return head + fit_lines(_clean(body), limit - len(head) - len(foot), note) + foot
+
+
+def frame_items(title: str, items: Sequence[str], *, limit: int = MAX_INJECT_CHARS,
+                note: str = "[... {n} more items omitted; run `ctx search` for all]"
+                ) -> tuple[str, list[int]]:
+    """Whole items, in order, framed as ``frame`` does; the ones too large are left out.
+
+    Unlike ``frame``, which cuts its body at a line, an item is shown whole or not at all, so
+    a caller can record exactly what the model was shown.
+
+    Args:
+        title: The frame's kind.
+        items: Rendered items, each ending with a line break.
+        limit: Characters the frame may take.
+        note: Ends the body when items were left out (``{n}``: how many).
+
+    Returns:
+        The frame ("" when no item fits) and the positions of the items it holds.
+    """
+    head, foot = _frame_ends(title)
+    room = limit - len(head) - len(foot) - len(note) - 8  # the note's count: up to 6 digits
+    shown: list[int] = []
+    parts: list[str] = []
+    for k, item in enumerate(items):
+        clean = _clean(item)
+        if len(clean) <= room:
+            shown.append(k)
+            parts.append(clean)
+            room -= len(clean)
+    if not shown:
+        return "", []
+    left_out = len(items) - len(shown)
+    tail = note.format(n=left_out) + "\n" if left_out else ""
+    return head + "".join(parts) + tail + foot, shown
+
+
+def _frame_ends(title: str) -> tuple[str, str]:
+    return f'<ctx-data source="ctx" kind="{title}" trust="untrusted">\n{_FRAME_NOTE}\n\n', "</ctx-data>\n"
+
+
+def _clean(body: str) -> str:
+    """Stored text made safe to show: encodable, BMP only, no odd line breaks, tags inert."""
+    return escape_tags(neutralise_breaks(sanitize_text(body, bmp_only=True)))

@@ -62,6 +62,28 @@ def test_prompt_submit_injects_relevant_memory_once(store: Store) -> None:
     assert TOPICS["retry"] in context(_prompt(store, "uploads retry storms", session="s2"))
 
 
+def test_memory_left_out_of_a_full_frame_comes_with_a_later_prompt(store: Store) -> None:
+    # Each fact is ~600 characters of emoji, which the frame spells as [U+1F600] (9 each):
+    # the prompt's budget admits them all, the frame's 9,000 characters only a few.
+    for n in range(1, 7):
+        ctx(store, "add", "--type", "fact", f"Emoji note {n} about walrus otter beaver mink. "
+            + "\N{GRINNING FACE}" * 300)
+    hook("session-start", payload(store, source="startup"))
+    _config(store, "prompt_budget", "8000")
+    seen: list[str] = []
+    for k in range(6):
+        got = context(_prompt(store, f"walrus otter beaver mink, round {k}"))
+        shown = re.findall(r"Emoji note (\d) about", got)
+        if not shown:
+            break
+        assert len(got) < 10_000
+        assert not set(shown) & set(seen)  # nothing twice in one session
+        seen += shown
+    # every note reached the model, over several prompts, none marked shown unseen
+    assert sorted(seen) == [str(n) for n in range(1, 7)]
+    assert len(seen) > 1 and k > 1
+
+
 def test_prompt_submit_skips_what_scores_below_the_threshold(store: Store) -> None:
     _add_topics(store)
     hook("session-start", payload(store, source="startup"))
