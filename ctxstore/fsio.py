@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-from ctxstore.errors import LockConflict, UnsafePath
+from ctxstore.errors import InvalidInput, LockConflict, UnsafePath
 
 __all__ = [
     "TMP_SUFFIX",
@@ -44,6 +44,7 @@ __all__ = [
     "tmp_path_for",
     "write_new_file",
     "replace_atomic",
+    "write_output",
     "mode_of",
     "ensure_dir",
     "hold_lock",
@@ -390,6 +391,75 @@ def replace_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
         _discard(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def write_output(path: StrPath, data: bytes, *, store: Path) -> None:
+    """Write a file the user named (``--output FILE``) as a shell redirect would, never into ``store``.
+
+    A FIFO or a character device is opened and written directly (a rename would replace the
+    device node or the pipe itself); a symlink is followed and its target written; a regular
+    file (or a new one) is replaced atomically, keeping its permission bits. The final target,
+    symlinks and ``..`` resolved, must not lie inside ``store``: ctx's own files are never
+    overwritten by an export or a pack.
+
+    Args:
+        path: The file name as given (any bytes, as ``os.fsencode`` takes them).
+        data: What to write.
+        store: The store directory (``.ctx/``) the output must stay out of.
+
+    Raises:
+        InvalidInput: (E011) if ``path`` is empty, inside ``store``, a directory, or a
+            special file other than a FIFO or a character device.
+        OSError: any error of the operating system (the CLI reports E017).
+    """
+    name = os.fspath(path)
+    if not name:
+        raise InvalidInput("the output file name is empty",
+                           hint="name a file, or - for standard output")
+    real = os.path.realpath(name)
+    if _inside(Path(real), Path(store)):
+        raise InvalidInput(f"refusing to write {name}: it is inside the store {store}",
+                           hint="write the output outside the .ctx/ directory")
+    try:
+        st = os.stat(name)  # follows symlinks: the kind of the final target
+    except FileNotFoundError:
+        st = None  # a new file (or a dangling link: its target is created)
+    if st is not None and (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+        # As `>` does: open and write (blocking until a FIFO has a reader); nothing renamed.
+        fd = os.open(name, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for a file since the stat
+                raise InvalidInput(f"{name} changed while being opened", hint="try again")
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+        return
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InvalidInput(f"refusing to write {name}: it is {file_kind(st.st_mode)}",
+                           hint="name a regular file, a FIFO or a character device")
+    replace_atomic(Path(real), data, mode=mode_of(Path(real)))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether ``path`` (already resolved) is ``root`` or lies below it.
+
+    By name after resolving both, and by identity (device and inode) for each existing
+    ancestor, so a case-insensitive file system or a second mount of the store is caught too.
+    """
+    root_real = Path(os.path.realpath(root))
+    if path == root_real or root_real in path.parents:
+        return True
+    try:
+        root_st = os.stat(root_real)
+    except OSError:
+        return False
+    for folder in (path, *path.parents):
+        try:
+            if os.path.samestat(os.stat(folder), root_st):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def mode_of(path: Path, default: int = 0o644) -> int:

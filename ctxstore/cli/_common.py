@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Env", "pass_env", "format_option", "emit_json", "progress_printer", "fmt_time",
            "parse_since", "default_budget", "node_json", "preview", "plural",
-           "finish_progress", "DEFAULT_BUDGET"]
+           "finish_progress", "DEFAULT_BUDGET", "output_option", "write_output"]
 
 
 @dataclass
@@ -149,6 +149,42 @@ def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--format", "fmt_override", type=click.Choice(["text", "json", "markdown"]),
                         default=None, expose_value=False, callback=callback, is_eager=False,
                         help="Output format (same as the global --format).")(func)
+
+
+def output_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--output/-o FILE`` of a command that writes one document (``write_output`` writes it).
+
+    A path (``click.Path``), so a name that is not UTF-8 is accepted as file names are.
+
+    Args:
+        what: What is written, for the help text ("the pack").
+    """
+    return click.option("--output", "-o", "output", default=None, metavar="FILE",
+                        type=click.Path(dir_okay=False, allow_dash=True),
+                        help=f"Write {what} to FILE instead of standard output (a regular file "
+                             "atomically; a FIFO or device directly; never inside .ctx/).")
+
+
+def write_output(env: Env, output: str | None, data: bytes) -> None:
+    """Print ``data``, or write it to the ``--output`` file (``fsio.write_output``).
+
+    Args:
+        env: The command's environment (its store is the directory refused).
+        output: The option's value (None or ``-``: standard output).
+        data: The document.
+
+    Raises:
+        InvalidInput: (E011) for an empty name or a path inside the store.
+    """
+    if output is None or output == "-":
+        click.echo(data, nl=False)  # bytes: no dependence on the terminal's encoding
+        return
+    from ctxstore import fsio
+
+    try:
+        fsio.write_output(output, data, store=env.session().root)
+    except InvalidInput as exc:
+        raise InvalidInput(f"--output: {exc.message}", hint=exc.hint) from None
 
 
 def emit_json(value: Any) -> None:

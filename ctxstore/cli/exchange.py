@@ -6,7 +6,15 @@ import sys
 
 import click
 
-from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural
+from ctxstore.cli._common import (
+    Env,
+    emit_json,
+    format_option,
+    output_option,
+    pass_env,
+    plural,
+    write_output,
+)
 
 
 @click.command("export")
@@ -15,9 +23,7 @@ from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural
                    "views are exported only by a full export).")
 @click.option("--include-superseded", is_flag=True,
               help="With --query, also export superseded nodes the query matches.")
-@click.option("--output", "-o", "output", default=None, metavar="FILE",
-              type=click.Path(dir_okay=False),
-              help="Write the document to FILE (atomically) instead of standard output.")
+@output_option("the document")
 @format_option
 @pass_env
 def export_command(env: Env, query: str | None, include_superseded: bool,
@@ -35,7 +41,6 @@ def export_command(env: Env, query: str | None, include_superseded: bool,
     """
     import json
     import time
-    from pathlib import Path
 
     from ctxstore.knowledge.exchange import export_document
 
@@ -47,13 +52,7 @@ def export_command(env: Env, query: str | None, include_superseded: bool,
         nodes = run_query(conn, query, now=time.time(), include_superseded=include_superseded)
         node_ids = [n.id for n in nodes]
     doc = export_document(conn, node_ids=node_ids)
-    data = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    if output is None or output == "-":
-        click.echo(data, nl=False)  # bytes: no dependence on the terminal's encoding
-    else:
-        from ctxstore import fsio
-
-        fsio.replace_atomic(Path(output), data)
+    write_output(env, output, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode())
 
 
 @click.command("import")

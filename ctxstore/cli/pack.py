@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import click
 
-from ctxstore.cli._common import Env, pass_env
+from ctxstore.cli._common import Env, output_option, pass_env, write_output
 
 FORMATS = ("json", "yaml", "text", "markdown")
 
@@ -20,8 +19,7 @@ FORMATS = ("json", "yaml", "text", "markdown")
               help="Token budget, the response reserve included ([retrieval] default_budget).")
 @click.option("--depth", type=click.IntRange(min=0, max=16), default=None, metavar="N",
               help="Graph expansion depth ([retrieval] default_depth, 2).")
-@click.option("--output", "-o", default=None, metavar="FILE",
-              help="Write the pack to FILE (atomically) instead of standard output.")
+@output_option("the pack")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="json, yaml, text or markdown (default: the global --format, else json).")
 @click.option("--include-narrative/--no-narrative", default=None,
@@ -60,13 +58,7 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     finally:
         stores.close_user()
     chosen = fmt or (env.fmt if env.fmt in FORMATS and env.fmt != "text" else "json")
-    data = render(pack, chosen).encode("utf-8")
-    if output is None or output == "-":
-        click.echo(data, nl=False)
-    else:
-        from ctxstore import fsio
-
-        fsio.replace_atomic(Path(output), data)
+    write_output(env, output, render(pack, chosen).encode("utf-8"))
 
 
 def render(pack: dict[str, Any], fmt: str) -> str:
