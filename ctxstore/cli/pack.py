@@ -57,8 +57,21 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
                           include_narrative=include_narrative, graph=not no_graph, user=stores.user)
     finally:
         stores.close_user()
-    chosen = fmt or (env.fmt if env.fmt in FORMATS and env.fmt != "text" else "json")
+    chosen = fmt or _global_format(env)
     write_output(env, output, render(pack, chosen).encode("utf-8"))
+
+
+def _global_format(env: Env) -> str:
+    """The root group's --format when given on the command line, else json.
+
+    The root option defaults to text, so its value alone cannot tell ``ctx --format text
+    pack`` (text) from ``ctx pack`` (the pack's own default, json).
+    """
+    from click.core import ParameterSource
+
+    source = click.get_current_context().find_root().get_parameter_source("fmt")
+    given = source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+    return env.fmt if given and env.fmt in FORMATS else "json"
 
 
 def render(pack: dict[str, Any], fmt: str) -> str:

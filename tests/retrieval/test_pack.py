@@ -383,3 +383,21 @@ def test_pack_recent_narrative_selects_what_the_query_language_does(tmp_path: Pa
                 conn, f"(type:observation OR type:decision) AND created:>{days}d",
                 now=now_ms / 1000, limit=50)]
         assert recent_nodes(conn, ("task",), after_ms=now_ms, limit=3) == []
+
+
+def _cli(work: Path, *args: str) -> Any:
+    from click.testing import CliRunner
+
+    from ctxstore.cli import cli
+
+    return CliRunner().invoke(cli, ["--ctx-dir", str(work / ".ctx"), *args])
+
+
+def test_pack_takes_the_global_format_when_given_else_json(work: Path) -> None:
+    text = _cli(work, "--format", "text", "pack", "money rounding")
+    assert text.exit_code == 0 and text.stdout.startswith("Task: money rounding\n"), text.stdout
+    assert _cli(work, "--format", "markdown", "pack", "money").stdout.startswith("# Task: money\n")
+    assert json.loads(_cli(work, "pack", "money").stdout)["version"] == 1  # no global: json
+    assert json.loads(_cli(work, "--format", "json", "pack", "money").stdout)["task"] == "money"
+    own = _cli(work, "--format", "text", "pack", "money", "--format", "yaml")
+    assert own.stdout.startswith('"version": 1\n')  # the pack's own --format wins
