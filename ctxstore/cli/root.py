@@ -98,6 +98,14 @@ class CtxGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        """As click does; a usage error in the root options is one line (``_OneLineUsage``)."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise _OneLineUsage.of(exc) from exc
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Refuse an argument that is not valid UTF-8 text, then parse as click does.
 
@@ -143,6 +151,8 @@ class CtxGroup(click.Group):
             return result
         except click.exceptions.Exit:
             raise
+        except click.UsageError as exc:  # a subcommand's options or arguments
+            raise _OneLineUsage.of(exc) from exc
         except (click.ClickException, click.Abort):
             raise
         except CtxError as exc:
@@ -278,6 +288,27 @@ class _CtxClickError(click.ClickException):
         if self.error.hint:
             line += f" (hint: {self.error.hint})"
         click.echo(line.replace("\n", " "), err=True)
+
+
+class _OneLineUsage(click.UsageError):
+    """A usage error (exit 2) as one line: ``ctx: error: MESSAGE (see 'ctx CMD --help')``.
+
+    click prints three (the usage, a hint, the error); a script reading stderr gets one, as
+    for every other error.
+    """
+
+    @classmethod
+    def of(cls, exc: click.UsageError) -> click.UsageError:
+        if isinstance(exc, cls) or type(exc).__name__ == "NoArgsIsHelpError":
+            return exc  # a group without its command shows its help, as click does
+        out = cls(exc.format_message(), exc.ctx)
+        vars(out)["exit_code"] = exc.exit_code
+        return out
+
+    def show(self, file: Any = None) -> None:
+        path = " ".join(["ctx", *self.ctx.command_path.split()[1:]]) if self.ctx else "ctx"
+        where = f" (see '{path} --help')"
+        click.echo(f"ctx: error: {self.format_message()}{where}".replace("\n", " "), err=True)
 
 
 class _InternalError(click.ClickException):

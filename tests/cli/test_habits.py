@@ -287,9 +287,30 @@ def test_query_misspelt_field_suggests_the_field(store: Store, runner: CliRunner
 def test_unknown_command_suggests_the_nearest(runner: CliRunner) -> None:
     r = runner.invoke(cli, ["lsit"])
     assert r.exit_code == 2
-    assert r.stderr.splitlines()[-1] == "Error: No such command 'lsit'. Did you mean 'list'?"
+    assert r.stderr == "ctx: error: No such command 'lsit'. Did you mean 'list'? (see 'ctx --help')\n"
     r = runner.invoke(cli, ["zzzzzz"])
-    assert r.stderr.splitlines()[-1] == "Error: No such command 'zzzzzz'."
+    assert r.stderr == "ctx: error: No such command 'zzzzzz'. (see 'ctx --help')\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["search", "x", "--kind", "bogus"], "Invalid value for '--kind'"),
+    (["pack", "x", "--budget", "abc"], "Invalid value for '--budget'"),
+    (["search"], "Missing argument 'TEXT'"),
+    (["--format", "yaml", "list"], "Invalid value for '--format'"),
+    (["--bogus", "list"], "No such option '--bogus'"),
+    (["memory", "search"], "Missing argument 'TEXT'"),
+])
+def test_usage_errors_are_one_line_with_exit_2(store: Store, runner: CliRunner, argv: list[str],
+                                                message: str) -> None:
+    r = invoke(runner, store, *argv)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("ctx: error: ")
+    assert message in r.stderr and "--help')" in r.stderr
+
+
+def test_a_group_without_its_command_shows_its_help(runner: CliRunner) -> None:
+    r = runner.invoke(cli, ["memory"])
+    assert r.exit_code == 2 and "Commands:" in r.stdout + r.stderr
 
 
 def test_plurals_in_command_output(store: Store, runner: CliRunner, tmp_path: Path) -> None:
