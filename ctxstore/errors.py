@@ -18,6 +18,7 @@ __all__ = [
     "DeserializationFailed",
     "RefNotFound",
     "LockConflict",
+    "IndexBusy",
     "IndexCorrupt",
     "StagingConflict",
     "CommitOrphan",
@@ -157,6 +158,21 @@ class LockConflict(CtxError):
         )
         self.path = path
         self.pid = pid
+        self.waited = waited
+
+
+class IndexBusy(CtxError):
+    """E006: another process kept the index's write lock longer than a command waits for it."""
+
+    code = "E006"
+
+    def __init__(self, path: str, *, waited: float) -> None:
+        super().__init__(
+            f"index is busy: another ctx process is writing {path} (a rebuild or a catch-up); "
+            f"gave up after {waited:.0f}s",
+            hint="retry when that command has finished",
+        )
+        self.path = path
         self.waited = waited
 
 

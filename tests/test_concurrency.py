@@ -395,3 +395,36 @@ def test_cc08_bounded_wait_names_the_holder(store: Store, holder_factory) -> Non
     assert time.monotonic() - t0 < 1.5
     holder.release()
     assert run_ctx(["--ctx-dir", str(store.root), "add", "--type", "fact", "ok"]).returncode == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_command_behind_a_busy_index_gives_one_clear_error(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process holds the index's write lock (a long rebuild): a command that must catch
+    the index up waits its busy timeout, then says so in one E006 line; nothing is lost."""
+    from click.testing import CliRunner
+
+    import ctxstore.index
+    from conftest import invoke
+
+    runner = CliRunner()
+    assert invoke(runner, store, "add", "--type", "fact", "alpha beta").exit_code == 0
+    assert invoke(runner, store, "search", "alpha").exit_code == 0  # the index exists, current
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time\n"
+         "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+         "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(60)",
+         str(store.root / "index" / "index.sqlite")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(ctxstore.index, "BUSY_TIMEOUT", 0.3)
+        added = invoke(runner, store, "add", "--type", "fact", "gamma delta")
+        assert added.exit_code == 0  # the write itself does not need the index
+        r = invoke(runner, store, "search", "gamma")
+        assert r.exit_code == 1 and r.stdout == ""
+        assert r.stderr.startswith("ctx: error[E006]: index is busy") and r.stderr.count("\n") == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    r = invoke(runner, store, "search", "gamma")  # the lock gone: caught up, found
+    assert r.exit_code == 0 and "gamma delta" in r.stdout

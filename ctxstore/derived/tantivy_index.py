@@ -37,6 +37,7 @@ __all__ = ["TANTIVY_DIR", "WORD_PATTERN", "TextHit", "TantivyReport", "CodeTextI
 
 TANTIVY_DIR = "tantivy"
 _SYNCED = "tantivy.synced"  # beside the directory: Tantivy owns the files inside it
+_BUILD_LOCK = "tantivy.lock"  # held while the index is built and swapped in
 _ANALYZER = "ctx_ident"
 # Words of identifiers: a capitalised or lower-case run, an upper-case run, digits, or a
 # run of letters without case (CJK). Tantivy's regex has no look-ahead.
@@ -233,17 +234,19 @@ def rebuild_tantivy(store: Store, conn: sqlite3.Connection | None = None) -> Tan
     try:
         folder = index_dir(store)
         final, fresh = folder / TANTIVY_DIR, folder / (TANTIVY_DIR + ".new")
-        _remove_dir(store.root, fresh)
-        fsio.ensure_dir_under(store.root, fresh)
-        chunks, nodes = fill(CodeTextIndex(fresh), conn)
-        synced = _synced_text(store)
+        # One builder at a time: two would fill and swap the same tantivy.new.
+        with fsio.hold_lock(folder / _BUILD_LOCK, timeout=store.lock_timeout):
+            _remove_dir(store.root, fresh)
+            fsio.ensure_dir_under(store.root, fresh)
+            chunks, nodes = fill(CodeTextIndex(fresh), conn)
+            synced = _synced_text(store)
+            _remove_dir(store.root, final)
+            fsio.replace(fresh, final)
+            fsio.fsync_dir(folder)
+            fsio.replace_atomic(folder / _SYNCED, synced.encode())
     finally:
         if own:
             conn.close()
-    _remove_dir(store.root, final)
-    fsio.replace(fresh, final)
-    fsio.fsync_dir(folder)
-    fsio.replace_atomic(folder / _SYNCED, synced.encode())
     return TantivyReport(chunks, nodes, time.perf_counter() - start)
 
 

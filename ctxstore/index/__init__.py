@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxstore import fsio
-from ctxstore.errors import CtxError, IndexCorrupt, UnsafePath
+from ctxstore.errors import CtxError, IndexBusy, IndexCorrupt, UnsafePath
 from ctxstore.index.schema import (
     EXPECTED_SCHEMA_DIGEST,
     INDEX_SCHEMA_VERSION,
@@ -168,8 +168,17 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
             _met_damage(self.connection, exc)
+            _met_busy(self.connection, exc)
             raise
     return guarded
+
+
+def _met_busy(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
+    """Turn "database is locked" (another writer outlasted the busy timeout) into ``IndexBusy``."""
+    if getattr(exc, "sqlite_errorcode", None) is not None and exc.sqlite_errorcode & 0xFF == 5:
+        folder = getattr(conn, "index_folder", None)
+        where = str(folder / INDEX_FILE) if folder is not None else "the index"
+        raise IndexBusy(where, waited=BUSY_TIMEOUT) from exc
 
 
 class _GuardedCursor(sqlite3.Cursor):
@@ -397,9 +406,14 @@ def check_index_files(store: Store) -> str | None:
     return reason
 
 
+# Seconds a command waits for another process's write transaction on the index (a rebuild,
+# a catch-up) before it gives up with ``IndexBusy``.
+BUSY_TIMEOUT = 30.0
+
+
 def _connect(path: Path | str) -> IndexConnection:
     conn = sqlite3.connect(str(path), factory=IndexConnection, isolation_level=None,
-                           timeout=30.0, check_same_thread=False)
+                           timeout=BUSY_TIMEOUT, check_same_thread=False)
     assert isinstance(conn, IndexConnection)
     if str(path) == ":memory:":
         conn.in_memory = True

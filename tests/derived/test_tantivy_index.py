@@ -83,3 +83,21 @@ def test_a_linked_tantivy_directory_is_refused(tmp_path: Path) -> None:
 
 def test_the_module_imports_no_tantivy_until_used() -> None:
     assert "tantivy" not in tantivy_index.__dict__
+
+
+def test_concurrent_tantivy_rebuilds_take_turns(tmp_path: Path) -> None:
+    """Two `ctx rebuild --tantivy` processes at once: both succeed, the index works after."""
+    import subprocess
+    import sys
+
+    ctx_dir = indexed_and_committed(tmp_path / "w")
+    ctx(ctx_dir, "add", "--type", "fact", "header parsing lives in module c")
+    argv = [sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(ctx_dir), "rebuild", "--tantivy"]
+    for _ in range(3):
+        procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(3)]
+        results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
+        assert [code for code, _ in results] == [0, 0, 0], results
+    hits = search_text(open_store(ctx_dir), "parse_header", kind="chunk")
+    assert hits and hits[0].ref == "c.py"
+    assert not (ctx_dir / "index" / "tantivy.new").exists()
