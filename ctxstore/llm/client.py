@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
+import re
 import time
 from dataclasses import field
 from typing import Literal
@@ -24,7 +25,7 @@ from ctxstore.model.codec import JsonValue
 from ctxstore.records import dataclass
 
 __all__ = ["PROTOCOLS", "Completion", "LlmClient", "ServerChoice", "is_loopback",
-           "resolve_server"]
+           "resolve_server", "served_model"]
 
 Protocol = Literal["llama", "openai"]
 PROTOCOLS = ("auto", "llama", "openai")
@@ -45,8 +46,20 @@ class ServerChoice:
     source: str
 
 
+def _base_url(url: str) -> str:
+    """``url`` without a trailing slash, nor a trailing ``/v1`` (the OpenAI-compatible base).
+
+    Ollama, LM Studio and vLLM document their OpenAI-compatible URL with ``/v1``; ctx adds
+    ``/v1/...`` itself, so the base is what comes before it.
+    """
+    base = url.strip().rstrip("/")
+    if urlsplit(base).path.endswith("/v1"):
+        base = base[:-len("/v1")].rstrip("/")
+    return base
+
+
 def _check_url(url: str, where: str) -> str:
-    """``url`` stripped of a trailing slash, if it is an http(s) URL with a host.
+    """``url`` as a base URL (``_base_url``), if it is an http(s) URL with a host.
 
     Raises:
         InvalidInput: otherwise, naming ``where`` it came from.
@@ -60,7 +73,7 @@ def _check_url(url: str, where: str) -> str:
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError:
         raise InvalidInput(f"{where}: {url!r} has a bad port") from None
-    return url.strip().rstrip("/")
+    return _base_url(url)
 
 
 def is_loopback(url: str) -> bool:
@@ -81,14 +94,15 @@ def resolve_server(*, flag: str | None, env: str | None, project: str, project_i
                    user: str | None) -> ServerChoice:
     """Choose the server URL so that a cloned repository cannot send the context elsewhere.
 
-    Order: ``--server``, then ``CTX_LLM_SERVER``, then the project's ``[llm] server_url``
-    when it is not the built-in default, then the user store's (``~/.ctx/config.toml``),
-    then the default. The project's config.toml is committed, so a value there that is
-    not a loopback address applies only when the store is the user's own (outside any Git
-    work tree); in a clone it is refused, never followed silently.
+    Order: ``--server`` (even empty: that is an error), then ``CTX_LLM_SERVER``, then the
+    project's ``[llm] server_url`` when it is not the built-in default, then the user
+    store's (``~/.ctx/config.toml``), then the default. The project's config.toml is
+    committed, so a value there that is not a loopback address applies only when the
+    store is the user's own (outside any Git work tree); in a clone it is refused, never
+    followed silently. A trailing ``/v1`` (the OpenAI-compatible base) is dropped.
 
     Args:
-        flag: ``--server``, if given.
+        flag: ``--server``, if given (None: not given).
         env: ``CTX_LLM_SERVER``, if set and not empty.
         project: The project store's ``[llm] server_url``.
         project_is_own: True when the project store is not in a Git work tree.
@@ -102,11 +116,11 @@ def resolve_server(*, flag: str | None, env: str | None, project: str, project_i
         InvalidInput: if the chosen value is not an http(s) URL.
         ConfigInvalid: (E015) if a cloned repository's config names a remote server.
     """
-    if flag:
+    if flag is not None:  # an empty --server is a mistake, not a request for the default
         return ServerChoice(_check_url(flag, "--server"), "flag")
     if env:
         return ServerChoice(_check_url(env, "CTX_LLM_SERVER"), "env")
-    if project.strip().rstrip("/") != _DEFAULT_URL:
+    if _base_url(project) != _DEFAULT_URL:
         url = _check_url(project, "[llm] server_url")
         if not is_loopback(url) and not project_is_own:
             raise ConfigInvalid(
@@ -115,7 +129,7 @@ def resolve_server(*, flag: str | None, env: str | None, project: str, project_i
                 hint="pass --server URL, set CTX_LLM_SERVER, or put server_url in "
                      "~/.ctx/config.toml")
         return ServerChoice(url, "project-config")
-    if user and user.strip().rstrip("/") != _DEFAULT_URL:
+    if user and _base_url(user) != _DEFAULT_URL:
         return ServerChoice(_check_url(user, "~/.ctx/config.toml [llm] server_url"), "user-config")
     return ServerChoice(_DEFAULT_URL, "default")
 
@@ -236,7 +250,8 @@ class LlmClient:
             return None
         try:
             value: JsonValue = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            # RecursionError: a reply nested deeper than the parser goes is no answer either.
             raise LlmUnavailable(self.url, f"reply from {path} is not JSON") from None
         return value
 
@@ -282,8 +297,8 @@ class LlmClient:
                              hint="set [llm] protocol, or check the URL")
 
     def complete(self, protocol: Protocol, *, system: str, prompt: str, model: str,
-                 max_tokens: int, temperature: float, extra: dict[str, JsonValue] | None = None
-                 ) -> Completion:
+                 max_tokens: int, temperature: float, extra: dict[str, JsonValue] | None = None,
+                 served_model: str | None = None) -> Completion:
         """Ask for one completion.
 
         Args:
@@ -295,6 +310,8 @@ class LlmClient:
             max_tokens: The response token limit.
             temperature: The sampling temperature.
             extra: More fields of the llama.cpp request (``cache_prompt``, ``id_slot``).
+            served_model: The model llama.cpp's ``/props`` names (``served_model``): the
+                answer's model before the reply's own ``model`` and ``model``.
 
         Returns:
             The answer.
@@ -307,17 +324,21 @@ class LlmClient:
                                           "temperature": temperature, "stream": False,
                                           **(extra or {})}
             _, reply = self.request("POST", "/completion", body)
-            return self._llama_completion(reply, model)
+            return self._llama_completion(reply, model, served_model)
         body = {"model": model, "max_tokens": max_tokens, "temperature": temperature,
                 "stream": False, "messages": [{"role": "system", "content": system.strip()},
                                               {"role": "user", "content": prompt}]}
         _, reply = self.request("POST", "/v1/chat/completions", body)
         return self._openai_completion(reply, model)
 
-    def _llama_completion(self, reply: JsonValue, model: str) -> Completion:
+    def _llama_completion(self, reply: JsonValue, model: str, served_model: str | None
+                          ) -> Completion:
         if not isinstance(reply, dict) or not isinstance(reply.get("content"), str):
             raise LlmUnavailable(self.url, "reply from /completion has no \"content\" text")
-        return Completion(_valid(reply["content"]), "llama", _text(reply.get("model")) or model,
+        # The model file /props names wins: llama.cpp's reply may name only an alias
+        # ("default", "gpt-3.5-turbo") or nothing at all.
+        name = served_model or _text(reply.get("model")) or model
+        return Completion(_valid(reply["content"]), "llama", name,
                           tokens_cached=_int(reply.get("tokens_cached")),
                           tokens_prompt=_int(reply.get("tokens_evaluated")),
                           tokens_predicted=_int(reply.get("tokens_predicted")))
@@ -334,6 +355,21 @@ class LlmClient:
         return Completion(_valid(content), "openai", _text(reply.get("model")) or model,
                           tokens_prompt=_int(usage.get("prompt_tokens")),
                           tokens_predicted=_int(usage.get("completion_tokens")))
+
+
+def served_model(props: dict[str, JsonValue] | None) -> str | None:
+    """The name of the model file llama.cpp's ``/props`` reports (``model_path``), if any.
+
+    Args:
+        props: ``GET /props`` (None when the server did not answer it).
+
+    Returns:
+        The file's name (``qwen2.5-7b.gguf`` of ``/models/qwen2.5-7b.gguf``), or None.
+    """
+    path = props.get("model_path") if props else None
+    if not isinstance(path, str):
+        return None
+    return _text(re.split(r"[/\\]", path.strip().rstrip("/\\"))[-1])
 
 
 def _int(value: JsonValue) -> int | None:
