@@ -15,7 +15,9 @@ from __future__ import annotations
 import os
 import re
 import stat
+from contextlib import closing
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
 from ctxstore.llm.prompt import Pack
@@ -26,8 +28,11 @@ from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import stage_records
 
+if TYPE_CHECKING:
+    from ctxstore.index import IndexConnection
+
 __all__ = ["LLM_TAG", "MAX_MENTIONS", "Committed", "Mention", "commit_response", "find_mentions",
-           "summary_line"]
+           "resolve_mentions", "summary_line"]
 
 LLM_TAG = "source:llm"
 MAX_MENTIONS = 64
@@ -36,6 +41,7 @@ _SUMMARY_CHARS = 300
 _PATH = re.compile(r"(?<![\w/.\-])((?:[\w.\-]+/)*[\w\-]+(?:\.[\w\-]+)*\.[A-Za-z0-9]{1,10})"
                    r"(?::\d+)?(?![\w/])")
 _SKIP_DIRS = (".git", ".ctx")
+_SEP = re.compile(r"\.|::")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +107,58 @@ def find_mentions(text: str, pack: Pack, worktree: Path | None) -> list[Mention]
             found.setdefault(Mention("item", symbol), text.find(symbol.split(".")[-1]))
     ordered = sorted(found, key=lambda m: (found[m], m.kind, m.key))
     return ordered[:MAX_MENTIONS]
+
+
+def _indexed(conn: IndexConnection, name: str) -> Mention | None:
+    """The indexed symbol ``name`` stands for, or None when there is none or more than one.
+
+    ``name`` is a qualified name (``app.Client``), or its last parts (``Client``,
+    ``Client.connect``) as a pack's seeds may give it: a symbol whose qualified name ends
+    with the same parts counts. A module is a ``module`` endpoint, as ``ctx relate`` makes it.
+    """
+    from ctxstore.index.code import symbols_by
+
+    hits = symbols_by(conn, qualname=name, limit=2)
+    if not hits:
+        parts = _SEP.split(name)
+        named = symbols_by(conn, name=parts[-1], limit=500)
+        hits = [h for h in named if _SEP.split(h.qualname)[-len(parts):] == parts]
+    if len({h.qualname for h in hits}) != 1:
+        return None  # unknown, or ambiguous: an edge to a guess would mislead
+    return Mention("module" if hits[0].kind == "module" else "item", hits[0].qualname)
+
+
+def resolve_mentions(store: Store, mentions: list[Mention]) -> list[Mention]:
+    """``mentions`` with each symbol under the key the code index knows it by.
+
+    A pack names symbols as its seeds do (``symbol:run_simple``); an edge needs the indexed
+    qualified name (``werkzeug.serving.run_simple``), as ``ctx add note`` finds it for a
+    backticked name. A symbol the index does not know, or knows more than once, is dropped;
+    without an index every symbol is. Files are kept as they are.
+
+    Args:
+        store: The store (its derived index is opened and brought up to date).
+        mentions: What the answer names (``find_mentions``).
+
+    Returns:
+        The mentions, in order, without duplicates.
+
+    Raises:
+        IndexCorrupt, UnsafePath: if the index cannot be opened.
+    """
+    if not any(m.kind == "item" for m in mentions):
+        return mentions
+    if not (store.root / "index").is_dir():  # no index, so no code to name (as ctx add note)
+        return [m for m in mentions if m.kind != "item"]
+    from ctxstore.index import open_index
+
+    out: list[Mention] = []
+    with closing(open_index(store)) as conn:
+        for m in mentions:
+            found = _indexed(conn, m.key) if m.kind == "item" else m
+            if found is not None:
+                out.append(found)
+    return list(dict.fromkeys(out))
 
 
 def _printable(text: str) -> str:
