@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,31 +51,47 @@ def _query_pack(env: Env, text: str, budget: int, reserve: int) -> bytes:
     return json.dumps(built).encode("utf-8")
 
 
-def _render(answer: Answer, choice: ServerChoice, as_json: bool) -> None:
-    c = answer.completion
-    if as_json:
-        committed = answer.committed
-        emit_json({
-            "server": {"url": choice.url, "source": choice.source, "protocol": c.protocol},
-            "model": c.model, "text": c.text,
-            "prompt": {"tokens": answer.prompt.tokens, "included": list(answer.prompt.included),
-                       "skipped": list(answer.prompt.skipped)},
-            "usage": {"prompt_tokens": c.tokens_prompt, "cached_tokens": c.tokens_cached,
-                      "completion_tokens": c.tokens_predicted},
-            "cache": {"restored": answer.cache_restored, "saved": answer.cache_saved},
-            "mentions": [{"kind": m.kind, "key": m.key} for m in answer.mentions],
-            "committed": None if committed is None else {
-                "node": committed.node_id, "log": f"narrative/{committed.log}",
-                "response_blob": committed.response_blob,
-                "mentions": len(committed.mentions)},
-            "notes": list(answer.notes)})
-        return
-    click.echo(c.text.rstrip("\n"))
+def _echo_text(answer: Answer) -> None:
+    """The answer on stdout, then the notes on stderr: shown before anything is committed.
+
+    The answer is untrusted (a model wrote it from repository content), so it goes through
+    ``shown`` as stored text does: no escape sequences or controls reach a terminal.
+    """
+    from ctxstore.cli._render import shown, strip_terminal_controls
+
+    click.echo(shown(answer.completion.text.rstrip("\n")))
     for note in answer.notes:
-        click.echo(f"ctx: note: {note}", err=True)
-    if answer.committed is not None:
-        click.echo(f"committed {answer.committed.node_id} to narrative/{answer.committed.log} "
-                   f"({plural(len(answer.committed.mentions), 'mention')})", err=True)
+        click.echo(f"ctx: note: {strip_terminal_controls(note)}", err=True)
+
+
+def _echo_json(answer: Answer, choice: ServerChoice) -> None:
+    c = answer.completion
+    committed = answer.committed
+    emit_json({
+        "server": {"url": choice.url, "source": choice.source, "protocol": c.protocol},
+        "model": c.model, "text": c.text,
+        "prompt": {"tokens": answer.prompt.tokens, "included": list(answer.prompt.included),
+                   "skipped": list(answer.prompt.skipped)},
+        "usage": {"prompt_tokens": c.tokens_prompt, "cached_tokens": c.tokens_cached,
+                  "completion_tokens": c.tokens_predicted},
+        "cache": {"restored": answer.cache_restored, "saved": answer.cache_saved},
+        "mentions": [{"kind": m.kind, "key": m.key} for m in answer.mentions],
+        "committed": None if committed is None else {
+            "node": committed.node_id, "log": f"narrative/{committed.log}",
+            "response_blob": committed.response_blob,
+            "mentions": len(committed.mentions)},
+        "notes": list(answer.notes)})
+
+
+class _FiniteFloatRange(click.FloatRange):
+    """A ``FloatRange`` that also refuses NaN (it passes every range comparison)."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 @click.command("llm")
@@ -86,9 +103,9 @@ def _render(answer: Answer, choice: ServerChoice, as_json: bool) -> None:
 @click.option("--model", metavar="NAME", help="Model name (else [llm] model).")
 @click.option("--max-tokens", type=click.IntRange(1, 1_000_000), metavar="N",
               help="Response token limit (else [llm] max_response_tokens).")
-@click.option("--temperature", type=click.FloatRange(0, 5), metavar="T",
+@click.option("--temperature", type=_FiniteFloatRange(0, 5), metavar="T",
               help="Sampling temperature (else [llm] temperature).")
-@click.option("--timeout", type=click.FloatRange(0.1, 86_400), metavar="S",
+@click.option("--timeout", type=_FiniteFloatRange(0.1, 86_400), metavar="S",
               help="Seconds a request may take (else [llm] timeout_seconds).")
 @click.option("--commit", "commit", is_flag=True,
               help="Keep the answer: summary to today's log, node, blob and Mentions edges.")
@@ -112,8 +129,8 @@ def llm_command(env: Env, server: str | None, pack_file: str | None, query: str 
         ctx llm --pack pack.json --server http://127.0.0.1:8080 --commit
         ctx llm --query "Why does connect time out?" --format json
     """
-    from ctxstore.errors import InvalidInput
-    from ctxstore.llm.ask import ask, call_settings
+    from ctxstore.errors import CtxError, InvalidInput
+    from ctxstore.llm.ask import ask, call_settings, settle
     from ctxstore.llm.prompt import parse_pack
 
     if fmt_override is not None:
@@ -132,7 +149,20 @@ def llm_command(env: Env, server: str | None, pack_file: str | None, query: str 
         data, where = _read_pack_bytes(pack_file)
     pack = parse_pack(data, where)
     worktree = None if env.kind == "user" else store.worktree
-    answer = ask(store, pack, settings, commit=commit, worktree=worktree)
+    answer = ask(store, pack, settings, worktree=worktree)
+    as_json = env.fmt == "json"
+    if not as_json:
+        _echo_text(answer)  # before the commit, which a held lock may still refuse
+    try:
+        answer = settle(store, answer, choice.url, commit=commit)
+    except CtxError:
+        if as_json:  # the answer as the server gave it, committed null; then the error line
+            _echo_json(answer, choice)
+        raise
     if answer.committed is not None:
         env.index()  # index the new node and edges now, not at the next read
-    _render(answer, choice, env.fmt == "json")
+    if as_json:
+        _echo_json(answer, choice)
+    elif answer.committed is not None:
+        click.echo(f"committed {answer.committed.node_id} to narrative/{answer.committed.log} "
+                   f"({plural(len(answer.committed.mentions), 'mention')})", err=True)

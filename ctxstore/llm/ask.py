@@ -1,28 +1,31 @@
-"""One ``ctx llm`` call end to end: compose, detect, (restore), complete, (commit), (save).
+"""One ``ctx llm`` call end to end: compose, detect, (restore), complete, (save), then keep.
 
-Owns the order of a call so that a failure writes nothing: every request to the server
-(slot restore, completion, slot save) comes before the first write; the answer is then
-committed (``--commit``) and the prompt-cache record updated last. A failed slot save is
-a note, not an error: the answer is already there.
+Owns the order of a call so that a failure writes nothing and a generated answer is never
+lost: ``ask`` makes every request to the server (slot restore, completion, slot save)
+before any write, and writes only the prompt-cache record in ``local/``; the caller can
+show the answer before ``settle`` resolves what it mentions and, with ``--commit``, keeps
+it (where a held lock or a full disk can still fail). A failed slot save is a note, not an
+error: the answer is already there.
 """
 
 from __future__ import annotations
 
-from dataclasses import field
+import math
+from dataclasses import field, replace
 from pathlib import Path
 
 from ctxstore.config import Config, load_config
-from ctxstore.errors import LlmUnavailable
+from ctxstore.errors import InvalidInput, LlmUnavailable
 from ctxstore.git import in_git_work_tree
 from ctxstore.knowledge.scopes import user_store_path
 from ctxstore.llm import cache
-from ctxstore.llm.client import Completion, LlmClient, ServerChoice, resolve_server
+from ctxstore.llm.client import Completion, LlmClient, ServerChoice, resolve_server, served_model
 from ctxstore.llm.prompt import Pack, Prompt, compose_prompt
-from ctxstore.llm.respond import Committed, Mention, commit_response, find_mentions
+from ctxstore.llm.respond import Committed, Mention, commit_response, find_mentions, resolve_mentions
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
-__all__ = ["Answer", "Settings", "ask", "choose_server", "call_settings"]
+__all__ = ["Answer", "Settings", "ask", "choose_server", "call_settings", "settle"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +60,9 @@ class Answer:
     Attributes:
         completion: The server's answer.
         prompt: The prompt sent.
-        mentions: The files and symbols the answer names.
+        mentions: The files and symbols the answer names (after ``settle``, under their
+            indexed keys).
+        pack: The pack the prompt came from.
         committed: What ``--commit`` wrote, or None.
         cache_restored: Whether a saved slot was restored before the call.
         cache_saved: Whether the slot was saved after it.
@@ -68,6 +73,7 @@ class Answer:
     completion: Completion
     prompt: Prompt
     mentions: tuple[Mention, ...]
+    pack: Pack
     committed: Committed | None
     cache_restored: bool = False
     cache_saved: bool = False
@@ -98,7 +104,7 @@ def choose_server(store: Store, *, flag: str | None, env_server: str | None, hom
         ConfigInvalid: (E015) if a cloned repository's config names a remote server.
     """
     user = None
-    if not (flag or env_server or user_store):
+    if flag is None and not (env_server or user_store):
         user = str(load_config(user_store_path(home) / "config.toml").get("llm", "server_url"))
     own = user_store or not in_git_work_tree(store.worktree)
     return resolve_server(flag=flag, env=env_server, project=str(store.config.get("llm", "server_url")),
@@ -122,7 +128,14 @@ def call_settings(config: Config, url: str, *, total_budget: int, model: str | N
 
     Returns:
         The settings.
+
+    Raises:
+        InvalidInput: if the temperature or the timeout is not a finite number (JSON has
+            no NaN, and a NaN deadline never comes).
     """
+    for name, value in (("temperature", temperature), ("timeout", timeout)):
+        if value is not None and not math.isfinite(value):
+            raise InvalidInput(f"--{name}: {value!r} is not a finite number")
     tokens = max_tokens if max_tokens is not None else int(config.get("llm", "max_response_tokens"))
     return Settings(url=url, protocol=str(config.get("llm", "protocol")),
                     model=model or str(config.get("llm", "model")), max_tokens=tokens,
@@ -134,25 +147,25 @@ def call_settings(config: Config, url: str, *, total_budget: int, model: str | N
                     budget=max(1, total_budget - tokens))
 
 
-def ask(store: Store, pack: Pack, settings: Settings, *, commit: bool,
-        worktree: Path | None) -> Answer:
-    """Send ``pack`` to the server and, with ``commit``, keep the answer.
+def ask(store: Store, pack: Pack, settings: Settings, *, worktree: Path | None) -> Answer:
+    """Send ``pack`` to the server and return its answer; nothing committed changes.
+
+    Only the prompt-cache record in ``local/`` is written, after the answer has arrived.
 
     Args:
         store: The store (its ``local/`` keeps the prompt-cache record).
         pack: The prompt pack.
         settings: Where and how to ask.
-        commit: Append the summary to the log and add the node, blob and edges.
         worktree: The repository whose files an answer may name (None: only the pack's).
 
     Returns:
-        The answer.
+        The answer; its mentions are as the pack names them until ``settle``.
 
     Raises:
         InvalidInput: if the task does not fit the budget.
         ConfigInvalid: for an unknown ``[llm] protocol``.
-        LlmUnavailable: (E022) if the server fails; nothing is written then.
-        LockConflict, StagingConflict, StorageIOError: if the answer cannot be committed.
+        LlmUnavailable: (E022) if the server fails or answers no text; nothing is written
+            then.
     """
     prompt = compose_prompt(pack, settings.budget)
     client = LlmClient(settings.url, settings.timeout, settings.max_reply_bytes)
@@ -169,7 +182,12 @@ def ask(store: Store, pack: Pack, settings: Settings, *, commit: bool,
             state, restored = cache.restore_slot(client, loaded, prompt.prefix_hash)
     completion = client.complete(protocol, system=prompt.system, prompt=prompt.body,
                                  model=settings.model, max_tokens=settings.max_tokens,
-                                 temperature=settings.temperature, extra=extra)
+                                 temperature=settings.temperature, extra=extra,
+                                 served_model=served_model(props))
+    if not completion.text.strip():  # nothing to print or keep: a failure like a bad reply
+        path = "/completion" if protocol == "llama" else "/v1/chat/completions"
+        raise LlmUnavailable(settings.url, f"reply from {path} has no text (an empty answer)",
+                             hint="check the model and the prompt, or raise --max-tokens")
     if state is not None:
         try:
             state = cache.save_slot(client, state, store.root, prompt.prefix_hash,
@@ -178,14 +196,38 @@ def ask(store: Store, pack: Pack, settings: Settings, *, commit: bool,
         except LlmUnavailable as exc:  # the answer is in hand; only the cache is lost
             notes.append(f"prompt cache not saved: {exc.detail}")
             state = None
-    mentions = find_mentions(completion.text, pack, worktree)
-    committed = None
-    if commit:
-        committed = commit_response(store, text=completion.text, pack=pack,
-                                    model=completion.model, server=settings.url,
-                                    mentions=mentions)
+    # The slot record is local and true whatever becomes of the answer, so it is written
+    # now, before the commit that a held lock or a full disk may still refuse.
     if state is not None:
         cache.store_state(store.root, settings.url, state)
-    return Answer(completion, prompt, tuple(mentions), committed, restored, saved,
+    mentions = find_mentions(completion.text, pack, worktree)
+    return Answer(completion, prompt, tuple(mentions), pack, None, restored, saved,
                   tuple(client.requests), tuple(notes))
 
+
+def settle(store: Store, answer: Answer, server: str, *, commit: bool) -> Answer:
+    """Resolve what ``answer`` mentions and, with ``commit``, keep it (§14.3).
+
+    Called after the answer has been shown, so a failure here never loses it.
+
+    Args:
+        store: The store to write to.
+        answer: What ``ask`` returned.
+        server: The server URL (recorded with the answer).
+        commit: Append the summary to the log and add the node, blob and edges.
+
+    Returns:
+        ``answer`` with its mentions under their indexed keys, and what was committed.
+
+    Raises:
+        IndexCorrupt, UnsafePath: if the code index cannot be opened.
+        InvalidInput: if the narrative log cannot be appended to.
+        LockConflict, StagingConflict, StorageIOError: if the answer cannot be committed.
+    """
+    mentions = resolve_mentions(store, list(answer.mentions))
+    committed = None
+    if commit:
+        c = answer.completion
+        committed = commit_response(store, text=c.text, pack=answer.pack, model=c.model,
+                                    server=server, mentions=mentions)
+    return replace(answer, mentions=tuple(mentions), committed=committed)

@@ -33,6 +33,8 @@ class Behaviour:
     completion_body: bytes | None = None  # raw reply of a completion (malformed, huge)
     completion_status: int = 200
     answer: str = ANSWER
+    model_path: str | None = None    # reported by /props, as llama-server does
+    reply_model: str | None = "fake-llama"  # the "model" of a /completion reply (None: absent)
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     def paths(self) -> list[str]:
@@ -64,6 +66,8 @@ def _handler(b: Behaviour) -> type[BaseHTTPRequestHandler]:
                 props: dict[str, Any] = {"default_generation_settings": {"n_ctx": 4096}}
                 if b.slots:
                     props["total_slots"] = 1
+                if b.model_path is not None:
+                    props["model_path"] = b.model_path
                 self._send(200, props)
             elif self.path == "/v1/models" and b.protocol == "openai":
                 self._send(200, {"object": "list", "data": [{"id": "fake-model"}]})
@@ -83,8 +87,10 @@ def _handler(b: Behaviour) -> type[BaseHTTPRequestHandler]:
             if b.sleep:
                 time.sleep(b.sleep)
             if self.path == "/completion" and b.protocol == "llama":
-                reply = {"content": b.answer, "model": "fake-llama", "tokens_cached": 7,
-                         "tokens_evaluated": 42, "tokens_predicted": 21}
+                reply = {"content": b.answer, "tokens_cached": 7, "tokens_evaluated": 42,
+                         "tokens_predicted": 21}
+                if b.reply_model is not None:
+                    reply["model"] = b.reply_model
             elif self.path == "/v1/chat/completions" and b.protocol == "openai":
                 reply = {"model": "fake-model",
                          "choices": [{"message": {"role": "assistant", "content": b.answer}}],

@@ -122,7 +122,7 @@ def test_llm_reads_pack_from_stdin_in_a_subprocess(store: Store, tmp_path: Path)
                     env={"PYTHONPATH": str(REPO_ROOT)})
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["committed"]["mentions"] == 2
+    assert out["committed"]["mentions"] == 1  # src/app.py; no index, so no symbol to name
 
 
 # -- budget --------------------------------------------------------------------------------------
@@ -147,8 +147,9 @@ def test_llm_prompt_stays_within_the_pack_budget(store: Store, runner: CliRunner
 
 # -- --commit: log, node, blob, Mentions ---------------------------------------------------------
 
-def test_llm_commit_appends_log_and_links_mentions(store: Store, runner: CliRunner,
+def test_llm_commit_appends_log_and_links_mentions(tmp_path: Path, runner: CliRunner,
                                                    pack_file: Path) -> None:
+    store = _indexed_repo(tmp_path, runner)  # app.Client.connect is a symbol of the index
     with serve(Behaviour()) as url:
         out = _json(_run(runner, store, url, pack_file, "--commit", "--format", "json"))
     committed = out["committed"]

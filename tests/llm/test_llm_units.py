@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxstore.errors import ConfigInvalid, InvalidInput
-from ctxstore.llm.client import is_loopback, resolve_server
+from ctxstore.llm.client import is_loopback, resolve_server, served_model
 from ctxstore.llm.prompt import Pack, PackItem, compose_prompt
 from ctxstore.llm.respond import find_mentions, summary_line
 from ctxstore.tokens import estimate_tokens
@@ -122,3 +122,53 @@ def test_choose_server_reads_the_store_and_the_users_config(tmp_path: Path) -> N
     settings = call_settings(store.config, "http://127.0.0.1:7", total_budget=100, max_tokens=500,
                              model="m", temperature=0.5, timeout=3)
     assert (settings.budget, settings.model, settings.temperature, settings.timeout) == (1, "m", 0.5, 3)
+
+
+@pytest.mark.parametrize(("given", "base"), [
+    ("http://127.0.0.1:11434/v1", "http://127.0.0.1:11434"),
+    ("http://127.0.0.1:11434/v1/", "http://127.0.0.1:11434"),
+    ("http://h:1/api/v1", "http://h:1/api"),
+    ("http://h:1/v1x", "http://h:1/v1x"),
+    ("http://h:1/", "http://h:1"),
+])
+def test_resolve_server_strips_the_openai_v1_suffix(given: str, base: str) -> None:
+    for where in ({"flag": given, "env": None}, {"flag": None, "env": given}):
+        pick = resolve_server(**where, project="http://127.0.0.1:8080", project_is_own=True,
+                              user=None)
+        assert pick.url == base
+    pick = resolve_server(flag=None, env=None, project=given, project_is_own=True, user=None)
+    assert pick.url == base
+    pick = resolve_server(flag=None, env=None, project="http://127.0.0.1:8080",
+                          project_is_own=True, user=given)
+    assert pick.url == base
+
+
+def test_resolve_server_refuses_an_empty_flag() -> None:
+    with pytest.raises(InvalidInput, match="--server: '' is not"):
+        resolve_server(flag="", env="http://127.0.0.1:5", project="http://127.0.0.1:8080",
+                       project_is_own=True, user=None)
+    # the default written with /v1 is still the default
+    pick = resolve_server(flag=None, env=None, project="http://127.0.0.1:8080/v1",
+                          project_is_own=False, user=None)
+    assert pick.source == "default"
+
+
+@pytest.mark.parametrize(("props", "name"), [
+    ({"model_path": "/models/qwen2.5-7b.gguf"}, "qwen2.5-7b.gguf"),
+    ({"model_path": "C:\\models\\phi-3.gguf"}, "phi-3.gguf"),
+    ({"model_path": "plain.gguf"}, "plain.gguf"),
+    ({"model_path": ""}, None), ({"model_path": 3}, None), ({}, None), (None, None),
+])
+def test_served_model_is_the_model_file_name(props: dict[str, object] | None,
+                                             name: str | None) -> None:
+    assert served_model(props) == name  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("option", ["temperature", "timeout"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_call_settings_refuses_non_finite_numbers(option: str, value: float) -> None:
+    from ctxstore.config import Config
+    from ctxstore.llm.ask import call_settings
+
+    with pytest.raises(InvalidInput, match=f"--{option}: .* is not a finite number"):
+        call_settings(Config(), "http://127.0.0.1:7", total_budget=1000, **{option: value})
