@@ -10,11 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxstore.index import open_index
+from ctxstore.index.fulltext.fts5 import match_expression
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.knowledge.recall import recall_nodes
 from ctxstore.knowledge.search import (
     _COVERAGE_CHARS,
     MAX_TERMS,
+    STOPWORDS,
     _matched,
     search,
     search_terms,
@@ -89,7 +91,9 @@ def test_search_kinds_narrow_and_narrative_is_labelled(store: Store, ids: dict[s
     assert {h.kind for h in hits} == {"node", "narrative"}
     assert [h.key for h in _search(store, "sqlite readers", kinds=("narrative",))] == \
         [added.node.id]
-    assert added.node.id not in [h.key for h in _search(store, "sqlite", kinds=("node",))]
+    # A decision is a node: --kind node finds it, and its kind still says where it came from.
+    assert [(h.key, h.kind) for h in _search(store, "sqlite readers", kinds=("node",))][:1] == \
+        [(added.node.id, "narrative")]
     assert _search(store, "sqlite", kinds=("chunk", "symbol")) == []  # no code indexed
 
 
@@ -238,3 +242,105 @@ def test_recall_free_text_fallback(store: Store, ids: dict[str, str]) -> None:
             [ids["lock"]]
     finally:
         conn.close()
+
+
+def _code_repo(store: Store, runner) -> None:  # type: ignore[no-untyped-def]
+    """60 indexed files where ``anyio``, ``websocket`` and ``close`` fill long test chunks."""
+    src = store.worktree / "src"
+    src.mkdir()
+    for i in range(60):
+        body = "\n".join(
+            f"def test_case_{i}_{j}(anyio_backend):\n"
+            f"    ws = anyio.websocket.connect(anyio_backend, 'ws://h/{j}')\n"
+            f"    anyio.run(ws.close)\n    ws.close()\n    assert ws.closed  # close anyio\n"
+            for j in range(4))
+        (src / f"test_m{i}.py").write_text(f"import anyio\n\n{body}\n")
+    r = invoke(runner, store, "index", str(store.worktree))
+    assert r.exit_code == 0, r.output
+
+
+def test_search_memory_is_not_buried_under_code_chunks(store: Store, runner) -> None:  # type: ignore[no-untyped-def]
+    """BM25 of short nodes and of long chunks is not comparable: memory shows by default."""
+    _code_repo(store, runner)
+    decision = invoke(runner, store, "--format", "json", "add", "decision",
+                      "Use anyio for all async backends")
+    task = invoke(runner, store, "--format", "json", "add", "task",
+                  "Handle the websocket close frame before the reader exits")
+    ids = [json.loads(decision.stdout)["id"], json.loads(task.stdout)["id"]]
+    for query, node_id in zip(["anyio", "websocket close"], ids, strict=True):
+        r = invoke(runner, store, "--format", "json", "search", query)
+        results = json.loads(r.stdout)["results"]
+        assert {x["kind"] for x in results} >= {"chunk", "narrative"}
+        assert [x["key"] for x in results][:1] == [node_id], query
+        # Among code alone, raw BM25 still ranks; the memory-only search is unchanged too.
+        only = json.loads(invoke(runner, store, "--format", "json", "search", query,
+                                 "--kind", "node").stdout)["results"]
+        assert [x["key"] for x in only] == [node_id]
+
+
+_MIXED = "日本語 サポート ルーティングは Straße 한국어 йогурт καλημέρα ＡＢＣ naïve"
+
+
+def test_search_finds_every_word_stored_in_any_script(store: Store, runner) -> None:  # type: ignore[no-untyped-def]
+    """The query folds as unicode61 stores: what `ctx query` finds, `ctx search` finds."""
+    node_id = add_node(store, "fact", _MIXED).node.id
+    for word in ["サポート", "ルーティングは", "Straße", "STRAßE", "한국어", "йогурт", "ЙОГУРТ",
+                 "καλημέρα", "ＡＢＣ", "ａｂｃ", "日本語", "naïve", "naive", "NAÏVE"]:
+        r = invoke(runner, store, "--format", "json", "search", word)
+        assert [x["key"] for x in json.loads(r.stdout)["results"]] == [node_id], word
+        assert json.loads(r.stdout)["results"][0]["matched"], word
+        q = invoke(runner, store, "--format", "json", "query", word)
+        assert [n["id"] for n in json.loads(q.stdout)["nodes"]] == [node_id], word
+    # unicode61 keeps ß: neither command finds "strasse" (the index never stored it).
+    assert json.loads(invoke(runner, store, "--format", "json", "search", "strasse").stdout)[
+        "count"] == 0
+
+
+def test_search_finds_a_one_word_row_for_any_word(store: Store) -> None:
+    """For arbitrary Unicode, a node holding a text is found by searching that text."""
+    conn = open_index(store)
+    conn.execute("DELETE FROM nodes_fts")
+    try:
+        @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1,
+                       max_size=12))
+        def check(text: str) -> None:
+            text = text.replace("\0", " ").replace('"', " ")
+            words = [w for w in words_of(text) if w not in STOPWORDS]
+            conn.execute("DELETE FROM nodes_fts")
+            conn.execute("INSERT INTO nodes_fts(rowid, content, summary) VALUES (1, ?, '')",
+                         (text,))
+            for word in words:  # typed as the user would: each word of the text, or all
+                for typed in (word, text):
+                    terms = search_terms(typed).terms
+                    assert set(_matched(terms, text)) == set(terms), typed
+                    found = conn.execute("SELECT rowid FROM nodes_fts WHERE nodes_fts MATCH ?",
+                                         (match_expression(terms, "all"),)).fetchall()
+                    assert found == [(1,)], typed
+
+        check()
+    finally:
+        conn.rollback()
+        conn.close()
+
+
+@pytest.mark.parametrize("command", ["search", "query", "list"])
+def test_search_cli_limit_out_of_range_is_one_line(store: Store, runner, command: str) -> None:  # type: ignore[no-untyped-def]
+    """A limit past SQLite's 64-bit integers is refused as 0 is, not an internal error."""
+    before = store_digest(store.root)
+    args = [] if command == "list" else ["close"]
+    for limit, shown in [("99999999999999999999", "99999999999999999999"), ("0", "0")]:
+        r = invoke(runner, store, command, *args, "--limit", limit)
+        assert (r.exit_code, r.stdout, store_digest(store.root)) == (2, "", before)
+        assert r.stderr == (f"ctx: error: Invalid value for '--limit': {shown} is not in the "
+                            f"range 1<=x<=1000000000. (see 'ctx {command} --help')\n")
+
+
+@pytest.mark.parametrize("text", ["", "!!!", "🚀", '"" ( ) *'])
+def test_search_cli_says_when_the_query_has_no_words(store: Store, runner, ids: dict[str, str],
+                                                     text: str) -> None:
+    r = invoke(runner, store, "search", "--", text)
+    assert (r.exit_code, r.stdout) == (0, "")
+    assert r.stderr == "ctx: no results (the query has no searchable words)\n"
+    j = invoke(runner, store, "--format", "json", "search", "--", text)
+    assert (j.exit_code, j.stderr) == (0, "")
+    assert json.loads(j.stdout) == {"version": 1, "count": 0, "results": [], "nodes": []}

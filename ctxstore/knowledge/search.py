@@ -19,7 +19,6 @@ the best other hit does: typing a function's name finds it first. Reads only; no
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -31,6 +30,7 @@ from ctxstore.index.fulltext.ranked import (
     ranked_nodes,
     symbols_named,
 )
+from ctxstore.index.fulltext.unicode61 import fold as fold_unicode61
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ _NARRATIVE_KEY = "narrative_path"
 # A document's text is tokenised up to this many characters to find the terms it holds.
 _COVERAGE_CHARS = 20_000
 _NODE_KINDS = frozenset({"node", "narrative"})
-_WORD = re.compile(r"[^\W_]+")
 _NAME = re.compile(r"\w+")  # a symbol's name as written: read_config, ReadConfig
 _PHRASE = re.compile(r'"([^"]*)"')
 STOPWORDS = frozenset("""
@@ -64,22 +63,22 @@ up very was we were what when where which while who whom why will with would you
 
 
 def fold(text: str) -> str:
-    """Text as FTS5's ``unicode61`` tokenizer stores its words: case-folded, diacritics removed.
+    """Text as FTS5's ``unicode61`` tokenizer reads it: words folded, separators spaces.
+
+    Exactly what the index stores (``index.fulltext.unicode61``): ``Straße`` stays
+    ``straße``, kana and Hangul stay whole, only Latin letters lose their diacritics.
 
     Args:
         text: Any text.
 
     Returns:
-        The folded text.
+        The folded text; its space-separated words are the index's tokens.
     """
-    if text.isascii():
-        return text.lower()
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    return fold_unicode61(text)
 
 
 def words_of(text: str) -> list[str]:
-    """The folded words of ``text`` in order (runs of letters and digits).
+    """The folded words of ``text`` in order: the tokens FTS5 stores for it.
 
     Args:
         text: Any text.
@@ -87,7 +86,7 @@ def words_of(text: str) -> list[str]:
     Returns:
         Its words, folded as ``fold`` does.
     """
-    return _WORD.findall(fold(text))
+    return fold_unicode61(text).split()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,32 +158,16 @@ def _matched(terms: Sequence[str], text: str) -> tuple[str, ...]:
     """The terms ``text`` holds (a phrase: its words adjacent, in order).
 
     A word is looked for in the folded text rather than among all of its words: listing
-    every word of 80 candidates' texts was most of the cost of re-ranking them.
+    every word of 80 candidates' texts was most of the cost of re-ranking them. Folding
+    makes every separator a space, so a word of the text is one between spaces.
     """
-    folded = fold(text[:_COVERAGE_CHARS])
-    found = tuple(t for t in terms if " " not in t and t in folded and _holds_word(folded, t))
+    folded = f" {fold(text[:_COVERAGE_CHARS])} "
+    found = tuple(t for t in terms if " " not in t and f" {t} " in folded)
     phrases = [t for t in terms if " " in t]
     if not phrases:
         return found
-    joined = " " + " ".join(_WORD.findall(folded)) + " "
+    joined = " " + " ".join(folded.split()) + " "
     return found + tuple(t for t in phrases if f" {t} " in joined)
-
-
-def _holds_word(text: str, word: str) -> bool:
-    """Whether ``word`` (letters and digits) is one of the words of ``text`` (``words_of``).
-
-    That is, it occurs with no letter or digit just before or after it: ``str.isalnum`` is
-    what ``[^\\W_]`` matches.
-    """
-    end = len(text)
-    size = len(word)
-    at = text.find(word)
-    while at >= 0:
-        after = at + size
-        if (at == 0 or not text[at - 1].isalnum()) and (after == end or not text[after].isalnum()):
-            return True
-        at = text.find(word, at + 1)
-    return False
 
 
 def _boosted(score: float, matched: int, total: int) -> float:
@@ -195,18 +178,29 @@ def _boosted(score: float, matched: int, total: int) -> float:
 
 
 def _node_hits(conn: sqlite3.Connection, terms: Sequence[str], kinds: frozenset[str],
-               pool: int, include_superseded: bool) -> list[Hit]:
-    """Candidate nodes re-ranked by coverage (full rows are loaded for the best only)."""
-    if not kinds & {"node", "narrative"}:
+               pool: int, include_superseded: bool, relative: bool) -> list[Hit]:
+    """Candidate nodes re-ranked by coverage (full rows are loaded for the best only).
+
+    With ``relative``, BM25 is divided by the best candidate's (the first: best first).
+    """
+    if not kinds & _NODE_KINDS:
         return []
+    cands = ranked_nodes(conn, terms, limit=pool, include_superseded=include_superseded,
+                         flag=f"$.{_NARRATIVE_KEY}")
+    scale = _scale(cands[0].score if cands else 0.0, relative)
     hits = []
-    for cand in ranked_nodes(conn, terms, limit=pool, include_superseded=include_superseded,
-                             flag=f"$.{_NARRATIVE_KEY}"):
+    for cand in cands:
         kind = "narrative" if cand.flagged else "node"
         if kind in kinds:
             matched = _matched(terms, cand.text)
-            hits.append(Hit(kind, cand.id, _boosted(cand.score, len(matched), len(terms)), matched))
+            hits.append(Hit(kind, cand.id, _boosted(cand.score / scale, len(matched), len(terms)),
+                            matched))
     return hits
+
+
+def _scale(best: float, relative: bool) -> float:
+    """What BM25 scores are divided by: the best one's when ``relative`` (and positive)."""
+    return best if relative and best > 0 else 1.0
 
 
 def _with_nodes(conn: sqlite3.Connection, hits: list[Hit]) -> list[Hit]:
@@ -220,12 +214,16 @@ def _with_nodes(conn: sqlite3.Connection, hits: list[Hit]) -> list[Hit]:
             for h in hits if h.kind not in _NODE_KINDS or h.key in rows]
 
 
-def _chunk_hits(conn: sqlite3.Connection, terms: Sequence[str], pool: int) -> list[Hit]:
+def _chunk_hits(conn: sqlite3.Connection, terms: Sequence[str], pool: int, relative: bool
+                ) -> list[Hit]:
+    """Candidate chunks re-ranked by coverage; BM25 relative to the best with ``relative``."""
+    ranked = ranked_chunks(conn, terms, limit=pool)
+    scale = _scale(ranked[0][1] if ranked else 0.0, relative)
     hits = []
-    for chunk, score in ranked_chunks(conn, terms, limit=pool):
+    for chunk, score in ranked:
         matched = _matched(terms, f"{chunk.path}\n{chunk.qualname or ''}\n{chunk.text}")
         key = f"{chunk.path}:{chunk.start_line}-{chunk.end_line}"
-        hits.append(Hit("chunk", key, _boosted(score, len(matched), len(terms)), matched,
+        hits.append(Hit("chunk", key, _boosted(score / scale, len(matched), len(terms)), matched,
                         chunk=chunk))
     return hits
 
@@ -233,7 +231,7 @@ def _chunk_hits(conn: sqlite3.Connection, terms: Sequence[str], pool: int) -> li
 def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], score: float, pool: int
                  ) -> list[Hit]:
     spellings = list(dict.fromkeys([*names, *(n.lower() for n in names)]))
-    return [Hit("symbol", s.qualname, score, (fold(s.name),), symbol=s)
+    return [Hit("symbol", s.qualname, score, (s.name.lower(),), symbol=s)  # the name as typed
             for s in symbols_named(conn, spellings, limit=pool)]
 
 
@@ -244,7 +242,8 @@ def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
     Args:
         conn: An index connection that is current.
         text: Any text: a question, code, punctuation, 10 KB of a log.
-        kinds: Which of ``KINDS`` to search.
+        kinds: Which of ``KINDS`` to search; ``node`` means every node, those made from
+            narrative entries (kind ``narrative``) included.
         limit: At most this many hits.
         include_superseded: Also superseded nodes.
 
@@ -256,14 +255,22 @@ def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
         IndexCorrupt: (E007) if the index cannot answer.
     """
     wanted = frozenset(kinds)
+    if "node" in wanted:  # a decision or a task is a node, whatever file it was written in
+        wanted |= {"narrative"}
     query = search_terms(text, conn)
     if not query:
         return []
     terms = query.terms
     pool = max(limit * 4, 50)
-    hits = _node_hits(conn, terms, wanted, pool, include_superseded)
+    # BM25 of a two-line decision (nodes_fts) and of a 60-line chunk (chunks_fts) come from
+    # two tables with their own lengths and document counts: merged as they were, 60 test
+    # chunks buried the decision naming the word. When both are searched, each table's
+    # BM25 is divided by its best candidate's, so the best of each is 1 and coverage, which
+    # means the same in both, decides between them. A search of one table keeps raw BM25.
+    relative = "chunk" in wanted and bool(wanted & _NODE_KINDS)
+    hits = _node_hits(conn, terms, wanted, pool, include_superseded, relative)
     if "chunk" in wanted:
-        hits += _chunk_hits(conn, terms, pool)
+        hits += _chunk_hits(conn, terms, pool, relative)
     if "symbol" in wanted:
         top = max((h.score for h in hits), default=1.0)
         hits += _symbol_hits(conn, query.names, top, pool)
