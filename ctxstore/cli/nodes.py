@@ -393,7 +393,8 @@ def delete_command(env: Env, node_id: str, cascade: bool) -> None:
 @click.option("--since", default=None, metavar="TIME",
               help="Only nodes created since TIME: 1h, 7d, 2w ago, YYYY-MM-DD or "
                    "YYYY-MM-DDTHH:MM:SSZ (as `created:>` in a query).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N nodes.")
+@click.option("--limit", type=click.IntRange(min=1, max=1_000_000_000), default=None,
+              help="At most N nodes.")
 @format_option
 @pass_env
 def list_command(env: Env, node_type: str | None, tags: tuple[str, ...], since: str | None,

@@ -21,11 +21,15 @@ if TYPE_CHECKING:
 # The kinds of `ctx search --kind` (``knowledge.search.KINDS``, not imported at CLI start-up).
 KINDS = ("node", "narrative", "chunk", "symbol")
 _NODE_KINDS = ("node", "narrative")  # what both stores hold (the user store has no code index)
+# The largest --limit: SQLite binds a LIMIT as a 64-bit integer (a larger one was an
+# OverflowError), and search asks for four times the limit as candidates.
+LIMIT_MAX = 1_000_000_000
 
 
 @click.command("search")
 @click.argument("text")
-@click.option("--limit", type=click.IntRange(min=1), default=20, help="At most N results (20).")
+@click.option("--limit", type=click.IntRange(min=1, max=LIMIT_MAX), default=20,
+              help="At most N results (20).")
 @click.option("--kind", "kinds", type=click.Choice(KINDS), multiple=True,
               help="Only this kind of result (repeatable): node, narrative, chunk, symbol.")
 @click.option("--include-superseded", is_flag=True, help="Also superseded nodes.")
@@ -38,6 +42,7 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
 
     Any word may match; results holding every word rank higher (BM25, docs/retrieval.md).
     "quoted phrases" match as phrases. Any text is accepted: a question, code, a log.
+    --kind node takes every node, decisions and tasks of the narrative included.
     With --global, the nodes of the user store ~/.ctx too, each result naming its store.
 
     \b
@@ -47,8 +52,11 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
         ctx --format json search "read_config()" --kind symbol
         ctx search --global "which editor do I use?"
     """
-    from ctxstore.knowledge.search import search
+    from ctxstore.knowledge.search import search, search_terms
 
+    if env.fmt != "json" and not search_terms(text):  # JSON still prints its empty result
+        click.echo("ctx: no results (the query has no searchable words)", err=True)
+        return
     if use_global:  # the nodes of the project store and ~/.ctx, each labelled (issue 16)
         wanted = [k for k in kinds or _NODE_KINDS if k in _NODE_KINDS]
         if not wanted:
@@ -112,7 +120,8 @@ def _hit_line(hit: Hit) -> str:
 @click.command("query")
 @click.argument("text")
 @click.option("--include-superseded", is_flag=True, help="Also superseded nodes.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N results.")
+@click.option("--limit", type=click.IntRange(min=1, max=LIMIT_MAX), default=None,
+              help="At most N results.")
 @global_option
 @format_option
 @pass_env
