@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import re
-from typing import Any
-
 import click
 
 from ctxstore.cli._common import Env, output_option, pass_env, write_output
-
-FORMATS = ("json", "yaml", "text", "markdown")
+from ctxstore.retrieval.render import FORMATS
 
 
 @click.command("pack")
@@ -35,9 +30,11 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
 
     Any text is accepted (a question, a commit message, code). Every item says why it
     was chosen: the task's words it matched, the symbols it defines, or the import path
-    from a file that matched. The pack never exceeds the budget, and keeps
-    [llm] max_response_tokens (at most a quarter of it) for the answer. Index the work
-    tree first with `ctx index`. See docs/retrieval.md.
+    from a file that matched. The pack never exceeds the budget (text and markdown: all
+    they print, the echoed task included, cut to half the room if longer), and keeps
+    [llm] max_response_tokens (at most a quarter of it) for the answer. A task with no
+    searchable word gives an empty pack and a note on stderr. Index the work tree first
+    with `ctx index`. See docs/retrieval.md.
 
     \b
     Examples:
@@ -49,16 +46,21 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     """
     from ctxstore.cli._notices import user_store
     from ctxstore.knowledge.scopes import Stores
-    from ctxstore.retrieval.pack import build_pack
+    from ctxstore.retrieval.pack import build_pack, has_search_terms
+    from ctxstore.retrieval.render import render_pack
 
+    chosen = fmt or _global_format(env)
     stores = Stores.open(env.session(), user_store() if use_global else None)
     try:
         pack = build_pack(env.session(), task, budget=budget, depth=depth,
-                          include_narrative=include_narrative, graph=not no_graph, user=stores.user)
+                          include_narrative=include_narrative, graph=not no_graph, user=stores.user,
+                          fmt=chosen)
     finally:
         stores.close_user()
-    chosen = fmt or _global_format(env)
-    write_output(env, output, render(pack, chosen).encode("utf-8"))
+    if not has_search_terms(task):  # a valid, empty pack, and why it is empty
+        click.echo("ctx: note: the task has no searchable words: no files or memory were "
+                   "ranked", err=True)
+    write_output(env, output, render_pack(pack, chosen).encode("utf-8"))
 
 
 def _global_format(env: Env) -> str:
@@ -72,95 +74,3 @@ def _global_format(env: Env) -> str:
     source = click.get_current_context().find_root().get_parameter_source("fmt")
     given = source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
     return env.fmt if given and env.fmt in FORMATS else "json"
-
-
-def render(pack: dict[str, Any], fmt: str) -> str:
-    """The pack in one of ``FORMATS`` (each ending with a newline).
-
-    Args:
-        pack: The pack (``retrieval.pack.build_pack``).
-        fmt: ``json``, ``yaml``, ``text`` or ``markdown``.
-
-    Returns:
-        The rendered text.
-    """
-    if fmt == "json":
-        return json.dumps({"version": 1, **pack}, indent=2, ensure_ascii=False) + "\n"
-    if fmt == "yaml":
-        return _yaml({"version": 1, **pack}, 0) + "\n"
-    return _markdown(pack) if fmt == "markdown" else _text(pack)
-
-
-def _yaml(value: Any, indent: int) -> str:
-    """Block-style YAML; strings as double-quoted JSON strings (valid YAML scalars)."""
-    pad = "  " * indent
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        lines = []
-        for key, item in value.items():
-            if isinstance(item, (dict, list)) and item:
-                lines.append(f"{pad}{json.dumps(str(key))}:\n{_yaml(item, indent + 1)}")
-            else:
-                lines.append(f"{pad}{json.dumps(str(key))}: {_yaml(item, 0)}")
-        return "\n".join(lines)
-    if isinstance(value, list):
-        if not value:
-            return "[]"
-        lines = []
-        for item in value:
-            if isinstance(item, (dict, list)) and item:
-                body = _yaml(item, indent + 1).lstrip(" ")
-                lines.append(f"{pad}- {body}")
-            else:
-                lines.append(f"{pad}- {_yaml(item, 0)}")
-        return "\n".join(lines)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return json.dumps(value)
-    return json.dumps(str(value))
-
-
-def _why(item: dict[str, Any]) -> str:
-    why = item.get("why", {})
-    parts = []
-    if why.get("defines"):
-        parts.append("defines " + ", ".join(why["defines"]))
-    if why.get("edge_path"):
-        parts.append("via " + " ".join(why["edge_path"]))
-    if why.get("matched_terms"):
-        parts.append("matched " + ", ".join(why["matched_terms"]))
-    if why.get("active_task"):
-        parts.append("recent task")
-    return "; ".join(parts) or "-"
-
-
-def _budget_line(pack: dict[str, Any]) -> str:
-    b = pack["token_budget"]
-    return (f"{len(pack['retrieved'])} items, {b['used']} of {b['total']} tokens used, "
-            f"{b['reserved_for_response']} reserved for the response")
-
-
-def _text(pack: dict[str, Any]) -> str:
-    lines = [f"Task: {pack['task']}", _budget_line(pack), ""]
-    for item in pack["retrieved"]:
-        lines.append(f"{item['relevance_score']:.3f}  {item['chunk_kind']:16} {item['title']}")
-        lines.append(f"       why: {_why(item)}")
-    if pack["recent_narrative"]:
-        lines += ["", "Recent narrative:", pack["recent_narrative"]]
-    return "\n".join(lines) + "\n"
-
-
-def _markdown(pack: dict[str, Any]) -> str:
-    lines = [f"# Task: {pack['task']}", "", f"_{_budget_line(pack)}_", ""]
-    for item in pack["retrieved"]:
-        fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", item["snippet"])),
-                                     default=0))
-        lines += [f"## {item['title']}", "", f"Why: {_why(item)}", "", fence, item["snippet"],
-                  fence, ""]
-    if pack["recent_narrative"]:
-        lines += ["## Recent narrative", "", pack["recent_narrative"], ""]
-    return "\n".join(lines)

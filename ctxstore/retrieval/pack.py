@@ -21,7 +21,9 @@ Pipeline (``build_pack``), each step reading only SQLite (no networkx, no NumPy)
    chosen nodes (``code.stale``). Always: the latest diagnostics of stored commands in the
    pack's files (``code.runs``).
 5. **Budget.** ``reserved_for_response`` tokens are set aside; items are taken best first
-   while they fit; the pack's ``used`` never exceeds ``total - reserved_for_response``.
+   while they fit; the pack's ``used`` never exceeds ``total - reserved_for_response``. For
+   the text and markdown renderings (``render``), ``used`` counts what they print: the
+   echoed task, each item's printed lines, the narrative section.
 
 Every item carries ``why``: the task terms it matched, the names it defines, or the edge
 path from a seed. ``ranked_files`` lists every file that matched, best first.
@@ -54,16 +56,16 @@ from ctxstore.index.retrieval import (
 from ctxstore.records import dataclass
 from ctxstore.refs import read_head
 from ctxstore.retrieval.rank import Corpus, FieldStats, Hit, Params, defined_names
+from ctxstore.retrieval.render import header_cost, item_cost, narrative_cost
 from ctxstore.retrieval.text import Query, held_terms, parse_query
-from ctxstore.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.session import Session
 
-__all__ = ["CHUNK_KINDS", "reserve_for", "rank_files", "build_pack", "MAX_SEEDS", "MAX_EXPANDED",
-           "SEED_SHARE", "MAX_FILES", "RANKED_FILES"]
+__all__ = ["CHUNK_KINDS", "reserve_for", "has_search_terms", "rank_files", "build_pack",
+           "MAX_SEEDS", "MAX_EXPANDED", "SEED_SHARE", "MAX_FILES", "RANKED_FILES"]
 
 CHUNK_KINDS = ("FileContent", "NarrativeExcerpt", "Decision", "DiagnosticOutput",
                "SymbolDefinition")
@@ -72,7 +74,6 @@ SEED_SHARE = 0.5       # a seed scores at least this share of the best file
 MAX_EXPANDED = 50      # spec 002 §12.3 max_expanded_nodes
 MAX_FILES = 40         # files whose chunks are candidates
 RANKED_FILES = 1000    # at most this many paths in ``ranked_files``
-_ITEM_OVERHEAD = 8     # tokens a rendered item costs beyond its title and snippet
 CANDIDATE_FACTOR = 3   # chunks are read until they hold this many times the room
 _FILE_BATCH = 8
 _NARRATIVE_SHARE = 0.2  # the recent log takes at most this share of the room
@@ -94,6 +95,21 @@ def reserve_for(budget: int, max_response_tokens: int) -> int:
         The reserve.
     """
     return max(0, min(max_response_tokens, budget // 4))
+
+
+def has_search_terms(task: str) -> bool:
+    """Whether the task holds a word to search for (not only punctuation, stop words, numbers).
+
+    A task without one still gives a valid pack: no ranked files or matched memory, only
+    the recent tasks and log when the narrative is included.
+
+    Args:
+        task: Any text.
+
+    Returns:
+        True when the cleaned query (``text.parse_query``) has a term.
+    """
+    return bool(parse_query(task).weights)
 
 
 def _lookups(conn: sqlite3.Connection, query: Query, field: int) -> list[str]:
@@ -230,8 +246,8 @@ class _Item:
     why: dict[str, Any]
     extra: dict[str, Any]
 
-    def cost(self) -> int:
-        return estimate_tokens(self.title) + estimate_tokens(self.snippet) + _ITEM_OVERHEAD
+    def cost(self, fmt: str) -> int:
+        return item_cost(self.to_json(), fmt)
 
     def to_json(self) -> dict[str, Any]:
         return {"title": self.title, "object_id": self.object_id, "snippet": self.snippet,
@@ -451,8 +467,11 @@ def _diagnostic_items(session: Session, files: Mapping[str, tuple[float, dict[st
     return items
 
 
-def _fill(items: list[_Item], room: int) -> tuple[list[_Item], int]:
-    """Best first, each item taken when it still fits; returns the chosen and their cost."""
+def _fill(items: list[_Item], room: int, fmt: str) -> tuple[list[_Item], int]:
+    """Best first, each item taken when it still fits; returns the chosen and their cost.
+
+    An item costs what ``render.item_cost`` charges it in the pack's format.
+    """
     chosen: list[_Item] = []
     used = 0
     seen: set[tuple[str, str]] = set()
@@ -460,7 +479,7 @@ def _fill(items: list[_Item], room: int) -> tuple[list[_Item], int]:
         key = (item.object_id, item.title)
         if key in seen:
             continue
-        cost = item.cost()
+        cost = item.cost(fmt)
         if used + cost <= room:
             chosen.append(item)
             used += cost
@@ -468,18 +487,26 @@ def _fill(items: list[_Item], room: int) -> tuple[list[_Item], int]:
     return chosen, used
 
 
-def _cut_to(text: str, tokens: int) -> str:
-    """``text`` cut at a line end so that it costs at most ``tokens``."""
-    if estimate_tokens(text) <= tokens:
-        return text
-    cut = text[:max(tokens * 4 - 4, 0)]
-    return cut[:cut.rfind("\n")] if "\n" in cut else cut
+def _whole_entries(log: str, tokens: int, fmt: str) -> str:
+    """The first entries (lines) of the recent log that cost at most ``tokens`` together.
+
+    Whole entries only: an entry that does not fit is left out, never cut (a half date
+    reads as a wrong one). The cost is ``render.narrative_cost`` in the pack's format.
+    """
+    kept = ""
+    for entry in log.split("\n"):
+        more = f"{kept}\n{entry}" if kept else entry
+        if narrative_cost(more, fmt) > tokens:
+            break
+        kept = more
+    return kept
 
 
 def build_pack(session: Session, task: str, *, budget: int | None = None,
                depth: int | None = None, include_narrative: bool | None = None,
                graph: bool = True, reserve: int | None = None,
-               now_ms: int | None = None, user: Session | None = None) -> dict[str, Any]:
+               now_ms: int | None = None, user: Session | None = None,
+               fmt: str = "json") -> dict[str, Any]:
     """Build the prompt pack of a task (spec 002 §12.4 plus ``why`` and ``ranked_files``).
 
     Settings left None come from ``[retrieval]`` (``default_budget``, ``default_depth``,
@@ -496,6 +523,10 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
         now_ms: The time "recent" is measured from (None: now).
         user: The user store's session (``--global``): its relevant nodes join the
             narrative items, their ``why`` saying ``"store": "user"``.
+        fmt: The rendering the pack is for (``render.FORMATS``): in ``text`` and
+            ``markdown`` the budget holds for the printed text (the echoed task, each
+            item's lines, the narrative section), in ``json`` and ``yaml`` for the items'
+            titles and snippets plus 8 tokens each and the recent narrative.
 
     Returns:
         The pack as a JSON-ready map.
@@ -508,7 +539,7 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
     try:
         return _build_pack(session, task, budget=budget, depth=depth,
                            include_narrative=include_narrative, graph=graph, reserve=reserve,
-                           now_ms=now_ms, user=user)
+                           now_ms=now_ms, user=user, fmt=fmt)
     finally:
         if enabled:
             gc.enable()
@@ -516,7 +547,7 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
 
 def _build_pack(session: Session, task: str, *, budget: int | None, depth: int | None,
                 include_narrative: bool | None, graph: bool, reserve: int | None,
-                now_ms: int | None, user: Session | None) -> dict[str, Any]:
+                now_ms: int | None, user: Session | None, fmt: str) -> dict[str, Any]:
     """``build_pack`` with the collector paused by the caller."""
     from ctxstore.clock import now_ms as clock_ms
 
@@ -549,7 +580,9 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
     if reserve is None:
         reserve = reserve_for(total, int(config.get("llm", "max_response_tokens")))
     reserve = min(max(reserve, 0), total)
-    room = total - reserve
+    # A prompt rendering echoes the task first: its header is charged before anything else.
+    echoed = header_cost(task, fmt, total=total, reserved=reserve)
+    room = total - reserve - echoed
     items = _chunk_items(conn, query, files, versions, room) + _diagnostic_items(session, files)
     recent = ""
     if include_narrative:
@@ -561,9 +594,9 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
         for item in node_items:  # node scores are on their own scale: the best node ~ a top file
             item.score = item.score / scale if item.score else 0.5
         items += node_items
-        recent = _cut_to(recent, int(room * _NARRATIVE_SHARE))
-    room -= estimate_tokens(recent) if recent else 0
-    chosen, used = _fill(items, room)
+        recent = _whole_entries(recent, min(int((total - reserve) * _NARRATIVE_SHARE), room), fmt)
+    room -= narrative_cost(recent, fmt)
+    chosen, used = _fill(items, room, fmt)
     for item in chosen:
         if "path" in item.extra:
             _held_terms(item)
@@ -588,7 +621,7 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
             "scc_dag_used": scc_used,
         },
         "recent_narrative": recent,
-        "token_budget": {"total": total, "used": used + (estimate_tokens(recent) if recent else 0),
+        "token_budget": {"total": total, "used": echoed + used + narrative_cost(recent, fmt),
                          "reserved_for_response": reserve},
         "ranked_files": [h.path for h in hits[:RANKED_FILES]],
     }

@@ -21,6 +21,7 @@ from ctxstore.narrative.entries import add_decision
 from ctxstore.repo import Store, open_store
 from ctxstore.retrieval.pack import build_pack, rank_files
 from ctxstore.retrieval.rank import Corpus, Document, Params
+from ctxstore.retrieval.render import FORMATS, PROMPT_FORMATS, render_pack
 from ctxstore.retrieval.text import parse_query, tokenize
 from ctxstore.session import Session
 from ctxstore.tokens import estimate_tokens
@@ -401,3 +402,67 @@ def test_pack_takes_the_global_format_when_given_else_json(work: Path) -> None:
     assert json.loads(_cli(work, "--format", "json", "pack", "money").stdout)["task"] == "money"
     own = _cli(work, "--format", "text", "pack", "money", "--format", "yaml")
     assert own.stdout.startswith('"version": 1\n')  # the pack's own --format wins
+
+
+WORDS = ["money", "rounding", "InvoiceRenderer", "render", "Amount.rounded", "shelf", "products",
+         "`send_reminder`", "the", "cents", "catalog", "#12", "```", "é", "\n"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(fmt=st.sampled_from(FORMATS), budget=st.integers(min_value=1, max_value=3000),
+       task=st.one_of(st.text(max_size=200),
+                      st.lists(st.sampled_from(WORDS), max_size=600).map(" ".join)))
+def test_pack_rendering_never_exceeds_its_budget_in_any_format(work: Path, fmt: str, budget: int,
+                                                               task: str) -> None:
+    pack = _pack(work, task, budget=budget, fmt=fmt)
+    tb = pack["token_budget"]
+    room = tb["total"] - tb["reserved_for_response"]
+    assert tb["total"] == budget and tb["used"] <= room
+    if fmt in PROMPT_FORMATS:  # everything printed is counted, the echoed task included
+        assert estimate_tokens(render_pack(pack, fmt)) <= tb["used"]
+    else:
+        assert _cost(pack) <= tb["used"]
+    _validate(pack)
+
+
+def test_pack_cli_markdown_of_a_long_task_stays_in_its_budget(work: Path) -> None:
+    task = (FILES["shop/billing.py"] + FILES["shop/money.py"]) * 20  # ~8,000 characters
+    assert len(task) > 7000
+    for fmt in PROMPT_FORMATS:
+        res = _cli(work, "pack", task, "--budget", "1000", "--format", fmt)
+        assert res.exit_code == 0, res.stderr
+        assert estimate_tokens(res.stdout) <= 1000 - 250, (fmt, estimate_tokens(res.stdout))
+        assert " … (task cut to fit the budget)\n" in res.stdout
+        assert "## Symbol" in res.stdout or "SymbolDefinition" in res.stdout  # items still fit
+
+
+def test_pack_recent_narrative_holds_whole_entries_only(work: Path) -> None:
+    full = _pack(work, "money", budget=50_000)["recent_narrative"].splitlines()
+    assert full and all(line.startswith("- ") for line in full)
+    seen = set()
+    for budget in range(1, 400):
+        recent = _pack(work, "money", budget=budget)["recent_narrative"]
+        lines = recent.splitlines()
+        assert lines == full[:len(lines)], (budget, recent)  # never "- 2026-1"
+        seen.add(len(lines))
+    assert seen >= {0, 1}
+
+
+@pytest.mark.parametrize("task", ["", "?!", "((( -- )))"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_pack_task_without_words_is_an_empty_pack_with_a_note(work: Path, task: str,
+                                                              fmt: str) -> None:
+    res = _cli(work, "pack", task, "--format", fmt, "--no-narrative")
+    assert res.exit_code == 0
+    assert res.stderr == ("ctx: note: the task has no searchable words: no files or memory "
+                          "were ranked\n")
+    if fmt == "json":
+        pack = json.loads(res.stdout)
+        assert (pack["retrieved"], pack["ranked_files"]) == ([], [])
+        _validate({k: v for k, v in pack.items() if k != "version"})
+    elif fmt in PROMPT_FORMATS:
+        assert res.stdout.startswith(("Task: ", "# Task: ")) and "0 items" in res.stdout
+    else:
+        assert res.stdout.startswith('"version": 1\n')
+    words = _cli(work, "pack", "money", "--format", fmt)
+    assert words.exit_code == 0 and words.stderr == ""
