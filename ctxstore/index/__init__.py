@@ -174,8 +174,13 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _met_busy(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
-    """Turn "database is locked" (another writer outlasted the busy timeout) into ``IndexBusy``."""
-    if getattr(exc, "sqlite_errorcode", None) is not None and exc.sqlite_errorcode & 0xFF == 5:
+    """Turn "database is locked" (another writer outlasted the busy timeout) into ``IndexBusy``.
+
+    Not when the caller set the busy timeout to 0: it chose not to wait and handles the error
+    (``index.retrieval.file_corpus`` skips writing its cache).
+    """
+    if getattr(exc, "sqlite_errorcode", None) is not None and exc.sqlite_errorcode & 0xFF == 5 \
+            and sqlite3.Connection.execute(conn, "PRAGMA busy_timeout").fetchone()[0]:
         folder = getattr(conn, "index_folder", None)
         where = str(folder / INDEX_FILE) if folder is not None else "the index"
         raise IndexBusy(where, waited=BUSY_TIMEOUT) from exc
