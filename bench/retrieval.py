@@ -163,15 +163,18 @@ class Library:
 
 # The ablation: each step adds one part of the method to the previous one:
 # (label, ranking weights, query options).
-_OFF: dict[str, Any] = dict(path_weight=0.0, symbol_boost=0.0, test_prior=1.0, graph_weight=0.0)
+_OFF: dict[str, Any] = dict(path_weight=0.0, symbol_boost=0.0, test_prior=1.0, graph_weight=0.0,
+                           file_boost=0.0)
 STEPS: list[tuple[str, dict[str, Any], dict[str, float] | None]] = [
     ("BM25 body, plain query (baseline)", _OFF, None),
     ("+ query cleaner (noise stripped)", _OFF, dict(pair_weight=0.0)),
     ("+ test/example prior x0.3", {**_OFF, "test_prior": 0.3}, dict(pair_weight=0.0)),
-    ("+ path field (w 2, b 0)", dict(symbol_boost=0.0, graph_weight=0.0), dict(pair_weight=0.0)),
-    ("+ word pairs as identifiers", dict(symbol_boost=0.0, graph_weight=0.0), {}),
-    ("+ defined-name boost", dict(graph_weight=0.0), {}),
-    ("+ import-graph neighbour", {}, {}),
+    ("+ path field (w 2, b 0)", dict(symbol_boost=0.0, graph_weight=0.0, file_boost=0.0),
+     dict(pair_weight=0.0)),
+    ("+ word pairs as identifiers", dict(symbol_boost=0.0, graph_weight=0.0, file_boost=0.0), {}),
+    ("+ defined-name boost", dict(graph_weight=0.0, file_boost=0.0), {}),
+    ("+ import-graph neighbour", dict(file_boost=0.0), {}),
+    ("+ named files", {}, {}),
 ]
 
 

@@ -403,9 +403,9 @@ def test_a_command_behind_a_busy_index_gives_one_clear_error(
     """Another process holds the index's write lock (a long rebuild): a command that must catch
     the index up waits its busy timeout, then says so in one E006 line; nothing is lost."""
     from click.testing import CliRunner
+    from conftest import invoke
 
     import ctxstore.index
-    from conftest import invoke
 
     runner = CliRunner()
     assert invoke(runner, store, "add", "--type", "fact", "alpha beta").exit_code == 0

@@ -260,6 +260,8 @@ def _hit_why(hit: Hit) -> dict[str, Any]:
     why: dict[str, Any] = {"matched_terms": list(hit.terms)} if hit.terms else {}
     if hit.defines:
         why["defines"] = list(hit.defines)
+    if hit.named:
+        why["named"] = list(hit.named)
     if hit.via is not None:
         why["edge_path"] = [hit.via[0], hit.via[1], hit.path]
     return why

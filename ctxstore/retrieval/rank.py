@@ -81,6 +81,8 @@ class Params:
         path_weight: Weight of the path field.
         path_b: Length normalisation of the path field.
         symbol_boost: Share of the top score given to files defining a named symbol.
+        file_boost: Share of the top score given to a file the query names (``websockets.py``):
+            1, so a named file that matches any word of the query ranks first.
         test_prior: Multiplier for test, benchmark and example files.
         graph_weight: Share of the best import neighbour's score a file gains.
         max_seeds: How many of the best files spread score over the graph (20: the
@@ -93,6 +95,7 @@ class Params:
     path_weight: float = 2.0
     path_b: float = 0.0
     symbol_boost: float = 0.5
+    file_boost: float = 1.0
     test_prior: float = 0.3
     graph_weight: float = 0.2
     max_seeds: int = 20
@@ -107,6 +110,7 @@ class Hit:
         score: Its final score (higher is better).
         terms: Query terms it matched (body, path or definitions).
         defines: Query names it defines.
+        named: The query's file names that name it (``websockets.py``).
         via: ``(neighbour, label)`` when a graph edge from that neighbour raised it (the
             label read neighbour -> this file), else None.
     """
@@ -116,6 +120,7 @@ class Hit:
     terms: list[str] = field(default_factory=list)
     defines: list[str] = field(default_factory=list)
     via: tuple[str, str] | None = None
+    named: list[str] = field(default_factory=list)
 
 
 class FieldStats:
@@ -296,6 +301,9 @@ class Corpus:
                 for i in holders:
                     score[i] += p.symbol_boost * top / len(holders)
                     defines.setdefault(i, []).append(name)
+        named = self._named(query.files, top) if query.files and p.file_boost else {}
+        for i, names in named.items():
+            score[i] += p.file_boost * top * sum(share for _, share in names)
         if p.test_prior != 1.0:
             for i in self.tests:
                 score[i] *= p.test_prior
@@ -308,7 +316,26 @@ class Corpus:
         position = {t: k for k, t in enumerate(query.raw_terms)}
         return [Hit(self.paths[i], score[i],
                     sorted(matched.get(i, ()), key=position.__getitem__) if k < told else [],
-                    defines.get(i, []), via.get(i)) for k, i in enumerate(order)]
+                    defines.get(i, []), via.get(i), [name for name, _ in named.get(i, ())])
+                for k, i in enumerate(order)]
+
+    def _named(self, files: Iterable[str], top: float) -> dict[int, list[tuple[str, float]]]:
+        """The files each name in ``files`` points at, with its share of the boost.
+
+        A name matches a path that is it or ends with ``/`` and it; without an exact match,
+        the same ignoring case. A name that fits more than ``max(3, N/20)`` files (``__init__.py``)
+        points nowhere, as for defined names.
+        """
+        n = len(self.paths)
+        out: dict[int, list[tuple[str, float]]] = {}
+        for name in sorted(files):
+            holders = _paths_ending(self.paths, name)
+            if not holders:
+                holders = _paths_ending(self.paths, name.lower(), str.lower)
+            if holders and len(holders) <= max(3, n // 20):
+                for i in holders:
+                    out.setdefault(i, []).append((name, 1 / len(holders)))
+        return out
 
     def _order(self, score: list[float], limit: int | None, matched_only: bool) -> list[int]:
         """Documents by score descending, ties by path; the first ``limit`` of them.
@@ -350,3 +377,12 @@ class Corpus:
                 via[i] = (self.paths[j], label)
             score[i] += gain
         return via
+
+
+def _paths_ending(paths: Sequence[str], name: str, fold: Callable[[str], str] | None = None
+                  ) -> list[int]:
+    """Positions of the paths that are ``name`` or end with ``/name`` (after ``fold``)."""
+    tail = "/" + name
+    if fold is None:
+        return [i for i, path in enumerate(paths) if path.endswith(tail) or path == name]
+    return [i for i, path in enumerate(paths) if fold(path).endswith(tail) or fold(path) == name]

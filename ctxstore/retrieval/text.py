@@ -37,6 +37,13 @@ _TRAILER = re.compile(r"^\s*(signed-off-by|co-authored-by|reviewed-by|acked-by|t
 _MERGE = re.compile(r"^\s*merge (pull request|branch)\b.*$", re.IGNORECASE | re.MULTILINE)
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 _NOISE = re.compile(r"\(#\d+\)|#\d+\b|\b[0-9a-f]{12,40}\b")
+# A file named in the text (``websockets.py``, ``src/lib/glob.rs``): its path, the extension
+# one of ``_FILE_EXTENSIONS`` (so ``e.g.`` or ``v1.2`` is no file). A pattern text, compiled
+# on first use.
+_MENTION = r"(?<![\w./-])((?:[\w.-]+/)*[\w-][\w.-]*)\.([A-Za-z0-9]{1,5})(?![\w/])"
+_FILE_EXTENSIONS = frozenset("""py pyi rs js jsx mjs cjs ts tsx go java kt rb php cs c h cc cpp
+hpp swift scala lua sh sql md rst txt toml json yaml yml cfg ini html css scss vue""".split())
+_MAX_MENTIONS = 8
 # Code-like spans: backticked text, dotted or ::-paths, calls, snake_case, CamelCase.
 _BACKTICK = re.compile(r"`([^`\n]{1,200})`")
 _CODE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*")
@@ -71,13 +78,17 @@ class Query:
             ``a.b`` and ``b``) that a definition may match.
         raw_terms: The distinct tokens, in order, for explanations.
         spelled: The code-like names as written (``Client``), for an exact-name lookup.
+        files: Files the text names (``websockets.py``, ``src/glob.rs``), as written: a
+            repository path ending with one of them is the file meant.
     """
 
-    __slots__ = ("weights", "names", "raw_terms", "spelled")
+    __slots__ = ("weights", "names", "raw_terms", "spelled", "files")
 
-    def __init__(self, weights: dict[str, float], spelled: frozenset[str] = frozenset()) -> None:
+    def __init__(self, weights: dict[str, float], spelled: frozenset[str] = frozenset(),
+                 files: frozenset[str] = frozenset()) -> None:
         self.weights = weights
         self.spelled = spelled
+        self.files = files
         self.names = frozenset(n.lower().strip("_") or n.lower() for n in spelled)
         self.raw_terms = tuple(weights)
 
@@ -130,6 +141,8 @@ def parse_query(text: str, *, subject_weight: float = 1.0, pair_weight: float = 
         The query; empty weights when nothing searchable is left.
     """
     subject, body = clean_query(text)
+    files: set[str] = set()
+    subject, body = _file_mentions(subject, files), _file_mentions(body, files)
     weights: dict[str, float] = {}
     for token in tokenize(body):
         weights[token] = weights.get(token, 0.0) + 1.0
@@ -142,4 +155,21 @@ def parse_query(text: str, *, subject_weight: float = 1.0, pair_weight: float = 
     # Sub-linear weight for terms repeated across a long body.
     weights = {t: (w if w <= subject_weight else subject_weight + (w - subject_weight) ** 0.5)
                for t, w in weights.items()}
-    return Query(weights, frozenset(_code_names(f"{subject}\n{body}")))
+    return Query(weights, frozenset(_code_names(f"{subject}\n{body}")), frozenset(files))
+
+
+def _file_mentions(text: str, into: set[str]) -> str:
+    """``text`` with each file name's extension left out (``websockets.py`` -> ``websockets``).
+
+    The names go to ``into`` (at most ``_MAX_MENTIONS``). The extension is no word of the task:
+    ``py`` would match ``py.typed``, and ``websockets.py`` would look like a dotted code name.
+    """
+    def strip(m: re.Match[str]) -> str:
+        ext = m.group(2).lower()
+        if ext not in _FILE_EXTENSIONS or (len(ext) == 1 and "." in m.group(1)):
+            return m.group()  # ``a.b.c`` is a dotted name, not a C file
+        if len(into) < _MAX_MENTIONS:
+            into.add(m.group().removeprefix("./"))
+        return m.group(1)
+
+    return re.sub(_MENTION, strip, text) if "." in text else text

@@ -466,3 +466,22 @@ def test_pack_task_without_words_is_an_empty_pack_with_a_note(work: Path, task: 
         assert res.stdout.startswith('"version": 1\n')
     words = _cli(work, "pack", "money", "--format", fmt)
     assert words.exit_code == 0 and words.stderr == ""
+
+
+def test_pack_a_task_naming_a_file_ranks_that_file_first(tmp_path: Path) -> None:
+    # `websockets.py` in the task: the file itself first, not the document about it nor
+    # `py.typed` (the extension is no word of the task); `why` says it was named.
+    root, _ = _indexed(tmp_path, {
+        "app/websockets.py": "class WebSocket:\n    def close(self, code=1000):\n        pass\n",
+        "app/routing.py": "from app.websockets import WebSocket\n\ndef route(path):\n    return path\n",
+        "app/py.typed": "",
+        "docs/websockets.md": "# WebSockets\n\nA bug in websockets: close, close, close the bug.\n"})
+    for task in ("fix a bug in websockets.py", "fix a bug in app/websockets.py"):
+        r = run_ctx(["pack", task, "--format", "json", "--no-narrative"], cwd=root)
+        assert r.returncode == 0, r.stderr
+        pack = json.loads(r.stdout)
+        assert pack["ranked_files"][0] == "app/websockets.py", pack["ranked_files"]
+        assert "app/py.typed" not in pack["ranked_files"][:2]
+        first = next(i for i in pack["retrieved"] if i.get("path") == "app/websockets.py")
+        assert first["why"]["named"] == [task.split()[-1]]
+        _validate(pack)

@@ -66,6 +66,27 @@ def test_rank_a_named_definition_ranks_its_file_first() -> None:
     assert hits[0].path == "src/app/routing.py" and hits[0].defines == ["floatconverter"]
 
 
+def test_rank_file_names_in_the_query() -> None:
+    query = parse_query("fix the date bug in http.py and ./src/app/routing.py; e.g. v1.2, a.b.c")
+    assert query.files == {"http.py", "src/app/routing.py"}
+    assert "py" not in query.weights and "py" not in query.names  # an extension is no word
+    assert parse_query("see docs for main.c and x.h").files == set()  # "see ...": a trailer
+    assert parse_query("main.c and x.h").files == {"main.c", "x.h"}
+
+
+def test_rank_a_named_file_ranks_first() -> None:
+    docs = [*DOCS, _doc("src/app/py.typed", ""), _doc("docs/routing.md", "routing rule map routing")]
+    corpus = Corpus.from_documents(docs)
+    hits = corpus.rank(parse_query("update routing.py for the cookie date header"))
+    assert hits[0].path == "src/app/routing.py" and hits[0].named == ["routing.py"]
+    assert [h.path for h in hits].index("src/app/py.typed") > 1
+    # no file of that name: nothing named; a name every file has points nowhere
+    assert all(not h.named for h in corpus.rank(parse_query("fix nothere.py")))
+    off = Corpus.from_documents(docs, Params(file_boost=0.0))
+    assert off.rank(parse_query("update routing.py for the cookie date header"))[0].path \
+        == "docs/routing.md"  # without the boost the document wins
+
+
 def test_rank_word_pairs_find_the_identifier() -> None:
     hits = Corpus.from_documents(DOCS).rank(parse_query("escape characters in request log"))
     assert hits[0].path == "src/app/serving.py"
