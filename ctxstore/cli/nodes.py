@@ -109,6 +109,9 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
         doc, line = _add_plain(env, node_type, tags, meta, from_stdin, body, words)
     if commit or message is not None:
         doc["commit"] = _commit_after_add(env, doc, message)
+        from ctxstore.cli.commit import git_stage_after
+
+        doc["git_staged"] = git_stage_after(env.store().root, doc["commit"] is not None)
     if env.fmt == "json":
         emit_json(doc)
         return
@@ -117,6 +120,8 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
     click.echo(f"Added: {line}" if stdout_is_terminal() else doc["id"])
     if doc.get("commit"):
         click.echo(f"committed {doc['commit']}")
+    if doc.get("git_staged"):
+        click.echo("  git add .ctx")
 
 
 class AddGroup(click.Group):
@@ -192,7 +197,10 @@ add_group = AddGroup(add_command)
 
 
 def _commit_after_add(env: Env, doc: dict[str, Any], message: str | None) -> str | None:
-    """``ctx add --commit``: fold the session now; the node is staged whatever happens."""
+    """``ctx add --commit``: fold the session now; the node is staged whatever happens.
+
+    As ``ctx commit``, the caller then stages the store in Git when Git tracks it.
+    """
     from ctxstore.errors import CtxError
     from ctxstore.narrative.ingest import commit_with_edits
 

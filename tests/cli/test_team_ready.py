@@ -164,6 +164,19 @@ def test_commit_stages_store_in_git_like_init(git_repo: Path) -> None:
     assert data["git_staged"] is True
 
 
+def test_add_with_a_commit_message_stages_store_in_git_like_commit(git_repo: Path) -> None:
+    ok(["init"], cwd=git_repo)
+    git(git_repo, "commit", "-q", "-m", "store")
+    res = ok(["add", "decision", "Use X", "-m", "dec"], cwd=git_repo)
+    assert res.stdout.rstrip().endswith("git add .ctx")
+    # nothing of .ctx is left unstaged or untracked: a later `git commit -a` is whole
+    assert not [line for line in git(git_repo, "status", "--porcelain", "--", ".ctx").splitlines()
+                if line[1] != " "]
+    data = json.loads(ok(["--format", "json", "add", "--type", "fact", "two", "--commit"],
+                         cwd=git_repo).stdout)
+    assert data["commit"] and data["git_staged"] is True
+
+
 def test_commit_does_not_stage_store_made_with_no_git(git_repo: Path) -> None:
     ok(["init", "--no-git"], cwd=git_repo)
     ok(["add", "--type", "fact", "private"], cwd=git_repo)
