@@ -34,7 +34,8 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     they print, the echoed task included, cut to half the room if longer), and keeps
     [llm] max_response_tokens (at most a quarter of it) for the answer. A task with no
     searchable word gives an empty pack and a note on stderr. Index the work tree first
-    with `ctx index`. See docs/retrieval.md.
+    with `ctx index`: without it, or when a file in the pack changed since, a note on
+    stderr says so. See docs/retrieval.md.
 
     \b
     Examples:
@@ -46,7 +47,7 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     """
     from ctxstore.cli._notices import user_store
     from ctxstore.knowledge.scopes import Stores
-    from ctxstore.retrieval.pack import build_pack, has_search_terms
+    from ctxstore.retrieval.pack import build_pack, has_search_terms, pack_notes
     from ctxstore.retrieval.render import render_pack
 
     chosen = fmt or _global_format(env)
@@ -61,6 +62,8 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
         click.echo("ctx: note: the task has no searchable words: no files or memory were "
                    "ranked", err=True)
     write_output(env, output, render_pack(pack, chosen).encode("utf-8"))
+    for note in pack_notes(env.session(), pack):  # no index yet; files changed since
+        click.echo(f"ctx: note: {note}", err=True)
 
 
 def _global_format(env: Env) -> str:

@@ -61,10 +61,11 @@ from ctxstore.retrieval.text import Query, held_terms, parse_query
 
 if TYPE_CHECKING:
     import sqlite3
+    from pathlib import Path
 
     from ctxstore.session import Session
 
-__all__ = ["CHUNK_KINDS", "reserve_for", "has_search_terms", "rank_files", "build_pack",
+__all__ = ["CHUNK_KINDS", "reserve_for", "has_search_terms", "rank_files", "build_pack", "pack_notes",
            "MAX_SEEDS", "MAX_EXPANDED", "SEED_SHARE", "MAX_FILES", "RANKED_FILES"]
 
 CHUNK_KINDS = ("FileContent", "NarrativeExcerpt", "Decision", "DiagnosticOutput",
@@ -502,6 +503,68 @@ def _whole_entries(log: str, tokens: int, fmt: str) -> str:
             break
         kept = more
     return kept
+
+
+def pack_notes(session: Session, pack: Mapping[str, Any]) -> list[str]:
+    """What a user should know about a pack that the pack itself does not say.
+
+    No code indexed (the pack holds memory only), and code items whose file on disk is no
+    longer the indexed version (changed since ``ctx index``: their line numbers and snippets
+    may be out of date). Only the files of the pack's own items are read, and only when
+    their size matches the index (``fsio.read_regular``: no link, no FIFO, bounded).
+
+    Args:
+        session: The session the pack was built in.
+        pack: ``build_pack``'s result.
+
+    Returns:
+        One-line notes, possibly none.
+    """
+    from ctxstore.index.retrieval import has_code
+
+    conn = session.index()
+    if not has_code(conn) or conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
+        return ["no code is indexed here, so the pack holds memory only; run `ctx index`"]
+    paths = sorted({str(item["path"]) for item in pack.get("retrieved", ())
+                    if item.get("start_line") and item.get("path")})
+    changed = [path for path, blob, size in _indexed_versions(conn, paths)
+               if _changed(session.root.parent, path, bytes(blob), int(size))]
+    if not changed:
+        return []
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return [f"{shown} changed since `ctx index`: line numbers and snippets may be out of date; "
+            "run `ctx index`"]
+
+
+def _indexed_versions(conn: sqlite3.Connection, paths: Sequence[str]
+                      ) -> list[tuple[str, bytes, int]]:
+    rows: list[tuple[str, bytes, int]] = []
+    for at in range(0, len(paths), 500):
+        part = paths[at:at + 500]
+        rows += conn.execute(f"SELECT path, blob, byte_count FROM files WHERE path IN "
+                             f"({','.join('?' * len(part))}) ORDER BY path", part).fetchall()
+    return rows
+
+
+def _changed(tree: Path, path: str, blob: bytes, size: int) -> bool:
+    """Whether the work tree's ``path`` is no longer the indexed blob (or is gone)."""
+    import os
+
+    from ctxstore import fsio
+    from ctxstore.errors import CtxError
+    from ctxstore.objects import KIND_BLOB, object_id_of
+
+    if path.startswith("/") or ".." in path.split("/"):
+        return False  # no work-tree path (a hostile index): nothing to compare with
+    try:
+        if os.stat(tree / path).st_size != size:
+            return True
+        data = fsio.read_regular(tree / path, size)
+    except FileNotFoundError:
+        return True
+    except (OSError, CtxError):
+        return False  # unreadable, a link, a FIFO: not ours to judge
+    return object_id_of(KIND_BLOB, data) != blob
 
 
 def build_pack(session: Session, task: str, *, budget: int | None = None,

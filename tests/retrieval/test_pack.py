@@ -485,3 +485,26 @@ def test_pack_a_task_naming_a_file_ranks_that_file_first(tmp_path: Path) -> None
         first = next(i for i in pack["retrieved"] if i.get("path") == "app/websockets.py")
         assert first["why"]["named"] == [task.split()[-1]]
         _validate(pack)
+
+
+def test_pack_notes_a_missing_index_and_files_changed_since(tmp_path: Path) -> None:
+    # No `ctx index` yet: the pack is memory only, and stderr says how to get code in it.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    init_store(bare / ".ctx", git=False)
+    r = run_ctx(["pack", "parse the header", "--format", "json"], cwd=bare)
+    assert r.returncode == 0 and json.loads(r.stdout)["ranked_files"] == []
+    assert "ctx: note: no code is indexed here" in r.stderr and "`ctx index`" in r.stderr
+    # Indexed and unchanged: no note. A file of the pack edited afterwards: named.
+    root, _ = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n",
+                                  "pkg/b.py": "def other():\n    return 1\n"})
+    r = run_ctx(["pack", "parse_header", "--format", "json"], cwd=root)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    (root / "pkg" / "a.py").write_text("def parse_header(line):\n    return line.strip()\n")
+    r = run_ctx(["pack", "parse_header", "--format", "json"], cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["ranked_files"][0] == "pkg/a.py"
+    assert r.stderr.count("\n") == 1
+    assert r.stderr.startswith("ctx: note: pkg/a.py changed since `ctx index`")
+    (root / "pkg" / "a.py").unlink()  # removed: also out of date
+    r = run_ctx(["pack", "parse_header", "--format", "json"], cwd=root)
+    assert "pkg/a.py changed since `ctx index`" in r.stderr
