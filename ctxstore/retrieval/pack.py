@@ -389,12 +389,30 @@ def _held_terms(item: _Item) -> None:
 
 def _chunk_item(chunk: ChunkRow, score: float, why: dict[str, Any], object_id: str) -> _Item:
     symbol = chunk.qualname is not None and chunk.kind not in ("module", "header", "window")
-    where = f"{chunk.path}:{chunk.start_line}-{chunk.end_line}"
-    title = f"{'Symbol' if symbol else 'File'}: {chunk.qualname or chunk.path} ({where})"
-    return _Item(title, object_id, chunk.text, score,
+    return _Item(_chunk_title(chunk), object_id, chunk.text, score,
                  "SymbolDefinition" if symbol else "FileContent", why,
                  {"path": chunk.path, "qualname": chunk.qualname, "start_line": chunk.start_line,
                   "end_line": chunk.end_line})
+
+
+def _chunk_title(chunk: ChunkRow) -> str:
+    """The item's title: what the snippet is, and where.
+
+    A definition's header (a class whose methods are chunks of their own) and a file's
+    module-level code (everything outside its definitions, spread over the whole file) say
+    so, and a Markdown section is a section, not a symbol.
+    """
+    where = f"{chunk.path}:{chunk.start_line}-{chunk.end_line}"
+    name = chunk.qualname or chunk.path
+    if chunk.kind == "module":
+        return f"Module-level code: {name} ({chunk.path}, outside its definitions)"
+    if chunk.kind == "header":
+        return f"Definition header: {name} ({where})"
+    if chunk.kind == "heading":
+        return f"Section: {name} ({where})"
+    if chunk.qualname is None or chunk.kind == "window":
+        return f"File: {chunk.path} ({where})"
+    return f"Symbol: {name} ({where})"
 
 
 def _node_items(conn: sqlite3.Connection, task: str, *, user: bool) -> list[_Item]:
