@@ -189,13 +189,17 @@ def stats_command(env: Env) -> None:
     Example:
         ctx memory stats --format json
     """
-    from ctxstore.memory.db import memory_path
+    from ctxstore.memory.db import STATS, memory_path, open_memory
     from ctxstore.memory.search import iso
 
-    with _open(env) as db:
-        counts = db.stats()
-        intents = db.intent_counts()
-        first, last = db.time_range()
+    db = open_memory(_memory_dir(env), create=False)
+    if db is None:  # nothing indexed yet: every count is 0 (a read, not an error)
+        counts, intents, first, last = dict.fromkeys(STATS, 0), {}, None, None
+    else:
+        with db:
+            counts = db.stats()
+            intents = db.intent_counts()
+            first, last = db.time_range()
     path = memory_path(_memory_dir(env))
     size = sum(os.path.getsize(str(path) + s) for s in ("", "-wal") if os.path.exists(str(path) + s))
     if env.fmt == "json":

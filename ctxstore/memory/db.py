@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from ctxstore.errors import MemoryDamaged
 
-__all__ = ["MEMORY_FILE", "SCHEMA_VERSION", "Cursor", "TurnRow", "MemoryDB", "memory_path",
+__all__ = ["MEMORY_FILE", "SCHEMA_VERSION", "STATS", "Cursor", "TurnRow", "MemoryDB", "memory_path",
            "open_memory"]
 
 MEMORY_FILE = "memory.sqlite"
@@ -257,6 +257,11 @@ def _turn_filters(alias: str, since: int | None, until: int | None, session: str
                      "f.intent = ?)")
         args.append(intent)
     return where, args
+
+
+# What ``MemoryDB.stats`` counts: name -> table.
+STATS = {"sessions": "sessions", "turns": "turns", "spans": "spans", "ideas": "ideas",
+         "entities": "entities", "relations": "relations", "files": "index_state"}
 
 
 class MemoryDB:
@@ -588,13 +593,9 @@ class MemoryDB:
             [*args, limit])]
 
     def stats(self) -> dict[str, int]:
-        """Counts of sessions, turns, spans, ideas, entities, relations, files."""
-        out = {}
-        for name, table in (("sessions", "sessions"), ("turns", "turns"), ("spans", "spans"),
-                            ("ideas", "ideas"), ("entities", "entities"),
-                            ("relations", "relations"), ("files", "index_state")):
-            out[name] = int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-        return out
+        """Counts of sessions, turns, spans, ideas, entities, relations, files (``STATS``)."""
+        return {name: int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+                for name, table in STATS.items()}
 
     def intent_counts(self) -> dict[str, int]:
         """How many ideas of each intent."""

@@ -81,7 +81,11 @@ def test_cli_topics_and_promote(store: Store, tmp_path: Path) -> None:
 
 def test_cli_errors_are_one_line(store: Store, tmp_path: Path) -> None:
     assert "E018" in ctx(store, "memory", "search", "x", code=1)  # no memory yet
-    assert "E018" in ctx(store, "memory", "stats", code=1)
+    # stats is a read: with no memory yet every count is 0, in text and JSON, and nothing is made
+    empty = cj(store, "memory", "stats")
+    assert (empty["sessions"], empty["turns"], empty["bytes"], empty["first"]) == (0, 0, 0, None)
+    assert "sessions   0" in ctx(store, "memory", "stats")
+    assert not (store.root / "local" / "memory.sqlite").exists()
     assert "E011" in ctx(store, "memory", "backfill", code=1)
     conversation().write(tmp_path / "s.jsonl")
     ctx(store, "memory", "backfill", str(tmp_path / "s.jsonl"))
