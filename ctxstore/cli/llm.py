@@ -101,6 +101,9 @@ class _FiniteFloatRange(click.FloatRange):
               help="Prompt pack JSON (ctx pack --format json); default: standard input.")
 @click.option("--query", metavar="TEXT", help="Build the pack for TEXT first (as ctx pack does).")
 @click.option("--model", metavar="NAME", help="Model name (else [llm] model).")
+@click.option("--budget", type=click.IntRange(1, 10_000_000), default=None, metavar="TOKENS",
+              help="Tokens for prompt and answer together (else CTX_DEFAULT_BUDGET or [retrieval] "
+                   "default_budget); never more than the context llama.cpp reports.")
 @click.option("--max-tokens", type=click.IntRange(1, 1_000_000), metavar="N",
               help="Response token limit (else [llm] max_response_tokens).")
 @click.option("--temperature", type=_FiniteFloatRange(0, 5), metavar="T",
@@ -113,7 +116,8 @@ class _FiniteFloatRange(click.FloatRange):
               help="Output format: the answer's text, or JSON with usage and mentions.")
 @pass_env
 def llm_command(env: Env, server: str | None, pack_file: str | None, query: str | None,
-                model: str | None, max_tokens: int | None, temperature: float | None,
+                model: str | None, budget: int | None, max_tokens: int | None,
+                temperature: float | None,
                 timeout: float | None, commit: bool, fmt_override: str | None) -> None:
     """Send a prompt pack to an LLM server (llama.cpp or OpenAI-compatible) and print the answer.
 
@@ -128,6 +132,7 @@ def llm_command(env: Env, server: str | None, pack_file: str | None, query: str 
         ctx pack "Explain the Client struct" --format json | ctx llm
         ctx llm --pack pack.json --server http://127.0.0.1:8080 --commit
         ctx llm --query "Why does connect time out?" --format json
+        ctx llm --query "Why does connect time out?" --budget 6000 --max-tokens 1000
     """
     from ctxstore.errors import CtxError, InvalidInput
     from ctxstore.llm.ask import ask, call_settings, settle
@@ -139,12 +144,13 @@ def llm_command(env: Env, server: str | None, pack_file: str | None, query: str 
         raise click.UsageError("--query and --pack cannot be combined")
     store = env.store()
     choice = env.llm_server(server)
-    settings = call_settings(store.config, choice.url, total_budget=env.default_budget(), model=model,
+    total = budget if budget is not None else env.default_budget()
+    settings = call_settings(store.config, choice.url, total_budget=total, model=model,
                              max_tokens=max_tokens, temperature=temperature, timeout=timeout)
     if query is not None:
         if not query.strip():
             raise InvalidInput("--query is empty")
-        data, where = _query_pack(env, query, env.default_budget(), settings.max_tokens), "--query"
+        data, where = _query_pack(env, query, total, settings.max_tokens), "--query"
     else:
         data, where = _read_pack_bytes(pack_file)
     pack = parse_pack(data, where)

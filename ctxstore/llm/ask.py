@@ -19,13 +19,24 @@ from ctxstore.errors import InvalidInput, LlmUnavailable
 from ctxstore.git import in_git_work_tree
 from ctxstore.knowledge.scopes import user_store_path
 from ctxstore.llm import cache
-from ctxstore.llm.client import Completion, LlmClient, ServerChoice, resolve_server, served_model
+from ctxstore.llm.client import (
+    Completion,
+    LlmClient,
+    ServerChoice,
+    resolve_server,
+    served_model,
+    server_context,
+)
 from ctxstore.llm.prompt import Pack, Prompt, compose_prompt
 from ctxstore.llm.respond import Committed, Mention, commit_response, find_mentions, resolve_mentions
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["Answer", "Settings", "ask", "choose_server", "call_settings", "settle"]
+
+# Fewer prompt tokens than this beside the answer is no prompt: the task and the instructions
+# alone take more.
+_MIN_PROMPT_TOKENS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,15 +173,29 @@ def ask(store: Store, pack: Pack, settings: Settings, *, worktree: Path | None) 
         The answer; its mentions are as the pack names them until ``settle``.
 
     Raises:
-        InvalidInput: if the task does not fit the budget.
+        InvalidInput: if the task does not fit the budget (the prompt's, or what the server's
+            reported context leaves beside the answer).
         ConfigInvalid: for an unknown ``[llm] protocol``.
         LlmUnavailable: (E022) if the server fails or answers no text; nothing is written
             then.
     """
-    prompt = compose_prompt(pack, settings.budget)
     client = LlmClient(settings.url, settings.timeout, settings.max_reply_bytes)
     protocol, props = client.detect(settings.protocol)
     notes = list(pack.notes)
+    budget = settings.budget
+    context = server_context(props)
+    if context is not None and context - settings.max_tokens < budget:
+        # The server cannot take more than its context: prompt and answer must fit in it.
+        room = context - settings.max_tokens
+        if room < _MIN_PROMPT_TOKENS:
+            raise InvalidInput(f"the server's context of {context} tokens leaves no room for a "
+                               f"prompt beside {settings.max_tokens} tokens for the answer",
+                               hint="lower --max-tokens (or [llm] max_response_tokens)")
+        budget = room
+    prompt = compose_prompt(pack, budget)
+    if budget < settings.budget and prompt.skipped:
+        notes.append(f"{len(prompt.skipped)} items left out: the server's context is {context} "
+                     f"tokens, {settings.max_tokens} of them kept for the answer")
     state: cache.SlotState | None = None  # the slot record to write, when the server has slots
     restored = saved = False
     extra = None

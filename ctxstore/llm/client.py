@@ -357,6 +357,26 @@ class LlmClient:
                           tokens_predicted=_int(usage.get("completion_tokens")))
 
 
+def server_context(props: dict[str, JsonValue] | None) -> int | None:
+    """The context size in tokens llama.cpp's ``/props`` reports (``n_ctx``), if any.
+
+    Args:
+        props: ``GET /props`` (None when the server did not answer it).
+
+    Returns:
+        ``default_generation_settings.n_ctx`` (or a top-level ``n_ctx``) when a positive
+        integer, else None.
+    """
+    if not props:
+        return None
+    settings = props.get("default_generation_settings")
+    for value in ((settings.get("n_ctx") if isinstance(settings, dict) else None),
+                  props.get("n_ctx")):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 def served_model(props: dict[str, JsonValue] | None) -> str | None:
     """The name of the model file llama.cpp's ``/props`` reports (``model_path``), if any.
 

@@ -34,6 +34,7 @@ class Behaviour:
     completion_status: int = 200
     answer: str = ANSWER
     model_path: str | None = None    # reported by /props, as llama-server does
+    n_ctx: int = 4096                # the context size /props reports
     reply_model: str | None = "fake-llama"  # the "model" of a /completion reply (None: absent)
     requests: list[dict[str, Any]] = field(default_factory=list)
 
@@ -63,7 +64,7 @@ def _handler(b: Behaviour) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             self._record(None)
             if self.path == "/props" and b.protocol == "llama":
-                props: dict[str, Any] = {"default_generation_settings": {"n_ctx": 4096}}
+                props: dict[str, Any] = {"default_generation_settings": {"n_ctx": b.n_ctx}}
                 if b.slots:
                     props["total_slots"] = 1
                 if b.model_path is not None:

@@ -471,3 +471,42 @@ def test_llm_refused_restore_is_not_fatal(store: Store, runner: CliRunner,
     assert b.paths() == ["GET /props", "POST /slots/0?action=restore", "POST /completion",
                          "POST /slots/0?action=save"]
     assert json.loads(_local_state(store).read_text())["servers"][url]["slot_actions"] is False
+
+
+def _big_pack(tmp_path: Path, items: int = 40, chars: int = 1_600) -> Path:
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(dict(PACK, budget=None, retrieved=[
+        {"title": f"File: src/m{i}.py", "object_id": f"{i:04x}", "relevance_score": 1 - i / 100,
+         "chunk_kind": "FileContent", "why": "matched: connect", "snippet": "x = 1\n" * (chars // 6)}
+        for i in range(items)])))
+    return path
+
+
+def test_llm_prompt_fits_the_context_llama_cpp_reports(store: Store, runner: CliRunner,
+                                                      tmp_path: Path) -> None:
+    # /props says n_ctx 4096: with 1,000 tokens for the answer the prompt may take ~3,096,
+    # however large the budget; the items left out are said.
+    b = Behaviour(n_ctx=4096)
+    with serve(b) as url:
+        out = _json(_run(runner, store, url, _big_pack(tmp_path), "--max-tokens", "1000",
+                         "--budget", "100000", "--format", "json"))
+    assert out["prompt"]["tokens"] <= 4096 - 1000
+    assert out["prompt"]["skipped"] and out["prompt"]["included"]
+    assert any("server's context is 4096 tokens" in n for n in out["notes"])
+    # a larger context lets more in; --budget below it is what limits then
+    with serve(Behaviour(n_ctx=65536)) as url:
+        roomy = _json(_run(runner, store, url, _big_pack(tmp_path), "--max-tokens", "1000",
+                           "--budget", "6000", "--format", "json"))
+    assert roomy["prompt"]["tokens"] <= 6000 - 1000 < 4096 * 2
+    assert not any("server's context" in n for n in roomy["notes"])
+    assert len(roomy["prompt"]["included"]) > len(out["prompt"]["included"])
+
+
+def test_llm_context_too_small_for_the_answer_is_one_line(store: Store, runner: CliRunner,
+                                                          tmp_path: Path) -> None:
+    before = store_digest(store.root)
+    with serve(Behaviour(n_ctx=2048)) as url:
+        r = _run(runner, store, url, _big_pack(tmp_path), "--max-tokens", "2000")
+    assert r.exit_code == 1 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert "server's context of 2048 tokens leaves no room" in r.stderr
+    assert store_digest(store.root) == before
