@@ -142,12 +142,17 @@ def call_settings(config: Config, url: str, *, total_budget: int, model: str | N
 
     Raises:
         InvalidInput: if the temperature or the timeout is not a finite number (JSON has
-            no NaN, and a NaN deadline never comes).
+            no NaN, and a NaN deadline never comes), or if the budget leaves fewer than
+            ``_MIN_PROMPT_TOKENS`` for the prompt beside the answer.
     """
     for name, value in (("temperature", temperature), ("timeout", timeout)):
         if value is not None and not math.isfinite(value):
             raise InvalidInput(f"--{name}: {value!r} is not a finite number")
     tokens = max_tokens if max_tokens is not None else int(config.get("llm", "max_response_tokens"))
+    if total_budget - tokens < _MIN_PROMPT_TOKENS:
+        raise InvalidInput(f"a budget of {total_budget} tokens leaves no room for a prompt beside "
+                           f"{tokens} tokens for the answer",
+                           hint="raise --budget (or CTX_DEFAULT_BUDGET) or lower --max-tokens")
     return Settings(url=url, protocol=str(config.get("llm", "protocol")),
                     model=model or str(config.get("llm", "model")), max_tokens=tokens,
                     temperature=temperature if temperature is not None

@@ -119,9 +119,14 @@ def test_choose_server_reads_the_store_and_the_users_config(tmp_path: Path) -> N
                          user_store=True).source == "project-config"
     settings = call_settings(store.config, "http://127.0.0.1:7", total_budget=1000)
     assert (settings.max_tokens, settings.budget) == (300, 700)
-    settings = call_settings(store.config, "http://127.0.0.1:7", total_budget=100, max_tokens=500,
+    settings = call_settings(store.config, "http://127.0.0.1:7", total_budget=900, max_tokens=500,
                              model="m", temperature=0.5, timeout=3)
-    assert (settings.budget, settings.model, settings.temperature, settings.timeout) == (1, "m", 0.5, 3)
+    assert (settings.budget, settings.model, settings.temperature, settings.timeout) == \
+        (400, "m", 0.5, 3)
+    # a budget the answer alone takes up: said as such, not as "over the budget of 1" later
+    with pytest.raises(InvalidInput, match="budget of 100 tokens leaves no room for a prompt "
+                                           "beside 500 tokens for the answer"):
+        call_settings(store.config, "http://127.0.0.1:7", total_budget=100, max_tokens=500)
 
 
 @pytest.mark.parametrize(("given", "base"), [
