@@ -94,14 +94,16 @@ class KnowledgeState:
 
 
 def state_heads(store: Store) -> list[ObjectId]:
-    """Every head the state is read from: all heads of HEAD's ref and of STAGE."""
+    """Every head the state is read from: all heads of HEAD's ref, and STAGE's staged work.
+
+    STAGE after a fold names the canonical commit the fold made: that commit is in HEAD's
+    history until a ``git checkout`` moves HEAD's ref to another branch, and from then on it
+    is the other branch's, not this state's. So only STAGE's work commits count.
+    """
     heads = list(store.read_head().heads)
     for head in heads:
         store.read_typed(head, Commit)  # E001/E004: a ref must name a canonical commit
-    stage = store.read_stage()
-    if stage is not None:
-        heads.extend(stage.heads)
-    return heads
+    return heads + store.staged_heads()
 
 
 def iter_batch_ids(store: Store, heads: Iterable[ObjectId]) -> Iterator[ObjectId]:

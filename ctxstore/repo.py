@@ -282,15 +282,27 @@ class Store:
         pointer = self.read_stage() if pointer is None else pointer
         if pointer is None:
             return []
-        heads = []
-        for h in pointer.heads:
+        return self.work_heads(pointer.heads)
+
+    def work_heads(self, heads: Iterable[ObjectId]) -> list[ObjectId]:
+        """Those of STAGE's ``heads`` that are work commits: staged work.
+
+        A head that is a canonical commit is what the last fold made: nothing is staged on
+        it, and it is no part of the state once HEAD's ref has moved elsewhere (a ``git
+        checkout`` of another branch).
+
+        Raises:
+            CtxError: (E001-E005) if an object named is missing or damaged.
+        """
+        out = []
+        for h in heads:
             try:
                 obj: TypedObject = self.read_typed(h, STAGE_TYPES)
             except ObjectNotFound:  # a crash, or a Git operation, left STAGE dangling
                 raise ObjectNotFound(h, referenced_by="STAGE", hint=STAGE_RECOVER_HINT) from None
             if isinstance(obj, WorkCommit):
-                heads.append(h)
-        return heads
+                out.append(h)
+        return out
 
     def transaction(self) -> Transaction:
         """Start a write transaction (a context manager that holds the lock).

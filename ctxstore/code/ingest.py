@@ -739,11 +739,15 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
     started = time.time_ns()
     to_read: list[tuple[str, os.stat_result]] = []
     over: dict[str, int] = {"files": 0, "bytes": 0}
+    # Listed files that can no longer be indexed (gone, now a link, a special file, too
+    # large, binary, not UTF-8): an indexed version of one is stale, so it is removed.
+    dropped: set[str] = set()
     for path in candidates:
         st, note = _stat_file(root, path, budget.max_file_bytes)
         if st is None:
             if note:
                 report.notes.append(FileNote(path, note))
+            dropped.add(path)
             continue
         hit = cache.get(path)
         row = indexed.get(path)
@@ -784,6 +788,7 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
         racy = started - st.st_mtime_ns < _RACY_NS
         if text is None:
             report.notes.append(FileNote(path, note or "skipped"))
+            dropped.add(path)
             if not racy:
                 new_cache[path] = [st.st_size, st.st_mtime_ns, None]
             continue
@@ -812,8 +817,10 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
         report.dropped.append(f"{counts['budget']} edges not stored: over [ingestion] "
                               f"max_edges_per_step = {budget.max_edges}")
     listed = set(candidates)
-    gone = sorted(p for p in indexed if removals and p not in listed and _in_scope(p, scope)
-                  and not os.path.lexists(root / p))  # vanished (an ignored file stays)
+    # Vanished (a tracked file deleted without `git rm` is still listed), or no longer
+    # indexable; a file that became ignored stays as it was indexed.
+    gone = sorted(p for p in indexed if removals and _in_scope(p, scope)
+                  and (p in dropped or (p not in listed and not os.path.lexists(root / p))))
     report.work_commit = _write(store, versions, gone, indexed, records, report,
                                 log_line=log_line)
     for path in gone:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, IndexBusy, IndexCorrupt, UnsafePath
+from ctxstore.ids import ObjectId
 from ctxstore.index.schema import (
     EXPECTED_SCHEMA_DIGEST,
     INDEX_SCHEMA_VERSION,
@@ -643,7 +644,10 @@ def sync_index(store: Store, conn: sqlite3.Connection,
         # An index built for another copy of the store (clone_id) is not trusted: start clean.
         old = parse_snapshot(row[0]) if row is not None and ours else None
         new = json.loads(snap)
-        heads = [bytes.fromhex(h) for h in new["main"] + new["stage"]]
+        # STAGE's canonical commit (a fold's) is no part of the state: after a `git checkout`
+        # it is another branch's (``replay.state_heads``).
+        stage = store.work_heads([ObjectId(bytes.fromhex(h)) for h in new["stage"]])
+        heads = [bytes.fromhex(h) for h in new["main"]] + [bytes(h) for h in stage]
         if old is None:
             clear_index(conn)  # no trustworthy record of what was applied: start clean
         plan = plan_sync(store, conn, old, heads)

@@ -72,3 +72,72 @@ def test_two_branches_index_different_files_then_merge(tmp_path: Path) -> None:
     tree = tree_files(store, store.read_typed(store.read_head().single, Commit).root_tree)
     assert {"src/pkg/from_a.py", "src/pkg/from_b.py", "src/pkg/after.py"} <= set(tree)
     assert tree == {p: b for p, b in query(a_ctx, "SELECT path, blob FROM files")}
+
+
+def test_files_deleted_or_renamed_without_git_leave_the_index(tmp_path: Path) -> None:
+    # `rm` and `mv`, not `git rm`/`git mv`: Git still lists the tracked old paths, and
+    # `ctx index` must still drop them (and index the new name).
+    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    root = ctx_dir.parent
+    write(root, {"src/pkg/local.py": "class LocalProxy:\n    pass\n",
+                 "src/pkg/feat.py": "def feat_fn():\n    return 1\n",
+                 "src/pkg/ok.py": "def ok_fn():\n    return 1\n"})
+    ctx_json(ctx_dir, "index")
+    _commit(root, "base")
+    (root / "src/pkg/local.py").unlink()
+    (root / "src/pkg/feat.py").rename(root / "src/pkg/feat_renamed.py")
+    doc = ctx_json(ctx_dir, "index")
+    assert sorted(doc["removed"]) == ["src/pkg/feat.py", "src/pkg/local.py"]
+    assert query(ctx_dir, "SELECT DISTINCT path FROM symbols ORDER BY 1") == [
+        ("src/pkg/feat_renamed.py",), ("src/pkg/ok.py",)]
+    assert query(ctx_dir, "SELECT count(*) FROM symbols WHERE name = 'LocalProxy'") == [(0,)]
+
+
+def test_a_file_that_can_no_longer_be_indexed_leaves_the_index(tmp_path: Path) -> None:
+    # Grown past max_file_bytes, or no longer UTF-8: the old version would otherwise stay
+    # searchable forever, with a pack note asking for a `ctx index` that cannot help.
+    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    root = ctx_dir.parent
+    write(root, {"a.py": "def a_fn():\n    return 1\n", "b.py": "def b_fn():\n    return 1\n",
+                 "c.py": "def c_fn():\n    return 1\n"})
+    ctx_json(ctx_dir, "index")
+    config = ctx_dir / "config.toml"
+    config.write_text(config.read_text().replace("max_file_bytes = ", "max_file_bytes = 4096 #"))
+    write(root, {"a.py": "def a_fn():\n    return 1\n" + "# pad\n" * 1000,
+                 "b.py": b"def b_fn():\n    return '\xff'\n"})
+    doc = ctx_json(ctx_dir, "index")
+    assert sorted(doc["removed"]) == ["a.py", "b.py"]
+    notes = {n["path"]: n["note"] for n in doc["notes"]}
+    assert "max_file_bytes" in notes["a.py"] and "UTF-8" in notes["b.py"]
+    assert query(ctx_dir, "SELECT path FROM files WHERE path LIKE '%.py' ORDER BY 1") == [("c.py",)]
+    write(root, {"b.py": "def b_fn():\n    return 2\n"})  # readable again: back in the index
+    assert ctx_json(ctx_dir, "index")["written"] == ["b.py"]
+
+
+def test_checkout_of_another_branch_shows_only_that_branch(tmp_path: Path) -> None:
+    # After `ctx commit`, local/STAGE names the fold's commit; `git checkout` moves
+    # refs/main but not STAGE. The other branch's memory and code must not stay visible.
+    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    root = ctx_dir.parent
+    write(root, PKG)
+    ctx_json(ctx_dir, "index")
+    ctx(ctx_dir, "commit", "-m", "base index")
+    _commit(root, "base")
+    git(root, "checkout", "-qb", "feat")
+    write(root, {"src/pkg/feat.py": "def feat_only_fn():\n    return 2\n"})
+    ctx_json(ctx_dir, "index")
+    ctx(ctx_dir, "add", "decision", "feature decision xyzzy")
+    ctx(ctx_dir, "commit", "-m", "feat")
+    _commit(root, "feat")
+    git(root, "checkout", "-q", "main")
+    assert "xyzzy" not in ctx(ctx_dir, "list")[0]
+    assert ctx_json(ctx_dir, "search", "feat_only_fn", "--kind", "symbol")["results"] == []
+    # an index on main has nothing of feat's to remove; the merge then brings feat in whole
+    assert ctx_json(ctx_dir, "index")["removed"] == []
+    subprocess.run(["git", "merge", "-q", "--no-edit", "feat"], cwd=root, check=True,
+                   capture_output=True)
+    assert "xyzzy" in ctx(ctx_dir, "list")[0]
+    hits = ctx_json(ctx_dir, "search", "feat_only_fn", "--kind", "symbol")["results"]
+    assert [h["key"] for h in hits] == ["pkg.feat.feat_only_fn"]
+    out, _, code = ctx(ctx_dir, "debug", "verify")
+    assert code == 0 and out.rstrip().endswith("ok")
