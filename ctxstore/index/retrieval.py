@@ -32,7 +32,7 @@ from ctxstore.records import dataclass
 
 __all__ = ["BODY", "PATH", "FileCorpus", "has_code", "has_diagnostics", "file_table",
            "file_corpus", "read_corpus", "encode_corpus", "decode_corpus", "corpus_name",
-           "corpus_apart", "code_generation", "file_versions",
+           "corpus_apart", "code_generation", "file_versions", "file_blobs", "has_files",
            "document_counts", "postings", "symbols_with_names", "import_edges", "chunks_of",
            "chunk_texts",
            "mention_rows"]
@@ -245,6 +245,36 @@ def file_versions(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, b
             f"SELECT path, version FROM files WHERE path IN ({','.join('?' * len(batch))})",
             tuple(batch)).fetchall())
     return found
+
+
+def file_blobs(conn: sqlite3.Connection, paths: Sequence[str]) -> list[tuple[str, bytes, int]]:
+    """``(path, blob id, byte count)`` of the indexed files among ``paths``, by path.
+
+    Args:
+        conn: An index connection with the code tables.
+        paths: The files.
+
+    Returns:
+        One row per indexed file; files not indexed are absent.
+    """
+    found: list[tuple[str, bytes, int]] = []
+    for batch in _batches(list(dict.fromkeys(paths))):
+        found += [(str(p), bytes(b), int(n)) for p, b, n in conn.execute(
+            f"SELECT path, blob, byte_count FROM files WHERE path IN ({','.join('?' * len(batch))})",
+            tuple(batch)).fetchall()]
+    return sorted(found)
+
+
+def has_files(conn: sqlite3.Connection) -> bool:
+    """Whether any file is indexed (``ctx index`` ran and found something).
+
+    Args:
+        conn: An index connection.
+
+    Returns:
+        True when the code tables exist and ``files`` holds a row.
+    """
+    return has_code(conn) and conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
 
 
 def has_diagnostics(conn: sqlite3.Connection) -> bool:

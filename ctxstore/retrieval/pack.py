@@ -538,30 +538,20 @@ def pack_notes(session: Session, pack: Mapping[str, Any]) -> list[str]:
     Returns:
         One-line notes, possibly none.
     """
-    from ctxstore.index.retrieval import has_code
+    from ctxstore.index.retrieval import file_blobs, has_files
 
     conn = session.index()
-    if not has_code(conn) or conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
+    if not has_files(conn):
         return ["no code is indexed here, so the pack holds memory only; run `ctx index`"]
     paths = sorted({str(item["path"]) for item in pack.get("retrieved", ())
                     if item.get("start_line") and item.get("path")})
-    changed = [path for path, blob, size in _indexed_versions(conn, paths)
-               if _changed(session.root.parent, path, bytes(blob), int(size))]
+    changed = [path for path, blob, size in file_blobs(conn, paths)
+               if _changed(session.root.parent, path, blob, size)]
     if not changed:
         return []
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-    return [f"{shown} changed since `ctx index`: line numbers and snippets may be out of date; "
+    return [f"{shown} changed or removed since `ctx index`: line numbers and snippets may be out of date; "
             "run `ctx index`"]
-
-
-def _indexed_versions(conn: sqlite3.Connection, paths: Sequence[str]
-                      ) -> list[tuple[str, bytes, int]]:
-    rows: list[tuple[str, bytes, int]] = []
-    for at in range(0, len(paths), 500):
-        part = paths[at:at + 500]
-        rows += conn.execute(f"SELECT path, blob, byte_count FROM files WHERE path IN "
-                             f"({','.join('?' * len(part))}) ORDER BY path", part).fetchall()
-    return rows
 
 
 def _changed(tree: Path, path: str, blob: bytes, size: int) -> bool:

@@ -504,7 +504,7 @@ def test_pack_notes_a_missing_index_and_files_changed_since(tmp_path: Path) -> N
     r = run_ctx(["pack", "parse_header", "--format", "json"], cwd=root)
     assert r.returncode == 0 and json.loads(r.stdout)["ranked_files"][0] == "pkg/a.py"
     assert r.stderr.count("\n") == 1
-    assert r.stderr.startswith("ctx: note: pkg/a.py changed since `ctx index`")
+    assert r.stderr.startswith("ctx: note: pkg/a.py changed or removed since `ctx index`")
     (root / "pkg" / "a.py").unlink()  # removed: also out of date
     r = run_ctx(["pack", "parse_header", "--format", "json"], cwd=root)
-    assert "pkg/a.py changed since `ctx index`" in r.stderr
+    assert "pkg/a.py changed or removed since `ctx index`" in r.stderr
