@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -240,8 +241,32 @@ def test_recall_free_text_fallback(store: Store, ids: dict[str, str]) -> None:
         # The language still works.
         assert [n.id for n in recall_nodes(conn, "type:fact AND posix", limit=5, now=now)] == \
             [ids["lock"]]
+        # from:/to: naming no node here are words too: searched, never an error
+        assert recall_nodes(conn, "readers interact with postgres from:yesterday", limit=5,
+                            now=now)[0].id in (ids["wal"], ids["sqlite_only"])
+        for text in ("what changed to:main", "from:0", "to:ZZZZZZZZZZ posix lock"):
+            recall_nodes(conn, text, limit=5, now=now)
+        assert recall_nodes(conn, "to:ZZZZZZZZZZ posix lock", limit=5, now=now)[0].id == ids["lock"]
     finally:
         conn.close()
+
+
+def test_recall_with_the_user_store_takes_an_id_only_the_project_has(tmp_path: Path) -> None:
+    # `to:ID` of a project node: the user store, which lacks it, is skipped, not an error.
+    from tests.conftest import run_ctx
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    assert run_ctx(["init"], cwd=root).returncode == 0
+    a = run_ctx(["add", "--type", "fact", "alpha fact"], cwd=root).stdout.strip()
+    b = run_ctx(["add", "decision", "beta decision"], cwd=root).stdout.strip()
+    assert run_ctx(["link", a, b, "--type", "RELATES_TO"], cwd=root).returncode == 0
+    assert run_ctx(["add", "--global", "--type", "fact", "user fact"], cwd=root).returncode == 0
+    for argv in (["recall", f"to:{b}"], ["recall", f"to:{b}", "--no-global"],
+                 ["query", f"to:{b}", "--global"]):
+        r = run_ctx([*argv, "--format", "json"], cwd=root)
+        assert r.returncode == 0, (argv, r.stderr)
+        assert a in r.stdout, argv
 
 
 def _code_repo(store: Store, runner) -> None:  # type: ignore[no-untyped-def]

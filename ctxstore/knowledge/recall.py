@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from ctxstore.errors import InvalidInput
+from ctxstore.errors import AmbiguousPrefix, InvalidInput, NodeNotFound
 from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node
 from ctxstore.records import dataclass
 
@@ -85,11 +85,18 @@ def recall_nodes(conn: sqlite3.Connection, query: str, *, limit: int, now: float
         tree = None
     if tree is None or _plain_words(tree, query):
         found = free_text_nodes(conn, query, limit=limit + _ARCHIVED_SLACK)
-    elif _has_text(tree):
-        found = run_query(conn, text, now=now, limit=limit + _ARCHIVED_SLACK)
-    else:  # every match is scored (the best by decay may be the oldest), the best loaded
-        rows = [r for r in select_scorable(conn, text, now=now) if recallable(r)]
-        return nodes_by_ids(conn, [r.id for r in by_decay(rows, now_ms=int(now * 1000))[:limit]])
+        return [n for n in found if recallable(n)][:limit]
+    try:
+        if _has_text(tree):
+            found = run_query(conn, text, now=now, limit=limit + _ARCHIVED_SLACK)
+        else:  # every match is scored (the best by decay may be the oldest), the best loaded
+            rows = [r for r in select_scorable(conn, text, now=now) if recallable(r)]
+            return nodes_by_ids(conn, [r.id for r in by_decay(rows, now_ms=int(now * 1000))[:limit]])
+    except (NodeNotFound, AmbiguousPrefix, InvalidInput):
+        # ``from:``/``to:`` naming no node here (``decisions from:yesterday``, an id of the
+        # other store, a short ambiguous prefix), or a query over SQLite's limits: words a
+        # person typed, searched as free text rather than refused.
+        found = free_text_nodes(conn, query, limit=limit + _ARCHIVED_SLACK)
     return [n for n in found if recallable(n)][:limit]
 
 
