@@ -55,7 +55,8 @@ def _stores(env: Env) -> Stores:
     return Stores.open(env.session(), user_store())
 
 
-def _print(env: Env, hits: Sequence[ScopedNode]) -> None:
+def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores) -> None:
+    """The results, labelled by store; markdown ids are short but unique in their store."""
     if env.fmt == "json":
         docs = []
         for h in hits:
@@ -67,10 +68,19 @@ def _print(env: Env, hits: Sequence[ScopedNode]) -> None:
         return
     from ctxstore.cli._render import echo_stored, item_line  # text only: JSON skips it
 
+    short: dict[tuple[str, str], str] = {}
+    if env.fmt == "markdown":  # each store's own shortest unique prefixes (`ctx show` takes them)
+        from ctxstore.index.read import short_ids
+
+        for scope, db in stores.each():
+            ids = [h.node.id for h in hits if h.scope == scope]
+            if ids:
+                short.update(((scope, i), s) for i, s in short_ids(db.index(), ids).items())
     for h in hits:
         n = h.node
         if env.fmt == "markdown":
-            echo_stored(f"{item_line(n.type, n.id[:8], n.content)} ({h.scope})")
+            shown = short.get((h.scope, n.id), n.id)
+            echo_stored(f"{item_line(n.type, shown, n.content)} ({h.scope})")
             continue
         tags = f"  [{', '.join(n.tags)}]" if n.tags else ""
         mark = " (superseded)" if n.superseded_by else ""
@@ -85,7 +95,7 @@ def search_global(env: Env, text: str, limit: int, include_superseded: bool,
     stores = _stores(env)
     try:
         _print(env, search_scoped(stores, text, limit=limit, kinds=kinds,
-                                  include_superseded=include_superseded))
+                                  include_superseded=include_superseded), stores)
     finally:
         stores.close_user()
 
@@ -97,7 +107,7 @@ def query_global(env: Env, text: str, include_superseded: bool, limit: int | Non
     stores = _stores(env)
     try:
         _print(env, query_scoped(stores, text, now=time.time(), limit=limit,
-                                 include_superseded=include_superseded))
+                                 include_superseded=include_superseded), stores)
     finally:
         stores.close_user()
 
@@ -117,9 +127,9 @@ def recall_global(env: Env, text: str, limit: int, use_global: bool) -> int:
     stores = Stores.open(env.session(), user_store() if use_global else None)
     try:
         recalled = recall_restoring(stores, text, limit=limit, now=time.time())
+        _print(env, recalled.hits, stores)
     finally:
         stores.close_user()
-    _print(env, recalled.hits)
     return recalled.restored
 
 

@@ -148,3 +148,22 @@ def test_scopes_parse_scope() -> None:
         ["project", "project", "project", "project", "user", "user"]
     with pytest.raises(InvalidInput):
         parse_scope("galaxy")
+
+
+def test_scopes_markdown_ids_are_unique_in_their_store_and_show_takes_them(tmp_path: Path) -> None:
+    # Nodes made within a second share their first 8 characters: the markdown of --global
+    # results gives each store's shortest unique prefix, which `ctx show` accepts.
+    project = _project(tmp_path, "p")
+    with Session.open(project / ".ctx") as db:  # in one process: the same first 8 characters
+        for i in range(4):
+            add_node(db.store, "fact", f"fact number {i}")
+    assert run_ctx(["add", "--global", "--type", "fact", "user fact"], cwd=project).returncode == 0
+    for argv in (["query", "--global", "type:fact"], ["recall", "type:fact"],
+                 ["search", "--global", "fact number"]):
+        res = run_ctx([*argv, "--format", "markdown"], cwd=project)
+        assert res.returncode == 0, res.stderr
+        shown = [line.split("]")[0].split(":")[1] for line in res.stdout.splitlines()
+                 if line.startswith("- [") and line.endswith("(project)")]
+        assert len(shown) == 4 and len(set(shown)) == 4, res.stdout
+        for short in shown:
+            assert run_ctx(["show", short], cwd=project).returncode == 0, short
