@@ -332,6 +332,7 @@ class ToolBox:
         Raises:
             NodeNotFound, AmbiguousPrefix, InvalidInput: for a bad node or type.
         """
+        from ctxstore.index.read import read_node
         from ctxstore.knowledge.edges import link_nodes
         from ctxstore.model.knowledge import EdgeRecord
 
@@ -340,7 +341,9 @@ class ToolBox:
         if edges:
             return {"from": edges[0].from_ref[1], "to": edges[0].to_ref[1], "type": edges[0].label,
                     "written": True}
-        return {"from": source, "to": target, "type": type.upper(), "written": False}
+        conn = self.db.index()  # the edge existed: the full ids, as a written one gives them
+        return {"from": read_node(conn, source).id, "to": read_node(conn, target).id,
+                "type": type.upper(), "written": False}
 
     def forget(self, id: str, store: str = "project") -> dict[str, Any]:
         """Forget a node: archived and off-context, history kept (``knowledge.nodes.forget_node``).
@@ -355,11 +358,14 @@ class ToolBox:
         Raises:
             NodeNotFound: (E019), AmbiguousPrefix (E016), InvalidInput (E011).
         """
+        from ctxstore.index.read import read_node
         from ctxstore.knowledge.nodes import forget_node
 
         where = parse_scope(store)
-        res = forget_node(self._session_for(where).store, id)
-        node_id = getattr(res.records[0], "id", id) if res.records else id
+        db = self._session_for(where)
+        res = forget_node(db.store, id)
+        # already archived (nothing written): the full id all the same, from the index
+        node_id = getattr(res.records[0], "id", None) if res.records else read_node(db.index(), id).id
         return {"id": node_id, "store": where, "written": res.changed}
 
     def task_start(self, name: str) -> dict[str, Any]:

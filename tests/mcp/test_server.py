@@ -109,8 +109,11 @@ def test_mcp_server_every_tool_round_trips(project: Path) -> None:
         assert set(ended["nodes"]) == {dec["id"], during["id"]}
         gone = await _call(client, "forget", id=during["id"])
         assert (gone["id"], gone["written"]) == (during["id"], True)
-        again = await _call(client, "forget", id=during["id"])
-        assert again["written"] is False
+        again = await _call(client, "forget", id=during["id"][:12])  # a prefix: the full id back
+        assert (again["id"], again["written"]) == (during["id"], False)
+        relink = await _call(client, "link", source=dec["id"][:12], target=fact["id"][:12],
+                             type="DEPENDS_ON")
+        assert (relink["from"], relink["to"], relink["written"]) == (dec["id"], fact["id"], False)
         after = await _call(client, "recall", query="retries")
         assert during["id"] not in {n["id"] for n in after["nodes"]}  # forgotten = archived
         view = await client.read_resource("ctx://view/default")
