@@ -44,13 +44,15 @@ if TYPE_CHECKING:
 
     from ctxstore.index.read import EdgeRow, NodeRow
 
-__all__ = ["INLINE_CONTENT_BYTES", "validate_tag", "validate_type", "split_content",
+__all__ = ["INLINE_CONTENT_BYTES", "MAX_TAG_CHARS", "validate_tag", "validate_type", "split_content",
            "check_content_limit", "with_tier", "AddedNode", "WriteResult", "NodeChanges",
            "record_of", "next_version", "tombstones", "edge_record", "stage_write", "retag_nodes",
            "add_node", "update_node", "delete_node", "tag_node", "untag_node", "supersede_node",
            "summarize_nodes", "archive_node", "forget_node", "list_nodes"]
 
 INLINE_CONTENT_BYTES = 4096
+MAX_TAG_CHARS = 200
+"""The longest tag: every node carries its tags into every listing, view and hook."""
 _TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9_.\-/:]+)?")
 
 
@@ -69,6 +71,8 @@ def validate_tag(tag: str) -> str:
         InvalidInput: for an empty or malformed tag.
     """
     tag = tag.strip()
+    if len(tag) > MAX_TAG_CHARS:
+        raise InvalidInput(f"a tag is at most {MAX_TAG_CHARS} characters (this one has {len(tag)})")
     if not _TAG.fullmatch(tag):
         raise InvalidInput(f"invalid tag {tag!r} (want namespace:value, e.g. project:ctx)")
     return tag

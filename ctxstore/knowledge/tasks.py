@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 
     from ctxstore.index.read import NodeRow
 
-__all__ = ["TASK_TAG_PREFIX", "TaskResult", "task_tag", "start_task", "end_task", "end_tier"]
+__all__ = ["TASK_TAG_PREFIX", "MAX_TASK_NAME", "TaskResult", "task_tag", "start_task", "end_task", "end_tier"]
 
 TASK_TAG_PREFIX = "task:"
+MAX_TASK_NAME = 128  # what session start's task pattern takes (``packs.session``)
 _WORKING = TIER_TAG_PREFIX + "working"
 
 
@@ -80,6 +81,9 @@ def task_tag(name: str) -> str:
     name = name.strip()
     if not name:
         raise InvalidInput("a task needs a name")
+    if len(name) > MAX_TASK_NAME:  # session start shows a task of at most this many characters
+        raise InvalidInput(f"a task name is at most {MAX_TASK_NAME} characters (this one has "
+                           f"{len(name)})")
     return validate_tag(TASK_TAG_PREFIX + name)
 
 

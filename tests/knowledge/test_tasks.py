@@ -77,7 +77,8 @@ def test_start_then_end_moves_the_whole_working_set_of_the_task(store: Store) ->
 def test_task_names_are_tags_and_need_a_value(store: Store) -> None:
     assert task_tag("fix-123") == "task:fix-123"
     before = store_digest(store.root)
-    for bad in ("", "   ", "two words"):
+    assert task_tag("t" * 128) == "task:" + "t" * 128
+    for bad in ("", "   ", "two words", "t" * 129, "T" + "x" * 50_000):
         with pytest.raises(InvalidInput):
             start_task(store, bad)
         with pytest.raises(InvalidInput):
@@ -88,3 +89,13 @@ def test_task_names_are_tags_and_need_a_value(store: Store) -> None:
 def test_task_end_of_a_name_that_needs_quoting_in_a_query(store: Store) -> None:
     nid = add(store, "x", "tier:working", "task:a.b/c:d")
     assert [n.id for n in end_task(store, "a.b/c:d").nodes] == [nid]
+
+
+def test_tags_are_at_most_200_characters(store: Store) -> None:
+    from ctxstore.knowledge.nodes import add_node, validate_tag
+
+    assert validate_tag("a:" + "x" * 198) == "a:" + "x" * 198
+    before = store_digest(store.root)
+    with pytest.raises(InvalidInput, match="at most 200 characters"):
+        add_node(store, "fact", "content", tags=["a:" + "x" * 199])
+    assert store_digest(store.root) == before
