@@ -532,6 +532,8 @@ def serve(db: Session, *, user_store: Path | None) -> None:
     """
     tools = ToolBox(db, user_store=user_store)
     try:
-        build_server(tools).run("stdio")
+        from ctxstore.mcp.wire import serve_stdio
+
+        serve_stdio(build_server(tools))  # the SDK's stdio transport, every request answered
     finally:
         tools.close()

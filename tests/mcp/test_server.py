@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -384,3 +386,63 @@ def test_mcp_memory_search_is_ctx_memory_search_json(project: Path, tmp_path: Pa
     assert all("Traceback" not in t for t in texts)
     assert got["off"] == {"query": "sqlite session cache", "since": None, "until": None,
                           "results": [], "note": OFF_NOTE}
+
+
+def _raw_server(ctx_dir: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(ctx_dir), "mcp"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, encoding="utf-8", cwd=str(ctx_dir.parent))
+
+
+def _exchange(proc: subprocess.Popen[str], line: str, timeout: float = 20) -> dict[str, Any]:
+    """Send one line, read one reply line (a watchdog kills the server if none comes)."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        reply = proc.stdout.readline()
+    finally:
+        timer.cancel()
+    assert reply, f"no reply to {line!r}"
+    return json.loads(reply)
+
+
+def test_mcp_every_request_line_is_answered_even_malformed(tmp_path: Path) -> None:
+    # The SDK's transport dropped a line it could not read, leaving the client waiting for
+    # ever. Each of these gets a JSON-RPC error (its id when it has a usable one), and the
+    # server keeps serving; a lone surrogate in an argument is replaced and the call runs.
+    ctx_dir = tmp_path / "w" / ".ctx"
+    (tmp_path / "w").mkdir()
+    assert run_ctx(["--ctx-dir", str(ctx_dir), "init"], cwd=tmp_path / "w").returncode == 0
+    assert run_ctx(["--ctx-dir", str(ctx_dir), "add", "--type", "fact", "ripgrep skips hidden"],
+                   cwd=tmp_path / "w").returncode == 0
+    proc = _raw_server(ctx_dir)
+    try:
+        init = _exchange(proc, json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "0"}}}))
+        assert init["id"] == 1 and "result" in init
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                         + "\n")  # type: ignore[union-attr]
+        cases = [("{not json", None, -32700), ("[]", None, -32600),
+                 ('[{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}]', None, -32600),
+                 ('{"jsonrpc": "2.0", "id": 101}', 101, -32600),
+                 ('{"jsonrpc": "2.0", "id": 104, "method": "tools/call", "params": "str"}', 104,
+                  -32600),
+                 ('{"jsonrpc": "1.0", "id": "x3", "method": "tools/list"}', "x3", -32600),
+                 ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}', None, -32600)]
+        for line, want_id, code in cases:
+            reply = _exchange(proc, line)
+            assert (reply["id"], reply["error"]["code"]) == (want_id, code), (line, reply)
+        called = _exchange(proc, '{"jsonrpc": "2.0", "id": 108, "method": "tools/call", "params": '
+                                 '{"name": "recall", "arguments": {"query": "ripgrep\\ud800"}}}')
+        assert called["id"] == 108 and "result" in called
+        assert "ripgrep skips hidden" in called["result"]["content"][0]["text"]
+        listed = _exchange(proc, '{"jsonrpc": "2.0", "id": 9, "method": "tools/list"}')
+        assert {t["name"] for t in listed["result"]["tools"]} == EXPECTED_TOOLS  # still serving
+    finally:
+        proc.kill()
+        proc.wait()

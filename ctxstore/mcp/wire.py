@@ -1,0 +1,209 @@
+"""The stdio wire of ``ctx mcp``: every request line gets an answer, whatever it holds.
+
+The SDK's stdio transport drops a line it cannot read as a JSON-RPC message: no reply, not
+even for a request whose ``id`` it could see, so the client waits for ever. Here each line is
+checked before the SDK sees it:
+
+- not JSON: a ``-32700`` parse error (``id`` null);
+- JSON, but no JSON-RPC 2.0 message the SDK accepts, or one whose ``id`` is neither a string
+  nor an integer (the SDK reads that as a notification, never answered): a ``-32600``
+  invalid request with the line's ``id`` when it has a usable one, else null;
+- a lone UTF-16 surrogate in a string (``"\\ud800"``: Claude Code may split a pair) is
+  replaced with U+FFFD first, and the line goes on if that makes it valid.
+
+The errors are written through the same line-locked writer as the SDK's own messages, so
+no two lines interleave. As the SDK does, the standard descriptors are moved out of the way
+while serving: fd 0 reads the null device and fd 1 writes to stderr, so a stray read or
+print in a tool can never touch the wire; both are restored on exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import contextmanager
+from io import TextIOWrapper
+from typing import Any
+
+__all__ = ["serve_stdio", "check_line"]
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+
+
+def check_line(line: str, sdk_accepts: Callable[[str], bool]) -> tuple[str | None, str | None]:
+    """What to do with one line read from the client.
+
+    Args:
+        line: The line, its newline included or not.
+        sdk_accepts: Whether the SDK reads a line as a JSON-RPC message.
+
+    Returns:
+        ``(line to pass on, None)``, or ``(None, error reply line)``; ``(None, None)`` for a
+        blank line.
+    """
+    if not line.strip():
+        return None, None
+    try:
+        message = json.loads(line)
+    except ValueError as exc:
+        return None, _error(None, PARSE_ERROR, "Parse error", str(exc))
+    if isinstance(message, dict) and "id" in message and _usable_id(message) is None:
+        # The SDK reads it as a notification, which is never answered: the client that
+        # sent an id waits. MCP's ids are strings or integers, never null.
+        return None, _error(None, INVALID_REQUEST, "Invalid Request",
+                            "an id is a string or an integer")
+    if sdk_accepts(line):
+        return line, None
+    fixed = _without_surrogates(message)
+    if fixed != message:
+        again = json.dumps(fixed, ensure_ascii=False)
+        if sdk_accepts(again):
+            return again + "\n", None
+    what = ("a JSON-RPC 2.0 message is one object (batches are not taken)"
+            if isinstance(message, list) else "not a JSON-RPC 2.0 request, notification or response")
+    return None, _error(_usable_id(message), INVALID_REQUEST, "Invalid Request", what)
+
+
+def _usable_id(message: Any) -> str | int | None:
+    if isinstance(message, dict):
+        value = message.get("id")
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+    return None
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if _encodable(value) else re.sub("[\ud800-\udfff]", "\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _error(request_id: str | int | None, code: int, message: str, detail: str) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id,
+                       "error": {"code": code, "message": message, "data": detail[:200]}}) + "\n"
+
+
+def _sdk_check() -> Callable[[str], bool]:
+    """The SDK's own reading of a line (mcp 2.x, else 1.x)."""
+    import importlib
+
+    validate: Callable[[str], Any]
+    try:
+        adapter: Any = importlib.import_module("mcp_types").jsonrpc_message_adapter  # mcp 2.x
+
+        def validate(line: str) -> Any:
+            return adapter.validate_json(line, by_name=False)
+    except ImportError:  # mcp 1.x
+        validate = importlib.import_module("mcp.types").JSONRPCMessage.model_validate_json
+
+    def accepts(line: str) -> bool:
+        try:
+            validate(line)
+        except Exception:  # noqa: BLE001 - any refusal is "not a message"
+            return False
+        return True
+
+    return accepts
+
+
+class _Writer:
+    """The wire's writer: one line at a time, the SDK's replies and ours alike."""
+
+    def __init__(self, stream: Any) -> None:
+        import anyio
+
+        self._stream = stream
+        self._lock = anyio.Lock()
+
+    async def write(self, text: str) -> None:
+        async with self._lock:
+            await self._stream.write(text)
+            await self._stream.flush()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            await self._stream.flush()
+
+
+class _Reader:
+    """The client's lines, each checked (``check_line``); errors answered on the writer."""
+
+    def __init__(self, stream: Any, writer: _Writer) -> None:
+        self._stream = stream
+        self._writer = writer
+        self._accepts = _sdk_check()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for line in self._stream:
+            passed, reply = check_line(line, self._accepts)
+            if reply is not None:
+                await self._writer.write(reply)
+            if passed is not None:
+                yield passed
+
+
+@contextmanager
+def _wire_descriptors() -> Any:
+    """Private copies of fd 0 and 1 for the wire; fd 0 then reads /dev/null, fd 1 is stderr."""
+    import fcntl
+
+    wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.dup2(null, 0)
+        finally:
+            os.close(null)
+        sys.stdout.flush()
+        os.dup2(2, 1)
+        yield wire_in, wire_out
+    finally:
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
+        os.close(wire_in)
+        os.close(wire_out)
+
+
+def serve_stdio(server: Any) -> None:
+    """Serve ``server`` (the SDK's ``MCPServer``/``FastMCP``) on stdio until the client leaves.
+
+    Args:
+        server: The server ``build_server`` made.
+    """
+    import anyio
+
+    low = getattr(server, "_lowlevel_server", None) or server._mcp_server  # mcp 2.x, 1.x
+
+    async def run(wire_in: int, wire_out: int) -> None:
+        from mcp.server.stdio import stdio_server
+
+        raw_in = anyio.wrap_file(TextIOWrapper(os.fdopen(wire_in, "rb", closefd=False),
+                                               encoding="utf-8", errors="replace"))
+        raw_out = anyio.wrap_file(TextIOWrapper(os.fdopen(wire_out, "wb", closefd=False),
+                                                encoding="utf-8", errors="replace"))
+        writer = _Writer(raw_out)
+        reader = _Reader(raw_in, writer)
+        async with stdio_server(stdin=reader, stdout=writer) as (read_stream, write_stream):  # type: ignore[arg-type]
+            await low.run(read_stream, write_stream, low.create_initialization_options())
+
+    with _wire_descriptors() as (wire_in, wire_out):
+        anyio.run(run, wire_in, wire_out)
