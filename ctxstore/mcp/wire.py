@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import contextmanager
 from io import TextIOWrapper
@@ -173,8 +172,7 @@ def _wire_descriptors() -> Any:
             os.dup2(null, 0)
         finally:
             os.close(null)
-        sys.stdout.flush()
-        os.dup2(2, 1)
+        os.dup2(2, 1)  # nothing is buffered for fd 1 yet: the server has printed nothing
         yield wire_in, wire_out
     finally:
         os.dup2(wire_in, 0)
