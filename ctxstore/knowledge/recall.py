@@ -73,7 +73,7 @@ def recall_nodes(conn: sqlite3.Connection, query: str, *, limit: int, now: float
         InvalidInput: (E011) for a blank query.
         IndexCorrupt: (E007) if the index cannot answer.
     """
-    from ctxstore.query.executor import run_query, select_scorable
+    from ctxstore.query.executor import QueryTooComplex, run_query, select_scorable
     from ctxstore.query.parser import QuerySyntaxError, parse_query
 
     text = query.strip()
@@ -92,10 +92,12 @@ def recall_nodes(conn: sqlite3.Connection, query: str, *, limit: int, now: float
         else:  # every match is scored (the best by decay may be the oldest), the best loaded
             rows = [r for r in select_scorable(conn, text, now=now) if recallable(r)]
             return nodes_by_ids(conn, [r.id for r in by_decay(rows, now_ms=int(now * 1000))[:limit]])
+    except QueryTooComplex:
+        raise  # over SQLite's limits: said as such (E011), as `ctx query` says it
     except (NodeNotFound, AmbiguousPrefix, InvalidInput):
         # ``from:``/``to:`` naming no node here (``decisions from:yesterday``, an id of the
-        # other store, a short ambiguous prefix), or a query over SQLite's limits: words a
-        # person typed, searched as free text rather than refused.
+        # other store, a short ambiguous prefix): words a person typed, searched as free
+        # text rather than refused.
         found = free_text_nodes(conn, query, limit=limit + _ARCHIVED_SLACK)
     return [n for n in found if recallable(n)][:limit]
 
