@@ -159,8 +159,8 @@ def _keys(session: str, turn_id: str, items: list[str]) -> list[str]:
     return out
 
 
-def turn_commands(blocks: list[TextBlock], session: str, turn_id: str
-                  ) -> tuple[list[dict[str, Any]], list[TagProblem]]:
+def turn_commands(blocks: list[TextBlock], session: str, turn_id: str,
+                  opened_by: str | None = None) -> tuple[list[dict[str, Any]], list[TagProblem]]:
     """Parse every block of a turn.
 
     Give each command a key that is the same however often the turn is read (session, turn, tag
@@ -170,7 +170,11 @@ def turn_commands(blocks: list[TextBlock], session: str, turn_id: str
     ``uuid`` and block index, the tag text, the n-th identical tag in the block): a
     command already run under either key never runs again, so a previous turn read
     again (a new prompt the transcript does not show as one, a lagging ``prompt_id``)
-    re-runs nothing (TR-02, TR-12).
+    re-runs nothing (TR-02, TR-12). When the transcript names the line that opened the
+    turn (``opened_by``: its prompt), every command also gets an alias keyed by it: a tag
+    run from ``last_assistant_message`` while its line was not written yet has no line key,
+    and the later Stop that reads that line (the next turn's, whose own lines lag) must
+    know it ran.
     """
     if not any("<ctx:" in block.text for block in blocks):
         return [], []  # the common reply: no tags, so no parser to import
@@ -188,6 +192,9 @@ def turn_commands(blocks: list[TextBlock], session: str, turn_id: str
         else:
             aliases += [[k] for k in _keys(session, "line\0" + block.key, [c.raw for c in cmds])]
     keys = _keys(session, turn_id, [cmd.raw for cmd in found])
+    if opened_by is not None:
+        opened = _keys(session, "opened\0" + opened_by, [cmd.raw for cmd in found])
+        aliases = [[*alias, key] for alias, key in zip(aliases, opened, strict=True)]
     commands = [{"name": cmd.name, "attrs": dict(cmd.attrs), "content": cmd.content,
                  "raw": cmd.raw, "key": key, "aliases": alias}
                 for cmd, key, alias in zip(found, keys, aliases, strict=True)]
@@ -362,8 +369,10 @@ def stop(root: Path | None, payload: Payload, *, response: str | None = None,
 
 
 def _read_turn(payload: Payload, response: str | None, timeout: float | None
-               ) -> tuple[list[TextBlock], str | None, list[str]]:
-    """The turn's text blocks, its identity when the input or the transcript gives one, problems.
+               ) -> tuple[list[TextBlock], str | None, str | None, list[str]]:
+    """The turn's text blocks, its identity, the transcript line that opened it, problems.
+
+    The opening line is ``Turn.prompt_uuid`` (None without a transcript).
 
     Turn identity (docs/hooks.md "Turn identity"): the payload's ``prompt_id``; else the
     ``uuid`` of the transcript line that opened the turn (the prompt, or the end of the
@@ -374,7 +383,7 @@ def _read_turn(payload: Payload, response: str | None, timeout: float | None
 
     prompt_id = _text(payload, "prompt_id") or None
     if response is not None:
-        return [TextBlock("response", sanitize_text(response))], prompt_id, []
+        return [TextBlock("response", sanitize_text(response))], prompt_id, None, []
     path = _usable_path(_text(payload, "transcript_path"))
     turn = read_last_turn(path, timeout=timeout) if path is not None else Turn([], None)
     problems = []
@@ -384,14 +393,14 @@ def _read_turn(payload: Payload, response: str | None, timeout: float | None
     blocks = merge_final_message(turn, _text(payload, "last_assistant_message"))
     first_line = next((b.key.rsplit(":", 1)[0] for b in turn.blocks
                        if b.key not in _UNKEYED_BLOCKS), None)
-    return blocks, prompt_id or turn.prompt_uuid or first_line, problems
+    return blocks, prompt_id or turn.prompt_uuid or first_line, turn.prompt_uuid, problems
 
 
 def _stop(root: Path | None, payload: Payload, response: str | None,
           timeout: float | None) -> Payload:
     """The Stop hook's phases: read the turn, parse it, pick what to run, run it, follow up."""
     session = _session(payload)
-    blocks, turn_id, read_problems = _read_turn(payload, response, timeout)
+    blocks, turn_id, opened_by, read_problems = _read_turn(payload, response, timeout)
     has_tags = any("<ctx:" in block.text for block in blocks)
     state = open_state(root, create=has_tags) if root is not None else None
     if turn_id is None:
@@ -400,7 +409,7 @@ def _stop(root: Path | None, payload: Payload, response: str | None,
     if state is not None and done is not None and _already_done(state, done):
         state.close()  # a repeated Stop of a turn fully run: no parser to import
         return {}
-    commands, bad = turn_commands(blocks, session, turn_id)
+    commands, bad = turn_commands(blocks, session, turn_id, opened_by)
     problems = read_problems + [f"{p.reason}: {p.snippet}" for p in bad]
     if root is None:
         return _message(_no_store(session, commands, problems))

@@ -643,3 +643,17 @@ def test_hooks_problems_go_to_a_rotated_log_under_local(store: Store, tmp_path: 
     log.symlink_to(victim)
     out = hook("stop", payload(store, last_assistant_message="<ctx:frob3/>"))
     assert "frob3" in out["systemMessage"] and victim.read_text() == "precious"
+
+
+def test_hooks_a_lagging_transcript_never_runs_a_command_twice(store: Store, tr: Transcript) -> None:
+    # Stop of turn 1 sees only the prompt in the transcript: its tag runs from
+    # last_assistant_message. Stop of turn 2 comes before turn 2's lines are written, so
+    # the transcript's last turn is turn 1, now with the tagged line: it must not run again.
+    reply = 'Noted. <ctx:remember type="fact">lag test memory</ctx:remember>'
+    tr.user("Please remember the lag test.")
+    assert stop(store, tr, prompt_id="p1", last_assistant_message=reply) == {}
+    tr.say(reply)
+    assert stop(store, tr, prompt_id="p2", last_assistant_message="All done.") == {}
+    # the same turn read again without a prompt_id (turn id from the transcript): no rerun
+    assert stop(store, tr) == {}
+    assert [n[1] for n in nodes(store)].count("lag test memory") == 1
