@@ -377,8 +377,11 @@ class PythonExtractor:
         data = source_bytes(text)
         if data is None:
             return Extraction(self.name, complete=False)
+        # A UTF-8 byte-order mark is valid Python (the interpreter skips it); ast.parse of a
+        # str refuses it as a character. Left out, line 1's columns count from after it.
+        source = text[1:] if text.startswith("\ufeff") else text
         try:
-            tree = ast.parse(text, filename=path or "<unknown>", type_comments=False)
+            tree = ast.parse(source, filename=path or "<unknown>", type_comments=False)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
             return Extraction(self.name, complete=False)
         walker = _Walker(path, data, CONFIDENCE_RANK.get(min_confidence, 0))

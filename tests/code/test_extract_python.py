@@ -111,3 +111,10 @@ def test_extract_python_contains_and_defines() -> None:
 def test_extract_python_syntax_error_is_incomplete_not_an_exception() -> None:
     got = PythonExtractor().extract("m.py", "def f(:\n    pass\n")
     assert not got.complete and got.symbols == ()
+
+
+def test_extract_python_a_byte_order_mark_is_valid_python() -> None:
+    got = PythonExtractor().extract("bom.py", "\ufeffdef bom_fn():\n    pass\n\n\nclass K:\n    pass\n")
+    assert got.complete
+    assert [(s.name, s.kind, s.span.start_line) for s in got.symbols if s.kind != "module"] == [
+        ("bom_fn", "function", 1), ("K", "class", 5)]
