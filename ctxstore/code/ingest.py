@@ -629,6 +629,7 @@ def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = No
         The report.
 
     Raises:
+        InvalidInput: if a path names nothing on disk and nothing indexed.
         LockConflict, StagingConflict, StorageIOError: if the write cannot happen (the
             store is then as it was).
     """
@@ -733,6 +734,9 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
     root = store.worktree
     with closing(open_index(store)) as conn:
         indexed = file_rows(conn)
+    for part in scope or ():  # a typo must not look like a run that found nothing to do
+        if not os.path.lexists(root / part) and not any(_in_scope(p, [part]) for p in indexed):
+            raise InvalidInput(f"{part}: no such file or directory, and nothing indexed there")
     cache, modules = _load_cache(store)
     known_modules = dict(modules)
     new_cache: dict[str, list[Any]] = {}

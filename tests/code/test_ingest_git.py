@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from _ingestlib import ctx, ctx_json, git, make_work, query, write
 from ctxstore.code.tree import tree_files
 from ctxstore.model import Commit
 from ctxstore.repo import open_store
+from tests.conftest import store_digest
 
 PKG = {"src/pkg/__init__.py": "", "src/pkg/base.py": "def base():\n    return 0\n"}
 
@@ -141,3 +143,17 @@ def test_checkout_of_another_branch_shows_only_that_branch(tmp_path: Path) -> No
     assert [h["key"] for h in hits] == ["pkg.feat.feat_only_fn"]
     out, _, code = ctx(ctx_dir, "debug", "verify")
     assert code == 0 and out.rstrip().endswith("ok")
+
+
+def test_index_of_a_path_that_names_nothing_is_an_error(tmp_path: Path) -> None:
+    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    root = ctx_dir.parent
+    write(root, {"src/pkg/a.py": "def a():\n    return 1\n", "src/old/b.py": "def b():\n    return 2\n"})
+    ctx_json(ctx_dir, "index")
+    before = store_digest(ctx_dir)
+    _, err, code = ctx(ctx_dir, "index", "src/nonexist", ok=False)
+    assert code == 1 and err.startswith("ctx: error[E011]: src/nonexist: no such file")
+    assert store_digest(ctx_dir) == before
+    # a directory removed from disk but still indexed is a path to index: its files go
+    shutil.rmtree(root / "src" / "old")
+    assert ctx_json(ctx_dir, "index", "src/old")["removed"] == ["src/old/b.py"]
