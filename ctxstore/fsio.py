@@ -20,7 +20,7 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -393,7 +393,7 @@ def replace_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     fsync_dir(path.parent)
 
 
-def write_output(path: StrPath, data: bytes, *, store: Path) -> None:
+def write_output(path: StrPath, data: bytes, *, store: Path, also: Sequence[Path] = ()) -> None:
     """Write a file the user named (``--output FILE``) as a shell redirect would, never into ``store``.
 
     A FIFO or a character device is opened and written directly (a rename would replace the
@@ -406,6 +406,7 @@ def write_output(path: StrPath, data: bytes, *, store: Path) -> None:
         path: The file name as given (any bytes, as ``os.fsencode`` takes them).
         data: What to write.
         store: The store directory (``.ctx/``) the output must stay out of.
+        also: Other stores it must stay out of (the user store ``~/.ctx``).
 
     Raises:
         InvalidInput: (E011) if ``path`` is empty, inside ``store``, a directory, or a
@@ -417,9 +418,10 @@ def write_output(path: StrPath, data: bytes, *, store: Path) -> None:
         raise InvalidInput("the output file name is empty",
                            hint="name a file, or - for standard output")
     real = os.path.realpath(name)
-    if _inside(Path(real), Path(store)):
-        raise InvalidInput(f"refusing to write {name}: it is inside the store {store}",
-                           hint="write the output outside the .ctx/ directory")
+    for root in (store, *also):
+        if _inside(Path(real), Path(root)):
+            raise InvalidInput(f"refusing to write {name}: it is inside the store {root}",
+                               hint="write the output outside the .ctx/ directory")
     try:
         st = os.stat(name)  # follows symlinks: the kind of the final target
     except FileNotFoundError:

@@ -182,7 +182,10 @@ def write_output(env: Env, output: str | None, data: bytes) -> None:
     from ctxstore import fsio
 
     try:
-        fsio.write_output(output, data, store=env.session().root)
+        from ctxstore.cli._notices import user_store
+
+        # never into this store, nor into the user store ~/.ctx (--global reads it)
+        fsio.write_output(output, data, store=env.session().root, also=[user_store()])
     except InvalidInput as exc:
         raise InvalidInput(f"--output: {exc.message}", hint=exc.hint) from None
 

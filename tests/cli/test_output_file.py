@@ -120,3 +120,14 @@ def test_output_name_that_is_not_utf8_is_a_file_name(runner, store: Store, tmp_p
     assert json.loads((tmp_path / os.fsdecode(b"out\xff.json")).read_bytes())
     assert b"out\xff.json" in os.listdir(os.fsencode(str(tmp_path)))
 
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_output_inside_the_user_store_is_refused(runner, store: Store, command: list[str]) -> None:
+    # --global reads ~/.ctx: its HEAD is no more an output file than the project's.
+    user = Path(os.environ["HOME"]) / ".ctx"
+    user.mkdir(parents=True, exist_ok=True)
+    (user / "HEAD").write_text("ref: refs/main\n")
+    line = _refused(runner, store, [*command, "--output", str(user / "HEAD")])
+    assert f"it is inside the store {user}" in line
+    assert (user / "HEAD").read_text() == "ref: refs/main\n"
