@@ -369,3 +369,12 @@ def test_search_cli_says_when_the_query_has_no_words(store: Store, runner, ids: 
     j = invoke(runner, store, "--format", "json", "search", "--", text)
     assert (j.exit_code, j.stderr) == (0, "")
     assert json.loads(j.stdout) == {"version": 1, "count": 0, "results": [], "nodes": []}
+
+
+def test_search_markdown_lists_code_hits_as_markdown(store: Store, runner) -> None:  # type: ignore[no-untyped-def]
+    _code_repo(store, runner)
+    r = invoke(runner, store, "search", "websocket close", "--format", "markdown", "--limit", "5")
+    lines = r.stdout.splitlines()
+    assert r.exit_code == 0 and lines
+    assert all(line.startswith("- ") for line in lines), r.stdout
+    assert any(line.startswith("- `src/test_m") for line in lines)

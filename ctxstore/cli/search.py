@@ -77,7 +77,18 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
         _print_nodes(env, [h.node for h in node_hits], [h.score for h in node_hits])
         hits = [h for h in hits if h.node is None]
     for hit in hits:
-        echo_stored(_hit_line(hit))
+        echo_stored(_hit_markdown(hit) if env.fmt == "markdown" else _hit_line(hit))
+
+
+def _hit_markdown(hit: Hit) -> str:
+    """One Markdown list item for a chunk or symbol hit (``- `path:lines` name: preview``)."""
+    if hit.chunk is not None:
+        c = hit.chunk
+        return f"- `{hit.key}` {c.qualname or c.kind}: {preview(c.text, 80)}"
+    if hit.symbol is not None:
+        y = hit.symbol
+        return f"- `{y.path}:{y.start_line or 1}` {y.kind} `{y.qualname}`"
+    return _hit_line(hit)
 
 
 def _hits_json(hits: list[Hit]) -> dict[str, Any]:
