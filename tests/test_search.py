@@ -378,3 +378,22 @@ def test_search_markdown_lists_code_hits_as_markdown(store: Store, runner) -> No
     assert r.exit_code == 0 and lines
     assert all(line.startswith("- ") for line in lines), r.stdout
     assert any(line.startswith("- `src/test_m") for line in lines)
+
+
+def test_search_a_symbol_named_by_one_word_of_several_ranks_below_chunks_holding_them_all(
+        store: Store, runner) -> None:  # type: ignore[no-untyped-def]
+    src = store.worktree / "src"
+    src.mkdir()
+    for i, name in enumerate(["add", "new", "add", "new"]):
+        (src / f"util{i}.py").write_text(f"def {name}(x):\n    return x\n")
+    (src / "languages.py").write_text(
+        'class Registry:\n    """To add a new language, write an extractor and register it."""\n\n'
+        "    def register(self, language, extractor):\n        self.extractors[language] = extractor\n")
+    assert invoke(runner, store, "index", str(store.worktree)).exit_code == 0
+    r = invoke(runner, store, "--format", "json", "search", "add a new language extractor")
+    results = json.loads(r.stdout)["results"]
+    assert results[0]["kind"] == "chunk" and results[0]["path"] == "src/languages.py", results[:3]
+    # a name that is the whole query still scores as the best other hit (its chunk)
+    r = invoke(runner, store, "--format", "json", "search", "register")
+    top = json.loads(r.stdout)["results"][:2]
+    assert {x["kind"] for x in top} == {"chunk", "symbol"} and top[0]["score"] == top[1]["score"]

@@ -228,11 +228,23 @@ def _chunk_hits(conn: sqlite3.Connection, terms: Sequence[str], pool: int, relat
     return hits
 
 
-def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], score: float, pool: int
-                 ) -> list[Hit]:
+def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], terms: Sequence[str],
+                 score: float, pool: int) -> list[Hit]:
+    """Symbols named by a word of the text, scored by the share of the text's words they hold.
+
+    A name that is the whole query (``read_config``, ``HookState``) scores ``score`` (the best
+    other hit's: typing a name finds it first); ``add`` in "add a new language extractor"
+    holds one word of four and scores a quarter of it, below the chunks that hold them all.
+    """
+    words = [t for t in terms if " " not in t] or list(terms)
+    wanted = set(words)
     spellings = list(dict.fromkeys([*names, *(n.lower() for n in names)]))
-    return [Hit("symbol", s.qualname, score, (s.name.lower(),), symbol=s)  # the name as typed
-            for s in symbols_named(conn, spellings, limit=pool)]
+    hits = []
+    for s in symbols_named(conn, spellings, limit=pool):
+        held = len(wanted.intersection(words_of(s.name))) or 1
+        share = min(1.0, held / len(words)) if words else 1.0
+        hits.append(Hit("symbol", s.qualname, score * share, (s.name.lower(),), symbol=s))
+    return hits
 
 
 def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS, limit: int = 20,
@@ -273,6 +285,6 @@ def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
         hits += _chunk_hits(conn, terms, pool, relative)
     if "symbol" in wanted:
         top = max((h.score for h in hits), default=1.0)
-        hits += _symbol_hits(conn, query.names, top, pool)
+        hits += _symbol_hits(conn, query.names, terms, top, pool)
     hits.sort(key=lambda h: (-h.score, KINDS.index(h.kind), h.key))
     return _with_nodes(conn, hits[:limit])
