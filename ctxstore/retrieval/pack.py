@@ -415,6 +415,18 @@ def _chunk_title(chunk: ChunkRow) -> str:
     return f"Symbol: {name} ({where})"
 
 
+# A node holding this many of the task's words (or all, when it has fewer) is fully relevant,
+# as for the prompt hook's memory (``packs.session``).
+_FULL_MATCH = 4
+
+
+def _search_words(task: str) -> list[str]:
+    """The words of ``task`` that ranked search looks for (phrases left out)."""
+    from ctxstore.knowledge.search import search_terms
+
+    return [t for t in search_terms(task).terms if " " not in t]
+
+
 def _node_items(conn: sqlite3.Connection, task: str, *, user: bool) -> list[_Item]:
     """The nodes (and narrative entries) of one store that ranked search finds for the task."""
     from ctxstore.knowledge.search import search
@@ -664,8 +676,13 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
         if user is not None:  # the global layer: the user store's relevant nodes join
             node_items += _node_items(user.index(), task, user=True)
         scale = max((i.score for i in node_items), default=1.0) or 1.0
-        for item in node_items:  # node scores are on their own scale: the best node ~ a top file
-            item.score = item.score / scale if item.score else 0.5
+        full = min(_FULL_MATCH, len(_search_words(task))) or 1
+        for item in node_items:
+            # Node scores are on their own scale: the best node ~ a top file, when it holds
+            # the task's words; one that holds one word of several counts that share (a
+            # decision naming "python" must not head a pack about renaming an extractor).
+            held = len(item.why.get("matched_terms", ()))
+            item.score = item.score / scale * min(1.0, held / full) if item.score else 0.5
         items += node_items
         recent = _whole_entries(recent, min(int((total - reserve) * _NARRATIVE_SHARE), room), fmt)
     room -= narrative_cost(recent, fmt)

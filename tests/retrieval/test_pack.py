@@ -508,3 +508,20 @@ def test_pack_notes_a_missing_index_and_files_changed_since(tmp_path: Path) -> N
     (root / "pkg" / "a.py").unlink()  # removed: also out of date
     r = run_ctx(["pack", "parse_header", "--format", "json"], cwd=root)
     assert "pkg/a.py changed or removed since `ctx index`" in r.stderr
+
+
+def test_pack_memory_holding_one_word_of_the_task_does_not_head_it(tmp_path: Path) -> None:
+    root, store = _indexed(tmp_path, {
+        "pkg/python_extractor.py": "class PythonExtractor:\n    def extract(self, text):\n"
+                                   "        return text\n",
+        "pkg/other.py": "def other():\n    return 1\n"})
+    add_decision(store, "File ranking keeps BM25 in Python, not in SQLite")
+    pack = _pack(root, "rename the python extractor class")
+    assert pack["retrieved"][0].get("path") == "pkg/python_extractor.py", pack["retrieved"][0]
+    weak = next(i for i in pack["retrieved"] if i["snippet"].startswith("File ranking"))
+    assert weak["why"]["matched_terms"] == ["python"] and weak["relevance_score"] <= 0.25
+    # memory holding the task's words is as relevant as the best file
+    add_decision(store, "Rename the Python extractor class when the extractor moves")
+    strong = next(i for i in _pack(root, "rename the python extractor class")["retrieved"]
+                  if i["snippet"].startswith("Rename"))
+    assert strong["relevance_score"] == 1.0
