@@ -75,6 +75,25 @@ class Env:
             init_store(home, git=False)
         return home
 
+    def require_project(self, what: str) -> None:
+        """Refuse to run ``what`` on the user store ~/.ctx (it has no work tree to read).
+
+        Checked before the store is opened, so nothing (no ~/.ctx) is created.
+
+        Raises:
+            StoreNotFound: (E012) when no --ctx-dir is given and no project store is found.
+        """
+        if self.ctx_dir:
+            return
+        home = Path(os.path.expanduser("~")) / ".ctx"
+        try:
+            found = discover_store(Path(os.getcwd()), user_store=home)
+        except StoreNotFound:
+            found = None
+        if found is None or found.absolute() == home.absolute():
+            raise StoreNotFound(f"{what} needs a project store, and there is none here",
+                                hint="run `ctx init` at the repository's root first")
+
     def session(self) -> Session:
         """Open (once) and return the session of this command."""
         if self._session is None:

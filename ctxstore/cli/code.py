@@ -104,6 +104,7 @@ def index_command(env: Env, paths: tuple[str, ...], jobs: int | None) -> None:
     """
     from ctxstore.code.ingest import index_tree
 
+    env.require_project("ctx index")  # the user store ~/.ctx has no code to index
     report = index_tree(env.store(), _repo_paths(env, paths), jobs=jobs,
                         progress=progress_printer("indexing files", min_total=200))
     _report(env, report)

@@ -11,7 +11,7 @@ from _ingestlib import ctx, ctx_json, git, make_work, query, write
 from ctxstore.code.tree import tree_files
 from ctxstore.model import Commit
 from ctxstore.repo import open_store
-from tests.conftest import store_digest
+from tests.conftest import run_ctx, store_digest
 
 PKG = {"src/pkg/__init__.py": "", "src/pkg/base.py": "def base():\n    return 0\n"}
 
@@ -157,3 +157,17 @@ def test_index_of_a_path_that_names_nothing_is_an_error(tmp_path: Path) -> None:
     # a directory removed from disk but still indexed is a path to index: its files go
     shutil.rmtree(root / "src" / "old")
     assert ctx_json(ctx_dir, "index", "src/old")["removed"] == ["src/old/b.py"]
+
+
+def test_index_without_a_project_store_is_an_error_and_creates_nothing(tmp_path: Path) -> None:
+    # Without `ctx init`, `ctx index` used to "index" the user store's home (0 files) and
+    # create ~/.ctx; the pack then asked for the `ctx index` just run.
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    home = tmp_path / "home"
+    home.mkdir()
+    res = run_ctx(["index"], cwd=repo, env={"HOME": str(home)})
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr.startswith("ctx: error[E012]: ctx index needs a project store")
+    assert not (home / ".ctx").exists()
