@@ -834,7 +834,7 @@ def _session_start(root: Path | None, payload: Payload) -> Payload:
     compacted = _text(payload, "source") == "compact"
     lost: list[str] = []  # after a compaction: memory relevant to the recent prompts
     if state is None:
-        body, _, problem, _ = _default_view(root)
+        body, _, problem, shown = _default_view(root)
     else:
         with state:
             notice = _notice(state)
@@ -859,6 +859,8 @@ def _session_start(root: Path | None, payload: Payload) -> Payload:
         lead.append(f"Current ctx task: {sanitize_text(task)}")
     prefix = "".join(line + "\n" for line in lead) + "".join(pending)
     tail = "".join(lost)
+    if not shown and not prefix and not tail:  # nothing stored to show: no empty frame
+        return _message(problems)
     text = prefix + frame("default view", body, limit=MAX_INJECT_CHARS - len(prefix) - len(tail))
     return {**_context("SessionStart", text + tail), **_message(problems)}
 

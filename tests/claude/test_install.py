@@ -798,6 +798,9 @@ def test_a_clone_without_ctx_gets_soft_hooks_and_one_install_fixes_it(tmp_path: 
     # The fix: ctx install here sets this machine's ctx in settings.local.json only.
     assert run_ctx(["install", "--project"], cwd=b, env=env_b).returncode == 0
     assert _git_out(b, "status", "--porcelain") == ""  # nothing committed changes
+    # something to show (an empty store injects nothing at session start)
+    assert run_ctx(["add", "--type", "fact", "--tag", "tier:reference", "b's first fact"],
+                   cwd=b, env=env_b).returncode == 0
     env = _machine_env(home_b, "/usr/bin:/bin", b / ".claude" / "settings.local.json")
     code, out, _err = _run_hook(ctx_handlers(settings)["SessionStart"][0]["command"], b, env,
                                 {"cwd": str(b), "source": "startup"})

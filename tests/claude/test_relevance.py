@@ -159,3 +159,10 @@ def test_relevant_context_pools_sources_and_survives_a_failing_one(store: Store)
                                                 [ids["retry"]], sources=sources)] == ["turn:7"]
         assert [i.key for i in relevant_context(db, "uploads retry storms backoff", 9, [],
                                                 sources=sources)] == ["turn:7"]
+
+
+def test_session_start_of_an_empty_store_injects_no_empty_frame(store: Store) -> None:
+    assert hook("session-start", payload(store, "e1", source="startup")) == {}
+    ctx(store, "add", "--type", "fact", "--tag", "tier:reference", "Reference fact stays.")
+    assert "Reference fact stays." in context(hook("session-start",
+                                                    payload(store, "e2", source="startup")))
