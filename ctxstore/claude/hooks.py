@@ -603,7 +603,16 @@ def _prompt_submit(root: Path | None, payload: Payload) -> Payload:
         return {}
     state = open_state(root, create=False)
     if state is None:
-        return {}
+        # No state yet (no session start ran here, or it failed): a prompt with a topic
+        # creates it, so relevant memory is injected and what was shown is remembered.
+        if len((_text(payload, "prompt") or "").split()) < _MIN_PROMPT_WORDS:
+            return {}
+        try:
+            state = open_state(root, create=True)
+        except (OSError, sqlite3.Error):  # a read-only checkout: nothing to remember with
+            return {}
+        if state is None:
+            return {}
     session = _session(payload)
     with state:
         state.count_prompt(session)  # a new turn begins (see _counted_turn)

@@ -166,3 +166,14 @@ def test_session_start_of_an_empty_store_injects_no_empty_frame(store: Store) ->
     ctx(store, "add", "--type", "fact", "--tag", "tier:reference", "Reference fact stays.")
     assert "Reference fact stays." in context(hook("session-start",
                                                     payload(store, "e2", source="startup")))
+
+
+def test_prompt_submit_without_a_session_start_still_injects_relevant_memory(store: Store) -> None:
+    # A clone where SessionStart never ran (or failed): no hook state yet.
+    _add_topics(store)
+    assert not (store.root / "local" / "state.sqlite").exists()
+    assert context(_prompt(store, "ok go")) == ""  # no topic: nothing created
+    assert not (store.root / "local" / "state.sqlite").exists()
+    got = context(_prompt(store, "Why do uploads cause retry storms after an outage?"))
+    assert TOPICS["retry"] in got
+    assert context(_prompt(store, "retry storms and exponential backoff again")) == ""  # once
