@@ -44,7 +44,9 @@ CODE_TABLES = ("files", "symbols", "code_edges", "chunks", "chunks_fts", "file_t
                "file_lengths", "term_df", "corpus_cache")
 WINDOW_LINES = 60
 CLASS_SPLIT_TOKENS = 1500
-_CONTAINERS = frozenset({"class", "impl", "trait", "interface", "struct", "enum"})
+# Symbols split into their children when larger than CLASS_SPLIT_TOKENS: a class into its
+# methods, a Markdown section into its subsections.
+_CONTAINERS = frozenset({"class", "impl", "trait", "interface", "struct", "enum", "heading"})
 _NAME_PARTS = re.compile(r"[.:/]+")
 
 
@@ -230,9 +232,10 @@ def chunk_file(text: str, symbols: Sequence[CodeSymbol]) -> list[Chunk]:
             covered[i] = True
         out.append(Chunk(sym.qualname, kind, start, end, "".join(lines[start - 1:end])))
 
-    for sym in top:
+    def place(sym: CodeSymbol) -> None:
+        """One chunk for ``sym``, or, for a large container, its header and its children."""
         if sym.start_line > len(lines) or any(covered[sym.start_line - 1:sym.end_line]):
-            continue
+            return
         body = "".join(lines[sym.start_line - 1:sym.end_line])
         children = [s for s in symbols if s.parent == sym.qualname]
         if sym.kind in _CONTAINERS and children and estimate_tokens(body) > CLASS_SPLIT_TOKENS:
@@ -240,12 +243,14 @@ def chunk_file(text: str, symbols: Sequence[CodeSymbol]) -> list[Chunk]:
             if first > sym.start_line:
                 take(sym, sym.start_line, first - 1, "header")
             for child in children:
-                if not any(covered[child.start_line - 1:child.end_line]):
-                    take(child, child.start_line, child.end_line, child.kind)
+                place(child)  # a large section's subsections split in turn
             for i in range(sym.start_line - 1, min(sym.end_line, len(lines))):
                 covered[i] = True  # what lies between methods belongs to the class
         else:
             take(sym, sym.start_line, sym.end_line, sym.kind)
+
+    for sym in top:
+        place(sym)
     rest = [i for i, c in enumerate(covered) if not c]
     header = "".join(lines[i] for i in rest)
     if header.strip():

@@ -23,7 +23,8 @@ SchemaRow = tuple[str, str, str, "str | None"]
 #    import edges read from covering indexes: symbols_path (path, kind, qualname),
 #    symbols_qualname (qualname, path), code_edges_path (path, label, to_kind, to_key),
 #    code_edges_to (to_kind, to_key, label, path)
-INDEX_SCHEMA_VERSION = 7
+# 8: Markdown sections over CLASS_SPLIT_TOKENS are chunked by subsection (index.code.chunk_file)
+INDEX_SCHEMA_VERSION = 8
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

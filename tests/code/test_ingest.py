@@ -215,6 +215,29 @@ def test_chunks_at_symbol_granularity() -> None:
     assert [(c.start_line, c.end_line) for c in windows] == [(1, 60), (61, 120), (121, 130)]
 
 
+def test_chunks_of_a_large_markdown_document_follow_its_sections() -> None:
+    # One top heading over a long document used to make the whole file one chunk (25,000
+    # tokens for docs/performance.md): a large section splits into its subsections, in turn.
+    from ctxstore.code.markdown import MarkdownExtractor
+    from ctxstore.tokens import estimate_tokens
+
+    para = "Some words about the topic at hand, repeated for length. " * 12 + "\n\n"
+    text = ("# Guide\n\nIntro.\n\n## Small\n\nshort\n\n## Large\n\nlead in\n\n"
+            + "### Part one\n\n" + para * 8 + "### Part two\n\n" + para * 8
+            + "## Big leaf\n\n" + para * 5)
+    symbols = [CodeSymbol(s.qualname, s.name, s.kind, s.parent, None, None, s.span.start_byte,
+                          s.span.end_byte, s.span.start_line, s.span.end_line, ())
+               for s in MarkdownExtractor().extract("doc.md", text).symbols]
+    chunks = chunk_file(text, symbols)
+    kinds = [(c.kind, c.qualname.rsplit("/", 1)[-1].rsplit("#", 1)[-1] if c.qualname else None)
+             for c in chunks]
+    assert ("header", "Guide") in kinds and ("heading", "Small") in kinds
+    assert ("header", "Large") in kinds
+    assert ("heading", "Part one") in kinds and ("heading", "Part two") in kinds
+    assert max(estimate_tokens(c.text) for c in chunks) < 2000
+    assert "".join(c.text for c in chunks if c.kind != "module").count("Part one") == 1
+
+
 def test_commit_writes_root_tree_and_gc_keeps_versions(tmp_path: Path) -> None:
     ctx_dir = make_work(tmp_path / "w")
     write(ctx_dir.parent, PKG)
