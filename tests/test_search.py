@@ -397,3 +397,10 @@ def test_search_a_symbol_named_by_one_word_of_several_ranks_below_chunks_holding
     r = invoke(runner, store, "--format", "json", "search", "register")
     top = json.loads(r.stdout)["results"][:2]
     assert {x["kind"] for x in top} == {"chunk", "symbol"} and top[0]["score"] == top[1]["score"]
+
+
+def test_search_with_no_result_says_so_on_stderr(store: Store, runner) -> None:  # type: ignore[no-untyped-def]
+    r = invoke(runner, store, "search", "qqqzzzxx")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "", "ctx: no results\n")
+    r = invoke(runner, store, "--format", "json", "search", "qqqzzzxx")
+    assert r.stderr == "" and json.loads(r.stdout)["count"] == 0

@@ -69,6 +69,9 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
     if env.fmt == "json":
         emit_json(_hits_json(hits))
         return
+    if not hits:  # said, so an empty answer is not mistaken for a failure to run
+        click.echo("ctx: no results", err=True)
+        return
     from ctxstore.cli._render import echo_stored
     from ctxstore.cli.nodes import _print_nodes
 
