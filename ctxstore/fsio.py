@@ -439,6 +439,9 @@ def write_output(path: StrPath, data: bytes, *, store: Path, also: Sequence[Path
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise InvalidInput(f"refusing to write {name}: it is {file_kind(st.st_mode)}",
                            hint="name a regular file, a FIFO or a character device")
+    if st is None and not os.path.isdir(os.path.dirname(real) or "."):
+        raise InvalidInput(f"cannot write {name}: the directory {os.path.dirname(real)} does "
+                           "not exist", hint="create it first, or name a file in an existing one")
     replace_atomic(Path(real), data, mode=mode_of(Path(real)))
 
 

@@ -131,3 +131,14 @@ def test_output_inside_the_user_store_is_refused(runner, store: Store, command: 
     line = _refused(runner, store, [*command, "--output", str(user / "HEAD")])
     assert f"it is inside the store {user}" in line
     assert (user / "HEAD").read_text() == "ref: refs/main\n"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_output_into_a_missing_directory_is_one_clear_line(runner, store: Store, command: list[str],
+                                                           tmp_path: Path) -> None:
+    target = tmp_path / "nodir" / "x.json"
+    r = invoke(runner, store, *command, "--output", str(target))
+    assert (r.exit_code, r.stdout) == (1, "")
+    assert r.stderr.startswith(f"ctx: error[E011]: --output: cannot write {target}: the directory ")
+    assert "does not exist" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "nodir").exists()
