@@ -28,7 +28,8 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
                  use_global: bool) -> None:
     """Build a prompt pack: the files, symbols and memory most relevant to TASK.
 
-    Any text is accepted (a question, a commit message, code). Every item says why it
+    Any text is accepted (a question, a commit message, code; - reads it from standard
+    input). Every item says why it
     was chosen: the task's words it matched, the symbols it defines, or the import path
     from a file that matched. The pack never exceeds the budget (text and markdown: all
     they print, the echoed task included, cut to half the room if longer), and keeps
@@ -44,12 +45,15 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
         ctx pack "Recent decisions about error handling" --include-narrative --format markdown
         ctx pack "fix the retry loop" --format json --output pack.json
         ctx pack "how do we pin dependencies" --global
+        git log -1 --format=%B | ctx pack - --format markdown
     """
     from ctxstore.cli._notices import user_store
     from ctxstore.knowledge.scopes import Stores
     from ctxstore.retrieval.pack import build_pack, has_search_terms, pack_notes
     from ctxstore.retrieval.render import render_pack
 
+    if task == "-":  # a pasted log or diff longer than a command line takes
+        task = _stdin_task()
     chosen = fmt or _global_format(env)
     stores = Stores.open(env.session(), user_store() if use_global else None)
     try:
@@ -64,6 +68,24 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     write_output(env, output, render_pack(pack, chosen).encode("utf-8"))
     for note in pack_notes(env.session(), pack):  # no index yet; files changed since
         click.echo(f"ctx: note: {note}", err=True)
+
+
+# The most a task read from standard input may hold (a long log is ranked by its rarest
+# words; more text than this is no task).
+MAX_STDIN_TASK = 4 << 20
+
+
+def _stdin_task() -> str:
+    """The task read from standard input (``ctx pack -``), UTF-8, at most ``MAX_STDIN_TASK``."""
+    from ctxstore.errors import InvalidInput
+
+    raw = click.get_binary_stream("stdin").read(MAX_STDIN_TASK + 1)
+    if len(raw) > MAX_STDIN_TASK:
+        raise InvalidInput(f"the task on standard input is over {MAX_STDIN_TASK >> 20} MiB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput("the task on standard input is not UTF-8 text") from None
 
 
 def _global_format(env: Env) -> str:

@@ -525,3 +525,15 @@ def test_pack_memory_holding_one_word_of_the_task_does_not_head_it(tmp_path: Pat
     strong = next(i for i in _pack(root, "rename the python extractor class")["retrieved"]
                   if i["snippet"].startswith("Rename"))
     assert strong["relevance_score"] == 1.0
+
+
+def test_pack_reads_the_task_from_stdin_with_a_dash(tmp_path: Path) -> None:
+    root, _ = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n"})
+    log = "Traceback (most recent call last):\n  File x, in parse_header\n" * 2000  # ~130 KB
+    r = run_ctx(["pack", "-", "--format", "json", "--no-narrative"], cwd=root, stdin=log)
+    assert r.returncode == 0, r.stderr
+    pack = json.loads(r.stdout)
+    assert pack["task"] == log and pack["ranked_files"][0] == "pkg/a.py"
+    bad = run_ctx(["pack", "-"], cwd=root, stdin=b"\xff\xfe")
+    assert bad.returncode == 1 and bad.stderr == \
+        "ctx: error[E011]: the task on standard input is not UTF-8 text\n"
