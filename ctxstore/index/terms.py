@@ -30,7 +30,8 @@ _WORD = re.compile(r"[A-Za-z0-9_]+")
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_TEST_DIRS = frozenset({"tests", "test", "testing", "benches", "examples", "example", "__tests__"})
+_TEST_DIRS = frozenset({"tests", "test", "testing", "benches", "bench", "benchmarks", "examples",
+                        "example", "__tests__"})
 
 
 @lru_cache(maxsize=1 << 16)

@@ -101,6 +101,8 @@ def test_rank_test_prior_demotes_tests() -> None:
     assert with_prior[0].path == "src/app/http.py"
     assert is_test_path("tests/test_http.py") and is_test_path("crates/x/src/tests.rs")
     assert not is_test_path("src/werkzeug/test.py")
+    assert is_test_path("bench/retrieval.py") and is_test_path("benchmarks/suite/run.py")
+    assert not is_test_path("src/benchmarking.py")
 
 
 @settings(max_examples=300, deadline=None)
