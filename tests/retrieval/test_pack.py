@@ -194,7 +194,7 @@ def test_pack_output_failure_is_one_line_and_leaves_nothing(work: Path, tmp_path
     res = run_ctx(["--ctx-dir", str(work / ".ctx"), "pack", "money", "--output", str(target)],
                   cwd=work)
     assert res.returncode != 0
-    assert res.stderr.count("\n") == 1 and "error[E017]" in res.stderr
+    assert res.stderr.count("\n") == 1 and "error[E011]" in res.stderr  # no such directory
     assert not (tmp_path / "missing").exists()
     assert store_digest(work / ".ctx") == before  # a pack is read-only
 
