@@ -110,9 +110,13 @@ def _code_names(text: str) -> set[str]:
 
 
 def _name_forms(word: str) -> list[str]:
-    """The bare name of ``a.b.C`` or ``a::b::C`` (``C``), as written."""
+    """The bare name of ``a.b.C`` or ``a::b::C`` (``C``) and its owner (``b``), as written.
+
+    ``Store.__init__`` names a method every class has: its owner ``Store`` is the name that
+    points at one file.
+    """
     parts = [p for p in word.replace("::", ".").split(".") if p]
-    return parts[-1:]
+    return parts[-2:]
 
 
 def _pairs(text: str) -> list[str]:

@@ -50,8 +50,16 @@ def test_rank_query_cleaner_strips_merge_lines_trailers_urls_and_numbers() -> No
 def test_rank_query_pairs_and_code_names() -> None:
     query = parse_query("escape characters in request log for `Map.bind` and get_host()")
     assert {"request_log", "log_request", "requestlog"} <= set(query.weights)
-    assert {"bind", "get_host"} <= query.names
-    assert "Map" not in query.spelled and "bind" in query.spelled
+    assert {"bind", "get_host", "map"} <= query.names  # a member and its owner
+    assert {"Map", "bind"} <= query.spelled and "escape" not in query.spelled
+
+
+def test_rank_a_method_named_with_its_class_finds_the_class_file() -> None:
+    docs = [_doc(f"pkg/m{i}.py", f"class C{i}:\n def __init__(self): pass", (f"C{i}", "__init__"))
+            for i in range(30)] + [_doc("pkg/repo.py", "class Store:\n def __init__(self): pass",
+                                        ("Store", "__init__"))]
+    hits = Corpus.from_documents(docs).rank(parse_query("Store.__init__ opens the lock"))
+    assert hits[0].path == "pkg/repo.py" and "store" in hits[0].defines
 
 
 @given(st.text(max_size=400))
