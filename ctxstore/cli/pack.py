@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from ctxstore.cli._common import Env, output_option, pass_env, write_output
@@ -79,7 +81,7 @@ def _stdin_task() -> str:
     """The task read from standard input (``ctx pack -``), UTF-8, at most ``MAX_STDIN_TASK``."""
     from ctxstore.errors import InvalidInput
 
-    raw = click.get_binary_stream("stdin").read(MAX_STDIN_TASK + 1)
+    raw: bytes = sys.stdin.buffer.read(MAX_STDIN_TASK + 1)
     if len(raw) > MAX_STDIN_TASK:
         raise InvalidInput(f"the task on standard input is over {MAX_STDIN_TASK >> 20} MiB")
     try:
