@@ -246,6 +246,11 @@ def chunk_file(text: str, symbols: Sequence[CodeSymbol]) -> list[Chunk]:
                 place(child)  # a large section's subsections split in turn
             for i in range(sym.start_line - 1, min(sym.end_line, len(lines))):
                 covered[i] = True  # what lies between methods belongs to the class
+        elif sym.kind == "heading" and estimate_tokens(body) > CLASS_SPLIT_TOKENS:
+            # A long section with no subsections (a table, a log): its lines in windows.
+            end = min(sym.end_line, len(lines))
+            for start in range(sym.start_line, end + 1, WINDOW_LINES):
+                take(sym, start, min(start + WINDOW_LINES - 1, end), sym.kind)
         else:
             take(sym, sym.start_line, sym.end_line, sym.kind)
 

@@ -23,7 +23,8 @@ SchemaRow = tuple[str, str, str, "str | None"]
 #    import edges read from covering indexes: symbols_path (path, kind, qualname),
 #    symbols_qualname (qualname, path), code_edges_path (path, label, to_kind, to_key),
 #    code_edges_to (to_kind, to_key, label, path)
-# 8: Markdown sections over CLASS_SPLIT_TOKENS are chunked by subsection (index.code.chunk_file)
+# 8: Markdown sections over CLASS_SPLIT_TOKENS are chunked by subsection, or in windows when
+#    they have none (index.code.chunk_file)
 INDEX_SCHEMA_VERSION = 8
 
 SCHEMA = """

@@ -236,6 +236,14 @@ def test_chunks_of_a_large_markdown_document_follow_its_sections() -> None:
     assert ("heading", "Part one") in kinds and ("heading", "Part two") in kinds
     assert max(estimate_tokens(c.text) for c in chunks) < 2000
     assert "".join(c.text for c in chunks if c.kind != "module").count("Part one") == 1
+    # a long section without subsections (a table) is cut into windows of its lines
+    table = "## Figures\n\n" + "".join(f"| row {i} | {'x' * 80} |\n" for i in range(200))
+    symbols = [CodeSymbol(s.qualname, s.name, s.kind, s.parent, None, None, s.span.start_byte,
+                          s.span.end_byte, s.span.start_line, s.span.end_line, ())
+               for s in MarkdownExtractor().extract("t.md", table).symbols]
+    windows = chunk_file(table, symbols)
+    assert len(windows) == 4 and all(c.kind == "heading" for c in windows)
+    assert "".join(c.text for c in windows) == table
 
 
 def test_commit_writes_root_tree_and_gc_keeps_versions(tmp_path: Path) -> None:
