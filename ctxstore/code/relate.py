@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from contextlib import closing
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
 from ctxstore.code.ingest import repo_path
@@ -27,8 +28,11 @@ from ctxstore.model.vocab import ALL_EDGE_LABELS
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
-__all__ = ["Endpoint", "resolve_endpoint", "normalize_label", "relate", "mention_records",
-           "stage_mentions", "parse_span"]
+if TYPE_CHECKING:
+    from ctxstore.index.code import SymbolHit
+
+__all__ = ["Endpoint", "resolve_endpoint", "symbol_matches", "normalize_label", "relate",
+           "mention_records", "stage_mentions", "parse_span"]
 
 _TASK = re.compile(r"task[_-]?(\d{1,6})", re.IGNORECASE)
 _SEP = re.compile(r"\.|::")
@@ -92,21 +96,34 @@ def _in_order(want: list[str], qualname: str) -> bool:
     return parts[-1] == want[-1] and all(any(p == w for p in it) for w in want)
 
 
-def _find_symbol(conn: object, text: str) -> Endpoint | None:
+def symbol_matches(conn: object, text: str) -> list[SymbolHit]:
+    """The indexed symbols a name given by a person or a model may stand for.
+
+    The symbol whose qualified name is ``text``; else, loosely, those whose qualified name
+    holds ``text``'s segments in order and ends with its last (``Client.connect`` for
+    ``app.Client.connect``), the first segment (a crate or package name) optional when no
+    candidate has it.
+
+    Args:
+        conn: A current index connection.
+        text: A qualified or partly qualified name (``.`` or ``::`` between segments).
+
+    Returns:
+        The ``index.code`` symbol rows; more than one when the name is ambiguous.
+    """
     from ctxstore.index.code import symbols_by
 
     exact = symbols_by(conn, qualname=text)  # type: ignore[arg-type]
-    if len(exact) == 1:
-        return _symbol_endpoint(conn, exact[0].qualname, exact[0].path, exact[0].kind)
-    if not exact:
-        # Loosely: the segments in order, the first (a crate or package name) optional
-        # when no candidate has it.
-        given = _SEP.split(text)
-        named = symbols_by(conn, name=given[-1], limit=500)  # type: ignore[arg-type]
-        hits = [h for h in named if _in_order(given, h.qualname)] \
-            or [h for h in named if _in_order(given[1:] or given, h.qualname)]
-    else:
-        hits = exact
+    if exact:
+        return list(exact)
+    given = _SEP.split(text)
+    named = symbols_by(conn, name=given[-1], limit=500)  # type: ignore[arg-type]
+    return [h for h in named if _in_order(given, h.qualname)] \
+        or [h for h in named if _in_order(given[1:] or given, h.qualname)]
+
+
+def _find_symbol(conn: object, text: str) -> Endpoint | None:
+    hits = symbol_matches(conn, text)
     if not hits:
         return None
     if len({h.qualname for h in hits}) > 1 or len(hits) > 1:

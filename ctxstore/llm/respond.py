@@ -41,7 +41,6 @@ _SUMMARY_CHARS = 300
 _PATH = re.compile(r"(?<![\w/.\-])((?:[\w.\-]+/)*[\w\-]+(?:\.[\w\-]+)*\.[A-Za-z0-9]{1,10})"
                    r"(?::\d+)?(?![\w/])")
 _SKIP_DIRS = (".git", ".ctx")
-_SEP = re.compile(r"\.|::")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,21 +109,16 @@ def find_mentions(text: str, pack: Pack, worktree: Path | None) -> list[Mention]
 
 
 def _indexed(conn: IndexConnection, name: str) -> Mention | None:
-    """The indexed symbol ``name`` stands for, or None when there is none or more than one.
+    """The indexed symbol ``name`` stands for, or None when there is none or several.
 
-    ``name`` is a qualified name (``app.Client``), or its last parts (``Client``,
-    ``Client.connect``) as a pack's seeds may give it: a symbol whose qualified name ends
-    with the same parts counts. A module is a ``module`` endpoint, as ``ctx relate`` makes it.
+    Matched as ``ctx relate`` matches a name (``code.relate.symbol_matches``); an edge to a
+    guess would mislead. A module is a ``module`` endpoint, as ``ctx relate`` makes it.
     """
-    from ctxstore.index.code import symbols_by
+    from ctxstore.code.relate import symbol_matches
 
-    hits = symbols_by(conn, qualname=name, limit=2)
-    if not hits:
-        parts = _SEP.split(name)
-        named = symbols_by(conn, name=parts[-1], limit=500)
-        hits = [h for h in named if _SEP.split(h.qualname)[-len(parts):] == parts]
+    hits = symbol_matches(conn, name)
     if len({h.qualname for h in hits}) != 1:
-        return None  # unknown, or ambiguous: an edge to a guess would mislead
+        return None
     return Mention("module" if hits[0].kind == "module" else "item", hits[0].qualname)
 
 
