@@ -601,11 +601,13 @@ def prompt_submit(root: Path | None, payload: Payload) -> Payload:
 def _prompt_submit(root: Path | None, payload: Payload) -> Payload:
     if root is None:
         return {}
+    prompt = sanitize_text(_text(payload, "prompt") or "")
+    topical = len(prompt.split()) >= _MIN_PROMPT_WORDS  # "yes", "go on": no topic
     state = open_state(root, create=False)
     if state is None:
         # No state yet (no session start ran here, or it failed): a prompt with a topic
         # creates it, so relevant memory is injected and what was shown is remembered.
-        if len((_text(payload, "prompt") or "").split()) < _MIN_PROMPT_WORDS:
+        if not topical:
             return {}
         try:
             state = open_state(root, create=True)
@@ -620,10 +622,9 @@ def _prompt_submit(root: Path | None, payload: Payload) -> Payload:
         _, problems, _ = _drain(root, state)
         problems = notice + problems
         texts = _take_fitting(state, session, MAX_INJECT_CHARS - 200)
-        prompt = sanitize_text(_text(payload, "prompt") or "")
         if prompt.strip():
             _note_prompt(state, session, prompt)
-        if len(prompt.split()) >= _MIN_PROMPT_WORDS:  # "yes", "go on": no topic, no store opened
+        if topical:  # else no store opened
             room = MAX_INJECT_CHARS - 200 - sum(len(t) for t in texts)
             found, trouble = _relevant(root, state, session, prompt, room)
             texts, problems = texts + found, problems + trouble

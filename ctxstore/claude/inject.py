@@ -13,7 +13,10 @@ start a line that looks like a heading or a frame line.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["MAX_INJECT_CHARS", "frame", "frame_items", "fit_lines", "count_items", "escape_tags",
            "sanitize_text", "neutralise_breaks", "LINE_BREAK"]

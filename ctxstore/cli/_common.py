@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ctxstore.cli._notices import user_store
 from ctxstore.discovery import discover_store
 from ctxstore.errors import InvalidInput, StoreNotFound
 from ctxstore.records import dataclass, field
@@ -56,19 +57,12 @@ class Env:
                 # The project holding the store: its .ctx/ (E005 if that has no HEAD).
                 return discover_store(path)
             return path
-        home = Path(os.path.expanduser("~")) / ".ctx"
-        try:
-            # A .ctx/ directory without HEAD on the way up raises RefNotFound (E005): a
-            # damaged project store is reported, never replaced by the user store.
-            found = discover_store(Path(os.getcwd()), user_store=home)
-        except StoreNotFound:
-            pass
-        else:
-            if found.absolute() == home.absolute():
-                self.kind = "user"
+        found = _project_store()
+        if found is not None:
             return found
         # No project store: the user store ~/.ctx (DESIGN §2), created on first use.
         self.kind = "user"
+        home = user_store()
         if not (home / "HEAD").exists():
             from ctxstore.init import init_store
 
@@ -83,14 +77,7 @@ class Env:
         Raises:
             StoreNotFound: (E012) when no --ctx-dir is given and no project store is found.
         """
-        if self.ctx_dir:
-            return
-        home = Path(os.path.expanduser("~")) / ".ctx"
-        try:
-            found = discover_store(Path(os.getcwd()), user_store=home)
-        except StoreNotFound:
-            found = None
-        if found is None or found.absolute() == home.absolute():
+        if not self.ctx_dir and _project_store() is None:
             raise StoreNotFound(f"{what} needs a project store, and there is none here",
                                 hint="run `ctx init` at the repository's root first")
 
@@ -170,6 +157,20 @@ def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Output format (same as the global --format).")(func)
 
 
+def _project_store() -> Path | None:
+    """The nearest project store above the working directory; None if there is only ~/.ctx.
+
+    A ``.ctx/`` directory without HEAD on the way up raises RefNotFound (E005): a damaged
+    project store is reported, never replaced by the user store.
+    """
+    home = user_store()
+    try:
+        found = discover_store(Path(os.getcwd()), user_store=home)
+    except StoreNotFound:
+        return None
+    return None if found.absolute() == home.absolute() else found
+
+
 def output_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--output/-o FILE`` of a command that writes one document (``write_output`` writes it).
 
@@ -200,10 +201,7 @@ def write_output(env: Env, output: str | None, data: bytes) -> None:
         return
     from ctxstore import fsio
 
-    try:
-        from ctxstore.cli._notices import user_store
-
-        # never into this store, nor into the user store ~/.ctx (--global reads it)
+    try:  # never into this store, nor into the user store ~/.ctx (--global reads it)
         fsio.write_output(output, data, store=env.session().root, also=[user_store()])
     except InvalidInput as exc:
         raise InvalidInput(f"--output: {exc.message}", hint=exc.hint) from None

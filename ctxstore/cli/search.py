@@ -54,9 +54,6 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
     """
     from ctxstore.knowledge.search import search, search_terms
 
-    if env.fmt != "json" and not search_terms(text):  # JSON still prints its empty result
-        click.echo("ctx: no results (the query has no searchable words)", err=True)
-        return
     if use_global:  # the nodes of the project store and ~/.ctx, each labelled (issue 16)
         wanted = [k for k in kinds or _NODE_KINDS if k in _NODE_KINDS]
         if not wanted:
@@ -70,7 +67,8 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
         emit_json(_hits_json(hits))
         return
     if not hits:  # said, so an empty answer is not mistaken for a failure to run
-        click.echo("ctx: no results", err=True)
+        why = "" if search_terms(text) else " (the query has no searchable words)"
+        click.echo(f"ctx: no results{why}", err=True)
         return
     from ctxstore.cli._render import echo_stored
     from ctxstore.cli.nodes import _print_nodes

@@ -38,10 +38,14 @@ if TYPE_CHECKING:
 
     from ctxstore.index.read import NodeRow
 
-__all__ = ["KINDS", "MAX_TERMS", "ALL_TERMS_BOOST", "SearchTerms", "Hit", "fold", "words_of",
+__all__ = ["KINDS", "FULL_MATCH", "MAX_TERMS", "ALL_TERMS_BOOST", "SearchTerms", "Hit", "fold", "words_of",
            "search_terms", "search"]
 
 KINDS = ("node", "narrative", "chunk", "symbol")
+# A hit holding this many of the query's terms (all of them, for a shorter query) is as
+# relevant as can be: long prompts and tasks are not penalised for their many words (the
+# prompt hook's memory, ``packs.session``; a pack's memory items, ``retrieval.pack``).
+FULL_MATCH = 4
 MAX_TERMS = 24
 ALL_TERMS_BOOST = 2.0
 # Metadata key of a node made from a narrative entry (``narrative.entries.META_PATH``; not

@@ -10,7 +10,8 @@
   above the threshold that this session has not been shown yet, and fills a token budget.
   A source is any callable ``(session, prompt, limit) -> list[Item]``: the transcript memory
   adds its own with ``register_source``.
-- ``render_items`` turns the chosen items into the Markdown a hook frames and injects.
+- Each item's ``text`` is the Markdown line a hook frames and injects
+  (``claude.inject.frame_items``).
 
 The hook path imports this module: nothing heavy here (no click, networkx, embeddings).
 """
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from ctxstore.session import Session
 
 __all__ = ["Item", "Source", "SOURCES", "PROMPT_THRESHOLD", "PROMPT_BUDGET", "NARRATIVE_DAYS",
-           "ITEM_CHARS", "register_source", "node_source", "relevant_context", "render_items",
+           "ITEM_CHARS", "register_source", "node_source", "relevant_context",
            "session_start_query", "prompt_settings"]
 
 PROMPT_THRESHOLD = 0.5
@@ -39,9 +40,6 @@ NARRATIVE_DAYS = 7
 ITEM_CHARS = 600
 # Each source proposes at most this many candidates per prompt.
 _CANDIDATES = 12
-# A node holding this many of the prompt's terms (all of them, for a shorter prompt) is as
-# relevant as can be: long prompts are not penalised for their many words.
-_FULL_MATCH = 4
 # Compiled on first use (``re`` keeps it): only session start reads a task name.
 _TASK_NAME = r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}"
 
@@ -84,7 +82,7 @@ def node_source(session: Session, prompt: str, limit: int) -> list[Item]:
     """Nodes and narrative entries ranked by free-text search against the prompt.
 
     An item's relevance is the share of the prompt's terms it holds, out of at most
-    ``_FULL_MATCH`` (BM25 scales with the size of the store; this does not, so one threshold
+    ``knowledge.search.FULL_MATCH`` (BM25 scales with the size of the store; this does not, so one threshold
     fits a new store and a large one). A node counts only when it holds at least two terms
     (the one term of a one-word prompt): one shared word is no reason to inject a memory.
     Candidates come in search order (BM25 with coverage, ``knowledge.search``).
@@ -99,11 +97,11 @@ def node_source(session: Session, prompt: str, limit: int) -> list[Item]:
     """
     from ctxstore.index.read import short_id_lookup
     from ctxstore.knowledge.recall import recallable
-    from ctxstore.knowledge.search import search, search_terms
+    from ctxstore.knowledge.search import FULL_MATCH, search, search_terms
 
     conn = session.index()
     total = len(search_terms(prompt).terms)
-    wanted, full = min(2, total), min(total, _FULL_MATCH)
+    wanted, full = min(2, total), min(total, FULL_MATCH)
     hits = search(conn, prompt, kinds=("node", "narrative"), limit=limit)
     short = short_id_lookup(conn)
     items = []
@@ -190,11 +188,6 @@ def _ask(source: Source, session: Session, prompt: str, problems: list[str] | No
             name = getattr(source, "__name__", "a source")
             problems.append(f"context source {name} failed: {type(exc).__name__}: {exc}")
         return []
-
-
-def render_items(items: Sequence[Item]) -> str:
-    """The items as one Markdown list, in order."""
-    return "".join(item.text for item in items)
 
 
 def session_start_query(view_query: str, *, days: int = NARRATIVE_DAYS,

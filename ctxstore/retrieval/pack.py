@@ -415,18 +415,6 @@ def _chunk_title(chunk: ChunkRow) -> str:
     return f"Symbol: {name} ({where})"
 
 
-# A node holding this many of the task's words (or all, when it has fewer) is fully relevant,
-# as for the prompt hook's memory (``packs.session``).
-_FULL_MATCH = 4
-
-
-def _search_words(task: str) -> list[str]:
-    """The words of ``task`` that ranked search looks for (phrases left out)."""
-    from ctxstore.knowledge.search import search_terms
-
-    return [t for t in search_terms(task).terms if " " not in t]
-
-
 def _node_items(conn: sqlite3.Connection, task: str, *, user: bool) -> list[_Item]:
     """The nodes (and narrative entries) of one store that ranked search finds for the task."""
     from ctxstore.knowledge.search import search
@@ -676,7 +664,9 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
         if user is not None:  # the global layer: the user store's relevant nodes join
             node_items += _node_items(user.index(), task, user=True)
         scale = max((i.score for i in node_items), default=1.0) or 1.0
-        full = min(_FULL_MATCH, len(_search_words(task))) or 1
+        from ctxstore.knowledge.search import FULL_MATCH, search_terms
+
+        full = min(FULL_MATCH, len(search_terms(task).terms)) or 1
         for item in node_items:
             # Node scores are on their own scale: the best node ~ a top file, when it holds
             # the task's words; one that holds one word of several counts that share (a

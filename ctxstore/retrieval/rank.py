@@ -301,7 +301,7 @@ class Corpus:
                 for i in holders:
                     score[i] += p.symbol_boost * top / len(holders)
                     defines.setdefault(i, []).append(name)
-        named = self._named(query.files, top) if query.files and p.file_boost else {}
+        named = self._named(query.files) if query.files and p.file_boost else {}
         for i, names in named.items():
             score[i] += p.file_boost * top * sum(share for _, share in names)
         if p.test_prior != 1.0:
@@ -319,7 +319,7 @@ class Corpus:
                     defines.get(i, []), via.get(i), [name for name, _ in named.get(i, ())])
                 for k, i in enumerate(order)]
 
-    def _named(self, files: Iterable[str], top: float) -> dict[int, list[tuple[str, float]]]:
+    def _named(self, files: Iterable[str]) -> dict[int, list[tuple[str, float]]]:
         """The files each name in ``files`` points at, with its share of the boost.
 
         A name matches a path that is it or ends with ``/`` and it; without an exact match,
@@ -329,9 +329,8 @@ class Corpus:
         n = len(self.paths)
         out: dict[int, list[tuple[str, float]]] = {}
         for name in sorted(files):
-            holders = _paths_ending(self.paths, name)
-            if not holders:
-                holders = _paths_ending(self.paths, name.lower(), str.lower)
+            holders = _paths_ending(self.paths, name) \
+                or _paths_ending([path.lower() for path in self.paths], name.lower())
             if holders and len(holders) <= max(3, n // 20):
                 for i in holders:
                     out.setdefault(i, []).append((name, 1 / len(holders)))
@@ -379,10 +378,7 @@ class Corpus:
         return via
 
 
-def _paths_ending(paths: Sequence[str], name: str, fold: Callable[[str], str] | None = None
-                  ) -> list[int]:
-    """Positions of the paths that are ``name`` or end with ``/name`` (after ``fold``)."""
+def _paths_ending(paths: Sequence[str], name: str) -> list[int]:
+    """Positions of the paths that are ``name`` or end with ``/name``."""
     tail = "/" + name
-    if fold is None:
-        return [i for i, path in enumerate(paths) if path.endswith(tail) or path == name]
-    return [i for i, path in enumerate(paths) if fold(path).endswith(tail) or fold(path) == name]
+    return [i for i, path in enumerate(paths) if path.endswith(tail) or path == name]

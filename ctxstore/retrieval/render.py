@@ -128,6 +128,8 @@ def header(task: str, fmt: str, *, total: int, reserved: int, items: int, used: 
 def _why(item: dict[str, Any]) -> str:
     why = item.get("why", {})
     parts = []
+    if why.get("named"):
+        parts.append("named " + ", ".join(why["named"]))
     if why.get("defines"):
         parts.append("defines " + ", ".join(why["defines"]))
     if why.get("edge_path"):

@@ -485,6 +485,8 @@ def test_pack_a_task_naming_a_file_ranks_that_file_first(tmp_path: Path) -> None
         first = next(i for i in pack["retrieved"] if i.get("path") == "app/websockets.py")
         assert first["why"]["named"] == [task.split()[-1]]
         _validate(pack)
+        text = run_ctx(["pack", task, "--format", "text", "--no-narrative"], cwd=root).stdout
+        assert f"why: named {task.split()[-1]}" in text  # the text rendering says it too
 
 
 def test_pack_notes_a_missing_index_and_files_changed_since(tmp_path: Path) -> None:
