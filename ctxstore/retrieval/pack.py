@@ -562,9 +562,10 @@ def _changed(tree: Path, path: str, blob: bytes, size: int) -> bool:
     from ctxstore.errors import CtxError
     from ctxstore.objects import KIND_BLOB, object_id_of
 
-    if path.startswith("/") or ".." in path.split("/"):
-        return False  # no work-tree path (a hostile index): nothing to compare with
     try:
+        # A path out of the tree, through a linked directory, or to a link or special file
+        # (a hostile index): nothing of ours to compare with, and nothing read.
+        fsio.check_under(tree, tree / path)
         if os.stat(tree / path).st_size != size:
             return True
         data = fsio.read_regular(tree / path, size)

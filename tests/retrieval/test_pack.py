@@ -19,7 +19,7 @@ from ctxstore.code.ingest import index_tree
 from ctxstore.init import init_store
 from ctxstore.narrative.entries import add_decision
 from ctxstore.repo import Store, open_store
-from ctxstore.retrieval.pack import build_pack, rank_files
+from ctxstore.retrieval.pack import build_pack, pack_notes, rank_files
 from ctxstore.retrieval.rank import Corpus, Document, Params
 from ctxstore.retrieval.render import FORMATS, PROMPT_FORMATS, render_pack
 from ctxstore.retrieval.text import parse_query, tokenize
@@ -539,3 +539,19 @@ def test_pack_reads_the_task_from_stdin_with_a_dash(tmp_path: Path) -> None:
     bad = run_ctx(["pack", "-"], cwd=root, stdin=b"\xff\xfe")
     assert bad.returncode == 1 and bad.stderr == \
         "ctx: error[E011]: the task on standard input is not UTF-8 text\n"
+
+
+def test_pack_notes_never_read_through_a_linked_directory(tmp_path: Path) -> None:
+    # The indexed pkg/ replaced by a link to a directory outside the work tree: its file is
+    # not compared (nor read), so no note names it; the pack itself is unchanged.
+    root, _ = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n"})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.py").write_text("def parse_header(line):\n    return line.strip()  # else\n")
+    (root / "pkg" / "a.py").unlink()
+    (root / "pkg").rmdir()
+    (root / "pkg").symlink_to(outside, target_is_directory=True)
+    with Session.open(root / ".ctx") as session:
+        pack = build_pack(session, "parse_header")
+        assert pack["ranked_files"] == ["pkg/a.py"]
+        assert pack_notes(session, pack) == []
