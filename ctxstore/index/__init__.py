@@ -180,11 +180,13 @@ def _met_busy(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
     Not when the caller set the busy timeout to 0: it chose not to wait and handles the error
     (``index.retrieval.file_corpus`` skips writing its cache).
     """
-    if getattr(exc, "sqlite_errorcode", None) is not None and exc.sqlite_errorcode & 0xFF == 5 \
-            and sqlite3.Connection.execute(conn, "PRAGMA busy_timeout").fetchone()[0]:
+    if (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF != 5:  # SQLITE_BUSY
+        return
+    waited_ms = sqlite3.Connection.execute(conn, "PRAGMA busy_timeout").fetchone()[0]
+    if waited_ms:
         folder = getattr(conn, "index_folder", None)
         where = str(folder / INDEX_FILE) if folder is not None else "the index"
-        raise IndexBusy(where, waited=BUSY_TIMEOUT) from exc
+        raise IndexBusy(where, waited=waited_ms / 1000) from exc
 
 
 class _GuardedCursor(sqlite3.Cursor):
