@@ -99,3 +99,15 @@ def test_tags_are_at_most_200_characters(store: Store) -> None:
     with pytest.raises(InvalidInput, match="at most 200 characters"):
         add_node(store, "fact", "content", tags=["a:" + "x" * 199])
     assert store_digest(store.root) == before
+
+
+def test_the_longest_task_name_is_the_one_session_start_shows() -> None:
+    # packs.session keeps its own pattern (the hook path does not import knowledge.tasks):
+    # the two limits must agree.
+    import re
+
+    from ctxstore.knowledge.tasks import MAX_TASK_NAME
+    from ctxstore.packs import session
+
+    assert re.fullmatch(session._TASK_NAME, "t" * MAX_TASK_NAME)
+    assert not re.fullmatch(session._TASK_NAME, "t" * (MAX_TASK_NAME + 1))
