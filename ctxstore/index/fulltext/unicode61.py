@@ -13,8 +13,9 @@ so the query side would look for words the index never stored.
 The tables below were read from SQLite itself (every code point, tokenised alone and between
 two letters) and are checked against it by ``tests/index/test_unicode61.py``, which also
 prints them again (``python tests/index/test_unicode61.py``); they were read from SQLite
-3.40.1, and the test fails if the SQLite in use tokenises differently. Pure Python: the hook
-path folds every prompt.
+3.40.1, and read again from SQLite 3.51.1 (2026-11-28) they are the same: SQLite's Unicode
+tables for ``unicode61`` have not changed between those releases. The test fails if the
+SQLite in use tokenises differently. Pure Python: the hook path folds every prompt.
 """
 
 from __future__ import annotations
