@@ -48,6 +48,7 @@ __all__ = [
     "mode_of",
     "ensure_dir",
     "hold_lock",
+    "lock_is_held",
     "read_lock_pid",
     "file_kind",
     "read_regular",
@@ -515,6 +516,31 @@ def read_lock_pid(path: Path) -> int | None:
     except (OSError, UnsafePath):
         return None
     return int(text) if text.isdigit() else None
+
+
+def lock_is_held(path: Path) -> bool:
+    """Whether another open file description holds ``hold_lock``'s flock on ``path`` now.
+
+    A probe that never waits and never creates the file: a missing file is a free lock. It
+    takes a shared flock for an instant (``hold_lock`` retries past it), so a reader can tell
+    "someone is at it" without a write of its own.
+
+    Raises:
+        UnsafePath: (E020) if the lock file is a symlink or not a regular file.
+    """
+    try:
+        fd, _ = _open_regular(path, os.O_RDONLY, what="a lock file")
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return True
+        raise
+    finally:
+        os.close(fd)  # releases the probe's shared lock
+    return False
 
 
 @contextmanager
