@@ -62,6 +62,21 @@ def test_rank_a_method_named_with_its_class_finds_the_class_file() -> None:
     assert hits[0].path == "pkg/repo.py" and "store" in hits[0].defines
 
 
+def test_rank_a_named_class_means_the_product_not_a_test_double() -> None:
+    """A fixture defining the same class, full of the task's words, does not take its boost."""
+    docs = [_doc("pkg/repo.py", "class Store:\n def open(self): read the objects", ("Store",)),
+            _doc("tests/fakes.py", "class Store:\n store lock lock lock crash crash writes",
+                 ("Store",)),
+            *[_doc(f"pkg/m{i}.py", f"def f{i}(): pass", (f"f{i}",)) for i in range(20)]]
+    hits = Corpus.from_documents(docs).rank(parse_query("`Store` loses writes after a lock crash"))
+    assert hits[0].path == "pkg/repo.py" and hits[0].defines == ["store"]
+    fake = next(h for h in hits if h.path == "tests/fakes.py")
+    assert fake.defines == []
+    # only a test file defines it: the test file keeps the boost
+    only = Corpus.from_documents(docs[1:]).rank(parse_query("`Store` loses writes"))
+    assert only[0].path == "tests/fakes.py" and only[0].defines == ["store"]
+
+
 @given(st.text(max_size=400))
 def test_rank_any_text_parses_and_ranks(text: str) -> None:
     hits = Corpus.from_documents(DOCS).rank(parse_query(text))
