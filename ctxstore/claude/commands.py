@@ -8,10 +8,11 @@ result to deliver with the next prompt (recall, status, expand). Commands are pl
 dicts (name, attrs, content, raw, key) so that a command deferred under a held lock
 replays exactly as it was parsed.
 
-A ``remember`` passes the command's key (session, turn, tag text, n-th identical tag; see
-``claude.hooks.turn_commands``) as ``hook_key`` to ``knowledge.remember``, which keeps it
-in the node's metadata and writes nothing when a node with that key exists, so it cannot
-run twice even if the per-clone state was lost (RELIABILITY.md CO-11, TR-12), while the
+A ``remember`` or ``summarize`` passes the command's key (session, turn, tag text, n-th
+identical tag; see ``claude.hooks.turn_commands``) as ``hook_key`` to ``knowledge.remember``
+or ``knowledge.nodes.summarize_nodes``, which keep it in the written node's metadata and
+write nothing when a node with that key exists, so neither runs twice even if the per-clone
+state was lost or the hook was killed before recording it (RELIABILITY.md CO-11, TR-12), while the
 same tag written again in a later turn is a new write. Content is limited by config
 ``[claude] max_remember_chars`` (default ``knowledge.remember.MAX_CONTENT``).
 Nodes written here have ``author: agent``.
@@ -206,10 +207,12 @@ def _summarize(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     refs = [r.strip() for r in (attrs.get("nodes") or "").split(",") if r.strip()]
     limit = _content_limit(ctx)
     _over_limit(cmd["content"], limit)
-    summarize_nodes(ctx.store, refs, cmd["content"],
-                    archive_sources=(attrs.get("archive") or "").lower() == "true",
-                    tags=_tags(attrs.get("tags")), max_content=limit)
-    return Outcome(changed=True)
+    # Keyed as a remember is: a Stop killed after the write and run again writes it once.
+    key = cmd.get("key") or hook_key(ctx.session, cmd["raw"])
+    _, res = summarize_nodes(ctx.store, refs, cmd["content"],
+                             archive_sources=(attrs.get("archive") or "").lower() == "true",
+                             tags=_tags(attrs.get("tags")), max_content=limit, hook_key=key)
+    return Outcome(changed=res.changed)
 
 
 def _link(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:

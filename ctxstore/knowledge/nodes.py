@@ -298,6 +298,14 @@ def _find_node(conn: sqlite3.Connection, node_id: str) -> NodeRow | None:
     return find_node(conn, node_id)
 
 
+def _hook_write(conn: sqlite3.Connection, hook_key: str) -> NodeRow | None:
+    """The live node whose metadata records ``hook_key`` (an agent write already done), or None."""
+    from ctxstore.index.read import find_node_by_hook_key
+
+    found = find_node_by_hook_key(conn, hook_key)
+    return _find_node(conn, found) if found is not None else None
+
+
 def _edges_of(conn: sqlite3.Connection, node_id: str, direction: str = "both",
               label: str | None = None) -> list[EdgeRow]:
     from ctxstore.index.read import edges_of
@@ -588,8 +596,14 @@ def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
 
 def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
                     archive_sources: bool = False, tags: Sequence[str] = (),
-                    max_content: int | None = None) -> tuple[NodeRecord, WriteResult]:
+                    max_content: int | None = None,
+                    hook_key: str | None = None) -> tuple[NodeRecord, WriteResult]:
     """Create a summary node DERIVED_FROM each source, in one change batch.
+
+    With ``hook_key`` (an agent's tag, as ``knowledge.remember`` takes it) the write happens
+    once: the key is kept in the summary's metadata, and when a live node already records it
+    nothing is written and that node is returned. The lookup and the write are under one hold
+    of the store lock, so a hook killed after the write and run again writes no second summary.
 
     Args:
         store: The store to write to.
@@ -599,9 +613,11 @@ def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
         tags: Tags of the summary node.
         max_content: Refuse content longer than this many characters (agent writes pass
             ``knowledge.remember.MAX_CONTENT``); None for no limit.
+        hook_key: The identity of this write (an opaque string), or None.
 
     Returns:
-        The summary node's record and everything staged.
+        The summary node's record and everything staged (nothing when a node already
+        records ``hook_key``: then that node's record).
 
     Raises:
         InvalidInput: for no sources, empty or oversized content, or a bad tag.
@@ -616,14 +632,17 @@ def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
     clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
     with store.lock():
         with _index(store) as conn:
+            if hook_key is not None and (done := _hook_write(conn, hook_key)) is not None:
+                return record_of(done), WriteResult((), None)
             sources: list[NodeRow] = []
             for ref in refs_:
                 node = _read_node(conn, ref)
                 if node.id not in {s.id for s in sources}:
                     sources.append(node)
         stamp = next_stamp()
+        metadata: dict[str, JsonValue] = {"hook_key": hook_key} if hook_key is not None else {}
         summary = NodeRecord(id=new_ulid(), type="summary", content=inline, content_blob=blob_id,
-                             summary=None, tags=clean_tags, metadata={}, status="active",
+                             summary=None, tags=clean_tags, metadata=metadata, status="active",
                              superseded_by=None, created_at=stamp, updated_at=stamp, author=None,
                              prev=None)
         records: list[KnowledgeRecord] = [summary]
