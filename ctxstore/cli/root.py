@@ -353,15 +353,25 @@ def cli(ctx: click.Context, ctx_dir: str | None, db: str | None, fmt: str, debug
 
 @click.command("help")
 @click.argument("names", nargs=-1, metavar="[COMMAND]...")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default=None,
+              help="text (as `ctx COMMAND --help`), json (name, summary, usage, arguments, "
+                   "options, subcommands) or markdown (default: the global --format).")
 @click.pass_context
-def help_command(ctx: click.Context, names: tuple[str, ...]) -> None:
+def help_command(ctx: click.Context, names: tuple[str, ...], fmt: str | None) -> None:
     """Show the help of ctx, or of a command (the same text as `ctx COMMAND --help`).
+
+    Without a command, the help of ctx itself, which lists every command. `--format json`
+    gives the help as data: the command's name, summary, usage, arguments and options
+    (flags, type, default, help, whether required, choices) and, for a group, its commands.
+    `--format markdown` renders the help as Markdown.
 
     \b
     Examples:
         ctx help
         ctx help add
         ctx help view render
+        ctx help pack --format json
+        ctx help --format markdown
     """
     # An unknown name is InvalidInput (E011): one line with the nearest command.
     from ctxstore.errors import InvalidInput
@@ -379,4 +389,15 @@ def help_command(ctx: click.Context, names: tuple[str, ...]) -> None:
                                if hint else "`ctx help` lists the commands")
         sub = click.Context(found, info_name=name, parent=sub)
         cmd = found
-    click.echo(cmd.get_help(sub))
+    chosen = fmt or ctx.find_root().params.get("fmt") or "text"  # the global --format
+    if chosen == "text":
+        click.echo(cmd.get_help(sub))
+        return
+    from ctxstore.cli._help import help_document, help_markdown
+
+    if chosen == "json":
+        import json
+
+        click.echo(json.dumps(help_document(cmd, sub), indent=2, ensure_ascii=False))
+    else:
+        click.echo(help_markdown(cmd, sub), nl=False)

@@ -221,8 +221,8 @@ def test_progress_commit_of_a_large_session_draws_on_a_terminal_only(tmp_path: P
 
 # -- item 13: consistency ----------------------------------------------------------------------
 
-# JSON in and out by contract (hooks, the MCP server, the Git merge driver) or help itself.
-NO_FORMAT = {"help", "hook", "mcp", "merge-ref"}
+# JSON in and out by contract (hooks, the MCP server, the Git merge driver).
+NO_FORMAT = {"hook", "mcp", "merge-ref"}
 
 
 def test_format_is_accepted_by_every_command() -> None:
