@@ -20,7 +20,7 @@ from ctxstore.index.read import NodeRow, out_edges_of, short_id_lookup
 from ctxstore.model.scoring import order_score
 from ctxstore.model.vocab import TIER_ORDER
 from ctxstore.records import dataclass
-from ctxstore.tokens import estimate_tokens
+from ctxstore.tokens import estimate_tokens, tokens_for_length
 
 __all__ = ["TIER_ORDER", "TYPE_TITLES", "Composition", "tier_of", "order_nodes", "compose", "compose_query",
            "render_markdown", "render_json", "iso_ms", "estimate_tokens"]
@@ -159,14 +159,15 @@ def _compose(conn: sqlite3.Connection, cands: list[tuple[int, str, int]],
              force_ids: frozenset[str]) -> Composition:
     """Greedy fill over ``cands`` = ``(tier rank, id, content tokens)`` in priority order.
 
-    Phases: reserve the frame, then per chunk of candidates that can still fit load their
-    rows and provenance edges and place each item, then render the chosen items.
+    Phases: check the budget holds the frame, then per chunk of candidates that can still
+    fit load their rows and provenance edges and place each item, then render the chosen items.
 
     Raises:
         BudgetExceeded: if the budget cannot hold even the header and footer.
     """
     rendered_at = iso_ms(now_ms)
-    fill = _Fill(budget, force_ids, _frame_reserve(budget, rendered_at),
+    _check_frame(budget, rendered_at)
+    fill = _Fill(budget, force_ids, rendered_at,
                  functools.cache(short_id_lookup(conn)))  # a dependency is often shown many times
     # A lower bound of each item's cost: its stripped content (pinned items show a preview;
     # expanded nodes are shown in full as working context).
@@ -183,27 +184,54 @@ def _compose(conn: sqlite3.Connection, cands: list[tuple[int, str, int]],
     return fill.composition(rendered_at)
 
 
-def _frame_reserve(budget: int, rendered_at: str) -> int:
-    """The tokens the header and footer may take, reserved before any item.
+def _check_frame(budget: int, rendered_at: str) -> None:
+    """Refuse a budget below the frame of an empty composition.
 
     Raises:
         BudgetExceeded: if ``budget`` is below it.
     """
-    head, foot = _frame(10**9, 10**9, rendered_at)  # widest numbers: a safe reservation
-    reserve = estimate_tokens(head) + estimate_tokens(foot)
-    if budget < reserve:
-        raise BudgetExceeded(f"budget {budget} is below the {reserve} tokens the frame needs")
-    return reserve
+    need = _stated_tokens(0, 0, rendered_at)
+    if budget < need:
+        raise BudgetExceeded(f"budget {budget} is below the {need} tokens the frame needs")
+
+
+def _frame_length(count: int, tokens: int, rendered_at: str) -> int:
+    head, foot = _frame(count, tokens, rendered_at)
+    return len(head) + len(foot)
+
+
+def _stated_tokens(count: int, body_chars: int, rendered_at: str) -> int:
+    """The tokens a composition of ``count`` items and a body this long states and costs.
+
+    The header states the total, which includes the header itself: the fixed point that
+    ``_render`` reaches, found here from lengths alone (``tokens_for_length``).
+    """
+    stated = tokens = 0
+    for _ in range(3):
+        stated = tokens
+        tokens = tokens_for_length(_frame_length(count, stated, rendered_at) + body_chars)
+        if tokens == stated:
+            break
+    # What the text costs with the number it states (the same when the loop converged).
+    return tokens_for_length(_frame_length(count, stated, rendered_at) + body_chars)
 
 
 @dataclass
 class _Fill:
-    """The state of one greedy fill: the tokens used so far and the items chosen."""
+    """The state of one greedy fill: the body's length so far and the items chosen.
+
+    The text is assembled from pieces (the frame, section headers, items) whose lengths
+    are known, and a text's estimate is its length's: an item is taken when the whole text
+    with it, its frame stating the new count and total, still fits the budget. So the frame
+    costs what it prints, not its widest numbers, and a node that fits with its frame is
+    shown.
+    """
 
     budget: int
     force_ids: frozenset[str]
-    used: int
+    rendered_at: str
     short_of: Callable[[str], str]
+    body_chars: int = 0
     skipped: int = 0
     chosen: list[tuple[int, NodeRow, str]] = field(default_factory=list)
     deps_of: dict[str, list[str]] = field(default_factory=dict)
@@ -215,7 +243,10 @@ class _Fill:
 
         A candidate whose lower bound already exceeds the room left is skipped.
         """
-        room, want = self.budget - self.used, 0
+        # Items' lower bounds against the room in tokens: an item holds its stripped content
+        # (whose estimate the bound is) and more, and the frame only grows with each item.
+        room = self.budget - self._tokens(len(self.chosen), self.body_chars)
+        want = 0
         chunk: list[int] = []
         total = len(bounds)
         while pos < total and len(chunk) < _CHUNK and (want <= room or len(chunk) < _MIN_CHUNK):
@@ -229,7 +260,7 @@ class _Fill:
 
     def place(self, node: NodeRow | None, rank: int, bound: int) -> None:
         """Add ``node``'s item (and the headers it opens) if it still fits, else skip it."""
-        if node is None or self.used + bound > self.budget:
+        if node is None or bound > self.budget - self._tokens(len(self.chosen), self.body_chars):
             self.skipped += 1
             return
         section = 2 if node.id in self.force_ids else rank
@@ -237,21 +268,24 @@ class _Fill:
         short = {some: self.short_of(some) for some in (node.id, *deps)}
         item = _item(node, section, deps, short)
         sec_head, sub_head = _headers(section, node.type)
-        cost = estimate_tokens(item) + 1
+        chars = len(item) + 1  # `_render` ends each item with a blank line
         new_headers = []
         if (section, "") not in self.seen_headers:
             new_headers.append((section, ""))
-            cost += estimate_tokens(sec_head) + 1
+            chars += len(sec_head)
         if sub_head and (section, node.type) not in self.seen_headers:
             new_headers.append((section, node.type))
-            cost += estimate_tokens(sub_head) + 1
-        if self.used + cost > self.budget:
+            chars += len(sub_head)
+        if self._tokens(len(self.chosen) + 1, self.body_chars + chars) > self.budget:
             self.skipped += 1
             return
-        self.used += cost
+        self.body_chars += chars
         self.seen_headers.update(new_headers)
         self.deps_of[node.id] = deps
         self.chosen.append((section, node, item))
+
+    def _tokens(self, count: int, body_chars: int) -> int:
+        return _stated_tokens(count, body_chars, self.rendered_at)
 
     def composition(self, rendered_at: str) -> Composition:
         """The chosen items rendered, with their provenance edges."""

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxstore.errors import BudgetExceeded
 from ctxstore.index.read import NodeRow
 from ctxstore.index.schema import SCHEMA
 from ctxstore.packs.compose import compose, tier_of
@@ -107,3 +109,18 @@ def test_compose_query_ranks_in_sql_as_compose_does(store) -> None:
                 assert (sql.text, sql.skipped, sql.edges) == (full.text, full.skipped, full.edges), \
                     (query, budget, bool(force))
                 assert [n.id for n in sql.nodes] == [n.id for n in full.nodes]
+
+
+@given(nodes(), st.integers(1, 600))
+def test_compose_shows_a_node_whenever_one_fits_with_its_frame(items, budget) -> None:
+    now = 1_700_000_000_000
+    empty = compose(_conn(), [], 10**7, now_ms=now).tokens
+    if budget < empty:  # below the frame itself: refused (E010)
+        with pytest.raises(BudgetExceeded):
+            compose(_conn(), items, budget, now_ms=now)
+        return
+    comp = compose(_conn(), items, budget, now_ms=now)
+    assert estimate_tokens(comp.text) == comp.tokens <= budget
+    alone = [compose(_conn(), [n], 10**7, now_ms=now).tokens for n in items]
+    if alone and min(alone) <= budget:  # the frame is charged at the numbers it prints
+        assert comp.nodes
