@@ -160,7 +160,8 @@ def _keys(session: str, turn_id: str, items: list[str]) -> list[str]:
 
 
 def turn_commands(blocks: list[TextBlock], session: str, turn_id: str,
-                  opened_by: str | None = None) -> tuple[list[dict[str, Any]], list[TagProblem]]:
+                  opened_by: str | None = None, read_ms: int | None = None
+                  ) -> tuple[list[dict[str, Any]], list[TagProblem]]:
     """Parse every block of a turn.
 
     Give each command a key that is the same however often the turn is read (session, turn, tag
@@ -175,6 +176,14 @@ def turn_commands(blocks: list[TextBlock], session: str, turn_id: str,
     run from ``last_assistant_message`` while its line was not written yet has no line key,
     and the later Stop that reads that line (the next turn's, whose own lines lag) must
     know it ran.
+
+    When the transcript lags by a whole turn, its prompt line missing too, neither names the
+    reply. So every command also carries its *reply key* (session, the text of its block, the
+    tag text, the n-th identical tag in the block): one from ``last_assistant_message`` with
+    ``read_ms``, when this Stop read it; one from a transcript line with ``written_ms``, the
+    line's ``timestamp``. A line whose reply key ran from ``last_assistant_message`` read after
+    the line was created is that reply (``_to_run``); the same reply written again in a later
+    turn is created after that read, and runs.
     """
     if not any("<ctx:" in block.text for block in blocks):
         return [], []  # the common reply: no tags, so no parser to import
@@ -182,23 +191,39 @@ def turn_commands(blocks: list[TextBlock], session: str, turn_id: str,
 
     found: list[Any] = []
     aliases: list[list[str]] = []
+    replies: list[dict[str, Any]] = []
     problems: list[TagProblem] = []
     for block in blocks:
         cmds, bad = parse_commands(block.text)
         found += cmds
         problems += bad
+        raws = [c.raw for c in cmds]
         if block.key in _UNKEYED_BLOCKS:
             aliases += [[] for _ in cmds]
         else:
-            aliases += [[k] for k in _keys(session, "line\0" + block.key, [c.raw for c in cmds])]
+            aliases += [[k] for k in _keys(session, "line\0" + block.key, raws)]
+        when = ({"read_ms": read_ms} if block.key == "last_assistant_message"
+                else {"written_ms": block.at_ms} if block.key not in _UNKEYED_BLOCKS else None)
+        replies += [{"reply": k, **when} if when is not None and read_ms is not None else {}
+                    for k in _keys(session, "reply\0" + _reply_text(block.text), raws)]
     keys = _keys(session, turn_id, [cmd.raw for cmd in found])
     if opened_by is not None:
         opened = _keys(session, "opened\0" + opened_by, [cmd.raw for cmd in found])
         aliases = [[*alias, key] for alias, key in zip(aliases, opened, strict=True)]
     commands = [{"name": cmd.name, "attrs": dict(cmd.attrs), "content": cmd.content,
-                 "raw": cmd.raw, "key": key, "aliases": alias}
-                for cmd, key, alias in zip(found, keys, aliases, strict=True)]
+                 "raw": cmd.raw, "key": key, "aliases": alias, **reply}
+                for cmd, key, alias, reply in zip(found, keys, aliases, replies, strict=True)]
     return commands, problems
+
+
+def _reply_text(text: str) -> str:
+    """A block's text as ``merge_final_message`` compares it with ``last_assistant_message``.
+
+    Without ``<system-reminder>`` sections, trimmed; a digest, so keys stay short.
+    """
+    from ctxstore.memory.transcript import strip_reminders
+
+    return key_of(strip_reminders(text).strip())
 
 
 def _refresh_claude_md(store: Store) -> str | None:
@@ -265,8 +290,16 @@ def _run(db: Session, state: HookState, batch: list[tuple[str, dict[str, Any]]],
                 problems.append(outcome.problem)
             if outcome.pending:
                 pending = (session, *outcome.pending)
-        state.mark_executed(key, session, aliases, pending=pending)
+        state.mark_executed(key, session, aliases, pending=pending, reply=_read_reply(cmd))
     return changed, problems, False
+
+
+def _read_reply(cmd: dict[str, Any]) -> tuple[str, int] | None:
+    """The reply key of a command run from ``last_assistant_message`` and when it was read."""
+    read_ms = cmd.get("read_ms")
+    if isinstance(read_ms, int) and isinstance(cmd.get("reply"), str):
+        return cmd["reply"], read_ms
+    return None
 
 
 def _release(state: HookState, key: str) -> None:
@@ -400,6 +433,7 @@ def _stop(root: Path | None, payload: Payload, response: str | None,
           timeout: float | None) -> Payload:
     """The Stop hook's phases: read the turn, parse it, pick what to run, run it, follow up."""
     session = _session(payload)
+    read_ms = int(time.time() * 1000)  # before the reading: the reply was written before it
     blocks, turn_id, opened_by, read_problems = _read_turn(payload, response, timeout)
     has_tags = any("<ctx:" in block.text for block in blocks)
     state = open_state(root, create=has_tags) if root is not None else None
@@ -409,7 +443,7 @@ def _stop(root: Path | None, payload: Payload, response: str | None,
     if state is not None and done is not None and _already_done(state, done):
         state.close()  # a repeated Stop of a turn fully run: no parser to import
         return {}
-    commands, bad = turn_commands(blocks, session, turn_id, opened_by)
+    commands, bad = turn_commands(blocks, session, turn_id, opened_by, read_ms)
     problems = read_problems + [f"{p.reason}: {p.snippet}" for p in bad]
     if root is None:
         return _message(_no_store(session, commands, problems))
@@ -495,20 +529,37 @@ def _to_run(root: Path, state: HookState, session: str, commands: list[dict[str,
             ) -> tuple[list[dict[str, Any]], list[str]]:
     """The turn's commands no hook has run or claimed, at most the per-turn limit; problems.
 
-    A command runs only when neither its key nor any alias was run before. Those over
-    ``max_commands_per_turn`` are recorded as run (dropped for good, not left for a rerun)
-    and reported.
+    A command runs only when neither its key nor any alias was run before, and it is not the
+    reply a Stop ran from ``last_assistant_message`` before the transcript held it (``_ran_as_reply``;
+    it is recorded as run under its keys then). Those over ``max_commands_per_turn`` are
+    recorded as run (dropped for good, not left for a rerun) and reported.
     """
     names = [c["key"] for c in commands] + [a for c in commands for a in c["aliases"]]
     fresh = state.unexecuted(names)
     todo = [c for c in commands if c["key"] in fresh and all(a in fresh for a in c["aliases"])]
+    ran = _ran_as_reply(state, todo)
+    for cmd in ran:  # known by its line keys from now on
+        state.mark_executed(cmd["key"], session, cmd["aliases"])
+    todo = [c for c in todo if all(c is not r for r in ran)]
     cap = _limit(root, "max_commands_per_turn", MAX_COMMANDS_PER_TURN) if todo else 0
     if len(todo) <= cap:
         return todo, []
     for cmd in todo[cap:]:  # dropped for good, not left for a rerun
-        state.mark_executed(cmd["key"], session, cmd["aliases"])
+        state.mark_executed(cmd["key"], session, cmd["aliases"], reply=_read_reply(cmd))
     return todo[:cap], [f"{len(todo) - cap} command(s) over the limit of {cap} per turn "
                         "were not run (config [claude] max_commands_per_turn)"]
+
+
+def _ran_as_reply(state: HookState, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The commands read from transcript lines that already ran from ``last_assistant_message``.
+
+    The same reply key, run from a reply read at or after the line's ``timestamp`` (a line with
+    no time counts as written before: a command never runs twice).
+    """
+    lines = [c for c in commands if "written_ms" in c]
+    read = state.replies_read([c["reply"] for c in lines]) if lines else {}
+    return [c for c in lines if c["reply"] in read
+            and (c["written_ms"] is None or c["written_ms"] <= read[c["reply"]])]
 
 
 def _run_turn(root: Path, state: HookState, session: str, todo: list[dict[str, Any]]

@@ -9,6 +9,9 @@ It holds what the hooks pass to each other and what must not happen twice:
   a write transaction before it runs, so identical Stop hooks running at once (ctx
   installed at user and project level) run each command once; a claim whose process
   died is taken over, so a killed hook loses no command;
+- ``replies``: for each command run from Stop's ``last_assistant_message`` (a reply the
+  transcript did not hold yet), the reply's key and when it was read: a transcript line
+  with that reply, created before then, is the reply that ran (claude/hooks.py);
 - ``queue``: commands deferred because another process held the writer lock;
 - ``kv``: small values (the current task, the cached default view,
   the notice that a damaged state was replaced, the count of prompts per session that
@@ -59,7 +62,8 @@ PROMPTS_PREFIX = "prompts:"
 SESSION_PREFIXES = ("injected:", "recent_prompts:", "compacted:")
 _LOCK_FILE = "state.lock"
 _SIDE_FILES = ("", "-wal", "-shm", "-journal")
-_TABLES = frozenset({"schema_version", "pending", "executed", "queue", "kv", "access", "claims"})
+_TABLES = frozenset({"schema_version", "pending", "executed", "queue", "kv", "access", "claims",
+                     "replies"})
 _MIGRATIONS: list[tuple[int, str]] = [
     (1, """
         CREATE TABLE pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL,
@@ -78,6 +82,10 @@ _MIGRATIONS: list[tuple[int, str]] = [
     (3, """
         CREATE TABLE claims (key TEXT PRIMARY KEY, session TEXT NOT NULL, pid INTEGER NOT NULL,
                              at INTEGER NOT NULL) WITHOUT ROWID;
+    """),
+    (4, """
+        CREATE TABLE replies (key TEXT PRIMARY KEY, session TEXT NOT NULL,
+                              read_ms INTEGER NOT NULL) WITHOUT ROWID;
     """),
 ]
 # SQLite's primary result codes that mean "this file is damaged" (not "busy" or "I/O").
@@ -309,27 +317,44 @@ class HookState:
 
     @_guarded
     def mark_executed(self, key: str, session: str, aliases: Iterable[str] = (), *,
-                      pending: tuple[str, str, str] | None = None) -> None:
+                      pending: tuple[str, str, str] | None = None,
+                      reply: tuple[str, int] | None = None) -> None:
         """Record that the command ``key`` ran (under every alias) and queue its result.
 
         The result waits for the next prompt (``pending`` = session, kind, text); the claim and the
-        queue entry are dropped. One transaction, so a result is never delivered without the record.
+        queue entry are dropped. A command run from a reply the transcript did not hold yet also
+        records ``reply`` (its reply key, and when the reply was read, in milliseconds; the first
+        record of a key stays). One transaction, so a result is never delivered without the record.
         """
         now = _now()
         with self.write() as conn:
             if pending is not None:
                 conn.execute("INSERT INTO pending(session, kind, value, created_at) "
                              "VALUES (?, ?, ?, ?)", (*pending, now))
+            if reply is not None:
+                conn.execute("INSERT OR IGNORE INTO replies(key, session, read_ms) VALUES (?, ?, ?)",
+                             (reply[0], session, reply[1]))
             conn.executemany("INSERT OR IGNORE INTO executed(key, session, at) VALUES (?, ?, ?)",
                              [(name, session, now) for name in dict.fromkeys([key, *aliases])])
             conn.execute("DELETE FROM queue WHERE key = ?", (key,))
             conn.execute("DELETE FROM claims WHERE key = ?", (key,))
 
     @_guarded
+    def replies_read(self, keys: list[str]) -> dict[str, int]:
+        """When each of ``keys`` was read, for those run from a reply not yet in the transcript."""
+        found: dict[str, int] = {}
+        for start in range(0, len(keys), 400):  # SQLite's limit on bound parameters
+            part = keys[start:start + 400]
+            marks = ",".join("?" * len(part))
+            found.update(self.conn.execute(
+                f"SELECT key, read_ms FROM replies WHERE key IN ({marks})", part))
+        return found
+
+    @_guarded
     def prune(self) -> None:
         """Forget what can no longer matter, so the file does not grow with every session.
 
-        Executed keys older than ``EXECUTED_KEEP_DAYS`` (their turns are long gone), claims
+        Executed keys and replies older than ``EXECUTED_KEEP_DAYS`` (their turns are long gone), claims
         whose process is long gone, and the sessions idle that long: their ``prompts:`` row
         and their values under ``SESSION_PREFIXES`` (a value whose session has no such row
         was written by an older ctx, which kept no time: it goes too). One transaction.
@@ -337,6 +362,7 @@ class HookState:
         old = _now() - EXECUTED_KEEP_DAYS * 86400
         with self.write() as conn:
             conn.execute("DELETE FROM executed WHERE at < ?", (old,))
+            conn.execute("DELETE FROM replies WHERE read_ms < ?", (old * 1000,))
             conn.execute("DELETE FROM claims WHERE at < ?", (_now() - 86400,))
             live: set[str] = set()
             for key, value in _keys_under(conn, PROMPTS_PREFIX):

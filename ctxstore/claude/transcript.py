@@ -44,7 +44,7 @@ from ctxstore.memory.transcript import (
 )
 
 __all__ = ["MAX_SCAN_BYTES", "MAX_LINE_BYTES", "LONG_LINE_PEEK", "TextBlock", "Turn", "LongLine",
-           "read_last_turn", "iter_lines_reversed", "merge_final_message"]
+           "read_last_turn", "iter_lines_reversed", "merge_final_message", "epoch_ms"]
 
 MAX_SCAN_BYTES = 64 << 20
 MAX_LINE_BYTES = 8 << 20
@@ -54,10 +54,15 @@ _BLOCK = 64 << 10
 
 # NamedTuples, not dataclasses: the dataclasses module alone costs a Stop ~1 ms.
 class TextBlock(NamedTuple):
-    """One assistant text block; ``key`` identifies the line it came from."""
+    """One assistant text block.
+
+    ``key`` identifies the line it came from; ``at_ms`` is the line's ``timestamp`` (when
+    Claude Code created the message, milliseconds since the epoch), None when it has none.
+    """
 
     key: str
     text: str
+    at_ms: int | None = None
 
 
 class Turn(NamedTuple):
@@ -291,6 +296,31 @@ def _assistant_texts(entry: dict[str, Any]) -> list[str]:
 
 
 
+# Compiled on first use (``re`` keeps it): only a Stop with tags reads a line's time.
+_STAMP = r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(?:Z|\+00:?00)"
+
+
+def epoch_ms(stamp: object) -> int | None:
+    """Milliseconds since the epoch of a line's UTC ``timestamp`` (``2026-02-12T16:02:27.718Z``).
+
+    None for anything else (no ``datetime`` import on the Stop path).
+    """
+    found = re.fullmatch(_STAMP, stamp) if isinstance(stamp, str) else None
+    if found is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in found.groups()[:6])
+    if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 61):
+        return None
+    # days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)
+    year -= month <= 2
+    era = year // 400
+    yoe = year - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    millis = int((found.group(7) or "0")[:3].ljust(3, "0"))
+    return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis
+
+
 def _line_id(entry: dict[str, Any], line: bytes) -> str:
     """The line's ``uuid``, or a digest of its bytes (stable across reads, unlike a line number)."""
     uuid = entry.get("uuid")
@@ -369,6 +399,7 @@ def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
             message = entry.get("message")
             msg_id = message.get("id") if isinstance(message, dict) else None
             texts = _assistant_texts(entry)
+            at_ms = epoch_ms(entry.get("timestamp")) if any("<ctx:" in t for t in texts) else None
             for index in range(len(texts) - 1, -1, -1):
                 # Kept whole: the tag parser masks code first, then reminders (tags.py).
                 text = sanitize_text(texts[index])
@@ -376,7 +407,7 @@ def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
                 if not text.strip() or (msg_id and marker in seen_texts):
                     continue
                 seen_texts.add(marker)
-                found.append(TextBlock(f"{uuid}:{index}", text))
+                found.append(TextBlock(f"{uuid}:{index}", text, at_ms))
     except OSError:
         pass
     except _Deadline:
