@@ -20,6 +20,7 @@ __all__ = [
     "LockConflict",
     "IndexBusy",
     "IndexCorrupt",
+    "IndexNotReady",
     "StagingConflict",
     "CommitOrphan",
     "BudgetExceeded",
@@ -183,6 +184,40 @@ class IndexCorrupt(CtxError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"index is corrupt: {detail}", hint="run `ctx rebuild --full`")
+
+
+class IndexNotReady(CtxError):
+    """E024: the index needs a full build that this caller may not run or wait for.
+
+    Raised where a full build would hold the caller up (a hook: ``open_index(rebuild=False)``),
+    or when another process's build outlasts the wait. The caller answers without the index.
+
+    Attributes:
+        reason: ``missing`` (never built here), ``outdated`` (an older ctx's schema),
+            ``partial`` (an interrupted build) or ``building`` (another process builds it).
+        pid: The building process, when ``reason`` is ``building`` and its pid is known.
+    """
+
+    code = "E024"
+
+    _TEXT: ClassVar[dict[str, tuple[str, str]]] = {
+        "missing": ("the index has not been built in this copy of the store", "run `ctx rebuild`"),
+        "outdated": ("the index was built by an older ctx", "run `ctx rebuild`"),
+        "partial": ("a rebuild of the index was interrupted", "run `ctx rebuild` to finish it"),
+        "building": ("the index is being rebuilt", "retry when that rebuild has finished"),
+    }
+
+    def __init__(self, reason: str, *, detail: str | None = None, pid: int | None = None) -> None:
+        what, hint = self._TEXT.get(reason, self._TEXT["missing"])
+        if reason == "building":
+            what += f" by process {pid}" if pid else " by another process"
+        super().__init__(what + (f" ({detail})" if detail else ""), hint=hint)
+        self.reason = reason
+        self.pid = pid
+
+    def note(self) -> str:
+        """The one-line note a hook shows: what is wrong and what to do, e.g. ``...; run `ctx rebuild```."""
+        return f"{self.message}; {self.hint}"
 
 
 class StagingConflict(CtxError):

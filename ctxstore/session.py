@@ -53,13 +53,15 @@ class Session:
         self._root = store.root
         self._config = store.config
         self._lock_timeout: float | None = None
+        self._build = True
         self.clock = clock
         self._conn: IndexConnection | None = None
         self._closed = False
 
     @classmethod
     def open(cls, ctx_dir: Path, *, lock_timeout: float | None = None,
-             clock: Callable[[], float] = time.time, config: Config | None = None) -> Session:
+             clock: Callable[[], float] = time.time, config: Config | None = None,
+             build: bool = True) -> Session:
         """Open the store at ``ctx_dir`` (the ``.ctx`` directory itself).
 
         Args:
@@ -68,6 +70,9 @@ class Session:
                 configured ``[lock] timeout_seconds`` when None.
             clock: The wall clock in seconds.
             config: ``config.toml`` as the caller already loaded it (None: loaded here).
+            build: Whether ``index()`` may build the whole index (a new, outdated or partial
+                one, ``index.open_index(rebuild=...)``). A hook passes False: ``index()`` then
+                raises ``IndexNotReady`` and the hook answers without the index.
 
         Returns:
             The session (its index not opened yet).
@@ -83,6 +88,7 @@ class Session:
         session._root = ctx_dir.resolve()
         session._config = config if config is not None else load_config(ctx_dir / "config.toml")
         session._lock_timeout = lock_timeout
+        session._build = build
         session.clock = clock
         session._conn = None
         session._closed = False
@@ -129,6 +135,9 @@ class Session:
         Raises:
             UnsafePath: (E020) if an index file is a symlink or a special file.
             IndexCorrupt: (E007) if the index is damaged beyond an automatic rebuild.
+            IndexNotReady: (E024) if the index needs a full build and the session was opened
+                with ``build=False``, or another process builds it for longer than the lock
+                timeout.
             CtxError: (E001-E005) if the store is damaged on the way.
         """
         # Imported here: a hook that never reads the index never loads SQLite's layer.
@@ -139,9 +148,10 @@ class Session:
         if self._conn is None:
             # An index in sync with the pointers needs no store handle (nor the model).
             conn = open_current(self._root) if self._store is None else None
-            self._conn = conn if conn is not None else open_index(self.store, progress=progress)
+            self._conn = conn if conn is not None else open_index(
+                self.store, progress=progress, rebuild=self._build)
         elif self._store is not None or not is_current(self._root, self._conn):
-            sync_index(self.store, self._conn, progress=progress)
+            sync_index(self.store, self._conn, progress=progress, rebuild=self._build)
         return self._conn
 
     def close(self) -> None:

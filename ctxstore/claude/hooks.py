@@ -40,7 +40,7 @@ from ctxstore.claude.state import (
     open_state,
     repair_state,
 )
-from ctxstore.errors import CtxError, LockConflict, StoreCorrupt, UnsafePath
+from ctxstore.errors import CtxError, IndexNotReady, LockConflict, StoreCorrupt, UnsafePath
 
 if TYPE_CHECKING:
     from ctxstore.claude.tags import TagProblem
@@ -122,12 +122,14 @@ def find_store_root(cwd: str | None, explicit: str | None, home: Path | None) ->
     return None
 
 
-def _open_session(root: Path, config: Config | None = None) -> Session:
+def _open_session(root: Path, config: Config | None = None, *, build: bool = True) -> Session:
     # Imported here: a hook with nothing to do never loads the store layer.
     from ctxstore.session import Session
 
-    # Never block the agent on another writer.
-    return Session.open(root, lock_timeout=LOCK_WAIT_SECONDS, config=config)
+    # Never block the agent on another writer. ``build=False``: the index is read only if it
+    # needs no full build (an older ctx's, a partial one, one another process builds); else
+    # IndexNotReady, and the hook answers without it (a build can outlast the hook's timeout).
+    return Session.open(root, lock_timeout=LOCK_WAIT_SECONDS, config=config, build=build)
 
 
 def _context(event: str, text: str) -> Payload:
@@ -137,7 +139,7 @@ def _context(event: str, text: str) -> Payload:
 def _message(lines: list[str]) -> Payload:
     if not lines:
         return {}
-    text = "ctx: " + "; ".join(lines)
+    text = "ctx: " + "; ".join(dict.fromkeys(lines))  # one note said once
     if len(text) > _MAX_MESSAGE:
         text = text[:_MAX_MESSAGE - 20] + " [... more omitted]"
     return {"systemMessage": escape_tags(text)}
@@ -739,7 +741,7 @@ def _relevant(root: Path, state: HookState, session: str, text: str, room: int, 
         on, threshold, budget = prompt_settings(config)
         if not on or not budget:
             return [], []
-        with _open_session(root, config) as db:  # the config read once
+        with _open_session(root, config, build=False) as db:  # the config read once
             items = relevant_context(db, text, budget * scale, _seen(state, session),
                                      threshold=threshold, problems=problems)
     except StateDamaged:
@@ -809,8 +811,8 @@ def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str |
 
     now = time.time()
     problem = None
-    with _open_session(root) as db:
-        conn = db.index()
+    with _open_session(root, build=False) as db:
+        conn = db.index()  # IndexNotReady: the callers show the note instead of a view
         view = get_view(conn, DEFAULT_VIEW_NAME)
         days = db.config.get("retrieval", "narrative_days")
         query = session_start_query(view.query, days=days, task=task)
@@ -860,7 +862,10 @@ def _cached_view(root: Path, state: HookState) -> tuple[str, str | None, list[st
             problem, ids = entry.get("problem"), entry.get("ids")
             return (str(entry["text"]), problem if isinstance(problem, str) else None,
                     [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else [])
-    body, timed, problem, ids = _default_view(root, task)
+    try:
+        body, timed, problem, ids = _default_view(root, task)
+    except IndexNotReady as exc:
+        return "", exc.note(), []  # not cached: the start after `ctx rebuild` composes it
     if key is not None:
         state.put("view_cache", json.dumps({"key": key, "hour": _hour() if timed else None,
                                             "text": body, "problem": problem, "ids": ids}))
@@ -895,7 +900,10 @@ def _session_start(root: Path | None, payload: Payload) -> Payload:
     compacted = _text(payload, "source") == "compact"
     lost: list[str] = []  # after a compaction: memory relevant to the recent prompts
     if state is None:
-        body, _, problem, shown = _default_view(root)
+        try:
+            body, _, problem, shown = _default_view(root)
+        except IndexNotReady as exc:
+            body, problem, shown = "", exc.note(), []
     else:
         with state:
             notice = _notice(state)

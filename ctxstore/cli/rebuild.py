@@ -26,7 +26,8 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
 
     The index is recreated from the objects (deleting .ctx/index/ or .ctx/DERIVED/ loses
     nothing), then the SCC view is recomputed; the Tantivy index is recreated when it
-    exists (or with --tantivy). A stale DERIVED/scc_latest is named and replaced.
+    exists (or with --tantivy). A stale DERIVED/scc_latest is named and replaced. A rebuild
+    that was interrupted (Ctrl-C, a kill) goes on from where it stopped; --full starts over.
 
     \b
     Examples:
@@ -75,6 +76,7 @@ def _rebuild_index(env: Env, *, full: bool, incremental: bool) -> tuple[dict[str
     from ctxstore.index import rebuild_store
 
     store = env.store()
+    records: dict[str, int] | None = None  # a build's records: applied now, and resumed
     if incremental:
         from ctxstore.index.read import table_counts
         from ctxstore.staging import flush
@@ -87,7 +89,13 @@ def _rebuild_index(env: Env, *, full: bool, incremental: bool) -> tuple[dict[str
     else:
         report = rebuild_store(store, full=full, progress=progress_printer("rebuild records"))
         nodes, edges, commits, merged = report.nodes, report.edges, report.commits, report.merged_heads
+        records = {"applied": report.records_applied, "resumed": report.records_resumed}
         verb = "rebuilt index"
-    return ({"nodes": nodes, "edges": edges, "commits": commits, "merged_heads": merged},
-            f"{verb}: {nodes} nodes, {edges} edges from {commits} commits"
+        if report.records_resumed:
+            verb = (f"finished an interrupted rebuild ({report.records_resumed} records were "
+                    f"already in, {report.records_applied} applied now); index")
+    doc: dict[str, Any] = {"nodes": nodes, "edges": edges, "commits": commits, "merged_heads": merged}
+    if records is not None:
+        doc["records"] = records
+    return (doc, f"{verb}: {nodes} nodes, {edges} edges from {commits} commits"
             + (" (merged Git heads)" if merged else ""))

@@ -25,6 +25,7 @@ in-memory index built from the objects.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxstore import fsio
-from ctxstore.errors import CtxError, IndexBusy, IndexCorrupt, UnsafePath
+from ctxstore.errors import CtxError, IndexBusy, IndexCorrupt, IndexNotReady, LockConflict, UnsafePath
 from ctxstore.ids import ObjectId
 from ctxstore.index.schema import (
     EXPECTED_SCHEMA_DIGEST,
@@ -48,6 +49,7 @@ from ctxstore.index.schema import (
 )
 
 if TYPE_CHECKING:
+    from ctxstore.index.rebuild import BuildCounts
     from ctxstore.refs import Pointer
     from ctxstore.repo import Store
 
@@ -55,8 +57,11 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 
 __all__ = [
+    "BUILD_STATE",
     "RebuildReport",
     "rebuild_store",
+    "ensure_built",
+    "NEW_INDEX_BUDGET",
     "DAMAGE_MARKER",
     "INDEX_COMPANIONS",
     "INDEX_FILE",
@@ -414,6 +419,13 @@ def check_index_files(store: Store) -> str | None:
     return reason
 
 
+# Seconds a caller that may not rebuild (a hook) spends building a new index (a fresh clone,
+# a deleted index/): a small store's is built in full; a large one is left partial and said so.
+NEW_INDEX_BUDGET = 1.0
+
+# The meta row of a partial index (index.rebuild.BUILD_STATE; that module loads only to build).
+BUILD_STATE = "build_state"
+
 # Seconds a command waits for another process's write transaction on the index (a rebuild,
 # a catch-up) before it gives up with ``IndexBusy``.
 BUSY_TIMEOUT = 30.0
@@ -478,9 +490,18 @@ def inspect_index(conn: sqlite3.Connection, *, quick_check_max: int | None = Non
     if schema_digest(schema) != EXPECTED_SCHEMA_DIGEST and schema != (want := expected_schema()):
         return _schema_difference(schema, want)
     rows = conn.execute("SELECT key, value FROM meta").fetchall()
+    keys = {key for key, _ in rows}
+    if "synced" in keys and BUILD_STATE in keys:
+        return f"meta rows 'synced' and {BUILD_STATE!r} together"
     for key, value in rows:
         if key == "clone" and isinstance(value, str):
             continue
+        if key == BUILD_STATE:
+            from ctxstore.index.rebuild import parse_build_state
+
+            if parse_build_state(value) is None:
+                return f"meta row {BUILD_STATE!r} is not a build state"
+            continue  # a partial index (index.rebuild): no 'synced' until it is complete
         if key == "code_generation" and isinstance(value, str) and value.isascii() \
                 and value.isdigit():
             continue  # index.code: bumped by every file applied (corpus_cache's validity)
@@ -488,7 +509,7 @@ def inspect_index(conn: sqlite3.Connection, *, quick_check_max: int | None = Non
             return f"unexpected meta row {str(key)[:40]!r}"
         if not isinstance(value, str) or parse_snapshot(value) is None:
             return "meta row 'synced' is not a pointer snapshot"
-    if not any(key == "synced" for key, _ in rows) and conn.execute(
+    if not keys & {"synced", BUILD_STATE} and conn.execute(
             "SELECT EXISTS (SELECT 1 FROM applied) OR EXISTS (SELECT 1 FROM nodes)"
             " OR EXISTS (SELECT 1 FROM winners)").fetchone()[0]:
         return "meta row 'synced' is missing"
@@ -527,16 +548,35 @@ def _memory_index(store: Store, *, sync: bool, progress: Progress | None = None)
     conn = _connect(":memory:")
     _create(conn)
     if sync:
-        sync_index(store, conn, progress=progress)
+        sync_index(store, conn, progress=progress)  # in memory: always built, nothing to resume
     return conn
 
 
-def _try_open(store: Store, *, sync: bool, progress: Progress | None = None
-              ) -> tuple[IndexConnection | None, str | None]:
+def _not_ready(folder: Path, conn: sqlite3.Connection | None = None,
+               outdated: str | None = None) -> IndexNotReady:
+    """Why the index cannot be used without a full build.
+
+    Another process builds it, or it is an older ctx's (``outdated``), partial, or not built.
+    """
+    from ctxstore.index.rebuild import building_pid, read_build_state
+
+    pid = building_pid(folder)
+    if pid is not None:
+        return IndexNotReady("building", pid=pid or None)
+    if outdated is not None:
+        return IndexNotReady("outdated", detail=outdated)
+    if conn is not None and read_build_state(conn) is not None:
+        return IndexNotReady("partial")
+    return IndexNotReady("missing")
+
+
+def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
+              rebuild: bool = True) -> tuple[IndexConnection | None, str | None]:
     """Open and check the file, and catch up.
 
     ``(conn, None)``, or ``(None, reason)`` when the file is damaged. A store that cannot be written
-    gets a memory index.
+    gets a memory index. Without ``rebuild``, an index that needs a full build (an older ctx's,
+    a new one, a partial one) raises ``IndexNotReady`` instead.
     """
     folder = index_dir(store)
     conn: IndexConnection | None = None
@@ -544,8 +584,10 @@ def _try_open(store: Store, *, sync: bool, progress: Progress | None = None
         fsio.ensure_dir_under(store.root, folder)
         conn = _connect(folder / INDEX_FILE)
         damage = inspect_index(conn)
+        if damage is not None and not rebuild and damage.startswith(OUTDATED_SCHEMA):
+            raise _not_ready(folder, outdated=damage)
         if damage is None and sync:
-            sync_index(store, conn, progress=progress)
+            sync_index(store, conn, progress=progress, rebuild=rebuild)
     except OSError as exc:
         if conn is not None:
             conn.close()
@@ -575,30 +617,49 @@ def _try_open(store: Store, *, sync: bool, progress: Progress | None = None
     return conn, None
 
 
-def open_index(store: Store, *, sync: bool = True, progress: Progress | None = None
-               ) -> IndexConnection:
+def open_index(store: Store, *, sync: bool = True, progress: Progress | None = None,
+               rebuild: bool = True) -> IndexConnection:
     """Open the index, creating it, or rebuilding it when damaged, and bring it up to date.
 
     A damaged index is dropped and rebuilt from the objects; the repair is on the
     connection (``repaired``) and in ``take_repairs()``. A store whose ``index/`` cannot
-    be written (read-only checkout) gets an in-memory index built from the objects.
+    be written (read-only checkout) gets an in-memory index built from the objects. A full
+    build (``index.rebuild``) goes on from where an interrupted one stopped.
+
+    Args:
+        store: The store.
+        sync: Bring the index up to date with the pointers (else only open and check it).
+        progress: Called with (records applied, records to apply) while records are applied.
+        rebuild: Whether a full build may run here. False (a hook: it must answer at once)
+            raises ``IndexNotReady`` for an index that needs one: written by an older ctx,
+            left partial, or being built by another process; a new one is built for at most
+            ``NEW_INDEX_BUDGET`` seconds. A damaged index is still repaired.
+
+    Returns:
+        The open connection (the caller closes it).
 
     Raises:
         UnsafePath: (E020) if an index file is a symlink or a special file.
         IndexCorrupt: (E007) if the index is damaged again right after a rebuild.
+        IndexNotReady: (E024) as said under ``rebuild``, or when another process's build
+            outlasts the store's lock timeout.
         CtxError: (E001-E005) if the store itself is damaged on the way.
     """
     folder = index_dir(store)
     found = check_index_files(store) or _read_marker(folder)
     if found is None:
-        conn, found = _try_open(store, sync=sync, progress=progress)
+        conn, found = _try_open(store, sync=sync, progress=progress, rebuild=rebuild)
         if conn is not None:
             return conn
     assert found is not None
-    # Damaged: the index is derived, so drop it and build it again from the objects.
+    if not rebuild and _building(folder):
+        raise _not_ready(folder)  # the builder replaces it: never drop its files under it
+    # Damaged: the index is derived, so drop it and build it again from the objects, one
+    # process at a time (two would each delete the file the other has begun).
     try:
-        _drop_files(folder)
-        conn, again = _try_open(store, sync=sync, progress=progress)
+        with _rebuild_lock(store, folder):
+            _drop_files(folder)
+            conn, again = _try_open(store, sync=sync, progress=progress)
     except OSError as exc:
         if not _readonly_os(exc):
             raise
@@ -612,25 +673,31 @@ def open_index(store: Store, *, sync: bool = True, progress: Progress | None = N
 
 def sync_index(store: Store, conn: sqlite3.Connection,
                target: dict[str, list[str]] | None = None,
-               progress: Progress | None = None) -> bool:
+               progress: Progress | None = None, *, rebuild: bool = True) -> bool:
     """Apply whatever HEAD and STAGE have that the index has not.
 
     Returns True if it changed anything. ``target`` syncs to those pointers instead (a
     ``pointer_snapshot`` recorded earlier: ``ctx debug verify --index`` replays what a file says it
-    reflects).
+    reflects). An index that was never completed (new, or partial) is first built, or its
+    build resumed (``ensure_built``), unless ``rebuild`` is False.
 
     Raises:
         CtxError: (E001-E005) if the store is damaged on the way.
         IndexCorrupt: (E007) if SQLite finds the index file damaged.
+        IndexNotReady: (E024) if a full build is needed and ``rebuild`` is False, or another
+            process's build outlasts the store's lock timeout.
     """
     def current() -> str:
         return json.dumps(target if target is not None else pointer_snapshot(store), sort_keys=True)
 
     owner = clone_id(store.root)
+    built = False
+    if _synced_row(conn) is None:  # new or partial: built in slices, resumable
+        built = ensure_built(store, conn, target=target, progress=progress,
+                             rebuild=rebuild) is not None
     snap = current()
-    row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
-    if row is not None and row[0] == snap and _owner_row(conn) == owner:
-        return False
+    if _synced_row(conn) == snap and _owner_row(conn) == owner:
+        return built
     from ctxstore.index.apply import apply_commits, clear_index, plan_sync  # only to catch up
 
     conn.execute("BEGIN IMMEDIATE")
@@ -640,9 +707,12 @@ def sync_index(store: Store, conn: sqlite3.Connection,
         snap = current()
         row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
         ours = _owner_row(conn) == owner
-        if row is not None and row[0] == snap and ours:
+        if row is None:  # another process began a rebuild meanwhile: resume or wait for it
+            conn.execute("ROLLBACK")
+            return sync_index(store, conn, target, progress, rebuild=rebuild)
+        if row[0] == snap and ours:
             conn.execute("COMMIT")
-            return False
+            return built
         # An index built for another copy of the store (clone_id) is not trusted: start clean.
         old = parse_snapshot(row[0]) if row is not None and ours else None
         new = json.loads(snap)
@@ -670,47 +740,135 @@ def sync_index(store: Store, conn: sqlite3.Connection,
     return True
 
 
-def rebuild_index(store: Store, *, full: bool = False, progress: Progress | None = None
-                  ) -> IndexConnection:
-    """Recreate the index from the objects.
+def _synced_row(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
+    return None if row is None else str(row[0])
 
-    ``full`` deletes the files first; otherwise the tables are cleared and refilled in one
-    transaction.
+
+def _building(folder: Path) -> bool:
+    from ctxstore.index.rebuild import building_pid
+
+    return building_pid(folder) is not None
+
+
+@contextlib.contextmanager
+def _rebuild_lock(store: Store, folder: Path | None) -> Iterator[None]:
+    """``index.rebuild.rebuild_lock`` for the store's lock timeout; a timeout is ``IndexNotReady``."""
+    from ctxstore.index.rebuild import rebuild_lock
+
+    try:
+        with rebuild_lock(folder, timeout=store.lock_timeout):
+            yield
+    except LockConflict as exc:
+        raise IndexNotReady("building", pid=exc.pid,
+                            detail=f"gave up after {exc.waited:.1f}s") from exc
+
+
+def ensure_built(store: Store, conn: sqlite3.Connection, *,
+                 target: dict[str, list[str]] | None = None, progress: Progress | None = None,
+                 rebuild: bool = True, restart: bool = False) -> BuildCounts | None:
+    """Build the index if it was never completed: a new one, or the rest of a partial one.
+
+    Under ``index/rebuild.lock``: a second process waits for the first (up to the store's lock
+    timeout) and then finds the index complete, or goes on from where a killed one stopped.
+
+    Args:
+        store: The store.
+        conn: The index connection (no transaction open).
+        target: The pointers a new build applies (default: the pointers now).
+        progress: Called with (records applied, records to apply).
+        rebuild: False: raise ``IndexNotReady`` instead of building a partial index or
+            waiting for another process's build; a new index is built for at most
+            ``NEW_INDEX_BUDGET`` seconds (a small store's, in full), then left partial.
+        restart: Start a new build even if the index is complete or partial.
+
+    Returns:
+        What the build did, or None when the index was complete (and not ``restart``).
+
+    Raises:
+        IndexNotReady: (E024) as said under ``rebuild``; or another process builds for longer
+            than the store's lock timeout.
+        CtxError: (E001-E005) if the store is damaged on the way.
+    """
+    from ctxstore.index.rebuild import build_index, read_build_state, start_build
+
+    folder: Path | None = getattr(conn, "index_folder", None)
+    budget = None
+    if not rebuild and folder is not None:
+        if read_build_state(conn) is not None or _building(folder):
+            raise _not_ready(folder, conn)
+        budget = NEW_INDEX_BUDGET  # a new index: built here only if that is quick
+    with _rebuild_lock(store, folder):
+        if not restart and _synced_row(conn) is not None:
+            return None  # another process completed it while this one waited
+        owner = clone_id(store.root) or ""
+        if restart or read_build_state(conn) is None or _owner_row(conn) != owner:
+            # A partial index of another copy of the store is not resumed: its rows are not trusted.
+            start_build(conn, target if target is not None else pointer_snapshot(store), owner)
+        counts = build_index(store, conn, progress, budget=budget)
+    if counts is None:  # out of budget: partial, and said so
+        assert folder is not None
+        raise _not_ready(folder, conn)
+    return counts
+
+
+def rebuild_index(store: Store, *, full: bool = False, progress: Progress | None = None
+                  ) -> tuple[IndexConnection, BuildCounts]:
+    """Recreate the index from the objects, or finish the build an interrupted run left.
+
+    ``full`` deletes the files first and always starts over. Otherwise a partial index (a
+    rebuild killed part way) is completed from where it stopped, and a complete one is cleared
+    and refilled. The build commits in slices (``index.rebuild``): readers see the index as
+    partial, not as complete, until it ends.
+
+    Returns:
+        The connection (the caller closes it) and what the build did.
 
     Raises:
         UnsafePath: (E020) if an index file is a symlink or a special file.
+        IndexNotReady: (E024) if another process builds for longer than the lock timeout.
         CtxError: (E001-E005) if the store is damaged on the way.
     """
+    from ctxstore.index.rebuild import read_build_state
+
+    folder = index_dir(store)
     if full:
         check_index_files(store)  # before deleting anything: never unlink through a link
         try:
-            _drop_files(index_dir(store))
+            fsio.ensure_dir_under(store.root, folder)
+            with _rebuild_lock(store, folder):
+                _drop_files(folder)
         except OSError as exc:
             if not _readonly_os(exc):
                 raise
-        conn = open_index(store, sync=False)
-    else:
-        from ctxstore.index.apply import clear_index
-
-        conn = open_index(store, sync=False)
-        conn.execute("BEGIN IMMEDIATE")
-        clear_index(conn)
-        conn.execute("COMMIT")
-    sync_index(store, conn, progress=progress)
-    return conn
+    conn = open_index(store, sync=False)
+    try:
+        with _rebuild_lock(store, conn.index_folder):
+            resume = read_build_state(conn) is not None \
+                and _owner_row(conn) == (clone_id(store.root) or "")
+            counts = ensure_built(store, conn, progress=progress, restart=not resume)
+        assert counts is not None  # a restart or a partial index: always a build
+        sync_index(store, conn, progress=progress)
+    except BaseException:
+        conn.close()
+        raise
+    return conn, counts
 
 
 class RebuildReport(NamedTuple):
     """What ``rebuild_store`` did.
 
-    The counts of the rebuilt index, and whether a pointer with several heads (left by a Git
-    merge) was merged first.
+    The counts of the rebuilt index, whether a pointer with several heads (left by a Git
+    merge) was merged first, the records this run applied, and those an interrupted run had
+    applied already (``records_resumed``: 0 for a build from nothing).
     """
 
     nodes: int
     edges: int
     commits: int
     merged_heads: bool
+    records_applied: int = 0
+    records_resumed: int = 0
 
 
 def rebuild_store(store: Store, *, full: bool = False, progress: Progress | None = None
@@ -729,6 +887,7 @@ def rebuild_store(store: Store, *, full: bool = False, progress: Progress | None
 
     Raises:
         UnsafePath: (E020) if an index file is a symlink or a special file.
+        IndexNotReady: (E024) if another process rebuilds for longer than the lock timeout.
         LockConflict: (E006) if another writer holds the lock while heads are merged.
         CtxError: (E001-E005) if the store is damaged on the way.
     """
@@ -738,9 +897,9 @@ def rebuild_store(store: Store, *, full: bool = False, progress: Progress | None
     before = store.read_head().heads
     flush(store)  # writes a merge commit if HEAD or STAGE hold several heads
     merged = store.read_head().heads != before
-    conn = rebuild_index(store, full=full, progress=progress)
+    conn, counts = rebuild_index(store, full=full, progress=progress)
     try:
         nodes, edges, commits = table_counts(conn)
     finally:
         conn.close()
-    return RebuildReport(nodes, edges, commits, merged)
+    return RebuildReport(nodes, edges, commits, merged, counts.applied, counts.resumed)

@@ -174,11 +174,20 @@ def relevant_context(session: Session, prompt: str, budget: int, seen: Iterable[
 
 
 def _ask(source: Source, session: Session, prompt: str, problems: list[str] | None) -> list[Item]:
-    """A source's candidates; for a failing added source, none and a problem noted."""
-    from ctxstore.errors import StoreCorrupt
+    """A source's candidates; for a failing added source, none and a problem noted.
+
+    ``node_source`` on an index that needs a full build (``IndexNotReady``: a hook's session
+    never builds) offers nothing and notes why; the other sources still answer.
+    """
+    from ctxstore.errors import IndexNotReady, StoreCorrupt
 
     if source is node_source:
-        return source(session, prompt, _CANDIDATES)
+        try:
+            return source(session, prompt, _CANDIDATES)
+        except IndexNotReady as exc:
+            if problems is not None:
+                problems.append(exc.note())
+            return []
     try:
         return source(session, prompt, _CANDIDATES)
     except StoreCorrupt:
