@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxstore.claude.inject import LINE_BREAK, frame
-from ctxstore.claude.state import HookState, key_of
+from ctxstore.claude.state import TASK_KEY, HookState, key_of
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
 from ctxstore.index import is_damage
 from ctxstore.index.read import NodeRow, short_ids
@@ -37,9 +37,6 @@ from ctxstore.session import Session
 
 __all__ = ["TASK_KEY", "Outcome", "CommandContext", "execute", "hook_key",
            "render_nodes", "current_task"]
-
-TASK_KEY = "current_task"
-
 
 @dataclass(frozen=True)
 class Outcome:

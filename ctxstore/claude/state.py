@@ -43,9 +43,9 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY",
+__all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY", "TASK_KEY",
            "PROMPTS_PREFIX", "SESSION_PREFIXES", "HookState", "StateDamaged", "key_of",
-           "open_state", "state_path", "repair_state", "read_access_counts"]
+           "open_state", "state_path", "repair_state", "read_access_counts", "read_current_task"]
 
 STATE_FILE = "state.sqlite"
 EXECUTED_KEEP_DAYS = 90
@@ -53,6 +53,8 @@ EXECUTED_KEEP_DAYS = 90
 # reused); Claude Code kills a hook after 600 s by default.
 CLAIM_STALE_SECONDS = 900
 NOTICE_KEY = "notice"
+# kv key of the active task: started with <ctx:task action="start"> and not ended (spec 001 §6).
+TASK_KEY = "current_task"
 # kv keys ``prompts:<session>``: how many prompts of a session were submitted, and when the
 # session last wrote anything here (a prompt, or a value under ``SESSION_PREFIXES``).
 PROMPTS_PREFIX = "prompts:"
@@ -732,6 +734,25 @@ def read_access_counts(store_root: Path) -> dict[str, int]:
         return {}
     with state:
         return state.access_counts()
+
+
+def read_current_task(store_root: Path) -> str | None:
+    """The active task of the hooks in this clone: started and not ended, or None.
+
+    A task added with ``ctx add task`` is not active until a ``<ctx:task action="start">``
+    starts it. Never creates the state; a state that cannot be read (a read-only checkout, a
+    linked ``local/``) has no active task: a reader's answer does not depend on it.
+    """
+    from ctxstore.errors import UnsafePath
+
+    try:
+        state = open_state(store_root, create=False)
+        if state is None:
+            return None
+        with state:
+            return state.get(TASK_KEY)
+    except (OSError, sqlite3.Error, StateDamaged, UnsafePath):
+        return None
 
 
 @contextmanager

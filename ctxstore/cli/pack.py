@@ -61,7 +61,7 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     try:
         pack = build_pack(env.session(), task, budget=budget, depth=depth,
                           include_narrative=include_narrative, graph=not no_graph, user=stores.user,
-                          fmt=chosen)
+                          fmt=chosen, active_task=_active_task(env))
     finally:
         stores.close_user()
     if not has_search_terms(task):  # a valid, empty pack, and why it is empty
@@ -70,6 +70,13 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     write_output(env, output, render_pack(pack, chosen).encode("utf-8"))
     for note in pack_notes(env.session(), pack):  # no index yet; files changed since
         click.echo(f"ctx: note: {note}", err=True)
+
+
+def _active_task(env: Env) -> str | None:
+    """The task the hooks started in this clone and did not end (its nodes join the pack)."""
+    from ctxstore.claude.state import read_current_task
+
+    return read_current_task(env.session().root)
 
 
 # The most a task read from standard input may hold (a long log is ranked by its rarest

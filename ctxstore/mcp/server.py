@@ -215,7 +215,7 @@ class ToolBox:
         if depth is not None and not 0 <= depth <= _MAX_DEPTH:
             raise InvalidInput(f"depth must be 0..{_MAX_DEPTH}, got {depth}")
         pack = build_pack(self.db, task, budget=budget, depth=depth,
-                          include_narrative=include_narrative)
+                          include_narrative=include_narrative, active_task=self.current_task)
         return {"version": _PACK_VERSION, **pack}
 
     def memory_search(self, text: str, since: str | None = None, until: str | None = None,

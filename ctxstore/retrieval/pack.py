@@ -16,7 +16,8 @@ Pipeline (``build_pack``), each step reading only SQLite (no networkx, no NumPy)
    windows of text files) of the ranked and expanded files, each scored by its file's
    relevance and the share of the task's terms it holds.
 4. **Narrative.** With ``include_narrative``: nodes and narrative entries relevant to the task
-   (``knowledge.search``; decisions as ``Decision``), the active tasks and the log of the last
+   (``knowledge.search``; decisions as ``Decision``), the nodes of the active task (started, not
+   ended), the recently updated tasks and the log of the last
    ``[retrieval] narrative_days`` days (``recent_narrative``), and stale-memory flags of the
    chosen nodes (``code.stale``). Always: the latest diagnostics of stored commands in the
    pack's files (``code.runs``).
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     import sqlite3
     from pathlib import Path
 
+    from ctxstore.index.read import NodeRow
     from ctxstore.session import Session
 
 __all__ = ["CHUNK_KINDS", "reserve_for", "has_search_terms", "rank_files", "build_pack", "pack_notes",
@@ -79,6 +81,8 @@ CANDIDATE_FACTOR = 3   # chunks are read until they hold this many times the roo
 _FILE_BATCH = 8
 _NARRATIVE_SHARE = 0.2  # the recent log takes at most this share of the room
 _NODE_HITS = 20
+# At most this many nodes of the active task join a pack's narrative items.
+_ACTIVE_TASK_NODES = 5
 PROSE_LANGUAGES = frozenset({"markdown"})  # indexed languages ranked apart from source
 MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
 MAX_POSTINGS = 10_000      # more terms only while their postings stay under this (bench/pack.py --caps)
@@ -435,23 +439,49 @@ def _node_items(conn: sqlite3.Connection, task: str, *, user: bool) -> list[_Ite
     return items
 
 
-def _narrative(conn: sqlite3.Connection, task: str, days: int, now_ms: int
-               ) -> tuple[list[_Item], str]:
-    """The project's node and narrative items relevant to the task, recent tasks, the log."""
+def _narrative(conn: sqlite3.Connection, task: str, days: int, now_ms: int,
+               active_task: str | None = None) -> tuple[list[_Item], str]:
+    """The project's node and narrative items relevant to the task, the active and recent tasks, the log.
+
+    The active task is the one started (``<ctx:task action="start">``) and not ended: its
+    nodes (``task:NAME``) carry ``why.active_task``. A task node merely added (``ctx add
+    task``) and updated in the last ``days`` days is a recent task (``why.recent_task``).
+    """
     from ctxstore.index.read import recent_nodes
 
     items = _node_items(conn, task, user=False)
     log: list[str] = []
+    if active_task:
+        for node in _task_nodes(conn, active_task):
+            items.append(_Item(f"Active task {active_task}: {_first_line(node.content)}", node.id,
+                               node.content, 0.0, "NarrativeExcerpt", {"active_task": True},
+                               {"node_type": node.type}))
     if days > 0:
         after = now_ms - days * 86_400_000
         for node in recent_nodes(conn, ("task",), after_ms=after, limit=3):
             items.append(_Item(f"Task: {_first_line(node.content)}", node.id, node.content, 0.0,
-                               "NarrativeExcerpt", {"active_task": True}, {"node_type": "task"}))
+                               "NarrativeExcerpt", {"recent_task": True}, {"node_type": "task"}))
         for node in recent_nodes(conn, ("observation", "decision"), after_ms=after,
                                  by="created", limit=50):
             stamp = time.strftime("%Y-%m-%d", time.gmtime(node.created_at / 1000))
             log.append(f"- {stamp} [{node.type}] {_first_line(node.content)}")
     return items, "\n".join(log)
+
+
+def _task_nodes(conn: sqlite3.Connection, name: str) -> list[NodeRow]:
+    """The nodes of the started task ``name`` (tagged ``task:NAME``), last updated first, at most 5.
+
+    None for a name that makes no task tag (a state written by hand).
+    """
+    from ctxstore.errors import CtxError
+    from ctxstore.knowledge.tasks import task_tag
+    from ctxstore.query.executor import run_query
+
+    try:
+        found = run_query(conn, f'tag:"{task_tag(name)}"', now=time.time())
+    except CtxError:
+        return []
+    return sorted(found, key=lambda n: (-n.updated_at, n.id))[:_ACTIVE_TASK_NODES]
 
 
 def _first_line(text: str, width: int = 80) -> str:
@@ -580,7 +610,7 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
                depth: int | None = None, include_narrative: bool | None = None,
                graph: bool = True, reserve: int | None = None,
                now_ms: int | None = None, user: Session | None = None,
-               fmt: str = "json") -> dict[str, Any]:
+               fmt: str = "json", active_task: str | None = None) -> dict[str, Any]:
     """Build the prompt pack of a task (spec 002 §12.4 plus ``why`` and ``ranked_files``).
 
     Settings left None come from ``[retrieval]`` (``default_budget``, ``default_depth``,
@@ -601,6 +631,9 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
             ``markdown`` the budget holds for the printed text (the echoed task, each
             item's lines, the narrative section), in ``json`` and ``yaml`` for the items'
             titles and snippets plus 8 tokens each and the recent narrative.
+        active_task: The task started with ``<ctx:task action="start">`` and not ended (the
+            hooks' current task), or None: its nodes join the narrative items with
+            ``why.active_task`` (with ``include_narrative``).
 
     Returns:
         The pack as a JSON-ready map.
@@ -613,7 +646,7 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
     try:
         return _build_pack(session, task, budget=budget, depth=depth,
                            include_narrative=include_narrative, graph=graph, reserve=reserve,
-                           now_ms=now_ms, user=user, fmt=fmt)
+                           now_ms=now_ms, user=user, fmt=fmt, active_task=active_task)
     finally:
         if enabled:
             gc.enable()
@@ -621,7 +654,7 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
 
 def _build_pack(session: Session, task: str, *, budget: int | None, depth: int | None,
                 include_narrative: bool | None, graph: bool, reserve: int | None,
-                now_ms: int | None, user: Session | None, fmt: str) -> dict[str, Any]:
+                now_ms: int | None, user: Session | None, fmt: str, active_task: str | None) -> dict[str, Any]:
     """``build_pack`` with the collector paused by the caller."""
     from ctxstore.clock import now_ms as clock_ms
 
@@ -661,7 +694,7 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
     recent = ""
     if include_narrative:
         node_items, recent = _narrative(conn, task, int(config.get("retrieval", "narrative_days")),
-                                        clock_ms() if now_ms is None else now_ms)
+                                        clock_ms() if now_ms is None else now_ms, active_task)
         if user is not None:  # the global layer: the user store's relevant nodes join
             node_items += _node_items(user.index(), task, user=True)
         scale = max((i.score for i in node_items), default=1.0) or 1.0

@@ -137,6 +137,8 @@ def _why(item: dict[str, Any]) -> str:
     if why.get("matched_terms"):
         parts.append("matched " + ", ".join(why["matched_terms"]))
     if why.get("active_task"):
+        parts.append("active task")
+    if why.get("recent_task"):
         parts.append("recent task")
     return "; ".join(parts) or "-"
 
