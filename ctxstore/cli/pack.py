@@ -36,7 +36,8 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     from a file that matched. The pack never exceeds the budget (text and markdown: all
     they print, the echoed task included, cut to half the room if longer), and keeps
     [llm] max_response_tokens (at most a quarter of it) for the answer. A task with no
-    searchable word gives an empty pack and a note on stderr. Index the work tree first
+    searchable word gives an empty pack and a note on stderr; so does a budget too small
+    for any item found, the note naming the smallest that holds one. Index the work tree first
     with `ctx index`: without it, or when a file in the pack changed since, a note on
     stderr says so. See docs/retrieval.md.
 
@@ -51,7 +52,7 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     """
     from ctxstore.cli._notices import user_store
     from ctxstore.knowledge.scopes import Stores
-    from ctxstore.retrieval.pack import build_pack, has_search_terms, pack_notes
+    from ctxstore.retrieval.pack import build_pack_result, has_search_terms, pack_notes
     from ctxstore.retrieval.render import render_pack
 
     if task == "-":  # a pasted log or diff longer than a command line takes
@@ -59,16 +60,18 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     chosen = fmt or _global_format(env)
     stores = Stores.open(env.session(), user_store() if use_global else None)
     try:
-        pack = build_pack(env.session(), task, budget=budget, depth=depth,
-                          include_narrative=include_narrative, graph=not no_graph, user=stores.user,
-                          fmt=chosen, active_task=_active_task(env))
+        result = build_pack_result(env.session(), task, budget=budget, depth=depth,
+                                   include_narrative=include_narrative, graph=not no_graph,
+                                   user=stores.user, fmt=chosen, active_task=_active_task(env))
     finally:
         stores.close_user()
+    pack = result.pack
     if not has_search_terms(task):  # a valid, empty pack, and why it is empty
         click.echo("ctx: note: the task has no searchable words: no files or memory were "
                    "ranked", err=True)
     write_output(env, output, render_pack(pack, chosen).encode("utf-8"))
-    for note in pack_notes(env.session(), pack):  # no index yet; files changed since
+    # a budget that holds none of the items found; no index yet; files changed since
+    for note in pack_notes(env.session(), pack, smallest_budget=result.smallest_budget):
         click.echo(f"ctx: note: {note}", err=True)
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import gc
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.index.fulltext.ranked import ChunkRow
@@ -67,7 +67,8 @@ if TYPE_CHECKING:
     from ctxstore.index.read import NodeRow
     from ctxstore.session import Session
 
-__all__ = ["CHUNK_KINDS", "reserve_for", "has_search_terms", "rank_files", "build_pack", "pack_notes",
+__all__ = ["CHUNK_KINDS", "reserve_for", "has_search_terms", "rank_files", "build_pack",
+           "build_pack_result", "PackResult", "pack_notes",
            "MAX_SEEDS", "MAX_EXPANDED", "SEED_SHARE", "MAX_FILES", "RANKED_FILES"]
 
 CHUNK_KINDS = ("FileContent", "NarrativeExcerpt", "Decision", "DiagnosticOutput",
@@ -87,6 +88,7 @@ PROSE_LANGUAGES = frozenset({"markdown"})  # indexed languages ranked apart from
 MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
 MAX_POSTINGS = 10_000      # more terms only while their postings stay under this (bench/pack.py --caps)
 _DIAGNOSTICS = 20          # latest diagnostics of the pack's files, at most
+_SMALLEST_STEPS = 1_000    # search steps for the smallest budget that holds an item
 
 
 def reserve_for(budget: int, max_response_tokens: int) -> int:
@@ -538,6 +540,36 @@ def _fill(items: list[_Item], room: int, fmt: str) -> tuple[list[_Item], int]:
     return chosen, used
 
 
+def _rooms(task: str, fmt: str, total: int, reserve: int, log: str) -> tuple[int, str, int]:
+    """What a budget spends before items: (header tokens, recent narrative kept, room left).
+
+    The response reserve comes first, then the header (``render.header_cost``), then the
+    whole entries of the recent log that fit ``_NARRATIVE_SHARE`` of the room.
+    """
+    echoed = header_cost(task, fmt, total=total, reserved=reserve)
+    room = total - reserve - echoed
+    recent = _whole_entries(log, min(int((total - reserve) * _NARRATIVE_SHARE), room), fmt) \
+        if log else ""
+    return echoed, recent, room - narrative_cost(recent, fmt)
+
+
+def _smallest_budget(need: int, start: int, room_of: Callable[[int], int]) -> int | None:
+    """The smallest budget from ``start`` on whose room for items is at least ``need``.
+
+    A budget one token larger has at most one token more room (the reserve, the header and
+    the narrative only grow with it), so the search may skip ahead by what is missing and
+    never pass the answer. None after ``_SMALLEST_STEPS`` steps (it has always been found
+    within a few).
+    """
+    budget = start
+    for _ in range(_SMALLEST_STEPS):
+        room = room_of(budget)
+        if room >= need:
+            return budget
+        budget += max(1, need - room)
+    return None
+
+
 def _whole_entries(log: str, tokens: int, fmt: str) -> str:
     """The first entries (lines) of the recent log that cost at most ``tokens`` together.
 
@@ -553,10 +585,12 @@ def _whole_entries(log: str, tokens: int, fmt: str) -> str:
     return kept
 
 
-def pack_notes(session: Session, pack: Mapping[str, Any]) -> list[str]:
+def pack_notes(session: Session, pack: Mapping[str, Any], *,
+               smallest_budget: int | None = None) -> list[str]:
     """What a user should know about a pack that the pack itself does not say.
 
-    No code indexed (the pack holds memory only), and code items whose file on disk is no
+    A budget too small to hold any of the items found (``PackResult.smallest_budget``), no
+    code indexed (the pack holds memory only), and code items whose file on disk is no
     longer the indexed version (changed since ``ctx index``: their line numbers and snippets
     may be out of date). Only the files of the pack's own items are read, and only when
     their size matches the index (``fsio.read_regular``: no link, no FIFO, bounded).
@@ -564,24 +598,31 @@ def pack_notes(session: Session, pack: Mapping[str, Any]) -> list[str]:
     Args:
         session: The session the pack was built in.
         pack: ``build_pack``'s result.
+        smallest_budget: ``PackResult.smallest_budget`` (None: the budget is not the matter).
 
     Returns:
         One-line notes, possibly none.
     """
     from ctxstore.index.retrieval import file_blobs, has_files
 
+    notes = []
+    if smallest_budget is not None:
+        total = pack.get("token_budget", {}).get("total")
+        notes.append(f"the budget of {total} token{'' if total == 1 else 's'} is too small to "
+                     f"hold any item found; the smallest that holds one is {smallest_budget} "
+                     f"(--budget {smallest_budget})")
     conn = session.index()
     if not has_files(conn):
-        return ["no code is indexed here, so the pack holds memory only; run `ctx index`"]
+        return [*notes, "no code is indexed here, so the pack holds memory only; run `ctx index`"]
     paths = sorted({str(item["path"]) for item in pack.get("retrieved", ())
                     if item.get("start_line") and item.get("path")})
     changed = [path for path, blob, size in file_blobs(conn, paths)
                if _changed(session.root.parent, path, blob, size)]
     if not changed:
-        return []
+        return notes
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-    return [f"{shown} changed or removed since `ctx index`: line numbers and snippets may be out of date; "
-            "run `ctx index`"]
+    return [*notes, f"{shown} changed or removed since `ctx index`: line numbers and snippets "
+            "may be out of date; run `ctx index`"]
 
 
 def _changed(tree: Path, path: str, blob: bytes, size: int) -> bool:
@@ -606,12 +647,49 @@ def _changed(tree: Path, path: str, blob: bytes, size: int) -> bool:
     return object_id_of(KIND_BLOB, data) != blob
 
 
+@dataclass(frozen=True, slots=True)
+class PackResult:
+    """A prompt pack and what a user should know of its budget that the pack does not say.
+
+    Attributes:
+        pack: The pack (``build_pack``'s result).
+        smallest_budget: When items were found but the budget held none of them: the
+            smallest budget that holds one (its room, after the response reserve, the
+            header and the recent narrative, fits the cheapest item); else None.
+    """
+
+    pack: dict[str, Any]
+    smallest_budget: int | None
+
+
 def build_pack(session: Session, task: str, *, budget: int | None = None,
                depth: int | None = None, include_narrative: bool | None = None,
                graph: bool = True, reserve: int | None = None,
                now_ms: int | None = None, user: Session | None = None,
                fmt: str = "json", active_task: str | None = None) -> dict[str, Any]:
     """Build the prompt pack of a task (spec 002 §12.4 plus ``why`` and ``ranked_files``).
+
+    ``build_pack_result(...).pack``: see there for the arguments.
+
+    Returns:
+        The pack as a JSON-ready map.
+
+    Raises:
+        IndexCorrupt: (E007) if the index cannot answer.
+    """
+    return build_pack_result(session, task, budget=budget, depth=depth,
+                             include_narrative=include_narrative, graph=graph, reserve=reserve,
+                             now_ms=now_ms, user=user, fmt=fmt, active_task=active_task).pack
+
+
+def build_pack_result(session: Session, task: str, *, budget: int | None = None,
+                      depth: int | None = None, include_narrative: bool | None = None,
+                      graph: bool = True, reserve: int | None = None,
+                      now_ms: int | None = None, user: Session | None = None,
+                      fmt: str = "json", active_task: str | None = None) -> PackResult:
+    """Build the prompt pack of a task, with the smallest budget that holds an item if it held none.
+
+    The pack is spec 002 §12.4 plus ``why`` and ``ranked_files``.
 
     Settings left None come from ``[retrieval]`` (``default_budget``, ``default_depth``,
     ``include_narrative``, ``narrative_days``) and ``[llm] max_response_tokens``.
@@ -636,7 +714,7 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
             ``why.active_task`` (with ``include_narrative``).
 
     Returns:
-        The pack as a JSON-ready map.
+        The pack as a JSON-ready map, and ``smallest_budget``.
 
     Raises:
         IndexCorrupt: (E007) if the index cannot answer.
@@ -654,8 +732,8 @@ def build_pack(session: Session, task: str, *, budget: int | None = None,
 
 def _build_pack(session: Session, task: str, *, budget: int | None, depth: int | None,
                 include_narrative: bool | None, graph: bool, reserve: int | None,
-                now_ms: int | None, user: Session | None, fmt: str, active_task: str | None) -> dict[str, Any]:
-    """``build_pack`` with the collector paused by the caller."""
+                now_ms: int | None, user: Session | None, fmt: str, active_task: str | None) -> PackResult:
+    """``build_pack_result`` with the collector paused by the caller."""
     from ctxstore.clock import now_ms as clock_ms
 
     config = session.config
@@ -684,17 +762,20 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
                 files[path] = (files[route[0]][0] * 0.5 ** ((len(route) - 1) // 2),
                                {"edge_path": route})
     versions = {p: v.hex() for p, v in file_versions(conn, list(files)).items()}
-    if reserve is None:
-        reserve = reserve_for(total, int(config.get("llm", "max_response_tokens")))
-    reserve = min(max(reserve, 0), total)
+    max_response = int(config.get("llm", "max_response_tokens"))
+    given = reserve
+
+    def reserve_of(budget: int) -> int:
+        return min(max(reserve_for(budget, max_response) if given is None else given, 0), budget)
+
+    reserve = reserve_of(total)
     # A prompt rendering echoes the task first: its header is charged before anything else.
-    echoed = header_cost(task, fmt, total=total, reserved=reserve)
-    room = total - reserve - echoed
+    room = total - reserve - header_cost(task, fmt, total=total, reserved=reserve)
     items = _chunk_items(conn, query, files, versions, room) + _diagnostic_items(session, files)
-    recent = ""
+    log = ""
     if include_narrative:
-        node_items, recent = _narrative(conn, task, int(config.get("retrieval", "narrative_days")),
-                                        clock_ms() if now_ms is None else now_ms, active_task)
+        node_items, log = _narrative(conn, task, int(config.get("retrieval", "narrative_days")),
+                                     clock_ms() if now_ms is None else now_ms, active_task)
         if user is not None:  # the global layer: the user store's relevant nodes join
             node_items += _node_items(user.index(), task, user=True)
         scale = max((i.score for i in node_items), default=1.0) or 1.0
@@ -708,9 +789,13 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
             held = len(item.why.get("matched_terms", ()))
             item.score = item.score / scale * min(1.0, held / full) if item.score else 0.5
         items += node_items
-        recent = _whole_entries(recent, min(int((total - reserve) * _NARRATIVE_SHARE), room), fmt)
-    room -= narrative_cost(recent, fmt)
+    echoed, recent, room = _rooms(task, fmt, total, reserve, log)
     chosen, used = _fill(items, room, fmt)
+    smallest = None
+    if items and not chosen:  # found, but none fits: the budget that holds the cheapest
+        need = min(item.cost(fmt) for item in items)
+        smallest = _smallest_budget(
+            need, total + 1, lambda b: _rooms(task, fmt, b, reserve_of(b), log)[2])
     for item in chosen:
         if "path" in item.extra:
             _held_terms(item)
@@ -723,7 +808,7 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
             doc["stale_mentions"] = stale[item.object_id]
         retrieved.append(doc)
     head = read_head(session.root)  # the pointer file: no store handle, no object model
-    return {
+    return PackResult({
         "task": task,
         "head_commit": head.heads[0].hex() if head.heads else "",
         "retrieved": retrieved,
@@ -738,4 +823,4 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
         "token_budget": {"total": total, "used": echoed + used + narrative_cost(recent, fmt),
                          "reserved_for_response": reserve},
         "ranked_files": [h.path for h in hits[:RANKED_FILES]],
-    }
+    }, smallest)

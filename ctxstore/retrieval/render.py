@@ -70,15 +70,32 @@ def task_echo(task: str, room: int) -> str:
     return keep.rstrip() + CUT_NOTE
 
 
-def _header(echo: str, fmt: str, line: str) -> str:
+def _header(task: str, fmt: str, *, total: int, reserved: int, items: int, used: int,
+            short: bool) -> str:
+    """The full header (the echoed task and the budget line), or the short one (its counts)."""
+    if short:
+        line = f"{items} items, {used} of {total} tokens used"
+        return f"_{line}_\n\n" if fmt == "markdown" else f"{line}\n\n"
+    echo = task_echo(task, total - reserved)
+    line = f"{items} items, {used} of {total} tokens used, {reserved} reserved for the response"
     if fmt == "markdown":
         return f"# Task: {echo}\n\n_{line}_\n\n"
     return f"Task: {echo}\n{line}\n\n"
 
 
-def _budget_line(items: int, used: int, total: int, reserved: int) -> str:
-    return (f"{items} items, {used} of {total} tokens used, "
-            f"{reserved} reserved for the response")
+def _header_form(task: str, fmt: str, *, total: int, reserved: int) -> tuple[bool | None, int]:
+    """Which header a prompt rendering prints and what it is charged: (short?, tokens).
+
+    The full header when it fits the room, else the short one, else none: ``(None, 0)``.
+    The counts are charged at the width of ``total`` (neither exceeds it).
+    """
+    room = total - reserved
+    for short in (False, True):
+        cost = estimate_tokens(_header(task, fmt, total=total, reserved=reserved, items=total,
+                                       used=total, short=short))
+        if cost <= room:
+            return short, cost
+    return None, 0
 
 
 def header_cost(task: str, fmt: str, *, total: int, reserved: int) -> int:
@@ -86,7 +103,9 @@ def header_cost(task: str, fmt: str, *, total: int, reserved: int) -> int:
 
     The header is the echoed task and the budget line. Its counts are not known before the
     items are chosen, so they are charged at the width of ``total`` (neither exceeds it).
-    A header that does not fit the room is left out (a budget of a few tokens).
+    A header that does not fit the room gives way to a short one, the budget line's counts
+    alone (``0 items, 8 of 25 tokens used``), so a small budget still says what it holds;
+    when neither fits (a budget of a few tokens) there is none.
 
     Args:
         task: The task text.
@@ -99,14 +118,11 @@ def header_cost(task: str, fmt: str, *, total: int, reserved: int) -> int:
     """
     if fmt not in PROMPT_FORMATS:
         return 0
-    room = total - reserved
-    cost = estimate_tokens(_header(task_echo(task, room), fmt,
-                                   _budget_line(total, total, total, reserved)))
-    return cost if cost <= room else 0
+    return _header_form(task, fmt, total=total, reserved=reserved)[1]
 
 
 def header(task: str, fmt: str, *, total: int, reserved: int, items: int, used: int) -> str:
-    """The header of a prompt rendering ("" when ``header_cost`` leaves it out).
+    """The header of a prompt rendering, full or short ("" when ``header_cost`` leaves it out).
 
     Args:
         task: The task text.
@@ -119,10 +135,12 @@ def header(task: str, fmt: str, *, total: int, reserved: int, items: int, used: 
     Returns:
         The header text.
     """
-    if not header_cost(task, fmt, total=total, reserved=reserved):
+    if fmt not in PROMPT_FORMATS:
         return ""
-    return _header(task_echo(task, total - reserved), fmt,
-                   _budget_line(items, used, total, reserved))
+    short, _ = _header_form(task, fmt, total=total, reserved=reserved)
+    if short is None:
+        return ""
+    return _header(task, fmt, total=total, reserved=reserved, items=items, used=used, short=short)
 
 
 def _why(item: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import string
 import time
@@ -555,3 +556,46 @@ def test_pack_notes_never_read_through_a_linked_directory(tmp_path: Path) -> Non
         pack = build_pack(session, "parse_header")
         assert pack["ranked_files"] == ["pkg/a.py"]
         assert pack_notes(session, pack) == []
+
+
+TOO_SMALL = re.compile(r"ctx: note: the budget of (\d+) tokens? is too small to hold any item "
+                       r"found; the smallest that holds one is (\d+) \(--budget \2\)\n")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_pack_budget_too_small_for_any_item_says_so_and_names_the_smallest(work: Path,
+                                                                           fmt: str) -> None:
+    smallest = set()
+    for budget in (1, 9, 15, 25):
+        res = _cli(work, "pack", "money rounding", "--budget", str(budget), "--format", fmt)
+        assert res.exit_code == 0, res.output
+        note = TOO_SMALL.fullmatch(res.stderr)
+        assert note is not None and int(note[1]) == budget, res.stderr
+        smallest.add(int(note[2]))
+        if fmt in PROMPT_FORMATS:  # what fits says what it holds; never over the budget
+            assert estimate_tokens(res.stdout) <= budget
+            if budget < 10:  # not even the counts fit: nothing is printed
+                assert res.stdout == ""
+            else:
+                line = res.stdout.strip("_\n")
+                assert re.fullmatch(rf"0 items, \d+ of {budget} tokens used(, \d+ reserved "
+                                    r"for the response)?", line.splitlines()[-1]), res.stdout
+        else:
+            assert _pack(work, "money rounding", budget=budget, fmt=fmt)["retrieved"] == []
+    (least,) = smallest  # the same answer from every budget below it
+    held = _cli(work, "pack", "money rounding", "--budget", str(least), "--format", fmt)
+    assert (held.exit_code, held.stderr) == (0, "")
+    assert _pack(work, "money rounding", budget=least, fmt=fmt)["retrieved"]
+    short = _cli(work, "pack", "money rounding", "--budget", str(least - 1), "--format", fmt)
+    assert TOO_SMALL.fullmatch(short.stderr)[2] == str(least)  # type: ignore[index]
+    assert _pack(work, "money rounding", budget=least - 1, fmt=fmt)["retrieved"] == []
+
+
+def test_pack_small_budget_prints_the_short_header_in_text_and_markdown(work: Path) -> None:
+    text = _cli(work, "pack", "money rounding", "--budget", "15", "--format", "text")
+    assert re.fullmatch(r"0 items, \d of 15 tokens used\n\n", text.stdout), text.stdout
+    md = _cli(work, "pack", "money rounding", "--budget", "15", "--format", "markdown")
+    assert re.fullmatch(r"_0 items, \d of 15 tokens used_\n\n", md.stdout), md.stdout
+    # a task matching nothing is no budget problem: no note
+    none = _cli(work, "pack", "zebra quagga", "--budget", "15", "--format", "text")
+    assert (none.exit_code, none.stderr) == (0, "")
