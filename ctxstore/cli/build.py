@@ -58,10 +58,12 @@ def _find_manifest(start: Path, top: Path) -> Path:
 def add_cargo_command(env: Env, manifest: Path | None, metadata_file: Path | None) -> None:
     """Snapshot the Cargo workspace: packages, targets and dependency edges.
 
-    Runs `cargo metadata --format-version 1 --offline` (never the network) and stages the
-    snapshot with DependsOn (package -> package), TargetOf (target -> package) and
-    CrateFromTarget (crate -> target) edges. A new snapshot of a workspace replaces the
-    previous one.
+    Runs `cargo metadata --format-version 1 --offline --locked` (never the network, never a
+    write to the work tree) and stages the snapshot with DependsOn (package -> package),
+    TargetOf (target -> package) and CrateFromTarget (crate -> target) edges. Without a
+    usable Cargo.lock (none, or out of date) the snapshot holds the workspace's own packages
+    and their declared dependencies, and a note says so (`cargo generate-lockfile` makes
+    one). A new snapshot of a workspace replaces the previous one.
 
     \b
     Examples:
@@ -81,6 +83,11 @@ def add_cargo_command(env: Env, manifest: Path | None, metadata_file: Path | Non
     added = add_cargo(store, manifest or Path("Cargo.toml"), metadata=metadata,
                       cargo=_cargo_program(), env=dict(os.environ))
     snap = added.snapshot
+    if added.lock_problem is not None:
+        click.echo(f"ctx: note: Cargo.lock is {added.lock_problem} and ctx does not let cargo "
+                   "write it: the snapshot holds the workspace's own packages and their declared "
+                   "dependencies, no resolved graph (run `cargo generate-lockfile` for it)",
+                   err=True)
     members = sum(p.member for p in snap.packages)
     targets = sum(len(p.targets) for p in snap.packages)
     if env.fmt == "json":
@@ -88,7 +95,8 @@ def add_cargo_command(env: Env, manifest: Path | None, metadata_file: Path | Non
                    "packages": len(snap.packages), "members": members, "targets": targets,
                    "dependencies": len(snap.resolve), "edges": added.edges,
                    "snapshot": added.snapshot_id.hex(),
-                   "work_commit": added.staged.work_commit.hex(), "replaced": added.replaced})
+                   "work_commit": added.staged.work_commit.hex(), "replaced": added.replaced,
+                   "lock_problem": added.lock_problem})
         return
     click.echo(f"cargo workspace {snap.workspace_root}: {plural(len(snap.packages), 'package')} "
                f"({members} in the workspace), {plural(targets, 'target')}, "

@@ -3,7 +3,10 @@
 ``parse_metadata`` turns the JSON of ``cargo metadata --format-version 1`` into a
 ``CargoMetadataSnapshot`` (pure: paths under the repository become relative to it);
 ``run_metadata`` runs cargo offline (``--offline`` and ``CARGO_NET_OFFLINE=true`` in the
-environment it is given, a timeout, bounded output) in the manifest's directory;
+environment it is given, a timeout, bounded output) in the manifest's directory, and with
+``--locked``: a snapshot is a read, so cargo never writes ``Cargo.lock`` in the work tree. When
+the lock file is missing or out of date, ``add_cargo`` snapshots ``--no-deps`` metadata (the
+workspace's packages and their declared dependencies on each other) and says so;
 ``add_cargo`` stages the snapshot with a ``cargo`` record keyed by the workspace root, so a
 new snapshot replaces the old. The edges (``DependsOn``, ``TargetOf``, ``CrateFromTarget``)
 are derived from the snapshot by ``index.build`` when the record is applied. It must not
@@ -37,7 +40,7 @@ from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import StageResult, stage_records
 
-__all__ = ["CargoAdded", "CargoFailed", "parse_metadata", "run_metadata", "add_cargo",
+__all__ = ["CargoAdded", "CargoFailed", "CargoLockUnusable", "parse_metadata", "run_metadata", "add_cargo",
            "METADATA_TIMEOUT", "MAX_METADATA_BYTES"]
 
 METADATA_TIMEOUT = 120.0
@@ -55,6 +58,20 @@ class CargoFailed(InvalidInput):
     """``cargo metadata`` failed, or what it (or ``--metadata``) gave is not its JSON."""
 
 
+class CargoLockUnusable(CargoFailed):
+    """``cargo metadata --locked`` refused: ``Cargo.lock`` is missing or out of date.
+
+    Attributes:
+        missing: True when there is no lock file (cargo would have created it), False when
+            it is out of date (cargo would have updated it).
+    """
+
+    def __init__(self, message: str, *, missing: bool) -> None:
+        """Record which of the two it is."""
+        super().__init__(message, hint="run `cargo generate-lockfile` for the resolved graph")
+        self.missing = missing
+
+
 @dataclass(frozen=True, slots=True)
 class CargoAdded:
     """What ``add_cargo`` stored."""
@@ -64,6 +81,9 @@ class CargoAdded:
     edges: int
     staged: StageResult
     replaced: bool
+    # Why the snapshot holds no resolve graph when cargo was run: "missing" or "out of date"
+    # (Cargo.lock), else None.
+    lock_problem: str | None = None
 
 
 def _rel(path: str, root: PurePosixPath) -> str:
@@ -182,23 +202,28 @@ def parse_metadata(doc: Any, *, repo_root: str,
 
 
 def run_metadata(cargo: str, manifest: Path, *, env: Mapping[str, str],
-                 timeout: float = METADATA_TIMEOUT) -> Any:
-    """Run ``cargo metadata --format-version 1 --offline`` for ``manifest``; its JSON.
+                 timeout: float = METADATA_TIMEOUT, no_deps: bool = False) -> Any:
+    """Run ``cargo metadata --format-version 1 --offline --locked`` for ``manifest``; its JSON.
+
+    ``--locked`` keeps cargo from creating or updating ``Cargo.lock``: it refuses instead.
 
     Args:
         cargo: The cargo program (a path or a name on ``env``'s PATH).
         manifest: The ``Cargo.toml``.
         env: The environment of the child (``CARGO_NET_OFFLINE=true`` is added).
         timeout: Seconds before it is killed.
+        no_deps: Add ``--no-deps``: the workspace's own packages, no resolve graph (cargo
+            then needs no lock file).
 
     Returns:
         The decoded JSON.
 
     Raises:
+        CargoLockUnusable: (E011) if the lock file is missing or out of date.
         CargoFailed: (E011) if cargo cannot run, fails, times out or prints no JSON.
     """
-    argv = [cargo, "metadata", "--format-version", "1", "--offline", "--quiet",
-            "--manifest-path", str(manifest)]
+    argv = [cargo, "metadata", "--format-version", "1", "--offline", "--locked", "--quiet",
+            *(["--no-deps"] if no_deps else []), "--manifest-path", str(manifest)]
     try:
         res = run_bounded(argv, cwd=manifest.parent, env={**env, "CARGO_NET_OFFLINE": "true"},
                           timeout=timeout, head_bytes=MAX_METADATA_BYTES, tail_bytes=0)
@@ -208,6 +233,12 @@ def run_metadata(cargo: str, manifest: Path, *, env: Mapping[str, str],
         raise CargoFailed(f"cargo metadata did not finish within {timeout:g} s")
     text = res.output.decode("utf-8", "replace")
     if res.exit_code != 0:
+        # "error: cannot create|update the lock file PATH because --locked was passed ..."
+        refusal = next((ln for ln in text.splitlines() if "--locked was passed" in ln), None)
+        if refusal is not None:
+            missing = "cannot create" in refusal
+            raise CargoLockUnusable(f"Cargo.lock is {'missing' if missing else 'out of date'}",
+                                    missing=missing)
         last = next((ln for ln in reversed(text.strip().splitlines()) if ln.strip()), "")
         raise CargoFailed(f"cargo metadata failed (exit {res.exit_code}): {last[:300]}")
     if res.cut:
@@ -253,18 +284,27 @@ def add_cargo(store: Store, manifest: Path, *, metadata: Any | None = None,
         cargo: The cargo program.
         env: The environment cargo runs with (only when it is run).
 
+    Cargo never writes the work tree (``--locked``): without a usable ``Cargo.lock`` (none,
+    or out of date) the snapshot is of ``--no-deps`` metadata, and ``lock_problem`` says why.
+
     Returns:
-        The snapshot, its id, the number of edges it gives, and the work commit.
+        The snapshot, its id, the number of edges it gives, the work commit, and why it has no
+        resolve graph (``lock_problem``).
 
     Raises:
         CargoFailed: (E011) for a missing manifest, a cargo failure or bad metadata.
         LockConflict, StagingConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    lock_problem = None
     if metadata is None:
         if not manifest.is_file():
             raise CargoFailed(f"no Cargo.toml at {manifest}",
                               hint="pass --manifest-path PATH, or --metadata FILE")
-        metadata = run_metadata(cargo, manifest, env=env or {})
+        try:
+            metadata = run_metadata(cargo, manifest, env=env or {})
+        except CargoLockUnusable as exc:
+            lock_problem = "missing" if exc.missing else "out of date"
+            metadata = run_metadata(cargo, manifest, env=env or {}, no_deps=True)
     root = store.worktree.absolute().as_posix()
     snap = parse_metadata(metadata, repo_root=root)
     with store.transaction() as tx:  # holds the lock: the snapshot replaced is read under it
@@ -277,4 +317,5 @@ def add_cargo(store: Store, manifest: Path, *, metadata: Any | None = None,
                           prev=ObjectId(prev[1]) if prev else None)
         staged = stage_records(store, [rec], message=f"cargo {snap.workspace_root}",
                                step_kind="change", tx=tx)
-    return CargoAdded(snap, snap_id, len(cargo_edges(snap, snap_id)), staged, prev is not None)
+    return CargoAdded(snap, snap_id, len(cargo_edges(snap, snap_id)), staged, prev is not None,
+                      lock_problem)

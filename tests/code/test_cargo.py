@@ -234,3 +234,76 @@ def test_cargo_crash_or_io_error_leaves_a_store_that_verifies(tmp_path: Path, fa
     doc = ctx_json(ctx_dir, "add", "cargo", "--metadata", metadata)
     assert doc["packages"] == 3
     assert query(ctx_dir, "SELECT COUNT(*) FROM packages") == [(3,)]
+
+
+NO_LOCK_NOTE = ("ctx: note: Cargo.lock is {} and ctx does not let cargo write it: the snapshot "
+                "holds the workspace's own packages and their declared dependencies, no resolved "
+                "graph (run `cargo generate-lockfile` for it)\n")
+
+
+@pytest.fixture()
+def tiny(tmp_path: Path, cargo_vars: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A workspace of two packages, no dependencies outside it: `app` may use `core`.
+
+    The dependency is optional and not enabled, so the resolved graph has no edge and the
+    declared dependencies (``--no-deps``) have one: which of the two a snapshot used shows.
+    """
+    for var, value in cargo_vars.items():
+        monkeypatch.setenv(var, value)
+    root = tmp_path / "tiny"
+    make_work(root)
+    (root / "Cargo.toml").write_text('[workspace]\nmembers = ["app", "core"]\nresolver = "2"\n')
+    for rel, text in {"core/Cargo.toml": '[package]\nname = "core"\nversion = "0.1.0"\n',
+                      "core/src/lib.rs": "pub fn f() {}\n",
+                      "app/Cargo.toml": ('[package]\nname = "app"\nversion = "0.1.0"\n\n'
+                                         '[dependencies]\n'
+                                         'core = { path = "../core", optional = true }\n'),
+                      "app/src/main.rs": "fn main() {}\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _lock(root: Path) -> None:
+    res = subprocess.run([os.environ["CARGO"], "generate-lockfile", "--offline"], cwd=root,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+
+
+def test_cargo_add_without_a_lock_file_leaves_the_work_tree_unchanged(tiny: Path) -> None:
+    files = tree_snapshot(tiny)
+    out, err, code = ctx(tiny / ".ctx", "--format", "json", "add", "cargo")
+    assert (code, err) == (0, NO_LOCK_NOTE.format("missing"))
+    assert not (tiny / "Cargo.lock").exists() and tree_snapshot(tiny) == files
+    doc = json.loads(out)
+    assert (doc["packages"], doc["dependencies"], doc["lock_problem"]) == (2, 1, "missing")
+    (evidence,) = query(tiny / ".ctx", "SELECT evidence FROM code_edges WHERE label = 'DependsOn'")
+    assert json.loads(evidence[0])["dep_kinds"][0]["optional"] is True  # as declared
+    out, err, _ = ctx(tiny / ".ctx", "add", "cargo")  # text: the same note, once
+    assert err == NO_LOCK_NOTE.format("missing") and out.startswith("cargo workspace .: ")
+
+
+def test_cargo_add_with_a_lock_file_uses_the_resolved_graph_and_keeps_the_lock(tiny: Path
+                                                                              ) -> None:
+    _lock(tiny)
+    files = tree_snapshot(tiny)
+    out, err, code = ctx(tiny / ".ctx", "--format", "json", "add", "cargo")
+    assert (code, err) == (0, "")
+    assert tree_snapshot(tiny) == files  # Cargo.lock included, byte for byte
+    doc = json.loads(out)
+    # resolved: the optional dependency is not enabled, so no edge
+    assert (doc["packages"], doc["dependencies"], doc["lock_problem"]) == (2, 0, None)
+
+
+def test_cargo_add_with_an_out_of_date_lock_file_does_not_update_it(tiny: Path) -> None:
+    _lock(tiny)
+    (tiny / "util" / "src").mkdir(parents=True)
+    (tiny / "util" / "Cargo.toml").write_text('[package]\nname = "util"\nversion = "0.1.0"\n')
+    (tiny / "util" / "src" / "lib.rs").write_text("")
+    (tiny / "Cargo.toml").write_text('[workspace]\nmembers = ["app", "core", "util"]\n'
+                                     'resolver = "2"\n')
+    files = tree_snapshot(tiny)
+    out, err, code = ctx(tiny / ".ctx", "--format", "json", "add", "cargo")
+    assert (code, err) == (0, NO_LOCK_NOTE.format("out of date"))
+    assert tree_snapshot(tiny) == files
+    assert json.loads(out)["packages"] == 3
