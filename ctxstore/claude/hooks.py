@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING, Any
 from ctxstore.claude.inject import MAX_INJECT_CHARS, escape_tags, frame, frame_items, sanitize_text
 from ctxstore.claude.state import (
     NOTICE_KEY,
+    TASK_KEY,
     HookState,
     StateDamaged,
     key_of,
     open_state,
+    peek_state,
     repair_state,
 )
 from ctxstore.errors import CtxError, IndexNotReady, LockConflict, StoreCorrupt, UnsafePath
@@ -50,7 +52,8 @@ if TYPE_CHECKING:
     from ctxstore.session import Session
 
 __all__ = ["MAX_COMMANDS_PER_TURN", "LOCK_WAIT_SECONDS", "SESSION_START_TOKENS", "HANDLERS",
-           "find_store_root", "session_start", "prompt_submit", "stop", "pre_compact",
+           "find_store_root", "session_start", "preview_session_start", "prompt_submit", "stop",
+           "pre_compact",
            "session_end", "turn_commands"]
 
 MAX_COMMANDS_PER_TURN = 50
@@ -378,9 +381,12 @@ def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: 
     return result
 
 
-def _notice(state: HookState) -> list[str]:
-    """The one-time notice that a damaged state was replaced, if not reported yet."""
-    text = state.take(NOTICE_KEY)
+def _notice(state: HookState, *, take: bool = True) -> list[str]:
+    """The one-time notice that a damaged state was replaced, if not reported yet.
+
+    ``take=False`` (a preview) leaves it for the next hook.
+    """
+    text = state.take(NOTICE_KEY) if take else state.get(NOTICE_KEY)
     return [text] if text else []
 
 
@@ -623,17 +629,17 @@ def _once(state: HookState, session: str, turn_id: str, problems: list[str]) -> 
     return [text for key, text in zip(keys, problems, strict=True) if key in fresh]
 
 
-def _take_fitting(state: HookState, session: str, room: int) -> list[str]:
+def _take_fitting(state: HookState, session: str, room: int, *, take: bool = True) -> list[str]:
     """Pending texts that fit in ``room`` characters, with a note of how many were held.
 
-    The rest go back for the next prompt.
+    The rest go back for the next prompt. ``take=False`` (a preview) leaves them all waiting.
     """
-    taken = state.take_pending(session)
+    taken = state.take_pending(session) if take else state.peek_pending(session)
     out: list[str] = []
     used = 0
     for i, (_kind, value) in enumerate(taken):
         if used + len(value) > room and out:
-            for later_kind, later_value in taken[i:]:
+            for later_kind, later_value in taken[i:] if take else ():
                 state.add_pending(session, later_kind, later_value)
             return out + [f"[{len(taken) - i} more ctx result(s) held for the next prompt]\n"]
         out.append(value)
@@ -723,12 +729,14 @@ def _note_prompt(state: HookState, session: str, prompt: str) -> None:
 
 
 def _relevant(root: Path, state: HookState, session: str, text: str, room: int, *,
-              title: str = "relevant memory", scale: int = 1) -> tuple[list[str], list[str]]:
+              title: str = "relevant memory", scale: int = 1,
+              mark: bool = True) -> tuple[list[str], list[str]]:
     """Memory relevant to ``text`` not yet shown in this session, framed; problems to report.
 
     ``[retrieval] prompt_context`` off, a budget of 0, or nothing above the threshold inject
     nothing. ``scale`` multiplies the budget (a compaction re-injects more). A store that
-    cannot be searched is reported and the prompt goes on.
+    cannot be searched is reported and the prompt goes on. ``mark=False`` (a preview) records
+    nothing as seen.
     """
     if room < 500:
         return [], []
@@ -752,7 +760,8 @@ def _relevant(root: Path, state: HookState, session: str, text: str, room: int, 
     if not shown:
         return [], problems
     # only what the frame holds counts as seen: an item left out may come with a later prompt
-    _mark_seen(state, session, [items[k].key for k in shown])
+    if mark:
+        _mark_seen(state, session, [items[k].key for k in shown])
     return [text], problems
 
 
@@ -838,7 +847,8 @@ def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str |
     return body, timed, problem, [n.id for n in comp.nodes]
 
 
-def _cached_view(root: Path, state: HookState) -> tuple[str, str | None, list[str]]:
+def _cached_view(root: Path, state: HookState, *, store: bool = True
+                 ) -> tuple[str, str | None, list[str]]:
     """The composed default view from the state's cache, or composed and cached anew.
 
     Also the problem composing it met (cached with it, so it is said at every start), and
@@ -846,6 +856,7 @@ def _cached_view(root: Path, state: HookState) -> tuple[str, str | None, list[st
 
     An entry is valid while the pointers, the config, the active task and the budget are
     unchanged, and, for a view with relative times, within the UTC hour it was composed in.
+    ``store=False`` (a preview) composes without caching.
     """
     import json
 
@@ -866,7 +877,7 @@ def _cached_view(root: Path, state: HookState) -> tuple[str, str | None, list[st
         body, timed, problem, ids = _default_view(root, task)
     except IndexNotReady as exc:
         return "", exc.note(), []  # not cached: the start after `ctx rebuild` composes it
-    if key is not None:
+    if key is not None and store:
         state.put("view_cache", json.dumps({"key": key, "hour": _hour() if timed else None,
                                             "text": body, "problem": problem, "ids": ids}))
     return body, problem, ids
@@ -884,7 +895,37 @@ def session_start(root: Path | None, payload: Payload) -> Payload:
     return _repairing(root, lambda: _session_start(root, payload))
 
 
-def _session_start(root: Path | None, payload: Payload) -> Payload:
+def preview_session_start(root: Path, *, source: str = "startup",
+                          session: str | None = None) -> Payload:
+    """What ``session_start`` would answer now, changing nothing (``ctx compose --session-start``).
+
+    The same composition, run read-only: the state is opened read-only (``peek_state``), pending
+    results stay waiting, nothing is marked as seen, the composed view is not cached, and
+    commands deferred under a held lock are not run (a note says how many wait).
+
+    Args:
+        root: The ``.ctx`` directory.
+        source: The SessionStart ``source`` (``startup``, ``resume``, ``clear``, ``compact``,
+            ``fork``).
+        session: The session id (its pending results and recent prompts count); None: a new
+            session, which has none.
+
+    Returns:
+        The hook's output: ``hookSpecificOutput.additionalContext`` unless there is nothing to
+        inject, and ``systemMessage`` with the problems it would report.
+
+    Raises:
+        StoreCorrupt: if the store is damaged.
+    """
+    from ctxstore.ids import new_ulid
+
+    payload = {"hook_event_name": "SessionStart", "source": source,
+               "session_id": session if session is not None else f"preview-{new_ulid()}"}
+    return _session_start(root, payload, write=False)
+
+
+def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -> Payload:
+    """The SessionStart answer; ``write=False``: as a preview, with nothing written."""
     if root is None:
         return {}
     session = _session(payload)
@@ -892,7 +933,7 @@ def _session_start(root: Path | None, payload: Payload) -> Payload:
     pending: list[str] = []
     task = None
     try:
-        state = open_state(root, create=True)
+        state = open_state(root, create=True) if write else peek_state(root)
     except (OSError, sqlite3.Error):  # e.g. a read-only checkout: memory is still shown
         state = None
     except UnsafePath as exc:  # a linked local/: refused, and memory is still shown
@@ -906,17 +947,18 @@ def _session_start(root: Path | None, payload: Payload) -> Payload:
             body, problem, shown = "", exc.note(), []
     else:
         with state:
-            notice = _notice(state)
-            _, drained, _ = _drain(root, state)
+            notice = _notice(state, take=write)
+            _, drained, _ = _drain(root, state) if write else (False, _waiting(state), False)
             problems = notice + drained
-            pending = _take_fitting(state, session, MAX_INJECT_CHARS // 2)
-            task = state.get("current_task")
-            body, problem, shown = _cached_view(root, state)
+            pending = _take_fitting(state, session, MAX_INJECT_CHARS // 2, take=write)
+            task = state.get(TASK_KEY)
+            body, problem, shown = _cached_view(root, state, store=write)
             # A new, cleared or compacted conversation holds only what is injected now.
-            _mark_seen(state, session, shown, reset=_text(payload, "source") != "resume")
+            if write:
+                _mark_seen(state, session, shown, reset=_text(payload, "source") != "resume")
             if compacted and (recent := _json_list(state, f"recent_prompts:{session}")):
                 lost, trouble = _relevant(root, state, session, "\n".join(recent),
-                                          MAX_INJECT_CHARS // 3, scale=2,
+                                          MAX_INJECT_CHARS // 3, scale=2, mark=write,
                                           title="memory relevant to the recent prompts")
                 problems += trouble
     if problem:
@@ -932,6 +974,13 @@ def _session_start(root: Path | None, payload: Payload) -> Payload:
         return _message(problems)
     text = prefix + frame("default view", body, limit=MAX_INJECT_CHARS - len(prefix) - len(tail))
     return {**_context("SessionStart", text + tail), **_message(problems)}
+
+
+def _waiting(state: HookState) -> list[str]:
+    """A preview's note of the commands a held lock deferred (the next hook runs them first)."""
+    count = len(state.queued()) if state.has_queued() else 0
+    return [f"{count} deferred command(s) wait; the next hook runs them first, which may change "
+            "what it injects"] if count else []
 
 
 def pre_compact(root: Path | None, payload: Payload) -> Payload:

@@ -45,7 +45,8 @@ from typing import Any, TypeVar
 
 __all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY", "TASK_KEY",
            "PROMPTS_PREFIX", "SESSION_PREFIXES", "HookState", "StateDamaged", "key_of",
-           "open_state", "state_path", "repair_state", "read_access_counts", "read_current_task"]
+           "open_state", "peek_state", "state_path", "repair_state", "read_access_counts",
+           "read_current_task"]
 
 STATE_FILE = "state.sqlite"
 EXECUTED_KEEP_DAYS = 90
@@ -236,6 +237,12 @@ class HookState:
         """True if results wait for ``session`` (a read; takes no write lock)."""
         row = self.conn.execute("SELECT 1 FROM pending WHERE session = ? LIMIT 1", (session,))
         return row.fetchone() is not None
+
+    @_guarded
+    def peek_pending(self, session: str) -> list[tuple[str, str]]:
+        """``(kind, value)`` of every result waiting for ``session``, oldest first, left waiting."""
+        return [(kind, value) for kind, value in self.conn.execute(
+            "SELECT kind, value FROM pending WHERE session = ? ORDER BY seq", (session,))]
 
     @_guarded
     def take_pending(self, session: str) -> list[tuple[str, str]]:
@@ -721,6 +728,41 @@ def open_state(store_root: Path, *, create: bool) -> HookState | None:
         with _closing_on_error(state):
             state.put(NOTICE_KEY, notice)
     return state
+
+
+# What a read-only reader of the state needs (an older schema still has them).
+_PEEK_TABLES = frozenset({"pending", "queue", "kv"})
+
+
+def peek_state(store_root: Path) -> HookState | None:
+    """The state opened read-only, for a preview that must change nothing.
+
+    Nothing is created, migrated or repaired: None when there is no state, when it is not a
+    regular file, lacks a table a reader needs or cannot be opened (then the next hook replaces
+    or creates it, and starts with an empty state).
+    """
+    path = state_path(store_root)
+    try:
+        if not stat.S_ISDIR(os.lstat(path.parent).st_mode):
+            return None
+        ident = _check_files(path)
+    except (OSError, StateDamaged):
+        return None
+    if ident is None:
+        return None
+    try:
+        conn = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True, isolation_level=None,
+                               timeout=5.0)
+    except sqlite3.Error:
+        return None
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        tables = set()
+    if not _PEEK_TABLES <= tables:
+        conn.close()
+        return None
+    return HookState(conn, ident)
 
 
 def read_access_counts(store_root: Path) -> dict[str, int]:

@@ -8,6 +8,7 @@ import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 from ctxstore.cli._render import composed_text, echo_stored
+from ctxstore.errors import InvalidInput
 
 
 @click.group("view")
@@ -141,6 +142,9 @@ def view_delete_command(env: Env, name: str) -> None:
         click.echo(f"deleted view {name}")
 
 
+SOURCES = ("startup", "resume", "clear", "compact", "fork")
+
+
 @click.command("compose")
 @click.option("--query", default=None, help="The query (default: the default view's).")
 @click.option("--budget", type=click.IntRange(min=1), default=None,
@@ -148,15 +152,36 @@ def view_delete_command(env: Env, name: str) -> None:
                    "[retrieval] default_budget, else 50000).")
 @click.option("--global/--no-global", "use_global", default=False,
               help="Then fill what the budget leaves from the user store ~/.ctx.")
+@click.option("--session-start", "session_start", is_flag=True,
+              help="Print exactly what the SessionStart hook would inject now (the default view "
+                   "widened with the active task and recent memory, pending results), changing "
+                   "nothing.")
+@click.option("--source", type=click.Choice(SOURCES), default="startup", show_default=True,
+              help="With --session-start: how the session (re)starts.")
+@click.option("--session", "session_id", default=None, metavar="ID",
+              help="With --session-start: a session id (its pending results and, with --source "
+                   "compact, its recent prompts count); default: a new session.")
 @format_option
 @pass_env
-def compose_command(env: Env, query: str | None, budget: int | None, use_global: bool) -> None:
+def compose_command(env: Env, query: str | None, budget: int | None, use_global: bool,
+                    session_start: bool, source: str, session_id: str | None) -> None:
     """Compose context without a saved view: pinned, then reference, then working, newest first.
 
+    With --session-start, print instead the context the Claude Code SessionStart hook would
+    inject for this store now, through the hook's own code, read-only: no hook state is
+    written, pending results stay waiting, nothing is marked as shown. Problems the hook would
+    report go to stderr as notes.
+
     \b
-    Example:
+    Examples:
         ctx compose --query "tag:task:current" --budget 50000
+        ctx compose --session-start
+        ctx compose --session-start --source compact --session "$SESSION_ID" --format json
     """
+    if session_start:
+        return _session_start_preview(env, query, budget, use_global, source, session_id)
+    if source != "startup" or session_id is not None:
+        raise InvalidInput("--source and --session go with --session-start")
     from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, get_view
 
     view = get_view(env.index(), DEFAULT_VIEW_NAME, default_budget=env.default_budget())
@@ -166,3 +191,31 @@ def compose_command(env: Env, query: str | None, budget: int | None, use_global:
         return compose_global(env, query or view.query,
                               budget or (env.default_budget() if query else view.budget))
     _render(env, query or view.query, budget or (env.default_budget() if query else view.budget))
+
+
+def _session_start_preview(env: Env, query: str | None, budget: int | None, use_global: bool,
+                           source: str, session_id: str | None) -> None:
+    """``ctx compose --session-start``: the hook's answer (``claude.hooks.preview_session_start``)."""
+    if query is not None or budget is not None or use_global:
+        raise InvalidInput("--session-start takes no --query, --budget or --global: it shows "
+                           "what the hook composes")
+    from ctxstore.claude.hooks import preview_session_start
+
+    out = preview_session_start(env.store_path(), source=source, session=session_id)
+    text = out.get("hookSpecificOutput", {}).get("additionalContext", "")
+    message = out.get("systemMessage")
+    if env.fmt == "json":
+        emit_json({"source": source, "session": session_id, "additional_context": text,
+                   "system_message": message})
+        return
+    if message:
+        click.echo(f"ctx: note: the hook would report: {message}", err=True)
+    if not text:
+        click.echo("ctx: note: session start injects nothing: the store holds nothing to show",
+                   err=True)
+        return
+    from ctxstore.cli._render import stdout_is_terminal, strip_terminal_controls
+
+    # Exactly the injected text (the hook escaped stored tags in it already); on a terminal
+    # without escape sequences and controls, as every read command prints stored text.
+    click.echo(strip_terminal_controls(text) if stdout_is_terminal() else text, nl=False)
