@@ -8,7 +8,11 @@ count them, kill the process between any two of them, or make any one of them fa
   and renamed into place, so readers never see a partial file;
 * a pointer is fsynced before its rename and its directory after it;
 * a batch of objects is made durable with one filesystem barrier (``sync_barrier``)
-  instead of one fsync per file; pointers move only after that barrier.
+  instead of one fsync per file; pointers move only after that barrier;
+* a write below the store (``*_under``, ``*_in``) goes through directory descriptors: each
+  directory below the store root is opened ``O_NOFOLLOW`` relative to its parent's
+  descriptor, and the file is created and renamed relative to the last one, so a directory
+  swapped for a symlink between a check and the write is never followed (PS-10).
 
 This module must not import anything from ctxstore except ``errors``.
 """
@@ -55,23 +59,30 @@ __all__ = [
     "check_under",
     "check_store_link",
     "ensure_dir_under",
+    "open_dir_under",
+    "open_subdir",
+    "write_new_file_in",
+    "replace_atomic_in",
+    "replace_atomic_under",
+    "open_append_under",
+    "unlink_under",
 ]
 
 TMP_SUFFIX = ".tmp"
 StrPath = str | os.PathLike[str]
 
 
-def open_excl(path: StrPath, mode: int = 0o644) -> int:
+def open_excl(path: StrPath, mode: int = 0o644, *, dir_fd: int | None = None) -> int:
     """Create ``path`` exclusively for writing and return its descriptor.
 
     ``O_EXCL`` already refuses an existing name, a planted symlink included (PS-08);
-    ``O_NOFOLLOW`` says so explicitly.
+    ``O_NOFOLLOW`` says so explicitly. With ``dir_fd``, ``path`` is a name in that directory.
 
     Raises:
         OSError: ``FileExistsError`` if the path exists, or any OS error.
     """
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                   mode)
+                   mode, dir_fd=dir_fd)
 
 
 def open_append(path: StrPath, mode: int = 0o644) -> int:
@@ -88,28 +99,35 @@ def open_append(path: StrPath, mode: int = 0o644) -> int:
 
 
 def _open_regular(path: StrPath, flags: int, mode: int = 0o644, *,
-                  what: str = "a regular file") -> tuple[int, os.stat_result]:
+                  what: str = "a regular file", dir_fd: int | None = None,
+                  shown: StrPath | None = None) -> tuple[int, os.stat_result]:
     """Open ``path`` with ``flags``, if it is a regular file: its descriptor and ``fstat``.
 
     Never follows a symlink in the last component (``O_NOFOLLOW``) and never blocks on a
     FIFO (``O_NONBLOCK``, then ``fstat``). ``what`` names the expected file in errors.
+    With ``dir_fd``, ``path`` is a name in that directory and ``shown`` the path errors name.
 
     Raises:
         UnsafePath: (E020) if ``path`` is a symbolic link or not a regular file.
         OSError: any other error of the operating system.
     """
+    name = os.fspath(shown if shown is not None else path)
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode,
+                     dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise UnsafePath(os.fspath(path), detail="is a symbolic link") from None
+            raise UnsafePath(name, detail="is a symbolic link") from None
         if exc.errno == errno.EISDIR:
-            raise UnsafePath(os.fspath(path), detail=f"is a directory, not {what}") from None
+            raise UnsafePath(name, detail=f"is a directory, not {what}") from None
+        if exc.errno == errno.ENXIO:  # opened for writing: a FIFO without a reader, a socket
+            kind = file_kind(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+            raise UnsafePath(name, detail=f"is {kind}, not {what}") from None
         raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UnsafePath(os.fspath(path), detail=f"is {file_kind(st.st_mode)}, not {what}")
+            raise UnsafePath(name, detail=f"is {file_kind(st.st_mode)}, not {what}")
     except BaseException:
         os.close(fd)
         raise
@@ -254,8 +272,14 @@ def fsync_file(fd: int) -> None:
     os.fsync(fd)
 
 
-def fsync_dir(path: Path) -> None:
-    """Flush a directory's entries (creates, renames) to stable storage."""
+def fsync_dir(path: Path | int) -> None:
+    """Flush a directory's entries (creates, renames) to stable storage.
+
+    ``path`` may be an open directory descriptor (which stays open).
+    """
+    if isinstance(path, int):
+        os.fsync(path)
+        return
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
@@ -272,9 +296,9 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def replace(src: StrPath, dst: StrPath) -> None:
-    """Atomically rename ``src`` over ``dst``."""
-    os.replace(src, dst)
+def replace(src: StrPath, dst: StrPath, *, dir_fd: int | None = None) -> None:
+    """Atomically rename ``src`` over ``dst`` (with ``dir_fd``: both names in that directory)."""
+    os.replace(src, dst, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
 def link(src: Path, dst: Path) -> None:
@@ -282,14 +306,14 @@ def link(src: Path, dst: Path) -> None:
     os.link(src, dst)
 
 
-def unlink(path: StrPath) -> None:
-    """Remove a file."""
-    os.unlink(path)
+def unlink(path: StrPath, *, dir_fd: int | None = None) -> None:
+    """Remove a file (with ``dir_fd``: a name in that directory)."""
+    os.unlink(path, dir_fd=dir_fd)
 
 
-def mkdir(path: Path) -> None:
-    """Create one directory (its parent must exist)."""
-    os.mkdir(path)
+def mkdir(path: StrPath, *, dir_fd: int | None = None) -> None:
+    """Create one directory, its parent existing (with ``dir_fd``: a name in that directory)."""
+    os.mkdir(path, dir_fd=dir_fd)
 
 
 def rmdir(path: Path) -> None:
@@ -341,26 +365,27 @@ def tmp_path_for(path: StrPath) -> str:
     return f"{os.fspath(path)}.{os.urandom(6).hex()}{TMP_SUFFIX}"
 
 
-def _write_tmp(path: StrPath, data: bytes, *, durable: bool, mode: int) -> str:
+def _write_tmp(path: StrPath, data: bytes, *, durable: bool, mode: int,
+               dir_fd: int | None = None) -> str:
     tmp = tmp_path_for(path)
-    fd = open_excl(tmp, mode)
+    fd = open_excl(tmp, mode, dir_fd=dir_fd)
     try:
         write_all(fd, data)
         if durable:
             fsync_file(fd)
     except BaseException:
         os.close(fd)
-        _discard(tmp)
+        _discard(tmp, dir_fd)
         raise
     os.close(fd)
     return tmp
 
 
-def _discard(tmp: StrPath) -> None:
+def _discard(tmp: StrPath, dir_fd: int | None = None) -> None:
     # Best effort: a leftover temp file is harmless (gc removes it) and the
     # original error is the one worth reporting.
     try:
-        unlink(tmp)
+        unlink(tmp, dir_fd=dir_fd)
     except OSError:
         pass
 
@@ -392,6 +417,261 @@ def replace_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
         _discard(tmp)
         raise
     fsync_dir(path.parent)
+
+
+# -- writes through directory descriptors (PS-10) -------------------------------------------
+# A check by name (lstat) followed by a write by name loses a race: between the two, another
+# process can swap a checked directory for a symlink out of the store, and the write follows
+# it. Here every directory below the trusted root is opened O_NOFOLLOW relative to the
+# descriptor of its parent, and files are created, renamed and removed relative to the last
+# descriptor: a swap after an open changes nothing (the descriptor still names the directory
+# that was checked), a swap before it is refused with E020.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _names_below(root: Path, path: StrPath) -> tuple[str, ...]:
+    """The names leading from ``root`` to ``path``, refusing ``..`` and paths outside ``root``."""
+    try:
+        rel = Path(path).relative_to(root)
+    except ValueError:
+        raise UnsafePath(os.fspath(path), detail=f"is outside {root}") from None
+    if ".." in rel.parts:
+        raise UnsafePath(os.fspath(path), detail="leads out of its directory (..)")
+    return rel.parts
+
+
+def _not_a_directory(dir_fd: int, name: str, where: str) -> UnsafePath | None:
+    """The E020 for ``name`` (in ``dir_fd``) that could not be opened as a directory.
+
+    None if it is a directory now: it was swapped back since the open, which may be retried.
+    """
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return UnsafePath(where, detail="is not a directory (it changed while being opened)")
+    if stat.S_ISDIR(mode):
+        return None
+    detail = "is a symbolic link" if stat.S_ISLNK(mode) \
+        else f"is {file_kind(mode)}, not a directory"
+    return UnsafePath(where, detail=detail)
+
+
+def open_subdir(dir_fd: int, name: str, *, where: str, create: bool = False,
+                durable: bool = True) -> int:
+    """Open the directory ``name`` inside ``dir_fd`` without following a link; return its descriptor.
+
+    Args:
+        dir_fd: The open parent directory.
+        name: One path component (no ``/``).
+        where: The directory's full path, as errors name it.
+        create: Create the directory if it is missing.
+        durable: After creating it, fsync the parent, so the new entry survives a crash
+            (False when the caller makes its writes durable with one ``sync_barrier``).
+
+    Returns:
+        The directory's descriptor (the caller closes it).
+
+    Raises:
+        UnsafePath: (E020) if ``name`` is a symbolic link or not a directory.
+        FileNotFoundError: if it is missing and ``create`` is False.
+        OSError: any other error of the operating system.
+    """
+    for _ in range(3):
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+            break
+        except OSError as exc:
+            # O_NOFOLLOW|O_DIRECTORY on a symlink is ENOTDIR on Linux, ELOOP elsewhere.
+            if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise
+            refused = _not_a_directory(dir_fd, name, where)
+            if refused is not None:
+                raise refused from None
+            # A directory again: swapped back since the open. Retry, a few times only.
+    else:
+        raise UnsafePath(where, detail="is not a directory (it changed while being opened)")
+    try:
+        mkdir(name, dir_fd=dir_fd)
+    except FileExistsError:
+        pass  # made by someone else meanwhile: opened (and checked) below like any other
+    else:
+        if durable:
+            fsync_dir(dir_fd)
+    return open_subdir(dir_fd, name, where=where, create=False)
+
+
+def open_dir_under(root: Path, folder: StrPath, *, create: bool = False,
+                   durable: bool = True) -> int:
+    """Open ``folder`` (``root`` or below it) one directory at a time; return its descriptor.
+
+    ``root`` is trusted (opened as named: a store given with ``--ctx-dir`` may be a link);
+    every directory below it is opened ``O_NOFOLLOW`` relative to its parent's descriptor.
+    The caller closes the descriptor.
+
+    Args:
+        root: The trusted directory (the store, ``.ctx/``).
+        folder: The directory to open.
+        create: Create missing directories on the way.
+        durable: fsync the parent of each directory created (see ``open_subdir``).
+
+    Returns:
+        The directory's descriptor (the caller closes it).
+
+    Raises:
+        UnsafePath: (E020) naming the first directory that is a link or not a directory,
+            or if ``folder`` is not below ``root``.
+        FileNotFoundError: if a directory is missing and ``create`` is False.
+        OSError: any other error of the operating system.
+    """
+    names = _names_below(root, folder)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    where = os.fspath(root)
+    try:
+        for name in names:
+            where = os.path.join(where, name)
+            child = open_subdir(fd, name, where=where, create=create, durable=durable)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_target(dir_fd: int, name: str, where: str) -> None:
+    """Refuse a final name that is a symlink or a special file (a directory fails on rename)."""
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise UnsafePath(where, detail="is a symbolic link")
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise UnsafePath(where, detail=f"is {file_kind(mode)}")
+
+
+def write_new_file_in(dir_fd: int, name: str, data: bytes, *, mode: int = 0o444) -> None:
+    """``write_new_file`` for the name ``name`` in the open directory ``dir_fd``.
+
+    Temp file (``O_CREAT|O_EXCL|O_NOFOLLOW``) and rename, both relative to ``dir_fd``,
+    without fsync (the caller's ``sync_barrier`` makes it durable).
+
+    Raises:
+        OSError: if it cannot be written.
+    """
+    tmp = _write_tmp(name, data, durable=False, mode=mode, dir_fd=dir_fd)
+    try:
+        replace(tmp, name, dir_fd=dir_fd)
+    except BaseException:
+        _discard(tmp, dir_fd)
+        raise
+
+
+def replace_atomic_in(dir_fd: int, name: str, data: bytes, *, where: str,
+                      mode: int = 0o644) -> None:
+    """``replace_atomic`` for the name ``name`` in the open directory ``dir_fd``.
+
+    Temp file, fsync, rename, fsync of ``dir_fd``: a crash leaves the old or the new content.
+
+    Args:
+        dir_fd: The open directory.
+        name: The file's name in it.
+        data: The new content.
+        where: The file's full path, as errors name it.
+        mode: Permission bits of a new file.
+
+    Raises:
+        UnsafePath: (E020) if ``name`` is a symbolic link or a special file.
+        OSError: if it cannot be written.
+    """
+    _check_target(dir_fd, name, where)
+    tmp = _write_tmp(name, data, durable=True, mode=mode, dir_fd=dir_fd)
+    try:
+        replace(tmp, name, dir_fd=dir_fd)
+    except BaseException:
+        _discard(tmp, dir_fd)
+        raise
+    fsync_dir(dir_fd)
+
+
+def replace_atomic_under(root: Path, path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Durably replace ``path`` (below ``root``) with ``data``, creating missing directories.
+
+    The directories are opened and created through descriptors (``open_dir_under``, each new
+    one made durable), then ``replace_atomic_in``: nothing is written through a link, even
+    one swapped in while this runs.
+
+    Raises:
+        UnsafePath: (E020) naming a link or a non-directory on the way, or ``path`` if it is
+            a link or a special file.
+        OSError: if it cannot be written.
+    """
+    fd = open_dir_under(root, path.parent, create=True)
+    try:
+        replace_atomic_in(fd, path.name, data, where=os.fspath(path), mode=mode)
+    finally:
+        os.close(fd)
+
+
+def open_append_under(root: Path, path: Path, mode: int = 0o644) -> int:
+    """``open_append`` for ``path`` below ``root``, its directories opened (and created) by descriptor.
+
+    Args:
+        root: The trusted directory (the store).
+        path: The file to append to.
+        mode: Permission bits of a new file.
+
+    Returns:
+        A descriptor open for appending (the caller closes it).
+
+    Raises:
+        UnsafePath: (E020) naming a link or a non-directory on the way, or ``path`` if it
+            is a link or not a regular file.
+        OSError: any other error of the operating system.
+    """
+    fd = open_dir_under(root, path.parent, create=True)
+    try:
+        return _open_regular(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode,
+                             dir_fd=fd, shown=path)[0]
+    finally:
+        os.close(fd)
+
+
+def unlink_under(root: Path, path: Path, *, durable: bool = False) -> bool:
+    """Remove the file ``path`` below ``root`` through its directory's descriptor.
+
+    A link at ``path`` is removed itself (its target is never touched); a link among the
+    directories on the way is refused. True if a file was removed (False: it was missing).
+
+    Args:
+        root: The trusted directory (the store).
+        path: The file to remove.
+        durable: fsync the directory after the removal.
+
+    Returns:
+        True if a file was removed, False if there was none.
+
+    Raises:
+        UnsafePath: (E020) naming a link or a non-directory on the way.
+        OSError: if it cannot be removed.
+    """
+    try:
+        fd = open_dir_under(root, path.parent)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            unlink(path.name, dir_fd=fd)
+        except FileNotFoundError:
+            return False
+        if durable:
+            fsync_dir(fd)
+        return True
+    finally:
+        os.close(fd)
 
 
 def write_output(path: StrPath, data: bytes, *, store: Path, also: Sequence[Path] = ()) -> None:

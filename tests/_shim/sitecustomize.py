@@ -7,7 +7,9 @@ this module at start-up. When ``ctxstore.fsio`` is imported, its durable-I/O pri
 fsio (``replace_atomic``, ``write_new_file``, ``fsync_path``, ``ensure_dir``) calls them
 by module-global name, and every other module calls ``fsio.<name>`` at call time, so
 every durable operation passes through a wrapper. ``fsync_path`` is not wrapped itself
-(it is counted once, as the ``fsync_file`` it calls).
+(it is counted once, as the ``fsync_file`` it calls). A primitive called with ``dir_fd=``
+(a name in an open directory) is traced with the directory's path joined to the name, and
+``fsync_dir`` of a descriptor with the directory's path.
 
 ``CTX_FAULT`` holds one or more specs separated by ``;``:
 
@@ -18,9 +20,10 @@ every durable operation passes through a wrapper. ``fsync_path`` is not wrapped 
 * ``err:<glob>:<n>:<errno>:<once|sticky>``: the n-th matching operation raises
   ``OSError(errno)`` instead of running (``sticky``: every later matching one too).
   ``errno`` is a number or a name such as ``EIO``.
-* ``unsafe:replace_atomic``: harness self-test only. ``fsio.replace_atomic`` becomes a
-  deliberately unsafe in-place rewrite (unlink, create, write), so a kill between its
-  steps leaves a missing or empty pointer. The crash tests must catch it.
+* ``unsafe:replace_atomic``: harness self-test only. ``fsio.replace_atomic`` (and its
+  directory-descriptor form ``replace_atomic_in``) becomes a deliberately unsafe in-place
+  rewrite (unlink, create, write), so a kill between its steps leaves a missing or empty
+  pointer. The crash tests must catch it.
 * ``trace:<file>``: append one JSON line per operation (written with ``os.write`` on an
   ``O_APPEND`` descriptor, so it survives a SIGKILL): ``seq``, ``op``, ``path`` (relative
   to the store, see below), ``dst`` for renames/links, ``len`` and ``sha`` for writes,
@@ -120,11 +123,20 @@ def _log(record: dict) -> None:
     os.write(_State.trace_fd, (json.dumps(record, sort_keys=True) + "\n").encode())
 
 
-def _describe(name: str, args: tuple) -> dict:
+def _at(path: object, dir_fd: int | None) -> object:
+    """``path`` as a full path: a name relative to an open directory ``dir_fd`` is joined to it."""
+    if dir_fd is None or path is None or isinstance(path, int):
+        return path
+    folder = _fd_path(dir_fd)
+    return os.path.join(folder, os.fspath(path)) if folder else path
+
+
+def _describe(name: str, args: tuple, kwargs: dict) -> dict:
     """Trace fields for one call (paths, lengths); cheap unless tracing."""
     rec: dict = {"op": name}
     if _State.trace_fd is None:
         return rec
+    dir_fd = kwargs.get("dir_fd")
     if name in ("write_all", "fsync_file"):
         rec["path"] = _rel(args[0]) if args else None
         if name == "write_all" and len(args) > 1:
@@ -134,10 +146,10 @@ def _describe(name: str, args: tuple) -> dict:
             rec["len"] = len(data)
             rec["sha"] = hashlib.sha256(data).hexdigest()[:16]
     elif name in ("replace", "link"):
-        rec["path"] = _rel(args[0])
-        rec["dst"] = _rel(args[1])
+        rec["path"] = _rel(_at(args[0], dir_fd))
+        rec["dst"] = _rel(_at(args[1], dir_fd))
     elif args:
-        rec["path"] = _rel(args[0])
+        rec["path"] = _rel(_at(args[0], dir_fd))
     return rec
 
 
@@ -162,7 +174,7 @@ def _wrap(name: str, func):  # type: ignore[no-untyped-def]
                         _log({"seq": seq, "op": "KILL", "before": name})
                         _kill_self()
                     kill_after = True
-        rec = _describe(name, args)
+        rec = _describe(name, args, kwargs)
         rec["seq"] = seq
         for e in _State.errs:
             if fnmatchcase(name, e["glob"]):
@@ -176,7 +188,7 @@ def _wrap(name: str, func):  # type: ignore[no-untyped-def]
                     target = None
                     if args:
                         target = _fd_path(args[0]) if isinstance(args[0], int) \
-                            else os.fspath(args[0])
+                            else os.fspath(_at(args[0], kwargs.get("dir_fd")))
                     raise OSError(code, os.strerror(code), target)
         try:
             result = func(*args, **kwargs)
@@ -218,9 +230,26 @@ def _unsafe_replace_atomic(module):  # type: ignore[no-untyped-def]
     return replace_atomic
 
 
+def _unsafe_replace_atomic_in(module):  # type: ignore[no-untyped-def]
+    """The same unsafe rewrite for ``replace_atomic_in`` (a name in an open directory)."""
+    def replace_atomic_in(dir_fd, name, data, *, where, mode=0o644):  # type: ignore[no-untyped-def]
+        try:
+            module.unlink(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
+        fd = module.open_excl(name, mode, dir_fd=dir_fd)
+        try:
+            module.write_all(fd, data)
+        finally:
+            os.close(fd)
+
+    return replace_atomic_in
+
+
 def _patch(module) -> None:  # type: ignore[no-untyped-def]
     if "replace_atomic" in _State.unsafe:
         module.replace_atomic = _unsafe_replace_atomic(module)
+        module.replace_atomic_in = _unsafe_replace_atomic_in(module)
     for name in _PRIMITIVES:
         func = getattr(module, name, None)
         if func is None or getattr(func, "__ctx_fault_shim__", False):
