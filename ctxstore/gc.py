@@ -190,13 +190,10 @@ def _delete_files(store: Store, paths: list[Path], report: GcReport, *, now: flo
     report.bytes_reclaimed += sum(sizes)
     if not dry_run:
         for path in paths:
-            # Every directory on the way is real (iter_ids refused linked shards;
-            # this re-checks right before the unlink): never delete outside the store.
-            fsio.check_under(store.root, path)
-            try:
-                fsio.unlink(path)
-            except FileNotFoundError:
-                continue
+            # Every directory on the way is real (iter_ids refused linked shards; the
+            # unlink goes through directory descriptors opened without following a link,
+            # so a shard swapped for one meanwhile is refused): never delete outside the store.
+            fsio.unlink_under(store.root, path)
     return True
 
 
@@ -211,7 +208,9 @@ def _remove_tmp_files(store: Store, report: GcReport, *, now: float, tmp_grace: 
         if now - st.st_mtime >= tmp_grace and not stat.S_ISDIR(st.st_mode):
             report.tmp_removed += 1
             if not dry_run:
-                fsio.unlink(tmp)  # a planted link is removed, its target never touched
+                # A planted link is removed, its target never touched; a directory on the
+                # way swapped for a link since the walk is refused (E020).
+                fsio.unlink_under(store.root, tmp)
 
 
 def _remove_empty_shards(store: Store) -> None:

@@ -157,10 +157,16 @@ def _with_settings(text: str, settings: dict[str, dict[str, Any]], template: str
     return f"# Template: {name}\n" + "\n".join(lines) + "\n"
 
 
-def _write_if(path: Path, data: str, *, overwrite: bool) -> bool:
+def _write_if(ctx_dir: Path, rel: str, data: str, *, overwrite: bool) -> bool:
+    """Write ``ctx_dir/rel`` unless it exists (or with ``overwrite``), through directory descriptors.
+
+    ``fsio.replace_atomic_under`` refuses a link on the way (E020) even one swapped in
+    while this runs: ``init --force`` on a clone never writes out of its store.
+    """
+    path = ctx_dir / rel
     if path.exists() and not overwrite:
         return False
-    fsio.replace_atomic(path, data.encode("utf-8"))
+    fsio.replace_atomic_under(ctx_dir, path, data.encode("utf-8"))
     return True
 
 
@@ -262,15 +268,15 @@ def _write_layout_files(ctx_dir: Path, *, force: bool,
     config = render_default_config(project)
     if settings is not None and template is not None:
         config = _with_settings(config, settings, template)
-    _write_if(ctx_dir / "config.toml", config, overwrite=force)
-    _write_if(ctx_dir / ".gitignore", git_mod.GITIGNORE, overwrite=force)
-    _write_if(ctx_dir / ".gitattributes", git_mod.GITATTRIBUTES, overwrite=force)
-    _write_if(ctx_dir / "narrative" / "README.md",
+    _write_if(ctx_dir, "config.toml", config, overwrite=force)
+    _write_if(ctx_dir, ".gitignore", git_mod.GITIGNORE, overwrite=force)
+    _write_if(ctx_dir, ".gitattributes", git_mod.GITATTRIBUTES, overwrite=force)
+    _write_if(ctx_dir, "narrative/README.md",
               render_template("README.md", project=project), overwrite=False)
     if not (ctx_dir / "HEAD").exists():
         # HEAD is written last but one: a store "exists" once HEAD does, and
         # refs/main is created by the initial commit right after.
-        fsio.replace_atomic(ctx_dir / "HEAD", f"ref: {MAIN_REF}\n".encode())
+        fsio.replace_atomic_under(ctx_dir, ctx_dir / "HEAD", f"ref: {MAIN_REF}\n".encode())
 
 
 def _first_commit(ctx_dir: Path, result: InitResult) -> None:

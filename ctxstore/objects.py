@@ -28,6 +28,7 @@ import heapq
 import os
 import stat
 import struct
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -257,19 +258,30 @@ class LooseObjectStore:
     """
 
     def __init__(self, root: Path, *, compression_level: int = 3,
-                 max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -> None:
+                 max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES,
+                 anchor: Path | None = None) -> None:
+        """Open the area at ``root`` (created on the first write).
+
+        Args:
+            root: The area's directory (``objects/``, ``local/work/objects/``, ...).
+            compression_level: zstd level of new objects.
+            max_object_bytes: The largest object file read.
+            anchor: The trusted directory writes are opened from (the store, ``.ctx/``):
+                every directory from it down to a shard is opened without following a
+                link. Default: ``root`` itself.
+        """
         self.root = root
         self.compression_level = compression_level
         self.max_object_bytes = max_object_bytes
+        self._anchor = anchor if anchor is not None else root
         self._cctx: zstandard.ZstdCompressor | None = None
         self._dctx: zstandard.ZstdDecompressor | None = None
         # The hot path builds paths as str: pathlib costs ~10 us per object here.
         self._root_str = os.fspath(root)
-        # Shard directories this process has seen exist. A shard created just now cannot
-        # hold the object, so its dedup check is skipped; the set is only a hint (see write).
-        self._shards: set[str] = set()
         # Shard directories checked to be real directories (not links out of the store).
         self._checked: set[str] = set()
+        # The area's directory, opened once through descriptors from the anchor (see _area).
+        self._area_fd: int | None = None
 
     # -- paths -------------------------------------------------------------------------
     def path_for(self, oid: ObjectId) -> Path:
@@ -295,50 +307,69 @@ class LooseObjectStore:
         """Store canonical bytes already hashed to ``oid``; True if a file was written.
 
         Raises:
+            UnsafePath: (E020) if the shard (or a directory above it) is a symlink or not
+                a directory: nothing is written through it.
             OSError: if the file cannot be written.
         """
         hexid = oid.hex()
-        folder, fresh_shard = self._shard_folder(hexid[:2])
-        path = f"{folder}/{hexid}"
-        if not fresh_shard and os.path.exists(path) and self._is_intact(oid, path):
+        self._check_shard(hexid[:2])
+        path = f"{self._root_str}/{hexid[:2]}/{hexid}"
+        if os.path.exists(path) and self._is_intact(oid, path):
             # Dedup: an existing file is trusted only after it verifies; a damaged
             # one (empty, truncated, misnamed) is replaced below by temp + rename.
             return False
-        self._write_file(folder, path, self._compress(canon))
+        self._write_file(hexid, self._compress(canon))
         return True
 
     def store_file(self, oid: ObjectId, data: bytes) -> None:
         """Store an object file's bytes as they are (``data`` already verified to be ``oid``).
 
         Raises:
+            UnsafePath: (E020) if the shard (or a directory above it) is a symlink or not
+                a directory.
             OSError: if the file cannot be written.
         """
-        hexid = oid.hex()
-        folder, _ = self._shard_folder(hexid[:2])
-        self._write_file(folder, f"{folder}/{hexid}", data)
+        self._write_file(oid.hex(), data)
 
-    def _shard_folder(self, shard: str) -> tuple[str, bool]:
-        """The shard's directory, made on first use this process; True if it was just created.
+    def _area(self) -> int:
+        """The area directory's descriptor, opened (and created) on first use, kept open.
 
-        ``ensure_dir`` refuses a shard that is a symlink (E020): a committed link there would
-        make every write land outside the store.
+        Opened one directory at a time from the anchor without following links, then
+        kept: a swap of the area (or a directory above it) for a link afterwards cannot
+        redirect it, and each write pays for one shard open instead of the whole walk.
+        Closed when this object is collected.
         """
-        folder = f"{self._root_str}/{shard}"
-        if shard in self._shards:
-            return folder, False
-        fresh = fsio.ensure_dir(Path(folder))
-        self._shards.add(shard)
-        self._checked.add(shard)
-        return folder, fresh
+        if self._area_fd is None:
+            if self._anchor is self.root:
+                fsio.ensure_dir(self.root)  # a standalone area: created as named, parents too
+            fd = fsio.open_dir_under(self._anchor, self.root, create=True, durable=False)
+            self._area_fd = fd
+            weakref.finalize(self, os.close, fd)
+        return self._area_fd
 
-    @staticmethod
-    def _write_file(folder: str, path: str, data: bytes) -> None:
-        try:
-            fsio.write_new_file(path, data)
-        except FileNotFoundError:
-            # The shard vanished since it was cached (gc removed it empty): recreate, retry.
-            fsio.ensure_dir(Path(folder))
-            fsio.write_new_file(path, data)
+    def _write_file(self, hexid: str, data: bytes) -> None:
+        """Write an object file by temp + rename in its shard, opened from the area's descriptor.
+
+        The shard is opened ``O_NOFOLLOW`` (created if missing; its entry is made durable by
+        the transaction's barrier, as the file is), and the temp file is created and renamed
+        relative to it: a shard swapped for a link is refused (E020), never written through
+        (PS-10). If the area itself was removed since it was opened, it is opened again once.
+        """
+        shard = hexid[:2]
+        for attempt in (1, 2):
+            try:
+                folder = fsio.open_subdir(self._area(), shard, where=f"{self._root_str}/{shard}",
+                                          create=True, durable=False)
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise
+                self._area_fd = None  # the stale descriptor is closed with this object (finalizer)
+                continue
+            try:
+                fsio.write_new_file_in(folder, hexid, data)
+            finally:
+                os.close(folder)
+            return
 
     def _compress(self, canon: bytes) -> bytes:
         if self._cctx is None:

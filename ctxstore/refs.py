@@ -223,11 +223,9 @@ def write_pointer(ctx_dir: Path, name: str, oid: ObjectId) -> None:
         UnsafePath: (E020) if a directory on the way is a symlink or not a directory, or
             the pointer is a special file: nothing is written through a link.
     """
-    path = _path(ctx_dir, name)
-    if fsio.ensure_dir_under(ctx_dir, path.parent):
-        fsio.fsync_dir(path.parent.parent)  # the new directory's entry survives a crash
-    fsio.check_under(ctx_dir, path)
-    fsio.replace_atomic(path, render_pointer(oid))
+    # Through directory descriptors, each new directory fsynced into its parent: a
+    # directory swapped for a link while this runs is refused, never written through (PS-10).
+    fsio.replace_atomic_under(ctx_dir, _path(ctx_dir, name), render_pointer(oid))
 
 
 def delete_pointer(ctx_dir: Path, name: str) -> None:
@@ -237,9 +235,5 @@ def delete_pointer(ctx_dir: Path, name: str) -> None:
         UnsafePath: (E020) if a directory on the way is a symlink or not a directory.
     """
     path = _path(ctx_dir, name)
-    fsio.check_under(ctx_dir, path)
-    try:
-        fsio.unlink(path)
-    except FileNotFoundError:
-        return
-    fsio.fsync_dir(path.parent)
+    fsio.check_under(ctx_dir, path)  # E020 for a pointer that is a link, as on reading
+    fsio.unlink_under(ctx_dir, path, durable=True)

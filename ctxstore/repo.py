@@ -155,9 +155,10 @@ class Store:
         level = config.get("storage", "compression_level")
         cap = config.get("storage", "max_object_bytes")
         self.objects = LayeredObjectStore(
-            LooseObjectStore(root / "objects", compression_level=level, max_object_bytes=cap),
+            LooseObjectStore(root / "objects", compression_level=level, max_object_bytes=cap,
+                             anchor=root),
             LooseObjectStore(root / STAGING_OBJECTS, compression_level=level,
-                             max_object_bytes=cap))
+                             max_object_bytes=cap, anchor=root))
         self.lock_timeout: float = config.get("lock", "timeout_seconds")
         self._lock_depth = 0
         self._lock_owner: int | None = None

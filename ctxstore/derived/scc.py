@@ -133,7 +133,7 @@ def _derived_objects(root: Path) -> LooseObjectStore:
     """The derived objects' store, ``DERIVED/objects/`` (ignored by Git, like ``index/``)."""
     from ctxstore.objects import LooseObjectStore
 
-    return LooseObjectStore(root / DERIVED_DIR / _OBJECTS)
+    return LooseObjectStore(root / DERIVED_DIR / _OBJECTS, anchor=root)
 
 
 def _write_pointer(store: Store, oid: ObjectId) -> None:
@@ -196,7 +196,7 @@ def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult
     _write_pointer(store, oid)
     for old in list(objects.iter_ids()):  # only the newest view is kept
         if old != oid:
-            fsio.unlink(objects.path_for(old))
+            fsio.unlink_under(store.root, objects.path_for(old))
     return SccResult(oid, view)
 
 

@@ -176,9 +176,7 @@ def _drop(store: Store, entry: DroppedEntry) -> None:
     path = _narrative_path(store, entry.path)  # E020: never through a link
     if entry.kind == "file":
         try:
-            fsio.unlink(path)
-        except FileNotFoundError:
-            pass
+            fsio.unlink_under(store.root, path)  # through the directory's descriptor (PS-10)
         except OSError as exc:
             raise StorageIOError(str(path), op="unlink", error=exc) from None
         return
@@ -190,7 +188,7 @@ def _drop(store: Store, entry: DroppedEntry) -> None:
     if date and not parse_entries(entry.path, new) and \
             without_metadata(new).split() == render_template("log.md", date=date.group(1)).split():
         try:  # a log the session created holds nothing else now
-            fsio.unlink(path)
+            fsio.unlink_under(store.root, path)
         except OSError as exc:
             raise StorageIOError(str(path), op="unlink", error=exc) from None
         return

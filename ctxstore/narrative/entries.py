@@ -96,10 +96,14 @@ def _read_text(path: Path, rel: str) -> str:
 
 
 def _write_text(store: Store, rel: str, text: str) -> None:
-    path = _narrative_path(store, rel)
+    """Durably write ``narrative/rel``, through directory descriptors (E020 for a link on the way).
+
+    The check and the write are one step (``fsio.replace_atomic_under``): a directory swapped
+    for a link in between is refused, never written through (PS-10).
+    """
+    path = store.root / "narrative" / rel
     try:
-        fsio.ensure_dir_under(store.root, path.parent)
-        fsio.replace_atomic(path, text.encode("utf-8"))
+        fsio.replace_atomic_under(store.root, path, text.encode("utf-8"))
     except OSError as exc:
         raise StorageIOError(str(path), op="write", error=exc) from None
 
