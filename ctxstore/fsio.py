@@ -175,15 +175,9 @@ def read_regular(path: StrPath, limit: int) -> bytes:
 
 def _parts_below(root: Path, path: Path) -> list[Path]:
     """``path`` and each of its ancestors strictly below ``root``, top-down."""
-    try:
-        rel = Path(path).relative_to(root)
-    except ValueError:
-        raise UnsafePath(os.fspath(path), detail=f"is outside {root}") from None
-    if ".." in rel.parts:
-        raise UnsafePath(os.fspath(path), detail="leads out of its directory (..)")
     out: list[Path] = []
     here = Path(root)
-    for part in rel.parts:
+    for part in _names_below(root, path):
         here = here / part
         out.append(here)
     return out
