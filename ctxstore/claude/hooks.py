@@ -841,7 +841,9 @@ def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str |
             comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
     # The parser resolves durations against `now`: two clocks give two trees only then.
     timed = parse_query(query, now=now) != parse_query(query, now=now + 7200)
-    body = comp.text
+    # No node shown and none left out: nothing to frame (an empty store with an active task
+    # injects the task line alone, not a frame that says "0 nodes").
+    body = comp.text if comp.nodes or comp.skipped else ""
     if comp.skipped:
         body += f"[... {comp.skipped} more nodes omitted; run `ctx compose` for all]\n"
     return body, timed, problem, [n.id for n in comp.nodes]
@@ -972,7 +974,10 @@ def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -
     tail = "".join(lost)
     if not shown and not prefix and not tail:  # nothing stored to show: no empty frame
         return _message(problems)
-    text = prefix + frame("default view", body, limit=MAX_INJECT_CHARS - len(prefix) - len(tail))
+    # No view (an index not ready, an empty store): the task line and pending results alone.
+    view = frame("default view", body, limit=MAX_INJECT_CHARS - len(prefix) - len(tail)) \
+        if body else ""
+    text = prefix + view
     return {**_context("SessionStart", text + tail), **_message(problems)}
 
 

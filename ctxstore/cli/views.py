@@ -211,8 +211,10 @@ def _session_start_preview(env: Env, query: str | None, budget: int | None, use_
     if message:
         click.echo(f"ctx: note: the hook would report: {message}", err=True)
     if not text:
-        click.echo("ctx: note: session start injects nothing: the store holds nothing to show",
-                   err=True)
+        # With a problem (an index not ready, ...) the store may hold plenty: the note above
+        # says why nothing is shown, so this one does not claim the store is empty.
+        why = "" if message else ": the store holds nothing to show"
+        click.echo(f"ctx: note: session start injects nothing{why}", err=True)
         return
     from ctxstore.cli._render import stdout_is_terminal, strip_terminal_controls
 

@@ -192,3 +192,24 @@ def test_search_on_partial_index_finishes_the_build(root: Path) -> None:
     assert FACT in res.stdout
     assert "build_state" not in _index_state(root)[1]
 
+
+
+def test_session_start_with_active_task_on_older_schema_injects_the_task_line_without_an_empty_frame(
+        root: Path) -> None:
+    started = run_ctx(["--ctx-dir", str(root), "hook", "stop", "--response",
+                       'On it. <ctx:task name="widgets" action="start"/>'], stdin="{}")
+    assert started.returncode == 0, started.stderr
+    _set_old_schema(root)
+    out, _ = _hook(root, "session-start", source="startup")
+    assert out["hookSpecificOutput"]["additionalContext"] == "Current ctx task: widgets\n"
+    assert out["systemMessage"].startswith("ctx: the index was built by an older ctx")
+
+
+def test_session_start_preview_on_partial_index_does_not_say_the_store_is_empty(
+        root: Path) -> None:
+    _make_partial(root)
+    res = run_ctx(["--ctx-dir", str(root), "compose", "--session-start"])
+    assert (res.returncode, res.stdout) == (0, "")
+    assert res.stderr == ("ctx: note: the hook would report: ctx: a rebuild of the index was "
+                          "interrupted; run `ctx rebuild` to finish it\n"
+                          "ctx: note: session start injects nothing\n")
