@@ -202,21 +202,27 @@ class ToolBox:
 
         Returns:
             The pack as ``ctx pack --format json`` writes it (spec 002 §12.4: ``retrieved``,
-            ``graph_context``, ``token_budget``, ...).
+            ``graph_context``, ``token_budget``, ...); when items were found but the budget
+            held none of them, plus ``note`` naming the smallest budget that holds one (what
+            ``ctx pack`` says on stderr).
 
         Raises:
             InvalidInput: (E011) for a bad budget or depth.
             IndexCorrupt: (E007) if the index cannot answer.
         """
-        from ctxstore.retrieval.pack import build_pack
+        from ctxstore.retrieval.pack import budget_note, build_pack_result
 
         if budget is not None and budget < 1:
             raise InvalidInput(f"budget must be a positive number, got {budget}")
         if depth is not None and not 0 <= depth <= _MAX_DEPTH:
             raise InvalidInput(f"depth must be 0..{_MAX_DEPTH}, got {depth}")
-        pack = build_pack(self.db, task, budget=budget, depth=depth,
-                          include_narrative=include_narrative, active_task=self.current_task)
-        return {"version": _PACK_VERSION, **pack}
+        result = build_pack_result(self.db, task, budget=budget, depth=depth,
+                                   include_narrative=include_narrative,
+                                   active_task=self.current_task)
+        doc: dict[str, Any] = {"version": _PACK_VERSION, **result.pack}
+        if result.smallest_budget is not None:  # an empty pack the client can fix by asking again
+            doc["note"] = budget_note(result.pack, result.smallest_budget, argument="budget:")
+        return doc
 
     def memory_search(self, text: str, since: str | None = None, until: str | None = None,
                       session: str | None = None, intent: str | None = None, limit: int = 10

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from ctxstore.session import Session
 
 __all__ = ["CHUNK_KINDS", "reserve_for", "has_search_terms", "rank_files", "build_pack",
-           "build_pack_result", "PackResult", "pack_notes",
+           "build_pack_result", "PackResult", "pack_notes", "budget_note",
            "MAX_SEEDS", "MAX_EXPANDED", "SEED_SHARE", "MAX_FILES", "RANKED_FILES"]
 
 CHUNK_KINDS = ("FileContent", "NarrativeExcerpt", "Decision", "DiagnosticOutput",
@@ -605,12 +605,7 @@ def pack_notes(session: Session, pack: Mapping[str, Any], *,
     """
     from ctxstore.index.retrieval import file_blobs, has_files
 
-    notes = []
-    if smallest_budget is not None:
-        total = pack.get("token_budget", {}).get("total")
-        notes.append(f"the budget of {total} token{'' if total == 1 else 's'} is too small to "
-                     f"hold any item found; the smallest that holds one is {smallest_budget} "
-                     f"(--budget {smallest_budget})")
+    notes = [budget_note(pack, smallest_budget)] if smallest_budget is not None else []
     conn = session.index()
     if not has_files(conn):
         return [*notes, "no code is indexed here, so the pack holds memory only; run `ctx index`"]
@@ -623,6 +618,29 @@ def pack_notes(session: Session, pack: Mapping[str, Any], *,
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
     return [*notes, f"{shown} changed or removed since `ctx index`: line numbers and snippets "
             "may be out of date; run `ctx index`"]
+
+
+def budget_note(pack: Mapping[str, Any], smallest_budget: int, *,
+                argument: str = "--budget") -> str:
+    """The note of a pack whose budget holds none of the items found.
+
+    One wording for every front end; only the way to ask for the larger budget differs
+    (``ctx pack --budget 412``, the MCP ``pack`` tool's ``budget: 412``).
+
+    Args:
+        pack: The pack (its ``token_budget.total`` is the budget it was built within).
+        smallest_budget: ``PackResult.smallest_budget``: the smallest budget that holds an item.
+        argument: How the caller passes a budget, shown before the number (``--budget``,
+            ``budget:``).
+
+    Returns:
+        One line, e.g. ``the budget of 20 tokens is too small to hold any item found; the
+        smallest that holds one is 412 (--budget 412)``.
+    """
+    total = pack.get("token_budget", {}).get("total")
+    return (f"the budget of {total} token{'' if total == 1 else 's'} is too small to hold any "
+            f"item found; the smallest that holds one is {smallest_budget} "
+            f"({argument} {smallest_budget})")
 
 
 def _changed(tree: Path, path: str, blob: bytes, size: int) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -303,6 +304,40 @@ def test_mcp_pack_is_ctx_pack_json_and_bad_arguments_are_tool_errors(indexed: Pa
     assert "error[E011]" in texts[1] and "depth must be 0..16" in texts[1] and "-1" in texts[2]
     assert all("Traceback" not in t for t in texts)
     assert store_digest(indexed) == before  # a pack writes nothing
+
+
+def _structured(res: Any) -> Any:
+    return getattr(res, "structured_content", None) or getattr(res, "structuredContent", None)
+
+
+def test_mcp_pack_with_a_budget_too_small_for_any_item_notes_the_smallest(indexed: Path) -> None:
+    task = "retry_socket exponential backoff"
+    got: dict[str, Any] = {}
+
+    async def body(client: ClientSession) -> None:
+        res = await client.call_tool("pack", {"task": task, "budget": 20})
+        assert not _is_error(res), res.content[0].text
+        got["small"], got["structured"] = json.loads(res.content[0].text), _structured(res)
+        smallest = int(re.fullmatch(r".*is (\d+) \(budget: \1\)", got["small"]["note"])[1])  # type: ignore[index]
+        got["least"] = await _call(client, "pack", task=task, budget=smallest)
+        got["short"] = await _call(client, "pack", task=task, budget=smallest - 1)
+        got["nothing"] = await _call(client, "pack", task="zebra quagga", budget=20)
+
+    _session(indexed)(body)
+    small = got["small"]
+    cli = run_ctx(["--ctx-dir", str(indexed), "pack", task, "--budget", "20", "--format", "json"],
+                  cwd=indexed.parent)
+    # The pack is ctx pack's JSON; the note is what ctx pack says on stderr, asked the MCP way.
+    assert {k: v for k, v in small.items() if k != "note"} == json.loads(cli.stdout)
+    assert small["retrieved"] == [] and small["token_budget"]["total"] == 20
+    least = got["least"]["token_budget"]["total"]
+    assert small["note"] == (f"the budget of 20 tokens is too small to hold any item found; the "
+                             f"smallest that holds one is {least} (budget: {least})")
+    assert f"ctx: note: {small['note'].replace('(budget: ', '(--budget ')}\n" in cli.stderr
+    assert got["structured"] == small  # the structured content carries it too
+    assert got["least"]["retrieved"] and "note" not in got["least"]  # held: no note
+    assert got["short"]["retrieved"] == [] and got["short"]["note"].endswith(f"(budget: {least})")
+    assert "note" not in got["nothing"]  # nothing found is no budget problem
 
 
 def test_mcp_search_is_ranked_any_text_labelled_by_store(project: Path) -> None:
