@@ -64,6 +64,7 @@ __all__ = [
     "write_new_file_in",
     "replace_atomic_in",
     "replace_atomic_under",
+    "open_append_in",
     "open_append_under",
     "unlink_under",
 ]
@@ -310,9 +311,9 @@ def mkdir(path: StrPath, *, dir_fd: int | None = None) -> None:
     os.mkdir(path, dir_fd=dir_fd)
 
 
-def rmdir(path: Path) -> None:
-    """Remove an empty directory."""
-    os.rmdir(path)
+def rmdir(path: StrPath, *, dir_fd: int | None = None) -> None:
+    """Remove an empty directory (with ``dir_fd``: a name in that directory)."""
+    os.rmdir(path, dir_fd=dir_fd)
 
 
 # libc's syncfs, looked up once: None until then, False where the C library has none.
@@ -628,10 +629,29 @@ def open_append_under(root: Path, path: Path, mode: int = 0o644) -> int:
     """
     fd = open_dir_under(root, path.parent, create=True)
     try:
-        return _open_regular(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode,
-                             dir_fd=fd, shown=path)[0]
+        return open_append_in(fd, path.name, where=os.fspath(path), mode=mode)
     finally:
         os.close(fd)
+
+
+def open_append_in(dir_fd: int, name: str, *, where: str, mode: int = 0o644) -> int:
+    """``open_append`` for the name ``name`` in the open directory ``dir_fd``.
+
+    Args:
+        dir_fd: The open directory.
+        name: The file's name in it.
+        where: The file's full path, as errors name it.
+        mode: Permission bits of a new file.
+
+    Returns:
+        A descriptor open for appending (the caller closes it).
+
+    Raises:
+        UnsafePath: (E020) if ``name`` is a symbolic link or not a regular file.
+        OSError: any other error of the operating system.
+    """
+    return _open_regular(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode,
+                         dir_fd=dir_fd, shown=where)[0]
 
 
 def unlink_under(root: Path, path: Path, *, durable: bool = False) -> bool:

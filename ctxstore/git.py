@@ -188,9 +188,8 @@ def _index_stamp(dot_git: Path) -> bytes:
 def _remember(ctx_dir: Path, name: str, text: bytes) -> None:
     marker = ctx_dir / "local" / name
     try:
-        fsio.check_under(ctx_dir, marker)  # a committed local/ link is never written through
-        fsio.ensure_dir_under(ctx_dir, marker.parent)
-        fsio.replace_atomic(marker, text)
+        # By descriptor: a committed (or swapped-in) local/ link is never written through.
+        fsio.replace_atomic_under(ctx_dir, marker, text)
     except (OSError, CtxError):
         pass  # not remembered: the question is asked again next time, which is harmless
 

@@ -9,8 +9,8 @@ started, so the two together never hold much more than twice the cap.
 
 Written only through ``fsio``: appended with ``O_APPEND`` (a line of one write is never
 interleaved with another hook's), never through a symbolic link or into a special
-file, and only inside a real ``local/`` directory. Logging is best effort: any failure
-to log is swallowed, so it can never break a hook.
+file, and only inside a real ``local/`` directory, opened by descriptor (PS-10).
+Logging is best effort: any failure to log is swallowed, so it can never break a hook.
 """
 
 from __future__ import annotations
@@ -48,6 +48,32 @@ def _line(event: str, message: str, now: float) -> bytes:
     return f"{stamp}\t{name}\t{clean}\n".encode("utf-8", "replace")
 
 
+def _append(folder: int, local: Path, line: bytes) -> None:
+    """Append ``line`` to the log in the open ``local/`` directory, rotating it when full.
+
+    Raises:
+        UnsafePath: (E020) if the log is a link or not a regular file.
+        OSError: if it cannot be written.
+    """
+    from ctxstore import fsio
+    from ctxstore.errors import UnsafePath
+
+    try:
+        st = os.stat(LOG_FILE, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(os.fspath(local / LOG_FILE), detail=f"is {fsio.file_kind(st.st_mode)}")
+        if st.st_size >= MAX_LOG_BYTES:
+            fsio.replace(LOG_FILE, LOG_FILE + ".1", dir_fd=folder)  # renames the entry itself
+    fd = fsio.open_append_in(folder, LOG_FILE, where=os.fspath(local / LOG_FILE))
+    try:
+        fsio.write_all(fd, line)
+    finally:
+        os.close(fd)
+
+
 def log_problem(store_root: Path | None, event: str, message: str, *,
                 now: float | None = None) -> bool:
     """Append one problem line to the store's hook log; never raises.
@@ -67,28 +93,14 @@ def log_problem(store_root: Path | None, event: str, message: str, *,
         from ctxstore import fsio
 
         local = store_root / "local"
+        # Through descriptors (PS-10): ``local/`` is opened O_NOFOLLOW from the store's own
+        # descriptor and the log is renamed and opened relative to it, so a ``local/``
+        # swapped for a link at any moment is refused (E020), never written through.
+        folder = fsio.open_dir_under(store_root, local, create=True, durable=False)
         try:
-            st = os.lstat(local)
-        except FileNotFoundError:
-            fsio.ensure_dir_under(store_root, local)  # refuses a link anywhere on the way
-            st = os.lstat(local)
-        if not stat.S_ISDIR(st.st_mode):  # a link or anything else: never followed
-            return False
-        path = local / LOG_FILE
-        try:
-            size = os.lstat(path)
-        except FileNotFoundError:
-            size = None
-        if size is not None:
-            if not stat.S_ISREG(size.st_mode):
-                return False
-            if size.st_size >= MAX_LOG_BYTES:
-                fsio.replace(path, local / (LOG_FILE + ".1"))  # renames the entry itself
-        fd = fsio.open_append(path)
-        try:
-            fsio.write_all(fd, _line(event, message, time.time() if now is None else now))
+            _append(folder, local, _line(event, message, time.time() if now is None else now))
         finally:
-            os.close(fd)
+            os.close(folder)
     except Exception:  # noqa: BLE001 - logging must never break a hook
         return False
     return True

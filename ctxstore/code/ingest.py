@@ -206,14 +206,19 @@ def _load_cache(store: Store) -> tuple[dict[str, list[Any]], dict[str, str]]:
 
 
 def _save_cache(store: Store, entries: dict[str, list[Any]], modules: dict[str, str]) -> None:
-    local = store.root / "local"
+    data = json.dumps({"version": 1, "entries": entries, "modules": modules},
+                      separators=(",", ":")).encode()
     try:
-        fsio.ensure_dir(local)
-        # Atomic, not durable (no fsync): after a crash an old or unreadable cache only
-        # means files are read again, and every entry is checked against the index.
-        fsio.write_new_file(local / STAT_CACHE, json.dumps(
-            {"version": 1, "entries": entries, "modules": modules},
-            separators=(",", ":")).encode(), mode=0o644)
+        # By descriptor (PS-10): a ``local/`` that is (or is swapped for) a link is refused,
+        # never written through. Atomic, not durable (no fsync): after a crash an old or
+        # unreadable cache only means files are read again, and every entry is checked
+        # against the index.
+        folder = fsio.open_dir_under(store.root, store.root / "local", create=True,
+                                     durable=False)
+        try:
+            fsio.write_new_file_in(folder, STAT_CACHE, data, mode=0o644)
+        finally:
+            os.close(folder)
     except (OSError, UnsafePath):
         pass  # a cache: the next run reads the files again
 

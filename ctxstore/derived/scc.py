@@ -139,23 +139,32 @@ def _derived_objects(root: Path) -> LooseObjectStore:
 def _write_pointer(store: Store, oid: ObjectId) -> None:
     """Point ``DERIVED/scc_latest`` at ``oid``, atomically.
 
-    A symbolic link there is replaced, never followed (rename replaces the link itself).
+    A symbolic link there is replaced, never followed: the pointer is derived and never
+    trusted (``load_scc`` treats a link as a stale pointer), so a planted link is removed
+    and the pointer written anew. ``DERIVED`` is opened by descriptor (PS-10): a link
+    there, even one swapped in while this runs, is refused and nothing is written.
 
     Raises:
         UnsafePath: (E020) if ``DERIVED`` is a link or not a directory, or the pointer is a
             directory, a FIFO or a device.
     """
     folder, path = _pointer_path(store.root)
-    fsio.ensure_dir_under(store.root, folder)
+    fd = fsio.open_dir_under(store.root, folder, create=True)
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISLNK(st.st_mode):
-        if stat.S_ISDIR(st.st_mode):
+        try:
+            mode = os.stat(POINTER_NAME, dir_fd=fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and stat.S_ISLNK(mode):
+            # Removed relative to the descriptor: the link itself, never its target. A link
+            # planted again before the write below is refused by it (E020), not followed.
+            fsio.unlink(POINTER_NAME, dir_fd=fd)
+        elif mode is not None and stat.S_ISDIR(mode):
             raise UnsafePath(os.fspath(path), detail="is a directory")
-        fsio.check_under(store.root, path)
-    fsio.replace_atomic(path, (oid.hex() + "\n").encode())
+        fsio.replace_atomic_in(fd, POINTER_NAME, (oid.hex() + "\n").encode(),
+                               where=os.fspath(path))
+    finally:
+        os.close(fd)
 
 
 def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult:
@@ -186,8 +195,7 @@ def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult
         if own:
             conn.close()
     view = compute_scc(edges, state_heads(store))
-    folder, _ = _pointer_path(store.root)
-    fsio.ensure_dir_under(store.root, folder / _OBJECTS)
+    # The area (DERIVED/objects) is opened and created by descriptor on the first write.
     objects = _derived_objects(store.root)
     from ctxstore.model import encode_typed
 

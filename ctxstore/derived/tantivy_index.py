@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -167,20 +166,32 @@ class CodeTextIndex:
         return hits
 
 
-def _remove_dir(root: Path, folder: Path) -> None:
-    """Delete a flat directory Tantivy wrote (files only), refusing links and special files."""
+def _remove_dir(index_fd: int, index_folder: Path, name: str) -> None:
+    """Delete ``name``, a flat directory Tantivy wrote (files only), in the open ``index/``.
+
+    Opened ``O_NOFOLLOW`` from ``index/``'s descriptor and emptied relative to its own, so
+    a link (or a special file) there, even one swapped in meanwhile, is refused (E020) and
+    nothing it leads to is deleted.
+
+    Raises:
+        UnsafePath: (E020) if ``name`` is a link or not a directory, or holds a directory.
+        OSError: if a file cannot be removed.
+    """
+    where = os.fspath(index_folder / name)
     try:
-        st = os.lstat(folder)
+        fd = fsio.open_subdir(index_fd, name, where=where)
     except FileNotFoundError:
         return
-    fsio.check_under(root, folder)
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafePath(os.fspath(folder), detail=f"is {fsio.file_kind(st.st_mode)}, not a directory")
-    for entry in os.scandir(folder):
-        if entry.is_dir(follow_symlinks=False):
-            raise UnsafePath(entry.path, detail="is a directory (Tantivy writes none)")
-        fsio.unlink(entry.path)
-    fsio.rmdir(folder)
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    raise UnsafePath(os.path.join(where, entry.name),
+                                     detail="is a directory (Tantivy writes none)")
+                fsio.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    fsio.rmdir(name, dir_fd=index_fd)
 
 
 def _synced_text(store: Store) -> str:
@@ -236,14 +247,24 @@ def rebuild_tantivy(store: Store, conn: sqlite3.Connection | None = None) -> Tan
         final, fresh = folder / TANTIVY_DIR, folder / (TANTIVY_DIR + ".new")
         # One builder at a time: two would fill and swap the same tantivy.new.
         with fsio.hold_lock(folder / _BUILD_LOCK, timeout=store.lock_timeout):
-            _remove_dir(store.root, fresh)
-            fsio.ensure_dir_under(store.root, fresh)
-            chunks, nodes = fill(CodeTextIndex(fresh), conn)
-            synced = _synced_text(store)
-            _remove_dir(store.root, final)
-            fsio.replace(fresh, final)
-            fsio.fsync_dir(folder)
-            fsio.replace_atomic(folder / _SYNCED, synced.encode())
+            # ``index/`` by descriptor (PS-10): the removals, the swap and the ``synced``
+            # marker are made relative to it, never through a link swapped in for it.
+            # Tantivy itself writes into ``tantivy.new`` by name (it takes a path, as SQLite
+            # does), right after ctx created that directory through the descriptor.
+            index_fd = fsio.open_dir_under(store.root, folder, create=True)
+            try:
+                _remove_dir(index_fd, folder, fresh.name)
+                os.close(fsio.open_subdir(index_fd, fresh.name, where=os.fspath(fresh),
+                                          create=True))
+                chunks, nodes = fill(CodeTextIndex(fresh), conn)
+                synced = _synced_text(store)
+                _remove_dir(index_fd, folder, final.name)
+                fsio.replace(fresh.name, final.name, dir_fd=index_fd)
+                fsio.fsync_dir(index_fd)
+                fsio.replace_atomic_in(index_fd, _SYNCED, synced.encode(),
+                                       where=os.fspath(folder / _SYNCED))
+            finally:
+                os.close(index_fd)
     finally:
         if own:
             conn.close()

@@ -160,10 +160,7 @@ def _met_damage(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
         return
     folder = getattr(conn, "index_folder", None)
     if folder is not None and not getattr(conn, "opening", False):
-        try:  # best effort: the error below is what the user sees either way
-            fsio.replace_atomic(folder / DAMAGE_MARKER, str(exc).encode("utf-8", "replace")[:200])
-        except (OSError, UnsafePath):
-            pass
+        _write_marker(folder, str(exc))
     raise IndexCorrupt(f"{exc} (the next command rebuilds it from the store)") from exc
 
 
@@ -532,12 +529,28 @@ def _read_marker(folder: Path) -> str | None:
     return text.decode("utf-8", "replace").strip()[:200] or "a damage marker was left"
 
 
-def _drop_files(folder: Path) -> None:
+def _write_marker(folder: Path, reason: str) -> None:
+    """Leave the damage marker in ``folder``; best effort, the caller's error is what counts.
+
+    By descriptor (PS-10): the folder is opened ``O_NOFOLLOW`` from its parent (the store, or
+    the temporary directory of a comparison), so an ``index/`` swapped for a link is refused.
+    """
+    try:
+        fsio.replace_atomic_under(folder.parent, folder / DAMAGE_MARKER,
+                                  reason.encode("utf-8", "replace")[:200])
+    except (OSError, UnsafePath):
+        pass
+
+
+def _drop_files(root: Path, folder: Path) -> None:
+    """Delete the index file, its companions and the damage marker, through descriptors.
+
+    Raises:
+        UnsafePath: (E020) if ``index/`` is (or was swapped for) a link or not a directory.
+        OSError: if a file cannot be removed.
+    """
     for name in (INDEX_FILE, *(INDEX_FILE + s for s in INDEX_COMPANIONS), DAMAGE_MARKER):
-        try:
-            fsio.unlink(folder / name)
-        except FileNotFoundError:
-            pass
+        fsio.unlink_under(root, folder / name)
 
 
 def _readonly_os(exc: OSError) -> bool:
@@ -658,7 +671,7 @@ def open_index(store: Store, *, sync: bool = True, progress: Progress | None = N
     # process at a time (two would each delete the file the other has begun).
     try:
         with _rebuild_lock(store, folder):
-            _drop_files(folder)
+            _drop_files(store.root, folder)
             conn, again = _try_open(store, sync=sync, progress=progress)
     except OSError as exc:
         if not _readonly_os(exc):
@@ -837,7 +850,7 @@ def rebuild_index(store: Store, *, full: bool = False, progress: Progress | None
         try:
             fsio.ensure_dir_under(store.root, folder)
             with _rebuild_lock(store, folder):
-                _drop_files(folder)
+                _drop_files(store.root, folder)
         except OSError as exc:
             if not _readonly_os(exc):
                 raise

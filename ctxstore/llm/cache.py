@@ -95,7 +95,8 @@ def store_state(store_root: Path, url: str, state: SlotState) -> None:
 
     Raises:
         StorageIOError: (E017) if it cannot be written.
-        UnsafePath: (E020) if ``.ctx/local`` is not a real directory.
+        UnsafePath: (E020) if ``.ctx/local`` is not a real directory (or the record is a
+            link), even one swapped in while it is written.
     """
     servers = _read_all(store_root)
     servers[url] = {"slot": state.slot, "session_file": state.session_file,
@@ -105,8 +106,8 @@ def store_state(store_root: Path, url: str, state: SlotState) -> None:
     path = _path(store_root)
     data = json.dumps({"version": 1, "servers": servers}, indent=1, sort_keys=True).encode()
     try:
-        fsio.ensure_dir_under(store_root, path.parent)
-        fsio.replace_atomic(path, data + b"\n")
+        # By descriptor (PS-10): a ``local/`` swapped for a link is refused, never followed.
+        fsio.replace_atomic_under(store_root, path, data + b"\n")
     except OSError as exc:
         raise StorageIOError(str(path), op="write", error=exc) from None
 
