@@ -53,6 +53,7 @@ from pathlib import Path
 import blake3
 import zstandard
 
+from ctxstore.ids import ObjectId
 from ctxstore.init import init_store
 from ctxstore.objects import KIND_BLOB, canonical_bytes
 from ctxstore.repo import Store, open_store
@@ -281,7 +282,7 @@ def new_store(folder: Path) -> Store:
     return open_store(folder / ".ctx")
 
 
-def ctx_ingest(store: Store, paths: list[str]) -> tuple[float, float, list[bytes]]:
+def ctx_ingest(store: Store, paths: list[str]) -> tuple[float, float, list[ObjectId]]:
     """Ingest every file in one transaction; return (total s, barrier+commit s, ids)."""
     os.sync()
     t0 = time.perf_counter()
@@ -294,12 +295,12 @@ def ctx_ingest(store: Store, paths: list[str]) -> tuple[float, float, list[bytes
     return t2 - t0, t2 - t1, ids
 
 
-def ctx_read_verify(store: Store, ids: list[bytes]) -> float:
+def ctx_read_verify(store: Store, ids: list[ObjectId]) -> float:
     """Read, decompress and verify every object; return seconds."""
     read = store.objects.read
     t0 = time.perf_counter()
     for oid in ids:
-        read(oid)  # type: ignore[arg-type]
+        read(oid)
     return time.perf_counter() - t0
 
 
@@ -477,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
             steps = (run_ctx, run_git) if r % 2 == 0 else (run_git, run_ctx)
             for step in steps:
                 step()
-            res["floor"].append(n / cpu_floor(paths, store.objects.compression_level))
+            res["floor"].append(n / cpu_floor(paths, store.objects.staging.compression_level))
             line = (f"round {r + 1}/{args.rounds}: ctx ingest {_fmt_rate(res['ingest'][-1])}/s "
                     f"(barrier+commit {res['barrier'][-1]:.0f} ms), ")
             if have_git:
