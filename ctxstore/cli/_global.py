@@ -148,3 +148,6 @@ def compose_global(env: Env, query: str, budget: int) -> None:
         from ctxstore.cli._render import composed_text, echo_stored
 
         echo_stored(composed_text(comp.text), nl=False)
+    from ctxstore.cli._render import omitted_note
+
+    omitted_note(comp.project.skipped + (comp.user.skipped if comp.user else 0), budget)

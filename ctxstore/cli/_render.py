@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ctxstore.model import Commit, Tree, WorkCommit
 
 __all__ = ["object_json", "commit_summary", "shown", "echo_stored", "item_line",
-           "strip_terminal_controls", "stdout_is_terminal", "composed_text"]
+           "strip_terminal_controls", "stdout_is_terminal", "composed_text", "omitted_note"]
 
 # Escape sequences (7- and 8-bit CSI; OSC, DCS, SOS, PM, APC up to their terminator or the
 # line's end; any other ESC sequence), then every C0/C1 control but TAB and LF, and DEL.
@@ -75,6 +75,21 @@ def composed_text(text: str) -> str:
     The line breaks the renderer does not indent after are indented too (as in the hooks' frame).
     """
     return neutralise_breaks(text)
+
+
+def omitted_note(skipped: int, budget: int) -> None:
+    """Say on stderr how many nodes a composition's budget left out, if any.
+
+    The text shows only the nodes it holds (``--format json`` counts the rest in
+    ``meta.skipped``), so without this note a small budget drops memory unseen.
+
+    Args:
+        skipped: Nodes the query matched that the budget did not hold.
+        budget: The composition's token budget.
+    """
+    if skipped:
+        click.echo(f"ctx: note: {skipped} more node{'s' if skipped != 1 else ''} did not fit "
+                   f"the budget of {budget} tokens (a larger --budget shows more)", err=True)
 
 
 def object_json(obj: Any) -> dict[str, Any]:

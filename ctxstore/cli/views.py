@@ -7,7 +7,7 @@ import time
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
-from ctxstore.cli._render import composed_text, echo_stored
+from ctxstore.cli._render import composed_text, echo_stored, omitted_note
 from ctxstore.errors import InvalidInput
 
 
@@ -29,6 +29,7 @@ def _render(env: Env, query: str, budget: int) -> None:
         emit_json(render_json(comp))
     else:
         echo_stored(composed_text(comp.text), nl=False)  # stored text, printed inertly
+    omitted_note(comp.skipped, budget)
 
 
 @view_group.command("create")
@@ -85,6 +86,8 @@ def view_list_command(env: Env) -> None:
 @pass_env
 def view_render_command(env: Env, name: str, budget: int | None) -> None:
     """Compose context from a view (Markdown, or --format json).
+
+    Never over the budget: nodes it leaves out are counted in a note on stderr.
 
     \b
     Examples:
@@ -166,6 +169,8 @@ SOURCES = ("startup", "resume", "clear", "compact", "fork")
 def compose_command(env: Env, query: str | None, budget: int | None, use_global: bool,
                     session_start: bool, source: str, session_id: str | None) -> None:
     """Compose context without a saved view: pinned, then reference, then working, newest first.
+
+    Never over the budget: nodes it leaves out are counted in a note on stderr.
 
     With --session-start, print instead the context the Claude Code SessionStart hook would
     inject for this store now, through the hook's own code, read-only: no hook state is

@@ -103,3 +103,19 @@ def test_view_render_shows_a_node_from_the_smallest_budget_that_holds_one(
     for budget in range(min(alone), min(alone) + 3):
         code, out, _ = _render(runner, store, budget)
         assert code == 0 and " 0 nodes, " not in out, (budget, out)
+
+
+@pytest.mark.parametrize("command", [("view", "render", "default"), ("compose",),
+                                     ("compose", "--global")])
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json"])
+def test_compose_at_a_budget_that_leaves_nodes_out_says_how_many_on_stderr(
+        store: Store, runner: CliRunner, command: tuple[str, ...], fmt: str) -> None:
+    _add(runner, store, NODES[0], "tier:reference")
+    _add(runner, store, NODES[1], "tier:reference")
+    r = invoke(runner, store, *command, "--budget", "100000", "--format", fmt)
+    assert (r.exit_code, r.stderr) == (0, "")  # everything shown: no note
+    r = invoke(runner, store, *command, "--budget", "30", "--format", fmt)
+    assert r.exit_code == 0, r.output
+    assert " 0 nodes, " in r.stdout or '"node_count": 0' in r.stdout
+    assert r.stderr == ("ctx: note: 2 more nodes did not fit the budget of 30 tokens (a larger "
+                        "--budget shows more)\n")
