@@ -222,6 +222,9 @@ def run_metadata(cargo: str, manifest: Path, *, env: Mapping[str, str],
         CargoLockUnusable: (E011) if the lock file is missing or out of date.
         CargoFailed: (E011) if cargo cannot run, fails, times out or prints no JSON.
     """
+    # Absolute: cargo runs in the manifest's directory, where a relative path (the user's
+    # `--manifest-path crates/core/Cargo.toml`) names nothing.
+    manifest = manifest.absolute()
     argv = [cargo, "metadata", "--format-version", "1", "--offline", "--locked", "--quiet",
             *(["--no-deps"] if no_deps else []), "--manifest-path", str(manifest)]
     try:
@@ -239,8 +242,8 @@ def run_metadata(cargo: str, manifest: Path, *, env: Mapping[str, str],
             missing = "cannot create" in refusal
             raise CargoLockUnusable(f"Cargo.lock is {'missing' if missing else 'out of date'}",
                                     missing=missing)
-        last = next((ln for ln in reversed(text.strip().splitlines()) if ln.strip()), "")
-        raise CargoFailed(f"cargo metadata failed (exit {res.exit_code}): {last[:300]}")
+        raise CargoFailed(f"cargo metadata failed (exit {res.exit_code}): "
+                          f"{_error_line(text)[:300]}")
     if res.cut:
         raise CargoFailed(f"cargo metadata printed more than {MAX_METADATA_BYTES} bytes")
     # The JSON is one line; a warning cargo printed on stderr may come before it.
@@ -249,6 +252,20 @@ def run_metadata(cargo: str, manifest: Path, *, env: Mapping[str, str],
         return json.loads(line)
     except (ValueError, RecursionError):
         raise CargoFailed("cargo metadata did not print JSON") from None
+
+
+def _error_line(text: str) -> str:
+    """Cargo's own error line of its output, with the place it names, on one line.
+
+    Cargo prints ``error: WHAT``, then for a manifest it cannot parse `` --> FILE:LINE:COL``
+    and a snippet with a caret: the last line is the caret, which says nothing alone.
+    """
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for k, line in enumerate(lines):
+        if line.startswith("error"):
+            where = lines[k + 1] if k + 1 < len(lines) else ""
+            return f"{line} (at {where[3:].strip()})" if where.startswith("-->") else line
+    return lines[-1] if lines else "no output"
 
 
 def read_metadata_file(path: Path) -> Any:

@@ -307,3 +307,24 @@ def test_cargo_add_with_an_out_of_date_lock_file_does_not_update_it(tiny: Path) 
     assert (code, err) == (0, NO_LOCK_NOTE.format("out of date"))
     assert tree_snapshot(tiny) == files
     assert json.loads(out)["packages"] == 3
+
+
+def test_cargo_add_with_a_relative_manifest_path_of_a_member(tiny: Path) -> None:
+    """``--manifest-path app/Cargo.toml`` as the help's example gives it, from the work tree."""
+    _lock(tiny)
+    files = tree_snapshot(tiny)
+    out, err, code = ctx(tiny / ".ctx", "--format", "json", "add", "cargo",
+                         "--manifest-path", "app/Cargo.toml")
+    assert (code, err) == (0, "")
+    assert (json.loads(out)["workspace_root"], json.loads(out)["packages"]) == (".", 2)
+    assert tree_snapshot(tiny) == files
+
+
+def test_cargo_add_on_a_broken_manifest_names_cargo_s_error_line(tiny: Path) -> None:
+    (tiny / "Cargo.toml").write_text('[workspace]\nmembers = ["app", "core"]\n[[[\n')
+    before = store_digest(tiny / ".ctx")
+    out, err, code = ctx(tiny / ".ctx", "add", "cargo", ok=False)
+    assert (code, out) == (1, "")
+    assert err.startswith("ctx: error[E011]: cargo metadata failed (exit 101): error: "), err
+    assert "Cargo.toml:3:" in err and len(err.strip().splitlines()) == 1, err
+    assert store_digest(tiny / ".ctx") == before
