@@ -373,10 +373,13 @@ def test_cc07_control_posix_lockf_would_be_caught(tmp_path: Path) -> None:
         proc.wait(timeout=10)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_cc08_bounded_wait_names_the_holder(store: Store, holder_factory) -> None:
     populate(store)
-    set_lock_timeout(store.root, 2)
+    wait = 2  # the configured wait, a fifth of the default
+    # Starting Python and opening the store, around each wait: seconds on a loaded machine.
+    slack = 15
+    set_lock_timeout(store.root, wait)
     holder = holder_factory(store.root)
     before = store_digest(store.root)
     for args in (("add", "--type", "fact", "waits"), ("commit", "-m", "waits")):
@@ -386,13 +389,20 @@ def test_cc08_bounded_wait_names_the_holder(store: Store, holder_factory) -> Non
         assert res.returncode not in (0, 2) and res.stdout == ""
         (line,) = res.stderr.strip().splitlines()
         assert line.startswith("ctx: error[E006]: "), line
-        assert f"process {holder.pid}" in line and "gave up after 2." in line, line
-        assert 1.3 <= elapsed <= 2.7, f"gave up after {elapsed:.2f}s, want 2±0.7 s"
+        assert f"process {holder.pid}" in line, line
+        # The wait the command reports is its own, without starting Python: never less than
+        # the configured wait, and well under twice it.
+        reported = re.search(r"gave up after (\d+\.\d)s", line)
+        assert reported and wait <= float(reported.group(1)) < 2 * wait, line
+        # Seen from outside, it ends, and not before the configured wait.
+        assert wait <= elapsed < wait + slack, f"gave up after {elapsed:.2f}s, want {wait} s"
     assert store_digest(store.root) == before
-    # Readers never take the lock.
+    # Readers never take the lock: one that waited for it would take the whole (now longer)
+    # configured wait, or fail with E006.
+    set_lock_timeout(store.root, 2 * slack)
     t0 = time.monotonic()
     assert run_ctx(["--ctx-dir", str(store.root), "debug", "state"]).returncode == 0
-    assert time.monotonic() - t0 < 1.5
+    assert time.monotonic() - t0 < slack
     holder.release()
     assert run_ctx(["--ctx-dir", str(store.root), "add", "--type", "fact", "ok"]).returncode == 0
 
