@@ -31,7 +31,6 @@ import json
 import re
 import sqlite3
 import statistics
-import sys
 import sysconfig
 import tempfile
 import time
@@ -208,4 +207,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

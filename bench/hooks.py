@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -66,7 +67,7 @@ def ctx_script() -> list[str]:
     return [sys.executable, "-m", "ctxstore.cli"]
 
 
-def _line(entry: dict) -> str:
+def _line(entry: dict[str, Any]) -> str:
     return json.dumps(entry) + "\n"
 
 
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ctx: {' '.join(script)}; python: {sys.executable}")
         print(f"load: {load_text()} at start (other processes on the machine add noise)")
         base = {"session_id": "bench", "cwd": str(work)}
-        cases: list[tuple[str, list[str], dict]] = [
+        cases: list[tuple[str, list[str], dict[str, str]]] = [
             ("session-start (store unchanged: cached view)", ["session-start"],
              {**base, "source": "startup"}),
             ("prompt-submit (nothing pending)", ["prompt-submit"], {**base, "prompt": "hi"}),
@@ -164,14 +165,14 @@ def main(argv: list[str] | None = None) -> int:
         # Second loop: every round writes, so the session-start after it composes anew.
         remember = ("stop, 10 MB transcript, one new remember", ["stop"],
                     {**base, "transcript_path": str(writes)})
-        writing: list[tuple[str, list[str], dict]] = [
+        writing: list[tuple[str, list[str], dict[str, str]]] = [
             remember,
             ("session-start (after a change, no session-end)", ["session-start"],
              {**base, "source": "startup"}),
         ]
         # Third loop, a session's end and the next start: the write (untimed here), then
         # session-end composes the view into the cache that the next session-start reads.
-        session: list[tuple[str, list[str], dict]] = [
+        session: list[tuple[str, list[str], dict[str, str]]] = [
             ("", *remember[1:]),
             ("session-end (after a change: composes the cache)", ["session-end"],
              {**base, "reason": "other"}),

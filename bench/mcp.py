@@ -36,6 +36,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 import anyio  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.types import TextContent  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("ctx_bench_knowledge", _HERE / "knowledge.py")
 assert _spec is not None and _spec.loader is not None
@@ -68,9 +69,11 @@ async def measure(ctx_dir: Path, queries: list[str], words: list[str], ids: list
             for tool, args in plan:
                 t0 = time.perf_counter()
                 res = await client.call_tool(tool, args)
-                json.loads(res.content[0].text)
+                first = res.content[0]
+                assert isinstance(first, TextContent), first  # ctx's tools answer in JSON text
+                json.loads(first.text)
                 out[tool].append((time.perf_counter() - t0) * 1000)
-                assert not res.is_error, res.content[0].text
+                assert not res.is_error, first.text
     return out
 
 

@@ -253,10 +253,10 @@ def build(out: Path, seed: int = DEFAULT_SEED, sessions: int = 36, questions: bo
             if k < 3:
                 qs.append({"type": "single-hop", "question": question, "ev": [ev]})
             else:  # the same fact reached through its owner
-                q = question
+                via_owner = question
                 for syn in syns:
-                    q = q.replace(f"the {syn}", f"the component {owners[ci]} looks after")
-                qs.append({"type": "multi-hop", "question": q, "ev": [owner_ev, ev]})
+                    via_owner = via_owner.replace(f"the {syn}", f"the component {owners[ci]} looks after")
+                qs.append({"type": "multi-hop", "question": via_owner, "ev": [owner_ev, ev]})
         # a choice that changes over time
         for _ in range(2 if ci % 2 == 0 else 1):
             ai = rng.randrange(len(CHOICES))

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from knowledge import DEFAULT_SEED, build_store, is_shim, load_text  # noqa: E402
+from knowledge import DEFAULT_SEED, build_store, is_shim, load_text, node_text  # noqa: E402
 
 GOAL_MS = 100.0
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         from ctxstore.knowledge.search import search, words_of
 
         conn = open_index(built.store)
-        sample = [c for rec in list(built.nodes.values())[:200] for c in words_of(rec.content)]
+        sample = [c for rec in list(built.nodes.values())[:200] for c in words_of(node_text(rec))]
         words = [w for w in dict.fromkeys(sample) if len(w) > 4] or ["retry", "sqlite"] * 4
         cases = texts(words)
         for name, text in cases:
