@@ -453,16 +453,29 @@ def _narrative(conn: sqlite3.Connection, task: str, days: int, now_ms: int,
 
     items = _node_items(conn, task, user=False)
     log: list[str] = []
+    matched = {item.object_id: item for item in items}
+
+    def task_item(title: str, node: NodeRow, flag: str) -> None:
+        # A node the search found too is one item, not two that spend the budget twice: the
+        # task's title, both reasons, and the search's score (raised to the task's floor later).
+        hit = matched.get(node.id)
+        if hit is None:
+            matched[node.id] = _Item(title, node.id, node.content, 0.0, "NarrativeExcerpt",
+                                     {flag: True}, {"node_type": node.type})
+            items.append(matched[node.id])
+        else:
+            if "active_task" not in hit.why:  # an active task's title says the most
+                hit.title = title
+            hit.why[flag] = True
+
     if active_task:
         for node in _task_nodes(conn, active_task):
-            items.append(_Item(f"Active task {active_task}: {_first_line(node.content)}", node.id,
-                               node.content, 0.0, "NarrativeExcerpt", {"active_task": True},
-                               {"node_type": node.type}))
+            task_item(f"Active task {active_task}: {_first_line(node.content)}", node,
+                      "active_task")
     if days > 0:
         after = now_ms - days * 86_400_000
         for node in recent_nodes(conn, ("task",), after_ms=after, limit=3):
-            items.append(_Item(f"Task: {_first_line(node.content)}", node.id, node.content, 0.0,
-                               "NarrativeExcerpt", {"recent_task": True}, {"node_type": "task"}))
+            task_item(f"Task: {_first_line(node.content)}", node, "recent_task")
         for node in recent_nodes(conn, ("observation", "decision"), after_ms=after,
                                  by="created", limit=50):
             stamp = time.strftime("%Y-%m-%d", time.gmtime(node.created_at / 1000))
@@ -806,6 +819,8 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
             # decision naming "python" must not head a pack about renaming an extractor).
             held = len(item.why.get("matched_terms", ()))
             item.score = item.score / scale * min(1.0, held / full) if item.score else 0.5
+            if "active_task" in item.why or "recent_task" in item.why:
+                item.score = max(item.score, 0.5)  # a task's node found by search too
         items += node_items
     echoed, recent, room = _rooms(task, fmt, total, reserve, log)
     chosen, used = _fill(items, room, fmt)

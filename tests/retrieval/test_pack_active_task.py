@@ -71,3 +71,23 @@ def test_pack_the_started_task_is_active_until_it_ends(store: Store) -> None:
     assert not any(w.get("active_task") for w in why.values())
     assert "Current ctx task" not in context(
         hook("session-start", payload(store, "s3", source="startup")))
+
+
+def test_pack_a_task_node_the_search_finds_too_is_one_item_with_both_reasons(store: Store
+                                                                            ) -> None:
+    _ctx(store, "add", "task", "Implement rate limiting", "--body", "Token bucket per client")
+    _stop(store, '<ctx:task name="ratelimit" action="start"/> '
+                 '<ctx:remember type="decision" tags="tier:working">Bucket refill is '
+                 'per second</ctx:remember>')
+    pack = _pack(store, "rate limiting bucket refill")
+    ids = [item["object_id"] for item in pack["retrieved"]]
+    assert len(ids) == len(set(ids)), pack["retrieved"]  # each node once: the budget pays once
+    why = _why(pack)
+    assert why["Active task ratelimit: Bucket refill is per second"] == {
+        "matched_terms": ["bucket", "refill"], "active_task": True}
+    [task] = [t for t in why if "rate limiting" in t]
+    assert task.startswith("Task: ") and why[task]["recent_task"] is True
+    assert why[task]["matched_terms"]
+    text = _ctx(store, "pack", "rate limiting bucket refill", "--format", "text",
+                "--include-narrative")
+    assert "why: matched bucket, refill; active task" in text
