@@ -13,8 +13,12 @@ identical tag; see ``claude.hooks.turn_commands``) as ``hook_key`` to ``knowledg
 or ``knowledge.nodes.summarize_nodes``, which keep it in the written node's metadata and
 write nothing when a node with that key exists, so neither runs twice even if the per-clone
 state was lost or the hook was killed before recording it (RELIABILITY.md CO-11, TR-12), while the
-same tag written again in a later turn is a new write. Content is limited by config
-``[claude] max_remember_chars`` (default ``knowledge.remember.MAX_CONTENT``).
+same tag written again in a later turn is a new write. The other commands that write need
+no key: each finds its own effect in the store and writes nothing again (``link``: the same
+edge exists; ``supersede``: the node is marked and linked; ``forget``: it is archived;
+``task``: no node is left to move; ``recall``: the node it restored is active), so a re-run
+after such a kill changes nothing more (tests/crash/test_hook_kill_points.py). Content is
+limited by config ``[claude] max_remember_chars`` (default ``knowledge.remember.MAX_CONTENT``).
 Nodes written here have ``author: agent``.
 """
 
