@@ -203,7 +203,7 @@ class IndexNotReady(CtxError):
     _TEXT: ClassVar[dict[str, tuple[str, str]]] = {
         "missing": ("the index has not been built in this copy of the store", "run `ctx rebuild`"),
         "outdated": ("the index was built by an older ctx", "run `ctx rebuild`"),
-        "partial": ("a rebuild of the index was interrupted", "run `ctx rebuild` to finish it"),
+        "partial": ("the index is only partly built", "run `ctx rebuild` to finish it"),
         "building": ("the index is being rebuilt", "retry when that rebuild has finished"),
     }
 

@@ -115,7 +115,7 @@ def test_rebuild_killed_part_way_resumes_and_equals_a_clean_rebuild(root: Path) 
     hook = run_ctx(["hook", "prompt-submit"], stdin=json.dumps(prompt))
     assert hook.returncode == 0
     assert json.loads(hook.stdout) == {
-        "systemMessage": "ctx: a rebuild of the index was interrupted; run `ctx rebuild` to finish it"}
+        "systemMessage": "ctx: the index is only partly built; run `ctx rebuild` to finish it"}
     assert json.loads(_meta(root)["build_state"]) == state  # the hook did not build
 
     resumed = json.loads(_ctx(root, "--format", "json", "rebuild").stdout)["records"]
@@ -141,7 +141,7 @@ def test_rebuild_full_after_a_kill_starts_over(root: Path) -> None:
     _kill_mid_build(root)
     check = run_ctx(["--ctx-dir", str(root), "debug", "verify", "--index"])
     assert check.returncode == 3
-    assert "error E024 index: partial: a rebuild was interrupted (`ctx rebuild` finishes it)" \
+    assert "error E024 index: partial: the index is only partly built (`ctx rebuild` finishes it)" \
         in check.stdout.splitlines(), check.stdout
     records = json.loads(_ctx(root, "--format", "json", "rebuild", "--full").stdout)["records"]
     assert records["resumed"] == 0 and records["applied"] > FILES

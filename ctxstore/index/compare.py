@@ -237,7 +237,7 @@ def _compare(store: Store, disk: sqlite3.Connection, report: IndexComparison) ->
         return
     if "build_state" in rows:  # a partial index is not compared: no reader takes it as complete
         report.differences.append(Problem(
-            "E024", "index", "partial: a rebuild was interrupted (`ctx rebuild` finishes it)"))
+            "E024", "index", "partial: the index is only partly built (`ctx rebuild` finishes it)"))
         return
     synced = parse_snapshot(rows["synced"]) if "synced" in rows else None
     # The reference lives in a temporary file, not in memory: it holds all the code.

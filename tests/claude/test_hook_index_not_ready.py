@@ -131,7 +131,7 @@ def test_hook_on_partial_index_says_to_finish_the_rebuild(
     before = _index_state(root)
     assert "build_state" in before[1]
     out, _ = _hook(root, event, **payload)
-    assert out == {"systemMessage": "ctx: a rebuild of the index was interrupted; run "
+    assert out == {"systemMessage": "ctx: the index is only partly built; run "
                                     "`ctx rebuild` to finish it"}
     assert _index_state(root) == before  # the hook did not go on with the build
 
@@ -210,6 +210,6 @@ def test_session_start_preview_on_partial_index_does_not_say_the_store_is_empty(
     _make_partial(root)
     res = run_ctx(["--ctx-dir", str(root), "compose", "--session-start"])
     assert (res.returncode, res.stdout) == (0, "")
-    assert res.stderr == ("ctx: note: the hook would report: ctx: a rebuild of the index was "
-                          "interrupted; run `ctx rebuild` to finish it\n"
+    assert res.stderr == ("ctx: note: the hook would report: ctx: the index is only partly "
+                          "built; run `ctx rebuild` to finish it\n"
                           "ctx: note: session start injects nothing\n")
