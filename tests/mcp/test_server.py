@@ -20,7 +20,10 @@ from tests.conftest import run_ctx, store_digest
 
 pytest.importorskip("mcp")
 
+PACK_SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "pack.schema.json").read_text())
+
 import anyio  # noqa: E402  (installed with mcp)
+import jsonschema  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
@@ -329,6 +332,7 @@ def test_mcp_pack_with_a_budget_too_small_for_any_item_notes_the_smallest(indexe
                   cwd=indexed.parent)
     # The pack is ctx pack's JSON; the note is what ctx pack says on stderr, asked the MCP way.
     assert {k: v for k, v in small.items() if k != "note"} == json.loads(cli.stdout)
+    jsonschema.validate(small, PACK_SCHEMA)  # the note is part of the documented schema
     assert small["retrieved"] == [] and small["token_budget"]["total"] == 20
     least = got["least"]["token_budget"]["total"]
     assert small["note"] == (f"the budget of 20 tokens is too small to hold any item found; the "
