@@ -120,7 +120,9 @@ def test_hook_on_older_schema_answers_at_once_with_a_note_and_does_not_rebuild(
     out, took = _hook(root, event, **payload)
     assert out == {"systemMessage": "ctx: the index was built by an older ctx (schema version "
                                     f"{OLD_SCHEMA}, this ctx uses 8); run `ctx rebuild`"}
-    assert took < 1.5, took  # a Python start and a few file reads; no build
+    # A Python start and a few file reads: a guard against waiting for a build (whether one
+    # ran is checked below), generous for a loaded machine.
+    assert took < 10, took
     assert _index_state(root) == before  # not rebuilt, not dropped
 
 
@@ -143,7 +145,7 @@ def test_hook_while_another_process_rebuilds_says_so_without_waiting(
     out, took = _hook(root, event, **payload)
     assert out == {"systemMessage": f"ctx: the index is being rebuilt by process {lock_holder}; "
                                     "retry when that rebuild has finished"}
-    assert took < 1.5, took
+    assert took < 10, took  # the rebuild holds on for 120 s, the index's busy wait is 30 s
 
 
 def test_hook_while_another_process_repairs_an_older_index_says_so(

@@ -369,7 +369,9 @@ def test_hooks_held_lock_defers_commands_and_the_next_hook_runs_them_once(
     with fsio.hold_lock(store.root / "LOCK", timeout=1):
         start = time.monotonic()
         out = stop(store, tr)
-        assert time.monotonic() - start < 2.0
+        # A hook never waits out the store's lock wait (10 s): the bound leaves the rest to
+        # starting Python, which takes seconds on a loaded machine.
+        assert time.monotonic() - start < 8
         assert "deferred" in out["systemMessage"]
         assert store_digest(store.root) == digest
         assert "deferred" in stop(store, tr).get("systemMessage", "deferred")

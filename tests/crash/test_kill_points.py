@@ -519,14 +519,18 @@ def test_lock_released_when_holder_is_killed(store) -> None:  # type: ignore[no-
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+    # Free at once, not after waiting out a stale holder: the wait allowed is far longer than
+    # the bound, which only leaves room for a loaded machine.
     t0 = time.monotonic()
-    with fsio.hold_lock(store.root / "LOCK", timeout=1.0):
+    with fsio.hold_lock(store.root / "LOCK", timeout=30.0):
         waited = time.monotonic() - t0
-    assert waited < 0.1, f"lock acquired only after {waited:.3f}s"
+    assert waited < 5, f"lock acquired only after {waited:.3f}s"
     t0 = time.monotonic()
     res = run_cli(store.root, ["add", "--type", "fact", "written after the holder died"])
     elapsed = time.monotonic() - t0
     assert res.returncode == 0, res.stderr
     assert res.stderr == "", res.stderr  # no stale-lock message
-    assert elapsed < 1.0 + 2.0, f"ctx add took {elapsed:.2f}s"  # start-up + well under 1 s of waiting
+    # Under the store's lock wait (10 s): it did not wait out a stale lock. The rest is
+    # starting Python, seconds on a loaded machine.
+    assert elapsed < 8, f"ctx add took {elapsed:.2f}s"
     assert res.stdout.strip() in state(store.root).nodes
