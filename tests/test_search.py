@@ -16,6 +16,7 @@ from ctxstore.knowledge.nodes import add_node
 from ctxstore.knowledge.recall import recall_nodes
 from ctxstore.knowledge.search import (
     _COVERAGE_CHARS,
+    MAX_PHRASE_WORDS,
     MAX_TERMS,
     STOPWORDS,
     _matched,
@@ -84,6 +85,19 @@ def test_search_ten_kilobytes_of_text(store: Store, ids: dict[str, str]) -> None
     finally:
         conn.close()
     assert hits[0].key == ids["lock"]
+
+
+def test_search_pasted_log_with_stray_quotes(store: Store, ids: dict[str, str]) -> None:
+    """Odd quotes in a pasted log pair up across lines: those spans are no phrases."""
+    lines = [f'2026-01-01 INFO worker {i} said "job {i} started and is running' for i in range(200)]
+    text = "\n".join(lines[:100] + ["ERROR posix lock released early"] + lines[100:])
+    assert len(text) > 10_000
+    terms = search_terms(text).terms
+    assert {"posix", "lock", "released"} <= set(terms)
+    assert all(len(t.split()) <= MAX_PHRASE_WORDS for t in terms)
+    assert _search(store, text)[0].key == ids["lock"]
+    # a short quoted phrase is still one
+    assert search_terms('see "posix lock released" now').terms[0] == "posix lock released"
 
 
 def test_search_kinds_narrow_and_narrative_is_labelled(store: Store, ids: dict[str, str]) -> None:

@@ -47,6 +47,8 @@ KINDS = ("node", "narrative", "chunk", "symbol")
 # prompt hook's memory, ``packs.session``; a pack's memory items, ``retrieval.pack``).
 FULL_MATCH = 4
 MAX_TERMS = 24
+# A quoted span of more words than this is not taken as a phrase (``search_terms``).
+MAX_PHRASE_WORDS = 8
 ALL_TERMS_BOOST = 2.0
 # Metadata key of a node made from a narrative entry (``narrative.entries.META_PATH``; not
 # imported from there, which would load the narrative writer on the hook path).
@@ -121,11 +123,14 @@ def search_terms(text: str, conn: sqlite3.Connection | None = None,
         The terms (phrases first, then words in order), possibly none.
     """
     text = text.replace("\0", " ")
-    phrases = [" ".join(ws) for m in _PHRASE.finditer(text) if len(ws := words_of(m.group(1))) > 1]
-    singles = [w for m in _PHRASE.finditer(text) if len(ws := words_of(m.group(1))) == 1 for w in ws]
+    spans = [words_of(m.group(1)) for m in _PHRASE.finditer(text)]
+    # A quoted span of a few words is a phrase; a longer one is a pasted text's stray quotes
+    # pairing up (a log, code), whose words are searched one by one.
+    phrases = [" ".join(ws) for ws in spans if 1 < len(ws) <= MAX_PHRASE_WORDS]
+    singles = [w for ws in spans if len(ws) == 1 or len(ws) > MAX_PHRASE_WORDS for w in ws]
     words = list(dict.fromkeys(singles + words_of(_PHRASE.sub(" ", text))))
     kept = [w for w in words if w not in STOPWORDS] or words
-    phrases = list(dict.fromkeys(phrases))[:max_terms]
+    phrases = list(dict.fromkeys(phrases))[:max(1, max_terms // 2)]  # words keep room too
     room = max_terms - len(phrases)
     if len(kept) > room:
         kept = _rarest(kept, room, conn)
