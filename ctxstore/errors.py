@@ -236,8 +236,10 @@ class CommitOrphan(StoreCorrupt):
         of = f"a parent of {_oid_text(child)}" if child is not None else "a parent in the history"
         super().__init__(
             f"commit {_oid_text(oid)} ({of}) is missing: the history is broken",
-            hint=hint or "restore .ctx/objects from Git (`git checkout -- .ctx/objects`) or "
-                         "another clone; `ctx debug verify` lists what is damaged")
+            hint=hint or "restore .ctx/objects from Git (`git checkout -- .ctx/objects`; after "
+                         "a cherry-pick, from the branch it came from: `git checkout BRANCH -- "
+                         ".ctx/objects`) or another clone; `ctx debug verify` lists what is "
+                         "damaged")
         self.oid = oid
         self.child = child
 

@@ -203,7 +203,10 @@ def _uncommitted_problems(store: Store, roots: list[tuple[bytes, Any, str]]) -> 
                     "(local/work/objects), so Git does not see it; run `ctx stage flush`",
                     "warning")
             for oid in sorted(walk_reachable(store, canonical, aborted=False))
-            if not store.objects.is_canonical(ObjectId(oid))]
+            # walk_reachable also returns the ids it found missing (E001/E009, reported
+            # by the walk): only an object present in the staging area is W004.
+            if not store.objects.is_canonical(ObjectId(oid))
+            and store.objects.exists(ObjectId(oid))]
 
 
 def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport:

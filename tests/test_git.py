@@ -130,3 +130,35 @@ def test_crlf_checkout_does_not_corrupt_objects(git_repo: Path, tmp_path: Path) 
     r = run_ctx(["debug", "verify"], cwd=clone)
     assert r.returncode == 0, r.stdout
     assert node_contents(clone) == {"line one\nline two\n"}
+
+
+def test_git_cherry_pick_names_the_missing_parent_and_the_branch_restores_it(
+        git_repo: Path, tmp_path: Path) -> None:
+    """A cherry-picked Git commit brings its ctx commit but not that commit's parents.
+
+    ``ctx debug verify`` names the missing parent (E009) and nothing else: the parent is in no
+    object area of this clone, so it is not reported as "only in the staging area" (W004).
+    Checking out the source branch's objects (docs/git.md) repairs it.
+    """
+    ctx(git_repo, "init")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "init ctx")
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(git_repo), str(other))
+    git(git_repo, "checkout", "-qb", "side")
+    for text in ("first side fact", "second side fact"):
+        ctx(git_repo, "add", "--type", "fact", text)
+        ctx(git_repo, "commit", "-m", text)
+        git(git_repo, "commit", "-qm", text)
+    git(other, "fetch", "-q", "origin")
+    git(other, "cherry-pick", "origin/side")
+    res = run_ctx(["--format", "json", "debug", "verify"], cwd=other)
+    assert res.returncode == 3, res.stderr
+    codes = [p["code"] for p in json.loads(res.stdout)["problems"]]
+    assert "E009" in codes and "W004" not in codes, codes
+    listed = run_ctx(["list"], cwd=other)
+    assert listed.returncode == 3 and "git checkout BRANCH -- .ctx/objects" in listed.stderr
+    assert listed.stderr.count("\n") == 1, listed.stderr
+    git(other, "checkout", "origin/side", "--", ".ctx/objects")
+    assert run_ctx(["debug", "verify"], cwd=other).returncode == 0
+    assert {"first side fact", "second side fact"} <= node_contents(other)
