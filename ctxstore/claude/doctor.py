@@ -3,7 +3,7 @@
 One ``Check`` per concern, in the order a person would fix them: the hooks are
 installed, they find a working ctx (the one on the hooks' PATH, ``CTX_BIN`` or an absolute
 path), the store is found from the repository root, the merge driver is registered in
-this clone, the index is current, and the installed skill and plugin match this ctx.
+this clone, its config.toml is valid, the index is current, and the installed skill and plugin match this ctx.
 The checks read; the only thing written is the derived index, brought up to date as any
 read command would.
 
@@ -353,9 +353,24 @@ def _check_merge_driver(store: Path, root: Path) -> list[Check]:
     return [Check("merge driver", True, f"registered ({prefix[0]})")]
 
 
+def _check_config(store: Path) -> list[Check]:
+    """``config.toml`` reads and every value is valid: every command (a rebuild too) needs it."""
+    from ctxstore.config import load_config
+    from ctxstore.errors import CtxError
+
+    path = store / "config.toml"
+    try:
+        load_config(path)
+    except CtxError as exc:
+        return [Check("config", False, f"{exc.code}: {exc.message}",
+                      f"correct {path} (`git log -p -- {path}` shows who changed it); "
+                      "every ctx command stops until then")]
+    return [Check("config", True, str(path))]
+
+
 def _check_index(store: Path) -> list[Check]:
     """The derived index opens and matches HEAD and STAGE (brought up to date if behind)."""
-    from ctxstore.errors import CtxError
+    from ctxstore.errors import CtxError, StoreCorrupt
     from ctxstore.index import open_index, sync_index
     from ctxstore.repo import open_store
 
@@ -367,6 +382,10 @@ def _check_index(store: Path) -> list[Check]:
             repaired = conn.repaired
         finally:
             conn.close()
+    except StoreCorrupt as exc:
+        # The objects or pointers, not the derived index: a rebuild would stop the same way.
+        return [Check("index", False, f"{exc.code}: {exc.message}",
+                      "ctx debug verify (names what is damaged)")]
     except CtxError as exc:
         return [Check("index", False, f"{exc.code}: {exc.message}", "ctx rebuild")]
     if repaired is not None:
@@ -390,6 +409,9 @@ def run_checks(setup: Setup) -> list[Check]:
     if store is not None and store.absolute() != (setup.home / ".ctx").absolute():
         checks += _check_merge_driver(store, root)
     if store is not None:
-        checks += _check_index(store)
+        config = _check_config(store)
+        checks += config
+        if config[0].ok:  # without a valid config nothing opens: one failure, not two
+            checks += _check_index(store)
     checks += _check_versions(setup, root)
     return checks

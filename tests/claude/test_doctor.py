@@ -79,6 +79,29 @@ def test_doctor_names_each_broken_piece_with_its_fix(tmp_path: Path) -> None:
 
 
 @pytest.mark.git
+def test_doctor_names_a_bad_config_value_with_its_fix_not_a_rebuild(tmp_path: Path) -> None:
+    """A teammate commits a bad config.toml value: doctor names the config, not the index.
+
+    `ctx rebuild` stops with the same E015, so it cannot be the fix.
+    """
+    root = _repo(tmp_path)
+    assert run_ctx(["init"], cwd=root).returncode == 0
+    assert run_ctx(["install"], cwd=root).returncode == 0
+    config = root / ".ctx" / "config.toml"
+    good = config.read_text()
+    config.write_text(good.replace("default_budget = 50000", 'default_budget = "lots"'))
+    code, doc = doctor(root)
+    bad = failing(doc)
+    assert code == 1 and set(bad) == {"config"}, bad
+    assert "[retrieval] default_budget" in bad["config"]["detail"]
+    assert "config.toml" in bad["config"]["fix"] and "rebuild" not in bad["config"]["fix"]
+    assert "index" not in {c["name"] for c in doc["checks"]}  # it cannot open without one
+    config.write_text(good)
+    code, doc = doctor(root)
+    assert code == 0, failing(doc)
+
+
+@pytest.mark.git
 def test_doctor_reports_a_store_below_the_root_and_stale_skills_and_plugins(tmp_path: Path) -> None:
     root = _repo(tmp_path)
     sub = root / "pkg"
