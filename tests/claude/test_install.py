@@ -687,8 +687,9 @@ def _other_venv(where: Path, log: Path) -> Path:
 def _git_out(cwd: Path, *args: str) -> str:
     import subprocess
 
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout
+    res = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    assert res.returncode == 0, (args, res.stderr)  # git's own words when it fails
+    return res.stdout
 
 
 def _run_hook(command: str, cwd: Path, env: dict[str, str], payload: dict) -> tuple[int, dict, str]:
@@ -715,7 +716,8 @@ def test_two_clones_a_project_install_committed_by_one_runs_in_the_other(tmp_pat
     a = tmp_path / "a"
     a.mkdir()
     _git_out(a, "init", "-q", "-b", "main")
-    assert run_ctx(["init"], cwd=a).returncode == 0
+    res = run_ctx(["init"], cwd=a)
+    assert res.returncode == 0, res.stderr
     res = run_ctx(["install", "--project"], cwd=a)
     assert res.returncode == 0, res.stderr
     _git_out(a, "add", "-A")
@@ -751,17 +753,20 @@ def test_two_clones_a_project_install_committed_by_one_runs_in_the_other(tmp_pat
         code, out, err = _run_hook(handlers[0]["command"], b, env, payload)
         assert code == 0, (event, out, err)
         assert "systemMessage" not in out, (event, out)
-    assert log.read_text().count("hook ") == len(HOOK_EVENTS)  # B's own ctx ran every hook
+    ran = log.read_text()
+    assert ran.count("hook ") == len(HOOK_EVENTS), ran  # B's own ctx ran every hook
     listed = run_ctx(["--format", "json", "list"], cwd=b, env={**os.environ, "HOME": str(home_b)})
-    assert "CLONE-B-41" in listed.stdout
+    assert "CLONE-B-41" in listed.stdout, (listed.stdout, listed.stderr)
 
     # doctor in B names what this fresh clone lacks (the merge driver); its fix makes it pass.
     env_b = {**os.environ, "HOME": str(home_b), "PATH": env["PATH"]}
     first = run_ctx(["doctor"], cwd=b, env=env_b)
     assert first.returncode == 1, first.stdout
     failing = [line for line in first.stdout.splitlines() if line.startswith("FAIL")]
-    assert len(failing) == 1 and "merge driver" in failing[0] and "fix: ctx init" in failing[0]
-    assert run_ctx(["init"], cwd=b, env=env_b).returncode == 0
+    assert len(failing) == 1 and "merge driver" in failing[0] and "fix: ctx init" in failing[0], \
+        first.stdout
+    res = run_ctx(["init"], cwd=b, env=env_b)
+    assert res.returncode == 0, res.stderr
     again = run_ctx(["doctor"], cwd=b, env=env_b)
     assert again.returncode == 0, again.stdout
     assert _git_out(b, "status", "--porcelain", "--", ".claude") == ""
