@@ -69,6 +69,7 @@ __all__ = [
     "now_ms",
     "STAGE_RECOVER_HINT",
     "STAGING_OBJECTS",
+    "pointer_target_missing",
 ]
 
 MAIN_REF = "refs/main"
@@ -85,6 +86,19 @@ STAGE_TYPES: tuple[type, ...] = (Commit, WorkCommit)
 STAGE_RECOVER_HINT = ("STAGE is damaged (an interrupted write?): run `ctx stage recover` "
                       "to re-link the intact staged work")
 T = TypeVar("T")
+
+
+def pointer_target_missing(name: str, oid: bytes) -> ObjectNotFound:
+    """E001 for an object the pointer ``name`` names and this clone lacks, with its fix.
+
+    A ref (``refs/main``) comes from Git, so its history says who set it; STAGE is this
+    clone's own, and ``ctx stage recover`` repairs it.
+    """
+    if name == "STAGE":
+        return ObjectNotFound(oid, referenced_by=name, hint=STAGE_RECOVER_HINT)
+    return ObjectNotFound(oid, referenced_by=name, hint=(
+        f"`git log -p -- .ctx/{name}` shows which commit set it; `git checkout -- .ctx/{name}` "
+        "restores the committed pointer, `ctx debug verify` checks the rest"))
 def type_name(expect: type | tuple[type, ...]) -> str:
     """``commit`` / ``commit or work_commit`` for error messages."""
     kinds = expect if isinstance(expect, tuple) else (expect,)
@@ -253,6 +267,20 @@ class Store:
     def head_ref(self) -> str:
         """The ref HEAD points to (``refs/main``)."""
         return refs.read_head_target(self.root)
+
+    def check_head_commits(self, pointer: Pointer | None = None) -> None:
+        """Read every commit HEAD's ref names (before a write builds on them).
+
+        Raises:
+            ObjectNotFound: (E001) naming the ref, if a head is missing.
+            CtxError: (E002-E005) if the ref or a commit it names is damaged.
+        """
+        pointer = pointer if pointer is not None else self.read_head()
+        for head in pointer.heads:
+            try:
+                self.read_typed(head, Commit)
+            except ObjectNotFound:
+                raise pointer_target_missing(pointer.name, head) from None
 
     def read_head(self) -> Pointer:
         """Read the pointer HEAD names.

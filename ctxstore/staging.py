@@ -127,7 +127,7 @@ def resolve_main(store: Store, tx: Transaction) -> tuple[ObjectId, Pointer]:
     name = store.head_ref()
     pointer = store.read_head()
     if not pointer.conflicted:
-        store.read_typed(pointer.single, Commit)  # E001/E004: never build on a broken HEAD
+        store.check_head_commits(pointer)  # E001/E004: never build on a broken HEAD
         return pointer.single, pointer
     head = merge_main_heads(store, tx, pointer.heads)
     tx.move_pointer(name, head, expected=pointer)
@@ -200,8 +200,7 @@ def stage_records(store: Store, records: Sequence[KnowledgeRecord], *, message: 
     def run(t: Transaction) -> StageResult:
         # Check HEAD and STAGE before writing anything: a write refused because a pointer
         # (or the commit it names) is damaged must leave no stray objects behind.
-        for head in store.read_head().heads:
-            store.read_typed(head, Commit)
+        store.check_head_commits()
         store.staged_heads()
         batch_id = None
         if records:

@@ -297,3 +297,23 @@ def test_ctx_dir_naming_a_project_with_a_damaged_store_is_reported(tmp_path: Pat
                   env={"CTX_DIR": str(clone)})
     assert res.returncode == 0 and "E005" not in res.stdout
     assert "damaged ctx store" in json.loads(res.stdout)["systemMessage"]
+
+
+@pytest.mark.parametrize("index", ["current", "fresh"])
+def test_cli_names_the_pointer_that_names_a_missing_object(store, index: str) -> None:
+    """refs/main naming an object this clone lacks (a teammate's bad commit): one line naming it.
+
+    docs/git.md: "commands stop with E005 or E001 naming the file", whether the index had
+    caught up before (an existing clone after a pull) or is built now (a fresh clone).
+    """
+    _add(store.root, "before the bad pointer")
+    assert _ctx(store.root, "commit", "-m", "one").returncode == 0
+    (store.root / "refs" / "main").write_text("cd" * 32 + "\n")
+    if index == "fresh":
+        shutil.rmtree(store.root / "index")
+    for args in (["list"], ["status"], ["add", "--type", "fact", "x"]):
+        res = _ctx(store.root, *args)
+        assert res.returncode == 1, (args, res.stderr)
+        assert res.stderr.count("\n") == 1 and res.stderr.startswith("ctx: error[E001]: "), res.stderr
+        assert f"object {'cd' * 32} not found (referenced by refs/main)" in res.stderr
+        assert "git log -p -- .ctx/refs/main" in res.stderr

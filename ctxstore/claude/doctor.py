@@ -370,7 +370,7 @@ def _check_config(store: Path) -> list[Check]:
 
 def _check_index(store: Path) -> list[Check]:
     """The derived index opens and matches HEAD and STAGE (brought up to date if behind)."""
-    from ctxstore.errors import CtxError, StoreCorrupt
+    from ctxstore.errors import CtxError, ObjectNotFound, RefNotFound, StoreCorrupt
     from ctxstore.index import open_index, sync_index
     from ctxstore.repo import open_store
 
@@ -382,10 +382,10 @@ def _check_index(store: Path) -> list[Check]:
             repaired = conn.repaired
         finally:
             conn.close()
-    except StoreCorrupt as exc:
+    except (StoreCorrupt, ObjectNotFound, RefNotFound) as exc:
         # The objects or pointers, not the derived index: a rebuild would stop the same way.
         return [Check("index", False, f"{exc.code}: {exc.message}",
-                      "ctx debug verify (names what is damaged)")]
+                      exc.hint or "ctx debug verify (names what is damaged)")]
     except CtxError as exc:
         return [Check("index", False, f"{exc.code}: {exc.message}", "ctx rebuild")]
     if repaired is not None:

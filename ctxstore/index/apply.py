@@ -66,6 +66,21 @@ def clear_index(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM meta WHERE key = 'synced'")
 
 
+def _missing_head(store: Store, oid: bytes) -> ObjectNotFound:
+    """E001 for a head no object area holds, naming the pointer that names it.
+
+    Only on the error path: the pointers are read again to tell HEAD's ref from STAGE.
+    """
+    from ctxstore.errors import CtxError
+    from ctxstore.repo import pointer_target_missing
+
+    try:
+        pointer = store.read_head()
+    except CtxError:
+        return ObjectNotFound(oid)
+    return pointer_target_missing(pointer.name if oid in pointer.heads else "STAGE", oid)
+
+
 def plan_sync(store: Store, conn: sqlite3.Connection, old: dict[str, list[str]] | None,
               heads: list[bytes]) -> SyncPlan:
     """Find the commits reachable from ``heads`` that the index has not applied."""
@@ -84,7 +99,7 @@ def plan_sync(store: Store, conn: sqlite3.Connection, old: dict[str, list[str]] 
             obj: TypedObject = store.read_typed(ObjectId(oid))
         except ObjectNotFound:
             if oid in heads:  # a pointer names it: E001 (the pointer is the problem)
-                raise
+                raise _missing_head(store, oid) from None
             raise CommitOrphan(oid) from None  # a parent or base: the history is broken
         if not isinstance(obj, (Commit, WorkCommit)):
             from ctxstore.errors import DeserializationFailed

@@ -26,7 +26,7 @@ from dataclasses import field
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, NothingToDo, StorageIOError
-from ctxstore.model import ChangeBatch, Commit
+from ctxstore.model import ChangeBatch
 from ctxstore.model.knowledge import KnowledgeRecord, NodeRecord
 from ctxstore.narrative.entries import (
     META_PATH,
@@ -87,8 +87,7 @@ def plan_abort(store: Store) -> AbortPlan:
         NothingToDo: (E018) if nothing is staged.
         CtxError: (E001-E005) if STAGE or the staged work is damaged.
     """
-    for head in store.read_head().heads:  # a damaged HEAD is reported before anything else
-        store.read_typed(head, Commit)
+    store.check_head_commits()  # a damaged HEAD is reported before anything else
     chain = stage_chain(store, store.staged_heads())
     if not chain:
         raise NothingToDo("no staging session to abort")

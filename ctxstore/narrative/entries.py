@@ -28,7 +28,6 @@ from ctxstore import fsio
 from ctxstore.errors import InvalidInput, StorageIOError
 from ctxstore.ids import new_ulid
 from ctxstore.knowledge.nodes import AddedNode, add_node, split_content, validate_tag
-from ctxstore.model import Commit
 from ctxstore.model.knowledge import NodeRecord
 from ctxstore.narrative.markdown import (
     content_hash,
@@ -171,8 +170,7 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
     section = parse_entries(rel, entry)[0]
     split_content(section.content)
     with store.lock():
-        for head in store.read_head().heads:  # a damaged store fails before the Markdown changes
-            store.read_typed(head, Commit)
+        store.check_head_commits()  # a damaged store fails before the Markdown changes
         store.staged_heads()
         if role == "task":
             if _narrative_path(store, rel).exists():

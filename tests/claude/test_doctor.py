@@ -82,7 +82,8 @@ def test_doctor_names_each_broken_piece_with_its_fix(tmp_path: Path) -> None:
 def test_doctor_names_a_bad_config_value_with_its_fix_not_a_rebuild(tmp_path: Path) -> None:
     """A teammate commits a bad config.toml value: doctor names the config, not the index.
 
-    `ctx rebuild` stops with the same E015, so it cannot be the fix.
+    `ctx rebuild` stops with the same E015, so it cannot be the fix; nor for a pointer that
+    names a missing object.
     """
     root = _repo(tmp_path)
     assert run_ctx(["init"], cwd=root).returncode == 0
@@ -99,6 +100,13 @@ def test_doctor_names_a_bad_config_value_with_its_fix_not_a_rebuild(tmp_path: Pa
     config.write_text(good)
     code, doc = doctor(root)
     assert code == 0, failing(doc)
+    # A pointer naming an object this clone lacks: the pointer is the problem, not the index.
+    (root / ".ctx" / "refs" / "main").write_text("cd" * 32 + "\n")
+    code, doc = doctor(root)
+    bad = failing(doc)
+    assert code == 1 and set(bad) == {"index"}, bad
+    assert "referenced by refs/main" in bad["index"]["detail"]
+    assert "git log -p -- .ctx/refs/main" in bad["index"]["fix"], bad
 
 
 @pytest.mark.git
