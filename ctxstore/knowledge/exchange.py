@@ -56,6 +56,8 @@ from ctxstore.knowledge.nodes import split_content, validate_tag, validate_type
 from ctxstore.knowledge.views import validate_view_name
 from ctxstore.model.codec import JsonValue
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord, ViewRecord
+from ctxstore.narrative.markdown import ENTRY_ROLES, parse_entries, role_of
+from ctxstore.narrative.snapshot import read_narrative_bytes
 from ctxstore.query.parser import parse_query
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
@@ -629,6 +631,50 @@ def _new_records(conn: sqlite3.Connection, plan: ImportPlan, overlap: _Overlap,
     return records, blobs
 
 
+# What ties a node to its narrative entry (narrative.entries META_PATH, META_HASH, META_KEY).
+_NARRATIVE_TIES = ("narrative_path", "narrative_hash", "narrative_key")
+
+
+def _untied_from_missing_entries(store: Store, records: list[KnowledgeRecord]
+                                 ) -> list[KnowledgeRecord]:
+    """Imported nodes, without ties to narrative entries this store does not have.
+
+    A node exported from another project names an entry of that project's Markdown; here
+    the next ``ctx commit`` would read the missing entry as one a person deleted and
+    tombstone the node. It stays tied only where its entry is (by marker, or by file and
+    heading for an entry a person wrote), or where the file cannot be read (then ingestion
+    leaves its nodes alone as well).
+    """
+    texts: dict[str, str | None] = {}
+
+    def entry_here(node: NodeRecord, rel: str) -> bool:
+        parts = rel.split("/")
+        if role_of(rel) not in ENTRY_ROLES or rel.startswith("/") or ".." in parts:
+            return False
+        if rel not in texts:
+            path = store.root / "narrative" / rel
+            if not path.exists() and not path.is_symlink():
+                texts[rel] = ""
+            else:
+                data = read_narrative_bytes(path)
+                texts[rel] = data.decode("utf-8", "replace") if data is not None else None
+        text = texts[rel]
+        if text is None:
+            return True  # unreadable: nothing is ingested from it, nothing removed
+        key = node.metadata.get("narrative_key")
+        return any(e.marker == node.id or (e.marker is None and key is not None and e.key == key)
+                   for e in parse_entries(rel, text))
+
+    out: list[KnowledgeRecord] = []
+    for rec in records:
+        rel = rec.metadata.get("narrative_path") if isinstance(rec, NodeRecord) else None
+        if isinstance(rec, NodeRecord) and isinstance(rel, str) and not entry_here(rec, rel):
+            rec = replace(rec, metadata={k: v for k, v in rec.metadata.items()
+                                         if k not in _NARRATIVE_TIES})
+        out.append(rec)
+    return out
+
+
 def stage_import_plan(store: Store, plan: ImportPlan, *, merge: bool) -> ImportReport:
     """Stage what ``plan`` holds that the store lacks, as one change batch.
 
@@ -659,6 +705,7 @@ def stage_import_plan(store: Store, plan: ImportPlan, *, merge: bool) -> ImportR
             report.skipped = [n.id for n in plan.nodes if n.id in overlap.nodes]
             report.skipped_edges, report.skipped_views = len(overlap.edges), len(overlap.views)
             records, blobs = _new_records(conn, plan, overlap, report)
+        records = _untied_from_missing_entries(store, records)
         if records:
             # One call: one change batch, one work commit, one durability barrier.
             report.staged = stage_records(

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import store_digest
+from conftest import run_ctx, store_digest
 
 from ctxstore.clock import now_ms
 from ctxstore.errors import InvalidInput
@@ -189,3 +190,54 @@ def test_ingest_file_refuses_a_file_over_the_limit(store: Store, tmp_path: Path)
         fh.truncate(MAX_INGEST_BYTES + 1)
     with pytest.raises(InvalidInput, match="larger than"):
         ingest_file(store, path)
+
+
+def _cli(store: Path, *args: str) -> str:
+    res = run_ctx(["--ctx-dir", str(store), *args])
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def _contents(store: Path) -> set[str]:
+    doc = json.loads(_cli(store, "--format", "json", "list"))
+    rows = doc["nodes"] if isinstance(doc, dict) else doc
+    return {r["content"].split("\n")[0] for r in rows}
+
+
+def test_import_of_narrative_nodes_into_another_store_survives_its_next_commit(
+        tmp_path: Path) -> None:
+    """Decisions, notes and tasks exported from one project and imported into another.
+
+    Their metadata ties them to narrative entries of the first project; the importing store
+    has no such entries, so the next commit must not read them as entries a person deleted
+    (it removed them all). In a store that has the entries (a clone restoring nodes), they
+    stay tied: the commit changes nothing and duplicates nothing.
+    """
+    src, dst, clone = tmp_path / "src", tmp_path / "dst", tmp_path / "clone"
+    for root in (src, dst, clone):
+        _cli(root, "init", "--no-git")
+    _cli(src, "add", "decision", "Use Postgres", "--body", "for analytics")
+    _cli(src, "add", "note", "profiled the cache")
+    _cli(src, "add", "task", "Migrate tables")
+    _cli(src, "add", "--type", "fact", "plain fact")
+    _cli(src, "commit", "-m", "work")
+    exported = tmp_path / "export.json"
+    exported.write_text(_cli(src, "export"))
+    wanted = _contents(src)
+    assert len(wanted) == 4, wanted
+
+    _cli(dst, "import", str(exported))
+    _cli(dst, "commit", "-m", "imported")
+    assert _contents(dst) == wanted
+    doc = json.loads(_cli(dst, "export"))
+    assert not any("narrative_path" in n["metadata"] for n in doc["nodes"])
+
+    # The same narrative files, not the nodes: the entries name the imported nodes.
+    shutil.rmtree(clone / "narrative")
+    shutil.copytree(src / "narrative", clone / "narrative")
+    _cli(clone, "import", str(exported))
+    out = _cli(clone, "--format", "json", "commit", "-m", "imported")
+    assert json.loads(out)["narrative_edits"] == [], out
+    assert _contents(clone) == wanted
+    doc = json.loads(_cli(clone, "export"))
+    assert sum("narrative_path" in n["metadata"] for n in doc["nodes"]) == 3
