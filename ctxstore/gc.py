@@ -165,9 +165,19 @@ def _delete_objects(store: Store, candidates: list[ObjectId], keep: set[bytes], 
 
 def _delete_promoted_copies(store: Store, reachable: set[bytes], report: GcReport, *,
                             now: float, grace: float, dry_run: bool) -> None:
-    """Delete the staging copies of objects a fold promoted (reads find the committed copy)."""
+    """Delete the staging copies of objects a fold promoted (reads find the committed copy).
+
+    Except the commit STAGE names (this clone's last fold): its committed copy is a file Git
+    tracks, which a `git revert`, `reset` or `checkout` of an older commit removes, and
+    STAGE, which Git never touches, must still name an object then.
+    """
+    try:
+        pointer = store.read_stage()
+    except CtxError:
+        pointer = None  # _reachable already refused a damaged STAGE
+    stage = set(pointer.heads) if pointer is not None else set()
     for oid in store.objects.staging.iter_ids():
-        if oid in reachable and store.objects.is_canonical(oid):
+        if oid in reachable and oid not in stage and store.objects.is_canonical(oid):
             _delete_files(store, [store.objects.staging.path_for(oid)], report, now=now,
                           grace=grace, dry_run=dry_run)
 

@@ -171,9 +171,35 @@ def test_gc_removes_the_staging_copies_a_fold_left(repo: Path) -> None:
     assert staged  # work commits, per-write batches, promoted copies
     canonical_before = {p.name for p in (root / "objects").rglob("*") if p.is_file()}
     ctx(repo, "gc", "--keep-days", "0")
-    left = [p for p in (root / "local" / "work" / "objects").rglob("*") if p.is_file()]
-    assert left == []
+    left = [p.name for p in (root / "local" / "work" / "objects").rglob("*") if p.is_file()]
+    # Only the fold's commit, which local/STAGE names: Git may remove its committed copy.
+    assert left == [stage_file(root).read_text().strip()]
     assert {p.name for p in (root / "objects").rglob("*") if p.is_file()} == canonical_before
     assert {f"gc fact {i}" for i in range(4)} <= contents(repo)
     res = run_ctx(["--format", "json", "debug", "verify"], cwd=repo)
     assert json.loads(res.stdout)["problems"] == []
+
+
+@pytest.mark.parametrize("git_op", [["revert", "--no-edit", "HEAD"], ["checkout", "-q", "HEAD~1"]],
+                         ids=["revert", "checkout"])
+def test_a_git_operation_that_removes_the_last_fold_after_gc_leaves_the_store_usable(
+        repo: Path, git_op: list[str]) -> None:
+    """local/STAGE names this clone's last fold, a canonical commit; Git may remove its file.
+
+    After gc dropped the fold's staging copies, `git revert` of that Git commit (or a checkout
+    of an older one) removed the only copy, and every command stopped with E001 naming STAGE.
+    gc keeps the staging copy of what STAGE names, so reads and writes go on.
+    """
+    ctx(repo, "add", "--type", "fact", "kept fact")
+    ctx(repo, "commit", "-m", "first")
+    git(repo, "commit", "-qm", "first")
+    ctx(repo, "add", "--type", "fact", "reverted fact")
+    ctx(repo, "commit", "-m", "second")
+    git(repo, "commit", "-qm", "second")
+    ctx(repo, "gc", "--aggressive")
+    git(repo, *git_op)
+    assert contents(repo) >= {"kept fact"} and "reverted fact" not in contents(repo)
+    ctx(repo, "add", "--type", "fact", "after the revert")
+    ctx(repo, "commit", "-m", "third")
+    assert run_ctx(["debug", "verify"], cwd=repo).returncode == 0
+    assert "after the revert" in contents(repo)
