@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
     from ctxstore.model import Commit, Tree, WorkCommit
 
 __all__ = ["object_json", "commit_summary", "shown", "echo_stored", "item_line",
-           "strip_terminal_controls", "stdout_is_terminal", "composed_text", "omitted_note"]
+           "strip_terminal_controls", "stdout_is_terminal", "composed_text", "omitted_note",
+           "tag_text", "tags_text"]
 
 # Escape sequences (7- and 8-bit CSI; OSC, DCS, SOS, PM, APC up to their terminator or the
 # line's end; any other ESC sequence), then every C0/C1 control but TAB and LF, and DEL.
@@ -42,6 +44,26 @@ def stdout_is_terminal() -> bool:
 def strip_terminal_controls(text: str) -> str:
     """``text`` without escape sequences and control characters other than LF and TAB."""
     return _TERMINAL_CONTROL.sub("", text)
+
+
+# A tag is one token of a one-line listing; the tag check keeps these out of every tag ctx
+# writes, but an object another ctx wrote (a teammate's clone) may carry any text.
+_TAG_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def tag_text(tag: str) -> str:
+    """``tag`` as a listing prints it: line breaks and control characters as escapes."""
+    def escape(m: re.Match[str]) -> str:
+        code = ord(m.group())
+        named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(m.group())
+        return named or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+    return _TAG_UNSAFE.sub(escape, tag)
+
+
+def tags_text(tags: Iterable[str]) -> str:
+    """Tags joined for one line of ``list`` or ``show`` (each through ``tag_text``)."""
+    return ", ".join(tag_text(t) for t in tags)
 
 
 def shown(text: str, *, terminal: bool | None = None) -> str:

@@ -18,7 +18,7 @@ from ctxstore.cli._common import (
     preview,
 )
 from ctxstore.cli._global import global_write_option
-from ctxstore.cli._render import echo_stored, item_line
+from ctxstore.cli._render import echo_stored, item_line, tags_text
 from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -283,7 +283,7 @@ def _print_node(env: Env, node, edges, history, stale=()) -> None:  # type: igno
     click.echo(f"{node.id}  {node.type}" + (f"  (superseded by {node.superseded_by})"
                                             if node.superseded_by else ""))
     if node.tags:
-        echo_stored(f"tags:    {', '.join(node.tags)}")
+        echo_stored(f"tags:    {tags_text(node.tags)}")
     click.echo(f"created: {iso_ms(node.created_at)}  updated: {iso_ms(node.updated_at)}  "
                f"~{node.tokens} tokens")
     if node.summary:
@@ -439,7 +439,7 @@ def _print_nodes(env: Env, nodes, scores=None) -> None:  # type: ignore[no-untyp
         if env.fmt == "markdown":
             echo_stored(item_line(n.type, short[n.id], n.content))
             continue
-        tags = f"  [{', '.join(n.tags)}]" if n.tags else ""
+        tags = f"  [{tags_text(n.tags)}]" if n.tags else ""
         mark = " (superseded)" if n.superseded_by else ""
         echo_stored(f"{n.id}  {n.type:<13} {preview(n.content)}{tags}{mark}")
 

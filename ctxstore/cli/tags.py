@@ -66,5 +66,7 @@ def tags_command(env: Env, prefix: str | None) -> None:
     if env.fmt == "json":
         emit_json({"tags": [{"tag": t, "count": c} for t, c in counts]})
         return
+    from ctxstore.cli._render import echo_stored, tag_text
+
     for tag, count in counts:
-        click.echo(f"{tag}  {count}")
+        echo_stored(f"{tag_text(tag)}  {count}")

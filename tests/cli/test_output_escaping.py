@@ -123,3 +123,38 @@ def test_session_start_frame_starts_no_heading_line_from_stored_text(store: Stor
     assert not any(br in ctx for br in BREAKS)
     assert _fake_heading_lines(ctx) == [], ctx
     assert ctx.count("</ctx-data>") == 1 and ctx.rstrip().endswith("</ctx-data>")
+
+
+def test_hostile_tags_from_another_clone_stay_on_their_line(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    """Tags that never passed the tag check (a teammate's other ctx wrote the object).
+
+    ``list``, ``tags`` and ``show`` are read line by line by scripts: a line break or NUL in
+    a tag must not split or corrupt a line. The text is shown escaped; JSON keeps it exact.
+    """
+    from ctxstore.clock import now_ms
+    from ctxstore.ids import new_ulid
+    from ctxstore.model.knowledge import NodeRecord
+    from ctxstore.staging import stage_records
+
+    bad = tuple(sorted({"a:b\nc", "ns:\x00nul", "ns:x\u2028y", "ns:cr\rz", "tier:reference"}))
+    t = now_ms()
+    node = new_ulid()
+    stage_records(store, [NodeRecord(
+        id=node, type="fact", content="tagged oddly", content_blob=None, summary=None,
+        tags=bad, metadata={}, status="active", superseded_by=None, created_at=t,
+        updated_at=t, author=None, prev=None)])
+    listed = invoke(runner, store, "list")
+    assert listed.exit_code == 0, listed.stderr
+    lines = re.split(r"\r\n|[\n\r\v\f\x85\u2028\u2029]", listed.stdout.rstrip("\n"))
+    assert len(lines) == 1 and "\x00" not in listed.stdout, lines
+    assert "a:b\\nc" in lines[0] and "ns:\\x00nul" in lines[0] and "ns:x\\u2028y" in lines[0]
+    tags = invoke(runner, store, "tags")
+    rows = re.split(r"\r\n|[\n\r\v\f\x85\u2028\u2029]", tags.stdout.rstrip("\n"))
+    assert len(rows) == len(bad) and "\x00" not in tags.stdout, rows
+    shown = invoke(runner, store, "show", node)
+    tag_lines = [x for x in re.split(r"\r\n|[\n\r\v\f\x85\u2028\u2029]", shown.stdout)
+                 if x.startswith("tags:")]
+    assert tag_lines == ["tags:    a:b\\nc, ns:\\x00nul, ns:cr\\rz, ns:x\\u2028y, tier:reference"
+                         ], shown.stdout
+    doc = json.loads(invoke(runner, store, "--format", "json", "show", node).stdout)
+    assert tuple(doc["tags"]) == bad
