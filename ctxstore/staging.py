@@ -271,6 +271,10 @@ class FoldResult:
     narrative_refs: int
     session_id: str | None
     amended: bool = False
+    # The merge commit of HEAD's ref when it held several heads (a Git merge) and this call
+    # resolved them; with nothing to fold it is the only canonical commit written.
+    merge_commit: ObjectId | None = None
+    merged_heads: int = 0
 
 
 def _latest_refs(refs_lists: Iterable[Iterable[NarrativeRef]]) -> list[NarrativeRef]:
@@ -341,7 +345,9 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
 
     check_commit_message(message, amend=amend)
     with store.transaction() as tx:
+        before = store.read_head()
         head, head_ptr = resolve_main(store, tx)
+        merged = (head, len(before.heads)) if before.conflicted else (None, 0)
         stage, stage_ptr = resolve_stage(store, tx, head)
         chain = stage_chain(store, [stage]) if stage is not None else []
         records: list[KnowledgeRecord] = []
@@ -356,7 +362,8 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         nrefs = _latest_refs([staged_refs, snap_refs])
         session_id = chain[0][1].session_id if chain else None
         if not (curated or nrefs or chain or amend or allow_empty):
-            return FoldResult(None, 0, 0, 0, None)
+            return FoldResult(None, 0, 0, 0, None, merge_commit=merged[0],
+                              merged_heads=merged[1])
         batch_ids: list[ObjectId] = []
         if curated:
             batch_ids.append(tx.put(ChangeBatch(created_at=now_ms(), author=None,
@@ -384,7 +391,8 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         oid = tx.put(new)
         tx.move_pointer(store.head_ref(), oid, expected=head_ptr)
         tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
-    return FoldResult(oid, len(curated), len(chain), len(nrefs), session_id, amended=amend)
+    return FoldResult(oid, len(curated), len(chain), len(nrefs), session_id, amended=amend,
+                      merge_commit=merged[0], merged_heads=merged[1])
 
 
 def fold_received_stage(store: Store) -> FoldResult | None:

@@ -162,3 +162,30 @@ def test_git_cherry_pick_names_the_missing_parent_and_the_branch_restores_it(
     git(other, "checkout", "origin/side", "--", ".ctx/objects")
     assert run_ctx(["debug", "verify"], cwd=other).returncode == 0
     assert {"first side fact", "second side fact"} <= node_contents(other)
+
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_git_commit_with_nothing_staged_after_a_merge_reports_and_stages_the_merge_commit(
+        git_repo: Path, fmt: str) -> None:
+    """After a Git merge refs/main holds two heads; `ctx commit` writes the merge commit.
+
+    It said "nothing to commit" and left the new commit object untracked and refs/main
+    unstaged, so a `git commit -am` would publish a pointer to an object no clone has.
+    """
+    ctx(git_repo, "init")
+    two_branch_history(git_repo)
+    git(git_repo, "merge", "--no-edit", "side")
+    assert len((git_repo / ".ctx" / "refs" / "main").read_text().split()) == 2
+    out = ctx(git_repo, "--format", fmt, "commit", "-m", "after the merge")
+    merge = (git_repo / ".ctx" / "refs" / "main").read_text().strip()
+    assert len(merge) == 64
+    if fmt == "json":
+        doc = json.loads(out)
+        assert doc["commit"] is None and doc["git_staged"] is True, doc
+        assert doc["merge_commit"] == merge, doc
+    else:
+        assert out == f"merged 2 heads of refs/main into {merge}\n  git add .ctx\n", out
+    status = git(git_repo, "status", "--porcelain", ".ctx").stdout.splitlines()
+    assert status and all(line[0] in "AM" and line[1] == " " for line in status), status
+    assert ctx(git_repo, "commit", "-m", "again") == "nothing to commit\n"

@@ -60,14 +60,20 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
         notice = refresh_after_commit(store)
         if notice:
             click.echo(f"ctx: {notice}", err=True)
-    staged = git_stage_after(store.root, res.commit is not None)
+    # A merge of several heads of refs/main (after a Git merge) is a canonical commit too,
+    # even with nothing to fold: Git must carry it with the pointer that names it.
+    staged = git_stage_after(store.root, res.commit is not None or res.merge_commit is not None)
     if env.fmt == "json":
         emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
                    "work_commits": res.work_commits, "narrative_refs": res.narrative_refs,
                    "amended": res.amended,
+                   "merge_commit": res.merge_commit.hex() if res.merge_commit else None,
                    "narrative_edits": edits_json(edits), "git_staged": staged})
         return
-    if res.commit is None:
+    if res.commit is None and res.merge_commit is not None:
+        click.echo(f"merged {res.merged_heads} heads of {store.head_ref()} into "
+                   f"{res.merge_commit.hex()}")
+    elif res.commit is None:
         click.echo("nothing to commit")
     else:
         click.echo(f"{'amended' if amend else 'committed'} {res.commit.hex()}: {res.records} "

@@ -84,13 +84,17 @@ def compact_command(env: Env, message: str) -> None:
 
     store = env.store()
     res, edits = compact_session(store, message)
-    staged = git_stage_after(store.root, res.commit is not None)
+    staged = git_stage_after(store.root, res.commit is not None or res.merge_commit is not None)
     if env.fmt == "json":
         emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
                    "work_commits": res.work_commits, "session_id": res.session_id,
+                   "merge_commit": res.merge_commit.hex() if res.merge_commit else None,
                    "narrative_edits": edits_json(edits), "git_staged": staged})
         return
-    if res.commit is None:
+    if res.commit is None and res.merge_commit is not None:
+        click.echo(f"nothing to compact; merged {res.merged_heads} heads of "
+                   f"{store.head_ref()} into {res.merge_commit.hex()}")
+    elif res.commit is None:
         click.echo("nothing to compact")
     else:
         click.echo(f"compacted {res.work_commits} work commits ({res.records} records) into "
