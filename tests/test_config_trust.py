@@ -181,6 +181,9 @@ def test_trust_consent_is_tied_to_the_values_consented_to(tmp_path: Path) -> Non
     git(repo.clone, "pull", "-q", "--no-rebase")
     out = repo.stop("after the pull", "t2")
     assert "`ctx trust`" in out.get("systemMessage", "")
+    # It names the file it did not write and says the consent is for other values.
+    assert "docs/MEMORY.md was not written" in out["systemMessage"], out
+    assert "consented to other values" in out["systemMessage"], out
     assert not (repo.clone / "docs").exists()
     listed = json.loads(ctx(repo.clone, "trust", "--list", "--format", "json").stdout)
     assert [(r["claude_md_path"], r["current"]) for r in listed["records"]] == [("CLAUDE.md", False)]

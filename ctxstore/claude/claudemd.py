@@ -338,14 +338,19 @@ def refresh(store: Store) -> bool:
         ConsentRequired: (E015) the first time consent is missing.
         ConfigInvalid, UnsafePath, InvalidInput: as ``write_claude_md``.
     """
-    from ctxstore.claude.trust import ConsentRequired, decide
+    from ctxstore.claude.trust import ConsentRequired, decide, list_records
 
     decision, record = decide(store)
     if decision == "needs-consent":
         if record is not None and _said_once(store, f"claude-md-consent:{record.fingerprint()}"):
             return False
+        # After a pull that changed the values, the consent on record is for other ones.
+        stale = bool(list_records(store))
+        why = ("this clone consented to other values (config.toml changed since; "
+               "`ctx trust --list` shows them)" if stale else "this clone has not consented to it")
+        path = record.claude_md_path if record is not None else "CLAUDE.md"
         raise ConsentRequired(
-            "[claude] claude_md_on_stop comes from this repository's .ctx/config.toml and this "
-            "clone has not consented to it, so CLAUDE.md was not written; run `ctx trust` in the "
-            "repository to allow it (or `ctx claude-md` by hand). Shown once.")
+            f"[claude] claude_md_on_stop comes from this repository's .ctx/config.toml and "
+            f"{why}, so {path} was not written; run `ctx trust` in the repository to allow it "
+            "(or `ctx claude-md` by hand). Shown once.")
     return write_claude_md(store).changed
