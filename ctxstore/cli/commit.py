@@ -16,12 +16,23 @@ if TYPE_CHECKING:
 
 def edits_json(edits: Sequence[NarrativeChange]) -> list[dict[str, Any]]:
     """The ``narrative_edits`` list of a ``--format json`` result."""
-    return [{"action": e.action, "id": e.node_id, "path": e.path} for e in edits]
+    return [{"action": e.action, "id": None if e.action == "skipped" else e.node_id,
+             "path": e.path} for e in edits]
 
 
 def echo_edits(edits: Sequence[NarrativeChange]) -> None:
-    """One line per ingested narrative edit, below the commit line."""
+    """One line per ingested narrative edit, below the commit line.
+
+    A file not read as knowledge is a note on stderr, not an edit.
+    """
+    from ctxstore.narrative.snapshot import MAX_NARRATIVE_BYTES
+
     for e in edits:
+        if e.action == "skipped":
+            click.echo(f"ctx: note: narrative/{e.path} was not read as knowledge (larger than "
+                       f"{MAX_NARRATIVE_BYTES >> 20} MiB or not UTF-8): edits in it are not "
+                       "recorded and its nodes are left as they are", err=True)
+            continue
         click.echo(f"  {e.action} {e.node_id or '(unmarked)'} from narrative/{e.path}")
 
 

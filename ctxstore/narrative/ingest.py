@@ -46,8 +46,8 @@ __all__ = ["NarrativeChange", "ingest_narrative_edits", "commit_with_edits"]
 class NarrativeChange:
     """What ``ingest_narrative_edits`` turned one edit into."""
 
-    action: str               # "added", "updated", "removed" or "tangled" (left alone)
-    node_id: str
+    action: str               # "added", "updated", "removed", "tangled" (left alone) or
+    node_id: str              # "skipped" (a file not read as knowledge: no node_id)
     path: str
 
 
@@ -62,8 +62,12 @@ def _entry_text(path: Path) -> str | None:
         return None
 
 
-def _read_entries(store: Store) -> tuple[list[Section], set[str]]:
+def _read_entries(store: Store, skipped: list[str] | None = None
+                  ) -> tuple[list[Section], set[str]]:
     """Every entry of the log, decision and task files, and the paths that were read.
+
+    ``skipped`` (when given) collects the regular files that were not read as knowledge:
+    larger than ``MAX_NARRATIVE_BYTES`` or not UTF-8 (a link or FIFO is refused elsewhere).
 
     Raises:
         InvalidInput: if a file holds unresolved Git conflict markers.
@@ -75,6 +79,8 @@ def _read_entries(store: Store) -> tuple[list[Section], set[str]]:
             continue
         text = _entry_text(path)
         if text is None:
+            if skipped is not None and not path.is_symlink() and path.is_file():
+                skipped.append(rel)
             continue  # its nodes are left as they are (never tombstoned)
         line = conflict_line(text)
         if line is not None:
@@ -256,7 +262,8 @@ def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
     * a marker naming a node not made from this kind of file (``_refuse_foreign_markers``):
       refused and reported, the entry read as unmarked;
     * a node whose entry is gone (section removed, task file deleted): a tombstone;
-    * an entry a union merge interleaved with another (``tangled``): reported, unchanged.
+    * an entry a union merge interleaved with another (``tangled``): reported, unchanged;
+    * a file too large or not UTF-8 (``skipped``): reported, its nodes left as they are.
     Nothing is staged when nothing changed.
 
     Raises:
@@ -266,10 +273,12 @@ def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
     from ctxstore.index import open_index
 
     with store.lock():
-        entries, read = _read_entries(store)
+        skipped: list[str] = []
+        entries, read = _read_entries(store, skipped)
         conn = open_index(store)
         linked = _linked_nodes(conn)
         entries, refused = _refuse_foreign_markers(conn, entries, {n.id: n for n in linked})
+        refused = [NarrativeChange("skipped", "", rel) for rel in skipped] + refused
         firsts: set[str] = set()
         marked = []
         for entry in entries:

@@ -259,3 +259,23 @@ def test_stage_compact_lists_ingested_edits_like_commit(runner, store: Store) ->
     doc = js(runner, store, "stage", "compact", "-m", "again")
     assert doc["narrative_edits"] == [{"action": "updated", "id": dec["id"],
                                        "path": "decisions.md"}]
+
+
+def test_commit_notes_a_narrative_file_it_cannot_read_as_knowledge(runner, store: Store) -> None:  # type: ignore[no-untyped-def]
+    """A log over the 8 MiB cap (a teammate's, or a very long day) is not read as knowledge.
+
+    docs/narrative.md says so; the commit said nothing, so notes written in it by hand were
+    silently not recorded. It now says which file, once per commit, and exits 0.
+    """
+    rel = "log/2026-01-02.md"
+    path = store.root / "narrative" / rel
+    path.write_bytes(b"# Log 2026-01-02\n\n## 10:00 UTC \xc2\xb7 note\nby hand\n"
+                     + b"x" * (8 << 20))
+    res = invoke(runner, store, "commit", "-m", "with a huge log")
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith(f"ctx: note: narrative/{rel} was not read as knowledge"), res.stderr
+    assert "by hand" not in json.dumps(js(runner, store, "list"))
+    path.write_bytes(b"\xff\xfe not utf-8 \n")
+    doc = js(runner, store, "commit", "-m", "not text")
+    assert {"action": "skipped", "id": None, "path": rel} in doc["narrative_edits"], doc
