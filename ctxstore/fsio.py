@@ -233,24 +233,29 @@ def ensure_dir_under(root: Path, folder: Path) -> bool:
     """Create ``folder`` and any missing directories between it and ``root``.
 
     Any component that is a symlink or not a directory is refused. True if one was created.
+    Each directory is opened, or created, relative to its parent's descriptor
+    (``open_subdir``): a parent swapped for a link meanwhile is refused, never created in.
 
     Raises:
         UnsafePath: (E020) naming the offending component.
         OSError: if a directory cannot be created.
     """
     created = False
-    for part in _parts_below(root, folder):
-        try:
-            st = os.lstat(part)
-        except FileNotFoundError:
+    names = _names_below(root, folder)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    where = os.fspath(root)
+    try:
+        for name in names:
+            where = os.path.join(where, name)
             try:
-                mkdir(part)
+                child = open_subdir(fd, name, where=where)
+            except FileNotFoundError:
+                child = open_subdir(fd, name, where=where, create=True, durable=False)
                 created = True
-                continue
-            except FileExistsError:
-                st = os.lstat(part)
-        if not stat.S_ISDIR(st.st_mode):
-            raise UnsafePath(os.fspath(part), detail=f"is {file_kind(st.st_mode)}, not a directory")
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
     return created
 
 

@@ -184,3 +184,28 @@ def test_durable_order_traced_with_paths(tree: tuple[Path, Path], tmp_path: Path
                    ("mkdir", "x/y", None), ("fsync_dir", "x", None),
                    ("open_excl", tmp, None), ("write_all", tmp, None), ("fsync_file", tmp, None),
                    ("replace", tmp, "x/y/file"), ("fsync_dir", "x/y", None)], json.dumps(ops)
+
+
+def test_ensure_dir_under_never_creates_through_a_parent_swapped_meanwhile(
+        tree: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent turns into a link just before the new directory is made: it is made in the
+    directory that was checked (held open), never where the link leads."""
+    root, out = tree
+    before = _state(out)
+    real_mkdir = fsio.mkdir
+
+    def swap_then_mkdir(path: fsio.StrPath, *, dir_fd: int | None = None) -> None:
+        if not (root / "a.real").exists():
+            (root / "a").rename(root / "a.real")
+            (root / "a").symlink_to(out)
+        real_mkdir(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(fsio, "mkdir", swap_then_mkdir)
+    assert fsio.ensure_dir_under(root, root / "a" / "new") is True
+    assert _state(out) == before  # nothing made where the link leads
+    assert (root / "a.real" / "new").is_dir()
+    monkeypatch.undo()
+    # the link now in place is refused, naming it
+    with pytest.raises(UnsafePath, match="is a symbolic link"):
+        fsio.ensure_dir_under(root, root / "a" / "other")
+    assert _state(out) == before
