@@ -240,23 +240,12 @@ def ensure_dir_under(root: Path, folder: Path) -> bool:
         UnsafePath: (E020) naming the offending component.
         OSError: if a directory cannot be created.
     """
-    created = False
-    names = _names_below(root, folder)
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    where = os.fspath(root)
     try:
-        for name in names:
-            where = os.path.join(where, name)
-            try:
-                child = open_subdir(fd, name, where=where)
-            except FileNotFoundError:
-                child = open_subdir(fd, name, where=where, create=True, durable=False)
-                created = True
-            os.close(fd)
-            fd = child
-    finally:
-        os.close(fd)
-    return created
+        os.close(open_dir_under(root, folder))
+        return False
+    except FileNotFoundError:
+        os.close(open_dir_under(root, folder, create=True, durable=False))
+        return True
 
 
 def write_all(fd: int, data: bytes) -> None:
