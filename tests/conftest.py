@@ -51,6 +51,15 @@ def store(tmp_path: Path) -> Store:
 
 
 @pytest.fixture
+def out(tmp_path: Path) -> Path:
+    """A directory outside every store, for links to lead to (containment tests), holding a canary."""
+    folder = tmp_path / "OUT"
+    folder.mkdir()
+    (folder / "canary").write_bytes(b"canary bytes\n")
+    return folder
+
+
+@pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()
 

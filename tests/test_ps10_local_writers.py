@@ -35,15 +35,6 @@ from tests.conftest import invoke
 from tests.test_ps10_swap_race import tree_state
 
 
-@pytest.fixture
-def out(tmp_path: Path) -> Path:
-    """The outside directory the links lead to, holding a canary."""
-    folder = tmp_path / "OUT"
-    folder.mkdir()
-    (folder / "canary").write_bytes(b"canary bytes\n")
-    return folder
-
-
 def _swap(folder: Path, out: Path) -> Path:
     """Rename ``folder`` aside and put a link to ``out`` in its place; return the aside name."""
     aside = folder.with_name(folder.name + ".real")

@@ -113,15 +113,6 @@ def tree_state(folder: Path) -> dict[str, tuple[int, int, int, bytes]]:
     return found
 
 
-@pytest.fixture
-def out(tmp_path: Path) -> Path:
-    """The outside directory the links lead to, holding a canary."""
-    folder = tmp_path / "OUT"
-    folder.mkdir()
-    (folder / "canary").write_bytes(b"canary bytes\n")
-    return folder
-
-
 def _run_for(seconds: float, step: Callable[[int], None]) -> None:
     end = time.monotonic() + seconds
     i = 0
