@@ -185,6 +185,33 @@ def _blob_in_shard(shard: str, i: int) -> bytes:
         n += 1
 
 
+def _race(folder: Path, out: Path, write: Callable[[int], None]) -> tuple[int, int, int]:
+    """Run ``write(i)`` for SECONDS while ``folder`` is swapped with a link to ``out``.
+
+    Asserts that nothing under ``out`` changed and that every refusal was one clean E020
+    naming ``folder``; returns (swaps, writes done, writes refused).
+    """
+    before = tree_state(out)
+    done = refused = 0
+    other: list[str] = []
+    with swapping(folder, out) as finish:
+        def step(i: int) -> None:
+            nonlocal done, refused
+            try:
+                write(i)
+                done += 1
+            except (CtxError, OSError) as exc:
+                refused += 1
+                if not _is_e020(exc, folder):
+                    other.append(str(exc))
+
+        _run_for(SECONDS, step)
+        swaps = finish()
+    assert tree_state(out) == before, "something was written through the link"
+    assert other == [], other[:3]
+    return swaps, done, refused
+
+
 def test_ps10_object_writes_never_go_through_a_swapped_shard(store: Store, out: Path,
                                                               tmp_path: Path) -> None:
     area = store.objects.staging
@@ -196,28 +223,15 @@ def test_ps10_object_writes_never_go_through_a_swapped_shard(store: Store, out: 
     area.store_file(oids[0], raws[0])
     shard = area.root / "ab"
     assert shard.is_dir()
-    before = tree_state(out)
-    done = refused = 0
-    other: list[str] = []
-    with swapping(shard, out) as finish:
-        def step(i: int) -> None:
-            nonlocal done, refused
-            k = i % len(oids)
-            try:
-                if i % 4:
-                    area.store_file(oids[k], raws[k])
-                else:
-                    area.write(KIND_BLOB, _blob_in_shard("ab", k))
-                done += 1
-            except (CtxError, OSError) as exc:
-                refused += 1
-                if not _is_e020(exc, shard):
-                    other.append(str(exc))
 
-        _run_for(SECONDS, step)
-        swaps = finish()
-    assert tree_state(out) == before, "an object was written through the link"
-    assert other == [], other[:3]
+    def write(i: int) -> None:
+        k = i % len(oids)
+        if i % 4:
+            area.store_file(oids[k], raws[k])
+        else:
+            area.write(KIND_BLOB, _blob_in_shard("ab", k))
+
+    swaps, done, refused = _race(shard, out, write)
     assert swaps >= MIN_SWAPS and done > 0 and refused > 0, (swaps, done, refused)
     for oid in oids[1:]:  # what was written is in the real shard, intact
         if (shard / oid.hex()).exists():
@@ -228,23 +242,7 @@ def test_ps10_pointer_writes_never_go_through_a_swapped_refs_folder(store: Store
     head = store.read_head().heads[0]
     refs.write_pointer(store.root, "refs/side/one", head)
     folder = store.root / "refs" / "side"
-    before = tree_state(out)
-    done = refused = 0
-    other: list[str] = []
-    with swapping(folder, out) as finish:
-        def step(i: int) -> None:
-            nonlocal done, refused
-            try:
-                refs.write_pointer(store.root, f"refs/side/p{i % 50}", head)
-                done += 1
-            except (CtxError, OSError) as exc:
-                refused += 1
-                if not _is_e020(exc, folder):
-                    other.append(str(exc))
-
-        _run_for(SECONDS, step)
-        swaps = finish()
-    assert tree_state(out) == before, "a pointer was written through the link"
-    assert other == [], other[:3]
+    swaps, done, refused = _race(
+        folder, out, lambda i: refs.write_pointer(store.root, f"refs/side/p{i % 50}", head))
     assert swaps >= MIN_SWAPS and done > 0 and refused > 0, (swaps, done, refused)
     assert refs.read_pointer(store.root, "refs/side/p0") is not None
