@@ -801,7 +801,7 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
 
     reserve = reserve_of(total)
     # A prompt rendering echoes the task first: its header is charged before anything else.
-    room = total - reserve - header_cost(task, fmt, total=total, reserved=reserve)
+    room = _rooms(task, fmt, total, reserve, "")[2]  # before the recent log is known
     items = _chunk_items(conn, query, files, versions, room) + _diagnostic_items(session, files)
     log = ""
     if include_narrative:
