@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ def _ctx(work: Path, *args: str) -> str:
 
 
 def _contents(work: Path) -> list[str]:
-    with open_index(open_store(work / ".ctx")) as conn:
+    with closing(open_index(open_store(work / ".ctx"))) as conn:
         return sorted(r[0] for r in conn.execute("SELECT content FROM nodes"))
 
 
@@ -123,7 +124,7 @@ def _knowledge(work: Path) -> dict[str, object]:
     """What a user sees of the store: nodes, tags, edges, the staged work, the current task."""
     from ctxstore.claude.state import read_current_task
 
-    with open_index(open_store(work / ".ctx")) as conn:
+    with closing(open_index(open_store(work / ".ctx"))) as conn:
         seen: dict[str, object] = {
             "nodes": sorted(conn.execute("SELECT id, status, superseded_by FROM nodes")),
             "tags": sorted(conn.execute("SELECT node_id, tag FROM tags")),
@@ -168,7 +169,7 @@ def _setup(work: Path, tag: str) -> str:
     kept = _add(work, "--type", "observation", "--tag", "tier:working", "the cache warms fast")
     store = open_store(work / ".ctx")
     run_lifecycle(store, now_ms=now_ms() + 300 * scoring.DAY_MS)
-    with open_index(store) as conn:
+    with closing(open_index(store)) as conn:
         assert conn.execute("SELECT status FROM nodes WHERE id = ?", (kept,)).fetchone() == \
             ("archived",)
     return 'Let me look. <ctx:recall query="cache warms"/>'
