@@ -782,18 +782,17 @@ def read_current_task(store_root: Path) -> str | None:
     """The active task of the hooks in this clone: started and not ended, or None.
 
     A task added with ``ctx add task`` is not active until a ``<ctx:task action="start">``
-    starts it. Never creates the state; a state that cannot be read (a read-only checkout, a
-    linked ``local/``) has no active task: a reader's answer does not depend on it.
+    starts it. The state is read as a preview reads it (``peek_state``): never created,
+    migrated or repaired by a reader; one that cannot be read (a read-only checkout, a linked
+    ``local/``) has no active task.
     """
-    from ctxstore.errors import UnsafePath
-
+    state = peek_state(store_root)
+    if state is None:
+        return None
     try:
-        state = open_state(store_root, create=False)
-        if state is None:
-            return None
         with state:
             return state.get(TASK_KEY)
-    except (OSError, sqlite3.Error, StateDamaged, UnsafePath):
+    except sqlite3.Error:
         return None
 
 
