@@ -8,6 +8,7 @@ nodes join ``ctx pack`` with ``why.active_task`` and session start names it, unt
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import jsonschema
@@ -71,6 +72,16 @@ def test_pack_the_started_task_is_active_until_it_ends(store: Store) -> None:
     assert not any(w.get("active_task") for w in why.values())
     assert "Current ctx task" not in context(
         hook("session-start", payload(store, "s3", source="startup")))
+
+
+def test_pack_reads_the_hook_state_without_changing_it(store: Store) -> None:
+    _stop(store, '<ctx:task name="ratelimit" action="start"/>')
+    state = store.root / "local" / "state.sqlite"
+    with sqlite3.connect(state) as conn:
+        conn.execute("PRAGMA user_version = 1")  # an older ctx's state: a writer migrates it
+    before = state.read_bytes()
+    _pack(store, "redis counters")
+    assert state.read_bytes() == before  # a read command neither migrated nor repaired it
 
 
 def test_pack_a_task_node_the_search_finds_too_is_one_item_with_both_reasons(store: Store
