@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ctxstore import fsio
+from ctxstore.errors import InvalidInput
+from ctxstore.ids import parse_object_id
 from ctxstore.index import BUILD_STATE, clone_id, parse_snapshot
 
 if TYPE_CHECKING:
@@ -95,14 +97,14 @@ def parse_build_state(text: object) -> BuildState | None:
         return None
     target = parse_snapshot(json.dumps(value["target"]))
     batch, offset, records = value["batch"], value["offset"], value["records"]
-    if target is None or not (batch is None or _is_oid_hex(batch)) \
+    if target is None or not (batch is None or isinstance(batch, str)) \
             or not _count(offset) or not _count(records):
         return None
-    return BuildState(target, bytes.fromhex(batch) if batch else None, offset, records)
-
-
-def _is_oid_hex(value: object) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    try:
+        return BuildState(target, parse_object_id(batch) if batch is not None else None,
+                          offset, records)
+    except InvalidInput:
+        return None
 
 
 def _count(value: object) -> bool:
