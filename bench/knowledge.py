@@ -417,7 +417,7 @@ def build_store(root: Path, n: int, seed: int, log: Any = print) -> Built:
             stage_records(store, records, message=f"agent writes ({size} nodes)", author="agent")
             built.work_commits += 1
         if not last:
-            commit_stage(store, f"session {c + 1}: {rng.choice(tasks)}", narrative=False)
+            commit_stage(store, f"session {c + 1}: {rng.choice(tasks)}")
             built.commits += 1
         if log and (c + 1) % 20 == 0:
             log(f"  ... {c + 1}/{n_commits} commits, {i:,} nodes", flush=True)

@@ -81,7 +81,7 @@ def build(root: Path, n: int, seed: int = 7) -> Store:
         ids.append(nid)
     for start in range(0, len(records), 5_000):
         stage_records(store, records[start:start + 5_000], message="bench")
-    commit_stage(store, "bench store", narrative=False)
+    commit_stage(store, "bench store")
     open_index(store).close()
     return store
 

@@ -21,6 +21,7 @@ from ctxstore import refs as refs_mod
 from ctxstore.clock import next_stamp, now_ms
 from ctxstore.errors import CtxError, InvalidInput, NothingToDo, RefNotFound, StagingConflict
 from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit, decode_typed
+from ctxstore.model.code import FileRecord, FileRemoved
 from ctxstore.model.commit import StepKind
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import KIND_TYPED, ObjectId
@@ -30,6 +31,8 @@ from ctxstore.replay import fold_records
 from ctxstore.repo import STAGE_TYPES, Store, Transaction
 
 __all__ = [
+    "NarrativeSnapshot",
+    "TreeBuilder",
     "StageResult",
     "SessionStatus",
     "RecoverReport",
@@ -54,6 +57,12 @@ __all__ = [
 ]
 
 Progress = Callable[[int, int], None]  # (done, total)
+# What a fold's commit carries besides its records, supplied by the commit use case
+# (``history.commit``): this layer knows nothing of narrative files or code.
+# (store, tx, HEAD, the narrative refs staged steps carried) -> the snapshots to add
+NarrativeSnapshot = Callable[[Store, Transaction, ObjectId, list[NarrativeRef]], list[NarrativeRef]]
+# (store, tx, the commit the fold starts from, the curated records) -> the new root tree
+TreeBuilder = Callable[[Store, Transaction, Commit, Sequence[KnowledgeRecord]], ObjectId | None]
 
 
 @dataclass(frozen=True)
@@ -321,15 +330,23 @@ def check_text(text: str | None, what: str) -> None:
 
 
 def commit_stage(store: Store, message: str | None, *, amend: bool = False,
-                 narrative: bool = True, allow_empty: bool = False,
-                 kind: str = "commit", progress: Progress | None = None) -> FoldResult:
+                 snapshot: NarrativeSnapshot | None = None, tree: TreeBuilder | None = None,
+                 allow_empty: bool = False, kind: str = "commit",
+                 progress: Progress | None = None) -> FoldResult:
     """Fold STAGE into one canonical commit on HEAD's ref and clear STAGE.
+
+    What the commit holds besides the folded records comes from the caller, so this layer
+    knows nothing of narrative files or code: ``snapshot`` gives the narrative snapshots,
+    ``tree`` the root tree of the ingested files (``history.commit`` passes both).
 
     Args:
         store: The store.
         message: The commit message (None with ``amend`` keeps the old one).
         amend: Replace HEAD's commit instead of adding a child of it.
-        narrative: Snapshot changed narrative files into the commit.
+        snapshot: Snapshots changed narrative files into the commit (None: none are taken;
+            those staged steps carried are kept).
+        tree: Builds the new root tree when the fold changes the ingested files. Required
+            when the staged records hold ``file`` or ``file_removed`` records.
         allow_empty: Create a commit even when nothing changed.
         kind: ``"commit"`` or ``"compact"`` (wording only; the result is the same).
         progress: Called with (work commits read, total) while the session is read.
@@ -340,9 +357,9 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
     Raises:
         InvalidInput: for a missing or blank message (see ``check_commit_message``).
         StagingConflict: if HEAD or STAGE moved concurrently.
+        ValueError: if the fold changes ingested files and no ``tree`` was given (a bug
+            of the caller; nothing is written).
     """
-    from ctxstore.narrative import snapshot as narrative_mod
-
     check_commit_message(message, amend=amend)
     with store.transaction() as tx:
         before = store.read_head()
@@ -358,7 +375,7 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
                 progress(done, len(chain))
         curated = fold_records(records)
         staged_refs = _latest_refs(w.narrative_refs for _, w in chain)
-        snap_refs = narrative_mod.snapshot_changes(store, tx, head, staged_refs) if narrative else []
+        snap_refs = snapshot(store, tx, head, staged_refs) if snapshot is not None else []
         nrefs = _latest_refs([staged_refs, snap_refs])
         session_id = chain[0][1].session_id if chain else None
         if not (curated or nrefs or chain or amend or allow_empty):
@@ -370,10 +387,10 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
                                                 records=tuple(curated))))
         if amend:
             old = store.read_typed(head, Commit)
-            tree = _fold_tree(store, tx, old, curated)
+            new_tree = _fold_tree(store, tx, old, curated, tree)
             new = Commit(parents=old.parents, timestamp_unix=now_ms() // 1000,
                          message=old.message if message is None else message,
-                         root_tree=old.root_tree if tree is None else tree,
+                         root_tree=old.root_tree if new_tree is None else new_tree,
                          change_batches=old.change_batches + tuple(batch_ids),
                          edge_batches=old.edge_batches,
                          narrative_refs=tuple(_latest_refs([old.narrative_refs, nrefs])),
@@ -382,10 +399,10 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
                          session_id=session_id or old.session_id, aborted_work=old.aborted_work)
         else:
             parent = store.read_typed(head, Commit)
-            tree = _fold_tree(store, tx, parent, curated)
+            new_tree = _fold_tree(store, tx, parent, curated, tree)
             new = Commit(parents=(head,), timestamp_unix=max(now_ms() // 1000, parent.timestamp_unix),
                          message=message or "",
-                         root_tree=parent.root_tree if tree is None else tree,
+                         root_tree=parent.root_tree if new_tree is None else new_tree,
                          change_batches=tuple(batch_ids), narrative_refs=tuple(nrefs),
                          session_id=session_id)
         oid = tx.put(new)
@@ -416,17 +433,20 @@ def fold_received_stage(store: Store) -> FoldResult | None:
     if not works:
         return None
     session = store.read_typed(works[0], WorkCommit).session_id
+    from ctxstore.code.tree import fold_tree
+
     return commit_stage(store, f"Fold staged work received through Git (session {session})",
-                        narrative=False)
+                        tree=fold_tree)
 
 
-def _fold_tree(store: Store, tx: Transaction, base: Commit, curated: Sequence[KnowledgeRecord]
-               ) -> ObjectId | None:
-    """The new root tree when the fold changes the ingested files (``code.tree``), else None."""
-    from ctxstore.code import tree as code_tree
-
-    return code_tree.fold_root_tree(store, tx, base, curated) \
-        if code_tree.touches_files(curated) else None
+def _fold_tree(store: Store, tx: Transaction, base: Commit, curated: Sequence[KnowledgeRecord],
+               tree: TreeBuilder | None) -> ObjectId | None:
+    """The new root tree when the fold changes the ingested files (built by ``tree``), else None."""
+    if not any(isinstance(r, (FileRecord, FileRemoved)) for r in curated):
+        return None
+    if tree is None:
+        raise ValueError("the fold changes ingested files: commit_stage needs tree=")
+    return tree(store, tx, base, curated)
 
 
 def abort_session(store: Store, reason: str | None) -> FoldResult:

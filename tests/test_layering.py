@@ -24,7 +24,7 @@ LAYERS = [
      "init", "code.tree"},
     {"index", "query", "graph", "derived"},
     {"session"},
-    {"narrative", "knowledge", "code"},
+    {"narrative", "knowledge", "code", "history"},
     {"packs", "lifecycle", "llm", "memory", "retrieval"},
     {"claude", "mcp"},
     {"cli"},

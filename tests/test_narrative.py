@@ -20,17 +20,20 @@ import pytest
 from conftest import store_digest
 
 from ctxstore.errors import InvalidInput, UnsafePath
+from ctxstore.history import commit as history_commit
+from ctxstore.history.commit import fold
+from ctxstore.history.compact import compact
 from ctxstore.knowledge.nodes import add_node, delete_node, update_node
 from ctxstore.model import Commit
 from ctxstore.narrative import ingest, snapshot
 from ctxstore.narrative import markdown as nar
 from ctxstore.narrative.entries import add_decision, add_note, add_task
-from ctxstore.narrative.ingest import commit_with_edits, ingest_narrative_edits
-from ctxstore.narrative.summary import compact_session
+from ctxstore.narrative.ingest import ingest_narrative_edits
 from ctxstore.objects import ObjectId
 from ctxstore.replay import replay
 from ctxstore.repo import Store, open_store
-from ctxstore.staging import commit_stage, start_session
+from ctxstore.session import Session
+from ctxstore.staging import start_session
 
 SHIM = Path(__file__).resolve().parent / "_shim"
 
@@ -47,6 +50,20 @@ def live(store: Store) -> dict[str, tuple[str, str, dict]]:
 
 def ndir(store: Store) -> Path:
     return store.root / "narrative"
+
+
+def commit_with_edits(store: Store, message: str):  # type: ignore[no-untyped-def]
+    """What `ctx commit` does (``history.commit.commit``): ingest edits, then fold."""
+    with Session(store) as db:
+        res = history_commit.commit(db, message)
+    return res.fold, list(res.edits)
+
+
+def compact_session(store: Store, message: str):  # type: ignore[no-untyped-def]
+    """What `ctx stage compact` does (``history.compact.compact``)."""
+    with Session(store) as db:
+        res = compact(db, message)
+    return res.fold, list(res.edits)
 
 
 def commit(store: Store, message: str = "c") -> list:
@@ -132,10 +149,10 @@ def test_templates_are_rendered_in_one_pass() -> None:
 
 
 def test_oversized_narrative_file_is_not_snapshotted(store: Store) -> None:
-    commit_stage(store, "base")  # the README from init
+    fold(store, "base")  # the README from init
     (ndir(store) / "big.md").write_bytes(b"x" * (snapshot.MAX_NARRATIVE_BYTES + 1))
     (ndir(store) / "small.md").write_text("small\n")
-    res = commit_stage(store, "snap")
+    res = fold(store, "snap")
     refs = store.read_typed(res.commit, Commit).narrative_refs
     assert [r.path for r in refs] == ["small.md"]
 
@@ -169,7 +186,7 @@ def test_symlinked_log_is_never_written_through(store: Store, tmp_path: Path) ->
 
 
 def test_tasks_made_in_two_clones_never_share_a_path(store: Store, tmp_path: Path) -> None:
-    commit_stage(store, "base")
+    fold(store, "base")
     other = open_store(Path(shutil.copytree(store.root.parent, tmp_path / "clone")) / ".ctx")
     paths = {add_task(s, "Fix login").path for s in (store, other, store, other)}
     assert len(paths) == 4
@@ -185,7 +202,7 @@ def seeded(store: Store):  # type: ignore[no-untyped-def]
     n = add_note(store, "Retries time out after 30 s")
     d = add_decision(store, "Use SQLite", "Fewer moving parts.")
     t = add_task(store, "Fix login", "Users are logged out after 5 min.")
-    commit_stage(store, "seed")
+    fold(store, "seed")
     return store, n, d, t
 
 
@@ -193,7 +210,7 @@ def test_commit_without_edits_changes_nothing(seeded) -> None:  # type: ignore[n
     store, *_ = seeded
     before, head = store_digest(store.root), store.read_head().single
     assert ingest_narrative_edits(store) == []
-    assert commit_stage(store, "again").commit is None
+    assert fold(store, "again").commit is None
     assert store_digest(store.root) == before and store.read_head().single == head
 
 
@@ -287,7 +304,7 @@ def test_update_through_ctx_is_not_undone_by_unchanged_markdown(seeded) -> None:
 def test_deleted_node_is_not_resurrected_by_its_marker(seeded) -> None:  # type: ignore[no-untyped-def]
     store, _, d, _ = seeded
     delete_node(store, d.node.id)
-    commit_stage(store, "delete")
+    fold(store, "delete")
     assert commit(store) == [] and d.node.id not in live(store)
 
 
@@ -331,7 +348,7 @@ def test_union_merged_files_give_no_duplicates(git_repo: Path) -> None:
     init_store(git_repo / ".ctx", git=True)
     store = open_store(git_repo / ".ctx")
     add_note(store, "base note")
-    commit_stage(store, "base")
+    fold(store, "base")
     git("add", "-A")
     git("commit", "-qm", "base")
     for branch in ("side", "main"):
@@ -341,7 +358,7 @@ def test_union_merged_files_give_no_duplicates(git_repo: Path) -> None:
         add_note(store, f"note from {branch}\n\nsame line in both")
         add_decision(store, f"Decision of {branch}", "same line in both")
         add_task(store, "Fix login")
-        commit_stage(store, branch)
+        fold(store, branch)
         git("add", "-A")
         git("commit", "-qm", branch)
     git("merge", "-q", "side", "-m", "merge")
@@ -394,7 +411,7 @@ def test_code_fences_do_not_split_entries_and_cannot_swallow_the_next(store: Sto
     assert [e.marker for e in entries] == [a.node.id, b.node.id, c.node.id]
     assert [e.content for e in entries] == [live(store)[n.node.id][1] for n in (a, b, c)]
     assert entries[0].content == "```\n## not a heading\n```\nafter the fence"
-    commit_stage(store, "c")
+    fold(store, "c")
     assert commit(store) == []
 
 
@@ -436,7 +453,7 @@ def run_killed(ctx: Path, args: list[str], fault: str) -> subprocess.CompletedPr
 @pytest.mark.crash
 @pytest.mark.parametrize("kind", ["note", "decision", "task"])
 def test_kill_after_markdown_write_is_reconciled_by_commit(store: Store, kind: str) -> None:
-    commit_stage(store, "base")
+    fold(store, "base")
     args = ["add", kind, f"written before the {kind} node"]
     # the first rename of `ctx add <kind>` puts the Markdown in place; die right after it
     res = run_killed(store.root, args, "kill:replace:1:after")
@@ -479,7 +496,7 @@ def test_kill_at_every_operation_of_add_decision(store: Store, tmp_path: Path) -
     """Whatever operation `ctx add decision` dies at, the next commit leaves exactly as many
     decision nodes as marked sections in decisions.md (0 or 1), and a further commit is a
     no-op: the Markdown and the nodes never disagree after a commit."""
-    commit_stage(store, "base")
+    fold(store, "base")
     template = store.root.parent
     args = ["add", "decision", "Probe", "--body", "written under fire"]
     probe = Path(shutil.copytree(template, tmp_path / "probe")) / ".ctx"
@@ -558,7 +575,7 @@ def test_forged_marker_in_a_compact_message_is_escaped(runner, store: Store) -> 
 def test_hand_edited_marker_cannot_take_over_a_node_of_another_kind(seeded) -> None:  # type: ignore[no-untyped-def]
     store, n, d, t = seeded
     fact = add_node(store, "fact", "pinned fact", tags=["tier:pinned"]).node
-    commit_stage(store, "fact")
+    fold(store, "fact")
     task_before = live(store)[t.node.id]
     # A decision heading that names the fact, a log entry that names the task.
     dec = ndir(store) / "decisions.md"

@@ -12,6 +12,7 @@ from ctxstore.gc import collect_garbage
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.model import ChangeBatch, Commit, WorkCommit
 from ctxstore.model.knowledge import NodeRecord
+from ctxstore.narrative.snapshot import snapshot_changes
 from ctxstore.replay import replay
 from ctxstore.repo import Store
 from ctxstore.staging import (
@@ -63,9 +64,9 @@ def test_commit_folds_to_newest_version_per_key(store: Store) -> None:
 
 
 def test_commit_with_nothing_staged_changes_nothing(store: Store) -> None:
-    commit_stage(store, "narrative snapshot")  # the README from init
+    commit_stage(store, "narrative snapshot", snapshot=snapshot_changes)  # the README from init
     head = store.read_head().single
-    res = commit_stage(store, "again")
+    res = commit_stage(store, "again", snapshot=snapshot_changes)
     assert res.commit is None
     assert store.read_head().single == head
 

@@ -268,13 +268,14 @@ def _task(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     task_tag(name)  # a bad name is refused before anything is read
     from ctxstore.lifecycle.upkeep import task_boundary_compaction  # spec 002 §15.2; never raises
 
+    assert ctx.db is not None
     if action == "start":
-        task_boundary_compaction(ctx.store, started=name, previous=current_task(ctx.state))
+        task_boundary_compaction(ctx.db, started=name, previous=current_task(ctx.state))
         res = start_task(ctx.store, name)
         ctx.state.put(TASK_KEY, name)
         return Outcome(changed=res.changed)
     res = end_task(ctx.store, name)
-    task_boundary_compaction(ctx.store, ended=name)
+    task_boundary_compaction(ctx.db, ended=name)
     if current_task(ctx.state) == name:
         ctx.state.put(TASK_KEY, None)
     pending = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -11,6 +10,7 @@ import click
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env, progress_printer
 
 if TYPE_CHECKING:
+    from ctxstore.history.commit import PostCommit
     from ctxstore.narrative.ingest import NarrativeChange
 
 
@@ -59,56 +59,41 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
         ctx commit -m "Record the retry decision"
         ctx commit --amend -m "Better message"
     """
-    from ctxstore.narrative.ingest import commit_with_edits
+    from ctxstore.history.commit import commit
 
-    store = env.store()
-    res, edits = commit_with_edits(store, message, amend=amend, narrative=not no_narrative,
-                                   allow_empty=allow_empty,
-                                   progress=progress_printer("folding work commits", min_total=500))
-    if res.commit is not None:  # the SCC view is derived: a failure is a notice, never an error
-        from ctxstore.derived.scc import refresh_after_commit
-
-        notice = refresh_after_commit(store)
-        if notice:
-            click.echo(f"ctx: {notice}", err=True)
-    # A merge of several heads of refs/main (after a Git merge) is a canonical commit too,
-    # even with nothing to fold: Git must carry it with the pointer that names it.
-    staged = git_stage_after(store.root, res.commit is not None or res.merge_commit is not None)
+    res = commit(env.session(), message, amend=amend, narrative=not no_narrative,
+                 allow_empty=allow_empty,
+                 progress=progress_printer("folding work commits", min_total=500))
+    fold = res.fold
     if env.fmt == "json":
-        emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
-                   "work_commits": res.work_commits, "narrative_refs": res.narrative_refs,
-                   "amended": res.amended,
-                   "merge_commit": res.merge_commit.hex() if res.merge_commit else None,
-                   "narrative_edits": edits_json(edits), "git_staged": staged})
+        emit_json({"commit": fold.commit.hex() if fold.commit else None, "records": fold.records,
+                   "work_commits": fold.work_commits, "narrative_refs": fold.narrative_refs,
+                   "amended": fold.amended,
+                   "merge_commit": fold.merge_commit.hex() if fold.merge_commit else None,
+                   "narrative_edits": edits_json(res.edits), "git_staged": res.git_staged})
+        echo_notices(res.notices)
         return
-    if res.commit is None and res.merge_commit is not None:
-        click.echo(f"merged {res.merged_heads} heads of {store.head_ref()} into "
-                   f"{res.merge_commit.hex()}")
-    elif res.commit is None:
+    if fold.commit is None and fold.merge_commit is not None:
+        click.echo(f"merged {fold.merged_heads} heads of {env.store().head_ref()} into "
+                   f"{fold.merge_commit.hex()}")
+    elif fold.commit is None:
         click.echo("nothing to commit")
     else:
-        click.echo(f"{'amended' if amend else 'committed'} {res.commit.hex()}: {res.records} "
-                   f"records from {res.work_commits} work commits, {res.narrative_refs} "
+        click.echo(f"{'amended' if amend else 'committed'} {fold.commit.hex()}: {fold.records} "
+                   f"records from {fold.work_commits} work commits, {fold.narrative_refs} "
                    "narrative files")
-    echo_edits(edits)  # with nothing committed, only entries left alone (tangled) are listed
-    if staged:
+    echo_edits(res.edits)  # with nothing committed, only entries left alone (tangled) are listed
+    echo_after(res.after)
+
+
+def echo_after(after: PostCommit) -> None:
+    """What followed a canonical commit: ``  git add .ctx``, and notices on stderr."""
+    if after.git_staged:
         click.echo("  git add .ctx")
+    echo_notices(after.notices)
 
 
-def git_stage_after(ctx_dir: Path, committed: bool) -> bool:
-    """``git add .ctx`` after a canonical commit, as ``ctx init`` did, when Git tracks the store.
-
-    Shared by ``ctx commit``, ``ctx stage compact`` and ``ctx stage abort`` (docs/git.md).
-
-    Args:
-        ctx_dir: The store.
-        committed: Whether the command made a canonical commit (nothing to stage otherwise).
-
-    Returns:
-        True if the store was staged in Git.
-    """
-    if not committed:
-        return False
-    from ctxstore.git import stage_in_git
-
-    return stage_in_git(ctx_dir)
+def echo_notices(notices: Sequence[str]) -> None:
+    """Notices of the steps after a commit (the graph view), one ``ctx: `` line each on stderr."""
+    for notice in notices:
+        click.echo(f"ctx: {notice}", err=True)

@@ -22,6 +22,7 @@ from ctxstore.cli._render import echo_stored, item_line, tags_text
 from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from ctxstore.history.commit import PostCommit
     from ctxstore.model.knowledge import NodeRecord
     from ctxstore.staging import StageResult
 
@@ -100,28 +101,28 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
         ctx add --global --type fact --tag tier:reference "I prefer pytest over unittest"
     """
     if message is not None:  # checked before the node is staged, not after
-        from ctxstore.staging import check_commit_message
+        from ctxstore.history.commit import check_message
 
-        check_commit_message(message)
+        check_message(message)
     if node_type is None and words and words[0] in NARRATIVE_KINDS:
         doc, line = _add_narrative(env, words[0], words[1:], from_stdin, body, tags, meta)
     else:
         doc, line = _add_plain(env, node_type, tags, meta, from_stdin, body, words)
-    if commit or message is not None:
-        doc["commit"] = _commit_after_add(env, doc, message)
-        from ctxstore.cli.commit import git_stage_after
-
-        doc["git_staged"] = git_stage_after(env.store().root, doc["commit"] is not None)
+    after = _commit_after_add(env, doc, message) if commit or message is not None else None
     if env.fmt == "json":
         emit_json(doc)
-        return
-    from ctxstore.cli._render import stdout_is_terminal
+    else:
+        from ctxstore.cli._render import stdout_is_terminal
 
-    click.echo(f"Added: {line}" if stdout_is_terminal() else doc["id"])
-    if doc.get("commit"):
-        click.echo(f"committed {doc['commit']}")
-    if doc.get("git_staged"):
-        click.echo("  git add .ctx")
+        click.echo(f"Added: {line}" if stdout_is_terminal() else doc["id"])
+        if doc.get("commit"):
+            click.echo(f"committed {doc['commit']}")
+        if after is not None and after.git_staged:
+            click.echo("  git add .ctx")
+    if after is not None:
+        from ctxstore.cli.commit import echo_notices
+
+        echo_notices(after.notices)
 
 
 class AddGroup(click.Group):
@@ -196,21 +197,23 @@ class AddGroup(click.Group):
 add_group = AddGroup(add_command)
 
 
-def _commit_after_add(env: Env, doc: dict[str, Any], message: str | None) -> str | None:
-    """``ctx add --commit``: fold the session now; the node is staged whatever happens.
+def _commit_after_add(env: Env, doc: dict[str, Any], message: str | None) -> PostCommit:
+    """``ctx add --commit``: fold the session now (``history.commit``).
 
-    As ``ctx commit``, the caller then stages the store in Git when Git tracks it.
+    The node is staged whatever happens. Sets ``commit`` and ``git_staged`` in ``doc``.
     """
     from ctxstore.errors import CtxError
-    from ctxstore.narrative.ingest import commit_with_edits
+    from ctxstore.history.commit import commit
 
     text = message or f"ctx add {doc.get('kind', doc['type'])}: {doc['id']}"
     try:
-        res, _ = commit_with_edits(env.store(), text)
+        res = commit(env.session(), text)
     except CtxError as exc:
         exc.message = f"added {doc['id']} (staged), but the commit failed: {exc.message}"
         raise
-    return res.commit.hex() if res.commit else None
+    doc["commit"] = res.fold.commit.hex() if res.fold.commit else None
+    doc["git_staged"] = res.git_staged
+    return res.after
 
 
 def _add_plain(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tuple[str, ...],

@@ -79,29 +79,28 @@ def compact_command(env: Env, message: str) -> None:
     Example:
         ctx stage compact --message "Completed timeout fix"
     """
-    from ctxstore.cli.commit import echo_edits, edits_json, git_stage_after
-    from ctxstore.narrative.summary import compact_session
+    from ctxstore.cli.commit import echo_after, echo_edits, echo_notices, edits_json
+    from ctxstore.history.compact import compact
 
-    store = env.store()
-    res, edits = compact_session(store, message)
-    staged = git_stage_after(store.root, res.commit is not None or res.merge_commit is not None)
+    res = compact(env.session(), message)
+    fold = res.fold
     if env.fmt == "json":
-        emit_json({"commit": res.commit.hex() if res.commit else None, "records": res.records,
-                   "work_commits": res.work_commits, "session_id": res.session_id,
-                   "merge_commit": res.merge_commit.hex() if res.merge_commit else None,
-                   "narrative_edits": edits_json(edits), "git_staged": staged})
+        emit_json({"commit": fold.commit.hex() if fold.commit else None, "records": fold.records,
+                   "work_commits": fold.work_commits, "session_id": fold.session_id,
+                   "merge_commit": fold.merge_commit.hex() if fold.merge_commit else None,
+                   "narrative_edits": edits_json(res.edits), "git_staged": res.git_staged})
+        echo_notices(res.notices)
         return
-    if res.commit is None and res.merge_commit is not None:
-        click.echo(f"nothing to compact; merged {res.merged_heads} heads of "
-                   f"{store.head_ref()} into {res.merge_commit.hex()}")
-    elif res.commit is None:
+    if fold.commit is None and fold.merge_commit is not None:
+        click.echo(f"nothing to compact; merged {fold.merged_heads} heads of "
+                   f"{env.store().head_ref()} into {fold.merge_commit.hex()}")
+    elif fold.commit is None:
         click.echo("nothing to compact")
     else:
-        click.echo(f"compacted {res.work_commits} work commits ({res.records} records) into "
-                   f"{res.commit.hex()}")
-    echo_edits(edits)
-    if staged:
-        click.echo("  git add .ctx")
+        click.echo(f"compacted {fold.work_commits} work commits ({fold.records} records) into "
+                   f"{fold.commit.hex()}")
+    echo_edits(res.edits)
+    echo_after(res.after)
 
 
 @stage_group.command("abort")
@@ -128,11 +127,11 @@ def abort_command(env: Env, reason: str | None, yes: bool) -> None:
     """
     import sys
 
-    from ctxstore.cli.commit import git_stage_after
-    from ctxstore.narrative.abort import abort_with_narrative, plan_abort
+    from ctxstore.cli.commit import echo_after, echo_notices
+    from ctxstore.history.abort import abort, plan_abort
 
-    store = env.store()
-    plan = plan_abort(store)  # E018 with nothing staged, before any question
+    db = env.session()
+    plan = plan_abort(db.store)  # E018 with nothing staged, before any question
     if not yes:
         if not sys.stdin.isatty():
             raise InvalidInput(
@@ -146,22 +145,23 @@ def abort_command(env: Env, reason: str | None, yes: bool) -> None:
             click.echo(f"  narrative/{entry.path}: {what} {entry.key}", err=True)
         if not click.confirm("Abort it?", default=False, err=True):
             raise click.Abort()
-    res, done = abort_with_narrative(store, reason)
-    assert res.commit is not None
-    staged = git_stage_after(store.root, True)
+    res = abort(db, reason)
+    fold, done = res.fold, res.dropped
+    assert fold.commit is not None
     if env.fmt == "json":
-        emit_json({"commit": res.commit.hex(), "work_commits": res.work_commits,
-                   "session_id": res.session_id, "records": done.records, "nodes": done.nodes,
+        emit_json({"commit": fold.commit.hex(), "work_commits": fold.work_commits,
+                   "session_id": fold.session_id, "records": done.records, "nodes": done.nodes,
                    "narrative_removed": [{"path": e.path, "key": e.key, "kind": e.kind}
-                                         for e in done.entries], "git_staged": staged})
+                                         for e in done.entries],
+                   "git_staged": res.after.git_staged})
+        echo_notices(res.after.notices)
         return
-    click.echo(f"aborted session {res.session_id}: dropped {_dropped(done)}; "
-               f"abort commit {res.commit.hex()}")
+    click.echo(f"aborted session {fold.session_id}: dropped {_dropped(done)}; "
+               f"abort commit {fold.commit.hex()}")
     for entry in done.entries:
         what = "removed file" if entry.kind == "file" else "removed entry"
         click.echo(f"  {what} {entry.key} from narrative/{entry.path}")
-    if staged:
-        click.echo("  git add .ctx")
+    echo_after(res.after)
 
 
 def _dropped(plan: Any) -> str:

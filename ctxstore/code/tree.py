@@ -5,13 +5,13 @@ of every file ingested as of that commit: one ``tree`` object per directory, lea
 blob ids of the files' content (the ``file_version`` objects are reachable from the
 change batches). The file set is the parent commit's tree with the fold's records
 applied; when the parent is a merge (whose tree may hold one side only) it is the replay
-of every reachable ``file`` record instead. It sits in the staging layer (it imports
-only ``model``, ``repo`` and ``replay``), since ``staging`` calls it.
+of every reachable ``file`` record instead. The commit use case (``history.commit``) hands
+``fold_tree`` to ``staging.commit_stage``, which knows nothing of code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ctxstore.ids import ObjectId
@@ -22,7 +22,7 @@ from ctxstore.model.knowledge import KnowledgeRecord
 if TYPE_CHECKING:
     from ctxstore.repo import Store, Transaction
 
-__all__ = ["write_tree", "fold_root_tree", "touches_files", "tree_files"]
+__all__ = ["write_tree", "fold_root_tree", "fold_tree", "touches_files", "tree_files"]
 
 
 def touches_files(records: Iterable[KnowledgeRecord]) -> bool:
@@ -93,6 +93,23 @@ def fold_root_tree(store: Store, tx: Transaction, base: Commit,
         elif isinstance(rec, FileRemoved):
             files.pop(rec.path, None)
     return write_tree(tx, files)
+
+
+def fold_tree(store: Store, tx: Transaction, base: Commit,
+              records: Sequence[KnowledgeRecord]) -> ObjectId | None:
+    """``staging.commit_stage``'s ``tree``: the new root tree, or None when no file changed.
+
+    Args:
+        store: The store (its lock is held by ``tx``).
+        tx: The fold's transaction.
+        base: The commit the fold starts from.
+        records: The fold's curated records.
+
+    Returns:
+        ``fold_root_tree`` when ``records`` change the ingested files, else None (the base
+        commit's tree stays).
+    """
+    return fold_root_tree(store, tx, base, records) if touches_files(records) else None
 
 
 def tree_files(store: Store, root: ObjectId | None) -> dict[str, bytes]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -281,18 +281,21 @@ def current_scc(store: Store, conn: sqlite3.Connection | None = None) -> LoadedS
     return LoadedScc(built.oid, built.view, notices)
 
 
-def refresh_after_commit(store: Store) -> str | None:
+def refresh_after_commit(store: Store, index: Callable[[], sqlite3.Connection] | None = None
+                         ) -> str | None:
     """Rebuild the SCC view after a fold; never raise (the view is derived).
 
     Args:
         store: The store (the caller may hold its lock).
+        index: Gives the caller's index connection, brought up to date (``Session.index``);
+            None: one is opened here.
 
     Returns:
         None when the view was rebuilt, else a one-line notice saying why it was not
         (the next ``ctx rebuild`` retries).
     """
     try:
-        build_scc(store)
+        build_scc(store, index() if index is not None else None)
     except (CtxError, OSError, sqlite3.Error, ImportError) as exc:
         return f"SCC view not rebuilt ({exc}); `ctx rebuild --scc` retries"
     return None

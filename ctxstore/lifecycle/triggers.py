@@ -10,15 +10,20 @@ Besides ``ctx stage compact`` (manual), a session is compacted automatically whe
 The decision and the fold happen under one hold of the store lock (``maybe_compact``),
 so two processes that both see a trigger fold the session once: the second finds
 nothing staged, or a new session that does not meet the trigger. The fold is
-``narrative.summary.compact_session`` (the same as ``ctx stage compact``), whose message
-names the trigger, so each automatic compaction is reported in today's log and in
-``ctx log``. This module reads staging state through ``staging``'s public functions and
-never edits pointers itself; it must not print or run on the prompt path.
+``history.compact.compact_if`` (the same as ``ctx stage compact``, with the same steps
+after the commit), whose message names the trigger, so each automatic compaction is
+reported in today's log and in ``ctx log``. This module reads staging state through
+``staging``'s public functions and never edits pointers itself; it must not print or run
+on the prompt path.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ctxstore.config import Config
+from ctxstore.history.commit import CommitResult
+from ctxstore.history.compact import compact_if
 from ctxstore.model import ChangeBatch
 from ctxstore.model.knowledge import NodeRecord
 from ctxstore.objects import ObjectId
@@ -26,6 +31,9 @@ from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import FoldResult, SessionStatus, session_status, stage_chain
 from ctxstore.tokens import estimate_tokens
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["Triggered", "staged_tokens", "due_triggers", "maybe_compact"]
 
@@ -36,11 +44,17 @@ class Triggered:
 
     Attributes:
         reasons: Why (one phrase per trigger that held).
-        fold: What was folded (``commit`` None when nothing was staged after all).
+        result: The compaction (``result.fold.commit`` None when nothing was staged after
+            all), with what followed the commit.
     """
 
     reasons: tuple[str, ...]
-    fold: FoldResult
+    result: CommitResult
+
+    @property
+    def fold(self) -> FoldResult:
+        """What was folded (``commit`` None when nothing was staged after all)."""
+        return self.result.fold
 
 
 def staged_tokens(store: Store) -> int:
@@ -98,14 +112,16 @@ def due_triggers(store: Store, status: SessionStatus, config: Config, *, now_ms:
     return reasons
 
 
-def maybe_compact(store: Store, config: Config, *, now_ms: int, task_started: str | None = None,
+def maybe_compact(db: Session, *, now_ms: int, task_started: str | None = None,
                   task_ended: str | None = None, previous_task: str | None = None
                   ) -> Triggered | None:
     """Compact the open session if a trigger holds, deciding and folding under one lock hold.
 
+    The fold is ``history.compact.compact_if``: the same as ``ctx stage compact``, followed by
+    the same steps as every canonical commit (graph view, ``git add .ctx``).
+
     Args:
-        store: The store.
-        config: The store's settings.
+        db: The open session (its config gives the ``[staging]`` settings).
         now_ms: The current time (ms since the epoch).
         task_started: A task that has just started, if any.
         task_ended: A task that has just ended, if any.
@@ -117,16 +133,15 @@ def maybe_compact(store: Store, config: Config, *, now_ms: int, task_started: st
     Raises:
         LockConflict, StagingConflict, StorageIOError: if the fold cannot be made (the
             store is unchanged).
-        InvalidInput: for narrative files with conflict markers (see ``compact_session``).
+        InvalidInput: for narrative files with conflict markers (see ``history.compact``).
     """
-    from ctxstore.narrative.summary import compact_session
+    reasons: list[str] = []
 
-    with store.lock():
-        status = session_status(store)
-        reasons = due_triggers(store, status, config, now_ms=now_ms, task_started=task_started,
-                               task_ended=task_ended, previous_task=previous_task)
-        if not reasons:
-            return None
-        message = "Automatic compaction: " + "; ".join(reasons)
-        fold, _ = compact_session(store, message)
-    return Triggered(tuple(reasons), fold)
+    def decide(store: Store) -> str | None:
+        reasons.extend(due_triggers(store, session_status(store), db.config, now_ms=now_ms,
+                                    task_started=task_started, task_ended=task_ended,
+                                    previous_task=previous_task))
+        return "Automatic compaction: " + "; ".join(reasons) if reasons else None
+
+    done = compact_if(db, decide)
+    return None if done is None else Triggered(tuple(reasons), done)

@@ -20,7 +20,8 @@ from ctxstore.errors import CtxError
 from ctxstore.lifecycle.policy import LifecycleReport, run_configured_lifecycle
 from ctxstore.lifecycle.triggers import Triggered, maybe_compact
 from ctxstore.records import dataclass
-from ctxstore.repo import Store, now_ms
+from ctxstore.repo import now_ms
+from ctxstore.session import Session
 
 __all__ = ["UPKEEP_LOCK_WAIT", "Upkeep", "session_end_upkeep", "task_boundary_compaction"]
 
@@ -55,8 +56,6 @@ def session_end_upkeep(ctx_dir: Path, access: Mapping[str, int] | None = None, *
     Returns:
         What ran and what could not (never raises for a store, lock or index problem).
     """
-    from ctxstore.session import Session
-
     out = Upkeep()
     at = now_ms() if now is None else now
     try:
@@ -66,7 +65,7 @@ def session_end_upkeep(ctx_dir: Path, access: Mapping[str, int] | None = None, *
         return out
     with db:
         try:
-            out.compaction = maybe_compact(db.store, db.config, now_ms=at, task_ended=task_ended)
+            out.compaction = maybe_compact(db, now_ms=at, task_ended=task_ended)
         except (CtxError, sqlite3.Error, OSError) as exc:
             out.problems.append(f"automatic compaction skipped: {exc}")
         if db.config.get("lifecycle", "on_session_end"):
@@ -77,7 +76,7 @@ def session_end_upkeep(ctx_dir: Path, access: Mapping[str, int] | None = None, *
     return out
 
 
-def task_boundary_compaction(store: Store, *, started: str | None = None,
+def task_boundary_compaction(db: Session, *, started: str | None = None,
                              ended: str | None = None, previous: str | None = None
                              ) -> Triggered | str | None:
     """Fold the staging session when a task ends or a different one starts (spec 002 §15.2).
@@ -86,7 +85,7 @@ def task_boundary_compaction(store: Store, *, started: str | None = None,
     a task starts and after one ends. Never raises for a store, lock or index problem.
 
     Args:
-        store: The store.
+        db: The open session.
         started: The task about to start, if any.
         ended: The task that has just ended, if any.
         previous: The task current before ``started``, if any.
@@ -95,7 +94,7 @@ def task_boundary_compaction(store: Store, *, started: str | None = None,
         The compaction, None when no trigger held, or a one-line problem when it could not run.
     """
     try:
-        return maybe_compact(store, store.config, now_ms=now_ms(), task_started=started,
-                             task_ended=ended, previous_task=previous)
+        return maybe_compact(db, now_ms=now_ms(), task_started=started, task_ended=ended,
+                             previous_task=previous)
     except (CtxError, sqlite3.Error, OSError) as exc:
         return f"automatic compaction skipped: {exc}"

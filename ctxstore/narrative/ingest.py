@@ -1,6 +1,6 @@
 """Hand edits of narrative entries, read back at commit: ``ingest_narrative_edits``.
 
-``ingest_narrative_edits`` runs before every commit (``commit_with_edits``). It compares
+``ingest_narrative_edits`` runs before every commit (``history.commit``). It compares
 each entry with the hash of the text it had when it last became a node version (node
 metadata ``narrative_hash``), so an edit made with ``ctx update`` is not undone by the
 unchanged Markdown, and an entry nobody edited produces nothing. Entries a person wrote
@@ -15,7 +15,6 @@ left as it is (docs/narrative.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,8 @@ from ctxstore.narrative.markdown import (
 from ctxstore.narrative.snapshot import iter_narrative_files, read_narrative_bytes
 from ctxstore.records import dataclass
 from ctxstore.repo import Store, now_ms
-from ctxstore.staging import FoldResult, check_commit_message, commit_stage
 
-__all__ = ["NarrativeChange", "ingest_narrative_edits", "commit_with_edits"]
+__all__ = ["NarrativeChange", "ingest_narrative_edits"]
 
 
 @dataclass(frozen=True)
@@ -296,25 +294,3 @@ def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
                 state.changes.append(NarrativeChange("removed", node.id, path))
         stage_write(store, state.records, "ingest narrative edits", state.blobs)
     return state.changes
-
-
-def commit_with_edits(store: Store, message: str | None, *, amend: bool = False,
-                      narrative: bool = True, allow_empty: bool = False,
-                      progress: Callable[[int, int], None] | None = None
-                      ) -> tuple[FoldResult, list[NarrativeChange]]:
-    """``ctx commit``: ingest narrative edits, then fold STAGE into one canonical commit.
-
-    Narrative edits are skipped when ``narrative`` is off; the fold is ``staging.commit_stage``
-    (``progress`` counts the work commits it reads); both under one lock.
-
-    Raises:
-        InvalidInput: a narrative file holds conflict markers, or the message is missing
-            or blank (see ``commit_stage``); nothing changes.
-        StagingConflict, LockConflict, StorageIOError: see ``commit_stage``.
-    """
-    check_commit_message(message, amend=amend)  # before ingestion stages anything
-    with store.lock():
-        edits = ingest_narrative_edits(store) if narrative else []
-        res = commit_stage(store, message, amend=amend, narrative=narrative,
-                           allow_empty=allow_empty, progress=progress)
-    return res, edits

@@ -1,4 +1,8 @@
-"""The session summary ctx writes into today's log at compaction (``ctx stage compact``)."""
+"""The session summary ctx writes into today's log at compaction (``history.compact``).
+
+The log is written before the commit pointer moves; after a crash in between, compacting
+again finds the summary (by its session marker) and writes it no second time.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,6 @@ from ctxstore.model.knowledge import (
     ViewRemoved,
 )
 from ctxstore.narrative.entries import _appended, _hhmm, _inert, _write_text
-from ctxstore.narrative.ingest import NarrativeChange, ingest_narrative_edits
 from ctxstore.narrative.markdown import (
     demote_headings,
     end_marker,
@@ -29,9 +32,9 @@ from ctxstore.narrative.snapshot import iter_narrative_files, read_narrative_byt
 from ctxstore.objects import ObjectId
 from ctxstore.replay import fold_records
 from ctxstore.repo import Store, now_ms
-from ctxstore.staging import FoldResult, check_commit_message, commit_stage, stage_chain
+from ctxstore.staging import stage_chain
 
-__all__ = ["MAX_LISTED_NODES", "compact_session"]
+__all__ = ["MAX_LISTED_NODES", "write_session_summary"]
 
 MAX_LISTED_NODES = 50
 
@@ -72,8 +75,20 @@ def _has_summary(store: Store, session_id: str) -> bool:
     return False
 
 
-def _write_summary(store: Store, message: str) -> str | None:
-    """Append the open session's summary to today's log; returns its path (None: no session)."""
+def write_session_summary(store: Store, message: str) -> str | None:
+    """Append the open session's summary to today's log, once per session.
+
+    Args:
+        store: The store (the caller holds its lock).
+        message: The compaction's commit message (the summary's headline).
+
+    Returns:
+        The log's narrative-relative path; None when nothing is staged or the log already
+        holds this session's summary.
+
+    Raises:
+        UnsafePath, StorageIOError: if the log cannot be written.
+    """
     chain = stage_chain(store, store.staged_heads())
     if not chain:
         return None
@@ -101,27 +116,3 @@ def _write_summary(store: Store, message: str) -> str | None:
                                 counts=counts, nodes=listed)
     _write_text(store, rel, _appended(store, rel, log_header(ms), entry))
     return rel
-
-
-def compact_session(store: Store, message: str) -> tuple[FoldResult, list[NarrativeChange]]:
-    """``ctx stage compact``.
-
-    Ingest narrative edits, write the session summary into today's log, then fold the session into
-    one canonical commit that snapshots that log.
-
-    The log is written before the commit pointer moves. After a crash in between, running
-    it again finds the summary (by its session marker) and only folds.
-
-    Returns:
-        What was folded, and what the narrative edits became (as ``commit_with_edits``).
-
-    Raises:
-        InvalidInput: for a blank message (nothing changes) or conflict markers (see
-            ``ingest_narrative_edits``).
-        StagingConflict, LockConflict, StorageIOError: if the commit cannot be made.
-    """
-    check_commit_message(message)  # before ingestion stages anything
-    with store.lock():
-        edits = ingest_narrative_edits(store)
-        _write_summary(store, message)
-        return commit_stage(store, message, kind="compact"), edits

@@ -14,6 +14,7 @@ from ctxstore.knowledge.nodes import add_node
 from ctxstore.lifecycle.triggers import maybe_compact
 from ctxstore.lifecycle.upkeep import session_end_upkeep, task_boundary_compaction
 from ctxstore.repo import Store, now_ms, open_store
+from ctxstore.session import Session
 from ctxstore.staging import session_status, start_session
 
 
@@ -48,8 +49,8 @@ def test_triggers_time_limit(store: Store) -> None:
     store = _config(store, "[staging]\ncompact_after_minutes = 60.0\n")
     add_node(store, "fact", "staged work")
     started = session_status(store).started_at
-    assert maybe_compact(store, store.config, now_ms=started + 59 * 60_000) is None
-    done = maybe_compact(store, store.config, now_ms=started + 61 * 60_000)
+    assert maybe_compact(Session(store), now_ms=started + 59 * 60_000) is None
+    done = maybe_compact(Session(store), now_ms=started + 61 * 60_000)
     assert done is not None and done.reasons == ("time (61 minutes >= 60)",)
     assert done.fold.commit is not None
 
@@ -57,15 +58,15 @@ def test_triggers_time_limit(store: Store) -> None:
 def test_triggers_task_switch_and_task_end(store: Store) -> None:
     start_session(store, "alpha")
     add_node(store, "fact", "work on alpha")
-    assert task_boundary_compaction(store, started="alpha") is None  # the same task
-    done = task_boundary_compaction(store, started="beta")
+    assert task_boundary_compaction(Session(store), started="alpha") is None  # the same task
+    done = task_boundary_compaction(Session(store), started="beta")
     assert done is not None and not isinstance(done, str)
     assert done.reasons == ("context switch (alpha -> beta)",)
     add_node(store, "fact", "work on beta")
-    ended = task_boundary_compaction(store, ended="beta")
+    ended = task_boundary_compaction(Session(store), ended="beta")
     assert ended is not None and not isinstance(ended, str)
     assert ended.reasons == ("task completion (beta)",)
-    assert task_boundary_compaction(store, ended="beta") is None  # nothing staged
+    assert task_boundary_compaction(Session(store), ended="beta") is None  # nothing staged
 
 
 def test_triggers_each_can_be_turned_off(store: Store) -> None:
@@ -73,7 +74,7 @@ def test_triggers_each_can_be_turned_off(store: Store) -> None:
                            "compact_on_task_end = false\ncompact_on_task_switch = false\n")
     start_session(store, "alpha")
     add_node(store, "fact", "x " * 400_000)
-    assert maybe_compact(store, store.config, now_ms=now_ms() + 10**10, task_started="beta",
+    assert maybe_compact(Session(store), now_ms=now_ms() + 10**10, task_started="beta",
                          task_ended="alpha") is None
 
 
@@ -103,10 +104,11 @@ def test_triggers_session_end_hook_runs_upkeep(store: Store) -> None:
 
 _RACE = """
 import sys
-from ctxstore.repo import open_store, now_ms
+from ctxstore.repo import now_ms
 from ctxstore.lifecycle.triggers import maybe_compact
-s = open_store(__import__("pathlib").Path(sys.argv[1]))
-r = maybe_compact(s, s.config, now_ms=now_ms())
+from ctxstore.session import Session
+with Session.open(__import__("pathlib").Path(sys.argv[1])) as db:
+    r = maybe_compact(db, now_ms=now_ms())
 print("compacted" if r is not None and r.fold.commit is not None else "none")
 """
 

@@ -3,29 +3,31 @@
 ``ctx add note|task|decision`` writes Markdown and stages a node tied to it by a
 ``<!-- ctx:id=ULID -->`` marker (``narrative.entries``). Aborting only the node would leave
 the entry behind, and the next ``ctx commit`` would read it back as a new node
-(``narrative.ingest``): the aborted work would come back. So ``abort_with_narrative``
-removes, for every node the session created from a narrative entry, that entry: its
-section of a log or of decisions.md, a task file, and the task's "task created" event in
-the log. It also removes the "file read" and "command run" events the session's steps
-wrote (``ctx add file``, ``ctx add command``): their key names the session
-(``markdown.step_event_key``). A daily log left with nothing but its header goes too.
-Entries of nodes that existed before the session, events of other sessions (and those an
-older ctx wrote, whose key names no session), and text people wrote without a marker,
-are never touched.
+(``narrative.ingest``): the aborted work would come back. So ``abort`` removes, for every
+node the session created from a narrative entry, that entry: its section of a log or of
+decisions.md, a task file, and the task's "task created" event in the log. It also removes
+the "file read" and "command run" events the session's steps wrote (``ctx add file``,
+``ctx add command``): their key names the session (``markdown.step_event_key``). A daily
+log left with nothing but its header goes too. Entries of nodes that existed before the
+session, events of other sessions (and those an older ctx wrote, whose key names no
+session), and text people wrote without a marker, are never touched.
 
 ``plan_abort`` lists what an abort would drop (the CLI shows it and asks); the session is
 then recorded by an abort commit (``staging.abort_session``) and the entries are removed,
 all under the store's lock. A crash between the two leaves the entries: they come back at
-the next commit as nodes, the behaviour before this module, and nothing is lost.
+the next commit as nodes, the behaviour before this module, and nothing is lost. The abort
+commit is a canonical commit: ``commit.after_commit`` follows it once the lock is released.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import field
+from typing import TYPE_CHECKING
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, NothingToDo, StorageIOError
+from ctxstore.history.commit import PostCommit, after_commit
 from ctxstore.model import ChangeBatch
 from ctxstore.model.knowledge import KnowledgeRecord, NodeRecord
 from ctxstore.narrative.entries import (
@@ -47,7 +49,10 @@ from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import FoldResult, abort_session, stage_chain
 
-__all__ = ["DroppedEntry", "AbortPlan", "plan_abort", "abort_with_narrative"]
+if TYPE_CHECKING:
+    from ctxstore.session import Session
+
+__all__ = ["DroppedEntry", "AbortPlan", "AbortResult", "plan_abort", "abort"]
 
 _LOG_DATE = re.compile(r"log/(\d{4}-\d{2}-\d{2})\.md")
 
@@ -194,24 +199,40 @@ def _drop(store: Store, entry: DroppedEntry) -> None:
     _write_text(store, entry.path, new)
 
 
-def abort_with_narrative(store: Store, reason: str | None) -> tuple[FoldResult, AbortPlan]:
+@dataclass(frozen=True, slots=True)
+class AbortResult:
+    """What ``abort`` did.
+
+    Attributes:
+        fold: The abort commit (``commit``) and the session it recorded.
+        dropped: What was dropped (``plan_abort``, as carried out).
+        after: The steps that followed the abort commit.
+    """
+
+    fold: FoldResult
+    dropped: AbortPlan
+    after: PostCommit
+
+
+def abort(db: Session, reason: str | None) -> AbortResult:
     """``ctx stage abort``: record the session by an abort commit, then remove its entries.
 
     Args:
-        store: The store.
+        db: The open session.
         reason: Why the session is abandoned (in the abort commit's message).
 
     Returns:
-        The abort commit, and what was dropped (``plan_abort``).
+        The abort commit, what was dropped (``plan_abort``) and what followed the commit.
 
     Raises:
         NothingToDo: (E018) if nothing is staged.
         InvalidInput: if the reason is not valid Unicode text.
         LockConflict, StagingConflict, StorageIOError: if the abort cannot be made.
     """
+    store = db.store
     with store.lock():
         plan = plan_abort(store)
         res = abort_session(store, reason)
         for entry in plan.entries:
             _drop(store, entry)
-    return res, plan
+    return AbortResult(res, plan, after_commit(db, res))
