@@ -163,14 +163,14 @@ def _pointer_roots(store: Store, problems: list[Problem],
 def _unnamed_work_problems(store: Store, named: set[bytes]) -> list[Problem]:
     """Staged work no pointer names.
 
-    ``staging.find_unnamed_work``; the object scan above has decoded every object, so this reads
+    ``recover.find_unnamed_work``; the object scan above has decoded every object, so this reads
     nothing again.
 
     With STAGE missing it is an error: acknowledged writes are hidden, and ``ctx stage
     recover`` puts them back. With STAGE present it is a warning: the chain may also be
     what a killed command wrote before it could move STAGE (never acknowledged).
     """
-    from ctxstore.staging import find_unnamed_work
+    from ctxstore.recover import find_unnamed_work
 
     found = find_unnamed_work(store, named)
     if not found:

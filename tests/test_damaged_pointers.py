@@ -21,14 +21,9 @@ from ctxstore.errors import RefNotFound, StoreNotFound
 from ctxstore.init import init_store
 from ctxstore.model import Commit
 from ctxstore.model.knowledge import NodeRecord
+from ctxstore.recover import find_unnamed_work, recover
 from ctxstore.repo import discover_store, open_store
-from ctxstore.staging import (
-    abort_session,
-    commit_stage,
-    find_unnamed_work,
-    recover,
-    stage_records,
-)
+from ctxstore.staging import abort_session, commit_stage, stage_records
 from ctxstore.verify import verify_store
 
 

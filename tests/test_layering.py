@@ -20,7 +20,7 @@ LAYERS = [
     {"errors", "fsio", "ids", "clock", "discovery", "records"},
     {"objects", "model", "config", "tokens"},
     {"refs"},
-    {"repo", "replay", "staging", "narrative.markdown", "narrative.snapshot", "verify", "gc", "git",
+    {"repo", "replay", "staging", "recover", "narrative.markdown", "narrative.snapshot", "verify", "gc", "git",
      "init", "code.tree"},
     {"index", "query", "graph", "derived"},
     {"session"},

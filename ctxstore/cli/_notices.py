@@ -5,7 +5,7 @@
 * the command wrote to the user store ``~/.ctx`` because there is no project store: once
   per command, so memory never lands there unnoticed;
 * an E001/E004/E005/E009 error caused by a dangling STAGE gets the hint to run
-  ``ctx stage recover`` (``staging.stage_needs_recover``).
+  ``ctx stage recover`` (``recover.stage_needs_recover``).
 
 Notices never fail a command: whatever goes wrong while looking is ignored.
 """
@@ -111,8 +111,8 @@ def add_stage_hint(exc: Any, ctx: click.Context, args: list[str]) -> None:
         return
     env: Any = ctx.obj
     try:
+        from ctxstore.recover import stage_needs_recover
         from ctxstore.repo import STAGE_RECOVER_HINT, discover_store, open_store
-        from ctxstore.staging import stage_needs_recover
 
         session = getattr(env, "_session", None)
         if session is not None:

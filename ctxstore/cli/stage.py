@@ -222,7 +222,7 @@ def recover_command(env: Env, adopt: bool) -> None:
     Example:
         ctx stage recover
     """
-    from ctxstore.staging import recover
+    from ctxstore.recover import recover
 
     rep = recover(env.store(), adopt=adopt)
     if env.fmt == "json":

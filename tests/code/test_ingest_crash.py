@@ -15,8 +15,8 @@ from _crashlib import run_cli  # noqa: E402
 
 from ctxstore.code.ingest import index_tree  # noqa: E402
 from ctxstore.objects import KIND_BLOB, LayeredObjectStore, ObjectId  # noqa: E402
+from ctxstore.recover import recover, stage_needs_recover  # noqa: E402
 from ctxstore.repo import open_store  # noqa: E402
-from ctxstore.staging import recover, stage_needs_recover  # noqa: E402
 from ctxstore.verify import verify_store  # noqa: E402
 
 FILES = {f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(12)}

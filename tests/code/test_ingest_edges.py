@@ -15,8 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
 from _crashlib import run_cli  # noqa: E402
 
 from ctxstore.code.python import PythonExtractor  # noqa: E402
+from ctxstore.recover import recover, stage_needs_recover  # noqa: E402
 from ctxstore.repo import open_store  # noqa: E402
-from ctxstore.staging import recover, session_status, stage_needs_recover  # noqa: E402
+from ctxstore.staging import session_status  # noqa: E402
 from ctxstore.verify import verify_store  # noqa: E402
 
 

@@ -58,8 +58,9 @@ from ctxstore.gc import collect_garbage
 from ctxstore.init import init_store
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.objects import KIND_BLOB, canonical_bytes, object_id_of
+from ctxstore.recover import recover
 from ctxstore.repo import open_store
-from ctxstore.staging import commit_stage, recover
+from ctxstore.staging import commit_stage
 
 pytestmark = pytest.mark.crash
 
