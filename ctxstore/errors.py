@@ -37,6 +37,7 @@ __all__ = [
     "GcRefused",
     "LlmUnavailable",
     "MemoryDamaged",
+    "UpgradeRequired",
 ]
 
 
@@ -361,3 +362,24 @@ class MemoryDamaged(StoreCorrupt):
     """
 
     code = "E023"
+
+
+class UpgradeRequired(CtxError):
+    """E025: the store is of an older layout that a write needs upgraded first (``ctx upgrade``).
+
+    Raised when a writer takes the lock of a store whose committed ``.ctx/STAGE`` (the layout
+    before ``local/STAGE``) names staged work: that work came through Git and is nobody's
+    session here, so it is folded into one canonical commit by ``ctx upgrade`` (or
+    ``ctx rebuild``), an explicit step, never silently by the first write. Nothing is written.
+
+    Attributes:
+        path: The legacy pointer file.
+    """
+
+    code = "E025"
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path} (the layout of an older ctx) names staged work that must be "
+                         "folded into one commit before this store is written to",
+                         hint="run `ctx upgrade` once (it folds that work and changes nothing else)")
+        self.path = path

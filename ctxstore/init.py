@@ -28,10 +28,10 @@ from ctxstore.clock import now_ms
 from ctxstore.config import DEFAULTS, load_config, render_default_config
 from ctxstore.errors import CtxError, InvalidInput, StoreExists, UnsafePath
 from ctxstore.model import Commit, Tree
-from ctxstore.narrative.markdown import render_template
 from ctxstore.objects import ObjectId
 from ctxstore.records import dataclass
 from ctxstore.repo import MAIN_REF, STAGE_TYPES, STORE_DIRS, check_layout, open_store
+from ctxstore.templates import render_template
 
 __all__ = ["InitResult", "init_store", "CONFIG_TEMPLATES", "default_ctx_dir",
            "template_settings"]

@@ -11,6 +11,10 @@ the new commit reaches to the committed area (``.ctx/objects``), inside the same
 barrier: Git sees canonical commits and what they name, never the per-write work of a
 session, and no committed object refers to one that exists only in a clone's staging
 area (docs/git.md, "Where objects live").
+
+A writer refuses a store of an older layout whose committed ``.ctx/STAGE`` names staged
+work (``UpgradeRequired``): folding that work is the explicit ``ctx upgrade``, never a side
+effect of the first write. This module imports nothing above the storage layer.
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ from ctxstore.discovery import (
 )
 from ctxstore.errors import (
     CommitOrphan,
+    CtxError,
     DeserializationFailed,
     ObjectNotFound,
     RefNotFound,
     StagingConflict,
     StorageIOError,
+    UpgradeRequired,
 )
 from ctxstore.model import Commit, WorkCommit, decode_typed, encode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
@@ -179,6 +185,7 @@ class Store:
         self._cache = ObjectCache(OBJECT_CACHE_SIZE)
         self._staging_ready = False
         self._stage_checked = False
+        self._upgrading = False
 
     def ensure_staging_area(self) -> None:
         """Create this clone's staging area (``local/work/objects``) durably, once.
@@ -210,6 +217,8 @@ class Store:
 
         Raises:
             LockConflict: if another process holds it longer than the configured wait.
+            UpgradeRequired: (E025) for a store that ``needs_upgrade`` (outside ``upgrading``);
+                the lock is released again.
         """
         me = threading.get_ident()
         if self._lock_depth and self._lock_owner == me:
@@ -222,6 +231,7 @@ class Store:
         with fsio.hold_lock(self.root / "LOCK", timeout=self.lock_timeout):
             self._lock_owner, self._lock_depth = me, 1
             try:
+                self._check_layout()  # under the lock: the layout cannot change meanwhile
                 yield
             finally:
                 self._lock_owner, self._lock_depth = None, 0
@@ -336,17 +346,50 @@ class Store:
     def transaction(self) -> Transaction:
         """Start a write transaction (a context manager that holds the lock).
 
-        The first one of a process on an older store whose committed ``.ctx/STAGE`` names
-        staged work folds that work first (``staging.fold_received_stage``): it came
-        through Git, so it is nobody's session here.
+        Raises:
+            UpgradeRequired: (E025) on entering it, for an older store whose committed
+                ``.ctx/STAGE`` names staged work (see ``lock``).
         """
-        if not self._stage_checked:
-            self._stage_checked = True
-            if refs.reads_legacy_stage(self.root):
-                from ctxstore.staging import fold_received_stage
-
-                fold_received_stage(self)
         return Transaction(self)
+
+    def needs_upgrade(self) -> bool:
+        """True for an older store whose committed ``.ctx/STAGE`` names staged work.
+
+        That work came through Git, so it is nobody's session here: ``history.upgrade``
+        folds it into one canonical commit (``ctx upgrade``), after which ``local/STAGE``
+        exists and the legacy file is never read again. A damaged legacy STAGE is left to
+        ``ctx stage recover`` (False here). Reads only.
+        """
+        if not refs.reads_legacy_stage(self.root):
+            return False
+        try:
+            return bool(self.staged_heads())
+        except CtxError:
+            return False  # damaged: what ``ctx stage recover`` repairs, not an upgrade
+
+    @contextmanager
+    def upgrading(self) -> Iterator[None]:
+        """Let this thread write to a store that ``needs_upgrade``: the upgrade step itself."""
+        self._upgrading = True
+        try:
+            yield
+        finally:
+            self._upgrading = False
+
+    def _check_layout(self) -> None:
+        """Refuse a writer on a store that ``needs_upgrade`` (checked once per handle).
+
+        Reading never writes, and neither does a write that did not ask for it: the fold of
+        work received through Git is the explicit ``ctx upgrade`` (or ``ctx rebuild``).
+
+        Raises:
+            UpgradeRequired: (E025) naming the legacy pointer file.
+        """
+        if self._stage_checked or self._upgrading:
+            return
+        if self.needs_upgrade():
+            raise UpgradeRequired(str(self.root / refs.LEGACY_STAGE))
+        self._stage_checked = True
 
     # -- history -------------------------------------------------------------------------
     def iter_history(self, heads: Iterable[ObjectId], *, follow_base: bool = True

@@ -154,6 +154,15 @@ class Session:
             sync_index(self.store, self._conn, progress=progress, rebuild=self._build)
         return self._conn
 
+    def close_index(self) -> None:
+        """Close the index connection, if open; the next ``index()`` opens a new one.
+
+        For a caller about to recreate the index files (``ctx rebuild``).
+        """
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
     def close(self) -> None:
         """Close the index connection this session opened (idempotent)."""
         self._closed = True

@@ -19,9 +19,8 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import field, replace
 
-from ctxstore import refs as refs_mod
 from ctxstore.clock import next_stamp, now_ms
-from ctxstore.errors import CtxError, InvalidInput, NothingToDo, StagingConflict
+from ctxstore.errors import InvalidInput, NothingToDo, StagingConflict
 from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit
 from ctxstore.model.code import FileRecord, FileRemoved
 from ctxstore.model.commit import StepKind
@@ -408,33 +407,6 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
     return FoldResult(oid, len(curated), len(chain), len(nrefs), session_id, amended=amend,
                       merge_commit=merged[0], merged_heads=merged[1])
-
-
-def fold_received_stage(store: Store) -> FoldResult | None:
-    """Fold the staged work an older store's committed ``.ctx/STAGE`` names into one commit.
-
-    Before STAGE moved to ``local/STAGE`` it was committed, so a clone received other
-    people's unfolded sessions (or its own, from an older ctx: the two cannot be told
-    apart). Their records are kept and shared as one canonical commit, and the work is
-    nobody's staged session; ``local/STAGE`` then names that commit and the legacy file is
-    never read or written again. A damaged legacy STAGE is left to ``ctx stage recover``.
-
-    Returns:
-        The fold, or None when there was nothing to fold.
-    """
-    if not refs_mod.reads_legacy_stage(store.root):
-        return None
-    try:
-        works = store.staged_heads()
-    except CtxError:
-        return None
-    if not works:
-        return None
-    session = store.read_typed(works[0], WorkCommit).session_id
-    from ctxstore.code.tree import fold_tree
-
-    return commit_stage(store, f"Fold staged work received through Git (session {session})",
-                        tree=fold_tree)
 
 
 def _fold_tree(store: Store, tx: Transaction, base: Commit, curated: Sequence[KnowledgeRecord],

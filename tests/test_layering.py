@@ -13,15 +13,12 @@ PKG = Path(__file__).resolve().parent.parent / "ctxstore"
 
 # Left to right: a module may import only modules of its own layer or to its left.
 # A dotted entry places one module of a package apart from the rest of it (the most
-# specific entry wins): narrative's markdown and snapshot sit below staging, which stores
-# the snapshots, while its entries, ingest and summary write knowledge; code.tree (a fold's
-# file tree) sits below staging too.
+# specific entry wins).
 LAYERS = [
-    {"errors", "fsio", "ids", "clock", "discovery", "records"},
+    {"errors", "fsio", "ids", "clock", "discovery", "records", "templates"},
     {"objects", "model", "config", "tokens"},
     {"refs"},
-    {"repo", "replay", "staging", "recover", "narrative.markdown", "narrative.snapshot", "verify", "gc", "git",
-     "init", "code.tree"},
+    {"repo", "replay", "staging", "recover", "verify", "gc", "git", "init"},
     {"index", "query", "graph", "derived"},
     {"session"},
     {"narrative", "knowledge", "code", "history"},

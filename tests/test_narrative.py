@@ -34,6 +34,7 @@ from ctxstore.replay import replay
 from ctxstore.repo import Store, open_store
 from ctxstore.session import Session
 from ctxstore.staging import start_session
+from ctxstore.templates import render_template
 
 SHIM = Path(__file__).resolve().parent / "_shim"
 
@@ -140,11 +141,11 @@ def test_placeholders_in_user_text_are_kept_verbatim(store: Store) -> None:
 
 
 def test_templates_are_rendered_in_one_pass() -> None:
-    text = nar.render_template("log_entry.md", time="{kind}", kind="note", marker="{end}",
+    text = render_template("log_entry.md", time="{kind}", kind="note", marker="{end}",
                                text="{time}", end="<!-- e -->")
     assert text == "## {kind} UTC · note {end}\n{time}\n<!-- e -->\n"
     # A line holding only an empty value is left out.
-    assert nar.render_template("task.md", number="1", title="T", marker="m", body="") == (
+    assert render_template("task.md", number="1", title="T", marker="m", body="") == (
         "# Task 1: T m\n")
 
 

@@ -8,7 +8,6 @@ reaches into ``.ctx/objects``. Real Git, the installed CLI in subprocesses.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -114,33 +113,6 @@ def test_a_fresh_clone_has_every_object_the_history_needs(repo: Path, tmp_path: 
     status = json.loads(ctx(clone, "--format", "json", "stage", "status"))
     assert not status.get("work_commits"), status
     assert "left staged, never folded" in contents(repo)  # still staged where it was made
-
-
-def test_old_layout_stage_received_through_git_is_folded_once(repo: Path) -> None:
-    """A store from before local/STAGE: its committed .ctx/STAGE names staged work."""
-    root = repo / ".ctx"
-    ctx(repo, "add", "--type", "fact", "staged by an older ctx")
-    # Rebuild the old layout: STAGE at .ctx/STAGE, every object in objects/.
-    staging = root / "local" / "work" / "objects"
-    for path in staging.rglob("*"):
-        if path.is_file():
-            dest = root / "objects" / path.relative_to(staging)
-            dest.parent.mkdir(exist_ok=True)
-            shutil.copyfile(path, dest)
-    shutil.rmtree(staging)
-    stage_file(root).rename(root / "STAGE")
-    head_before = open_store(root).read_head().single
-    ctx(repo, "add", "--type", "fact", "new work")  # the first write folds the received work
-    log = ctx(repo, "log")
-    assert "Fold staged work received through Git" in log
-    store = open_store(root)
-    assert store.read_head().single != head_before
-    assert (root / "local" / "STAGE").is_file()
-    assert contents(repo) >= {"staged by an older ctx", "new work"}
-    status = json.loads(ctx(repo, "--format", "json", "stage", "status"))
-    assert status["work_commits"] == 1, status  # only "new work" is this clone's session
-    ctx(repo, "add", "--type", "fact", "third")
-    assert ctx(repo, "log").count("Fold staged work received through Git") == 1
 
 
 def test_verify_names_a_committed_object_missing_from_the_committed_area(repo: Path) -> None:

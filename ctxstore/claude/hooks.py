@@ -42,7 +42,14 @@ from ctxstore.claude.state import (
     peek_state,
     repair_state,
 )
-from ctxstore.errors import CtxError, IndexNotReady, LockConflict, StoreCorrupt, UnsafePath
+from ctxstore.errors import (
+    CtxError,
+    IndexNotReady,
+    LockConflict,
+    StoreCorrupt,
+    UnsafePath,
+    UpgradeRequired,
+)
 
 if TYPE_CHECKING:
     from ctxstore.claude.tags import TagProblem
@@ -272,12 +279,16 @@ def _run(db: Session, state: HookState, batch: list[tuple[str, dict[str, Any]]],
         pending = None
         try:
             outcome = execute(CommandContext(db.store, state, session, db=db), cmd)
-        except LockConflict as exc:
+        except (LockConflict, UpgradeRequired) as exc:
             for later_session, later in batch[i:]:  # releases this command's claim
                 state.enqueue(later["key"], later_session, later)
-            who = f" (pid {exc.pid})" if exc.pid else ""
-            problems.append(f"store locked by another process{who}; {len(batch) - i} command(s) "
-                            "deferred to the next hook")
+            if isinstance(exc, UpgradeRequired):  # nothing written; kept until `ctx upgrade`
+                problems.append(f"{exc.message} ({exc.hint}); {len(batch) - i} command(s) "
+                                "deferred to the next hook after it")
+            else:
+                who = f" (pid {exc.pid})" if exc.pid else ""
+                problems.append(f"store locked by another process{who}; {len(batch) - i} "
+                                "command(s) deferred to the next hook")
             return changed, problems, True
         except StateDamaged:
             raise  # the state is replaced and the hook runs again (_repairing)

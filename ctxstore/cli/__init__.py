@@ -47,6 +47,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "import": ("ctxstore.cli.exchange", "import_command", "Import a JSON export."),
     "ingest": ("ctxstore.cli.exchange", "ingest_command", "Ingest a file as a source node."),
     "rebuild": ("ctxstore.cli.rebuild", "rebuild_command", "Rebuild the derived index."),
+    "upgrade": ("ctxstore.cli.upgrade", "upgrade_command",
+                "Bring an older store's layout up to date (fold received staged work)."),
     "commit": ("ctxstore.cli.commit", "commit_command", "Fold staged work into a commit."),
     "stage": ("ctxstore.cli.stage", "stage_group", "Manage the staging session."),
     "log": ("ctxstore.cli.log", "log_command", "Show the commit history."),

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env, progress_printer
 from ctxstore.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from ctxstore.history.rebuild import Mode, RebuildResult
 
 
 @click.command("rebuild")
@@ -37,65 +39,60 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
     """
     if sum((full, incremental, scc_only, tantivy_only)) > 1:
         raise InvalidInput("choose one of --full, --incremental, --scc, --tantivy")
-    from ctxstore.derived import scc
-    from ctxstore.index import index_dir
+    from ctxstore.cli.commit import echo_notices
+    from ctxstore.history.rebuild import rebuild
 
-    store = env.store()
-    start = time.perf_counter()
+    mode: Mode = ("full" if full else "incremental" if incremental else "scc" if scc_only
+            else "tantivy" if tantivy_only else "all")
+    res = rebuild(env.session(), mode, progress=progress_printer("rebuild records"))
+    if res.scc is not None:
+        for notice in res.scc.stale:
+            click.echo(f"ctx: {notice}; rebuilding it", err=True)
+    if res.upgrade is not None and res.upgrade.upgraded:
+        from ctxstore.cli.upgrade import upgrade_line
+
+        click.echo(f"ctx: {upgrade_line(res.upgrade)}", err=True)
     doc: dict[str, Any] = {}
     lines: list[str] = []
-    if not (scc_only or tantivy_only):
-        doc, line = _rebuild_index(env, full=full, incremental=incremental)
+    if res.index is not None:
+        doc, line = _index_report(res)
         lines.append(line)
-    if not tantivy_only:
-        for notice in scc.load_scc(store.root).notices:
-            click.echo(f"ctx: {notice}; rebuilding it", err=True)
-        built = scc.build_scc(store)
-        found = scc.cycles(built.view)
-        doc["scc"] = {"id": built.oid.hex(), "nodes": len(built.view.nodes),
-                      "sccs": built.view.scc_count, "cycles": len(found)}
-        lines.append(f"SCC view {built.oid.hex()[:16]}: {len(built.view.nodes)} nodes, "
-                     f"{built.view.scc_count} SCCs, {len(found)} cycles")
-    from ctxstore.derived.tantivy_index import TANTIVY_DIR
-
-    if tantivy_only or (index_dir(store) / TANTIVY_DIR).is_dir():
-        from ctxstore.derived.tantivy_index import rebuild_tantivy
-
-        rep = rebuild_tantivy(store)
-        doc["tantivy"] = {"chunks": rep.chunks, "nodes": rep.nodes, "seconds": round(rep.seconds, 3)}
-        lines.append(f"Tantivy: {rep.chunks} chunks, {rep.nodes} nodes")
-    took = time.perf_counter() - start
+    if res.scc is not None:
+        doc["scc"] = {"id": res.scc.oid.hex(), "nodes": res.scc.nodes, "sccs": res.scc.sccs,
+                      "cycles": res.scc.cycles}
+        lines.append(f"SCC view {res.scc.oid.hex()[:16]}: {res.scc.nodes} nodes, "
+                     f"{res.scc.sccs} SCCs, {res.scc.cycles} cycles")
+    if res.tantivy is not None:
+        doc["tantivy"] = {"chunks": res.tantivy.chunks, "nodes": res.tantivy.nodes,
+                          "seconds": round(res.tantivy.seconds, 3)}
+        lines.append(f"Tantivy: {res.tantivy.chunks} chunks, {res.tantivy.nodes} nodes")
+    if res.upgrade is not None:
+        doc["upgraded"] = res.upgrade.upgraded
+    if res.after.git_staged:
+        doc["git_staged"] = True
     if env.fmt == "json":
-        emit_json({**doc, "seconds": round(took, 3)})
+        emit_json({**doc, "seconds": round(res.seconds, 3)})
     else:
-        click.echo("; ".join(lines) + f" in {took:.2f}s")
+        click.echo("; ".join(lines) + f" in {res.seconds:.2f}s")
+        if res.after.git_staged:
+            click.echo("  git add .ctx")
+    echo_notices(res.after.notices)
 
 
-def _rebuild_index(env: Env, *, full: bool, incremental: bool) -> tuple[dict[str, Any], str]:
-    """Rebuild (or, ``incremental``, catch up) the SQLite index; its JSON fields and text line."""
-    from ctxstore.index import rebuild_store
-
-    store = env.store()
-    records: dict[str, int] | None = None  # a build's records: applied now, and resumed
-    if incremental:
-        from ctxstore.index.read import table_counts
-        from ctxstore.staging import flush
-
-        before = store.read_head().heads
-        flush(store)
-        merged = store.read_head().heads != before
-        nodes, edges, commits = table_counts(env.index())
+def _index_report(res: RebuildResult) -> tuple[dict[str, Any], str]:
+    """The SQLite index's JSON fields and text line."""
+    index = res.index
+    assert index is not None
+    merged = res.merged_heads
+    doc: dict[str, Any] = {"nodes": index.nodes, "edges": index.edges, "commits": index.commits,
+                           "merged_heads": merged}
+    if index.incremental:
         verb = "caught up index"
     else:
-        report = rebuild_store(store, full=full, progress=progress_printer("rebuild records"))
-        nodes, edges, commits, merged = report.nodes, report.edges, report.commits, report.merged_heads
-        records = {"applied": report.records_applied, "resumed": report.records_resumed}
+        doc["records"] = {"applied": index.records_applied, "resumed": index.records_resumed}
         verb = "rebuilt index"
-        if report.records_resumed:
-            verb = (f"finished an interrupted rebuild ({report.records_resumed} records were "
-                    f"already in, {report.records_applied} applied now); index")
-    doc: dict[str, Any] = {"nodes": nodes, "edges": edges, "commits": commits, "merged_heads": merged}
-    if records is not None:
-        doc["records"] = records
-    return (doc, f"{verb}: {nodes} nodes, {edges} edges from {commits} commits"
+        if index.records_resumed:
+            verb = (f"finished an interrupted rebuild ({index.records_resumed} records were "
+                    f"already in, {index.records_applied} applied now); index")
+    return (doc, f"{verb}: {index.nodes} nodes, {index.edges} edges from {index.commits} commits"
             + (" (merged Git heads)" if merged else ""))

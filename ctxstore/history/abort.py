@@ -39,7 +39,6 @@ from ctxstore.narrative.entries import (
 from ctxstore.narrative.markdown import (
     is_step_event_of,
     parse_entries,
-    render_template,
     role_of,
     without_entry,
     without_metadata,
@@ -48,6 +47,7 @@ from ctxstore.objects import ObjectId
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import FoldResult, abort_session, stage_chain
+from ctxstore.templates import render_template
 
 if TYPE_CHECKING:
     from ctxstore.session import Session

@@ -162,7 +162,8 @@ def commit(db: Session, message: str | None, *, amend: bool = False, narrative: 
     return CommitResult(res, tuple(edits), after_commit(db, res))
 
 
-def after_commit(db: Session, res: FoldResult | Sequence[FoldResult]) -> PostCommit:
+def after_commit(db: Session, res: FoldResult | Sequence[FoldResult], *,
+                 graph: bool = True) -> PostCommit:
     """The steps every canonical commit is followed by: graph view, then ``git add .ctx``.
 
     Nothing runs when no canonical commit was made. Never raises: each step that cannot
@@ -172,6 +173,7 @@ def after_commit(db: Session, res: FoldResult | Sequence[FoldResult]) -> PostCom
     Args:
         db: The open session (its index is brought up to date with the commit).
         res: The fold (or folds) the caller made.
+        graph: Rebuild the graph view (False: the caller rebuilds it itself, ``ctx rebuild``).
 
     Returns:
         Whether the store was staged in Git, and the notices.
@@ -182,5 +184,5 @@ def after_commit(db: Session, res: FoldResult | Sequence[FoldResult]) -> PostCom
     from ctxstore.derived.scc import refresh_after_commit
     from ctxstore.git import stage_in_git
 
-    notice = refresh_after_commit(db.store, db.index)
+    notice = refresh_after_commit(db.store, db.index) if graph else None
     return PostCommit(git_staged=stage_in_git(db.root), notices=(notice,) if notice else ())

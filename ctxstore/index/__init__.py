@@ -58,8 +58,6 @@ Progress = Callable[[int, int], None]
 
 __all__ = [
     "BUILD_STATE",
-    "RebuildReport",
-    "rebuild_store",
     "ensure_built",
     "NEW_INDEX_BUDGET",
     "DAMAGE_MARKER",
@@ -866,53 +864,3 @@ def rebuild_index(store: Store, *, full: bool = False, progress: Progress | None
         conn.close()
         raise
     return conn, counts
-
-
-class RebuildReport(NamedTuple):
-    """What ``rebuild_store`` did.
-
-    The counts of the rebuilt index, whether a pointer with several heads (left by a Git
-    merge) was merged first, the records this run applied, and those an interrupted run had
-    applied already (``records_resumed``: 0 for a build from nothing).
-    """
-
-    nodes: int
-    edges: int
-    commits: int
-    merged_heads: bool
-    records_applied: int = 0
-    records_resumed: int = 0
-
-
-def rebuild_store(store: Store, *, full: bool = False, progress: Progress | None = None
-                  ) -> RebuildReport:
-    """``ctx rebuild``: merge pointers a Git merge left with several heads, then rebuild the index.
-
-    The index is recreated from the objects (deleting ``.ctx/index/`` loses nothing).
-
-    Args:
-        store: The store.
-        full: Delete the index files first instead of clearing the tables.
-        progress: Called with (records applied, records to apply) while the index is filled.
-
-    Returns:
-        The counts of the rebuilt index.
-
-    Raises:
-        UnsafePath: (E020) if an index file is a symlink or a special file.
-        IndexNotReady: (E024) if another process rebuilds for longer than the lock timeout.
-        LockConflict: (E006) if another writer holds the lock while heads are merged.
-        CtxError: (E001-E005) if the store is damaged on the way.
-    """
-    from ctxstore.index.read import table_counts
-    from ctxstore.staging import flush
-
-    before = store.read_head().heads
-    flush(store)  # writes a merge commit if HEAD or STAGE hold several heads
-    merged = store.read_head().heads != before
-    conn, counts = rebuild_index(store, full=full, progress=progress)
-    try:
-        nodes, edges, commits = table_counts(conn)
-    finally:
-        conn.close()
-    return RebuildReport(nodes, edges, commits, merged, counts.applied, counts.resumed)

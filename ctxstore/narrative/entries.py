@@ -39,7 +39,6 @@ from ctxstore.narrative.markdown import (
     log_rel,
     metadata_block,
     parse_entries,
-    render_template,
     step_event_key,
     task_number,
     task_rel,
@@ -49,6 +48,7 @@ from ctxstore.narrative.markdown import (
 from ctxstore.narrative.snapshot import MAX_NARRATIVE_BYTES
 from ctxstore.records import dataclass
 from ctxstore.repo import Store, now_ms
+from ctxstore.templates import render_template
 
 __all__ = ["NarrativeEntry", "ROLE_TYPES", "META_PATH", "META_HASH", "META_KEY", "META_TASK",
            "add_note", "add_task", "add_decision", "log_event"]

@@ -19,43 +19,16 @@ import hashlib
 import re
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from ctxstore.ids import ULID_ALPHABET
 from ctxstore.records import dataclass
+from ctxstore.templates import render_template
 
-__all__ = ["TEMPLATE_DIR", "read_template", "render_template", "role_of", "ENTRY_ROLES",
+__all__ = ["role_of", "ENTRY_ROLES",
            "Section", "id_marker", "end_marker", "session_marker", "event_marker",
            "parse_entries", "conflict_line", "demote_headings", "content_hash", "task_number",
            "log_rel", "log_header", "task_rel", "without_entry", "step_event_key",
            "is_step_event_of", "without_metadata"]
-
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent.parent / "narrative_templates"
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
-
-
-def read_template(name: str) -> str:
-    """Return the text of a narrative template shipped with the package."""
-    for base in (TEMPLATE_DIR, Path(__file__).resolve().parent.parent / "narrative_templates"):
-        path = base / name
-        if path.is_file():
-            return path.read_text(encoding="utf-8")
-    raise FileNotFoundError(f"narrative template {name} is not installed")
-
-
-def render_template(name: str, **values: str) -> str:
-    """A template with each ``{key}`` replaced by its value; other braces are left alone.
-
-    One pass over the template, so a value holding ``{text}`` or ``{end}`` stays as
-    written. A line holding only a key whose value is empty is left out (an entry
-    without a body has no blank line for it).
-    """
-    empty = {"{" + key + "}" for key, value in values.items() if not value}
-    lines = [line for line in read_template(name).rstrip("\n").split("\n")
-             if line.strip() not in empty]
-    text = _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), "\n".join(lines))
-    return text.rstrip() + "\n"
-
 
 def role_of(rel: str) -> str:
     """The document role of a narrative path (spec 002 §8.3)."""

@@ -25,7 +25,6 @@ from ctxstore.narrative.markdown import (
     end_marker,
     log_header,
     log_rel,
-    render_template,
     session_marker,
 )
 from ctxstore.narrative.snapshot import iter_narrative_files, read_narrative_bytes
@@ -33,6 +32,7 @@ from ctxstore.objects import ObjectId
 from ctxstore.replay import fold_records
 from ctxstore.repo import Store, now_ms
 from ctxstore.staging import stage_chain
+from ctxstore.templates import render_template
 
 __all__ = ["MAX_LISTED_NODES", "write_session_summary"]
 

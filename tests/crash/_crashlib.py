@@ -232,7 +232,8 @@ def build_templates(root: Path) -> dict[str, Template]:
     * ``garbage``: ``clean`` plus unreachable blobs and old leftover ``*.tmp`` files;
     * ``staged``: ``clean`` plus an open session (``stage start`` and 4 nodes);
     * ``garbled``: ``staged`` with STAGE overwritten by bytes that are not a pointer;
-    * ``missing``: ``staged`` with the object of STAGE's tip deleted (its node is lost).
+    * ``missing``: ``staged`` with the object of STAGE's tip deleted (its node is lost);
+    * ``legacy``: ``staged`` in an older ctx's layout (committed ``.ctx/STAGE``).
     """
     base = root / "base"
     base.mkdir()
@@ -289,4 +290,18 @@ def build_templates(root: Path) -> dict[str, Template]:
         path.unlink()
     lost_ledger = {k: v for k, v in ledger.items() if k != last}
     out["missing"] = Template(mw, lost_ledger, dict(committed)).seal_damaged()
+
+    # legacy: ``staged`` in the layout of an older ctx (its committed .ctx/STAGE names the
+    # staged work; every object in objects/; no local/STAGE): ``ctx upgrade`` folds it
+    lw = _snapshot(root / "staged", root / "legacy")
+    lctx = lw / ".ctx"
+    staging = lctx / "local" / "work" / "objects"
+    for path in staging.rglob("*"):
+        if path.is_file():
+            dest = lctx / "objects" / path.relative_to(staging)
+            dest.parent.mkdir(exist_ok=True)
+            shutil.copyfile(path, dest)
+    shutil.rmtree(staging)
+    (lctx / POINTER_FILES["STAGE"]).rename(lctx / "STAGE")
+    out["legacy"] = Template(lw, dict(ledger), dict(committed)).seal()
     return out

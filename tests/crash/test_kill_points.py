@@ -55,11 +55,13 @@ from _crashlib import (
 from ctxstore import fsio
 from ctxstore.errors import LockConflict, StoreExists
 from ctxstore.gc import collect_garbage
+from ctxstore.history.upgrade import upgrade
 from ctxstore.init import init_store
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.objects import KIND_BLOB, canonical_bytes, object_id_of
 from ctxstore.recover import recover
 from ctxstore.repo import open_store
+from ctxstore.session import Session
 from ctxstore.staging import commit_stage
 
 pytestmark = pytest.mark.crash
@@ -97,6 +99,7 @@ COMMANDS: dict[str, Cmd] = {
     "gc": Cmd("garbage", ["gc", "--keep-days", "0"], "gc"),
     "recover-garbled-stage": Cmd("garbled", ["stage", "recover"], "recover"),
     "recover-missing-tip": Cmd("missing", ["stage", "recover"], "recover"),
+    "upgrade": Cmd("legacy", ["upgrade"], "fold"),
 }
 
 
@@ -135,6 +138,12 @@ def _follow_up(ctx: Path, required: dict[str, str]) -> list[str]:
     """recover twice (idempotent), then a write and a fold succeed and verify."""
     probs: list[str] = []
     before = state(ctx).digest()
+    if open_store(ctx).needs_upgrade():  # an upgrade killed before its fold: run it again
+        with Session.open(ctx) as db:
+            upgrade(db)
+        if open_store(ctx).needs_upgrade() or state(ctx).digest() != before:
+            probs.append("re-running the interrupted upgrade did not fold the received work")
+            return probs
     recover(open_store(ctx))
     d1 = state(ctx).digest()
     recover(open_store(ctx))
@@ -179,6 +188,9 @@ def check_point(cmd: Cmd, tpl: Template, ref: Reference, ctx: Path, trace: list[
     for name in POINTERS:
         if name not in moved and now[name] != tpl.pointers[name]:
             probs.append(f"{name} changed although its rename never completed")
+    legacy = tpl.work / ".ctx" / "STAGE"
+    if legacy.is_file() and (ctx / "STAGE").read_bytes() != legacy.read_bytes():
+        probs.append("the committed .ctx/STAGE of the older layout was written")
     aborted = cmd.kind == "abort" and "STAGE" in moved
     required = tpl.committed if aborted else tpl.ledger
     probs += ledger_problems(ctx, required)
@@ -380,6 +392,7 @@ import sys
 from pathlib import Path
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.repo import open_store
+from ctxstore.session import Session
 store = open_store(Path(sys.argv[1]))
 tag = sys.argv[2]
 print("READY", flush=True)
@@ -496,6 +509,7 @@ HOLDER = r"""
 import sys, time
 from pathlib import Path
 from ctxstore.repo import open_store
+from ctxstore.session import Session
 store = open_store(Path(sys.argv[1]))
 with store.lock():
     print("LOCKED", flush=True)

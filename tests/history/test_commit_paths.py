@@ -106,3 +106,29 @@ def test_commit_paths_leave_graph_view_current_and_store_staged_in_git(git_repo:
     assert unstaged == []
     assert git(repo, "diff", "--cached", "--name-only", "--", ".ctx/refs/main").strip() \
         == ".ctx/refs/main"
+
+
+@pytest.mark.git
+def test_rebuild_merging_heads_of_a_git_merge_leaves_the_same_derived_state(git_repo: Path) -> None:
+    """``ctx rebuild`` after a Git merge writes a merge commit: staged in Git like a commit."""
+    repo = git_repo
+    ctx(repo, "init")
+    git(repo, "commit", "-qm", "store")
+    git(repo, "checkout", "-qb", "side")
+    ctx(repo, "add", "--type", "fact", "made on the side branch", "--commit")
+    git(repo, "commit", "-qm", "side")
+    git(repo, "checkout", "-q", "main")
+    ctx(repo, "add", "--type", "fact", "made on main", "--commit")
+    git(repo, "commit", "-qm", "main")
+    git(repo, "merge", "-q", "--no-edit", "side")
+    root = repo / ".ctx"
+    assert open_store(root).read_head().conflicted  # both sides' ids: a union merge
+    doc = json.loads(ctx(repo, "--format", "json", "rebuild"))
+    assert doc["merged_heads"] is True and doc["git_staged"] is True
+    store = open_store(root)
+    assert not store.read_head().conflicted
+    loaded = load_scc(root)
+    assert loaded.view is not None and loaded.view.heads == tuple(sorted(set(state_heads(store))))
+    unstaged = [line for line in git(repo, "status", "--porcelain", "--", ".ctx").splitlines()
+                if line[1] != " "]
+    assert unstaged == []

@@ -1,0 +1,183 @@
+"""``ctx rebuild``: bring the history to one head per pointer, then rebuild the derived state.
+
+In order: the layout upgrade of an older store (``upgrade``: announced in the result, never
+silent), the merge of pointers a Git merge left with several heads (``staging.flush``: a
+merge commit or a fast-forward), the SQLite index (``index.rebuild_index``, or only the
+commits it lacks), the SCC graph view and the Tantivy index. A merge commit is a canonical
+commit: the store is staged in Git afterwards, as after ``ctx commit``
+(``commit.after_commit``; the graph view is rebuilt here anyway).
+
+This is the only place that writes a merge commit on behalf of ``ctx rebuild``: the index
+package reads several heads without writing (DESIGN §6: the next write or rebuild resolves
+them, with no manual step).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+from ctxstore.history.commit import PostCommit, after_commit
+from ctxstore.history.upgrade import UpgradeResult, fold_received
+from ctxstore.records import dataclass
+from ctxstore.staging import FoldResult, flush
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
+
+__all__ = ["Mode", "IndexRebuild", "SccRebuild", "TantivyRebuild", "RebuildResult", "merge_heads",
+           "rebuild"]
+
+Mode = Literal["all", "full", "incremental", "scc", "tantivy"]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRebuild:
+    """The SQLite index after ``rebuild``.
+
+    Attributes:
+        nodes: Live nodes.
+        edges: Live edges.
+        commits: Commits applied.
+        incremental: True when only the missing commits were applied.
+        records_applied: Records this run applied (a full build only).
+        records_resumed: Records an interrupted run had applied already (0 from nothing).
+    """
+
+    nodes: int
+    edges: int
+    commits: int
+    incremental: bool = False
+    records_applied: int = 0
+    records_resumed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SccRebuild:
+    """The graph view written by ``rebuild``: its object id and sizes, and stale pointers met."""
+
+    oid: bytes
+    nodes: int
+    sccs: int
+    cycles: int
+    stale: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TantivyRebuild:
+    """The Tantivy index written by ``rebuild``."""
+
+    chunks: int
+    nodes: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildResult:
+    """What ``rebuild`` did, step by step (None: the step did not run).
+
+    Attributes:
+        upgrade: The layout upgrade (``upgraded`` False when none was needed).
+        merge: The merge of several heads of refs/main (``merge_commit`` None when there was
+            nothing to merge).
+        index: The SQLite index.
+        scc: The graph view.
+        tantivy: The Tantivy index.
+        after: The steps after the merge commit (``git add .ctx``).
+        seconds: The time the whole rebuild took.
+    """
+
+    upgrade: UpgradeResult | None = None
+    merge: FoldResult | None = None
+    index: IndexRebuild | None = None
+    scc: SccRebuild | None = None
+    tantivy: TantivyRebuild | None = None
+    after: PostCommit = PostCommit()
+    seconds: float = 0.0
+
+    @property
+    def merged_heads(self) -> bool:
+        """True when pointers with several heads were merged (a merge commit or fast-forward)."""
+        return self.merge is not None and self.merge.merged_heads > 0
+
+
+def merge_heads(db: Session) -> FoldResult:
+    """Resolve HEAD's ref and STAGE when a Git merge left them with several heads.
+
+    Args:
+        db: The open session.
+
+    Returns:
+        A fold record with ``merge_commit`` (the merge commit, or the head a fast-forward
+        kept) and ``merged_heads`` set when refs/main held several heads; else empty.
+
+    Raises:
+        LockConflict, StagingConflict, StorageIOError: if the merge cannot be written.
+        CtxError: (E001-E005) if a pointer or a commit it names is damaged.
+    """
+    store = db.store
+    before = store.read_head()
+    flush(store)  # a merge commit if HEAD or STAGE hold several heads
+    after = store.read_head()
+    if not before.conflicted or after.heads == before.heads:
+        return FoldResult(None, 0, 0, 0, None)
+    return FoldResult(None, 0, 0, 0, None, merge_commit=after.single,
+                      merged_heads=len(before.heads))
+
+
+def rebuild(db: Session, mode: Mode = "all",
+            progress: Callable[[int, int], None] | None = None) -> RebuildResult:
+    """``ctx rebuild``: upgrade, merge heads, then recreate the derived state.
+
+    Args:
+        db: The open session (its index connection is closed first: the files may be
+            recreated).
+        mode: ``all`` (the index cleared and refilled, or an interrupted build finished; the
+            graph view; Tantivy when it exists), ``full`` (the index files deleted first),
+            ``incremental`` (only the commits the index lacks), ``scc`` (only the graph
+            view) or ``tantivy`` (only the Tantivy index).
+        progress: Called with (records applied, records to apply) while the index is filled.
+
+    Returns:
+        What each step did.
+
+    Raises:
+        UnsafePath: (E020) if an index file or ``DERIVED`` is a link or a special file.
+        IndexNotReady: (E024) if another process rebuilds for longer than the lock timeout.
+        LockConflict: (E006) if another writer holds the lock while heads are merged.
+        CtxError: (E001-E005) if the store is damaged on the way.
+    """
+    from ctxstore.derived import scc as scc_mod
+    from ctxstore.derived.tantivy_index import TANTIVY_DIR, rebuild_tantivy
+    from ctxstore.index import index_dir, rebuild_index
+    from ctxstore.index.read import table_counts
+
+    start = time.perf_counter()
+    store = db.store
+    up = merge = index = scc = tantivy = None
+    if mode in ("all", "full", "incremental"):
+        up = UpgradeResult(fold_received(db))
+        merge = merge_heads(db)
+        db.close_index()  # the index files may be recreated under it
+        if mode == "incremental":
+            index = IndexRebuild(*table_counts(db.index(progress)), incremental=True)
+        else:
+            conn, counts = rebuild_index(store, full=mode == "full", progress=progress)
+            try:
+                nodes, edges, commits = table_counts(conn)
+            finally:
+                conn.close()
+            index = IndexRebuild(nodes, edges, commits, records_applied=counts.applied,
+                                 records_resumed=counts.resumed)
+    if mode != "tantivy":
+        stale = tuple(scc_mod.load_scc(store.root).notices)
+        built = scc_mod.build_scc(store, db.index(progress))
+        scc = SccRebuild(built.oid, len(built.view.nodes), built.view.scc_count,
+                         len(scc_mod.cycles(built.view)), stale)
+    if mode == "tantivy" or (index_dir(store) / TANTIVY_DIR).is_dir():
+        rep = rebuild_tantivy(store, db.index(progress))
+        tantivy = TantivyRebuild(rep.chunks, rep.nodes, rep.seconds)
+    folds = [f for f in (merge, up.fold if up else None) if f is not None]
+    after = after_commit(db, folds, graph=False)  # the view was rebuilt above
+    return RebuildResult(up, merge, index, scc, tantivy, after, time.perf_counter() - start)
