@@ -68,7 +68,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # Claude Code integration (issue 5): the stop hook may refresh the CLAUDE.md section.
     "claude": {"claude_md_on_stop": False, "claude_md_path": "CLAUDE.md", "claude_md_lines": 80,
                "max_commands_per_turn": 50, "max_remember_chars": 200_000},
-    # Automatic compaction (spec 002 §15.2, ctxstore.lifecycle.triggers); 0 turns a limit off.
+    # Automatic compaction (spec 002 §15.2, ctxstore.history.triggers); 0 turns a limit off.
     "staging": {"compact_token_threshold": 50000, "compact_after_minutes": 240.0,
                 "compact_on_task_end": True, "compact_on_task_switch": True},
     # Memory lifecycle (spec 003, ctxstore.lifecycle.policy), run at session end and `ctx lifecycle`.

@@ -15,7 +15,7 @@ PKG = Path(__file__).resolve().parent.parent / "ctxstore"
 # A dotted entry places one module of a package apart from the rest of it (the most
 # specific entry wins).
 LAYERS = [
-    {"errors", "fsio", "ids", "clock", "discovery", "records", "templates"},
+    {"errors", "fsio", "ids", "clock", "discovery", "records", "templates", "tagnames"},
     {"objects", "model", "config", "tokens"},
     {"refs"},
     {"repo", "replay", "staging", "recover", "verify", "gc", "git", "init"},

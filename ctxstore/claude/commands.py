@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxstore.claude.inject import LINE_BREAK, frame
-from ctxstore.claude.state import TASK_KEY, HookState, key_of
+from ctxstore.claude.state import HookState, key_of
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
 from ctxstore.index import is_damage
 from ctxstore.index.read import NodeRow, short_ids
@@ -39,8 +39,7 @@ from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.session import Session
 
-__all__ = ["TASK_KEY", "Outcome", "CommandContext", "execute", "hook_key",
-           "render_nodes", "current_task"]
+__all__ = ["Outcome", "CommandContext", "execute", "hook_key", "render_nodes"]
 
 @dataclass(frozen=True)
 class Outcome:
@@ -83,9 +82,12 @@ def hook_key(session: str, raw: str) -> str:
     return key_of(session, raw)
 
 
-def current_task(state: HookState) -> str | None:
-    """The task started by ``<ctx:task action="start">`` and not ended yet."""
-    return state.get(TASK_KEY)
+def _current_task(ctx: CommandContext) -> str | None:
+    """The current task (``knowledge.tasks``, its one owner)."""
+    from ctxstore.knowledge.tasks import current_task
+
+    assert ctx.db is not None
+    return current_task(ctx.db)
 
 
 def _tags(text: str | None) -> list[str]:
@@ -130,7 +132,7 @@ def _remember(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
 
     with store_for_scope(ctx.store, attrs.get("scope")) as store:  # scope="global": ~/.ctx
         res = remember(store, cmd["content"], type=attrs.get("type"), tags=_tags(attrs.get("tags")),
-                       session=ctx.session, hook_key=key, current_task=current_task(ctx.state),
+                       session=ctx.session, hook_key=key, current_task=_current_task(ctx),
                        max_content=limit)
     problem = f"{res.warning} in <ctx:remember>" if res.warning else None
     return Outcome(changed=res.changed, problem=problem)
@@ -197,7 +199,7 @@ def _status(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     lines += [f"Edges: {st.edges}", f"Tags: {st.tags} unique", f"Superseded: {st.superseded}",
               "Tiers:"]
     lines += [f"  {tier}: {c} nodes ({tok:,} tokens)" for tier, (c, tok) in st.tiers.items()]
-    lines.append(f"Current task: {current_task(ctx.state) or 'none'}")
+    lines.append(f"Current task: {_current_task(ctx) or 'none'}")
     if st.staged_work_commits:
         lines.append(f"Staged: {st.staged_records} records not yet committed")
     return Outcome(pending=("status", frame("status", "\n".join(lines) + "\n", limit=3_000)))
@@ -257,7 +259,8 @@ def _expand(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
 
 
 def _task(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
-    from ctxstore.knowledge.tasks import end_task, start_task, task_tag
+    from ctxstore.history.tasks import task_end, task_start
+    from ctxstore.knowledge.tasks import task_tag
 
     attrs = cmd["attrs"]
     name, action = (attrs.get("name") or "").strip(), (attrs.get("action") or "").strip()
@@ -266,18 +269,10 @@ def _task(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     if not name:
         raise InvalidInput("<ctx:task> needs name=")
     task_tag(name)  # a bad name is refused before anything is read
-    from ctxstore.lifecycle.upkeep import task_boundary_compaction  # spec 002 §15.2; never raises
-
     assert ctx.db is not None
-    if action == "start":
-        task_boundary_compaction(ctx.db, started=name, previous=current_task(ctx.state))
-        res = start_task(ctx.store, name)
-        ctx.state.put(TASK_KEY, name)
-        return Outcome(changed=res.changed)
-    res = end_task(ctx.store, name)
-    task_boundary_compaction(ctx.db, ended=name)
-    if current_task(ctx.state) == name:
-        ctx.state.put(TASK_KEY, None)
+    if action == "start":  # compaction at a task switch, then the start (spec 002 §15.2)
+        return Outcome(changed=task_start(ctx.db, name).task.changed)
+    res = task_end(ctx.db, name).task
     pending = None
     if (attrs.get("summarize") or "").lower() == "true" and res.nodes:
         nodes = list(res.nodes)

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 from ctxstore.claude.inject import MAX_INJECT_CHARS, escape_tags, frame, frame_items, sanitize_text
 from ctxstore.claude.state import (
     NOTICE_KEY,
-    TASK_KEY,
     HookState,
     StateDamaged,
     key_of,
@@ -873,7 +872,9 @@ def _cached_view(root: Path, state: HookState, *, store: bool = True
     """
     import json
 
-    task = state.get("current_task")
+    from ctxstore.knowledge.tasks import read_current_task
+
+    task = read_current_task(root)
     key = _view_cache_key(root, task)
     cached = state.get("view_cache")
     if key is not None and cached is not None:
@@ -941,6 +942,8 @@ def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -
     """The SessionStart answer; ``write=False``: as a preview, with nothing written."""
     if root is None:
         return {}
+    from ctxstore.knowledge.tasks import read_current_task
+
     session = _session(payload)
     problems: list[str] = []
     pending: list[str] = []
@@ -964,7 +967,7 @@ def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -
             _, drained, _ = _drain(root, state) if write else (False, _waiting(state), False)
             problems = notice + drained
             pending = _take_fitting(state, session, MAX_INJECT_CHARS // 2, take=write)
-            task = state.get(TASK_KEY)
+            task = read_current_task(root)
             body, problem, shown = _cached_view(root, state, store=write)
             # A new, cleared or compacted conversation holds only what is injected now.
             if write:

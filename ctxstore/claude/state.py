@@ -13,7 +13,7 @@ It holds what the hooks pass to each other and what must not happen twice:
   transcript did not hold yet), the reply's key and when it was read: a transcript line
   with that reply, created before then, is the reply that ran (claude/hooks.py);
 - ``queue``: commands deferred because another process held the writer lock;
-- ``kv``: small values (the current task, the cached default view,
+- ``kv``: small values (the cached default view,
   the notice that a damaged state was replaced, the count of prompts per session that
   tells turns apart when nothing else does, what each session was shown and its last
   prompts); a session's values go once it has been idle ``EXECUTED_KEEP_DAYS`` (``prune``);
@@ -45,8 +45,7 @@ from typing import Any, TypeVar
 
 __all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY", "TASK_KEY",
            "PROMPTS_PREFIX", "SESSION_PREFIXES", "HookState", "StateDamaged", "key_of",
-           "open_state", "peek_state", "state_path", "repair_state", "read_access_counts",
-           "read_current_task"]
+           "open_state", "peek_state", "state_path", "repair_state", "read_access_counts"]
 
 STATE_FILE = "state.sqlite"
 EXECUTED_KEEP_DAYS = 90
@@ -54,7 +53,8 @@ EXECUTED_KEEP_DAYS = 90
 # reused); Claude Code kills a hook after 600 s by default.
 CLAIM_STALE_SECONDS = 900
 NOTICE_KEY = "notice"
-# kv key of the active task: started with <ctx:task action="start"> and not ended (spec 001 §6).
+# kv key where an older ctx kept the current task; ``knowledge.tasks`` owns it now
+# (``local/current-task``), and ``open_state`` moves a value found here there once.
 TASK_KEY = "current_task"
 # kv keys ``prompts:<session>``: how many prompts of a session were submitted, and when the
 # session last wrote anything here (a prompt, or a value under ``SESSION_PREFIXES``).
@@ -727,7 +727,30 @@ def open_state(store_root: Path, *, create: bool) -> HookState | None:
     if notice is not None:
         with _closing_on_error(state):
             state.put(NOTICE_KEY, notice)
+    with _closing_on_error(state):
+        _adopt_legacy_task(store_root, state)
     return state
+
+
+def _adopt_legacy_task(store_root: Path, state: HookState) -> None:
+    """Move the current task an older ctx kept here (kv ``TASK_KEY``) to its one owner.
+
+    The current task is ``knowledge.tasks``'s (``local/current-task``), read alike by the
+    hooks, the MCP server and ``ctx pack``; a task an older hook started is moved there once
+    (unless a task is current there already), then dropped from the state.
+    """
+    legacy = state.get(TASK_KEY)
+    if legacy is None:
+        return
+    from ctxstore.errors import InvalidInput
+    from ctxstore.knowledge.tasks import read_current_task, set_current_task
+
+    if read_current_task(store_root) is None:
+        try:
+            set_current_task(store_root, legacy)
+        except InvalidInput:
+            pass  # not a task name: nothing to carry over
+    state.put(TASK_KEY, None)
 
 
 # What a read-only reader of the state needs (an older schema still has them).
@@ -776,24 +799,6 @@ def read_access_counts(store_root: Path) -> dict[str, int]:
         return {}
     with state:
         return state.access_counts()
-
-
-def read_current_task(store_root: Path) -> str | None:
-    """The active task of the hooks in this clone: started and not ended, or None.
-
-    A task added with ``ctx add task`` is not active until a ``<ctx:task action="start">``
-    starts it. The state is read as a preview reads it (``peek_state``): never created,
-    migrated or repaired by a reader; one that cannot be read (a read-only checkout, a linked
-    ``local/``) has no active task.
-    """
-    state = peek_state(store_root)
-    if state is None:
-        return None
-    try:
-        with state:
-            return state.get(TASK_KEY)
-    except sqlite3.Error:
-        return None
 
 
 @contextmanager

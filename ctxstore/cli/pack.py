@@ -76,10 +76,10 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
 
 
 def _active_task(env: Env) -> str | None:
-    """The task the hooks started in this clone and did not end (its nodes join the pack)."""
-    from ctxstore.claude.state import read_current_task
+    """The task started in this clone and not ended (its nodes join the pack)."""
+    from ctxstore.knowledge.tasks import current_task
 
-    return read_current_task(env.session().root)
+    return current_task(env.session())
 
 
 # The most a task read from standard input may hold (a long log is ranked by its rarest

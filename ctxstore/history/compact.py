@@ -4,7 +4,7 @@
 (``narrative.summary``), then folds the session into one canonical commit that snapshots
 that log, all under one hold of the store lock. ``compact_if`` is the same fold for a
 caller that decides under that lock whether to fold at all (the compaction triggers of
-spec 002 §15.2, ``lifecycle.triggers``): two processes that both see a trigger fold once.
+spec 002 §15.2, ``history.triggers``): two processes that both see a trigger fold once.
 Both run ``commit.after_commit`` once the lock is released, as every canonical commit does.
 """
 

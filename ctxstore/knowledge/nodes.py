@@ -16,7 +16,6 @@ index is imported inside the functions that read it, so ``ctx add`` never loads 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -38,6 +37,7 @@ from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.staging import StageResult, stage_records
+from ctxstore.tagnames import MAX_TAG_CHARS, validate_tag
 
 if TYPE_CHECKING:
     import sqlite3
@@ -51,32 +51,9 @@ __all__ = ["INLINE_CONTENT_BYTES", "MAX_TAG_CHARS", "validate_tag", "validate_ty
            "summarize_nodes", "archive_node", "forget_node", "list_nodes"]
 
 INLINE_CONTENT_BYTES = 4096
-MAX_TAG_CHARS = 200
-"""The longest tag: every node carries its tags into every listing, view and hook."""
-_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9_.\-/:]+)?")
 
 
 # -- checks ---------------------------------------------------------------------------------------
-
-def validate_tag(tag: str) -> str:
-    """Check a tag (``namespace:value`` or a bare word).
-
-    Args:
-        tag: The tag as given (surrounding spaces are dropped).
-
-    Returns:
-        The tag without surrounding spaces.
-
-    Raises:
-        InvalidInput: for an empty or malformed tag.
-    """
-    tag = tag.strip()
-    if len(tag) > MAX_TAG_CHARS:
-        raise InvalidInput(f"a tag is at most {MAX_TAG_CHARS} characters (this one has {len(tag)})")
-    if not _TAG.fullmatch(tag):
-        raise InvalidInput(f"invalid tag {tag!r} (want namespace:value, e.g. project:ctx)")
-    return tag
-
 
 def validate_type(node_type: str) -> str:
     """Check a node type.

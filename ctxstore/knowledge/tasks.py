@@ -1,42 +1,47 @@
-"""Task boundaries: task start and task end (spec 000 "Task Boundaries", spec 001 §6).
+"""Task boundaries and the current task (spec 000 "Task Boundaries", spec 001 §6).
 
-Owns what starting and ending a task does to the working set. Starting task NAME tags
-every ``tier:working`` node that belongs to no task with ``task:NAME``. Ending it moves
-that task's working nodes out of the working tier: decisions are promoted to
-``tier:reference``, the rest go ``tier:off-context``. Each is one change batch written
-under the store lock.
+Owns what starting and ending a task does to the working set, and which task is current.
+Starting task NAME tags every ``tier:working`` node that belongs to no task with
+``task:NAME`` and makes NAME the current task. Ending it moves that task's working nodes
+out of the working tier (decisions are promoted to ``tier:reference``, the rest go
+``tier:off-context``) and clears the current task if it was NAME. Each write is one change
+batch under the store lock.
 
-Which task is current is front-end state (the hook keeps it in ``local/state.sqlite``,
-``claude/state.py``): these functions take the task name and return what they changed,
-and the caller records the current task. This module must not read or write hook
-state, run SQL (it selects with ``ctxstore.query``), render text or print.
+The current task is per clone: ``local/current-task`` (never committed), one owner for
+every front end. The hooks tag working memories with it, the MCP server's task tools set
+it, and ``ctx pack`` and ``<ctx:status>`` read it (``read_current_task``, a bounded read of
+one small file: the hooks call it on every prompt). The compaction a task boundary
+triggers is ``history.tasks``'s. This module must not run SQL (it selects with
+``ctxstore.query``), render text or print.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from contextlib import closing
-from dataclasses import field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from ctxstore.errors import InvalidInput
-from ctxstore.index import open_index
-from ctxstore.knowledge.nodes import WriteResult, retag_nodes, validate_tag, with_tier
-from ctxstore.model.vocab import TIER_TAG_PREFIX
-from ctxstore.records import dataclass
-from ctxstore.repo import Store
+from ctxstore import fsio
+from ctxstore.errors import CtxError, InvalidInput, StorageIOError
+from ctxstore.records import dataclass, field
+from ctxstore.tagnames import validate_tag
 
 if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.index.read import NodeRow
+    from ctxstore.knowledge.nodes import WriteResult
+    from ctxstore.session import Session
 
-__all__ = ["TASK_TAG_PREFIX", "MAX_TASK_NAME", "TaskResult", "task_tag", "start_task", "end_task", "end_tier"]
+__all__ = ["TASK_TAG_PREFIX", "MAX_TASK_NAME", "CURRENT_TASK_FILE", "TaskResult", "task_tag",
+           "start_task", "end_task", "end_tier", "read_current_task", "current_task",
+           "set_current_task"]
 
 TASK_TAG_PREFIX = "task:"
 MAX_TASK_NAME = 128  # what session start's task pattern takes (``packs.session``)
-_WORKING = TIER_TAG_PREFIX + "working"
+CURRENT_TASK_FILE = "local/current-task"
+_WORKING = "tier:working"  # model.vocab.TIER_TAG_PREFIX: not imported on the hook path
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,26 +99,30 @@ def _select(conn: sqlite3.Connection, query: str) -> list[NodeRow]:
     return run_query(conn, query, now=time.time())
 
 
-def _boundary(store: Store, name: str, action: Literal["start", "end"], query: str,
+def _boundary(db: Session, name: str, action: Literal["start", "end"], query: str,
               keep: Callable[[NodeRow], bool], change: Callable[[NodeRow], set[str]]
               ) -> TaskResult:
+    # Imported here: the hooks read the current task on every prompt (``read_current_task``)
+    # and must not load the write path for it.
+    from ctxstore.knowledge.nodes import retag_nodes
+
     # Read and write under one hold of the lock: a node cannot change between the
     # query that picks it and the version built from it.
+    store = db.store
     with store.lock():
-        with closing(open_index(store)) as conn:
-            nodes = [n for n in _select(conn, query) if keep(n)]
+        nodes = [n for n in _select(db.index(), query) if keep(n)]
         write = retag_nodes(store, nodes, change, f"task {action} {name.strip()}")
     return TaskResult(name=name.strip(), action=action, nodes=tuple(nodes), write=write)
 
 
-def start_task(store: Store, name: str) -> TaskResult:
+def start_task(db: Session, name: str) -> TaskResult:
     """Start a task: working nodes that belong to no task join it (spec 001 §6).
 
-    The caller records ``name`` as the current task (so that later working nodes are
-    tagged with it, ``knowledge.remember``).
+    ``name`` becomes the current task (``read_current_task``), so that later working nodes
+    are tagged with it (``knowledge.remember``).
 
     Args:
-        store: The store to write to.
+        db: The open session.
         name: The task's name.
 
     Returns:
@@ -125,21 +134,23 @@ def start_task(store: Store, name: str) -> TaskResult:
         QueryTooComplex, IndexCorrupt: if the index cannot be read.
     """
     tag = task_tag(name)
-    return _boundary(
-        store, name, "start", f"tag:{_WORKING}",
+    res = _boundary(
+        db, name, "start", f"tag:{_WORKING}",
         keep=lambda n: not any(t.startswith(TASK_TAG_PREFIX) for t in n.tags),
         change=lambda n: set(n.tags) | {tag})
+    set_current_task(db.root, res.name)
+    return res
 
 
-def end_task(store: Store, name: str) -> TaskResult:
+def end_task(db: Session, name: str) -> TaskResult:
     """End a task: decisions go to ``tier:reference``, the rest ``tier:off-context``.
 
-    Applies to the task's ``tier:working`` nodes (spec 000 "Task Boundaries"). The
-    caller clears its current task when it is ``name``. A summary of the nodes moved,
-    if wanted, is a separate ``summarize_nodes`` call.
+    Applies to the task's ``tier:working`` nodes (spec 000 "Task Boundaries"). The current
+    task is cleared when it is ``name``. A summary of the nodes moved, if wanted, is a
+    separate ``summarize_nodes`` call.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         name: The task's name.
 
     Returns:
@@ -152,12 +163,17 @@ def end_task(store: Store, name: str) -> TaskResult:
     """
     tag = task_tag(name)
 
+    from ctxstore.knowledge.nodes import with_tier
+
     def moved(n: NodeRow) -> set[str]:
         return set(with_tier(n.tags, end_tier(n.type)))
 
-    res = _boundary(store, name, "end", f'tag:"{tag}" AND tag:{_WORKING}',
+    res = _boundary(db, name, "end", f'tag:"{tag}" AND tag:{_WORKING}',
                     keep=lambda n: True, change=moved)
-    return replace(res, tiers={n.id: end_tier(n.type) for n in res.nodes})
+    if read_current_task(db.root) == res.name:
+        set_current_task(db.root, None)
+    return TaskResult(name=res.name, action=res.action, nodes=res.nodes, write=res.write,
+                      tiers={n.id: end_tier(n.type) for n in res.nodes})
 
 
 def end_tier(node_type: str) -> str:
@@ -170,3 +186,65 @@ def end_tier(node_type: str) -> str:
         ``reference`` for a decision, ``off-context`` for any other type.
     """
     return "reference" if node_type == "decision" else "off-context"
+
+
+def read_current_task(root: Path) -> str | None:
+    """The current task of this clone: started and not ended, or None.
+
+    A task added with ``ctx add task`` is not current until it is started. The file is read
+    without following a link, at most a few KiB: a ``local/`` committed to a hostile clone
+    (a link, a FIFO, a name that is no task) gives no current task, never an error.
+
+    Args:
+        root: The store's ``.ctx`` directory.
+
+    Returns:
+        The task's name, or None.
+    """
+    path = root / CURRENT_TASK_FILE
+    try:
+        fsio.check_under(root, path.parent)  # never through a linked local/
+        data = fsio.read_regular(path, 4 * MAX_TASK_NAME + 8)
+    except (OSError, CtxError):
+        return None
+    try:
+        name = data.decode("utf-8").strip()
+        task_tag(name)
+    except (UnicodeDecodeError, InvalidInput):
+        return None
+    return name
+
+
+def current_task(db: Session) -> str | None:
+    """``read_current_task`` of the session's store.
+
+    Args:
+        db: The open session.
+
+    Returns:
+        The current task's name, or None.
+    """
+    return read_current_task(db.root)
+
+
+def set_current_task(root: Path, name: str | None) -> None:
+    """Record ``name`` as this clone's current task (None: no task is current).
+
+    Args:
+        root: The store's ``.ctx`` directory.
+        name: The task's name, or None to clear it.
+
+    Raises:
+        InvalidInput: for an invalid name.
+        UnsafePath: (E020) if ``local/`` or the file is a link or a special file.
+        StorageIOError: if it cannot be written.
+    """
+    path = root / CURRENT_TASK_FILE
+    try:
+        if name is None:
+            fsio.unlink_under(root, path)
+        else:
+            task_tag(name)
+            fsio.replace_atomic_under(root, path, name.strip().encode("utf-8") + b"\n")
+    except OSError as exc:
+        raise StorageIOError(str(path), op="write", error=exc) from None

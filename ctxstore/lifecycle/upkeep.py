@@ -17,13 +17,13 @@ from dataclasses import field
 from pathlib import Path
 
 from ctxstore.errors import CtxError
+from ctxstore.history.triggers import Triggered, maybe_compact
 from ctxstore.lifecycle.policy import LifecycleReport, run_configured_lifecycle
-from ctxstore.lifecycle.triggers import Triggered, maybe_compact
 from ctxstore.records import dataclass
 from ctxstore.repo import now_ms
 from ctxstore.session import Session
 
-__all__ = ["UPKEEP_LOCK_WAIT", "Upkeep", "session_end_upkeep", "task_boundary_compaction"]
+__all__ = ["UPKEEP_LOCK_WAIT", "Upkeep", "session_end_upkeep"]
 
 UPKEEP_LOCK_WAIT = 0.25
 
@@ -74,27 +74,3 @@ def session_end_upkeep(ctx_dir: Path, access: Mapping[str, int] | None = None, *
             except (CtxError, sqlite3.Error, OSError) as exc:
                 out.problems.append(f"lifecycle pass skipped: {exc}")
     return out
-
-
-def task_boundary_compaction(db: Session, *, started: str | None = None,
-                             ended: str | None = None, previous: str | None = None
-                             ) -> Triggered | str | None:
-    """Fold the staging session when a task ends or a different one starts (spec 002 §15.2).
-
-    Called by a front end at ``<ctx:task>`` (the Stop hook, never the prompt path), before
-    a task starts and after one ends. Never raises for a store, lock or index problem.
-
-    Args:
-        db: The open session.
-        started: The task about to start, if any.
-        ended: The task that has just ended, if any.
-        previous: The task current before ``started``, if any.
-
-    Returns:
-        The compaction, None when no trigger held, or a one-line problem when it could not run.
-    """
-    try:
-        return maybe_compact(db, now_ms=now_ms(), task_started=started, task_ended=ended,
-                             previous_task=previous)
-    except (CtxError, sqlite3.Error, OSError) as exc:
-        return f"automatic compaction skipped: {exc}"

@@ -47,6 +47,12 @@ def _limit(value: int) -> int:
     return value
 
 
+def _compacted(compaction: Any) -> str | None:
+    """The commit of an automatic compaction, as hex (None when none was made)."""
+    commit = compaction.fold.commit if compaction is not None else None
+    return commit.hex() if commit is not None else None
+
+
 def _node_doc(node: Any, scope: Scope) -> dict[str, Any]:
     from ctxstore.packs.compose import iso_ms, tier_of
 
@@ -71,7 +77,6 @@ class ToolBox:
         self.db = db
         self.user_store = user_store
         self.clock = clock
-        self.current_task: str | None = None
         self._user: Session | None = None
         self._session_id = f"mcp-{int(clock() * 1000)}"
 
@@ -135,7 +140,7 @@ class ToolBox:
         where = parse_scope(scope)
         db = self._session_for(where, create=True)
         res = remember(db.store, content, type=type, tags=list(tags or ()), session=self._session_id,
-                       hook_key=f"mcp:{new_ulid()}", current_task=self.current_task, source="mcp")
+                       hook_key=f"mcp:{new_ulid()}", current_task=self._task(), source="mcp")
         node_id = res.node.id if res.node is not None else res.existing
         doc: dict[str, Any] = {"id": node_id, "store": where, "written": res.changed,
                                "type": res.node.type if res.node else type,
@@ -218,7 +223,7 @@ class ToolBox:
             raise InvalidInput(f"depth must be 0..{_MAX_DEPTH}, got {depth}")
         result = build_pack_result(self.db, task, budget=budget, depth=depth,
                                    include_narrative=include_narrative,
-                                   active_task=self.current_task)
+                                   active_task=self._task())
         doc: dict[str, Any] = {"version": _PACK_VERSION, **result.pack}
         if result.smallest_budget is not None:  # an empty pack the client can fix by asking again
             doc["note"] = budget_note(result.pack, result.smallest_budget, argument="budget:")
@@ -374,42 +379,55 @@ class ToolBox:
         node_id = getattr(res.records[0], "id", None) if res.records else read_node(db.index(), id).id
         return {"id": node_id, "store": where, "written": res.changed}
 
+    def _task(self) -> str | None:
+        """The current task of this clone (``knowledge.tasks``: the hooks' too)."""
+        from ctxstore.knowledge.tasks import current_task
+
+        return current_task(self.db)
+
     def task_start(self, name: str) -> dict[str, Any]:
-        """Start a task (``knowledge.tasks.start_task``); later working memories join it.
+        """Start a task (``history.tasks.task_start``); later working memories join it.
+
+        As ``<ctx:task action="start">``: the task becomes this clone's current task, and a
+        session of another task is compacted first (spec 002 §15.2).
 
         Args:
             name: The task's name.
 
         Returns:
-            ``{"task", "action", "nodes"}``: the working nodes that joined.
+            ``{"task", "action", "nodes", "compacted"}``: the working nodes that joined, and
+            the commit of the compaction it triggered (None when none ran).
 
         Raises:
             InvalidInput: (E011) for an empty or invalid name.
         """
-        from ctxstore.knowledge.tasks import start_task
+        from ctxstore.history.tasks import task_start
 
-        res = start_task(self.db.store, name)
-        self.current_task = res.name
-        return {"task": res.name, "action": "start", "nodes": [n.id for n in res.nodes]}
+        res = task_start(self.db, name)
+        return {"task": res.task.name, "action": "start", "nodes": [n.id for n in res.task.nodes],
+                "compacted": _compacted(res.compaction)}
 
     def task_end(self, name: str) -> dict[str, Any]:
-        """End a task (``knowledge.tasks.end_task``): decisions to reference, the rest off-context.
+        """End a task (``history.tasks.task_end``): decisions to reference, the rest off-context.
+
+        As ``<ctx:task action="end">``: the current task is cleared, and the staging session
+        is compacted (spec 002 §15.2).
 
         Args:
             name: The task's name.
 
         Returns:
-            ``{"task", "action", "nodes"}``: the nodes that left the working tier.
+            ``{"task", "action", "nodes", "compacted"}``: the nodes that left the working
+            tier, and the commit of the compaction (None when none ran).
 
         Raises:
             InvalidInput: (E011) for an empty or invalid name.
         """
-        from ctxstore.knowledge.tasks import end_task
+        from ctxstore.history.tasks import task_end
 
-        res = end_task(self.db.store, name)
-        if self.current_task == res.name:
-            self.current_task = None
-        return {"task": res.name, "action": "end", "nodes": [n.id for n in res.nodes]}
+        res = task_end(self.db, name)
+        return {"task": res.task.name, "action": "end", "nodes": [n.id for n in res.task.nodes],
+                "compacted": _compacted(res.compaction)}
 
     def status(self) -> dict[str, Any]:
         """What the project store holds (``knowledge.status.store_status``).
@@ -424,7 +442,7 @@ class ToolBox:
                 "edges": st.edges, "tags": st.tags,
                 "tiers": {t: {"nodes": c, "tokens": k} for t, (c, k) in st.tiers.items()},
                 "superseded": st.superseded, "staged_records": st.staged_records,
-                "head": st.head, "current_task": self.current_task,
+                "head": st.head, "current_task": self._task(),
                 "user_store": str(self.user_store) if self.user_store else None}
 
     # -- resources ----------------------------------------------------------------------

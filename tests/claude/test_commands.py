@@ -16,6 +16,7 @@ from ctxstore.claude.state import HookState, open_state
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput, NodeNotFound
 from ctxstore.index import open_index
 from ctxstore.knowledge.nodes import add_node
+from ctxstore.knowledge.tasks import read_current_task
 from ctxstore.query import parser
 from ctxstore.repo import Store
 
@@ -127,14 +128,14 @@ def test_commands_status_link_supersede_forget_expand_and_task(store: Store, sta
     assert run(store, state, cmd("link", **{"from": a, "to": b, "type": "DEPENDS_ON"})).changed
     assert not run(store, state, cmd("link", **{"from": a, "to": b, "type": "DEPENDS_ON"})).changed
     assert run(store, state, cmd("task", name="t1", action="start")).changed
-    assert state.get("current_task") == "t1"
+    assert read_current_task(store.root) == "t1"
     assert run(store, state, cmd("supersede", old=a, new=b)).changed
     assert run(store, state, cmd("forget", id=b)).changed
     assert not run(store, state, cmd("forget", id=b)).changed  # archived already
     with pytest.raises(InvalidInput, match="summary"):
         run(store, state, cmd("expand", node=a))
     run(store, state, cmd("task", name="t1", action="end"))
-    assert state.get("current_task") is None
+    assert read_current_task(store.root) is None
 
 
 @pytest.mark.parametrize("command,error", [

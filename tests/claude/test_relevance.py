@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ctxstore.claude.state import open_state
+from ctxstore.knowledge.tasks import set_current_task
 from ctxstore.repo import Store
 from tests.claude.test_hooks import context, ctx, hook, payload
 
@@ -43,8 +43,7 @@ def test_session_start_shows_a_fresh_decision_and_the_active_task(store: Store) 
     # The active task's nodes come too, also when nothing counts as recent.
     _config(store, "narrative_days", "0")
     ctx(store, "add", "--type", "fact", "--tag", "task:auth", "Tokens expire after an hour.")
-    with open_state(store.root, create=True) as state:
-        state.put("current_task", "auth")
+    set_current_task(store.root, "auth")
     got = context(hook("session-start", payload(store, "s2", source="startup")))
     assert "Current ctx task: auth" in got and "Tokens expire after an hour." in got
     assert "Ship the hooks without networkx" not in got  # narrative_days = 0: nothing recent

@@ -122,7 +122,7 @@ _ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|^## \d\d:\d\d UTC", re.
 
 def _knowledge(work: Path) -> dict[str, object]:
     """What a user sees of the store: nodes, tags, edges, the staged work, the current task."""
-    from ctxstore.claude.state import read_current_task
+    from ctxstore.knowledge.tasks import read_current_task
 
     with closing(open_index(open_store(work / ".ctx"))) as conn:
         seen: dict[str, object] = {

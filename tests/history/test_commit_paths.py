@@ -68,9 +68,19 @@ def _task_end(repo: Path) -> None:
     hook(repo, "stop", "--response", '<ctx:task action="end" name="keys"/>')
 
 
+def _mcp_task_end(repo: Path) -> None:
+    from ctxstore.mcp.server import ToolBox
+    from ctxstore.session import Session
+
+    with Session.open(repo / ".ctx") as db:
+        done = ToolBox(db, user_store=None).task_end("keys")
+    assert done["compacted"] is not None
+
+
 PATHS: dict[str, Callable[[Path], None]] = {
     "commit": _commit, "add-commit": _add_commit, "stage-compact": _compact,
     "stage-abort": _abort, "session-end-hook": _session_end, "stop-hook-task-end": _task_end,
+    "mcp-task-end": _mcp_task_end,
 }
 
 

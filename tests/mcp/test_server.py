@@ -104,7 +104,8 @@ def test_mcp_server_every_tool_round_trips(project: Path) -> None:
         assert "exponential backoff" in comp["text"] and comp["tokens"] <= 2000
         assert {n["id"] for n in comp["nodes"]} == {fact["id"], dec["id"]}
         started = await _call(client, "task_start", name="retry-work")
-        assert started == {"task": "retry-work", "action": "start", "nodes": [dec["id"]]}
+        assert started == {"task": "retry-work", "action": "start", "nodes": [dec["id"]],
+                           "compacted": None}
         during = await _call(client, "remember", content="the HTTP client retries 5 times",
                              tags=["tier:working"])
         assert "task:retry-work" in during["tags"]  # the current task tags working memories
@@ -113,6 +114,8 @@ def test_mcp_server_every_tool_round_trips(project: Path) -> None:
         assert status["current_task"] == "retry-work"
         ended = await _call(client, "task_end", name="retry-work")
         assert set(ended["nodes"]) == {dec["id"], during["id"]}
+        assert re.fullmatch("[0-9a-f]{64}", ended["compacted"])  # the task's end folds the session
+        assert (await _call(client, "status"))["current_task"] is None
         gone = await _call(client, "forget", id=during["id"])
         assert (gone["id"], gone["written"]) == (during["id"], True)
         again = await _call(client, "forget", id=during["id"][:12])  # a prefix: the full id back

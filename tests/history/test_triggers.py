@@ -10,9 +10,11 @@ from pathlib import Path
 from click.testing import CliRunner
 from conftest import invoke, run_ctx
 
+from ctxstore.history.tasks import task_end, task_start
+from ctxstore.history.triggers import maybe_compact
 from ctxstore.knowledge.nodes import add_node
-from ctxstore.lifecycle.triggers import maybe_compact
-from ctxstore.lifecycle.upkeep import session_end_upkeep, task_boundary_compaction
+from ctxstore.knowledge.tasks import read_current_task
+from ctxstore.lifecycle.upkeep import session_end_upkeep
 from ctxstore.repo import Store, now_ms, open_store
 from ctxstore.session import Session
 from ctxstore.staging import session_status, start_session
@@ -58,15 +60,25 @@ def test_triggers_time_limit(store: Store) -> None:
 def test_triggers_task_switch_and_task_end(store: Store) -> None:
     start_session(store, "alpha")
     add_node(store, "fact", "work on alpha")
-    assert task_boundary_compaction(Session(store), started="alpha") is None  # the same task
-    done = task_boundary_compaction(Session(store), started="beta")
-    assert done is not None and not isinstance(done, str)
-    assert done.reasons == ("context switch (alpha -> beta)",)
+    assert task_start(Session(store), "alpha").compaction is None  # the same task
+    done = task_start(Session(store), "beta").compaction
+    assert done is not None and done.reasons == ("context switch (alpha -> beta)",)
     add_node(store, "fact", "work on beta")
-    ended = task_boundary_compaction(Session(store), ended="beta")
-    assert ended is not None and not isinstance(ended, str)
-    assert ended.reasons == ("task completion (beta)",)
-    assert task_boundary_compaction(Session(store), ended="beta") is None  # nothing staged
+    ended = task_end(Session(store), "beta")
+    assert ended.compaction is not None and ended.problem is None
+    assert ended.compaction.reasons == ("task completion (beta)",)
+    assert task_end(Session(store), "beta").compaction is None  # nothing staged
+
+
+def test_triggers_task_boundary_that_cannot_compact_still_moves_the_task(store: Store) -> None:
+    start_session(store, "alpha")
+    add_node(store, "fact", "work on alpha")
+    (store.root / "narrative" / "decisions.md").write_text("<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n")
+    res = task_start(Session(store), "beta")  # a switch: compaction refused by the markers
+    assert res.compaction is None and res.problem is not None
+    assert res.problem.startswith("automatic compaction skipped: ")
+    assert read_current_task(store.root) == "beta"
+    assert open_store(store.root).staged_heads()  # nothing folded
 
 
 def test_triggers_each_can_be_turned_off(store: Store) -> None:
@@ -105,7 +117,7 @@ def test_triggers_session_end_hook_runs_upkeep(store: Store) -> None:
 _RACE = """
 import sys
 from ctxstore.repo import now_ms
-from ctxstore.lifecycle.triggers import maybe_compact
+from ctxstore.history.triggers import maybe_compact
 from ctxstore.session import Session
 with Session.open(__import__("pathlib").Path(sys.argv[1])) as db:
     r = maybe_compact(db, now_ms=now_ms())
