@@ -57,14 +57,13 @@ if TYPE_CHECKING:
     from ctxstore.repo import Store
     from ctxstore.session import Session
 
-__all__ = ["MAX_COMMANDS_PER_TURN", "LOCK_WAIT_SECONDS", "SESSION_START_TOKENS", "HANDLERS",
+__all__ = ["MAX_COMMANDS_PER_TURN", "LOCK_WAIT_SECONDS", "HANDLERS",
            "find_store_root", "session_start", "preview_session_start", "prompt_submit", "stop",
            "pre_compact",
            "session_end", "turn_commands"]
 
 MAX_COMMANDS_PER_TURN = 50
 LOCK_WAIT_SECONDS = 0.25
-SESSION_START_TOKENS = 2_000
 # Seconds the Stop hook (and PreCompact / SessionEnd) may spend indexing the transcript into
 # transcript memory: past them the rest waits for the next hook (docs/memory.md).
 MEMORY_STOP_SECONDS = 0.3
@@ -802,6 +801,8 @@ def _view_cache_key(root: Path, task: str | None) -> str | None:
                 parts.append(b"-")
     except (OSError, CtxError):
         return None
+    from ctxstore.packs.session import SESSION_START_TOKENS
+
     parts.append(str(SESSION_START_TOKENS).encode())
     parts.append((task or "-").encode("utf-8", "replace"))
     return b"|".join(parts).decode("ascii", "replace")
@@ -812,51 +813,15 @@ def _hour() -> str:
 
 
 def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str | None, list[str]]:
-    """The default view composed for injection, and whether it depends on the clock.
+    """The default view composed for injection (``packs.compose.compose_session_start``).
 
-    Returns the view (at most ``SESSION_START_TOKENS``), whether its query uses relative times
-    (``created:>24h``: then it changes with the clock), a problem to report, and the ids shown.
-    The view's query is widened with recent untiered memory and the active task's nodes
-    (``packs.session.session_start_query``).
-
-    A saved default view whose query cannot run (it passed an older parser, or came with
-    a clone, but SQLite refuses it) or whose budget cannot hold the frame does not empty
-    the session start: the built-in default composition is shown, and the problem said.
+    Returns the view, whether it depends on the clock, a problem to report, and the ids shown.
     """
-    from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, DEFAULT_VIEW_QUERY, get_view
-    from ctxstore.packs.compose import compose_query
-    from ctxstore.packs.session import session_start_query
-    from ctxstore.query.parser import parse_query
+    from ctxstore.packs.compose import compose_session_start
 
-    now = time.time()
-    problem = None
     with _open_session(root, build=False) as db:
-        conn = db.index()  # IndexNotReady: the callers show the note instead of a view
-        view = get_view(conn, DEFAULT_VIEW_NAME)
-        days = db.config.get("retrieval", "narrative_days")
-        query = session_start_query(view.query, days=days, task=task)
-        budget = min(view.budget, SESSION_START_TOKENS)
-        try:
-            comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
-        except StoreCorrupt:
-            raise
-        except (CtxError, sqlite3.Error, RecursionError) as exc:
-            if view.query == DEFAULT_VIEW_QUERY and budget == SESSION_START_TOKENS:
-                raise  # the built-in composition itself fails: nothing to fall back to
-            why = exc.message if isinstance(exc, CtxError) else f"{type(exc).__name__}: {exc}"
-            problem = (f"the saved default view could not be composed ({why}); showing the "
-                       "built-in default view (fix it with `ctx view update default`)")
-            query = session_start_query(DEFAULT_VIEW_QUERY, days=days, task=task)
-            budget = SESSION_START_TOKENS
-            comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
-    # The parser resolves durations against `now`: two clocks give two trees only then.
-    timed = parse_query(query, now=now) != parse_query(query, now=now + 7200)
-    # No node shown and none left out: nothing to frame (an empty store with an active task
-    # injects the task line alone, not a frame that says "0 nodes").
-    body = comp.text if comp.nodes or comp.skipped else ""
-    if comp.skipped:
-        body += f"[... {comp.skipped} more nodes omitted; run `ctx compose` for all]\n"
-    return body, timed, problem, [n.id for n in comp.nodes]
+        view = compose_session_start(db, task=task, now=time.time())
+    return view.text, view.timed, view.problem, list(view.ids)
 
 
 def _cached_view(root: Path, state: HookState, *, store: bool = True

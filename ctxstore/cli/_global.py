@@ -133,13 +133,15 @@ def recall_global(env: Env, text: str, limit: int, use_global: bool) -> int:
     return recalled.restored
 
 
-def compose_global(env: Env, query: str, budget: int) -> None:
+def compose_global(env: Env, query: str | None, budget: int | None) -> None:
     """``ctx compose --global``: the project's context, then the user store's in what is left."""
-    from ctxstore.packs.scoped import compose_scoped, scoped_composition_json
+    from ctxstore.packs.compose import compose_view, scoped_composition_json
 
     stores = _stores(env)
     try:
-        comp = compose_scoped(stores, query, budget, now_ms=int(time.time() * 1000))
+        comp = compose_view(env.session(), query=query, budget=budget,
+                            default_budget=env.default_budget(), user=stores.user,
+                            now_ms=int(time.time() * 1000))
     finally:
         stores.close_user()
     if env.fmt == "json":
@@ -150,4 +152,4 @@ def compose_global(env: Env, query: str, budget: int) -> None:
         echo_stored(composed_text(comp.text), nl=False)
     from ctxstore.cli._render import omitted_note
 
-    omitted_note(comp.project.skipped + (comp.user.skipped if comp.user else 0), budget)
+    omitted_note(comp.project.skipped + (comp.user.skipped if comp.user else 0), comp.budget)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 from ctxstore.cli._render import composed_text, echo_stored, omitted_note
 from ctxstore.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from ctxstore.packs.compose import Composition
 
 
 @click.group("view")
@@ -21,15 +25,14 @@ def view_group() -> None:
     """
 
 
-def _render(env: Env, query: str, budget: int) -> None:
-    from ctxstore.packs.compose import compose_query, render_json
+def _render(env: Env, comp: Composition) -> None:
+    from ctxstore.packs.compose import render_json
 
-    comp = compose_query(env.index(), query, budget, now_ms=int(time.time() * 1000))
     if env.fmt == "json":
         emit_json(render_json(comp))
     else:
         echo_stored(composed_text(comp.text), nl=False)  # stored text, printed inertly
-    omitted_note(comp.skipped, budget)
+    omitted_note(comp.skipped, comp.budget)
 
 
 @view_group.command("create")
@@ -94,10 +97,12 @@ def view_render_command(env: Env, name: str, budget: int | None) -> None:
         ctx view render default
         ctx view render facts --budget 30000 --format json
     """
-    from ctxstore.knowledge.views import get_view
+    from ctxstore.packs.compose import compose_view
 
-    view = get_view(env.index(), name, default_budget=env.default_budget())
-    _render(env, view.query, budget or view.budget)
+    env.index()  # a large catch-up shows progress on a terminal
+    comp = compose_view(env.session(), view=name, budget=budget,
+                        default_budget=env.default_budget(), now_ms=int(time.time() * 1000))
+    _render(env, comp.project)
 
 
 @view_group.command("update")
@@ -187,15 +192,16 @@ def compose_command(env: Env, query: str | None, budget: int | None, use_global:
         return _session_start_preview(env, query, budget, use_global, source, session_id)
     if source != "startup" or session_id is not None:
         raise InvalidInput("--source and --session go with --session-start")
-    from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, get_view
-
-    view = get_view(env.index(), DEFAULT_VIEW_NAME, default_budget=env.default_budget())
     if use_global:  # the project's context first, ~/.ctx in what is left (issue 16)
         from ctxstore.cli._global import compose_global
 
-        return compose_global(env, query or view.query,
-                              budget or (env.default_budget() if query else view.budget))
-    _render(env, query or view.query, budget or (env.default_budget() if query else view.budget))
+        return compose_global(env, query, budget)
+    from ctxstore.packs.compose import compose_view
+
+    env.index()  # a large catch-up shows progress on a terminal
+    comp = compose_view(env.session(), query=query, budget=budget,
+                        default_budget=env.default_budget(), now_ms=int(time.time() * 1000))
+    _render(env, comp.project)
 
 
 def _session_start_preview(env: Env, query: str | None, budget: int | None, use_global: bool,

@@ -281,7 +281,7 @@ class ToolBox:
 
     def compose(self, query: str | None = None, budget: int | None = None,
                 include_global: bool = False) -> dict[str, Any]:
-        """Compose context within a token budget (``packs.scoped.compose_scoped``).
+        """Compose context within a token budget (``packs.compose.compose_view``).
 
         Args:
             query: The query selecting nodes; the default view's when None.
@@ -295,14 +295,11 @@ class ToolBox:
             InvalidInput: (E011) for a bad query or budget; BudgetExceeded (E010) for a
                 budget below the frame.
         """
-        from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, get_view
-        from ctxstore.packs.scoped import compose_scoped
+        from ctxstore.packs.compose import compose_view
 
-        if budget is not None and budget < 1:
-            raise InvalidInput(f"budget must be a positive number, got {budget}")
-        view = get_view(self.db.index(), DEFAULT_VIEW_NAME)
-        comp = compose_scoped(self._stores(include_global), query or view.query,
-                              budget or view.budget, now_ms=int(self.clock() * 1000))
+        comp = compose_view(self.db, query=query, budget=budget,
+                            user=self._stores(include_global).user,
+                            now_ms=int(self.clock() * 1000))
         return {"text": comp.text, "tokens": comp.tokens, "budget": comp.budget,
                 "nodes": [{"id": i, "store": s} for i, s in comp.labels.items()]}
 

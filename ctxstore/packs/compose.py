@@ -1,9 +1,19 @@
-"""Composing context: order nodes by tier and recency, fill a token budget, render.
+"""Composing context: the default view and what session start injects, one owner for both.
 
-The output formats are those of spec 001 §13: Markdown for injection into a prompt
-(a header comment with counts, Pinned / Reference / Working Context / Other sections)
-and JSON for scripts. A composed context never exceeds its budget: every node's
-rendered cost is counted before it is added, and the final text is checked.
+``compose_view`` is ``ctx compose`` and the MCP server's ``compose`` tool (the default view,
+or a query, within a budget; with the user store's nodes in what the project leaves when
+global). ``compose_session_start`` is what the SessionStart hook injects (the default view
+widened with recent untiered memory and the current task's nodes, within
+``SESSION_START_TOKENS``), and what ``ctx compose --session-start`` previews. Front ends
+render the result; none composes on its own.
+
+Underneath: order nodes by tier and recency, fill a token budget, render. The output
+formats are those of spec 001 §13: Markdown for injection into a prompt (a header comment
+with counts, Pinned / Reference / Working Context / Other sections) and JSON for scripts.
+A composed context never exceeds its budget: every node's rendered cost is counted before
+it is added, and the final text is checked. Over the global layer (``compose_scoped``) the
+project comes first: user-store knowledge takes only room the project did not need, under
+its own heading.
 """
 
 from __future__ import annotations
@@ -13,17 +23,25 @@ import functools
 import sqlite3
 from collections.abc import Callable
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctxstore.errors import BudgetExceeded
+from ctxstore.errors import BudgetExceeded, CtxError, InvalidInput, StoreCorrupt
 from ctxstore.index.read import NodeRow, out_edges_of, short_id_lookup
 from ctxstore.model.scoring import order_score
 from ctxstore.model.vocab import TIER_ORDER
+from ctxstore.packs.session import SESSION_START_TOKENS
 from ctxstore.records import dataclass
 from ctxstore.tokens import estimate_tokens, tokens_for_length
 
-__all__ = ["TIER_ORDER", "TYPE_TITLES", "Composition", "tier_of", "order_nodes", "compose", "compose_query",
-           "render_markdown", "render_json", "iso_ms", "estimate_tokens"]
+if TYPE_CHECKING:
+    from ctxstore.knowledge.scopes import Scope, Stores
+    from ctxstore.session import Session
+
+__all__ = ["TIER_ORDER", "TYPE_TITLES", "SESSION_START_TOKENS", "USER_HEADING", "Composition",
+           "ScopedComposition", "SessionStartView", "tier_of", "order_nodes", "compose",
+           "compose_query", "compose_scoped", "compose_view", "compose_session_start",
+           "render_markdown", "render_json", "scoped_composition_json", "iso_ms",
+           "estimate_tokens"]
 
 _SECTION = {0: "Pinned", 1: "Reference", 2: "Working Context", 3: "Other", 4: "Off-context"}
 TYPE_TITLES = {"fact": "Facts", "decision": "Decisions", "pattern": "Patterns",
@@ -341,3 +359,204 @@ def render_json(comp: Composition) -> dict[str, Any]:
                    "created_at": iso_ms(n.created_at), "updated_at": iso_ms(n.updated_at),
                    "edges": comp.edges[n.id]} for n in comp.nodes],
     }
+
+
+# -- over the global layer ----------------------------------------------------------------------
+
+USER_HEADING = "## From the user store (~/.ctx)\n\n"
+_SLACK = 2  # joining two texts may round the estimate up by a token or two
+
+
+@dataclass
+class ScopedComposition:
+    """A composition of the project store, with the user store's after it when global.
+
+    Attributes:
+        project: The project's composition.
+        user: The user store's, composed in the budget the project left, or None.
+        text: The Markdown of both (the user store's under ``USER_HEADING``).
+        tokens: The estimated tokens of ``text``.
+        budget: The budget both shared.
+        labels: Each chosen node's store.
+    """
+
+    project: Composition
+    user: Composition | None
+    text: str
+    tokens: int
+    budget: int
+    labels: dict[str, Scope] = field(default_factory=dict)
+
+
+def compose_scoped(stores: Stores, query: str, budget: int, *, now_ms: int) -> ScopedComposition:
+    """Compose the project's nodes, then fill what the budget has left from the user store.
+
+    Args:
+        stores: The stores to read (``Stores.open``).
+        query: The query selecting nodes (docs/query.md).
+        budget: The token budget for both.
+        now_ms: Milliseconds since the epoch (the rendered-at stamp).
+
+    Returns:
+        Both compositions and their joint text.
+
+    Raises:
+        QuerySyntaxError: (E011) for a bad query.
+        BudgetExceeded: (E010) for a budget below the project's frame.
+    """
+    project = compose_query(stores.project.index(), query, budget, now_ms=now_ms)
+    labels: dict[str, Scope] = {n.id: "project" for n in project.nodes}
+    text, tokens, user = project.text, project.tokens, None
+    room = budget - tokens - estimate_tokens(USER_HEADING) - _SLACK
+    if stores.user is not None and room > 0:
+        try:
+            user = compose_query(stores.user.index(), query, room, now_ms=now_ms)
+        except BudgetExceeded:
+            user = None  # no room for even the frame: the project filled the budget
+    if user is not None and user.nodes:
+        text = f"{text}\n{USER_HEADING}{user.text}"
+        tokens = estimate_tokens(text)
+        labels.update({n.id: "user" for n in user.nodes})
+    else:
+        user = None
+    return ScopedComposition(project=project, user=user, text=text, tokens=tokens, budget=budget,
+                             labels=labels)
+
+
+def scoped_composition_json(comp: ScopedComposition) -> dict[str, Any]:
+    """The JSON form: the project's (spec 001 §13) with each node's ``store``, plus ``global``.
+
+    Args:
+        comp: A scoped composition.
+
+    Returns:
+        ``render_json`` of the project's composition, every node labelled ``"store"``, and
+        ``"global"``: the user store's (nodes labelled ``user``) or None.
+    """
+    doc = render_json(comp.project)
+    for node in doc["nodes"]:
+        node["store"] = "project"
+    user = None
+    if comp.user is not None:
+        user = render_json(comp.user)
+        user.pop("version", None)
+        for node in user["nodes"]:
+            node["store"] = "user"
+    doc["global"] = user
+    doc["meta"]["total_tokens"] = comp.tokens
+    return doc
+
+
+# -- the use cases ------------------------------------------------------------------------------
+
+def compose_view(db: Session, *, view: str | None = None, query: str | None = None,
+                 budget: int | None = None, default_budget: int | None = None,
+                 user: Session | None = None, now_ms: int) -> ScopedComposition:
+    """``ctx compose``, ``ctx view render`` and MCP ``compose``: a view (or ``query``) in a budget.
+
+    Args:
+        db: The project's open session.
+        view: The saved view's name (``default`` when None).
+        query: The query selecting nodes (docs/query.md); the view's when None.
+        budget: The token budget; when None the view's own, or ``default_budget`` for a
+            ``query`` given without one.
+        default_budget: The budget of the built-in default view (when no default view is
+            saved) and of a bare ``query`` (``CTX_DEFAULT_BUDGET``, ``[retrieval]
+            default_budget``); the built-in default's when None.
+        user: The user store's session, to fill what the project leaves (None: the project
+            alone).
+        now_ms: Milliseconds since the epoch (the rendered-at stamp).
+
+    Returns:
+        The project's composition, and the user store's when ``user`` gave any node.
+
+    Raises:
+        InvalidInput: (E011) for a budget below 1 or a bad query.
+        NodeNotFound: (E019) if there is no view named ``view``.
+        BudgetExceeded: (E010) for a budget below the frame.
+    """
+    from ctxstore.knowledge.scopes import Stores
+    from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, get_view
+
+    if budget is not None and budget < 1:
+        raise InvalidInput(f"budget must be a positive number, got {budget}")
+    conn = db.index()
+    name = view or DEFAULT_VIEW_NAME
+    found = get_view(conn, name) if default_budget is None \
+        else get_view(conn, name, default_budget=default_budget)
+    chosen = budget or (default_budget if query and default_budget else found.budget)
+    return compose_scoped(Stores(db, user), query or found.query, chosen, now_ms=now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStartView:
+    """What session start injects from the store (``compose_session_start``).
+
+    Attributes:
+        text: The composed view (empty when it shows no node and leaves none out), with a
+            line counting the nodes left out.
+        timed: True when its query uses relative times (``created:>7d``): it then changes
+            with the clock, not only with the store.
+        problem: Why the saved default view was replaced by the built-in one, if it was.
+        ids: The nodes shown.
+    """
+
+    text: str
+    timed: bool
+    problem: str | None
+    ids: tuple[str, ...]
+
+
+def compose_session_start(db: Session, *, task: str | None, now: float) -> SessionStartView:
+    """The default view composed for session start, at most ``SESSION_START_TOKENS``.
+
+    The view's query is widened with recent untiered memory and the current task's nodes
+    (``packs.session.session_start_query``). A saved default view whose query cannot run
+    (it passed an older parser, or came with a clone, but SQLite refuses it) or whose budget
+    cannot hold the frame does not empty the session start: the built-in default composition
+    is shown, and the problem said.
+
+    Args:
+        db: The open session (a hook's, opened with ``build=False``).
+        task: The current task (``knowledge.tasks.read_current_task``), if any.
+        now: The wall clock in seconds.
+
+    Returns:
+        The view, whether it depends on the clock, the problem met, and the ids shown.
+
+    Raises:
+        IndexNotReady: (E024) when the index needs a build the session may not run.
+        StoreCorrupt: if the store is damaged.
+        CtxError: if even the built-in composition fails.
+    """
+    from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, DEFAULT_VIEW_QUERY, get_view
+    from ctxstore.packs.session import session_start_query
+    from ctxstore.query.parser import parse_query
+
+    problem = None
+    conn = db.index()  # IndexNotReady: the callers show the note instead of a view
+    view = get_view(conn, DEFAULT_VIEW_NAME)
+    days = db.config.get("retrieval", "narrative_days")
+    query = session_start_query(view.query, days=days, task=task)
+    budget = min(view.budget, SESSION_START_TOKENS)
+    try:
+        comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
+    except StoreCorrupt:
+        raise
+    except (CtxError, sqlite3.Error, RecursionError) as exc:
+        if view.query == DEFAULT_VIEW_QUERY and budget == SESSION_START_TOKENS:
+            raise  # the built-in composition itself fails: nothing to fall back to
+        why = exc.message if isinstance(exc, CtxError) else f"{type(exc).__name__}: {exc}"
+        problem = (f"the saved default view could not be composed ({why}); showing the "
+                   "built-in default view (fix it with `ctx view update default`)")
+        query = session_start_query(DEFAULT_VIEW_QUERY, days=days, task=task)
+        budget = SESSION_START_TOKENS
+        comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
+    # The parser resolves durations against `now`: two clocks give two trees only then.
+    timed = parse_query(query, now=now) != parse_query(query, now=now + 7200)
+    # No node shown and none left out: nothing to frame (an empty store with an active task
+    # injects the task line alone, not a frame that says "0 nodes").
+    text = comp.text if comp.nodes or comp.skipped else ""
+    if comp.skipped:
+        text += f"[... {comp.skipped} more nodes omitted; run `ctx compose` for all]\n"
+    return SessionStartView(text, timed, problem, tuple(n.id for n in comp.nodes))

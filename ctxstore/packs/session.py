@@ -30,10 +30,14 @@ if TYPE_CHECKING:
     from ctxstore.session import Session
 
 __all__ = ["Item", "Source", "SOURCES", "PROMPT_THRESHOLD", "PROMPT_BUDGET", "NARRATIVE_DAYS",
+           "SESSION_START_TOKENS",
            "ITEM_CHARS", "register_source", "node_source", "relevant_context",
            "session_start_query", "prompt_settings"]
 
 PROMPT_THRESHOLD = 0.5
+# What session start injects from the store (``packs.compose.compose_session_start``), in
+# tokens: within Claude Code's 10,000-character cap on injected text.
+SESSION_START_TOKENS = 2_000
 PROMPT_BUDGET = 500
 NARRATIVE_DAYS = 7
 # At most this many characters of one item's text are injected (the rest: `ctx show ID`).

@@ -21,7 +21,7 @@ from ctxstore.knowledge.scopes import (
     search_scoped,
     store_for_scope,
 )
-from ctxstore.packs.scoped import compose_scoped
+from ctxstore.packs.compose import compose_scoped
 from ctxstore.session import Session
 from tests.conftest import run_ctx, store_digest
 
