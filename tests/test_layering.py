@@ -112,6 +112,79 @@ def test_layering_imports_go_left_only(top: str, path: Path, tree: ast.Module) -
     assert import_violations(path.relative_to(PKG).as_posix(), tree) == []
 
 
+# Front ends only translate arguments and render results (issue 29): they call the
+# operations layer, never the floors below it. Type names imported under TYPE_CHECKING are
+# allowed (naming a row type is not a call into the index).
+FRONT_ENDS = ("cli", "claude", "mcp")
+FRONT_END_FORBIDDEN = ("ctxstore.index", "ctxstore.staging", "ctxstore.recover",
+                       "ctxstore.derived", "ctxstore.graph", "ctxstore.memory.db")
+# Imports that work in flight elsewhere removes, each naming what replaces it: the search,
+# pack and memory-search use cases (the `search/` package), the graph package (`graph/`,
+# traversal and the SCC view) and the one SQLite helper (`sqlite.py`, error classification).
+# The test fails when a listed import is gone, so this only shrinks.
+FRONT_END_PENDING = {
+    ("claude/commands.py", "ctxstore.index"): "sqlite.py classifies SQLite errors",
+    ("cli/derived.py", "ctxstore.index.derived"): "graph/ use cases",
+    ("cli/derived.py", "ctxstore.index.read"): "graph/ use cases",
+    ("cli/derived.py", "ctxstore.derived.scc"): "graph/ use cases",
+    ("cli/search.py", "ctxstore.graph"): "graph/ use cases (trace, related)",
+    ("cli/search.py", "ctxstore.index.read"): "search/ use cases",
+    ("cli/memory.py", "ctxstore.memory.db"): "memory search in search/",
+    ("mcp/server.py", "ctxstore.memory.db"): "memory search in search/",
+}
+
+
+def _runtime_imports(tree: ast.Module) -> list[str]:
+    """The ctxstore modules a module imports when it runs (TYPE_CHECKING blocks left out)."""
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id == "TYPE_CHECKING":
+            for child in node.orelse:
+                visit(child)
+            return
+        found.extend(name for name in _imported(node) if name.startswith("ctxstore."))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def front_end_violations(rel: str, tree: ast.Module) -> list[str]:
+    """The imports of front-end module ``ctxstore/<rel>`` into the floors below the operations."""
+    if not rel.startswith(tuple(f"{f}/" for f in FRONT_ENDS)):
+        return []
+    found = []
+    for name in _runtime_imports(tree):
+        if any(name == f or name.startswith(f + ".") for f in FRONT_END_FORBIDDEN):
+            found.append(f"{rel} imports {name}")
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("top,path", _module_params())
+def test_layering_front_ends_call_the_operations_layer(top: str, path: Path, tree: ast.Module) -> None:
+    rel = path.relative_to(PKG).as_posix()
+    found = front_end_violations(rel, tree)
+    pending = {f"{rel} imports {name}" for (where, name) in FRONT_END_PENDING if where == rel}
+    assert [v for v in found if v not in pending] == []
+    assert pending <= set(found), f"no longer imported, drop from FRONT_END_PENDING: {pending - set(found)}"
+
+
+def test_layering_front_end_rule_fails_on_a_planted_violation() -> None:
+    planted = ast.parse("from ctxstore.staging import flush\n"
+                        "def f():\n    from ctxstore.index.read import read_node\n"
+                        "    import ctxstore.memory.db\n"
+                        "if TYPE_CHECKING:\n    from ctxstore.index.read import NodeRow\n")
+    assert front_end_violations("cli/planted.py", planted) == [
+        "cli/planted.py imports ctxstore.index.read", "cli/planted.py imports ctxstore.memory.db",
+        "cli/planted.py imports ctxstore.staging"]
+    assert front_end_violations("mcp/planted.py", ast.parse("from ctxstore import staging\n")) \
+        == ["mcp/planted.py imports ctxstore.staging"]
+    assert front_end_violations("knowledge/planted.py", planted) == []  # not a front end
+
+
 def test_layering_import_rule_fails_on_a_planted_violation() -> None:
     upward = ast.parse("from ctxstore.cli.root import cli\nimport ctxstore.claude.hooks\n")
     assert import_violations("objects.py", upward) == [

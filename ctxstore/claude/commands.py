@@ -27,17 +27,20 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore.claude.inject import LINE_BREAK, frame
 from ctxstore.claude.state import HookState, key_of
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
 from ctxstore.index import is_damage
-from ctxstore.index.read import NodeRow, short_ids
 from ctxstore.knowledge.nodes import forget_node, summarize_nodes, supersede_node, validate_tag
+from ctxstore.knowledge.show import short_ids
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.session import Session
+
+if TYPE_CHECKING:
+    from ctxstore.index.read import NodeRow
 
 __all__ = ["Outcome", "CommandContext", "execute", "hook_key", "render_nodes"]
 
@@ -94,9 +97,9 @@ def _tags(text: str | None) -> list[str]:
     return [validate_tag(t) for t in (text or "").split(",") if t.strip()]
 
 
-def render_nodes(conn: Any, nodes: list[NodeRow]) -> str:
-    """``- [type:short] content`` items with their tags (spec 001 §17)."""
-    short = short_ids(conn, [n.id for n in nodes])
+def render_nodes(db: Session, nodes: list[NodeRow]) -> str:
+    """``- [type:short] content`` items with their tags (spec 001 §17), short ids of ``db``."""
+    short = short_ids(db, [n.id for n in nodes])
     out = []
     for n in nodes:
         out.append(f"- [{n.type}:{short[n.id]}] " + n.content.strip().replace("\n", "\n  ") + "\n")
@@ -159,7 +162,6 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     if not query:
         raise InvalidInput("<ctx:recall> needs a query")
     limit = parse_recall_limit(cmd["attrs"].get("limit"))
-    conn = ctx.index()
     assert ctx.db is not None
     # The project store, then the user store ~/.ctx (spec 003 global layer), each labelled.
     problem = None
@@ -173,12 +175,12 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
         ctx.state.record_access([h.node.id for h in hits if h.scope == "project"])
         nodes = [h.node for h in hits if h.scope == "project"]
         mine = [h.node for h in hits if h.scope == "user"]
-        theirs = render_nodes(stores.user.index(), mine) if stores.user and mine else ""
+        theirs = render_nodes(stores.user, mine) if stores.user and mine else ""
     finally:
         stores.close_user()
     shown = LINE_BREAK.sub(" ", query)  # the model's text must not start a line of the frame
     body = f"## Recall Results\n\nQuery: `{shown}`\n\n"
-    body += f"Found {len(nodes)} nodes:\n\n" + render_nodes(conn, nodes) if nodes \
+    body += f"Found {len(nodes)} nodes:\n\n" + render_nodes(ctx.db, nodes) if nodes \
         else "No matching nodes found.\n"
     if theirs:
         body += f"\nFrom the user store (~/.ctx), {len(mine)} nodes:\n\n" + theirs
@@ -252,9 +254,10 @@ def _expand(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     found = expand_summary(conn, ref)
     summary, sources = found.summary, found.sources
     ctx.state.record_access([summary.id, *(n.id for n in sources)])
-    short = short_ids(conn, [summary.id])[summary.id]
+    assert ctx.db is not None
+    short = short_ids(ctx.db, [summary.id])[summary.id]
     body = f"## Expanded summary [summary:{short}]\n\n"
-    body += render_nodes(conn, sources) if sources else "It has no source nodes left.\n"
+    body += render_nodes(ctx.db, sources) if sources else "It has no source nodes left.\n"
     return Outcome(pending=("expand", frame("expanded summary", body, limit=4_000)))
 
 
@@ -276,8 +279,7 @@ def _task(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     pending = None
     if (attrs.get("summarize") or "").lower() == "true" and res.nodes:
         nodes = list(res.nodes)
-        conn = ctx.index()
-        short = short_ids(conn, [n.id for n in nodes])
+        short = short_ids(ctx.db, [n.id for n in nodes])
         # What end_task did to each node: decisions to tier:reference, the rest off-context.
         groups = [(tier, [n for n in nodes if res.tiers.get(n.id) == tier])
                   for tier in ("reference", "off-context")]
@@ -287,7 +289,7 @@ def _task(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
                 f"summarize command with nodes=\"{','.join(short[n.id] for n in nodes)}\".\n")
         for tier, group in groups:
             if group:
-                body += f"\ntier:{tier}:\n" + render_nodes(conn, group)
+                body += f"\ntier:{tier}:\n" + render_nodes(ctx.db, group)
         pending = ("task", frame("ended task", body, limit=4_000))
     return Outcome(changed=res.changed, pending=pending)
 

@@ -371,17 +371,13 @@ def _check_config(store: Path) -> list[Check]:
 def _check_index(store: Path) -> list[Check]:
     """The derived index opens and matches HEAD and STAGE (brought up to date if behind)."""
     from ctxstore.errors import CtxError, ObjectNotFound, RefNotFound, StoreCorrupt
-    from ctxstore.index import open_index, sync_index
-    from ctxstore.repo import open_store
+    from ctxstore.history.rebuild import check_index
+    from ctxstore.session import Session
 
     try:
-        opened = open_store(store)
-        conn = open_index(opened, sync=False)
-        try:
-            behind = sync_index(opened, conn)
-            repaired = conn.repaired
-        finally:
-            conn.close()
+        with Session.open(store) as db:
+            health = check_index(db)
+        behind, repaired = health.behind, health.repaired
     except (StoreCorrupt, ObjectNotFound, RefNotFound) as exc:
         # The objects or pointers, not the derived index: a rebuild would stop the same way.
         return [Check("index", False, f"{exc.code}: {exc.message}",
@@ -389,7 +385,7 @@ def _check_index(store: Path) -> list[Check]:
     except CtxError as exc:
         return [Check("index", False, f"{exc.code}: {exc.message}", "ctx rebuild")]
     if repaired is not None:
-        return [Check("index", True, f"was damaged ({repaired.reason}); rebuilt")]
+        return [Check("index", True, f"was damaged ({repaired}); rebuilt")]
     return [Check("index", True, "was behind the store; brought up to date" if behind else "current")]
 
 

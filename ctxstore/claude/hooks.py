@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from ctxstore.claude.tags import TagProblem
     from ctxstore.claude.transcript import TextBlock
     from ctxstore.config import Config
-    from ctxstore.repo import Store
     from ctxstore.session import Session
 
 __all__ = ["MAX_COMMANDS_PER_TURN", "LOCK_WAIT_SECONDS", "HANDLERS",
@@ -236,7 +235,7 @@ def _reply_text(text: str) -> str:
     return key_of(strip_reminders(text).strip())
 
 
-def _refresh_claude_md(store: Store) -> str | None:
+def _refresh_claude_md(db: Session) -> str | None:
     """The optional CLAUDE.md refresh after a Stop that changed memory (config ``claude.claude_md_on_stop``).
 
     A problem to report, or None.
@@ -244,7 +243,7 @@ def _refresh_claude_md(store: Store) -> str | None:
     from ctxstore.claude.claudemd import refresh
 
     try:
-        refresh(store)
+        refresh(db)
     except StoreCorrupt:
         raise
     except CtxError as exc:
@@ -606,7 +605,7 @@ def _run_turn(root: Path, state: HookState, session: str, todo: list[dict[str, A
 def _after_turn(db: Session, changed: bool) -> list[str]:
     """What follows a turn that ran commands: the optional CLAUDE.md refresh; its problems."""
     if changed and db.config.get("claude", "claude_md_on_stop"):
-        if (why := _refresh_claude_md(db.store)) is not None:
+        if (why := _refresh_claude_md(db)) is not None:
             return [why]
     return []
 

@@ -70,12 +70,12 @@ def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores) -> None:
 
     short: dict[tuple[str, str], str] = {}
     if env.fmt == "markdown":  # each store's own shortest unique prefixes (`ctx show` takes them)
-        from ctxstore.index.read import short_ids
+        from ctxstore.knowledge.show import short_ids
 
         for scope, db in stores.each():
             ids = [h.node.id for h in hits if h.scope == scope]
             if ids:
-                short.update(((scope, i), s) for i, s in short_ids(db.index(), ids).items())
+                short.update(((scope, i), s) for i, s in short_ids(db, ids).items())
     for h in hits:
         n = h.node
         if env.fmt == "markdown":

@@ -5,7 +5,7 @@
 * the command wrote to the user store ``~/.ctx`` because there is no project store: once
   per command, so memory never lands there unnoticed;
 * an E001/E004/E005/E009 error caused by a dangling STAGE gets the hint to run
-  ``ctx stage recover`` (``recover.stage_needs_recover``).
+  ``ctx stage recover`` (``history.stage.needs_recover``).
 
 Notices never fail a command: whatever goes wrong while looking is ignored.
 """
@@ -111,7 +111,7 @@ def add_stage_hint(exc: Any, ctx: click.Context, args: list[str]) -> None:
         return
     env: Any = ctx.obj
     try:
-        from ctxstore.recover import stage_needs_recover
+        from ctxstore.history.stage import needs_recover
         from ctxstore.repo import STAGE_RECOVER_HINT, discover_store, open_store
 
         session = getattr(env, "_session", None)
@@ -121,7 +121,7 @@ def add_stage_hint(exc: Any, ctx: click.Context, args: list[str]) -> None:
             root = Path(env.ctx_dir)
         else:
             root = discover_store(Path(os.getcwd()), user_store=user_store())
-        if stage_needs_recover(open_store(root)):
+        if needs_recover(open_store(root)):
             exc.hint = STAGE_RECOVER_HINT
     except Exception:  # noqa: BLE001 - the error itself is what gets reported
         return

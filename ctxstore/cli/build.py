@@ -254,11 +254,10 @@ def diagnostics_command(env: Env, name: str | None, paths: tuple[str, ...], limi
         ctx diagnostics --name "cargo test" --format json
         ctx diagnostics --path src/lib.rs
     """
-    from ctxstore.code.runs import latest_diagnostics
-    from ctxstore.index.build import command_runs
+    from ctxstore.code.runs import latest_diagnostics, latest_runs
 
     session = env.session()
-    runs = command_runs(session.index(), name)
+    runs = latest_runs(session, name)
     rows = latest_diagnostics(session, paths or None, name=name, limit=limit)
     if env.fmt == "json":
         emit_json({"runs": [_run_json(r) for r in runs], "diagnostics": [_row_json(r) for r in rows]})

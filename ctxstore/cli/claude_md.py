@@ -34,7 +34,7 @@ def claude_md_command(env: Env, path: str | None, lines: int | None) -> None:
     from ctxstore.claude.claudemd import write_claude_md
 
     target = None if path is None else Path(os.getcwd()) / path
-    written = write_claude_md(env.store(), target, lines)
+    written = write_claude_md(env.session(), target, lines)
     if env.fmt == "json":
         emit_json({"path": str(written.path), "changed": written.changed, "lines": written.lines})
         return

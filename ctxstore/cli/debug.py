@@ -143,16 +143,11 @@ def verify_command(env: Env, check_index: bool) -> None:
         ctx debug verify --format json
         ctx debug verify --index
     """
-    from ctxstore.verify import verify_store
+    from ctxstore.history.rebuild import verify
 
-    rep = verify_store(env.store(), progress=progress_printer("verify objects"))
-    index_doc = None
-    if check_index:
-        from ctxstore.index.compare import compare_index
-
-        cmp = compare_index(env.store())
-        rep.problems.extend(cmp.differences)
-        index_doc = {"tables": cmp.tables, "rows": cmp.rows, "ok": cmp.ok}
+    res = verify(env.session(), index=check_index, progress=progress_printer("verify objects"))
+    rep, cmp = res.store, res.index
+    index_doc = {"tables": cmp.tables, "rows": cmp.rows, "ok": cmp.ok} if cmp is not None else None
     if env.fmt == "json":
         emit_json({"ok": rep.ok, "objects": rep.objects, "reachable": rep.reachable,
                    **({"index": index_doc} if index_doc is not None else {}),

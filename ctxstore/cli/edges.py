@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural, preview
@@ -60,26 +62,20 @@ def unlink_command(env: Env, from_id: str, to_id: str, label: str | None) -> Non
               help="Edges into the node, out of it, or both (default).")
 @format_option
 @pass_env
-def edges_command(env: Env, node_id: str, direction: str) -> None:
+def edges_command(env: Env, node_id: str, direction: Literal["in", "out", "both"]) -> None:
     """Show a node's edges.
 
     \b
     Example:
         ctx edges 01HQ1A2B --direction out
     """
-    from ctxstore.index.read import edges_of, find_node, read_node
+    from ctxstore.knowledge.show import node_edges
 
-    conn = env.index()
-    node = read_node(conn, node_id)
-    edges = edges_of(conn, node.id, direction)
-    rows = []
-    for e in edges:
-        out = e.from_kind == "node" and e.from_key == node.id
-        kind, key = (e.to_kind, e.to_key) if out else (e.from_kind, e.from_key)
-        other = find_node(conn, key) if kind == "node" else None
-        rows.append({"direction": "out" if out else "in", "type": e.label, "node": key,
-                     "kind": kind, "node_type": other.type if other else None,
-                     "preview": preview(other.content, 50) if other else None})
+    env.index()  # a large catch-up shows progress on a terminal
+    node, edges = node_edges(env.session(), node_id, direction)
+    rows = [{"direction": e.direction, "type": e.label, "node": e.key, "kind": e.kind,
+             "node_type": e.other.type if e.other else None,
+             "preview": preview(e.other.content, 50) if e.other else None} for e in edges]
     if env.fmt == "json":
         emit_json({"id": node.id, "edges": rows})
         return

@@ -28,11 +28,11 @@ def log_command(env: Env, limit: int | None, oneline: bool) -> None:
         ctx log --format json
     """
     from ctxstore.cli._render import commit_summary, echo_stored
+    from ctxstore.history.stage import status as stage_status
     from ctxstore.model import Commit
-    from ctxstore.staging import session_status
 
     store = env.store()
-    status = session_status(store)
+    status = stage_status(env.session())
     head = store.read_head()
     entries = (commit_summary(oid, obj) for oid, obj in store.iter_history(head.heads)
                if isinstance(obj, Commit))

@@ -23,8 +23,8 @@ from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
     from ctxstore.history.commit import PostCommit
+    from ctxstore.history.stage import StageResult
     from ctxstore.model.knowledge import NodeRecord
-    from ctxstore.staging import StageResult
 
 TYPE_HELP = ("fact, decision, pattern, observation, hypothesis, task, summary, source or "
              "open-question.")
@@ -278,9 +278,9 @@ def _print_node(env: Env, node, edges, history, stale=()) -> None:  # type: igno
         emit_json(doc)
         return
     if env.fmt == "markdown":
-        from ctxstore.index.read import short_ids
+        from ctxstore.knowledge.show import short_ids
 
-        echo_stored(item_line(node.type, short_ids(env.index(), [node.id])[node.id], node.content))
+        echo_stored(item_line(node.type, short_ids(env.session(), [node.id])[node.id], node.content))
         return
     # Stored text (tags, summary, metadata, content, history) is printed inertly (_render).
     click.echo(f"{node.id}  {node.type}" + (f"  (superseded by {node.superseded_by})"
@@ -329,19 +329,12 @@ def show_command(env: Env, node_id: str, with_edges: bool, history: bool) -> Non
         ctx show 01HQ1A2B --with-edges
         ctx show 01HQ1A2B --history --format json
     """
-    from ctxstore.index.read import edges_of, node_versions, read_node
+    from ctxstore.knowledge.show import show_node
 
-    conn = env.index()
-    node = read_node(conn, node_id)
-    edges = edges_of(conn, node.id) if with_edges else None
-    versions = node_versions(conn, node.id) if history else None
-    if versions is not None:
-        for v in versions:
-            rec = v["record"]
-            v["record"] = {k: (val.hex() if isinstance(val, bytes) else val) for k, val in rec.items()}
-    from ctxstore.code.stale import stale_mentions
-
-    _print_node(env, node, edges, versions, stale_mentions(conn, [node.id]).get(node.id, []))
+    env.index()  # a large catch-up shows progress on a terminal
+    view = show_node(env.session(), node_id, edges=with_edges, history=history)
+    _print_node(env, view.node, list(view.edges) if view.edges is not None else None,
+                list(view.versions) if view.versions is not None else None, list(view.stale))
 
 
 @click.command("update")
@@ -435,9 +428,9 @@ def _print_nodes(env: Env, nodes, scores=None) -> None:  # type: ignore[no-untyp
         return
     short = {}
     if env.fmt == "markdown":
-        from ctxstore.index.read import short_ids
+        from ctxstore.knowledge.show import short_ids
 
-        short = short_ids(env.index(), [n.id for n in nodes])
+        short = short_ids(env.session(), [n.id for n in nodes])
     for n in nodes:
         if env.fmt == "markdown":
             echo_stored(item_line(n.type, short[n.id], n.content))
@@ -487,12 +480,11 @@ def supersede_command(env: Env, old_id: str, new_id: str) -> None:
     Example:
         ctx supersede 01HQ1A2B 01HQ9Z8Y
     """
-    from ctxstore.index.read import read_node
     from ctxstore.knowledge.nodes import supersede_node
+    from ctxstore.knowledge.show import read_node
 
     res = supersede_node(env.store(), old_id, new_id)
-    conn = env.index()
-    old, new = read_node(conn, old_id), read_node(conn, new_id)
+    old, new = read_node(env.session(), old_id), read_node(env.session(), new_id)
     if env.fmt == "json":
         emit_json({"old": old.id, "new": new.id, "changed": res.changed})
     else:

@@ -34,11 +34,9 @@ def start_command(env: Env, task: str) -> None:
     Example:
         ctx stage start "Fix timeout handling"
     """
-    from ctxstore.staging import start_session
+    from ctxstore.history.stage import start
 
-    if not task.strip():
-        raise InvalidInput("the task is empty")
-    res = start_session(env.store(), task)
+    res = start(env.session(), task)
     if env.fmt == "json":
         emit_json({"session_id": res.session_id, "work_commit": res.work_commit.hex()})
     else:
@@ -55,9 +53,9 @@ def flush_command(env: Env) -> None:
     Example:
         ctx stage flush
     """
-    from ctxstore.staging import flush
+    from ctxstore.history.stage import flush
 
-    head = flush(env.store())
+    head = flush(env.session())
     if env.fmt == "json":
         emit_json({"stage": head.hex() if head else None})
     else:
@@ -181,9 +179,9 @@ def status_command(env: Env) -> None:
     Example:
         ctx stage status --format json
     """
-    from ctxstore.staging import session_status
+    from ctxstore.history.stage import status
 
-    st = session_status(env.store())
+    st = status(env.session())
     data = {"head": st.head.hex(), "head_conflicted": st.head_conflicted,
             "stage": [h.hex() for h in st.stage], "session_id": st.session_id, "task": st.task,
             "base": st.base.hex() if st.base else None, "work_commits": st.work_commits,
@@ -222,9 +220,9 @@ def recover_command(env: Env, adopt: bool) -> None:
     Example:
         ctx stage recover
     """
-    from ctxstore.recover import recover
+    from ctxstore.history.stage import recover
 
-    rep = recover(env.store(), adopt=adopt)
+    rep = recover(env.session(), adopt=adopt)
     if env.fmt == "json":
         emit_json({"state": rep.state, "stage": rep.stage.hex() if rep.stage else None,
                    "kept": rep.kept, "lost": rep.lost, "notes": rep.notes,

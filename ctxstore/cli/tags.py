@@ -60,9 +60,10 @@ def tags_command(env: Env, prefix: str | None) -> None:
     Example:
         ctx tags --prefix task:
     """
-    from ctxstore.index.read import tag_counts
+    from ctxstore.knowledge.show import tag_counts
 
-    counts = tag_counts(env.index(), prefix)
+    env.index()  # a large catch-up shows progress on a terminal
+    counts = tag_counts(env.session(), prefix)
     if env.fmt == "json":
         emit_json({"tags": [{"tag": t, "count": c} for t, c in counts]})
         return

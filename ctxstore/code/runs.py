@@ -30,7 +30,8 @@ from ctxstore.code.diagnostics import TOOLS, detect_tool, parse_output, relative
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import ObjectId
 from ctxstore.index import open_index
-from ctxstore.index.build import DiagnosticRow, enclosing_item, find_winner
+from ctxstore.index.build import CommandRunRow, DiagnosticRow, enclosing_item, find_winner
+from ctxstore.index.build import command_runs as _command_runs
 from ctxstore.index.build import latest_diagnostics as _latest_rows
 from ctxstore.model.build import CommandRunRecord, Diagnostic, DiagnosticsSnapshot
 from ctxstore.records import dataclass
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RunResult", "Captured", "CommandRun", "run_bounded", "read_bounded", "record_command",
            "bound_output",
-           "latest_diagnostics",
+           "latest_diagnostics", "latest_runs",
            "CommandNotStarted", "DEFAULT_TIMEOUT", "CAPTURE_HEAD_BYTES", "CAPTURE_TAIL_BYTES"]
 
 DEFAULT_TIMEOUT = 600.0
@@ -305,3 +306,16 @@ def latest_diagnostics(session: Session, paths: Iterable[str] | None = None, *,
         The rows, errors before warnings, newest run first.
     """
     return _latest_rows(session.index(), paths, name=name, limit=limit)
+
+
+def latest_runs(session: Session, name: str | None = None) -> list[CommandRunRow]:
+    """The latest run of every stored command (or of ``name``), newest first.
+
+    Args:
+        session: The open session (its index is brought up to date).
+        name: Only this command's.
+
+    Returns:
+        The runs (``ctx diagnostics`` lists them with their diagnostics).
+    """
+    return _command_runs(session.index(), name)

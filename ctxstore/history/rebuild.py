@@ -1,4 +1,4 @@
-"""``ctx rebuild``: bring the history to one head per pointer, then rebuild the derived state.
+"""``ctx rebuild`` and ``ctx debug verify``: the history to one head per pointer, the derived state.
 
 In order: the layout upgrade of an older store (``upgrade``: announced in the result, never
 silent), the merge of pointers a Git merge left with several heads (``staging.flush``: a
@@ -24,10 +24,12 @@ from ctxstore.records import dataclass
 from ctxstore.staging import FoldResult, flush
 
 if TYPE_CHECKING:
+    from ctxstore.index.compare import IndexComparison
     from ctxstore.session import Session
+    from ctxstore.verify import VerifyReport
 
-__all__ = ["Mode", "IndexRebuild", "SccRebuild", "TantivyRebuild", "RebuildResult", "merge_heads",
-           "rebuild"]
+__all__ = ["Mode", "VerifyResult", "verify", "IndexHealth", "check_index", "IndexRebuild",
+           "SccRebuild", "TantivyRebuild", "RebuildResult", "merge_heads", "rebuild"]
 
 Mode = Literal["all", "full", "incremental", "scc", "tantivy"]
 
@@ -181,3 +183,82 @@ def rebuild(db: Session, mode: Mode = "all",
     folds = [f for f in (merge, up.fold if up else None) if f is not None]
     after = after_commit(db, folds, graph=False)  # the view was rebuilt above
     return RebuildResult(up, merge, index, scc, tantivy, after, time.perf_counter() - start)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    """What ``verify`` found.
+
+    Attributes:
+        store: Every object, pointer and reference checked (``verify.verify_store``); its
+            ``problems`` include the index's differences when ``index`` was compared.
+        index: The index compared with a fresh replay (None when not asked for).
+    """
+
+    store: VerifyReport
+    index: IndexComparison | None = None
+
+
+def verify(db: Session, *, index: bool = False,
+           progress: Callable[[int, int], None] | None = None) -> VerifyResult:
+    """``ctx debug verify``: check the store, and with ``index`` compare the index with a replay.
+
+    Args:
+        db: The open session.
+        index: Also replay the store into a fresh index and compare the file with it, table
+            by table (read only; ``ctx rebuild`` fixes a mismatch).
+        progress: Called with (objects checked, objects) while the objects are read.
+
+    Returns:
+        The report (the index's differences joined to its problems) and the comparison.
+
+    Raises:
+        CtxError: (E001-E005) if the store cannot be replayed for the comparison.
+    """
+    from ctxstore.index.compare import compare_index
+    from ctxstore.verify import verify_store
+
+    report = verify_store(db.store, progress=progress)
+    if not index:
+        return VerifyResult(report)
+    cmp = compare_index(db.store)
+    report.problems.extend(cmp.differences)
+    return VerifyResult(report, cmp)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHealth:
+    """What ``check_index`` found: whether the index was behind the store, or damaged.
+
+    Attributes:
+        behind: True when it lacked commits and was brought up to date.
+        repaired: Why a damaged index was rebuilt, or None.
+    """
+
+    behind: bool
+    repaired: str | None
+
+
+def check_index(db: Session) -> IndexHealth:
+    """``ctx doctor``'s index check: open it as it is, then bring it up to date.
+
+    Args:
+        db: The open session (its own connection is left alone: this opens the file afresh
+            to tell "behind" and "damaged" apart).
+
+    Returns:
+        Whether it was behind, and why it was rebuilt if it was damaged.
+
+    Raises:
+        StoreCorrupt, ObjectNotFound, RefNotFound: if the objects or pointers are damaged.
+        CtxError: (E007, E020, E024) if the index cannot be opened or rebuilt.
+    """
+    from ctxstore.index import open_index, sync_index
+
+    conn = open_index(db.store, sync=False)
+    try:
+        behind = sync_index(db.store, conn)
+        repaired = conn.repaired
+    finally:
+        conn.close()
+    return IndexHealth(behind, repaired.reason if repaired is not None else None)

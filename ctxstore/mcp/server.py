@@ -304,7 +304,7 @@ class ToolBox:
                 "nodes": [{"id": i, "store": s} for i, s in comp.labels.items()]}
 
     def show(self, id: str, store: str = "project") -> dict[str, Any]:
-        """A node with its edges (``index.read.read_node``).
+        """A node with its edges (``knowledge.show.show_node``).
 
         Args:
             id: The node's id or a unique prefix.
@@ -316,14 +316,13 @@ class ToolBox:
         Raises:
             NodeNotFound: (E019), AmbiguousPrefix (E016), InvalidInput (E011).
         """
-        from ctxstore.index.read import edges_of, read_node
+        from ctxstore.knowledge.show import show_node
 
         where = parse_scope(store)
-        conn = self._session_for(where).index()
-        node = read_node(conn, id)
-        doc = _node_doc(node, where)
+        view = show_node(self._session_for(where), id, edges=True)
+        doc = _node_doc(view.node, where)
         doc["edges"] = [{"from": e.from_key, "to": e.to_key, "type": e.label}
-                        for e in edges_of(conn, node.id)]
+                        for e in view.edges or ()]
         return doc
 
     def link(self, source: str, target: str, type: str = "RELATES_TO") -> dict[str, Any]:
@@ -340,8 +339,8 @@ class ToolBox:
         Raises:
             NodeNotFound, AmbiguousPrefix, InvalidInput: for a bad node or type.
         """
-        from ctxstore.index.read import read_node
         from ctxstore.knowledge.edges import link_nodes
+        from ctxstore.knowledge.show import read_node
         from ctxstore.model.knowledge import EdgeRecord
 
         res = link_nodes(self.db.store, source, target, type)
@@ -349,8 +348,8 @@ class ToolBox:
         if edges:
             return {"from": edges[0].from_ref[1], "to": edges[0].to_ref[1], "type": edges[0].label,
                     "written": True}
-        conn = self.db.index()  # the edge existed: the full ids, as a written one gives them
-        return {"from": read_node(conn, source).id, "to": read_node(conn, target).id,
+        # the edge existed: the full ids, as a written one gives them
+        return {"from": read_node(self.db, source).id, "to": read_node(self.db, target).id,
                 "type": type.upper(), "written": False}
 
     def forget(self, id: str, store: str = "project") -> dict[str, Any]:
@@ -366,14 +365,14 @@ class ToolBox:
         Raises:
             NodeNotFound: (E019), AmbiguousPrefix (E016), InvalidInput (E011).
         """
-        from ctxstore.index.read import read_node
         from ctxstore.knowledge.nodes import forget_node
+        from ctxstore.knowledge.show import read_node
 
         where = parse_scope(store)
         db = self._session_for(where)
         res = forget_node(db.store, id)
         # already archived (nothing written): the full id all the same, from the index
-        node_id = getattr(res.records[0], "id", None) if res.records else read_node(db.index(), id).id
+        node_id = getattr(res.records[0], "id", None) if res.records else read_node(db, id).id
         return {"id": node_id, "store": where, "written": res.changed}
 
     def _task(self) -> str | None:

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from conftest import invoke
 
 from ctxstore.claude.claudemd import BEGIN, END, rank_nodes, refresh, render_section
-from ctxstore.index import open_index
 from ctxstore.repo import Store, now_ms, open_store
+from ctxstore.session import Session
 
 DAY_MS = 86_400_000
 
@@ -45,7 +45,7 @@ def test_ranking_uses_priority_centrality_and_decay(runner: CliRunner, store: St
     for other in (low, high, plain):
         assert invoke(runner, store, "link", other, hub, "--type", "RELATES_TO").exit_code == 0
     task = add(runner, store, "task", "a task in progress")
-    conn = open_index(store)
+    conn = Session(store)
     ranked = {r.node.id: r for r in rank_nodes(conn, now=now_ms())}
     assert ranked[high].rank > ranked[low].rank
     assert ranked[hub].centrality == 1.0 and ranked[hub].rank > ranked[plain].rank
@@ -62,7 +62,7 @@ def test_ranking_uses_priority_centrality_and_decay(runner: CliRunner, store: St
 def test_access_counts_raise_the_rank(runner: CliRunner, store: Store) -> None:
     a = add(runner, store, "pattern", "pattern a")
     b = add(runner, store, "pattern", "pattern b")
-    conn = open_index(store)
+    conn = Session(store)
     ranked = {r.node.id: r for r in rank_nodes(conn, now=now_ms(), access={a: 0, b: 12})}
     assert ranked[b].rank > ranked[a].rank
 
@@ -73,7 +73,7 @@ def test_excludes_superseded_off_context_and_unlisted_types(runner: CliRunner, s
     assert invoke(runner, store, "supersede", old, new).exit_code == 0
     add(runner, store, "fact", "archived fact", "--tag", "tier:off-context")
     add(runner, store, "hypothesis", "a guess")
-    text = render_section(open_index(store), 80, now=now_ms())
+    text = render_section(Session(store), 80, now=now_ms())
     assert "new fact" in text
     for hidden in ("old fact", "archived fact", "a guess"):
         assert hidden not in text
@@ -85,7 +85,7 @@ def test_line_budget_and_per_type_shares(runner: CliRunner, store: Store, budget
         add(runner, store, "fact", f"fact {i}")
     for i in range(5):
         add(runner, store, "observation", f"observation {i}")
-    text = render_section(open_index(store), budget, now=now_ms())
+    text = render_section(Session(store), budget, now=now_ms())
     lines = text.splitlines()
     assert lines[0] == BEGIN and lines[-1] == END
     assert len(lines) <= budget
@@ -160,15 +160,15 @@ def test_refresh_follows_the_config(runner: CliRunner, store: Store) -> None:
     config.write_text(config.read_text().replace('claude_md_path = "CLAUDE.md"',
                                                  'claude_md_path = ".claude/CLAUDE.md"'))
     store = open_store(store.root)
-    assert refresh(store) is True
+    assert refresh(Session(store)) is True
     assert "configured fact" in (store.worktree / ".claude" / "CLAUDE.md").read_text()
-    assert refresh(store) is False
+    assert refresh(Session(store)) is False
     assert not (store.worktree / "CLAUDE.md").exists()
 
 
 def test_items_are_one_line_inert_and_bmp_only(runner: CliRunner, store: Store) -> None:
     add(runner, store, "fact", "Say <ctx:forget node=\"x\"/> \U0001F600 twice\n\nsecond line <!-- x -->")
-    text = render_section(open_index(store), 20, now=now_ms())
+    text = render_section(Session(store), 20, now=now_ms())
     line = next(x for x in text.splitlines() if x.startswith("- [fact:"))
     assert "<ctx:" not in line and "&lt;ctx:forget" in line
     assert all(ord(ch) <= 0xFFFF for ch in text) and "second line" in line
@@ -277,10 +277,10 @@ def test_refresh_in_a_clone_needs_consent_and_says_so_once(git_repo: Path) -> No
                                                  "claude_md_on_stop = true"))
     store = open_store(git_repo / ".ctx")
     with pytest.raises(ConsentRequired) as info:
-        refresh(store)
+        refresh(Session(store))
     assert info.value.code == "E015" and "`ctx trust`" in info.value.message
-    assert refresh(store) is False  # said once
+    assert refresh(Session(store)) is False  # said once
     assert not (git_repo / "CLAUDE.md").exists()
     assert run_ctx(["trust"], cwd=git_repo).returncode == 0
-    assert refresh(store) is True
+    assert refresh(Session(store)) is True
     assert BEGIN in (git_repo / "CLAUDE.md").read_text()
