@@ -40,6 +40,7 @@ from ctxstore.lifecycle.consolidate import propose
 from ctxstore.lifecycle.policy import run_lifecycle
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord
 from ctxstore.repo import Store, open_store
+from ctxstore.session import Session
 from ctxstore.staging import commit_stage, stage_records
 
 TYPES = ("fact", "decision", "pattern", "observation", "hypothesis", "task", "open-question")
@@ -123,18 +124,21 @@ def main() -> int:
         print(f"store of {args.nodes:,} nodes built in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)
         copy = tmp / "copy" / ".ctx"
-        state: dict[str, Store] = {}
+        state: dict[str, Session] = {}
 
         def fresh() -> None:
+            if "db" in state:
+                state["db"].close()
             shutil.rmtree(copy.parent, ignore_errors=True)
             shutil.copytree(master.root.parent, copy.parent)
-            state["s"] = open_store(copy)
-            open_index(state["s"]).close()
+            state["db"] = Session(open_store(copy))
+            state["db"].index()
 
         now = now_ms()
-        dry = timed(lambda: run_lifecycle(master, now_ms=now, dry_run=True), args.runs)
-        report = run_lifecycle(master, now_ms=now, dry_run=True)
-        apply = timed(lambda: run_lifecycle(state["s"], now_ms=now), args.runs, setup=fresh)
+        master_db = Session(master)
+        dry = timed(lambda: run_lifecycle(master_db, now_ms=now, dry_run=True), args.runs)
+        report = run_lifecycle(master_db, now_ms=now, dry_run=True)
+        apply = timed(lambda: run_lifecycle(state["db"], now_ms=now), args.runs, setup=fresh)
 
         def proposals() -> None:
             conn = open_index(master)
@@ -157,8 +161,11 @@ def main() -> int:
         shutil.copytree(master.root.parent, plain_cfg)
         plain2 = open_store(plain_cfg / ".ctx")
         open_index(plain2).close()
-        off = timed(lambda: add_node(plain2, "observation", text), args.runs * 3)
-        on = timed(lambda: add_node(linked, "observation", text), args.runs * 3)
+        plain_db, linked_db = Session(plain2), Session(linked)
+        off = timed(lambda: add_node(plain_db, "observation", text), args.runs * 3)
+        on = timed(lambda: add_node(linked_db, "observation", text), args.runs * 3)
+        plain_db.close()
+        linked_db.close()
         print(f"\n{args.nodes:,} nodes, {args.runs} runs; the dry run finds "
               f"{report.count('archive')} to archive; {n_props} merge proposals\n")
         print("| figure | median | min | max |")

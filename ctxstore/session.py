@@ -10,10 +10,9 @@ have not moved), so a long-lived process never reads a stale index after a write
 handle (and imports the object model) only when first needed: a read whose index is
 already in sync with the pointers (``index.open_current``) never needs it.
 
-The operations layer (``knowledge/``) takes the ``Store`` (``session.store``): its
-functions read the index under the store lock with a connection of their own, which
-keeps them usable from any front end and from tests without a session. A session is
-used by one thread at a time. This module must not print or read the environment.
+Every operation of the operations layer takes the session: writes read the index under the
+store lock through ``index()`` (never a connection of their own), reads share it. A session
+is used by one thread at a time. This module must not print or read the environment.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from ctxstore.discovery import check_store
 
 if TYPE_CHECKING:
     from ctxstore.config import Config
-    from ctxstore.index import IndexConnection
+    from ctxstore.index import IndexConnection, IndexRepair
     from ctxstore.repo import Store
 
 __all__ = ["Session"]
@@ -56,6 +55,7 @@ class Session:
         self._build = True
         self.clock = clock
         self._conn: IndexConnection | None = None
+        self._repairs: list[IndexRepair] = []
         self._closed = False
 
     @classmethod
@@ -91,6 +91,7 @@ class Session:
         session._build = build
         session.clock = clock
         session._conn = None
+        session._repairs = []
         session._closed = False
         return session
 
@@ -150,9 +151,29 @@ class Session:
             conn = open_current(self._root) if self._store is None else None
             self._conn = conn if conn is not None else open_index(
                 self.store, progress=progress, rebuild=self._build)
+            if self._conn.repaired is not None:  # for the front end to say, once
+                self._repairs.append(self._conn.repaired)
         elif self._store is not None or not is_current(self._root, self._conn):
             sync_index(self.store, self._conn, progress=progress, rebuild=self._build)
         return self._conn
+
+    def take_repairs(self) -> list[IndexRepair]:
+        """The damaged indexes this session found and rebuilt since the last call, then forget them.
+
+        Each distinct notice once. The CLI prints them on stderr; a hook adds them to
+        ``systemMessage``.
+
+        Returns:
+            The repairs (``IndexRepair.message()`` is the notice).
+        """
+        seen: set[str] = set()
+        out = []
+        for repair in self._repairs:
+            if repair.message() not in seen:
+                seen.add(repair.message())
+                out.append(repair)
+        self._repairs.clear()
+        return out
 
     def close_index(self) -> None:
         """Close the index connection, if open; the next ``index()`` opens a new one.

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, settings
 from ctxstore.cli import cli
 from ctxstore.init import init_store
 from ctxstore.repo import Store, open_store
+from ctxstore.session import Session
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,6 +40,30 @@ def _scrub_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "t@example.invalid")
     monkeypatch.setenv("GIT_COMMITTER_NAME", "t")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "t@example.invalid")
+
+
+_SESSIONS: dict[int, tuple[Store, Session]] = {}
+
+
+def session_of(store: Store) -> Session:
+    """The ``Session`` around ``store`` (one per store handle), closed when the test ends.
+
+    Operations take the Session (issue 29); a test holding a ``Store`` calls them through
+    this, so a test makes one index connection per store, as a command does.
+    """
+    found = _SESSIONS.get(id(store))
+    if found is None or found[0] is not store:
+        found = (store, Session(store))
+        _SESSIONS[id(store)] = found
+    return found[1]
+
+
+@pytest.fixture(autouse=True)
+def _close_sessions() -> object:
+    yield
+    for _, db in _SESSIONS.values():
+        db.close()
+    _SESSIONS.clear()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from conftest import invoke
+from conftest import invoke, session_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -87,7 +87,7 @@ def test_import_clamps_future_stamps_through_the_clock(store) -> None:
         "created_at": "2999-01-01T00:00:00.000Z", "updated_at": "2999-01-01T00:00:00.000Z"}],
         "edges": [], "views": []}
     before = now_ms()
-    import_document(store, json.dumps(doc), merge=False)
+    import_document(session_of(store), json.dumps(doc), merge=False)
     node = find_node(open_index(store), "01HQ0000000000000000000003")
     assert node is not None
     assert before <= node.updated_at <= now_ms()

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import run_ctx, store_digest
+from conftest import run_ctx, session_of, store_digest
 
 from ctxstore.errors import LockConflict
 from ctxstore.knowledge.nodes import add_node
@@ -109,9 +109,9 @@ def assert_verify_ok(root: Path) -> None:
 
 def populate(store: Store) -> tuple[list[str], list[str]]:
     """S0, small: three committed nodes, two staged ones. Returns (committed, staged) ids."""
-    committed = [add_node(store, "fact", f"s0 committed {i}").node.id for i in range(3)]
+    committed = [add_node(session_of(store), "fact", f"s0 committed {i}").node.id for i in range(3)]
     commit_stage(store, "s0")
-    staged = [add_node(store, "decision", f"s0 staged {i}").node.id for i in range(2)]
+    staged = [add_node(session_of(store), "decision", f"s0 staged {i}").node.id for i in range(2)]
     return committed, staged
 
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import run_ctx
+from conftest import run_ctx, session_of
 
 from ctxstore.index import open_index
 from ctxstore.index.schema import (
@@ -26,35 +26,35 @@ def _ids(store: Store) -> set[str]:
 
 
 def test_index_catches_up_incrementally(store: Store) -> None:
-    a = add_node(store, "fact", "one").node.id
+    a = add_node(session_of(store), "fact", "one").node.id
     conn = open_index(store)
     applied = conn.execute("SELECT count(*) FROM applied").fetchone()[0]
-    b = add_node(store, "fact", "two").node.id
+    b = add_node(session_of(store), "fact", "two").node.id
     assert _ids(store) == {a, b}
     assert open_index(store).execute("SELECT count(*) FROM applied").fetchone()[0] == applied + 1
 
 
 def test_index_follows_commit_abort_and_amend(store: Store) -> None:
-    a = add_node(store, "fact", "kept").node.id
+    a = add_node(session_of(store), "fact", "kept").node.id
     assert _ids(store) == {a}
     commit_stage(store, "c1")
     assert _ids(store) == {a}
     start_session(store, "doomed")
-    b = add_node(store, "fact", "aborted").node.id
+    b = add_node(session_of(store), "fact", "aborted").node.id
     assert _ids(store) == {a, b}
     abort_session(store, None)
     assert _ids(store) == {a}
-    c = add_node(store, "fact", "amended in").node.id
+    c = add_node(session_of(store), "fact", "amended in").node.id
     commit_stage(store, None, amend=True)
     assert _ids(store) == {a, c}
-    tag_node(store, a, ["x:y"])
+    tag_node(session_of(store), a, ["x:y"])
     rows = open_index(store).execute("SELECT tag FROM tags WHERE node_id = ?", (a,))
     assert [r[0] for r in rows] == ["x:y"]
 
 
 def test_index_concurrent_catch_up_applies_once(store: Store) -> None:
     for i in range(200):
-        add_node(store, "observation", f"note {i}")
+        add_node(session_of(store), "observation", f"note {i}")
     procs = [subprocess.Popen([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(store.root),
                                "--format", "json", "list"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(8)]
@@ -75,7 +75,7 @@ def test_expected_schema_digest_is_current(store: Store) -> None:
 
 
 def test_index_outdated_schema_is_rebuilt(store: Store) -> None:
-    a = add_node(store, "fact", "survives").node.id
+    a = add_node(session_of(store), "fact", "survives").node.id
     conn = open_index(store)
     conn.execute("PRAGMA user_version = 99")
     conn.close()
@@ -83,7 +83,7 @@ def test_index_outdated_schema_is_rebuilt(store: Store) -> None:
 
 
 def test_index_from_another_version_is_rebuilt_without_calling_it_damage(store: Store) -> None:
-    a = add_node(store, "fact", "survives").node.id
+    a = add_node(session_of(store), "fact", "survives").node.id
     conn = open_index(store)
     conn.execute("PRAGMA user_version = 3")
     conn.close()
@@ -97,7 +97,7 @@ def test_index_folder_that_is_a_file_is_one_clear_error(store: Store) -> None:
     # A read-only checkout is in tests/test_index_damage.py (a read-only filesystem).
     import shutil
 
-    add_node(store, "fact", "readable")
+    add_node(session_of(store), "fact", "readable")
     shutil.rmtree(store.root / "index")
     (store.root / "index").write_text("not a directory")
     r = run_ctx(["--ctx-dir", str(store.root), "--format", "json", "list"])
@@ -109,7 +109,7 @@ def test_index_folder_that_is_a_file_is_one_clear_error(store: Store) -> None:
 
 
 def test_readers_do_not_touch_store_state(store: Store) -> None:
-    add_node(store, "fact", "x")
+    add_node(session_of(store), "fact", "x")
     before = {p: p.stat().st_mtime_ns for p in store.root.rglob("*")
               if p.is_file() and p.relative_to(store.root).parts[0] not in ("index", "local")}
     for args in (["list"], ["status"], ["search", "x"], ["compose"], ["view", "list"], ["tags"]):
@@ -128,7 +128,8 @@ def test_compose_query_equals_compose_of_full_rows(store: Store) -> None:
     rnd = random.Random(7)
     tiers = ["tier:pinned", "tier:reference", "tier:working", "tier:off-context"]
     for i in range(120):
-        add_node(store, rnd.choice(["fact", "decision"]), "  word " * rnd.randint(1, 60) + f" n{i}  ",
+        add_node(session_of(store), rnd.choice(["fact",
+                 "decision"]), "  word " * rnd.randint(1, 60) + f" n{i}  ",
                  tags=[rnd.choice(tiers)])
     conn = open_index(store)
     query = "tag:tier:pinned OR tag:tier:reference OR tag:tier:working"
@@ -142,11 +143,11 @@ def test_status_counts_every_tier_and_sizes_the_index_file(store: Store) -> None
     from ctxstore.index import INDEX_FILE, index_dir
     from ctxstore.knowledge.status import store_status
 
-    ids = [add_node(store, "fact", f"tiered {tier}").node.id
+    ids = [add_node(session_of(store), "fact", f"tiered {tier}").node.id
            for tier in ("pinned", "reference", "working", "off-context")]
     for node_id, tier in zip(ids, ("pinned", "reference", "working", "off-context"), strict=True):
-        tag_node(store, node_id, [f"tier:{tier}"])
-    add_node(store, "fact", "untiered")
+        tag_node(session_of(store), node_id, [f"tier:{tier}"])
+    add_node(session_of(store), "fact", "untiered")
     conn = open_index(store)
     st = store_status(store, conn, kind="explicit")
     assert list(st.tiers) == ["pinned", "reference", "working", "off-context"]
@@ -159,7 +160,7 @@ def test_status_counts_every_tier_and_sizes_the_index_file(store: Store) -> None
 def test_short_ids_are_the_shortest_unique_prefixes_by_query_and_by_bisect(store: Store) -> None:
     from ctxstore.index import read
 
-    ids = [add_node(store, "fact", f"short id probe {i}").node.id for i in range(90)]
+    ids = [add_node(session_of(store), "fact", f"short id probe {i}").node.id for i in range(90)]
     conn = open_index(store)
 
     def brute(node_id: str, minimum: int = 8) -> str:

@@ -557,22 +557,27 @@ def test_index_verify_index_reports_damage_without_repairing(
 
 
 def test_index_library_reports_repair_once(template: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
-    from ctxstore.index import open_index, take_repairs
+    """The repair is on the connection, and the session that opened it says it once."""
+    from ctxstore.index import open_index
     from ctxstore.repo import open_store
+    from ctxstore.session import Session
 
     tpl, _ = template
     root = _copy(tpl, tmp_path)
-    take_repairs()
     _garbage_header(root)
-    conn = open_index(open_store(root))
-    assert conn.repaired is not None and conn.repaired.reason == "file is not a database"
-    conn.close()
+    with Session(open_store(root)) as db:
+        conn = db.index()
+        assert conn.repaired is not None and conn.repaired.reason == "file is not a database"
+        db.index()  # the same connection, caught up: no second repair
+        repairs = db.take_repairs()
+        assert len(repairs) == 1 and repairs[0].message().startswith("index was damaged (")
+        assert db.take_repairs() == []
     conn2 = open_index(open_store(root))
     assert conn2.repaired is None
     conn2.close()
-    repairs = take_repairs()
-    assert len(repairs) == 1 and repairs[0].message().startswith("index was damaged (")
-    assert take_repairs() == []
+    with Session(open_store(root)) as db:  # a sound index: nothing to say
+        db.index()
+        assert db.take_repairs() == []
 
 
 def _garbage_table(root: Path, table: str) -> None:
@@ -613,7 +618,7 @@ def test_index_library_guard_raises_index_corrupt_while_reading_rows(
         template: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ctxstore.index
     from ctxstore.errors import IndexCorrupt
-    from ctxstore.index import open_index, take_repairs
+    from ctxstore.index import open_index
     from ctxstore.repo import open_store
 
     tpl, _ = template
@@ -630,4 +635,3 @@ def test_index_library_guard_raises_index_corrupt_while_reading_rows(
     conn = open_index(open_store(root))
     assert conn.repaired is not None and len(conn.execute("SELECT * FROM versions").fetchall()) > 0
     conn.close()
-    assert len(take_repairs()) == 1

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import stage_file
+from conftest import session_of, stage_file
 
 from ctxstore import fsio
 from ctxstore.errors import RefNotFound
-from ctxstore.index import DAMAGE_MARKER, INDEX_FILE, index_dir, open_current, open_index, take_repairs
+from ctxstore.index import DAMAGE_MARKER, INDEX_FILE, index_dir, open_current, open_index
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.repo import Store
 from ctxstore.session import Session
@@ -28,7 +28,7 @@ def _count(conn: object) -> int:
 
 
 def test_unchanged_store_opens_without_the_store_handle(store: Store) -> None:
-    add_node(store, "fact", "the retry loop backs off exponentially")
+    add_node(session_of(store), "fact", "the retry loop backs off exponentially")
     _synced(store)
     with Session.open(store.root) as db:
         conn = db.index()
@@ -38,9 +38,9 @@ def test_unchanged_store_opens_without_the_store_handle(store: Store) -> None:
 
 
 def test_pointer_moved_since_the_last_sync_takes_the_slow_path(store: Store) -> None:
-    add_node(store, "fact", "first")
+    add_node(session_of(store), "fact", "first")
     _synced(store)
-    add_node(store, "fact", "second: STAGE moved, the index has not seen it")
+    add_node(session_of(store), "fact", "second: STAGE moved, the index has not seen it")
     assert open_current(store.root) is None
     with Session.open(store.root) as db:
         assert _count(db.index()) == 2  # synced through the store
@@ -54,35 +54,32 @@ def test_a_long_lived_session_syncs_when_another_writer_moves_the_pointers(store
     with Session.open(store.root) as db:
         conn = db.index()
         assert db._store is None and _count(conn) == 0
-        add_node(store, "fact", "written by another handle after the session opened")
+        add_node(session_of(store), "fact", "written by another handle after the session opened")
         assert _count(db.index()) == 1
 
 
 def test_damaged_index_is_repaired_by_the_normal_path(store: Store) -> None:
-    add_node(store, "fact", "survives the repair")
+    add_node(session_of(store), "fact", "survives the repair")
     _synced(store)
     path = index_dir(store) / INDEX_FILE
     for suffix in ("-wal", "-shm"):
         (path.parent / (INDEX_FILE + suffix)).unlink(missing_ok=True)
     path.write_bytes(b"not a database" * 100)
-    take_repairs()
     assert open_current(store.root) is None
     with Session.open(store.root) as db:
         conn = db.index()
         assert conn.repaired is not None and _count(conn) == 1
-    assert take_repairs()
+        assert db.take_repairs()
 
 
 def test_damage_marker_sends_the_open_to_the_rebuild(store: Store) -> None:
-    add_node(store, "fact", "still here")
+    add_node(session_of(store), "fact", "still here")
     _synced(store)
     fsio.replace_atomic(index_dir(store) / DAMAGE_MARKER, b"database disk image is malformed")
-    take_repairs()
     assert open_current(store.root) is None
     with Session.open(store.root) as db:
         conn = db.index()
         assert conn.repaired is not None and _count(conn) == 1
-    take_repairs()
 
 
 def test_no_index_yet_is_created_by_the_normal_path(store: Store) -> None:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import store_digest
+from conftest import session_of, store_digest
 
 from ctxstore.errors import InvalidInput, UnsafePath
 from ctxstore.history import commit as history_commit
@@ -81,8 +81,8 @@ def edit(path: Path, old: str, new: str) -> None:
 # -- writing ------------------------------------------------------------------------------------
 
 def test_note_is_a_marked_log_entry_and_an_observation(store: Store) -> None:
-    a = add_note(store, "Fixed the timeout bug by adding retry logic", tags=["topic:net"])
-    b = add_note(store, "Second note\n\n## a heading in the note")
+    a = add_note(session_of(store), "Fixed the timeout bug by adding retry logic", tags=["topic:net"])
+    b = add_note(session_of(store), "Second note\n\n## a heading in the note")
     assert a.path == b.path == nar.log_rel(a.node.created_at)
     assert re.fullmatch(r"log/\d{4}-\d\d-\d\d\.md", a.path)
     text = (ndir(store) / a.path).read_text()
@@ -98,9 +98,9 @@ def test_note_is_a_marked_log_entry_and_an_observation(store: Store) -> None:
 
 
 def test_decision_and_task_files(store: Store) -> None:
-    d = add_decision(store, "Retry strategy: exponential backoff",
+    d = add_decision(session_of(store), "Retry strategy: exponential backoff",
                      "## Context\nconnect() fails transiently.\n\n## Decision\nBackoff with jitter.")
-    t = add_task(store, "Add connection retry", "## Objective\nRetry connect().")
+    t = add_task(session_of(store), "Add connection retry", "## Objective\nRetry connect().")
     dec = (ndir(store) / "decisions.md").read_text()
     assert dec.startswith("# Decisions\n")
     assert f"## Retry strategy: exponential backoff {nar.id_marker(d.node.id)}\n" in dec
@@ -118,7 +118,7 @@ def test_decision_and_task_files(store: Store) -> None:
 
 
 def test_task_creation_is_logged_as_a_record_not_a_node(store: Store) -> None:
-    t = add_task(store, "Add connection retry", "Max 5 retries.")
+    t = add_task(session_of(store), "Add connection retry", "Max 5 retries.")
     log = ndir(store) / nar.log_rel(t.node.created_at)
     text = log.read_text()
     key = f"task-created-{t.node.id}"
@@ -133,8 +133,8 @@ def test_task_creation_is_logged_as_a_record_not_a_node(store: Store) -> None:
 
 
 def test_placeholders_in_user_text_are_kept_verbatim(store: Store) -> None:
-    n = add_note(store, "literal {end} and {marker} in a note")
-    d = add_decision(store, "Use {title} braces", "body {end}")
+    n = add_note(session_of(store), "literal {end} and {marker} in a note")
+    d = add_decision(session_of(store), "Use {title} braces", "body {end}")
     assert live(store)[n.node.id][1] == "literal {end} and {marker} in a note"
     assert live(store)[d.node.id][1] == "Use {title} braces\n\nbody {end}"
     assert commit(store) == []  # the Markdown reads back exactly as the nodes hold it
@@ -164,11 +164,11 @@ def test_task_number_depends_on_the_id_only() -> None:
 
 
 @pytest.mark.parametrize("call", [
-    lambda s: add_note(s, "   \n "),
-    lambda s: add_task(s, ""),
-    lambda s: add_task(s, "two\nlines"),
-    lambda s: add_decision(s, "ok", "  "),
-    lambda s: add_note(s, "fine", tags=["bad tag!"]),
+    lambda s: add_note(session_of(s), "   \n "),
+    lambda s: add_task(session_of(s), ""),
+    lambda s: add_task(session_of(s), "two\nlines"),
+    lambda s: add_decision(session_of(s), "ok", "  "),
+    lambda s: add_note(session_of(s), "fine", tags=["bad tag!"]),
 ])
 def test_bad_input_changes_nothing(store: Store, call) -> None:  # type: ignore[no-untyped-def]
     before = store_digest(store.root)
@@ -182,14 +182,14 @@ def test_symlinked_log_is_never_written_through(store: Store, tmp_path: Path) ->
     outside.write_text("mine\n")
     (ndir(store) / nar.log_rel(__import__("time").time_ns() // 10**6)).symlink_to(outside)
     with pytest.raises(UnsafePath, match="is a symbolic link"):
-        add_note(store, "x")
+        add_note(session_of(store), "x")
     assert outside.read_text() == "mine\n"
 
 
 def test_tasks_made_in_two_clones_never_share_a_path(store: Store, tmp_path: Path) -> None:
     fold(store, "base")
     other = open_store(Path(shutil.copytree(store.root.parent, tmp_path / "clone")) / ".ctx")
-    paths = {add_task(s, "Fix login").path for s in (store, other, store, other)}
+    paths = {add_task(session_of(s), "Fix login").path for s in (store, other, store, other)}
     assert len(paths) == 4
     assert {p.name for p in (ndir(store) / "tasks").iterdir()}.isdisjoint(
         {p.name for p in (ndir(other) / "tasks").iterdir()})
@@ -200,9 +200,9 @@ def test_tasks_made_in_two_clones_never_share_a_path(store: Store, tmp_path: Pat
 @pytest.fixture
 def seeded(store: Store):  # type: ignore[no-untyped-def]
     """A note, a decision and a task, committed."""
-    n = add_note(store, "Retries time out after 30 s")
-    d = add_decision(store, "Use SQLite", "Fewer moving parts.")
-    t = add_task(store, "Fix login", "Users are logged out after 5 min.")
+    n = add_note(session_of(store), "Retries time out after 30 s")
+    d = add_decision(session_of(store), "Use SQLite", "Fewer moving parts.")
+    t = add_task(session_of(store), "Fix login", "Users are logged out after 5 min.")
     fold(store, "seed")
     return store, n, d, t
 
@@ -210,7 +210,7 @@ def seeded(store: Store):  # type: ignore[no-untyped-def]
 def test_commit_without_edits_changes_nothing(seeded) -> None:  # type: ignore[no-untyped-def]
     store, *_ = seeded
     before, head = store_digest(store.root), store.read_head().single
-    assert ingest_narrative_edits(store) == []
+    assert ingest_narrative_edits(session_of(store)) == []
     assert fold(store, "again").commit is None
     assert store_digest(store.root) == before and store.read_head().single == head
 
@@ -297,14 +297,14 @@ def test_unreadable_file_removes_nothing(seeded) -> None:  # type: ignore[no-unt
 
 def test_update_through_ctx_is_not_undone_by_unchanged_markdown(seeded) -> None:  # type: ignore[no-untyped-def]
     store, n, *_ = seeded
-    update_node(store, n.node.id, content="Retries time out after 45 s")
+    update_node(session_of(store), n.node.id, content="Retries time out after 45 s")
     commit(store)
     assert live(store)[n.node.id][1] == "Retries time out after 45 s"
 
 
 def test_deleted_node_is_not_resurrected_by_its_marker(seeded) -> None:  # type: ignore[no-untyped-def]
     store, _, d, _ = seeded
-    delete_node(store, d.node.id)
+    delete_node(session_of(store), d.node.id)
     fold(store, "delete")
     assert commit(store) == [] and d.node.id not in live(store)
 
@@ -329,7 +329,7 @@ def test_conflict_markers_are_reported_never_ingested(seeded) -> None:  # type: 
     before = store_digest(store.root)
     line = good.splitlines().index("Users are logged out after 5 min.") + 1  # below the metadata block
     with pytest.raises(InvalidInput, match=rf"narrative/{t.path}:{line}: unresolved merge conflict"):
-        ingest_narrative_edits(store)
+        ingest_narrative_edits(session_of(store))
     assert store_digest(store.root) == before
     path.write_text(good.replace("5 min.", "6 min."))
     assert [e.action for e in commit(store)] == ["updated"]
@@ -348,7 +348,7 @@ def test_union_merged_files_give_no_duplicates(git_repo: Path) -> None:
 
     init_store(git_repo / ".ctx", git=True)
     store = open_store(git_repo / ".ctx")
-    add_note(store, "base note")
+    add_note(session_of(store), "base note")
     fold(store, "base")
     git("add", "-A")
     git("commit", "-qm", "base")
@@ -356,9 +356,9 @@ def test_union_merged_files_give_no_duplicates(git_repo: Path) -> None:
         git("checkout", "-q", "-B" if branch == "side" else "", branch) if branch == "side" \
             else git("checkout", "-q", "main")
         store = open_store(git_repo / ".ctx")
-        add_note(store, f"note from {branch}\n\nsame line in both")
-        add_decision(store, f"Decision of {branch}", "same line in both")
-        add_task(store, "Fix login")
+        add_note(session_of(store), f"note from {branch}\n\nsame line in both")
+        add_decision(session_of(store), f"Decision of {branch}", "same line in both")
+        add_task(session_of(store), "Fix login")
         fold(store, branch)
         git("add", "-A")
         git("commit", "-qm", branch)
@@ -384,7 +384,7 @@ def test_interleaved_entries_are_reported_and_left_alone(store: Store, tmp_path:
     keeps the shared lines once, interleaving the entries. ctx sees the end markers out
     of place and changes neither node."""
     body = "Same text\non both branches\n\nwith several\nidentical lines"
-    a, b = add_note(store, body), add_note(store, body)
+    a, b = add_note(session_of(store), body), add_note(session_of(store), body)
     log = ndir(store) / a.path
     text = log.read_text()
     cut_a, cut_b = (text.rindex("\n## ", 0, text.index(n.node.id)) + 1 for n in (a, b))
@@ -398,16 +398,16 @@ def test_interleaved_entries_are_reported_and_left_alone(store: Store, tmp_path:
     log.write_text(merged)
     entries = nar.parse_entries(a.path, merged)
     assert {e.marker for e in entries if e.tangled} == {a.node.id, b.node.id}
-    edits = ingest_narrative_edits(store)
+    edits = ingest_narrative_edits(session_of(store))
     assert sorted((e.action, e.node_id) for e in edits) == sorted(
         [("tangled", a.node.id), ("tangled", b.node.id)])
     assert live(store)[a.node.id][1] == live(store)[b.node.id][1] == body
 
 
 def test_code_fences_do_not_split_entries_and_cannot_swallow_the_next(store: Store) -> None:
-    a = add_note(store, "```\n## not a heading\n```\nafter the fence")
-    b = add_note(store, "an unclosed fence\n```python\n## still code")
-    c = add_note(store, "the next note")
+    a = add_note(session_of(store), "```\n## not a heading\n```\nafter the fence")
+    b = add_note(session_of(store), "an unclosed fence\n```python\n## still code")
+    c = add_note(session_of(store), "the next note")
     entries = nar.parse_entries(a.path, (ndir(store) / a.path).read_text())
     assert [e.marker for e in entries] == [a.node.id, b.node.id, c.node.id]
     assert [e.content for e in entries] == [live(store)[n.node.id][1] for n in (a, b, c)]
@@ -420,8 +420,8 @@ def test_code_fences_do_not_split_entries_and_cannot_swallow_the_next(store: Sto
 
 def test_compact_writes_the_session_summary_into_the_committed_log(store: Store) -> None:
     start_session(store, "Add connection retry")
-    n = add_note(store, "All tests passing")
-    fact = add_node(store, "fact", "Backoff caps at 10 s").node
+    n = add_note(session_of(store), "All tests passing")
+    fact = add_node(session_of(store), "fact", "Backoff caps at 10 s").node
     res, edits = compact_session(store, "feat: connection retry")
     assert edits == []  # the note and the fact were staged by ctx: nothing to ingest
     log = ndir(store) / n.path
@@ -474,7 +474,7 @@ def test_kill_after_markdown_write_is_reconciled_by_commit(store: Store, kind: s
 @pytest.mark.crash
 def test_kill_after_summary_write_then_rerun_compacts_once(store: Store) -> None:
     start_session(store, "Crashy session")
-    n = add_note(store, "staged note")
+    n = add_note(session_of(store), "staged note")
     head = store.read_head().single
     log = ndir(store) / n.path
     res = run_killed(store.root, ["stage", "compact", "--message", "done"], "kill:replace:1:after")
@@ -575,7 +575,7 @@ def test_forged_marker_in_a_compact_message_is_escaped(runner, store: Store) -> 
 
 def test_hand_edited_marker_cannot_take_over_a_node_of_another_kind(seeded) -> None:  # type: ignore[no-untyped-def]
     store, n, d, t = seeded
-    fact = add_node(store, "fact", "pinned fact", tags=["tier:pinned"]).node
+    fact = add_node(session_of(store), "fact", "pinned fact", tags=["tier:pinned"]).node
     fold(store, "fact")
     task_before = live(store)[t.node.id]
     # A decision heading that names the fact, a log entry that names the task.
@@ -601,9 +601,9 @@ _META = re.compile(r"<!-- metadata:\ncreated: (\S+)\nupdated: (\S+)\ntags: \[(.*
 
 
 def test_new_narrative_files_carry_the_metadata_block(store: Store) -> None:
-    note = add_note(store, "first note")
-    add_decision(store, "Use WAL", "Readers never block.")
-    task = add_task(store, "Ship it", "Body text", tags=["topic:release", "tier:working"])
+    note = add_note(session_of(store), "first note")
+    add_decision(session_of(store), "Use WAL", "Readers never block.")
+    task = add_task(session_of(store), "Ship it", "Body text", tags=["topic:release", "tier:working"])
     stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
     for rel, title in ((note.path, "# Log "), ("decisions.md", "# Decisions\n"),
                        (task.path, "# Task ")):
@@ -626,7 +626,7 @@ def test_new_narrative_files_carry_the_metadata_block(store: Store) -> None:
     assert before is not None
     edit(ndir(store) / "decisions.md", f"updated: {before.updated}", "updated: 2001-01-01T00:00:00Z")
     edit(ndir(store) / "decisions.md", f"created: {before.created}", "created: 2000-01-01T00:00:00Z")
-    add_decision(store, "Use zstd")
+    add_decision(session_of(store), "Use zstd")
     after = nar.parse_metadata((ndir(store) / "decisions.md").read_text())
     assert after is not None and after.created == "2000-01-01T00:00:00Z"
     assert after.updated != "2001-01-01T00:00:00Z" and re.fullmatch(stamp, after.updated)

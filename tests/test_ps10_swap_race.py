@@ -37,7 +37,7 @@ from ctxstore.errors import CtxError
 from ctxstore.narrative.entries import add_task
 from ctxstore.objects import KIND_BLOB, LooseObjectStore, canonical_bytes
 from ctxstore.repo import Store
-from tests.conftest import run_ctx
+from tests.conftest import run_ctx, session_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="renameat2(RENAME_EXCHANGE) is Linux-only")
@@ -135,7 +135,7 @@ def _is_e020(exc: CtxError | OSError, folder: Path) -> bool:
 
 def test_ps10_add_task_never_writes_through_a_swapped_tasks_folder(store: Store, out: Path) -> None:
     tasks = store.root / "narrative" / "tasks"
-    add_task(store, "first task")  # tasks/ exists before the race starts
+    add_task(session_of(store), "first task")  # tasks/ exists before the race starts
     before = tree_state(out)
     done = refused = 0
     other: list[str] = []
@@ -148,7 +148,7 @@ def test_ps10_add_task_never_writes_through_a_swapped_tasks_folder(store: Store,
                                         timeout=60))
                 return
             try:
-                add_task(store, f"task {i}")
+                add_task(session_of(store), f"task {i}")
                 done += 1
             except (CtxError, OSError) as exc:
                 refused += 1

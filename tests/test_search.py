@@ -26,7 +26,7 @@ from ctxstore.knowledge.search import (
 )
 from ctxstore.narrative.entries import add_decision
 from ctxstore.repo import Store
-from tests.conftest import invoke, store_digest
+from tests.conftest import invoke, session_of, store_digest
 
 FACTS = {
     "wal": "SQLite in WAL mode lets readers run while one writer commits",
@@ -39,7 +39,7 @@ FACTS = {
 
 @pytest.fixture
 def ids(store: Store) -> dict[str, str]:
-    return {name: add_node(store, "fact", text).node.id for name, text in FACTS.items()}
+    return {name: add_node(session_of(store), "fact", text).node.id for name, text in FACTS.items()}
 
 
 def _search(store: Store, text: str, **kw):  # type: ignore[no-untyped-def]
@@ -51,7 +51,7 @@ def _search(store: Store, text: str, **kw):  # type: ignore[no-untyped-def]
 
 
 def test_search_all_terms_outrank_one_term(store: Store, ids: dict[str, str]) -> None:
-    one = add_node(store, "fact", "readers " * 3 + "are counted").node.id  # one term, repeated
+    one = add_node(session_of(store), "fact", "readers " * 3 + "are counted").node.id  # one term, repeated
     hits = _search(store, "readers writer sqlite")
     assert hits[0].key == ids["wal"] and one in [h.key for h in hits]
     assert hits[0].matched == ("readers", "writer", "sqlite")
@@ -101,7 +101,7 @@ def test_search_pasted_log_with_stray_quotes(store: Store, ids: dict[str, str]) 
 
 
 def test_search_kinds_narrow_and_narrative_is_labelled(store: Store, ids: dict[str, str]) -> None:
-    added = add_decision(store, "Keep SQLite for the index", "Readers never block.")
+    added = add_decision(session_of(store), "Keep SQLite for the index", "Readers never block.")
     hits = _search(store, "sqlite readers")
     assert {h.kind for h in hits} == {"node", "narrative"}
     assert [h.key for h in _search(store, "sqlite readers", kinds=("narrative",))] == \
@@ -188,7 +188,7 @@ def _shared_store(factory, init_store, open_store) -> Store:  # type: ignore[no-
         work.mkdir()
         init_store(work / ".ctx", git=False)
         store = open_store(work / ".ctx")
-        add_node(store, "fact", FACTS["wal"])
+        add_node(session_of(store), "fact", FACTS["wal"])
         _STORES[id(factory)] = store
     return _STORES[id(factory)]
 
@@ -322,7 +322,7 @@ _MIXED = "日本語 サポート ルーティングは Straße 한국어 йог�
 
 def test_search_finds_every_word_stored_in_any_script(store: Store, runner) -> None:  # type: ignore[no-untyped-def]
     """The query folds as unicode61 stores: what `ctx query` finds, `ctx search` finds."""
-    node_id = add_node(store, "fact", _MIXED).node.id
+    node_id = add_node(session_of(store), "fact", _MIXED).node.id
     for word in ["サポート", "ルーティングは", "Straße", "STRAßE", "한국어", "йогурт", "ЙОГУРТ",
                  "καλημέρα", "ＡＢＣ", "ａｂｃ", "日本語", "naïve", "naive", "NAÏVE"]:
         r = invoke(runner, store, "--format", "json", "search", word)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from conftest import session_of
 
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.repo import OBJECT_CACHE_SIZE, ObjectCache, Store
@@ -31,7 +32,7 @@ def test_session_index_catches_up_after_a_write_in_the_same_process(store: Store
     with Session(store) as db:
         conn = db.index()
         assert conn.execute("SELECT count(*) FROM nodes").fetchone() == (0,)
-        add_node(db.store, "fact", "written after the index was opened")
+        add_node(db, "fact", "written after the index was opened")
         assert db.index().execute("SELECT count(*) FROM nodes").fetchone() == (1,)
 
 
@@ -54,13 +55,13 @@ def test_store_object_cache_is_bounded() -> None:
 def test_store_cache_stays_bounded_over_many_writes(store: Store) -> None:
     store._cache = ObjectCache(8)
     for i in range(40):
-        add_node(store, "fact", f"fact {i}")
+        add_node(session_of(store), "fact", f"fact {i}")
     assert len(store._cache) <= 8
 
 
 def test_store_iter_history_does_not_depend_on_the_cache(store: Store) -> None:
     for i in range(12):
-        add_node(store, "fact", f"fact {i}")
+        add_node(session_of(store), "fact", f"fact {i}")
         if i % 4 == 3:
             commit_stage(store, message=f"batch {i}")
     heads = list(store.read_head().heads) + store.staged_heads()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import stage_file, store_digest
+from conftest import session_of, stage_file, store_digest
 
 from ctxstore.errors import InvalidInput, NothingToDo, StagingConflict
 from ctxstore.gc import collect_garbage
@@ -197,7 +197,7 @@ def test_conflicted_stage_merges_both_chains_and_compacts(store: Store) -> None:
 
 def test_add_node_large_content_goes_to_a_blob(store: Store) -> None:
     big = "line of text\n" * 1000
-    added = add_node(store, "source", big, tags=["kind:file"])
+    added = add_node(session_of(store), "source", big, tags=["kind:file"])
     assert added.node.content is None and added.node.content_blob is not None
     assert store.read_blob(added.node.content_blob).decode() == big
     assert stage_chain(store, store.staged_heads())[-1][0] == added.staged.work_commit

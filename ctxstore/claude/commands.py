@@ -58,25 +58,23 @@ class CommandContext:
     """What a command runs against.
 
     Attributes:
-        store: The store commands write to (``db.store``).
+        db: The front end's open ``Session``: the store commands write to and the index
+            reads use.
         state: The per-clone hook state.
         session: The agent session the command comes from.
-        db: The front end's open ``Session``, whose index connection reads use; when
-            None, one is made around ``store``.
     """
 
-    store: Store
+    db: Session
     state: HookState
     session: str
-    db: Session | None = None
 
-    def __post_init__(self) -> None:
-        if self.db is None:
-            self.db = Session(self.store)
+    @property
+    def store(self) -> Store:
+        """The store commands write to (``db.store``)."""
+        return self.db.store
 
     def index(self) -> sqlite3.Connection:
         """The session's index connection, in sync with the store."""
-        assert self.db is not None
         return self.db.index()
 
 
@@ -89,7 +87,6 @@ def _current_task(ctx: CommandContext) -> str | None:
     """The current task (``knowledge.tasks``, its one owner)."""
     from ctxstore.knowledge.tasks import current_task
 
-    assert ctx.db is not None
     return current_task(ctx.db)
 
 
@@ -112,7 +109,6 @@ def _content_limit(ctx: CommandContext) -> int:
     """The longest content an agent may write (config ``[claude] max_remember_chars``)."""
     from ctxstore.knowledge.remember import MAX_CONTENT
 
-    assert ctx.db is not None
     value = ctx.db.config.values.get("claude", {}).get("max_remember_chars", MAX_CONTENT)
     return value if isinstance(value, int) and not isinstance(value, bool) else MAX_CONTENT
 
@@ -131,10 +127,10 @@ def _remember(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     _over_limit(cmd["content"], limit)
     # The command's key names the tag in its turn: the same tag in a later turn is a new write.
     key = cmd.get("key") or hook_key(ctx.session, cmd["raw"])
-    from ctxstore.knowledge.scopes import store_for_scope
+    from ctxstore.knowledge.scopes import session_for_scope
 
-    with store_for_scope(ctx.store, attrs.get("scope")) as store:  # scope="global": ~/.ctx
-        res = remember(store, cmd["content"], type=attrs.get("type"), tags=_tags(attrs.get("tags")),
+    with session_for_scope(ctx.db, attrs.get("scope")) as db:  # scope="global": ~/.ctx
+        res = remember(db, cmd["content"], type=attrs.get("type"), tags=_tags(attrs.get("tags")),
                        session=ctx.session, hook_key=key, current_task=_current_task(ctx),
                        max_content=limit)
     problem = f"{res.warning} in <ctx:remember>" if res.warning else None
@@ -162,7 +158,6 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     if not query:
         raise InvalidInput("<ctx:recall> needs a query")
     limit = parse_recall_limit(cmd["attrs"].get("limit"))
-    assert ctx.db is not None
     # The project store, then the user store ~/.ctx (spec 003 global layer), each labelled.
     problem = None
     try:
@@ -214,7 +209,7 @@ def _summarize(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     _over_limit(cmd["content"], limit)
     # Keyed as a remember is: a Stop killed after the write and run again writes it once.
     key = cmd.get("key") or hook_key(ctx.session, cmd["raw"])
-    _, res = summarize_nodes(ctx.store, refs, cmd["content"],
+    _, res = summarize_nodes(ctx.db, refs, cmd["content"],
                              archive_sources=(attrs.get("archive") or "").lower() == "true",
                              tags=_tags(attrs.get("tags")), max_content=limit, hook_key=key)
     return Outcome(changed=res.changed)
@@ -226,7 +221,7 @@ def _link(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     attrs = cmd["attrs"]
     if not attrs.get("from") or not attrs.get("to"):
         raise InvalidInput("<ctx:link> needs from= and to=")
-    res = link_nodes(ctx.store, attrs["from"], attrs["to"], attrs.get("type") or "RELATES_TO")
+    res = link_nodes(ctx.db, attrs["from"], attrs["to"], attrs.get("type") or "RELATES_TO")
     return Outcome(changed=res.changed)
 
 
@@ -234,14 +229,14 @@ def _supersede(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     attrs = cmd["attrs"]
     if not attrs.get("old") or not attrs.get("new"):
         raise InvalidInput("<ctx:supersede> needs old= and new=")
-    return Outcome(changed=supersede_node(ctx.store, attrs["old"], attrs["new"]).changed)
+    return Outcome(changed=supersede_node(ctx.db, attrs["old"], attrs["new"]).changed)
 
 
 def _forget(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     ref = cmd["attrs"].get("id") or cmd["attrs"].get("node")
     if not ref:
         raise InvalidInput("<ctx:forget> needs id=")
-    return Outcome(changed=forget_node(ctx.store, ref).changed)
+    return Outcome(changed=forget_node(ctx.db, ref).changed)
 
 
 def _expand(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
@@ -254,7 +249,6 @@ def _expand(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     found = expand_summary(conn, ref)
     summary, sources = found.summary, found.sources
     ctx.state.record_access([summary.id, *(n.id for n in sources)])
-    assert ctx.db is not None
     short = short_ids(ctx.db, [summary.id])[summary.id]
     body = f"## Expanded summary [summary:{short}]\n\n"
     body += render_nodes(ctx.db, sources) if sources else "It has no source nodes left.\n"
@@ -272,7 +266,6 @@ def _task(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     if not name:
         raise InvalidInput("<ctx:task> needs name=")
     task_tag(name)  # a bad name is refused before anything is read
-    assert ctx.db is not None
     if action == "start":  # compaction at a task switch, then the start (spec 002 §15.2)
         return Outcome(changed=task_start(ctx.db, name).task.changed)
     res = task_end(ctx.db, name).task

@@ -139,6 +139,11 @@ def _open_session(root: Path, config: Config | None = None, *, build: bool = Tru
     return Session.open(root, lock_timeout=LOCK_WAIT_SECONDS, config=config, build=build)
 
 
+def _repair_notes(db: Session) -> list[str]:
+    """The notices of a damaged index ``db`` rebuilt on the way (said in ``systemMessage``)."""
+    return [repair.message() for repair in db.take_repairs()]
+
+
 def _context(event: str, text: str) -> Payload:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
@@ -275,7 +280,7 @@ def _run(db: Session, state: HookState, batch: list[tuple[str, dict[str, Any]]],
             continue  # run (or being run) by another hook
         pending = None
         try:
-            outcome = execute(CommandContext(db.store, state, session, db=db), cmd)
+            outcome = execute(CommandContext(db, state, session), cmd)
         except (LockConflict, UpgradeRequired) as exc:
             for later_session, later in batch[i:]:  # releases this command's claim
                 state.enqueue(later["key"], later_session, later)
@@ -337,7 +342,8 @@ def _drain(root: Path, state: HookState, db: Session | None = None
     if db is not None:
         return _run(db, state, state.queued(), queued=True)
     with _open_session(root) as own:
-        return _run(own, state, state.queued(), queued=True)
+        ran, problems, deferred = _run(own, state, state.queued(), queued=True)
+        return ran, problems + _repair_notes(own), deferred
 
 
 def _repairing(root: Path | None, handler: Callable[[], Payload]) -> Payload:
@@ -478,6 +484,7 @@ def _stop(root: Path | None, payload: Payload, response: str | None,
             _mark_done(state, session, done, commands)
     with db:
         problems += _after_turn(db, changed)
+        problems += _repair_notes(db)
     return _message(problems)
 
 
@@ -760,6 +767,7 @@ def _relevant(root: Path, state: HookState, session: str, text: str, room: int, 
         with _open_session(root, config, build=False) as db:  # the config read once
             items = relevant_context(db, text, budget * scale, _seen(state, session),
                                      threshold=threshold, problems=problems)
+            problems += _repair_notes(db)
     except StateDamaged:
         raise
     except CtxError as exc:
@@ -811,16 +819,19 @@ def _hour() -> str:
     return time.strftime("%Y-%m-%dT%H", time.gmtime())
 
 
-def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str | None, list[str]]:
+def _default_view(root: Path, task: str | None = None
+                  ) -> tuple[str, bool, str | None, list[str], list[str]]:
     """The default view composed for injection (``packs.compose.compose_session_start``).
 
-    Returns the view, whether it depends on the clock, a problem to report, and the ids shown.
+    Returns the view, whether it depends on the clock, a problem to report (kept with the
+    view), the ids shown, and the notices of this composing only (a damaged index rebuilt).
     """
     from ctxstore.packs.compose import compose_session_start
 
     with _open_session(root, build=False) as db:
         view = compose_session_start(db, task=task, now=time.time())
-    return view.text, view.timed, view.problem, list(view.ids)
+        notes = _repair_notes(db)
+    return view.text, view.timed, view.problem, list(view.ids), notes
 
 
 def _cached_view(root: Path, state: HookState, *, store: bool = True
@@ -852,13 +863,14 @@ def _cached_view(root: Path, state: HookState, *, store: bool = True
             return (str(entry["text"]), problem if isinstance(problem, str) else None,
                     [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else [])
     try:
-        body, timed, problem, ids = _default_view(root, task)
+        body, timed, problem, ids, notes = _default_view(root, task)
     except IndexNotReady as exc:
         return "", exc.note(), []  # not cached: the start after `ctx rebuild` composes it
     if key is not None and store:
         state.put("view_cache", json.dumps({"key": key, "hour": _hour() if timed else None,
                                             "text": body, "problem": problem, "ids": ids}))
-    return body, problem, ids
+    said = [p for p in (problem, *notes) if p]  # a repair is said now, not with every start
+    return body, "; ".join(said) or None, ids
 
 
 def session_start(root: Path | None, payload: Payload) -> Payload:
@@ -922,7 +934,8 @@ def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -
     lost: list[str] = []  # after a compaction: memory relevant to the recent prompts
     if state is None:
         try:
-            body, _, problem, shown = _default_view(root)
+            body, _, problem, shown, notes = _default_view(root)
+            problem = "; ".join(p for p in (problem, *notes) if p) or None
         except IndexNotReady as exc:
             body, problem, shown = "", exc.note(), []
     else:

@@ -80,7 +80,7 @@ def add_cargo_command(env: Env, manifest: Path | None, metadata_file: Path | Non
     if manifest is None and isinstance(metadata, dict) \
             and isinstance(metadata.get("workspace_root"), str):
         manifest = Path(metadata["workspace_root"]) / "Cargo.toml"
-    added = add_cargo(store, manifest or Path("Cargo.toml"), metadata=metadata,
+    added = add_cargo(env.session(), manifest or Path("Cargo.toml"), metadata=metadata,
                       cargo=_cargo_program(), env=dict(os.environ))
     snap = added.snapshot
     if added.lock_problem is not None:
@@ -167,7 +167,6 @@ def add_command_command(env: Env, name: str, exit_code: int | None, tool: str | 
                            hint="ctx add command --name NAME -- CMD ARGS...")
     if argv and exit_code is not None:
         raise InvalidInput("--exit-code is for --stdin: a command ctx runs reports its own")
-    store = env.store()
     notes: list[str] = []
     if from_stdin:
         output, total = _read_stdin(timeout)
@@ -178,7 +177,7 @@ def add_command_command(env: Env, name: str, exit_code: int | None, tool: str | 
             notes.append(f"timed out after {timeout:g} s: stopped")
     if total > len(output):
         notes.append(f"kept the first and last bytes of {total} written")
-    run = record_command(store, name, output, argv=argv, exit_code=exit_code, tool=tool,
+    run = record_command(env.session(), name, output, argv=argv, exit_code=exit_code, tool=tool,
                          total_bytes=total, cwd=Path.cwd(), notes=notes)
     _render_run(env, run.snapshot, run.snapshot_id.hex(), run.staged.work_commit.hex(),
                 run.replaced)

@@ -58,7 +58,7 @@ def add_file_command(env: Env, paths: tuple[str, ...], extract_semantics: bool) 
     """
     from ctxstore.code.ingest import add_files
 
-    _report(env, add_files(env.store(), _repo_paths(env, paths), semantics=extract_semantics))
+    _report(env, add_files(env.session(), _repo_paths(env, paths), semantics=extract_semantics))
 
 
 @click.command("rust")
@@ -79,7 +79,7 @@ def add_rust_command(env: Env, paths: tuple[str, ...]) -> None:
     wrong = [p for p in rel if not p.endswith(".rs")]
     if wrong:
         raise InvalidInput(f"{wrong[0]}: is not a Rust file (.rs)", hint="ctx add file PATH")
-    _report(env, add_files(env.store(), rel, semantics=True))
+    _report(env, add_files(env.session(), rel, semantics=True))
 
 
 @click.command("index")
@@ -105,7 +105,7 @@ def index_command(env: Env, paths: tuple[str, ...], jobs: int | None) -> None:
     from ctxstore.code.ingest import index_tree
 
     env.require_project("ctx index")  # the user store ~/.ctx has no code to index
-    report = index_tree(env.store(), _repo_paths(env, paths), jobs=jobs,
+    report = index_tree(env.session(), _repo_paths(env, paths), jobs=jobs,
                         progress=progress_printer("indexing files", min_total=200))
     _report(env, report)
 
@@ -133,7 +133,7 @@ def relate_command(env: Env, from_ref: str, label: str, to_ref: str, confidence:
     """
     from ctxstore.code.relate import parse_span, relate
 
-    rec, created = relate(env.store(), from_ref, label, to_ref, cwd=Path(os.getcwd()),
+    rec, created = relate(env.session(), from_ref, label, to_ref, cwd=Path(os.getcwd()),
                           confidence=confidence, evidence=evidence,
                           span=parse_span(span) if span is not None else None)
     if env.fmt == "json":

@@ -27,7 +27,7 @@ def link_command(env: Env, from_id: str, to_id: str, label: str) -> None:
     """
     from ctxstore.knowledge.edges import link_nodes
 
-    res = link_nodes(env.store(), from_id, to_id, label)
+    res = link_nodes(env.session(), from_id, to_id, label)
     if env.fmt == "json":
         emit_json({"created": res.changed})
     else:
@@ -49,7 +49,7 @@ def unlink_command(env: Env, from_id: str, to_id: str, label: str | None) -> Non
     """
     from ctxstore.knowledge.edges import unlink_nodes
 
-    res = unlink_nodes(env.store(), from_id, to_id, label)
+    res = unlink_nodes(env.session(), from_id, to_id, label)
     if env.fmt == "json":
         emit_json({"removed": len(res.records)})
     else:

@@ -83,7 +83,7 @@ def import_command(env: Env, merge: bool, file: str | None) -> None:
         data = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
     else:
         data = read_document_file(Path(file))
-    report = import_document(env.store(), data, merge=merge)
+    report = import_document(env.session(), data, merge=merge)
     if report.staged is not None:
         env.index()  # index what was imported now, with progress on a terminal, not at the next read
     if env.fmt == "json":
@@ -122,7 +122,7 @@ def ingest_command(env: Env, file: str, tags: tuple[str, ...]) -> None:
 
     from ctxstore.knowledge.sources import ingest_file
 
-    added = ingest_file(env.store(), Path(file), tags=list(tags))
+    added = ingest_file(env.session(), Path(file), tags=list(tags))
     node = added.node
     if env.fmt == "json":
         emit_json({"id": node.id, "type": node.type, "tags": list(node.tags),

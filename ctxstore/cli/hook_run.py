@@ -146,7 +146,6 @@ def run_event(event: str, ctx_dir: str | None, *, response: str | None = None) -
             out = {}
             logged = f"internal error: {type(exc).__name__}: {exc}"
             warn(f"ctx hook: internal error: {type(exc).__name__} (CTX_DEBUG=1 for a traceback)")
-    out = _with_index_repairs(out)
     emit(out)
     _log(root, event, out, logged)
     return code
@@ -162,13 +161,6 @@ def _log(root: Path | None, event: str, out: dict[str, Any], extra: str | None) 
 
     for text in texts:
         log_problem(root, event or "-", text.removeprefix("ctx: "))
-
-
-def _with_index_repairs(out: dict[str, Any]) -> dict[str, Any]:
-    """``out`` with a note, in ``systemMessage``, of a damaged index rebuilt on the way."""
-    index = sys.modules.get("ctxstore.index")  # not imported: nothing was opened
-    repairs = index.take_repairs() if index is not None else []
-    return _with_problem(out, "; ".join(r.message() for r in repairs))
 
 
 def fast_main(argv: list[str]) -> int | None:

@@ -36,7 +36,7 @@ def lifecycle_command(env: Env, dry_run: bool) -> None:
     from ctxstore.repo import now_ms
 
     store = env.store()
-    rep = run_configured_lifecycle(store, now_ms=now_ms(), access=read_access_counts(store.root),
+    rep = run_configured_lifecycle(env.session(), now_ms=now_ms(), access=read_access_counts(store.root),
                                    dry_run=dry_run)
     counts = {k: rep.count(k) for k in ("archive", "restore", "prune")}
     if env.fmt == "json":
@@ -104,7 +104,7 @@ def consolidate_command(env: Env, dry_run: bool, apply_ids: tuple[str, ...],
     if undo:
         from ctxstore.lifecycle.consolidate import undo_last
 
-        summary_id, res = undo_last(env.store())
+        summary_id, res = undo_last(env.session())
         if env.fmt == "json":
             emit_json({"version": 1, "undone": summary_id, "records": len(res.records)})
         else:
@@ -114,7 +114,7 @@ def consolidate_command(env: Env, dry_run: bool, apply_ids: tuple[str, ...],
         from ctxstore.lifecycle.consolidate import apply_proposals
 
         drafts = _llm_drafts(env, ids, use_llm) if content is None else None
-        applied = apply_proposals(env.store(), ids, content=content,
+        applied = apply_proposals(env.session(), ids, content=content,
                                   drafts=drafts.texts if drafts else None,
                                   drafted_by=f"llm:{drafts.model}" if drafts else None)
         if env.fmt == "json":

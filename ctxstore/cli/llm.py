@@ -160,7 +160,7 @@ def llm_command(env: Env, server: str | None, pack_file: str | None, query: str 
     if not as_json:
         _echo_text(answer)  # before the commit, which a held lock may still refuse
     try:
-        answer = settle(store, answer, choice.url, commit=commit)
+        answer = settle(env.session(), answer, choice.url, commit=commit)
     except CtxError:
         if as_json:  # the answer as the server gave it, committed null; then the error line
             _echo_json(answer, choice)

@@ -271,7 +271,7 @@ def promote_command(env: Env, idea_id: int, node_type: str | None) -> None:
     """
     from ctxstore.memory.promote import promote_idea
 
-    added = promote_idea(env.store(), _memory_dir(env), idea_id, node_type)
+    added = promote_idea(env.session(), _memory_dir(env), idea_id, node_type)
     node = added.node
     if env.fmt == "json":
         emit_json({"id": node.id, "type": node.type, "idea": idea_id,

@@ -228,7 +228,7 @@ def _add_plain(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tup
     text = _text_arg(words[0] if words else None, from_stdin, "content")
     from ctxstore.knowledge.nodes import add_node
 
-    added = add_node(env.store(), node_type, text, tags=list(tags), metadata=_parse_meta(meta))
+    added = add_node(env.session(), node_type, text, tags=list(tags), metadata=_parse_meta(meta))
     return _added_doc(added.node, added.staged), added.node.id
 
 
@@ -246,7 +246,7 @@ def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool,
         raise InvalidInput(f"give the {kind} text as one argument (quote it)")
     if kind == "note":
         _refuse_body(body)
-        entry = notes.add_note(env.store(), _text_arg(rest[0] if rest else None, from_stdin, "note"),
+        entry = notes.add_note(env.session(), _text_arg(rest[0] if rest else None, from_stdin, "note"),
                                tags=tags, metadata=_parse_meta(meta))
     else:
         if from_stdin and body is not None:
@@ -255,7 +255,7 @@ def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool,
             raise InvalidInput(f"the {kind} needs a title", hint=f'ctx add {kind} "TITLE"')
         text = _read_stdin_text() if from_stdin else body
         add = notes.add_task if kind == "task" else notes.add_decision
-        entry = add(env.store(), rest[0], text, tags=tags, metadata=_parse_meta(meta))
+        entry = add(env.session(), rest[0], text, tags=tags, metadata=_parse_meta(meta))
     node = entry.node
     doc = _added_doc(node, entry.added.staged, kind=kind, path=entry.path)
     if entry.task_number is not None:
@@ -357,7 +357,7 @@ def update_command(env: Env, node_id: str, content: str | None, node_type: str |
     """
     from ctxstore.knowledge.nodes import update_node
 
-    res = update_node(env.store(), node_id, content=content, node_type=node_type,
+    res = update_node(env.session(), node_id, content=content, node_type=node_type,
                       metadata=_parse_meta(meta) if meta else None, summary=summary)
     node = cast("NodeRecord", res.records[0])  # update_node stages the node's record first
     if env.fmt == "json":
@@ -382,7 +382,7 @@ def delete_command(env: Env, node_id: str, cascade: bool) -> None:
     from ctxstore.knowledge.nodes import delete_node
     from ctxstore.model.knowledge import NodeRemoved
 
-    res = delete_node(env.store(), node_id, cascade=cascade)
+    res = delete_node(env.session(), node_id, cascade=cascade)
     removed = [r.id for r in res.records if isinstance(r, NodeRemoved)]
     edges = len(res.records) - len(removed)
     if env.fmt == "json":
@@ -457,7 +457,7 @@ def summarize_command(env: Env, node_ids: tuple[str, ...], content: str, archive
     """
     from ctxstore.knowledge.nodes import summarize_nodes
 
-    summary, res = summarize_nodes(env.store(), list(node_ids), content,
+    summary, res = summarize_nodes(env.session(), list(node_ids), content,
                                    archive_sources=archive_sources, tags=list(tags))
     archived = [cast("NodeRecord", r).id for r in res.records[1:] if getattr(r, "KIND", "") == "node"]
     if env.fmt == "json":
@@ -483,7 +483,7 @@ def supersede_command(env: Env, old_id: str, new_id: str) -> None:
     from ctxstore.knowledge.nodes import supersede_node
     from ctxstore.knowledge.show import read_node
 
-    res = supersede_node(env.store(), old_id, new_id)
+    res = supersede_node(env.session(), old_id, new_id)
     old, new = read_node(env.session(), old_id), read_node(env.session(), new_id)
     if env.fmt == "json":
         emit_json({"old": old.id, "new": new.id, "changed": res.changed})

@@ -140,7 +140,6 @@ class CtxGroup(click.Group):
         from ctxstore.cli import _notices
         from ctxstore.errors import CtxError, StorageIOError
 
-        _take_index_repairs()  # only this command's repairs are reported
         # The command line after the root options, and ~/.ctx before: for the notices.
         args = [*ctx.__dict__.get("_protected_args", ctx.__dict__.get("protected_args", [])),
                 *ctx.args]
@@ -169,14 +168,15 @@ class CtxGroup(click.Group):
             common = sys.modules.get("ctxstore.cli._common")  # a bar left open by an error
             if common is not None:
                 common.finish_progress()
-            for repair in _take_index_repairs():  # a damaged index was rebuilt: say so once
+            for repair in _take_index_repairs(ctx):  # a damaged index was rebuilt: say so once
                 click.echo(f"ctx: {repair.message()}", err=True)
             _notices.after_command(ctx, args, user_before)  # wrote to ~/.ctx: say so
 
 
-def _take_index_repairs() -> list[Any]:
-    index = sys.modules.get("ctxstore.index")  # not imported: nothing was opened
-    return index.take_repairs() if index is not None else []
+def _take_index_repairs(ctx: click.Context) -> list[Any]:
+    """The repairs of a damaged index this command's session made (none without a session)."""
+    session = getattr(ctx.obj, "_session", None)
+    return session.take_repairs() if session is not None else []
 
 
 def _is_utf8(text: str) -> bool:

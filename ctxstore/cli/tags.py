@@ -21,7 +21,7 @@ def tag_command(env: Env, node_id: str, tags: tuple[str, ...]) -> None:
     """
     from ctxstore.knowledge.nodes import tag_node
 
-    res = tag_node(env.store(), node_id, list(tags))
+    res = tag_node(env.session(), node_id, list(tags))
     if env.fmt == "json":
         emit_json({"changed": res.changed})
     else:
@@ -42,7 +42,7 @@ def untag_command(env: Env, node_id: str, tags: tuple[str, ...]) -> None:
     """
     from ctxstore.knowledge.nodes import untag_node
 
-    res = untag_node(env.store(), node_id, list(tags))
+    res = untag_node(env.session(), node_id, list(tags))
     if env.fmt == "json":
         emit_json({"changed": res.changed})
     else:

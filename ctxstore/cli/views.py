@@ -54,7 +54,7 @@ def view_create_command(env: Env, name: str, query: str, budget: int | None,
     """
     from ctxstore.knowledge.views import create_view
 
-    create_view(env.store(), name, query, budget or env.default_budget(), description)
+    create_view(env.session(), name, query, budget or env.default_budget(), description)
     if env.fmt == "json":
         emit_json({"name": name, "created": True})
     else:
@@ -122,7 +122,7 @@ def view_update_command(env: Env, name: str, query: str | None, budget: int | No
     """
     from ctxstore.knowledge.views import update_view
 
-    update_view(env.store(), name, query=query, budget=budget, description=description,
+    update_view(env.session(), name, query=query, budget=budget, description=description,
                 default_budget=env.default_budget())
     if env.fmt == "json":
         emit_json({"name": name, "updated": True})
@@ -143,7 +143,7 @@ def view_delete_command(env: Env, name: str) -> None:
     """
     from ctxstore.knowledge.views import delete_view
 
-    delete_view(env.store(), name)
+    delete_view(env.session(), name)
     if env.fmt == "json":
         emit_json({"name": name, "deleted": True})
     else:

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from contextlib import closing
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore import fsio
 from ctxstore.clock import next_stamp, now_ms
 from ctxstore.code.runs import CommandNotStarted, run_bounded
 from ctxstore.errors import InvalidInput, UnsafePath
 from ctxstore.ids import ObjectId
-from ctxstore.index import open_index
 from ctxstore.index.build import cargo_edges, find_winner
 from ctxstore.model.build import (
     CargoDependency,
@@ -37,8 +35,10 @@ from ctxstore.model.build import (
     target_id,
 )
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
 from ctxstore.staging import StageResult, stage_records
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["CargoAdded", "CargoFailed", "CargoLockUnusable", "parse_metadata", "run_metadata", "add_cargo",
            "METADATA_TIMEOUT", "MAX_METADATA_BYTES"]
@@ -290,12 +290,12 @@ def read_metadata_file(path: Path) -> Any:
         raise CargoFailed(f"--metadata: {path} is not JSON") from None
 
 
-def add_cargo(store: Store, manifest: Path, *, metadata: Any | None = None,
+def add_cargo(db: Session, manifest: Path, *, metadata: Any | None = None,
               cargo: str = "cargo", env: Mapping[str, str] | None = None) -> CargoAdded:
     """Snapshot a Cargo workspace and stage it (``ctx add cargo``).
 
     Args:
-        store: The store to write to.
+        db: The open session.
         manifest: The workspace's (or package's) ``Cargo.toml``.
         metadata: Recorded ``cargo metadata`` JSON; cargo is run when None.
         cargo: The cargo program.
@@ -312,6 +312,7 @@ def add_cargo(store: Store, manifest: Path, *, metadata: Any | None = None,
         CargoFailed: (E011) for a missing manifest, a cargo failure or bad metadata.
         LockConflict, StagingConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    store = db.store
     lock_problem = None
     if metadata is None:
         if not manifest.is_file():
@@ -325,8 +326,8 @@ def add_cargo(store: Store, manifest: Path, *, metadata: Any | None = None,
     root = store.worktree.absolute().as_posix()
     snap = parse_metadata(metadata, repo_root=root)
     with store.transaction() as tx:  # holds the lock: the snapshot replaced is read under it
-        with closing(open_index(store)) as conn:
-            prev = find_winner(conn, ("cargo", snap.workspace_root))
+        conn = db.index()
+        prev = find_winner(conn, ("cargo", snap.workspace_root))
         snap_id = tx.put(snap)
         rec = CargoRecord(workspace_root=snap.workspace_root, snapshot=snap_id,
                           manifest_path=snap.manifest_path,

@@ -33,10 +33,10 @@ import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import field
 from pathlib import Path, PurePosixPath
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ctxstore import fsio
 from ctxstore.clock import next_stamp
@@ -49,6 +49,9 @@ from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, ObjectStore, object_id_of
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["IngestReport", "FileNote", "index_tree", "add_files", "default_jobs", "repo_path",
            "STAT_CACHE",
@@ -616,7 +619,7 @@ def _budget(store: Store, bulk: bool) -> _Budget:
         min_rank=CONFIDENCE_RANK.get(min_conf, 1), min_confidence=min_conf)
 
 
-def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = None,
+def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = None,
                progress: Progress | None = None) -> IngestReport:
     """``ctx index``: ingest the work tree (or the files below ``paths``), with semantics.
 
@@ -624,7 +627,7 @@ def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = No
     ``file_removed`` (a file now ignored, but still there, keeps its last version).
 
     Args:
-        store: The store.
+        db: The open session.
         paths: Repository-relative paths to limit the run to (all the tree when empty).
         jobs: Processes extracting symbols (None: ``default_jobs()``); forked workers are
             used only for runs over ``_POOL_MIN_BYTES`` of changed source.
@@ -638,23 +641,24 @@ def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = No
         LockConflict, StagingConflict, StorageIOError: if the write cannot happen (the
             store is then as it was).
     """
+    store = db.store
     root = store.worktree
     with _no_collections():  # the walk too: a large tree's paths are as acyclic as the rest
         walk = walk_tree(root, ignore_globs=store.config.get("ingestion", "ignore_globs"),
                          under=paths)
         scope = [p.strip("/") for p in paths if p.strip("/")]
-        return _ingest(store, walk.files, scope=scope, removals=True, semantics=True,
+        return _ingest(db, walk.files, scope=scope, removals=True, semantics=True,
                        budget=_budget(store, bulk=True),
                        jobs=default_jobs() if jobs is None else jobs, progress=progress)
 
 
-def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False) -> IngestReport:
+def add_files(db: Session, paths: Sequence[str], *, semantics: bool = False) -> IngestReport:
     """``ctx add file``: ingest the given files, honouring the per-step budgets.
 
     A run that stores something appends one line to today's narrative log.
 
     Args:
-        store: The store.
+        db: The open session.
         paths: Repository-relative paths of regular files (ignore rules do not apply:
             they were named).
         semantics: Also extract symbols and relations (``--extract-semantics``).
@@ -666,6 +670,7 @@ def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False) ->
         InvalidInput: if a path names a directory or nothing.
         LockConflict, StagingConflict, StorageIOError: if the write cannot happen.
     """
+    store = db.store
     root = store.worktree
     for path in paths:
         full = root / path
@@ -673,7 +678,7 @@ def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False) ->
             raise InvalidInput(f"{path or '.'}: is a directory", hint="ctx index DIR")
         if not full.is_symlink() and not full.exists():
             raise InvalidInput(f"{path}: no such file")
-    return _ingest(store, list(dict.fromkeys(paths)), scope=None, removals=False,
+    return _ingest(db, list(dict.fromkeys(paths)), scope=None, removals=False,
                    semantics=semantics, budget=_budget(store, bulk=False), jobs=1,
                    progress=None, log_line=True)
 
@@ -720,25 +725,25 @@ def _no_collections() -> Iterator[None]:
             gc.enable()
 
 
-def _ingest(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
+def _ingest(db: Session, candidates: list[str], *, scope: list[str] | None, removals: bool,
             semantics: bool, budget: _Budget, jobs: int, progress: Progress | None,
             log_line: bool = False) -> IngestReport:
     with _no_collections():
-        return _ingest_run(store, candidates, scope=scope, removals=removals,
+        return _ingest_run(db, candidates, scope=scope, removals=removals,
                            semantics=semantics, budget=budget, jobs=jobs, progress=progress,
                            log_line=log_line)
 
 
-def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
+def _ingest_run(db: Session, candidates: list[str], *, scope: list[str] | None, removals: bool,
                 semantics: bool, budget: _Budget, jobs: int, progress: Progress | None,
                 log_line: bool) -> IngestReport:
-    from ctxstore.index import open_index
     from ctxstore.index.code import file_rows
 
+    store = db.store
     report = IngestReport(scanned=len(candidates))
     root = store.worktree
-    with closing(open_index(store)) as conn:
-        indexed = file_rows(conn)
+    conn = db.index()
+    indexed = file_rows(conn)
     for part in scope or ():  # a typo must not look like a run that found nothing to do
         if not os.path.lexists(root / part) and not any(_in_scope(p, [part]) for p in indexed):
             raise InvalidInput(f"{part}: no such file or directory, and nothing indexed there")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +29,7 @@ from ctxstore.repo import Store
 
 if TYPE_CHECKING:
     from ctxstore.index.code import SymbolHit
+    from ctxstore.session import Session
 
 __all__ = ["Endpoint", "resolve_endpoint", "symbol_matches", "normalize_label", "relate",
            "mention_records", "stage_mentions", "parse_span"]
@@ -204,13 +204,13 @@ def _evidence(tool: str, confidence: str, blob: str | None, span: tuple[int, int
     return ev
 
 
-def relate(store: Store, from_text: str, label: str, to_text: str, *, cwd: Path,
+def relate(db: Session, from_text: str, label: str, to_text: str, *, cwd: Path,
            confidence: str = "high", evidence: str | None = None,
            span: tuple[int, int] | None = None) -> tuple[EdgeRecord, bool]:
     """``ctx relate FROM LABEL TO``: stage one edge made by a person.
 
     Args:
-        store: The store.
+        db: The open session.
         from_text: The source endpoint as typed.
         label: A label of ``vocab.ALL_EDGE_LABELS`` (case-insensitive).
         to_text: The target endpoint as typed.
@@ -226,22 +226,22 @@ def relate(store: Store, from_text: str, label: str, to_text: str, *, cwd: Path,
         InvalidInput: a bad label, confidence or endpoint.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
-    from ctxstore.index import open_index
     from ctxstore.index.read import edges_of
     from ctxstore.staging import stage_records
 
+    store = db.store
     norm = normalize_label(label)
     if confidence not in _CONFIDENCES:
         raise InvalidInput(f"--confidence must be high, medium or low, got {confidence!r}")
     with store.lock():
-        with closing(open_index(store)) as conn:
-            src = resolve_endpoint(store, conn, from_text, cwd)
-            dst = resolve_endpoint(store, conn, to_text, cwd)
-            if (src.kind, src.key) == (dst.kind, dst.key):
-                raise InvalidInput("an edge needs two different endpoints")
-            exists = src.kind == "node" and any(
-                e.to_kind == dst.kind and e.to_key == dst.key
-                for e in edges_of(conn, src.key, "out", norm))
+        conn = db.index()
+        src = resolve_endpoint(store, conn, from_text, cwd)
+        dst = resolve_endpoint(store, conn, to_text, cwd)
+        if (src.kind, src.key) == (dst.kind, dst.key):
+            raise InvalidInput("an edge needs two different endpoints")
+        exists = src.kind == "node" and any(
+            e.to_kind == dst.kind and e.to_key == dst.key
+            for e in edges_of(conn, src.key, "out", norm))
         blob = dst.blob if dst.kind != "node" else src.blob
         stamp = next_stamp()
         rec = EdgeRecord(from_ref=(src.kind, src.key), to_ref=(dst.kind, dst.key), label=norm,
@@ -305,28 +305,28 @@ def mention_records(conn: object, node_id: str, text: str) -> list[KnowledgeReco
     return list(out.values())
 
 
-def stage_mentions(store: Store, node_id: str, texts: Iterable[str]) -> int:
+def stage_mentions(db: Session, node_id: str, texts: Iterable[str]) -> int:
     """Stage the ``Mentions`` edges of a narrative write (``narrative.entries``).
 
     The index is opened only when the text holds something that could name code.
 
     Args:
-        store: The store (its lock is held by the caller or taken here).
+        db: The open session.
         node_id: The node written.
         texts: Its title and body.
 
     Returns:
         How many edges were staged.
     """
+    store = db.store
     text = "\n".join(texts)
     if not _candidates(text) or not (store.root / "index").is_dir():
         return 0
-    from ctxstore.index import open_index
     from ctxstore.staging import stage_records
 
     with store.lock():
-        with closing(open_index(store)) as conn:
-            records = mention_records(conn, node_id, text)
+        conn = db.index()
+        records = mention_records(conn, node_id, text)
         if records:
             stage_records(store, records, message=f"mentions of {node_id}")
     return len(records)

@@ -20,7 +20,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,13 +28,11 @@ from ctxstore.clock import next_stamp
 from ctxstore.code.diagnostics import TOOLS, detect_tool, parse_output, relative_spans
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import ObjectId
-from ctxstore.index import open_index
 from ctxstore.index.build import CommandRunRow, DiagnosticRow, enclosing_item, find_winner
 from ctxstore.index.build import command_runs as _command_runs
 from ctxstore.index.build import latest_diagnostics as _latest_rows
 from ctxstore.model.build import CommandRunRecord, Diagnostic, DiagnosticsSnapshot
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
 from ctxstore.session import Session
 from ctxstore.staging import StageResult, check_text, stage_records
 
@@ -225,7 +222,7 @@ class CommandRun:
     replaced: bool
 
 
-def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str] = (),
+def record_command(db: Session, name: str, output: bytes, *, argv: Sequence[str] = (),
                    exit_code: int | None = None, tool: str | None = None,
                    total_bytes: int | None = None, cwd: Path | None = None,
                    notes: Sequence[str] = ()) -> CommandRun:
@@ -234,7 +231,7 @@ def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str
     Today's narrative log gets one line naming the run (spec 002 A.5 step 8).
 
     Args:
-        store: The store to write to.
+        db: The open session.
         name: The command's name (``cargo test``): the key the newest run is kept under.
         output: What it printed (stdout and stderr), as captured.
         argv: The command line, when ctx ran it.
@@ -251,6 +248,7 @@ def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str
         InvalidInput: (E011) for an empty or over-long name, or an unknown tool.
         LockConflict, StagingConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    store = db.store
     name = name.strip()
     if not name or len(name) > _MAX_NAME_CHARS or "\n" in name:
         raise InvalidInput(f"--name must be one line of 1 to {_MAX_NAME_CHARS} characters")
@@ -267,9 +265,9 @@ def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str
     kept, cut = bound_output(output, max_bytes=int(config.get("ingestion", "max_bytes_per_step")),
                              max_lines=int(config.get("ingestion", "max_log_lines")))
     with store.transaction() as tx:  # holds the lock: the run replaced is read under it
-        with closing(open_index(store)) as conn:
-            prev = find_winner(conn, ("command_run", name))
-            diags = _with_items(conn, diags)
+        conn = db.index()
+        prev = find_winner(conn, ("command_run", name))
+        diags = _with_items(conn, diags)
         stamp = next_stamp(prev[0] if prev else None)
         blob = tx.put_blob(kept)
         snap = DiagnosticsSnapshot(

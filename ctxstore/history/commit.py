@@ -156,7 +156,7 @@ def commit(db: Session, message: str | None, *, amend: bool = False, narrative: 
     check_commit_message(message, amend=amend)  # before ingestion stages anything
     store = db.store
     with store.lock():
-        edits = ingest_narrative_edits(store) if narrative else []
+        edits = ingest_narrative_edits(db) if narrative else []
         res = fold(store, message, amend=amend, narrative=narrative, allow_empty=allow_empty,
                    progress=progress)
     return CommitResult(res, tuple(edits), after_commit(db, res))

@@ -69,7 +69,7 @@ def compact_if(db: Session, decide: Callable[[Store], str | None]) -> CommitResu
         if message is None:
             return None
         check_commit_message(message)  # before ingestion stages anything
-        edits = ingest_narrative_edits(store)
+        edits = ingest_narrative_edits(db)
         write_session_summary(store, message)
         res = fold(store, message, kind="compact")
     return CommitResult(res, tuple(edits), after_commit(db, res))

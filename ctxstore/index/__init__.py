@@ -10,8 +10,9 @@ The index is derived: deleting ``.ctx/index/`` loses nothing. So a damaged file 
 never an error for long. Opening checks, cheaply, what SQLite and the schema can tell
 (the header, ``user_version``, the exact schema, the ``meta`` row, and ``PRAGMA
 quick_check`` while the file is small); a failure drops the files and rebuilds them
-from the objects, and the repair is recorded once (``IndexConnection.repaired`` and
-``take_repairs()``) for the front end to report: library code never prints. Damage met
+from the objects, and the repair is recorded on the connection (``IndexConnection.repaired``;
+the ``Session`` that opened it keeps it for its front end to report): library code never
+prints and keeps no state between calls. Damage met
 later, by a query (a large file skips ``quick_check``), raises ``IndexCorrupt`` (E007)
 and leaves a marker so that the next open rebuilds.
 
@@ -77,7 +78,6 @@ __all__ = [
     "pointer_snapshot",
     "rebuild_index",
     "sync_index",
-    "take_repairs"
 ]
 
 INDEX_FILE = "index.sqlite"
@@ -124,25 +124,6 @@ class IndexRepair(NamedTuple):
 
 
 OUTDATED_SCHEMA = "schema version"
-_repairs: list[IndexRepair] = []
-
-
-def take_repairs() -> list[IndexRepair]:
-    """The repairs made by ``open_index`` in this process since the last call, then forget them.
-
-    Each distinct notice once. The CLI prints them on stderr; the hook runner adds them to
-    ``systemMessage``.
-    """
-    seen: set[str] = set()
-    out = []
-    for repair in _repairs:
-        if repair.message() not in seen:
-            seen.add(repair.message())
-            out.append(repair)
-    _repairs.clear()
-    return out
-
-
 def is_damage(exc: sqlite3.Error) -> bool:
     """True for SQLite's "this file is damaged" result codes (CORRUPT, NOTADB)."""
     return _code(exc) in _DAMAGED
@@ -633,7 +614,7 @@ def open_index(store: Store, *, sync: bool = True, progress: Progress | None = N
     """Open the index, creating it, or rebuilding it when damaged, and bring it up to date.
 
     A damaged index is dropped and rebuilt from the objects; the repair is on the
-    connection (``repaired``) and in ``take_repairs()``. A store whose ``index/`` cannot
+    connection (``repaired``). A store whose ``index/`` cannot
     be written (read-only checkout) gets an in-memory index built from the objects. A full
     build (``index.rebuild``) goes on from where an interrupted one stopped.
 
@@ -678,7 +659,6 @@ def open_index(store: Store, *, sync: bool = True, progress: Progress | None = N
     if conn is None:
         raise IndexCorrupt(f"{again}, right after rebuilding it (is the disk failing?)")
     conn.repaired = IndexRepair(str(folder / INDEX_FILE), found, in_memory=conn.in_memory)
-    _repairs.append(conn.repaired)
     return conn
 
 

@@ -23,16 +23,16 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
-from contextlib import closing
 from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
 from ctxstore.errors import CtxError
 from ctxstore.model.knowledge import EdgeRecord, NodeRecord
-from ctxstore.repo import Store
 
 if TYPE_CHECKING:
     import sqlite3
+
+    from ctxstore.session import Session
 
 __all__ = ["RELATE_THRESHOLD", "MERGE_THRESHOLD", "MAX_LINKS", "CANDIDATES", "QUERY_WORDS",
            "UNLINKED_TYPES", "word_set", "similarity", "similar_nodes", "link_records",
@@ -147,24 +147,24 @@ def link_records(node_id: str, similar: Iterable[tuple[str, float]], *,
     return out
 
 
-def autolink_records(store: Store, node: NodeRecord, content: str) -> list[EdgeRecord]:
+def autolink_records(db: Session, node: NodeRecord, content: str) -> list[EdgeRecord]:
     """The auto-link edges of a node about to be written (none when the index cannot answer).
 
     Args:
-        store: The store the node goes into.
+        db: The open session.
         node: The new node's record.
         content: Its full text.
 
     Returns:
         The edge records to stage with the node.
     """
-    from ctxstore.index import open_index
+    store = db.store
 
     if node.type in UNLINKED_TYPES or not store.config.get("lifecycle", "autolink"):
         return []
     try:
-        with closing(open_index(store)) as conn:
-            similar = similar_nodes(conn, f"{node.summary or ''} {content}", exclude=node.id)
+        conn = db.index()
+        similar = similar_nodes(conn, f"{node.summary or ''} {content}", exclude=node.id)
     except CtxError:  # the index and the executor raise typed errors (IndexCorrupt, ...)
         # A link is a convenience: a damaged or busy index must not lose the memory itself.
         return []

@@ -7,16 +7,17 @@ not here. It must not run SQL (reads go through ``ctxstore.index.read``) or prin
 
 from __future__ import annotations
 
-from contextlib import closing
+from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
 from ctxstore.errors import InvalidInput
-from ctxstore.index import open_index
 from ctxstore.index.read import edges_of, read_node
 from ctxstore.knowledge.nodes import WriteResult, edge_record, stage_write
 from ctxstore.model.knowledge import EdgeRemoved, KnowledgeRecord
 from ctxstore.model.vocab import EDGE_TYPES
-from ctxstore.repo import Store
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["normalize_edge_type", "link_nodes", "unlink_nodes"]
 
@@ -38,11 +39,11 @@ def normalize_edge_type(label: str) -> str:
     return norm
 
 
-def link_nodes(store: Store, src_ref: str, dst_ref: str, label: str) -> WriteResult:
+def link_nodes(db: Session, src_ref: str, dst_ref: str, label: str) -> WriteResult:
     """Create an edge src -label-> dst; an existing identical edge is a silent no-op.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         src_ref: The source node (id or unique prefix).
         dst_ref: The target node (id or unique prefix).
         label: The edge type (normalised with ``normalize_edge_type``).
@@ -55,25 +56,26 @@ def link_nodes(store: Store, src_ref: str, dst_ref: str, label: str) -> WriteRes
         NodeNotFound, AmbiguousPrefix: if a node cannot be identified.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    store = db.store
     label = normalize_edge_type(label)
     with store.lock():
-        with closing(open_index(store)) as conn:
-            src, dst = read_node(conn, src_ref), read_node(conn, dst_ref)
-            if src.id == dst.id:
-                raise InvalidInput("an edge needs two different nodes")
-            exists = any(e.to_kind == "node" and e.to_key == dst.id
-                         for e in edges_of(conn, src.id, "out", label))
+        conn = db.index()
+        src, dst = read_node(conn, src_ref), read_node(conn, dst_ref)
+        if src.id == dst.id:
+            raise InvalidInput("an edge needs two different nodes")
+        exists = any(e.to_kind == "node" and e.to_key == dst.id
+                     for e in edges_of(conn, src.id, "out", label))
         if exists:
             return WriteResult((), None)
         return stage_write(store, [edge_record(src.id, dst.id, label)],
                            f"link {src.id} {label} {dst.id}")
 
 
-def unlink_nodes(store: Store, src_ref: str, dst_ref: str, label: str | None = None) -> WriteResult:
+def unlink_nodes(db: Session, src_ref: str, dst_ref: str, label: str | None = None) -> WriteResult:
     """Remove the edges src -> dst (of one type, or all); none is a silent no-op.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         src_ref: The source node (id or unique prefix).
         dst_ref: The target node (id or unique prefix).
         label: Only edges of this type; every type when None.
@@ -85,13 +87,14 @@ def unlink_nodes(store: Store, src_ref: str, dst_ref: str, label: str | None = N
         InvalidInput, NodeNotFound, AmbiguousPrefix: a bad type or an unknown node.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    store = db.store
     norm = normalize_edge_type(label) if label else None
     with store.lock():
-        with closing(open_index(store)) as conn:
-            src, dst = read_node(conn, src_ref), read_node(conn, dst_ref)
-            records: list[KnowledgeRecord] = [
-                EdgeRemoved(from_ref=("node", src.id), to_ref=("node", dst.id), label=e.label,
-                            at=next_stamp(e.updated_at), prev=None)
-                for e in edges_of(conn, src.id, "out", norm)
-                if e.to_kind == "node" and e.to_key == dst.id]
+        conn = db.index()
+        src, dst = read_node(conn, src_ref), read_node(conn, dst_ref)
+        records: list[KnowledgeRecord] = [
+            EdgeRemoved(from_ref=("node", src.id), to_ref=("node", dst.id), label=e.label,
+                        at=next_stamp(e.updated_at), prev=None)
+            for e in edges_of(conn, src.id, "out", norm)
+            if e.to_kind == "node" and e.to_key == dst.id]
         return stage_write(store, records, f"unlink {src.id} {dst.id}")

@@ -31,7 +31,6 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import closing
 from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,7 +38,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ctxstore.clock import clamp_future, now_ms
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import ObjectId, is_ulid
-from ctxstore.index import open_index
 from ctxstore.index.read import (
     all_edges,
     all_node_ids,
@@ -65,6 +63,8 @@ from ctxstore.staging import StageResult, stage_records
 
 if TYPE_CHECKING:
     import sqlite3
+
+    from ctxstore.session import Session
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "MAX_DOCUMENT_BYTES", "MAX_METADATA_DEPTH",
            "ImportReport", "ImportPlan", "export_document", "parse_document",
@@ -675,7 +675,7 @@ def _untied_from_missing_entries(store: Store, records: list[KnowledgeRecord]
     return out
 
 
-def stage_import_plan(store: Store, plan: ImportPlan, *, merge: bool) -> ImportReport:
+def stage_import_plan(db: Session, plan: ImportPlan, *, merge: bool) -> ImportReport:
     """Stage what ``plan`` holds that the store lacks, as one change batch.
 
     Under the store lock: find what the store already has, refuse it (or, with
@@ -683,7 +683,7 @@ def stage_import_plan(store: Store, plan: ImportPlan, *, merge: bool) -> ImportR
     comes back after its tombstone), then stage everything in one call.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         plan: The checked records (``build_import_plan``).
         merge: Skip nodes, edges and views the store already has instead of failing.
 
@@ -696,15 +696,16 @@ def stage_import_plan(store: Store, plan: ImportPlan, *, merge: bool) -> ImportR
             (without ``merge``) items the store already has. The store is unchanged.
         LockConflict, StorageIOError: if the write cannot happen (the store is unchanged).
     """
+    store = db.store
     report = ImportReport()
     with store.lock():
-        with closing(open_index(store)) as conn:
-            overlap = _find_overlap(conn, plan)
-            if not merge:
-                _refuse_collisions(plan, overlap)
-            report.skipped = [n.id for n in plan.nodes if n.id in overlap.nodes]
-            report.skipped_edges, report.skipped_views = len(overlap.edges), len(overlap.views)
-            records, blobs = _new_records(conn, plan, overlap, report)
+        conn = db.index()
+        overlap = _find_overlap(conn, plan)
+        if not merge:
+            _refuse_collisions(plan, overlap)
+        report.skipped = [n.id for n in plan.nodes if n.id in overlap.nodes]
+        report.skipped_edges, report.skipped_views = len(overlap.edges), len(overlap.views)
+        records, blobs = _new_records(conn, plan, overlap, report)
         records = _untied_from_missing_entries(store, records)
         if records:
             # One call: one change batch, one work commit, one durability barrier.
@@ -715,7 +716,7 @@ def stage_import_plan(store: Store, plan: ImportPlan, *, merge: bool) -> ImportR
     return report
 
 
-def import_document(store: Store, doc: Mapping[str, JsonValue] | bytes | str, *, merge: bool
+def import_document(db: Session, doc: Mapping[str, JsonValue] | bytes | str, *, merge: bool
                     ) -> ImportReport:
     """Validate an export document completely, then stage it as one change batch.
 
@@ -725,7 +726,7 @@ def import_document(store: Store, doc: Mapping[str, JsonValue] | bytes | str, *,
     The phases are ``parse_document``, ``build_import_plan`` and ``stage_import_plan``.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         doc: A parsed document, or its raw text/bytes (parsed with ``parse_document``).
         merge: Skip nodes, edges and views the store already has instead of failing.
 
@@ -742,4 +743,4 @@ def import_document(store: Store, doc: Mapping[str, JsonValue] | bytes | str, *,
     if isinstance(doc, (bytes, str)):
         doc = parse_document(doc)
     plan = build_import_plan(doc, now=now_ms())
-    return stage_import_plan(store, plan, merge=merge)
+    return stage_import_plan(db, plan, merge=merge)

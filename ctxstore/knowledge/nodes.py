@@ -16,8 +16,7 @@ index is imported inside the functions that read it, so ``ctx add`` never loads 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.index.read import EdgeRow, NodeRow
+    from ctxstore.session import Session
 
 __all__ = ["INLINE_CONTENT_BYTES", "MAX_TAG_CHARS", "validate_tag", "validate_type", "split_content",
            "check_content_limit", "with_tier", "AddedNode", "WriteResult", "NodeChanges",
@@ -249,19 +249,7 @@ def edge_record(src: str, dst: str, label: str, *, weight: float | None = None,
                       updated_at=stamp, prev=None)
 
 
-# -- index access (imported lazily: ``ctx add`` never needs the index) ---------------------------
-
-@contextmanager
-def _index(store: Store) -> Iterator[sqlite3.Connection]:
-    """A synced index connection, closed on exit."""
-    from ctxstore.index import open_index
-
-    conn = open_index(store)
-    try:
-        yield conn
-    finally:
-        conn.close()
-
+# -- index reads (imported lazily: ``ctx add`` never needs the index) ----------------------------
 
 def _read_node(conn: sqlite3.Connection, ref: str) -> NodeRow:
     from ctxstore.index.read import read_node
@@ -368,13 +356,13 @@ def retag_nodes(store: Store, nodes: Iterable[NodeRow], change: Callable[[NodeRo
     return stage_write(store, records, message)
 
 
-def add_node(store: Store, node_type: str, content: str, *, tags: Sequence[str] = (),
+def add_node(db: Session, node_type: str, content: str, *, tags: Sequence[str] = (),
              metadata: dict[str, JsonValue] | None = None, summary: str | None = None,
              author: str | None = None, node_id: str | None = None) -> AddedNode:
     """Create a knowledge node and stage it.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         node_type: One of ``NODE_TYPES``.
         content: The node's text (a blob above ``INLINE_CONTENT_BYTES``).
         tags: Its tags (checked, deduplicated, sorted).
@@ -390,6 +378,7 @@ def add_node(store: Store, node_type: str, content: str, *, tags: Sequence[str] 
         InvalidInput: for an unknown type, empty content or a bad tag.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    store = db.store
     validate_type(node_type)
     clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
     inline, blob_id, blobs = split_content(content)
@@ -400,18 +389,18 @@ def add_node(store: Store, node_type: str, content: str, *, tags: Sequence[str] 
                       created_at=stamp, updated_at=stamp, author=author, prev=None)
     from ctxstore.knowledge.autolink import autolink_records  # spec 003 auto-linking
 
-    staged = stage_records(store, [node, *autolink_records(store, node, content)],
+    staged = stage_records(store, [node, *autolink_records(db, node, content)],
                            message=f"add {node_type} {node.id}", blobs=blobs, author=author)
     return AddedNode(node, staged)
 
 
-def update_node(store: Store, node_ref: str, *, content: str | None = None,
+def update_node(db: Session, node_ref: str, *, content: str | None = None,
                 node_type: str | None = None, metadata: dict[str, JsonValue] | None = None,
                 summary: str | None = None) -> WriteResult:
     """Write a new version of a node with the given fields changed.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         node_ref: A node id or unique prefix.
         content: New content, or None to keep it.
         node_type: New type, or None to keep it.
@@ -426,11 +415,12 @@ def update_node(store: Store, node_ref: str, *, content: str | None = None,
         NodeNotFound, AmbiguousPrefix: if the node cannot be identified.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    store = db.store
     if content is None and node_type is None and metadata is None and summary is None:
         raise InvalidInput("nothing to update", hint="give --content, --type, --meta or --summary")
     with store.lock():
-        with _index(store) as conn:
-            node = _read_node(conn, node_ref)
+        conn = db.index()
+        node = _read_node(conn, node_ref)
         changes: NodeChanges = {}
         blobs: list[bytes] = []
         if content is not None:
@@ -452,11 +442,11 @@ def update_node(store: Store, node_ref: str, *, content: str | None = None,
         return stage_write(store, [rec], f"update {node.id}", blobs)
 
 
-def delete_node(store: Store, node_ref: str, *, cascade: bool = False) -> WriteResult:
+def delete_node(db: Session, node_ref: str, *, cascade: bool = False) -> WriteResult:
     """Delete a node and its edges; with ``cascade`` also every node derived from it.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         node_ref: A node id or unique prefix.
         cascade: Also delete the nodes derived from it, transitively through DERIVED_FROM.
 
@@ -467,31 +457,32 @@ def delete_node(store: Store, node_ref: str, *, cascade: bool = False) -> WriteR
         NodeNotFound, AmbiguousPrefix, InvalidInput: if the node cannot be identified.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    store = db.store
     with store.lock():
-        with _index(store) as conn:
-            root = _read_node(conn, node_ref)
-            doomed = [root.id]
-            if cascade:
-                todo = [root.id]
-                while todo:
-                    for edge in _edges_of(conn, todo.pop(), "in", "DERIVED_FROM"):
-                        if edge.from_kind == "node" and edge.from_key not in doomed:
-                            doomed.append(edge.from_key)
-                            todo.append(edge.from_key)
-            records: list[KnowledgeRecord] = []
-            seen_edges: set[tuple[str, ...]] = set()
-            for nid in doomed:
-                node = _find_node(conn, nid)
-                if node is not None:
-                    records.extend(tombstones(conn, node, seen_edges))
+        conn = db.index()
+        root = _read_node(conn, node_ref)
+        doomed = [root.id]
+        if cascade:
+            todo = [root.id]
+            while todo:
+                for edge in _edges_of(conn, todo.pop(), "in", "DERIVED_FROM"):
+                    if edge.from_kind == "node" and edge.from_key not in doomed:
+                        doomed.append(edge.from_key)
+                        todo.append(edge.from_key)
+        records: list[KnowledgeRecord] = []
+        seen_edges: set[tuple[str, ...]] = set()
+        for nid in doomed:
+            node = _find_node(conn, nid)
+            if node is not None:
+                records.extend(tombstones(conn, node, seen_edges))
         return stage_write(store, records, f"delete {root.id}")
 
 
-def tag_node(store: Store, node_ref: str, tags: Sequence[str]) -> WriteResult:
+def tag_node(db: Session, node_ref: str, tags: Sequence[str]) -> WriteResult:
     """Add tags to a node; already present tags are a silent no-op.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         node_ref: A node id or unique prefix.
         tags: The tags to add.
 
@@ -505,14 +496,14 @@ def tag_node(store: Store, node_ref: str, tags: Sequence[str]) -> WriteResult:
     wanted = {validate_tag(t) for t in tags}
     if not wanted:
         raise InvalidInput("no tag given")
-    return _retag_one(store, node_ref, lambda have: have | wanted, "tag")
+    return _retag_one(db, node_ref, lambda have: have | wanted, "tag")
 
 
-def untag_node(store: Store, node_ref: str, tags: Sequence[str]) -> WriteResult:
+def untag_node(db: Session, node_ref: str, tags: Sequence[str]) -> WriteResult:
     """Remove tags from a node; absent tags are a silent no-op.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         node_ref: A node id or unique prefix.
         tags: The tags to remove.
 
@@ -524,15 +515,16 @@ def untag_node(store: Store, node_ref: str, tags: Sequence[str]) -> WriteResult:
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     unwanted = {validate_tag(t) for t in tags}
-    return _retag_one(store, node_ref, lambda have: have - unwanted, "untag")
+    return _retag_one(db, node_ref, lambda have: have - unwanted, "untag")
 
 
-def _retag_one(store: Store, node_ref: str, change: Callable[[set[str]], set[str]],
+def _retag_one(db: Session, node_ref: str, change: Callable[[set[str]], set[str]],
                verb: str) -> WriteResult:
     """Stage a new version of one node with ``change(tags)``; nothing when the set is equal."""
+    store = db.store
     with store.lock():
-        with _index(store) as conn:
-            node = _read_node(conn, node_ref)
+        conn = db.index()
+        node = _read_node(conn, node_ref)
         have = set(node.tags)
         tags = change(have)
         if tags == have:
@@ -541,11 +533,11 @@ def _retag_one(store: Store, node_ref: str, change: Callable[[set[str]], set[str
                            f"{verb} {node.id}")
 
 
-def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
+def supersede_node(db: Session, old_ref: str, new_ref: str) -> WriteResult:
     """Mark ``old`` as superseded by ``new`` and link new -SUPERSEDES-> old (spec 001 §7).
 
     Args:
-        store: The store to write to.
+        db: The open session.
         old_ref: The node superseded (id or unique prefix).
         new_ref: The node that replaces it.
 
@@ -557,12 +549,13 @@ def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
         NodeNotFound, AmbiguousPrefix: if a node cannot be identified.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    store = db.store
     with store.lock():
-        with _index(store) as conn:
-            old, new = _read_node(conn, old_ref), _read_node(conn, new_ref)
-            if old.id == new.id:
-                raise InvalidInput("a node cannot supersede itself")
-            linked = any(e.to_key == old.id for e in _edges_of(conn, new.id, "out", "SUPERSEDES"))
+        conn = db.index()
+        old, new = _read_node(conn, old_ref), _read_node(conn, new_ref)
+        if old.id == new.id:
+            raise InvalidInput("a node cannot supersede itself")
+        linked = any(e.to_key == old.id for e in _edges_of(conn, new.id, "out", "SUPERSEDES"))
         records: list[KnowledgeRecord] = []
         if old.superseded_by != new.id:
             records.append(next_version(old, superseded_by=new.id))
@@ -571,7 +564,7 @@ def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
         return stage_write(store, records, f"supersede {old.id} by {new.id}")
 
 
-def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
+def summarize_nodes(db: Session, refs_: Sequence[str], content: str, *,
                     archive_sources: bool = False, tags: Sequence[str] = (),
                     max_content: int | None = None,
                     hook_key: str | None = None) -> tuple[NodeRecord, WriteResult]:
@@ -583,7 +576,7 @@ def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
     of the store lock, so a hook killed after the write and run again writes no second summary.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         refs_: The source nodes (ids or unique prefixes; repeats are ignored).
         content: The summary's text.
         archive_sources: Also move the sources to ``tier:off-context``.
@@ -601,6 +594,7 @@ def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
         NodeNotFound, AmbiguousPrefix: if a source cannot be identified.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    store = db.store
     if max_content is not None:
         check_content_limit(content, max_content)
     if not refs_:
@@ -608,14 +602,14 @@ def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
     inline, blob_id, blobs = split_content(content)
     clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
     with store.lock():
-        with _index(store) as conn:
-            if hook_key is not None and (done := _hook_write(conn, hook_key)) is not None:
-                return record_of(done), WriteResult((), None)
-            sources: list[NodeRow] = []
-            for ref in refs_:
-                node = _read_node(conn, ref)
-                if node.id not in {s.id for s in sources}:
-                    sources.append(node)
+        conn = db.index()
+        if hook_key is not None and (done := _hook_write(conn, hook_key)) is not None:
+            return record_of(done), WriteResult((), None)
+        sources: list[NodeRow] = []
+        for ref in refs_:
+            node = _read_node(conn, ref)
+            if node.id not in {s.id for s in sources}:
+                sources.append(node)
         stamp = next_stamp()
         metadata: dict[str, JsonValue] = {"hook_key": hook_key} if hook_key is not None else {}
         summary = NodeRecord(id=new_ulid(), type="summary", content=inline, content_blob=blob_id,
@@ -629,23 +623,24 @@ def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
         return summary, stage_write(store, records, f"summarize into {summary.id}", blobs)
 
 
-def _archive(store: Store, node_ref: str, verb: str) -> WriteResult:
+def _archive(db: Session, node_ref: str, verb: str) -> WriteResult:
+    store = db.store
     # Archive, never delete: the node keeps its history (`ctx show --history`) and leaves
     # the default view by moving off-context. An archived node is left as it is.
     with store.lock():
-        with _index(store) as conn:
-            node = _read_node(conn, node_ref)
+        conn = db.index()
+        node = _read_node(conn, node_ref)
         if node.status == "archived":
             return WriteResult((), None)
         rec = next_version(node, status="archived", tags=with_tier(node.tags, "off-context"))
         return stage_write(store, [rec], f"{verb} {node.id}")
 
 
-def archive_node(store: Store, node_ref: str) -> WriteResult:
+def archive_node(db: Session, node_ref: str) -> WriteResult:
     """Archive a node: status ``archived`` and ``tier:off-context``, history kept.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         node_ref: A node id or unique prefix.
 
     Returns:
@@ -655,10 +650,10 @@ def archive_node(store: Store, node_ref: str) -> WriteResult:
         InvalidInput, NodeNotFound, AmbiguousPrefix: if the node cannot be identified.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
-    return _archive(store, node_ref, "archive")
+    return _archive(db, node_ref, "archive")
 
 
-def forget_node(store: Store, node_ref: str) -> WriteResult:
+def forget_node(db: Session, node_ref: str) -> WriteResult:
     """What ``<ctx:forget>`` does: ``archive_node``, recorded as a forget.
 
     The agent's "forget" never deletes: the node is archived and moved
@@ -666,7 +661,7 @@ def forget_node(store: Store, node_ref: str) -> WriteResult:
     from ``archive_node`` (``forget <id>``).
 
     Args:
-        store: The store to write to.
+        db: The open session.
         node_ref: A node id or unique prefix.
 
     Returns:
@@ -676,4 +671,4 @@ def forget_node(store: Store, node_ref: str) -> WriteResult:
         InvalidInput, NodeNotFound, AmbiguousPrefix: if the node cannot be identified.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
-    return _archive(store, node_ref, "forget")
+    return _archive(db, node_ref, "forget")

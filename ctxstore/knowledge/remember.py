@@ -14,16 +14,17 @@ tag text); here it is an opaque string, looked up with ``index.read.find_node_by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import closing
+from typing import TYPE_CHECKING
 
-from ctxstore.index import open_index
 from ctxstore.index.read import find_node_by_hook_key
 from ctxstore.knowledge.nodes import add_node, check_content_limit, validate_tag
 from ctxstore.knowledge.tasks import TASK_TAG_PREFIX
 from ctxstore.model.knowledge import NodeRecord
 from ctxstore.model.vocab import TIER_TAG_PREFIX
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["LARGE_CONTENT", "MAX_CONTENT", "DEFAULT_TYPE", "Remembered", "remember"]
 
@@ -57,7 +58,7 @@ class Remembered:
         return self.node is not None
 
 
-def remember(store: Store, content: str, *, type: str | None = None, tags: Sequence[str] = (),
+def remember(db: Session, content: str, *, type: str | None = None, tags: Sequence[str] = (),
              session: str, hook_key: str, current_task: str | None = None,
              source: str = "claude-code", max_content: int = MAX_CONTENT) -> Remembered:
     """Write an agent's node once per hook key.
@@ -68,7 +69,7 @@ def remember(store: Store, content: str, *, type: str | None = None, tags: Seque
     current also gets ``task:<current_task>``.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         content: The node's text (at most ``MAX_CONTENT`` characters).
         type: The node type; ``observation`` when None or empty.
         tags: Its tags (already split; each is checked).
@@ -87,17 +88,18 @@ def remember(store: Store, content: str, *, type: str | None = None, tags: Seque
             ``max_content`` characters.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
+    store = db.store
     clean = [validate_tag(t) for t in tags]
     if current_task and TIER_TAG_PREFIX + "working" in clean:
         clean.append(validate_tag(TASK_TAG_PREFIX + current_task))  # spec 001 §6
     with store.lock():
-        with closing(open_index(store)) as conn:
-            existing = find_node_by_hook_key(conn, hook_key)
+        conn = db.index()
+        existing = find_node_by_hook_key(conn, hook_key)
         if existing is not None:
             return Remembered(hook_key=hook_key, existing=existing)
         check_content_limit(content, max_content)
         warning = f"large content ({len(content)} characters)" \
             if len(content) > LARGE_CONTENT else None
-        added = add_node(store, type or DEFAULT_TYPE, content, tags=clean, author="agent",
+        added = add_node(db, type or DEFAULT_TYPE, content, tags=clean, author="agent",
                          metadata={"source": source, "session": session, "hook_key": hook_key})
     return Remembered(hook_key=hook_key, node=added.node, warning=warning)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCOPES", "Scope", "ScopedNode", "Stores", "user_store_path",
            "default_user_store", "recall_global_default", "open_user_store", "search_scoped",
-           "query_scoped", "recall_scoped", "parse_scope", "scoped_json", "store_for_scope"]
+           "query_scoped", "recall_scoped", "parse_scope", "scoped_json", "session_for_scope"]
 
 Scope = Literal["project", "user"]
 SCOPES: tuple[Scope, ...] = ("project", "user")
@@ -122,17 +122,17 @@ def open_user_store(path: Path, *, create: bool) -> Session | None:
 
 
 @contextmanager
-def store_for_scope(project: Store, scope: str | None, *,
-                    user_store: Path | None = None) -> Iterator[Store]:
-    """The store a write with ``scope`` goes to: the project's, or the user store (created).
+def session_for_scope(project: Session, scope: str | None, *,
+                      user_store: Path | None = None) -> Iterator[Session]:
+    """The session a write with ``scope`` goes to: the project's, or the user store's (created).
 
     Args:
-        project: The project's open store.
+        project: The project's open session.
         scope: ``project``/``local`` (or None), or ``global``/``user``.
         user_store: The user store's directory; ``default_user_store()`` when None.
 
     Yields:
-        The store to write to (a user store opened here is closed on exit).
+        The session to write to (a user store's opened here is closed on exit).
 
     Raises:
         InvalidInput: (E011) for an unknown scope.
@@ -149,7 +149,7 @@ def store_for_scope(project: Store, scope: str | None, *,
     db = open_user_store(path, create=True)
     assert db is not None  # created above when missing
     try:
-        yield db.store
+        yield db
     finally:
         db.close()
 

@@ -11,18 +11,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxstore.errors import InvalidInput
 from ctxstore.knowledge._files import read_regular_file
 from ctxstore.knowledge.nodes import AddedNode, add_node, validate_tag
-from ctxstore.repo import Store
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["MAX_INGEST_BYTES", "ingest_file"]
 
 MAX_INGEST_BYTES = 16 << 20
 
 
-def ingest_file(store: Store, path: Path, *, tags: Sequence[str] = ()) -> AddedNode:
+def ingest_file(db: Session, path: Path, *, tags: Sequence[str] = ()) -> AddedNode:
     """Store a UTF-8 text file as a ``source`` node.
 
     The node's content is the file's text; its metadata records ``path`` (as given),
@@ -30,7 +33,7 @@ def ingest_file(store: Store, path: Path, *, tags: Sequence[str] = ()) -> AddedN
     is read, whatever it names, as long as it is a regular file.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         path: The file to read (at most ``MAX_INGEST_BYTES``).
         tags: Tags for the new node.
 
@@ -56,4 +59,4 @@ def ingest_file(store: Store, path: Path, *, tags: Sequence[str] = ()) -> AddedN
     if not text.strip():
         raise InvalidInput(f"{path} is empty")
     metadata = {"path": str(path), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    return add_node(store, "source", text, tags=clean_tags, metadata=dict(metadata))
+    return add_node(db, "source", text, tags=clean_tags, metadata=dict(metadata))

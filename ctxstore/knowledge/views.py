@@ -13,21 +13,19 @@ from __future__ import annotations
 
 import re
 import time
-from contextlib import closing
 from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
 from ctxstore.errors import InvalidInput, NodeNotFound
-from ctxstore.index import open_index
 from ctxstore.index.read import ViewRow, find_view, read_views
 from ctxstore.model.knowledge import ViewRecord, ViewRemoved
 from ctxstore.query.parser import parse_query
-from ctxstore.repo import Store
 
 if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.knowledge.nodes import WriteResult
+    from ctxstore.session import Session
 
 __all__ = ["DEFAULT_VIEW_NAME", "DEFAULT_VIEW_QUERY", "DEFAULT_BUDGET", "validate_view_name",
            "get_view", "list_views", "create_view", "update_view", "delete_view"]
@@ -105,12 +103,12 @@ def list_views(conn: sqlite3.Connection, *, default_budget: int = DEFAULT_BUDGET
     return sorted(views, key=lambda v: v.name)
 
 
-def create_view(store: Store, name: str, query: str, budget: int,
+def create_view(db: Session, name: str, query: str, budget: int,
                 description: str | None = None) -> WriteResult:
     """Save a new view.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         name: The view's name.
         query: Its query (checked with the query parser).
         budget: Its token budget (positive).
@@ -126,12 +124,13 @@ def create_view(store: Store, name: str, query: str, budget: int,
     """
     from ctxstore.knowledge.nodes import stage_write
 
+    store = db.store
     validate_view_name(name)
     _check_budget(budget)
     parse_query(query, now=time.time())
     with store.lock():
-        with closing(open_index(store)) as conn:
-            exists = find_view(conn, name) is not None
+        conn = db.index()
+        exists = find_view(conn, name) is not None
         if exists:
             raise InvalidInput(f"view {name!r} exists", hint=f"use `ctx view update {name}`")
         stamp = next_stamp()
@@ -140,13 +139,13 @@ def create_view(store: Store, name: str, query: str, budget: int,
         return stage_write(store, [rec], f"view create {name}")
 
 
-def update_view(store: Store, name: str, *, query: str | None = None, budget: int | None = None,
+def update_view(db: Session, name: str, *, query: str | None = None, budget: int | None = None,
                 description: str | None = None,
                 default_budget: int = DEFAULT_BUDGET) -> WriteResult:
     """Change a view's query, budget or description (saving the default view if needed).
 
     Args:
-        store: The store to write to.
+        db: The open session.
         name: The view's name.
         query: A new query, or None to keep it.
         budget: A new budget, or None to keep it.
@@ -164,6 +163,7 @@ def update_view(store: Store, name: str, *, query: str | None = None, budget: in
     """
     from ctxstore.knowledge.nodes import stage_write
 
+    store = db.store
     if query is None and budget is None and description is None:
         raise InvalidInput("nothing to update", hint="give --query, --budget or --description")
     if budget is not None:
@@ -171,8 +171,8 @@ def update_view(store: Store, name: str, *, query: str | None = None, budget: in
     if query is not None:
         parse_query(query, now=time.time())
     with store.lock():
-        with closing(open_index(store)) as conn:
-            cur = get_view(conn, name, default_budget=default_budget)
+        conn = db.index()
+        cur = get_view(conn, name, default_budget=default_budget)
         stamp = next_stamp(cur.updated_at)
         rec = ViewRecord(name=name, query=cur.query if query is None else query,
                          budget=cur.budget if budget is None else budget,
@@ -181,11 +181,11 @@ def update_view(store: Store, name: str, *, query: str | None = None, budget: in
         return stage_write(store, [rec], f"view update {name}")
 
 
-def delete_view(store: Store, name: str) -> WriteResult:
+def delete_view(db: Session, name: str) -> WriteResult:
     """Delete a saved view (deleting ``default`` restores the built-in one).
 
     Args:
-        store: The store to write to.
+        db: The open session.
         name: The view's name.
 
     Returns:
@@ -197,9 +197,10 @@ def delete_view(store: Store, name: str) -> WriteResult:
     """
     from ctxstore.knowledge.nodes import stage_write
 
+    store = db.store
     with store.lock():
-        with closing(open_index(store)) as conn:
-            cur = find_view(conn, name)
+        conn = db.index()
+        cur = find_view(conn, name)
         if cur is None:
             raise NodeNotFound(f"no saved view named {name!r}")
         removed = ViewRemoved(name=name, at=next_stamp(cur.updated_at), prev=None)

@@ -25,12 +25,11 @@ import math
 import sqlite3
 from collections import defaultdict
 from collections.abc import Mapping
-from contextlib import closing
+from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
 from ctxstore.errors import InvalidInput, NothingToDo
 from ctxstore.ids import new_ulid
-from ctxstore.index import open_index
 from ctxstore.index.read import NodeRow, find_node, list_nodes, nodes_with_metadata
 from ctxstore.knowledge.autolink import MERGE_THRESHOLD, similarity, word_set
 from ctxstore.knowledge.nodes import (
@@ -47,7 +46,9 @@ from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord
 from ctxstore.model.scoring import is_pinned
 from ctxstore.model.vocab import TIER_TAG_PREFIX
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["Proposal", "Applied", "CONSOLIDATED_TYPES", "propose", "plan_proposals",
            "choose_proposals", "apply_proposals", "undo_last"]
@@ -264,7 +265,7 @@ def choose_proposals(proposals: list[Proposal], ids: list[str]) -> list[Proposal
     return chosen
 
 
-def apply_proposals(store: Store, ids: list[str], *, content: str | None = None,
+def apply_proposals(db: Session, ids: list[str], *, content: str | None = None,
                     drafts: Mapping[str, str] | None = None, drafted_by: str | None = None,
                     threshold: float = MERGE_THRESHOLD) -> list[Applied]:
     """Apply proposals by id (or unique id prefix), each as one change batch.
@@ -274,7 +275,7 @@ def apply_proposals(store: Store, ids: list[str], *, content: str | None = None,
     that same group: the id is a hash of the members).
 
     Args:
-        store: The store.
+        db: The open session.
         ids: Proposal ids or unique prefixes (at least one).
         content: The merged text (one proposal only); else ``drafts``, else the mechanical
             draft.
@@ -291,16 +292,17 @@ def apply_proposals(store: Store, ids: list[str], *, content: str | None = None,
             several ids.
         LockConflict, StorageIOError: if a batch cannot be written.
     """
+    store = db.store
     if content is not None and len(ids) > 1:
         raise InvalidInput("--content applies to one proposal at a time")
     out: list[Applied] = []
     with store.lock():
-        with closing(open_index(store)) as conn:
-            chosen = choose_proposals(propose(conn, threshold=threshold), ids)
-            plans = []
-            for p in chosen:
-                nodes = [n for m in p.members if (n := find_node(conn, m)) is not None]
-                plans.append((p, nodes))
+        conn = db.index()
+        chosen = choose_proposals(propose(conn, threshold=threshold), ids)
+        plans = []
+        for p in chosen:
+            nodes = [n for m in p.members if (n := find_node(conn, m)) is not None]
+            plans.append((p, nodes))
         for p, nodes in plans:
             text = content if content is not None else (drafts or {}).get(p.id)
             sid, records, blobs = _apply_records(p, nodes, text,
@@ -310,11 +312,11 @@ def apply_proposals(store: Store, ids: list[str], *, content: str | None = None,
     return out
 
 
-def undo_last(store: Store) -> tuple[str, WriteResult]:
+def undo_last(db: Session) -> tuple[str, WriteResult]:
     """Undo the newest consolidation: delete its summary, restore its sources as they were.
 
     Args:
-        store: The store.
+        db: The open session.
 
     Returns:
         The summary id removed and what was staged.
@@ -323,26 +325,27 @@ def undo_last(store: Store) -> tuple[str, WriteResult]:
         NothingToDo: if no consolidation is live.
         LockConflict, StorageIOError: if it cannot be written.
     """
+    store = db.store
     with store.lock():
-        with closing(open_index(store)) as conn:
-            found = [n for n in nodes_with_metadata(conn, CONSOLIDATION_KEY) if n.type == "summary"]
-            if not found:
-                raise NothingToDo("no consolidation to undo")
-            summary = max(found, key=lambda n: (n.created_at, n.id))
-            info = summary.metadata.get(CONSOLIDATION_KEY)
-            info = info if isinstance(info, dict) else {}
-            tiers = info.get("tiers") if isinstance(info.get("tiers"), dict) else {}
-            records: list[KnowledgeRecord] = tombstones(conn, summary, set())
-            for sid in info.get("sources") or []:
-                node = find_node(conn, str(sid))
-                if node is None or node.metadata.get(_INTO_KEY) != summary.id:
-                    continue  # edited or deleted since: left as it is now
-                tags = [t for t in node.tags if not t.startswith(TIER_TAG_PREFIX)]
-                old = tiers.get(node.id) if isinstance(tiers, dict) else None
-                if isinstance(old, str) and old:
-                    tags.append(TIER_TAG_PREFIX + old)
-                changes: NodeChanges = {
-                    "status": "active", "tags": tuple(sorted(tags)),
-                    "metadata": {k: v for k, v in node.metadata.items() if k != _INTO_KEY}}
-                records.append(next_version(node, **changes))
+        conn = db.index()
+        found = [n for n in nodes_with_metadata(conn, CONSOLIDATION_KEY) if n.type == "summary"]
+        if not found:
+            raise NothingToDo("no consolidation to undo")
+        summary = max(found, key=lambda n: (n.created_at, n.id))
+        info = summary.metadata.get(CONSOLIDATION_KEY)
+        info = info if isinstance(info, dict) else {}
+        tiers = info.get("tiers") if isinstance(info.get("tiers"), dict) else {}
+        records: list[KnowledgeRecord] = tombstones(conn, summary, set())
+        for sid in info.get("sources") or []:
+            node = find_node(conn, str(sid))
+            if node is None or node.metadata.get(_INTO_KEY) != summary.id:
+                continue  # edited or deleted since: left as it is now
+            tags = [t for t in node.tags if not t.startswith(TIER_TAG_PREFIX)]
+            old = tiers.get(node.id) if isinstance(tiers, dict) else None
+            if isinstance(old, str) and old:
+                tags.append(TIER_TAG_PREFIX + old)
+            changes: NodeChanges = {
+                "status": "active", "tags": tuple(sorted(tags)),
+                "metadata": {k: v for k, v in node.metadata.items() if k != _INTO_KEY}}
+            records.append(next_version(node, **changes))
         return summary.id, stage_write(store, records, f"undo consolidation {summary.id}")

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from contextlib import closing
 from dataclasses import field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ctxstore.errors import LockConflict
-from ctxstore.index import open_index
 from ctxstore.index.read import NodeRow, list_nodes, node_degrees, nodes_by_ids
 from ctxstore.knowledge.nodes import (
     NodeChanges,
@@ -41,7 +39,9 @@ from ctxstore.model import scoring
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.model.vocab import TIER_TAG_PREFIX
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["ARCHIVE_THRESHOLD", "GRACE_DAYS", "PRUNE_DAYS", "ARCHIVED_KEY", "Transition",
            "LifecycleReport", "plan_transitions", "run_lifecycle",
@@ -190,7 +190,7 @@ def _records(conn: sqlite3.Connection, nodes: dict[str, NodeRow], plan: list[Tra
     return records
 
 
-def run_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, int] | None = None,
+def run_lifecycle(db: Session, *, now_ms: int, access: Mapping[str, int] | None = None,
                   dry_run: bool = False, threshold: float = ARCHIVE_THRESHOLD,
                   grace_days: float = GRACE_DAYS, prune_days: float = PRUNE_DAYS
                   ) -> LifecycleReport:
@@ -200,7 +200,7 @@ def run_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, int] | None
     passes at once cannot both archive one version.
 
     Args:
-        store: The store.
+        db: The open session.
         now_ms: The time of the pass (ms since the epoch).
         access: Retrievals per node id in this clone (``local/state.sqlite``), or None.
         dry_run: Plan only; write nothing and take no lock.
@@ -216,6 +216,7 @@ def run_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, int] | None
             (the store is unchanged).
         IndexCorrupt: if the index cannot be read.
     """
+    store = db.store
     access = dict(access or {})
 
     def plan(conn: sqlite3.Connection) -> tuple[list[NodeRow], list[Transition]]:
@@ -225,25 +226,25 @@ def run_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, int] | None
                                        prune_days=prune_days)
 
     if dry_run:
-        with closing(open_index(store)) as conn:
-            nodes, transitions = plan(conn)
+        conn = db.index()
+        nodes, transitions = plan(conn)
         return LifecycleReport(tuple(transitions), len(nodes))
     with store.lock():
-        with closing(open_index(store)) as conn:
-            nodes, transitions = plan(conn)
-            records = _records(conn, {n.id: n for n in nodes}, transitions, now_ms, access)
+        conn = db.index()
+        nodes, transitions = plan(conn)
+        records = _records(conn, {n.id: n for n in nodes}, transitions, now_ms, access)
         summary = ", ".join(f"{n} {k}d" for k in ("archive", "restore", "prune")
                             if (n := sum(1 for t in transitions if t.kind == k)))
         written = stage_write(store, records, f"lifecycle: {summary}")
     return LifecycleReport(tuple(transitions), len(nodes), written)
 
 
-def run_configured_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, int] | None = None,
+def run_configured_lifecycle(db: Session, *, now_ms: int, access: Mapping[str, int] | None = None,
                              dry_run: bool = False) -> LifecycleReport:
     """``run_lifecycle`` with the store's ``[lifecycle]`` settings (``ctx lifecycle``, session end).
 
     Args:
-        store: The store.
+        db: The open session.
         now_ms: The time of the pass (ms since the epoch).
         access: Retrievals per node id in this clone (``local/state.sqlite``), or None.
         dry_run: Plan only; write nothing and take no lock.
@@ -254,8 +255,9 @@ def run_configured_lifecycle(store: Store, *, now_ms: int, access: Mapping[str, 
     Raises:
         As ``run_lifecycle``.
     """
+    store = db.store
     cfg = store.config
-    return run_lifecycle(store, now_ms=now_ms, access=access, dry_run=dry_run,
+    return run_lifecycle(db, now_ms=now_ms, access=access, dry_run=dry_run,
                          threshold=float(cfg.get("lifecycle", "archive_confidence_threshold")),
                          grace_days=float(cfg.get("lifecycle", "archive_grace_days")),
                          prune_days=float(cfg.get("lifecycle", "prune_after_days")))
@@ -274,7 +276,7 @@ class Recalled:
     restored: int
 
 
-def restore_recalled(store: Store, node_ids: Sequence[str]) -> WriteResult:
+def restore_recalled(db: Session, node_ids: Sequence[str]) -> WriteResult:
     """Restore the lifecycle-archived nodes among ``node_ids`` now, as one change batch.
 
     Spec 003: archived -> active when recalled. The nodes are read again under the store
@@ -283,7 +285,7 @@ def restore_recalled(store: Store, node_ids: Sequence[str]) -> WriteResult:
     takes no lock) when no id is given.
 
     Args:
-        store: The store the nodes live in.
+        db: The open session.
         node_ids: The ids a recall returned.
 
     Returns:
@@ -295,11 +297,12 @@ def restore_recalled(store: Store, node_ids: Sequence[str]) -> WriteResult:
             counted).
         IndexCorrupt: if the index cannot be read.
     """
+    store = db.store
     if not node_ids:
         return WriteResult((), None)
     with store.lock():
-        with closing(open_index(store)) as conn:
-            nodes = nodes_by_ids(conn, list(dict.fromkeys(node_ids)))
+        conn = db.index()
+        nodes = nodes_by_ids(conn, list(dict.fromkeys(node_ids)))
         records = [_restored(n) for n in nodes if _restorable(n) and n.superseded_by is None]
         return stage_write(store, records, f"lifecycle: {len(records)} restored on recall")
 
@@ -345,7 +348,7 @@ def restore_recalled_scoped(hits: Sequence[ScopedNode], stores: Stores) -> Recal
         if not ids:
             continue
         try:
-            written = len(restore_recalled(db.store, ids).records)
+            written = len(restore_recalled(db, ids).records)
         except LockConflict:
             continue
         if written:

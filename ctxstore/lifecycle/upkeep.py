@@ -70,7 +70,7 @@ def session_end_upkeep(ctx_dir: Path, access: Mapping[str, int] | None = None, *
             out.problems.append(f"automatic compaction skipped: {exc}")
         if db.config.get("lifecycle", "on_session_end"):
             try:
-                out.lifecycle = run_configured_lifecycle(db.store, now_ms=at, access=access)
+                out.lifecycle = run_configured_lifecycle(db, now_ms=at, access=access)
             except (CtxError, sqlite3.Error, OSError) as exc:
                 out.problems.append(f"lifecycle pass skipped: {exc}")
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxstore.config import Config, load_config
 from ctxstore.errors import InvalidInput, LlmUnavailable
@@ -31,6 +32,9 @@ from ctxstore.llm.prompt import Pack, Prompt, compose_prompt
 from ctxstore.llm.respond import Committed, Mention, commit_response, find_mentions, resolve_mentions
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["Answer", "Settings", "ask", "choose_server", "call_settings", "settle"]
 
@@ -235,13 +239,13 @@ def ask(store: Store, pack: Pack, settings: Settings, *, worktree: Path | None) 
                   tuple(client.requests), tuple(notes))
 
 
-def settle(store: Store, answer: Answer, server: str, *, commit: bool) -> Answer:
+def settle(db: Session, answer: Answer, server: str, *, commit: bool) -> Answer:
     """Resolve what ``answer`` mentions and, with ``commit``, keep it (§14.3).
 
     Called after the answer has been shown, so a failure here never loses it.
 
     Args:
-        store: The store to write to.
+        db: The open session.
         answer: What ``ask`` returned.
         server: The server URL (recorded with the answer).
         commit: Append the summary to the log and add the node, blob and edges.
@@ -254,10 +258,10 @@ def settle(store: Store, answer: Answer, server: str, *, commit: bool) -> Answer
         InvalidInput: if the narrative log cannot be appended to.
         LockConflict, StagingConflict, StorageIOError: if the answer cannot be committed.
     """
-    mentions = resolve_mentions(store, list(answer.mentions))
+    mentions = resolve_mentions(db, list(answer.mentions))
     committed = None
     if commit:
         c = answer.completion
-        committed = commit_response(store, text=c.text, pack=answer.pack, model=c.model,
+        committed = commit_response(db, text=c.text, pack=answer.pack, model=c.model,
                                     server=server, mentions=mentions)
     return replace(answer, mentions=tuple(mentions), committed=committed)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,11 +24,11 @@ from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord
 from ctxstore.narrative.entries import add_note
 from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
 from ctxstore.staging import stage_records
 
 if TYPE_CHECKING:
     from ctxstore.index import IndexConnection
+    from ctxstore.session import Session
 
 __all__ = ["LLM_TAG", "MAX_MENTIONS", "Committed", "Mention", "commit_response", "find_mentions",
            "resolve_mentions", "summary_line"]
@@ -122,7 +121,7 @@ def _indexed(conn: IndexConnection, name: str) -> Mention | None:
     return Mention("module" if hits[0].kind == "module" else "item", hits[0].qualname)
 
 
-def resolve_mentions(store: Store, mentions: list[Mention]) -> list[Mention]:
+def resolve_mentions(db: Session, mentions: list[Mention]) -> list[Mention]:
     """``mentions`` with each symbol under the key the code index knows it by.
 
     A pack names symbols as its seeds do (``symbol:run_simple``); an edge needs the indexed
@@ -131,7 +130,7 @@ def resolve_mentions(store: Store, mentions: list[Mention]) -> list[Mention]:
     without an index every symbol is. Files are kept as they are.
 
     Args:
-        store: The store (its derived index is opened and brought up to date).
+        db: The open session.
         mentions: What the answer names (``find_mentions``).
 
     Returns:
@@ -140,18 +139,18 @@ def resolve_mentions(store: Store, mentions: list[Mention]) -> list[Mention]:
     Raises:
         IndexCorrupt, UnsafePath: if the index cannot be opened.
     """
+    store = db.store
     if not any(m.kind == "item" for m in mentions):
         return mentions
     if not (store.root / "index").is_dir():  # no index, so no code to name (as ctx add note)
         return [m for m in mentions if m.kind != "item"]
-    from ctxstore.index import open_index
 
     out: list[Mention] = []
-    with closing(open_index(store)) as conn:
-        for m in mentions:
-            found = _indexed(conn, m.key) if m.kind == "item" else m
-            if found is not None:
-                out.append(found)
+    conn = db.index()
+    for m in mentions:
+        found = _indexed(conn, m.key) if m.kind == "item" else m
+        if found is not None:
+            out.append(found)
     return list(dict.fromkeys(out))
 
 
@@ -187,12 +186,12 @@ class Committed:
     mentions: tuple[Mention, ...]
 
 
-def commit_response(store: Store, *, text: str, pack: Pack, model: str, server: str,
+def commit_response(db: Session, *, text: str, pack: Pack, model: str, server: str,
                     mentions: list[Mention]) -> Committed:
     """Keep an answer: log entry and node, then its blob and ``Mentions`` edges (§14.3 2-6).
 
     Args:
-        store: The store to write to.
+        db: The open session.
         text: The whole answer.
         pack: The pack the prompt came from (its task goes into the entry).
         model: The model that answered.
@@ -207,6 +206,7 @@ def commit_response(store: Store, *, text: str, pack: Pack, model: str, server: 
         LockConflict, StagingConflict, StorageIOError: if it cannot be written (the
             store is as it was, or holds the note without its edges).
     """
+    store = db.store
     # Keys come from the answer and the pack: one a record cannot hold is left out.
     mentions = [m for m in mentions if m.key.strip() and m.key == _printable(m.key)]
     data = text.encode("utf-8", "replace")
@@ -219,7 +219,7 @@ def commit_response(store: Store, *, text: str, pack: Pack, model: str, server: 
             "llm_response_chars": len(text), "llm_task": task,
             "llm_mentions": [f"{m.kind}:{m.key}" for m in mentions]}
     with store.lock():  # one writer from the log entry to the last edge
-        entry = add_note(store, note, tags=[LLM_TAG], metadata=meta)
+        entry = add_note(db, note, tags=[LLM_TAG], metadata=meta)
         node_id = entry.node.id
         records: list[KnowledgeRecord] = []
         for m in mentions:

@@ -139,7 +139,7 @@ class ToolBox:
 
         where = parse_scope(scope)
         db = self._session_for(where, create=True)
-        res = remember(db.store, content, type=type, tags=list(tags or ()), session=self._session_id,
+        res = remember(db, content, type=type, tags=list(tags or ()), session=self._session_id,
                        hook_key=f"mcp:{new_ulid()}", current_task=self._task(), source="mcp")
         node_id = res.node.id if res.node is not None else res.existing
         doc: dict[str, Any] = {"id": node_id, "store": where, "written": res.changed,
@@ -343,7 +343,7 @@ class ToolBox:
         from ctxstore.knowledge.show import read_node
         from ctxstore.model.knowledge import EdgeRecord
 
-        res = link_nodes(self.db.store, source, target, type)
+        res = link_nodes(self.db, source, target, type)
         edges = [r for r in res.records if isinstance(r, EdgeRecord)]
         if edges:
             return {"from": edges[0].from_ref[1], "to": edges[0].to_ref[1], "type": edges[0].label,
@@ -370,7 +370,7 @@ class ToolBox:
 
         where = parse_scope(store)
         db = self._session_for(where)
-        res = forget_node(db.store, id)
+        res = forget_node(db, id)
         # already archived (nothing written): the full id all the same, from the index
         node_id = getattr(res.records[0], "id", None) if res.records else read_node(db, id).id
         return {"id": node_id, "store": where, "written": res.changed}

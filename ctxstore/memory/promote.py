@@ -19,7 +19,7 @@ from ctxstore.memory.search import iso
 
 if TYPE_CHECKING:
     from ctxstore.knowledge.nodes import AddedNode
-    from ctxstore.repo import Store
+    from ctxstore.session import Session
 
 __all__ = ["INTENT_TYPES", "promote_idea"]
 
@@ -29,12 +29,12 @@ INTENT_TYPES = {"decision": "decision", "conclusion": "fact", "question": "open-
 """The node type an idea of each intent becomes unless one is given."""
 
 
-def promote_idea(store: Store, ctx_dir: Path, idea_id: int, node_type: str | None = None
+def promote_idea(db: Session, ctx_dir: Path, idea_id: int, node_type: str | None = None
                  ) -> AddedNode:
     """Write the idea ``idea_id`` as a knowledge node DERIVED_FROM its span.
 
     Args:
-        store: The store to write the node to.
+        db: The open session.
         ctx_dir: The ``.ctx`` directory whose ``local/memory.sqlite`` holds the idea.
         idea_id: The idea (as ``ctx memory search --format json`` shows it).
         node_type: The node type; from the idea's intent when None (``INTENT_TYPES``).
@@ -49,19 +49,19 @@ def promote_idea(store: Store, ctx_dir: Path, idea_id: int, node_type: str | Non
     """
     from ctxstore.knowledge.nodes import add_node
 
-    db = open_memory(ctx_dir, create=False)
-    if db is None:
+    mem = open_memory(ctx_dir, create=False)
+    if mem is None:
         raise NothingToDo("there is no transcript memory yet", hint="run `ctx memory backfill`")
-    with db:
-        row = db.idea(idea_id)
+    with mem:
+        row = mem.idea(idea_id)
         if row is None:
             raise InvalidInput(f"no idea has id {idea_id}",
                                hint="`ctx memory search TEXT --format json` lists idea ids")
         _, turn_id, span_id, session, intent, content, confidence, ts = row
-        turn = db.turn(turn_id)
+        turn = mem.turn(turn_id)
     metadata = {"source": "transcript-memory", "confidence": round(float(confidence), 3),
                 "derived_from": {"kind": "transcript-span", "span": span_id, "idea": idea_id,
                                  "session": session, "uuids": list(turn.uuids) if turn else [],
                                  "timestamp": iso(ts)}}
-    return add_node(store, node_type or INTENT_TYPES.get(intent, "observation"), content,
+    return add_node(db, node_type or INTENT_TYPES.get(intent, "observation"), content,
                     metadata=metadata)

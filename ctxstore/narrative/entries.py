@@ -22,7 +22,7 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore import fsio
 from ctxstore.errors import InvalidInput, StorageIOError
@@ -49,6 +49,9 @@ from ctxstore.narrative.snapshot import MAX_NARRATIVE_BYTES
 from ctxstore.records import dataclass
 from ctxstore.repo import Store, now_ms
 from ctxstore.templates import render_template
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["NarrativeEntry", "ROLE_TYPES", "META_PATH", "META_HASH", "META_KEY", "META_TASK",
            "add_note", "add_task", "add_decision", "log_event"]
@@ -153,7 +156,7 @@ def _hhmm(ms: int) -> str:
     return time.strftime("%H:%M", time.gmtime(ms / 1000))
 
 
-def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
+def _write_entry(db: Session, *, role: str, rel: str, entry: str, header: str,
                  node_id: str, tags: Sequence[str], metadata: dict[str, Any] | None,
                  extra: dict[str, Any] | None = None,
                  log_event: tuple[str, str, str] | None = None) -> NarrativeEntry:
@@ -166,6 +169,7 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
     first one is written, so a file that cannot be read or written through changes
     nothing.
     """
+    store = db.store
     clean_tags = [validate_tag(t) for t in tags]  # fail before anything is written
     section = parse_entries(rel, entry)[0]
     split_content(section.content)
@@ -185,12 +189,12 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
             _write_text(store, target, text)
         meta = dict(metadata or {})
         meta.update({META_PATH: rel, META_HASH: content_hash(section.content)}, **(extra or {}))
-        added = add_node(store, ROLE_TYPES[role], section.content, tags=clean_tags, metadata=meta,
+        added = add_node(db, ROLE_TYPES[role], section.content, tags=clean_tags, metadata=meta,
                          node_id=node_id)
         # Mentions edges to the indexed files and symbols the entry names (docs/code.md).
         from ctxstore.code.relate import stage_mentions
 
-        stage_mentions(store, node_id, [section.content])
+        stage_mentions(db, node_id, [section.content])
     number = (extra or {}).get(META_TASK)
     return NarrativeEntry(added.node, rel, number, added)
 
@@ -231,7 +235,7 @@ def log_event(store: Store, kind: str, text: str, session_id: str) -> str:
     return rel
 
 
-def add_note(store: Store, text: str, *, tags: Sequence[str] = (),
+def add_note(db: Session, text: str, *, tags: Sequence[str] = (),
              metadata: dict[str, Any] | None = None) -> NarrativeEntry:
     """Append a note to today's log (UTC) and stage it as an ``observation`` node.
 
@@ -245,11 +249,11 @@ def add_note(store: Store, text: str, *, tags: Sequence[str] = (),
     entry = render_template("log_entry.md", time=_hhmm(ms), kind="note",
                                 marker=id_marker(node_id), text=body,
                                 end=end_marker(node_id))
-    return _write_entry(store, role="log", rel=rel, entry=entry, header=log_header(ms),
+    return _write_entry(db, role="log", rel=rel, entry=entry, header=log_header(ms),
                         node_id=node_id, tags=tags, metadata=metadata)
 
 
-def add_decision(store: Store, title: str, body: str | None = None, *, tags: Sequence[str] = (),
+def add_decision(db: Session, title: str, body: str | None = None, *, tags: Sequence[str] = (),
                  metadata: dict[str, Any] | None = None) -> NarrativeEntry:
     """Append a decision section to decisions.md and stage it as a ``decision`` node.
 
@@ -265,11 +269,11 @@ def add_decision(store: Store, title: str, body: str | None = None, *, tags: Seq
     entry = render_template("decision_entry.md", title=title, marker=id_marker(node_id),
                                 body=text, end=end_marker(node_id))
     header = with_metadata(render_template("decisions.md"), metadata_block(now_ms()))
-    return _write_entry(store, role="decision", rel="decisions.md", entry=entry,
+    return _write_entry(db, role="decision", rel="decisions.md", entry=entry,
                         header=header, node_id=node_id, tags=tags, metadata=metadata)
 
 
-def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequence[str] = (),
+def add_task(db: Session, title: str, body: str | None = None, *, tags: Sequence[str] = (),
              metadata: dict[str, Any] | None = None) -> NarrativeEntry:
     """Create a task file ``tasks/task_<ULID>.md`` and stage it as a ``task`` node.
 
@@ -294,6 +298,6 @@ def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequenc
     event = render_template("task_created.md", time=_hhmm(ms), marker=event_marker(key),
                                 number=number, title=title, file=Path(rel).name, path=rel,
                                 end=end_marker(key))
-    return _write_entry(store, role="task", rel=rel, entry=entry, header="", node_id=node_id,
+    return _write_entry(db, role="task", rel=rel, entry=entry, header="", node_id=node_id,
                         tags=tags, metadata=metadata, extra={META_TASK: number},
                         log_event=(log_rel(ms), log_header(ms), event))

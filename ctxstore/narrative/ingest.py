@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import new_ulid
@@ -36,6 +36,9 @@ from ctxstore.narrative.markdown import (
 from ctxstore.narrative.snapshot import iter_narrative_files, read_narrative_bytes
 from ctxstore.records import dataclass
 from ctxstore.repo import Store, now_ms
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["NarrativeChange", "ingest_narrative_edits"]
 
@@ -249,7 +252,7 @@ class _Ingest:
             self.note("updated", node.id, entry)
 
 
-def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
+def ingest_narrative_edits(db: Session) -> list[NarrativeChange]:
     """Turn edits of the log, decision and task Markdown into staged node changes.
 
     * an entry whose marker names a live node and whose text changed: a new version;
@@ -268,12 +271,12 @@ def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
         InvalidInput: a narrative file holds conflict markers (nothing is staged).
         LockConflict, StorageIOError: if the changes cannot be staged.
     """
-    from ctxstore.index import open_index
+    store = db.store
 
     with store.lock():
         skipped: list[str] = []
         entries, read = _read_entries(store, skipped)
-        conn = open_index(store)
+        conn = db.index()
         linked = _linked_nodes(conn)
         entries, refused = _refuse_foreign_markers(conn, entries, {n.id: n for n in linked})
         refused = [NarrativeChange("skipped", "", rel) for rel in skipped] + refused

@@ -18,7 +18,7 @@ from ctxstore.index import open_index
 from ctxstore.index.read import node_versions
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.repo import Store, open_store
-from tests.conftest import run_ctx
+from tests.conftest import run_ctx, session_of
 
 ROUNDS = 20
 
@@ -70,10 +70,11 @@ def _count(store: Store, sql: str, *args: object) -> int:
 
 
 def test_stop_identical_concurrent_hooks_run_each_command_exactly_once(store: Store, tmp_path: Path) -> None:
-    a = add_node(store, "fact", "source node A").node.id
-    b = add_node(store, "fact", "target node B").node.id
+    a = add_node(session_of(store), "fact", "source node A").node.id
+    b = add_node(session_of(store), "fact", "target node B").node.id
     for n in range(ROUNDS):
-        working = add_node(store, "observation", f"working note {n}", tags=["tier:working"]).node.id
+        working = add_node(session_of(store), "observation",
+                           f"working note {n}", tags=["tier:working"]).node.id
         transcript = tmp_path / f"t{n}.jsonl"
         _turn(transcript, n, a, b)
         session = f"round-{n}"

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from ctxstore.cli.root import cli
 from ctxstore.config import DEFAULTS, RESERVED, load_config, render_default_config
 from ctxstore.repo import Store
-from tests.conftest import invoke
+from tests.conftest import invoke, session_of
 
 ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 
@@ -208,7 +208,7 @@ def test_progress_commit_of_a_large_session_draws_on_a_terminal_only(tmp_path: P
         init_store(root)
         store = open_store(root)
         for i in range(520):  # one work commit per write: a session of 520 steps
-            add_node(store, "fact", f"fact {i}")
+            add_node(session_of(store), "fact", f"fact {i}")
         roots.append(root)
     code, tty, out = _on_pty(["--ctx-dir", str(roots[0]), "commit", "-m", "big"], which="stderr")
     assert code == 0 and out.startswith(b"committed "), out

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 import pytest
-from conftest import invoke, store_digest
+from conftest import invoke, session_of, store_digest
 
 from ctxstore.cli import cli
 from ctxstore.query.parser import MAX_QUERY_DEPTH, MAX_QUERY_TERMS, MAX_TERM_LENGTH
@@ -78,7 +78,7 @@ def test_invalid_utf8_argument_is_one_clear_error(store: Store, tmp_path: Path, 
                                                   args: list[bytes]) -> None:
     from ctxstore.knowledge.nodes import add_node
 
-    add_node(store, "fact", "an existing fact")
+    add_node(session_of(store), "fact", "an existing fact")
     before = store_digest(store.root)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
@@ -118,7 +118,7 @@ def test_invalid_utf8_option_value_is_one_clear_error(store: Store, runner, labe
     """In-process (CliRunner hands click the same lone surrogates argv decoding gives)."""
     from ctxstore.knowledge.nodes import add_node
 
-    add_node(store, "fact", "an existing fact")
+    add_node(session_of(store), "fact", "an existing fact")
     before = store_digest(store.root)
     r = invoke(runner, store, *args, input="{}")
     if args[0] == "hook":
@@ -154,13 +154,13 @@ def test_library_refuses_undecodable_text_before_the_first_write(store: Store) -
     from ctxstore.knowledge.nodes import add_node
     from ctxstore.staging import abort_session, commit_stage, start_session
 
-    add_node(store, "fact", "staged")
+    add_node(session_of(store), "fact", "staged")
     before = store_digest(store.root)
     calls = [
-        lambda: add_node(store, "fact", "ok", metadata={"k": "\udcff"}),
-        lambda: add_node(store, "fact", "ok", metadata={"\udcff": "v"}),
-        lambda: add_node(store, "fact", "x\udcff"),
-        lambda: add_node(store, "fact", "big " * 5000, metadata={"k": "\ud800"}),  # with a blob
+        lambda: add_node(session_of(store), "fact", "ok", metadata={"k": "\udcff"}),
+        lambda: add_node(session_of(store), "fact", "ok", metadata={"\udcff": "v"}),
+        lambda: add_node(session_of(store), "fact", "x\udcff"),
+        lambda: add_node(session_of(store), "fact", "big " * 5000, metadata={"k": "\ud800"}),  # with a blob
         lambda: commit_stage(store, "\udcff"),
         lambda: abort_session(store, "why \udcff"),
     ]
@@ -213,7 +213,7 @@ DEEP_MIXED = "NOT (a OR " * (MAX_QUERY_DEPTH // 2) + "x" + ")" * (MAX_QUERY_DEPT
 def test_queries_within_the_limits_run_everywhere(store: Store, runner, query: str) -> None:
     from ctxstore.knowledge.nodes import add_node
 
-    add_node(store, "fact", "a fact about x")
+    add_node(session_of(store), "fact", "a fact about x")
     for name, args in _query_commands(query).items():
         r = invoke(runner, store, *args)
         assert r.exit_code == 0, (name, r.stderr)
@@ -251,7 +251,7 @@ def test_queries_over_the_limits_are_one_line_errors(store: Store, runner, query
 def test_search_never_refuses_free_text(store: Store, runner, text: str) -> None:
     from ctxstore.knowledge.nodes import add_node
 
-    add_node(store, "fact", "a fact about x")
+    add_node(session_of(store), "fact", "a fact about x")
     r = invoke(runner, store, "search", text)
     assert r.exit_code == 0, r.stderr
     if text == "fact\0x":

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from _ingestlib import ctx, ctx_json, make_work, query, tree_snapshot, write
-from conftest import REPO_ROOT, store_digest
+from conftest import REPO_ROOT, session_of, store_digest
 
 from ctxstore.code.ingest import add_files
 from ctxstore.code.runs import bound_output
@@ -61,7 +61,7 @@ def work(tmp_path: Path) -> Path:
 
 def test_diagnostics_failing_pytest_run_is_stored_and_listed(work: Path) -> None:
     ctx_dir = work / ".ctx"
-    add_files(open_store(ctx_dir), ["test_a.py"], semantics=True)  # symbols for item edges
+    add_files(session_of(open_store(ctx_dir)), ["test_a.py"], semantics=True)  # symbols for item edges
     res = _run(ctx_dir, "--format", "json", "add", "command", "--name", "pytest", "--",
                sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_a.py")
     assert res.returncode == 0, res.stderr

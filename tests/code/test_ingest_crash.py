@@ -12,6 +12,7 @@ from _ingestlib import ctx_json, make_work, query, write
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
 from _crashlib import run_cli  # noqa: E402
+from conftest import session_of
 
 from ctxstore.code.ingest import index_tree  # noqa: E402
 from ctxstore.objects import KIND_BLOB, LayeredObjectStore, ObjectId  # noqa: E402
@@ -94,7 +95,7 @@ def test_a_worker_that_cannot_write_leaves_it_to_the_parent(tmp_path: Path,
         return real_write(self, kind, payload)
 
     monkeypatch.setattr(LayeredObjectStore, "write", write_in_parent_only)
-    report = index_tree(open_store(ctx_dir), jobs=2)
+    report = index_tree(session_of(open_store(ctx_dir)), jobs=2)
     assert sorted(report.written) == sorted(POOL_FILES)
     assert list(tmp_path.glob("worker-*"))  # the workers tried, and failed
     assert len(failed) >= 2 * len(POOL_FILES)  # the parent wrote every blob and version

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from _ingestlib import ctx, ctx_json, make_work, query, write
-from conftest import stage_file
+from conftest import session_of, stage_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
 from _crashlib import run_cli  # noqa: E402
@@ -114,14 +114,14 @@ def test_a_run_turns_the_cycle_collector_off_and_gives_it_back(tmp_path: Path) -
                                               for j in range(200)) for i in range(40)})
     during: list[bool] = []
     store = open_store(ctx_dir)
-    report = index_tree(store, progress=lambda done, total: during.append(gc.isenabled()))
+    report = index_tree(session_of(store), progress=lambda done, total: during.append(gc.isenabled()))
     assert report.read == 40 and report.symbols >= 40 * 200
     assert len(during) == 40 and not any(during)
     assert gc.isenabled()
     gc.disable()  # a caller that had it off keeps it off
     try:
         write(tmp_path, {"pkg/m0.py": "def g():\n    pass\n"})
-        index_tree(store)
+        index_tree(session_of(store))
         assert not gc.isenabled()
     finally:
         gc.enable()

@@ -29,6 +29,7 @@ from ctxstore.model.knowledge import NodeRecord
 from ctxstore.objects import ObjectId
 from ctxstore.replay import KnowledgeState, replay
 from ctxstore.repo import Store, open_store
+from ctxstore.session import Session
 from ctxstore.staging import commit_stage, start_session
 from ctxstore.verify import verify_store
 
@@ -243,7 +244,10 @@ def build_templates(root: Path) -> dict[str, Template]:
     ledger: dict[str, str] = {}
 
     def add(text: str, kind: str = "fact") -> str:
-        nid = add_node(store, kind, text, tags=["crash:template"]).node.id
+        # A session per write, closed at once: a template is copied with no index connection
+        # open on it (an open one could checkpoint its WAL while a copy is read).
+        with Session(store) as db:
+            nid = add_node(db, kind, text, tags=["crash:template"]).node.id
         ledger[nid] = text
         return nid
 

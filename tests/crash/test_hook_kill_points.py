@@ -24,6 +24,7 @@ from _crashlib import child_env, read_trace
 
 from ctxstore.index import open_index
 from ctxstore.repo import open_store
+from ctxstore.session import Session
 
 pytestmark = pytest.mark.crash
 
@@ -168,7 +169,8 @@ def _setup(work: Path, tag: str) -> str:
 
     kept = _add(work, "--type", "observation", "--tag", "tier:working", "the cache warms fast")
     store = open_store(work / ".ctx")
-    run_lifecycle(store, now_ms=now_ms() + 300 * scoring.DAY_MS)
+    with Session(store) as db:  # closed before the store is copied
+        run_lifecycle(db, now_ms=now_ms() + 300 * scoring.DAY_MS)
     with closing(open_index(store)) as conn:
         assert conn.execute("SELECT status FROM nodes WHERE id = ?", (kept,)).fetchone() == \
             ("archived",)

@@ -168,7 +168,8 @@ def _follow_up(ctx: Path, required: dict[str, str]) -> list[str]:
     leftovers = sorted(str(p.relative_to(ctx)) for p in ctx.rglob("*.tmp"))
     if leftovers:
         probs.append(f"temp files survive gc: {leftovers[:3]}")
-    nid = add_node(open_store(ctx), "fact", FOLLOW_UP).node.id
+    with Session(open_store(ctx)) as db:  # in a worker thread: its own session, closed here
+        nid = add_node(db, "fact", FOLLOW_UP).node.id
     commit_stage(open_store(ctx), "fold after crash")
     errs = verify_errors(ctx)
     if errs:
@@ -393,13 +394,13 @@ from pathlib import Path
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.repo import open_store
 from ctxstore.session import Session
-store = open_store(Path(sys.argv[1]))
+db = Session(open_store(Path(sys.argv[1])))
 tag = sys.argv[2]
 print("READY", flush=True)
 i = 0
 while True:
     text = f"{tag} note {i:05d} " + "payload " * 20
-    node = add_node(store, "observation", text).node
+    node = add_node(db, "observation", text).node
     print(f"ACK {node.id} {i}", flush=True)
     i += 1
 """

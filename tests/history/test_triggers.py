@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from click.testing import CliRunner
-from conftest import invoke, run_ctx
+from conftest import invoke, run_ctx, session_of
 
 from ctxstore.history.tasks import task_end, task_start
 from ctxstore.history.triggers import maybe_compact
@@ -35,9 +35,9 @@ def _log_messages(runner: CliRunner, store: Store) -> list[str]:
 def test_triggers_token_budget_compacts_at_session_end(runner: CliRunner, store: Store) -> None:
     store = _config(store, "[staging]\ncompact_token_threshold = 20\n[lifecycle]\n"
                            "on_session_end = false\n")
-    add_node(store, "fact", "short")
+    add_node(session_of(store), "fact", "short")
     assert session_end_upkeep(store.root).compaction is None  # 2 tokens: under the budget
-    add_node(store, "fact", "a much longer memory " * 5)
+    add_node(session_of(store), "fact", "a much longer memory " * 5)
     up = session_end_upkeep(store.root)
     assert up.compaction is not None and up.problems == []
     assert up.compaction.reasons[0].startswith("token budget (")
@@ -49,7 +49,7 @@ def test_triggers_token_budget_compacts_at_session_end(runner: CliRunner, store:
 
 def test_triggers_time_limit(store: Store) -> None:
     store = _config(store, "[staging]\ncompact_after_minutes = 60.0\n")
-    add_node(store, "fact", "staged work")
+    add_node(session_of(store), "fact", "staged work")
     started = session_status(store).started_at
     assert maybe_compact(Session(store), now_ms=started + 59 * 60_000) is None
     done = maybe_compact(Session(store), now_ms=started + 61 * 60_000)
@@ -59,11 +59,11 @@ def test_triggers_time_limit(store: Store) -> None:
 
 def test_triggers_task_switch_and_task_end(store: Store) -> None:
     start_session(store, "alpha")
-    add_node(store, "fact", "work on alpha")
+    add_node(session_of(store), "fact", "work on alpha")
     assert task_start(Session(store), "alpha").compaction is None  # the same task
     done = task_start(Session(store), "beta").compaction
     assert done is not None and done.reasons == ("context switch (alpha -> beta)",)
-    add_node(store, "fact", "work on beta")
+    add_node(session_of(store), "fact", "work on beta")
     ended = task_end(Session(store), "beta")
     assert ended.compaction is not None and ended.problem is None
     assert ended.compaction.reasons == ("task completion (beta)",)
@@ -72,7 +72,7 @@ def test_triggers_task_switch_and_task_end(store: Store) -> None:
 
 def test_triggers_task_boundary_that_cannot_compact_still_moves_the_task(store: Store) -> None:
     start_session(store, "alpha")
-    add_node(store, "fact", "work on alpha")
+    add_node(session_of(store), "fact", "work on alpha")
     (store.root / "narrative" / "decisions.md").write_text("<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n")
     res = task_start(Session(store), "beta")  # a switch: compaction refused by the markers
     assert res.compaction is None and res.problem is not None
@@ -85,7 +85,7 @@ def test_triggers_each_can_be_turned_off(store: Store) -> None:
     store = _config(store, "[staging]\ncompact_token_threshold = 0\ncompact_after_minutes = 0.0\n"
                            "compact_on_task_end = false\ncompact_on_task_switch = false\n")
     start_session(store, "alpha")
-    add_node(store, "fact", "x " * 400_000)
+    add_node(session_of(store), "fact", "x " * 400_000)
     assert maybe_compact(Session(store), now_ms=now_ms() + 10**10, task_started="beta",
                          task_ended="alpha") is None
 
@@ -127,7 +127,7 @@ print("compacted" if r is not None and r.fold.commit is not None else "none")
 
 def test_triggers_concurrent_writers_compact_once(runner: CliRunner, store: Store) -> None:
     store = _config(store, "[staging]\ncompact_token_threshold = 1\n")
-    add_node(store, "fact", "staged for the race")
+    add_node(session_of(store), "fact", "staged for the race")
     procs = [subprocess.Popen([sys.executable, "-c", _RACE, str(store.root)],
                               stdout=subprocess.PIPE, text=True) for _ in range(3)]
     outs = sorted(p.communicate(timeout=60)[0].strip() for p in procs)

@@ -4,7 +4,7 @@ and of the old modules that re-export them."""
 from __future__ import annotations
 
 import pytest
-from conftest import store_digest
+from conftest import session_of, store_digest
 
 from ctxstore.errors import InvalidInput, NodeNotFound
 from ctxstore.index import open_index
@@ -25,31 +25,31 @@ def labels(store: Store, node_id: str) -> list[str]:
 
 
 def test_link_and_unlink_are_idempotent(store: Store) -> None:
-    a, b = (add_node(store, "fact", t).node.id for t in ("a", "b"))
-    assert ke.link_nodes(store, a, b, "depends-on").changed
-    assert not ke.link_nodes(store, a[:10], b[:10], "DEPENDS_ON").changed
-    ke.link_nodes(store, a, b, "relates_to")
+    a, b = (add_node(session_of(store), "fact", t).node.id for t in ("a", "b"))
+    assert ke.link_nodes(session_of(store), a, b, "depends-on").changed
+    assert not ke.link_nodes(session_of(store), a[:10], b[:10], "DEPENDS_ON").changed
+    ke.link_nodes(session_of(store), a, b, "relates_to")
     assert labels(store, a) == ["DEPENDS_ON", "RELATES_TO"]
-    assert len(ke.unlink_nodes(store, a, b, "DEPENDS_ON").records) == 1
-    assert not ke.unlink_nodes(store, a, b, "DEPENDS_ON").changed
-    assert ke.unlink_nodes(store, a, b).changed and labels(store, a) == []
+    assert len(ke.unlink_nodes(session_of(store), a, b, "DEPENDS_ON").records) == 1
+    assert not ke.unlink_nodes(session_of(store), a, b, "DEPENDS_ON").changed
+    assert ke.unlink_nodes(session_of(store), a, b).changed and labels(store, a) == []
 
 
 def test_link_refuses_self_loops_and_unknown_types_writing_nothing(store: Store) -> None:
-    a = add_node(store, "fact", "a").node.id
+    a = add_node(session_of(store), "fact", "a").node.id
     before = store_digest(store.root)
     with pytest.raises(InvalidInput, match="two different nodes"):
-        ke.link_nodes(store, a, a, "RELATES_TO")
+        ke.link_nodes(session_of(store), a, a, "RELATES_TO")
     with pytest.raises(InvalidInput, match="unknown edge type"):
-        ke.link_nodes(store, a, a, "Calls")
+        ke.link_nodes(session_of(store), a, a, "Calls")
     assert store_digest(store.root) == before
 
 
 def test_views_create_update_list_delete(store: Store) -> None:
-    kv.create_view(store, "facts", "type:fact", 100, "all facts")
+    kv.create_view(session_of(store), "facts", "type:fact", 100, "all facts")
     with pytest.raises(InvalidInput, match="exists"):
-        kv.create_view(store, "facts", "type:fact", 100)
-    kv.update_view(store, "facts", budget=200)
+        kv.create_view(session_of(store), "facts", "type:fact", 100)
+    kv.update_view(session_of(store), "facts", budget=200)
     conn = open_index(store)
     try:
         got = kv.get_view(conn, "facts")
@@ -58,9 +58,9 @@ def test_views_create_update_list_delete(store: Store) -> None:
         assert kv.get_view(conn, "default", default_budget=7).budget == 7
     finally:
         conn.close()
-    kv.delete_view(store, "facts")
+    kv.delete_view(session_of(store), "facts")
     with pytest.raises(NodeNotFound):
-        kv.delete_view(store, "facts")
+        kv.delete_view(session_of(store), "facts")
 
 
 def test_views_refuse_bad_names_budgets_and_queries(store: Store) -> None:
@@ -68,14 +68,14 @@ def test_views_refuse_bad_names_budgets_and_queries(store: Store) -> None:
     for args, match in ((("bad name", "x", 1), "invalid view name"), (("v", "x", 0), "budget"),
                         (("v", "(", 1), "query syntax error")):
         with pytest.raises(InvalidInput, match=match):
-            kv.create_view(store, *args)
+            kv.create_view(session_of(store), *args)
     with pytest.raises(InvalidInput, match="nothing to update"):
-        kv.update_view(store, "default")
+        kv.update_view(session_of(store), "default")
     assert store_digest(store.root) == before
 
 
 def test_update_of_the_builtin_default_view_saves_it(store: Store) -> None:
-    kv.update_view(store, "default", budget=123)
+    kv.update_view(session_of(store), "default", budget=123)
     conn = open_index(store)
     try:
         got = kv.get_view(conn, "default")
@@ -85,9 +85,9 @@ def test_update_of_the_builtin_default_view_saves_it(store: Store) -> None:
 
 
 def test_store_status_counts_nodes_types_tiers_edges_and_staged_work(store: Store) -> None:
-    a = add_node(store, "fact", "alpha beta", tags=["tier:working", "x"]).node.id
-    b = add_node(store, "decision", "gamma", tags=["tier:pinned"]).node.id
-    supersede_node(store, a, b)
+    a = add_node(session_of(store), "fact", "alpha beta", tags=["tier:working", "x"]).node.id
+    b = add_node(session_of(store), "decision", "gamma", tags=["tier:pinned"]).node.id
+    supersede_node(session_of(store), a, b)
     conn = open_index(store)
     try:
         st = ks.store_status(store, conn, kind="project")

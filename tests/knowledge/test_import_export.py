@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_ctx, store_digest
+from conftest import run_ctx, session_of, store_digest
 
 from ctxstore.clock import now_ms
 from ctxstore.errors import InvalidInput
@@ -51,10 +51,10 @@ def node_of(store: Store, node_id: str):
 
 @pytest.fixture
 def full(store: Store) -> Store:
-    a = add_node(store, "fact", "alpha", tags=["tier:working"], metadata={"k": 1}).node.id
-    b = add_node(store, "decision", "beta " * 2000).node.id  # kept as a blob
-    link_nodes(store, a, b, "DEPENDS_ON")
-    create_view(store, "mine", "type:fact", 1000, "facts")
+    a = add_node(session_of(store), "fact", "alpha", tags=["tier:working"], metadata={"k": 1}).node.id
+    b = add_node(session_of(store), "decision", "beta " * 2000).node.id  # kept as a blob
+    link_nodes(session_of(store), a, b, "DEPENDS_ON")
+    create_view(session_of(store), "mine", "type:fact", 1000, "facts")
     return store
 
 
@@ -101,7 +101,7 @@ def test_export_then_import_into_an_empty_store_round_trips(full: Store, tmp_pat
     init_store(tmp_path / "other" / ".ctx", git=False)
     empty = open_store(tmp_path / "other" / ".ctx")
     first = export(full)
-    report = kx.import_document(empty, json.dumps(first), merge=False)
+    report = kx.import_document(session_of(empty), json.dumps(first), merge=False)
     assert (report.nodes, report.edges, report.views, report.skipped) == (2, 1, 1, [])
     assert report.staged is not None
     assert export(empty) == first
@@ -111,9 +111,9 @@ def test_stage_import_plan_refuses_what_the_store_has_without_merge(full: Store)
     plan = kx.build_import_plan(export(full), now=now_ms())
     before = store_digest(full.root)
     with pytest.raises(InvalidInput, match="2 nodes are already in the store"):
-        kx.stage_import_plan(full, plan, merge=False)
+        kx.stage_import_plan(session_of(full), plan, merge=False)
     assert store_digest(full.root) == before
-    report = kx.stage_import_plan(full, plan, merge=True)
+    report = kx.stage_import_plan(session_of(full), plan, merge=True)
     assert (report.nodes, report.edges, report.views, report.staged) == (0, 0, 0, None)
     assert (len(report.skipped), report.skipped_edges, report.skipped_views) == (2, 1, 1)
     assert store_digest(full.root) == before
@@ -125,16 +125,16 @@ def test_stage_import_plan_refuses_an_edge_to_a_node_found_nowhere(store: Store)
                                 now=now_ms())
     before = store_digest(store.root)
     with pytest.raises(InvalidInput, match=f"node {B} is neither in the document nor in the store"):
-        kx.stage_import_plan(store, plan, merge=True)
+        kx.stage_import_plan(session_of(store), plan, merge=True)
     assert store_digest(store.root) == before
 
 
 def test_import_restores_a_deleted_node_after_its_tombstone(full: Store) -> None:
     exported = export(full)
     node_id = exported["nodes"][0]["id"]
-    delete_node(full, node_id)
+    delete_node(session_of(full), node_id)
     assert node_of(full, node_id) is None
-    report = kx.import_document(full, exported, merge=True)
+    report = kx.import_document(session_of(full), exported, merge=True)
     assert report.nodes == 1
     got = node_of(full, node_id)
     assert got is not None and got.content == exported["nodes"][0]["content"]
@@ -163,7 +163,7 @@ def test_read_document_file_is_bounded_and_never_blocks(tmp_path: Path) -> None:
 def test_ingest_file_stores_a_source_node_with_its_origin(store: Store, tmp_path: Path) -> None:
     path = tmp_path / "notes.md"
     path.write_text("# Notes\nhello\n")
-    added = ingest_file(store, path, tags=["project:x"])
+    added = ingest_file(session_of(store), path, tags=["project:x"])
     got = node_of(store, added.node.id)
     assert got is not None
     assert (got.type, got.content, got.tags) == ("source", "# Notes\nhello\n", ["project:x"])
@@ -180,7 +180,7 @@ def test_ingest_file_refuses_what_is_not_text_writing_nothing(store: Store, tmp_
     path.write_bytes(data)
     before = store_digest(store.root)
     with pytest.raises(InvalidInput, match=match):
-        ingest_file(store, path)
+        ingest_file(session_of(store), path)
     assert store_digest(store.root) == before
 
 
@@ -189,7 +189,7 @@ def test_ingest_file_refuses_a_file_over_the_limit(store: Store, tmp_path: Path)
     with path.open("wb") as fh:
         fh.truncate(MAX_INGEST_BYTES + 1)
     with pytest.raises(InvalidInput, match="larger than"):
-        ingest_file(store, path)
+        ingest_file(session_of(store), path)
 
 
 def _cli(store: Path, *args: str) -> str:

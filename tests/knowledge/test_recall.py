@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import session_of
 
 from ctxstore.errors import InvalidInput, NodeNotFound
 from ctxstore.index import open_index
@@ -14,8 +15,8 @@ from ctxstore.repo import Store
 
 
 def test_recall_leaves_out_forgotten_nodes_and_honours_the_limit(store: Store) -> None:
-    ids = [add_node(store, "fact", f"retry policy number {i}").node.id for i in range(5)]
-    forget_node(store, ids[0])
+    ids = [add_node(session_of(store), "fact", f"retry policy number {i}").node.id for i in range(5)]
+    forget_node(session_of(store), ids[0])
     conn = open_index(store)
     found = [n.id for n in recall_nodes(conn, "retry", limit=10, now=time.time())]
     assert set(found) == set(ids[1:])
@@ -39,15 +40,15 @@ def test_recall_limit_refuses_out_of_range(text: str) -> None:
 
 
 def test_expand_returns_the_live_sources_of_a_summary(store: Store) -> None:
-    a = add_node(store, "fact", "alpha").node.id
-    b = add_node(store, "fact", "beta").node.id
-    s = summarize_nodes(store, [a, b], "alpha and beta")[0].id
+    a = add_node(session_of(store), "fact", "alpha").node.id
+    b = add_node(session_of(store), "fact", "beta").node.id
+    s = summarize_nodes(session_of(store), [a, b], "alpha and beta")[0].id
     got = expand_summary(open_index(store), s)
     assert got.summary.id == s and {n.id for n in got.sources} == {a, b}
 
 
 def test_expand_refuses_a_node_that_is_not_a_summary(store: Store) -> None:
-    a = add_node(store, "fact", "alpha").node.id
+    a = add_node(session_of(store), "fact", "alpha").node.id
     with pytest.raises(InvalidInput):
         expand_summary(open_index(store), a)
     with pytest.raises(NodeNotFound):

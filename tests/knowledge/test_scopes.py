@@ -19,7 +19,7 @@ from ctxstore.knowledge.scopes import (
     query_scoped,
     recall_scoped,
     search_scoped,
-    store_for_scope,
+    session_for_scope,
 )
 from ctxstore.packs.compose import compose_scoped
 from ctxstore.session import Session
@@ -110,12 +110,12 @@ def test_scopes_library_merges_and_labels(tmp_path: Path) -> None:
     init_store(tmp_path / "p" / ".ctx", git=False)
     user_path = tmp_path / "home" / ".ctx"
     with Session.open(tmp_path / "p" / ".ctx") as project:
-        p = add_node(project.store, "fact", "deploys go through the staging cluster",
+        p = add_node(project, "fact", "deploys go through the staging cluster",
                      tags=["tier:reference"]).node
         assert Stores.open(project, user_path).user is None  # nothing to read, nothing created
         assert not user_path.exists()
-        with store_for_scope(project.store, "global", user_store=user_path) as store:
-            u = add_node(store, "fact", "staging cluster credentials live in the vault",
+        with session_for_scope(project, "global", user_store=user_path) as written:
+            u = add_node(written, "fact", "staging cluster credentials live in the vault",
                          tags=["tier:reference"]).node
         stores = Stores.open(project, user_path)
         try:
@@ -156,7 +156,7 @@ def test_scopes_markdown_ids_are_unique_in_their_store_and_show_takes_them(tmp_p
     project = _project(tmp_path, "p")
     with Session.open(project / ".ctx") as db:  # in one process: the same first 8 characters
         for i in range(4):
-            add_node(db.store, "fact", f"fact number {i}")
+            add_node(db, "fact", f"fact number {i}")
     assert run_ctx(["add", "--global", "--type", "fact", "user fact"], cwd=project).returncode == 0
     for argv in (["query", "--global", "type:fact"], ["recall", "type:fact"],
                  ["search", "--global", "fact number"]):

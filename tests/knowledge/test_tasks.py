@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import store_digest
+from conftest import session_of, store_digest
 
 from ctxstore.errors import InvalidInput, UnsafePath
 from ctxstore.index import open_index
@@ -36,14 +36,14 @@ def tags_of(store: Store, node_id: str) -> list[str]:
 
 
 def add(store: Store, content: str, *tags: str, node_type: str = "observation") -> str:
-    return add_node(store, node_type, content, tags=list(tags)).node.id
+    return add_node(session_of(store), node_type, content, tags=list(tags)).node.id
 
 
 def test_start_task_tags_only_untasked_working_nodes(store: Store) -> None:
     free = add(store, "free", "tier:working")
     taken = add(store, "taken", "tier:working", "task:other")
     reference = add(store, "ref", "tier:reference")
-    res = start_task(Session(store), " t1 ")
+    res = start_task(session_of(store), " t1 ")
     assert (res.name, res.action, res.changed) == ("t1", "start", True)
     assert [n.id for n in res.nodes] == [free]
     assert tags_of(store, free) == ["task:t1", "tier:working"]
@@ -54,7 +54,7 @@ def test_start_task_tags_only_untasked_working_nodes(store: Store) -> None:
 def test_start_task_with_no_untasked_working_nodes_writes_nothing(store: Store) -> None:
     add(store, "ref", "tier:reference")
     before = store_digest(store.root)
-    res = start_task(Session(store), "t1")
+    res = start_task(session_of(store), "t1")
     assert (res.changed, res.nodes, res.write.staged) == (False, (), None)
     assert store_digest(store.root) == before
 
@@ -64,7 +64,7 @@ def test_end_task_promotes_decisions_and_moves_the_rest_off_context(store: Store
     dec = add(store, "dec", "tier:working", "task:t1", node_type="decision")
     other = add(store, "other task", "tier:working", "task:t2")
     done = add(store, "not working", "tier:pinned", "task:t1")
-    res = end_task(Session(store), "t1")
+    res = end_task(session_of(store), "t1")
     assert (res.action, res.changed) == ("end", True)
     assert sorted(n.id for n in res.nodes) == sorted([obs, dec])
     assert all("tier:working" in n.tags for n in res.nodes)  # as they were before
@@ -72,14 +72,14 @@ def test_end_task_promotes_decisions_and_moves_the_rest_off_context(store: Store
     assert tags_of(store, dec) == ["task:t1", "tier:reference"]
     assert tags_of(store, other) == ["task:t2", "tier:working"]
     assert tags_of(store, done) == ["task:t1", "tier:pinned"]
-    assert not end_task(Session(store), "t1").changed  # nothing of t1 is working any more
+    assert not end_task(session_of(store), "t1").changed  # nothing of t1 is working any more
 
 
 def test_start_then_end_moves_the_whole_working_set_of_the_task(store: Store) -> None:
     a = add(store, "a", "tier:working")
-    start_task(Session(store), "build")
+    start_task(session_of(store), "build")
     b = add(store, "b", "tier:working", task_tag("build"))  # written during the task
-    res = end_task(Session(store), "build")
+    res = end_task(session_of(store), "build")
     assert sorted(n.id for n in res.nodes) == sorted([a, b])
     assert "tier:off-context" in tags_of(store, a) and "tier:off-context" in tags_of(store, b)
 
@@ -90,15 +90,15 @@ def test_task_names_are_tags_and_need_a_value(store: Store) -> None:
     assert task_tag("t" * 128) == "task:" + "t" * 128
     for bad in ("", "   ", "two words", "t" * 129, "T" + "x" * 50_000):
         with pytest.raises(InvalidInput):
-            start_task(Session(store), bad)
+            start_task(session_of(store), bad)
         with pytest.raises(InvalidInput):
-            end_task(Session(store), bad)
+            end_task(session_of(store), bad)
     assert store_digest(store.root) == before
 
 
 def test_task_end_of_a_name_that_needs_quoting_in_a_query(store: Store) -> None:
     nid = add(store, "x", "tier:working", "task:a.b/c:d")
-    assert [n.id for n in end_task(Session(store), "a.b/c:d").nodes] == [nid]
+    assert [n.id for n in end_task(session_of(store), "a.b/c:d").nodes] == [nid]
 
 
 def test_tags_are_at_most_200_characters(store: Store) -> None:
@@ -107,7 +107,7 @@ def test_tags_are_at_most_200_characters(store: Store) -> None:
     assert validate_tag("a:" + "x" * 198) == "a:" + "x" * 198
     before = store_digest(store.root)
     with pytest.raises(InvalidInput, match="at most 200 characters"):
-        add_node(store, "fact", "content", tags=["a:" + "x" * 199])
+        add_node(session_of(store), "fact", "content", tags=["a:" + "x" * 199])
     assert store_digest(store.root) == before
 
 
@@ -125,13 +125,13 @@ def test_the_longest_task_name_is_the_one_session_start_shows() -> None:
 
 def test_current_task_is_set_by_start_and_cleared_by_its_end_only(store: Store) -> None:
     assert read_current_task(store.root) is None
-    start_task(Session(store), " build ")
+    start_task(session_of(store), " build ")
     assert read_current_task(store.root) == "build"
     assert (store.root / "local" / "current-task").read_bytes() == b"build\n"
     assert current_task(Session(store)) == "build"
-    end_task(Session(store), "other")  # another task's end leaves the current one
+    end_task(session_of(store), "other")  # another task's end leaves the current one
     assert read_current_task(store.root) == "build"
-    end_task(Session(store), "build")
+    end_task(session_of(store), "build")
     assert read_current_task(store.root) is None
     assert not (store.root / "local" / "current-task").exists()
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import invoke
+from conftest import invoke, session_of
 
 from ctxstore.index import open_index
 from ctxstore.index.read import edges_of
@@ -32,9 +32,10 @@ def _edges(store: Store, node_id: str):
 
 
 def test_autolink_relates_a_new_memory_to_similar_ones(store: Store) -> None:
-    old = add_node(store, "fact", "the http client retries with exponential backoff").node
-    add_node(store, "fact", "the deploy pipeline runs on tuesdays")
-    new = add_node(store, "observation", "exponential backoff retries in the http client work").node
+    old = add_node(session_of(store), "fact", "the http client retries with exponential backoff").node
+    add_node(session_of(store), "fact", "the deploy pipeline runs on tuesdays")
+    new = add_node(session_of(store), "observation",
+                   "exponential backoff retries in the http client work").node
     [edge] = _edges(store, new.id)
     assert edge.to_key == old.id
     assert edge.evidence["tool"] == "Parser" and 0.1 <= edge.evidence["confidence"] <= 1.0
@@ -42,14 +43,14 @@ def test_autolink_relates_a_new_memory_to_similar_ones(store: Store) -> None:
 
 
 def test_autolink_leaves_orthogonal_memories_unlinked(store: Store) -> None:
-    add_node(store, "fact", "the http client retries with exponential backoff")
-    new = add_node(store, "fact", "tuesday deploys need a change ticket").node
+    add_node(session_of(store), "fact", "the http client retries with exponential backoff")
+    new = add_node(session_of(store), "fact", "tuesday deploys need a change ticket").node
     assert _edges(store, new.id) == []
 
 
 def test_autolink_agent_remember_links_in_the_same_batch(store: Store) -> None:
-    old = add_node(store, "decision", "cache entries expire after ten minutes").node
-    got = remember(store, "cache entries expire after ten minutes unless pinned", session="s",
+    old = add_node(session_of(store), "decision", "cache entries expire after ten minutes").node
+    got = remember(session_of(store), "cache entries expire after ten minutes unless pinned", session="s",
                    hook_key="k1")
     assert got.node is not None
     assert [e.to_key for e in _edges(store, got.node.id)] == [old.id]
@@ -63,12 +64,12 @@ def test_autolink_is_on_by_default_and_can_be_turned_off(tmp_path) -> None:
     init_store(tmp_path / ".ctx", git=False)
     plain = open_store(tmp_path / ".ctx")
     assert "\nautolink = true" in (plain.root / "config.toml").read_text()  # a new store's config
-    old = add_node(plain, "fact", "the http client retries with exponential backoff").node
-    new = add_node(plain, "fact", "the http client retries with exponential backoff always").node
+    old = add_node(session_of(plain), "fact", "the http client retries with exponential backoff").node
+    new = add_node(session_of(plain), "fact", "the http client retries with exponential backoff always").node
     [edge] = _edges(plain, new.id)
     assert edge.to_key == old.id and edge.metadata["merge_candidate"] is True  # similarity > 0.5
     off = without_autolink(plain)
-    later = add_node(off, "fact", "the http client retries with exponential backoff twice").node
+    later = add_node(session_of(off), "fact", "the http client retries with exponential backoff twice").node
     assert _edges(off, later.id) == []
 
 

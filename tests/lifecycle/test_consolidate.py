@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-from conftest import invoke, store_digest
+from conftest import invoke, session_of, store_digest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,7 +49,7 @@ def test_consolidate_never_loses_a_source(tmp_path_factory, texts) -> None:
     root = tmp_path_factory.mktemp("c") / ".ctx"
     init_store(root, git=False)
     store = open_store(root)
-    ids = [add_node(store, t, " ".join(words)).node.id for t, words in texts]
+    ids = [add_node(session_of(store), t, " ".join(words)).node.id for t, words in texts]
     conn = open_index(store)
     try:
         proposals = propose(conn)
@@ -57,7 +57,7 @@ def test_consolidate_never_loses_a_source(tmp_path_factory, texts) -> None:
     finally:
         conn.close()
     assert {p.members for p in proposals} == _brute_force_groups(live)
-    applied = apply_proposals(store, [p.id for p in proposals]) if proposals else []
+    applied = apply_proposals(session_of(store), [p.id for p in proposals]) if proposals else []
     conn = open_index(store)
     try:
         for a in applied:
@@ -80,16 +80,17 @@ def test_consolidate_never_loses_a_source(tmp_path_factory, texts) -> None:
 
 
 def test_consolidate_apply_then_undo_restores_the_sources(store: Store) -> None:
-    a = add_node(store, "fact", "retries use exponential backoff with jitter", tags=["tier:reference"]).node
-    b = add_node(store, "fact", "exponential backoff with jitter for retries").node
-    add_node(store, "fact", "the index lives in sqlite")
+    a = add_node(session_of(store), "fact",
+                 "retries use exponential backoff with jitter", tags=["tier:reference"]).node
+    b = add_node(session_of(store), "fact", "exponential backoff with jitter for retries").node
+    add_node(session_of(store), "fact", "the index lives in sqlite")
     conn = open_index(store)
     try:
         [proposal] = propose(conn)
     finally:
         conn.close()
     assert proposal.members == tuple(sorted([a.id, b.id]))
-    [done] = apply_proposals(store, [proposal.id[:6]], content="Retries back off exponentially.")
+    [done] = apply_proposals(session_of(store), [proposal.id[:6]], content="Retries back off exponentially.")
     conn = open_index(store)
     try:
         assert find_node(conn, done.summary_id).content == "Retries back off exponentially."
@@ -97,7 +98,7 @@ def test_consolidate_apply_then_undo_restores_the_sources(store: Store) -> None:
         assert propose(conn) == []
     finally:
         conn.close()
-    removed, _ = undo_last(store)
+    removed, _ = undo_last(session_of(store))
     assert removed == done.summary_id
     conn = open_index(store)
     try:

@@ -11,7 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import run_ctx, store_digest
+from conftest import run_ctx, session_of, store_digest
 
 from ctxstore.index import open_index
 from ctxstore.index.read import edges_of, find_node
@@ -30,8 +30,8 @@ def _project(tmp_path: Path, *, git: bool = False) -> tuple[Path, str, list[str]
         subprocess.run(["git", "init", "-q", str(work)], check=True)
     assert run_ctx(["init"], cwd=work).returncode == 0
     store = open_store(work / ".ctx")
-    a = add_node(store, "decision", "upload retries back off exponentially with jitter").node
-    b = add_node(store, "decision", "upload retries back off exponentially, capped at 30 s").node
+    a = add_node(session_of(store), "decision", "upload retries back off exponentially with jitter").node
+    b = add_node(session_of(store), "decision", "upload retries back off exponentially, capped at 30 s").node
     out = json.loads(run_ctx(["consolidate", "--dry-run", "--format", "json"], cwd=work).stdout)
     [proposal] = out["proposals"]
     assert sorted(proposal["members"]) == sorted([a.id, b.id])

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import session_of
 from test_git_merge import Side, clone_sides, git
 
 from ctxstore.lifecycle.policy import run_lifecycle
@@ -35,7 +36,7 @@ def test_lifecycle_transitions_replay_identically_on_two_merged_branches(tmp_pat
     base.git_commit("base")
     a, b = clone_sides(tmp_path, origin, runner, log)
     # a: the lifecycle archives both decayed memories (as ordinary node versions).
-    rep = run_lifecycle(open_store(a.ctx_dir), now_ms=now_ms() + 100 * scoring.DAY_MS)
+    rep = run_lifecycle(session_of(open_store(a.ctx_dir)), now_ms=now_ms() + 100 * scoring.DAY_MS)
     assert sorted(t.node_id for t in rep.transitions) == sorted([task, obs])
     a.ctx("commit", "-m", "lifecycle")
     a.git_commit("lifecycle on a")
@@ -73,7 +74,7 @@ def test_lifecycle_restore_on_recall_replays_identically_on_two_merged_branches(
     base = Side(origin, runner, "base", log)
     base.ctx("init", "--no-git")
     obs = base.ctx("add", "--type", "observation", "nightly job is flaky on arm").strip()
-    run_lifecycle(open_store(base.ctx_dir), now_ms=now_ms() + 300 * scoring.DAY_MS)
+    run_lifecycle(session_of(open_store(base.ctx_dir)), now_ms=now_ms() + 300 * scoring.DAY_MS)
     base.ctx("commit", "-m", "base, archived")
     base.git_commit("base")
     a, b = clone_sides(tmp_path, origin, runner, log)

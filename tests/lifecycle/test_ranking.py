@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import without_autolink
+from conftest import session_of, without_autolink
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,8 +30,8 @@ def _orders(store: Store, at: int) -> tuple[list[str], list[str]]:
 
 def test_ranking_decayed_memories_come_after_stable_ones_in_one_tier(store: Store) -> None:
     store = without_autolink(store)
-    add_node(store, "fact", "the api listens on port 8443", tags=["tier:working"])
-    add_node(store, "task", "rotate the signing keys", tags=["tier:working"])
+    add_node(session_of(store), "fact", "the api listens on port 8443", tags=["tier:working"])
+    add_node(session_of(store), "task", "rotate the signing keys", tags=["tier:working"])
     t0 = now_ms()
     # Fresh: scores tie, newest first.
     assert _orders(store, t0) == (["rotate the signing keys", "the api listens on port 8443"],) * 2
@@ -42,11 +42,12 @@ def test_ranking_decayed_memories_come_after_stable_ones_in_one_tier(store: Stor
 
 def test_ranking_priority_counts_and_tiers_still_come_first(store: Store) -> None:
     store = without_autolink(store)
-    add_node(store, "decision", "use sqlite for the queue", tags=["tier:reference"],
+    add_node(session_of(store), "decision", "use sqlite for the queue", tags=["tier:reference"],
              metadata={"priority": 2})
-    add_node(store, "decision", "vendor the parser", tags=["tier:reference"],
+    add_node(session_of(store), "decision", "vendor the parser", tags=["tier:reference"],
              metadata={"priority": 9})
-    add_node(store, "fact", "ci runs on every push", tags=["tier:working"], metadata={"priority": 10})
+    add_node(session_of(store), "fact",
+             "ci runs on every push", tags=["tier:working"], metadata={"priority": 10})
     listed, queried = _orders(store, now_ms())
     assert listed == queried == ["vendor the parser", "use sqlite for the queue",
                                  "ci runs on every push"]

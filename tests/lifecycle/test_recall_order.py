@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from conftest import run_ctx
+from conftest import run_ctx, session_of
 
 from ctxstore.ids import new_ulid
 from ctxstore.index import open_index
@@ -73,8 +73,8 @@ def _cli(work: Path, *args: str) -> list[str]:
 def test_recall_filter_only_query_is_ordered_by_decay_in_the_library(tmp_path: Path) -> None:
     work, ids = _project(tmp_path)
     store = open_store(work / ".ctx")
-    gone = add_node(store, "fact", "billing note forgotten", tags=["area:billing", "tier:pinned"])
-    forget_node(store, gone.node.id)  # archived by hand: recall never returns it
+    gone = add_node(session_of(store), "fact", "billing note forgotten", tags=["area:billing", "tier:pinned"])
+    forget_node(session_of(store), gone.node.id)  # archived by hand: recall never returns it
     conn = open_index(store)
     try:
         now = time.time()
@@ -114,9 +114,9 @@ def test_recall_filter_only_query_is_ordered_by_decay_on_the_command_line(tmp_pa
 def _archived(work: Path) -> str:
     """A lifecycle-archived observation in ``work``'s store (as the lifecycle pass leaves it)."""
     store = open_store(work / ".ctx")
-    node = add_node(store, "observation", "the cache warms in ten seconds",
+    node = add_node(session_of(store), "observation", "the cache warms in ten seconds",
                     tags=["tier:working"]).node
-    assert run_lifecycle(store, now_ms=now_ms() + 300 * DAY).count("archive") == 1
+    assert run_lifecycle(session_of(store), now_ms=now_ms() + 300 * DAY).count("archive") == 1
     return node.id
 
 
@@ -138,7 +138,7 @@ def test_recall_restore_result_keeps_order_and_unrestored_hits(tmp_path: Path) -
     work.mkdir()
     assert run_ctx(["init"], cwd=work).returncode == 0
     kept = _archived(work)
-    other = add_node(open_store(work / ".ctx"), "fact", "the cache lives in redis").node.id
+    other = add_node(session_of(open_store(work / ".ctx")), "fact", "the cache lives in redis").node.id
     with Session.open(work / ".ctx") as db:
         stores = Stores(db)
         found = recall_scoped(stores, "cache", limit=10, now=time.time())

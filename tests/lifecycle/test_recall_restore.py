@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_ctx, store_digest
+from conftest import run_ctx, session_of, store_digest
 
 from ctxstore.index import open_index
 from ctxstore.index.read import find_node
@@ -47,12 +47,12 @@ def _node(store: Store, node_id: str):  # type: ignore[no-untyped-def]
 def _archived(work: Path) -> tuple[Store, str, str]:
     """A store with one lifecycle-archived node and one forgotten node, both about caches."""
     store = open_store(work / ".ctx")
-    kept = add_node(store, "observation", "the cache warms in ten seconds",
+    kept = add_node(session_of(store), "observation", "the cache warms in ten seconds",
                     tags=["tier:working"]).node
-    gone = add_node(store, "observation", "the cache warms slowly on cold disks").node
-    forget_node(store, gone.id)
+    gone = add_node(session_of(store), "observation", "the cache warms slowly on cold disks").node
+    forget_node(session_of(store), gone.id)
     # 300 days: the two are auto-linked, and centrality doubles the 30-day half-life.
-    assert run_lifecycle(store, now_ms=now_ms() + 300 * DAY).count("archive") == 1
+    assert run_lifecycle(session_of(store), now_ms=now_ms() + 300 * DAY).count("archive") == 1
     assert _node(store, kept.id).status == "archived"
     return store, kept.id, gone.id
 
@@ -178,7 +178,7 @@ def test_recall_restore_under_a_held_lock_leaves_the_store_unchanged(tmp_path: P
     assert store_digest(work / ".ctx") == before
     assert _node(open_store(work / ".ctx"), kept).status == "archived"
     # Nothing to restore writes nothing and takes no lock.
-    assert not restore_recalled(store, []).changed
+    assert not restore_recalled(session_of(store), []).changed
 
 
 @pytest.mark.slow

@@ -222,7 +222,7 @@ def test_mcp_recall_global_default_follows_the_config(tmp_path: Path) -> None:
     init_store(tmp_path / "p" / ".ctx", git=False)
     init_store(tmp_path / "u" / ".ctx", git=False)
     with Session.open(tmp_path / "u" / ".ctx") as user:
-        add_node(user.store, "fact", "the user likes sqlite")
+        add_node(user, "fact", "the user likes sqlite")
     config = tmp_path / "p" / ".ctx" / "config.toml"
     config.write_text(config.read_text().replace("recall_global = true", "recall_global = false"))
     assert "recall_global = false" in config.read_text()
@@ -244,7 +244,7 @@ def test_mcp_user_store_that_is_the_project_is_read_once(tmp_path: Path) -> None
 
     init_store(tmp_path / ".ctx", git=False)
     with Session.open(tmp_path / ".ctx") as db:
-        add_node(db.store, "fact", "the user likes sqlite")
+        add_node(db, "fact", "the user likes sqlite")
         tools = ToolBox(db, user_store=tmp_path / ".ctx")
         try:
             for res in (tools.recall("sqlite", include_global=True),

@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from conftest import session_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,22 +52,22 @@ def test_index_incremental_equals_rebuild_and_replay(ops) -> None:
             pick = lambda k: ids[k % len(ids)] if ids else "0000"  # noqa: E731
             try:
                 if op == "add":
-                    ids.append(add_node(store, "fact", f"{word} fact {len(ids)}",
+                    ids.append(add_node(session_of(store), "fact", f"{word} fact {len(ids)}",
                                         tags=[f"tier:{['pinned', 'working'][i % 2]}"]).node.id)
                 elif op == "update":
-                    update_node(store, pick(i), content=f"{word} updated {i}")
+                    update_node(session_of(store), pick(i), content=f"{word} updated {i}")
                 elif op == "tag":
-                    tag_node(store, pick(i), [f"t:{word}"])
+                    tag_node(session_of(store), pick(i), [f"t:{word}"])
                 elif op == "untag":
-                    untag_node(store, pick(i), [f"t:{word}", "tier:pinned"])
+                    untag_node(session_of(store), pick(i), [f"t:{word}", "tier:pinned"])
                 elif op == "link":
-                    link_nodes(store, pick(i), pick(j), "DEPENDS_ON")
+                    link_nodes(session_of(store), pick(i), pick(j), "DEPENDS_ON")
                 elif op == "unlink":
-                    unlink_nodes(store, pick(i), pick(j))
+                    unlink_nodes(session_of(store), pick(i), pick(j))
                 elif op == "delete":
-                    delete_node(store, pick(i), cascade=bool(j % 2))
+                    delete_node(session_of(store), pick(i), cascade=bool(j % 2))
                 elif op == "supersede":
-                    supersede_node(store, pick(i), pick(j))
+                    supersede_node(session_of(store), pick(i), pick(j))
                 elif op == "commit":
                     commit_stage(store, f"c{i}")
                 elif op == "amend":

@@ -26,7 +26,7 @@ from ctxstore.retrieval.render import FORMATS, PROMPT_FORMATS, render_pack
 from ctxstore.retrieval.text import parse_query, tokenize
 from ctxstore.session import Session
 from ctxstore.tokens import estimate_tokens
-from tests.conftest import run_ctx, store_digest
+from tests.conftest import run_ctx, session_of, store_digest
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "pack.schema.json").read_text())
 
@@ -67,7 +67,7 @@ def _indexed(tmp_path: Path, files: dict[str, str]) -> tuple[Path, Store]:
         (root / rel).write_text(text)
     init_store(root / ".ctx", git=False)
     store = open_store(root / ".ctx")
-    index_tree(store, jobs=1)
+    index_tree(session_of(store), jobs=1)
     return root, store
 
 
@@ -75,7 +75,7 @@ def _indexed(tmp_path: Path, files: dict[str, str]) -> tuple[Path, Store]:
 def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A work tree with the files above, a store, one decision, indexed."""
     root, store = _indexed(tmp_path_factory.mktemp("shop"), FILES)
-    add_decision(store, "Invoices round money half to even",
+    add_decision(session_of(store), "Invoices round money half to even",
                  "The billing renderer keeps cents; Amount.rounded decides.")
     yield root
 
@@ -203,7 +203,7 @@ def test_pack_output_failure_is_one_line_and_leaves_nothing(work: Path, tmp_path
 def test_pack_carries_the_latest_diagnostics_of_its_files(work: Path) -> None:
     from ctxstore.code.runs import record_command
 
-    record_command(open_store(work / ".ctx"), "mypy shop",
+    record_command(session_of(open_store(work / ".ctx")), "mypy shop",
                    b"shop/money.py:7: error: Incompatible return value type  [return-value]\n",
                    argv=("mypy", "shop"), exit_code=1, tool="mypy")
     pack = _pack(work, "Amount rounded cents", budget=8000, include_narrative=False)
@@ -226,7 +226,7 @@ def test_pack_uses_the_scc_view_for_import_cycles(tmp_path: Path) -> None:
         (tmp_path / rel).write_text(text)
     init_store(tmp_path / ".ctx", git=False)
     store = open_store(tmp_path / ".ctx")
-    index_tree(store, jobs=1)
+    index_tree(session_of(store), jobs=1)
     before = _pack(tmp_path, "spin", budget=4000, include_narrative=False)
     assert before["graph_context"]["scc_dag_used"] is False
     with Session.open(tmp_path / ".ctx") as session:
@@ -261,7 +261,7 @@ def test_pack_reindexed_file_replaces_its_postings(tmp_path: Path) -> None:
     root, store = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n"})
     assert _pack(root, "parse_header")["ranked_files"] == ["pkg/a.py"]
     (root / "pkg" / "a.py").write_text("def render_footer(page):\n    return page\n")
-    index_tree(store, jobs=1)
+    index_tree(session_of(store), jobs=1)
     assert _pack(root, "parse_header")["ranked_files"] == []
     assert _pack(root, "render_footer")["ranked_files"] == ["pkg/a.py"]
 
@@ -290,7 +290,7 @@ def test_pack_document_frequencies_follow_every_change_of_the_tree(tmp_path: Pat
     (root / "pkg" / "a.py").write_text("def render_footer(page):\n    return page\n")
     (root / "pkg" / "c.py").write_text("class HeaderCache:\n    pass\n")
     (root / "pkg" / "b.py").unlink()
-    index_tree(store, jobs=1)
+    index_tree(session_of(store), jobs=1)
     assert _pack(root, "parse header")["ranked_files"] == ["pkg/c.py"]
     stored, counted = _document_frequencies(root)
     assert stored == counted
@@ -308,7 +308,7 @@ def test_pack_corpus_cache_is_written_once_and_follows_new_files(tmp_path: Path)
         == first  # read, not written again
     # a new file is applied: the generation moves and the cache is rebuilt with it
     (root / "pkg" / "z.py").write_text("def parse_header_fast(line):\n    return line\n")
-    index_tree(store, jobs=1)
+    index_tree(session_of(store), jobs=1)
     assert _pack(root, "parse_header_fast")["ranked_files"][0] == "pkg/z.py"
     second = sqlite3.connect(index).execute("SELECT generation, data FROM corpus_cache").fetchall()
     assert second[0][0] != first[0][0]
@@ -518,13 +518,13 @@ def test_pack_memory_holding_one_word_of_the_task_does_not_head_it(tmp_path: Pat
         "pkg/python_extractor.py": "class PythonExtractor:\n    def extract(self, text):\n"
                                    "        return text\n",
         "pkg/other.py": "def other():\n    return 1\n"})
-    add_decision(store, "File ranking keeps BM25 in Python, not in SQLite")
+    add_decision(session_of(store), "File ranking keeps BM25 in Python, not in SQLite")
     pack = _pack(root, "rename the python extractor class")
     assert pack["retrieved"][0].get("path") == "pkg/python_extractor.py", pack["retrieved"][0]
     weak = next(i for i in pack["retrieved"] if i["snippet"].startswith("File ranking"))
     assert weak["why"]["matched_terms"] == ["python"] and weak["relevance_score"] <= 0.25
     # memory holding the task's words is as relevant as the best file
-    add_decision(store, "Rename the Python extractor class when the extractor moves")
+    add_decision(session_of(store), "Rename the Python extractor class when the extractor moves")
     strong = next(i for i in _pack(root, "rename the python extractor class")["retrieved"]
                   if i["snippet"].startswith("Rename"))
     assert strong["relevance_score"] == 1.0
