@@ -144,7 +144,7 @@ def _run(argv: list[str], cwd: Path) -> float:
 
 def in_process(work: Path, tasks: dict[str, str], runs: int) -> None:
     """Median time of ``build_pack`` alone (no interpreter start-up, imports or printing)."""
-    from ctxstore.retrieval.pack import build_pack
+    from ctxstore.packs.pack import build_pack
     from ctxstore.session import Session
 
     print(f"\n{'in-process build_pack':34} {'p50 ms':>8}")
@@ -163,7 +163,7 @@ def at_scale(work: Path, eval_dir: Path, caps: list[int], seeds: list[int], runs
     """MRR of the development set's items ranked inside the large index, per setting.
 
     Each repository's base tree is one of the index's folders among ~10,000 files, so the
-    posting cap (``retrieval.pack.MAX_POSTINGS``) binds as it does for a large repository,
+    posting cap (``packs.pack.MAX_POSTINGS``) binds as it does for a large repository,
     which it never does on the set's own trees, and the graph's spreading files
     (``Params.max_seeds``) include files of the other trees. A ranking keeps the repository's
     language files; the statistics (document frequencies, lengths) are the whole index's.
@@ -171,9 +171,9 @@ def at_scale(work: Path, eval_dir: Path, caps: list[int], seeds: list[int], runs
     """
     from retrieval import NAMES, _load, items, language_ext, mrr
 
-    from ctxstore.retrieval import pack
-    from ctxstore.retrieval.rank import Params
-    from ctxstore.retrieval.text import parse_query
+    from ctxstore.packs import pack
+    from ctxstore.packs.rank import Params
+    from ctxstore.packs.text import parse_query
     from ctxstore.session import Session
 
     is_test = _load(eval_dir, "bm25").is_test

@@ -291,7 +291,7 @@ def test_index_compare_bounds_the_lines_of_one_table(
 # -- the SCC view ----------------------------------------------------------------------------
 def _forge_view(root: Path) -> str:
     """Store an SCC view at the store's heads whose graph is not the index's; point at it."""
-    from ctxstore.derived.scc import compute_scc
+    from ctxstore.graph.scc import compute_scc
     from ctxstore.model import encode_typed
     from ctxstore.objects import KIND_TYPED, LooseObjectStore
     from ctxstore.replay import state_heads

@@ -25,7 +25,7 @@ LAYERS = [
     {"index", "query", "graph", "derived"},
     {"session"},
     {"narrative", "knowledge", "code"},
-    {"packs", "lifecycle", "llm", "memory", "retrieval"},
+    {"packs", "lifecycle", "llm", "memory"},
     {"claude", "mcp"},
     {"cli"},
 ]

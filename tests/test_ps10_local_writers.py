@@ -25,8 +25,8 @@ from click.testing import CliRunner
 from ctxstore import fsio
 from ctxstore.claude.hooklog import LOG_FILE, log_problem
 from ctxstore.code.ingest import STAT_CACHE
-from ctxstore.derived import scc
 from ctxstore.errors import IndexCorrupt, UnsafePath
+from ctxstore.graph import scc
 from ctxstore.index import DAMAGE_MARKER, INDEX_FILE, open_index
 from ctxstore.init import init_store
 from ctxstore.llm import cache
@@ -309,7 +309,7 @@ def test_git_warning_marker_never_written_through_a_local_swapped_after_its_chec
 def _child(root: Path, body: str) -> str:
     return ("from pathlib import Path\n"
             "from ctxstore.claude.hooklog import log_problem\n"
-            "from ctxstore.derived import scc\n"
+            "from ctxstore.graph import scc\n"
             "from ctxstore.llm import cache\n"
             "from ctxstore.repo import open_store\n"
             f"root = Path({str(root)!r})\n{body}\nprint('done')\n")

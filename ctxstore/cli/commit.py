@@ -66,7 +66,7 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
                                    allow_empty=allow_empty,
                                    progress=progress_printer("folding work commits", min_total=500))
     if res.commit is not None:  # the SCC view is derived: a failure is a notice, never an error
-        from ctxstore.derived.scc import refresh_after_commit
+        from ctxstore.graph.scc import refresh_after_commit
 
         notice = refresh_after_commit(store)
         if notice:

@@ -7,7 +7,7 @@ import sys
 import click
 
 from ctxstore.cli._common import Env, output_option, pass_env, write_output
-from ctxstore.retrieval.render import FORMATS
+from ctxstore.packs.render import FORMATS
 
 
 @click.command("pack")
@@ -52,8 +52,8 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     """
     from ctxstore.cli._notices import user_store
     from ctxstore.knowledge.scopes import Stores
-    from ctxstore.retrieval.pack import build_pack_result, has_search_terms, pack_notes
-    from ctxstore.retrieval.render import render_pack
+    from ctxstore.packs.pack import build_pack_result, has_search_terms, pack_notes
+    from ctxstore.packs.render import render_pack
 
     if task == "-":  # a pasted log or diff longer than a command line takes
         task = _stdin_task()

@@ -37,7 +37,7 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
     """
     if sum((full, incremental, scc_only, tantivy_only)) > 1:
         raise InvalidInput("choose one of --full, --incremental, --scc, --tantivy")
-    from ctxstore.derived import scc
+    from ctxstore.graph import scc
     from ctxstore.index import index_dir
 
     store = env.store()

@@ -178,7 +178,7 @@ def trace_command(env: Env, node_id: str, reverse: bool) -> None:
         ctx trace 01HQ1A2G
         ctx trace 01HQ1A2B --reverse
     """
-    from ctxstore.graph import trace
+    from ctxstore.graph.traverse import trace
     from ctxstore.index.read import find_node, read_node
 
     conn = env.index()
@@ -211,7 +211,7 @@ def related_command(env: Env, node_id: str, depth: int) -> None:
     Example:
         ctx related 01HQ1A2B --depth 2
     """
-    from ctxstore.graph import related
+    from ctxstore.graph.traverse import related
     from ctxstore.index.read import find_node, read_node
 
     conn = env.index()

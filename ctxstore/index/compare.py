@@ -16,7 +16,7 @@ ingestion. The rows that refer to one (``chunks_fts``, ``file_terms``, ``file_le
 its table and key: ``error E007 index:symbols: (pkg/a.py, Greeter.hello): start_line is
 3, the replay has 10``.
 
-The SCC view (``.ctx/DERIVED/scc_latest``, ``ctxstore.derived.scc``) is derived from the
+The SCC view (``.ctx/DERIVED/scc_latest``, ``ctxstore.graph.scc``) is derived from the
 same graph, so it is checked here too: the view the pointer names must equal the one
 recomputed from the replay.
 """
@@ -373,7 +373,7 @@ def _check_scc(store: Store, ref: sqlite3.Connection) -> list[Problem]:
     work since; the next reader rebuilds it silently) and not reported; at the same heads
     it must be what the graph gives.
     """
-    from ctxstore.derived.scc import POINTER_NAME, compute_scc, load_scc
+    from ctxstore.graph.scc import POINTER_NAME, compute_scc, load_scc
     from ctxstore.index.derived import graph_edges
     from ctxstore.replay import state_heads
 

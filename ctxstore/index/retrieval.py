@@ -1,4 +1,4 @@
-"""The SELECTs of prompt packs (``retrieval.pack``), read from the code tables (docs/code.md).
+"""The SELECTs of prompt packs (``packs.pack``), read from the code tables (docs/code.md).
 
 File lengths, term postings, definitions, import edges and chunks; and the Mentions edges of
 knowledge nodes with the current state of the files they name (stale memory, ``code.stale``).

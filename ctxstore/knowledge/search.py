@@ -44,7 +44,7 @@ __all__ = ["KINDS", "FULL_MATCH", "MAX_TERMS", "ALL_TERMS_BOOST", "SearchTerms",
 KINDS = ("node", "narrative", "chunk", "symbol")
 # A hit holding this many of the query's terms (all of them, for a shorter query) is as
 # relevant as can be: long prompts and tasks are not penalised for their many words (the
-# prompt hook's memory, ``packs.session``; a pack's memory items, ``retrieval.pack``).
+# prompt hook's memory, ``packs.session``; a pack's memory items, ``packs.pack``).
 FULL_MATCH = 4
 MAX_TERMS = 24
 # A quoted span of more words than this is not taken as a phrase (``search_terms``).

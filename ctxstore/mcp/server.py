@@ -210,7 +210,7 @@ class ToolBox:
             InvalidInput: (E011) for a bad budget or depth.
             IndexCorrupt: (E007) if the index cannot answer.
         """
-        from ctxstore.retrieval.pack import budget_note, build_pack_result
+        from ctxstore.packs.pack import budget_note, build_pack_result
 
         if budget is not None and budget < 1:
             raise InvalidInput(f"budget must be a positive number, got {budget}")

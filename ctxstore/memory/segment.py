@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-# The tokens of ``retrieval.text``, from their home: the Stop hook then skips the query cleaner.
+# The tokens of ``packs.text``, from their home: the Stop hook then skips the query cleaner.
 from ctxstore.index.terms import tokenize
 
 __all__ = ["TOPIC_GAP_MS", "TOPIC_COSINE", "SUB_COSINE", "terms", "cosine", "boundary",

@@ -33,7 +33,7 @@ def render_pack(pack: dict[str, Any], fmt: str) -> str:
     """The pack in one of ``FORMATS`` (each ending with a newline, but an empty prompt).
 
     Args:
-        pack: The pack (``retrieval.pack.build_pack``).
+        pack: The pack (``packs.pack.build_pack``).
         fmt: ``json``, ``yaml``, ``text`` or ``markdown``.
 
     Returns:

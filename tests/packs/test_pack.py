@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from ctxstore.code.ingest import index_tree
 from ctxstore.init import init_store
 from ctxstore.narrative.entries import add_decision
+from ctxstore.packs.pack import build_pack, pack_notes, rank_files
+from ctxstore.packs.rank import Corpus, Document, Params
+from ctxstore.packs.render import FORMATS, PROMPT_FORMATS, render_pack
+from ctxstore.packs.text import parse_query, tokenize
 from ctxstore.repo import Store, open_store
-from ctxstore.retrieval.pack import build_pack, pack_notes, rank_files
-from ctxstore.retrieval.rank import Corpus, Document, Params
-from ctxstore.retrieval.render import FORMATS, PROMPT_FORMATS, render_pack
-from ctxstore.retrieval.text import parse_query, tokenize
 from ctxstore.session import Session
 from ctxstore.tokens import estimate_tokens
 from tests.conftest import run_ctx, store_digest
@@ -215,7 +215,7 @@ def test_pack_carries_the_latest_diagnostics_of_its_files(work: Path) -> None:
 
 
 def test_pack_uses_the_scc_view_for_import_cycles(tmp_path: Path) -> None:
-    from ctxstore.derived.scc import build_scc
+    from ctxstore.graph.scc import build_scc
 
     files = {"ring/__init__.py": "",
              "ring/alpha.py": "from ring import beta\n\ndef spin():\n    return beta\n",

@@ -9,7 +9,7 @@ Pipeline (``build_pack``), each step reading only SQLite (no networkx, no NumPy)
    best files (within ``SEED_SHARE`` of the top, at most ``MAX_SEEDS``) and the symbols the
    task names are the seeds.
 2. **Graph expansion.** The files of a seed's strongly connected component when the SCC
-   view exists (``derived.scc.load_scc``, no networkx), then breadth-first over ``Imports``
+   view exists (``graph.scc.load_scc``, no networkx), then breadth-first over ``Imports``
    edges (both directions) from the seed files, up to ``depth`` hops and ``MAX_EXPANDED``
    files; each expanded file keeps the edge path that reached it.
 3. **Content.** The chunks (``chunks`` table: one per top-level symbol, a module header,
@@ -54,11 +54,11 @@ from ctxstore.index.retrieval import (
     postings,
     symbols_with_names,
 )
+from ctxstore.packs.rank import Corpus, FieldStats, Hit, Params, defined_names
+from ctxstore.packs.render import header_cost, item_cost, narrative_cost
+from ctxstore.packs.text import Query, held_terms, parse_query
 from ctxstore.records import dataclass
 from ctxstore.refs import read_head
-from ctxstore.retrieval.rank import Corpus, FieldStats, Hit, Params, defined_names
-from ctxstore.retrieval.render import header_cost, item_cost, narrative_cost
-from ctxstore.retrieval.text import Query, held_terms, parse_query
 
 if TYPE_CHECKING:
     import sqlite3
@@ -280,7 +280,7 @@ def _components(session: Session, seeds: Sequence[str]) -> tuple[bool, dict[str,
     Returns whether a view was read (``DERIVED/scc_latest``; none before ``ctx rebuild`` or a
     commit builds it) and file -> ``[seed, "SameComponent", file]``.
     """
-    from ctxstore.derived.scc import load_scc
+    from ctxstore.graph.scc import load_scc
 
     view = load_scc(session.root).view
     if view is None:
