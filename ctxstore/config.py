@@ -244,6 +244,8 @@ def load_config(path: Path) -> Config:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigInvalid(f"{path}: not valid TOML ({exc})") from None
+        except RecursionError:  # tomllib recurses once per level of nested arrays and tables
+            raise ConfigInvalid(f"{path}: not valid TOML (nested too deeply)") from None
     for section, table in data.items():
         if section not in DEFAULTS:
             config.unknown.append(f"[{section}]")

@@ -702,7 +702,7 @@ def _json_list(state: HookState, key: str) -> list[str]:
 
     try:
         value = json.loads(state.get(key) or "[]")
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
@@ -868,7 +868,7 @@ def _cached_view(root: Path, state: HookState, *, store: bool = True
     if key is not None and cached is not None:
         try:
             entry = json.loads(cached)
-        except ValueError:
+        except (ValueError, RecursionError):
             entry = {}
         if isinstance(entry, dict) and entry.get("key") == key \
                 and entry.get("hour") in (None, _hour()) and isinstance(entry.get("text"), str):
