@@ -284,10 +284,14 @@ class _CtxClickError(click.ClickException):
             import traceback
 
             traceback.print_exception(self.error, file=sys.stderr)
+        from ctxstore.cli._render import shown
+
         line = f"ctx: error[{self.error.code}]: {self.error.message}"
         if self.error.hint:
             line += f" (hint: {self.error.hint})"
-        click.echo(line.replace("\n", " "), err=True)
+        # A message may quote what a server, a compiler or a file said: its escape sequences
+        # never reach the terminal, its <ctx:...> tags never reach an agent reading stderr.
+        click.echo(shown(line.replace("\n", " "), terminal=True), err=True)
 
 
 class _OneLineUsage(click.UsageError):
