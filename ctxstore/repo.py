@@ -36,6 +36,7 @@ from ctxstore.discovery import (
     discover_store,
 )
 from ctxstore.errors import (
+    BudgetExceeded,
     CommitOrphan,
     DeserializationFailed,
     ObjectNotFound,
@@ -70,6 +71,8 @@ __all__ = [
     "STAGE_RECOVER_HINT",
     "STAGING_OBJECTS",
     "pointer_target_missing",
+    "MAX_COMMIT_BYTES",
+    "typed_cap",
 ]
 
 MAIN_REF = "refs/main"
@@ -86,6 +89,19 @@ STAGE_TYPES: tuple[type, ...] = (Commit, WorkCommit)
 STAGE_RECOVER_HINT = ("STAGE is damaged (an interrupted write?): run `ctx stage recover` "
                       "to re-link the intact staged work")
 T = TypeVar("T")
+# A commit or a staging step holds ids and a message: every command and hook reads the head
+# commit, so a file claiming more (a decompression bomb planted in a clone) is refused from
+# what it declares, before it is decoded. 16 MiB is half a million ids; a write refuses more.
+MAX_COMMIT_BYTES = 16 << 20
+_TYPED_CAPS: dict[type, int] = {Commit: MAX_COMMIT_BYTES, WorkCommit: MAX_COMMIT_BYTES}
+
+
+def typed_cap(expect: type | tuple[type, ...] | None) -> int | None:
+    """The largest payload an object of the kind(s) ``expect`` may have (None: the store's cap)."""
+    if expect is None:
+        return None
+    caps = [_TYPED_CAPS.get(kind) for kind in (expect if isinstance(expect, tuple) else (expect,))]
+    return None if None in caps else max(c for c in caps if c is not None)
 
 
 def pointer_target_missing(name: str, oid: bytes) -> ObjectNotFound:
@@ -235,13 +251,17 @@ class Store:
     def read_typed(self, oid: ObjectId, expect: type[T] | tuple[type, ...] | None = None) -> T:
         """Read and decode a typed object, optionally requiring its class.
 
+        The read is capped by what ``expect`` may hold (``typed_cap``): a commit file that
+        declares gigabytes is refused before it is decoded.
+
         Raises:
             ObjectNotFound, HashMismatch, InvalidEnvelope: from the object store.
             DeserializationFailed: if it is a blob, undecodable, or not ``expect``.
+            OutOfMemory: (E010) if the object does not fit in the memory available.
         """
         obj = self._cache.get(oid)
         if obj is None:
-            stored = self.objects.read(oid)
+            stored = self.objects.read(oid, max_payload=typed_cap(expect))
             if stored.kind != KIND_TYPED:
                 raise DeserializationFailed(oid, detail="is a blob, not a typed object")
             obj = decode_typed(stored.payload, oid=oid)
@@ -451,8 +471,18 @@ class Transaction:
         return oid
 
     def put(self, obj: TypedObject) -> ObjectId:
-        """Store a typed record; return its id."""
-        oid = self._put(KIND_TYPED, encode_typed(obj))
+        """Store a typed record; return its id.
+
+        Raises:
+            BudgetExceeded: (E010) if a commit is larger than a read of one accepts
+                (``MAX_COMMIT_BYTES``): nothing is written that could not be read back.
+        """
+        payload = encode_typed(obj)
+        cap = _TYPED_CAPS.get(type(obj))
+        if cap is not None and len(payload) > cap:
+            raise BudgetExceeded(f"a {type(obj).TYPE} of {len(payload)} bytes is over the "
+                                 f"{cap}-byte limit of its kind")
+        oid = self._put(KIND_TYPED, payload)
         self.store._cache[oid] = obj
         return oid
 

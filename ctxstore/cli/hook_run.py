@@ -132,8 +132,10 @@ def run_event(event: str, ctx_dir: str | None, *, response: str | None = None) -
             warn(f"ctx hook: {logged}")
             out = {}
     except Exception as exc:  # the hook funnel: never a traceback, never exit 2
-        from ctxstore.errors import CtxError, StoreCorrupt
+        from ctxstore.errors import CtxError, OutOfMemory, StoreCorrupt
 
+        if isinstance(exc, MemoryError):  # named, not an internal error
+            exc = OutOfMemory(f"running the {event} hook")
         if isinstance(exc, StoreCorrupt):
             # Exit 0: Claude Code drops the JSON of a hook that exits non-zero, and the
             # message is the only way the user learns of the damage.

@@ -163,6 +163,11 @@ class CtxGroup(click.Group):
                 _end_quietly_on_broken_pipe()
             err = StorageIOError(exc.filename or "?", op="I/O", error=exc)
             raise _CtxClickError(err, ctx) from exc
+        except MemoryError as exc:  # a limit on the process's memory: a clear E010, not a crash
+            from ctxstore.errors import OutOfMemory
+
+            doing = " ".join(["ctx", *(str(a) for a in args[:1])])
+            raise _CtxClickError(OutOfMemory(f"running `{doing}`"), ctx) from exc
         except Exception as exc:  # the funnel: no traceback unless asked for
             raise _InternalError(exc, ctx) from exc
         finally:

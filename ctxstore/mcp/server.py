@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxstore.errors import CtxError, InvalidInput
+from ctxstore.errors import CtxError, InvalidInput, OutOfMemory
 from ctxstore.knowledge.scopes import Scope, Stores, parse_scope, recall_global_default, scoped_json
 from ctxstore.session import Session
 from ctxstore.tagtext import escape_tags, escape_tree
@@ -493,6 +493,8 @@ def _guarded(method: Callable[..., Any], error: type[Exception]) -> Callable[...
     async def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return escape_tree(method(*args, **kwargs))
+        except MemoryError as exc:  # the server goes on; the call is a tool error naming it
+            raise error(_one_line(OutOfMemory(f"running {method.__name__}"))) from exc
         except CtxError as exc:
             raise error(escape_tags(_one_line(exc))) from exc
 
