@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from ctxstore import fsio, refs
 from ctxstore.clock import now_ms  # re-exported: the clock owns the wall clock
-from ctxstore.config import Config, load_config
+from ctxstore.config import Config
 from ctxstore.discovery import (
     CTX_DIRNAME,
     STORE_DIRS,
@@ -44,6 +44,7 @@ from ctxstore.errors import (
     StagingConflict,
     StorageIOError,
 )
+from ctxstore.limits import load_store_config
 from ctxstore.model import Commit, WorkCommit, decode_typed, encode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, LayeredObjectStore, LooseObjectStore, ObjectId
@@ -129,10 +130,13 @@ def open_store(ctx_dir: Path) -> Store:
         UnsafePath: (E020) if a fixed entry of the store is a symlink or of the wrong
             kind (``check_layout``).
         ConfigInvalid, UnsupportedStoreVersion: for a bad config.toml.
+
+    Its resource limits are decided by ``limits.load_store_config``: a committed config.toml
+    raises none without the user's consent.
     """
     ctx_dir = Path(ctx_dir)
     check_store(ctx_dir)
-    return Store(ctx_dir.resolve(), load_config(ctx_dir / "config.toml"))
+    return Store(ctx_dir.resolve(), load_store_config(ctx_dir))
 
 
 # Decoded objects a Store keeps: enough for the commit chain and records of a large sync,

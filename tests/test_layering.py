@@ -21,7 +21,7 @@ LAYERS = [
     {"objects", "model", "config", "tokens"},
     {"refs"},
     {"repo", "replay", "staging", "narrative.markdown", "narrative.snapshot", "verify", "gc", "git",
-     "init", "code.tree"},
+     "init", "code.tree", "limits"},
     {"index", "query", "graph", "derived"},
     {"session"},
     {"narrative", "knowledge", "code"},
