@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from ctxstore.config import Config, clamp_limits, load_config, raised_limits
 from ctxstore.errors import ConfigInvalid
-from ctxstore.git import in_git_work_tree
 
 if TYPE_CHECKING:
     import subprocess
@@ -55,6 +54,10 @@ def apply_consent(config: Config, ctx_dir: Path) -> None:
     raised = raised_limits(config)
     if not raised:
         return
+    # Imported here: every store open comes through this function, and only a config.toml
+    # that raises a limit needs Git (ctxstore.git costs ~2 ms to import on a session start).
+    from ctxstore.git import in_git_work_tree
+
     worktree = ctx_dir.resolve().parent
     if not in_git_work_tree(worktree):
         return  # the user's own configuration: it applies as written

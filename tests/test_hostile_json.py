@@ -115,6 +115,28 @@ def test_hook_stdin_nested_too_deeply_is_an_empty_payload(tmp_path: Path) -> Non
         assert isinstance(json.loads(res.stdout), dict)
 
 
+def test_transcript_line_nested_too_deeply_is_skipped(tmp_path: Path) -> None:
+    # The Stop hook and `ctx memory backfill` read transcript lines as JSON: a line nested
+    # too deeply is passed over, and the turn's command after it still runs.
+    ctx_dir = _store(tmp_path)
+    transcript = tmp_path / "t.jsonl"
+    lines = [{"type": "user", "uuid": "u1", "sessionId": "s1",
+              "message": {"role": "user", "content": "remember the deep thing"}},
+             None,
+             {"type": "assistant", "uuid": "a1", "sessionId": "s1", "message": {
+                 "id": "m1", "role": "assistant", "content": [
+                     {"type": "text", "text": "<ctx:remember>the deep thing survives</ctx:remember>"}]}}]
+    transcript.write_text("".join((json.dumps(x) if x is not None else
+                                   '{"type": "user", "x": ' + DEEP_ARRAY + "}") + "\n" for x in lines))
+    payload = json.dumps({"session_id": "s1", "cwd": str(ctx_dir.parent),
+                          "transcript_path": str(transcript)})
+    res = run_ctx(["hook", "stop"], stdin=payload, env={"CTX_DIR": str(ctx_dir)}, timeout=30)
+    assert res.returncode == 0 and "internal error" not in res.stderr, res.stderr
+    assert "the deep thing survives" in run_ctx(["--ctx-dir", str(ctx_dir), "list"]).stdout
+    res = run_ctx(["--ctx-dir", str(ctx_dir), "memory", "backfill", str(transcript)], timeout=30)
+    assert res.returncode == 0 and "internal error" not in res.stderr, res.stderr
+
+
 def test_import_document_nested_too_deeply_is_e011(tmp_path: Path) -> None:
     ctx_dir = _store(tmp_path)
     doc = tmp_path / "deep.json"
