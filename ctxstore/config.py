@@ -158,6 +158,8 @@ class Config:
         values: ``values[section][key]``, every known key.
         unknown: Keys (``[section] key``) and tables (``[section]``) of the file this ctx does
             not know.
+        clamped: Resource limits kept at their committed ceiling (``clamp_limits``), each
+            with the value the file asked for.
     """
 
     __slots__ = ("values", "unknown", "clamped")
