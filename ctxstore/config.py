@@ -18,6 +18,13 @@ but apply only with the user's consent in that clone (``ctxstore.claude.trust``,
 (``claudemd.resolve_claude_md``). ``[llm] server_url`` (``ctx llm``) applies from a
 cloned repository only when it is a loopback address (``ctxstore.llm.client.resolve_server``);
 any future command- or network-valued setting must take the same care (RELIABILITY.md CF-01).
+
+Resource limits (``LIMITS``: what bounds memory, time or output) follow one rule
+(docs/reliability.md, "Resource limits"): a committed config.toml may lower them, but above
+its committed ceiling a value applies only from the user's own configuration (a store
+outside any Git work tree) or with this clone's consent (``ctx trust``); without either it
+is clamped to the ceiling (``clamp_limits``, decided by ``ctxstore.limits``). The upper
+bound of each range is the hard ceiling that no configuration passes.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from typing import Any
 from ctxstore import fsio
 from ctxstore.errors import ConfigInvalid, UnsupportedStoreVersion
 
-__all__ = ["CTX_VERSION", "DEFAULTS", "RESERVED", "Config", "load_config", "render_default_config"]
+__all__ = ["CTX_VERSION", "DEFAULTS", "LIMITS", "RESERVED", "Config", "clamp_limits", "hard_ceiling",
+           "load_config", "raised_limits", "render_default_config"]
 
 CTX_VERSION = "1.0.0"
 MAX_CONFIG_BYTES = 1 << 20
@@ -119,6 +127,22 @@ _RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("memory", "max_tool_output_chars"): (0, 1_000_000),
 }
 
+# The resource limits and the most a committed config.toml may set for each without consent:
+# the default (a clone never raises a limit), but for the zstd level, where a repository may
+# choose any level short of the "ultra" ones (20-22 need a 128 MiB window to read back).
+LIMITS: dict[tuple[str, str], float] = {
+    key: DEFAULTS[key[0]][key[1]] for key in (
+        ("storage", "max_object_bytes"), ("lock", "timeout_seconds"),
+        ("retrieval", "default_budget"), ("retrieval", "default_depth"),
+        ("retrieval", "prompt_budget"),
+        ("ingestion", "max_files_per_step"), ("ingestion", "max_bytes_per_step"),
+        ("ingestion", "max_edges_per_step"), ("ingestion", "max_log_lines"),
+        ("ingestion", "max_file_bytes"), ("ingestion", "max_index_bytes"),
+        ("llm", "max_response_tokens"), ("llm", "timeout_seconds"), ("llm", "max_reply_bytes"),
+        ("claude", "claude_md_lines"), ("claude", "max_commands_per_turn"),
+        ("claude", "max_remember_chars"), ("memory", "max_tool_output_chars"))
+} | {("storage", "compression_level"): 19}
+
 # String settings with a fixed set of values.
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("ingestion", "min_confidence"): ("high", "medium", "low"),
@@ -134,17 +158,51 @@ class Config:
         values: ``values[section][key]``, every known key.
         unknown: Keys (``[section] key``) and tables (``[section]``) of the file this ctx does
             not know.
+        clamped: Resource limits kept at their committed ceiling (``clamp_limits``), each
+            with the value the file asked for.
     """
 
-    __slots__ = ("values", "unknown")
+    __slots__ = ("values", "unknown", "clamped")
 
     def __init__(self) -> None:
         self.values: dict[str, dict[str, Any]] = copy.deepcopy(DEFAULTS)
         self.unknown: list[str] = []
+        # Limits set aside by ``clamp_limits``: (section, key) -> the value the file asked for.
+        self.clamped: dict[tuple[str, str], Any] = {}
 
     def get(self, section: str, key: str) -> Any:
         """Return a setting (its default when the file does not set it)."""
         return self.values[section][key]
+
+
+def raised_limits(config: Config) -> dict[tuple[str, str], Any]:
+    """The resource limits the file sets above their committed ceiling (``LIMITS``), as asked.
+
+    Those already clamped count with the value the file asked for.
+    """
+    raised = {key: config.values[key[0]][key[1]] for key, ceiling in LIMITS.items()
+              if config.values[key[0]][key[1]] > ceiling}
+    return {**raised, **config.clamped}
+
+
+def clamp_limits(config: Config) -> dict[tuple[str, str], Any]:
+    """Set every limit above its committed ceiling back to the ceiling.
+
+    Returns:
+        What was set aside: (section, key) -> the value the file asked for (also kept in
+        ``config.clamped``, for the warning and for ``ctx trust``).
+    """
+    for key, ceiling in LIMITS.items():
+        section, name = key
+        if config.values[section][name] > ceiling:
+            config.clamped[key] = config.values[section][name]
+            config.values[section][name] = type(DEFAULTS[section][name])(ceiling)
+    return dict(config.clamped)
+
+
+def hard_ceiling(section: str, key: str) -> float:
+    """The largest value any configuration may give a setting (the top of its range)."""
+    return _RANGES[(section, key)][1]
 
 
 def _check(section: str, key: str, value: Any, default: Any, path: Path) -> Any:
@@ -244,6 +302,8 @@ def load_config(path: Path) -> Config:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigInvalid(f"{path}: not valid TOML ({exc})") from None
+        except RecursionError:  # tomllib recurses once per level of nested arrays and tables
+            raise ConfigInvalid(f"{path}: not valid TOML (nested too deeply)") from None
     for section, table in data.items():
         if section not in DEFAULTS:
             config.unknown.append(f"[{section}]")

@@ -24,6 +24,7 @@ __all__ = [
     "StagingConflict",
     "CommitOrphan",
     "BudgetExceeded",
+    "OutOfMemory",
     "InvalidInput",
     "StoreNotFound",
     "StoreExists",
@@ -248,6 +249,20 @@ class BudgetExceeded(CtxError):
     """E010: an operation exceeds a configured budget."""
 
     code = "E010"
+
+
+class OutOfMemory(BudgetExceeded):
+    """E010: the process ran out of memory (``MemoryError``); nothing was written.
+
+    An object larger than the memory the process may use, for example. Built from what was
+    being done, so the one line names it instead of an internal error.
+    """
+
+    def __init__(self, doing: str, *, hint: str | None = None) -> None:
+        super().__init__(f"out of memory while {doing}",
+                         hint=hint or "raise the process's memory limit, or lower "
+                                      "[storage] max_object_bytes / [ingestion] limits")
+        self.doing = doing
 
 
 class InvalidInput(CtxError):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from ctxstore import fsio, refs
 from ctxstore.clock import now_ms  # re-exported: the clock owns the wall clock
-from ctxstore.config import Config, load_config
+from ctxstore.config import Config
 from ctxstore.discovery import (
     CTX_DIRNAME,
     STORE_DIRS,
@@ -36,6 +36,7 @@ from ctxstore.discovery import (
     discover_store,
 )
 from ctxstore.errors import (
+    BudgetExceeded,
     CommitOrphan,
     DeserializationFailed,
     ObjectNotFound,
@@ -43,6 +44,7 @@ from ctxstore.errors import (
     StagingConflict,
     StorageIOError,
 )
+from ctxstore.limits import load_store_config
 from ctxstore.model import Commit, WorkCommit, decode_typed, encode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, LayeredObjectStore, LooseObjectStore, ObjectId
@@ -70,6 +72,8 @@ __all__ = [
     "STAGE_RECOVER_HINT",
     "STAGING_OBJECTS",
     "pointer_target_missing",
+    "MAX_COMMIT_BYTES",
+    "typed_cap",
 ]
 
 MAIN_REF = "refs/main"
@@ -86,6 +90,19 @@ STAGE_TYPES: tuple[type, ...] = (Commit, WorkCommit)
 STAGE_RECOVER_HINT = ("STAGE is damaged (an interrupted write?): run `ctx stage recover` "
                       "to re-link the intact staged work")
 T = TypeVar("T")
+# A commit or a staging step holds ids and a message: every command and hook reads the head
+# commit, so a file claiming more (a decompression bomb planted in a clone) is refused from
+# what it declares, before it is decoded. 16 MiB is half a million ids; a write refuses more.
+MAX_COMMIT_BYTES = 16 << 20
+_TYPED_CAPS: dict[type, int] = {Commit: MAX_COMMIT_BYTES, WorkCommit: MAX_COMMIT_BYTES}
+
+
+def typed_cap(expect: type | tuple[type, ...] | None) -> int | None:
+    """The largest payload an object of the kind(s) ``expect`` may have (None: the store's cap)."""
+    if expect is None:
+        return None
+    caps = [_TYPED_CAPS.get(kind) for kind in (expect if isinstance(expect, tuple) else (expect,))]
+    return None if None in caps else max(c for c in caps if c is not None)
 
 
 def pointer_target_missing(name: str, oid: bytes) -> ObjectNotFound:
@@ -113,10 +130,13 @@ def open_store(ctx_dir: Path) -> Store:
         UnsafePath: (E020) if a fixed entry of the store is a symlink or of the wrong
             kind (``check_layout``).
         ConfigInvalid, UnsupportedStoreVersion: for a bad config.toml.
+
+    Its resource limits are decided by ``limits.load_store_config``: a committed config.toml
+    raises none without the user's consent.
     """
     ctx_dir = Path(ctx_dir)
     check_store(ctx_dir)
-    return Store(ctx_dir.resolve(), load_config(ctx_dir / "config.toml"))
+    return Store(ctx_dir.resolve(), load_store_config(ctx_dir))
 
 
 # Decoded objects a Store keeps: enough for the commit chain and records of a large sync,
@@ -235,13 +255,17 @@ class Store:
     def read_typed(self, oid: ObjectId, expect: type[T] | tuple[type, ...] | None = None) -> T:
         """Read and decode a typed object, optionally requiring its class.
 
+        The read is capped by what ``expect`` may hold (``typed_cap``): a commit file that
+        declares gigabytes is refused before it is decoded.
+
         Raises:
             ObjectNotFound, HashMismatch, InvalidEnvelope: from the object store.
             DeserializationFailed: if it is a blob, undecodable, or not ``expect``.
+            OutOfMemory: (E010) if the object does not fit in the memory available.
         """
         obj = self._cache.get(oid)
         if obj is None:
-            stored = self.objects.read(oid)
+            stored = self.objects.read(oid, max_payload=typed_cap(expect))
             if stored.kind != KIND_TYPED:
                 raise DeserializationFailed(oid, detail="is a blob, not a typed object")
             obj = decode_typed(stored.payload, oid=oid)
@@ -451,8 +475,18 @@ class Transaction:
         return oid
 
     def put(self, obj: TypedObject) -> ObjectId:
-        """Store a typed record; return its id."""
-        oid = self._put(KIND_TYPED, encode_typed(obj))
+        """Store a typed record; return its id.
+
+        Raises:
+            BudgetExceeded: (E010) if a commit is larger than a read of one accepts
+                (``MAX_COMMIT_BYTES``): nothing is written that could not be read back.
+        """
+        payload = encode_typed(obj)
+        cap = _TYPED_CAPS.get(type(obj))
+        if cap is not None and len(payload) > cap:
+            raise BudgetExceeded(f"a {type(obj).TYPE} of {len(payload)} bytes is over the "
+                                 f"{cap}-byte limit of its kind")
+        oid = self._put(KIND_TYPED, payload)
         self.store._cache[oid] = obj
         return oid
 

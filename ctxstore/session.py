@@ -24,8 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ctxstore.config import load_config
 from ctxstore.discovery import check_store
+from ctxstore.limits import load_store_config
 
 if TYPE_CHECKING:
     from ctxstore.config import Config
@@ -86,7 +86,7 @@ class Session:
         session = cls.__new__(cls)
         session._store = None
         session._root = ctx_dir.resolve()
-        session._config = config if config is not None else load_config(ctx_dir / "config.toml")
+        session._config = config if config is not None else load_store_config(ctx_dir)
         session._lock_timeout = lock_timeout
         session._build = build
         session.clock = clock

@@ -17,11 +17,11 @@ PKG = Path(__file__).resolve().parent.parent / "ctxstore"
 # the snapshots, while its entries, ingest and summary write knowledge; code.tree (a fold's
 # file tree) sits below staging too.
 LAYERS = [
-    {"errors", "fsio", "ids", "clock", "discovery", "records"},
+    {"errors", "fsio", "ids", "clock", "discovery", "records", "tagtext"},
     {"objects", "model", "config", "tokens"},
     {"refs"},
     {"repo", "replay", "staging", "narrative.markdown", "narrative.snapshot", "verify", "gc", "git",
-     "init", "code.tree"},
+     "init", "code.tree", "limits"},
     {"index", "query", "graph", "derived"},
     {"session"},
     {"narrative", "knowledge", "code"},

@@ -412,7 +412,7 @@ class HookState:
         for session, text in self.conn.execute("SELECT session, command FROM queue ORDER BY seq"):
             try:
                 command = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(command, dict) and isinstance(command.get("key"), str):
                 out.append((session, command))

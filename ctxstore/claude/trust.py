@@ -81,7 +81,7 @@ def _decode(text: str) -> TrustRecord | None:
     """A record from Git's configuration, or None for a value ctx did not write."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None

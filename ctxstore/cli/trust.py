@@ -1,4 +1,8 @@
-"""``ctx trust``: consent, per clone, to committed settings with effects outside ``.ctx/``."""
+"""``ctx trust``: consent, per clone, to committed settings that need it.
+
+Settings with effects outside ``.ctx/`` (``ctxstore.claude.trust``) and resource limits a
+committed config.toml raises (``ctxstore.limits``).
+"""
 
 from __future__ import annotations
 
@@ -13,16 +17,23 @@ def _values(claude_md_path: str) -> str:
     return f"[claude] claude_md_on_stop = true, claude_md_path = {json.dumps(claude_md_path)}"
 
 
+def _limits(values: dict[str, object]) -> str:
+    return "resource limits " + ", ".join(
+        f"[{key.split('.', 1)[0]}] {key.split('.', 1)[1]} = {value}" for key, value in values.items())
+
+
 @click.command("trust")
 @click.option("--revoke", is_flag=True, help="Withdraw the consent recorded for this store.")
 @click.option("--list", "list_", is_flag=True, help="List the consents recorded for this store.")
 @format_option
 @pass_env
 def trust_command(env: Env, revoke: bool, list_: bool) -> None:
-    """Allow this repository's config.toml to make the Stop hook write CLAUDE.md.
+    """Allow this repository's config.toml to write CLAUDE.md and to raise resource limits.
 
     `.ctx/config.toml` is committed, so a clone's `[claude] claude_md_on_stop` and
-    `claude_md_path` take effect only after you consent to exactly those values here.
+    `claude_md_path` take effect only after you consent to exactly those values here, and
+    so do resource limits it sets above what a committed config may (`[storage]
+    max_object_bytes`, `[ingestion] max_file_bytes`, ...: docs/reliability.md).
     The consent is kept in this clone's Git configuration (`git config --local
     ctx.trusted`), which `git clone` never copies; if a pull changes the values, it no
     longer applies and the Stop hook asks again (once). The path must stay inside the
@@ -35,6 +46,7 @@ def trust_command(env: Env, revoke: bool, list_: bool) -> None:
         ctx trust --list --format json
         ctx trust --revoke
     """
+    from ctxstore import limits
     from ctxstore.claude import trust
 
     if revoke and list_:
@@ -50,25 +62,33 @@ def trust_command(env: Env, revoke: bool, list_: bool) -> None:
         return
     if list_:
         records = trust.list_records(store)
+        limit_records = limits.listed(store.config, store.root)
         if env.fmt == "json":
             emit_json({"git": True, "records": [
                 {"store": r.store, "claude_md_on_stop": r.claude_md_on_stop,
-                 "claude_md_path": r.claude_md_path, "current": current} for r, current in records]})
+                 "claude_md_path": r.claude_md_path, "current": current} for r, current in records],
+                "limits": [{"values": v, "current": current} for v, current in limit_records]})
             return
-        if not records:
+        if not records and not limit_records:
             click.echo("no consent recorded for this store")
         for r, current in records:
             click.echo(f"{r.store}: {_values(r.claude_md_path)} "
                        f"({'current' if current else 'stale: config.toml changed since'})")
+        for values, current in limit_records:
+            click.echo(f"{store.root.name}: {_limits(values)} "
+                       f"({'current' if current else 'stale: config.toml changed since'})")
         return
     if revoke:
         removed = trust.revoke(store)
+        removed_limits = limits.revoke(store.root)
         if env.fmt == "json":
-            emit_json({"git": True, "changed": bool(removed), "records": [
+            emit_json({"git": True, "changed": bool(removed or removed_limits), "records": [
                 {"store": r.store, "claude_md_on_stop": r.claude_md_on_stop,
-                 "claude_md_path": r.claude_md_path} for r in removed]})
+                 "claude_md_path": r.claude_md_path} for r in removed],
+                "limits": removed_limits})
             return
-        click.echo(f"revoked: {len(removed)} consent(s) for {config}" if removed
+        count = len(removed) + len(removed_limits)
+        click.echo(f"revoked: {count} consent(s) for {config}" if count
                    else f"nothing to revoke for {config}")
         return
     from ctxstore.claude.claudemd import resolve_claude_md
@@ -76,13 +96,19 @@ def trust_command(env: Env, revoke: bool, list_: bool) -> None:
     if store.config.get("claude", "claude_md_on_stop"):
         resolve_claude_md(store)  # never record consent to a path that leads out
     record, new = trust.grant(store)
+    raised, limits_new = limits.grant(store.config, store.root)
     if env.fmt == "json":
-        emit_json({"git": True, "changed": new, "records": [] if record is None else [
+        emit_json({"git": True, "changed": new or limits_new, "records": [] if record is None else [
             {"store": record.store, "claude_md_on_stop": record.claude_md_on_stop,
-             "claude_md_path": record.claude_md_path}]})
+             "claude_md_path": record.claude_md_path}], "limits": raised})
         return
-    if record is None:
-        click.echo(f"nothing to trust: {config} sets [claude] claude_md_on_stop = false")
+    if record is None and not raised:
+        click.echo(f"nothing to trust: {config} sets [claude] claude_md_on_stop = false and "
+                   "raises no resource limit")
         return
-    click.echo(f"{'trusted' if new else 'already trusted'}: {config} {_values(record.claude_md_path)}"
-               " (recorded in this clone's Git configuration)")
+    if record is not None:
+        click.echo(f"{'trusted' if new else 'already trusted'}: {config} "
+                   f"{_values(record.claude_md_path)} (recorded in this clone's Git configuration)")
+    if raised:
+        click.echo(f"{'trusted' if limits_new else 'already trusted'}: {config} {_limits(raised)}"
+                   " (recorded in this clone's Git configuration)")

@@ -196,7 +196,7 @@ def _load_cache(store: Store) -> tuple[dict[str, list[Any]], dict[str, str]]:
     try:
         raw = fsio.read_regular(store.root / "local" / STAT_CACHE, 64 << 20)
         doc = json.loads(raw)
-    except (OSError, UnsafePath, ValueError):
+    except (OSError, UnsafePath, ValueError, RecursionError):
         return {}, {}
     if not isinstance(doc, dict) or doc.get("version") != 1:
         return {}, {}

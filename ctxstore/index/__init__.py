@@ -154,9 +154,24 @@ def _code(exc: sqlite3.Error) -> int:
     return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
 
 
+def _undecodable(exc: sqlite3.DatabaseError) -> bool:
+    """True for a text cell that is not UTF-8 (ctx writes only str), read back as text.
+
+    SQLite stores any bytes in a TEXT cell and ``PRAGMA quick_check`` passes; Python's
+    ``sqlite3`` then fails while fetching the row, with an error of its own (no SQLite result
+    code): its message is the only sign, and it is the module's, not SQLite's.
+    """
+    return isinstance(exc, sqlite3.OperationalError) \
+        and getattr(exc, "sqlite_errorcode", None) is None \
+        and str(exc).startswith("Could not decode to UTF-8")
+
+
 def _met_damage(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
-    """Turn SQLite's damage codes into ``IndexCorrupt``; leave any other error alone."""
-    if not is_damage(exc):
+    """Turn SQLite's damage codes (and a cell that is not UTF-8) into ``IndexCorrupt``.
+
+    Any other error is left alone. The damage marker makes the next open rebuild the index.
+    """
+    if not is_damage(exc) and not _undecodable(exc):
         return
     folder = getattr(conn, "index_folder", None)
     if folder is not None and not getattr(conn, "opening", False):

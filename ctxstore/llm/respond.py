@@ -36,6 +36,9 @@ __all__ = ["LLM_TAG", "MAX_MENTIONS", "Committed", "Mention", "commit_response",
 
 LLM_TAG = "source:llm"
 MAX_MENTIONS = 64
+# Distinct path-like tokens looked up in the work tree (each costs a resolve and a stat): an
+# answer of megabytes of made-up paths must not stat every one of them.
+MAX_PATH_LOOKUPS = 1024
 _SUMMARY_CHARS = 300
 # A relative path with at least one dot-suffixed name: src/app.py, README.md, a/b/c.rs:12.
 _PATH = re.compile(r"(?<![\w/.\-])((?:[\w.\-]+/)*[\w\-]+(?:\.[\w\-]+)*\.[A-Za-z0-9]{1,10})"
@@ -82,7 +85,9 @@ def find_mentions(text: str, pack: Pack, worktree: Path | None) -> list[Mention]
 
     A path counts when the pack holds it or it is a regular file of the work tree; a symbol
     counts when the pack names it (an item, a seed or an expanded node). At most
-    ``MAX_MENTIONS``.
+    ``MAX_MENTIONS``: the scan for paths stops once that many files are found (a later one
+    could not be among the first), and at most ``MAX_PATH_LOOKUPS`` distinct paths the pack
+    does not hold are looked up in the work tree.
 
     Args:
         text: The answer.
@@ -94,10 +99,23 @@ def find_mentions(text: str, pack: Pack, worktree: Path | None) -> list[Mention]
     """
     pack_paths = {item.path for item in pack.items if item.path} | set(pack.paths)
     found: dict[Mention, int] = {}
+    looked: set[str] = set()
+    files = 0
     for match in _PATH.finditer(text):
+        if files >= MAX_MENTIONS:
+            break  # mentions are kept in order of appearance: no later file can make the cut
         rel = match.group(1).removeprefix("./")
-        if rel in pack_paths or (worktree is not None and _is_repo_file(worktree, rel)):
-            found.setdefault(Mention("file", rel), match.start())
+        mention = Mention("file", rel)
+        if mention in found:
+            continue
+        if rel not in pack_paths:
+            if worktree is None or rel in looked or len(looked) >= MAX_PATH_LOOKUPS:
+                continue
+            looked.add(rel)
+            if not _is_repo_file(worktree, rel):
+                continue
+        found[mention] = match.start()
+        files += 1
     symbols = {item.symbol for item in pack.items if item.symbol} | set(pack.symbols)
     for symbol in sorted(symbols):
         if symbol in pack_paths:

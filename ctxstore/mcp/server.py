@@ -11,9 +11,11 @@ official ``mcp`` SDK, imported only here and only when the server is built.
 Errors: a ``CtxError`` (a bad id, a bad query, a held lock) becomes an MCP tool error whose
 text is the one-line ``error[E0xx]: ...``; arguments of the wrong type are refused by the
 SDK's schema check as tool errors too; anything unexpected is a tool error the SDK reports
-without its details. The process never dies of a bad call. Tool bodies are synchronous
-and run on the event loop's thread (declared ``async``), so SQLite connections stay on the
-thread that opened them and calls never interleave. Nothing here prints: stdout is the
+without its details. The process never dies of a bad call. Every result is made inert on
+the way out (``tagtext.escape_tree``): an agent echoing it can never issue a ``<ctx:*>``
+command. Tool bodies are synchronous and run on the event loop's thread (declared
+``async``), so SQLite connections stay on the thread that opened them and calls never
+interleave. Nothing here prints: stdout is the
 JSON-RPC channel.
 """
 
@@ -24,9 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxstore.errors import CtxError, InvalidInput
+from ctxstore.errors import CtxError, InvalidInput, OutOfMemory
 from ctxstore.knowledge.scopes import Scope, Stores, parse_scope, recall_global_default, scoped_json
 from ctxstore.session import Session
+from ctxstore.tagtext import escape_tags, escape_tree
 
 __all__ = ["SERVER_NAME", "ToolBox", "build_server", "serve"]
 
@@ -479,15 +482,21 @@ def _sdk() -> tuple[Any, type[Exception], type[Exception]]:
 
 
 def _guarded(method: Callable[..., Any], error: type[Exception]) -> Callable[..., Any]:
-    """``method`` with a ``CtxError`` turned into the SDK's tool/resource error (one line)."""
+    """``method`` with a ``CtxError`` turned into the SDK's tool/resource error (one line).
+
+    What it returns goes to an agent: every ``<ctx:`` in it (node content, file names, code,
+    transcript text) is escaped, as the hooks and the read commands escape it.
+    """
     import functools
 
     @functools.wraps(method)
     async def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            return method(*args, **kwargs)
+            return escape_tree(method(*args, **kwargs))
+        except MemoryError as exc:  # the server goes on; the call is a tool error naming it
+            raise error(_one_line(OutOfMemory(f"running {method.__name__}"))) from exc
         except CtxError as exc:
-            raise error(_one_line(exc)) from exc
+            raise error(escape_tags(_one_line(exc))) from exc
 
     return call
 

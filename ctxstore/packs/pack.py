@@ -59,6 +59,7 @@ from ctxstore.packs.render import header_cost, item_cost, narrative_cost
 from ctxstore.packs.text import Query, held_terms, parse_query
 from ctxstore.records import dataclass
 from ctxstore.refs import read_head
+from ctxstore.tagtext import escape_tags, escape_tree
 
 if TYPE_CHECKING:
     import sqlite3
@@ -257,9 +258,11 @@ class _Item:
         return item_cost(self.to_json(), fmt)
 
     def to_json(self) -> dict[str, Any]:
-        return {"title": self.title, "object_id": self.object_id, "snippet": self.snippet,
-                "relevance_score": round(self.score, 4), "chunk_kind": self.kind, **self.extra,
-                "why": self.why}
+        # File names, code and node content are anyone's text: their <ctx:...> tags are
+        # escaped here, where the cost is counted, so what is charged is what is printed.
+        return {"title": escape_tags(self.title), "object_id": self.object_id,
+                "snippet": escape_tags(self.snippet), "relevance_score": round(self.score, 4),
+                "chunk_kind": self.kind, **escape_tree(self.extra), "why": escape_tree(self.why)}
 
 
 def _hit_why(hit: Hit) -> dict[str, Any]:
@@ -774,6 +777,7 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
         include_narrative = bool(config.get("retrieval", "include_narrative"))
     conn = session.index()
     query = parse_query(task)
+    shown_task = escape_tags(task)  # echoed to the model: searched as given, printed inert
     params = Params() if graph else Params(graph_weight=0.0)
     # only the files whose chunks are read need their terms (each group's first MAX_FILES)
     hits = rank_files(conn, query, params, limit=RANKED_FILES, matched_only=True,
@@ -801,7 +805,7 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
 
     reserve = reserve_of(total)
     # A prompt rendering echoes the task first: its header is charged before anything else.
-    room = _rooms(task, fmt, total, reserve, "")[2]  # before the recent log is known
+    room = _rooms(shown_task, fmt, total, reserve, "")[2]  # before the recent log is known
     items = _chunk_items(conn, query, files, versions, room) + _diagnostic_items(session, files)
     log = ""
     if include_narrative:
@@ -822,13 +826,14 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
             if "active_task" in item.why or "recent_task" in item.why:
                 item.score = max(item.score, 0.5)  # a task's node found by search too
         items += node_items
-    echoed, recent, room = _rooms(task, fmt, total, reserve, log)
+    log = escape_tags(log)
+    echoed, recent, room = _rooms(shown_task, fmt, total, reserve, log)
     chosen, used = _fill(items, room, fmt)
     smallest = None
     if items and not chosen:  # found, but none fits: the budget that holds the cheapest
         need = min(item.cost(fmt) for item in items)
         smallest = _smallest_budget(
-            need, total + 1, lambda b: _rooms(task, fmt, b, reserve_of(b), log)[2])
+            need, total + 1, lambda b: _rooms(shown_task, fmt, b, reserve_of(b), log)[2])
     for item in chosen:
         if "path" in item.extra:
             _held_terms(item)
@@ -841,8 +846,10 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
             doc["stale_mentions"] = stale[item.object_id]
         retrieved.append(doc)
     head = read_head(session.root)  # the pointer file: no store handle, no object model
-    return PackResult({
-        "task": task,
+    # escape_tree: the parts not charged to the budget (paths, symbol names, stale mentions)
+    # are made inert too; what was escaped above is left as it is (the escape is idempotent).
+    return PackResult(escape_tree({
+        "task": shown_task,
         "head_commit": head.heads[0].hex() if head.heads else "",
         "retrieved": retrieved,
         "graph_context": {
@@ -856,4 +863,4 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
         "token_budget": {"total": total, "used": echoed + used + narrative_cost(recent, fmt),
                          "reserved_for_response": reserve},
         "ranked_files": [h.path for h in hits[:RANKED_FILES]],
-    }, smallest)
+    }), smallest)
