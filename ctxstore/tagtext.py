@@ -3,7 +3,7 @@
 A model that echoes text it was shown must never issue a ``<ctx:*>`` command, nor close a
 ``<ctx-data>`` frame early (RELIABILITY.md PI-08, PI-09). Every output that carries stored
 or repository text to an agent escapes it here: the hooks' injected context
-(``claude.inject``), the read commands, prompt packs (``retrieval.pack``) and the MCP
+(``claude.inject``), the read commands, prompt packs (``packs.pack``) and the MCP
 tools' results. The escape is idempotent: escaped text has no ``<ctx`` left.
 
 This module is text only: no I/O, no imports of ctx.
