@@ -97,6 +97,17 @@ def _scrub_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
 
 
+# Suites left out of the everyday run (`pytest -m "not slow"`, README "Tests") whatever their
+# size: kill and fault sweeps, several processes at once, real Git histories.
+SLOW_SUITES = ("crash", "concurrency", "git")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(name) for name in SLOW_SUITES):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     """A freshly initialised store (no Git) at tmp_path/work/.ctx."""
