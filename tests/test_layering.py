@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parent.parent / "ctxstore"
 # file tree) sits below staging too.
 LAYERS = [
     {"errors", "fsio", "ids", "clock", "discovery", "records", "tagtext"},
-    {"objects", "model", "config", "tokens"},
+    {"objects", "model", "config", "tokens", "sqlite"},
     {"refs"},
     {"repo", "replay", "staging", "narrative.markdown", "narrative.snapshot", "verify", "gc", "git",
      "init", "code.tree", "limits"},
@@ -146,8 +146,9 @@ def test_layering_only_fsio_writes_files(top: str, path: Path, tree: ast.Module)
                 f"{path.name}:{node.lineno} opens a file for writing outside fsio"
 
 
-# STYLE §2.2: SQL lives in index/, query/ and claude/state.py only (issue 12).
-SQL_HOMES = ("index/", "query/", "claude/state.py", "memory/db.py")
+# STYLE §2.2: SQL lives in sqlite.py (connect, migrate), index/, query/, claude/state.py and
+# memory/db.py only (issue 12).
+SQL_HOMES = ("sqlite.py", "index/", "query/", "claude/state.py", "memory/db.py")
 SQL_CALLS = {"execute", "executemany", "executescript", "cursor"}
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxstore import fsio
+from ctxstore import sqlite as db
 from ctxstore.errors import CtxError, IndexBusy, IndexCorrupt, IndexNotReady, LockConflict, UnsafePath
 from ctxstore.ids import ObjectId
 from ctxstore.index.schema import (
@@ -83,24 +84,17 @@ __all__ = [
 ]
 
 INDEX_FILE = "index.sqlite"
-INDEX_COMPANIONS = ("-wal", "-shm", "-journal")
+INDEX_COMPANIONS = db.COMPANIONS
 # Left by a query that met damage the open-time checks did not see: the next open rebuilds.
 DAMAGE_MARKER = "index.sqlite-damaged"
 # ``PRAGMA quick_check`` reads every page (about 1-2 ms per MiB): on every open only while
 # that stays negligible. Larger files rely on SQLite's own checks as pages are read.
 QUICK_CHECK_MAX_BYTES = 2 << 20
 
-# SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xff``).
-_SQLITE_ERROR, _SQLITE_PERM, _SQLITE_READONLY, _SQLITE_CORRUPT = 1, 3, 8, 11
-_SQLITE_CANTOPEN, _SQLITE_SCHEMA, _SQLITE_CONSTRAINT, _SQLITE_MISMATCH = 14, 17, 19, 20
-_SQLITE_FORMAT, _SQLITE_RANGE, _SQLITE_NOTADB = 24, 25, 26
-# The file itself is damaged, whenever it is met.
-_DAMAGED = frozenset({_SQLITE_CORRUPT, _SQLITE_NOTADB})
-# While opening and catching up, a missing table or column, a broken constraint or a
-# type mismatch also means the file is not what ctx wrote (hand edits, another schema).
-_DAMAGED_ON_OPEN = _DAMAGED | {_SQLITE_ERROR, _SQLITE_SCHEMA, _SQLITE_CONSTRAINT,
-                               _SQLITE_MISMATCH, _SQLITE_FORMAT, _SQLITE_RANGE}
-_READ_ONLY = frozenset({_SQLITE_PERM, _SQLITE_READONLY, _SQLITE_CANTOPEN})
+# The file itself is damaged whenever it is met (``db.DAMAGED``); while opening and catching
+# up, a missing table or column, a broken constraint or a type mismatch also means the file is
+# not what ctx wrote (hand edits, another schema).
+_DAMAGED_ON_OPEN = db.DAMAGED | db.NOT_OURS
 _READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
@@ -145,13 +139,8 @@ def take_repairs() -> list[IndexRepair]:
     return out
 
 
-def is_damage(exc: sqlite3.Error) -> bool:
-    """True for SQLite's "this file is damaged" result codes (CORRUPT, NOTADB)."""
-    return _code(exc) in _DAMAGED
-
-
-def _code(exc: sqlite3.Error) -> int:
-    return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+is_damage = db.is_damage
+_code = db.primary_code
 
 
 def _undecodable(exc: sqlite3.DatabaseError) -> bool:
@@ -197,7 +186,7 @@ def _met_busy(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
     Not when the caller set the busy timeout to 0: it chose not to wait and handles the error
     (``index.retrieval.file_corpus`` skips writing its cache).
     """
-    if (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF != 5:  # SQLITE_BUSY
+    if not db.is_busy(exc):
         return
     waited_ms = sqlite3.Connection.execute(conn, "PRAGMA busy_timeout").fetchone()[0]
     if waited_ms:
@@ -236,6 +225,14 @@ class IndexConnection(sqlite3.Connection):
     in_memory: bool = False
     index_folder: Path | None = None
     opening: bool = False
+
+    def __init__(self, database: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(database, *args, **kwargs)
+        if database == ":memory:":
+            self.in_memory = True
+        else:  # set before the first statement runs: damage met then is told apart
+            self.index_folder = Path(database).parent
+            self.opening = True
 
     # sqlite3's own methods, each through a guarded cursor.
     def cursor(self, factory: Any = None) -> Any:
@@ -386,14 +383,7 @@ def parse_snapshot(text: str) -> dict[str, list[str]] | None:
 
 def _irregular_files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
     """``index.sqlite`` and its companions that exist and are not regular files."""
-    for suffix in ("", *INDEX_COMPANIONS):
-        path = folder / (INDEX_FILE + suffix)
-        try:
-            st = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            yield path, st
+    return db.irregular_files(folder / INDEX_FILE)
 
 
 def check_index_files(store: Store) -> str | None:
@@ -444,20 +434,10 @@ BUSY_TIMEOUT = 30.0
 
 
 def _connect(path: Path | str) -> IndexConnection:
-    conn = sqlite3.connect(str(path), factory=IndexConnection, isolation_level=None,
-                           timeout=BUSY_TIMEOUT, check_same_thread=False)
+    # synchronous=NORMAL: derived data, a lost tail is rebuilt
+    conn = db.connect(path, busy_seconds=BUSY_TIMEOUT, factory=IndexConnection,
+                      check_same_thread=False)
     assert isinstance(conn, IndexConnection)
-    if str(path) == ":memory:":
-        conn.in_memory = True
-        return conn
-    conn.index_folder = Path(path).parent
-    conn.opening = True
-    try:
-        conn.execute("PRAGMA journal_mode = WAL")  # reads the header: NOTADB shows here
-        conn.execute("PRAGMA synchronous = NORMAL")  # derived data: a lost tail is rebuilt
-    except BaseException:
-        conn.close()
-        raise
     return conn
 
 
@@ -629,7 +609,7 @@ def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
     except sqlite3.DatabaseError as exc:
         if conn is not None:
             conn.close()
-        if _code(exc) in _READ_ONLY:
+        if db.is_read_only(exc):
             return _memory_index(store, sync=sync, progress=progress), None
         if _code(exc) in _DAMAGED_ON_OPEN:
             return None, str(exc)

@@ -23,7 +23,6 @@ recomputed from the replay.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import tempfile
 from collections import Counter
@@ -32,9 +31,9 @@ from dataclasses import field
 from itertools import groupby
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from ctxstore import fsio
+from ctxstore import sqlite as db
 from ctxstore.errors import CtxError, UnsafePath
 from ctxstore.index import (  # the package's private helpers: one package, one schema
     INDEX_FILE,
@@ -210,9 +209,8 @@ def compare_index(store: Store) -> IndexComparison:
             "E007", "index", "no index file (the next command builds it)", "warning"))
         return report
     try:
-        disk = sqlite3.connect(f"file:{quote(os.fspath(path))}?mode=ro", uri=True,
-                               isolation_level=None)
-    except sqlite3.Error as exc:
+        disk = db.connect(path, busy_seconds=5.0, read_only=True)
+    except (sqlite3.Error, UnsafePath) as exc:
         report.differences.append(Problem("E007", "index", f"cannot open: {exc}"))
         return report
     try:

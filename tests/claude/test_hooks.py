@@ -393,6 +393,7 @@ def test_hooks_corrupt_store_exits_0_with_json(store: Store) -> None:
     assert "Traceback" not in res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_hooks_session_start_reinjects_after_compaction_within_the_size_cap(store: Store) -> None:
     for i in range(60):
         ctx(store, "add", "--type", "fact", "--tag", "tier:reference", f"fact {i} " + "word " * 60)

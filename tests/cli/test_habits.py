@@ -84,6 +84,7 @@ def test_root_broken_pipe_exits_141_without_a_message(store: Store, runner: CliR
     assert (proc.returncode, err) == (141, b"")
 
 
+@pytest.mark.slow
 def test_root_broken_pipe_in_a_shell_pipeline_prints_nothing(store: Store, runner: CliRunner
                                                              ) -> None:
     for i in range(200):
@@ -161,6 +162,7 @@ def _import_document(n: int) -> dict[str, object]:
     return {"version": 1, "format": "ctx-export", "nodes": nodes, "edges": [], "views": []}
 
 
+@pytest.mark.slow
 def test_progress_rebuild_and_verify_draw_on_a_terminal_only(store: Store, runner: CliRunner,
                                                              tmp_path: Path) -> None:
     doc = tmp_path / "doc.json"
@@ -197,6 +199,7 @@ def test_progress_index_catch_up_is_silent_when_piped(store: Store, tmp_path: Pa
     assert (res.returncode, res.stderr) == (0, b"")
 
 
+@pytest.mark.slow
 def test_progress_commit_of_a_large_session_draws_on_a_terminal_only(tmp_path: Path) -> None:
     from ctxstore.init import init_store
     from ctxstore.knowledge.nodes import add_node

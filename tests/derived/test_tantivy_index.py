@@ -85,6 +85,7 @@ def test_the_module_imports_no_tantivy_until_used() -> None:
     assert "tantivy" not in tantivy_index.__dict__
 
 
+@pytest.mark.slow
 def test_concurrent_tantivy_rebuilds_take_turns(tmp_path: Path) -> None:
     """Two `ctx rebuild --tantivy` processes at once: both succeed, the index works after."""
     import subprocess

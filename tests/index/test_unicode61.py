@@ -73,6 +73,7 @@ def _render(name: str, values: list[int]) -> str:
     return "\n".join([*lines, ")"])
 
 
+@pytest.mark.slow
 def test_unicode61_tables_are_sqlites() -> None:
     """The generated tables are what this SQLite's tokenizer does, code point by code point."""
     ranges, dropped, fold_from, fold_to = derive_tables()

@@ -413,6 +413,7 @@ WORDS = ["money", "rounding", "InvoiceRenderer", "render", "Amount.rounded", "sh
 @given(fmt=st.sampled_from(FORMATS), budget=st.integers(min_value=1, max_value=3000),
        task=st.one_of(st.text(max_size=200),
                       st.lists(st.sampled_from(WORDS), max_size=600).map(" ".join)))
+@pytest.mark.slow
 def test_pack_rendering_never_exceeds_its_budget_in_any_format(work: Path, fmt: str, budget: int,
                                                                task: str) -> None:
     pack = _pack(work, task, budget=budget, fmt=fmt)
@@ -437,6 +438,7 @@ def test_pack_cli_markdown_of_a_long_task_stays_in_its_budget(work: Path) -> Non
         assert "## Symbol" in res.stdout or "SymbolDefinition" in res.stdout  # items still fit
 
 
+@pytest.mark.slow
 def test_pack_recent_narrative_holds_whole_entries_only(work: Path) -> None:
     full = _pack(work, "money", budget=50_000)["recent_narrative"].splitlines()
     assert full and all(line.startswith("- ") for line in full)

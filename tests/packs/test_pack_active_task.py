@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from ctxstore.repo import Store
 from tests.claude.test_hooks import context, hook, payload
@@ -55,6 +56,7 @@ def test_pack_a_task_merely_added_is_recent_not_active(store: Store) -> None:
     assert "Current ctx task" not in started
 
 
+@pytest.mark.slow
 def test_pack_the_started_task_is_active_until_it_ends(store: Store) -> None:
     _ctx(store, "add", "task", "Implement rate limiting")
     _stop(store, '<ctx:task name="ratelimit" action="start"/> '

@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +42,7 @@ def dump(conn) -> dict:
 
 @settings(max_examples=25)
 @given(OPS)
+@pytest.mark.slow
 def test_index_incremental_equals_rebuild_and_replay(ops) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / ".ctx"
