@@ -593,7 +593,7 @@ def _version(item: _Read, module_map: dict[str, list[str]], budget: _Budget,
                                    s.span.end_line, tuple(s.detail)) for s in ext.symbols)
         relations = _relations(item.path, ext, module_map, budget, counts)
         if not ext.complete:
-            note = "extraction incomplete (a syntax error or a construct the parser skips)"
+            note = ext.note or "extraction incomplete (a syntax error or a construct the parser skips)"
     elif item.language is not None:
         note = NO_SEMANTICS
     fv = FileVersion.make(path=item.path, blob_id=item.blob, language=item.language,

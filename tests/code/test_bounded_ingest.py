@@ -60,3 +60,66 @@ def test_add_file_notes_link_loops_and_undecodable_names(tmp_path: Path) -> None
     doc = json.loads(proc.stdout)
     assert doc["written"] == ["good.py"]
     assert set(_notes(doc)) == {"loop_a", "bad\\xff.py"}
+
+
+# -- item 6: a work budget per file, linear post-processing ---------------------------------
+PATHOLOGICAL = {
+    # before: the calls query walked a 100,000-deep chain (64-74 s for 200 KB)
+    "chain.js": "f" + "()" * 100_000 + ";\n",
+    # before: the calls query over an error tree, quadratic (36 s for 200,000)
+    "unclosed.rs": "fn main() " + "{" * 200_000 + "\n",
+    "brackets.go": "package x\n\nvar a = " + "[" * 200_000 + "\n",
+    "brackets.ts": "let a = " + "[" * 200_000 + ";\n",
+    # before: each section scanned every later heading for its end, and each repeated title
+    # tried #2, #3, ... from the start
+    "headings.md": "".join(f"{'#' * (1 + i % 6)} t{i}\n" for i in range(100_000)),  # 47 s
+    "repeated.md": "# a\n" + "## same\n" * 30_000,  # 248 s
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+def test_index_of_a_pathological_file_is_bounded(tmp_path: Path, name: str) -> None:
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {name: PATHOLOGICAL[name], "ok.py": "def g():\n    return 1\n"})
+    res = run_bounded(["--format", "json", "index"], cwd=ctx_dir.parent, seconds=20)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert sorted(doc["written"]) == sorted([name, "ok.py"])
+    if not name.endswith(".md"):  # the first read (an outline of 100,000 takes a while)
+        res = run_bounded(["--format", "json", "search", "g"], cwd=ctx_dir.parent, seconds=20)
+        assert res.returncode == 0, res.stderr
+
+
+def test_first_read_after_indexing_many_small_functions_is_linear(tmp_path: Path) -> None:
+    """30,000 one-line functions: chunking scanned every symbol for each one's children."""
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {"many.py": "".join(f"def f{i}(): return {i}\n" for i in range(30_000))})
+    res = run_bounded(["--format", "json", "index"], cwd=ctx_dir.parent, seconds=30)
+    assert res.returncode == 0, res.stderr
+    res = run_bounded(["--format", "json", "search", "f12345"], cwd=ctx_dir.parent, seconds=20)
+    assert res.returncode == 0, res.stderr
+    assert "many.f12345" in res.stdout
+
+
+def test_a_file_over_its_work_budget_is_incomplete_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxstore.code import _treesitter
+    from ctxstore.code.languages import extractor_for
+
+    source = "fn a() { b(); }\n" * 2_000
+    whole = extractor_for("x.rs").extract("x.rs", source)
+    assert whole.complete and whole.note is None and whole.relations
+    monkeypatch.setattr(_treesitter, "WORK_SECONDS", 0.0)
+    cut = extractor_for("x.rs").extract("x.rs", source)
+    assert not cut.complete and cut.note == _treesitter.OVER_BUDGET
+    again = extractor_for("x.rs").extract("x.rs", "fn a() {}\n")  # the parser was reset
+    assert again.note == _treesitter.OVER_BUDGET or again.symbols
+
+
+def test_markdown_outline_is_unchanged_by_the_linear_pass() -> None:
+    from ctxstore.code.markdown import MarkdownExtractor
+
+    doc = "# A\n## B\ntext\n### C\n## B\n# A\n## B #\n   # D ##\n####### no\n```\n# not\n```\n"
+    got = MarkdownExtractor().extract("d.md", doc)
+    assert [(s.qualname, s.span.start_line, s.span.end_line) for s in got.symbols] == [
+        ("d.md#A", 1, 5), ("d.md#A/B", 2, 4), ("d.md#A/B/C", 4, 4), ("d.md#A/B#2", 5, 5),
+        ("d.md#A#2", 6, 7), ("d.md#A#2/B", 7, 7), ("d.md#D", 8, 12)]
