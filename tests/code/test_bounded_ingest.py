@@ -123,3 +123,16 @@ def test_markdown_outline_is_unchanged_by_the_linear_pass() -> None:
     assert [(s.qualname, s.span.start_line, s.span.end_line) for s in got.symbols] == [
         ("d.md#A", 1, 5), ("d.md#A/B", 2, 4), ("d.md#A/B/C", 4, 4), ("d.md#A/B#2", 5, 5),
         ("d.md#A#2", 6, 7), ("d.md#A#2/B", 7, 7), ("d.md#D", 8, 12)]
+
+
+# -- item 11: detecting the tool of `ctx add command --stdin` is linear -----------------------
+@pytest.mark.parametrize("output", [
+    "\n" * 200_000 + "done\n",  # ruff's "^\s*\[" (re.M) scanned the rest of the run from each line
+    "error: x\n" + " \n" * 100_000 + "error: y\n",
+], ids=["blank-lines", "blank-runs-after-an-error"])
+def test_add_command_stdin_detects_the_tool_in_linear_time(tmp_path: Path, output: str) -> None:
+    ctx_dir = make_work(tmp_path / "w")
+    res = run_bounded(["--format", "json", "add", "command", "--stdin", "--name", "build"],
+                      cwd=ctx_dir.parent, stdin=output, seconds=20)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["tool"] in ("custom", "cargo")
