@@ -50,7 +50,9 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 _NEEDS_CONTENT = frozenset({"remember", "summarize"})
 
 _OPEN = re.compile(r"<ctx:([a-z]+)((?:[ \t\r\n]+[a-z_]+=(?:\"[^\"]*\"|'[^']*'))*)[ \t\r\n]*(/?)>")
-_ATTR = re.compile(r"([a-z_]+)=(?:\"([^\"]*)\"|'([^']*)')")
+# A name starts after a non-name character: from inside a run of letters the search would scan
+# the rest of the run again at every position.
+_ATTR = re.compile(r"(?<![a-z_])([a-z_]+)=(?:\"([^\"]*)\"|'([^']*)')")
 _REMINDER_OPEN = "<system-reminder>"
 _REMINDER_CLOSE = "</system-reminder>"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
