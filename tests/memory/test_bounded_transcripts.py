@@ -330,3 +330,15 @@ def test_reading_stopped_anywhere_reads_the_same(tmp_path: Path) -> None:
     assert stepwise[:3] == whole[:3] and stepwise[3] > 10
     small = _read_all(path, deadline=None, limit=10)
     assert small[:3] == whole[:3]
+
+
+def test_stop_on_a_reply_of_many_unclosed_tags_is_linear(store: Store, tmp_path: Path) -> None:
+    """150,000 ``<ctx:remember>`` without a closer: each looked for its closer to the end."""
+    t = Transcript()
+    t.prompt("remember things")
+    t.say("<ctx:remember>" * 150_000)
+    path = t.write(tmp_path / "s.jsonl")
+    payload = {"session_id": SESSION, "transcript_path": str(path),
+               "cwd": str(store.root.parent), "hook_event_name": "Stop"}
+    res = run_bounded(["hook", "stop"], stdin=json.dumps(payload), seconds=25)
+    assert res.returncode == 0 and "unclosed" in json.loads(res.stdout)["systemMessage"]
