@@ -333,10 +333,11 @@ def test_reading_stopped_anywhere_reads_the_same(tmp_path: Path) -> None:
 
 
 def test_stop_on_a_reply_of_many_unclosed_tags_is_linear(store: Store, tmp_path: Path) -> None:
-    """150,000 ``<ctx:remember>`` without a closer: each looked for its closer to the end."""
+    """20,000 ``<ctx:remember>`` without a closer, then 4 MB of text: each tag looked for its
+    closer to the end of the reply (44 s for the parsing alone; 1.6 s now)."""
     t = Transcript()
     t.prompt("remember things")
-    t.say("<ctx:remember>" * 150_000)
+    t.say("<ctx:remember>" * 20_000 + "x" * 4_000_000)
     path = t.write(tmp_path / "s.jsonl")
     payload = {"session_id": SESSION, "transcript_path": str(path),
                "cwd": str(store.root.parent), "hook_event_name": "Stop"}
