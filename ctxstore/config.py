@@ -233,9 +233,11 @@ _BARE = r"[A-Za-z0-9_-]+"
 _STRING = r'"[^"\\\x00-\x08\x0a-\x1f\x7f]*"'
 _SCALAR = rf"{_STRING}|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?|true|false"
 _ARRAY = rf"\[[ \t]*(?:{_STRING}[ \t]*,[ \t]*)*(?:{_STRING}[ \t]*)?\]"
+# The blanks after a table or a value belong to it: with ``(...)?[ \t]*`` after ``[ \t]*`` a
+# line of blanks could be split between the two runs in every way (quadratic in a long line).
 _SIMPLE_LINE = re.compile(
-    rf"[ \t]*(?:\[[ \t]*(?P<table>{_BARE})[ \t]*\]|(?P<key>{_BARE})[ \t]*=[ \t]*"
-    rf"(?P<value>{_SCALAR}|{_ARRAY}))?[ \t]*(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?")
+    rf"[ \t]*(?:(?:\[[ \t]*(?P<table>{_BARE})[ \t]*\]|(?P<key>{_BARE})[ \t]*=[ \t]*"
+    rf"(?P<value>{_SCALAR}|{_ARRAY}))[ \t]*)?(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?")
 _ARRAY_ITEM = re.compile(_STRING)
 
 

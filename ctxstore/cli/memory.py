@@ -212,7 +212,7 @@ def stats_command(env: Env) -> None:
     if intents:
         click.echo("  ideas by intent: " + ", ".join(f"{k} {v}" for k, v in sorted(intents.items())))
     if first is not None:
-        click.echo(f"  from {iso(first)} to {iso(last)}")
+        click.echo(f"  from {iso(first) or '-'} to {iso(last) or '-'}")
 
 
 @memory_group.command("topics")
@@ -250,7 +250,7 @@ def topics_command(env: Env, session: str | None, limit: int) -> None:
         return
     for span in spans:
         indent = "  " * int(span["depth"])
-        click.echo(f"{indent}{span['id']:>5} {span['start']} [{str(span['session'])[:8]}] "
+        click.echo(f"{indent}{span['id']:>5} {span['start'] or '-'} [{str(span['session'])[:8]}] "
                    f"{escape_tags(str(span['name']))} (turns {span['turns'][0]}-{span['turns'][1]}"
                    f", {plural(int(span['ideas']), 'idea')})")
 

@@ -112,7 +112,7 @@ class IngestReport:
         return {"scanned": self.scanned, "unchanged": self.unchanged, "read": self.read,
                 "deduplicated": self.deduplicated, "written": self.written,
                 "removed": self.removed,
-                "notes": [{"path": n.path, "note": n.note} for n in self.notes],
+                "notes": [{"path": _shown(n.path), "note": n.note} for n in self.notes],
                 "dropped": self.dropped, "symbols": self.symbols, "relations": self.relations,
                 "work_commit": self.work_commit}
 
@@ -593,7 +593,7 @@ def _version(item: _Read, module_map: dict[str, list[str]], budget: _Budget,
                                    s.span.end_line, tuple(s.detail)) for s in ext.symbols)
         relations = _relations(item.path, ext, module_map, budget, counts)
         if not ext.complete:
-            note = "extraction incomplete (a syntax error or a construct the parser skips)"
+            note = ext.note or "extraction incomplete (a syntax error or a construct the parser skips)"
     elif item.language is not None:
         note = NO_SEMANTICS
     fv = FileVersion.make(path=item.path, blob_id=item.blob, language=item.language,
@@ -678,6 +678,20 @@ def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False) ->
                    progress=None, log_line=True)
 
 
+def _utf8(path: str) -> bool:
+    """Whether a path (from Git or the walk, undecodable bytes kept as surrogates) is UTF-8."""
+    try:
+        path.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(path: str) -> str:
+    """A path as UTF-8 text: the bytes of a name that is not UTF-8 written as ``\\xNN``."""
+    return path if _utf8(path) else os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _stat_file(root: Path, path: str, max_file_bytes: int
                ) -> tuple[os.stat_result | None, str | None]:
     """(stat, None) for a regular file to consider, (None, note or None) to skip it."""
@@ -685,10 +699,14 @@ def _stat_file(root: Path, path: str, max_file_bytes: int
         st = os.lstat(f"{root}/{path}")  # a string, not a Path: one call per file of the tree
     except OSError:
         return None, None  # vanished since the listing
+    if not _utf8(path):  # objects hold UTF-8 names: Git keeps it, ctx cannot name it
+        return None, "file name is not valid UTF-8: skipped"
     if stat.S_ISLNK(st.st_mode):
         try:
             target = (root / path).resolve()
             target.relative_to(root.resolve())
+        except RuntimeError:  # Path.resolve on a cycle of links (a -> b -> a)
+            return None, "symbolic link in a loop: not followed"
         except (OSError, ValueError):
             return None, "symbolic link out of the work tree: not followed"
         return None, None  # a link inside the tree: its target is indexed under its own path

@@ -225,6 +225,10 @@ def chunk_file(text: str, symbols: Sequence[CodeSymbol]) -> list[Chunk]:
     top = [s for s in symbols if s.kind != "module" and (s.parent is None or s.parent in modules)]
     covered = [False] * len(lines)
     out: list[Chunk] = []
+    children_of: dict[str, list[CodeSymbol]] = {}  # once: a scan per symbol was quadratic
+    for s in symbols:
+        if s.parent is not None:
+            children_of.setdefault(s.parent, []).append(s)
 
     def take(sym: CodeSymbol, start: int, end: int, kind: str) -> None:
         end = min(end, len(lines))
@@ -237,7 +241,7 @@ def chunk_file(text: str, symbols: Sequence[CodeSymbol]) -> list[Chunk]:
         if sym.start_line > len(lines) or any(covered[sym.start_line - 1:sym.end_line]):
             return
         body = "".join(lines[sym.start_line - 1:sym.end_line])
-        children = [s for s in symbols if s.parent == sym.qualname]
+        children = children_of.get(sym.qualname, [])
         if sym.kind in _CONTAINERS and children and estimate_tokens(body) > CLASS_SPLIT_TOKENS:
             first = min(c.start_line for c in children)
             if first > sym.start_line:

@@ -5,7 +5,8 @@ inode, and a hash of its first consumed bytes. Only the bytes after the offset a
 that was replaced, rewritten or shrank is read again from the start, and every entry whose uuid was
 indexed already is passed over (so nothing is ever duplicated). Entries are read in batches of
 about ``BATCH_BYTES``; each batch and the cursor after it commit in one transaction, so a crash
-loses nothing and duplicates nothing. A time or byte budget stops between batches: the next call
+loses nothing and duplicates nothing. A time or byte budget stops between batches, and a time
+budget also between lines and inside a line too long to keep (``read_entries``): the next call
 continues from the cursor. Under a time budget the batches are smaller (``BUDGET_BATCH_BYTES``), so
 the first batch cannot overrun a hook's budget by much, and a hook that finds a large backlog
 (``BACKLOG_BYTES``, e.g. the first Stop over a long session from before memory was on) may take a
@@ -34,7 +35,7 @@ from ctxstore.memory.settings import OFF_NOTE, memory_settings
 from ctxstore.memory.transcript import Entry, open_regular, read_entries
 
 __all__ = ["BATCH_BYTES", "BUDGET_BATCH_BYTES", "BACKLOG_BYTES", "TURN_TOOL_BUDGET",
-           "MAX_IDEAS_PER_ENTRY", "FileReport", "index_file", "index_transcript"]
+           "MAX_IDEAS_PER_ENTRY", "FileReport", "cursor_key", "index_file", "index_transcript"]
 
 BATCH_BYTES = 1 << 20
 """About how many transcript bytes one transaction covers."""
@@ -251,6 +252,20 @@ def _code_names(text: str) -> set[str]:
     return {e.name for e in extract_entities(text) if e.kind in _CODE_ENTITIES}
 
 
+def cursor_key(path: Path) -> str:
+    """The name a transcript file's cursor and turns are stored under: its absolute path.
+
+    A name that is not UTF-8 (bytes kept as lone surrogates, which SQLite cannot store) is
+    written with its odd bytes as ``\\xNN``.
+    """
+    key = os.path.abspath(path)
+    try:
+        key.encode()
+    except UnicodeEncodeError:
+        return os.fsencode(key).decode("utf-8", "backslashreplace")
+    return key
+
+
 def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
                deadline: float | None = None, now: int | None = None,
                progress: Callable[[int], None] | None = None,
@@ -270,8 +285,8 @@ def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
     Returns:
         What was done.
     """
-    key = os.path.abspath(path)
-    fd = open_regular(Path(key))
+    key = cursor_key(path)
+    fd = open_regular(Path(os.path.abspath(path)))
     if fd is None:
         return FileReport(key, 0, 0, 0, 0, True, "not a readable regular file")
     try:
@@ -308,7 +323,7 @@ def _index_fd(db: MemoryDB, fd: int, key: str, max_bytes: int | None, deadline: 
         limit = batch_bytes if max_bytes is None else min(batch_bytes, max_bytes - consumed)
         if limit <= 0:
             break
-        read = read_entries(fd, start, limit=limit, size=size)
+        read = read_entries(fd, start, limit=limit, size=size, deadline=deadline)
         if read.end <= start:
             break  # only a line still being written is left
         if len(features) > 64:
@@ -358,7 +373,7 @@ def index_transcript(ctx_dir: Path, path: Path, *, seconds: float | None = None,
     """
     settings = memory_settings(ctx_dir)
     if not settings.enabled:
-        return FileReport(os.path.abspath(path), 0, 0, 0, 0, True, OFF_NOTE)
+        return FileReport(cursor_key(path), 0, 0, 0, 0, True, OFF_NOTE)
     began = time.monotonic()
     db = open_memory(ctx_dir, create=True, busy_seconds=10.0 if seconds is None else seconds + 0.5)
     assert db is not None
@@ -377,5 +392,5 @@ def _backlog(db: MemoryDB, path: Path) -> int:
         size = os.stat(path).st_size
     except OSError:
         return 0
-    cursor = db.get_cursor(os.path.abspath(path))
+    cursor = db.get_cursor(cursor_key(path))
     return size - cursor.offset if cursor is not None and cursor.offset <= size else size

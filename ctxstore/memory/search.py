@@ -95,11 +95,18 @@ class SearchResult(NamedTuple):
 
 
 def iso(ms: int | None) -> str | None:
-    """Milliseconds since the epoch as ISO-8601 UTC (``...Z``), or None."""
-    if ms is None:
+    """Milliseconds since the epoch as ISO-8601 UTC (``...Z``), or None.
+
+    None too for a stored value no date has (out of range, not a number: a memory written by an
+    older ctx may hold one), so reading memory never fails on what it holds.
+    """
+    if ms is None or isinstance(ms, bool) or not isinstance(ms, (int, float)):
         return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00",
-                                                                                         "Z")
+    try:
+        moment = datetime.fromtimestamp(ms / 1000, UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _narrow(low: int | None, high: int | None, since: int | None, until: int | None

@@ -31,11 +31,14 @@ __all__ = ["tokenize", "term_set", "held_terms", "path_tokens", "clean_query", "
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 # Commit-message noise: trailers, "Merge pull request #N from owner/branch", (#123),
 # URLs, commit hashes, bare issue numbers.
-_TRAILER = re.compile(r"^\s*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|"
+# ``^[ \t]*``, never ``^\s*`` with re.M (from every line start of a run of blank lines it scans
+# the rest of the run); a scheme of at most 32 characters (else every start inside a long run of
+# letters and dashes scans to its end). Both were quadratic in a pasted prompt.
+_TRAILER = re.compile(r"^[ \t]*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|"
                       r"reported-by|suggested-by|helped-by|cc|change-id|closes|fixes|refs?|"
                       r"resolves|see)\b.*$", re.IGNORECASE | re.MULTILINE)
-_MERGE = re.compile(r"^\s*merge (pull request|branch)\b.*$", re.IGNORECASE | re.MULTILINE)
-_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+_MERGE = re.compile(r"^[ \t]*merge (pull request|branch)\b.*$", re.IGNORECASE | re.MULTILINE)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]{0,31}://\S+", re.IGNORECASE)
 _NOISE = re.compile(r"\(#\d+\)|#\d+\b|\b[0-9a-f]{12,40}\b")
 # A file named in the text (``websockets.py``, ``src/lib/glob.rs``): its path, the extension
 # one of ``_FILE_EXTENSIONS`` (so ``e.g.`` or ``v1.2`` is no file). A pattern text, compiled
