@@ -24,6 +24,7 @@ LAYERS = [
      "init", "code.tree"},
     {"index", "query", "graph", "derived"},
     {"session"},
+    {"security"},
     {"narrative", "knowledge", "code"},
     {"packs", "lifecycle", "llm", "memory", "retrieval"},
     {"claude", "mcp"},
@@ -42,7 +43,7 @@ def _rank(parts: list[str]) -> int | None:
 WRITE_CALLS = {("os", "replace"), ("os", "rename"), ("os", "fsync"), ("os", "unlink"),
                ("os", "remove"), ("os", "rmdir"), ("os", "mkdir"), ("os", "link")}
 LAZY_ONLY = {"networkx", "tantivy", "tree_sitter", "tree_sitter_rust", "tree_sitter_javascript",
-             "tree_sitter_typescript", "tree_sitter_go"}
+             "tree_sitter_typescript", "tree_sitter_go", "re2"}
 
 
 def _module_paths() -> list[tuple[str, Path]]:
