@@ -18,6 +18,8 @@ but apply only with the user's consent in that clone (``ctxstore.claude.trust``,
 (``claudemd.resolve_claude_md``). ``[llm] server_url`` (``ctx llm``) applies from a
 cloned repository only when it is a loopback address (``ctxstore.llm.client.resolve_server``);
 any future command- or network-valued setting must take the same care (RELIABILITY.md CF-01).
+``[security]`` settings that let secrets through need the same consent
+(``ctxstore.security.consent.policy_for``).
 """
 
 from __future__ import annotations
@@ -79,6 +81,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # Transcript memory (ctxstore.memory, docs/memory.md "Privacy"): whether the hooks index
     # sessions at all, and how much tool output a turn keeps.
     "memory": {"enabled": True, "index_tool_output": True, "max_tool_output_chars": 8000},
+    # The secret policy of each write path (ctxstore.security, docs/security.md): explicit
+    # writes refused, automatic capture redacted. What lets a secret through (allow, disabled
+    # rules, allowed values, sensitive files indexed) applies in a clone only after `ctx trust`.
+    "security": {"explicit": "refuse", "remember": "refuse", "commands": "redact",
+                 "files": "redact", "transcripts": "redact", "llm": "redact",
+                 "narrative": "redact", "summaries": "redact", "disabled_rules": [],
+                 "allow_values": [], "index_sensitive_files": False},
 }
 
 # Accepted and validated in a file, but nothing uses them yet: left out of a new config.toml.
@@ -122,6 +131,9 @@ _RANGES: dict[tuple[str, str], tuple[float, float]] = {
 # String settings with a fixed set of values.
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("ingestion", "min_confidence"): ("high", "medium", "low"),
+    **{("security", channel): ("refuse", "redact", "allow")
+       for channel in ("explicit", "remember", "commands", "files", "transcripts", "llm",
+                       "narrative", "summaries")},
 }
 
 
