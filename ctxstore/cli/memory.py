@@ -86,8 +86,11 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> Non
                            hint="ctx memory backfill --all")
     started = time.monotonic()
     with _open(env, create=True, durable=False) as db:
+        from ctxstore.memory.index import transcript_redactor
+
         report = backfill(db, targets, progress=progress_printer("indexing transcripts"),
-                          tool_budget=settings.tool_budget)
+                          tool_budget=settings.tool_budget,
+                          redact=transcript_redactor(env.session().root))
         linked = link_code(db, env.index())
         db.checkpoint()
     seconds = time.monotonic() - started

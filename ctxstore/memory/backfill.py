@@ -87,7 +87,8 @@ def _add(found: dict[str, tuple[Path, int]], path: Path) -> None:
 
 def backfill(db: MemoryDB, paths: Iterable[Path], *,
              progress: Callable[[int, int], None] | None = None,
-             tool_budget: int = TURN_TOOL_BUDGET) -> BackfillReport:
+             tool_budget: int = TURN_TOOL_BUDGET,
+             redact: Callable[[str], str] | None = None) -> BackfillReport:
     """Index every transcript at or below ``paths``.
 
     Args:
@@ -95,6 +96,8 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         paths: Transcript files or directories holding them.
         progress: Called with (bytes done, bytes in all) as batches commit.
         tool_budget: Characters of tool calls and results kept per turn (0: none).
+        redact: What memory stores of a text (``index.transcript_redactor``); the built-in
+            rules' redaction when None.
 
     Returns:
         The report.
@@ -114,7 +117,8 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         with db.batch() if len(group) > 1 else nullcontext():
             for path, size in group:
                 before = done
-                report = index_file(db, path, progress=step, tool_budget=tool_budget)
+                report = index_file(db, path, progress=step, tool_budget=tool_budget,
+                                    redact=redact)
                 reports.append(report)
                 if report.note:
                     notes.append(f"{path}: {report.note}")

@@ -28,11 +28,12 @@ from ctxstore.git import in_git_work_tree
 from ctxstore.security.secrets import Policy, policy_from_config
 
 if TYPE_CHECKING:
+    from ctxstore.config import Config
     from ctxstore.repo import Store
 
 __all__ = ["TRUST_KEY", "ConsentRequired", "add_record", "git_config", "grant_security",
-           "in_git_work_tree", "policy_for", "read_records", "remove_record", "revoke_security",
-           "policy_from_config", "security_record", "store_name"]
+           "in_git_work_tree", "policy_for", "policy_for_dir", "read_records", "remove_record",
+           "revoke_security", "policy_from_config", "security_record", "store_name"]
 
 TRUST_KEY = "ctx.trusted"
 _GIT_TIMEOUT = 10.0
@@ -156,6 +157,22 @@ def policy_for(store: Store) -> Policy:
     except ConsentRequired:
         pass  # consent cannot be read: fail closed, the defaults apply
     return Policy(ignored=tuple(weak))
+
+
+class _StoreDir:
+    """What ``policy_for`` reads of a store, for callers that hold only its directory."""
+
+    __slots__ = ("root", "config", "worktree")
+
+    def __init__(self, root: Path, config: Config) -> None:
+        self.root = root
+        self.config = config
+        self.worktree = root.parent
+
+
+def policy_for_dir(ctx_dir: Path, config: Config) -> Policy:
+    """``policy_for`` of the store at ``ctx_dir`` whose config is ``config`` (no ``Store``)."""
+    return policy_for(_StoreDir(Path(ctx_dir).resolve(), config))  # type: ignore[arg-type]
 
 
 def grant_security(store: Store) -> tuple[str | None, bool]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -50,12 +51,14 @@ __all__ = [
     "Finding",
     "Policy",
     "Scanner",
+    "apply_redactions",
     "default_scanner",
     "describe",
     "guard_text",
     "guard_texts",
     "policy_from_config",
     "redact_text",
+    "sensitive_file",
 ]
 
 RULES_PATH = Path(__file__).resolve().parent / "rules.json"
@@ -110,6 +113,31 @@ def _entropy(text: str) -> float:
         counts[ch] = counts.get(ch, 0) + 1
     n = len(text)
     return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+_BACKSLASH_RUNS = re.compile(r"\\+")  # each run is matched once, left to right: linear
+
+
+def _unescape_for_matching(text: str) -> str:
+    """``text`` as the rules can match it, of the same length (its offsets are ``text``'s).
+
+    The backslashes of escaped quotes (``\\'``, ``\\\\\\"``) become spaces, and a run of
+    backslashes before ``n``, ``r`` or ``t`` (``\\\\n``: JSON inside JSON) is cut to one.
+    """
+    parts: list[str] = []
+    pos = 0
+    for m in _BACKSLASH_RUNS.finditer(text):
+        start, end = m.span()
+        after = text[end:end + 1]
+        if after in ("'", '"', "\x60"):
+            parts += [text[pos:start], " " * (end - start)]
+        elif after in ("n", "r", "t") and end - start > 1:
+            parts += [text[pos:start], " " * (end - start - 1) + "\\"]
+        else:
+            continue
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 class _Allowlist:
@@ -263,6 +291,12 @@ class Scanner:
         """
         if not text or (path is not None and self.path_skipped(path)):
             return []
+        # Many rules end a token at a quote, white space or an escaped ``\n``; in escaped
+        # text (a repr, JSON inside a string, a shell command line) the quote follows a
+        # backslash. Such a backslash becomes a space for matching: same length, so every
+        # offset holds, and the findings apply to the text as given.
+        if "\\" in text:
+            text = _unescape_for_matching(text)
         found: list[Finding] = []
         for rule in self._candidates(text):
             if rule.pattern is None:
@@ -346,6 +380,52 @@ def _scanner(disabled: tuple[str, ...], allow_values: tuple[str, ...]) -> Scanne
 def default_scanner() -> Scanner:
     """The built-in rule set, compiled once per process (rules compile on first use)."""
     return _scanner((), ())
+
+
+# -- sensitive files ------------------------------------------------------------------------------
+
+# Files that hold credentials by their nature, whatever their content looks like: ``ctx index``
+# never reads them unless ``[security] index_sensitive_files`` (docs/security.md). Matched on
+# the file name (``fnmatch``, case-insensitive), or on the path for the entries with a ``/``.
+SENSITIVE_FILES: tuple[tuple[str, str], ...] = (
+    (".env", "environment file"), (".env.*", "environment file"), ("*.env", "environment file"),
+    (".envrc", "environment file"),
+    ("*.pem", "key or certificate"), ("*.key", "private key"), ("*.p12", "keystore"),
+    ("*.pfx", "keystore"), ("*.jks", "keystore"), ("*.keystore", "keystore"),
+    ("*.bks", "keystore"), ("*.kdbx", "password database"), ("*.ppk", "private key"),
+    ("*.gpg", "encrypted secret"), ("*.asc", "PGP key"), ("secring.*", "PGP key"),
+    ("id_rsa", "SSH private key"), ("id_dsa", "SSH private key"), ("id_ecdsa", "SSH private key"),
+    ("id_ed25519", "SSH private key"), ("id_*_sk", "SSH private key"),
+    (".netrc", "credentials"), ("_netrc", "credentials"), (".pgpass", "credentials"),
+    (".npmrc", "credentials"), (".pypirc", "credentials"), (".git-credentials", "credentials"),
+    (".htpasswd", "credentials"), (".dockercfg", "credentials"), ("*.tfstate", "credentials"),
+    ("*.tfstate.backup", "credentials"), ("credentials", "credentials"),
+    ("credentials.json", "credentials"), ("client_secret*.json", "credentials"),
+    ("service-account*.json", "credentials"), ("secrets.yml", "credentials"),
+    ("secrets.yaml", "credentials"), ("secrets.json", "credentials"), ("*.secret", "credentials"),
+    (".aws/*", "credentials"), (".docker/config.json", "credentials"), (".ssh/*", "SSH key"),
+    (".gnupg/*", "PGP key"), (".kube/config", "credentials"),
+)
+
+
+def sensitive_file(path: str) -> str | None:
+    """Why ``path`` (repository-relative, ``/``-separated) is a sensitive file, or None.
+
+    Public keys (``*.pub``) are not sensitive; nor is an SSH ``known_hosts`` file.
+    """
+    from fnmatch import fnmatch
+
+    low = path.lower()
+    name = low.rsplit("/", 1)[-1]
+    if name.endswith(".pub") or name in ("known_hosts", "authorized_keys"):
+        return None
+    for pattern, reason in SENSITIVE_FILES:
+        if "/" in pattern:
+            if fnmatch(low, pattern) or fnmatch(low, "*/" + pattern):
+                return reason
+        elif fnmatch(name, pattern):
+            return reason
+    return None
 
 
 # -- policy ---------------------------------------------------------------------------------------

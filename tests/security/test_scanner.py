@@ -138,3 +138,20 @@ def test_guard_text_refuses_redacts_or_allows_by_channel() -> None:
     assert guard_text(allow, "commands", text) == text
     assert allow.weakenings() == ['[security] commands = "allow"']
     assert Policy().weakenings() == []
+
+
+def test_scanner_finds_tokens_in_escaped_text() -> None:
+    # A repr, JSON inside a string, a command line: the quote ending a token follows a
+    # backslash, which gitleaks' rules do not expect.
+    lines = "\n".join(t.text for t in TOKENS)
+    for escaped in (repr(lines), json.dumps(json.dumps(lines))):
+        redacted, _ = default_scanner().redact(escaped)
+        assert [t.name for t in TOKENS if t.secret in redacted] == [], escaped[:80]
+        assert redacted.startswith(escaped[:2]) and redacted.endswith(escaped[-2:])
+
+
+def test_scanner_escape_handling_is_linear() -> None:
+    t = time.perf_counter()
+    default_scanner().scan("\\" * 2_000_000 + "x")
+    default_scanner().scan("\\a" * 1_000_000)
+    assert time.perf_counter() - t < 5
