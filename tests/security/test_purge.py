@@ -85,7 +85,7 @@ def test_debug_secrets_names_node_file_and_commit(origin: tuple[Path, str], tmp_
     assert all(f["commit"] and f["object"] for f in objects)
     assert not [f for f in found if f["file"] == "app.py"]
     text = ctx(work, "debug", "secrets", code=1).stdout
-    assert f"github-pat: object, object " in text and f"node {sid}" in text
+    assert "github-pat: object, object " in text and f"node {sid}" in text
     assert GH.secret not in res.stdout + text
 
 
