@@ -263,6 +263,8 @@ def test_layering_hooks_import_no_heavy_modules(tmp_path: Path, event: str) -> N
                 if line.startswith("import time:")}
     assert "ctxstore" in imported  # the log is real
     assert not imported & HOOK_FORBIDDEN, sorted(imported & HOOK_FORBIDDEN)
+    if event != "stop":  # the secret scanner's engine: only a write path with text to scan
+        assert "re2" not in imported
     if event == "stop":  # the write path really ran
         listed = subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir",
                                  str(work / ".ctx"), "--format", "json", "list"],

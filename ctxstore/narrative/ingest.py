@@ -352,6 +352,8 @@ def commit_with_edits(store: Store, message: str | None, *, amend: bool = False,
         StagingConflict, LockConflict, StorageIOError: see ``commit_stage``.
     """
     check_commit_message(message, amend=amend)  # before ingestion stages anything
+    if message:  # a commit message is committed with .ctx/: an explicit write
+        guard(store, "explicit", message, what="the commit message")
     with store.lock():
         edits = ingest_narrative_edits(store) if narrative else []
         res = commit_stage(store, message, amend=amend, narrative=narrative,

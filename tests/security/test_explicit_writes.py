@@ -59,6 +59,11 @@ def test_explicit_cli_writes_with_a_secret_are_refused(work: Path, tmp_path: Pat
            "nodes": [{"id": "01J8Z1N6Q0Y8M5H2W3V4X5Y6Z7", "type": "fact", "content": note}]}
     err = refused(work, "github-pat", 2, "import", stdin=json.dumps(doc))
     assert "nodes[0].content holds a secret" in err
+    refused(work, "github-pat", 1, "view", "create", "deploy", "--query", "type:fact",
+            "--description", GH.text)
+    refused(work, "github-pat", 1, "relate", nid, "RELATES_TO", nid, "--evidence", GH.text)
+    refused(work, "github-pat", 1, "commit", "-m", f"deploy with {GH.secret}")
+    refused(work, "github-pat", 1, "stage", "compact", "-m", f"deploy with {GH.secret}")
     source = tmp_path / "deploy.env"
     source.write_text(f"REGION=eu-west-1\n{AWS.text}\n")
     err = refused(work, "aws-access-token", 2, "ingest", str(source))
