@@ -124,3 +124,14 @@ def test_mcp_remember_with_a_secret_is_a_tool_error(work: Path) -> None:
     assert store_digest(work / ".ctx") != before  # the clean one was stored
     listed = json.loads(ctx(work, "--format", "json", "list").stdout)["nodes"]
     assert [n["content"] for n in listed] == ["the deploy key lives in the vault"]
+
+
+def test_consolidate_content_with_a_secret_is_refused(store) -> None:
+    from ctxstore.errors import SecretRefused
+    from ctxstore.lifecycle.consolidate import apply_proposals
+
+    before = store_digest(store.root)
+    with pytest.raises(SecretRefused) as err:
+        apply_proposals(store, ["p1"], content=f"merged:\n{GH.text}")
+    assert err.value.rule == "github-pat" and err.value.line == 2
+    assert store_digest(store.root) == before
