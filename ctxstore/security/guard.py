@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ctxstore.security.consent import policy_for
-from ctxstore.security.secrets import Policy, guard_text
+from ctxstore.security.secrets import Policy, guard_text, policy_from_config
 
 if TYPE_CHECKING:
     from ctxstore.repo import Store
@@ -24,6 +23,13 @@ __all__ = ["guard", "guard_fields", "guard_metadata", "policy"]
 
 def policy(store: Store) -> Policy:
     """The policy in force for ``store`` (see ``consent.policy_for``)."""
+    wanted = policy_from_config(store.config)
+    if not wanted.weakenings():
+        return wanted  # nothing needs consent: no git process, not even its import
+    # Imported here: consent runs git; the hooks' write path (a <ctx:remember>) never needs
+    # it with the default policy.
+    from ctxstore.security.consent import policy_for
+
     return policy_for(store)
 
 
@@ -47,7 +53,7 @@ def guard(store: Store, channel: str, text: str, *, what: str = "content",
     Raises:
         SecretRefused: (E025) when the channel refuses and ``text`` holds a secret.
     """
-    return guard_text(policy_ or policy_for(store), channel, text, what=what, path=path,
+    return guard_text(policy_ or policy(store), channel, text, what=what, path=path,
                       allow_secret=allow_secret)
 
 
@@ -58,7 +64,7 @@ def guard_fields(store: Store, channel: str, fields: Iterable[tuple[str, str | N
     Raises:
         SecretRefused: (E025) for the first field holding a secret, when the channel refuses.
     """
-    pol = policy_for(store)
+    pol = policy(store)
     return [None if text is None else guard_text(pol, channel, text, what=what,
                                                  allow_secret=allow_secret)
             for what, text in fields]
@@ -71,7 +77,7 @@ def guard_metadata(store: Store, channel: str, metadata: Mapping[str, Any] | Non
     Raises:
         SecretRefused: (E025) when the channel refuses and a value holds a secret.
     """
-    pol = policy_for(store)
+    pol = policy(store)
 
     def walk(value: Any, where: str) -> Any:
         if isinstance(value, str):
