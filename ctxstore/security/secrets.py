@@ -55,7 +55,6 @@ __all__ = [
     "default_scanner",
     "describe",
     "guard_text",
-    "guard_texts",
     "policy_from_config",
     "redact_text",
     "sensitive_file",
@@ -529,17 +528,6 @@ def guard_text(policy: Policy, channel: str, text: str, *, what: str = "content"
     if action == "refuse":
         raise SecretRefused(what, findings[0].rule, findings[0].line, describe(findings))
     return redacted
-
-
-def guard_texts(policy: Policy, channel: str, texts: Iterable[tuple[str, str]], *,
-                allow_secret: bool = False) -> None:
-    """Check several ``(what, text)`` pairs of one explicit write before anything is written.
-
-    Raises:
-        SecretRefused: (E025) for the first text that holds a secret, when the channel refuses.
-    """
-    for what, text in texts:
-        guard_text(policy, channel, text, what=what, allow_secret=allow_secret)
 
 
 def redact_text(text: str, policy: Policy = DEFAULT_POLICY) -> str:
