@@ -127,7 +127,10 @@ def without_purged(store: Store, roots: list[tuple[bytes, Any, str]],
     """
     if not any(p.code == "E001" for p in problems):
         return problems
-    purged = {oid.hex() for oid in purged_objects(store, [ObjectId(r[0]) for r in roots])}
+    try:
+        purged = {oid.hex() for oid in purged_objects(store, [ObjectId(r[0]) for r in roots])}
+    except CtxError:
+        return problems  # the history itself is broken: every problem stands
     return [p for p in problems if not (p.code == "E001" and p.subject in purged)]
 
 

@@ -50,6 +50,10 @@ def build_rules(root: Path = HERE) -> dict[str, Any]:
                           "keywords": [k.lower() for k in rule.get("keywords", [])],
                           "path": rule.get("path"),
                           "allowlists": [_allowlist(a) for a in rule.get("allowlists", [])]})
+    by_id = {r["id"]: r for r in rules}
+    for name in SOURCES:  # allowlists a later file adds to an earlier file's rule
+        for ext in tomllib.loads((root / name).read_text("utf-8")).get("extend", []):
+            by_id[ext["rule"]]["allowlists"] += [_allowlist(a) for a in ext.get("allowlists", [])]
     return {"version": 1, "sources": list(SOURCES), "allowlist": allow, "rules": rules}
 
 

@@ -155,3 +155,10 @@ def test_scanner_escape_handling_is_linear() -> None:
     default_scanner().scan("\\" * 2_000_000 + "x")
     default_scanner().scan("\\a" * 1_000_000)
     assert time.perf_counter() - t < 5
+
+
+def test_scanner_leaves_ctx_own_metadata_alone() -> None:
+    # An agent write's identity (knowledge.remember) is a hash kept as metadata `hook_key`.
+    meta = '{"hook_key": "22fe96974a3ebc1efc4db7afc8440df3", "session": "s1"}'
+    assert default_scanner().scan(meta) == []
+    assert default_scanner().scan('api_key = "22fe96974a3ebc1efc4db7afc8440df3"')
