@@ -170,3 +170,7 @@ def test_no_secret_leaves_through_any_write_path(work: Path, tmp_path: Path) -> 
 
     _session(ctx_dir)(body)
     assert store_leaks(ctx_dir) == {}
+    # ctx's own scan of the whole store agrees: nothing found, and nothing flagged that is
+    # not a secret (node metadata, hook state, memory, the index)
+    res = ctx(work, "debug", "secrets")
+    assert res.stdout.startswith("no secret found"), res.stdout
