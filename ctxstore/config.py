@@ -25,6 +25,8 @@ its committed ceiling a value applies only from the user's own configuration (a 
 outside any Git work tree) or with this clone's consent (``ctx trust``); without either it
 is clamped to the ceiling (``clamp_limits``, decided by ``ctxstore.limits``). The upper
 bound of each range is the hard ceiling that no configuration passes.
+``[security]`` settings that let secrets through need the same consent
+(``ctxstore.security.consent.policy_for``).
 """
 
 from __future__ import annotations
@@ -87,6 +89,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # Transcript memory (ctxstore.memory, docs/memory.md "Privacy"): whether the hooks index
     # sessions at all, and how much tool output a turn keeps.
     "memory": {"enabled": True, "index_tool_output": True, "max_tool_output_chars": 8000},
+    # The secret policy of each write path (ctxstore.security, docs/security.md): explicit
+    # writes refused, automatic capture redacted. What lets a secret through (allow, disabled
+    # rules, allowed values, sensitive files indexed) applies in a clone only after `ctx trust`.
+    "security": {"explicit": "refuse", "remember": "refuse", "commands": "redact",
+                 "files": "redact", "transcripts": "redact", "llm": "redact",
+                 "narrative": "redact", "summaries": "redact", "disabled_rules": [],
+                 "allow_values": [], "index_sensitive_files": False},
 }
 
 # Accepted and validated in a file, but nothing uses them yet: left out of a new config.toml.
@@ -146,6 +155,9 @@ LIMITS: dict[tuple[str, str], float] = {
 # String settings with a fixed set of values.
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("ingestion", "min_confidence"): ("high", "medium", "low"),
+    **{("security", channel): ("refuse", "redact", "allow")
+       for channel in ("explicit", "remember", "commands", "files", "transcripts", "llm",
+                       "narrative", "summaries")},
 }
 
 

@@ -86,8 +86,11 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> Non
                            hint="ctx memory backfill --all")
     started = time.monotonic()
     with _open(env, create=True, durable=False) as db:
+        from ctxstore.memory.index import transcript_redactor
+
         report = backfill(db, targets, progress=progress_printer("indexing transcripts"),
-                          tool_budget=settings.tool_budget)
+                          tool_budget=settings.tool_budget,
+                          redact=transcript_redactor(env.session().root))
         linked = link_code(db, env.index())
         db.checkpoint()
     seconds = time.monotonic() - started
@@ -260,9 +263,11 @@ def topics_command(env: Env, session: str | None, limit: int) -> None:
 @click.option("--type", "node_type", default=None,
               help="The node type (default: from the idea's intent: decision -> decision, "
                    "conclusion -> fact, ...).")
+@click.option("--allow-secret", is_flag=True,
+              help="Promote the idea even if it holds a secret (it reaches Git with .ctx/).")
 @format_option
 @pass_env
-def promote_command(env: Env, idea_id: int, node_type: str | None) -> None:
+def promote_command(env: Env, idea_id: int, node_type: str | None, allow_secret: bool) -> None:
     """Make an idea a shared knowledge node, DERIVED_FROM its transcript span.
 
     \b
@@ -271,7 +276,8 @@ def promote_command(env: Env, idea_id: int, node_type: str | None) -> None:
     """
     from ctxstore.memory.promote import promote_idea
 
-    added = promote_idea(env.store(), _memory_dir(env), idea_id, node_type)
+    added = promote_idea(env.store(), _memory_dir(env), idea_id, node_type,
+                         allow_secret=allow_secret)
     node = added.node
     if env.fmt == "json":
         emit_json({"id": node.id, "type": node.type, "idea": idea_id,

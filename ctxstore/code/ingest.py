@@ -49,6 +49,8 @@ from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, ObjectStore, object_id_of
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.security.guard import guard, policy
+from ctxstore.security.secrets import sensitive_file
 
 __all__ = ["IngestReport", "FileNote", "index_tree", "add_files", "default_jobs", "repo_path",
            "STAT_CACHE",
@@ -93,6 +95,9 @@ class IngestReport:
         symbols: Symbols in the versions written.
         relations: Relations in the versions written.
         work_commit: The work commit of the run (hex), None when nothing changed.
+        sensitive: Sensitive files not read (``.env``, keys, keystores, credential files:
+            ``[security] index_sensitive_files``).
+        redacted: Files whose secrets were redacted before they were stored.
     """
 
     scanned: int = 0
@@ -106,6 +111,8 @@ class IngestReport:
     symbols: int = 0
     relations: int = 0
     work_commit: str | None = None
+    sensitive: list[str] = field(default_factory=list)
+    redacted: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready map."""
@@ -114,7 +121,8 @@ class IngestReport:
                 "removed": self.removed,
                 "notes": [{"path": _shown(n.path), "note": n.note} for n in self.notes],
                 "dropped": self.dropped, "symbols": self.symbols, "relations": self.relations,
-                "work_commit": self.work_commit}
+                "work_commit": self.work_commit, "sensitive": self.sensitive,
+                "redacted": self.redacted}
 
 
 @dataclass
@@ -769,7 +777,14 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
     # Listed files that can no longer be indexed (gone, now a link, a special file, too
     # large, binary, not UTF-8): an indexed version of one is stale, so it is removed.
     dropped: set[str] = set()
+    # Secrets (docs/security.md): sensitive files are never read, whatever .gitignore says
+    # (one that was indexed before is removed); other files are redacted before storing.
+    pol = policy(store)
     for path in candidates:
+        if not pol.index_sensitive_files and sensitive_file(path) is not None:
+            report.sensitive.append(path)
+            dropped.add(path)
+            continue
         st, note = _stat_file(root, path, budget.max_file_bytes)
         if st is None:
             if note:
@@ -795,6 +810,11 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
             continue
         budget.bytes_used += st.st_size
         to_read.append((path, st))
+    if report.sensitive:
+        shown = ", ".join(report.sensitive[:5]) + (f" and {len(report.sensitive) - 5} more"
+                                                  if len(report.sensitive) > 5 else "")
+        report.dropped.append(f"{len(report.sensitive)} sensitive files not read (they hold "
+                              f"credentials; [security] index_sensitive_files): {shown}")
     if over["files"]:
         report.dropped.append(f"{over['files']} files not read: over [ingestion] "
                               f"max_files_per_step = {budget.max_files}")
@@ -819,6 +839,10 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
             if not racy:
                 new_cache[path] = [st.st_size, st.st_mtime_ns, None]
             continue
+        clean = guard(store, "files", text, what=path, path=path, policy_=pol)
+        if clean is not text:  # what is stored is the redacted text: blob, symbols, chunks
+            text, data = clean, clean.encode("utf-8")
+            report.redacted.append(path)
         blob = object_id_of(KIND_BLOB, data)
         if not racy:
             new_cache[path] = [st.st_size, st.st_mtime_ns, blob.hex()]

@@ -107,7 +107,7 @@ def glob_source(pattern: str, *, below: bool = True) -> str:
 
 def _compile(source: str) -> Any:
     """An RE2 regex (matching in time linear in the text), or None if RE2 refuses it."""
-    import re2  # type: ignore[import-untyped]  # only ingestion matches globs
+    import re2  # only ingestion matches globs (untyped: pyproject ignores its imports)
 
     options = re2.Options()
     options.dot_nl = True  # a name may hold a newline

@@ -25,12 +25,14 @@ SchemaRow = tuple[str, str, str, "str | None"]
 #    code_edges_to (to_kind, to_key, label, path)
 # 8: Markdown sections over CLASS_SPLIT_TOKENS are chunked by subsection, or in windows when
 #    they have none (index.code.chunk_file)
-INDEX_SCHEMA_VERSION = 8
+# 9: purged (version ids a reachable ``purge`` record names: never applied, ctx purge)
+INDEX_SCHEMA_VERSION = 9
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS applied (oid BLOB PRIMARY KEY, kind TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS applied_batches (oid BLOB PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS purged (version BLOB PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS winners (
     key TEXT PRIMARY KEY, stamp INTEGER NOT NULL, version BLOB NOT NULL, live INTEGER NOT NULL
 ) WITHOUT ROWID;
@@ -176,7 +178,7 @@ CREATE INDEX IF NOT EXISTS diagnostics_path ON diagnostics(path);
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "496a03ff260c52c9c518829f942c977b870e3a96cb3d6b9d1b2d8e8012891699"
+EXPECTED_SCHEMA_DIGEST = "9ad91007f00733d74ada8bb5bdaa843b1284cfafbd52b6f6eb375e08e5d8ef76"
 
 _expected: frozenset[SchemaRow] | None = None
 

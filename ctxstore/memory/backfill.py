@@ -87,7 +87,8 @@ def _add(found: dict[str, tuple[Path, int]], path: Path) -> None:
 
 def backfill(db: MemoryDB, paths: Iterable[Path], *,
              progress: Callable[[int, int], None] | None = None,
-             tool_budget: int = TURN_TOOL_BUDGET) -> BackfillReport:
+             tool_budget: int = TURN_TOOL_BUDGET,
+             redact: Callable[[str], str] | None = None) -> BackfillReport:
     """Index every transcript at or below ``paths``.
 
     Args:
@@ -95,6 +96,8 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         paths: Transcript files or directories holding them.
         progress: Called with (bytes done, bytes in all) as batches commit.
         tool_budget: Characters of tool calls and results kept per turn (0: none).
+        redact: What memory stores of a text (``index.transcript_redactor``); the built-in
+            rules' redaction when None.
 
     Returns:
         The report.
@@ -114,7 +117,7 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         with db.batch() if len(group) > 1 else nullcontext():
             for path, size in group:
                 before = done
-                report = _index_one(db, path, step, tool_budget)
+                report = _index_one(db, path, step, tool_budget, redact)
                 reports.append(report)
                 if report.note:
                     notes.append(f"{report.path}: {report.note}")
@@ -128,7 +131,7 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
 
 
 def _index_one(db: MemoryDB, path: Path, progress: Callable[[int], None],
-               tool_budget: int) -> FileReport:
+               tool_budget: int, redact: Callable[[str], str] | None) -> FileReport:
     """``index_file``, or a report with a note when the file cannot be indexed.
 
     Every line is type-checked when it is read, and a line that still cannot be taken is
@@ -136,7 +139,7 @@ def _index_one(db: MemoryDB, path: Path, progress: Callable[[int], None],
     (``--all``). What it had committed stays; its failed batch was rolled back.
     """
     try:
-        return index_file(db, path, progress=progress, tool_budget=tool_budget)
+        return index_file(db, path, progress=progress, tool_budget=tool_budget, redact=redact)
     except (ValueError, TypeError, LookupError, RecursionError) as exc:
         return FileReport(cursor_key(path), 0, 0, 0, 0, False,
                           f"skipped: cannot be indexed ({type(exc).__name__}: {exc})"[:300])
