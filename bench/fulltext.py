@@ -7,7 +7,7 @@ path 1.5, text 1.0):
 
 - FTS5: the ``chunks_fts`` table as ``index.schema`` declares it (``unicode61``), in a file
   database; a query is its words, each quoted, joined by OR, ranked by ``bm25()``.
-- Tantivy: ``ctxstore.derived.tantivy_index.CodeTextIndex`` (identifier-aware regex
+- Tantivy: ``ctxstore.search.tantivy_index.CodeTextIndex`` (identifier-aware regex
   tokenizer), in a directory; its own free-text query (any word, BM25).
 
 Per corpus it prints the index time (in-process, chunking excluded), the median and 95th
@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from ctxstore.code.languages import extractor_for
-from ctxstore.derived.tantivy_index import CodeTextIndex
 from ctxstore.index.code import chunk_file
 from ctxstore.model.code import CodeSymbol
+from ctxstore.search.tantivy_index import CodeTextIndex
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 TOP_CHUNKS = 200

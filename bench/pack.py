@@ -172,8 +172,8 @@ def at_scale(work: Path, eval_dir: Path, caps: list[int], seeds: list[int], runs
     from retrieval import NAMES, _load, items, language_ext, mrr
 
     from ctxstore.packs import pack
-    from ctxstore.packs.rank import Params
-    from ctxstore.packs.text import parse_query
+    from ctxstore.search.rank import Params
+    from ctxstore.search.task import parse_query
     from ctxstore.session import Session
 
     is_test = _load(eval_dir, "bm25").is_test

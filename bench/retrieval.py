@@ -44,8 +44,8 @@ from types import ModuleType
 from typing import Any
 
 from ctxstore.code.languages import extractor_for
-from ctxstore.packs.rank import Corpus, Document, Params, defined_names
-from ctxstore.packs.text import Query, parse_query, tokenize
+from ctxstore.search.rank import Corpus, Document, Params, defined_names
+from ctxstore.search.task import Query, parse_query, tokenize
 
 NAMES = ("werkzeug", "starlette", "ripgrep")
 

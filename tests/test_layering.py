@@ -22,7 +22,7 @@ LAYERS = [
     {"refs"},
     {"repo", "replay", "staging", "narrative.markdown", "narrative.snapshot", "verify", "gc", "git",
      "init", "code.tree"},
-    {"index", "query", "graph", "derived"},
+    {"index", "search", "query", "graph"},
     {"session"},
     {"narrative", "knowledge", "code"},
     {"packs", "lifecycle", "llm", "memory"},
@@ -147,7 +147,7 @@ def test_layering_only_fsio_writes_files(top: str, path: Path, tree: ast.Module)
 
 
 # STYLE §2.2: SQL lives in index/, query/ and claude/state.py only (issue 12).
-SQL_HOMES = ("index/", "query/", "claude/state.py", "memory/db.py")
+SQL_HOMES = ("index/", "search/", "query/", "claude/state.py", "memory/db.py")
 SQL_CALLS = {"execute", "executemany", "executescript", "cursor"}
 
 
@@ -231,7 +231,7 @@ def test_layering_json_search_imports_no_text_renderers(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     imported = {line.split("|")[-1].strip() for line in res.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "ctxstore.knowledge.search" in imported  # the log is real
+    assert "ctxstore.search.search" in imported  # the log is real
     assert not imported & {"ctxstore.cli.nodes", "ctxstore.cli._render", "ctxstore.claude.inject"}
 
 
@@ -299,7 +299,7 @@ def test_layering_prompt_hook_search_imports_neither_dataclasses_nor_inspect(tmp
     assert "exponential backoff" in context  # the search really ran and found the note
     imported = {line.split("|")[-1].strip() for line in res.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "ctxstore.knowledge.search" in imported
+    assert "ctxstore.search.search" in imported
     assert not imported & {"dataclasses", "inspect"}, sorted(imported & {"dataclasses", "inspect"})
 
 

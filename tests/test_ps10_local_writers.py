@@ -227,7 +227,7 @@ def test_scc_pointer_refuses_a_linked_derived_and_replaces_a_linked_pointer(
 # -- the Tantivy synced marker (index/tantivy.synced) --------------------------------------------
 def test_tantivy_marker_never_written_through_an_index_swapped_after_its_check(
         store: Store, runner: CliRunner, out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxstore.derived.tantivy_index import TANTIVY_DIR, rebuild_tantivy
+    from ctxstore.search.tantivy_index import TANTIVY_DIR, rebuild_tantivy
 
     pytest.importorskip("tantivy")
     _index_with_rows(store, runner)
@@ -246,7 +246,7 @@ def test_tantivy_marker_never_written_through_an_index_swapped_after_its_check(
 
 def test_tantivy_rebuild_refuses_a_linked_new_directory(
         store: Store, runner: CliRunner, out: Path) -> None:
-    from ctxstore.derived.tantivy_index import rebuild_tantivy
+    from ctxstore.search.tantivy_index import rebuild_tantivy
 
     pytest.importorskip("tantivy")
     _index_with_rows(store, runner)

@@ -56,10 +56,10 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
                       "sccs": built.view.scc_count, "cycles": len(found)}
         lines.append(f"SCC view {built.oid.hex()[:16]}: {len(built.view.nodes)} nodes, "
                      f"{built.view.scc_count} SCCs, {len(found)} cycles")
-    from ctxstore.derived.tantivy_index import TANTIVY_DIR
+    from ctxstore.search.tantivy_index import TANTIVY_DIR
 
     if tantivy_only or (index_dir(store) / TANTIVY_DIR).is_dir():
-        from ctxstore.derived.tantivy_index import rebuild_tantivy
+        from ctxstore.search.tantivy_index import rebuild_tantivy
 
         rep = rebuild_tantivy(store)
         doc["tantivy"] = {"chunks": rep.chunks, "nodes": rep.nodes, "seconds": round(rep.seconds, 3)}

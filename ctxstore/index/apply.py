@@ -19,7 +19,6 @@ from dataclasses import field
 from ctxstore.errors import CommitOrphan, ObjectNotFound
 from ctxstore.index.build import BUILD_TABLES, apply_build_record
 from ctxstore.index.code import CODE_TABLES, DocumentFrequencies, apply_file
-from ctxstore.index.fulltext.fts5 import Fts5Engine
 from ctxstore.index.heads import FoldReads, record_commit_graph, update_node_heads
 from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit, codec
 from ctxstore.model.build import CargoRecord, CommandRunRecord
@@ -41,6 +40,7 @@ from ctxstore.model.knowledge import (
 from ctxstore.objects import ObjectId
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.search.fts5 import Fts5Engine
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_index"]

@@ -1,7 +1,7 @@
 """Code rows of the index: files, symbols, code_edges, chunks, chunks_fts, file_terms.
 
 ``file_terms`` and ``file_lengths`` are the retrieval postings of each file: its
-``index.terms`` tokens (body and path) with their counts, read by ``ctx pack``. ``term_df``
+``search.tokenize`` tokens (body and path) with their counts, read by ``ctx pack``. ``term_df``
 counts the files of each term: an apply gathers the changes in a ``DocumentFrequencies``
 and writes them once at its end (``flush``), one row per term it touched, and bumps
 ``meta`` ``code_generation`` (which invalidates ``corpus_cache``).
@@ -30,10 +30,10 @@ from itertools import repeat
 from typing import Any
 
 from ctxstore.ids import ObjectId
-from ctxstore.index.terms import path_tokens, term_counts
 from ctxstore.model.code import CodeRelation, CodeSymbol, FileRecord, FileRemoved, FileVersion
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.search.tokenize import path_tokens, term_counts
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["CODE_TABLES", "DocumentFrequencies", "FileRow", "SymbolHit", "Chunk", "apply_file",
@@ -180,7 +180,7 @@ def _evidence(r: CodeRelation, blob_hex: str) -> str:
 
 def _file_terms(conn: sqlite3.Connection, file_id: int, path: str, text: str,
                 frequencies: DocumentFrequencies) -> None:
-    """The retrieval postings of one file: ``index.terms`` tokens of its text and its path."""
+    """The retrieval postings of one file: ``search.tokenize`` tokens of its text and its path."""
     body = term_counts(text)
     where = Counter(path_tokens(path))
     frequencies.delta.update(zip(body, repeat(0)))

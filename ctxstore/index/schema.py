@@ -18,7 +18,7 @@ SchemaRow = tuple[str, str, str, "str | None"]
 # 4: nodes.hook_key (the indexed lookup of idempotent agent writes);
 # 5: code intelligence: files, symbols, code_edges, chunks, chunks_fts (index.code); packages,
 #    targets, crates, command_runs, diagnostics (index.build)
-# 6: file_terms, file_lengths (retrieval postings over index.terms tokens)
+# 6: file_terms, file_lengths (retrieval postings over search.tokenize tokens)
 # 7: term_df (document frequencies of file_terms), corpus_cache (a pack's file table, packed);
 #    import edges read from covering indexes: symbols_path (path, kind, qualname),
 #    symbols_qualname (qualname, path), code_edges_path (path, label, to_kind, to_key),
@@ -121,7 +121,7 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(path, name, text, tokenize = 'unicode61');
--- retrieval postings (index.code, index.retrieval): index.terms tokens per file; field 0 the
+-- retrieval postings (index.code, index.retrieval): search.tokenize tokens per file; field 0 the
 -- body, 1 the path's directories and stem; file = files.rowid
 CREATE TABLE IF NOT EXISTS file_terms (
     term TEXT NOT NULL, field INTEGER NOT NULL, file INTEGER NOT NULL, tf INTEGER NOT NULL,

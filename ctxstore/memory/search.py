@@ -26,8 +26,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from ctxstore.index.terms import tokenize  # its home: the hook then skips the query cleaner
 from ctxstore.memory.db import MemoryDB, TurnRow
+from ctxstore.search.tokenize import tokenize  # its home: the hook then skips the query cleaner
 
 __all__ = ["POOL", "WEIGHTS", "INTENTS", "Hit", "SearchResult", "search_memory", "iso", "hit_text",
            "INTENT_WORDS", "time_bound", "unique_session", "hit_json", "result_json"]

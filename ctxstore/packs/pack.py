@@ -16,7 +16,7 @@ Pipeline (``build_pack``), each step reading only SQLite (no networkx, no NumPy)
    windows of text files) of the ranked and expanded files, each scored by its file's
    relevance and the share of the task's terms it holds.
 4. **Narrative.** With ``include_narrative``: nodes and narrative entries relevant to the task
-   (``knowledge.search``; decisions as ``Decision``), the nodes of the active task (started, not
+   (``search.search``; decisions as ``Decision``), the nodes of the active task (started, not
    ended), the recently updated tasks and the log of the last
    ``[retrieval] narrative_days`` days (``recent_narrative``), and stale-memory flags of the
    chosen nodes (``code.stale``). Always: the latest diagnostics of stored commands in the
@@ -38,7 +38,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxstore.index.fulltext.ranked import ChunkRow
 from ctxstore.index.retrieval import (
     BODY,
     PATH,
@@ -54,11 +53,12 @@ from ctxstore.index.retrieval import (
     postings,
     symbols_with_names,
 )
-from ctxstore.packs.rank import Corpus, FieldStats, Hit, Params, defined_names
 from ctxstore.packs.render import header_cost, item_cost, narrative_cost
-from ctxstore.packs.text import Query, held_terms, parse_query
 from ctxstore.records import dataclass
 from ctxstore.refs import read_head
+from ctxstore.search.rank import Corpus, FieldStats, Hit, Params, defined_names
+from ctxstore.search.ranked import ChunkRow
+from ctxstore.search.task import Query, held_terms, parse_query
 
 if TYPE_CHECKING:
     import sqlite3
@@ -143,7 +143,7 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
     """Rank the indexed files for a query with ``rank.Corpus`` over the index.
 
     Body and path statistics come from ``file_terms`` (the same tokens as the in-process
-    ranker, ``index.terms``), definitions from the ``symbols`` name index, the graph from
+    ranker, ``search.tokenize``), definitions from the ``symbols`` name index, the graph from
     ``code_edges``. Source files and the others (prose, configuration, files of no known
     language) are ranked as two corpora, each with its own statistics, and merged by score:
     a repository's documentation does not change how its code ranks (docs/retrieval.md).
@@ -423,7 +423,7 @@ def _chunk_title(chunk: ChunkRow) -> str:
 
 def _node_items(conn: sqlite3.Connection, task: str, *, user: bool) -> list[_Item]:
     """The nodes (and narrative entries) of one store that ranked search finds for the task."""
-    from ctxstore.knowledge.search import search
+    from ctxstore.search.search import search
 
     items: list[_Item] = []
     for hit in search(conn, task, kinds=("node", "narrative"), limit=_NODE_HITS):
@@ -810,7 +810,7 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
         if user is not None:  # the global layer: the user store's relevant nodes join
             node_items += _node_items(user.index(), task, user=True)
         scale = max((i.score for i in node_items), default=1.0) or 1.0
-        from ctxstore.knowledge.search import FULL_MATCH, search_terms
+        from ctxstore.search.search import FULL_MATCH, search_terms
 
         full = min(FULL_MATCH, len(search_terms(task).terms)) or 1
         for item in node_items:

@@ -2,7 +2,7 @@
 
 ``run_query`` compiles a parsed query into one SQL ``WHERE`` over ``nodes`` (tags,
 edges and full-text matches as sub-queries). Full-text SQL comes from a
-``FullTextEngine`` (``ctxstore.index.fulltext``; FTS5 by default): this module writes
+``FullTextEngine`` (``ctxstore.search.engine``; FTS5 by default): this module writes
 no engine syntax. Superseded nodes are left out unless asked for.
 Results are ranked by full-text relevance when the query has text terms, otherwise
 by recency.
@@ -22,8 +22,6 @@ import sqlite3
 from typing import Any
 
 from ctxstore.errors import IndexCorrupt, InvalidInput
-from ctxstore.index.fulltext import FullTextEngine, default_engine
-from ctxstore.index.fulltext.fts5 import fts_literal
 from ctxstore.index.read import (
     NODE_COLUMNS,
     NodeRow,
@@ -33,6 +31,8 @@ from ctxstore.index.read import (
 )
 from ctxstore.query.parser import And, Compare, Field, Not, Or, Text, parse_query
 from ctxstore.records import dataclass
+from ctxstore.search.engine import FullTextEngine, default_engine
+from ctxstore.search.fts5 import fts_literal
 
 __all__ = ["QueryTooComplex", "SPILL_DEPTH", "ScoreRow", "compile_where", "run_query",
            "select_candidates", "select_scorable", "search_nodes", "fts_literal"]

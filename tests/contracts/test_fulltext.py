@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from ctxstore.index.fulltext import FullTextEngine, default_engine
-from ctxstore.index.fulltext.fts5 import Fts5Engine, fts_literal, match_expression
 from ctxstore.index.schema import SCHEMA
+from ctxstore.search.engine import FullTextEngine, default_engine
+from ctxstore.search.fts5 import Fts5Engine, fts_literal, match_expression
 
 Make = Callable[[sqlite3.Connection], FullTextEngine]
 
@@ -28,7 +28,7 @@ def _fts5(conn: sqlite3.Connection) -> FullTextEngine:
 
 
 def _tantivy(conn: sqlite3.Connection) -> FullTextEngine:
-    from ctxstore.index.fulltext.tantivy import TantivyEngine
+    from ctxstore.search.tantivy import TantivyEngine
 
     return TantivyEngine()
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from _derivedlib import ctx, ctx_json, indexed_and_committed
 
-from ctxstore.derived import tantivy_index
-from ctxstore.derived.tantivy_index import CodeTextIndex, rebuild_tantivy, search_text
 from ctxstore.repo import open_store
+from ctxstore.search import tantivy_index
+from ctxstore.search.tantivy_index import CodeTextIndex, rebuild_tantivy, search_text
 
 
 def _tantivy(ctx_dir: Path) -> Path:

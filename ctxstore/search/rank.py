@@ -29,8 +29,8 @@ from heapq import nlargest
 from itertools import compress
 from operator import itemgetter
 
-from ctxstore.packs.text import Query, cached_is_test_path, path_tokens
 from ctxstore.records import dataclass, field
+from ctxstore.search.task import Query, cached_is_test_path, path_tokens
 
 __all__ = ["Document", "Params", "Hit", "FieldStats", "Expander", "Corpus", "DEFINITION_KINDS",
            "defined_names"]

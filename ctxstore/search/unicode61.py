@@ -11,8 +11,8 @@ U+0300..U+0331 continues a word and is dropped; anything else separates words. P
 so the query side would look for words the index never stored.
 
 The tables below were read from SQLite itself (every code point, tokenised alone and between
-two letters) and are checked against it by ``tests/index/test_unicode61.py``, which also
-prints them again (``python tests/index/test_unicode61.py``); they were read from SQLite
+two letters) and are checked against it by ``tests/search/test_unicode61.py``, which also
+prints them again (``python tests/search/test_unicode61.py``); they were read from SQLite
 3.40.1, and read again from SQLite 3.51.1 (2026-11-28) they are the same: SQLite's Unicode
 tables for ``unicode61`` have not changed between those releases. The test fails if the
 SQLite in use tokenises differently. Pure Python: the hook path folds every prompt.

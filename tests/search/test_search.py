@@ -11,10 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxstore.index import open_index
-from ctxstore.index.fulltext.fts5 import match_expression
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.knowledge.recall import recall_nodes
-from ctxstore.knowledge.search import (
+from ctxstore.narrative.entries import add_decision
+from ctxstore.repo import Store
+from ctxstore.search.fts5 import match_expression
+from ctxstore.search.search import (
     _COVERAGE_CHARS,
     MAX_PHRASE_WORDS,
     MAX_TERMS,
@@ -24,8 +26,6 @@ from ctxstore.knowledge.search import (
     search_terms,
     words_of,
 )
-from ctxstore.narrative.entries import add_decision
-from ctxstore.repo import Store
 from tests.conftest import invoke, store_digest
 
 FACTS = {
@@ -120,7 +120,7 @@ def test_search_terms_drop_stopwords_unless_nothing_is_left() -> None:
 
 
 def _matched_by_listing(terms: tuple[str, ...], text: str) -> tuple[str, ...]:
-    """The expression ``knowledge.search._matched`` replaced: every word of the text listed."""
+    """The expression ``search.search._matched`` replaced: every word of the text listed."""
     words = words_of(text[:_COVERAGE_CHARS])
     have = set(words)
     joined = " " + " ".join(words) + " "

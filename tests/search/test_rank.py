@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxstore.packs.rank import Corpus, Document, Params, defined_names
-from ctxstore.packs.text import (
+from ctxstore.search.rank import Corpus, Document, Params, defined_names
+from ctxstore.search.task import (
     cached_is_test_path,
     clean_query,
     held_terms,

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxstore.index.fulltext import NODE_FIELDS, MatchMode, SqlFragment
+from ctxstore.search.engine import NODE_FIELDS, MatchMode, SqlFragment
 
 __all__ = ["TantivyEngine"]
 

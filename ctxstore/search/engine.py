@@ -112,6 +112,6 @@ def default_engine(conn: sqlite3.Connection) -> FullTextEngine:
     Returns:
         The engine.
     """
-    from ctxstore.index.fulltext.fts5 import Fts5Engine
+    from ctxstore.search.fts5 import Fts5Engine
 
     return Fts5Engine(conn)

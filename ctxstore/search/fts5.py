@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from ctxstore.index.fulltext import NODE_FIELDS, MatchMode, SqlFragment
+from ctxstore.search.engine import NODE_FIELDS, MatchMode, SqlFragment
 
 __all__ = ["Fts5Engine", "fts_literal", "match_expression"]
 

@@ -1,7 +1,7 @@
 """Text for retrieval: the query cleaner, code-like terms, test paths (and the tokens).
 
 Everything here is pure and accepts any string: retrieval must never reject text a person
-typed (DESIGN §8). The tokens and the test-path rule are ``index.terms``'s, re-exported
+typed (DESIGN §8). The tokens and the test-path rule are ``search.tokenize``'s, re-exported
 here, so queries and the index's ``file_terms`` (and its ``corpus_cache``) agree. The
 tokens follow the development set's baseline so the measured gains come from the method,
 not from a different tokenizer: runs of ``[A-Za-z0-9_]``; an identifier gives its
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from ctxstore.index.terms import (
+from ctxstore.search.tokenize import (
     STOP_WORDS,
     cached_is_test_path,
     held_terms,

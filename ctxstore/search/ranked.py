@@ -1,6 +1,6 @@
-"""The SELECTs of ranked free-text search (``knowledge.search``): any-term BM25 candidates.
+"""The SELECTs of ranked free-text search (``search.search``): any-term BM25 candidates.
 
-Each function takes terms that are already plain words or phrases (``knowledge.search``
+Each function takes terms that are already plain words or phrases (``search.search``
 tokenises the user's text) and returns candidates best first by BM25, for the caller to
 re-rank. The code tables (``chunks``, ``chunks_fts``, ``symbols``; docs/code.md) are read
 only when the index has them: an index built before code ingestion answers with nodes
@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxstore.errors import IndexCorrupt, InvalidInput
-from ctxstore.index.fulltext.fts5 import fts_literal, match_expression
 from ctxstore.records import dataclass
+from ctxstore.search.fts5 import fts_literal, match_expression
 
 __all__ = ["NodeText", "ChunkRow", "SymbolRow", "has_table", "document_frequencies", "ranked_nodes",
            "ranked_chunks", "symbols_named"]

@@ -13,7 +13,7 @@ its key words); each candidate's BM25 score (SQLite's, negated so higher is bett
 multiplied by ``1 + coverage`` (the share of the query's terms the document holds) and by
 ``ALL_TERMS_BOOST`` when it holds every term. A symbol whose name is a query word scores as
 the best other hit does: typing a function's name finds it first. Reads only; no SQL here
-(``index.fulltext.ranked``).
+(``search.ranked``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ctxstore.index.fulltext.ranked import (
+from ctxstore.records import dataclass
+from ctxstore.search.ranked import (
     ChunkRow,
     SymbolRow,
     document_frequencies,
@@ -30,8 +31,7 @@ from ctxstore.index.fulltext.ranked import (
     ranked_nodes,
     symbols_named,
 )
-from ctxstore.index.fulltext.unicode61 import fold as fold_unicode61
-from ctxstore.records import dataclass
+from ctxstore.search.unicode61 import fold as fold_unicode61
 
 if TYPE_CHECKING:
     import sqlite3
@@ -71,7 +71,7 @@ up very was we were what when where which while who whom why will with would you
 def fold(text: str) -> str:
     """Text as FTS5's ``unicode61`` tokenizer reads it: words folded, separators spaces.
 
-    Exactly what the index stores (``index.fulltext.unicode61``): ``Straße`` stays
+    Exactly what the index stores (``search.unicode61``): ``Straße`` stays
     ``straße``, kana and Hangul stay whole, only Latin letters lose their diacritics.
 
     Args:
