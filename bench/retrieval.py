@@ -45,7 +45,8 @@ from typing import Any
 
 from ctxstore.code.languages import extractor_for
 from ctxstore.search.rank import Corpus, Document, Params, defined_names
-from ctxstore.search.task import Query, parse_query, tokenize
+from ctxstore.search.task import Query, parse_query
+from ctxstore.search.tokenize import tokenize
 
 NAMES = ("werkzeug", "starlette", "ripgrep")
 

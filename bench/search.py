@@ -87,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"store: {args.nodes} nodes built in {time.perf_counter() - t:.1f} s")
         print(f"load: {load_text()} at start (other processes on the machine add noise)")
         from ctxstore.index import open_index
-        from ctxstore.search.search import search, words_of
+        from ctxstore.search.search import search
+        from ctxstore.search.tokenize import words as words_of
 
         conn = open_index(built.store)
-        sample = [c for rec in list(built.nodes.values())[:200] for c in words_of(node_text(rec))]
+        sample = [c.lower() for rec in list(built.nodes.values())[:200] for c in words_of(node_text(rec))]
         words = [w for w in dict.fromkeys(sample) if len(w) > 4] or ["retry", "sqlite"] * 4
         cases = texts(words)
         for name, text in cases:

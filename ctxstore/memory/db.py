@@ -13,7 +13,9 @@ indexed, with its turn: re-reading a file never duplicates); ``turns`` (a prompt
 with the entry uuids) and ``turns_fts`` (FTS5 over their user, assistant and tool text);
 ``spans`` (topic → sub-span); ``ideas``, ``entities`` (a file or symbol entity carries the
 project file and symbol it names in the code index, ``code_path``/``code_qualname``: schema 2),
-``idea_entities``, ``relations``.
+``idea_entities``, ``relations``. ``turns_fts`` holds each field's terms (``search.tokenize``,
+the tokeniser of every index and query: schema 3), so a turn is found by the words that find
+a node or a file.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ctxstore.errors import MemoryDamaged
+from ctxstore.search.fts5 import TOKENIZE
+from ctxstore.search.tokenize import index_text
 
 __all__ = ["MEMORY_FILE", "SCHEMA_VERSION", "STATS", "Cursor", "TurnRow", "MemoryDB", "memory_path",
            "open_memory"]
 
 MEMORY_FILE = "memory.sqlite"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _SIDE_FILES = ("", "-wal", "-shm", "-journal")
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -54,8 +58,7 @@ CREATE TABLE turns (id INTEGER PRIMARY KEY, session TEXT NOT NULL, seq INTEGER N
     tool_text TEXT NOT NULL, uuids TEXT NOT NULL, source_file TEXT NOT NULL);
 CREATE INDEX turns_session ON turns(session, seq);
 CREATE INDEX turns_time ON turns(ts_start);
-CREATE VIRTUAL TABLE turns_fts USING fts5(user_text, assistant_text, tool_text,
-    tokenize = 'unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE turns_fts USING fts5(user_text, assistant_text, tool_text, {tokenize});
 CREATE TABLE ideas (id INTEGER PRIMARY KEY, turn_id INTEGER NOT NULL REFERENCES turns(id),
     span_id INTEGER REFERENCES spans(id), session TEXT NOT NULL, content TEXT NOT NULL,
     intent TEXT NOT NULL CHECK(intent IN ('decision', 'conclusion', 'question', 'problem',
@@ -76,6 +79,8 @@ CREATE TABLE relations (from_id INTEGER NOT NULL REFERENCES ideas(id),
     confidence REAL NOT NULL, PRIMARY KEY (from_id, to_id, relation_type)) WITHOUT ROWID;
 CREATE INDEX relations_to ON relations(to_id);
 """
+_SCHEMA = _SCHEMA.format(tokenize=TOKENIZE)
+_TURNS_FTS = _SCHEMA[_SCHEMA.index("CREATE VIRTUAL TABLE turns_fts"):].split(";")[0]
 _TABLES = frozenset({"meta", "sessions", "index_state", "seen", "spans", "turns", "turns_fts",
                      "ideas", "entities", "idea_entities", "relations"})
 _CORRUPT, _NOTADB = 11, 26
@@ -228,7 +233,12 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 
 def _upgrade(conn: sqlite3.Connection) -> None:
-    """Schema 1 → 2: entities gain the code file and symbol they name (in one transaction)."""
+    """Bring an older schema to ``SCHEMA_VERSION``, one step at a time, in one transaction.
+
+    1 → 2: entities gain the code file and symbol they name. 2 → 3: ``turns_fts`` holds the
+    terms of ``search.tokenize`` (it held FTS5's ``unicode61`` words): made again from
+    ``turns``, whose text is kept whole.
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
@@ -236,7 +246,18 @@ def _upgrade(conn: sqlite3.Connection) -> None:
             conn.execute("ALTER TABLE entities ADD COLUMN code_path TEXT")
             conn.execute("ALTER TABLE entities ADD COLUMN code_qualname TEXT")
             conn.execute("CREATE INDEX entities_code_path ON entities(code_path)")
-            conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+            version = "2"
+        if version == "2":
+            conn.execute("DROP TABLE turns_fts")
+            conn.execute(_TURNS_FTS)
+            rows = conn.execute("SELECT id, user_text, assistant_text, tool_text FROM turns")
+            while batch := rows.fetchmany(500):
+                conn.executemany("INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text)"
+                                 " VALUES (?, ?, ?, ?)",
+                                 [(i, index_text(u), index_text(a), index_text(t))
+                                  for i, u, a, t in batch])
+            version = "3"
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -359,8 +380,9 @@ class MemoryDB:
                            json.dumps(turn.uuids), turn.span_id, turn.id))
         self.conn.execute("DELETE FROM turns_fts WHERE rowid = ?", (turn.id,))
         self.conn.execute("INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text) "
-                          "VALUES (?, ?, ?, ?)", (turn.id, turn.user_text, turn.assistant_text,
-                                                    turn.tool_text))
+                          "VALUES (?, ?, ?, ?)", (turn.id, index_text(turn.user_text),
+                                                    index_text(turn.assistant_text),
+                                                    index_text(turn.tool_text)))
 
     def turn(self, turn_id: int) -> TurnRow | None:
         """One turn by id."""

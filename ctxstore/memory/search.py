@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from ctxstore.memory.db import MemoryDB, TurnRow
+from ctxstore.search.fts5 import match_expression
 from ctxstore.search.tokenize import tokenize  # its home: the hook then skips the query cleaner
 
 __all__ = ["POOL", "WEIGHTS", "INTENTS", "Hit", "SearchResult", "search_memory", "iso", "hit_text",
@@ -139,9 +140,8 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
         turns = db.turns_by_id(ids)
         scored = [(1.0 / (rank + 1), turns[i]) for rank, i in enumerate(ids) if i in turns]
     else:
-        match = " OR ".join(f'"{w}"' for w in words)
-        pool = db.fts(match, WEIGHTS, POOL, since=low, until=high, session=session,
-                      intent=intent)
+        pool = db.fts(match_expression(words, "any"), WEIGHTS, POOL, since=low, until=high,
+                      session=session, intent=intent)
         named = set(db.turns_naming(_code_names(text), since=low, until=high, session=session,
                                     intent=intent))
         scored = _rerank(db, pool, _wanted_intents(text) if intent is None else set(), named)

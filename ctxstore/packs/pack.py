@@ -58,7 +58,8 @@ from ctxstore.records import dataclass
 from ctxstore.refs import read_head
 from ctxstore.search.rank import Corpus, FieldStats, Hit, Params, defined_names
 from ctxstore.search.ranked import ChunkRow
-from ctxstore.search.task import Query, held_terms, parse_query
+from ctxstore.search.task import Query, parse_query
+from ctxstore.search.tokenize import held_terms
 
 if TYPE_CHECKING:
     import sqlite3

@@ -30,7 +30,8 @@ from itertools import compress
 from operator import itemgetter
 
 from ctxstore.records import dataclass, field
-from ctxstore.search.task import Query, cached_is_test_path, path_tokens
+from ctxstore.search.task import Query
+from ctxstore.search.tokenize import cached_is_test_path, path_tokens
 
 __all__ = ["Document", "Params", "Hit", "FieldStats", "Expander", "Corpus", "DEFINITION_KINDS",
            "defined_names"]

@@ -1,12 +1,11 @@
 """Ranked free-text search: any text in, the best matching memory and code out (issue 14).
 
 ``ctx search``, recall's free-text fallback and the hooks' relevant context all rank here.
-The text is tokenised by ctx, never handed to FTS5's query syntax: words are runs of
-letters and digits (what FTS5's ``unicode61`` tokenizer indexes), ``"quoted phrases"`` stay
-phrases, everything else (quotes, parentheses, ``*``, ``-``, operators, code punctuation)
-separates words. Common English words are dropped when something else is left, and a long
-text keeps its ``MAX_TERMS`` rarest words (by FTS5's own document counts), so 10 KB of text
-costs what a sentence does.
+The text is tokenised by ctx (``search.tokenize``: the terms every index holds), never handed
+to FTS5's query syntax: ``"quoted phrases"`` stay phrases, everything else (quotes,
+parentheses, ``*``, ``-``, operators, code punctuation) separates words. Common English words
+are dropped when something else is left, and a long text keeps its ``MAX_TERMS`` rarest terms
+(by FTS5's own document counts), so 10 KB of text costs what a sentence does.
 
 Ranking: any term may match (a question or a commit message still finds the node that holds
 its key words); each candidate's BM25 score (SQLite's, negated so higher is better) is
@@ -31,15 +30,17 @@ from ctxstore.search.ranked import (
     ranked_nodes,
     symbols_named,
 )
-from ctxstore.search.unicode61 import fold as fold_unicode61
+from ctxstore.search.tokenize import PROSE_STOP_WORDS, held_terms, index_text, phrase
+from ctxstore.search.tokenize import terms as terms_of
+from ctxstore.search.tokenize import words as words_of
 
 if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.index.read import NodeRow
 
-__all__ = ["KINDS", "FULL_MATCH", "MAX_TERMS", "ALL_TERMS_BOOST", "SearchTerms", "Hit", "fold", "words_of",
-           "search_terms", "search"]
+__all__ = ["KINDS", "FULL_MATCH", "MAX_TERMS", "MAX_PHRASE_WORDS", "ALL_TERMS_BOOST", "SearchTerms",
+           "Hit", "search_terms", "search"]
 
 KINDS = ("node", "narrative", "chunk", "symbol")
 # A hit holding this many of the query's terms (all of them, for a shorter query) is as
@@ -58,46 +59,9 @@ _COVERAGE_CHARS = 20_000
 _NODE_KINDS = frozenset({"node", "narrative"})
 _NAME = re.compile(r"\w+")  # a symbol's name as written: read_config, ReadConfig
 _PHRASE = re.compile(r'"([^"]*)"')
-STOPWORDS = frozenset("""
-a about above after again all also am an and any are as at be because been before being below
-between both but by can could did do does doing done down during each few for from further get
-had has have having he her here hers him his how i if in into is it its itself just let me more
-most my no nor not now of off on once only or other our ours out over own same she should so
-some such than that the their them then there these they this those through to too under until
-up very was we were what when where which while who whom why will with would you your yours
-""".split())
-
-
-def fold(text: str) -> str:
-    """Text as FTS5's ``unicode61`` tokenizer reads it: words folded, separators spaces.
-
-    Exactly what the index stores (``search.unicode61``): ``Straße`` stays
-    ``straße``, kana and Hangul stay whole, only Latin letters lose their diacritics.
-
-    Args:
-        text: Any text.
-
-    Returns:
-        The folded text; its space-separated words are the index's tokens.
-    """
-    return fold_unicode61(text)
-
-
-def words_of(text: str) -> list[str]:
-    """The folded words of ``text`` in order: the tokens FTS5 stores for it.
-
-    Args:
-        text: Any text.
-
-    Returns:
-        Its words, folded as ``fold`` does.
-    """
-    return fold_unicode61(text).split()
-
-
 @dataclass(frozen=True, slots=True)
 class SearchTerms:
-    """What a text searches for: FTS5 terms (folded words and phrases) and names as written.
+    """What a text searches for: phrases of terms (a single term is one) and names as written.
 
     Names are identifiers as typed (``retry_socket``), looked up as symbol names.
     """
@@ -123,18 +87,21 @@ def search_terms(text: str, conn: sqlite3.Connection | None = None,
         The terms (phrases first, then words in order), possibly none.
     """
     text = text.replace("\0", " ")
-    spans = [words_of(m.group(1)) for m in _PHRASE.finditer(text)]
+    spans = [m.group(1) for m in _PHRASE.finditer(text)]
     # A quoted span of a few words is a phrase; a longer one is a pasted text's stray quotes
     # pairing up (a log, code), whose words are searched one by one.
-    phrases = [" ".join(ws) for ws in spans if 1 < len(ws) <= MAX_PHRASE_WORDS]
-    singles = [w for ws in spans if len(ws) == 1 or len(ws) > MAX_PHRASE_WORDS for w in ws]
-    words = list(dict.fromkeys(singles + words_of(_PHRASE.sub(" ", text))))
-    kept = [w for w in words if w not in STOPWORDS] or words
+    counts = [len(words_of(span)) for span in spans]
+    phrases = [phrase(span) for span, n in zip(spans, counts, strict=True)
+               if 1 < n <= MAX_PHRASE_WORDS]
+    singles = [t for span, n in zip(spans, counts, strict=True)
+               if n == 1 or n > MAX_PHRASE_WORDS for t in terms_of(span)]
+    found = list(dict.fromkeys(singles + terms_of(_PHRASE.sub(" ", text))))
+    kept = [t for t in found if t not in PROSE_STOP_WORDS] or found
     phrases = list(dict.fromkeys(phrases))[:max(1, max_terms // 2)]  # words keep room too
     room = max_terms - len(phrases)
     if len(kept) > room:
         kept = _rarest(kept, room, conn)
-    names = [n for n in dict.fromkeys(_NAME.findall(text)) if n.casefold() not in STOPWORDS]
+    names = [n for n in dict.fromkeys(_NAME.findall(text)) if n.casefold() not in PROSE_STOP_WORDS]
     return SearchTerms(tuple(phrases + kept), tuple(names[:max_terms * 2]))
 
 
@@ -163,19 +130,18 @@ class Hit:
     symbol: SymbolRow | None = None
 
 
-def _matched(terms: Sequence[str], text: str) -> tuple[str, ...]:
-    """The terms ``text`` holds (a phrase: its words adjacent, in order).
+def _matched(query: Sequence[str], text: str) -> tuple[str, ...]:
+    """The phrases of ``query`` that ``text`` holds (a phrase: its terms adjacent, in order).
 
-    A word is looked for in the folded text rather than among all of its words: listing
-    every word of 80 candidates' texts was most of the cost of re-ranking them. Folding
-    makes every separator a space, so a word of the text is one between spaces.
+    A single term is looked for among the words that contain it (``tokenize.held_terms``):
+    listing every term of 80 candidates' texts was most of the cost of re-ranking them.
     """
-    folded = f" {fold(text[:_COVERAGE_CHARS])} "
-    found = tuple(t for t in terms if " " not in t and f" {t} " in folded)
-    phrases = [t for t in terms if " " in t]
+    text = text[:_COVERAGE_CHARS]
+    found = tuple(held_terms(text, [t for t in query if " " not in t]))
+    phrases = [t for t in query if " " in t]
     if not phrases:
         return found
-    joined = " " + " ".join(folded.split()) + " "
+    joined = f" {index_text(text)} "
     return found + tuple(t for t in phrases if f" {t} " in joined)
 
 
@@ -250,7 +216,7 @@ def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], terms: Sequence
     spellings = list(dict.fromkeys([*names, *(n.lower() for n in names)]))
     hits = []
     for s in symbols_named(conn, spellings, limit=pool):
-        held = len(wanted.intersection(words_of(s.name))) or 1
+        held = len(wanted.intersection(terms_of(s.name))) or 1
         share = min(1.0, held / len(words)) if words else 1.0
         hits.append(Hit("symbol", s.qualname, score * share, (s.name.lower(),), symbol=s))
     return hits

@@ -5,11 +5,12 @@ imported inside ``TantivyEngine.__init__`` (STYLE §2.2). Code intelligence will
 behind the same protocol for large corpora; today it proves the protocol is not FTS5
 in disguise, by passing ``tests/contracts/test_fulltext.py``.
 
-Words are split and lower-cased by one registered analyzer (``simple`` tokenizer,
-lower case, ASCII folding), used both to index and to build queries, so a phrase
-always meets the tokens it was indexed as. Queries are built as objects, never
-parsed, so a term's text is never query syntax. The SQL renderings run the search
-and hand the rowids to SQLite as one JSON parameter (``json_each``).
+Documents are indexed as their terms (``search.tokenize.index_text``, the terms every
+engine holds) under Tantivy's whitespace tokenizer, and a phrase's terms are its
+space-separated words, so a phrase always meets the terms it was indexed as. Queries are
+built as objects, never parsed, so a term's text is never query syntax. The SQL
+renderings run the search and hand the rowids to SQLite as one JSON parameter
+(``json_each``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxstore.search.engine import NODE_FIELDS, MatchMode, SqlFragment
+from ctxstore.search.tokenize import index_text
 
 __all__ = ["TantivyEngine"]
 
@@ -53,11 +55,8 @@ class TantivyEngine:
                                    index_option="position")
         self._schema = builder.build()
         self._index = tantivy.Index(self._schema, path=None if path is None else str(path))
-        self._analyzer = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-                          .filter(tantivy.Filter.lowercase())
-                          .filter(tantivy.Filter.ascii_fold())
-                          .build())
-        self._index.register_tokenizer(_ANALYZER, self._analyzer)
+        self._index.register_tokenizer(
+            _ANALYZER, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
         self._writer = self._index.writer(heap_size=_HEAP_BYTES, num_threads=1)
         self._dirty = False
 
@@ -78,7 +77,7 @@ class TantivyEngine:
         doc = self._tv.Document()
         doc.add_integer(_KEY, rowid)
         for field in NODE_FIELDS:
-            doc.add_text(field, fields.get(field, ""))
+            doc.add_text(field, index_text(fields.get(field, "")))
         self._writer.add_document(doc)
         self._dirty = True
 
@@ -124,7 +123,7 @@ class TantivyEngine:
         tv = self._tv
         clauses = []
         for term in terms:
-            words = self._analyzer.analyze(term)
+            words = term.split()
             if not words:
                 if mode == "all":
                     return None  # a phrase without words matches no document

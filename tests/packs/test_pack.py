@@ -23,7 +23,8 @@ from ctxstore.packs.pack import build_pack, pack_notes, rank_files
 from ctxstore.packs.render import FORMATS, PROMPT_FORMATS, render_pack
 from ctxstore.repo import Store, open_store
 from ctxstore.search.rank import Corpus, Document, Params
-from ctxstore.search.task import parse_query, tokenize
+from ctxstore.search.task import parse_query
+from ctxstore.search.tokenize import tokenize
 from ctxstore.session import Session
 from ctxstore.tokens import estimate_tokens
 from tests.conftest import run_ctx, store_digest
