@@ -155,3 +155,26 @@ def test_search_schema_2_memory_gets_the_tokenisers_terms(tmp_path: Path) -> Non
         hits = search_memory(db, "pager file", now_ms=_ms(NOW)).hits
         assert "getPagerFile" in hits[0].turn.assistant_text
         assert {h.turn.id for h in hits} == {hits[0].turn.id}  # the login turn holds neither
+
+
+def test_search_transcripts_is_the_one_use_case_of_both_front_ends(memory: MemoryDB,
+                                                                    tmp_path: Path) -> None:
+    """A person searches what memory holds; an agent not while the switch is off."""
+    from ctxstore.errors import InvalidInput
+    from ctxstore.memory.search import MemoryQuery, search_transcripts
+
+    ctx = tmp_path / ".ctx"
+    (ctx / "config.toml").write_text("[memory]\nenabled = false\n")
+    query = MemoryQuery("session cache sqlite", since="last year", limit=3)
+    person = search_transcripts(ctx, query, now_ms=_ms(NOW), agent=False)
+    assert person.result.hits and not person.off and not person.missing
+    agent = search_transcripts(ctx, query, now_ms=_ms(NOW), agent=True)
+    assert agent.off and agent.result.hits == []
+    (ctx / "config.toml").write_text("[memory]\nenabled = true\n")
+    assert search_transcripts(ctx, query, now_ms=_ms(NOW), agent=True).result == person.result
+    assert search_transcripts(tmp_path / "none", query, now_ms=_ms(NOW), agent=False).missing
+    with pytest.raises(InvalidInput, match="since"):
+        search_transcripts(ctx, query._replace(since="blorp"), now_ms=_ms(NOW), agent=False,
+                           names=("since", "until", "session"))
+    with pytest.raises(InvalidInput, match="intent must be one of"):
+        search_transcripts(ctx, query._replace(intent="gossip"), now_ms=_ms(NOW), agent=False)
