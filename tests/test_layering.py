@@ -312,3 +312,43 @@ def test_layering_every_package_is_shipped() -> None:
                  ["packages"])
     present = {".".join(p.parent.relative_to(PKG.parent).parts) for p in PKG.rglob("__init__.py")}
     assert present - listed == set()
+
+
+def test_layering_hooks_import_no_tantivy_where_it_serves(tmp_path: Path) -> None:
+    """On an index Tantivy serves, `ctx search` reads it, and the hooks still import none of it.
+
+    The prompt hook searches the same memory (and finds it) with FTS5; the Stop hook's
+    ``<ctx:recall>`` too.
+    """
+    import json
+
+    pytest.importorskip("tantivy")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "upload.py").write_text("def retry_upload(worker):\n    return worker.backoff()\n")
+
+    def ctx(*args: str, payload: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-X", "importtime", "-m", "ctxstore.cli", *args],
+                              input=json.dumps(payload) if payload else None,
+                              capture_output=True, text=True, cwd=work, check=True)
+
+    def imported(res: subprocess.CompletedProcess[str]) -> set[str]:
+        return {line.split("|")[-1].strip().split(".")[0] for line in res.stderr.splitlines()
+                if line.startswith("import time:")}
+
+    ctx("--ctx-dir", str(work / ".ctx"), "init")
+    config = work / ".ctx" / "config.toml"
+    config.write_text(config.read_text().replace('fulltext = "auto"', 'fulltext = "tantivy"'))
+    ctx("add", "note", "The upload worker retries with exponential backoff when the lock is held")
+    ctx("index")
+    assert (work / ".ctx" / "index" / "tantivy").is_dir()  # built: it serves this index
+    assert "tantivy" in imported(ctx("search", "upload worker retries"))  # the log is real
+    base = {"session_id": "s1", "cwd": str(work)}
+    ctx("hook", "session-start", payload={**base, "source": "startup"})
+    res = ctx("hook", "prompt-submit", payload={**base, "session_id": "s2",
+                                                "prompt": "why does the upload worker retry?"})
+    assert "exponential backoff" in json.loads(res.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "tantivy" not in imported(res)
+    stop = ctx("hook", "stop", "--response", '<ctx:recall query="upload worker retries"/>',
+               payload={**base, "hook_event_name": "Stop"})
+    assert "tantivy" not in imported(stop)

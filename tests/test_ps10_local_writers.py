@@ -237,7 +237,7 @@ def test_tantivy_marker_never_written_through_an_index_swapped_after_its_check(
     # Tantivy's own files are written before; the first open_excl is the marker's temp file.
     swapped = _swap_at_first(monkeypatch, ("open_excl",), folder, out)
     try:
-        rebuild_tantivy(store, conn)
+        rebuild_tantivy(store.root, conn, lock_timeout=1.0)
     finally:
         conn.close()
     assert swapped and tree_state(out) == before
@@ -253,8 +253,10 @@ def test_tantivy_rebuild_refuses_a_linked_new_directory(
     fresh = store.root / "index" / "tantivy.new"
     fresh.symlink_to(out, target_is_directory=True)
     before = tree_state(out)
+    conn = open_index(store)
     with pytest.raises(UnsafePath) as err:
-        rebuild_tantivy(store)
+        rebuild_tantivy(store.root, conn, lock_timeout=1.0)
+    conn.close()
     assert str(err.value).startswith(f"E020: refusing {fresh}: is a symbolic link")
     assert tree_state(out) == before and (out / "canary").exists()
 

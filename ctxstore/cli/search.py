@@ -60,8 +60,7 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
             raise InvalidInput("--global searches nodes and narrative, not chunks or symbols",
                                hint="drop --global to search the project's code")
         return search_global(env, text, limit, include_superseded, wanted)
-    conn = env.index()
-    hits = search(conn, text, kinds=kinds or KINDS, limit=limit,
+    hits = search(env.session(), text, kinds=kinds or KINDS, limit=limit,
                   include_superseded=include_superseded)
     if env.fmt == "json":
         emit_json(_hits_json(hits))

@@ -245,7 +245,7 @@ def search_scoped(stores: Stores, text: str, *, limit: int,
 
     found: list[tuple[float, int, ScopedNode]] = []
     for rank, (scope, db) in enumerate(stores.each()):
-        for hit in search(db.index(), text, kinds=kinds, limit=limit,
+        for hit in search(db, text, kinds=kinds, limit=limit,
                           include_superseded=include_superseded):
             if hit.node is not None:
                 found.append((-hit.score, rank, ScopedNode(scope, hit.node, hit.score,

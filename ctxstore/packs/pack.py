@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import gc
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.index.retrieval import (
@@ -56,8 +56,10 @@ from ctxstore.index.retrieval import (
 from ctxstore.packs.render import header_cost, item_cost, narrative_cost
 from ctxstore.records import dataclass
 from ctxstore.refs import read_head
-from ctxstore.search.rank import Corpus, FieldStats, Hit, Params, defined_names
+from ctxstore.search.rank import Corpus, FieldStats, Hit, Params, TextScores, defined_names
 from ctxstore.search.ranked import ChunkRow
+from ctxstore.search.rows import terms_held
+from ctxstore.search.tantivy_index import PROSE_LANGUAGES, open_served
 from ctxstore.search.task import Query, parse_query
 from ctxstore.search.tokenize import held_terms
 
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ctxstore.index.read import NodeRow
+    from ctxstore.search.tantivy_index import Served
     from ctxstore.session import Session
 
 __all__ = ["CHUNK_KINDS", "reserve_for", "has_search_terms", "rank_files", "build_pack",
@@ -85,7 +88,7 @@ _NARRATIVE_SHARE = 0.2  # the recent log takes at most this share of the room
 _NODE_HITS = 20
 # At most this many nodes of the active task join a pack's narrative items.
 _ACTIVE_TASK_NODES = 5
-PROSE_LANGUAGES = frozenset({"markdown"})  # indexed languages ranked apart from source
+TANTIVY_FILES = 3000  # files Tantivy scores per group (the best; the rest score 0 by text)
 MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
 MAX_POSTINGS = 10_000      # more terms only while their postings stay under this (bench/pack.py --caps)
 _DIAGNOSTICS = 20          # latest diagnostics of the pack's files, at most
@@ -140,7 +143,7 @@ def _lookups(conn: sqlite3.Connection, query: Query, field: int) -> list[str]:
 
 def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = None,
                *, limit: int | None = None, matched_only: bool = False,
-               explain: int | None = None) -> list[Hit]:
+               explain: int | None = None, served: Served | None = None) -> list[Hit]:
     """Rank the indexed files for a query with ``rank.Corpus`` over the index.
 
     Body and path statistics come from ``file_terms`` (the same tokens as the in-process
@@ -148,6 +151,9 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
     ``code_edges``. Source files and the others (prose, configuration, files of no known
     language) are ranked as two corpora, each with its own statistics, and merged by score:
     a repository's documentation does not change how its code ranks (docs/retrieval.md).
+    With ``served`` (a large index, ``search.tantivy_index``), Tantivy scores the two fields
+    from the same postings, every term of the query at once, instead of the rarest terms'
+    postings read here.
 
     Args:
         conn: A current index connection.
@@ -156,6 +162,7 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
         limit: At most this many hits (None: every file).
         matched_only: Leave out the files that score 0.
         explain: Only the first this many hits list their matched terms (None: all).
+        served: The Tantivy index serving this index, or None.
 
     Returns:
         Hits, best first; empty when the index has no code tables.
@@ -164,19 +171,66 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
         return []
     files = file_corpus(conn, PROSE_LANGUAGES)
     p = params or Params()
-    found = {field: postings(conn, _lookups(conn, query, field), field) for field in (BODY, PATH)}
+    if served is not None and (p.k1, p.body_b, p.path_b) != (1.2, 0.75, 0.0):
+        served = None  # Tantivy's BM25 has these constants (and every path is as long)
     spellings = {*query.spelled, *(s.strip("_") for s in query.spelled if s.strip("_"))}
     definitions = [(file, name.lower()) for file, qualname, name, kind
                    in symbols_with_names(conn, sorted(spellings))
                    if defined_names([(qualname, name, kind)])]
     # source files, then the others (prose, configuration, no known language)
-    groups = ((0, files.split), (files.split, len(files.ids)))
-    hits = [hit for (lo, hi), postings_of in zip(groups, _split_postings(found, files), strict=True)
-            if hi > lo
-            for hit in _rank_group(conn, files, lo, hi, postings_of, definitions, query, p,
-                                   limit, matched_only, explain)]
+    groups = ((0, files.split, "source"), (files.split, len(files.ids), "other"))
+    if served is not None:
+        try:
+            hits = [hit for lo, hi, corpus in groups if hi > lo
+                    for hit in _rank_group(conn, files, lo, hi, None, definitions, query, p,
+                                           limit, matched_only, explain,
+                                           _TantivyText(served, corpus, files, lo, hi, conn, p))]
+        except _Stale:  # rowids Tantivy recorded name other files now: postings, and rebuild it
+            from ctxstore.search.tantivy_index import forget_tantivy
+
+            forget_tantivy(served.folder.parent.parent)
+            return rank_files(conn, query, params, limit=limit, matched_only=matched_only,
+                              explain=explain)
+    else:
+        found = {field: postings(conn, _lookups(conn, query, field), field) for field in (BODY, PATH)}
+        hits = [hit for (lo, hi, _), postings_of in zip(groups, _split_postings(found, files),
+                                                        strict=True)
+                if hi > lo
+                for hit in _rank_group(conn, files, lo, hi, postings_of, definitions, query, p,
+                                       limit, matched_only, explain)]
     hits.sort(key=lambda h: (-h.score, h.path))
     return hits if limit is None else hits[:limit]
+
+
+class _Stale(Exception):
+    """A Tantivy hit names a file that is not the one it indexed."""
+
+
+class _TantivyText:
+    """``rank.TextScores`` of one group of files, from the Tantivy index serving it."""
+
+    def __init__(self, served: Served, corpus: str, files: FileCorpus, lo: int, hi: int,
+                 conn: sqlite3.Connection, params: Params) -> None:
+        self.served, self.corpus, self.conn, self.params = served, corpus, conn, params
+        self.ids = files.ids[lo:hi]
+        self.paths = files.paths[lo:hi]
+        self.where = dict(zip(self.ids, range(hi - lo), strict=True))
+
+    def scores(self, weights: Mapping[str, float]) -> dict[int, float]:
+        from ctxstore.search.tantivy_index import check_of
+
+        out: dict[int, float] = {}
+        for rowid, score, check in self.served.ranked_files(
+                self.corpus, weights, self.params.path_weight, TANTIVY_FILES):
+            i = self.where.get(rowid)
+            if i is None or check != check_of(self.paths[i]):
+                raise _Stale
+            out[i] = score
+        return out
+
+    def holding(self, terms: Iterable[str], docs: set[int], into: dict[int, set[str]]) -> None:
+        for file, term in terms_held(self.conn, [self.ids[i] for i in docs], terms):
+            into.setdefault(self.where[file], set()).add(term)
 
 
 _Postings = dict[int, dict[str, list[tuple[int, int]]]]  # field -> term -> (document, tf)
@@ -209,10 +263,11 @@ def _split_postings(found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]]
     return out
 
 
-def _rank_group(conn: sqlite3.Connection, files: FileCorpus, lo: int, hi: int, fields: _Postings,
-                definitions: Sequence[tuple[str, str]], query: Query, params: Params,
-                limit: int | None, matched_only: bool, explain: int | None) -> list[Hit]:
-    """Rank one group of files (``files[lo:hi]``, ``fields`` their postings) as a corpus."""
+def _rank_group(conn: sqlite3.Connection, files: FileCorpus, lo: int, hi: int,
+                fields: _Postings | None, definitions: Sequence[tuple[str, str]], query: Query,
+                params: Params, limit: int | None, matched_only: bool, explain: int | None,
+                text: TextScores | None = None) -> list[Hit]:
+    """Rank one group of files (``files[lo:hi]``) by ``fields`` (postings) or ``text``."""
     paths = files.paths[lo:hi]
     index = dict(zip(paths, range(len(paths)), strict=True))
     definers: dict[str, list[int]] = {}
@@ -235,10 +290,13 @@ def _rank_group(conn: sqlite3.Connection, files: FileCorpus, lo: int, hi: int, f
         return out
 
     tests = files.tests[bisect.bisect_left(files.tests, lo):bisect.bisect_left(files.tests, hi)]
-    corpus = Corpus(paths, FieldStats(files.body[lo:hi], fields[BODY], params.body_b),
-                    FieldStats(files.path_terms[lo:hi], fields[PATH], params.path_b),
+    corpus = Corpus(paths,
+                    None if fields is None else FieldStats(files.body[lo:hi], fields[BODY],
+                                                           params.body_b),
+                    None if fields is None else FieldStats(files.path_terms[lo:hi], fields[PATH],
+                                                           params.path_b),
                     definers, expand if params.graph_weight else None, params,
-                    [i - lo for i in tests])
+                    [i - lo for i in tests], text)
     return corpus.rank(query, limit, matched_only=matched_only, explain=explain)
 
 
@@ -422,12 +480,12 @@ def _chunk_title(chunk: ChunkRow) -> str:
     return f"Symbol: {name} ({where})"
 
 
-def _node_items(conn: sqlite3.Connection, task: str, *, user: bool) -> list[_Item]:
+def _node_items(session: Session, task: str, *, user: bool) -> list[_Item]:
     """The nodes (and narrative entries) of one store that ranked search finds for the task."""
     from ctxstore.search.search import search
 
     items: list[_Item] = []
-    for hit in search(conn, task, kinds=("node", "narrative"), limit=_NODE_HITS):
+    for hit in search(session, task, kinds=("node", "narrative"), limit=_NODE_HITS):
         node = hit.node
         if node is None or not hit.matched:
             continue
@@ -442,7 +500,7 @@ def _node_items(conn: sqlite3.Connection, task: str, *, user: bool) -> list[_Ite
     return items
 
 
-def _narrative(conn: sqlite3.Connection, task: str, days: int, now_ms: int,
+def _narrative(session: Session, task: str, days: int, now_ms: int,
                active_task: str | None = None) -> tuple[list[_Item], str]:
     """The project's node and narrative items relevant to the task, the active and recent tasks, the log.
 
@@ -452,7 +510,8 @@ def _narrative(conn: sqlite3.Connection, task: str, days: int, now_ms: int,
     """
     from ctxstore.index.read import recent_nodes
 
-    items = _node_items(conn, task, user=False)
+    conn = session.index()
+    items = _node_items(session, task, user=False)
     log: list[str] = []
     matched = {item.object_id: item for item in items}
 
@@ -776,9 +835,10 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
     conn = session.index()
     query = parse_query(task)
     params = Params() if graph else Params(graph_weight=0.0)
+    served = open_served(session.root, conn, config) if query.weights else None
     # only the files whose chunks are read need their terms (each group's first MAX_FILES)
     hits = rank_files(conn, query, params, limit=RANKED_FILES, matched_only=True,
-                      explain=MAX_FILES)
+                      explain=MAX_FILES, served=served)
     top = hits[0].score if hits else 1.0
     seeds = [h.path for h in hits[:MAX_SEEDS] if h.score >= SEED_SHARE * top]
     files: dict[str, tuple[float, dict[str, Any]]] = {
@@ -806,10 +866,10 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
     items = _chunk_items(conn, query, files, versions, room) + _diagnostic_items(session, files)
     log = ""
     if include_narrative:
-        node_items, log = _narrative(conn, task, int(config.get("retrieval", "narrative_days")),
+        node_items, log = _narrative(session, task, int(config.get("retrieval", "narrative_days")),
                                      clock_ms() if now_ms is None else now_ms, active_task)
         if user is not None:  # the global layer: the user store's relevant nodes join
-            node_items += _node_items(user.index(), task, user=True)
+            node_items += _node_items(user, task, user=True)
         scale = max((i.score for i in node_items), default=1.0) or 1.0
         from ctxstore.search.search import FULL_MATCH, search_terms
 

@@ -18,29 +18,34 @@ the best other hit does: typing a function's name finds it first. Reads only; no
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ctxstore.records import dataclass
 from ctxstore.search.ranked import (
     ChunkRow,
+    NodeText,
     SymbolRow,
     document_frequencies,
     ranked_chunks,
     ranked_nodes,
     symbols_named,
 )
+from ctxstore.search.rows import chunks_at, nodes_at
 from ctxstore.search.tokenize import PROSE_STOP_WORDS, held_terms, index_text, phrase
 from ctxstore.search.tokenize import terms as terms_of
 from ctxstore.search.tokenize import words as words_of
 
 if TYPE_CHECKING:
-    import sqlite3
+    from pathlib import Path
 
+    from ctxstore.config import Config
     from ctxstore.index.read import NodeRow
+    from ctxstore.search.tantivy_index import Served
 
 __all__ = ["KINDS", "FULL_MATCH", "MAX_TERMS", "MAX_PHRASE_WORDS", "ALL_TERMS_BOOST", "SearchTerms",
-           "Hit", "search_terms", "search"]
+           "Hit", "SearchSession", "search_terms", "search"]
 
 KINDS = ("node", "narrative", "chunk", "symbol")
 # A hit holding this many of the query's terms (all of them, for a shorter query) is as
@@ -152,16 +157,23 @@ def _boosted(score: float, matched: int, total: int) -> float:
     return score * (1.0 + coverage) * boost
 
 
-def _node_hits(conn: sqlite3.Connection, terms: Sequence[str], kinds: frozenset[str],
-               pool: int, include_superseded: bool, relative: bool) -> list[Hit]:
+class _Stale(Exception):
+    """A Tantivy hit names a row that is not the one it indexed: FTS5 answers instead."""
+
+
+def _node_hits(conn: sqlite3.Connection, served: Served | None, terms: Sequence[str],
+               kinds: frozenset[str], pool: int, include_superseded: bool, relative: bool
+               ) -> list[Hit]:
     """Candidate nodes re-ranked by coverage (full rows are loaded for the best only).
 
     With ``relative``, BM25 is divided by the best candidate's (the first: best first).
     """
     if not kinds & _NODE_KINDS:
         return []
-    cands = ranked_nodes(conn, terms, limit=pool, include_superseded=include_superseded,
-                         flag=f"$.{_NARRATIVE_KEY}")
+    flag = f"$.{_NARRATIVE_KEY}"
+    cands = _tantivy_nodes(conn, served, terms, pool, include_superseded, flag) \
+        if served is not None else \
+        ranked_nodes(conn, terms, limit=pool, include_superseded=include_superseded, flag=flag)
     scale = _scale(cands[0].score if cands else 0.0, relative)
     hits = []
     for cand in cands:
@@ -171,6 +183,26 @@ def _node_hits(conn: sqlite3.Connection, terms: Sequence[str], kinds: frozenset[
             hits.append(Hit(kind, cand.id, _boosted(cand.score / scale, len(matched), len(terms)),
                             matched))
     return hits
+
+
+def _tantivy_nodes(conn: sqlite3.Connection, served: Served, terms: Sequence[str], pool: int,
+                   include_superseded: bool, flag: str) -> list[NodeText]:
+    """``ranked_nodes`` served by Tantivy: its best nodes, the live ones kept (as many)."""
+    from ctxstore.search.rows import superseded_count
+    from ctxstore.search.tantivy_index import check_of
+
+    extra = 0 if include_superseded else superseded_count(conn)
+    found = served.hits("nodes", terms, pool + extra)
+    rows = nodes_at(conn, [r for r, _, _ in found], flag=flag,
+                    include_superseded=include_superseded)
+    out = []
+    for rowid, score, check in found:
+        row = rows.get(rowid)
+        if row is not None:
+            if check != check_of(row.id):
+                raise _Stale
+            out.append(NodeText(row.id, row.text, row.flagged, score))
+    return out[:pool]
 
 
 def _scale(best: float, relative: bool) -> float:
@@ -189,10 +221,11 @@ def _with_nodes(conn: sqlite3.Connection, hits: list[Hit]) -> list[Hit]:
             for h in hits if h.kind not in _NODE_KINDS or h.key in rows]
 
 
-def _chunk_hits(conn: sqlite3.Connection, terms: Sequence[str], pool: int, relative: bool
-                ) -> list[Hit]:
+def _chunk_hits(conn: sqlite3.Connection, served: Served | None, terms: Sequence[str], pool: int,
+                relative: bool) -> list[Hit]:
     """Candidate chunks re-ranked by coverage; BM25 relative to the best with ``relative``."""
-    ranked = ranked_chunks(conn, terms, limit=pool)
+    ranked = _tantivy_chunks(conn, served, terms, pool) if served is not None else \
+        ranked_chunks(conn, terms, limit=pool)
     scale = _scale(ranked[0][1] if ranked else 0.0, relative)
     hits = []
     for chunk, score in ranked:
@@ -201,6 +234,22 @@ def _chunk_hits(conn: sqlite3.Connection, terms: Sequence[str], pool: int, relat
         hits.append(Hit("chunk", key, _boosted(score / scale, len(matched), len(terms)), matched,
                         chunk=chunk))
     return hits
+
+
+def _tantivy_chunks(conn: sqlite3.Connection, served: Served, terms: Sequence[str], pool: int
+                    ) -> list[tuple[ChunkRow, float]]:
+    """``ranked_chunks`` served by Tantivy."""
+    from ctxstore.search.tantivy_index import check_of
+
+    found = served.hits("chunks", terms, pool)
+    rows = chunks_at(conn, [r for r, _, _ in found])
+    out = []
+    for rowid, score, check in found:
+        chunk = rows.get(rowid)
+        if chunk is None or check != check_of(chunk.path):
+            raise _Stale
+        out.append((chunk, score))
+    return out
 
 
 def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], terms: Sequence[str],
@@ -222,12 +271,36 @@ def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], terms: Sequence
     return hits
 
 
-def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS, limit: int = 20,
-           include_superseded: bool = False) -> list[Hit]:
+class SearchSession(Protocol):
+    """What ``search`` needs of a session (``ctxstore.session.Session`` is one)."""
+
+    @property
+    def root(self) -> Path:
+        """The store's ``.ctx`` directory."""
+        ...
+
+    @property
+    def config(self) -> Config:
+        """The store's configuration."""
+        ...
+
+    def index(self) -> sqlite3.Connection:
+        """The store's index connection, current."""
+        ...
+
+
+def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
+           limit: int = 20, include_superseded: bool = False) -> list[Hit]:
     """Rank nodes, narrative, file chunks and symbols by relevance to any text.
 
+    The one entry point of free-text search: ``ctx search``, the MCP ``search`` tool (through
+    ``knowledge.scopes``), ``ctx pack``'s memory items, recall's free text and the prompt
+    hook's relevant memory. Given a session, the full-text engine is chosen for its index
+    (``search.tantivy_index.open_served``: Tantivy on a large index, else FTS5); given a
+    bare index connection (the hooks, recall), FTS5 answers, and tantivy is never imported.
+
     Args:
-        conn: An index connection that is current.
+        target: A session, or an index connection that is current.
         text: Any text: a question, code, punctuation, 10 KB of a log.
         kinds: Which of ``KINDS`` to search; ``node`` means every node, those made from
             narrative entries (kind ``narrative``) included.
@@ -244,9 +317,29 @@ def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
     wanted = frozenset(kinds)
     if "node" in wanted:  # a decision or a task is a node, whatever file it was written in
         wanted |= {"narrative"}
+    conn = target if isinstance(target, sqlite3.Connection) else target.index()
     query = search_terms(text, conn)
     if not query:
         return []
+    served = None
+    if not isinstance(target, sqlite3.Connection) and wanted & {"chunk", *_NODE_KINDS}:
+        from ctxstore.search.tantivy_index import open_served
+
+        served = open_served(target.root, conn, target.config)
+    try:
+        hits = _ranked(conn, served, query, wanted, limit, include_superseded)
+    except _Stale:  # rowids the engine recorded name other rows now: FTS5, and rebuild it
+        from ctxstore.search.tantivy_index import forget_tantivy
+
+        assert not isinstance(target, sqlite3.Connection)
+        forget_tantivy(target.root)
+        hits = _ranked(conn, None, query, wanted, limit, include_superseded)
+    return _with_nodes(conn, hits)
+
+
+def _ranked(conn: sqlite3.Connection, served: Served | None, query: SearchTerms,
+            wanted: frozenset[str], limit: int, include_superseded: bool) -> list[Hit]:
+    """``search``'s hits, best first, the ``limit`` best (node hits without their nodes yet)."""
     terms = query.terms
     pool = max(limit * 4, 50)
     # BM25 of a two-line decision (nodes_fts) and of a 60-line chunk (chunks_fts) come from
@@ -255,11 +348,11 @@ def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
     # BM25 is divided by its best candidate's, so the best of each is 1 and coverage, which
     # means the same in both, decides between them. A search of one table keeps raw BM25.
     relative = "chunk" in wanted and bool(wanted & _NODE_KINDS)
-    hits = _node_hits(conn, terms, wanted, pool, include_superseded, relative)
+    hits = _node_hits(conn, served, terms, wanted, pool, include_superseded, relative)
     if "chunk" in wanted:
-        hits += _chunk_hits(conn, terms, pool, relative)
+        hits += _chunk_hits(conn, served, terms, pool, relative)
     if "symbol" in wanted:
         top = max((h.score for h in hits), default=1.0)
         hits += _symbol_hits(conn, query.names, terms, top, pool)
     hits.sort(key=lambda h: (-h.score, KINDS.index(h.kind), h.key))
-    return _with_nodes(conn, hits[:limit])
+    return hits[:limit]

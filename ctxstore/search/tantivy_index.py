@@ -1,180 +1,485 @@
-"""Tantivy full-text over file chunks and node text (``.ctx/index/tantivy/``).
+"""Tantivy serving search on a large index: ``.ctx/index/tantivy/`` (docs/index.md).
 
-Rebuilt from the SQLite index (``chunks``: file chunks at symbol granularity; ``nodes``:
-every live node's content and summary, which includes the narrative entries that
-``ctx commit`` turns into nodes), never written incrementally: ``ctx rebuild --tantivy``
-(or a search that finds it missing or behind the index's pointers) recreates it in
-``tantivy.new/`` and swaps it in, so a crash leaves the old index or none, never half of
-one. ``tantivy`` is imported inside the functions that use it.
+One ``search.tantivy.TantivyEngine`` per corpus, each made from the SQLite index's own rows
+and holding the one tokeniser's terms:
 
-Words are identifier-aware: one registered analyzer (Tantivy's regex tokenizer, lower
-case, ASCII folding) cuts ``parse_header``, ``parseHeader`` and ``ParseHeader`` alike into
-``parse`` ``header`` (``HTTPServer`` into ``https`` ``erver``: the same cut on both sides,
-so the identifier still finds itself). Queries are free text, never syntax: each word is
-a term query on the chunk's qualified name (boosted), its path and its text, any word
-may match, ranked by BM25. docs/index.md says which engine serves which text, with
-the measurements of ``bench/fulltext.py``.
+- ``nodes/``: every live node's content and summary (what ``nodes_fts`` holds), key
+  ``nodes.rowid``;
+- ``chunks/``: every file chunk's path, qualified name and text (``chunks_fts``), key
+  ``chunks.rowid``, deleted by its file's path;
+- ``source/`` and ``other/``: the file ranking's postings (``file_terms``): a source file's
+  significant body terms with their counts and its path's terms, key ``files.rowid``;
+  the others (prose, no known language) apart, as ``packs.pack.rank_files`` ranks them. A
+  path is padded to ``PATH_SLOTS`` terms, so every path has the same length and Tantivy's
+  BM25 (k1 1.2, b 0.75) scores the path field as the ranking's does (b 0).
+
+It serves (``open_served``) when ``[index] fulltext`` is ``"tantivy"``, or ``"auto"`` (the
+default) and the index holds at least ``TANTIVY_MIN_CHUNKS`` chunks (bench/pack.py measured
+where Tantivy overtakes FTS5). Hooks never ask: they search with FTS5 and import no tantivy.
+
+It is kept current: ``sync_tantivy`` applies what changed since it last synced (nodes by
+rowid and version, files by path, rowid and version), run by ``ctx index``, ``ctx commit``
+and by a command it serves that finds it behind (up to ``READ_SYNC_MAX`` documents; more are
+left to the next ``ctx index``, ``ctx commit`` or ``ctx rebuild``, and FTS5 serves meanwhile).
+``rebuild_tantivy`` makes it whole (``ctx rebuild``, or a sync that finds none). What it
+synced to is ``index/tantivy.synced``: the index file's identity, its pointers
+(``meta.synced``) and ``meta.code_generation``; what it holds, ``index/tantivy.state``. A
+command uses it only when both say it is the index in use: a hit whose row is not what the
+engine recorded (a rowid reused by a rebuild) makes the search fall back to FTS5 and the
+next write rebuild it. Builds go to ``tantivy.new/``, swapped in whole; one process writes at
+a time (``index/tantivy.lock``). ``tantivy`` is imported inside the engines only.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore import fsio
-from ctxstore.errors import UnsafePath
-from ctxstore.index.derived import chunk_documents, node_documents
+from ctxstore.errors import CtxError, UnsafePath
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
+from ctxstore.search.rows import (
+    chunks_of_paths,
+    corpus_size,
+    file_terms_of,
+    file_versions,
+    meta_value,
+    node_texts,
+    node_versions,
+)
 
-__all__ = ["TANTIVY_DIR", "WORD_PATTERN", "TextHit", "TantivyReport", "CodeTextIndex",
-           "rebuild_tantivy", "search_text"]
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ctxstore.config import Config
+    from ctxstore.search.search import SearchSession as _Session
+    from ctxstore.search.tantivy import TantivyEngine
+
+__all__ = ["TANTIVY_DIR", "TANTIVY_MIN_CHUNKS", "READ_SYNC_MAX", "PATH_SLOTS", "PROSE_LANGUAGES",
+           "CORPORA", "TantivyReport", "Served", "wanted", "open_served", "sync_tantivy",
+           "refresh_tantivy", "rebuild_tantivy", "forget_tantivy", "path_field", "check_of"]
 
 TANTIVY_DIR = "tantivy"
-_SYNCED = "tantivy.synced"  # beside the directory: Tantivy owns the files inside it
-_BUILD_LOCK = "tantivy.lock"  # held while the index is built and swapped in
-_ANALYZER = "ctx_ident"
-# Words of identifiers: a capitalised or lower-case run, an upper-case run, digits, or a
-# run of letters without case (CJK). Tantivy's regex has no look-ahead.
-WORD_PATTERN = r"\p{Lu}?\p{Ll}+\p{N}*|\p{Lu}+\p{N}*|\p{N}+|\p{Lo}+"
-_HEAP_BYTES = 50_000_000
-_NAME_BOOST = 2.0
-_PATH_BOOST = 1.5
-
-
-@dataclass(frozen=True, slots=True)
-class TextHit:
-    """One search result: a chunk (``ref`` = path) or a node (``ref`` = node id)."""
-
-    kind: str
-    rowid: int
-    ref: str
-    name: str
-    score: float
+TANTIVY_MIN_CHUNKS = 50_000
+"""From this many chunks on, ``[index] fulltext = "auto"`` lets Tantivy serve (docs/index.md)."""
+READ_SYNC_MAX = 2_000
+"""A command it serves brings Tantivy up to date when at most this many documents changed."""
+PATH_SLOTS = 32
+PROSE_LANGUAGES = frozenset({"markdown"})  # indexed languages ranked apart from source
+CORPORA = ("nodes", "chunks", "source", "other")
+FIELDS: dict[str, tuple[str, ...]] = {"nodes": ("content", "summary"),
+                                      "chunks": ("path", "name", "text"),
+                                      "source": ("body", "path"), "other": ("body", "path")}
+_FORMAT = 1  # what the engines hold; another format is rebuilt
+_MARKER = "tantivy.synced"
+_STATE = "tantivy.state"
+_BUILD_LOCK = "tantivy.lock"
+_PAD = "\x01"  # a term no text gives (a control character separates words)
+_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
 class TantivyReport:
-    """What ``rebuild_tantivy`` indexed and how long it took."""
+    """What a build or a sync of the Tantivy index did."""
 
     chunks: int
     nodes: int
+    files: int
     seconds: float
+    full: bool
 
 
-class CodeTextIndex:
-    """A Tantivy index of chunks and nodes, in a directory or in memory."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        """Open (or create) the index in ``path``, or in memory when it is None.
-
-        Args:
-            path: An existing directory, or None.
-        """
-        import tantivy
-
-        self._tv: Any = tantivy
-        builder = tantivy.SchemaBuilder()
-        builder.add_integer_field("rowid", stored=True, indexed=False)
-        builder.add_text_field("kind", stored=True, tokenizer_name="raw")
-        builder.add_text_field("ref", stored=True, tokenizer_name="raw")
-        builder.add_text_field("label", stored=True, tokenizer_name="raw", index_option="basic")
-        for name in ("name", "path", "text"):
-            builder.add_text_field(name, stored=False, tokenizer_name=_ANALYZER,
-                                   index_option="freq")
-        self._schema = builder.build()
-        self._index = tantivy.Index(self._schema, path=None if path is None else str(path))
-        self._analyzer = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(WORD_PATTERN))
-                          .filter(tantivy.Filter.lowercase())
-                          .filter(tantivy.Filter.ascii_fold())
-                          .build())
-        self._index.register_tokenizer(_ANALYZER, self._analyzer)
-        self._writer: Any = None
-
-    def words(self, text: str) -> list[str]:
-        """The words ``text`` is indexed (or searched) as."""
-        return list(self._analyzer.analyze(text))
-
-    def add(self, kind: str, rowid: int, ref: str, name: str, path: str, text: str) -> None:
-        """Queue one document (``commit`` makes the queued documents searchable).
-
-        Args:
-            kind: ``chunk`` or ``node``.
-            rowid: Its rowid in ``chunks`` or ``nodes``.
-            ref: The chunk's path or the node's id.
-            name: The chunk's qualified name, or the node's type.
-            path: Text of the path field (a chunk's path; empty for a node).
-            text: The body.
-        """
-        if self._writer is None:
-            self._writer = self._index.writer(heap_size=_HEAP_BYTES, num_threads=1)
-        doc = self._tv.Document()
-        doc.add_integer("rowid", rowid)
-        doc.add_text("kind", kind)
-        doc.add_text("ref", ref)
-        doc.add_text("label", name)
-        doc.add_text("name", name)
-        doc.add_text("path", path)
-        doc.add_text("text", text)
-        self._writer.add_document(doc)
-
-    def commit(self) -> None:
-        """Commit the queued documents and reload the searcher."""
-        if self._writer is not None:
-            self._writer.commit()
-            self._writer.wait_merging_threads()
-            self._writer = None
-        self._index.reload()
-
-    def search(self, query: str, *, limit: int = 10, kind: str | None = None) -> list[TextHit]:
-        """Rank documents for free text (any word may match; BM25).
-
-        Args:
-            query: Any text; words are cut as they were indexed.
-            limit: At most this many hits.
-            kind: Only ``chunk`` or only ``node`` documents; None for both.
-
-        Returns:
-            The hits, best first (ties by kind and rowid).
-        """
-        tv = self._tv
-        words = list(dict.fromkeys(self.words(query)))
-        if not words:
-            return []
-        clauses = []
-        for word in words:
-            for field, boost in (("name", _NAME_BOOST), ("path", _PATH_BOOST), ("text", 1.0)):
-                q = tv.Query.term_query(self._schema, field, word)
-                clauses.append((tv.Occur.Should, q if boost == 1.0 else tv.Query.boost_query(q, boost)))
-        q = tv.Query.boolean_query(clauses)
-        if kind is not None:
-            q = tv.Query.boolean_query([(tv.Occur.Must, q), (tv.Occur.Must, tv.Query.term_query(
-                self._schema, "kind", kind))])
-        searcher = self._index.searcher()
-        if searcher.num_docs == 0:
-            return []
-        hits = []
-        for score, addr in searcher.search(q, limit=limit).hits:
-            doc = searcher.doc(addr)
-            hits.append(TextHit(doc["kind"][0], int(doc["rowid"][0]), doc["ref"][0],
-                                doc["label"][0], float(score)))
-        hits.sort(key=lambda h: (-h.score, h.kind, h.rowid))
-        return hits
+def path_field(terms: Sequence[str]) -> list[str]:
+    """A path's terms padded (or cut) to ``PATH_SLOTS``: every path field is as long."""
+    return [*terms[:PATH_SLOTS], *[_PAD] * (PATH_SLOTS - len(terms))]
 
 
-def _remove_dir(index_fd: int, index_folder: Path, name: str) -> None:
-    """Delete ``name``, a flat directory Tantivy wrote (files only), in the open ``index/``.
+def _corpus_of(language: str | None) -> str:
+    return "other" if language is None or language in PROSE_LANGUAGES else "source"
 
-    Opened ``O_NOFOLLOW`` from ``index/``'s descriptor and emptied relative to its own, so
-    a link (or a special file) there, even one swapped in meanwhile, is refused (E020) and
+
+def check_of(text: str) -> int:
+    """The check value a document keeps of its row's identity (a path, a node id)."""
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+def wanted(conn: sqlite3.Connection, config: Config) -> bool:
+    """Whether Tantivy should serve this index (``[index] fulltext`` and its size).
+
+    Args:
+        conn: A current index connection.
+        config: The store's configuration.
+
+    Returns:
+        True for ``"tantivy"``, or ``"auto"`` with at least ``TANTIVY_MIN_CHUNKS`` chunks.
+    """
+    setting = config.get("index", "fulltext")
+    if setting == "fts5":
+        return False
+    return setting == "tantivy" or corpus_size(conn) >= TANTIVY_MIN_CHUNKS
+
+
+class Served:
+    """The Tantivy index of one store, open for searching (its engines open on first use)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._engines: dict[str, TantivyEngine] = {}
+
+    def engine(self, corpus: str) -> TantivyEngine:
+        """The engine of one corpus (``CORPORA``)."""
+        if corpus not in self._engines:
+            self._engines[corpus] = _engine(self.folder / corpus, corpus)
+        return self._engines[corpus]
+
+    def hits(self, corpus: str, phrases: Sequence[str], limit: int
+             ) -> list[tuple[int, float, int]]:
+        """Any-phrase BM25 hits of ``nodes`` or ``chunks``: ``(rowid, score, check)``, best first."""
+        return self.engine(corpus).hits(phrases, mode="any", limit=limit)
+
+    def ranked_files(self, corpus: str, weights: Mapping[str, float], path_weight: float,
+                     limit: int) -> list[tuple[int, float, int]]:
+        """The best files of ``source`` or ``other``: body BM25 plus ``path_weight`` x path BM25."""
+        return self.engine(corpus).weighted(weights, {"body": 1.0, "path": path_weight}, limit)
+
+
+def _engine(path: Path, corpus: str) -> TantivyEngine:
+    from ctxstore.search.tantivy import TantivyEngine
+
+    return TantivyEngine(path, FIELDS[corpus], positions=corpus in ("nodes", "chunks"),
+                         checked=True)
+
+
+def _index_file(root: Path) -> Path:
+    from ctxstore.index import INDEX_FILE
+
+    return root / "index" / INDEX_FILE
+
+
+def _token(root: Path, conn: sqlite3.Connection) -> str | None:
+    """What the Tantivy index must have synced to, to serve ``conn``: None when it cannot."""
+    try:
+        st = os.stat(_index_file(root))
+    except OSError:
+        return None  # an index in memory (a read-only checkout): nothing to serve
+    synced = meta_value(conn, "synced")
+    if synced is None:
+        return None
+    return json.dumps({"format": _FORMAT, "db": [st.st_dev, st.st_ino], "synced": synced,
+                       "code": meta_value(conn, "code_generation") or "0"}, sort_keys=True)
+
+
+def _read_marker(folder: Path) -> str | None:
+    try:
+        return fsio.read_regular(folder / _MARKER, 1 << 16).decode("utf-8", "replace")
+    except (OSError, UnsafePath):
+        return None
+
+
+def open_served(root: Path, conn: sqlite3.Connection, config: Config, *,
+                lock_timeout: float = 0.0) -> Served | None:
+    """The Tantivy index to serve a search of ``conn``, brought up to date, or None for FTS5.
+
+    None when Tantivy is not wanted (``wanted``), not installed, not built yet, behind by more
+    than ``READ_SYNC_MAX`` documents, being written by another process, or unreadable: a
+    search never fails for want of it.
+
+    Args:
+        root: The store's ``.ctx`` directory.
+        conn: A current index connection.
+        config: The store's configuration.
+        lock_timeout: How long to wait for another process's sync.
+
+    Returns:
+        The index, or None.
+    """
+    import importlib.util
+
+    if not wanted(conn, config) or importlib.util.find_spec("tantivy") is None:
+        return None
+    folder = root / "index"
+    token = _token(root, conn)
+    if token is None:
+        return None
+    if _read_marker(folder) != token:
+        try:
+            if sync_tantivy(root, conn, lock_timeout=lock_timeout, limit=READ_SYNC_MAX,
+                            build=False) is None:
+                return None
+        except (CtxError, OSError, ValueError):
+            return None  # busy, unwritable or damaged: FTS5 answers, a writer repairs it
+    if not (folder / TANTIVY_DIR).is_dir() or (folder / TANTIVY_DIR).is_symlink():
+        return None
+    return Served(folder / TANTIVY_DIR)
+
+
+def refresh_tantivy(session: _Session) -> str | None:
+    """Bring the Tantivy index up to date after a write (``ctx index``, ``ctx commit``).
+
+    Only where it serves (``wanted``): built whole the first time, then kept by changes. It
+    is derived, so a failure (the index itself included) is a notice, never an error.
+
+    Args:
+        session: The command's session (its index is brought up to date first).
+
+    Returns:
+        None when it is current (or not wanted), else a one-line notice saying why not.
+    """
+    import importlib.util
+
+    config = session.config
+    try:
+        if config.get("index", "fulltext") == "fts5":
+            return None
+        conn = session.index()
+        if not wanted(conn, config) or importlib.util.find_spec("tantivy") is None:
+            return None
+        sync_tantivy(session.root, conn, lock_timeout=float(config.get("lock", "timeout_seconds")))
+    except (CtxError, OSError, ValueError) as exc:
+        return f"Tantivy index not updated ({exc}); `ctx rebuild --tantivy` retries"
+    return None
+
+
+def forget_tantivy(root: Path) -> None:
+    """Mark the Tantivy index as not synced (before the SQLite index is rebuilt in place).
+
+    Its rows' rowids may change: the next sync rebuilds it whole.
+
+    Args:
+        root: The store's ``.ctx`` directory.
+    """
+    folder = root / "index"
+    try:
+        index_fd = fsio.open_dir_under(root, folder)
+    except (FileNotFoundError, UnsafePath):
+        return
+    try:
+        for name in (_MARKER, _STATE):
+            try:
+                fsio.unlink(name, dir_fd=index_fd)
+            except FileNotFoundError:
+                pass
+        fsio.fsync_dir(index_fd)
+    finally:
+        os.close(index_fd)
+
+
+def _read_state(folder: Path) -> dict[str, Any] | None:
+    import msgpack
+
+    try:
+        data = fsio.read_regular(folder / _STATE, 1 << 30)
+        state = msgpack.unpackb(data, strict_map_key=False)
+    except (OSError, UnsafePath, ValueError, msgpack.UnpackException):
+        return None
+    if not isinstance(state, dict) or state.get("format") != _FORMAT:
+        return None
+    return state
+
+
+def _write_state(index_fd: int, folder: Path, state: dict[str, Any], token: str) -> None:
+    import msgpack
+
+    fsio.replace_atomic_in(index_fd, _STATE, msgpack.packb(state, use_bin_type=True),
+                           where=os.fspath(folder / _STATE))
+    fsio.replace_atomic_in(index_fd, _MARKER, token.encode(), where=os.fspath(folder / _MARKER))
+
+
+def sync_tantivy(root: Path, conn: sqlite3.Connection, *, lock_timeout: float,
+                 limit: int | None = None, build: bool = True) -> TantivyReport | None:
+    """Bring ``index/tantivy/`` up to date with the SQLite index ``conn``.
+
+    Applies what changed since the last sync; with no usable earlier sync it builds the
+    index whole (``build``) or gives up.
+
+    Args:
+        root: The store's ``.ctx`` directory.
+        conn: A current index connection.
+        lock_timeout: How long to wait for another process writing it.
+        limit: Give up (None) when more documents than this changed.
+        build: Build it whole when there is nothing to sync from.
+
+    Returns:
+        What was done, or None when it gave up (nothing was written).
+
+    Raises:
+        LockConflict: (E006) if another process writes it for longer than ``lock_timeout``.
+        UnsafePath: (E020) for a link or special file where its files go.
+    """
+    folder = root / "index"
+    token = _token(root, conn)
+    if token is None:
+        return None
+    with fsio.hold_lock(folder / _BUILD_LOCK, timeout=lock_timeout):
+        if _read_marker(folder) == token:
+            return TantivyReport(0, 0, 0, 0.0, False)  # another process did it meanwhile
+        state = _read_state(folder)
+        if state is None or not (folder / TANTIVY_DIR).is_dir():
+            return _build(root, folder, conn, token) if build else None
+        return _apply_changes(root, folder, conn, token, state, limit)
+
+
+def rebuild_tantivy(root: Path, conn: sqlite3.Connection, *, lock_timeout: float) -> TantivyReport:
+    """Recreate ``index/tantivy/`` from the SQLite index, whole.
+
+    Args:
+        root: The store's ``.ctx`` directory.
+        conn: A current index connection.
+        lock_timeout: How long to wait for another process writing it.
+
+    Returns:
+        The counts and the time taken.
+
+    Raises:
+        LockConflict: (E006) if another process writes it for longer than ``lock_timeout``.
+        UnsafePath: (E020) if ``index/``, ``tantivy/`` or ``tantivy.new/`` is a link or a
+            special file.
+        IndexCorrupt: (E007) when the index is in memory (a read-only checkout).
+    """
+    from ctxstore.errors import IndexCorrupt
+
+    folder = root / "index"
+    token = _token(root, conn)
+    if token is None:
+        raise IndexCorrupt("the index is not a file here (a read-only checkout?): "
+                           "there is no Tantivy index to build")
+    with fsio.hold_lock(folder / _BUILD_LOCK, timeout=lock_timeout):
+        return _build(root, folder, conn, token)
+
+
+def _build(root: Path, folder: Path, conn: sqlite3.Connection, token: str) -> TantivyReport:
+    """Fill ``tantivy.new/`` from the index, swap it in, record what it holds (lock held)."""
+    start = time.perf_counter()
+    # ``index/`` by descriptor (PS-10): the removals, the swap and the markers are made
+    # relative to it, never through a link swapped in for it. Tantivy itself writes into
+    # ``tantivy.new/<corpus>`` by name (it takes a path, as SQLite does), right after ctx
+    # created those directories through the descriptor.
+    index_fd = fsio.open_dir_under(root, folder, create=True)
+    try:
+        for name in (_MARKER, _STATE):  # a crash from here on leaves no claim of a sync
+            try:
+                fsio.unlink(name, dir_fd=index_fd)
+            except FileNotFoundError:
+                pass
+        fresh = TANTIVY_DIR + ".new"
+        _remove_tree(index_fd, folder, fresh)
+        new_fd = fsio.open_subdir(index_fd, fresh, where=os.fspath(folder / fresh), create=True)
+        try:
+            for corpus in CORPORA:
+                os.close(fsio.open_subdir(new_fd, corpus, where=os.fspath(folder / fresh / corpus),
+                                          create=True))
+        finally:
+            os.close(new_fd)
+        engines = {c: _engine(folder / fresh / c, c) for c in CORPORA}
+        state: dict[str, Any] = {"format": _FORMAT, "nodes": {}, "files": {}}
+        nodes, chunks, files = _fill(conn, engines, state, list(node_versions(conn)),
+                                     file_versions(conn), set())
+        for engine in engines.values():
+            engine.commit()
+        engines.clear()
+        _remove_tree(index_fd, folder, TANTIVY_DIR)
+        fsio.replace(fresh, TANTIVY_DIR, dir_fd=index_fd)
+        fsio.fsync_dir(index_fd)
+        _write_state(index_fd, folder, state, token)
+    finally:
+        os.close(index_fd)
+    return TantivyReport(chunks, nodes, files, time.perf_counter() - start, True)
+
+
+def _apply_changes(root: Path, folder: Path, conn: sqlite3.Connection, token: str,
+                   state: dict[str, Any], limit: int | None) -> TantivyReport | None:
+    """Apply to the engines what changed since ``state``, then record the new state."""
+    start = time.perf_counter()
+    old_nodes: dict[int, bytes] = state["nodes"]
+    now_nodes = node_versions(conn)
+    node_gone = [r for r, v in old_nodes.items() if now_nodes.get(r) != v]
+    node_new = [r for r, v in now_nodes.items() if old_nodes.get(r) != v]
+    old_files: dict[str, list[Any]] = state["files"]
+    now_files = file_versions(conn)
+    changed = {p for p, (r, v, _lang) in now_files.items()
+               if old_files.get(p, [None, None])[:2] != [r, v]}
+    changed |= {p for p in old_files if p not in now_files}
+    if limit is not None and len(node_gone) + len(node_new) + len(changed) > limit:
+        return None
+    engines = {c: _engine(folder / TANTIVY_DIR / c, c) for c in CORPORA}
+    # Every document about to be added is deleted first, whatever the state says: a sync
+    # that crashed after its commit, before its state, added some of them already.
+    for rowid in {*node_gone, *node_new}:
+        engines["nodes"].delete_document(rowid)
+        state["nodes"].pop(rowid, None)
+    for path in changed:
+        old_files.pop(path, None)
+        for corpus in ("chunks", "source", "other"):
+            engines[corpus].delete_group(path)
+    nodes, chunks, files = _fill(conn, engines, state, node_new,
+                                 {p: now_files[p] for p in changed if p in now_files}, changed)
+    for engine in engines.values():
+        engine.commit()
+    index_fd = fsio.open_dir_under(root, folder)
+    try:
+        _write_state(index_fd, folder, state, token)
+    finally:
+        os.close(index_fd)
+    return TantivyReport(chunks, nodes, files, time.perf_counter() - start, False)
+
+
+def _fill(conn: sqlite3.Connection, engines: Mapping[str, TantivyEngine], state: dict[str, Any],
+          node_rowids: list[int], files: Mapping[str, tuple[int, bytes, str | None]],
+          changed: set[str]) -> tuple[int, int, int]:
+    """Add the given nodes and files (their chunks and postings); record them in ``state``."""
+    versions = node_versions(conn) if node_rowids else {}
+    nodes = 0
+    for rowid, node_id, content, summary in node_texts(conn, sorted(node_rowids)):
+        engines["nodes"].index_document(rowid, {"content": content, "summary": summary},
+                                        check=check_of(node_id))
+        state["nodes"][rowid] = versions[rowid]
+        nodes += 1
+    paths = sorted(files)
+    chunks = 0
+    for rowid, path, qualname, text in _chunk_rows(conn, paths, bool(changed)):
+        engines["chunks"].index_document(rowid, {"path": path, "name": qualname, "text": text},
+                                         group=path, check=check_of(path))
+        chunks += 1
+    for start in range(0, len(paths), _BATCH):
+        batch = paths[start:start + _BATCH]
+        postings = file_terms_of(conn, [files[p][0] for p in batch])
+        for path in batch:
+            rowid, version, language = files[path]
+            corpus = _corpus_of(language)
+            body, where = postings[rowid]
+            engines[corpus].index_terms(rowid, {"body": body, "path": path_field(where)},
+                                        group=path, check=check_of(path))
+            state["files"][path] = [rowid, version, corpus]
+    return nodes, chunks, len(paths)
+
+
+def _chunk_rows(conn: sqlite3.Connection, paths: list[str], some: bool
+                ) -> Iterator[tuple[int, str, str, str]]:
+    """The chunks of ``paths``: every chunk in rowid order for a whole build, else by path."""
+    if some:
+        yield from chunks_of_paths(conn, paths)
+        return
+    from ctxstore.index.derived import chunk_documents
+
+    for rowid, path, qualname, text in chunk_documents(conn):
+        yield rowid, path, qualname or "", text
+
+
+def _remove_tree(index_fd: int, index_folder: Path, name: str) -> None:
+    """Delete ``name`` (Tantivy's files, in one level of corpus folders) in the open ``index/``.
+
+    Opened ``O_NOFOLLOW`` from ``index/``'s descriptor and emptied relative to its own, so a
+    link (or a special file) there, even one swapped in meanwhile, is refused (E020) and
     nothing it leads to is deleted.
 
     Raises:
-        UnsafePath: (E020) if ``name`` is a link or not a directory, or holds a directory.
+        UnsafePath: (E020) if ``name`` or a folder in it is a link or not a directory, or a
+            corpus folder holds a directory.
         OSError: if a file cannot be removed.
     """
     where = os.fspath(index_folder / name)
@@ -186,121 +491,23 @@ def _remove_dir(index_fd: int, index_folder: Path, name: str) -> None:
         with os.scandir(fd) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
-                    raise UnsafePath(os.path.join(where, entry.name),
-                                     detail="is a directory (Tantivy writes none)")
-                fsio.unlink(entry.name, dir_fd=fd)
+                    _remove_flat(fd, os.path.join(where, entry.name), entry.name)
+                else:
+                    fsio.unlink(entry.name, dir_fd=fd)
     finally:
         os.close(fd)
     fsio.rmdir(name, dir_fd=index_fd)
 
 
-def _synced_text(store: Store) -> str:
-    from ctxstore.index import pointer_snapshot
-
-    return json.dumps(pointer_snapshot(store), sort_keys=True)
-
-
-def fill(index: CodeTextIndex, conn: sqlite3.Connection) -> tuple[int, int]:
-    """Add every chunk and node of the SQLite index, and commit.
-
-    Args:
-        index: An empty index.
-        conn: A synced index connection.
-
-    Returns:
-        How many chunks and nodes were added.
-    """
-    chunks = nodes = 0
-    for rowid, path, qualname, text in chunk_documents(conn):
-        index.add("chunk", rowid, path, qualname or "", path, text)
-        chunks += 1
-    for rowid, node_id, node_type, text in node_documents(conn):
-        index.add("node", rowid, node_id, node_type, "", text)
-        nodes += 1
-    index.commit()
-    return chunks, nodes
-
-
-def rebuild_tantivy(store: Store, conn: sqlite3.Connection | None = None) -> TantivyReport:
-    """Recreate ``index/tantivy/`` from the SQLite index.
-
-    Args:
-        store: The store.
-        conn: A synced index connection (None: one is opened and closed here).
-
-    Returns:
-        The counts and the time taken.
-
-    Raises:
-        UnsafePath: (E020) if ``index/``, ``tantivy/`` or ``tantivy.new/`` is a link or a
-            special file.
-        CtxError: from the index.
-    """
-    from ctxstore.index import index_dir, open_index
-
-    start = time.perf_counter()
-    own = conn is None
-    if conn is None:
-        conn = open_index(store)
+def _remove_flat(parent_fd: int, where: str, name: str) -> None:
+    fd = fsio.open_subdir(parent_fd, name, where=where)
     try:
-        folder = index_dir(store)
-        final, fresh = folder / TANTIVY_DIR, folder / (TANTIVY_DIR + ".new")
-        # One builder at a time: two would fill and swap the same tantivy.new.
-        with fsio.hold_lock(folder / _BUILD_LOCK, timeout=store.lock_timeout):
-            # ``index/`` by descriptor (PS-10): the removals, the swap and the ``synced``
-            # marker are made relative to it, never through a link swapped in for it.
-            # Tantivy itself writes into ``tantivy.new`` by name (it takes a path, as SQLite
-            # does), right after ctx created that directory through the descriptor.
-            index_fd = fsio.open_dir_under(store.root, folder, create=True)
-            try:
-                _remove_dir(index_fd, folder, fresh.name)
-                os.close(fsio.open_subdir(index_fd, fresh.name, where=os.fspath(fresh),
-                                          create=True))
-                chunks, nodes = fill(CodeTextIndex(fresh), conn)
-                synced = _synced_text(store)
-                _remove_dir(index_fd, folder, final.name)
-                fsio.replace(fresh.name, final.name, dir_fd=index_fd)
-                fsio.fsync_dir(index_fd)
-                fsio.replace_atomic_in(index_fd, _SYNCED, synced.encode(),
-                                       where=os.fspath(folder / _SYNCED))
-            finally:
-                os.close(index_fd)
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    raise UnsafePath(os.path.join(where, entry.name),
+                                     detail="is a directory (Tantivy writes none)")
+                fsio.unlink(entry.name, dir_fd=fd)
     finally:
-        if own:
-            conn.close()
-    return TantivyReport(chunks, nodes, time.perf_counter() - start)
-
-
-def _current(store: Store) -> bool:
-    from ctxstore.index import index_dir
-
-    folder = index_dir(store)
-    try:
-        marker = fsio.read_regular(folder / _SYNCED, 1 << 16).decode("utf-8", "replace")
-    except (FileNotFoundError, UnsafePath):
-        return False
-    return (folder / TANTIVY_DIR).is_dir() and not (folder / TANTIVY_DIR).is_symlink() \
-        and marker == _synced_text(store)
-
-
-def search_text(store: Store, query: str, *, limit: int = 10, kind: str | None = None
-                ) -> list[TextHit]:
-    """Search chunks and nodes with Tantivy, rebuilding the index first when it is behind.
-
-    Args:
-        store: The store.
-        query: Free text.
-        limit: At most this many hits.
-        kind: ``chunk``, ``node`` or None for both.
-
-    Returns:
-        The hits, best first.
-
-    Raises:
-        UnsafePath: (E020) for a hostile ``index/tantivy``.
-    """
-    from ctxstore.index import index_dir
-
-    if not _current(store):
-        rebuild_tantivy(store)
-    return CodeTextIndex(index_dir(store) / TANTIVY_DIR).search(query, limit=limit, kind=kind)
+        os.close(fd)
+    fsio.rmdir(name, dir_fd=parent_fd)
