@@ -210,18 +210,19 @@ class ToolBox:
             InvalidInput: (E011) for a bad budget or depth.
             IndexCorrupt: (E007) if the index cannot answer.
         """
-        from ctxstore.packs.pack import budget_note, build_pack_result
+        from ctxstore.packs.pack import PackRequest, budget_note, make_pack
 
         if budget is not None and budget < 1:
             raise InvalidInput(f"budget must be a positive number, got {budget}")
         if depth is not None and not 0 <= depth <= _MAX_DEPTH:
             raise InvalidInput(f"depth must be 0..{_MAX_DEPTH}, got {depth}")
-        result = build_pack_result(self.db, task, budget=budget, depth=depth,
-                                   include_narrative=include_narrative,
-                                   active_task=self.current_task)
-        doc: dict[str, Any] = {"version": _PACK_VERSION, **result.pack}
+        result = make_pack(self.db, PackRequest(task, budget=budget, depth=depth,
+                                                include_narrative=include_narrative,
+                                                active_task=self.current_task))
+        pack = result.pack.to_json()
+        doc: dict[str, Any] = {"version": _PACK_VERSION, **pack}
         if result.smallest_budget is not None:  # an empty pack the client can fix by asking again
-            doc["note"] = budget_note(result.pack, result.smallest_budget, argument="budget:")
+            doc["note"] = budget_note(pack, result.smallest_budget, argument="budget:")
         return doc
 
     def memory_search(self, text: str, since: str | None = None, until: str | None = None,

@@ -9,7 +9,7 @@ and holding the one tokeniser's terms:
   ``chunks.rowid``, deleted by its file's path;
 - ``source/`` and ``other/``: the file ranking's postings (``file_terms``): a source file's
   significant body terms with their counts and its path's terms, key ``files.rowid``;
-  the others (prose, no known language) apart, as ``packs.pack.rank_files`` ranks them. A
+  the others (prose, no known language) apart, as ``packs.seed.rank_files`` ranks them. A
   path is padded to ``PATH_SLOTS`` terms, so every path has the same length and Tantivy's
   BM25 (k1 1.2, b 0.75) scores the path field as the ranking's does (b 0).
 
