@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxstore.packs.items import PackItem
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.index.read import NodeRow
+    from ctxstore.search.tantivy_index import Served
     from ctxstore.session import Session
 
 __all__ = ["node_items", "narrative_items", "scale_node_items", "stale_flags", "first_line"]
@@ -28,12 +29,17 @@ _NODE_HITS = 20
 _ACTIVE_TASK_NODES = 5
 
 
-def node_items(session: Session, task: str, *, user: bool) -> list[PackItem]:
-    """The nodes (and narrative entries) of one store that ranked search finds for the task."""
+def node_items(session: Session, task: str, *, user: bool,
+               served: Served | None | Literal["choose"] = "choose") -> list[PackItem]:
+    """The nodes (and narrative entries) of one store that ranked search finds for the task.
+
+    ``served``: the store's Tantivy index when the caller opened it (``search.search``).
+    """
     from ctxstore.search.search import search
 
     items: list[PackItem] = []
-    for hit in search(session, task, kinds=("node", "narrative"), limit=_NODE_HITS):
+    for hit in search(session, task, kinds=("node", "narrative"), limit=_NODE_HITS,
+                      served=served):
         node = hit.node
         if node is None or not hit.matched:
             continue
@@ -49,7 +55,9 @@ def node_items(session: Session, task: str, *, user: bool) -> list[PackItem]:
 
 
 def narrative_items(session: Session, task: str, days: int, now_ms: int,
-               active_task: str | None = None) -> tuple[list[PackItem], str]:
+                    active_task: str | None = None,
+                    served: Served | None | Literal["choose"] = "choose"
+                    ) -> tuple[list[PackItem], str]:
     """The project's node and narrative items relevant to the task, the active and recent tasks, the log.
 
     The active task is the one started (``<ctx:task action="start">``) and not ended: its
@@ -59,7 +67,7 @@ def narrative_items(session: Session, task: str, days: int, now_ms: int,
     from ctxstore.index.read import recent_nodes
 
     conn = session.index()
-    items = node_items(session, task, user=False)
+    items = node_items(session, task, user=False, served=served)
     log: list[str] = []
     matched = {item.object_id: item for item in items}
 

@@ -144,7 +144,7 @@ def _make_pack(session: Session, request: PackRequest, user: Session | None) -> 
     conn = session.index()
     query = parse_query(task)
     params = Params() if graph else Params(graph_weight=0.0)
-    served = open_served(session.root, conn, config) if query.weights else None
+    served = open_served(session.root, conn, config)  # files and memory alike
     # only the files whose chunks are read need their terms (each group's first MAX_FILES)
     hits = rank_files(conn, query, params, limit=RANKED_FILES, matched_only=True,
                       explain=MAX_FILES, served=served)
@@ -178,7 +178,8 @@ def _make_pack(session: Session, request: PackRequest, user: Session | None) -> 
     log = ""
     if s.include_narrative:
         now_ms = clock_ms() if request.now_ms is None else request.now_ms
-        found, log = narrative_items(session, task, s.narrative_days, now_ms, request.active_task)
+        found, log = narrative_items(session, task, s.narrative_days, now_ms, request.active_task,
+                                     served)
         if user is not None:  # the global layer: the user store's relevant nodes join
             found += node_items(user, task, user=True)
         scale_node_items(found, task)

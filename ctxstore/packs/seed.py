@@ -39,7 +39,7 @@ __all__ = ["MIN_TERMS", "MAX_POSTINGS", "TANTIVY_FILES", "has_search_terms", "ra
 
 MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
 MAX_POSTINGS = 10_000      # more terms only while their postings stay under this (bench/pack.py --caps)
-TANTIVY_FILES = 3000       # files Tantivy scores per group (the best; the rest score 0 by text)
+TANTIVY_FILES = 2000       # files Tantivy scores per group (the best; the rest score 0 by text)
 
 
 def has_search_terms(task: str) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ctxstore.records import dataclass
 from ctxstore.search.ranked import (
@@ -290,7 +290,8 @@ class SearchSession(Protocol):
 
 
 def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
-           limit: int = 20, include_superseded: bool = False) -> list[Hit]:
+           limit: int = 20, include_superseded: bool = False,
+           served: Served | None | Literal["choose"] = "choose") -> list[Hit]:
     """Rank nodes, narrative, file chunks and symbols by relevance to any text.
 
     The one entry point of free-text search: ``ctx search``, the MCP ``search`` tool (through
@@ -306,6 +307,8 @@ def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iter
             narrative entries (kind ``narrative``) included.
         limit: At most this many hits.
         include_superseded: Also superseded nodes.
+        served: The Tantivy index a caller opened already for this session
+            (``tantivy_index.open_served``; None: FTS5), or ``"choose"`` to choose here.
 
     Returns:
         Hits, best first (ties: node, narrative, chunk, symbol, then key); empty when the text
@@ -321,8 +324,9 @@ def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iter
     query = search_terms(text, conn)
     if not query:
         return []
-    served = None
-    if not isinstance(target, sqlite3.Connection) and wanted & {"chunk", *_NODE_KINDS}:
+    if isinstance(target, sqlite3.Connection) or not wanted & {"chunk", *_NODE_KINDS}:
+        served = None
+    elif served == "choose":
         from ctxstore.search.tantivy_index import open_served
 
         served = open_served(target.root, conn, target.config)

@@ -261,10 +261,10 @@ class TantivyEngine:
         want = total if limit is None else min(total, limit + 1)
         while True:
             hits = searcher.search(query, limit=want, count=False).hits
-            full = len(hits) < want or want >= total
-            if full or limit is None or len(hits) <= limit or hits[limit][0] != hits[limit - 1][0]:
-                break
-            want = min(total, want * 2)  # the boundary is a tie: take more
+            if limit is None or len(hits) < want or want >= total or len(hits) <= limit \
+                    or hits[-1][0] != hits[limit - 1][0]:
+                break  # every hit tied with the last kept is in
+            want = min(total, want * 2)  # the last taken still ties with it: take more
         addresses = [addr for _, addr in hits]
         rowids = searcher.fast_field_values(_KEY, addresses)
         checks = searcher.fast_field_values(_CHECK, addresses) if self.checked else [0] * len(hits)

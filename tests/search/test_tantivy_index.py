@@ -244,3 +244,13 @@ def test_rebuild_json_names_the_tantivy_counts(tmp_path: Path) -> None:
     _serve(ctx_dir)
     out = json.loads(ctx(ctx_dir, "--format", "json", "rebuild")[0])
     assert set(out["tantivy"]) == {"chunks", "nodes", "files", "seconds"}
+
+
+def test_tantivy_engine_breaks_ties_by_rowid_under_a_limit() -> None:
+    """Tied scores (copies of one file) keep the lowest rowids, as FTS5's ORDER BY does."""
+    engine = TantivyEngine(None, ("text",))
+    for rowid in range(500, 0, -1):  # added in reverse: Tantivy's own order is not rowid order
+        engine.index_document(rowid, {"text": "retry backoff"})
+    engine.index_document(1000, {"text": "retry retry backoff"})
+    assert [r for r, _ in engine.search(["retry"], limit=5)] == [1000, 1, 2, 3, 4]
+    assert len(engine.search(["retry"])) == 501
