@@ -57,7 +57,7 @@ from ctxstore.packs.request import PackRequest
 from ctxstore.packs.seed import hit_why, rank_files
 from ctxstore.refs import read_head
 from ctxstore.search.rank import Params
-from ctxstore.search.tantivy_index import open_served
+from ctxstore.search.tantivy_index import open_served, serves_packs
 from ctxstore.search.task import parse_query
 
 if TYPE_CHECKING:
@@ -144,7 +144,8 @@ def _make_pack(session: Session, request: PackRequest, user: Session | None) -> 
     conn = session.index()
     query = parse_query(task)
     params = Params() if graph else Params(graph_weight=0.0)
-    served = open_served(session.root, conn, config)  # files and memory alike
+    # files and memory alike, where packs are served by Tantivy (``[index] fulltext``)
+    served = open_served(session.root, conn, config) if serves_packs(config) else None
     # only the files whose chunks are read need their terms (each group's first MAX_FILES)
     hits = rank_files(conn, query, params, limit=RANKED_FILES, matched_only=True,
                       explain=MAX_FILES, served=served)

@@ -25,13 +25,17 @@ from typing import Any
 from ctxstore.search.engine import NODE_FIELDS, MatchMode, SqlFragment
 from ctxstore.search.tokenize import index_text
 
-__all__ = ["TantivyEngine"]
+__all__ = ["TantivyEngine", "HEAP_BYTES", "BUILD_HEAP_BYTES"]
 
 _ANALYZER = "ctx_terms"
 _KEY = "rowid"
 _GROUP = "group"
 _CHECK = "check"
-_HEAP_BYTES = 15_000_000  # tantivy's minimum per writer thread
+HEAP_BYTES = 15_000_000  # tantivy's minimum per writer thread
+# A build writes everything at once: a larger buffer makes fewer segments, and an index of
+# one or two segments opens and searches faster than one of ten (9 ms against 1 ms to open
+# 200,000 chunks).
+BUILD_HEAP_BYTES = 256_000_000
 
 
 class TantivyEngine:
@@ -49,13 +53,14 @@ class TantivyEngine:
         checked: Keep a check value per document (``check`` of ``index_document``), which
             ``hits`` returns beside each rowid: the caller's proof that the row it reads
             for a rowid is the one indexed.
+        heap_bytes: The writer's buffer (``BUILD_HEAP_BYTES`` for a whole build).
     """
 
     name = "tantivy"
 
     def __init__(self, path: Path | None = None, fields: Sequence[str] = NODE_FIELDS, *,
                  positions: bool = True, weights: Mapping[str, float] | None = None,
-                 checked: bool = False) -> None:
+                 checked: bool = False, heap_bytes: int = HEAP_BYTES) -> None:
         import tantivy
 
         self._tv: Any = tantivy
@@ -76,11 +81,12 @@ class TantivyEngine:
             _ANALYZER, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
         self._writer: Any = None
         self._dirty = False
+        self._heap = heap_bytes
 
     # -- writing -------------------------------------------------------------------------
     def _write(self) -> Any:
         if self._writer is None:
-            self._writer = self._index.writer(heap_size=_HEAP_BYTES, num_threads=1)
+            self._writer = self._index.writer(heap_size=self._heap, num_threads=1)
         self._dirty = True
         return self._writer
 

@@ -15,7 +15,9 @@ and holding the one tokeniser's terms:
 
 It serves (``open_served``) when ``[index] fulltext`` is ``"tantivy"``, or ``"auto"`` (the
 default) and the index holds at least ``TANTIVY_MIN_CHUNKS`` chunks (bench/pack.py measured
-where Tantivy overtakes FTS5). Hooks never ask: they search with FTS5 and import no tantivy.
+where Tantivy overtakes FTS5): ``ctx search`` and the MCP ``search`` tool then rank chunks and
+nodes with it; prompt packs only under ``"tantivy"`` (``serves_packs``). Hooks never ask:
+they search with FTS5 and import no tantivy.
 
 It is kept current: ``sync_tantivy`` applies what changed since it last synced (nodes by
 rowid and version, files by path, rowid and version), run by ``ctx index``, ``ctx commit``
@@ -61,7 +63,8 @@ if TYPE_CHECKING:
     from ctxstore.search.tantivy import TantivyEngine
 
 __all__ = ["TANTIVY_DIR", "TANTIVY_MIN_CHUNKS", "READ_SYNC_MAX", "PATH_SLOTS", "PROSE_LANGUAGES",
-           "CORPORA", "TantivyReport", "Served", "wanted", "open_served", "sync_tantivy",
+           "CORPORA", "TantivyReport", "Served", "wanted", "serves_packs", "open_served",
+           "sync_tantivy",
            "refresh_tantivy", "rebuild_tantivy", "forget_tantivy", "path_field", "check_of"]
 
 TANTIVY_DIR = "tantivy"
@@ -124,6 +127,24 @@ def wanted(conn: sqlite3.Connection, config: Config) -> bool:
     return setting == "tantivy" or corpus_size(conn) >= TANTIVY_MIN_CHUNKS
 
 
+def serves_packs(config: Config) -> bool:
+    """Whether Tantivy serves prompt packs too: only when ``[index] fulltext = "tantivy"``.
+
+    Under ``"auto"`` a pack ranks files by the index's postings and memory with FTS5, even
+    on an index Tantivy serves ``ctx search`` for: measured at 206,000 chunks, Tantivy ranked
+    the files of a pack a little faster but loading it cost as much (``ctx pack`` 312 ms
+    against 280 ms p50), and its BM25, whose document lengths Tantivy rounds, moved the
+    development set's MRR by -0.011 to +0.009 (docs/index.md).
+
+    Args:
+        config: The store's configuration.
+
+    Returns:
+        True when packs are served by Tantivy (where it serves at all: ``open_served``).
+    """
+    return bool(config.get("index", "fulltext") == "tantivy")
+
+
 class Served:
     """The Tantivy index of one store, open for searching (its engines open on first use)."""
 
@@ -148,11 +169,11 @@ class Served:
         return self.engine(corpus).weighted(weights, {"body": 1.0, "path": path_weight}, limit)
 
 
-def _engine(path: Path, corpus: str) -> TantivyEngine:
-    from ctxstore.search.tantivy import TantivyEngine
+def _engine(path: Path, corpus: str, *, build: bool = False) -> TantivyEngine:
+    from ctxstore.search.tantivy import BUILD_HEAP_BYTES, HEAP_BYTES, TantivyEngine
 
     return TantivyEngine(path, FIELDS[corpus], positions=corpus in ("nodes", "chunks"),
-                         checked=True)
+                         checked=True, heap_bytes=BUILD_HEAP_BYTES if build else HEAP_BYTES)
 
 
 def _index_file(root: Path) -> Path:
@@ -375,7 +396,7 @@ def _build(root: Path, folder: Path, conn: sqlite3.Connection, token: str) -> Ta
                                           create=True))
         finally:
             os.close(new_fd)
-        engines = {c: _engine(folder / fresh / c, c) for c in CORPORA}
+        engines = {c: _engine(folder / fresh / c, c, build=True) for c in CORPORA}
         state: dict[str, Any] = {"format": _FORMAT, "nodes": {}, "files": {}}
         nodes, chunks, files = _fill(conn, engines, state, list(node_versions(conn)),
                                      file_versions(conn), set())

@@ -254,3 +254,21 @@ def test_tantivy_engine_breaks_ties_by_rowid_under_a_limit() -> None:
     engine.index_document(1000, {"text": "retry retry backoff"})
     assert [r for r, _ in engine.search(["retry"], limit=5)] == [1000, 1, 2, 3, 4]
     assert len(engine.search(["retry"])) == 501
+
+
+def test_packs_are_served_by_tantivy_only_when_asked(tmp_path: Path) -> None:
+    """``[index] fulltext = "tantivy"``: a pack ranks files and memory with Tantivy too."""
+    ctx_dir = indexed_and_committed(tmp_path / "w")
+    ctx_json(ctx_dir, "add", "--type", "fact", "header parsing lives in module c")
+    task = "fix parse_header in module c"
+    by_postings = ctx_json(ctx_dir, "pack", task)["ranked_files"]
+    _serve(ctx_dir)
+    ctx(ctx_dir, "rebuild", "--tantivy")
+    _empty_fts5(ctx_dir)
+    pack = ctx_json(ctx_dir, "pack", task)
+    assert pack["ranked_files"] == by_postings  # short files: Tantivy's BM25 is the ranking's
+    assert any("header parsing" in item["snippet"] for item in pack["retrieved"])  # memory
+    _serve(ctx_dir, "auto")  # a pack under "auto" reads postings and FTS5 (emptied here)
+    pack = ctx_json(ctx_dir, "pack", task)
+    assert pack["ranked_files"] == by_postings
+    assert not any("header parsing" in item["snippet"] for item in pack["retrieved"])
