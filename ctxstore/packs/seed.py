@@ -26,7 +26,7 @@ from ctxstore.index.retrieval import (
 )
 from ctxstore.search.rank import Corpus, FieldStats, Hit, Params, TextScores, defined_names
 from ctxstore.search.rows import terms_held
-from ctxstore.search.tantivy_index import PROSE_LANGUAGES
+from ctxstore.search.tantivy_index import PROSE_LANGUAGES, TantivyUnusable
 from ctxstore.search.task import Query, parse_query
 
 if TYPE_CHECKING:
@@ -119,7 +119,8 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
                     for hit in _rank_group(conn, files, lo, hi, None, definitions, query, p,
                                            limit, matched_only, explain,
                                            _TantivyText(served, corpus, files, lo, hi, conn, p))]
-        except _Stale:  # rowids Tantivy recorded name other files now: postings, and rebuild it
+        except (_Stale, TantivyUnusable):  # rowids Tantivy recorded name other files now, or
+            # its files are damaged: the postings answer, and the next write rebuilds it
             from ctxstore.search.tantivy_index import forget_tantivy
 
             forget_tantivy(served.folder.parent.parent)

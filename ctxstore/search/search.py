@@ -158,7 +158,7 @@ def _boosted(score: float, matched: int, total: int) -> float:
 
 
 class _Stale(Exception):
-    """A Tantivy hit names a row that is not the one it indexed: FTS5 answers instead."""
+    """Tantivy cannot be trusted here: a hit names another row, or its files cannot be read."""
 
 
 def _node_hits(conn: sqlite3.Connection, served: Served | None, terms: Sequence[str],
@@ -185,6 +185,16 @@ def _node_hits(conn: sqlite3.Connection, served: Served | None, terms: Sequence[
     return hits
 
 
+def _served_hits(served: Served, corpus: str, terms: Sequence[str], limit: int
+                 ) -> list[tuple[int, float, int]]:
+    from ctxstore.search.tantivy_index import TantivyUnusable
+
+    try:
+        return served.hits(corpus, terms, limit)
+    except TantivyUnusable as exc:
+        raise _Stale from exc
+
+
 def _tantivy_nodes(conn: sqlite3.Connection, served: Served, terms: Sequence[str], pool: int,
                    include_superseded: bool, flag: str) -> list[NodeText]:
     """``ranked_nodes`` served by Tantivy: its best nodes, the live ones kept (as many)."""
@@ -192,7 +202,7 @@ def _tantivy_nodes(conn: sqlite3.Connection, served: Served, terms: Sequence[str
     from ctxstore.search.tantivy_index import check_of
 
     extra = 0 if include_superseded else superseded_count(conn)
-    found = served.hits("nodes", terms, pool + extra)
+    found = _served_hits(served, "nodes", terms, pool + extra)
     rows = nodes_at(conn, [r for r, _, _ in found], flag=flag,
                     include_superseded=include_superseded)
     out = []
@@ -241,7 +251,7 @@ def _tantivy_chunks(conn: sqlite3.Connection, served: Served, terms: Sequence[st
     """``ranked_chunks`` served by Tantivy."""
     from ctxstore.search.tantivy_index import check_of
 
-    found = served.hits("chunks", terms, pool)
+    found = _served_hits(served, "chunks", terms, pool)
     rows = chunks_at(conn, [r for r, _, _ in found])
     out = []
     for rowid, score, check in found:
@@ -332,7 +342,8 @@ def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iter
         served = open_served(target.root, conn, target.config)
     try:
         hits = _ranked(conn, served, query, wanted, limit, include_superseded)
-    except _Stale:  # rowids the engine recorded name other rows now: FTS5, and rebuild it
+    except _Stale:  # rowids the engine recorded name other rows now, or its files are
+        # damaged: FTS5 answers, and the next write rebuilds it
         from ctxstore.search.tantivy_index import forget_tantivy
 
         assert not isinstance(target, sqlite3.Connection)

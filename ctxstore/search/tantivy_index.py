@@ -63,12 +63,13 @@ if TYPE_CHECKING:
     from ctxstore.search.tantivy import TantivyEngine
 
 __all__ = ["TANTIVY_DIR", "TANTIVY_MIN_CHUNKS", "READ_SYNC_MAX", "PATH_SLOTS", "PROSE_LANGUAGES",
-           "CORPORA", "TantivyReport", "Served", "wanted", "serves_packs", "open_served",
+           "CORPORA", "TantivyReport", "TantivyUnusable", "Served", "wanted", "serves_packs",
+           "open_served",
            "sync_tantivy",
            "refresh_tantivy", "rebuild_tantivy", "forget_tantivy", "path_field", "check_of"]
 
 TANTIVY_DIR = "tantivy"
-TANTIVY_MIN_CHUNKS = 50_000
+TANTIVY_MIN_CHUNKS = 100_000
 """From this many chunks on, ``[index] fulltext = "auto"`` lets Tantivy serve (docs/index.md)."""
 READ_SYNC_MAX = 2_000
 """A command it serves brings Tantivy up to date when at most this many documents changed."""
@@ -145,8 +146,15 @@ def serves_packs(config: Config) -> bool:
     return bool(config.get("index", "fulltext") == "tantivy")
 
 
+class TantivyUnusable(Exception):
+    """The Tantivy index cannot answer (damaged or unreadable files): FTS5 answers instead."""
+
+
 class Served:
-    """The Tantivy index of one store, open for searching (its engines open on first use)."""
+    """The Tantivy index of one store, open for searching (its engines open on first use).
+
+    A failure of Tantivy itself (files it cannot read) is ``TantivyUnusable``.
+    """
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -161,12 +169,19 @@ class Served:
     def hits(self, corpus: str, phrases: Sequence[str], limit: int
              ) -> list[tuple[int, float, int]]:
         """Any-phrase BM25 hits of ``nodes`` or ``chunks``: ``(rowid, score, check)``, best first."""
-        return self.engine(corpus).hits(phrases, mode="any", limit=limit)
+        try:
+            return self.engine(corpus).hits(phrases, mode="any", limit=limit)
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise TantivyUnusable(str(exc)) from exc
 
     def ranked_files(self, corpus: str, weights: Mapping[str, float], path_weight: float,
                      limit: int) -> list[tuple[int, float, int]]:
         """The best files of ``source`` or ``other``: body BM25 plus ``path_weight`` x path BM25."""
-        return self.engine(corpus).weighted(weights, {"body": 1.0, "path": path_weight}, limit)
+        try:
+            return self.engine(corpus).weighted(weights, {"body": 1.0, "path": path_weight},
+                                                limit)
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise TantivyUnusable(str(exc)) from exc
 
 
 def _engine(path: Path, corpus: str, *, build: bool = False) -> TantivyEngine:

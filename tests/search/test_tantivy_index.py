@@ -272,3 +272,19 @@ def test_packs_are_served_by_tantivy_only_when_asked(tmp_path: Path) -> None:
     pack = ctx_json(ctx_dir, "pack", task)
     assert pack["ranked_files"] == by_postings
     assert not any("header parsing" in item["snippet"] for item in pack["retrieved"])
+
+
+def test_damaged_tantivy_files_make_fts5_answer(tmp_path: Path) -> None:
+    """A Tantivy file that cannot be read (a cloned or broken copy): searches still answer."""
+    ctx_dir = indexed_and_committed(tmp_path / "w")
+    _serve(ctx_dir)
+    _rebuild(ctx_dir)
+    for corpus in ("chunks", "source"):
+        (_tantivy(ctx_dir) / corpus / "meta.json").write_text("{ not json")
+    keys = _keys(ctx_dir, "parse_header", "--kind", "chunk")
+    assert keys and keys[0].startswith("c.py:")  # FTS5's answer
+    assert not (ctx_dir / "index" / "tantivy.synced").exists()  # the next write rebuilds it
+    assert "c.py" in ctx_json(ctx_dir, "pack", "fix parse_header")["ranked_files"]
+    ctx(ctx_dir, "index")
+    _empty_fts5(ctx_dir)
+    assert _keys(ctx_dir, "parse_header", "--kind", "chunk")[0].startswith("c.py:")
