@@ -23,19 +23,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxstore.config import Config, clamp_limits, load_config, raised_limits
 from ctxstore.errors import ConfigInvalid
 
-if TYPE_CHECKING:
-    import subprocess
-
 __all__ = ["TRUST_KEY", "apply_consent", "grant", "limits_record", "listed", "load_store_config",
            "recorded", "requested", "revoke"]
 
-TRUST_KEY = "ctx.trusted"  # the key ``ctx trust`` records every consent under
-_GIT_TIMEOUT = 10.0
+TRUST_KEY = "ctx.trusted"  # the key ``ctx trust`` records every consent under (ctxstore.trusted)
 
 
 def load_store_config(ctx_dir: Path) -> Config:
@@ -82,67 +78,29 @@ def limits_record(name: str, raised: dict[tuple[str, str], Any]) -> str:
                       ensure_ascii=True)
 
 
-def _git(worktree: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Git in ``worktree``, never in a repository the clone itself carries (as ``ctx trust``).
-
-    ``safe.bareRepository=explicit`` on the command line: a committed directory that looks
-    like a bare repository (with a ``config`` holding a forged record) is refused.
-
-    Raises:
-        ConfigInvalid: (E015) if git cannot be run.
-    """
-    import subprocess  # only for a config.toml that raises a limit: hooks never pay for it
-
-    try:
-        return subprocess.run(["git", "-c", "safe.bareRepository=explicit", "-C", str(worktree),
-                               *args], capture_output=True, text=True, check=False,
-                              timeout=_GIT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConfigInvalid(f"cannot read this clone's Git configuration ({exc})") from None
-
-
 def _store_name(worktree: Path, dirname: str) -> str:
-    """The store's directory relative to the Git top level (``.ctx``, ``sub/.ctx``).
+    from ctxstore import trusted  # only for a config.toml that raises a limit
 
-    Raises:
-        ConfigInvalid: if Git does not see a work tree there.
-    """
-    res = _git(worktree, "rev-parse", "--show-prefix")
-    if res.returncode != 0:
-        raise ConfigInvalid(f"Git does not accept {worktree} as a work tree: "
-                            f"{res.stderr.strip() or 'rev-parse failed'}")
-    return res.stdout.strip() + dirname
+    return trusted.store_name(worktree, dirname)
 
 
 def recorded(worktree: Path) -> list[str]:
     """Every ``ctx.trusted`` record of the clone holding ``worktree``, as stored.
 
     Raises:
-        ConfigInvalid: if git cannot read the clone's configuration.
+        ConfigInvalid: (E015) if git cannot read the clone's configuration.
     """
-    res = _git(worktree, "config", "--local", "--get-all", TRUST_KEY)
-    if res.returncode not in (0, 1):  # 1: no such key
-        raise ConfigInvalid(f"cannot read this clone's Git configuration: {res.stderr.strip()}")
-    return [line for line in res.stdout.splitlines() if line]
+    from ctxstore import trusted
+
+    return [raw for raw, _ in trusted.read_records(worktree)]
 
 
 def _limits_records(worktree: Path, name: str) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for raw in recorded(worktree):
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(data, dict) and data.get("store") == name \
-                and isinstance(data.get("limits"), dict):
-            out.append((raw, data["limits"]))
-    return out
+    from ctxstore import trusted
 
-
-def _unset(worktree: Path, raw: str) -> None:
-    res = _git(worktree, "config", "--local", "--fixed-value", "--unset-all", TRUST_KEY, raw)
-    if res.returncode not in (0, 5):  # 5: already gone
-        raise ConfigInvalid(f"cannot write this clone's Git configuration: {res.stderr.strip()}")
+    return [(raw, data["limits"]) for raw, data in trusted.read_records(worktree)
+            if isinstance(data, dict) and data.get("store") == name
+            and isinstance(data.get("limits"), dict)]
 
 
 def grant(config: Config, ctx_dir: Path) -> tuple[dict[str, Any], bool]:
@@ -154,6 +112,8 @@ def grant(config: Config, ctx_dir: Path) -> tuple[dict[str, Any], bool]:
     Raises:
         ConfigInvalid: (E015) if git cannot read or write the clone's configuration.
     """
+    from ctxstore import trusted
+
     raised = raised_limits(config)
     if not raised:
         return {}, False
@@ -164,10 +124,8 @@ def grant(config: Config, ctx_dir: Path) -> tuple[dict[str, Any], bool]:
     if any(raw == text for raw, _ in present):
         return requested(config), False
     for raw, _ in present:  # this store's stale records go
-        _unset(worktree, raw)
-    res = _git(worktree, "config", "--local", "--add", TRUST_KEY, text)
-    if res.returncode != 0:
-        raise ConfigInvalid(f"cannot write this clone's Git configuration: {res.stderr.strip()}")
+        trusted.remove_record(worktree, raw)
+    trusted.add_record(worktree, text)
     return requested(config), True
 
 
@@ -177,11 +135,13 @@ def revoke(ctx_dir: Path) -> list[dict[str, Any]]:
     Raises:
         ConfigInvalid: (E015) if git cannot read or write the clone's configuration.
     """
+    from ctxstore import trusted
+
     worktree = Path(ctx_dir).resolve().parent
     name = _store_name(worktree, Path(ctx_dir).name)
     removed = []
     for raw, values in _limits_records(worktree, name):
-        _unset(worktree, raw)
+        trusted.remove_record(worktree, raw)
         removed.append(values)
     return removed
 

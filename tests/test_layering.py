@@ -21,7 +21,7 @@ LAYERS = [
     {"objects", "model", "config", "tokens", "sqlite"},
     {"refs"},
     {"repo", "replay", "staging", "narrative.markdown", "narrative.snapshot", "verify", "gc", "git",
-     "init", "code.tree", "limits"},
+     "init", "code.tree", "limits", "trusted"},
     {"index", "search", "query", "graph"},
     {"session"},
     {"security"},

@@ -1,4 +1,4 @@
-"""Consent, per clone, to committed settings: the records behind ``ctx trust``.
+"""Consent, per clone, to the ``[security]`` settings that weaken the secret policy.
 
 ``.ctx/config.toml`` is committed, so a cloned repository chooses its values. Settings that
 reach outside the store (``[claude]``'s CLAUDE.md writes, ``ctxstore.claude.trust``) or that
@@ -19,13 +19,13 @@ and only when config.toml asks for something that needs consent.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxstore.errors import ConfigInvalid
+from ctxstore import trusted
 from ctxstore.git import in_git_work_tree
 from ctxstore.security.secrets import Policy, policy_from_config
+from ctxstore.trusted import TRUST_KEY, ConsentRequired, git_config
 
 if TYPE_CHECKING:
     from ctxstore.config import Config
@@ -35,39 +35,6 @@ __all__ = ["TRUST_KEY", "ConsentRequired", "add_record", "git_config", "grant_se
            "in_git_work_tree", "policy_for", "policy_for_dir", "read_records", "remove_record",
            "revoke_security", "policy_from_config", "security_record", "store_name"]
 
-TRUST_KEY = "ctx.trusted"
-_GIT_TIMEOUT = 10.0
-
-
-class ConsentRequired(ConfigInvalid):
-    """E015: a committed setting that needs consent has not been consented to in this clone.
-
-    Consent is given with ``ctx trust``.
-    """
-
-
-def git_config(worktree: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run git in ``worktree``, never in a repository that the clone itself carries.
-
-    A clone can commit a directory that looks like a bare repository (``HEAD``,
-    ``objects/``, ``refs/`` and a ``config`` holding a ``ctx.trusted`` record); git run
-    inside it would read that committed ``config`` as the clone's own. Git discovers such
-    a repository only while ``safe.bareRepository`` is ``all`` (its default), and honours
-    the setting only from protected configuration, the command line included: there it is
-    ``explicit``, so git refuses that directory and the consent reads as missing.
-
-    Raises:
-        ConsentRequired: if git cannot be run (missing, hung), so no consent can be read.
-    """
-    try:
-        return subprocess.run(["git", "-c", "safe.bareRepository=explicit", "-C", str(worktree),
-                               *args], capture_output=True,
-                              text=True, check=False, timeout=_GIT_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConsentRequired(f"cannot read this clone's Git configuration ({exc})",
-                              hint="install git") from None
-
 
 def store_name(store: Store) -> str:
     """The store's directory relative to the Git top level (``.ctx``, ``sub/.ctx``).
@@ -75,54 +42,34 @@ def store_name(store: Store) -> str:
     Raises:
         ConsentRequired: if Git does not see a work tree here.
     """
-    res = git_config(store.worktree, "rev-parse", "--show-prefix")
-    if res.returncode != 0:
-        raise ConsentRequired(f"Git does not accept {store.worktree} as a work tree: "
-                              f"{res.stderr.strip() or 'rev-parse failed'}")
-    return res.stdout.strip() + store.root.name
+    return trusted.store_name(store.worktree, store.root.name)
 
 
 def read_records(store: Store) -> list[tuple[str, Any]]:
-    """Every ``ctx.trusted`` value of this clone: the raw text and its JSON (None if not JSON).
+    """Every ``ctx.trusted`` value of the store's clone: the raw text and its JSON (or None).
 
     Raises:
         ConsentRequired: if git cannot read the clone's configuration.
     """
-    res = git_config(store.worktree, "config", "--local", "--get-all", TRUST_KEY)
-    if res.returncode not in (0, 1):  # 1: no such key
-        raise ConsentRequired(f"cannot read this clone's Git configuration: {res.stderr.strip()}")
-    out: list[tuple[str, Any]] = []
-    for line in res.stdout.splitlines():
-        if not line:
-            continue
-        try:
-            out.append((line, json.loads(line)))
-        except (ValueError, RecursionError):  # a hand-edited record: not one of ours
-            out.append((line, None))
-    return out
+    return trusted.read_records(store.worktree)
 
 
 def add_record(store: Store, text: str) -> None:
-    """Add one record to this clone's Git configuration.
+    """Add one record to the store's clone's Git configuration.
 
     Raises:
         ConsentRequired: if git cannot write it.
     """
-    res = git_config(store.worktree, "config", "--local", "--add", TRUST_KEY, text)
-    if res.returncode != 0:
-        raise ConsentRequired(f"cannot write this clone's Git configuration: {res.stderr.strip()}")
+    trusted.add_record(store.worktree, text)
 
 
 def remove_record(store: Store, raw: str) -> None:
-    """Remove one record (its exact text) from this clone's Git configuration.
+    """Remove one record (its exact text) from the store's clone's Git configuration.
 
     Raises:
         ConsentRequired: if git cannot write it.
     """
-    res = git_config(store.worktree, "config", "--local", "--fixed-value", "--unset-all",
-                     TRUST_KEY, raw)
-    if res.returncode not in (0, 5):  # 5: already gone
-        raise ConsentRequired(f"cannot write this clone's Git configuration: {res.stderr.strip()}")
+    trusted.remove_record(store.worktree, raw)
 
 
 def security_record(name: str, policy: Policy) -> str:
