@@ -45,14 +45,17 @@ from ctxstore.errors import (
     StorageIOError,
 )
 from ctxstore.limits import load_store_config
-from ctxstore.model import Commit, WorkCommit, decode_typed, encode_typed
+from ctxstore.model import ChangeBatch, Commit, WorkCommit, decode_typed, encode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, LayeredObjectStore, LooseObjectStore, ObjectId
 from ctxstore.records import dataclass
 from ctxstore.refs import Pointer
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ctxstore.model import TypedObject
+    from ctxstore.model.knowledge import KnowledgeRecord
 
 __all__ = [
     "CTX_DIRNAME",
@@ -72,6 +75,7 @@ __all__ = [
     "STAGE_RECOVER_HINT",
     "STAGING_OBJECTS",
     "pointer_target_missing",
+    "MAX_BATCH_BYTES",
     "MAX_COMMIT_BYTES",
     "typed_cap",
 ]
@@ -94,7 +98,12 @@ T = TypeVar("T")
 # commit, so a file claiming more (a decompression bomb planted in a clone) is refused from
 # what it declares, before it is decoded. 16 MiB is half a million ids; a write refuses more.
 MAX_COMMIT_BYTES = 16 << 20
-_TYPED_CAPS: dict[type, int] = {Commit: MAX_COMMIT_BYTES, WorkCommit: MAX_COMMIT_BYTES}
+# A change batch holds the knowledge records of one operation, or of one fold of staged
+# work: a write splits its records over as many batches as it needs (``put_records``), so a
+# read refuses a batch that declares more than any write makes.
+MAX_BATCH_BYTES = 64 << 20
+_TYPED_CAPS: dict[type, int] = {Commit: MAX_COMMIT_BYTES, WorkCommit: MAX_COMMIT_BYTES,
+                                ChangeBatch: MAX_BATCH_BYTES}
 
 
 def typed_cap(expect: type | tuple[type, ...] | None) -> int | None:
@@ -489,6 +498,33 @@ class Transaction:
         oid = self._put(KIND_TYPED, payload)
         self.store._cache[oid] = obj
         return oid
+
+    def put_records(self, records: Sequence[KnowledgeRecord], *, created_at: int,
+                    author: str | None) -> list[ObjectId]:
+        """Store knowledge records as change batches, in order; return the batches' ids.
+
+        One batch holds them unless its payload would pass ``MAX_BATCH_BYTES``; then they
+        are split, in order, over as many batches as keep each under it.
+
+        Raises:
+            BudgetExceeded: (E010) if a single record is over the limit.
+            UnicodeEncodeError: for text that is not valid Unicode (nothing is written).
+        """
+        pending: list[tuple[int, int]] = [(0, len(records))]
+        payloads: list[bytes] = []
+        while pending:
+            lo, hi = pending.pop()
+            payload = encode_typed(ChangeBatch(created_at=created_at, author=author,
+                                               records=tuple(records[lo:hi])))
+            if len(payload) <= MAX_BATCH_BYTES:
+                payloads.append(payload)
+            elif hi - lo == 1:
+                raise BudgetExceeded(f"a knowledge record of {len(payload)} bytes is over the "
+                                     f"{MAX_BATCH_BYTES}-byte limit of a change batch")
+            else:  # the second half first: the stack pops the first half next
+                mid = (lo + hi) // 2
+                pending += [(mid, hi), (lo, mid)]
+        return [self._put(KIND_TYPED, payload) for payload in payloads]
 
     def put_blob(self, data: bytes) -> ObjectId:
         """Store raw bytes; return their id."""

@@ -31,6 +31,7 @@ import pytest
 
 from ctxstore.init import init_store
 from ctxstore.model import Commit
+from ctxstore.model.knowledge import NodeRecord
 from ctxstore.objects import HEADER_SIZE, KIND_BLOB, KIND_TYPED
 from ctxstore.repo import MAX_COMMIT_BYTES, open_store
 from tests.conftest import object_files, run_ctx
@@ -208,3 +209,58 @@ def test_scan_for_unnamed_work_reads_no_bomb(tmp_path: Path) -> None:
 
 
 GIB_DECLARED = (1 << 30) - 64
+
+
+def test_change_batch_bomb_is_refused_from_what_it_declares(tmp_path: Path) -> None:
+    # The committed change batch replaced by 32 KiB declaring 1 GiB: a batch is never written
+    # over MAX_BATCH_BYTES (writes split), so a rebuild refuses it before decoding it.
+    from ctxstore.repo import MAX_BATCH_BYTES
+
+    ctx = _store(tmp_path)
+    store = open_store(ctx)
+    batch = store.read_typed(store.read_head().heads[0], Commit).change_batches[0]
+    _plant(ctx, batch, zero_frame(KIND_TYPED, (1 << 30) - 64))
+    res = limited(["--ctx-dir", str(ctx), "rebuild"], timeout=15)
+    assert res.returncode == 3 and res.stdout == "", res.stderr
+    assert res.stderr.startswith(f"ctx: error[E003]: object {batch.hex()} is corrupt"), res.stderr
+    assert f"over the {MAX_BATCH_BYTES + HEADER_SIZE}-byte limit" in res.stderr
+
+
+def _note(i: int, text: str) -> NodeRecord:
+    return NodeRecord(id=f"01J{i:023d}", type="note", content=text, content_blob=None,
+                      summary=None, tags=(), metadata={}, status="active", superseded_by=None,
+                      created_at=1, updated_at=1, author=None, prev=None)
+
+
+def test_records_over_a_batch_are_split_and_all_replayed(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # With the limit lowered, a write of 40 notes and the fold that commits them each store
+    # several batches, every one under the limit, and every note is there after a replay.
+    from ctxstore import repo as repo_mod
+    from ctxstore.errors import BudgetExceeded
+    from ctxstore.model import ChangeBatch
+    from ctxstore.replay import replay
+    from ctxstore.staging import commit_stage, stage_records
+
+    monkeypatch.setattr(repo_mod, "MAX_BATCH_BYTES", 2048)
+    monkeypatch.setitem(repo_mod._TYPED_CAPS, ChangeBatch, 2048)
+    store = open_store(_store(tmp_path))
+    notes = [_note(i, f"note number {i} " + "x" * 80) for i in range(40)]
+    with store.lock():
+        staged = stage_records(store, notes, message="forty notes")
+    assert len(staged.batches) > 2
+    for oid in staged.batches:
+        assert len(store.objects.read(oid).payload) <= 2048
+    with store.lock():
+        folded = commit_stage(store, "forty")
+    assert folded.commit is not None
+    commit = store.read_typed(folded.commit, Commit)
+    assert len(commit.change_batches) > 2
+    contents = {w.record.content for w in replay(store).winners.values()
+                if isinstance(w.record, NodeRecord)}
+    assert {n.content for n in notes} <= contents
+    before = sorted(p.name for p in (store.root / "objects").rglob("*"))
+    with pytest.raises(BudgetExceeded, match="over the 2048-byte limit of a change batch"), \
+            store.lock():
+        stage_records(store, [_note(99, "y" * 4096)], message="too big")
+    assert sorted(p.name for p in (store.root / "objects").rglob("*")) == before

@@ -80,3 +80,36 @@ def test_non_utf8_cell_at_session_start_is_named_then_rebuilt(tmp_path: Path) ->
     out = json.loads(res.stdout)
     assert "zebra service" in out["hookSpecificOutput"]["additionalContext"]
     assert "rebuilt from the store" in out["systemMessage"]
+
+
+JSON_CELLS = {
+    "node metadata": "UPDATE nodes SET metadata = '{\"a\": '",
+    "edge metadata": "UPDATE edges SET metadata = 'not json'",
+}
+
+
+@pytest.mark.parametrize("cell", list(JSON_CELLS))
+def test_json_cell_that_is_not_json_is_e007_then_rebuilt(tmp_path: Path, cell: str) -> None:
+    # A cell ctx writes as JSON holding something else (a damaged or hand-edited index):
+    # before, `internal error: JSONDecodeError` on every run; now E007, then one rebuild.
+    ctx = _store(tmp_path)
+    res = run_ctx(["--ctx-dir", str(ctx), "add", "--type", "fact", "--meta", "owner=ops",
+                   "the zebra dashboard lives behind the VPN"])
+    assert res.returncode == 0, res.stderr
+    ids = [line.split()[0] for line in run_ctx(["--ctx-dir", str(ctx), "list"]).stdout.splitlines()
+           if "zebra" in line]
+    assert run_ctx(["--ctx-dir", str(ctx), "link", ids[0], ids[1], "--type", "RELATES_TO"]).returncode == 0
+    command = ["show", ids[0]] if cell == "node metadata" else ["edges", ids[0]]
+    assert run_ctx(["--ctx-dir", str(ctx), *command]).returncode == 0
+    _damage(ctx, JSON_CELLS[cell])
+    first = run_ctx(["--ctx-dir", str(ctx), *command], timeout=30)
+    assert first.returncode == 1 and first.stdout == "", first.stderr
+    assert first.stderr.startswith(f"ctx: error[E007]: index is corrupt: a {cell} cell holds no "
+                                   "JSON"), first.stderr
+    assert len(first.stderr.splitlines()) <= 2  # the error and its hint
+    assert (ctx / "index" / DAMAGE_MARKER).exists()
+    again = run_ctx(["--ctx-dir", str(ctx), *command], timeout=30)
+    assert again.returncode == 0, again.stderr
+    assert "rebuilt from the store" in again.stderr
+    assert ("owner=ops" if cell == "node metadata" else ids[1]) in again.stdout
+    assert not (ctx / "index" / DAMAGE_MARKER).exists()

@@ -122,6 +122,13 @@ class Env:
         return self.session().index(progress=progress_printer("indexing records",
                                                               min_total=INDEX_PROGRESS_MIN))
 
+    def failed(self, exc: BaseException) -> None:
+        """The command failed with ``exc``: a damaged index is marked for the next command."""
+        from ctxstore.errors import IndexCorrupt
+
+        if self._session is not None and isinstance(exc, IndexCorrupt):
+            self._session.index_damaged(exc)
+
     def close(self) -> None:
         """Close the session (its index connection), if one was opened."""
         if self._session is not None:

@@ -156,6 +156,8 @@ class CtxGroup(click.Group):
         except (click.ClickException, click.Abort):
             raise
         except CtxError as exc:
+            if ctx.obj is not None:
+                ctx.obj.failed(exc)  # a damaged index cell: the next command rebuilds
             _notices.add_stage_hint(exc, ctx, args)  # a dangling STAGE: `ctx stage recover`
             raise _CtxClickError(exc, ctx) from exc
         except OSError as exc:

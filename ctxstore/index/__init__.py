@@ -64,6 +64,7 @@ __all__ = [
     "ensure_built",
     "NEW_INDEX_BUDGET",
     "DAMAGE_MARKER",
+    "mark_damaged",
     "INDEX_COMPANIONS",
     "INDEX_FILE",
     "QUICK_CHECK_MAX_BYTES",
@@ -522,6 +523,17 @@ def _read_marker(folder: Path) -> str | None:
     except (OSError, UnsafePath):
         return "a damage marker was left"
     return text.decode("utf-8", "replace").strip()[:200] or "a damage marker was left"
+
+
+def mark_damaged(conn: sqlite3.Connection, reason: str) -> None:
+    """Leave the damage marker of the index ``conn`` reads, so the next open rebuilds it.
+
+    For damage that SQLite does not see (a cell ctx wrote as JSON that holds something
+    else): the reader that met it raised ``IndexCorrupt``; the session marks the index.
+    """
+    folder = getattr(conn, "index_folder", None)
+    if folder is not None and not getattr(conn, "opening", False):
+        _write_marker(folder, reason)
 
 
 def _write_marker(folder: Path, reason: str) -> None:
