@@ -18,6 +18,15 @@ but apply only with the user's consent in that clone (``ctxstore.claude.trust``,
 (``claudemd.resolve_claude_md``). ``[llm] server_url`` (``ctx llm``) applies from a
 cloned repository only when it is a loopback address (``ctxstore.llm.client.resolve_server``);
 any future command- or network-valued setting must take the same care (RELIABILITY.md CF-01).
+
+Resource limits (``LIMITS``: what bounds memory, time or output) follow one rule
+(docs/reliability.md, "Resource limits"): a committed config.toml may lower them, but above
+its committed ceiling a value applies only from the user's own configuration (a store
+outside any Git work tree) or with this clone's consent (``ctx trust``); without either it
+is clamped to the ceiling (``clamp_limits``, decided by ``ctxstore.limits``). The upper
+bound of each range is the hard ceiling that no configuration passes.
+``[security]`` settings that let secrets through need the same consent
+(``ctxstore.security.consent.policy_for``).
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ from typing import Any
 from ctxstore import fsio
 from ctxstore.errors import ConfigInvalid, UnsupportedStoreVersion
 
-__all__ = ["CTX_VERSION", "DEFAULTS", "RESERVED", "Config", "load_config", "render_default_config"]
+__all__ = ["CTX_VERSION", "DEFAULTS", "LIMITS", "RESERVED", "Config", "clamp_limits", "hard_ceiling",
+           "load_config", "raised_limits", "render_default_config"]
 
 CTX_VERSION = "1.0.0"
 MAX_CONFIG_BYTES = 1 << 20
@@ -38,7 +48,10 @@ MAX_CONFIG_BYTES = 1 << 20
 DEFAULTS: dict[str, dict[str, Any]] = {
     "repo": {"id": "", "ctx_version": CTX_VERSION},
     "storage": {"compression_level": 3, "shard_prefix_bytes": 1, "max_object_bytes": 1 << 30},
-    "index": {"backend": "sqlite", "enable_tantivy": False},
+    # Which engine serves full-text search of a large index (docs/index.md "Which engine
+    # serves which text"): "auto" (Tantivy from search.tantivy_index.TANTIVY_MIN_CHUNKS file
+    # chunks on), "fts5" or "tantivy". Hooks always search with FTS5.
+    "index": {"backend": "sqlite", "enable_tantivy": False, "fulltext": "auto"},
     # Code ingestion gates (spec 002 §16.4, ctxstore.code.ingest; docs/code.md "Gates").
     "ingestion": {
         "ignore_globs": ["target/**", ".git/**", "node_modules/**"],
@@ -79,6 +92,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # Transcript memory (ctxstore.memory, docs/memory.md "Privacy"): whether the hooks index
     # sessions at all, and how much tool output a turn keeps.
     "memory": {"enabled": True, "index_tool_output": True, "max_tool_output_chars": 8000},
+    # The secret policy of each write path (ctxstore.security, docs/security.md): explicit
+    # writes refused, automatic capture redacted. What lets a secret through (allow, disabled
+    # rules, allowed values, sensitive files indexed) applies in a clone only after `ctx trust`.
+    "security": {"explicit": "refuse", "remember": "refuse", "commands": "redact",
+                 "files": "redact", "transcripts": "redact", "llm": "redact",
+                 "narrative": "redact", "summaries": "redact", "disabled_rules": [],
+                 "allow_values": [], "index_sensitive_files": False},
 }
 
 # Accepted and validated in a file, but nothing uses them yet: left out of a new config.toml.
@@ -119,9 +139,29 @@ _RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("memory", "max_tool_output_chars"): (0, 1_000_000),
 }
 
+# The resource limits and the most a committed config.toml may set for each without consent:
+# the default (a clone never raises a limit), but for the zstd level, where a repository may
+# choose any level short of the "ultra" ones (20-22 need a 128 MiB window to read back).
+LIMITS: dict[tuple[str, str], float] = {
+    key: DEFAULTS[key[0]][key[1]] for key in (
+        ("storage", "max_object_bytes"), ("lock", "timeout_seconds"),
+        ("retrieval", "default_budget"), ("retrieval", "default_depth"),
+        ("retrieval", "prompt_budget"),
+        ("ingestion", "max_files_per_step"), ("ingestion", "max_bytes_per_step"),
+        ("ingestion", "max_edges_per_step"), ("ingestion", "max_log_lines"),
+        ("ingestion", "max_file_bytes"), ("ingestion", "max_index_bytes"),
+        ("llm", "max_response_tokens"), ("llm", "timeout_seconds"), ("llm", "max_reply_bytes"),
+        ("claude", "claude_md_lines"), ("claude", "max_commands_per_turn"),
+        ("claude", "max_remember_chars"), ("memory", "max_tool_output_chars"))
+} | {("storage", "compression_level"): 19}
+
 # String settings with a fixed set of values.
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("ingestion", "min_confidence"): ("high", "medium", "low"),
+    **{("security", channel): ("refuse", "redact", "allow")
+       for channel in ("explicit", "remember", "commands", "files", "transcripts", "llm",
+                       "narrative", "summaries")},
+    ("index", "fulltext"): ("auto", "fts5", "tantivy"),
 }
 
 
@@ -134,17 +174,51 @@ class Config:
         values: ``values[section][key]``, every known key.
         unknown: Keys (``[section] key``) and tables (``[section]``) of the file this ctx does
             not know.
+        clamped: Resource limits kept at their committed ceiling (``clamp_limits``), each
+            with the value the file asked for.
     """
 
-    __slots__ = ("values", "unknown")
+    __slots__ = ("values", "unknown", "clamped")
 
     def __init__(self) -> None:
         self.values: dict[str, dict[str, Any]] = copy.deepcopy(DEFAULTS)
         self.unknown: list[str] = []
+        # Limits set aside by ``clamp_limits``: (section, key) -> the value the file asked for.
+        self.clamped: dict[tuple[str, str], Any] = {}
 
     def get(self, section: str, key: str) -> Any:
         """Return a setting (its default when the file does not set it)."""
         return self.values[section][key]
+
+
+def raised_limits(config: Config) -> dict[tuple[str, str], Any]:
+    """The resource limits the file sets above their committed ceiling (``LIMITS``), as asked.
+
+    Those already clamped count with the value the file asked for.
+    """
+    raised = {key: config.values[key[0]][key[1]] for key, ceiling in LIMITS.items()
+              if config.values[key[0]][key[1]] > ceiling}
+    return {**raised, **config.clamped}
+
+
+def clamp_limits(config: Config) -> dict[tuple[str, str], Any]:
+    """Set every limit above its committed ceiling back to the ceiling.
+
+    Returns:
+        What was set aside: (section, key) -> the value the file asked for (also kept in
+        ``config.clamped``, for the warning and for ``ctx trust``).
+    """
+    for key, ceiling in LIMITS.items():
+        section, name = key
+        if config.values[section][name] > ceiling:
+            config.clamped[key] = config.values[section][name]
+            config.values[section][name] = type(DEFAULTS[section][name])(ceiling)
+    return dict(config.clamped)
+
+
+def hard_ceiling(section: str, key: str) -> float:
+    """The largest value any configuration may give a setting (the top of its range)."""
+    return _RANGES[(section, key)][1]
 
 
 def _check(section: str, key: str, value: Any, default: Any, path: Path) -> Any:
@@ -175,9 +249,11 @@ _BARE = r"[A-Za-z0-9_-]+"
 _STRING = r'"[^"\\\x00-\x08\x0a-\x1f\x7f]*"'
 _SCALAR = rf"{_STRING}|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?|true|false"
 _ARRAY = rf"\[[ \t]*(?:{_STRING}[ \t]*,[ \t]*)*(?:{_STRING}[ \t]*)?\]"
+# The blanks after a table or a value belong to it: with ``(...)?[ \t]*`` after ``[ \t]*`` a
+# line of blanks could be split between the two runs in every way (quadratic in a long line).
 _SIMPLE_LINE = re.compile(
-    rf"[ \t]*(?:\[[ \t]*(?P<table>{_BARE})[ \t]*\]|(?P<key>{_BARE})[ \t]*=[ \t]*"
-    rf"(?P<value>{_SCALAR}|{_ARRAY}))?[ \t]*(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?")
+    rf"[ \t]*(?:(?:\[[ \t]*(?P<table>{_BARE})[ \t]*\]|(?P<key>{_BARE})[ \t]*=[ \t]*"
+    rf"(?P<value>{_SCALAR}|{_ARRAY}))[ \t]*)?(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?")
 _ARRAY_ITEM = re.compile(_STRING)
 
 
@@ -244,6 +320,8 @@ def load_config(path: Path) -> Config:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigInvalid(f"{path}: not valid TOML ({exc})") from None
+        except RecursionError:  # tomllib recurses once per level of nested arrays and tables
+            raise ConfigInvalid(f"{path}: not valid TOML (nested too deeply)") from None
     for section, table in data.items():
         if section not in DEFAULTS:
             config.unknown.append(f"[{section}]")

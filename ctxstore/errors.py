@@ -24,6 +24,7 @@ __all__ = [
     "StagingConflict",
     "CommitOrphan",
     "BudgetExceeded",
+    "OutOfMemory",
     "InvalidInput",
     "StoreNotFound",
     "StoreExists",
@@ -37,6 +38,7 @@ __all__ = [
     "GcRefused",
     "LlmUnavailable",
     "MemoryDamaged",
+    "SecretRefused",
     "UpgradeRequired",
 ]
 
@@ -251,6 +253,20 @@ class BudgetExceeded(CtxError):
     code = "E010"
 
 
+class OutOfMemory(BudgetExceeded):
+    """E010: the process ran out of memory (``MemoryError``); nothing was written.
+
+    An object larger than the memory the process may use, for example. Built from what was
+    being done, so the one line names it instead of an internal error.
+    """
+
+    def __init__(self, doing: str, *, hint: str | None = None) -> None:
+        super().__init__(f"out of memory while {doing}",
+                         hint=hint or "raise the process's memory limit, or lower "
+                                      "[storage] max_object_bytes / [ingestion] limits")
+        self.doing = doing
+
+
 class InvalidInput(CtxError):
     """E011: a value given on the command line or to the library is not valid."""
 
@@ -364,8 +380,26 @@ class MemoryDamaged(StoreCorrupt):
     code = "E023"
 
 
+class SecretRefused(CtxError):
+    """E025: an explicit write holds a secret (a credential, a private key) and was refused.
+
+    Nothing was written. The message names the rule and the line, never the secret; the
+    user's ``--allow-secret`` writes it anyway (docs/security.md).
+    """
+
+    code = "E025"
+
+    def __init__(self, what: str, rule: str, line: int, detail: str) -> None:
+        super().__init__(f"{what} holds a secret ({detail}): nothing was written",
+                         hint="remove it, or pass --allow-secret if it must be stored "
+                              "(it will reach Git with .ctx/)")
+        self.what = what
+        self.rule = rule
+        self.line = line
+
+
 class UpgradeRequired(CtxError):
-    """E025: the store is of an older layout that a write needs upgraded first (``ctx upgrade``).
+    """E026: the store is of an older layout that a write needs upgraded first (``ctx upgrade``).
 
     Raised when a writer takes the lock of a store whose committed ``.ctx/STAGE`` (the layout
     before ``local/STAGE``) names staged work: that work came through Git and is nobody's
@@ -376,7 +410,7 @@ class UpgradeRequired(CtxError):
         path: The legacy pointer file.
     """
 
-    code = "E025"
+    code = "E026"
 
     def __init__(self, path: str) -> None:
         super().__init__(f"{path} (the layout of an older ctx) names staged work that must be "

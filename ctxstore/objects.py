@@ -8,6 +8,11 @@ two implementations, checked by one contract suite (``tests/contracts``):
 - ``LooseObjectStore``: one zstd frame of the canonical bytes per file at
   ``objects/<2 hex>/<64 hex>``. Every read decompresses with a cap, rejects trailing
   bytes, re-hashes and checks the envelope, so corruption is always detected and named.
+  Memory is bounded by what is declared before anything is allocated (a decompression
+  bomb, RELIABILITY.md): the frame's content size and the envelope's length are checked
+  against the cap of the read (the store's ``max_object_bytes``, or less: a commit is
+  small), and an object over ``RETAIN_BYTES`` is hashed as it decompresses, in chunks,
+  before its bytes are kept, so one that does not hash to its name never costs its size.
   File paths (``path_for``, ``iter_tmp_files``) exist only here: gc, verify and a
   transaction's durability barrier work on files, so they need the loose store.
 - ``LayeredObjectStore``: the store's two loose areas read as one: the committed
@@ -42,6 +47,7 @@ from ctxstore.errors import (
     InvalidEnvelope,
     InvalidInput,
     ObjectNotFound,
+    OutOfMemory,
     UnsafePath,
 )
 from ctxstore.ids import ObjectId, parse_object_id
@@ -65,6 +71,7 @@ __all__ = [
     "LooseObjectStore",
     "LayeredObjectStore",
     "MemoryObjectStore",
+    "RETAIN_BYTES",
     "StoredObject",
 ]
 
@@ -75,6 +82,13 @@ _KINDS = (KIND_BLOB, KIND_TYPED)
 _HEADER = struct.Struct("<5sBQ")
 HEADER_SIZE = _HEADER.size  # 14
 DEFAULT_MAX_OBJECT_BYTES = 1 << 30
+# Objects up to this size are decoded in one pass and then hashed; a larger one is hashed
+# while it streams (``_CHUNK`` at a time) and decoded again only once it verified.
+RETAIN_BYTES = 64 << 20
+_CHUNK = 1 << 20
+# The largest zstd window a streamed read allocates (zstd's own default limit, level 22's
+# window): a frame asking for more is refused, never given the memory.
+_MAX_WINDOW = 1 << 27
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -145,19 +159,22 @@ class ObjectStore(Protocol):
         """
         ...
 
-    def read(self, oid: ObjectId) -> StoredObject:
+    def read(self, oid: ObjectId, *, max_payload: int | None = None) -> StoredObject:
         """Return the verified object ``oid``.
 
         Args:
             oid: The object's id.
+            max_payload: The largest payload this read accepts, when the caller knows its
+                kind needs less than ``max_object_bytes`` (a commit); None: that cap.
 
         Returns:
             Its id, kind and payload.
 
         Raises:
             ObjectNotFound: (E001) if there is no such object.
-            InvalidEnvelope: (E003) if it is malformed or over ``max_object_bytes``.
+            InvalidEnvelope: (E003) if it is malformed or over its cap.
             HashMismatch: (E002) if its content does not hash to ``oid``.
+            OutOfMemory: (E010) if a valid object is larger than the memory available.
         """
         ...
 
@@ -408,19 +425,25 @@ class LooseObjectStore:
         """Return True if a file exists for ``oid`` (without verifying it)."""
         return self.path_for(oid).is_file()
 
-    def read(self, oid: ObjectId) -> StoredObject:
+    def read(self, oid: ObjectId, *, max_payload: int | None = None) -> StoredObject:
         """Read, decompress and verify an object.
+
+        Args:
+            oid: The object's id.
+            max_payload: The largest payload this read accepts (None: ``max_object_bytes``;
+                a larger value is lowered to it).
 
         Raises:
             ObjectNotFound: if there is no file for ``oid``.
-            InvalidEnvelope: if the file is not one zstd frame of a CTXO1 envelope, or
-                not a regular file (a symlink, a FIFO, a directory: never followed or
-                read).
+            InvalidEnvelope: if the file is not one zstd frame of a CTXO1 envelope, declares
+                more than the cap, or is not a regular file (a symlink, a FIFO, a directory:
+                never followed or read).
             HashMismatch: if the content does not hash to ``oid``.
             UnsafePath: (E020) if its shard directory is a symlink or not a directory.
+            OutOfMemory: (E010) if a valid object does not fit in the memory available.
         """
         self._check_shard(oid.hex()[:2])
-        return self._read_path(oid, self.path_for(oid))
+        return self._read_path(oid, self.path_for(oid), max_payload)
 
     def read_file(self, oid: ObjectId) -> tuple[StoredObject, bytes]:
         """Read and verify ``oid`` like ``read``, returning the file's bytes as well.
@@ -431,10 +454,11 @@ class LooseObjectStore:
         self._check_shard(oid.hex()[:2])
         path = self.path_for(oid)
         raw = self._read_raw(oid, path)
-        return self._verify(oid, raw, path), raw
+        return self._verify(oid, raw, path, None), raw
 
-    def _read_path(self, oid: ObjectId, path: str | Path) -> StoredObject:
-        return self._verify(oid, self._read_raw(oid, path), path)
+    def _read_path(self, oid: ObjectId, path: str | Path,
+                   max_payload: int | None = None) -> StoredObject:
+        return self._verify(oid, self._read_raw(oid, path), path, max_payload)
 
     def _read_raw(self, oid: ObjectId, path: str | Path) -> bytes:
         try:
@@ -449,43 +473,125 @@ class LooseObjectStore:
             raise InvalidEnvelope(oid, path=str(path), detail=exc.detail) from None
         return raw
 
-    def _verify(self, oid: ObjectId, raw: bytes, path: str | Path) -> StoredObject:
-        canon = self._decompress(raw, oid, path)
-        digest = blake3.blake3(canon).digest()
-        if digest != oid:
-            raise HashMismatch(oid, path=str(path), actual=digest)
-        kind, payload = parse_envelope(canon, oid=oid, path=str(path))
+    def _verify(self, oid: ObjectId, raw: bytes, path: str | Path,
+                max_payload: int | None) -> StoredObject:
+        cap = self.max_object_bytes if max_payload is None \
+            else min(max_payload, self.max_object_bytes)
+        try:
+            canon = self._decompress(raw, oid, path, cap)
+            digest = blake3.blake3(canon).digest()
+            if digest != oid:
+                raise HashMismatch(oid, path=str(path), actual=digest)
+            kind, payload = parse_envelope(canon, oid=oid, path=str(path))
+        except MemoryError:
+            # A valid object larger than the memory this process may use (the decompressor,
+            # the hash and the copies are all bounded by what the object declares).
+            raise OutOfMemory(f"reading object {oid.hex()} ({path})") from None
         return StoredObject(oid, kind, payload)
 
-    def _decompress(self, raw: bytes, oid: ObjectId, path: str | Path) -> bytes:
+    def _decompressor(self) -> zstandard.ZstdDecompressor:
+        if self._dctx is None:
+            import zstandard
+
+            self._dctx = zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW)
+        return self._dctx
+
+    def _decompress(self, raw: bytes, oid: ObjectId, path: str | Path, cap: int) -> bytes:
+        """The canonical bytes of one object file, decoded within ``cap`` payload bytes.
+
+        What the frame and the envelope declare is checked against the cap before any
+        output buffer is allocated. Up to ``RETAIN_BYTES`` the frame is decoded in one
+        call, bounded by the size it declares; a larger object is first hashed as it
+        streams (``_streamed_digest``), and decoded whole only when the hash matches: one
+        that does not (a bomb of zeros behind a valid header) costs time, never its size.
+
+        Raises:
+            InvalidEnvelope: (E003) not one zstd frame, trailing bytes, a declared size
+                over the cap, or an envelope the bytes do not match.
+            HashMismatch: (E002) a large object whose content does not hash to ``oid``.
+        """
         import zstandard
 
-        if self._dctx is None:
-            self._dctx = zstandard.ZstdDecompressor()
-        dctx = self._dctx
-        cap = self.max_object_bytes + HEADER_SIZE
+        dctx = self._decompressor()
+        where = str(path)
+        limit = cap + HEADER_SIZE
         try:
             params = zstandard.get_frame_parameters(raw)
         except zstandard.ZstdError as exc:
-            raise InvalidEnvelope(oid, path=str(path), detail=f"not a zstd frame ({exc})") from None
+            raise InvalidEnvelope(oid, path=where, detail=f"not a zstd frame ({exc})") from None
         size = params.content_size
         # A declared size is honoured by the decoder, so it is checked *before*
         # decoding: a few KiB of frame must not expand to gigabytes.
-        if size != zstandard.CONTENTSIZE_UNKNOWN and size > cap:
-            raise InvalidEnvelope(oid, path=str(path),
-                                  detail=f"declares {size} bytes, over the {cap}-byte limit")
-        if size == zstandard.CONTENTSIZE_UNKNOWN:
-            # No declared size: cap the output at what the envelope header claims.
-            try:
-                head = dctx.stream_reader(raw, read_across_frames=False).read(HEADER_SIZE)
-            except zstandard.ZstdError:
-                head = b""
-            if len(head) == HEADER_SIZE and head[:5] == ENVELOPE_MAGIC:
-                cap = min(cap, HEADER_SIZE + _HEADER.unpack(head)[2])
+        if size != zstandard.CONTENTSIZE_UNKNOWN and size > limit:
+            raise InvalidEnvelope(oid, path=where,
+                                  detail=f"declares {size} bytes, over the {limit}-byte limit")
+        if size == zstandard.CONTENTSIZE_UNKNOWN or size > RETAIN_BYTES:
+            # The envelope's header says how much the frame may hold: read it first.
+            total = self._declared_total(raw, oid, where, limit)
+            if size not in (zstandard.CONTENTSIZE_UNKNOWN, total):
+                raise InvalidEnvelope(oid, path=where, detail=(
+                    f"frame declares {size} bytes but its envelope {total}"))
+            if total > RETAIN_BYTES:
+                self._streamed_digest(raw, oid, where, total)  # verified before it is kept
+            limit = total
         try:
-            return bytes(dctx.decompress(raw, max_output_size=cap, allow_extra_data=False))
+            return bytes(dctx.decompress(raw, max_output_size=limit, allow_extra_data=False))
         except zstandard.ZstdError as exc:
-            raise InvalidEnvelope(oid, path=str(path), detail=f"bad zstd data ({exc})") from None
+            raise InvalidEnvelope(oid, path=where, detail=f"bad zstd data ({exc})") from None
+
+    def _declared_total(self, raw: bytes, oid: ObjectId, where: str, limit: int) -> int:
+        """The canonical size the envelope header declares (header included), within ``limit``.
+
+        Raises:
+            InvalidEnvelope: (E003) if there is no envelope header or it declares too much.
+        """
+        import zstandard
+
+        try:
+            head = self._decompressor().stream_reader(raw, read_across_frames=False) \
+                .read(HEADER_SIZE)
+        except zstandard.ZstdError as exc:
+            raise InvalidEnvelope(oid, path=where, detail=f"bad zstd data ({exc})") from None
+        if len(head) < HEADER_SIZE:
+            raise InvalidEnvelope(oid, path=where,
+                                  detail=f"envelope too short ({len(head)} bytes)")
+        magic, kind, length = _HEADER.unpack(head)
+        length = int(length)
+        if magic != ENVELOPE_MAGIC:
+            raise InvalidEnvelope(oid, path=where, detail=f"unknown envelope magic {magic!r}")
+        if kind not in _KINDS:
+            raise InvalidEnvelope(oid, path=where, detail=f"unknown object kind {kind}")
+        if HEADER_SIZE + length > limit:
+            raise InvalidEnvelope(oid, path=where, detail=(
+                f"declares {HEADER_SIZE + length} bytes, over the {limit}-byte limit"))
+        return HEADER_SIZE + length
+
+    def _streamed_digest(self, raw: bytes, oid: ObjectId, where: str, total: int) -> None:
+        """Hash the frame's output in ``_CHUNK`` pieces, keeping none, and check it.
+
+        Raises:
+            InvalidEnvelope: (E003) if it holds more or fewer than ``total`` bytes.
+            HashMismatch: (E002) if it does not hash to ``oid``.
+        """
+        import zstandard
+
+        hasher = blake3.blake3()
+        seen = 0
+        try:
+            for chunk in self._decompressor().read_to_iter(raw, write_size=_CHUNK):
+                seen += len(chunk)
+                if seen > total:  # a frame that expands past its envelope: stop here
+                    raise InvalidEnvelope(oid, path=where, detail=(
+                        f"holds more than the {total} bytes its envelope declares"))
+                hasher.update(chunk)
+        except zstandard.ZstdError as exc:
+            raise InvalidEnvelope(oid, path=where, detail=f"bad zstd data ({exc})") from None
+        if seen != total:
+            raise InvalidEnvelope(oid, path=where, detail=(
+                f"envelope declares {total} bytes but the frame holds {seen}"))
+        digest = hasher.digest()
+        if digest != oid:
+            raise HashMismatch(oid, path=where, actual=digest)
 
     # -- enumeration -------------------------------------------------------------------
     def iter_ids(self) -> Iterator[ObjectId]:
@@ -592,16 +698,16 @@ class LayeredObjectStore:
             return oid, self.canonical.store_canonical(oid, canon)
         return oid, self.staging.store_canonical(oid, canon)
 
-    def read(self, oid: ObjectId) -> StoredObject:
+    def read(self, oid: ObjectId, *, max_payload: int | None = None) -> StoredObject:
         """Read and verify ``oid`` from the canonical area, else from the staging area.
 
         Raises:
             The errors of ``LooseObjectStore.read``.
         """
         try:
-            return self.canonical.read(oid)
+            return self.canonical.read(oid, max_payload=max_payload)
         except ObjectNotFound:
-            return self.staging.read(oid)
+            return self.staging.read(oid, max_payload=max_payload)
 
     def exists(self, oid: ObjectId) -> bool:
         """True if either area holds a file for ``oid`` (unverified)."""
@@ -692,24 +798,26 @@ class MemoryObjectStore:
         self.objects[oid] = canon  # a damaged entry is replaced, as the loose store does
         return oid, True
 
-    def read(self, oid: ObjectId) -> StoredObject:
+    def read(self, oid: ObjectId, *, max_payload: int | None = None) -> StoredObject:
         """Return the verified object ``oid``.
 
         Args:
             oid: The object's id.
+            max_payload: The largest payload this read accepts (None: ``max_object_bytes``).
 
         Returns:
             Its id, kind and payload.
 
         Raises:
             ObjectNotFound: (E001) if there is no such object.
-            InvalidEnvelope: (E003) if it is malformed or over ``max_object_bytes``.
+            InvalidEnvelope: (E003) if it is malformed or over its cap.
             HashMismatch: (E002) if its content does not hash to ``oid``.
         """
         canon = self.objects.get(oid)
         if canon is None:
             raise ObjectNotFound(oid)
-        cap = self.max_object_bytes + HEADER_SIZE
+        cap = (self.max_object_bytes if max_payload is None
+               else min(max_payload, self.max_object_bytes)) + HEADER_SIZE
         if len(canon) > cap:
             # The loose store refuses the declared frame size before decoding; same words.
             raise InvalidEnvelope(oid, path=_MEMORY_PATH,

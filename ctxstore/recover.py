@@ -21,7 +21,7 @@ from ctxstore.model import ChangeBatch, Commit, WorkCommit, decode_typed
 from ctxstore.objects import KIND_TYPED, ObjectId
 from ctxstore.records import dataclass
 from ctxstore.refs import Pointer
-from ctxstore.repo import STAGE_TYPES, Store, Transaction
+from ctxstore.repo import MAX_COMMIT_BYTES, STAGE_TYPES, Store, Transaction
 from ctxstore.staging import merge_stage_heads, relink, resolve_main, resolve_stage
 
 __all__ = ["MAX_SCANNED_OBJECT_BYTES", "RecoverReport", "UnnamedWork", "find_unnamed_work",
@@ -288,7 +288,8 @@ def _iter_commit_objects(store: Store) -> Iterator[tuple[ObjectId, Commit | Work
             try:
                 if store.objects.path_for(oid).lstat().st_size > MAX_SCANNED_OBJECT_BYTES:
                     continue
-                stored = store.objects.read(oid)
+                # Only commits are wanted: a small file declaring more (a bomb) is refused unread.
+                stored = store.objects.read(oid, max_payload=MAX_COMMIT_BYTES)
                 if stored.kind != KIND_TYPED:
                     continue
                 obj = decode_typed(stored.payload, oid=oid)

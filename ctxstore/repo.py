@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from ctxstore import fsio, refs
 from ctxstore.clock import now_ms  # re-exported: the clock owns the wall clock
-from ctxstore.config import Config, load_config
+from ctxstore.config import Config
 from ctxstore.discovery import (
     CTX_DIRNAME,
     STORE_DIRS,
@@ -40,6 +40,7 @@ from ctxstore.discovery import (
     discover_store,
 )
 from ctxstore.errors import (
+    BudgetExceeded,
     CommitOrphan,
     CtxError,
     DeserializationFailed,
@@ -49,14 +50,18 @@ from ctxstore.errors import (
     StorageIOError,
     UpgradeRequired,
 )
-from ctxstore.model import Commit, WorkCommit, decode_typed, encode_typed
+from ctxstore.limits import load_store_config
+from ctxstore.model import ChangeBatch, Commit, WorkCommit, decode_typed, encode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, LayeredObjectStore, LooseObjectStore, ObjectId
 from ctxstore.records import dataclass
 from ctxstore.refs import Pointer
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ctxstore.model import TypedObject
+    from ctxstore.model.knowledge import KnowledgeRecord
 
 __all__ = [
     "CTX_DIRNAME",
@@ -76,6 +81,9 @@ __all__ = [
     "STAGE_RECOVER_HINT",
     "STAGING_OBJECTS",
     "pointer_target_missing",
+    "MAX_BATCH_BYTES",
+    "MAX_COMMIT_BYTES",
+    "typed_cap",
 ]
 
 MAIN_REF = "refs/main"
@@ -92,6 +100,24 @@ STAGE_TYPES: tuple[type, ...] = (Commit, WorkCommit)
 STAGE_RECOVER_HINT = ("STAGE is damaged (an interrupted write?): run `ctx stage recover` "
                       "to re-link the intact staged work")
 T = TypeVar("T")
+# A commit or a staging step holds ids and a message: every command and hook reads the head
+# commit, so a file claiming more (a decompression bomb planted in a clone) is refused from
+# what it declares, before it is decoded. 16 MiB is half a million ids; a write refuses more.
+MAX_COMMIT_BYTES = 16 << 20
+# A change batch holds the knowledge records of one operation, or of one fold of staged
+# work: a write splits its records over as many batches as it needs (``put_records``), so a
+# read refuses a batch that declares more than any write makes.
+MAX_BATCH_BYTES = 64 << 20
+_TYPED_CAPS: dict[type, int] = {Commit: MAX_COMMIT_BYTES, WorkCommit: MAX_COMMIT_BYTES,
+                                ChangeBatch: MAX_BATCH_BYTES}
+
+
+def typed_cap(expect: type | tuple[type, ...] | None) -> int | None:
+    """The largest payload an object of the kind(s) ``expect`` may have (None: the store's cap)."""
+    if expect is None:
+        return None
+    caps = [_TYPED_CAPS.get(kind) for kind in (expect if isinstance(expect, tuple) else (expect,))]
+    return None if None in caps else max(c for c in caps if c is not None)
 
 
 def pointer_target_missing(name: str, oid: bytes) -> ObjectNotFound:
@@ -119,10 +145,13 @@ def open_store(ctx_dir: Path) -> Store:
         UnsafePath: (E020) if a fixed entry of the store is a symlink or of the wrong
             kind (``check_layout``).
         ConfigInvalid, UnsupportedStoreVersion: for a bad config.toml.
+
+    Its resource limits are decided by ``limits.load_store_config``: a committed config.toml
+    raises none without the user's consent.
     """
     ctx_dir = Path(ctx_dir)
     check_store(ctx_dir)
-    return Store(ctx_dir.resolve(), load_config(ctx_dir / "config.toml"))
+    return Store(ctx_dir.resolve(), load_store_config(ctx_dir))
 
 
 # Decoded objects a Store keeps: enough for the commit chain and records of a large sync,
@@ -217,7 +246,7 @@ class Store:
 
         Raises:
             LockConflict: if another process holds it longer than the configured wait.
-            UpgradeRequired: (E025) for a store that ``needs_upgrade`` (outside ``upgrading``);
+            UpgradeRequired: (E026) for a store that ``needs_upgrade`` (outside ``upgrading``);
                 the lock is released again.
         """
         me = threading.get_ident()
@@ -245,13 +274,17 @@ class Store:
     def read_typed(self, oid: ObjectId, expect: type[T] | tuple[type, ...] | None = None) -> T:
         """Read and decode a typed object, optionally requiring its class.
 
+        The read is capped by what ``expect`` may hold (``typed_cap``): a commit file that
+        declares gigabytes is refused before it is decoded.
+
         Raises:
             ObjectNotFound, HashMismatch, InvalidEnvelope: from the object store.
             DeserializationFailed: if it is a blob, undecodable, or not ``expect``.
+            OutOfMemory: (E010) if the object does not fit in the memory available.
         """
         obj = self._cache.get(oid)
         if obj is None:
-            stored = self.objects.read(oid)
+            stored = self.objects.read(oid, max_payload=typed_cap(expect))
             if stored.kind != KIND_TYPED:
                 raise DeserializationFailed(oid, detail="is a blob, not a typed object")
             obj = decode_typed(stored.payload, oid=oid)
@@ -347,7 +380,7 @@ class Store:
         """Start a write transaction (a context manager that holds the lock).
 
         Raises:
-            UpgradeRequired: (E025) on entering it, for an older store whose committed
+            UpgradeRequired: (E026) on entering it, for an older store whose committed
                 ``.ctx/STAGE`` names staged work (see ``lock``).
         """
         return Transaction(self)
@@ -383,7 +416,7 @@ class Store:
         work received through Git is the explicit ``ctx upgrade`` (or ``ctx rebuild``).
 
         Raises:
-            UpgradeRequired: (E025) naming the legacy pointer file.
+            UpgradeRequired: (E026) naming the legacy pointer file.
         """
         if self._stage_checked or self._upgrading:
             return
@@ -494,10 +527,47 @@ class Transaction:
         return oid
 
     def put(self, obj: TypedObject) -> ObjectId:
-        """Store a typed record; return its id."""
-        oid = self._put(KIND_TYPED, encode_typed(obj))
+        """Store a typed record; return its id.
+
+        Raises:
+            BudgetExceeded: (E010) if a commit is larger than a read of one accepts
+                (``MAX_COMMIT_BYTES``): nothing is written that could not be read back.
+        """
+        payload = encode_typed(obj)
+        cap = _TYPED_CAPS.get(type(obj))
+        if cap is not None and len(payload) > cap:
+            raise BudgetExceeded(f"a {type(obj).TYPE} of {len(payload)} bytes is over the "
+                                 f"{cap}-byte limit of its kind")
+        oid = self._put(KIND_TYPED, payload)
         self.store._cache[oid] = obj
         return oid
+
+    def put_records(self, records: Sequence[KnowledgeRecord], *, created_at: int,
+                    author: str | None) -> list[ObjectId]:
+        """Store knowledge records as change batches, in order; return the batches' ids.
+
+        One batch holds them unless its payload would pass ``MAX_BATCH_BYTES``; then they
+        are split, in order, over as many batches as keep each under it.
+
+        Raises:
+            BudgetExceeded: (E010) if a single record is over the limit.
+            UnicodeEncodeError: for text that is not valid Unicode (nothing is written).
+        """
+        pending: list[tuple[int, int]] = [(0, len(records))]
+        payloads: list[bytes] = []
+        while pending:
+            lo, hi = pending.pop()
+            payload = encode_typed(ChangeBatch(created_at=created_at, author=author,
+                                               records=tuple(records[lo:hi])))
+            if len(payload) <= MAX_BATCH_BYTES:
+                payloads.append(payload)
+            elif hi - lo == 1:
+                raise BudgetExceeded(f"a knowledge record of {len(payload)} bytes is over the "
+                                     f"{MAX_BATCH_BYTES}-byte limit of a change batch")
+            else:  # the second half first: the stack pops the first half next
+                mid = (lo + hi) // 2
+                pending += [(mid, hi), (lo, mid)]
+        return [self._put(KIND_TYPED, payload) for payload in payloads]
 
     def put_blob(self, data: bytes) -> ObjectId:
         """Store raw bytes; return their id."""

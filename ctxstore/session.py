@@ -23,8 +23,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ctxstore.config import load_config
 from ctxstore.discovery import check_store
+from ctxstore.errors import IndexCorrupt
+from ctxstore.limits import load_store_config
 
 if TYPE_CHECKING:
     from ctxstore.config import Config
@@ -86,7 +87,7 @@ class Session:
         session = cls.__new__(cls)
         session._store = None
         session._root = ctx_dir.resolve()
-        session._config = config if config is not None else load_config(ctx_dir / "config.toml")
+        session._config = config if config is not None else load_store_config(ctx_dir)
         session._lock_timeout = lock_timeout
         session._build = build
         session.clock = clock
@@ -196,4 +197,17 @@ class Session:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        if isinstance(exc, IndexCorrupt):
+            self.index_damaged(exc)
         self.close()
+
+    def index_damaged(self, exc: IndexCorrupt) -> None:
+        """Mark the open index damaged, so the next command rebuilds it from the store.
+
+        For damage a reader found in a cell that SQLite does not check (SQLite's own
+        damage is marked where it is met): without the mark every command would meet it.
+        """
+        if self._conn is not None:
+            from ctxstore.index import mark_damaged
+
+            mark_damaged(self._conn, str(exc))

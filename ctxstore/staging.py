@@ -67,7 +67,7 @@ class StageResult:
     """What a staged write produced."""
 
     work_commit: ObjectId
-    batch: ObjectId | None
+    batches: tuple[ObjectId, ...]  # the change batches holding its records, in order
     session_id: str
 
 
@@ -208,21 +208,20 @@ def stage_records(store: Store, records: Sequence[KnowledgeRecord], *, message: 
         # (or the commit it names) is damaged must leave no stray objects behind.
         store.check_head_commits()
         store.staged_heads()
-        batch_id = None
+        batch_ids: list[ObjectId] = []
         if records:
-            # The batch first: text it cannot encode (a lone surrogate in a tag or in
+            # The batches first: text they cannot encode (a lone surrogate in a tag or in
             # metadata) is refused before any object, blobs included, is written.
-            batch = ChangeBatch(created_at=now_ms(), author=author, records=tuple(records))
             try:
-                batch_id = t.put(batch)
+                batch_ids = t.put_records(records, created_at=now_ms(), author=author)
             except UnicodeEncodeError:
                 raise InvalidInput("a node holds text that is not valid Unicode (a lone "
                                    "surrogate, e.g. from bytes that are not UTF-8)") from None
         payload = [t.put_blob(b) for b in blobs]
         work, session = _append_work(store, t, step_kind=step_kind, message=message,
-                                     change_batches=[batch_id] if batch_id else [],
+                                     change_batches=batch_ids,
                                      payload=payload, narrative_refs=narrative_refs)
-        return StageResult(work, batch_id, session)
+        return StageResult(work, tuple(batch_ids), session)
 
     if tx is not None:
         return run(tx)
@@ -249,12 +248,12 @@ def start_session(store: Store, task: str) -> StageResult:
         if not chain or any(work.step_kind == "session_start" for work in chain):
             oid, session = _append_work(store, tx, step_kind="session_start", message=task,
                                         new_session=True)
-            return StageResult(oid, None, session)
+            return StageResult(oid, (), session)
         start = replace(chain[0], step_kind="session_start", message=task, change_batches=(),
                         payload=(), narrative_refs=())
         oid = relink(tx, [start, *chain])
         tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
-    return StageResult(oid, None, start.session_id)
+    return StageResult(oid, (), start.session_id)
 
 
 def stage_chain(store: Store, heads: Iterable[ObjectId]) -> list[tuple[ObjectId, WorkCommit]]:
@@ -378,10 +377,7 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         if not (curated or nrefs or chain or amend or allow_empty):
             return FoldResult(None, 0, 0, 0, None, merge_commit=merged[0],
                               merged_heads=merged[1])
-        batch_ids: list[ObjectId] = []
-        if curated:
-            batch_ids.append(tx.put(ChangeBatch(created_at=now_ms(), author=None,
-                                                records=tuple(curated))))
+        batch_ids = tx.put_records(curated, created_at=now_ms(), author=None) if curated else []
         if amend:
             old = store.read_typed(head, Commit)
             new_tree = _fold_tree(store, tx, old, curated, tree)

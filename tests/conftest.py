@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import blake3
@@ -26,20 +29,84 @@ for _name, _examples in (("quick", 60), ("full", 2000), ("soak", 50000)):
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
 
 
+# -- one scrubbed environment for the whole process ------------------------------------------------
+#
+# Nothing a test runs may depend on the user's own configuration: Git identity, default branch,
+# signing, hooks (``core.hooksPath``), templates, aliases, ``~/.ctx``. The environment below is set
+# when this file is imported, before collection, so it holds for every fixture whatever its scope
+# (a module-scoped fixture runs before any function-scoped one) and in every pytest-xdist worker;
+# ``_scrub_env`` sets it again around each test, with a HOME of the test's own.
+
+# Knobs of the test harness itself, read when a test module is imported (see README.md).
+_HARNESS_KNOBS = ("CTX_CLAUDE_BIN", "CTX_SKIP_REAL_CLAUDE", "CTX_CRASH_", "CTX_CR03_",
+                  "CTX_SOAK", "CTX_MERGE_HISTORIES")
+_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+             "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+_HOME_PREFIX = "ctx-tests-home-"
+
+
+def _process_home() -> Path:
+    """An empty HOME holding an empty Git config, made once per test run.
+
+    pytest-xdist workers inherit the environment of the process that started them, and this file
+    may be imported twice (as ``conftest`` and as ``tests.conftest``): both find the home already
+    made through ``GIT_CONFIG_GLOBAL`` and share it.
+    """
+    made = Path(os.environ.get("GIT_CONFIG_GLOBAL", "/nonexistent"))
+    if made.parent.name.startswith(_HOME_PREFIX) and made.is_file() and made.stat().st_size == 0:
+        return made.parent
+    home = Path(tempfile.mkdtemp(prefix=_HOME_PREFIX))
+    (home / "gitconfig").write_bytes(b"")
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    return home
+
+
+PROCESS_HOME = _process_home()
+
+# What every test runs under; _scrub_env gives each test a HOME (and an empty Git config) of its own.
+TEST_ENV = {
+    "HOME": str(PROCESS_HOME),
+    "GIT_CONFIG_GLOBAL": str(PROCESS_HOME / "gitconfig"),  # ~/.gitconfig and ~/.config/git unread
+    "GIT_CONFIG_NOSYSTEM": "1",  # /etc/gitconfig unread
+    **_IDENTITY,
+    "TZ": "UTC",
+    "LC_ALL": "C.UTF-8",
+}
+
+
+def _scrubbed(var: str, *, keep_knobs: bool) -> bool:
+    """Whether ``var`` of the caller's environment must not reach a test."""
+    if keep_knobs and var.startswith(_HARNESS_KNOBS):
+        return False
+    return var.startswith(("XDG_", "GIT_", "CTX_"))
+
+
+for _var in [v for v in os.environ if _scrubbed(v, keep_knobs=True)]:
+    del os.environ[_var]
+os.environ.update(TEST_ENV)
+
+
 @pytest.fixture(autouse=True)
 def _scrub_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in [v for v in os.environ if _scrubbed(v, keep_knobs=False)]:
+        monkeypatch.delenv(var, raising=False)
     home = tmp_path_factory.mktemp("home")
+    (home / ".gitconfig").write_bytes(b"")
+    for var, value in TEST_ENV.items():
+        monkeypatch.setenv(var, value)
     monkeypatch.setenv("HOME", str(home))
-    for var in list(os.environ):
-        if var.startswith(("XDG_", "GIT_", "CTX_")):
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("TZ", "UTC")
-    monkeypatch.setenv("LC_ALL", "C.UTF-8")
-    monkeypatch.setenv("GIT_AUTHOR_NAME", "t")
-    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "t@example.invalid")
-    monkeypatch.setenv("GIT_COMMITTER_NAME", "t")
-    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "t@example.invalid")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+
+
+# Suites left out of the everyday run (`pytest -m "not slow"`, README "Tests") whatever their
+# size: kill and fault sweeps, several processes at once, real Git histories.
+SLOW_SUITES = ("crash", "concurrency", "git")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(name) for name in SLOW_SUITES):
+            item.add_marker(pytest.mark.slow)
 
 
 _SESSIONS: dict[int, tuple[Store, Session]] = {}

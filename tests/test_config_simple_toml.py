@@ -8,6 +8,7 @@ import sys
 import tomllib
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,6 +38,7 @@ def _outcome(text: str) -> tuple[str, Any]:
 
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(FRAGMENTS), st.sampled_from(SEPARATORS)), max_size=12))
+@pytest.mark.slow
 def test_what_the_simple_reader_reads_is_what_tomllib_reads(parts: list[tuple[str, str]]) -> None:
     text = "".join(fragment + sep for fragment, sep in parts)
     simple = _simple_toml(text)
@@ -83,6 +85,7 @@ _SIMPLE_LINES = st.one_of(
 
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(_SIMPLE_LINES, max_size=14), st.sampled_from(["\n", "\r\n"]))
+@pytest.mark.slow
 def test_simple_configs_read_the_same_both_ways(lines: list[str], newline: str) -> None:
     text = newline.join(lines)
     simple = _simple_toml(text)

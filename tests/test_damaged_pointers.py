@@ -73,6 +73,7 @@ def test_verify_reports_staged_work_when_stage_is_deleted(store) -> None:
     assert text.returncode == 3 and "error E005 STAGE:" in text.stdout
 
 
+@pytest.mark.slow
 def test_stage_recover_repoints_a_deleted_stage_at_the_staged_chain(store) -> None:
     root = store.root
     _add(root, "acknowledged one")
@@ -112,6 +113,7 @@ def test_stage_recover_adopts_the_newest_chain_of_several(store) -> None:
     assert verify_store(store).ok and recover(store).state == "clean"
 
 
+@pytest.mark.slow
 def test_verify_warns_and_recover_adopt_merges_when_a_new_session_replaced_stage(store) -> None:
     root = store.root
     _add(root, "before the loss")

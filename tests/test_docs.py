@@ -64,6 +64,7 @@ def test_docs_ci_runs_the_readme_test_command() -> None:
     assert test_cmd in ci
 
 
+@pytest.mark.slow
 def test_docs_quickstart_runs_with_the_installed_ctx() -> None:
     """README's first command: the tour runs end to end with the installed `ctx`."""
     import os

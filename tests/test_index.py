@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import run_ctx, session_of
 
 from ctxstore.index import open_index
@@ -52,6 +53,7 @@ def test_index_follows_commit_abort_and_amend(store: Store) -> None:
     assert [r[0] for r in rows] == ["x:y"]
 
 
+@pytest.mark.slow
 def test_index_concurrent_catch_up_applies_once(store: Store) -> None:
     for i in range(200):
         add_node(session_of(store), "observation", f"note {i}")
@@ -119,6 +121,7 @@ def test_readers_do_not_touch_store_state(store: Store) -> None:
     assert before == after
 
 
+@pytest.mark.slow
 def test_compose_query_equals_compose_of_full_rows(store: Store) -> None:
     import random
 

@@ -164,7 +164,8 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
     "fts-text": (
         "UPDATE chunks_fts SET name = 'forged' WHERE rowid = "
         "(SELECT rowid FROM chunks WHERE qualname = 'pkg.b.helper')",
-        ["index:chunks_fts: (pkg/b.py, 1): name is forged, the replay has pkg.b.helper pkg b helper"]),
+        # the name's terms (search.tokenize): the dotted name's words
+        ["index:chunks_fts: (pkg/b.py, 1): name is forged, the replay has pkg b helper"]),
     "extra-code-edge": (
         "INSERT INTO code_edges VALUES ('pkg/b.py', 'file', 'pkg/b.py', 'file', 'pkg/a.py',"
         " 'Imports', 'high', 'forged', NULL)",
@@ -291,7 +292,7 @@ def test_index_compare_bounds_the_lines_of_one_table(
 # -- the SCC view ----------------------------------------------------------------------------
 def _forge_view(root: Path) -> str:
     """Store an SCC view at the store's heads whose graph is not the index's; point at it."""
-    from ctxstore.derived.scc import compute_scc
+    from ctxstore.graph.scc import compute_scc
     from ctxstore.model import encode_typed
     from ctxstore.objects import KIND_TYPED, LooseObjectStore
     from ctxstore.replay import state_heads

@@ -99,6 +99,7 @@ def test_unreadable_pointer_is_reported_by_the_normal_path(store: Store) -> None
     assert caught.value.code == "E005" and "stage recover" in (caught.value.hint or "")
 
 
+@pytest.mark.slow
 def test_ctx_search_on_an_unchanged_store_imports_no_object_model(tmp_path: Path) -> None:
     work = tmp_path / "w"
     work.mkdir()

@@ -103,6 +103,7 @@ def _answers(root: Path) -> dict[str, object]:
     return {**tables, "searches": searches}
 
 
+@pytest.mark.slow
 def test_rebuild_killed_part_way_resumes_and_equals_a_clean_rebuild(root: Path) -> None:
     full = json.loads(_ctx(root, "--format", "json", "rebuild").stdout)["records"]
     assert full["resumed"] == 0 and full["applied"] > FILES
@@ -130,6 +131,7 @@ def test_rebuild_killed_part_way_resumes_and_equals_a_clean_rebuild(root: Path) 
     assert got == _answers(root)
 
 
+@pytest.mark.slow
 def test_rebuild_text_output_names_a_resumed_build(root: Path) -> None:
     state = _kill_mid_build(root)
     out = _ctx(root, "rebuild").stdout
@@ -137,6 +139,7 @@ def test_rebuild_text_output_names_a_resumed_build(root: Path) -> None:
                           "already in, "), out
 
 
+@pytest.mark.slow
 def test_rebuild_full_after_a_kill_starts_over(root: Path) -> None:
     _kill_mid_build(root)
     check = run_ctx(["--ctx-dir", str(root), "debug", "verify", "--index"])

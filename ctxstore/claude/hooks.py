@@ -380,7 +380,7 @@ def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: 
     from ctxstore.memory.index import index_transcript
 
     try:
-        index_transcript(root, path, seconds=seconds, backlog_seconds=backlog_seconds)
+        report = index_transcript(root, path, seconds=seconds, backlog_seconds=backlog_seconds)
     except sqlite3.OperationalError:
         return result  # locked or busy: the cursor did not move, the next hook continues
     except sqlite3.DatabaseError as exc:  # damaged while being read: named, never wiped
@@ -392,6 +392,12 @@ def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: 
         problem = _message([f"transcript memory: {exc.message}"])["systemMessage"]
         earlier = result.get("systemMessage")
         return {**result, "systemMessage": f"{earlier}\n{problem}" if earlier else problem}
+    if report.skipped:  # passed over for good (the cursor is past them): said in the hook log
+        from ctxstore.claude.hooklog import log_problem
+
+        log_problem(root, _text(payload, "hook_event_name") or "hook",
+                    f"transcript memory: {report.skipped} line(s) of {report.path} skipped "
+                    "(malformed, or over 8 MB), never read again")
     return result
 
 
@@ -622,10 +628,10 @@ def _limit(root: Path, key: str, default: int) -> int:
 
     A config.toml that cannot be read is reported by the store's session, opened next.
     """
-    from ctxstore.config import load_config
+    from ctxstore.limits import load_store_config
 
     try:
-        value = load_config(root / "config.toml").get("claude", key)
+        value = load_store_config(root).get("claude", key)
     except (CtxError, KeyError):
         return default
     return value if isinstance(value, int) and not isinstance(value, bool) else default
@@ -717,7 +723,7 @@ def _json_list(state: HookState, key: str) -> list[str]:
 
     try:
         value = json.loads(state.get(key) or "[]")
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
@@ -755,12 +761,12 @@ def _relevant(root: Path, state: HookState, session: str, text: str, room: int, 
     """
     if room < 500:
         return [], []
-    from ctxstore.config import load_config
+    from ctxstore.limits import load_store_config
     from ctxstore.packs.session import prompt_settings, relevant_context
 
     problems: list[str] = []
     try:  # the settings first: switched off, the store is never opened
-        config = load_config(root / "config.toml")
+        config = load_store_config(root)
         on, threshold, budget = prompt_settings(config)
         if not on or not budget:
             return [], []
@@ -855,7 +861,7 @@ def _cached_view(root: Path, state: HookState, *, store: bool = True
     if key is not None and cached is not None:
         try:
             entry = json.loads(cached)
-        except ValueError:
+        except (ValueError, RecursionError):
             entry = {}
         if isinstance(entry, dict) and entry.get("key") == key \
                 and entry.get("hour") in (None, _hour()) and isinstance(entry.get("text"), str):

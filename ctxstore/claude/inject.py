@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ctxstore.tagtext import escape_tags  # re-exported: the hooks and renderers import it here
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -22,10 +24,9 @@ __all__ = ["MAX_INJECT_CHARS", "frame", "frame_items", "fit_lines", "count_items
            "sanitize_text", "neutralise_breaks", "LINE_BREAK"]
 
 MAX_INJECT_CHARS = 9_000
-# ``_ESCAPE``, ``_SURROGATE``, ``_ASTRAL`` and ``_ODD_BREAK`` are pattern texts compiled on
+# ``_SURROGATE``, ``_ASTRAL`` and ``_ODD_BREAK`` are pattern texts compiled on
 # first use (through ``re``'s cache): a Stop hook without tags needs none of them, and text
 # without a lone surrogate never compiles that one (~2 ms: a class of 2,048 code points).
-_ESCAPE = r"(?i)<(/?)(ctx)(?=[:\-])"
 _SURROGATE = r"[\ud800-\udfff]"
 _ASTRAL = r"[\U00010000-\U0010ffff]"
 # Every line break some reader honours: LF, CRLF, and what Python's str.splitlines, terminals
@@ -59,14 +60,6 @@ def neutralise_breaks(text: str, indent: str = "  ") -> str:
     stored text cannot start a line of its own (a heading, a frame line).
     """
     return re.sub(_ODD_BREAK, lambda m: "\n" if m.group() == "\r\n" else "\n" + indent, text)
-
-
-def escape_tags(text: str) -> str:
-    """Make ``<ctx:`` / ``</ctx:`` / ``<ctx-`` inert (``&lt;ctx:``) in text shown to the model.
-
-    Echoing stored memory back can then never issue a command (PI-08, PI-09).
-    """
-    return re.sub(_ESCAPE, r"&lt;\1\2", text)
 
 
 def count_items(text: str) -> int:

@@ -43,6 +43,17 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ctxstore.errors import UnsafePath
+from ctxstore.sqlite import (
+    COMPANIONS,
+    Migration,
+    connect,
+    irregular_files,
+    is_damage,
+    is_missing_object,
+    migrate,
+)
+
 __all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY", "TASK_KEY",
            "PROMPTS_PREFIX", "SESSION_PREFIXES", "HookState", "StateDamaged", "key_of",
            "open_state", "peek_state", "state_path", "repair_state", "read_access_counts"]
@@ -64,11 +75,11 @@ PROMPTS_PREFIX = "prompts:"
 # written by older versions' PreCompact and read by nothing, are pruned the same way.
 SESSION_PREFIXES = ("injected:", "recent_prompts:", "compacted:")
 _LOCK_FILE = "state.lock"
-_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+_SIDE_FILES = ("", *COMPANIONS)
 _TABLES = frozenset({"schema_version", "pending", "executed", "queue", "kv", "access", "claims",
                      "replies"})
-_MIGRATIONS: list[tuple[int, str]] = [
-    (1, """
+_MIGRATIONS = [
+    Migration(1, """
         CREATE TABLE pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL,
                               kind TEXT NOT NULL, value TEXT NOT NULL, created_at INTEGER NOT NULL);
         CREATE INDEX pending_session ON pending(session);
@@ -78,23 +89,19 @@ _MIGRATIONS: list[tuple[int, str]] = [
                             created_at INTEGER NOT NULL);
         CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """),
-    (2, """
+    Migration(2, """
         CREATE TABLE access (node_id TEXT PRIMARY KEY, count INTEGER NOT NULL,
                              last_at INTEGER NOT NULL) WITHOUT ROWID;
     """),
-    (3, """
+    Migration(3, """
         CREATE TABLE claims (key TEXT PRIMARY KEY, session TEXT NOT NULL, pid INTEGER NOT NULL,
                              at INTEGER NOT NULL) WITHOUT ROWID;
     """),
-    (4, """
+    Migration(4, """
         CREATE TABLE replies (key TEXT PRIMARY KEY, session TEXT NOT NULL,
                               read_ms INTEGER NOT NULL) WITHOUT ROWID;
     """),
 ]
-# SQLite's primary result codes that mean "this file is damaged" (not "busy" or "I/O").
-_SQLITE_CORRUPT = 11
-_SQLITE_NOTADB = 26
-_SQLITE_ERROR = 1
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -147,15 +154,11 @@ def _prompt_count(value: str | None) -> int:
 
 
 def _is_damage(exc: sqlite3.Error) -> bool:
-    """True for SQLite errors that mean a damaged file, not a busy or failing disk."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is None:  # pragma: no cover - Python < 3.11
-        return type(exc) is sqlite3.DatabaseError
-    primary = code & 0xFF
-    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
-        return True
-    # Our tables are created by the migrations: one missing means a damaged file.
-    return primary == _SQLITE_ERROR and str(exc).startswith(("no such table", "no such column"))
+    """True for SQLite errors that mean a damaged file, not a busy or failing disk.
+
+    Our tables are created by the migrations: one missing means a damaged file too.
+    """
+    return is_damage(exc) or is_missing_object(exc)
 
 
 def _guarded(method: _F) -> _F:
@@ -412,7 +415,7 @@ class HookState:
         for session, text in self.conn.execute("SELECT session, command FROM queue ORDER BY seq"):
             try:
                 command = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(command, dict) and isinstance(command.get("key"), str):
                 out.append((session, command))
@@ -514,36 +517,6 @@ def _keys_under(conn: sqlite3.Connection, prefix: str) -> list[tuple[str, str]]:
     return rows
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), isolation_level=None, timeout=5.0)
-    try:
-        conn.execute("PRAGMA busy_timeout = 5000")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_version "
-                 "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
-    current = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
-    for version, sql in _MIGRATIONS:
-        if version <= current:
-            continue
-        with _transaction(conn):
-            # Re-check inside the lock: another hook may have migrated meanwhile.
-            if conn.execute("SELECT 1 FROM schema_version WHERE version = ?", (version,)).fetchone():
-                continue
-            for statement in sql.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT INTO schema_version(version, applied_at) VALUES (?, ?)",
-                         (version, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
-
-
 def _ident(path: Path) -> tuple[int, int] | None:
     try:
         st = os.lstat(path)
@@ -563,18 +536,11 @@ def _check_files(path: Path) -> tuple[int, int] | None:
     Raises:
         StateDamaged: naming the first that is not.
     """
-    ident = None
-    for suffix in _SIDE_FILES:
-        try:
-            st = os.lstat(str(path) + suffix)
-        except FileNotFoundError:
-            continue
-        if not suffix:
-            ident = (st.st_dev, st.st_ino)
-        if not stat.S_ISREG(st.st_mode):
-            from ctxstore.fsio import file_kind
+    ident = _ident(path)
+    for entry, st in irregular_files(path):
+        from ctxstore.fsio import file_kind
 
-            raise StateDamaged(f"{STATE_FILE}{suffix} is {file_kind(st.st_mode)}", ident)
+        raise StateDamaged(f"{entry.name} is {file_kind(st.st_mode)}", ident)
     return ident
 
 
@@ -587,13 +553,13 @@ def _open_checked(path: Path) -> HookState:
     """
     ident = _check_files(path)
     try:
-        conn = _connect(path)
+        conn = connect(path, busy_seconds=5.0)
     except sqlite3.Error as exc:
         if _is_damage(exc):
             raise StateDamaged(str(exc), ident) from exc
         raise
     try:
-        _migrate(conn)
+        migrate(conn, _MIGRATIONS)
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if missing := sorted(_TABLES - tables):
             raise StateDamaged(f"table {missing[0]} is missing", ident)
@@ -774,9 +740,8 @@ def peek_state(store_root: Path) -> HookState | None:
     if ident is None:
         return None
     try:
-        conn = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True, isolation_level=None,
-                               timeout=5.0)
-    except sqlite3.Error:
+        conn = connect(path, busy_seconds=5.0, read_only=True)
+    except (sqlite3.Error, UnsafePath):
         return None
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}

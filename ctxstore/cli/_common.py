@@ -86,6 +86,7 @@ class Env:
         if self._session is None:
             self._session = Session.open(self.store_path())
             _warn_unknown_keys(self._session)
+            _warn_clamped_limits(self._session)
         return self._session
 
     def default_budget(self) -> int:
@@ -121,6 +122,13 @@ class Env:
         return self.session().index(progress=progress_printer("indexing records",
                                                               min_total=INDEX_PROGRESS_MIN))
 
+    def failed(self, exc: BaseException) -> None:
+        """The command failed with ``exc``: a damaged index is marked for the next command."""
+        from ctxstore.errors import IndexCorrupt
+
+        if self._session is not None and isinstance(exc, IndexCorrupt):
+            self._session.index_damaged(exc)
+
     def close(self) -> None:
         """Close the session (its index connection), if one was opened."""
         if self._session is not None:
@@ -137,6 +145,21 @@ def _warn_unknown_keys(session: Session) -> None:
     if unknown:  # the session is opened once per command: one warning per command
         click.echo(f"ctx: warning: {path}: unknown {'key' if len(unknown) == 1 else 'keys'} "
                    f"{', '.join(unknown)} (ignored)", err=True)
+
+
+def _warn_clamped_limits(session: Session) -> None:
+    """One stderr line naming the resource limits a committed config.toml raised without consent.
+
+    They apply at their committed ceiling (``ctxstore.limits``) until ``ctx trust``.
+    """
+    clamped = session.config.clamped
+    if not clamped:
+        return
+    values = ", ".join(f"[{s}] {k} = {v} (using {session.config.get(s, k)})"
+                       for (s, k), v in sorted(clamped.items()))
+    click.echo(f"ctx: warning: {session.root / 'config.toml'}: a committed config.toml raises "
+               f"resource limits only with your consent; {values}; run `ctx trust` to allow "
+               "them", err=True)
 
 
 pass_env = click.make_pass_decorator(Env)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env, plural
+from ctxstore.cli._render import echo_stored
 from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -192,6 +193,11 @@ def _diag_json(diag: Diagnostic) -> dict[str, Any]:
             "related": list(diag.related)}
 
 
+def _first_line(text: str | None) -> str:
+    lines = text.splitlines() if text else []
+    return lines[0] if lines else ""
+
+
 def _where(path: str | None, line: int | None, col: int | None) -> str:
     if not path:
         return "-"
@@ -210,13 +216,13 @@ def _render_run(env: Env, snap: Any, snapshot: str, work_commit: str, replaced: 
         counts[diag.severity] = counts.get(diag.severity, 0) + 1
     summary = ", ".join(plural(n, sev) for sev, n in counts.items()) or "no diagnostics"
     status = "exit ?" if snap.exit_code is None else f"exit {snap.exit_code}"
-    click.echo(f"command {snap.name!r} [{snap.tool}]: {status}, {summary}"
-               + (" (replaces the previous run)" if replaced else ""))
+    echo_stored(f"command {snap.name!r} [{snap.tool}]: {status}, {summary}"
+                + (" (replaces the previous run)" if replaced else ""))
     for diag in snap.diagnostics[:_SHOWN]:
         first = diag.spans[0] if diag.spans else None
         where = _where(first.path, first.start_line, first.start_col) if first else "-"
         code = f"[{diag.code}]" if diag.code else ""
-        click.echo(f"  {diag.severity}{code} {where} {diag.message.splitlines()[0]}")
+        echo_stored(f"  {diag.severity}{code} {where} {_first_line(diag.message)}")
     if len(snap.diagnostics) > _SHOWN:
         click.echo(f"  ... and {len(snap.diagnostics) - _SHOWN} more (ctx diagnostics)")
     for note in snap.notes:
@@ -267,9 +273,10 @@ def diagnostics_command(env: Env, name: str | None, paths: tuple[str, ...], limi
         return
     for run in runs:
         status = "exit ?" if run.exit_code is None else f"exit {run.exit_code}"
-        click.echo(f"{run.name} [{run.tool}]  {status}  {fmt_time(run.run_at / 1000)}  "
-                   f"{plural(run.diagnostics, 'diagnostic')}")
+        echo_stored(f"{run.name} [{run.tool}]  {status}  {fmt_time(run.run_at / 1000)}  "
+                    f"{plural(run.diagnostics, 'diagnostic')}")
         for row in (r for r in rows if r.command == run.name):
             code = f"[{row.code}]" if row.code else ""
-            click.echo(f"  {row.severity}{code} {_where(row.path, row.line, row.col)} "
-                       f"{row.message.splitlines()[0] if row.message else ''}")
+            # Compiler output is anyone's text: escapes and tags go through ``shown``.
+            echo_stored(f"  {row.severity}{code} {_where(row.path, row.line, row.col)} "
+                        f"{_first_line(row.message)}")

@@ -56,7 +56,7 @@ def graph_command(env: Env, fmt: str | None, show_scc: bool, cycles: bool) -> No
     if not (show_scc or cycles):
         _print_edges(graph_edges(conn), fmt)
         return
-    from ctxstore.derived.scc import current_scc
+    from ctxstore.graph.scc import current_scc
 
     found = current_scc(env.store(), conn)
     _print_notices(found.notices)
@@ -68,7 +68,7 @@ def graph_command(env: Env, fmt: str | None, show_scc: bool, cycles: bool) -> No
 
 
 def _print_edges(edges: list[tuple[str, str, str, str, str]], fmt: str) -> None:
-    from ctxstore.derived.scc import node_name
+    from ctxstore.graph.scc import node_name
 
     if fmt == "json":
         nodes = sorted({node_name(a, b) for a, b, *_ in edges} | {node_name(c, d) for _, _, c, d, _ in edges})
@@ -88,7 +88,7 @@ def _print_edges(edges: list[tuple[str, str, str, str, str]], fmt: str) -> None:
 
 
 def _print_cycles(view: Any, oid: str, fmt: str) -> None:
-    from ctxstore.derived.scc import cycles
+    from ctxstore.graph.scc import cycles
 
     found = cycles(view)
     if fmt == "json":
@@ -109,7 +109,7 @@ def _print_cycles(view: Any, oid: str, fmt: str) -> None:
 
 
 def _print_dag(view: Any, oid: str, fmt: str) -> None:
-    from ctxstore.derived.scc import members
+    from ctxstore.graph.scc import members
 
     groups = members(view)
     pairs = list(zip(view.dag_from, view.dag_to, strict=True))

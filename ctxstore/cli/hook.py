@@ -2,9 +2,10 @@
 
 Claude Code runs these on every session start, prompt and reply, so two rules hold:
 1. stdout is exactly one JSON object, always, and the exit code is 0, also for invalid
-   input, an unknown event, a usage error, a missing store or a held lock; only a
-   corrupt store exits 1 (still with JSON on stdout, and never a traceback). Claude
-   Code treats exit 2 as "block", so a hook never exits 2 (RELIABILITY.md HK-02, I8).
+   input, an unknown event, a usage error, a missing store, a held lock or a corrupt
+   store (named in ``systemMessage``: Claude Code ignores the output of a hook that
+   exits non-zero). Claude Code treats exit 2 as "block", so a hook never exits 2
+   (RELIABILITY.md HK-02, I8).
 2. It is cheap: ``ctxstore.cli.hook_run.fast_main`` handles ``ctx hook EVENT`` without
    click or the store modules a handler does not need (bench/hooks.py); the click group
    here serves ``--help`` and the root options.

@@ -109,10 +109,10 @@ def run_event(event: str, ctx_dir: str | None, *, response: str | None = None) -
     store's ``local/hooks.log`` (``claude.hooklog``).
 
     Returns:
-        The exit code: 1 for a corrupt store, else 0.
+        The exit code, always 0: Claude Code ignores the output of a hook that fails
+        (any other exit), so a damaged store is reported in ``systemMessage`` with exit 0.
     """
     payload = read_payload(getattr(sys.stdin, "buffer", None))
-    code = 0
     root = None
     logged: str | None = None  # a problem said on stderr only
     try:
@@ -132,10 +132,13 @@ def run_event(event: str, ctx_dir: str | None, *, response: str | None = None) -
             warn(f"ctx hook: {logged}")
             out = {}
     except Exception as exc:  # the hook funnel: never a traceback, never exit 2
-        from ctxstore.errors import CtxError, StoreCorrupt
+        from ctxstore.errors import CtxError, OutOfMemory, StoreCorrupt
 
+        if isinstance(exc, MemoryError):  # named, not an internal error
+            exc = OutOfMemory(f"running the {event} hook")
         if isinstance(exc, StoreCorrupt):
-            code = 1
+            # Exit 0: Claude Code drops the JSON of a hook that exits non-zero, and the
+            # message is the only way the user learns of the damage.
             out = {"systemMessage": f"ctx: the store is damaged ({exc.code}: {exc.message}); "
                                     "run `ctx debug verify`"}
             warn(f"ctx: error[{exc.code}]: {exc.message}")
@@ -148,7 +151,7 @@ def run_event(event: str, ctx_dir: str | None, *, response: str | None = None) -
             warn(f"ctx hook: internal error: {type(exc).__name__} (CTX_DEBUG=1 for a traceback)")
     emit(out)
     _log(root, event, out, logged)
-    return code
+    return 0
 
 
 def _log(root: Path | None, event: str, out: dict[str, Any], extra: str | None) -> None:

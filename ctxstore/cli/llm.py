@@ -41,9 +41,9 @@ def _query_pack(env: Env, text: str, budget: int, reserve: int) -> bytes:
     from ctxstore.errors import InvalidInput
 
     try:  # built alongside (ctx pack); absent from builds without it
-        build = importlib.import_module("ctxstore.retrieval.pack").build_pack
+        build = importlib.import_module("ctxstore.packs.pack").build_pack
     except (ImportError, AttributeError):
-        raise InvalidInput("--query needs the prompt-pack builder (ctxstore.retrieval.pack), "
+        raise InvalidInput("--query needs the prompt-pack builder (ctxstore.packs.pack), "
                            "which this build of ctx lacks",
                            hint="write a pack with `ctx pack TEXT --format json > pack.json` "
                                 "and pass --pack pack.json") from None

@@ -28,8 +28,9 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
 
     The index is recreated from the objects (deleting .ctx/index/ or .ctx/DERIVED/ loses
     nothing), then the SCC view is recomputed; the Tantivy index is recreated when it
-    exists (or with --tantivy). A stale DERIVED/scc_latest is named and replaced. A rebuild
-    that was interrupted (Ctrl-C, a kill) goes on from where it stopped; --full starts over.
+    serves this index ([index] fulltext, docs/index.md) or exists (or with --tantivy). A
+    stale DERIVED/scc_latest is named and replaced. A rebuild that was interrupted
+    (Ctrl-C, a kill) goes on from where it stopped; --full starts over.
 
     \b
     Examples:
@@ -64,8 +65,9 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
                      f"{res.scc.sccs} SCCs, {res.scc.cycles} cycles")
     if res.tantivy is not None:
         doc["tantivy"] = {"chunks": res.tantivy.chunks, "nodes": res.tantivy.nodes,
-                          "seconds": round(res.tantivy.seconds, 3)}
-        lines.append(f"Tantivy: {res.tantivy.chunks} chunks, {res.tantivy.nodes} nodes")
+                          "files": res.tantivy.files, "seconds": round(res.tantivy.seconds, 3)}
+        lines.append(f"Tantivy: {res.tantivy.chunks} chunks, {res.tantivy.nodes} nodes, "
+                     f"{res.tantivy.files} files")
     if res.upgrade is not None:
         doc["upgraded"] = res.upgrade.upgraded
     if res.after.git_staged:

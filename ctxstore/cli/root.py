@@ -155,6 +155,8 @@ class CtxGroup(click.Group):
         except (click.ClickException, click.Abort):
             raise
         except CtxError as exc:
+            if ctx.obj is not None:
+                ctx.obj.failed(exc)  # a damaged index cell: the next command rebuilds
             _notices.add_stage_hint(exc, ctx, args)  # a dangling STAGE: `ctx stage recover`
             raise _CtxClickError(exc, ctx) from exc
         except OSError as exc:
@@ -162,6 +164,11 @@ class CtxGroup(click.Group):
                 _end_quietly_on_broken_pipe()
             err = StorageIOError(exc.filename or "?", op="I/O", error=exc)
             raise _CtxClickError(err, ctx) from exc
+        except MemoryError as exc:  # a limit on the process's memory: a clear E010, not a crash
+            from ctxstore.errors import OutOfMemory
+
+            doing = " ".join(["ctx", *(str(a) for a in args[:1])])
+            raise _CtxClickError(OutOfMemory(f"running `{doing}`"), ctx) from exc
         except Exception as exc:  # the funnel: no traceback unless asked for
             raise _InternalError(exc, ctx) from exc
         finally:
@@ -284,10 +291,14 @@ class _CtxClickError(click.ClickException):
             import traceback
 
             traceback.print_exception(self.error, file=sys.stderr)
+        from ctxstore.cli._render import shown
+
         line = f"ctx: error[{self.error.code}]: {self.error.message}"
         if self.error.hint:
             line += f" (hint: {self.error.hint})"
-        click.echo(line.replace("\n", " "), err=True)
+        # A message may quote what a server, a compiler or a file said: its escape sequences
+        # never reach the terminal, its <ctx:...> tags never reach an agent reading stderr.
+        click.echo(shown(line.replace("\n", " "), terminal=True), err=True)
 
 
 class _OneLineUsage(click.UsageError):

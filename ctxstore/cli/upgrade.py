@@ -21,7 +21,7 @@ def upgrade_command(env: Env) -> None:
     Stores made before STAGE moved to .ctx/local/STAGE kept it committed as .ctx/STAGE, so a
     clone may have received somebody's unfolded session through Git. Such work is folded
     into one canonical commit here (its records are kept and shared), and .ctx/STAGE is
-    never read again. Until then every write refuses the store (E025) and points here;
+    never read again. Until then every write refuses the store (E026) and points here;
     `ctx rebuild` runs this step too. Idempotent; the store is staged in Git afterwards
     when Git tracks it, as after `ctx commit`.
 

@@ -69,7 +69,7 @@ def stale_mentions(source: Session | sqlite3.Connection, node_ids: Sequence[str]
     for node_id, kind, key, evidence, path, blob, stamp in mention_rows(conn, node_ids):
         try:
             ev = json.loads(evidence) if evidence else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             ev = {}
         seen = ev.get("blob") if isinstance(ev, dict) else None
         if not isinstance(seen, str):

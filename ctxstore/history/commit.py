@@ -7,7 +7,8 @@ followed by, whichever path made it (commit, compaction, abort, upgrade, the mer
 rebuild):
 
 1. the graph view (``DERIVED/scc_latest``) is rebuilt, read from the session's index, so
-   it reflects the new state; the view is derived, so a failure is a notice, never an error;
+   it reflects the new state, and the Tantivy index is brought up to date where it serves
+   (``search.tantivy_index``); both are derived, so a failure is a notice, never an error;
 2. the store is staged in Git (``git add .ctx``) when Git tracks it (docs/git.md).
 
 Nothing here prints: the result records carry what the front end says. The steps after
@@ -24,6 +25,7 @@ from ctxstore.code.tree import fold_tree
 from ctxstore.narrative.ingest import NarrativeChange, ingest_narrative_edits
 from ctxstore.narrative.snapshot import snapshot_changes
 from ctxstore.records import dataclass
+from ctxstore.security.guard import guard
 from ctxstore.staging import FoldResult, check_commit_message, commit_stage
 
 if TYPE_CHECKING:
@@ -151,10 +153,13 @@ def commit(db: Session, message: str | None, *, amend: bool = False, narrative: 
     Raises:
         InvalidInput: a narrative file holds conflict markers, or the message is missing
             or blank; nothing changes.
+        SecretRefused: (E025) if the message holds a secret; nothing changes.
         StagingConflict, LockConflict, StorageIOError: if the commit cannot be made.
     """
     check_commit_message(message, amend=amend)  # before ingestion stages anything
     store = db.store
+    if message:  # a commit message is committed with .ctx/: an explicit write
+        guard(store, "explicit", message, what="the commit message")
     with store.lock():
         edits = ingest_narrative_edits(db) if narrative else []
         res = fold(store, message, amend=amend, narrative=narrative, allow_empty=allow_empty,
@@ -173,7 +178,8 @@ def after_commit(db: Session, res: FoldResult | Sequence[FoldResult], *,
     Args:
         db: The open session (its index is brought up to date with the commit).
         res: The fold (or folds) the caller made.
-        graph: Rebuild the graph view (False: the caller rebuilds it itself, ``ctx rebuild``).
+        graph: Rebuild the graph view and bring the Tantivy index up to date where it
+            serves (False: the caller rebuilds them itself, ``ctx rebuild``).
 
     Returns:
         Whether the store was staged in Git, and the notices.
@@ -181,8 +187,13 @@ def after_commit(db: Session, res: FoldResult | Sequence[FoldResult], *,
     folds = [res] if isinstance(res, FoldResult) else list(res)
     if not any(made_commit(r) for r in folds):
         return PostCommit()
-    from ctxstore.derived.scc import refresh_after_commit
     from ctxstore.git import stage_in_git
 
-    notice = refresh_after_commit(db.store, db.index) if graph else None
-    return PostCommit(git_staged=stage_in_git(db.root), notices=(notice,) if notice else ())
+    notices: tuple[str | None, ...] = ()
+    if graph:
+        from ctxstore.graph.scc import refresh_after_commit
+        from ctxstore.search.tantivy_index import refresh_tantivy
+
+        notices = (refresh_after_commit(db.store, db.index), refresh_tantivy(db))
+    return PostCommit(git_staged=stage_in_git(db.root),
+                      notices=tuple(n for n in notices if n))

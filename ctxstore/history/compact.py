@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ctxstore.history.commit import CommitResult, after_commit, fold
 from ctxstore.narrative.ingest import ingest_narrative_edits
 from ctxstore.narrative.summary import write_session_summary
+from ctxstore.security.guard import guard
 from ctxstore.staging import check_commit_message
 
 if TYPE_CHECKING:
@@ -42,8 +43,12 @@ def compact(db: Session, message: str) -> CommitResult:
     Raises:
         InvalidInput: for a blank message (nothing changes) or conflict markers in a
             narrative file (see ``ingest_narrative_edits``).
+        SecretRefused: (E025) if the message holds a secret; nothing changes.
         StagingConflict, LockConflict, StorageIOError: if the commit cannot be made.
     """
+    check_commit_message(message)
+    # the message is committed with .ctx/: an explicit write, refused with a secret (E025)
+    guard(db.store, "explicit", message, what="the commit message")
     found = compact_if(db, lambda _store: message)
     assert found is not None  # the decision always gives the message
     return found

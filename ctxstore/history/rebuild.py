@@ -68,10 +68,11 @@ class SccRebuild:
 
 @dataclass(frozen=True, slots=True)
 class TantivyRebuild:
-    """The Tantivy index written by ``rebuild``."""
+    """The Tantivy index written (or brought up to date) by ``rebuild``."""
 
     chunks: int
     nodes: int
+    files: int
     seconds: float
 
 
@@ -136,8 +137,8 @@ def rebuild(db: Session, mode: Mode = "all",
         db: The open session (its index connection is closed first: the files may be
             recreated).
         mode: ``all`` (the index cleared and refilled, or an interrupted build finished; the
-            graph view; Tantivy when it exists), ``full`` (the index files deleted first),
-            ``incremental`` (only the commits the index lacks), ``scc`` (only the graph
+            graph view; Tantivy when it serves this index or exists), ``full`` (the index
+            files deleted first), ``incremental`` (only the commits the index lacks), ``scc`` (only the graph
             view) or ``tantivy`` (only the Tantivy index).
         progress: Called with (records applied, records to apply) while the index is filled.
 
@@ -150,10 +151,10 @@ def rebuild(db: Session, mode: Mode = "all",
         LockConflict: (E006) if another writer holds the lock while heads are merged.
         CtxError: (E001-E005) if the store is damaged on the way.
     """
-    from ctxstore.derived import scc as scc_mod
-    from ctxstore.derived.tantivy_index import TANTIVY_DIR, rebuild_tantivy
+    from ctxstore.graph import scc as scc_mod
     from ctxstore.index import index_dir, rebuild_index
     from ctxstore.index.read import table_counts
+    from ctxstore.search import tantivy_index
 
     start = time.perf_counter()
     store = db.store
@@ -162,6 +163,8 @@ def rebuild(db: Session, mode: Mode = "all",
         up = UpgradeResult(fold_received(db))
         merge = merge_heads(db)
         db.close_index()  # the index files may be recreated under it
+        if mode != "incremental":  # rows come back with new rowids: Tantivy's are no longer theirs
+            tantivy_index.forget_tantivy(store.root)
         if mode == "incremental":
             index = IndexRebuild(*table_counts(db.index(progress)), incremental=True)
         else:
@@ -177,9 +180,14 @@ def rebuild(db: Session, mode: Mode = "all",
         built = scc_mod.build_scc(store, db.index(progress))
         scc = SccRebuild(built.oid, len(built.view.nodes), built.view.scc_count,
                          len(scc_mod.cycles(built.view)), stale)
-    if mode == "tantivy" or (index_dir(store) / TANTIVY_DIR).is_dir():
-        rep = rebuild_tantivy(store, db.index(progress))
-        tantivy = TantivyRebuild(rep.chunks, rep.nodes, rep.seconds)
+    if mode == "tantivy" or (mode != "scc" and (
+            tantivy_index.wanted(db.index(progress), db.config)
+            or (index_dir(store) / tantivy_index.TANTIVY_DIR).is_dir())):
+        conn = db.index(progress)
+        rep = (tantivy_index.sync_tantivy(store.root, conn, lock_timeout=store.lock_timeout)
+               if mode == "incremental" else None) \
+            or tantivy_index.rebuild_tantivy(store.root, conn, lock_timeout=store.lock_timeout)
+        tantivy = TantivyRebuild(rep.chunks, rep.nodes, rep.files, rep.seconds)
     folds = [f for f in (merge, up.fold if up else None) if f is not None]
     after = after_commit(db, folds, graph=False)  # the view was rebuilt above
     return RebuildResult(up, merge, index, scc, tantivy, after, time.perf_counter() - start)

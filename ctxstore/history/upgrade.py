@@ -7,7 +7,7 @@ cannot be told apart). That work is kept and shared as one canonical commit, fol
 ``local/STAGE`` names the commit and the legacy file is never read or written again.
 
 Reading never writes, and neither does a write that did not ask for it: until this step
-runs, every writer refuses the store with ``UpgradeRequired`` (E025) and a hint naming
+runs, every writer refuses the store with ``UpgradeRequired`` (E026) and a hint naming
 ``ctx upgrade`` (``repo.Store.lock``); ``ctx rebuild`` runs this step too, and says so. The
 fold is a canonical commit like any other: ``commit.after_commit`` follows it.
 """

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxstore import fsio
+from ctxstore import sqlite as db
 from ctxstore.errors import CtxError, IndexBusy, IndexCorrupt, IndexNotReady, LockConflict, UnsafePath
 from ctxstore.ids import ObjectId
 from ctxstore.index.schema import (
@@ -62,6 +63,7 @@ __all__ = [
     "ensure_built",
     "NEW_INDEX_BUDGET",
     "DAMAGE_MARKER",
+    "mark_damaged",
     "INDEX_COMPANIONS",
     "INDEX_FILE",
     "QUICK_CHECK_MAX_BYTES",
@@ -81,24 +83,17 @@ __all__ = [
 ]
 
 INDEX_FILE = "index.sqlite"
-INDEX_COMPANIONS = ("-wal", "-shm", "-journal")
+INDEX_COMPANIONS = db.COMPANIONS
 # Left by a query that met damage the open-time checks did not see: the next open rebuilds.
 DAMAGE_MARKER = "index.sqlite-damaged"
 # ``PRAGMA quick_check`` reads every page (about 1-2 ms per MiB): on every open only while
 # that stays negligible. Larger files rely on SQLite's own checks as pages are read.
 QUICK_CHECK_MAX_BYTES = 2 << 20
 
-# SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xff``).
-_SQLITE_ERROR, _SQLITE_PERM, _SQLITE_READONLY, _SQLITE_CORRUPT = 1, 3, 8, 11
-_SQLITE_CANTOPEN, _SQLITE_SCHEMA, _SQLITE_CONSTRAINT, _SQLITE_MISMATCH = 14, 17, 19, 20
-_SQLITE_FORMAT, _SQLITE_RANGE, _SQLITE_NOTADB = 24, 25, 26
-# The file itself is damaged, whenever it is met.
-_DAMAGED = frozenset({_SQLITE_CORRUPT, _SQLITE_NOTADB})
-# While opening and catching up, a missing table or column, a broken constraint or a
-# type mismatch also means the file is not what ctx wrote (hand edits, another schema).
-_DAMAGED_ON_OPEN = _DAMAGED | {_SQLITE_ERROR, _SQLITE_SCHEMA, _SQLITE_CONSTRAINT,
-                               _SQLITE_MISMATCH, _SQLITE_FORMAT, _SQLITE_RANGE}
-_READ_ONLY = frozenset({_SQLITE_PERM, _SQLITE_READONLY, _SQLITE_CANTOPEN})
+# The file itself is damaged whenever it is met (``db.DAMAGED``); while opening and catching
+# up, a missing table or column, a broken constraint or a type mismatch also means the file is
+# not what ctx wrote (hand edits, another schema).
+_DAMAGED_ON_OPEN = db.DAMAGED | db.NOT_OURS
 _READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
@@ -124,18 +119,28 @@ class IndexRepair(NamedTuple):
 
 
 OUTDATED_SCHEMA = "schema version"
-def is_damage(exc: sqlite3.Error) -> bool:
-    """True for SQLite's "this file is damaged" result codes (CORRUPT, NOTADB)."""
-    return _code(exc) in _DAMAGED
+is_damage = db.is_damage
+_code = db.primary_code
 
 
-def _code(exc: sqlite3.Error) -> int:
-    return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+def _undecodable(exc: sqlite3.DatabaseError) -> bool:
+    """True for a text cell that is not UTF-8 (ctx writes only str), read back as text.
+
+    SQLite stores any bytes in a TEXT cell and ``PRAGMA quick_check`` passes; Python's
+    ``sqlite3`` then fails while fetching the row, with an error of its own (no SQLite result
+    code): its message is the only sign, and it is the module's, not SQLite's.
+    """
+    return isinstance(exc, sqlite3.OperationalError) \
+        and getattr(exc, "sqlite_errorcode", None) is None \
+        and str(exc).startswith("Could not decode to UTF-8")
 
 
 def _met_damage(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
-    """Turn SQLite's damage codes into ``IndexCorrupt``; leave any other error alone."""
-    if not is_damage(exc):
+    """Turn SQLite's damage codes (and a cell that is not UTF-8) into ``IndexCorrupt``.
+
+    Any other error is left alone. The damage marker makes the next open rebuild the index.
+    """
+    if not is_damage(exc) and not _undecodable(exc):
         return
     folder = getattr(conn, "index_folder", None)
     if folder is not None and not getattr(conn, "opening", False):
@@ -161,7 +166,7 @@ def _met_busy(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
     Not when the caller set the busy timeout to 0: it chose not to wait and handles the error
     (``index.retrieval.file_corpus`` skips writing its cache).
     """
-    if (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF != 5:  # SQLITE_BUSY
+    if not db.is_busy(exc):
         return
     waited_ms = sqlite3.Connection.execute(conn, "PRAGMA busy_timeout").fetchone()[0]
     if waited_ms:
@@ -200,6 +205,14 @@ class IndexConnection(sqlite3.Connection):
     in_memory: bool = False
     index_folder: Path | None = None
     opening: bool = False
+
+    def __init__(self, database: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(database, *args, **kwargs)
+        if database == ":memory:":
+            self.in_memory = True
+        else:  # set before the first statement runs: damage met then is told apart
+            self.index_folder = Path(database).parent
+            self.opening = True
 
     # sqlite3's own methods, each through a guarded cursor.
     def cursor(self, factory: Any = None) -> Any:
@@ -350,14 +363,7 @@ def parse_snapshot(text: str) -> dict[str, list[str]] | None:
 
 def _irregular_files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
     """``index.sqlite`` and its companions that exist and are not regular files."""
-    for suffix in ("", *INDEX_COMPANIONS):
-        path = folder / (INDEX_FILE + suffix)
-        try:
-            st = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            yield path, st
+    return db.irregular_files(folder / INDEX_FILE)
 
 
 def check_index_files(store: Store) -> str | None:
@@ -408,20 +414,10 @@ BUSY_TIMEOUT = 30.0
 
 
 def _connect(path: Path | str) -> IndexConnection:
-    conn = sqlite3.connect(str(path), factory=IndexConnection, isolation_level=None,
-                           timeout=BUSY_TIMEOUT, check_same_thread=False)
+    # synchronous=NORMAL: derived data, a lost tail is rebuilt
+    conn = db.connect(path, busy_seconds=BUSY_TIMEOUT, factory=IndexConnection,
+                      check_same_thread=False)
     assert isinstance(conn, IndexConnection)
-    if str(path) == ":memory:":
-        conn.in_memory = True
-        return conn
-    conn.index_folder = Path(path).parent
-    conn.opening = True
-    try:
-        conn.execute("PRAGMA journal_mode = WAL")  # reads the header: NOTADB shows here
-        conn.execute("PRAGMA synchronous = NORMAL")  # derived data: a lost tail is rebuilt
-    except BaseException:
-        conn.close()
-        raise
     return conn
 
 
@@ -506,6 +502,17 @@ def _read_marker(folder: Path) -> str | None:
     except (OSError, UnsafePath):
         return "a damage marker was left"
     return text.decode("utf-8", "replace").strip()[:200] or "a damage marker was left"
+
+
+def mark_damaged(conn: sqlite3.Connection, reason: str) -> None:
+    """Leave the damage marker of the index ``conn`` reads, so the next open rebuilds it.
+
+    For damage that SQLite does not see (a cell ctx wrote as JSON that holds something
+    else): the reader that met it raised ``IndexCorrupt``; the session marks the index.
+    """
+    folder = getattr(conn, "index_folder", None)
+    if folder is not None and not getattr(conn, "opening", False):
+        _write_marker(folder, reason)
 
 
 def _write_marker(folder: Path, reason: str) -> None:
@@ -593,7 +600,7 @@ def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
     except sqlite3.DatabaseError as exc:
         if conn is not None:
             conn.close()
-        if _code(exc) in _READ_ONLY:
+        if db.is_read_only(exc):
             return _memory_index(store, sync=sync, progress=progress), None
         if _code(exc) in _DAMAGED_ON_OPEN:
             return None, str(exc)

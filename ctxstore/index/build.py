@@ -20,6 +20,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
+from ctxstore.index.read import json_cell
 from ctxstore.model.build import (
     CargoMetadataSnapshot,
     CargoPackage,
@@ -314,7 +315,8 @@ def command_runs(conn: sqlite3.Connection, name: str | None = None) -> list[Comm
     rows = conn.execute(sql + (" WHERE name = ?" if name is not None else "")
                         + " ORDER BY run_at DESC, name", (name,) if name is not None else ())
     return [CommandRunRow(r[0], r[1], r[2], r[3], bytes(r[4]), bytes(r[5]), r[6], r[7],
-                          json.loads(r[8]), json.loads(r[9])) for r in rows.fetchall()]
+                          json_cell(r[8], "command argv"), json_cell(r[9], "command notes"))
+            for r in rows.fetchall()]
 
 
 def cargo_packages(conn: sqlite3.Connection, workspace: str) -> list[tuple[str, str, str, bool]]:

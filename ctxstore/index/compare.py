@@ -16,14 +16,13 @@ ingestion. The rows that refer to one (``chunks_fts``, ``file_terms``, ``file_le
 its table and key: ``error E007 index:symbols: (pkg/a.py, Greeter.hello): start_line is
 3, the replay has 10``.
 
-The SCC view (``.ctx/DERIVED/scc_latest``, ``ctxstore.derived.scc``) is derived from the
+The SCC view (``.ctx/DERIVED/scc_latest``, ``ctxstore.graph.scc``) is derived from the
 same graph, so it is checked here too: the view the pointer names must equal the one
 recomputed from the replay.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import tempfile
 from collections import Counter
@@ -32,9 +31,9 @@ from dataclasses import field
 from itertools import groupby
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from ctxstore import fsio
+from ctxstore import sqlite as db
 from ctxstore.errors import CtxError, UnsafePath
 from ctxstore.index import (  # the package's private helpers: one package, one schema
     INDEX_FILE,
@@ -120,6 +119,9 @@ STRICT_TABLES: dict[str, TableCheck] = {
 REACHED_TABLES: dict[str, TableCheck] = {
     "applied": TableCheck("SELECT oid, kind FROM applied", 1),
     "applied_batches": TableCheck("SELECT oid FROM applied_batches", 1),
+    # Versions a purge record names, and those built on them (ctx purge): a live index may
+    # also hold a descendant it skipped that a rebuild never met.
+    "purged": TableCheck("SELECT version FROM purged", 1),
     # Which batch a version is filed under is the first that carried it (a session's
     # work commit, or the fold that replaced it): the version itself must match.
     "versions": TableCheck("SELECT key, version, stamp, kind, record FROM versions", 2),
@@ -210,9 +212,8 @@ def compare_index(store: Store) -> IndexComparison:
             "E007", "index", "no index file (the next command builds it)", "warning"))
         return report
     try:
-        disk = sqlite3.connect(f"file:{quote(os.fspath(path))}?mode=ro", uri=True,
-                               isolation_level=None)
-    except sqlite3.Error as exc:
+        disk = db.connect(path, busy_seconds=5.0, read_only=True)
+    except (sqlite3.Error, UnsafePath) as exc:
         report.differences.append(Problem("E007", "index", f"cannot open: {exc}"))
         return report
     try:
@@ -373,7 +374,7 @@ def _check_scc(store: Store, ref: sqlite3.Connection) -> list[Problem]:
     work since; the next reader rebuilds it silently) and not reported; at the same heads
     it must be what the graph gives.
     """
-    from ctxstore.derived.scc import POINTER_NAME, compute_scc, load_scc
+    from ctxstore.graph.scc import POINTER_NAME, compute_scc, load_scc
     from ctxstore.index.derived import graph_edges
     from ctxstore.replay import state_heads
 

@@ -18,10 +18,10 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ctxstore.errors import AmbiguousPrefix, InvalidInput, NodeNotFound
+from ctxstore.errors import AmbiguousPrefix, IndexCorrupt, InvalidInput, NodeNotFound
 from ctxstore.records import dataclass, field
 
-__all__ = ["NodeRow", "EdgeRow", "ViewRow", "StoreCounts", "NODE_FIELDS", "NODE_COLUMNS",
+__all__ = ["json_cell", "NodeRow", "EdgeRow", "ViewRow", "StoreCounts", "NODE_FIELDS", "NODE_COLUMNS",
            "node_from_row", "load_tags", "resolve_node_id", "read_node", "find_node",
            "nodes_by_ids", "list_nodes", "active_nodes_of_types", "nodes_with_metadata",
            "edges_of", "all_edges", "out_edges_of", "node_degrees", "tag_counts", "read_views",
@@ -94,6 +94,18 @@ class ViewRow:
     builtin: bool = False
 
 
+def json_cell(text: str, what: str) -> Any:
+    """The JSON an index cell holds (ctx writes only JSON there).
+
+    Raises:
+        IndexCorrupt: (E007) if the cell holds something else: the index was damaged.
+    """
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise IndexCorrupt(f"a {what} cell holds no JSON ({type(exc).__name__})") from None
+
+
 def node_from_row(row: sqlite3.Row | Sequence[Any]) -> NodeRow:
     """Build a NodeRow from a row of ``NODE_COLUMNS`` (tags not loaded).
 
@@ -106,7 +118,7 @@ def node_from_row(row: sqlite3.Row | Sequence[Any]) -> NodeRow:
     """
     col = row if isinstance(row, sqlite3.Row) else dict(zip(NODE_FIELDS, row, strict=True))
     raw = col["metadata"]
-    meta = {} if raw == "{}" else json.loads(raw)  # most nodes carry no metadata
+    meta = {} if raw == "{}" else json_cell(raw, "node metadata")  # most nodes carry no metadata
     return NodeRow(id=col["id"], type=col["type"], content=col["content"],
                    content_blob=col["content_blob"], summary=col["summary"],
                    status=col["status"], superseded_by=col["superseded_by"],
@@ -285,8 +297,8 @@ def _edge(row: sqlite3.Row) -> EdgeRow:
     evidence = row["evidence"]
     return EdgeRow(from_kind=row["from_kind"], from_key=row["from_key"], to_kind=row["to_kind"],
                    to_key=row["to_key"], label=row["label"], weight=row["weight"],
-                   metadata=json.loads(row["metadata"]),
-                   evidence=json.loads(evidence) if evidence else None,
+                   metadata=json_cell(row["metadata"], "edge metadata"),
+                   evidence=json_cell(evidence, "edge evidence") if evidence else None,
                    created_at=row["created_at"], updated_at=row["updated_at"])
 
 

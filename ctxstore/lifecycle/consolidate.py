@@ -46,6 +46,7 @@ from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord
 from ctxstore.model.scoring import is_pinned
 from ctxstore.model.vocab import TIER_TAG_PREFIX
 from ctxstore.records import dataclass
+from ctxstore.security.guard import guard
 
 if TYPE_CHECKING:
     from ctxstore.session import Session
@@ -290,11 +291,14 @@ def apply_proposals(db: Session, ids: list[str], *, content: str | None = None,
     Raises:
         InvalidInput: (E011) for no id, an unknown or ambiguous id, or ``content`` with
             several ids.
+        SecretRefused: (E025) if ``content`` holds a secret.
         LockConflict, StorageIOError: if a batch cannot be written.
     """
     store = db.store
     if content is not None and len(ids) > 1:
         raise InvalidInput("--content applies to one proposal at a time")
+    if content is not None:  # typed by the user: an explicit write (docs/security.md)
+        guard(store, "explicit", content, what="--content")
     out: list[Applied] = []
     with store.lock():
         conn = db.index()
@@ -305,6 +309,8 @@ def apply_proposals(db: Session, ids: list[str], *, content: str | None = None,
             plans.append((p, nodes))
         for p, nodes in plans:
             text = content if content is not None else (drafts or {}).get(p.id)
+            if text is not None and content is None:  # an LLM's draft: captured, redacted
+                text = guard(store, "llm", text, what="the draft")
             sid, records, blobs = _apply_records(p, nodes, text,
                                                  drafted_by if text is not None else None)
             out.append(Applied(p, sid, stage_write(store, records, f"consolidate {p.id} into {sid}",

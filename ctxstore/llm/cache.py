@@ -62,7 +62,7 @@ def _read_all(store_root: Path) -> dict[str, JsonValue]:
     try:
         raw = fsio.read_regular(_path(store_root), _MAX_STATE_BYTES)
         data = json.loads(raw) if len(raw) <= _MAX_STATE_BYTES else None
-    except (OSError, ValueError, UnicodeDecodeError, UnsafePath):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError, UnsafePath):
         return {}
     servers = data.get("servers") if isinstance(data, dict) else None
     return servers if isinstance(servers, dict) else {}

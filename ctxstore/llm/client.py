@@ -14,6 +14,8 @@ import http.client
 import ipaddress
 import json
 import re
+import socket
+import threading
 import time
 from dataclasses import field
 from typing import Literal
@@ -202,11 +204,21 @@ class LlmClient:
         if payload is not None:
             headers["Content-Type"] = "application/json"
         conn = self._connection(deadline)
+        # One wall-clock deadline over the whole exchange: a socket timeout bounds each
+        # read alone, so a server sending one header byte every half second would never
+        # trip it. At the deadline the watchdog shuts the socket down, which wakes the read
+        # blocked on it (headers or body); what was read by then is never used.
+        cut = threading.Event()
+        watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), _cut_off, (conn, cut))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             conn.request(method, self._path(path), body=payload, headers=headers)
             resp = conn.getresponse()
             raw = self._read_bounded(resp, deadline)
             status = resp.status
+            if cut.is_set():
+                raise TimeoutError
         except ConnectionRefusedError:
             raise LlmUnavailable(self.url, "connection refused",
                                  hint="is the server running? start llama-server or pass --server"
@@ -214,11 +226,16 @@ class LlmClient:
         except TimeoutError:
             raise LlmUnavailable(self.url, f"no reply within {self.timeout:g} s",
                                  hint="raise --timeout or [llm] timeout_seconds") from None
-        except http.client.HTTPException as exc:
-            raise LlmUnavailable(self.url, f"not a valid HTTP reply ({type(exc).__name__})") from None
-        except OSError as exc:
+        except (http.client.HTTPException, OSError) as exc:
+            if cut.is_set() or time.monotonic() >= deadline:  # the watchdog ended the read
+                raise LlmUnavailable(self.url, f"no reply within {self.timeout:g} s",
+                                     hint="raise --timeout or [llm] timeout_seconds") from None
+            if isinstance(exc, http.client.HTTPException):
+                raise LlmUnavailable(self.url,
+                                     f"not a valid HTTP reply ({type(exc).__name__})") from None
             raise LlmUnavailable(self.url, f"cannot connect ({exc.strerror or exc})") from None
         finally:
+            watchdog.cancel()
             conn.close()
         return status, self._decode(status, raw, path)
 
@@ -403,3 +420,14 @@ def _text(value: JsonValue) -> str | None:
 def _valid(text: str) -> str:
     """``text`` with lone surrogates (valid JSON, invalid Unicode) replaced by ``?``."""
     return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _cut_off(conn: http.client.HTTPConnection, cut: threading.Event) -> None:
+    """The deadline passed: shut down ``conn``'s socket so that a read blocked on it returns."""
+    cut.set()
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: the exchange ended meanwhile

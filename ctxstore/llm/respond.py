@@ -24,6 +24,7 @@ from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord
 from ctxstore.narrative.entries import add_note
 from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.records import dataclass
+from ctxstore.security.guard import guard, policy
 from ctxstore.staging import stage_records
 
 if TYPE_CHECKING:
@@ -35,6 +36,9 @@ __all__ = ["LLM_TAG", "MAX_MENTIONS", "Committed", "Mention", "commit_response",
 
 LLM_TAG = "source:llm"
 MAX_MENTIONS = 64
+# Distinct path-like tokens looked up in the work tree (each costs a resolve and a stat): an
+# answer of megabytes of made-up paths must not stat every one of them.
+MAX_PATH_LOOKUPS = 1024
 _SUMMARY_CHARS = 300
 # A relative path with at least one dot-suffixed name: src/app.py, README.md, a/b/c.rs:12.
 _PATH = re.compile(r"(?<![\w/.\-])((?:[\w.\-]+/)*[\w\-]+(?:\.[\w\-]+)*\.[A-Za-z0-9]{1,10})"
@@ -81,7 +85,9 @@ def find_mentions(text: str, pack: Pack, worktree: Path | None) -> list[Mention]
 
     A path counts when the pack holds it or it is a regular file of the work tree; a symbol
     counts when the pack names it (an item, a seed or an expanded node). At most
-    ``MAX_MENTIONS``.
+    ``MAX_MENTIONS``: the scan for paths stops once that many files are found (a later one
+    could not be among the first), and at most ``MAX_PATH_LOOKUPS`` distinct paths the pack
+    does not hold are looked up in the work tree.
 
     Args:
         text: The answer.
@@ -93,10 +99,23 @@ def find_mentions(text: str, pack: Pack, worktree: Path | None) -> list[Mention]
     """
     pack_paths = {item.path for item in pack.items if item.path} | set(pack.paths)
     found: dict[Mention, int] = {}
+    looked: set[str] = set()
+    files = 0
     for match in _PATH.finditer(text):
+        if files >= MAX_MENTIONS:
+            break  # mentions are kept in order of appearance: no later file can make the cut
         rel = match.group(1).removeprefix("./")
-        if rel in pack_paths or (worktree is not None and _is_repo_file(worktree, rel)):
-            found.setdefault(Mention("file", rel), match.start())
+        mention = Mention("file", rel)
+        if mention in found:
+            continue
+        if rel not in pack_paths:
+            if worktree is None or rel in looked or len(looked) >= MAX_PATH_LOOKUPS:
+                continue
+            looked.add(rel)
+            if not _is_repo_file(worktree, rel):
+                continue
+        found[mention] = match.start()
+        files += 1
     symbols = {item.symbol for item in pack.items if item.symbol} | set(pack.symbols)
     for symbol in sorted(symbols):
         if symbol in pack_paths:
@@ -209,9 +228,14 @@ def commit_response(db: Session, *, text: str, pack: Pack, model: str, server: s
     store = db.store
     # Keys come from the answer and the pack: one a record cannot hold is left out.
     mentions = [m for m in mentions if m.key.strip() and m.key == _printable(m.key)]
+    # Automatic capture: a secret in the answer (or in the task it answered) is redacted
+    # before the log entry, the node or the blob is written (docs/security.md).
+    pol = policy(store)
+    text = guard(store, "llm", text, what="the answer", policy_=pol)
+    pack_task = guard(store, "llm", pack.task, what="the task", policy_=pol)
     data = text.encode("utf-8", "replace")
     blob = object_id_of(KIND_BLOB, data).hex()
-    task = " ".join(_printable(pack.task).split())
+    task = " ".join(_printable(pack_task).split())
     task = task if len(task) <= 200 else task[:199] + "…"
     model = " ".join(_printable(model).split())[:100] or "unknown model"
     note = f"LLM ({model}): {summary_line(text)}\n\nTask: {task}"
@@ -219,7 +243,8 @@ def commit_response(db: Session, *, text: str, pack: Pack, model: str, server: s
             "llm_response_chars": len(text), "llm_task": task,
             "llm_mentions": [f"{m.kind}:{m.key}" for m in mentions]}
     with store.lock():  # one writer from the log entry to the last edge
-        entry = add_note(db, note, tags=[LLM_TAG], metadata=meta)
+        # The [security] llm channel was applied above; the note is not refused again.
+        entry = add_note(db, note, tags=[LLM_TAG], metadata=meta, allow_secret=True)
         node_id = entry.node.id
         records: list[KnowledgeRecord] = []
         for m in mentions:

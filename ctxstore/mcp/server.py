@@ -11,9 +11,11 @@ official ``mcp`` SDK, imported only here and only when the server is built.
 Errors: a ``CtxError`` (a bad id, a bad query, a held lock) becomes an MCP tool error whose
 text is the one-line ``error[E0xx]: ...``; arguments of the wrong type are refused by the
 SDK's schema check as tool errors too; anything unexpected is a tool error the SDK reports
-without its details. The process never dies of a bad call. Tool bodies are synchronous
-and run on the event loop's thread (declared ``async``), so SQLite connections stay on the
-thread that opened them and calls never interleave. Nothing here prints: stdout is the
+without its details. The process never dies of a bad call. Every result is made inert on
+the way out (``tagtext.escape_tree``): an agent echoing it can never issue a ``<ctx:*>``
+command. Tool bodies are synchronous and run on the event loop's thread (declared
+``async``), so SQLite connections stay on the thread that opened them and calls never
+interleave. Nothing here prints: stdout is the
 JSON-RPC channel.
 """
 
@@ -24,9 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxstore.errors import CtxError, InvalidInput
+from ctxstore.errors import CtxError, InvalidInput, OutOfMemory
 from ctxstore.knowledge.scopes import Scope, Stores, parse_scope, recall_global_default, scoped_json
 from ctxstore.session import Session
+from ctxstore.tagtext import escape_tags, escape_tree
 
 __all__ = ["SERVER_NAME", "ToolBox", "build_server", "serve"]
 
@@ -215,18 +218,19 @@ class ToolBox:
             InvalidInput: (E011) for a bad budget or depth.
             IndexCorrupt: (E007) if the index cannot answer.
         """
-        from ctxstore.retrieval.pack import budget_note, build_pack_result
+        from ctxstore.packs.pack import PackRequest, budget_note, make_pack
 
         if budget is not None and budget < 1:
             raise InvalidInput(f"budget must be a positive number, got {budget}")
         if depth is not None and not 0 <= depth <= _MAX_DEPTH:
             raise InvalidInput(f"depth must be 0..{_MAX_DEPTH}, got {depth}")
-        result = build_pack_result(self.db, task, budget=budget, depth=depth,
-                                   include_narrative=include_narrative,
-                                   active_task=self._task())
-        doc: dict[str, Any] = {"version": _PACK_VERSION, **result.pack}
+        result = make_pack(self.db, PackRequest(task, budget=budget, depth=depth,
+                                                include_narrative=include_narrative,
+                                                active_task=self._task()))
+        pack = result.pack.to_json()
+        doc: dict[str, Any] = {"version": _PACK_VERSION, **pack}
         if result.smallest_budget is not None:  # an empty pack the client can fix by asking again
-            doc["note"] = budget_note(result.pack, result.smallest_budget, argument="budget:")
+            doc["note"] = budget_note(pack, result.smallest_budget, argument="budget:")
         return doc
 
     def memory_search(self, text: str, since: str | None = None, until: str | None = None,
@@ -254,30 +258,19 @@ class ToolBox:
             InvalidInput: (E011) for a bad time, session, intent or limit.
             MemoryDamaged: (E023) if the memory database is damaged.
         """
-        from ctxstore.memory.db import open_memory
-        from ctxstore.memory.search import INTENTS, result_json, search_memory, time_bound, unique_session
-        from ctxstore.memory.settings import OFF_NOTE, memory_settings
+        from ctxstore.memory.search import MemoryQuery, result_json, search_transcripts
+        from ctxstore.memory.settings import OFF_NOTE
 
-        _limit(limit)
-        if intent is not None and intent not in INTENTS:
-            raise InvalidInput(f"intent must be one of {', '.join(INTENTS)}, got {intent!r}")
-        now_ms = int(self.clock() * 1000)
-        low = time_bound("since", since, now_ms, end=False)
-        high = time_bound("until", until, now_ms, end=True)
-        empty: dict[str, Any] = {"query": text, "since": None, "until": None, "results": []}
-        # The privacy switch, read afresh on each call (a long-lived server follows an edit of
-        # config.toml; an unreadable one means off): memory off is not even opened.
-        if not memory_settings(self.db.root).enabled:
-            return {**empty, "note": OFF_NOTE}
-        db = open_memory(self.db.root, create=False)
-        if db is None:
-            return {**empty, "note": "there is no transcript memory yet (`ctx memory backfill "
-                                     "--all` indexes past sessions; the Stop hook new ones)"}
-        with db:
-            found = unique_session(db, session, "session") if session else None
-            result = search_memory(db, text, now_ms=now_ms, since=low, until=high, session=found,
-                                   intent=intent, limit=limit)
-        return result_json(result)
+        answer = search_transcripts(self.db.root,
+                                    MemoryQuery(text, since, until, session, intent, _limit(limit)),
+                                    now_ms=int(self.clock() * 1000), agent=True,
+                                    names=("since", "until", "session"))
+        if answer.off or answer.missing:
+            note = OFF_NOTE if answer.off else ("there is no transcript memory yet (`ctx memory "
+                                                "backfill --all` indexes past sessions; the Stop "
+                                                "hook new ones)")
+            return {"query": text, "since": None, "until": None, "results": [], "note": note}
+        return result_json(answer.result)
 
     def compose(self, query: str | None = None, budget: int | None = None,
                 include_global: bool = False) -> dict[str, Any]:
@@ -493,15 +486,21 @@ def _sdk() -> tuple[Any, type[Exception], type[Exception]]:
 
 
 def _guarded(method: Callable[..., Any], error: type[Exception]) -> Callable[..., Any]:
-    """``method`` with a ``CtxError`` turned into the SDK's tool/resource error (one line)."""
+    """``method`` with a ``CtxError`` turned into the SDK's tool/resource error (one line).
+
+    What it returns goes to an agent: every ``<ctx:`` in it (node content, file names, code,
+    transcript text) is escaped, as the hooks and the read commands escape it.
+    """
     import functools
 
     @functools.wraps(method)
     async def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            return method(*args, **kwargs)
+            return escape_tree(method(*args, **kwargs))
+        except MemoryError as exc:  # the server goes on; the call is a tool error naming it
+            raise error(_one_line(OutOfMemory(f"running {method.__name__}"))) from exc
         except CtxError as exc:
-            raise error(_one_line(exc)) from exc
+            raise error(escape_tags(_one_line(exc))) from exc
 
     return call
 

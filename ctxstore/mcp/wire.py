@@ -4,7 +4,7 @@ The SDK's stdio transport drops a line it cannot read as a JSON-RPC message: no 
 even for a request whose ``id`` it could see, so the client waits for ever. Here each line is
 checked before the SDK sees it:
 
-- not JSON: a ``-32700`` parse error (``id`` null);
+- not JSON, or nested deeper than the parser goes: a ``-32700`` parse error (``id`` null);
 - JSON, but no JSON-RPC 2.0 message the SDK accepts, or one whose ``id`` is neither a string
   nor an integer (the SDK reads that as a notification, never answered): a ``-32600``
   invalid request with the line's ``id`` when it has a usable one, else null;
@@ -49,6 +49,16 @@ def check_line(line: str, sdk_accepts: Callable[[str], bool]) -> tuple[str | Non
         message = json.loads(line)
     except ValueError as exc:
         return None, _error(None, PARSE_ERROR, "Parse error", str(exc))
+    except RecursionError:  # one line must never end the server (the reader's task group)
+        return None, _error(None, PARSE_ERROR, "Parse error", "nested too deeply")
+    try:
+        return _check_message(line, message, sdk_accepts)
+    except RecursionError:  # parsed, but too deep to copy or encode again
+        return None, _error(_usable_id(message), PARSE_ERROR, "Parse error", "nested too deeply")
+
+
+def _check_message(line: str, message: Any,
+                   sdk_accepts: Callable[[str], bool]) -> tuple[str | None, str | None]:
     if isinstance(message, dict) and "id" in message and _usable_id(message) is None:
         # The SDK reads it as a notification, which is never answered: the client that
         # sent an id waits. MCP's ids are strings or integers, never null.

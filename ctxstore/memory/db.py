@@ -13,28 +13,37 @@ indexed, with its turn: re-reading a file never duplicates); ``turns`` (a prompt
 with the entry uuids) and ``turns_fts`` (FTS5 over their user, assistant and tool text);
 ``spans`` (topic → sub-span); ``ideas``, ``entities`` (a file or symbol entity carries the
 project file and symbol it names in the code index, ``code_path``/``code_qualname``: schema 2),
-``idea_entities``, ``relations``.
+``idea_entities``, ``relations``. ``turns_fts`` holds each field's terms (``search.tokenize``,
+the tokeniser of every index and query: schema 3), so a turn is found by the words that find
+a node or a file.
+
+It cannot be rebuilt, so its schema is the ordered migrations ``_MIGRATIONS``, each recorded in
+``schema_version`` in the transaction that applies it (``ctxstore.sqlite.migrate``). A file an
+older ctx made, before ``schema_version``, is adopted at the version its ``meta`` row names and
+goes through the remaining steps; nothing in it is lost.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ctxstore.errors import MemoryDamaged
+from ctxstore.errors import MemoryDamaged, UnsupportedStoreVersion
+from ctxstore.fsio import check_under, file_kind
+from ctxstore.search.fts5 import TOKENIZE
+from ctxstore.search.tokenize import index_text
+from ctxstore.sqlite import CANTOPEN, Migration, connect, irregular_files, is_damage, migrate, primary_code
 
 __all__ = ["MEMORY_FILE", "SCHEMA_VERSION", "STATS", "Cursor", "TurnRow", "MemoryDB", "memory_path",
            "open_memory"]
 
 MEMORY_FILE = "memory.sqlite"
-SCHEMA_VERSION = 2
-_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+# Schema 1, as the first ctx with transcript memory made it (never edited: later versions are
+# migrations below).
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE sessions (id TEXT PRIMARY KEY, cwd TEXT, first_ts INTEGER, last_ts INTEGER);
@@ -66,8 +75,7 @@ CREATE INDEX ideas_turn ON ideas(turn_id);
 CREATE INDEX ideas_session ON ideas(session, id);
 CREATE INDEX ideas_intent ON ideas(intent);
 CREATE TABLE entities (id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
-    code_path TEXT, code_qualname TEXT, UNIQUE(name, type));
-CREATE INDEX entities_code_path ON entities(code_path);
+    UNIQUE(name, type));
 CREATE TABLE idea_entities (idea_id INTEGER NOT NULL REFERENCES ideas(id),
     entity_id INTEGER NOT NULL REFERENCES entities(id), PRIMARY KEY (idea_id, entity_id))
     WITHOUT ROWID;
@@ -75,10 +83,29 @@ CREATE TABLE relations (from_id INTEGER NOT NULL REFERENCES ideas(id),
     to_id INTEGER NOT NULL REFERENCES ideas(id), relation_type TEXT NOT NULL,
     confidence REAL NOT NULL, PRIMARY KEY (from_id, to_id, relation_type)) WITHOUT ROWID;
 CREATE INDEX relations_to ON relations(to_id);
+INSERT INTO meta VALUES ('schema_version', '1');
 """
-_TABLES = frozenset({"meta", "sessions", "index_state", "seen", "spans", "turns", "turns_fts",
-                     "ideas", "entities", "idea_entities", "relations"})
-_CORRUPT, _NOTADB = 11, 26
+# Each version's step, in order (spec 001 §15): every file, new or made by an older ctx, goes
+# through the same steps, each recorded in ``schema_version`` in the transaction that applies it.
+# ``meta.schema_version`` follows along: what a ctx from before ``schema_version`` reads, so that
+# it refuses (E014) a file a later step changed.
+_MIGRATIONS = [
+    Migration(1, _SCHEMA),
+    # entities gain the code file and symbol they name
+    Migration(2, """
+        ALTER TABLE entities ADD COLUMN code_path TEXT;
+        ALTER TABLE entities ADD COLUMN code_qualname TEXT;
+        CREATE INDEX entities_code_path ON entities(code_path);
+        UPDATE meta SET value = '2' WHERE key = 'schema_version';
+    """),
+    # turns_fts holds the terms of search.tokenize (it held FTS5's unicode61 words): made again
+    # from turns, whose text is kept whole
+    Migration(3, lambda conn: _retokenize_turns(conn)),
+]
+SCHEMA_VERSION = _MIGRATIONS[-1].version
+_LEGACY_TABLES = frozenset({"meta", "sessions", "index_state", "seen", "spans", "turns",
+                            "turns_fts", "ideas", "entities", "idea_entities", "relations"})
+_TABLES = _LEGACY_TABLES | {"schema_version"}
 
 
 class Cursor(NamedTuple):
@@ -125,22 +152,10 @@ def memory_path(ctx_dir: Path) -> Path:
 
 
 def _check_files(path: Path) -> None:
-    from ctxstore.fsio import check_under, file_kind
-
     check_under(path.parent.parent, path.parent)  # local/ itself: a real directory
-    for suffix in _SIDE_FILES:
-        try:
-            st = os.lstat(str(path) + suffix)
-        except FileNotFoundError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            raise MemoryDamaged(f".ctx/local/{MEMORY_FILE}{suffix} is {file_kind(st.st_mode)}",
-                                hint="move it aside, then run `ctx memory backfill`")
-
-
-def _is_damage(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code is not None and (code & 0xFF) in (_CORRUPT, _NOTADB)
+    for entry, st in irregular_files(path):
+        raise MemoryDamaged(f".ctx/local/{entry.name} is {file_kind(st.st_mode)}",
+                            hint="move it aside, then run `ctx memory backfill`")
 
 
 def _damaged(reason: object) -> MemoryDamaged:
@@ -178,17 +193,20 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
             return None
         fsio.ensure_dir_under(ctx_dir, path.parent)
     try:
-        conn = sqlite3.connect(str(path), isolation_level=None, timeout=busy_seconds)
+        conn = connect(path, busy_seconds=busy_seconds, synchronous="FULL" if durable else "NORMAL")
     except sqlite3.Error as exc:
-        raise _damaged(exc) from exc
+        if is_damage(exc) or primary_code(exc) == CANTOPEN:
+            raise _damaged(exc) from exc
+        raise
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_seconds * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-        _migrate(conn)
+        version = migrate(conn, _MIGRATIONS, adopt=_legacy_version)
+        if version > SCHEMA_VERSION:
+            raise UnsupportedStoreVersion(f".ctx/local/{MEMORY_FILE} has schema {version}, newer "
+                                          f"than this ctx ({SCHEMA_VERSION})", hint="upgrade ctx")
+        _check_tables(conn)
     except sqlite3.Error as exc:
         conn.close()
-        if _is_damage(exc):
+        if is_damage(exc):
             raise _damaged(exc) from exc
         raise
     except BaseException:
@@ -197,50 +215,48 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
     return MemoryDB(conn)
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _check_tables(conn: sqlite3.Connection) -> None:
+    if missing := sorted(_TABLES - _tables(conn)):
+        raise _damaged(f"table {missing[0]} is missing")
+
+
+def _legacy_version(conn: sqlite3.Connection) -> int:
+    """The schema of a file made before ``schema_version``: ``meta.schema_version`` (0: empty).
+
+    Raises:
+        MemoryDamaged: (E023) a table or the version is missing.
+    """
+    tables = _tables(conn)
     if not tables:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if not conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute("INSERT INTO meta VALUES ('schema_version', ?)",
-                             (str(SCHEMA_VERSION),))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return
-    if missing := sorted(_TABLES - tables):
+        if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise _damaged("it holds no table")  # an index or a view alone: not ctx's
+        return 0
+    if missing := sorted(_LEGACY_TABLES - tables):
         raise _damaged(f"table {missing[0]} is missing")
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is None or not str(row[0]).isdigit():
+    if row is None or not str(row[0]).isdigit() or len(str(row[0])) > 9:
         raise _damaged("no schema version")
-    if int(row[0]) > SCHEMA_VERSION:
-        from ctxstore.errors import UnsupportedStoreVersion
-
-        raise UnsupportedStoreVersion(f".ctx/local/{MEMORY_FILE} has schema {row[0]}, newer than "
-                                      f"this ctx ({SCHEMA_VERSION})", hint="upgrade ctx")
-    if int(row[0]) < SCHEMA_VERSION:
-        _upgrade(conn)
+    return int(row[0])
 
 
-def _upgrade(conn: sqlite3.Connection) -> None:
-    """Schema 1 → 2: entities gain the code file and symbol they name (in one transaction)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-        if version == "1":  # another process may have upgraded meanwhile
-            conn.execute("ALTER TABLE entities ADD COLUMN code_path TEXT")
-            conn.execute("ALTER TABLE entities ADD COLUMN code_qualname TEXT")
-            conn.execute("CREATE INDEX entities_code_path ON entities(code_path)")
-            conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+_TURNS_FTS = ("CREATE VIRTUAL TABLE turns_fts USING fts5(user_text, assistant_text, tool_text, "
+              f"{TOKENIZE})")
+
+
+def _retokenize_turns(conn: sqlite3.Connection) -> None:
+    """Schema 3: ``turns_fts`` made again with the terms of ``search.tokenize``, from ``turns``."""
+    conn.execute("DROP TABLE turns_fts")
+    conn.execute(_TURNS_FTS)
+    rows = conn.execute("SELECT id, user_text, assistant_text, tool_text FROM turns")
+    while batch := rows.fetchmany(500):
+        conn.executemany("INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text)"
+                         " VALUES (?, ?, ?, ?)",
+                         [(i, index_text(u), index_text(a), index_text(t)) for i, u, a, t in batch])
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
 
 
 def _turn_filters(alias: str, since: int | None, until: int | None, session: str | None,
@@ -359,8 +375,9 @@ class MemoryDB:
                            json.dumps(turn.uuids), turn.span_id, turn.id))
         self.conn.execute("DELETE FROM turns_fts WHERE rowid = ?", (turn.id,))
         self.conn.execute("INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text) "
-                          "VALUES (?, ?, ?, ?)", (turn.id, turn.user_text, turn.assistant_text,
-                                                    turn.tool_text))
+                          "VALUES (?, ?, ?, ?)", (turn.id, index_text(turn.user_text),
+                                                    index_text(turn.assistant_text),
+                                                    index_text(turn.tool_text)))
 
     def turn(self, turn_id: int) -> TurnRow | None:
         """One turn by id."""

@@ -44,10 +44,10 @@ def memory_settings(ctx_dir: Path) -> MemorySettings:
     Fails closed: a config.toml that cannot be read or validated means memory is off (a privacy
     switch that was mistyped must not index anything; the store's commands name the problem).
     """
-    from ctxstore.config import load_config
     from ctxstore.errors import CtxError
+    from ctxstore.limits import load_store_config
 
     try:
-        return settings_of(load_config(ctx_dir / "config.toml"))
+        return settings_of(load_store_config(ctx_dir))
     except CtxError:
         return MemorySettings(False, 0)

@@ -2,7 +2,7 @@
 
 ``scc_view`` (``SccView``): the strongly connected components of the relationship graph
 at a set of HEAD commits and the condensation DAG between them. It is written by
-``ctxstore.derived.scc`` and named by ``.ctx/DERIVED/scc_latest``; deleting it loses
+``ctxstore.graph.scc`` and named by ``.ctx/DERIVED/scc_latest``; deleting it loses
 nothing (``ctx rebuild --scc`` makes the same object again).
 
 It must not do I/O or import above ``model``.

@@ -380,7 +380,7 @@ def test_hooks_held_lock_defers_commands_and_the_next_hook_runs_them_once(
     assert sorted(n[1] for n in nodes(store)) == ["deferred 0", "deferred 1", "deferred 2"]
 
 
-def test_hooks_corrupt_store_exits_1_with_json(store: Store) -> None:
+def test_hooks_corrupt_store_exits_0_with_json(store: Store) -> None:
     ctx(store, "add", "--type", "fact", "--tag", "tier:pinned", "something")
     shutil.rmtree(store.root / "index")
     for path in (store.root / "objects").rglob("*"):
@@ -388,10 +388,12 @@ def test_hooks_corrupt_store_exits_1_with_json(store: Store) -> None:
             os.chmod(path, 0o644)
             path.write_bytes(b"garbage")
     res = run_ctx(["hook", "session-start"], stdin=json.dumps(payload(store)))
-    assert res.returncode == 1 and "damaged" in json.loads(res.stdout)["systemMessage"]
+    # Exit 0: Claude Code ignores the output of a hook that exits non-zero.
+    assert res.returncode == 0 and "damaged" in json.loads(res.stdout)["systemMessage"]
     assert "Traceback" not in res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_hooks_session_start_reinjects_after_compaction_within_the_size_cap(store: Store) -> None:
     for i in range(60):
         ctx(store, "add", "--type", "fact", "--tag", "tier:reference", f"fact {i} " + "word " * 60)

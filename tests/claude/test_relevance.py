@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from ctxstore.knowledge.tasks import set_current_task
 from ctxstore.repo import Store
 from tests.claude.test_hooks import context, ctx, hook, payload
@@ -49,6 +51,7 @@ def test_session_start_shows_a_fresh_decision_and_the_active_task(store: Store) 
     assert "Ship the hooks without networkx" not in got  # narrative_days = 0: nothing recent
 
 
+@pytest.mark.slow
 def test_prompt_submit_injects_relevant_memory_once(store: Store) -> None:
     ids = _add_topics(store)
     hook("session-start", payload(store, source="startup"))
@@ -61,6 +64,7 @@ def test_prompt_submit_injects_relevant_memory_once(store: Store) -> None:
     assert TOPICS["retry"] in context(_prompt(store, "uploads retry storms", session="s2"))
 
 
+@pytest.mark.slow
 def test_memory_left_out_of_a_full_frame_comes_with_a_later_prompt(store: Store) -> None:
     # Each fact is ~600 characters of emoji, which the frame spells as [U+1F600] (9 each):
     # the prompt's budget admits them all, the frame's 9,000 characters only a few.
@@ -83,6 +87,7 @@ def test_memory_left_out_of_a_full_frame_comes_with_a_later_prompt(store: Store)
     assert len(seen) > 1 and k > 1
 
 
+@pytest.mark.slow
 def test_prompt_submit_skips_what_scores_below_the_threshold(store: Store) -> None:
     _add_topics(store)
     hook("session-start", payload(store, source="startup"))

@@ -10,6 +10,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from ctxstore.claude.state import state_path
 from ctxstore.repo import Store
 from tests.claude.test_hooks import context, ctx, hook, payload
@@ -47,6 +49,7 @@ def _populate(store: Store) -> None:
     assert hook("stop", payload(store, "s9"), args=("--response", "<ctx:status/>")) == {}
 
 
+@pytest.mark.slow
 def test_session_start_preview_equals_the_hook_and_changes_nothing(store: Store) -> None:
     _populate(store)
     hook("session-start", payload(store, "s0", source="startup"))  # the view is cached
@@ -61,6 +64,7 @@ def test_session_start_preview_equals_the_hook_and_changes_nothing(store: Store)
     assert as_json["additional_context"] == real and as_json["source"] == "startup"
 
 
+@pytest.mark.slow
 def test_session_start_preview_of_a_resume_shows_its_pending_results_and_leaves_them(
         store: Store) -> None:
     _populate(store)

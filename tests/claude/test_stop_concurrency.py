@@ -13,6 +13,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import pytest
+
 from ctxstore.claude.state import open_state, state_path
 from ctxstore.index import open_index
 from ctxstore.index.read import node_versions
@@ -69,6 +71,7 @@ def _count(store: Store, sql: str, *args: object) -> int:
         conn.close()
 
 
+@pytest.mark.slow
 def test_stop_identical_concurrent_hooks_run_each_command_exactly_once(store: Store, tmp_path: Path) -> None:
     a = add_node(session_of(store), "fact", "source node A").node.id
     b = add_node(session_of(store), "fact", "target node B").node.id

@@ -59,6 +59,7 @@ def work(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_diagnostics_failing_pytest_run_is_stored_and_listed(work: Path) -> None:
     ctx_dir = work / ".ctx"
     add_files(session_of(open_store(ctx_dir)), ["test_a.py"], semantics=True)  # symbols for item edges

@@ -102,6 +102,7 @@ def test_kill_during_add_file_leaves_a_store_that_verifies(tmp_path: Path, fault
     assert verify_store(open_store(ctx_dir)).ok
 
 
+@pytest.mark.slow
 def test_a_run_turns_the_cycle_collector_off_and_gives_it_back(tmp_path: Path) -> None:
     """The cyclic GC is off while a run reads and keeps its extractions (docs/performance.md),
     and as it was after the run."""

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxstore import fsio
-from ctxstore.derived import scc
+from ctxstore.graph import scc
 from ctxstore.model import decode_typed, encode_typed
 from ctxstore.model.derived import SccView
 from ctxstore.objects import LooseObjectStore

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import run_ctx
 
-from ctxstore.derived.scc import load_scc
+from ctxstore.graph.scc import load_scc
 from ctxstore.replay import state_heads
 from ctxstore.repo import open_store
 

@@ -3,7 +3,7 @@
 Before STAGE moved to ``local/STAGE`` it was committed as ``.ctx/STAGE``, so a clone could
 receive somebody's unfolded session through Git. That work used to be folded silently by the
 first write transaction of a process. Now reading never writes, a write refuses the store
-(E025, nothing written) and points at ``ctx upgrade``, which folds the work once and says so;
+(E026, nothing written) and points at ``ctx upgrade``, which folds the work once and says so;
 ``ctx rebuild`` runs the same step. Real Git, the installed CLI in subprocesses.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import run_ctx, stage_file, store_digest
 
-from ctxstore.derived.scc import load_scc
+from ctxstore.graph.scc import load_scc
 from ctxstore.replay import state_heads
 from ctxstore.repo import open_store
 
@@ -96,7 +96,7 @@ def test_write_to_an_older_store_is_refused_with_a_hint_and_writes_nothing(
     before = store_digest(root)
     res = run_ctx(args, cwd=legacy)
     assert (res.returncode, res.stdout) == (1, "")
-    assert res.stderr.startswith(f"ctx: error[E025]: {root / 'STAGE'} (the layout of an older "
+    assert res.stderr.startswith(f"ctx: error[E026]: {root / 'STAGE'} (the layout of an older "
                                  "ctx) names staged work that must be folded"), res.stderr
     assert "run `ctx upgrade` once" in res.stderr
     assert store_digest(root) == before

@@ -204,6 +204,7 @@ def _contents(store: Path) -> set[str]:
     return {r["content"].split("\n")[0] for r in rows}
 
 
+@pytest.mark.slow
 def test_import_of_narrative_nodes_into_another_store_survives_its_next_commit(
         tmp_path: Path) -> None:
     """Decisions, notes and tasks exported from one project and imported into another.

@@ -49,7 +49,7 @@ def test_add_node_stages_a_node_with_clean_tags_and_metadata(store: Store) -> No
     assert got is not None and ids.is_ulid(got.id)
     assert (got.type, got.content, got.tags, got.metadata, got.author, got.status) == \
         ("decision", "use WAL", ["b", "tier:working"], {"k": [1, 2]}, "me", "active")
-    assert added.staged.batch is not None
+    assert len(added.staged.batches) == 1
 
 
 def test_add_node_keeps_large_content_in_a_blob(store: Store) -> None:

@@ -42,6 +42,7 @@ def _json(res) -> dict:  # type: ignore[no-untyped-def]
     return json.loads(res.stdout)
 
 
+@pytest.mark.slow
 def test_scopes_fact_written_globally_in_project_a_is_recalled_in_project_b(tmp_path: Path) -> None:
     a, b = _project(tmp_path, "a"), _project(tmp_path, "b")
     run_ctx(["add", "--type", "fact", "--tag", "tier:reference", "project A uses tabs"], cwd=a)
@@ -150,6 +151,7 @@ def test_scopes_parse_scope() -> None:
         parse_scope("galaxy")
 
 
+@pytest.mark.slow
 def test_scopes_markdown_ids_are_unique_in_their_store_and_show_takes_them(tmp_path: Path) -> None:
     # Nodes made within a second share their first 8 characters: the markdown of --global
     # results gives each store's shortest unique prefix, which `ctx show` accepts.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 from conftest import invoke, session_of, store_digest
 from hypothesis import HealthCheck, given, settings
@@ -45,6 +46,7 @@ def _brute_force_groups(nodes) -> set[tuple[str, ...]]:
 @given(st.lists(st.tuples(st.sampled_from(["fact", "pattern"]),
                           st.lists(st.sampled_from(WORDS), min_size=2, max_size=5, unique=True)),
                 min_size=2, max_size=12))
+@pytest.mark.slow
 def test_consolidate_never_loses_a_source(tmp_path_factory, texts) -> None:
     root = tmp_path_factory.mktemp("c") / ".ctx"
     init_store(root, git=False)

@@ -11,6 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import run_ctx, session_of, store_digest
 
 from ctxstore.index import open_index
@@ -79,6 +80,7 @@ def test_consolidate_without_a_configured_server_asks_nothing(tmp_path: Path) ->
     assert b.requests == []
 
 
+@pytest.mark.slow
 def test_consolidate_content_and_no_llm_skip_the_server(tmp_path: Path) -> None:
     work, pid, _ = _project(tmp_path)
     b = Behaviour()

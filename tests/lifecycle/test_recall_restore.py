@@ -57,6 +57,7 @@ def _archived(work: Path) -> tuple[Store, str, str]:
     return store, kept.id, gone.id
 
 
+@pytest.mark.slow
 def test_recall_cli_reads_both_stores_labelled_and_no_global_reads_one(tmp_path: Path) -> None:
     a, b = _project(tmp_path, "a"), _project(tmp_path, "b")
     user_id = run_ctx(["add", "--global", "--type", "fact", "ruff runs before every commit"],
@@ -90,6 +91,7 @@ def test_recall_cli_bad_input_is_one_line_and_changes_nothing(tmp_path: Path) ->
     assert store_digest(work / ".ctx") == before
 
 
+@pytest.mark.slow
 def test_recall_tag_in_a_hook_reads_the_user_store_labelled(tmp_path: Path) -> None:
     a, b = _project(tmp_path, "a"), _project(tmp_path, "b")
     run_ctx(["add", "--global", "--type", "fact", "the user reviews diffs with delta"], cwd=a)

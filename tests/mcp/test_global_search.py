@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from tests.conftest import run_ctx, store_digest
 
@@ -19,6 +20,7 @@ def _project(tmp_path: Path) -> Path:
     return work
 
 
+@pytest.mark.slow
 def test_search_global_finds_a_user_store_node_by_free_text(tmp_path: Path) -> None:
     work = _project(tmp_path)
     mine = run_ctx(["add", "--type", "fact", "--tag", "tier:reference",
@@ -59,6 +61,7 @@ def test_search_global_odd_text_and_code_kinds(tmp_path: Path) -> None:
     assert store_digest(work / ".ctx") == before
 
 
+@pytest.mark.slow
 def test_pack_global_takes_relevant_memory_from_the_user_store(tmp_path: Path) -> None:
     """`ctx pack --global` (the global layer for packs): user-store nodes join the pack, labelled."""
     work = _project(tmp_path)

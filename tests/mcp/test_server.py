@@ -74,6 +74,7 @@ def project(tmp_path: Path) -> Path:
     return work / ".ctx"
 
 
+@pytest.mark.slow
 def test_mcp_server_every_tool_round_trips(project: Path) -> None:
     seen: dict[str, Any] = {}
 
@@ -137,6 +138,7 @@ def test_mcp_server_every_tool_round_trips(project: Path) -> None:
     assert json.loads(shown.stdout)["content"] == "Chose jitter to avoid retry storms"
 
 
+@pytest.mark.slow
 def test_mcp_server_bad_calls_are_tool_errors_and_change_nothing(project: Path) -> None:
     run_ctx(["--ctx-dir", str(project), "add", "--type", "fact", "keep me"])
     before = store_digest(project)
@@ -168,6 +170,7 @@ def test_mcp_server_bad_calls_are_tool_errors_and_change_nothing(project: Path) 
     assert store_digest(project) == before
 
 
+@pytest.mark.slow
 def test_mcp_server_sees_writes_of_other_processes_and_the_user_store(project: Path,
                                                                       tmp_path: Path) -> None:
     async def body(client: ClientSession) -> None:
@@ -279,6 +282,7 @@ def indexed(tmp_path: Path) -> Path:
     return ctx_dir
 
 
+@pytest.mark.slow
 def test_mcp_pack_is_ctx_pack_json_and_bad_arguments_are_tool_errors(indexed: Path) -> None:
     task = 'why does retry_socket() back off? "exponential backoff" && -- (jitter) *'
     got: dict[str, Any] = {}
@@ -316,6 +320,7 @@ def _structured(res: Any) -> Any:
     return getattr(res, "structured_content", None) or getattr(res, "structuredContent", None)
 
 
+@pytest.mark.slow
 def test_mcp_pack_with_a_budget_too_small_for_any_item_notes_the_smallest(indexed: Path) -> None:
     task = "retry_socket exponential backoff"
     got: dict[str, Any] = {}
@@ -381,6 +386,7 @@ def _backfill(ctx_dir: Path, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
 
 
+@pytest.mark.slow
 def test_mcp_memory_search_is_ctx_memory_search_json(project: Path, tmp_path: Path) -> None:
     from ctxstore.memory.settings import OFF_NOTE
     from tests.memory.memtx import SESSION
@@ -451,6 +457,7 @@ def _exchange(proc: subprocess.Popen[str], line: str, timeout: float = 20) -> di
     return json.loads(reply)
 
 
+@pytest.mark.slow
 def test_mcp_every_request_line_is_answered_even_malformed(tmp_path: Path) -> None:
     # The SDK's transport dropped a line it could not read, leaving the client waiting for
     # ever. Each of these gets a JSON-RPC error (its id when it has a usable one), and the

@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from ctxstore.repo import Store
 from tests.conftest import run_ctx
 from tests.memory.memtx import Transcript, conversation
@@ -79,6 +81,7 @@ def test_cli_topics_and_promote(store: Store, tmp_path: Path) -> None:
     assert node["type"] == "open-question" or node["type"]
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line(store: Store, tmp_path: Path) -> None:
     assert "E018" in ctx(store, "memory", "search", "x", code=1)  # no memory yet
     # stats is a read: with no memory yet every count is 0, in text and JSON, and nothing is made

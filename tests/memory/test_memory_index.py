@@ -100,6 +100,7 @@ def test_index_structure_topics_turn_uuids_and_low_value(tmp_path: Path) -> None
 
 @settings(max_examples=25)
 @given(st.lists(st.integers(min_value=0, max_value=10**9), min_size=1, max_size=6))
+@pytest.mark.slow
 def test_index_incremental_equals_full_at_any_cut_points(tmp_path_factory: pytest.TempPathFactory,
                                                          cuts: list[int]) -> None:
     tmp = tmp_path_factory.mktemp("cuts")

@@ -89,6 +89,7 @@ def test_step_event_keys_name_the_session() -> None:
     assert step_event_key("command-run", "x" * 60, "A") is None  # would not fit a marker
 
 
+@pytest.mark.slow
 def test_abort_removes_the_sessions_file_and_command_events(work: Path) -> None:
     _session(work)
     before = _logs(work)
@@ -121,6 +122,7 @@ def test_abort_removes_the_sessions_file_and_command_events(work: Path) -> None:
     assert _logs(work) == after
 
 
+@pytest.mark.slow
 def test_abort_json_lists_the_events(work: Path) -> None:
     _session(work)
     keys = set(_EVENT.findall(_logs(work)))

@@ -112,6 +112,7 @@ def test_compose_query_ranks_in_sql_as_compose_does(store) -> None:
 
 
 @given(nodes(), st.integers(1, 600))
+@pytest.mark.slow
 def test_compose_shows_a_node_whenever_one_fits_with_its_frame(items, budget) -> None:
     now = 1_700_000_000_000
     empty = compose(_conn(), [], 10**7, now_ms=now).tokens

@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from conftest import session_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -42,6 +43,7 @@ def dump(conn) -> dict:
 
 @settings(max_examples=25)
 @given(OPS)
+@pytest.mark.slow
 def test_index_incremental_equals_rebuild_and_replay(ops) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / ".ctx"

@@ -9,7 +9,12 @@ sent to the model.
 
 from __future__ import annotations
 
+import pytest
+
 from .conftest import ClaudeProject
+
+# The real Claude Code CLI: seconds a turn, and an npm install on first use.
+pytestmark = pytest.mark.slow
 
 
 def remember(node_type: str, text: str) -> str:

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from .conftest import ClaudeProject
+
+# The real Claude Code CLI: seconds a turn, and an npm install on first use.
+pytestmark = pytest.mark.slow
 
 
 def test_claude_code_lists_and_calls_the_ctx_mcp_recall_tool(cc: ClaudeProject) -> None:

@@ -13,6 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# The real Claude Code CLI: seconds a turn, and an npm install on first use.
+pytestmark = pytest.mark.slow
+
 
 def _claude(claude_bin: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: os.environ[k] for k in ("PATH", "LANG", "TMPDIR") if k in os.environ}

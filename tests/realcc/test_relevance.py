@@ -7,7 +7,12 @@ assertions are on the requests the CLI sent to the (scripted) model.
 
 from __future__ import annotations
 
+import pytest
+
 from .conftest import ClaudeProject
+
+# The real Claude Code CLI: seconds a turn, and an npm install on first use.
+pytestmark = pytest.mark.slow
 
 
 def test_a_decision_added_between_sessions_reaches_the_next_one(cc: ClaudeProject) -> None:
