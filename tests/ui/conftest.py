@@ -66,8 +66,7 @@ def _install_chromium() -> str | None:
         if CHROMIUM.exists() and DRIVER.exists():
             return None
         for command in (["apt-get", "update", "-qq"],
-                        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium",
-                         "chromium-driver"]):
+                        ["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"]):
             done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
             if done.returncode != 0:
                 return (f"installing chromium failed ({' '.join(command)}, exit "
