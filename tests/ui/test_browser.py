@@ -185,3 +185,35 @@ def test_browser_a_page_of_another_server_cannot_read_the_api(browser: Any, serv
         other.shutdown()
         thread.join(10)
         other.close()
+
+
+HOSTILE = ('<script>window.PWNED = 1</script><img src=x onerror="window.PWNED = 2">'
+           '<a href="javascript:window.PWNED = 3">click</a> </pre><b>bold?</b>')
+
+
+def test_browser_stored_text_is_shown_as_text_never_run(browser: Any, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ctxstore.cli import cli
+    from ctxstore.init import init_store
+
+    ctx = tmp_path / "work" / ".ctx"
+    init_store(ctx, git=False)
+    added = CliRunner().invoke(cli, ["--ctx-dir", str(ctx), "add", "--type", "fact", HOSTILE])
+    assert added.exit_code == 0, added.output
+    node = added.stdout.split()[0]
+    ui = UiServer.start(ctx)
+    thread = threading.Thread(target=ui.serve_forever, daemon=True)
+    thread.start()
+    try:
+        _open(browser, ui.url, "#timeline .entry")
+        assert HOSTILE.split("<a ")[0] in browser.find_element("id", "timeline").text
+        _open(browser, ui.url + f"node.html#{node}", "pre.content")
+        assert browser.find_element("css selector", "pre.content").text == HOSTILE
+        assert browser.find_elements("css selector", "#main img, #main script, #main b") == []
+        assert browser.execute_script("return window.PWNED === undefined")
+        assert _console_problems(browser) == []
+    finally:
+        ui.shutdown()
+        thread.join(10)
+        ui.close()
