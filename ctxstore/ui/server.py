@@ -19,6 +19,7 @@ import base64
 import hmac
 import json
 import os
+import socketserver
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -197,6 +198,12 @@ class _HttpServer(ThreadingHTTPServer):
 
     daemon_threads = True
     ui: UiServer
+
+    def server_bind(self) -> None:
+        """Bind, without ``HTTPServer``'s ``socket.getfqdn``: a name lookup may leave the machine."""
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -100,6 +100,20 @@ def test_server_listens_only_on_127_0_0_1(server: UiServer) -> None:
     assert _listeners(server.address[1]) == [("tcp", "0100007F")]  # 127.0.0.1, and no IPv6
 
 
+def test_server_binds_without_a_name_lookup(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    def lookup(*args: object) -> str:
+        raise AssertionError("a name lookup may reach a DNS server")
+
+    monkeypatch.setattr(socket, "getfqdn", lookup)
+    ui = UiServer(project.ctx)
+    try:
+        assert ui.address[0] == "127.0.0.1"
+    finally:
+        ui.close()
+
+
 def test_server_api_answers_and_errors(server: UiServer, project: Project) -> None:
     status, timeline = _api(server, "timeline")
     assert status == 200 and timeline["store"] == str(project.ctx.resolve())
