@@ -48,7 +48,10 @@ MAX_CONFIG_BYTES = 1 << 20
 DEFAULTS: dict[str, dict[str, Any]] = {
     "repo": {"id": "", "ctx_version": CTX_VERSION},
     "storage": {"compression_level": 3, "shard_prefix_bytes": 1, "max_object_bytes": 1 << 30},
-    "index": {"backend": "sqlite", "enable_tantivy": False},
+    # Which engine serves full-text search of a large index (docs/index.md "Which engine
+    # serves which text"): "auto" (Tantivy from search.tantivy_index.TANTIVY_MIN_CHUNKS file
+    # chunks on), "fts5" or "tantivy". Hooks always search with FTS5.
+    "index": {"backend": "sqlite", "enable_tantivy": False, "fulltext": "auto"},
     # Code ingestion gates (spec 002 §16.4, ctxstore.code.ingest; docs/code.md "Gates").
     "ingestion": {
         "ignore_globs": ["target/**", ".git/**", "node_modules/**"],
@@ -158,6 +161,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     **{("security", channel): ("refuse", "redact", "allow")
        for channel in ("explicit", "remember", "commands", "files", "transcripts", "llm",
                        "narrative", "summaries")},
+    ("index", "fulltext"): ("auto", "fts5", "tantivy"),
 }
 
 

@@ -1,20 +1,22 @@
 """The pack explorer page: a prompt pack for any task, each item with its cost and its ``why``.
 
-``ctx pack``'s pipeline (``packs.pack.build_pack_result``) and the notes ``ctx pack`` prints
-on stderr (``pack_notes``), in the JSON rendering (each item costs its title and snippet plus
-8 tokens, ``packs.render.item_cost``). Building a pack writes nothing (a pack is computed,
-never stored; docs/retrieval.md).
+``ctx pack``'s pipeline (``packs.pack.make_pack``: a ``PackRequest`` in, a typed ``Pack``
+out) and the notes ``ctx pack`` prints on stderr (``pack_notes``). Building a pack writes
+nothing (a pack is computed, never stored; docs/retrieval.md).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ctxstore.packs.pack import build_pack_result, has_search_terms, pack_notes
-from ctxstore.packs.render import item_cost
+from ctxstore.errors import InvalidInput
+from ctxstore.packs.pack import make_pack, pack_notes
+from ctxstore.packs.seed import has_search_terms
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
+    from ctxstore.packs.items import Pack
+    from ctxstore.packs.request import PackRequest
     from ctxstore.session import Session
 
 __all__ = ["PackView", "explore_pack", "MAX_TASK_CHARS"]
@@ -27,53 +29,44 @@ class PackView:
     """A pack and what ``ctx pack`` would say about it.
 
     Attributes:
-        pack: The pack, as ``ctx pack --format json`` prints it (docs/pack.schema.json).
-        costs: Each retrieved item's cost in tokens, in the pack's order.
+        pack: The pack (``pack.to_json()`` is what ``ctx pack --format json`` prints).
+        costs: Each retrieved item's cost in tokens in the request's format, in the pack's
+            order.
         notes: The notes ``ctx pack`` prints on stderr (no searchable word, a budget too
             small, no code indexed, files changed since ``ctx index``).
     """
 
-    pack: dict[str, Any]
+    pack: Pack
     costs: tuple[int, ...]
     notes: tuple[str, ...]
 
 
-def explore_pack(db: Session, task: str, *, budget: int | None = None, depth: int | None = None,
-                 include_narrative: bool | None = None, graph: bool = True,
-                 active_task: str | None = None) -> PackView:
-    """Build the pack of ``task`` as ``ctx pack --format json`` does, with its notes.
+def explore_pack(db: Session, request: PackRequest) -> PackView:
+    """Build the pack a request asks for, as ``ctx pack`` does, with its notes.
 
     Args:
         db: The open session.
-        task: Any text (at most ``MAX_TASK_CHARS`` characters).
-        budget: Total tokens (None: ``[retrieval] default_budget``).
-        depth: Graph expansion depth (None: ``[retrieval] default_depth``).
-        include_narrative: Add nodes, decisions, tasks and the recent log (None: the setting).
-        graph: Expand over the import graph.
-        active_task: The task the hooks started and did not end, whose nodes join the pack.
+        request: The task (at most ``MAX_TASK_CHARS`` characters) and the pack's settings.
 
     Returns:
         The pack, its items' costs and its notes.
 
     Raises:
-        InvalidInput: (E011) for a task over the limit or a budget below 1.
+        InvalidInput: (E011) for a task over the limit, a budget below 1 or a depth out of
+            0 to 16 (``ctx pack``'s own bounds).
         IndexCorrupt: (E007) if the index cannot answer.
     """
-    from ctxstore.errors import InvalidInput
-
-    if len(task) > MAX_TASK_CHARS:
+    if len(request.task) > MAX_TASK_CHARS:
         raise InvalidInput(f"the task is over {MAX_TASK_CHARS} characters",
                            hint="ctx pack - reads a longer one from standard input")
-    if budget is not None and budget < 1:
-        raise InvalidInput(f"the budget must be at least 1 token, not {budget}")
-    if depth is not None and not 0 <= depth <= 16:
-        raise InvalidInput(f"the depth must be between 0 and 16, not {depth}")
-    result = build_pack_result(db, task, budget=budget, depth=depth,
-                               include_narrative=include_narrative, graph=graph, fmt="json",
-                               active_task=active_task)
+    if request.budget is not None and request.budget < 1:
+        raise InvalidInput(f"the budget must be at least 1 token, not {request.budget}")
+    if request.depth is not None and not 0 <= request.depth <= 16:
+        raise InvalidInput(f"the depth must be between 0 and 16, not {request.depth}")
+    result = make_pack(db, request)
     notes = []
-    if not has_search_terms(task):
+    if not has_search_terms(request.task):
         notes.append("the task has no searchable words: no files or memory were ranked")
-    notes += pack_notes(db, result.pack, smallest_budget=result.smallest_budget)
-    costs = tuple(item_cost(item, "json") for item in result.pack.get("retrieved", ()))
+    notes += pack_notes(db, result.pack.to_json(), smallest_budget=result.smallest_budget)
+    costs = tuple(item.cost(request.fmt) for item in result.pack.retrieved)
     return PackView(result.pack, costs, tuple(notes))

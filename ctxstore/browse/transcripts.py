@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ctxstore.errors import CtxError, InvalidInput
+from ctxstore.errors import CtxError, InvalidInput, MemoryDamaged, UnsupportedStoreVersion
 from ctxstore.memory.db import open_memory
-from ctxstore.memory.search import hit_json, search_memory, time_bound, unique_session
+from ctxstore.memory.search import INTENTS, MemoryQuery, hit_json, search_transcripts, unique_session
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["Topic", "TranscriptSession", "Transcripts", "TranscriptSearch", "read_transcripts",
            "search_transcripts_read_only", "INTENTS", "MAX_QUERY_CHARS"]
 
-INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
 MAX_QUERY_CHARS = 10_000
 _NO_MEMORY = ("there is no transcript memory yet: `ctx memory backfill --all` indexes past "
               "sessions, and the Stop hook indexes new ones")
@@ -149,7 +148,7 @@ def read_transcripts(db: Session, *, session: str | None = None, limit: int = 20
 def search_transcripts_read_only(db: Session, text: str, *, now_ms: int, since: str | None = None,
                                  until: str | None = None, intent: str | None = None,
                                  session: str | None = None, limit: int = 20) -> TranscriptSearch:
-    """Search transcript memory as ``ctx memory search`` does, reading it only.
+    """Search transcript memory as ``ctx memory search`` does (``search_transcripts``), read-only.
 
     Args:
         db: The open session.
@@ -162,7 +161,8 @@ def search_transcripts_read_only(db: Session, text: str, *, now_ms: int, since: 
         limit: The most hits (1 to 200).
 
     Returns:
-        The search and its hits.
+        The search and its hits; a note instead when there is no memory, or it is at another
+        schema or damaged.
 
     Raises:
         InvalidInput: (E011) for a time that is no time, an unknown intent, a session prefix
@@ -170,19 +170,16 @@ def search_transcripts_read_only(db: Session, text: str, *, now_ms: int, since: 
     """
     if len(text) > MAX_QUERY_CHARS:
         raise InvalidInput(f"the search is over {MAX_QUERY_CHARS} characters")
-    if intent is not None and intent not in INTENTS:
-        raise InvalidInput(f"intent must be one of {', '.join(INTENTS)}, not {intent!r}")
     if not 1 <= limit <= 200:
         raise InvalidInput(f"limit must be between 1 and 200, not {limit}")
-    low = time_bound("since", since or None, now_ms, end=False)
-    high = time_bound("until", until or None, now_ms, end=True)
-    memory, note = _open(db)
-    if memory is None:
-        return TranscriptSearch(text, low, high, (), note)
-    with memory:
-        if session:
-            session = unique_session(memory, session, "session")
-        found = search_memory(memory, text, now_ms=now_ms, since=low, until=high,
-                              session=session, intent=intent, limit=limit)
+    query = MemoryQuery(text, since=since or None, until=until or None, session=session or None,
+                        intent=intent or None, limit=limit)
+    try:
+        answer = search_transcripts(db.root, query, now_ms=now_ms, agent=False,
+                                    names=("since", "until", "session"), read_only=True)
+    except (UnsupportedStoreVersion, MemoryDamaged) as exc:
+        return TranscriptSearch(text, None, None, (), str(exc))
+    found = answer.result
     return TranscriptSearch(found.query, found.since, found.until,
-                            tuple(hit_json(h) for h in found.hits), None)
+                            tuple(hit_json(h) for h in found.hits),
+                            _NO_MEMORY if answer.missing else None)

@@ -107,7 +107,17 @@ def index_command(env: Env, paths: tuple[str, ...], jobs: int | None) -> None:
     env.require_project("ctx index")  # the user store ~/.ctx has no code to index
     report = index_tree(env.store(), _repo_paths(env, paths), jobs=jobs,
                         progress=progress_printer("indexing files", min_total=200))
+    _refresh_tantivy(env)
     _report(env, report)
+
+
+def _refresh_tantivy(env: Env) -> None:
+    """Keep the Tantivy index of a large index current (derived: a failure is a notice)."""
+    from ctxstore.search.tantivy_index import refresh_tantivy
+
+    notice = refresh_tantivy(env.session())
+    if notice:
+        click.echo(f"ctx: {notice}", err=True)
 
 
 @click.command("relate")

@@ -71,10 +71,12 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
                                    progress=progress_printer("folding work commits", min_total=500))
     if res.commit is not None:  # the SCC view is derived: a failure is a notice, never an error
         from ctxstore.graph.scc import refresh_after_commit
+        from ctxstore.search.tantivy_index import refresh_tantivy
 
-        notice = refresh_after_commit(store)
-        if notice:
-            click.echo(f"ctx: {notice}", err=True)
+        # the full-text index is derived too: a notice at most
+        for notice in (refresh_after_commit(store), refresh_tantivy(env.session())):
+            if notice:
+                click.echo(f"ctx: {notice}", err=True)
     # A merge of several heads of refs/main (after a Git merge) is a canonical commit too,
     # even with nothing to fold: Git must carry it with the pointer that names it.
     staged = git_stage_after(store.root, res.commit is not None or res.merge_commit is not None)

@@ -142,16 +142,16 @@ def search_command(env: Env, text: str, since: str | None, until: str | None,
         ctx memory search "decisions about the login page last week"
         ctx memory search "flaky test" --since 2026-03-01 --format json
     """
-    from ctxstore.memory.search import result_json, search_memory, time_bound, unique_session
+    from ctxstore.memory.search import MemoryQuery, result_json, search_transcripts
 
-    now_ms = _now_ms(now)
-    low = time_bound("--since", since, now_ms, end=False)
-    high = time_bound("--until", until, now_ms, end=True)
-    with _open(env) as db:
-        if session:
-            session = unique_session(db, session)
-        result = search_memory(db, text, now_ms=now_ms, since=low, until=high, session=session,
-                               intent=intent, limit=limit)
+    answer = search_transcripts(_memory_dir(env), MemoryQuery(text, since, until, session, intent,
+                                                              limit),
+                                now_ms=_now_ms(now), agent=False)
+    if answer.missing:
+        raise NothingToDo("there is no transcript memory yet",
+                          hint="`ctx memory backfill --all` indexes past sessions; the Stop hook "
+                               "indexes new ones")
+    result = answer.result
     if env.fmt == "json":
         emit_json(result_json(result))
         return

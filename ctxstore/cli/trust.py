@@ -133,7 +133,8 @@ def trust_command(env: Env, revoke: bool, list_: bool) -> None:
                    "records": [] if record is None else [
             {"store": record.store, "claude_md_on_stop": record.claude_md_on_stop,
              "claude_md_path": record.claude_md_path}], "limits": raised,
-            "security": None if granted is None else json.loads(granted)["security"]})
+            "security": None if granted is None
+            else consent.policy_from_config(store.config).fingerprint()})
         return
     if record is None and not raised and granted is None:
         click.echo(f"nothing to trust: {config} sets [claude] claude_md_on_stop = false, "

@@ -19,7 +19,6 @@ from dataclasses import field
 from ctxstore.errors import CommitOrphan, ObjectNotFound
 from ctxstore.index.build import BUILD_TABLES, apply_build_record
 from ctxstore.index.code import CODE_TABLES, DocumentFrequencies, apply_file
-from ctxstore.index.fulltext.fts5 import Fts5Engine
 from ctxstore.index.heads import FoldReads, record_commit_graph, update_node_heads
 from ctxstore.model import Commit, TypedObject, WorkCommit, codec
 from ctxstore.model.build import CargoRecord, CommandRunRecord
@@ -44,6 +43,7 @@ from ctxstore.objects import ObjectId
 from ctxstore.records import dataclass
 from ctxstore.replay import purged_descendants, read_batch_unless_purged
 from ctxstore.repo import Store
+from ctxstore.search.fts5 import Fts5Engine
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_index"]

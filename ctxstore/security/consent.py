@@ -97,7 +97,7 @@ def read_records(store: Store) -> list[tuple[str, Any]]:
             continue
         try:
             out.append((line, json.loads(line)))
-        except ValueError:
+        except (ValueError, RecursionError):  # a hand-edited record: not one of ours
             out.append((line, None))
     return out
 

@@ -101,15 +101,15 @@ def pack_page(db: Session, params: Params) -> Any:
     """``pack?task=T&budget=N&depth=N&narrative=1&graph=1``: ``browse.pack.explore_pack``."""
     from ctxstore.browse.pack import explore_pack
     from ctxstore.claude.state import read_current_task
+    from ctxstore.packs.request import PackRequest
 
-    task = params.get("task", "")
     graph = _flag(params, "graph")
-    view = explore_pack(db, task, budget=_int(params, "budget", None, 1, 100_000_000),
-                        depth=_int(params, "depth", None, 0, 16),
-                        include_narrative=_flag(params, "narrative"),
-                        graph=True if graph is None else graph,
-                        active_task=read_current_task(db.root))
-    return to_json(view)
+    view = explore_pack(db, PackRequest(
+        params.get("task", ""), budget=_int(params, "budget", None, 1, 100_000_000),
+        depth=_int(params, "depth", None, 0, 16), include_narrative=_flag(params, "narrative"),
+        graph=True if graph is None else graph, fmt="json",
+        active_task=read_current_task(db.root)))
+    return {"pack": view.pack.to_json(), "costs": list(view.costs), "notes": list(view.notes)}
 
 
 def transcripts_page(db: Session, params: Params) -> Any:

@@ -120,7 +120,8 @@ def test_hook_on_older_schema_answers_at_once_with_a_note_and_does_not_rebuild(
     before = _index_state(root)
     out, took = _hook(root, event, **payload)
     assert out == {"systemMessage": "ctx: the index was built by an older ctx (schema version "
-                                    f"{OLD_SCHEMA}, this ctx uses {INDEX_SCHEMA_VERSION}); run `ctx rebuild`"}
+                                    f"{OLD_SCHEMA}, this ctx uses {INDEX_SCHEMA_VERSION}); run "
+                                    "`ctx rebuild`"}
     # A Python start and a few file reads: a guard against waiting for a build (whether one
     # ran is checked below), generous for a loaded machine.
     assert took < 10, took

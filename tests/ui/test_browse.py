@@ -15,6 +15,7 @@ from ctxstore.browse.transcripts import read_transcripts, search_transcripts_rea
 from ctxstore.errors import InvalidInput, NodeNotFound, UnsupportedStoreVersion
 from ctxstore.graph.scc import POINTER_NAME
 from ctxstore.memory.db import memory_path, open_memory
+from ctxstore.packs.request import PackRequest
 from ctxstore.session import Session
 from tests.ui.project import Project, make_project, tree_digest
 
@@ -162,24 +163,25 @@ def test_browse_pack_gives_items_costs_and_notes_and_writes_nothing(project: Pro
     session.index()
     before = tree_digest(project.ctx)
     try:
-        view = explore_pack(session, "fix the retry loop in retry_loop", budget=4000)
+        view = explore_pack(session, PackRequest("fix the retry loop in retry_loop", budget=4000))
     finally:
         session.close()
     assert tree_digest(project.ctx) == before
-    items = view.pack["retrieved"]
+    items = view.pack.retrieved
     assert items and len(view.costs) == len(items)
-    assert any(item.get("path") == "pkg/c.py" for item in items)
-    assert all(item["why"] for item in items)
-    assert sum(view.costs) <= view.pack["token_budget"]["used"] <= 4000
+    assert any(item.extra.get("path") == "pkg/c.py" for item in items)
+    assert all(item.why for item in items)
+    assert sum(view.costs) <= view.pack.token_budget.used <= 4000
     assert view.notes == ()
 
 
 def test_browse_pack_notes_a_task_without_words_and_refuses_bad_input(db: Session) -> None:
-    assert explore_pack(db, "!!").notes[0].startswith("the task has no searchable words")
+    assert explore_pack(db, PackRequest("!!")).notes[0].startswith(
+        "the task has no searchable words")
     with pytest.raises(InvalidInput):
-        explore_pack(db, "x" * 100_001)
+        explore_pack(db, PackRequest("x" * 100_001))
     with pytest.raises(InvalidInput):
-        explore_pack(db, "retry", budget=0)
+        explore_pack(db, PackRequest("retry", budget=0))
 
 
 def test_browse_transcripts_topics_and_search(db: Session) -> None:
@@ -201,7 +203,7 @@ def test_browse_transcripts_never_migrate_an_older_memory_file(tmp_path: Path) -
     project = make_project(tmp_path)
     path = memory_path(project.ctx)
     conn = sqlite3.connect(path)
-    conn.execute("DELETE FROM schema_version WHERE version = 2")  # as a schema-1 file records it
+    conn.execute("DELETE FROM schema_version WHERE version > 1")  # as a schema-1 file records it
     conn.commit()
     conn.close()
     before = tree_digest(project.ctx)

@@ -28,12 +28,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from heapq import nlargest
 from itertools import compress
 from operator import itemgetter
+from typing import Protocol
 
-from ctxstore.packs.text import Query, cached_is_test_path, path_tokens
 from ctxstore.records import dataclass, field
+from ctxstore.search.task import Query
+from ctxstore.search.tokenize import cached_is_test_path, path_tokens
 
-__all__ = ["Document", "Params", "Hit", "FieldStats", "Expander", "Corpus", "DEFINITION_KINDS",
-           "defined_names"]
+__all__ = ["Document", "Params", "Hit", "FieldStats", "TextScores", "Expander", "Corpus",
+           "DEFINITION_KINDS", "defined_names"]
 
 # Symbol kinds whose names a query may mention to point at the defining file.
 DEFINITION_KINDS = frozenset({"class", "function", "method", "struct", "enum", "trait", "interface",
@@ -202,6 +204,35 @@ class FieldStats:
                     into.setdefault(i, set()).add(term)
 
 
+class TextScores(Protocol):
+    """Both text fields scored elsewhere (an engine that holds the postings: Tantivy).
+
+    ``scores`` gives each document's body BM25 plus ``path_weight`` times its path BM25, as
+    ``FieldStats.scores`` of the two fields would, for at least the best documents.
+    """
+
+    def scores(self, weights: Mapping[str, float]) -> dict[int, float]:
+        """Document -> text score, for the documents holding a query term (the best of them).
+
+        Args:
+            weights: Query term -> weight.
+
+        Returns:
+            The scores.
+        """
+        ...
+
+    def holding(self, terms: Iterable[str], docs: set[int], into: dict[int, set[str]]) -> None:
+        """Add to ``into`` the terms each of ``docs`` holds, in either field (``FieldStats.holding``).
+
+        Args:
+            terms: Query terms.
+            docs: The documents asked about.
+            into: Document -> its terms, added to.
+        """
+        ...
+
+
 # Graph edges from source documents: (source, neighbour, label read source -> neighbour:
 # "Imports" when the source imports the neighbour, "ImportedBy" when the neighbour imports it).
 Expander = Callable[[Sequence[int]], Iterable[tuple[int, int, str]]]
@@ -219,14 +250,18 @@ class Corpus:
         params: Weights; the defaults are the tuned ones.
         tests: The test, benchmark and example files among them (``text.is_test_path``),
             when already known (the index keeps them); None: judged here from the paths.
+        text: Both fields scored by an engine instead of ``body`` and ``path`` (which are
+            then not read).
     """
 
-    def __init__(self, paths: Sequence[str], body: FieldStats, path: FieldStats,
+    def __init__(self, paths: Sequence[str], body: FieldStats | None, path: FieldStats | None,
                  definers: Mapping[str, Sequence[int]], expand: Expander | None,
-                 params: Params | None = None, tests: Sequence[int] | None = None) -> None:
+                 params: Params | None = None, tests: Sequence[int] | None = None,
+                 text: TextScores | None = None) -> None:
         self.paths = paths
         self.body = body
         self.path = path
+        self.text = text
         self.definers = definers
         self.expand = expand
         self.params = params or Params()
@@ -289,10 +324,14 @@ class Corpus:
         p = self.params
         n = len(self.paths)
         score = [0.0] * n
-        fields = [(f, w) for f, w in ((self.body, 1.0), (self.path, p.path_weight)) if w]
+        fields = [(f, w) for f, w in ((self.body, 1.0), (self.path, p.path_weight))
+                  if w and f is not None and self.text is None]
         for fld, weight in fields:
             for i, s in fld.scores(query.weights, p.k1).items():
                 score[i] += weight * s
+        if self.text is not None:
+            for i, s in self.text.scores(query.weights).items():
+                score[i] += s
         top = max(score, default=0.0) or 1.0
         defines: dict[int, list[str]] = {}
         tests = set(self.tests) if query.names else set()
@@ -317,6 +356,8 @@ class Corpus:
         matched: dict[int, set[str]] = {}  # the terms of the hits that list them, read after
         for fld, _ in fields:              # ranking from the postings (not kept for every file)
             fld.holding(query.weights, set(order[:told]), matched)
+        if self.text is not None:
+            self.text.holding(query.weights, set(order[:told]), matched)
         position = {t: k for k, t in enumerate(query.raw_terms)}
         return [Hit(self.paths[i], score[i],
                     sorted(matched.get(i, ()), key=position.__getitem__) if k < told else [],

@@ -5,16 +5,17 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxstore.packs.rank import Corpus, Document, Params, defined_names
-from ctxstore.packs.text import (
+from ctxstore.search.rank import Corpus, Document, Params, defined_names
+from ctxstore.search.task import clean_query, parse_query
+from ctxstore.search.tokenize import (
     cached_is_test_path,
-    clean_query,
     held_terms,
     is_test_path,
-    parse_query,
     path_tokens,
-    term_set,
     tokenize,
+)
+from ctxstore.search.tokenize import (
+    terms as all_terms,
 )
 
 
@@ -148,10 +149,10 @@ _PIECES = ["get", "Pager", "file", "_", "__init__", "HTTP", "Transport", "x", "4
        st.lists(st.sampled_from(["get", "pager", "get_pager", "file", "init", "__init__", "http",
                                  "httptransport", "transport", "ing", "request", "log", "a_b",
                                  "x", "42", "-x", "Get", "", "ét", "the"]), max_size=8))
-def test_held_terms_is_the_filter_of_term_set(text: str, terms: list[str]) -> None:
+def test_held_terms_is_the_filter_of_the_texts_terms(text: str, terms: list[str]) -> None:
     # The pack's exact matched_terms of a chosen chunk: the same answer as tokenizing it all
     # (non-ASCII letters whose lower case is longer must not shift what is found).
-    held = term_set(text)
+    held = set(all_terms(text))
     assert held_terms(text, terms) == [t for t in terms if t in held]
 
 

@@ -1,45 +1,51 @@
 """Ranked free-text search: any text in, the best matching memory and code out (issue 14).
 
 ``ctx search``, recall's free-text fallback and the hooks' relevant context all rank here.
-The text is tokenised by ctx, never handed to FTS5's query syntax: words are runs of
-letters and digits (what FTS5's ``unicode61`` tokenizer indexes), ``"quoted phrases"`` stay
-phrases, everything else (quotes, parentheses, ``*``, ``-``, operators, code punctuation)
-separates words. Common English words are dropped when something else is left, and a long
-text keeps its ``MAX_TERMS`` rarest words (by FTS5's own document counts), so 10 KB of text
-costs what a sentence does.
+The text is tokenised by ctx (``search.tokenize``: the terms every index holds), never handed
+to FTS5's query syntax: ``"quoted phrases"`` stay phrases, everything else (quotes,
+parentheses, ``*``, ``-``, operators, code punctuation) separates words. Common English words
+are dropped when something else is left, and a long text keeps its ``MAX_TERMS`` rarest terms
+(by FTS5's own document counts), so 10 KB of text costs what a sentence does.
 
 Ranking: any term may match (a question or a commit message still finds the node that holds
 its key words); each candidate's BM25 score (SQLite's, negated so higher is better) is
 multiplied by ``1 + coverage`` (the share of the query's terms the document holds) and by
 ``ALL_TERMS_BOOST`` when it holds every term. A symbol whose name is a query word scores as
 the best other hit does: typing a function's name finds it first. Reads only; no SQL here
-(``index.fulltext.ranked``).
+(``search.ranked``).
 """
 
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from ctxstore.index.fulltext.ranked import (
+from ctxstore.records import dataclass
+from ctxstore.search.ranked import (
     ChunkRow,
+    NodeText,
     SymbolRow,
     document_frequencies,
     ranked_chunks,
     ranked_nodes,
     symbols_named,
 )
-from ctxstore.index.fulltext.unicode61 import fold as fold_unicode61
-from ctxstore.records import dataclass
+from ctxstore.search.rows import chunks_at, nodes_at
+from ctxstore.search.tokenize import PROSE_STOP_WORDS, held_terms, index_text, phrase
+from ctxstore.search.tokenize import terms as terms_of
+from ctxstore.search.tokenize import words as words_of
 
 if TYPE_CHECKING:
-    import sqlite3
+    from pathlib import Path
 
+    from ctxstore.config import Config
     from ctxstore.index.read import NodeRow
+    from ctxstore.search.tantivy_index import Served
 
-__all__ = ["KINDS", "FULL_MATCH", "MAX_TERMS", "ALL_TERMS_BOOST", "SearchTerms", "Hit", "fold", "words_of",
-           "search_terms", "search"]
+__all__ = ["KINDS", "FULL_MATCH", "MAX_TERMS", "MAX_PHRASE_WORDS", "ALL_TERMS_BOOST", "SearchTerms",
+           "Hit", "SearchSession", "search_terms", "search"]
 
 KINDS = ("node", "narrative", "chunk", "symbol")
 # A hit holding this many of the query's terms (all of them, for a shorter query) is as
@@ -58,46 +64,9 @@ _COVERAGE_CHARS = 20_000
 _NODE_KINDS = frozenset({"node", "narrative"})
 _NAME = re.compile(r"\w+")  # a symbol's name as written: read_config, ReadConfig
 _PHRASE = re.compile(r'"([^"]*)"')
-STOPWORDS = frozenset("""
-a about above after again all also am an and any are as at be because been before being below
-between both but by can could did do does doing done down during each few for from further get
-had has have having he her here hers him his how i if in into is it its itself just let me more
-most my no nor not now of off on once only or other our ours out over own same she should so
-some such than that the their them then there these they this those through to too under until
-up very was we were what when where which while who whom why will with would you your yours
-""".split())
-
-
-def fold(text: str) -> str:
-    """Text as FTS5's ``unicode61`` tokenizer reads it: words folded, separators spaces.
-
-    Exactly what the index stores (``index.fulltext.unicode61``): ``Straße`` stays
-    ``straße``, kana and Hangul stay whole, only Latin letters lose their diacritics.
-
-    Args:
-        text: Any text.
-
-    Returns:
-        The folded text; its space-separated words are the index's tokens.
-    """
-    return fold_unicode61(text)
-
-
-def words_of(text: str) -> list[str]:
-    """The folded words of ``text`` in order: the tokens FTS5 stores for it.
-
-    Args:
-        text: Any text.
-
-    Returns:
-        Its words, folded as ``fold`` does.
-    """
-    return fold_unicode61(text).split()
-
-
 @dataclass(frozen=True, slots=True)
 class SearchTerms:
-    """What a text searches for: FTS5 terms (folded words and phrases) and names as written.
+    """What a text searches for: phrases of terms (a single term is one) and names as written.
 
     Names are identifiers as typed (``retry_socket``), looked up as symbol names.
     """
@@ -123,18 +92,21 @@ def search_terms(text: str, conn: sqlite3.Connection | None = None,
         The terms (phrases first, then words in order), possibly none.
     """
     text = text.replace("\0", " ")
-    spans = [words_of(m.group(1)) for m in _PHRASE.finditer(text)]
+    spans = [m.group(1) for m in _PHRASE.finditer(text)]
     # A quoted span of a few words is a phrase; a longer one is a pasted text's stray quotes
     # pairing up (a log, code), whose words are searched one by one.
-    phrases = [" ".join(ws) for ws in spans if 1 < len(ws) <= MAX_PHRASE_WORDS]
-    singles = [w for ws in spans if len(ws) == 1 or len(ws) > MAX_PHRASE_WORDS for w in ws]
-    words = list(dict.fromkeys(singles + words_of(_PHRASE.sub(" ", text))))
-    kept = [w for w in words if w not in STOPWORDS] or words
+    counts = [len(words_of(span)) for span in spans]
+    phrases = [phrase(span) for span, n in zip(spans, counts, strict=True)
+               if 1 < n <= MAX_PHRASE_WORDS]
+    singles = [t for span, n in zip(spans, counts, strict=True)
+               if n == 1 or n > MAX_PHRASE_WORDS for t in terms_of(span)]
+    found = list(dict.fromkeys(singles + terms_of(_PHRASE.sub(" ", text))))
+    kept = [t for t in found if t not in PROSE_STOP_WORDS] or found
     phrases = list(dict.fromkeys(phrases))[:max(1, max_terms // 2)]  # words keep room too
     room = max_terms - len(phrases)
     if len(kept) > room:
         kept = _rarest(kept, room, conn)
-    names = [n for n in dict.fromkeys(_NAME.findall(text)) if n.casefold() not in STOPWORDS]
+    names = [n for n in dict.fromkeys(_NAME.findall(text)) if n.casefold() not in PROSE_STOP_WORDS]
     return SearchTerms(tuple(phrases + kept), tuple(names[:max_terms * 2]))
 
 
@@ -163,19 +135,18 @@ class Hit:
     symbol: SymbolRow | None = None
 
 
-def _matched(terms: Sequence[str], text: str) -> tuple[str, ...]:
-    """The terms ``text`` holds (a phrase: its words adjacent, in order).
+def _matched(query: Sequence[str], text: str) -> tuple[str, ...]:
+    """The phrases of ``query`` that ``text`` holds (a phrase: its terms adjacent, in order).
 
-    A word is looked for in the folded text rather than among all of its words: listing
-    every word of 80 candidates' texts was most of the cost of re-ranking them. Folding
-    makes every separator a space, so a word of the text is one between spaces.
+    A single term is looked for among the words that contain it (``tokenize.held_terms``):
+    listing every term of 80 candidates' texts was most of the cost of re-ranking them.
     """
-    folded = f" {fold(text[:_COVERAGE_CHARS])} "
-    found = tuple(t for t in terms if " " not in t and f" {t} " in folded)
-    phrases = [t for t in terms if " " in t]
+    text = text[:_COVERAGE_CHARS]
+    found = tuple(held_terms(text, [t for t in query if " " not in t]))
+    phrases = [t for t in query if " " in t]
     if not phrases:
         return found
-    joined = " " + " ".join(folded.split()) + " "
+    joined = f" {index_text(text)} "
     return found + tuple(t for t in phrases if f" {t} " in joined)
 
 
@@ -186,16 +157,23 @@ def _boosted(score: float, matched: int, total: int) -> float:
     return score * (1.0 + coverage) * boost
 
 
-def _node_hits(conn: sqlite3.Connection, terms: Sequence[str], kinds: frozenset[str],
-               pool: int, include_superseded: bool, relative: bool) -> list[Hit]:
+class _Stale(Exception):
+    """Tantivy cannot be trusted here: a hit names another row, or its files cannot be read."""
+
+
+def _node_hits(conn: sqlite3.Connection, served: Served | None, terms: Sequence[str],
+               kinds: frozenset[str], pool: int, include_superseded: bool, relative: bool
+               ) -> list[Hit]:
     """Candidate nodes re-ranked by coverage (full rows are loaded for the best only).
 
     With ``relative``, BM25 is divided by the best candidate's (the first: best first).
     """
     if not kinds & _NODE_KINDS:
         return []
-    cands = ranked_nodes(conn, terms, limit=pool, include_superseded=include_superseded,
-                         flag=f"$.{_NARRATIVE_KEY}")
+    flag = f"$.{_NARRATIVE_KEY}"
+    cands = _tantivy_nodes(conn, served, terms, pool, include_superseded, flag) \
+        if served is not None else \
+        ranked_nodes(conn, terms, limit=pool, include_superseded=include_superseded, flag=flag)
     scale = _scale(cands[0].score if cands else 0.0, relative)
     hits = []
     for cand in cands:
@@ -205,6 +183,36 @@ def _node_hits(conn: sqlite3.Connection, terms: Sequence[str], kinds: frozenset[
             hits.append(Hit(kind, cand.id, _boosted(cand.score / scale, len(matched), len(terms)),
                             matched))
     return hits
+
+
+def _served_hits(served: Served, corpus: str, terms: Sequence[str], limit: int
+                 ) -> list[tuple[int, float, int]]:
+    from ctxstore.search.tantivy_index import TantivyUnusable
+
+    try:
+        return served.hits(corpus, terms, limit)
+    except TantivyUnusable as exc:
+        raise _Stale from exc
+
+
+def _tantivy_nodes(conn: sqlite3.Connection, served: Served, terms: Sequence[str], pool: int,
+                   include_superseded: bool, flag: str) -> list[NodeText]:
+    """``ranked_nodes`` served by Tantivy: its best nodes, the live ones kept (as many)."""
+    from ctxstore.search.rows import superseded_count
+    from ctxstore.search.tantivy_index import check_of
+
+    extra = 0 if include_superseded else superseded_count(conn)
+    found = _served_hits(served, "nodes", terms, pool + extra)
+    rows = nodes_at(conn, [r for r, _, _ in found], flag=flag,
+                    include_superseded=include_superseded)
+    out = []
+    for rowid, score, check in found:
+        row = rows.get(rowid)
+        if row is not None:
+            if check != check_of(row.id):
+                raise _Stale
+            out.append(NodeText(row.id, row.text, row.flagged, score))
+    return out[:pool]
 
 
 def _scale(best: float, relative: bool) -> float:
@@ -223,10 +231,11 @@ def _with_nodes(conn: sqlite3.Connection, hits: list[Hit]) -> list[Hit]:
             for h in hits if h.kind not in _NODE_KINDS or h.key in rows]
 
 
-def _chunk_hits(conn: sqlite3.Connection, terms: Sequence[str], pool: int, relative: bool
-                ) -> list[Hit]:
+def _chunk_hits(conn: sqlite3.Connection, served: Served | None, terms: Sequence[str], pool: int,
+                relative: bool) -> list[Hit]:
     """Candidate chunks re-ranked by coverage; BM25 relative to the best with ``relative``."""
-    ranked = ranked_chunks(conn, terms, limit=pool)
+    ranked = _tantivy_chunks(conn, served, terms, pool) if served is not None else \
+        ranked_chunks(conn, terms, limit=pool)
     scale = _scale(ranked[0][1] if ranked else 0.0, relative)
     hits = []
     for chunk, score in ranked:
@@ -235,6 +244,22 @@ def _chunk_hits(conn: sqlite3.Connection, terms: Sequence[str], pool: int, relat
         hits.append(Hit("chunk", key, _boosted(score / scale, len(matched), len(terms)), matched,
                         chunk=chunk))
     return hits
+
+
+def _tantivy_chunks(conn: sqlite3.Connection, served: Served, terms: Sequence[str], pool: int
+                    ) -> list[tuple[ChunkRow, float]]:
+    """``ranked_chunks`` served by Tantivy."""
+    from ctxstore.search.tantivy_index import check_of
+
+    found = _served_hits(served, "chunks", terms, pool)
+    rows = chunks_at(conn, [r for r, _, _ in found])
+    out = []
+    for rowid, score, check in found:
+        chunk = rows.get(rowid)
+        if chunk is None or check != check_of(chunk.path):
+            raise _Stale
+        out.append((chunk, score))
+    return out
 
 
 def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], terms: Sequence[str],
@@ -250,23 +275,50 @@ def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], terms: Sequence
     spellings = list(dict.fromkeys([*names, *(n.lower() for n in names)]))
     hits = []
     for s in symbols_named(conn, spellings, limit=pool):
-        held = len(wanted.intersection(words_of(s.name))) or 1
+        held = len(wanted.intersection(terms_of(s.name))) or 1
         share = min(1.0, held / len(words)) if words else 1.0
         hits.append(Hit("symbol", s.qualname, score * share, (s.name.lower(),), symbol=s))
     return hits
 
 
-def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS, limit: int = 20,
-           include_superseded: bool = False) -> list[Hit]:
+class SearchSession(Protocol):
+    """What ``search`` needs of a session (``ctxstore.session.Session`` is one)."""
+
+    @property
+    def root(self) -> Path:
+        """The store's ``.ctx`` directory."""
+        ...
+
+    @property
+    def config(self) -> Config:
+        """The store's configuration."""
+        ...
+
+    def index(self) -> sqlite3.Connection:
+        """The store's index connection, current."""
+        ...
+
+
+def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
+           limit: int = 20, include_superseded: bool = False,
+           served: Served | None | Literal["choose"] = "choose") -> list[Hit]:
     """Rank nodes, narrative, file chunks and symbols by relevance to any text.
 
+    The one entry point of free-text search: ``ctx search``, the MCP ``search`` tool (through
+    ``knowledge.scopes``), ``ctx pack``'s memory items, recall's free text and the prompt
+    hook's relevant memory. Given a session, the full-text engine is chosen for its index
+    (``search.tantivy_index.open_served``: Tantivy on a large index, else FTS5); given a
+    bare index connection (the hooks, recall), FTS5 answers, and tantivy is never imported.
+
     Args:
-        conn: An index connection that is current.
+        target: A session, or an index connection that is current.
         text: Any text: a question, code, punctuation, 10 KB of a log.
         kinds: Which of ``KINDS`` to search; ``node`` means every node, those made from
             narrative entries (kind ``narrative``) included.
         limit: At most this many hits.
         include_superseded: Also superseded nodes.
+        served: The Tantivy index a caller opened already for this session
+            (``tantivy_index.open_served``; None: FTS5), or ``"choose"`` to choose here.
 
     Returns:
         Hits, best first (ties: node, narrative, chunk, symbol, then key); empty when the text
@@ -278,9 +330,31 @@ def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
     wanted = frozenset(kinds)
     if "node" in wanted:  # a decision or a task is a node, whatever file it was written in
         wanted |= {"narrative"}
+    conn = target if isinstance(target, sqlite3.Connection) else target.index()
     query = search_terms(text, conn)
     if not query:
         return []
+    if isinstance(target, sqlite3.Connection) or not wanted & {"chunk", *_NODE_KINDS}:
+        served = None
+    elif served == "choose":
+        from ctxstore.search.tantivy_index import open_served
+
+        served = open_served(target.root, conn, target.config)
+    try:
+        hits = _ranked(conn, served, query, wanted, limit, include_superseded)
+    except _Stale:  # rowids the engine recorded name other rows now, or its files are
+        # damaged: FTS5 answers, and the next write rebuilds it
+        from ctxstore.search.tantivy_index import forget_tantivy
+
+        assert not isinstance(target, sqlite3.Connection)
+        forget_tantivy(target.root)
+        hits = _ranked(conn, None, query, wanted, limit, include_superseded)
+    return _with_nodes(conn, hits)
+
+
+def _ranked(conn: sqlite3.Connection, served: Served | None, query: SearchTerms,
+            wanted: frozenset[str], limit: int, include_superseded: bool) -> list[Hit]:
+    """``search``'s hits, best first, the ``limit`` best (node hits without their nodes yet)."""
     terms = query.terms
     pool = max(limit * 4, 50)
     # BM25 of a two-line decision (nodes_fts) and of a 60-line chunk (chunks_fts) come from
@@ -289,11 +363,11 @@ def search(conn: sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
     # BM25 is divided by its best candidate's, so the best of each is 1 and coverage, which
     # means the same in both, decides between them. A search of one table keeps raw BM25.
     relative = "chunk" in wanted and bool(wanted & _NODE_KINDS)
-    hits = _node_hits(conn, terms, wanted, pool, include_superseded, relative)
+    hits = _node_hits(conn, served, terms, wanted, pool, include_superseded, relative)
     if "chunk" in wanted:
-        hits += _chunk_hits(conn, terms, pool, relative)
+        hits += _chunk_hits(conn, served, terms, pool, relative)
     if "symbol" in wanted:
         top = max((h.score for h in hits), default=1.0)
         hits += _symbol_hits(conn, query.names, terms, top, pool)
     hits.sort(key=lambda h: (-h.score, KINDS.index(h.kind), h.key))
-    return _with_nodes(conn, hits[:limit])
+    return hits[:limit]

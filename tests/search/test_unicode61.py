@@ -1,4 +1,4 @@
-"""``index.fulltext.unicode61`` reproduces FTS5's ``unicode61`` tokenizer, checked against SQLite.
+"""``search.unicode61`` reproduces FTS5's ``unicode61`` tokenizer, checked against SQLite.
 
 Run as a script, it prints the module's generated tables from the SQLite in use.
 """
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxstore.index.fulltext import unicode61
-from ctxstore.index.fulltext.unicode61 import fold, words
+from ctxstore.search import unicode61
+from ctxstore.search.unicode61 import fold, words
 
 _CODE_POINTS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
 

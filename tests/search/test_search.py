@@ -11,21 +11,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxstore.index import open_index
-from ctxstore.index.fulltext.fts5 import match_expression
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.knowledge.recall import recall_nodes
-from ctxstore.knowledge.search import (
+from ctxstore.narrative.entries import add_decision
+from ctxstore.repo import Store
+from ctxstore.search.fts5 import match_expression
+from ctxstore.search.search import (
     _COVERAGE_CHARS,
     MAX_PHRASE_WORDS,
     MAX_TERMS,
-    STOPWORDS,
     _matched,
     search,
     search_terms,
-    words_of,
 )
-from ctxstore.narrative.entries import add_decision
-from ctxstore.repo import Store
+from ctxstore.search.tokenize import PROSE_STOP_WORDS, index_text
+from ctxstore.search.tokenize import terms as words_of
+from ctxstore.search.tokenize import words as written
 from tests.conftest import invoke, store_digest
 
 FACTS = {
@@ -120,10 +121,10 @@ def test_search_terms_drop_stopwords_unless_nothing_is_left() -> None:
 
 
 def _matched_by_listing(terms: tuple[str, ...], text: str) -> tuple[str, ...]:
-    """The expression ``knowledge.search._matched`` replaced: every word of the text listed."""
-    words = words_of(text[:_COVERAGE_CHARS])
-    have = set(words)
-    joined = " " + " ".join(words) + " "
+    """What ``search.search._matched`` computes, by listing every term of the text."""
+    text = text[:_COVERAGE_CHARS]
+    have = set(words_of(text))
+    joined = f" {index_text(text)} "  # what the index holds: a phrase is adjacent there
     return tuple(t for t in terms if (t in have) if " " not in t) + \
         tuple(t for t in terms if " " in t and f" {t} " in joined)
 
@@ -134,7 +135,7 @@ _WORDY = st.text(alphabet=st.sampled_from("abcAB12_ -.\néÉ́ß²٠x"), max_siz
 @given(_WORDY, st.lists(_WORDY, max_size=6), st.lists(_WORDY, max_size=3))
 def test_search_matched_terms_are_those_the_text_lists(text: str, queries: list[str],
                                                        quoted: list[str]) -> None:
-    """Finding a word in the folded text is listing the text's words and looking it up."""
+    """Finding a term among the words that contain it is listing the text's terms."""
     terms = search_terms(" ".join(queries) + "".join(f' "{q}"' for q in quoted)).terms
     terms += tuple(w for q in queries for w in words_of(q))  # stopwords and repeats too
     assert _matched(terms, text) == _matched_by_listing(terms, text)
@@ -344,10 +345,11 @@ def test_search_finds_a_one_word_row_for_any_word(store: Store) -> None:
                        max_size=12))
         def check(text: str) -> None:
             text = text.replace("\0", " ").replace('"', " ")
-            words = [w for w in words_of(text) if w not in STOPWORDS]
+            # each word as written in the text (an identifier's parts depend on its case)
+            words = [w for w in written(text) if words_of(w) and w.lower() not in PROSE_STOP_WORDS]
             conn.execute("DELETE FROM nodes_fts")
             conn.execute("INSERT INTO nodes_fts(rowid, content, summary) VALUES (1, ?, '')",
-                         (text,))
+                         (index_text(text),))  # what the index stores of it
             for word in words:  # typed as the user would: each word of the text, or all
                 for typed in (word, text):
                     terms = search_terms(typed).terms

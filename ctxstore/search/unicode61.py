@@ -11,8 +11,8 @@ U+0300..U+0331 continues a word and is dropped; anything else separates words. P
 so the query side would look for words the index never stored.
 
 The tables below were read from SQLite itself (every code point, tokenised alone and between
-two letters) and are checked against it by ``tests/index/test_unicode61.py``, which also
-prints them again (``python tests/index/test_unicode61.py``); they were read from SQLite
+two letters) and are checked against it by ``tests/search/test_unicode61.py``, which also
+prints them again (``python tests/search/test_unicode61.py``); they were read from SQLite
 3.40.1, and read again from SQLite 3.51.1 (2026-11-28) they are the same: SQLite's Unicode
 tables for ``unicode61`` have not changed between those releases. The test fails if the
 SQLite in use tokenises differently. Pure Python: the hook path folds every prompt.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["fold", "words"]
+__all__ = ["fold", "words", "separator_ranges"]
 
 # ASCII by bytes: A-Z lower-cased, every other non-alphanumeric byte a space. Bytes from
 # 0x80 up are left alone, and UTF-8 encodes non-ASCII characters with those bytes only.
@@ -65,6 +65,15 @@ def fold(text: str) -> str:
     # character of a non-ASCII string up in the dict (~40 ns each), 0.8 ms for 20,000.
     table = _table()
     return re.sub(_NON_ASCII, lambda m: m.group().translate(table), folded)
+
+
+def separator_ranges() -> list[tuple[int, int]]:
+    """The non-ASCII code points that separate words, as inclusive ``(first, last)`` ranges.
+
+    Returns:
+        The ranges, in order.
+    """
+    return list(zip(_SEPARATORS[::2], _SEPARATORS[1::2], strict=True))
 
 
 def words(text: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""``index.fulltext.ranked``: pruned ranking keeps exactly the rows scoring them all keeps."""
+"""``search.ranked``: pruned ranking keeps exactly the rows scoring them all keeps."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ctxstore.index.fulltext import ranked
 from ctxstore.index.schema import SCHEMA
+from ctxstore.search import ranked
 
 COMMON = ["response", "header", "value", "self", "return", "data"]
 MIDDLE = [f"mid{i}" for i in range(30)]

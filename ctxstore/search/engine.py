@@ -1,9 +1,12 @@
 """The full-text engine protocol: what the index and the query executor need of one.
 
 An engine indexes documents (an integer key, the ``nodes`` rowid, and named text fields),
-deletes them, and searches them. A search takes *terms*: each term is a phrase (its
-words, in order, adjacent; a single word is a one-word phrase), and the terms combine
-with ``mode="all"`` (every term) or ``mode="any"`` (at least one). Scores are BM25.
+deletes them, and searches them. Every engine indexes the terms of ``search.tokenize`` (one
+tokeniser for every engine and every query): a document's fields are given as text and the
+engine indexes ``tokenize.index_text`` of each. A search takes *phrases*, each a string of
+terms (``tokenize.phrase`` of the words a person typed, or one term alone), and the phrases
+combine with ``mode="all"`` (every phrase) or ``mode="any"`` (at least one). A phrase
+matches where its terms occur in order, adjacent. Scores are BM25.
 
 The executor composes full-text matches into one SQL statement over ``nodes``, so an
 engine also renders a search as a SQL sub-query (``sql_rowids``, ``sql_scores``): FTS5
@@ -13,7 +16,7 @@ engine-specific SQL.
 
 Implementations: ``fts5.Fts5Engine`` (the default, the ``nodes_fts`` table of
 ``ctxstore.index.schema``) and ``tantivy.TantivyEngine`` (imported lazily, not on the hot
-path). ``tests/contracts/test_fulltext.py`` runs one suite against each. This package
+path). ``tests/contracts/test_fulltext.py`` runs one suite against each. This module
 must not import ``query`` or anything above ``index``.
 """
 
@@ -43,7 +46,8 @@ class FullTextEngine(Protocol):
 
         Args:
             rowid: The document's key (``nodes.rowid``).
-            fields: Text per field name; names outside the engine's fields are refused.
+            fields: Text per field name (any text: the engine indexes its terms); names
+                outside the engine's fields are refused.
 
         Raises:
             ValueError: for an unknown field name.
@@ -67,9 +71,10 @@ class FullTextEngine(Protocol):
         """Search the documents.
 
         Args:
-            terms: Phrases. A phrase with no words in it matches no document (so it
-                empties an ``all`` search and adds nothing to an ``any`` one); no
-                terms match nothing.
+            terms: Phrases of terms (``tokenize.phrase`` of a word or of a quoted
+                phrase, or single terms). A phrase with no terms in it matches no
+                document (so it empties an ``all`` search and adds nothing to an ``any``
+                one); no terms match nothing.
             mode: ``"all"``: every term must occur; ``"any"``: at least one.
             limit: At most this many results.
 
@@ -112,6 +117,6 @@ def default_engine(conn: sqlite3.Connection) -> FullTextEngine:
     Returns:
         The engine.
     """
-    from ctxstore.index.fulltext.fts5 import Fts5Engine
+    from ctxstore.search.fts5 import Fts5Engine
 
     return Fts5Engine(conn)

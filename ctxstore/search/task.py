@@ -1,34 +1,23 @@
-"""Text for retrieval: the query cleaner, code-like terms, test paths (and the tokens).
+"""A free-text task as ranking reads it: the query cleaner, weighted terms, code names, files.
 
 Everything here is pure and accepts any string: retrieval must never reject text a person
-typed (DESIGN §8). The tokens and the test-path rule are ``index.terms``'s, re-exported
-here, so queries and the index's ``file_terms`` (and its ``corpus_cache``) agree. The
-tokens follow the development set's baseline so the measured gains come from the method,
-not from a different tokenizer: runs of ``[A-Za-z0-9_]``; an identifier gives its
-lowercased whole form plus its camelCase and snake_case parts;
-one-character tokens, pure numbers and a small English stop list are dropped. No stemming:
-it was measured to hurt on code (docs/retrieval.md).
+typed (DESIGN §8). The terms are ``search.tokenize``'s significant terms (``tokenize``), the
+ones the index's ``file_terms`` (and its ``corpus_cache``) hold, so a task and the files it is
+ranked against agree. They follow the development set's baseline so the measured gains come
+from the method, not from a different tokenizer: an identifier gives its whole folded form
+plus its camelCase and snake_case parts; one-character tokens, pure numbers and stop words
+are dropped. No stemming: it was measured to hurt on code (docs/retrieval.md).
 """
 
 from __future__ import annotations
 
 import re
 
-from ctxstore.index.terms import (
-    STOP_WORDS,
-    cached_is_test_path,
-    held_terms,
-    is_test_path,
-    path_tokens,
-    term_set,
-    tokenize,
-)
+from ctxstore.search.tokenize import STOP_WORDS, fold, tokenize, words
 
-__all__ = ["tokenize", "term_set", "held_terms", "path_tokens", "clean_query", "Query", "parse_query",
-           "is_test_path", "cached_is_test_path", "STOP_WORDS"]
+__all__ = ["clean_query", "Query", "parse_query"]
 
 
-_WORD = re.compile(r"[A-Za-z0-9_]+")
 # Commit-message noise: trailers, "Merge pull request #N from owner/branch", (#123),
 # URLs, commit hashes, bare issue numbers.
 # ``^[ \t]*``, never ``^\s*`` with re.M (from every line start of a run of blank lines it scans
@@ -129,8 +118,10 @@ def _pairs(text: str) -> list[str]:
     """
     out: list[str] = []
     for line in text.splitlines():
-        words = [w.lower() for w in _WORD.findall(line) if not w.isdigit()]
-        for a, b in zip(words, words[1:], strict=False):
+        # (a word with ``_`` is never paired: left unfolded, it keeps its ``_``)
+        found = [w.lower() if w.isascii() or "_" in w else fold(w) for w in words(line)
+                 if not w.isdigit()]
+        for a, b in zip(found, found[1:], strict=False):
             if len(a) > 1 and len(b) > 1 and "_" not in a + b:
                 out.extend((f"{a}_{b}", f"{b}_{a}", f"{a}{b}", f"{b}{a}"))
     return out

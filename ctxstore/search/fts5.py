@@ -1,9 +1,12 @@
 """The FTS5 full-text engine: the ``nodes_fts`` virtual table in the index database.
 
 It owns every piece of FTS5 syntax the library writes: quoting a phrase as an FTS5
-string, joining phrases with AND/OR, ``MATCH`` and ``bm25()``. The table itself is
-declared in ``ctxstore.index.schema`` (its shape is part of ``INDEX_SCHEMA_VERSION``);
-this module never creates or alters it, and it runs inside the caller's transaction.
+string, joining phrases with AND/OR, ``MATCH`` and ``bm25()``, and the tokenizer clause of
+every table that holds ``search.tokenize`` terms (``TOKENIZE``: FTS5's ``ascii`` tokenizer
+with ``_`` a token character, which keeps each term as the tokeniser wrote it). The table
+itself is declared in ``ctxstore.index.schema`` (its shape is part of
+``INDEX_SCHEMA_VERSION``); this module never creates or alters it, and it runs inside the
+caller's transaction.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from ctxstore.index.fulltext import NODE_FIELDS, MatchMode, SqlFragment
+from ctxstore.search.engine import NODE_FIELDS, MatchMode, SqlFragment
+from ctxstore.search.tokenize import index_text
 
-__all__ = ["Fts5Engine", "fts_literal", "match_expression"]
+__all__ = ["TOKENIZE", "Fts5Engine", "fts_literal", "match_expression"]
 
-_STATEMENTS: dict[str, tuple[str, str]] = {}  # table -> (insert, delete)
-_FIELD_SET = frozenset(NODE_FIELDS)
+TOKENIZE = "tokenize = \"ascii tokenchars '_'\""
+"""The tokenizer clause of an FTS5 table of ``search.tokenize`` terms (``index.schema``)."""
+
+_STATEMENTS: dict[tuple[str, tuple[str, ...]], tuple[str, str]] = {}  # table -> (insert, delete)
 
 def fts_literal(text: str) -> str:
     """Quote ``text`` as one FTS5 string (a phrase of its tokens).
@@ -52,25 +58,29 @@ class Fts5Engine:
 
     name = "fts5"
 
-    def __init__(self, conn: sqlite3.Connection, table: str = "nodes_fts") -> None:
+    def __init__(self, conn: sqlite3.Connection, table: str = "nodes_fts",
+                 fields: tuple[str, ...] = NODE_FIELDS) -> None:
         """Wrap the FTS5 table ``table`` of an open index connection.
 
         Args:
             conn: The index connection (the caller owns its transaction).
-            table: The FTS5 table, with the columns of ``NODE_FIELDS``.
+            table: The FTS5 table (``TOKENIZE``d), with the columns ``fields``.
+            fields: Its columns, in order.
         """
         self.conn = conn
         self.table = table
+        self.fields = fields
+        self._field_set = frozenset(fields)
         # Built once per table: index apply makes an engine per record it applies.
-        if (stmts := _STATEMENTS.get(table)) is None:
-            stmts = _STATEMENTS[table] = (
-                f"INSERT INTO {table}(rowid, {', '.join(NODE_FIELDS)}) "
-                f"VALUES (?, {', '.join('?' * len(NODE_FIELDS))})",
+        if (stmts := _STATEMENTS.get((table, fields))) is None:
+            stmts = _STATEMENTS[(table, fields)] = (
+                f"INSERT INTO {table}(rowid, {', '.join(fields)}) "
+                f"VALUES (?, {', '.join('?' * len(fields))})",
                 f"DELETE FROM {table} WHERE rowid = ?")
         self._insert, self._delete = stmts
 
     def index_document(self, rowid: int, fields: Mapping[str, str]) -> None:
-        """Add a document; absent fields are indexed as empty text.
+        """Add a document: each field's terms (``tokenize.index_text``); absent fields empty.
 
         Args:
             rowid: The document's key (``nodes.rowid``).
@@ -79,10 +89,11 @@ class Fts5Engine:
         Raises:
             ValueError: for a field name the table does not have.
         """
-        if not _FIELD_SET.issuperset(fields):
-            unknown = set(fields) - _FIELD_SET
+        if not self._field_set.issuperset(fields):
+            unknown = set(fields) - self._field_set
             raise ValueError(f"unknown full-text fields {sorted(unknown)}")
-        self.conn.execute(self._insert, (rowid, *(fields.get(f, "") for f in NODE_FIELDS)))
+        self.conn.execute(self._insert,
+                          (rowid, *(index_text(fields.get(f, "")) for f in self.fields)))
 
     def delete_document(self, rowid: int) -> None:
         """Remove a document (nothing happens if it is not there).

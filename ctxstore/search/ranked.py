@@ -1,6 +1,6 @@
-"""The SELECTs of ranked free-text search (``knowledge.search``): any-term BM25 candidates.
+"""The SELECTs of ranked free-text search (``search.search``): any-term BM25 candidates.
 
-Each function takes terms that are already plain words or phrases (``knowledge.search``
+Each function takes terms that are already plain words or phrases (``search.search``
 tokenises the user's text) and returns candidates best first by BM25, for the caller to
 re-rank. The code tables (``chunks``, ``chunks_fts``, ``symbols``; docs/code.md) are read
 only when the index has them: an index built before code ingestion answers with nodes
@@ -28,11 +28,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxstore.errors import IndexCorrupt, InvalidInput
-from ctxstore.index.fulltext.fts5 import fts_literal, match_expression
 from ctxstore.records import dataclass
+from ctxstore.search.fts5 import fts_literal, match_expression
 
-__all__ = ["NodeText", "ChunkRow", "SymbolRow", "has_table", "document_frequencies", "ranked_nodes",
-           "ranked_chunks", "symbols_named"]
+__all__ = ["NodeText", "ChunkRow", "SymbolRow", "run_select", "has_table", "document_frequencies",
+           "ranked_nodes", "ranked_chunks", "symbols_named"]
 
 _LIMIT_WORDS = ("too many", "too big", "too long", "too complex", "too deep", "overflow")
 # FTS5's bm25() (fts5_aux.c): a phrase found f times in a row of D tokens adds
@@ -95,8 +95,20 @@ class SymbolRow:
     signature: str | None
 
 
-def _select(conn: sqlite3.Connection, sql: str, args: Sequence[Any]) -> list[Any]:
-    """Run one SELECT; SQLite errors become typed errors (as ``query.executor._fetch``)."""
+def run_select(conn: sqlite3.Connection, sql: str, args: Sequence[Any]) -> list[Any]:
+    """Run one SELECT; SQLite errors become typed errors (as ``query.executor._fetch``).
+
+    Args:
+        conn: An index connection.
+        sql: The statement.
+        args: Its parameters.
+
+    Returns:
+        Every row.
+
+    Raises:
+        IndexCorrupt, InvalidInput: if SQLite refuses the statement.
+    """
     try:
         return conn.execute(sql, args).fetchall()
     except sqlite3.OperationalError as exc:
@@ -117,7 +129,7 @@ def has_table(conn: sqlite3.Connection, name: str) -> bool:
     Returns:
         True when it exists.
     """
-    return bool(_select(conn, "SELECT 1 FROM sqlite_master WHERE name = ? AND type = 'table'",
+    return bool(run_select(conn, "SELECT 1 FROM sqlite_master WHERE name = ? AND type = 'table'",
                         (name,)))
 
 
@@ -142,7 +154,7 @@ def document_frequencies(conn: sqlite3.Connection, words: Sequence[str]) -> dict
     unique = list(dict.fromkeys(words))
     for start in range(0, len(unique), 500):
         chunk = unique[start:start + 500]
-        rows = _select(conn, "SELECT term, doc FROM temp.ctx_nodes_vocab WHERE term IN "
+        rows = run_select(conn, "SELECT term, doc FROM temp.ctx_nodes_vocab WHERE term IN "
                              f"({','.join('?' * len(chunk))})", chunk)
         found.update((term, doc) for term, doc in rows)
     return found
@@ -155,7 +167,7 @@ def _match_counts(conn: sqlite3.Connection, table: str, words: Sequence[str]) ->
     their positions, and a fresh connection needs no ``fts5vocab`` table for it.
     """
     counts = ", ".join(f"(SELECT count(*) FROM {table} WHERE {table} MATCH ?)" for _ in words)
-    rows = _select(conn, f"SELECT {counts}", [fts_literal(w) for w in words])
+    rows = run_select(conn, f"SELECT {counts}", [fts_literal(w) for w in words])
     return list(rows[0])
 
 
@@ -225,7 +237,7 @@ def _prune_plan(conn: sqlite3.Connection, table: str, terms: Sequence[str], limi
     rest = [w for w in held if w not in first]
     if not rest or len(rest) > _MAX_SKIPPED:
         return None
-    rowids = _select(conn, f"SELECT (SELECT rowid FROM {table} ORDER BY rowid DESC LIMIT 1) - "
+    rowids = run_select(conn, f"SELECT (SELECT rowid FROM {table} ORDER BY rowid DESC LIMIT 1) - "
                            f"(SELECT rowid FROM {table} ORDER BY rowid LIMIT 1) + 1", ())
     rows = rowids[0][0] if rowids and rowids[0][0] else 0  # at least the table's row count
     bounds = {w: terms.count(w) * _TERM_BOUND  # a term given twice is scored twice
@@ -270,7 +282,7 @@ def ranked_nodes(conn: sqlite3.Connection, terms: Sequence[str], *, limit: int,
     # small, so a pruned scan's fixed cost (FTS5 reads every matching row's positions for
     # bm25() to be available) is ~40% of scoring them all, and the hook's ten-word
     # question needed two rounds, 30% slower than one full scan.
-    rows = _select(conn,
+    rows = run_select(conn,
                    "SELECT n.id, n.content, coalesce(n.summary, ''), "
                    "json_extract(n.metadata, ?) IS NOT NULL, s.score "
                    "FROM (SELECT rowid AS r, bm25(nodes_fts) AS score FROM nodes_fts "
@@ -301,7 +313,7 @@ def ranked_chunks(conn: sqlite3.Connection, terms: Sequence[str], *, limit: int
     match = match_expression(terms, "any")
 
     def ranking(scan: str, scan_args: Sequence[Any]) -> list[Any]:
-        return _select(conn,
+        return run_select(conn,
                        "SELECT c.rowid, c.path, c.qualname, c.kind, c.start_line, c.end_line, "
                        "c.tokens, c.text, s.score, c.rowid "
                        "FROM (SELECT rowid AS r, bm25(chunks_fts) AS score FROM chunks_fts "
@@ -330,7 +342,7 @@ def symbols_named(conn: sqlite3.Connection, names: Sequence[str], *, limit: int)
     if not names or not has_table(conn, "symbols"):
         return []
     wanted = list(dict.fromkeys(names))[:500]
-    rows = _select(conn, "SELECT path, qualname, name, kind, start_line, signature FROM symbols "
+    rows = run_select(conn, "SELECT path, qualname, name, kind, start_line, signature FROM symbols "
                          f"WHERE name IN ({','.join('?' * len(wanted))}) "
                          "ORDER BY path, start_line LIMIT ?", (*wanted, limit))
     return [SymbolRow(*r) for r in rows]
