@@ -104,7 +104,9 @@ def read_timeline(db: Session, *, limit: int = 500) -> Timeline:
     entries += _commits(db, limit + 1)
     sessions, notes = _sessions(db, limit + 1)
     entries += sessions
-    entries.sort(key=lambda e: (-e.at_ms, e.kind, e.id))
+    # Stable: entries of the same time keep their own order (commits are stamped to the second,
+    # and two folded in one second stay in their history's order, the newer first).
+    entries.sort(key=lambda e: -e.at_ms)
     shown = entries[:limit]
     counts: dict[str, int] = {}
     for entry in shown:

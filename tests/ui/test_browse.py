@@ -47,6 +47,32 @@ def test_browse_timeline_holds_nodes_commits_and_sessions_newest_first(project: 
     assert timeline.more is False and timeline.notes == ()
 
 
+@pytest.mark.slow
+def test_browse_timeline_keeps_commits_of_one_second_in_history_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits are stamped to the second: those of one second stay newest first, not by id."""
+    from click.testing import CliRunner
+
+    from ctxstore import staging
+    from ctxstore.cli import cli
+    from ctxstore.init import init_store
+
+    ctx = tmp_path / ".ctx"
+    init_store(ctx, git=False)
+    monkeypatch.setattr(staging, "now_ms", lambda: 1_795_000_000_000)
+    runner = CliRunner()
+    for i in range(8):
+        for args in (["add", "note", f"note number {i}"], ["commit", "-m", f"commit {i}"]):
+            assert runner.invoke(cli, ["--ctx-dir", str(ctx), *args]).exit_code == 0
+    session = Session.open(ctx)
+    try:
+        commits = [e for e in read_timeline(session).entries if e.kind == "commit"]
+    finally:
+        session.close()
+    assert len({e.at_ms for e in commits[:8]}) == 1
+    assert [e.title for e in commits[:8]] == [f"commit {i}" for i in reversed(range(8))]
+
+
 def test_browse_timeline_limit_keeps_the_newest(db: Session) -> None:
     every = read_timeline(db).entries
     cut = read_timeline(db, limit=3)
