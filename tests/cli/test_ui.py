@@ -51,6 +51,50 @@ def test_cli_ui_serves_until_interrupted_and_prints_the_url(project: Project) ->
     assert "press Ctrl-C to stop" in err.decode()
 
 
+def _serve(project: Project, env: dict[str, str], *args: str) -> tuple[str, str]:
+    """Start ``ctx ui ARGS``, read the URL it prints, stop it with SIGINT: the URL and stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(project.ctx),
+                             "ui", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().decode().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        assert _get(url)[0] == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    return url, err.decode()
+
+
+def test_cli_ui_opens_the_url_in_the_users_browser(project: Project, tmp_path: Path) -> None:
+    # $BROWSER names the user's browser (Python's webbrowser reads it): here a script that
+    # writes down what it was asked to open
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> {opened}\n')
+    browser.chmod(0o755)
+    url, err = _serve(project, {**os.environ, "BROWSER": f"{browser} %s"})
+    assert opened.read_text() == url + "\n"
+    assert "no browser could be opened" not in err
+    # --no-open opens nothing
+    opened.unlink()
+    _serve(project, {**os.environ, "BROWSER": f"{browser} %s"}, "--no-open")
+    assert not opened.exists()
+
+
+def test_cli_ui_says_so_when_no_browser_opens(project: Project, tmp_path: Path) -> None:
+    # a $BROWSER that fails, and no other browser in an empty PATH
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {**os.environ, "BROWSER": "false", "PATH": str(empty)}
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    _, err = _serve(project, env)
+    assert "ctx: note: no browser could be opened; open the URL above" in err
+    assert "Traceback" not in err
+
+
 def test_cli_ui_json_prints_the_url_as_json(project: Project) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(project.ctx),
                              "ui", "--no-open", "--format", "json"], stdout=subprocess.PIPE,
