@@ -39,6 +39,13 @@ def _console_problems(browser: Any) -> list[dict[str, Any]]:
             if entry["level"] == "SEVERE" or "Content Security Policy" in entry["message"]]
 
 
+def _fetched(browser: Any) -> list[str]:
+    """Every URL the current page loaded (its scripts, styles, data and API answers)."""
+    names: list[str] = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(function (e) { return e.name; });")
+    return names
+
+
 def _open(browser: Any, url: str, css: str) -> Any:
     browser.get_log("browser")  # forget what earlier pages logged
     browser.get(url)
@@ -57,6 +64,10 @@ def test_browser_timeline_lists_decisions_tasks_notes_commits_and_sessions(
     assert len(entries) == 8  # 4 nodes, 3 commits, 1 session
     link = browser.find_element("css selector", f'a[href="node.html#{project.decision}"]')
     assert link.text.startswith("Keep the session cache")
+    fetched = _fetched(browser)
+    assert server.url + "assets/app.js" in fetched
+    assert any(url.startswith(server.url + "api/timeline?") for url in fetched)
+    assert [url for url in fetched if not url.startswith(server.url)] == []  # nothing else
     assert _console_problems(browser) == []
 
 
@@ -92,6 +103,7 @@ def test_browser_graph_draws_the_import_cycle(browser: Any, server: UiServer, tm
     assert ink_share(shot) > 0.01  # a drawing, not an empty box
     assert colour_share(shot, CYCLE_RED) > 0.0003  # the cycle is drawn in red
     assert "Cycles (1)" in browser.find_element("id", "main").text
+    assert [url for url in _fetched(browser) if not url.startswith(server.url)] == []
     assert _console_problems(browser) == []
 
 
@@ -129,6 +141,7 @@ def test_browser_pack_explorer_shows_items_why_and_budget(browser: Any, server: 
     line = browser.find_element("id", "budget-line").text
     assert line.startswith(f"{len(rows)} items, ") and "of 4,000 tokens used" in line
     assert browser.current_url.endswith("budget=4000&depth=&narrative=1&graph=1")
+    assert [url for url in _fetched(browser) if not url.startswith(server.url)] == []
     assert _console_problems(browser) == []
 
 
@@ -166,6 +179,8 @@ def test_browser_export_opens_from_disk(browser: Any, site: Path, project: Proje
     assert ink_share(_graph_shot(browser)) > 0.01
     _open(browser, base + "pack.html#task=fix+the+retry+loop", "#pack-items tbody tr")
     _open(browser, base + "memory.html", "#topics h2")
+    # (the browser times no file:// loads: any entry would be a fetch from elsewhere)
+    assert [url for url in _fetched(browser) if not url.startswith(base)] == []
     assert _console_problems(browser) == []
 
 
