@@ -26,8 +26,8 @@ LAYERS = [
     {"session"},
     {"security"},
     {"narrative", "knowledge", "code"},
-    {"packs", "lifecycle", "llm", "memory"},
-    {"claude", "mcp"},
+    {"packs", "lifecycle", "llm", "memory", "browse"},
+    {"claude", "mcp", "ui"},
     {"cli"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
