@@ -167,8 +167,7 @@ def test_local_caches_nested_too_deeply_are_ignored(tmp_path: Path) -> None:
 # Readers of rows ctx itself derived from objects whose nesting the codec bounds
 # (codec.MAX_DEPTH = 64), or of text ctx built a line before: never deeper than that.
 _DERIVED = {
-    ("index/read.py", "node_from_row"), ("index/read.py", "_edge"),
-    ("index/build.py", "command_runs"), ("query/executor.py", "select_scorable"),
+    ("query/executor.py", "select_scorable"),
     ("memory/db.py", "_turn"),
     ("claude/transcript.py", "_string_prefix"),  # one JSON string literal: no nesting
     ("security/secrets.py", "_rule_document"),  # the rule file shipped in the package

@@ -23,8 +23,8 @@ LAYERS = [
     {"session"},
     {"security"},
     {"narrative", "knowledge", "code", "history", "security.purge"},
-    {"packs", "lifecycle", "llm", "memory"},
-    {"claude", "mcp"},
+    {"packs", "lifecycle", "llm", "memory", "browse"},
+    {"claude", "mcp", "ui"},
     {"cli"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -62,6 +62,7 @@ ANCHORED = {
     "ctxstore.query.parser._DATETIME": ("fullmatch", "one query term"),
     "ctxstore.config._SIMPLE_LINE": ("fullmatch", "one config.toml line"),
     "ctxstore.claude.transcript._STAMP": ("fullmatch", "a line's timestamp"),
+    "ctxstore.ui.export._DATA_FILE": ("fullmatch", "a file name in an export's data/"),
 }
 
 

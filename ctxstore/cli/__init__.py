@@ -88,6 +88,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "Relate nodes, files and symbols with a labelled edge."),
     "pack": ("ctxstore.cli.pack", "pack_command",
              "Build a prompt pack of the files and memory relevant to a task."),
+    "ui": ("ctxstore.cli.ui", "ui_command",
+           "Browse the memory in a local web page (read-only), or export it as files."),
 }
 
 # `ctx add WHAT ...` forms that are commands of their own: name -> (module, attribute, help).

@@ -183,7 +183,7 @@ CREATE INDEX IF NOT EXISTS diagnostics_path ON diagnostics(path);
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "9ad91007f00733d74ada8bb5bdaa843b1284cfafbd52b6f6eb375e08e5d8ef76"
+EXPECTED_SCHEMA_DIGEST = "421f71af6b9d766a185068d99d0cf0bcedce0bb8bc531011cd06d17c7f4ef0fe"
 
 _expected: frozenset[SchemaRow] | None = None
 

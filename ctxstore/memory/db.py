@@ -165,7 +165,7 @@ def _damaged(reason: object) -> MemoryDamaged:
 
 
 def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
-                durable: bool = True) -> MemoryDB | None:
+                durable: bool = True, read_only: bool = False) -> MemoryDB | None:
     """Open (creating it if ``create``) the transcript memory of the store at ``ctx_dir``.
 
     Args:
@@ -175,6 +175,8 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
         durable: ``synchronous=FULL`` (every commit on disk before it returns); False for a
             backfill: ``NORMAL`` (still atomic: a batch and its cursor commit together, so a
             power loss only makes the last batches be read again), synced by ``checkpoint``.
+        read_only: Open with SQLite's ``mode=ro`` and migrate nothing (the memory browser,
+            ``ctx ui``): a file at an older schema is refused instead of upgraded.
 
     Returns:
         The database, or None when it does not exist and ``create`` is False.
@@ -182,6 +184,8 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
     Raises:
         MemoryDamaged: (E023) the file is not a database, is malformed, lacks a table, or it or a
             side file is a link or special file.
+        UnsupportedStoreVersion: (E014) a newer ctx wrote it; with ``read_only``, also a file
+            an older ctx wrote that the next write of memory upgrades (its hint says so).
         UnsafePath: (E020) ``local/`` is a link or not a directory.
     """
     from ctxstore import fsio
@@ -189,9 +193,11 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
     path = memory_path(ctx_dir)
     _check_files(path)
     if not path.exists():
-        if not create:
+        if not create or read_only:
             return None
         fsio.ensure_dir_under(ctx_dir, path.parent)
+    if read_only:
+        return _open_read_only(path, busy_seconds)
     try:
         conn = connect(path, busy_seconds=busy_seconds, synchronous="FULL" if durable else "NORMAL")
     except sqlite3.Error as exc:
@@ -203,6 +209,40 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
         if version > SCHEMA_VERSION:
             raise UnsupportedStoreVersion(f".ctx/local/{MEMORY_FILE} has schema {version}, newer "
                                           f"than this ctx ({SCHEMA_VERSION})", hint="upgrade ctx")
+        _check_tables(conn)
+    except sqlite3.Error as exc:
+        conn.close()
+        if is_damage(exc):
+            raise _damaged(exc) from exc
+        raise
+    except BaseException:
+        conn.close()
+        raise
+    return MemoryDB(conn)
+
+
+def _open_read_only(path: Path, busy_seconds: float) -> MemoryDB:
+    """``open_memory(read_only=True)``: the file as it is, at this ctx's schema, or refused."""
+    try:
+        conn = connect(path, busy_seconds=busy_seconds, read_only=True)
+    except sqlite3.Error as exc:
+        if is_damage(exc) or primary_code(exc) == CANTOPEN:
+            raise _damaged(exc) from exc
+        raise
+    try:
+        if "schema_version" in _tables(conn):
+            row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+            version = int(row[0] or 0)
+        else:  # made before versions were recorded (checked; the next write records them)
+            _legacy_version(conn)
+            version = 0
+        if version != SCHEMA_VERSION:
+            newer = version > SCHEMA_VERSION
+            raise UnsupportedStoreVersion(
+                f".ctx/local/{MEMORY_FILE} was written by {'a newer' if newer else 'an older'} "
+                f"ctx (schema {version or 'unrecorded'}, this ctx reads {SCHEMA_VERSION}); it is "
+                "read without a write only at this ctx's schema",
+                hint="upgrade ctx" if newer else "any `ctx memory` command (stats) upgrades it")
         _check_tables(conn)
     except sqlite3.Error as exc:
         conn.close()
@@ -608,6 +648,19 @@ class MemoryDB:
         return [r[0] for r in self.conn.execute(
             f"SELECT id FROM turns t WHERE {' AND '.join(where)} ORDER BY ts_start DESC LIMIT ?",
             [*args, limit])]
+
+    def sessions(self, limit: int) -> list[tuple[str, int | None, int | None, int, str | None]]:
+        """Sessions, the latest first: id, first and last time, turns, the first topic's name.
+
+        Subagent threads (``<session>:agent-<id>``) are sessions of their own here.
+        """
+        return [(str(r[0]), r[1], r[2], int(r[3]), r[4]) for r in self.conn.execute(
+            "SELECT s.id, s.first_ts, s.last_ts, "
+            "(SELECT count(*) FROM turns t WHERE t.session = s.id), "
+            "(SELECT p.name FROM spans p WHERE p.session = s.id AND p.depth = 0 "
+            " ORDER BY p.start_seq LIMIT 1) "
+            "FROM sessions s ORDER BY coalesce(s.last_ts, s.first_ts) DESC, s.id LIMIT ?",
+            (limit,))]
 
     def stats(self) -> dict[str, int]:
         """Counts of sessions, turns, spans, ideas, entities, relations, files (``STATS``)."""

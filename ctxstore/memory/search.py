@@ -132,8 +132,8 @@ class MemoryAnswer(NamedTuple):
 
 
 def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent: bool,
-                       names: tuple[str, str, str] = ("--since", "--until", "--session")
-                       ) -> MemoryAnswer:
+                       names: tuple[str, str, str] = ("--since", "--until", "--session"),
+                       read_only: bool = False) -> MemoryAnswer:
     """Search transcript memory: the one use case behind ``ctx memory search`` and MCP's tool.
 
     The privacy switch (``[memory] enabled``, read afresh, failing closed) keeps an agent
@@ -146,6 +146,7 @@ def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent:
         now_ms: "Now" for time words, in milliseconds since the epoch.
         agent: Whether an agent asks (the MCP tool): then memory off means nothing is searched.
         names: How the asker names the since, until and session arguments, for its errors.
+        read_only: Open memory read-only, migrating nothing (the memory browser, ``ctx ui``).
 
     Returns:
         The answer.
@@ -154,6 +155,8 @@ def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent:
         InvalidInput: (E011) for a time that is no time, an unknown intent, or a session
             prefix that names no single session.
         MemoryDamaged: (E023) if the memory database is damaged.
+        UnsupportedStoreVersion: (E014) a newer ctx wrote it; with ``read_only``, also an
+            older one.
     """
     from ctxstore.errors import InvalidInput
     from ctxstore.memory.db import open_memory
@@ -166,7 +169,7 @@ def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent:
     nothing = SearchResult(query.text, None, None, [])
     if agent and not memory_settings(ctx_dir).enabled:  # not even opened
         return MemoryAnswer(nothing, off=True)
-    db = open_memory(ctx_dir, create=False)
+    db = open_memory(ctx_dir, create=False, read_only=read_only)
     if db is None:
         return MemoryAnswer(nothing, missing=True)
     with db:
