@@ -649,7 +649,8 @@ def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = No
     root = store.worktree
     with _no_collections():  # the walk too: a large tree's paths are as acyclic as the rest
         walk = walk_tree(root, ignore_globs=store.config.get("ingestion", "ignore_globs"),
-                         under=paths)
+                         under=paths,
+                         build_outputs=bool(store.config.get("ingestion", "index_build_outputs")))
         scope = [p.strip("/") for p in paths if p.strip("/")]
         return _ingest(store, walk.files, scope=scope, removals=True, semantics=True,
                        budget=_budget(store, bulk=True),
