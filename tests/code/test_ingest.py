@@ -13,7 +13,7 @@ from conftest import stage_file
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxstore.code.ingest import _shares
+from ctxstore.code.ingest.extract import shares as _shares
 from ctxstore.code.tree import tree_files
 from ctxstore.code.walk import glob_regex
 from ctxstore.index.code import chunk_file
