@@ -8,8 +8,8 @@ Pipeline (``build_pack``), each step reading only SQLite (no networkx, no NumPy)
    import hop; source files and prose ranked as separate corpora). The
    best files (within ``SEED_SHARE`` of the top, at most ``MAX_SEEDS``) and the symbols the
    task names are the seeds.
-2. **Graph expansion.** The files of a seed's strongly connected component when the SCC
-   view exists (``graph.scc.load_scc``, no networkx), then breadth-first over ``Imports``
+2. **Graph expansion.** The files in an import cycle with a seed (its strongly connected
+   component, ``file_sccs`` kept by ``ctx index``: ``graph.cycles``), then breadth-first over ``Imports``
    edges (both directions) from the seed files, up to ``depth`` hops and ``MAX_EXPANDED``
    files; each expanded file keeps the edge path that reached it.
 3. **Content.** The chunks (``chunks`` table: one per top-level symbol, a module header,
@@ -277,28 +277,19 @@ def _hit_why(hit: Hit) -> dict[str, Any]:
     return why
 
 
-def _components(session: Session, seeds: Sequence[str]) -> tuple[bool, dict[str, list[str]]]:
-    """Files in a seed's strongly connected component (an import cycle), from the SCC view.
+def _components(conn: sqlite3.Connection, seeds: Sequence[str]
+                ) -> tuple[bool, dict[str, list[str]]]:
+    """Files in an import cycle with a seed (its strongly connected component).
 
-    Returns whether a view was read (``DERIVED/scc_latest``; none before ``ctx rebuild`` or a
-    commit builds it) and file -> ``[seed, "SameComponent", file]``.
+    Read from the code index's ``file_sccs`` (``graph.cycles``, kept by ``ctx index``): only
+    the rows of the seeds' components. Returns whether the components were current (computed
+    at the code index's generation) and file -> ``[seed, "SameComponent", file]``.
     """
-    from ctxstore.graph.scc import load_scc
+    from ctxstore.index.retrieval import file_components, file_sccs_current
 
-    view = load_scc(session.root).view
-    if view is None:
-        return False, {}
-    wanted: dict[int, str] = {}
-    for seed in seeds:
-        at = bisect.bisect_left(view.nodes, f"file:{seed}")
-        if at < len(view.nodes) and view.nodes[at] == f"file:{seed}":
-            wanted.setdefault(view.scc_of[at], seed)
-    found: dict[str, list[str]] = {}
-    for name, scc in zip(view.nodes, view.scc_of, strict=True):
-        origin = wanted.get(scc)
-        if origin is not None and name.startswith("file:") and name[5:] not in seeds:
-            found.setdefault(name[5:], [origin, "SameComponent", name[5:]])
-    return True, found
+    found = {member: [seed, "SameComponent", member]
+             for member, seed in file_components(conn, seeds).items() if member not in seeds}
+    return file_sccs_current(conn), found
 
 
 def _expand(conn: sqlite3.Connection, seeds: Sequence[str], depth: int, limit: int
@@ -789,7 +780,7 @@ def _build_pack(session: Session, task: str, *, budget: int | None, depth: int |
     expanded: dict[str, list[str]] = {}
     scc_used = False
     if graph and depth > 0 and seeds:
-        scc_used, expanded = _components(session, seeds)
+        scc_used, expanded = _components(conn, seeds)
         for path, route in _expand(conn, seeds, depth, MAX_EXPANDED).items():
             expanded.setdefault(path, route)
         for path, route in expanded.items():

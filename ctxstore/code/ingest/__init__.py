@@ -2,8 +2,8 @@
 
 ``run`` (list, select, read; the run itself), ``extract`` (symbols and relations, in forked
 workers when it pays), ``resolve`` (endpoints; a file's ``file_version``), ``store`` (the
-run written as one staged step), ``report`` (what a run says). This package's public
-names are re-exported here.
+run written into this clone's code index; a ``ctx add file`` snapshot as one staged step),
+``report`` (what a run says). This package's public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from ctxstore.code.ingest.extract import default_jobs
 from ctxstore.code.ingest.report import FileNote, IngestReport
 from ctxstore.code.ingest.resolve import NO_SEMANTICS, endpoint_of_symbol, resolve_target
-from ctxstore.code.ingest.run import STAT_CACHE, add_files, index_tree, repo_path
+from ctxstore.code.ingest.run import add_files, index_tree, repo_path
 
 __all__ = ["IngestReport", "FileNote", "index_tree", "add_files", "default_jobs", "repo_path",
-           "STAT_CACHE", "NO_SEMANTICS", "endpoint_of_symbol",
+           "NO_SEMANTICS", "endpoint_of_symbol",
            "resolve_target"]

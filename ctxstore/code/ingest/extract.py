@@ -1,12 +1,12 @@
 """Stage "extract": symbols and relations of the changed files, in forked workers when it pays.
 
-``prepare_versions`` turns each file read into its ``file_version`` (``resolve``), in this
-process for a small run and in ``jobs`` forked workers for a large one (docs/code.md
-"Processes"): each worker gets a share of the files balanced by size, inherits them from
-the parent (nothing is sent to a worker) and streams one record per file back through a
-pipe, the version already encoded. A worker also writes its files' blobs and versions into
-the staging area, so the file creations run beside the other workers' parsing; the parent
-takes them into its one transaction (``Transaction.adopt``).
+``prepare_versions`` turns each file read into its ``file_version`` (``resolve``) and the
+code rows of that version (``index.code.prepare_rows``: chunks, retrieval tokens, edges),
+in this process for a small run and in ``jobs`` forked workers for a large one (docs/code.md
+"Processes"). Each worker gets a share of the files balanced by size, inherits them from the
+parent (nothing is sent to a worker) and streams one record per file back through a pipe as
+it goes; the parent hands each to ``sink`` as it arrives, so the store stage writes the index
+while the workers still parse. Nothing here writes.
 
 It must not print or run SQL.
 """
@@ -21,15 +21,14 @@ from typing import Any, NoReturn
 
 from ctxstore.code.ingest.resolve import Budget, Extracted, build_version
 from ctxstore.code.languages import Confidence, Extraction, extractor_for
-from ctxstore.errors import CtxError, UnsafePath
+from ctxstore.errors import CtxError
 from ctxstore.ids import ObjectId
-from ctxstore.model.code import FileVersion
-from ctxstore.objects import KIND_BLOB, KIND_TYPED, ObjectStore
+from ctxstore.index.code import FileRows, prepare_rows
+from ctxstore.objects import KIND_TYPED, object_id_of
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
 
-__all__ = ["Prepared", "Progress", "default_jobs", "extract", "prepare_versions", "shares",
-           "POOL_MIN_BYTES"]
+__all__ = ["Prepared", "Progress", "Sink", "default_jobs", "extract", "prepare_versions",
+           "shares", "POOL_MIN_BYTES"]
 
 POOL_MIN_BYTES = 256 << 10  # less source than this is extracted in-process (forking costs)
 _MAX_DEFAULT_JOBS = 8
@@ -39,23 +38,27 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class Prepared:
-    """A changed file's new version: the record, or its encoded payload.
+    """A changed file's new version and its code rows.
 
-    ``written`` is the version's id when a pool worker already wrote it and the blob.
+    ``payload`` is the version's encoding (its id is ``rows.version``), kept only when the
+    version is to be stored as an object (``ctx add file``).
     """
 
     path: str
     data: bytes
     blob: ObjectId
-    version: FileVersion | bytes
+    rows: FileRows
+    payload: bytes | None
     note: str | None
     symbols: int
     relations: int
-    written: ObjectId | None = None
+
+
+Sink = Callable[[Prepared], None]
 
 
 def extract(path: str, text: str, semantics: bool,
-             min_confidence: Confidence = "low") -> tuple[str | None, Extraction | None]:
+            min_confidence: Confidence = "low") -> tuple[str | None, Extraction | None]:
     """(language, extraction); relations below ``min_confidence`` may come only counted."""
     extractor = extractor_for(path)
     if extractor is None:
@@ -77,48 +80,35 @@ def default_jobs() -> int:
 
 
 # What the pool's workers read, set in the parent just before they fork (so nothing but an
-# index goes to a worker): (files, blob ids, module map, the run's gates, the object store to
-# write to or None).
+# index goes to a worker): (files, blob ids, module map, the run's gates).
 _SHARED: tuple[list[tuple[str, bytes, str]], dict[str, ObjectId], dict[str, list[str]],
-               Budget, ObjectStore | None] | None = None
+               Budget] | None = None
 
 
-def _build(path: str, data: bytes, blob: ObjectId, text: str, semantics: bool,
-           module_map: dict[str, list[str]], budget: Budget,
-           counts: dict[str, int]) -> tuple[FileVersion, int, int]:
-    """One changed file extracted and made a version, with its symbol and relation counts."""
-    language, ext = extract(path, text, semantics, budget.min_confidence)
-    return build_version(Extracted(path, data, blob, text, language, ext), module_map, budget, counts)
-
-
-def _prepare_in_worker(index: int) -> tuple[bytes, ObjectId | None, str | None, int, int, int]:
-    """One file's version, built in a pool worker.
-
-    The worker also writes the file's blob and version into the staging area, so that the
-    file creations run beside the other workers' parsing instead of after it; the parent
-    takes them into its transaction (``Transaction.adopt``), which makes them durable.
-
-    Returns:
-        (the encoded version, its id if written here, note, symbols, relations,
-        low-confidence edges dropped).
-    """
+def _prepare(path: str, data: bytes, blob: ObjectId, text: str, semantics: bool,
+             module_map: dict[str, list[str]], budget: Budget, counts: dict[str, int],
+             keep_payload: bool) -> Prepared:
+    """One changed file extracted, made a version, and its rows prepared."""
     from ctxstore.model import encode_typed
 
+    language, ext = extract(path, text, semantics, budget.min_confidence)
+    fv, n_symbols, n_relations = build_version(
+        Extracted(path, data, blob, text, language, ext), module_map, budget, counts)
+    payload = encode_typed(fv)
+    rows = prepare_rows(fv, text, object_id_of(KIND_TYPED, payload))
+    return Prepared(path, data, blob, rows, payload if keep_payload else None, fv.note,
+                    n_symbols, n_relations)
+
+
+def _prepare_in_worker(index: int) -> tuple[Prepared, int]:
+    """One file prepared in a pool worker, with the low-confidence edges it dropped."""
     assert _SHARED is not None
-    reads, blobs, module_map, budget, objects = _SHARED
+    reads, blobs, module_map, budget = _SHARED
     path, data, text = reads[index]
     counts = {"low": 0, "budget": 0}
-    fv, n_symbols, n_relations = _build(path, data, blobs[path], text, True, module_map,
-                                        budget, counts)
-    payload = encode_typed(fv)
-    written = None
-    if objects is not None:
-        try:
-            objects.write(KIND_BLOB, data)
-            written, _ = objects.write(KIND_TYPED, payload)
-        except OSError:
-            written = None  # the parent writes it again under its lock and reports the error
-    return payload, written, fv.note, n_symbols, n_relations, counts["low"]
+    prepared = _prepare(path, data, blobs[path], text, True, module_map, budget, counts, False)
+    prepared.data = b""  # the parent has the bytes: not sent back
+    return prepared, counts["low"]
 
 
 def _can_fork() -> bool:
@@ -131,38 +121,46 @@ def _can_fork() -> bool:
     return sys.platform.startswith("linux") and threading.active_count() == 1
 
 
-def prepare_versions(store: Store, reads: list[tuple[str, bytes, str]],
-                      blobs: dict[str, ObjectId], module_map: dict[str, list[str]],
-                      semantics: bool, budget: Budget, counts: dict[str, int], jobs: int,
-                      progress: Progress | None) -> list[Prepared]:
-    """Extract and build every changed file's version, in forked workers when it pays.
+def prepare_versions(reads: list[tuple[str, bytes, str]], blobs: dict[str, ObjectId],
+                     module_map: dict[str, list[str]], semantics: bool, budget: Budget,
+                     counts: dict[str, int], jobs: int, progress: Progress | None,
+                     sink: Sink, *, keep_payload: bool = False) -> None:
+    """Extract every changed file, make its version and rows, and hand each to ``sink``.
 
     Workers are used for a run with semantics, more than ``POOL_MIN_BYTES`` of source and
-    no per-step edge budget (which is spent file by file, in order). Each returns the
-    encoded version (bytes), not the objects: sending millions of small records back
-    between processes would cost more than building them. Results keep the files' order.
+    no per-step edge budget (which is spent file by file, in order); their results reach
+    ``sink`` as they come. In-process, the files go in order.
+
+    Args:
+        reads: (path, bytes, text) of each changed file.
+        blobs: Each path's blob id.
+        module_map: Module name -> the files defining it (``resolve.module_map``).
+        semantics: Extract symbols and relations (else only the file's text is indexed).
+        budget: The run's gates.
+        counts: Where the dropped relations are counted (``low``, ``budget``).
+        jobs: The processes to extract with.
+        progress: Called with (files done, files to extract).
+        sink: Called with each file prepared.
+        keep_payload: Keep each version's encoding (to store it as an object).
 
     Raises:
         CtxError: if a worker process died (killed, out of memory).
     """
     total = sum(len(d) for _, d, _ in reads)
     if (jobs > 1 and semantics and budget.max_edges is None and total >= POOL_MIN_BYTES
-            and len(reads) >= 2 * jobs and _can_fork()):
-        return _prepare_in_pool(store, reads, blobs, module_map, budget, counts, jobs, progress)
-    out: list[Prepared] = []
+            and len(reads) >= 2 * jobs and not keep_payload and _can_fork()):
+        _prepare_in_pool(reads, blobs, module_map, budget, counts, jobs, progress, sink)
+        return
     for done, (path, data, text) in enumerate(reads, 1):
-        fv, n_symbols, n_relations = _build(path, data, blobs[path], text, semantics, module_map,
-                                            budget, counts)
-        out.append(Prepared(path, data, blobs[path], fv, fv.note, n_symbols, n_relations))
+        sink(_prepare(path, data, blobs[path], text, semantics, module_map, budget, counts,
+                      keep_payload))
         if progress is not None:
             progress(done, len(reads))
-    return out
 
 
-def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
-                     blobs: dict[str, ObjectId], module_map: dict[str, list[str]],
-                     budget: Budget, counts: dict[str, int], jobs: int,
-                     progress: Progress | None) -> list[Prepared]:
+def _prepare_in_pool(reads: list[tuple[str, bytes, str]], blobs: dict[str, ObjectId],
+                     module_map: dict[str, list[str]], budget: Budget, counts: dict[str, int],
+                     jobs: int, progress: Progress | None, sink: Sink) -> None:
     """``prepare_versions`` in ``jobs`` forked workers (see there).
 
     Each worker gets a share of the files, balanced by size (largest first, each to the
@@ -177,11 +175,6 @@ def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
     import pickle  # noqa: F401 - imported once here, before the workers fork, not in each
     import selectors  # noqa: F401
 
-    objects: ObjectStore | None = store.objects
-    try:
-        store.ensure_staging_area()
-    except (OSError, UnsafePath):
-        objects = None  # the transaction reports it
     first: dict[str, str] = {}  # a file of each language, to build its parser here, once
     for path, _, _ in reads:
         extractor = extractor_for(path)
@@ -189,9 +182,17 @@ def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
             first.setdefault(extractor.name, path)
     for path in first.values():  # the workers inherit the parsers and queries
         extract(path, "", True)
-    results: list[Any] = [None] * len(reads)
     children: dict[int, int] = {}  # read end -> pid
-    _SHARED = (reads, blobs, module_map, budget, objects)  # no per-step edge budget here
+    received = [False] * len(reads)
+    _SHARED = (reads, blobs, module_map, budget)  # no per-step edge budget here
+
+    def take(index: int, result: tuple[Prepared, int]) -> None:
+        prepared, low = result
+        prepared.data = reads[index][1]
+        counts["low"] += low
+        received[index] = True
+        sink(prepared)
+
     try:
         for share in shares([len(data) for _, data, _ in reads], jobs):
             read_end, write_end = os.pipe()
@@ -201,7 +202,7 @@ def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
                 _worker(share, write_end)
             os.close(write_end)
             children[read_end] = pid
-        _collect(children, results, progress)
+        _collect(children, len(reads), take, progress)
     except BaseException:
         for pid in children.values():
             try:
@@ -219,27 +220,20 @@ def _prepare_in_pool(store: Store, reads: list[tuple[str, bytes, str]],
             except ChildProcessError:
                 continue
             died = died or status != 0
-    if died or any(r is None for r in results):
-        raise CtxError("an extraction process died (killed, or out of memory); nothing was "
-                       "stored", hint="ctx index --jobs 1")
-    out: list[Prepared] = []
-    for (path, data, _), (payload, written, note, n_symbols, n_relations, low) in \
-            zip(reads, results, strict=True):
-        counts["low"] += low
-        out.append(Prepared(path, data, blobs[path], payload, note, n_symbols, n_relations,
-                            written))
-    return out
+    if died or not all(received):
+        raise CtxError("an extraction process died (killed, or out of memory); the files it "
+                       "had not sent were not indexed", hint="ctx index --jobs 1")
 
 
 def shares(sizes: Sequence[int], jobs: int) -> list[list[int]]:
     """Indices of ``sizes`` in ``jobs`` shares of about equal total, each largest first."""
-    shares: list[list[int]] = [[] for _ in range(jobs)]
+    out: list[list[int]] = [[] for _ in range(jobs)]
     loads = [0] * jobs
     for index in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
         least = loads.index(min(loads))
-        shares[least].append(index)
+        out[least].append(index)
         loads[least] += sizes[index] + 1
-    return [share for share in shares if share]
+    return [share for share in out if share]
 
 
 def _worker(share: list[int], out: int) -> NoReturn:
@@ -262,8 +256,9 @@ def _worker(share: list[int], out: int) -> NoReturn:
         os._exit(status)
 
 
-def _collect(children: dict[int, int], results: list[Any], progress: Progress | None) -> None:
-    """Read every worker's records into ``results`` as they come, until each pipe ends."""
+def _collect(children: dict[int, int], total: int, take: Callable[[int, Any], None],
+             progress: Progress | None) -> None:
+    """Hand every worker's records to ``take`` as they come, until each pipe ends."""
     import pickle
     import selectors
 
@@ -289,7 +284,7 @@ def _collect(children: dict[int, int], results: list[Any], progress: Progress | 
                     # Our own forked worker's bytes, not input from outside.
                     index, result = pickle.loads(buf[4:4 + size])  # noqa: S301
                     del buf[:4 + size]
-                    results[index] = result
+                    take(index, result)
                     done += 1
                     if progress is not None:
-                        progress(done, len(results))
+                        progress(done, total)

@@ -1,56 +1,60 @@
-"""Code ingestion: ``ctx add file`` and ``ctx index`` (spec 002 §7.2.1, §13.2.2, §16.4).
+"""Code ingestion: ``ctx index`` and ``ctx add file`` (spec 002 §7.2.1, §13.2.2, §16.4).
 
-A run goes through named stages:
+The code index is derived from this clone's work tree (``index.codedb``): ``ctx index``
+writes it directly and nothing of it becomes an object, so Git never sees it. A run goes
+through named stages:
 
 1. **list**: the candidate files (``code.walk``, or the paths given);
-2. **select**: only those whose size or modification time changed since the last run are
-   read (the stat cache in ``.ctx/local/code-stat.json``: path -> size, mtime, blob id, per
-   clone); sensitive files, links out of the tree, special files and files over
-   ``max_file_bytes`` are left out with a note;
+2. **select**: only those whose size or modification time changed since they were indexed
+   are read (the stat cache on the code index's own rows); sensitive files, links out of the
+   tree, special files and files over ``max_file_bytes`` are left out with a note;
 3. **read**: each selected file read, sniffed (binary, not UTF-8), passed through the secret
-   scanner and hashed; a file whose content is the one indexed is not stored again (dedup);
+   scanner and hashed; a file whose content is the one indexed is not indexed again (dedup);
 4. **extract** (``extract``): symbols and relations, in forked workers for a large run;
 5. **resolve** (``resolve``): endpoints resolved against every indexed file plus the files of
-   the run, each file made a ``file_version``;
-6. **store** (``store``): every object of the run, then ONE work commit (step ``file_read``).
+   the run, each file made a ``file_version`` and its rows;
+6. **store** (``store``): the rows written into the code index as they come, in slices; a
+   file indexed earlier that is gone, ignored now or no longer indexable leaves it; then the
+   import cycles (``graph.cycles``) when the imports between files changed.
+
+``ctx add file`` runs the same stages over the files named and also records a snapshot of
+them (objects and one work commit: a person or an agent chose to keep them).
 
 Gates (``[ingestion]``, docs/code.md "Gates"): ``ctx add file`` honours the per-step budgets
 of files, bytes and edges; ``ctx index``, a bulk command, is exempt from those and bounded
 instead by ``max_index_bytes`` a run; every run honours ``max_file_bytes`` a file and drops
 edges below ``min_confidence``. Each drop is one line of ``IngestReport.dropped``.
 
-It must not print or run SQL (``index.code`` reads the index).
+It must not print or run SQL (``index.code`` and ``index.codedb`` do).
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import stat
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
 
 from ctxstore import fsio
-from ctxstore.code.ingest.extract import Progress, default_jobs, prepare_versions
+from ctxstore.code.ingest.extract import Prepared, Progress, default_jobs, prepare_versions
 from ctxstore.code.ingest.report import FileNote, IngestReport, utf8_path
 from ctxstore.code.ingest.resolve import NO_SEMANTICS, Budget, budget_of, module_map
-from ctxstore.code.ingest.store import write_run
+from ctxstore.code.ingest.store import CodeWriter, write_snapshot
 from ctxstore.code.walk import walk_tree
 from ctxstore.errors import InvalidInput, UnsafePath
 from ctxstore.ids import ObjectId
-from ctxstore.model.knowledge import KnowledgeRecord
+from ctxstore.index.code import StatRow
 from ctxstore.objects import KIND_BLOB, object_id_of
+from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.security.guard import guard, policy
 from ctxstore.security.secrets import sensitive_file
 
-__all__ = ["index_tree", "add_files", "repo_path", "STAT_CACHE"]
+__all__ = ["index_tree", "add_files", "repo_path"]
 
-STAT_CACHE = "code-stat.json"
 _SNIFF_BYTES = 8192
 _RACY_NS = 2_000_000_000  # an mtime this close to the run may still change within its tick
 
@@ -84,56 +88,21 @@ def repo_path(store: Store, given: str, cwd: Path) -> str:
     return rel
 
 
-
-# -- the stat cache (per clone, .ctx/local/) -----------------------------------------------------
-
-def _load_cache(store: Store) -> tuple[dict[str, list[Any]], dict[str, str]]:
-    """(path -> [size, mtime_ns, blob hex or None], path -> module name or "")."""
-    try:
-        raw = fsio.read_regular(store.root / "local" / STAT_CACHE, 64 << 20)
-        doc = json.loads(raw)
-    except (OSError, UnsafePath, ValueError, RecursionError):
-        return {}, {}
-    if not isinstance(doc, dict) or doc.get("version") != 1:
-        return {}, {}
-    entries, modules = doc.get("entries"), doc.get("modules")
-    return (entries if isinstance(entries, dict) else {},
-            modules if isinstance(modules, dict) else {})
-
-
-def _save_cache(store: Store, entries: dict[str, list[Any]], modules: dict[str, str]) -> None:
-    data = json.dumps({"version": 1, "entries": entries, "modules": modules},
-                      separators=(",", ":")).encode()
-    try:
-        # By descriptor (PS-10): a ``local/`` that is (or is swapped for) a link is refused,
-        # never written through. Atomic, not durable (no fsync): after a crash an old or
-        # unreadable cache only means files are read again, and every entry is checked
-        # against the index.
-        folder = fsio.open_dir_under(store.root, store.root / "local", create=True,
-                                     durable=False)
-        try:
-            fsio.write_new_file_in(folder, STAT_CACHE, data, mode=0o644)
-        finally:
-            os.close(folder)
-    except (OSError, UnsafePath):
-        pass  # a cache: the next run reads the files again
-
-
-
-# -- the run -------------------------------------------------------------------------------------
+# -- the commands ----------------------------------------------------------------------------------
 
 def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = None,
                progress: Progress | None = None) -> IngestReport:
-    """``ctx index``: ingest the work tree (or the files below ``paths``), with semantics.
+    """``ctx index``: index the work tree (or the files below ``paths``), with semantics.
 
-    Files indexed earlier that vanished from the work tree below the scope get
-    ``file_removed`` (a file now ignored, but still there, keeps its last version).
+    A file indexed earlier below the scope that is gone from the work tree, no longer
+    listed (ignored now, a build output) or no longer indexable leaves the index; one added
+    by name (``ctx add file``) stays while it exists.
 
     Args:
         store: The store.
         paths: Repository-relative paths to limit the run to (all the tree when empty).
         jobs: Processes extracting symbols (None: ``default_jobs()``); forked workers are
-            used only for runs over ``_POOL_MIN_BYTES`` of changed source.
+            used only for runs over ``extract.POOL_MIN_BYTES`` of changed source.
         progress: Called with (files done, files to extract) while extracting.
 
     Returns:
@@ -141,8 +110,7 @@ def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = No
 
     Raises:
         InvalidInput: if a path names nothing on disk and nothing indexed.
-        LockConflict, StagingConflict, StorageIOError: if the write cannot happen (the
-            store is then as it was).
+        LockConflict: if another run holds the code index longer than the lock timeout.
     """
     root = store.worktree
     with _no_collections():  # the walk too: a large tree's paths are as acyclic as the rest
@@ -156,7 +124,7 @@ def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = No
 
 
 def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False) -> IngestReport:
-    """``ctx add file``: ingest the given files, honouring the per-step budgets.
+    """``ctx add file``: snapshot the given files and index them, honouring the per-step budgets.
 
     A run that stores something appends one line to today's narrative log.
 
@@ -180,10 +148,13 @@ def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False) ->
             raise InvalidInput(f"{path or '.'}: is a directory", hint="ctx index DIR")
         if not full.is_symlink() and not full.exists():
             raise InvalidInput(f"{path}: no such file")
-    return _ingest(store, list(dict.fromkeys(paths)), scope=None, removals=False,
-                   semantics=semantics, budget=budget_of(store.config, bulk=False), jobs=1,
-                   progress=None, log_line=True)
+    with _no_collections():
+        return _ingest(store, list(dict.fromkeys(paths)), scope=None, removals=False,
+                       semantics=semantics, budget=budget_of(store.config, bulk=False), jobs=1,
+                       progress=None, snapshot=True)
 
+
+# -- stage 2: select ---------------------------------------------------------------------------------
 
 def _stat_file(root: Path, path: str, max_file_bytes: int
                ) -> tuple[os.stat_result | None, str | None]:
@@ -211,6 +182,125 @@ def _stat_file(root: Path, path: str, max_file_bytes: int
     return st, None
 
 
+@dataclass
+class _Selection:
+    """What the select stage found: the files to read, and the listed files to drop."""
+
+    to_read: list[tuple[str, os.stat_result]]
+    dropped: set[str]  # listed, no longer indexable: an indexed version of one is removed
+
+
+def _select(store: Store, candidates: list[str], rows: dict[str, StatRow],
+            skipped: dict[str, tuple[int, int]], semantics: bool, budget: Budget,
+            report: IngestReport) -> _Selection:
+    root = store.worktree
+    pol = policy(store)
+    sel = _Selection([], set())
+    over = {"files": 0, "bytes": 0}
+    for path in candidates:
+        # Secrets (docs/security.md): sensitive files are never read, whatever .gitignore
+        # says (one that was indexed before is removed).
+        if not pol.index_sensitive_files and sensitive_file(path) is not None:
+            report.sensitive.append(path)
+            sel.dropped.add(path)
+            continue
+        st, note = _stat_file(root, path, budget.max_file_bytes)
+        if st is None:
+            if note:
+                report.notes.append(FileNote(path, note))
+            sel.dropped.add(path)
+            continue
+        row = rows.get(path)
+        if (row is not None and row.size == st.st_size and row.mtime_ns == st.st_mtime_ns
+                and not (semantics and row.note == NO_SEMANTICS)):
+            report.unchanged += 1
+            continue
+        if skipped.get(path) == (st.st_size, st.st_mtime_ns):
+            report.unchanged += 1  # skipped before (binary, not UTF-8) and unchanged since
+            continue
+        if budget.max_files is not None and len(sel.to_read) >= budget.max_files:
+            over["files"] += 1
+            continue
+        if budget.max_bytes is not None and budget.bytes_used + st.st_size > budget.max_bytes:
+            over["bytes"] += 1
+            continue
+        budget.bytes_used += st.st_size
+        sel.to_read.append((path, st))
+    if report.sensitive:
+        shown = ", ".join(report.sensitive[:5]) + (f" and {len(report.sensitive) - 5} more"
+                                                  if len(report.sensitive) > 5 else "")
+        report.dropped.append(f"{len(report.sensitive)} sensitive files not read (they hold "
+                              f"credentials; [security] index_sensitive_files): {shown}")
+    if over["files"]:
+        report.dropped.append(f"{over['files']} files not read: over [ingestion] "
+                              f"max_files_per_step = {budget.max_files}")
+    if over["bytes"]:
+        key = "max_bytes_per_step" if budget.max_files is not None else "max_index_bytes"
+        report.dropped.append(f"{over['bytes']} files not read: over [ingestion] {key} = "
+                              f"{budget.max_bytes}")
+    return sel
+
+
+# -- stage 3: read ---------------------------------------------------------------------------------
+
+def _sniff(data: bytes) -> tuple[str | None, str | None]:
+    """(text, None) for UTF-8 text, (None, note) otherwise."""
+    if b"\0" in data[:_SNIFF_BYTES]:
+        return None, "binary (a NUL byte in the first 8 KiB): skipped"
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {exc.start}): skipped"
+
+
+@dataclass
+class _Reads:
+    """What the read stage found."""
+
+    texts: list[tuple[str, bytes, str]]  # changed files: (path, bytes, text)
+    blobs: dict[str, ObjectId]
+    stats: dict[str, tuple[int, int] | None]  # for the stat cache (None: racy, read again)
+    same: list[str]  # read again, content as indexed
+    skipped: list[str]  # read, not indexable (binary, not UTF-8)
+
+
+def _read(store: Store, selection: _Selection, rows: dict[str, StatRow], semantics: bool,
+          budget: Budget, report: IngestReport, started: int) -> _Reads:
+    root = store.worktree
+    pol = policy(store)
+    out = _Reads([], {}, {}, [], [])
+    for path, st in selection.to_read:
+        try:
+            data = fsio.read_regular(root / path, budget.max_file_bytes)
+        except (OSError, UnsafePath) as exc:
+            report.notes.append(FileNote(path, f"cannot be read ({exc.__class__.__name__}): skipped"))
+            continue
+        report.read += 1
+        racy = started - st.st_mtime_ns < _RACY_NS
+        out.stats[path] = None if racy else (st.st_size, st.st_mtime_ns)
+        text, note = _sniff(data)
+        if text is None:
+            report.notes.append(FileNote(path, note or "skipped"))
+            selection.dropped.add(path)
+            out.skipped.append(path)
+            continue
+        clean = guard(store, "files", text, what=path, path=path, policy_=pol)
+        if clean is not text:  # what is stored is the redacted text: blob, symbols, chunks
+            text, data = clean, clean.encode("utf-8")
+            report.redacted.append(path)
+        blob = object_id_of(KIND_BLOB, data)
+        row = rows.get(path)
+        if row is not None and row.blob == blob and not (semantics and row.note == NO_SEMANTICS):
+            report.deduplicated += 1
+            out.same.append(path)
+            continue
+        out.blobs[path] = blob
+        out.texts.append((path, data, text))
+    return out
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
 @contextmanager
 def _no_collections() -> Iterator[None]:
     """Run with the cyclic GC off, then restore it.
@@ -231,155 +321,82 @@ def _no_collections() -> Iterator[None]:
             gc.enable()
 
 
-def _ingest(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
-            semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
-            log_line: bool = False) -> IngestReport:
-    with _no_collections():
-        return _ingest_run(store, candidates, scope=scope, removals=removals,
-                           semantics=semantics, budget=budget, jobs=jobs, progress=progress,
-                           log_line=log_line)
-
-
-def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
-                semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
-                log_line: bool) -> IngestReport:
-    from ctxstore.index import open_index
-    from ctxstore.index.code import file_rows
-
-    report = IngestReport(scanned=len(candidates))
-    root = store.worktree
-    with closing(open_index(store)) as conn:
-        indexed = file_rows(conn)
-    for part in scope or ():  # a typo must not look like a run that found nothing to do
-        if not os.path.lexists(root / part) and not any(_in_scope(p, [part]) for p in indexed):
-            raise InvalidInput(f"{part}: no such file or directory, and nothing indexed there")
-    cache, modules = _load_cache(store)
-    known_modules = dict(modules)
-    new_cache: dict[str, list[Any]] = {}
-    started = time.time_ns()
-    to_read: list[tuple[str, os.stat_result]] = []
-    over: dict[str, int] = {"files": 0, "bytes": 0}
-    # Listed files that can no longer be indexed (gone, now a link, a special file, too
-    # large, binary, not UTF-8): an indexed version of one is stale, so it is removed.
-    dropped: set[str] = set()
-    # Secrets (docs/security.md): sensitive files are never read, whatever .gitignore says
-    # (one that was indexed before is removed); other files are redacted before storing.
-    pol = policy(store)
-    for path in candidates:
-        if not pol.index_sensitive_files and sensitive_file(path) is not None:
-            report.sensitive.append(path)
-            dropped.add(path)
-            continue
-        st, note = _stat_file(root, path, budget.max_file_bytes)
-        if st is None:
-            if note:
-                report.notes.append(FileNote(path, note))
-            dropped.add(path)
-            continue
-        hit = cache.get(path)
-        row = indexed.get(path)
-        if (hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns and row is not None
-                and hit[2] == row.blob.hex() and not (semantics and row.note == NO_SEMANTICS)):
-            report.unchanged += 1
-            new_cache[path] = hit
-            continue
-        if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns and hit[2] is None:
-            report.unchanged += 1  # skipped before (binary, not UTF-8) and unchanged since
-            new_cache[path] = hit
-            continue
-        if budget.max_files is not None and len(to_read) >= budget.max_files:
-            over["files"] += 1
-            continue
-        if budget.max_bytes is not None and budget.bytes_used + st.st_size > budget.max_bytes:
-            over["bytes"] += 1
-            continue
-        budget.bytes_used += st.st_size
-        to_read.append((path, st))
-    if report.sensitive:
-        shown = ", ".join(report.sensitive[:5]) + (f" and {len(report.sensitive) - 5} more"
-                                                  if len(report.sensitive) > 5 else "")
-        report.dropped.append(f"{len(report.sensitive)} sensitive files not read (they hold "
-                              f"credentials; [security] index_sensitive_files): {shown}")
-    if over["files"]:
-        report.dropped.append(f"{over['files']} files not read: over [ingestion] "
-                              f"max_files_per_step = {budget.max_files}")
-    if over["bytes"]:
-        key = "max_bytes_per_step" if budget.max_files is not None else "max_index_bytes"
-        report.dropped.append(f"{over['bytes']} files not read: over [ingestion] {key} = "
-                              f"{budget.max_bytes}")
-    texts: list[tuple[str, bytes, str]] = []
-    blobs: dict[str, ObjectId] = {}
-    for path, st in to_read:
-        try:
-            data = fsio.read_regular(root / path, budget.max_file_bytes)
-        except (OSError, UnsafePath) as exc:
-            report.notes.append(FileNote(path, f"cannot be read ({exc.__class__.__name__}): skipped"))
-            continue
-        report.read += 1
-        text, note = _sniff(path, data)
-        racy = started - st.st_mtime_ns < _RACY_NS
-        if text is None:
-            report.notes.append(FileNote(path, note or "skipped"))
-            dropped.add(path)
-            if not racy:
-                new_cache[path] = [st.st_size, st.st_mtime_ns, None]
-            continue
-        clean = guard(store, "files", text, what=path, path=path, policy_=pol)
-        if clean is not text:  # what is stored is the redacted text: blob, symbols, chunks
-            text, data = clean, clean.encode("utf-8")
-            report.redacted.append(path)
-        blob = object_id_of(KIND_BLOB, data)
-        if not racy:
-            new_cache[path] = [st.st_size, st.st_mtime_ns, blob.hex()]
-        row = indexed.get(path)
-        if row is not None and row.blob == blob and not (semantics and row.note == NO_SEMANTICS):
-            report.deduplicated += 1
-            continue
-        blobs[path] = blob
-        texts.append((path, data, text))
-    modules_of_run = module_map(set(indexed) | {p for p, _, _ in texts}, modules) \
-        if texts and semantics else {}
-    counts = {"low": 0, "budget": 0}
-    records: list[KnowledgeRecord] = []
-    versions = prepare_versions(store, texts, blobs, modules_of_run, semantics, budget, counts, jobs,
-                                 progress)
-    for version in versions:
-        if version.note and version.note != NO_SEMANTICS:
-            report.notes.append(FileNote(version.path, version.note))
-    if counts["low"]:
-        report.dropped.append(f"{counts['low']} low-confidence edges not stored: below "
-                              f"[ingestion] min_confidence = {budget.min_confidence}")
-    if counts["budget"]:
-        report.dropped.append(f"{counts['budget']} edges not stored: over [ingestion] "
-                              f"max_edges_per_step = {budget.max_edges}")
-    listed = set(candidates)
-    # Vanished (a tracked file deleted without `git rm` is still listed), or no longer
-    # indexable; a file that became ignored stays as it was indexed.
-    gone = sorted(p for p in indexed if removals and _in_scope(p, scope)
-                  and (p in dropped or (p not in listed and not os.path.lexists(root / p))))
-    report.work_commit = write_run(store, versions, gone, indexed, records, report,
-                                log_line=log_line)
-    for path in gone:
-        new_cache.pop(path, None)
-    if scope is None or scope:  # a partial run keeps the other entries
-        new_cache = {**{p: e for p, e in cache.items() if p not in listed}, **new_cache}
-    if new_cache != cache or modules != known_modules:
-        _save_cache(store, new_cache, {p: m for p, m in modules.items() if p in new_cache})
-    return report
-
-
 def _in_scope(path: str, scope: list[str] | None) -> bool:
     if scope is None:
         return False
     return not scope or any(path == s or path.startswith(s + "/") for s in scope)
 
 
+def _ingest(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
+            semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
+            snapshot: bool = False) -> IngestReport:
+    """One run, every stage, under the code index's lock (one run writes it at a time)."""
+    from ctxstore.index import index_dir
+    from ctxstore.index.codedb import CODE_LOCK
 
-def _sniff(path: str, data: bytes) -> tuple[str | None, str | None]:
-    """(text, None) for UTF-8 text, (None, note) otherwise."""
-    if b"\0" in data[:_SNIFF_BYTES]:
-        return None, "binary (a NUL byte in the first 8 KiB): skipped"
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        return None, f"not UTF-8 text (byte {exc.start}): skipped"
+    folder = index_dir(store)
+    fsio.ensure_dir_under(store.root, folder)
+    with fsio.hold_lock(folder / CODE_LOCK, timeout=store.lock_timeout):
+        return _run(store, candidates, scope=scope, removals=removals, semantics=semantics,
+                    budget=budget, jobs=jobs, progress=progress, snapshot=snapshot)
+
+
+def _run(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
+         semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
+         snapshot: bool) -> IngestReport:
+    from ctxstore.index import open_index
+    from ctxstore.index.code import skipped_rows, snapshot_heads, stat_rows
+
+    report = IngestReport(scanned=len(candidates))
+    root = store.worktree
+    started = time.time_ns()
+    with closing(open_index(store)) as conn:
+        rows = stat_rows(conn)
+        for part in scope or ():  # a typo must not look like a run that found nothing to do
+            if not os.path.lexists(root / part) and not any(_in_scope(p, [part]) for p in rows):
+                raise InvalidInput(f"{part}: no such file or directory, and nothing indexed there")
+        selection = _select(store, candidates, rows, skipped_rows(conn), semantics, budget,
+                            report)
+        reads = _read(store, selection, rows, semantics, budget, report, started)
+        modules = {p: r.module for p, r in rows.items() if r.module is not None}
+        known = module_map(set(rows) | {p for p, _, _ in reads.texts}, modules) \
+            if reads.texts and semantics else {}
+        listed = set(candidates)
+        # Gone, ignored now (or a build output), or no longer indexable; a file added by name
+        # stays while it exists.
+        gone = sorted(p for p, r in rows.items() if removals and _in_scope(p, scope)
+                      and (p in selection.dropped or (p not in listed and not (
+                          r.named and os.path.lexists(root / p)))))
+        named = set(candidates) if snapshot else {p for p, r in rows.items() if r.named}
+        counts = {"low": 0, "budget": 0}
+        stored: list[Prepared] = []
+        with CodeWriter(conn, report, stats=reads.stats, modules=modules, named=named) as writer:
+            for path in reads.same:
+                writer.unchanged(path, reads.stats.get(path))
+            for path in reads.skipped:
+                writer.skipped(path, reads.stats.get(path))
+
+            def sink(prepared: Prepared) -> None:
+                writer.put(prepared)
+                if prepared.note and prepared.note != NO_SEMANTICS:
+                    report.notes.append(FileNote(prepared.path, prepared.note))
+                if snapshot:
+                    stored.append(prepared)
+
+            prepare_versions(reads.texts, reads.blobs, known, semantics, budget, counts, jobs,
+                             progress, sink, keep_payload=snapshot)
+            writer.remove(gone)
+        if report.written or report.removed:
+            from ctxstore.graph.cycles import refresh_file_cycles
+
+            refresh_file_cycles(conn)
+        if snapshot and stored:
+            report.work_commit = write_snapshot(
+                store, stored, snapshot_heads(conn, [p.path for p in stored]), report)
+    if counts["low"]:
+        report.dropped.append(f"{counts['low']} low-confidence edges not stored: below "
+                              f"[ingestion] min_confidence = {budget.min_confidence}")
+    if counts["budget"]:
+        report.dropped.append(f"{counts['budget']} edges not stored: over [ingestion] "
+                              f"max_edges_per_step = {budget.max_edges}")
+    return report
