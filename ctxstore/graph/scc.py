@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # the object store and the graph's SELECT load only where use
 
 __all__ = ["DERIVED_DIR", "POINTER_NAME", "SccResult", "LoadedScc", "node_name", "split_node",
            "compute_scc", "build_scc", "load_scc", "current_scc", "refresh_after_commit",
-           "cycles", "members"]
+           "cycles", "members", "drop_view"]
 
 DERIVED_DIR = "DERIVED"
 POINTER_NAME = "scc_latest"
@@ -279,6 +279,27 @@ def current_scc(store: Store, conn: sqlite3.Connection | None = None) -> LoadedS
     built = build_scc(store, conn)
     notices = [f"{n}; the SCC view was rebuilt" for n in found.notices]
     return LoadedScc(built.oid, built.view, notices)
+
+
+def drop_view(store: Store) -> None:
+    """Remove ``DERIVED/scc_latest`` (the graph changed under it: ``ctx index``); never raise.
+
+    The view is keyed by the store's heads, which a new code index does not move: without
+    its pointer the next reader that needs it (``current_scc``), ``ctx rebuild`` or
+    ``ctx commit`` builds it again. The pointer is removed relative to ``DERIVED``'s
+    descriptor (a link there is refused, never followed).
+    """
+    folder, _ = _pointer_path(store.root)
+    try:
+        fd = fsio.open_dir_under(store.root, folder, create=False)
+    except (OSError, UnsafePath):
+        return  # none, or hostile: nothing to remove through it
+    try:
+        fsio.unlink(POINTER_NAME, dir_fd=fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def refresh_after_commit(store: Store) -> str | None:

@@ -36,7 +36,8 @@ from ctxstore.records import dataclass
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["DocumentFrequencies", "FileRow", "FileRows", "StatRow", "SymbolHit", "Chunk",
-           "apply_version", "apply_rows", "prepare_rows",
+           "apply_version", "apply_rows", "prepare_rows", "recount_term_df", "replace_file_sccs",
+           "clear_code_rows",
            "remove_path", "set_stat", "set_skipped", "file_rows", "file_row", "stat_rows",
            "snapshot_heads", "import_shape", "imported_by_others",
            "skipped_rows", "symbols_by", "symbols_in", "task_node_ids", "chunk_file",
@@ -497,3 +498,21 @@ def replace_file_sccs(conn: sqlite3.Connection, components: Sequence[Sequence[st
         conn.executemany("INSERT INTO file_sccs(path, scc) VALUES (?, ?)",
                          [(path, n) for n, comp in enumerate(components) for path in comp])
         codedb.set_meta(conn, "sccs", codedb.generation(conn))
+
+
+def recount_term_df(conn: sqlite3.Connection) -> None:
+    """Count ``term_df`` again from ``file_terms`` (inside the caller's transaction)."""
+    conn.execute("DELETE FROM term_df")
+    conn.execute("INSERT INTO term_df(term, field, df) SELECT term, field, count(*)"
+                 " FROM file_terms GROUP BY term, field")
+    bump_generation(conn)
+
+
+def clear_code_rows(conn: sqlite3.Connection) -> None:
+    """Delete every row of the code tables but ``code_meta`` (inside the caller's transaction)."""
+    from ctxstore.index.codedb import CODE_TABLES
+
+    for table in CODE_TABLES:
+        if table != "code_meta":
+            conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
+    bump_generation(conn)

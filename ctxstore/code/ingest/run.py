@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sqlite3
 import stat
 import time
 from collections.abc import Iterator, Sequence
@@ -53,7 +54,7 @@ from ctxstore.repo import Store
 from ctxstore.security.guard import guard, policy
 from ctxstore.security.secrets import sensitive_file
 
-__all__ = ["index_tree", "add_files", "repo_path"]
+__all__ = ["index_tree", "add_files", "repo_path", "rederive_rows"]
 
 _SNIFF_BYTES = 8192
 _RACY_NS = 2_000_000_000  # an mtime this close to the run may still change within its tick
@@ -91,7 +92,7 @@ def repo_path(store: Store, given: str, cwd: Path) -> str:
 # -- the commands ----------------------------------------------------------------------------------
 
 def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = None,
-               progress: Progress | None = None) -> IngestReport:
+               progress: Progress | None = None, full: bool = False) -> IngestReport:
     """``ctx index``: index the work tree (or the files below ``paths``), with semantics.
 
     A file indexed earlier below the scope that is gone from the work tree, no longer
@@ -104,6 +105,8 @@ def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = No
         jobs: Processes extracting symbols (None: ``default_jobs()``); forked workers are
             used only for runs over ``extract.POOL_MIN_BYTES`` of changed source.
         progress: Called with (files done, files to extract) while extracting.
+        full: Read and derive every file again, whatever the stat cache and the indexed
+            content say (``ctx index --full``: a code index edited or damaged by hand).
 
     Returns:
         The report.
@@ -120,7 +123,8 @@ def index_tree(store: Store, paths: Sequence[str] = (), *, jobs: int | None = No
         scope = [p.strip("/") for p in paths if p.strip("/")]
         return _ingest(store, walk.files, scope=scope, removals=True, semantics=True,
                        budget=budget_of(store.config, bulk=True),
-                       jobs=default_jobs() if jobs is None else jobs, progress=progress)
+                       jobs=default_jobs() if jobs is None else jobs, progress=progress,
+                       full=full)
 
 
 def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False) -> IngestReport:
@@ -329,7 +333,7 @@ def _in_scope(path: str, scope: list[str] | None) -> bool:
 
 def _ingest(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
             semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
-            snapshot: bool = False) -> IngestReport:
+            snapshot: bool = False, full: bool = False) -> IngestReport:
     """One run, every stage, under the code index's lock (one run writes it at a time)."""
     from ctxstore.index import index_dir
     from ctxstore.index.codedb import CODE_LOCK
@@ -338,12 +342,12 @@ def _ingest(store: Store, candidates: list[str], *, scope: list[str] | None, rem
     fsio.ensure_dir_under(store.root, folder)
     with fsio.hold_lock(folder / CODE_LOCK, timeout=store.lock_timeout):
         return _run(store, candidates, scope=scope, removals=removals, semantics=semantics,
-                    budget=budget, jobs=jobs, progress=progress, snapshot=snapshot)
+                    budget=budget, jobs=jobs, progress=progress, snapshot=snapshot, full=full)
 
 
 def _run(store: Store, candidates: list[str], *, scope: list[str] | None, removals: bool,
          semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
-         snapshot: bool) -> IngestReport:
+         snapshot: bool, full: bool = False) -> IngestReport:
     from ctxstore.index import open_index
     from ctxstore.index.code import skipped_rows, snapshot_heads, stat_rows
 
@@ -355,9 +359,10 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
         for part in scope or ():  # a typo must not look like a run that found nothing to do
             if not os.path.lexists(root / part) and not any(_in_scope(p, [part]) for p in rows):
                 raise InvalidInput(f"{part}: no such file or directory, and nothing indexed there")
-        selection = _select(store, candidates, rows, skipped_rows(conn), semantics, budget,
-                            report)
-        reads = _read(store, selection, rows, semantics, budget, report, started)
+        known_rows = {} if full else rows  # --full: neither the stat cache nor dedup apply
+        selection = _select(store, candidates, known_rows, {} if full else skipped_rows(conn),
+                            semantics, budget, report)
+        reads = _read(store, selection, known_rows, semantics, budget, report, started)
         modules = {p: r.module for p, r in rows.items() if r.module is not None}
         known = module_map(set(rows) | {p for p, _, _ in reads.texts}, modules) \
             if reads.texts and semantics else {}
@@ -370,7 +375,8 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
         named = set(candidates) if snapshot else {p for p, r in rows.items() if r.named}
         counts = {"low": 0, "budget": 0}
         stored: list[Prepared] = []
-        with CodeWriter(conn, report, stats=reads.stats, modules=modules, named=named) as writer:
+        with CodeWriter(conn, report, stats=reads.stats, modules=modules, named=named,
+                        recount=full) as writer:
             for path in reads.same:
                 writer.unchanged(path, reads.stats.get(path))
             for path in reads.skipped:
@@ -386,10 +392,12 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
             prepare_versions(reads.texts, reads.blobs, known, semantics, budget, counts, jobs,
                              progress, sink, keep_payload=snapshot)
             writer.remove(gone)
-        if report.written or report.removed:
+        if report.written or report.removed or full:
             from ctxstore.graph.cycles import refresh_file_cycles
+            from ctxstore.graph.scc import drop_view
 
             refresh_file_cycles(conn)
+            drop_view(store)  # of the old code edges: rebuilt by the next reader needing it
         if snapshot and stored:
             report.work_commit = write_snapshot(
                 store, stored, snapshot_heads(conn, [p.path for p in stored]), report)
@@ -400,3 +408,59 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
         report.dropped.append(f"{counts['budget']} edges not stored: over [ingestion] "
                               f"max_edges_per_step = {budget.max_edges}")
     return report
+
+
+def rederive_rows(store: Store, conn: sqlite3.Connection,
+                  indexed: dict[str, tuple[bytes, str | None, str | None]]) -> set[str]:
+    """Derive again the code rows of indexed files, into ``conn``'s code tables (verify).
+
+    Only the files whose content in the work tree is still the one indexed (same blob id,
+    after the same secret redaction) are derived, the way ``ctx index`` derived them: the same
+    gates, the same module map, semantics unless the file was indexed without them.
+
+    Args:
+        store: The store (its work tree is read; nothing is written to it).
+        conn: A connection whose attached ``code`` tables receive the rows (a scratch index).
+        indexed: Path -> (blob id, module name or None, note) of each indexed file.
+
+    Returns:
+        The paths derived.
+    """
+    from ctxstore.code.ingest.extract import _prepare
+    from ctxstore.index import codedb
+    from ctxstore.index.code import DocumentFrequencies, apply_rows
+
+    root = store.worktree
+    pol = policy(store)
+    budget = budget_of(store.config, bulk=True)
+    reads: list[tuple[str, bytes, str]] = []
+    blobs: dict[str, ObjectId] = {}
+    for path, (blob, _, _) in sorted(indexed.items()):
+        try:
+            data = fsio.read_regular(root / path, budget.max_file_bytes)
+        except (OSError, UnsafePath):
+            continue
+        text, _ = _sniff(data)
+        if text is None:
+            continue
+        clean = guard(store, "files", text, what=path, path=path, policy_=pol)
+        if clean is not text:
+            text, data = clean, clean.encode("utf-8")
+        oid = object_id_of(KIND_BLOB, data)
+        if bytes(oid) != blob:
+            continue
+        reads.append((path, data, text))
+        blobs[path] = oid
+    modules = {p: m for p, (_, m, _) in indexed.items() if m is not None}
+    known = module_map(set(indexed), modules)
+    counts = {"low": 0, "budget": 0}
+    frequencies = DocumentFrequencies()
+    with _no_collections(), codedb.write(conn, "code"):
+        for path, data, text in reads:
+            semantics = indexed[path][2] != NO_SEMANTICS
+            prepared = _prepare(path, data, blobs[path], text, semantics,
+                                known if semantics else {}, budget, counts, False)
+            apply_rows(conn, prepared.rows, stamp=0, frequencies=frequencies,
+                       module=modules.get(path, ""))
+        frequencies.flush(conn)
+    return set(blobs)

@@ -26,7 +26,15 @@ from ctxstore.code.ingest.extract import Prepared
 from ctxstore.code.ingest.report import IngestReport
 from ctxstore.ids import ObjectId
 from ctxstore.index import codedb
-from ctxstore.index.code import DocumentFrequencies, apply_rows, remove_path, set_skipped, set_stat
+from ctxstore.index.code import (
+    DocumentFrequencies,
+    apply_rows,
+    clear_code_rows,
+    recount_term_df,
+    remove_path,
+    set_skipped,
+    set_stat,
+)
 from ctxstore.model.code import FileRecord
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.repo import Store
@@ -45,7 +53,7 @@ class CodeWriter:
 
     def __init__(self, conn: sqlite3.Connection, report: IngestReport, *,
                  stats: dict[str, tuple[int, int] | None], modules: dict[str, str],
-                 named: set[str]) -> None:
+                 named: set[str], recount: bool = False) -> None:
         """Start a writer (the transaction opens on entering).
 
         Args:
@@ -55,7 +63,9 @@ class CodeWriter:
                 again next run (its modification time was too recent to trust).
             modules: Path -> module name ("" none).
             named: Paths added by name (kept while they exist; ``ctx add file``).
+            recount: Count ``term_df`` again from the postings at the end (``ctx index --full``).
         """
+        self.recount = recount
         self.conn, self.report = conn, report
         self.stats, self.modules, self.named = stats, modules, named
         self.frequencies = DocumentFrequencies()
@@ -64,6 +74,8 @@ class CodeWriter:
 
     def __enter__(self) -> CodeWriter:
         codedb.begin(self.conn, "code")
+        if self.recount:  # ctx index --full: every row is made again, orphans included
+            clear_code_rows(self.conn)
         self.opened = time.monotonic()
         return self
 
@@ -73,12 +85,16 @@ class CodeWriter:
                 self.conn.execute("ROLLBACK")
             return
         self.frequencies.flush(self.conn)
+        if self.recount:
+            recount_term_df(self.conn)
         self.conn.execute("COMMIT")
 
     def _maybe_commit(self) -> None:
         if time.monotonic() - self.opened < SLICE_SECONDS:
             return
         self.frequencies.flush(self.conn)
+        if self.recount:
+            recount_term_df(self.conn)
         self.conn.execute("COMMIT")
         codedb.begin(self.conn, "code")
         self.opened = time.monotonic()
