@@ -214,9 +214,9 @@ def test_pack_carries_the_latest_diagnostics_of_its_files(work: Path) -> None:
     _validate(pack)
 
 
-def test_pack_uses_the_scc_view_for_import_cycles(tmp_path: Path) -> None:
-    from ctxstore.graph.scc import build_scc
-
+def test_pack_uses_the_import_cycles_ctx_index_keeps(tmp_path: Path) -> None:
+    # ctx index keeps the components of the import graph between files (file_sccs); a pack
+    # reads its seeds' rows only, with no SCC view loaded (issue 30: that cost 170 ms).
     files = {"ring/__init__.py": "",
              "ring/alpha.py": "from ring import beta\n\ndef spin():\n    return beta\n",
              "ring/beta.py": "from ring import alpha\n\ndef wobble():\n    return alpha\n",
@@ -227,10 +227,7 @@ def test_pack_uses_the_scc_view_for_import_cycles(tmp_path: Path) -> None:
     init_store(tmp_path / ".ctx", git=False)
     store = open_store(tmp_path / ".ctx")
     index_tree(store, jobs=1)
-    before = _pack(tmp_path, "spin", budget=4000, include_narrative=False)
-    assert before["graph_context"]["scc_dag_used"] is False
-    with Session.open(tmp_path / ".ctx") as session:
-        build_scc(session.store, session.index())
+    assert not (tmp_path / ".ctx" / "DERIVED" / "scc_latest").exists()
     pack = _pack(tmp_path, "spin", budget=4000, include_narrative=False)
     assert pack["graph_context"]["scc_dag_used"] is True
     beta = [i for i in pack["retrieved"] if i.get("path") == "ring/beta.py"]
@@ -238,6 +235,28 @@ def test_pack_uses_the_scc_view_for_import_cycles(tmp_path: Path) -> None:
     assert "file:ring/beta.py" in pack["graph_context"]["expanded_nodes"]
     assert all(i.get("path") != "ring/gamma.py" for i in pack["retrieved"])
     _validate(pack)
+    # The cycle broken: the next index run recomputes the components.
+    (tmp_path / "ring" / "beta.py").write_text("def wobble():\n    return 1\n")
+    index_tree(store, jobs=1)
+    conn = sqlite3.connect(tmp_path / ".ctx" / "index" / "code.sqlite")
+    assert conn.execute("SELECT count(*) FROM file_sccs").fetchone() == (0,)
+    conn.close()
+
+
+def test_graph_cycles_strong_components_match_networkx() -> None:
+    import random
+
+    import networkx as nx
+
+    from ctxstore.graph.cycles import strong_components
+
+    rng = random.Random(7)
+    for _ in range(50):
+        nodes = [f"n{i}" for i in range(rng.randint(1, 40))]
+        edges = [(rng.choice(nodes), rng.choice(nodes)) for _ in range(rng.randint(0, 80))]
+        graph: nx.DiGraph[str] = nx.DiGraph(edges)
+        want = sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
+        assert strong_components(edges) == want
 
 
 def test_pack_index_ranks_as_the_in_process_ranker(work: Path) -> None:
@@ -268,7 +287,7 @@ def test_pack_reindexed_file_replaces_its_postings(tmp_path: Path) -> None:
 
 def _document_frequencies(root: Path) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
     """``term_df`` as stored, and as counted from ``file_terms``."""
-    conn = sqlite3.connect(root / ".ctx" / "index" / "index.sqlite")
+    conn = sqlite3.connect(root / ".ctx" / "index" / "code.sqlite")
     try:
         stored = {(t, f): n for t, f, n in conn.execute("SELECT term, field, df FROM term_df")}
         counted = {(t, f): n for t, f, n in conn.execute(
@@ -299,7 +318,7 @@ def test_pack_document_frequencies_follow_every_change_of_the_tree(tmp_path: Pat
 
 def test_pack_corpus_cache_is_written_once_and_follows_new_files(tmp_path: Path) -> None:
     root, store = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n"})
-    index = root / ".ctx" / "index" / "index.sqlite"
+    index = root / ".ctx" / "index" / "code.sqlite"
     assert _pack(root, "parse_header")["ranked_files"] == ["pkg/a.py"]
     first = sqlite3.connect(index).execute("SELECT generation, data FROM corpus_cache").fetchall()
     assert len(first) == 1
@@ -342,7 +361,7 @@ def test_pack_does_not_wait_for_a_writer_to_store_its_cache(tmp_path: Path) -> N
     # file table and leaves the cache to the next pack (it would otherwise wait 30 s).
     root, store = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n"})
     _pack(root, "nothing")
-    index = root / ".ctx" / "index" / "index.sqlite"
+    index = root / ".ctx" / "index" / "code.sqlite"
     holder = sqlite3.connect(index, isolation_level=None)
     holder.execute("DELETE FROM corpus_cache")
     holder.execute("BEGIN IMMEDIATE")
