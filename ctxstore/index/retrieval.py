@@ -30,7 +30,8 @@ from ctxstore.index.fulltext.ranked import ChunkRow, has_table
 from ctxstore.index.terms import cached_is_test_path
 from ctxstore.records import dataclass
 
-__all__ = ["BODY", "PATH", "FileCorpus", "has_code", "has_diagnostics", "file_table",
+__all__ = ["BODY", "PATH", "PACK_APART", "warm_corpus", "FileCorpus", "has_code", "has_diagnostics",
+           "file_table",
            "file_corpus", "read_corpus", "encode_corpus", "decode_corpus", "corpus_name",
            "corpus_apart", "code_generation", "all_import_edges", "file_components",
            "file_sccs_current", "file_versions", "file_blobs", "has_files",
@@ -188,6 +189,16 @@ def code_generation(conn: sqlite3.Connection) -> str:
     """``code_meta`` ``generation``: it changes with every change of the code tables ("0" before any)."""
     row = conn.execute("SELECT value FROM code_meta WHERE key = 'generation'").fetchone()
     return str(row[0]) if row is not None else "0"
+
+
+# The languages a pack ranks apart from source files (``packs.pack``): its corpus, which
+# ``ctx index`` writes before it returns (``warm_corpus``).
+PACK_APART = frozenset({"markdown"})
+
+
+def warm_corpus(conn: sqlite3.Connection) -> None:
+    """Write the packs' ``corpus_cache`` value now, if it is not current (``ctx index``)."""
+    file_corpus(conn, PACK_APART)
 
 
 def file_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:

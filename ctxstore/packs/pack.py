@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from ctxstore.index.fulltext.ranked import ChunkRow
 from ctxstore.index.retrieval import (
     BODY,
+    PACK_APART,
     PATH,
     FileCorpus,
     chunk_texts,
@@ -85,7 +86,7 @@ _NARRATIVE_SHARE = 0.2  # the recent log takes at most this share of the room
 _NODE_HITS = 20
 # At most this many nodes of the active task join a pack's narrative items.
 _ACTIVE_TASK_NODES = 5
-PROSE_LANGUAGES = frozenset({"markdown"})  # indexed languages ranked apart from source
+PROSE_LANGUAGES = PACK_APART  # indexed languages ranked apart from source (index.retrieval)
 MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
 MAX_POSTINGS = 10_000      # more terms only while their postings stay under this (bench/pack.py --caps)
 _DIAGNOSTICS = 20          # latest diagnostics of the pack's files, at most

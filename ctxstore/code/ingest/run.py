@@ -398,6 +398,10 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
 
             refresh_file_cycles(conn)
             drop_view(store)  # of the old code edges: rebuilt by the next reader needing it
+        if semantics and not snapshot:  # the first pack after `ctx index` reads, never writes
+            from ctxstore.index.retrieval import warm_corpus
+
+            warm_corpus(conn)
         if snapshot and stored:
             report.work_commit = write_snapshot(
                 store, stored, snapshot_heads(conn, [p.path for p in stored]), report)
