@@ -37,7 +37,7 @@ from ctxstore.tokens import estimate_tokens
 
 __all__ = ["DocumentFrequencies", "FileRow", "FileRows", "StatRow", "SymbolHit", "Chunk",
            "apply_version", "apply_rows", "prepare_rows", "recount_term_df", "replace_file_sccs",
-           "clear_code_rows",
+           "clear_code_rows", "mark_file_sccs_current",
            "remove_path", "set_stat", "set_skipped", "file_rows", "file_row", "stat_rows",
            "snapshot_heads", "import_shape", "imported_by_others",
            "skipped_rows", "symbols_by", "symbols_in", "task_node_ids", "chunk_file",
@@ -516,3 +516,11 @@ def clear_code_rows(conn: sqlite3.Connection) -> None:
         if table != "code_meta":
             conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
     bump_generation(conn)
+
+
+def mark_file_sccs_current(conn: sqlite3.Connection) -> None:
+    """Record ``file_sccs`` as current at this generation (the import graph did not change)."""
+    from ctxstore.index import codedb
+
+    with codedb.write(conn, "code"):
+        codedb.set_meta(conn, "sccs", codedb.generation(conn))

@@ -235,12 +235,29 @@ def test_pack_uses_the_import_cycles_ctx_index_keeps(tmp_path: Path) -> None:
     assert "file:ring/beta.py" in pack["graph_context"]["expanded_nodes"]
     assert all(i.get("path") != "ring/gamma.py" for i in pack["retrieved"])
     _validate(pack)
+    code = tmp_path / ".ctx" / "index" / "code.sqlite"
+
+    def sccs() -> tuple[list[tuple[str, int]], bool]:
+        conn = sqlite3.connect(code)
+        try:
+            rows = conn.execute("SELECT path, scc FROM file_sccs ORDER BY 1").fetchall()
+            meta = dict(conn.execute("SELECT key, value FROM code_meta").fetchall())
+        finally:
+            conn.close()
+        return rows, meta.get("sccs") == meta["generation"]
+
+    assert sccs() == ([("ring/alpha.py", 0), ("ring/beta.py", 0)], True)
+    # A body changed, imports and names the same: the components stand, current.
+    (tmp_path / "ring" / "alpha.py").write_text(
+        "from ring import beta\n\ndef spin():\n    return beta.wobble()\n")
+    index_tree(store, jobs=1)
+    assert sccs() == ([("ring/alpha.py", 0), ("ring/beta.py", 0)], True)
     # The cycle broken: the next index run recomputes the components.
     (tmp_path / "ring" / "beta.py").write_text("def wobble():\n    return 1\n")
     index_tree(store, jobs=1)
-    conn = sqlite3.connect(tmp_path / ".ctx" / "index" / "code.sqlite")
-    assert conn.execute("SELECT count(*) FROM file_sccs").fetchone() == (0,)
-    conn.close()
+    assert sccs() == ([], True)
+    assert _pack(tmp_path, "spin", budget=4000, include_narrative=False)[
+        "graph_context"]["scc_dag_used"] is True
 
 
 def test_graph_cycles_strong_components_match_networkx() -> None:

@@ -57,6 +57,7 @@ from ctxstore.security.secrets import sensitive_file
 __all__ = ["index_tree", "add_files", "repo_path", "rederive_rows"]
 
 _SNIFF_BYTES = 8192
+_SHAPE_CHECK_MAX = 200  # files of a run compared before and after for their imports and names
 _RACY_NS = 2_000_000_000  # an mtime this close to the run may still change within its tick
 
 
@@ -349,7 +350,14 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
          semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
          snapshot: bool, full: bool = False) -> IngestReport:
     from ctxstore.index import open_index
-    from ctxstore.index.code import skipped_rows, snapshot_heads, stat_rows
+    from ctxstore.index.code import (
+        import_shape,
+        mark_file_sccs_current,
+        skipped_rows,
+        snapshot_heads,
+        stat_rows,
+    )
+    from ctxstore.index.retrieval import file_sccs_current
 
     report = IngestReport(scanned=len(candidates))
     root = store.worktree
@@ -375,6 +383,11 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
         named = set(candidates) if snapshot else {p for p, r in rows.items() if r.named}
         counts = {"low": 0, "budget": 0}
         stored: list[Prepared] = []
+        touched = [p for p, _, _ in reads.texts] + gone
+        # A few files whose imports and names stay as they were leave the import graph
+        # between files as it was: its components need no recomputing (one-file re-index).
+        shapes = {p: import_shape(conn, p) for p in touched} \
+            if len(touched) <= _SHAPE_CHECK_MAX and not full and file_sccs_current(conn) else None
         with CodeWriter(conn, report, stats=reads.stats, modules=modules, named=named,
                         recount=full) as writer:
             for path in reads.same:
@@ -396,7 +409,11 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
             from ctxstore.graph.cycles import refresh_file_cycles
             from ctxstore.graph.scc import drop_view
 
-            refresh_file_cycles(conn)
+            if shapes is not None and all(import_shape(conn, p) == shape
+                                          for p, shape in shapes.items()):
+                mark_file_sccs_current(conn)
+            else:
+                refresh_file_cycles(conn)
             drop_view(store)  # of the old code edges: rebuilt by the next reader needing it
         if semantics and not snapshot:  # the first pack after `ctx index` reads, never writes
             from ctxstore.index.retrieval import warm_corpus
