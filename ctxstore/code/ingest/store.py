@@ -42,7 +42,6 @@ from ctxstore.repo import Store
 __all__ = ["CodeWriter", "SLICE_SECONDS", "write_snapshot", "read_line"]
 
 SLICE_SECONDS = 2.0  # a large run commits the code index at least this often
-_CACHE_KIB = 256 << 10  # SQLite's page cache while a run writes (KiB): 256 MiB at most
 
 
 class CodeWriter:
@@ -74,9 +73,6 @@ class CodeWriter:
         self.stamp = now_ms()
 
     def __enter__(self) -> CodeWriter:
-        # A run inserts into large B-trees (edges, postings) at random places: a page cache
-        # that holds them saves most page reads and writes (the default holds 2 MB).
-        self.conn.execute(f"PRAGMA code.cache_size = -{_CACHE_KIB}")
         codedb.begin(self.conn, "code")
         if self.recount:  # ctx index --full: every row is made again, orphans included
             clear_code_rows(self.conn)
