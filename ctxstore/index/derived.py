@@ -18,7 +18,7 @@ from typing import Any
 
 from ctxstore.records import dataclass
 
-__all__ = ["GraphEdge", "IndexLookup", "graph_edges", "lookup", "classify_key",
+__all__ = ["graph_size", "GraphEdge", "IndexLookup", "graph_edges", "lookup", "classify_key",
            "chunk_documents", "node_documents"]
 
 # (from_kind, from_key, to_kind, to_key, label)
@@ -31,6 +31,13 @@ _ADJACENCY = (
     " WHERE {side}_kind = ? AND {side}_key = ?"
     " UNION ALL SELECT 'code:' || path, from_kind, from_key, to_kind, to_key, label FROM build_edges"
     " WHERE {side}_kind = ? AND {side}_key = ? ORDER BY 6, 3, 5 LIMIT ?")
+
+
+def graph_size(conn: sqlite3.Connection) -> int:
+    """How many rows the graph ``graph_edges`` reads has (every edge table, counted)."""
+    row = conn.execute("SELECT (SELECT count(*) FROM edges) + (SELECT count(*) FROM code_edges)"
+                       " + (SELECT count(*) FROM build_edges)").fetchone()
+    return int(row[0])
 
 
 def graph_edges(conn: sqlite3.Connection) -> list[GraphEdge]:

@@ -224,3 +224,21 @@ def test_condensation_is_a_dag_and_every_node_is_in_one_scc(pairs: list[tuple[st
     shuffled = list(edges)
     rnd.shuffle(shuffled)  # type: ignore[attr-defined]
     assert scc.compute_scc(shuffled, ()) == view
+
+
+def test_a_graph_over_the_limit_is_condensed_on_request_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A large code index: ctx commit and ctx rebuild do not run networkx over it (seconds at
+    # 10,000 files); the stale view goes, and `ctx rebuild --scc` or a reader builds it.
+    ctx_dir = indexed_and_committed(tmp_path / "w")
+    oid, _ = _view(ctx_dir)
+    monkeypatch.setattr(scc, "AUTO_MAX_EDGES", 3)
+    ctx(ctx_dir, "add", "note", "a later note")
+    out, err, _ = ctx(ctx_dir, "commit", "-m", "large graph")
+    assert out.startswith("committed") and err == ""
+    assert not _pointer(ctx_dir).exists()
+    doc = ctx_json(ctx_dir, "rebuild")
+    assert doc["scc"]["deferred"] is True and doc["scc"]["edges"] > 3
+    assert not _pointer(ctx_dir).exists()
+    assert ctx_json(ctx_dir, "rebuild", "--scc")["scc"]["cycles"] == 2
+    assert _pointer(ctx_dir).exists() and _view(ctx_dir)[0] != oid  # of the new heads
