@@ -195,9 +195,16 @@ def _remove_dir(index_fd: int, index_folder: Path, name: str) -> None:
 
 
 def _synced_text(store: Store) -> str:
-    from ctxstore.index import pointer_snapshot
+    """What the index was filled from, as its marker records it.
 
-    return json.dumps(pointer_snapshot(store), sort_keys=True)
+    The pointers (knowledge) and the code tables' generation (this clone's code index, which
+    ``ctx index`` changes without moving a pointer).
+    """
+    from ctxstore.index import index_dir, pointer_snapshot
+    from ctxstore.index.codedb import generation_of
+
+    return json.dumps({"pointers": pointer_snapshot(store),
+                       "code": generation_of(index_dir(store))}, sort_keys=True)
 
 
 def fill(index: CodeTextIndex, conn: sqlite3.Connection) -> tuple[int, int]:

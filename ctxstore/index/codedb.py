@@ -31,11 +31,12 @@ from pathlib import Path
 
 from ctxstore import fsio
 from ctxstore import sqlite as db
+from ctxstore.errors import CtxError
 from ctxstore.index.schema import SchemaRow, schema_digest
 
 __all__ = ["CODE_FILE", "CODE_SCHEMA", "CODE_SCHEMA_VERSION", "CODE_TABLES", "CODE_LOCK",
            "EXPECTED_CODE_DIGEST", "attach", "begin", "bump_generation", "code_schema",
-           "drop_code_files", "expected_code_schema", "generation", "inspect_code",
+           "drop_code_files", "expected_code_schema", "generation", "generation_of", "inspect_code",
            "irregular_code_files", "meta_value", "read_code_schema", "set_meta", "write"]
 
 CODE_FILE = "code.sqlite"
@@ -256,6 +257,27 @@ def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
 def generation(conn: sqlite3.Connection) -> str:
     """The code tables' generation: it changes with every change of them ("0" before any)."""
     return meta_value(conn, "generation") or "0"
+
+
+def generation_of(folder: Path) -> str:
+    """The generation of the code database in ``folder``, read-only ("0" when none or unreadable).
+
+    For caches of the code tables kept elsewhere (the Tantivy index's marker).
+    """
+    path = folder / CODE_FILE
+    if not path.is_file() or path.is_symlink():
+        return "0"
+    try:
+        conn = db.connect(path, busy_seconds=1.0, read_only=True)
+    except (sqlite3.Error, OSError, CtxError):
+        return "0"
+    try:
+        row = conn.execute("SELECT value FROM code_meta WHERE key = 'generation'").fetchone()
+    except sqlite3.Error:
+        return "0"
+    finally:
+        conn.close()
+    return str(row[0]) if row is not None else "0"
 
 
 def bump_generation(conn: sqlite3.Connection) -> None:

@@ -47,6 +47,11 @@ def test_a_search_behind_the_store_rebuilds_first(tmp_path: Path) -> None:
     ctx(ctx_dir, "add", "--type", "fact", "zeppelin storage quirk")
     hits = search_text(open_store(ctx_dir), "zeppelin")
     assert [h.kind for h in hits] == ["node"]
+    # ctx index changes this clone's code index without moving a pointer: behind too.
+    (ctx_dir.parent / "d.py").write_text("def dirigible_mooring():\n    return 1\n")
+    ctx(ctx_dir, "index")
+    hits = search_text(open_store(ctx_dir), "dirigible mooring", kind="chunk")
+    assert [h.ref for h in hits] == ["d.py"]
 
 
 def test_a_crashed_rebuild_leaves_the_old_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
