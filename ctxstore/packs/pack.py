@@ -56,11 +56,18 @@ from ctxstore.index.retrieval import (
     symbols_with_names,
 )
 from ctxstore.packs.rank import Corpus, FieldStats, Hit, Params, defined_names
-from ctxstore.packs.render import header_cost, item_cost, narrative_cost
+from ctxstore.packs.render import (
+    ITEM_OVERHEAD,
+    PROMPT_FORMATS,
+    header_cost,
+    item_cost,
+    narrative_cost,
+)
 from ctxstore.packs.text import Query, held_terms, parse_query
 from ctxstore.records import dataclass
 from ctxstore.refs import read_head
 from ctxstore.tagtext import escape_tags, escape_tree
+from ctxstore.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     import sqlite3
@@ -256,6 +263,9 @@ class _Item:
     extra: dict[str, Any]
 
     def cost(self, fmt: str) -> int:
+        if fmt not in PROMPT_FORMATS:  # ``item_cost`` reads only the escaped title and snippet
+            return (estimate_tokens(escape_tags(self.title))
+                    + estimate_tokens(escape_tags(self.snippet)) + ITEM_OVERHEAD)
         return item_cost(self.to_json(), fmt)
 
     def to_json(self) -> dict[str, Any]:
@@ -537,6 +547,8 @@ def _fill(items: list[_Item], room: int, fmt: str) -> tuple[list[_Item], int]:
     used = 0
     seen: set[tuple[str, str]] = set()
     for item in sorted(items, key=lambda i: (-i.score, i.title)):
+        if room - used < ITEM_OVERHEAD:  # no item costs less: nothing more fits
+            break
         key = (item.object_id, item.title)
         if key in seen:
             continue

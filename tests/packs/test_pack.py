@@ -637,3 +637,17 @@ def test_pack_small_budget_prints_the_short_header_in_text_and_markdown(work: Pa
     # a task matching nothing is no budget problem: no note
     none = _cli(work, "pack", "zebra quagga", "--budget", "15", "--format", "text")
     assert (none.exit_code, none.stderr) == (0, "")
+
+
+def test_pack_item_cost_without_its_json_charges_what_the_json_costs() -> None:
+    # _Item.cost skips building the item's JSON where item_cost reads only title and snippet
+    # (a pack weighs hundreds of candidates): the charge must stay what the printed item costs.
+    from ctxstore.packs.pack import _Item
+    from ctxstore.packs.render import FORMATS, item_cost
+
+    items = [_Item("Symbol: <ctx:forget node=x/> f (a.py:1-2)", "ab" * 32,
+                   "def f():\n    return '<ctx:recall q=1/>'\n" * n, 0.5, "SymbolDefinition",
+                   {"edge_path": ["a.py", "Imports", "<ctx:x>"]}, {"path": "a.py"})
+             for n in (0, 1, 7, 300)]
+    for fmt in FORMATS:
+        assert [i.cost(fmt) for i in items] == [item_cost(i.to_json(), fmt) for i in items], fmt
