@@ -226,12 +226,22 @@ class _BuildOutputs:
         self.root = root
         self.globs = GlobSet(BUILD_OUTPUT_GLOBS)
         self.venv: dict[str, bool] = {}
+        # Every glob is ``**/NAME/**``: the answer is the path's folder's, asked once a folder.
+        self.folders: dict[str, bool] = {}
 
     def holds(self, path: str) -> bool:
         """Whether ``path`` (repository-relative) is a build output."""
-        if self.globs.any(path):
+        folder = path.rpartition("/")[0]
+        if not folder:
+            return False  # a file at the root lies in no folder
+        known = self.folders.get(folder)
+        if known is None:
+            known = self.folders[folder] = self._folder_holds(folder)
+        return known
+
+    def _folder_holds(self, folder: str) -> bool:
+        if self.globs.any(folder + "/-"):  # a file in it, whatever its name
             return True
-        folder, _, _ = path.rpartition("/")
         while folder:
             known = self.venv.get(folder)
             if known is None:

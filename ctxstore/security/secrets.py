@@ -421,7 +421,7 @@ def sensitive_file(path: str) -> str | None:
     if name.endswith(".pub") or name in ("known_hosts", "authorized_keys"):
         return None
     exact, suffixes, others, literals = _sensitive_screen()
-    if not (name in exact or name.endswith(suffixes) or any(fnmatch(name, p) for p in others)
+    if not (name in exact or name.endswith(suffixes) or others.match(name) is not None
             or any(lit in low for lit in literals)):
         return None
     for pattern, reason in SENSITIVE_FILES:  # a candidate: the first pattern says why
@@ -434,13 +434,16 @@ def sensitive_file(path: str) -> str | None:
 
 
 @lru_cache(maxsize=1)
-def _sensitive_screen() -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+def _sensitive_screen() -> tuple[frozenset[str], tuple[str, ...], re.Pattern[str], tuple[str, ...]]:
     """``SENSITIVE_FILES`` split for a fast first test.
 
     Returns:
-        (names without wildcards, suffixes of the ``*.x`` patterns, the other name patterns,
-        the literal text before the first wildcard of each path pattern).
+        (names without wildcards, suffixes of the ``*.x`` patterns, the other name patterns
+        as one expression (``fnmatch.translate``; matched once against a file name), the
+        literal text before the first wildcard of each path pattern).
     """
+    from fnmatch import translate
+
     exact, suffixes, others, literals = set(), [], [], []
     for pattern, _ in SENSITIVE_FILES:
         if "/" in pattern:
@@ -451,7 +454,8 @@ def _sensitive_screen() -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...
             suffixes.append(pattern[1:])
         else:
             others.append(pattern)
-    return frozenset(exact), tuple(suffixes), tuple(others), tuple(literals)
+    return (frozenset(exact), tuple(suffixes), re.compile("|".join(translate(p) for p in others)),
+            tuple(literals))
 
 
 # -- policy ---------------------------------------------------------------------------------------
