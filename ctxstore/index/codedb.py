@@ -35,7 +35,7 @@ from ctxstore.errors import CtxError
 from ctxstore.index.schema import SchemaRow, schema_digest
 
 __all__ = ["CODE_FILE", "CODE_SCHEMA", "CODE_SCHEMA_VERSION", "CODE_TABLES", "CODE_LOCK",
-           "EXPECTED_CODE_DIGEST", "attach", "begin", "bump_generation", "code_schema",
+           "EXPECTED_CODE_DIGEST", "attach", "begin", "bump_generation", "commit", "rollback", "code_schema",
            "drop_code_files", "expected_code_schema", "generation", "generation_of", "inspect_code",
            "irregular_code_files", "meta_value", "read_code_schema", "set_meta", "write"]
 
@@ -223,6 +223,16 @@ def begin(conn: sqlite3.Connection, schema: str) -> None:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
         raise
+
+
+def commit(conn: sqlite3.Connection) -> None:
+    """Commit the write transaction ``begin`` opened."""
+    conn.execute("COMMIT")
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the write transaction ``begin`` opened."""
+    conn.execute("ROLLBACK")
 
 
 @contextlib.contextmanager

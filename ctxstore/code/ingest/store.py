@@ -82,12 +82,12 @@ class CodeWriter:
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
         if exc is not None:
             if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+                codedb.rollback(self.conn)
             return
         self.frequencies.flush(self.conn)
         if self.recount:
             recount_term_df(self.conn)
-        self.conn.execute("COMMIT")
+        codedb.commit(self.conn)
 
     def _maybe_commit(self) -> None:
         if time.monotonic() - self.opened < SLICE_SECONDS:
@@ -95,7 +95,7 @@ class CodeWriter:
         self.frequencies.flush(self.conn)
         if self.recount:
             recount_term_df(self.conn)
-        self.conn.execute("COMMIT")
+        codedb.commit(self.conn)
         codedb.begin(self.conn, "code")
         self.opened = time.monotonic()
 
