@@ -367,7 +367,9 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
         for part in scope or ():  # a typo must not look like a run that found nothing to do
             if not os.path.lexists(root / part) and not any(_in_scope(p, [part]) for p in rows):
                 raise InvalidInput(f"{part}: no such file or directory, and nothing indexed there")
-        known_rows = {} if full else rows  # --full: neither the stat cache nor dedup apply
+        # --full: neither the stat cache nor dedup apply. A snapshot (ctx add file) is read
+        # whatever the code index holds: what it dedups against is the file's last snapshot.
+        known_rows = {} if full or snapshot else rows
         selection = _select(store, candidates, known_rows, {} if full else skipped_rows(conn),
                             semantics, budget, report)
         reads = _read(store, selection, known_rows, semantics, budget, report, started)
@@ -420,8 +422,13 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
 
             warm_corpus(conn)
         if snapshot and stored:
-            report.work_commit = write_snapshot(
-                store, stored, snapshot_heads(conn, [p.path for p in stored]), report)
+            heads = snapshot_heads(conn, [p.path for p in stored])
+            fresh = [p for p in stored if heads.get(p.path, (b"",))[0] != p.rows.version]
+            same = {p.path for p in stored} - {p.path for p in fresh}
+            report.deduplicated += len(same)  # as snapshotted last: nothing new to record
+            report.written = [p for p in report.written if p not in same]
+            if fresh:
+                report.work_commit = write_snapshot(store, fresh, heads, report)
     if counts["low"]:
         report.dropped.append(f"{counts['low']} low-confidence edges not stored: below "
                               f"[ingestion] min_confidence = {budget.min_confidence}")
