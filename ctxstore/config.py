@@ -62,6 +62,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_file_bytes": 2097152,
         "max_index_bytes": 268435456,
         "min_confidence": "medium",
+        # Build outputs (target/, node_modules/, dist/, build/, virtualenvs) at any depth
+        # (code.walk.BUILD_OUTPUT_GLOBS) are not indexed unless this is true.
+        "index_build_outputs": False,
     },
     # The token budget of `ctx compose` and views without one (CTX_DEFAULT_BUDGET wins); spec A.3
     # says 16000, ctx has always composed 50,000 by default and keeps doing so.

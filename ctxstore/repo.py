@@ -46,6 +46,7 @@ from ctxstore.errors import (
 )
 from ctxstore.limits import load_store_config
 from ctxstore.model import ChangeBatch, Commit, WorkCommit, decode_typed, encode_typed
+from ctxstore.model.commit import CommitV2
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, LayeredObjectStore, LooseObjectStore, ObjectId
 from ctxstore.records import dataclass
@@ -102,7 +103,8 @@ MAX_COMMIT_BYTES = 16 << 20
 # work: a write splits its records over as many batches as it needs (``put_records``), so a
 # read refuses a batch that declares more than any write makes.
 MAX_BATCH_BYTES = 64 << 20
-_TYPED_CAPS: dict[type, int] = {Commit: MAX_COMMIT_BYTES, WorkCommit: MAX_COMMIT_BYTES,
+_TYPED_CAPS: dict[type, int] = {Commit: MAX_COMMIT_BYTES, CommitV2: MAX_COMMIT_BYTES,
+                                WorkCommit: MAX_COMMIT_BYTES,
                                 ChangeBatch: MAX_BATCH_BYTES}
 
 

@@ -21,7 +21,7 @@ from ctxstore import refs as refs_mod
 from ctxstore.clock import next_stamp, now_ms
 from ctxstore.errors import CtxError, InvalidInput, NothingToDo, RefNotFound, StagingConflict
 from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit, decode_typed
-from ctxstore.model.commit import StepKind
+from ctxstore.model.commit import CommitV2, StepKind
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import KIND_TYPED, ObjectId
 from ctxstore.records import dataclass
@@ -364,26 +364,36 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
             return FoldResult(None, 0, 0, 0, None, merge_commit=merged[0],
                               merged_heads=merged[1])
         batch_ids = tx.put_records(curated, created_at=now_ms(), author=None) if curated else []
+        new: Commit
         if amend:
             old = store.read_typed(head, Commit)
-            tree = _fold_tree(store, tx, old, curated)
-            new = Commit(parents=old.parents, timestamp_unix=now_ms() // 1000,
-                         message=old.message if message is None else message,
-                         root_tree=old.root_tree if tree is None else tree,
-                         change_batches=old.change_batches + tuple(batch_ids),
-                         edge_batches=old.edge_batches,
-                         narrative_refs=tuple(_latest_refs([old.narrative_refs, nrefs])),
-                         cargo_snapshot=old.cargo_snapshot, code_snapshot=old.code_snapshot,
-                         diagnostics_snapshot=old.diagnostics_snapshot,
-                         session_id=session_id or old.session_id, aborted_work=old.aborted_work)
+            if isinstance(old, CommitV2):
+                new = _commit_v2(store, old, curated, parents=old.parents,
+                                 message=old.message if message is None else message,
+                                 timestamp=now_ms() // 1000,
+                                 batches=old.change_batches + tuple(batch_ids),
+                                 edge_batches=old.edge_batches,
+                                 nrefs=tuple(_latest_refs([old.narrative_refs, nrefs])),
+                                 session_id=session_id or old.session_id,
+                                 aborted_work=old.aborted_work)
+            else:  # a commit an older ctx wrote keeps its form
+                tree = _fold_tree(store, tx, old, curated)
+                new = Commit(parents=old.parents, timestamp_unix=now_ms() // 1000,
+                             message=old.message if message is None else message,
+                             root_tree=old.root_tree if tree is None else tree,
+                             change_batches=old.change_batches + tuple(batch_ids),
+                             edge_batches=old.edge_batches,
+                             narrative_refs=tuple(_latest_refs([old.narrative_refs, nrefs])),
+                             cargo_snapshot=old.cargo_snapshot, code_snapshot=old.code_snapshot,
+                             diagnostics_snapshot=old.diagnostics_snapshot,
+                             session_id=session_id or old.session_id,
+                             aborted_work=old.aborted_work)
         else:
             parent = store.read_typed(head, Commit)
-            tree = _fold_tree(store, tx, parent, curated)
-            new = Commit(parents=(head,), timestamp_unix=max(now_ms() // 1000, parent.timestamp_unix),
-                         message=message or "",
-                         root_tree=parent.root_tree if tree is None else tree,
-                         change_batches=tuple(batch_ids), narrative_refs=tuple(nrefs),
-                         session_id=session_id)
+            new = _commit_v2(store, parent, curated, parents=(head,), message=message or "",
+                             timestamp=max(now_ms() // 1000, parent.timestamp_unix),
+                             batches=tuple(batch_ids), edge_batches=(), nrefs=tuple(nrefs),
+                             session_id=session_id, aborted_work=None)
         oid = tx.put(new)
         tx.move_pointer(store.head_ref(), oid, expected=head_ptr)
         tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
@@ -414,6 +424,50 @@ def fold_received_stage(store: Store) -> FoldResult | None:
     session = store.read_typed(works[0], WorkCommit).session_id
     return commit_stage(store, f"Fold staged work received through Git (session {session})",
                         narrative=False)
+
+
+def _commit_v2(store: Store, base: Commit, curated: Sequence[KnowledgeRecord], *,
+               parents: tuple[ObjectId, ...], message: str, timestamp: int,
+               batches: tuple[ObjectId, ...], edge_batches: tuple[ObjectId, ...],
+               nrefs: tuple[NarrativeRef, ...], session_id: str | None,
+               aborted_work: ObjectId | None) -> CommitV2:
+    """A canonical commit naming the code it was made against (DESIGN §5, ``CommitV2``).
+
+    The work tree's Git ``HEAD`` (commit and tree ids) stands for the code: nothing of the
+    code index is copied. The Cargo and diagnostics snapshots current after this commit are
+    ``base``'s (its lists in v2; its single fields in a v1 commit), each replaced by a newer
+    snapshot of the same workspace or command name among ``curated``.
+    """
+    from ctxstore.git import head_ids
+    from ctxstore.model.build import (
+        CargoMetadataSnapshot,
+        CargoRecord,
+        CommandRunRecord,
+        DiagnosticsSnapshot,
+    )
+
+    git_commit, git_tree = head_ids(store.worktree)
+    cargo: dict[str, ObjectId] = {}
+    runs: dict[str, ObjectId] = {}
+    if isinstance(base, CommitV2):
+        old_cargo, old_runs = base.cargo_snapshots, base.diagnostics_snapshots
+    else:
+        old_cargo = (base.cargo_snapshot,) if base.cargo_snapshot else ()
+        old_runs = (base.diagnostics_snapshot,) if base.diagnostics_snapshot else ()
+    for oid in old_cargo:  # a few objects: one per workspace
+        cargo[store.read_typed(ObjectId(oid), CargoMetadataSnapshot).workspace_root] = oid
+    for oid in old_runs:  # one per command name
+        runs[store.read_typed(ObjectId(oid), DiagnosticsSnapshot).name] = oid
+    for rec in curated:
+        if isinstance(rec, CargoRecord):
+            cargo[rec.workspace_root] = rec.snapshot
+        elif isinstance(rec, CommandRunRecord):
+            runs[rec.name] = rec.snapshot
+    return CommitV2(parents=parents, timestamp_unix=timestamp, message=message,
+                    change_batches=batches, edge_batches=edge_batches, narrative_refs=nrefs,
+                    session_id=session_id, aborted_work=aborted_work, git_commit=git_commit,
+                    git_tree=git_tree, cargo_snapshots=tuple(sorted(set(cargo.values()))),
+                    diagnostics_snapshots=tuple(sorted(set(runs.values()))))
 
 
 def _fold_tree(store: Store, tx: Transaction, base: Commit, curated: Sequence[KnowledgeRecord]

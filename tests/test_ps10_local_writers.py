@@ -24,7 +24,6 @@ from click.testing import CliRunner
 
 from ctxstore import fsio
 from ctxstore.claude.hooklog import LOG_FILE, log_problem
-from ctxstore.code.ingest import STAT_CACHE
 from ctxstore.errors import IndexCorrupt, UnsafePath
 from ctxstore.graph import scc
 from ctxstore.index import DAMAGE_MARKER, INDEX_FILE, open_index
@@ -261,35 +260,24 @@ def test_tantivy_rebuild_refuses_a_linked_new_directory(
     assert tree_state(out) == before and (out / "canary").exists()
 
 
-# -- the code stat cache (local/code-stat.json) --------------------------------------------------
+# -- the code index (index/code.sqlite, index/code.lock) ----------------------------------------
 @pytest.mark.parametrize("when", ["after the check", "before the call"])
-def test_code_stat_cache_never_written_through_a_linked_local(
+def test_code_index_never_written_through_a_linked_index(
         store: Store, runner: CliRunner, out: Path, monkeypatch: pytest.MonkeyPatch, when: str
         ) -> None:
+    # ctx index writes this clone's code index (and takes its lock) under index/: a link
+    # there, made before the run or swapped in after ctx checked the folder, is refused.
     (store.root.parent / "a.py").write_text("def f():\n    return 1\n")
-    local = store.root / "local"
-    local.mkdir(exist_ok=True)
+    index = store.root / "index"
+    index.mkdir(exist_ok=True)
     before = tree_state(out)
     if when == "after the check":
-        # The objects' first open_excl comes first: swap on the cache's own temp file.
-        swapped: list[Path] = []
-        real = fsio.open_excl
-
-        def swap_on_cache(path: str, *args: object, **kwargs: object) -> int:
-            if os.path.basename(os.fspath(path)).startswith(STAT_CACHE) and not swapped:
-                swapped.append(_swap(local, out))
-            return real(path, *args, **kwargs)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(fsio, "open_excl", swap_on_cache)
+        swapped = _swap_at_first(monkeypatch, ("open_dir_under", "hold_lock"), index, out)
     else:
-        swapped = [_swap(local, out)]
+        swapped = [_swap(index, out)]
     r = invoke(runner, store, "index")
-    assert swapped and tree_state(out) == before
-    if when == "after the check":
-        assert r.exit_code == 0, r.output
-        assert (swapped[0] / STAT_CACHE).is_file()
-    else:  # the staging area is under local/ too: the whole command is refused
-        assert r.exit_code == 1 and r.stderr.startswith(f"ctx: error[E020]: refusing {local}")
+    assert swapped and tree_state(out) == before, r.output
+    assert r.exit_code == 1 and r.stderr.startswith("ctx: error[E020]: refusing "), r.stderr
 
 
 # -- the Git warning markers (local/driver-warned, local/untracked) ------------------------------

@@ -148,9 +148,11 @@ def verify_command(env: Env, check_index: bool) -> None:
     rep = verify_store(env.store(), progress=progress_printer("verify objects"))
     index_doc = None
     if check_index:
+        from ctxstore.code.ingest.run import rederive_rows
         from ctxstore.index.compare import compare_index
 
-        cmp = compare_index(env.store())
+        store = env.store()
+        cmp = compare_index(store, lambda conn, indexed: rederive_rows(store, conn, indexed))
         rep.problems.extend(cmp.differences)
         index_doc = {"tables": cmp.tables, "rows": cmp.rows, "ok": cmp.ok}
     if env.fmt == "json":

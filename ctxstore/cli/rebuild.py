@@ -51,7 +51,12 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
             tantivy_index.forget_tantivy(store.root)
         doc, line = _rebuild_index(env, full=full, incremental=incremental)
         lines.append(line)
-    if not tantivy_only:
+    edges = scc.too_large(store) if not (tantivy_only or scc_only) else None
+    if edges is not None:  # a large code index: condensed on request only
+        scc.drop_view(store)
+        doc["scc"] = {"deferred": True, "edges": edges}
+        lines.append(f"SCC view left to `ctx rebuild --scc` ({edges:,} edges)")
+    elif not tantivy_only:
         for notice in scc.load_scc(store.root).notices:
             click.echo(f"ctx: {notice}; rebuilding it", err=True)
         built = scc.build_scc(store)

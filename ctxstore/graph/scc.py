@@ -43,12 +43,16 @@ if TYPE_CHECKING:  # the object store and the graph's SELECT load only where use
 
 __all__ = ["DERIVED_DIR", "POINTER_NAME", "SccResult", "LoadedScc", "node_name", "split_node",
            "compute_scc", "build_scc", "load_scc", "current_scc", "refresh_after_commit",
-           "cycles", "members"]
+           "cycles", "members", "drop_view", "too_large",
+           "AUTO_MAX_EDGES"]
 
 DERIVED_DIR = "DERIVED"
 POINTER_NAME = "scc_latest"
 _OBJECTS = "objects"
 _POINTER_LIMIT = 256  # a pointer is 64 hex digits and a newline
+# Above this many edges, ``ctx commit`` and ``ctx rebuild`` leave the view to ``ctx rebuild
+# --scc`` (networkx takes seconds for a 10,000-file code index; measured in docs/performance.md).
+AUTO_MAX_EDGES = 50_000
 
 
 def node_name(kind: str, key: str) -> str:
@@ -281,17 +285,62 @@ def current_scc(store: Store, conn: sqlite3.Connection | None = None) -> LoadedS
     return LoadedScc(built.oid, built.view, notices)
 
 
+def drop_view(store: Store) -> None:
+    """Remove ``DERIVED/scc_latest`` (the graph changed under it: ``ctx index``); never raise.
+
+    The view is keyed by the store's heads, which a new code index does not move: without
+    its pointer the next reader that needs it (``current_scc``), ``ctx rebuild`` or
+    ``ctx commit`` builds it again. The pointer is removed relative to ``DERIVED``'s
+    descriptor (a link there is refused, never followed).
+    """
+    folder, _ = _pointer_path(store.root)
+    try:
+        fd = fsio.open_dir_under(store.root, folder, create=False)
+    except (OSError, UnsafePath):
+        return  # none, or hostile: nothing to remove through it
+    try:
+        fsio.unlink(POINTER_NAME, dir_fd=fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def too_large(store: Store) -> int | None:
+    """The graph's edge count when it is over ``AUTO_MAX_EDGES`` (None: small enough).
+
+    Raises:
+        CtxError, sqlite3.Error: from the index.
+    """
+    from ctxstore.index import open_index
+    from ctxstore.index.derived import graph_size
+
+    conn = open_index(store)
+    try:
+        size = graph_size(conn)
+    finally:
+        conn.close()
+    return size if size > AUTO_MAX_EDGES else None
+
+
 def refresh_after_commit(store: Store) -> str | None:
     """Rebuild the SCC view after a fold; never raise (the view is derived).
+
+    A graph over ``AUTO_MAX_EDGES`` edges (a large code index) is not condensed at every
+    commit: the view of the old heads is removed and built when asked for (``ctx rebuild
+    --scc``, ``ctx debug graph``); packs read the import cycles ``ctx index`` keeps instead.
 
     Args:
         store: The store (the caller may hold its lock).
 
     Returns:
-        None when the view was rebuilt, else a one-line notice saying why it was not
-        (the next ``ctx rebuild`` retries).
+        None when the view was rebuilt or left for later, else a one-line notice saying why
+        it could not be (the next ``ctx rebuild`` retries).
     """
     try:
+        if too_large(store) is not None:
+            drop_view(store)
+            return None
         build_scc(store)
     except (CtxError, OSError, sqlite3.Error, ImportError) as exc:
         return f"SCC view not rebuilt ({exc}); `ctx rebuild --scc` retries"

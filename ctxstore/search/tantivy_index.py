@@ -25,7 +25,7 @@ and by a command it serves that finds it behind (up to ``READ_SYNC_MAX`` documen
 left to the next ``ctx index``, ``ctx commit`` or ``ctx rebuild``, and FTS5 serves meanwhile).
 ``rebuild_tantivy`` makes it whole (``ctx rebuild``, or a sync that finds none). What it
 synced to is ``index/tantivy.synced``: the index file's identity, its pointers
-(``meta.synced``) and ``meta.code_generation``; what it holds, ``index/tantivy.state``. A
+(``meta.synced``) and the code index's generation (``code_meta``); what it holds, ``index/tantivy.state``. A
 command uses it only when both say it is the index in use: a hit whose row is not what the
 engine recorded (a rowid reused by a rebuild) makes the search fall back to FTS5 and the
 next write rebuild it. Builds go to ``tantivy.new/``, swapped in whole; one process writes at
@@ -207,7 +207,19 @@ def _token(root: Path, conn: sqlite3.Connection) -> str | None:
     if synced is None:
         return None
     return json.dumps({"format": _FORMAT, "db": [st.st_dev, st.st_ino], "synced": synced,
-                       "code": meta_value(conn, "code_generation") or "0"}, sort_keys=True)
+                       "code": _code_generation(conn)}, sort_keys=True)
+
+
+def _code_generation(conn: sqlite3.Connection) -> str:
+    """The generation of this clone's code index (``ctx index`` changes it, no pointer moves)."""
+    import sqlite3
+
+    from ctxstore.index.retrieval import code_generation
+
+    try:
+        return code_generation(conn)
+    except sqlite3.OperationalError:  # no code index attached: nothing indexed yet
+        return "0"
 
 
 def _read_marker(folder: Path) -> str | None:
