@@ -819,6 +819,7 @@ def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str |
     a clone, but SQLite refuses it) or whose budget cannot hold the frame does not empty
     the session start: the built-in default composition is shown, and the problem said.
     """
+    from ctxstore.knowledge.recall import injectable
     from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, DEFAULT_VIEW_QUERY, get_view
     from ctxstore.packs.compose import compose_query
     from ctxstore.packs.session import session_start_query
@@ -833,7 +834,7 @@ def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str |
         query = session_start_query(view.query, days=days, task=task)
         budget = min(view.budget, SESSION_START_TOKENS)
         try:
-            comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
+            comp = compose_query(conn, query, budget, now_ms=int(now * 1000), keep=injectable)
         except StoreCorrupt:
             raise
         except (CtxError, sqlite3.Error, RecursionError) as exc:
@@ -844,7 +845,7 @@ def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str |
                        "built-in default view (fix it with `ctx view update default`)")
             query = session_start_query(DEFAULT_VIEW_QUERY, days=days, task=task)
             budget = SESSION_START_TOKENS
-            comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
+            comp = compose_query(conn, query, budget, now_ms=int(now * 1000), keep=injectable)
     # The parser resolves durations against `now`: two clocks give two trees only then.
     timed = parse_query(query, now=now) != parse_query(query, now=now + 7200)
     # No node shown and none left out: nothing to frame (an empty store with an active task

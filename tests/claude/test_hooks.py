@@ -237,6 +237,48 @@ def test_hooks_supersede_forget_and_link(store: Store, tr: Transcript) -> None:
     assert "new fact" in start and "old fact" not in start and "bad fact" not in start
 
 
+def test_hooks_forgotten_archived_or_off_context_memory_is_never_injected_again(
+        store: Store, tr: Transcript) -> None:
+    """Issue 32: a forgotten decision came back at the next session start under "Off-context"."""
+    from ctxstore.knowledge.nodes import add_node
+    from ctxstore.lifecycle.policy import run_lifecycle
+    from ctxstore.model.scoring import DAY_MS
+    from ctxstore.repo import now_ms
+
+    ctx(store, "add", "--type", "decision", "--tag", "tier:reference",
+        "Cache sessions in SQLite with WAL")
+    gone = node_id(store, "Cache sessions in SQLite with WAL")
+    ctx(store, "add", "--type", "decision", "--tag", "tier:reference", "Sessions expire after a day")
+    tr.user("drop that")
+    tr.say(f'<ctx:forget node="{gone}"/>')
+    assert stop(store, tr) == {}
+    # Lifecycle-archived (decayed) memory and memory moved off-context by hand are not
+    # injected either; one archived node tiered again by hand stays out too.
+    add_node(store, "observation", "session cache warms slowly on cold disks")
+    assert run_lifecycle(store, now_ms=now_ms() + 300 * DAY_MS).count("archive") == 1
+    ctx(store, "add", "--type", "decision", "--tag", "tier:off-context", "Session cache keys are hashed")
+    ctx(store, "add", "--type", "fact", "--tag", "tier:reference", "Session cache lives in SQLite files")
+    again = node_id(store, "Session cache lives in SQLite files")
+    tr.user("and that")
+    tr.say(f'<ctx:forget node="{again}"/>')
+    assert stop(store, tr) == {}
+    ctx(store, "tag", again, "tier:reference")
+    hidden = ("Cache sessions in SQLite", "warms slowly", "keys are hashed", "lives in SQLite files")
+
+    start = context(hook("session-start", payload(store, "s2", source="startup")))
+    assert "Sessions expire after a day" in start
+    assert not [h for h in hidden if h in start], start
+    assert "Off-context" not in start
+    prompt = context(hook("prompt-submit", payload(
+        store, "s3", prompt="how is the session cache stored: SQLite WAL, cold disks, hashed keys, files?")))
+    assert not [h for h in hidden if h in prompt], prompt
+    pack = ctx(store, "--format", "json", "pack", "--include-narrative",
+               "session cache SQLite WAL cold disks hashed keys files")
+    assert not [h for h in hidden if h in pack], pack
+    # Asked for by id, a forgotten node is still there.
+    assert "Cache sessions in SQLite with WAL" in ctx(store, "show", gone)
+
+
 def test_hooks_bad_commands_are_reported_in_system_message(store: Store, tr: Transcript) -> None:
     tr.user("go")
     tr.say('<ctx:remember type="fact"></ctx:remember><ctx:frob/><ctx:recall query="type:("/>'
