@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ctxstore.memory.backfill import project_dir_name
 from ctxstore.repo import Store
 from tests.conftest import run_ctx
 from tests.memory.memtx import Transcript, conversation
@@ -59,11 +60,48 @@ def test_cli_backfill_is_idempotent_and_search_follows_the_contract(store: Store
 
 def test_cli_backfill_all_reads_the_claude_projects_folder(store: Store, tmp_path: Path) -> None:
     _projects(Path(os.environ["HOME"]))
-    assert cj(store, "memory", "backfill", "--all")["files"] == 2
+    assert cj(store, "memory", "backfill", "--all-projects")["files"] == 2
     stats = cj(store, "memory", "stats")
     assert stats["sessions"] == 2  # the subagent's turns are a thread of their own
     assert stats["turns"] == 6 and stats["intents"]["decision"] >= 2
     assert ".ctx/local/memory.sqlite" in stats["path"]
+
+
+def test_cli_backfill_all_keeps_to_this_project(store: Store, tmp_path: Path) -> None:
+    """Issue 32: `--all` pulled every project's transcripts into this project's memory."""
+    projects = Path(os.environ["HOME"]) / ".claude" / "projects"
+    here = str(store.worktree)
+    mine = Transcript("aaaaaaaa-0000-4000-8000-000000000001", cwd=here)
+    mine.prompt("How should the billing retries work here?")
+    mine.say("Billing retries back off exponentially.")
+    mine.write(projects / project_dir_name(here) / f"{mine.session}.jsonl")
+    below = Transcript("cccccccc-0000-4000-8000-000000000002", cwd=here + "/src/billing")
+    below.prompt("Which module sends the invoices?")
+    below.say("Invoices are sent by src/billing/send.py.")
+    below.write(projects / project_dir_name(here + "/src/billing") / f"{below.session}.jsonl")
+    # A sibling whose encoded name starts like ours (`work` -> `work-other`) is another project.
+    other = Transcript("bbbbbbbb-0000-4000-8000-000000000001", cwd=here + "-other")
+    other.prompt("Private notes of another project about billing retries")
+    other.say("Nothing of this belongs to the first project.")
+    other.write(projects / project_dir_name(here + "-other") / f"{other.session}.jsonl")
+    _projects(Path(os.environ["HOME"]))  # /home/user/demo, with a subagent transcript
+
+    res = run_ctx(["--ctx-dir", str(store.root), "memory", "backfill", "--all"])
+    assert res.returncode == 0, res.stderr
+    assert "indexed 2 files" in res.stdout
+    assert ("skipped 3 transcripts of 2 other projects (-home-user-demo, "
+            f"{project_dir_name(here + '-other')}); --project DIR or --all-projects indexes them"
+            ) in res.stderr
+    texts = cj(store, "memory", "search", "billing retries invoices", "--limit", "20")["results"]
+    assert texts and not [r for r in texts if "another project" in r["text"]]
+    assert cj(store, "memory", "stats")["sessions"] == 2
+    # Another project only when named; then every project.
+    doc = cj(store, "memory", "backfill", "--all", "--project", "/home/user/demo")
+    assert doc["files"] == 4 and doc["turns"] == 6
+    assert doc["skipped_other_projects"] == {"transcripts": 1,
+                                             "projects": [project_dir_name(here + "-other")]}
+    assert cj(store, "memory", "backfill", "--all-projects")["turns"] == 1
+    assert cj(store, "memory", "stats")["sessions"] == 5
 
 
 def test_cli_topics_and_promote(store: Store, tmp_path: Path) -> None:
