@@ -150,3 +150,35 @@ def test_cli_help_has_examples() -> None:
     for sub in ("backfill", "search", "stats", "topics", "promote"):
         res = run_ctx(["memory", sub, "--help"])
         assert res.returncode == 0 and "Example" in res.stdout
+
+
+def test_cli_search_folds_inflections_and_reads_intent(store: Store, tmp_path: Path) -> None:
+    """Issue 32: "retry" did not find "retries"; "open questions" found nothing."""
+    t = Transcript("dddddddd-0000-4000-8000-000000000001")
+    t.prompt("The upload job retries three times and then gives up on the file.")
+    t.say("Noted: three attempts in all.")
+    t.end_turn()
+    t.prompt("Which store should the session cache use?")
+    t.say("We decided to use SQLite for the session cache, in WAL mode.")
+    t.end_turn()
+    t.prompt("Any thoughts on the resume feature?")
+    t.say("Should uploads resume from the last chunk or start over?")
+    t.end_turn()
+    t.prompt("The session cache is slow after a cold start and the cache misses pile up.")
+    t.say("The session cache warms slowly; the cache has no preload yet.")
+    t.end_turn()
+    ctx(store, "memory", "backfill", str(t.write(tmp_path / "s.jsonl")))
+
+    found = cj(store, "memory", "search", "retry", "--now", NOW)["results"]
+    assert found and "retries three times" in found[0]["text"]
+    assert cj(store, "memory", "search", "retried", "--now", NOW)["results"][0]["turn"] == \
+        found[0]["turn"]
+    # An intent alone lists the ideas of that intent: the question nothing answered, not the
+    # one the SQLite decision answered.
+    open_q = cj(store, "memory", "search", "open questions", "--now", NOW)["results"]
+    assert [r["text"] for r in open_q if "resume from the last chunk" in r["text"]]
+    assert not [r for r in open_q if "Which store" in r["text"]]
+    # "what did we decide about X" ranks the decision on X above turns that only talk of X.
+    decided = cj(store, "memory", "search", "what did we decide about the session cache",
+                 "--now", NOW)["results"]
+    assert "We decided to use SQLite" in decided[0]["text"], [r["text"] for r in decided]
