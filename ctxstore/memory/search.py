@@ -36,11 +36,11 @@ __all__ = ["POOL", "WEIGHTS", "INTENTS", "Hit", "SearchResult", "MemoryQuery", "
            "search_transcripts", "search_memory", "iso", "hit_text",
            "INTENT_WORDS", "time_bound", "unique_session", "hit_json", "result_json"]
 
-POOL = 150
+POOL = 300
 """Candidate turns taken from BM25 before re-ranking."""
 WEIGHTS = (1.2, 1.0, 0.3)
 """BM25 weights of the user, assistant and tool text of a turn."""
-_NEIGHBOUR = 0.15
+_NEIGHBOUR = 0.5
 _INTENT_BOOST = 0.25
 _NAMED_BOOST = 0.5
 # What a query naming a file or symbol holds; each alternative needs one of ``_CODE_MARKS``.
