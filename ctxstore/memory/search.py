@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from ctxstore.memory.db import MemoryDB, TurnRow
 from ctxstore.search.fts5 import match_expression
-from ctxstore.search.tokenize import PROSE  # its home: the hook then skips the query cleaner
+from ctxstore.search.tokenize import PROSE, PROSE_QUERY  # their home: no query cleaner
 
 __all__ = ["POOL", "WEIGHTS", "INTENTS", "Hit", "SearchResult", "MemoryQuery", "MemoryAnswer",
            "search_transcripts", "search_memory", "iso", "hit_text",
@@ -230,7 +230,7 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
 
     text, low, high = parse_time_filter(query, now_ms)
     low, high = _narrow(low, high, since, until)
-    words = list(dict.fromkeys(PROSE.tokenize(text)))
+    words = list(dict.fromkeys(PROSE_QUERY.tokenize(text)))
     intents = _wanted_intents(text) if intent is None else set()
     asked = intents if intent is None else {intent}
     unanswered = "question" in asked and bool(re.search(_OPEN, text, re.I))
@@ -265,7 +265,7 @@ def _subject(text: str) -> list[str]:
     """The terms of a query once its intent words and listing words are set aside."""
     for pattern in (*INTENT_WORDS.values(), _OPEN):
         text = re.sub(pattern, " ", text, flags=re.I)
-    return [w for w in PROSE.tokenize(text) if w not in _LISTING_TERMS()]
+    return [w for w in PROSE_QUERY.tokenize(text) if w not in _LISTING_TERMS()]
 
 
 @lru_cache(maxsize=1)

@@ -48,7 +48,8 @@ from pathlib import PurePosixPath
 
 from ctxstore.search.unicode61 import fold, separator_ranges
 
-__all__ = ["STOP_WORDS", "PROSE_STOP_WORDS", "Analyzer", "ANALYZER", "PROSE", "english_stem", "words",
+__all__ = ["STOP_WORDS", "PROSE_STOP_WORDS", "Analyzer", "ANALYZER", "PROSE", "PROSE_QUERY",
+           "english_stem", "words",
            "terms", "index_text", "phrase", "is_significant", "tokenize", "term_set", "held_terms",
            "path_tokens", "term_counts", "is_test_path", "cached_is_test_path", "fold"]
 
@@ -138,11 +139,18 @@ class Analyzer:
         stem: None (the default: no stemming), or a function from a folded word to its stem,
             applied to every term of a plain word and to every part of an identifier (a whole
             identifier with ``_`` is kept as written). Terms are cached per distinct word.
+        stop_words: The words that are not significant (``tokenize`` leaves them out; the
+            full text keeps every term): ``STOP_WORDS`` unless given.
     """
 
-    def __init__(self, stem: Callable[[str], str] | None = None) -> None:
+    def __init__(self, stem: Callable[[str], str] | None = None,
+                 stop_words: frozenset[str] = STOP_WORDS) -> None:
         self.stem = stem
+        self.stop_words = stop_words
         self.split = lru_cache(maxsize=1 << 16)(self._split)
+
+    def _significant(self, term: str) -> bool:
+        return len(term) > 1 and not term.isdigit() and term not in self.stop_words
 
     def _split(self, word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Every term of one word, and its significant terms, in order (see the module)."""
@@ -159,12 +167,12 @@ class Analyzer:
         found = tuple(t for t in found if t)
         stem = self.stem
         if stem is None:
-            return found, tuple(t for t in found if is_significant(t))
+            return found, tuple(t for t in found if self._significant(t))
         # Significance is the word's, judged before stemming (``does`` -> ``doe``).
         stems = tuple(t if "_" in t else stem(t) or t for t in found)
         return (tuple(dict.fromkeys(stems)),
                 tuple(dict.fromkeys(s for t, s in zip(found, stems, strict=True)
-                                    if is_significant(t))))
+                                    if self._significant(t))))
 
     def terms(self, text: str) -> list[str]:
         """Every term of ``text``, in order: what a full-text index stores of it.
@@ -327,6 +335,10 @@ def english_stem(word: str) -> str:
 
 PROSE = Analyzer(stem=english_stem)
 """The analyzer of transcript memory: ``ANALYZER``'s terms, each plain word stemmed."""
+
+PROSE_QUERY = Analyzer(stem=english_stem, stop_words=PROSE_STOP_WORDS)
+"""``PROSE`` for a question asked of memory: the same terms, the words of a question that say
+nothing of its subject (``PROSE_STOP_WORDS``: "about", "after", "more", ...) not significant."""
 
 
 def terms(text: str) -> list[str]:

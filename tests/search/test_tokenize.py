@@ -11,6 +11,7 @@ from ctxstore.search import unicode61
 from ctxstore.search.fts5 import TOKENIZE, Fts5Engine
 from ctxstore.search.tokenize import (
     PROSE,
+    PROSE_QUERY,
     Analyzer,
     index_text,
     is_significant,
@@ -85,6 +86,10 @@ def test_tokenize_prose_stems_documents_and_queries_alike() -> None:
     assert PROSE.terms("get_headers") == ["get_headers", "get", "header"]  # identifiers kept
     assert PROSE.index_text("Retries failed") == " ".join(PROSE.terms("retry fails"))
     assert tokenize("retries") == ["retries"]  # the code index and knowledge search do not stem
+    # A question asked of memory drops the words that say nothing of its subject; the same
+    # words stay terms of the full text.
+    assert PROSE_QUERY.tokenize("What happened after the retries?") == ["happen", "retri"]
+    assert PROSE.tokenize("after") == ["after"] and "after" in PROSE_QUERY.terms("after")
 
 
 def test_tokenize_a_stemmer_changes_every_index_and_query_alike() -> None:
