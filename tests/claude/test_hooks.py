@@ -703,3 +703,33 @@ def test_hooks_a_lagging_transcript_never_runs_a_command_twice(store: Store, tr:
     # the same turn read again without a prompt_id (turn id from the transcript): no rerun
     assert stop(store, tr) == {}
     assert [n[1] for n in nodes(store)].count("lag test memory") == 1
+
+
+def test_hooks_consolidation_is_proposed_at_session_end_when_a_trigger_holds(store: Store) -> None:
+    """Spec 003's triggers (issue 32): every 10 new memories, or over 80 active ones."""
+    def start(session: str) -> str:
+        return context(hook("session-start", payload(store, session, source="startup")))
+
+    start("s0")  # the hook state exists from the first session on
+    for i in range(3):
+        ctx(store, "add", "--type", "fact", f"the upload cache retries {i} times on a timeout")
+    hook("session-end", payload(store, "s0"))
+    assert "consolidation" not in start("s1")  # 3 new memories: no trigger holds
+    for i in range(3, 10):
+        ctx(store, "add", "--type", "fact", f"the upload cache retries {i} times on a timeout")
+    ctx(store, "add", "--type", "fact", "deploys happen on Tuesdays")
+    hook("session-end", payload(store, "s1"))
+    line = [x for x in start("s2").splitlines() if "consolidation" in x]
+    assert line == ["ctx: consolidation is due (11 new memories): 1 merge proposal of similar "
+                    "memories wait; review them with /consolidate (`ctx consolidate --dry-run`)."]
+    assert "consolidation is due" in start("s3")  # still waiting: nothing was applied
+    # Applied (the /consolidate skill's step), the next session end finds nothing to propose.
+    proposals = json.loads(ctx(store, "--format", "json", "consolidate", "--dry-run"))
+    ctx(store, "consolidate", "--apply", proposals["proposals"][0]["id"], "--no-llm")
+    hook("session-end", payload(store, "s3"))
+    assert "consolidation" not in start("s4")
+    # The count starts again from the check that held: 2 new memories are not 10.
+    ctx(store, "add", "--type", "fact", "staging deploys need a ticket")
+    ctx(store, "add", "--type", "fact", "the nightly job rotates the logs")
+    hook("session-end", payload(store, "s4"))
+    assert "consolidation" not in start("s5")
