@@ -90,6 +90,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # Memory lifecycle (spec 003, ctxstore.lifecycle.policy), run at session end and `ctx lifecycle`.
     "lifecycle": {"archive_confidence_threshold": 0.3, "archive_grace_days": 14.0,
                   "prune_after_days": 30.0, "on_session_end": True,
+                  # Consolidation is due (proposals left for /consolidate) every N new memories
+                  # or while more than M are active (spec 003); 0 turns a trigger off.
+                  "consolidation_trigger_count": 10, "consolidation_trigger_active": 80,
                   # RELATES_TO edges to similar memories on write (knowledge.autolink).
                   "autolink": True},
     # Transcript memory (ctxstore.memory, docs/memory.md "Privacy"): whether the hooks index
@@ -139,6 +142,8 @@ _RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("lifecycle", "archive_confidence_threshold"): (0, 1),
     ("lifecycle", "archive_grace_days"): (0, 36500),
     ("lifecycle", "prune_after_days"): (0, 36500),
+    ("lifecycle", "consolidation_trigger_count"): (0, 1_000_000),
+    ("lifecycle", "consolidation_trigger_active"): (0, 1_000_000),
     ("memory", "max_tool_output_chars"): (0, 1_000_000),
 }
 

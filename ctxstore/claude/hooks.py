@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ctxstore.claude.tags import TagProblem
     from ctxstore.claude.transcript import TextBlock
     from ctxstore.config import Config
+    from ctxstore.lifecycle.consolidate import Due
     from ctxstore.repo import Store
     from ctxstore.session import Session
 
@@ -819,6 +820,7 @@ def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str |
     a clone, but SQLite refuses it) or whose budget cannot hold the frame does not empty
     the session start: the built-in default composition is shown, and the problem said.
     """
+    from ctxstore.knowledge.recall import injectable
     from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, DEFAULT_VIEW_QUERY, get_view
     from ctxstore.packs.compose import compose_query
     from ctxstore.packs.session import session_start_query
@@ -833,7 +835,7 @@ def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str |
         query = session_start_query(view.query, days=days, task=task)
         budget = min(view.budget, SESSION_START_TOKENS)
         try:
-            comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
+            comp = compose_query(conn, query, budget, now_ms=int(now * 1000), keep=injectable)
         except StoreCorrupt:
             raise
         except (CtxError, sqlite3.Error, RecursionError) as exc:
@@ -844,7 +846,7 @@ def _default_view(root: Path, task: str | None = None) -> tuple[str, bool, str |
                        "built-in default view (fix it with `ctx view update default`)")
             query = session_start_query(DEFAULT_VIEW_QUERY, days=days, task=task)
             budget = SESSION_START_TOKENS
-            comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
+            comp = compose_query(conn, query, budget, now_ms=int(now * 1000), keep=injectable)
     # The parser resolves durations against `now`: two clocks give two trees only then.
     timed = parse_query(query, now=now) != parse_query(query, now=now + 7200)
     # No node shown and none left out: nothing to frame (an empty store with an active task
@@ -948,6 +950,7 @@ def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -
         state, problems = None, [exc.message]
     compacted = _text(payload, "source") == "compact"
     lost: list[str] = []  # after a compaction: memory relevant to the recent prompts
+    consolidation = None
     if state is None:
         try:
             body, _, problem, shown = _default_view(root)
@@ -960,6 +963,7 @@ def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -
             problems = notice + drained
             pending = _take_fitting(state, session, MAX_INJECT_CHARS // 2, take=write)
             task = state.get(TASK_KEY)
+            consolidation = _consolidation_line(state)
             body, problem, shown = _cached_view(root, state, store=write)
             # A new, cleared or compacted conversation holds only what is injected now.
             if write:
@@ -976,6 +980,8 @@ def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -
         lead.append("ctx memory, injected again after the conversation was compacted.")
     if task:
         lead.append(f"Current ctx task: {sanitize_text(task)}")
+    if consolidation:
+        lead.append(consolidation)
     prefix = "".join(line + "\n" for line in lead) + "".join(pending)
     tail = "".join(lost)
     if not shown and not prefix and not tail:  # nothing stored to show: no empty frame
@@ -1037,10 +1043,55 @@ def _session_end(root: Path | None, payload: Payload) -> Payload:
         _drain(root, state)
         from ctxstore.lifecycle.upkeep import session_end_upkeep  # never raises; not on the prompt path
 
-        session_end_upkeep(root, state.access_counts())  # compaction triggers + lifecycle pass
+        checked = state.get(CONSOLIDATION_CHECKED_KEY)
+        # compaction triggers, the lifecycle pass, the consolidation triggers
+        upkeep = session_end_upkeep(
+            root, state.access_counts(),
+            consolidation_checked=int(checked) if checked and checked.isdigit() else None,
+            consolidation_pending=state.get(CONSOLIDATION_KEY) is not None)
+        _note_consolidation(state, upkeep.consolidation, upkeep.problems)
         _cached_view(root, state)
         state.prune()  # idle sessions' values: the file must not grow with every session
     return {}
+
+
+# Spec 003's consolidation triggers: when they last held, and the proposals left for /consolidate.
+CONSOLIDATION_CHECKED_KEY = "consolidation_checked"
+CONSOLIDATION_KEY = "consolidation_due"
+
+
+def _note_consolidation(state: HookState, due: Due | None, problems: list[str]) -> None:
+    """Keep what the session end's consolidation check found for the next session start.
+
+    A trigger that held restarts the count of new memories; proposals are kept (their count and
+    why) until a later check finds none. A check that could not run changes nothing.
+    """
+    import json
+
+    if due is None or any(p.startswith("consolidation check") for p in problems):
+        return
+    if due.why != "pending":
+        state.put(CONSOLIDATION_CHECKED_KEY, str(int(time.time() * 1000)))
+    state.put(CONSOLIDATION_KEY, json.dumps({"why": due.why, "proposals": len(due.proposals)})
+              if due.proposals else None)
+
+
+def _consolidation_line(state: HookState) -> str | None:
+    """The session start's line about consolidation proposals waiting, if any."""
+    import json
+
+    raw = state.get(CONSOLIDATION_KEY)
+    try:
+        due = json.loads(raw) if raw else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(due, dict) or not isinstance(due.get("proposals"), int):
+        return None
+    why = due["why"] if isinstance(due.get("why"), str) else "pending"
+    count = due["proposals"]
+    return (f"ctx: consolidation is due ({sanitize_text(why)[:40]}): {count} merge "
+            f"proposal{'s' if count != 1 else ''} of similar memories wait; review them with "
+            "/consolidate (`ctx consolidate --dry-run`).")
 
 
 HANDLERS: dict[str, Callable[[Path | None, Payload], Payload]] = {

@@ -129,8 +129,12 @@ def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_
 
 
 def compose_query(conn: sqlite3.Connection, query: str, budget: int, *, now_ms: int,
-                  force_ids: frozenset[str] = frozenset()) -> Composition:
+                  force_ids: frozenset[str] = frozenset(),
+                  keep: Callable[[NodeRow], bool] | None = None) -> Composition:
     """``compose`` over the nodes a query selects.
+
+    ``keep``: when given, only the selected nodes it accepts are shown (the hooks pass
+    ``knowledge.recall.injectable``); the others are neither shown nor counted as skipped.
 
     SQLite ranks and orders the candidates as light rows; full rows are loaded only for nodes that
     can still fit (a large view selects thousands of nodes; a budget holds hundreds, a session start
@@ -144,7 +148,8 @@ def compose_query(conn: sqlite3.Connection, query: str, budget: int, *, now_ms: 
 
     ranks = {f"tier:{tier}": rank for tier, rank in TIER_ORDER.items() if tier is not None}
     cands = select_candidates(conn, query, now=now_ms / 1000, ranks=ranks, unranked=TIER_ORDER[None])
-    return _compose(conn, cands, lambda ids: nodes_by_ids(conn, ids), budget, now_ms, force_ids)
+    return _compose(conn, cands, lambda ids: nodes_by_ids(conn, ids), budget, now_ms, force_ids,
+                    keep)
 
 
 # Full rows are loaded in chunks of candidates that can still fit: at most _CHUNK, and no
@@ -156,7 +161,8 @@ _MIN_CHUNK = 32
 
 def _compose(conn: sqlite3.Connection, cands: list[tuple[int, str, int]],
              load: Callable[[list[str]], list[NodeRow]], budget: int, now_ms: int,
-             force_ids: frozenset[str]) -> Composition:
+             force_ids: frozenset[str], keep: Callable[[NodeRow], bool] | None = None
+             ) -> Composition:
     """Greedy fill over ``cands`` = ``(tier rank, id, content tokens)`` in priority order.
 
     Phases: check the budget holds the frame, then per chunk of candidates that can still
@@ -176,6 +182,10 @@ def _compose(conn: sqlite3.Connection, cands: list[tuple[int, str, int]],
     while pos < len(cands):
         chunk, pos = fill.next_chunk(bounds, pos)
         rows = {n.id: n for n in load([cands[i][1] for i in chunk])}
+        if keep is not None:
+            gone = {i for i, n in rows.items() if not keep(n)}
+            chunk = [i for i in chunk if cands[i][1] not in gone]
+            rows = {i: n for i, n in rows.items() if i not in gone}
         fill.out_edges.update(_out_edges(conn, list(rows)))
         # Within a tier, by the lifecycle score (SQL ordered by recency; stable within a chunk).
         chunk.sort(key=lambda i: (cands[i][0], _score(rows.get(cands[i][1]), now_ms)))
