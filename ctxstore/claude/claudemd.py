@@ -285,7 +285,8 @@ def write_claude_md(store: Store, path: Path | None = None, lines: int | None = 
     if new == old:
         return Written(path, lines, False)
     if confined:
-        fsio.ensure_dir_under(store.worktree, path.parent)
+        with fsio.open_dir(store.worktree) as worktree:
+            worktree.ensure_dir(path.parent)
         fsio.check_under(store.worktree, path)  # again, just before the rename
     else:
         fsio.ensure_dir(path.parent)

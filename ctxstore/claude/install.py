@@ -230,7 +230,8 @@ class Boundary:
             OSError: if a folder cannot be created.
         """
         if not self.follow_links:
-            fsio.ensure_dir_under(self.root, folder)
+            with fsio.open_dir(self.root) as root:
+                root.ensure_dir(folder)
             return
         if folder == self.root:
             return  # the root is the user's choice (``~`` for ``~/.claude.json``): it exists

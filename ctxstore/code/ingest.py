@@ -213,12 +213,8 @@ def _save_cache(store: Store, entries: dict[str, list[Any]], modules: dict[str, 
         # never written through. Atomic, not durable (no fsync): after a crash an old or
         # unreadable cache only means files are read again, and every entry is checked
         # against the index.
-        folder = fsio.open_dir_under(store.root, store.root / "local", create=True,
-                                     durable=False)
-        try:
-            fsio.write_new_file_in(folder, STAT_CACHE, data, mode=0o644)
-        finally:
-            os.close(folder)
+        with fsio.open_dir(store.root, "local", create=True, durable=False) as local:
+            local.write_new_file(STAT_CACHE, data, mode=0o644)
     except (OSError, UnsafePath):
         pass  # a cache: the next run reads the files again
 

@@ -166,7 +166,7 @@ class CodeTextIndex:
         return hits
 
 
-def _remove_dir(index_fd: int, index_folder: Path, name: str) -> None:
+def _remove_dir(index: fsio.Dir, index_folder: Path, name: str) -> None:
     """Delete ``name``, a flat directory Tantivy wrote (files only), in the open ``index/``.
 
     Opened ``O_NOFOLLOW`` from ``index/``'s descriptor and emptied relative to its own, so
@@ -179,19 +179,17 @@ def _remove_dir(index_fd: int, index_folder: Path, name: str) -> None:
     """
     where = os.fspath(index_folder / name)
     try:
-        fd = fsio.open_subdir(index_fd, name, where=where)
+        folder = index.dir(name)
     except FileNotFoundError:
         return
-    try:
-        with os.scandir(fd) as entries:
+    with folder:
+        with os.scandir(folder.fileno()) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     raise UnsafePath(os.path.join(where, entry.name),
                                      detail="is a directory (Tantivy writes none)")
-                fsio.unlink(entry.name, dir_fd=fd)
-    finally:
-        os.close(fd)
-    fsio.rmdir(name, dir_fd=index_fd)
+                folder.unlink(entry.name)
+    index.rmdir(name)
 
 
 def _synced_text(store: Store) -> str:
@@ -251,20 +249,15 @@ def rebuild_tantivy(store: Store, conn: sqlite3.Connection | None = None) -> Tan
             # marker are made relative to it, never through a link swapped in for it.
             # Tantivy itself writes into ``tantivy.new`` by name (it takes a path, as SQLite
             # does), right after ctx created that directory through the descriptor.
-            index_fd = fsio.open_dir_under(store.root, folder, create=True)
-            try:
-                _remove_dir(index_fd, folder, fresh.name)
-                os.close(fsio.open_subdir(index_fd, fresh.name, where=os.fspath(fresh),
-                                          create=True))
+            with fsio.open_dir(store.root, folder, create=True) as index:
+                _remove_dir(index, folder, fresh.name)
+                index.dir(fresh.name, create=True).close()
                 chunks, nodes = fill(CodeTextIndex(fresh), conn)
                 synced = _synced_text(store)
-                _remove_dir(index_fd, folder, final.name)
-                fsio.replace(fresh.name, final.name, dir_fd=index_fd)
-                fsio.fsync_dir(index_fd)
-                fsio.replace_atomic_in(index_fd, _SYNCED, synced.encode(),
-                                       where=os.fspath(folder / _SYNCED))
-            finally:
-                os.close(index_fd)
+                _remove_dir(index, folder, final.name)
+                fsio.replace(fresh.name, final.name, dir_fd=index.fileno())
+                fsio.fsync_dir(index.fileno())
+                index.replace_atomic(_SYNCED, synced.encode())
     finally:
         if own:
             conn.close()

@@ -184,7 +184,8 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
     if not path.exists():
         if not create:
             return None
-        fsio.ensure_dir_under(ctx_dir, path.parent)
+        with fsio.open_dir(ctx_dir) as store_dir:
+            store_dir.ensure_dir(path.parent)
     try:
         conn = connect(path, busy_seconds=busy_seconds, synchronous="FULL" if durable else "NORMAL")
     except sqlite3.Error as exc:
