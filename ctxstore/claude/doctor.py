@@ -123,17 +123,17 @@ def first_notice(key: str, folder: Path | None = None) -> bool:
 
 # -- reading the installed configuration -------------------------------------------------------
 def _read(root: Path, path: Path, *, own: bool = False) -> bytes | None:
-    """A file as ``ctx install`` reads it (``install.Boundary``); None when absent or refused.
+    """A file as ``ctx install`` reads it (``install.Plan``); None when absent or refused.
 
     Below ``root`` no link is followed (a project's ``.claude`` may come from a clone) unless
     ``own`` (the user's ``~/.claude``, perhaps linked into a dotfiles repository); either way
     only a regular file, bounded, is read. Doctor never fails on it.
     """
-    from ctxstore.claude.install import Boundary
+    from ctxstore.claude.install import Plan
     from ctxstore.errors import CtxError
 
     try:
-        return Boundary(root, follow_links=own).read(path)
+        return Plan(root, follow_links=own).read(path)
     except (OSError, CtxError):  # an unsafe path (E020), too large: reported as unreadable
         return None
 

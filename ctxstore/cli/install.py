@@ -192,7 +192,7 @@ def install_command(env: Env, scope: str, shared: bool, plugin_dir: str | None,
     # project's .claude may come from a clone, so nothing there is followed.
     plan = plan_install(claude, prefix, follow_links=scope == "user", mode=mode)
     if with_mcp:  # issue 16; a project's .mcp.json is committed: it names no path of this machine
-        from ctxstore.claude.skillset import plan_mcp
+        from ctxstore.claude.install import plan_mcp
 
         plan_mcp(plan, _mcp_config(claude, scope), prefix if scope == "user" else ["ctx"],
                  claude_json=scope == "user")
@@ -242,7 +242,7 @@ def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: boo
         return
     claude = _claude_dir(env, scope)
     plan = plan_uninstall(claude, follow_links=scope == "user")
-    from ctxstore.claude.skillset import plan_unmcp  # issue 16: the entry `ctx install --mcp` added
+    from ctxstore.claude.install import plan_unmcp  # the entry `ctx install --mcp` added
 
     plan_unmcp(plan, _mcp_config(claude, scope), claude_json=scope == "user")
     _report(env, plan, dry_run=dry_run, extra={"scope": scope},

@@ -14,12 +14,12 @@ from click.testing import CliRunner
 
 from ctxstore.claude.install import (
     HOOK_EVENTS,
+    SKILL_NAMES,
     is_ctx_hook,
     plugin_hook_command,
     portable_hook_command,
     resolve_ctx_command,
 )
-from ctxstore.claude.skillset import SKILL_NAMES
 from ctxstore.cli import cli
 from ctxstore.init import init_store
 from tests.conftest import run_ctx, store_digest
