@@ -2,13 +2,14 @@
 
 Both engines index the same chunks (``ctxstore.index.code.chunk_file`` over the symbols the
 registered extractors find: one chunk per top-level definition plus a module header) with
-the same three fields (path, qualified name, text) and the weights ctx uses (name 2.0,
-path 1.5, text 1.0):
+the same three fields (path, qualified name, text), as ctx indexes them: the terms of the one
+tokeniser (``search.tokenize``), each field weighted 1. A query is the terms ``ctx search``
+takes from the commit message (``search.search.search_terms``), any of which may match:
 
-- FTS5: the ``chunks_fts`` table as ``index.schema`` declares it (``unicode61``), in a file
-  database; a query is its words, each quoted, joined by OR, ranked by ``bm25()``.
-- Tantivy: ``ctxstore.derived.tantivy_index.CodeTextIndex`` (identifier-aware regex
-  tokenizer), in a directory; its own free-text query (any word, BM25).
+- FTS5: ``search.fts5.Fts5Engine`` over ``chunks_fts`` as ``index.schema`` declares it, in a
+  file database (``bm25()``).
+- Tantivy: ``search.tantivy.TantivyEngine`` with the same fields, in a directory (what
+  ``search.tantivy_index`` serves a large index with).
 
 Per corpus it prints the index time (in-process, chunking excluded), the median and 95th
 percentile of one query, and, on the development set of ../shared/eval (werkzeug,
@@ -28,7 +29,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import re
 import sqlite3
 import statistics
 import sysconfig
@@ -38,15 +38,18 @@ from pathlib import Path
 from typing import Any
 
 from ctxstore.code.languages import extractor_for
-from ctxstore.derived.tantivy_index import CodeTextIndex
 from ctxstore.index.code import chunk_file
+from ctxstore.index.schema import SCHEMA
 from ctxstore.model.code import CodeSymbol
+from ctxstore.search.fts5 import Fts5Engine
+from ctxstore.search.ranked import ranked_chunks
+from ctxstore.search.search import search_terms
+from ctxstore.search.tantivy import TantivyEngine
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 TOP_CHUNKS = 200
-_WORDS = re.compile(r"\w+")
-_NAME_PARTS = re.compile(r"[.:/]+")
-Chunk = tuple[str, str, str]  # path, names, text
+FIELDS = ("path", "name", "text")
+Chunk = tuple[str, str, str]  # path, qualified name, text
 
 
 def _is_test(path: str) -> bool:
@@ -75,9 +78,7 @@ def chunks_of(root: Path, suffix: str, *, skip_tests: bool = False) -> list[Chun
                                        s.span.start_line, s.span.end_line, tuple(s.detail))
                             for s in got.symbols)
         for chunk in chunk_file(text, symbols):
-            q = chunk.qualname
-            names = " ".join(dict.fromkeys([q, *_NAME_PARTS.split(q)] if q else []))
-            out.append((rel, names, chunk.text))
+            out.append((rel, chunk.qualname or "", chunk.text))
     return out
 
 
@@ -89,45 +90,45 @@ class Fts5:
     def __init__(self, folder: Path) -> None:
         self.conn = sqlite3.connect(folder / "fts.sqlite", isolation_level=None)
         self.conn.execute("PRAGMA journal_mode = WAL")
-        self.conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(path, name, text,"
-                          " tokenize = 'unicode61')")
+        self.conn.executescript(SCHEMA)
+        self.engine = Fts5Engine(self.conn, "chunks_fts", FIELDS)
         self.paths: list[str] = []
 
     def build(self, chunks: list[Chunk]) -> None:
         self.conn.execute("BEGIN")
-        for rowid, (path, names, text) in enumerate(chunks):
-            self.conn.execute("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)",
-                              (rowid, path, names, text))
+        for rowid, (path, name, text) in enumerate(chunks, 1):
+            self.conn.execute("INSERT INTO chunks(rowid, path, qualname, kind, start_line, end_line,"
+                              " tokens, text) VALUES (?, ?, ?, 'chunk', 1, 1, 0, ?)",
+                              (rowid, path, name or None, text))
+            self.engine.index_document(rowid, {"path": path, "name": name, "text": text})
         self.conn.execute("COMMIT")
-        self.paths = [c[0] for c in chunks]
 
     def search(self, query: str) -> list[tuple[str, float]]:
-        words = list(dict.fromkeys(w.lower() for w in _WORDS.findall(query)))
-        if not words:
-            return []
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-        rows = self.conn.execute(
-            "SELECT rowid, bm25(chunks_fts, 1.5, 2.0, 1.0) AS s FROM chunks_fts"
-            " WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?", (match, TOP_CHUNKS)).fetchall()
-        return [(self.paths[r], -s) for r, s in rows]
+        # what `ctx search` runs on FTS5 (its pruned scan of chunks_fts, search.ranked)
+        terms = search_terms(query).terms
+        return [(c.path, s) for c, s in ranked_chunks(self.conn, terms, limit=TOP_CHUNKS)]
 
 
 class Tantivy:
-    """``CodeTextIndex`` in a directory."""
+    """``TantivyEngine`` in a directory, as ``search.tantivy_index`` keeps chunks."""
 
     name = "tantivy"
 
     def __init__(self, folder: Path) -> None:
         (folder / "tv").mkdir()
-        self.index = CodeTextIndex(folder / "tv")
+        self.engine = TantivyEngine(folder / "tv", FIELDS)
+        self.paths: list[str] = []
 
     def build(self, chunks: list[Chunk]) -> None:
-        for rowid, (path, names, text) in enumerate(chunks):
-            self.index.add("chunk", rowid, path, names, path, text)
-        self.index.commit()
+        for rowid, (path, name, text) in enumerate(chunks):
+            self.engine.index_document(rowid, {"path": path, "name": name, "text": text})
+        self.engine.commit()
+        self.paths = [c[0] for c in chunks]
 
     def search(self, query: str) -> list[tuple[str, float]]:
-        return [(h.ref, h.score) for h in self.index.search(query, limit=TOP_CHUNKS)]
+        terms = search_terms(query).terms
+        return [(self.paths[r], s) for r, s in self.engine.search(terms, mode="any",
+                                                                  limit=TOP_CHUNKS)]
 
 
 def rank_files(hits: list[tuple[str, float]]) -> list[str]:
@@ -138,8 +139,8 @@ def rank_files(hits: list[tuple[str, float]]) -> list[str]:
     return sorted(best, key=lambda p: (-best[p], p))
 
 
-def _score_module() -> Any:
-    spec = importlib.util.spec_from_file_location("eval_score", EVAL / "score.py")
+def _score_module(eval_dir: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("eval_score", eval_dir / "score.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -169,17 +170,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="eval trees only")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--eval", type=Path, default=EVAL, help="the development set (../shared/eval)")
     args = parser.parse_args()
-    score = _score_module()
+    score = _score_module(args.eval)
     results: list[dict[str, Any]] = []
     all_items: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name, suffix in (("werkzeug", ".py"), ("starlette", ".py"), ("ripgrep", ".rs")):
-            data = EVAL / "data" / f"localize-{name}.jsonl"
+            data = args.eval / "data" / f"localize-{name}.jsonl"
             items = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
             all_items += items
-            chunks = chunks_of(EVAL / "data" / f"{name}-base", suffix)
+            chunks = chunks_of(args.eval / "data" / f"{name}-base", suffix)
             for engine_cls in (Fts5, Tantivy):
                 row, preds = measure(engine_cls, chunks, items, work)
                 pred_path = work / f"{name}-{row['engine']}.jsonl"

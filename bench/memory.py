@@ -6,7 +6,7 @@ transcripts, then for each question runs the whole process
 ``ctx memory search "<q>" --now <now> --limit 10 --format json``. An evidence uuid counts
 when it is in a hit's ``uuids``; recall@k is the share of a question's evidence found in
 the first k hits. The baseline in the same run is plain BM25 (k1=1.2, b=0.75; identifier
-and word tokens of ``ctxstore.packs.text.tokenize``) with every transcript user or
+and word tokens of ``ctxstore.search.tokenize.tokenize``) with every transcript user or
 assistant entry that carries conversational text as a document (prompts and assistant text
 blocks; tool results, tool calls and thinking left out, which makes the baseline stronger,
 not weaker). The table is per question type and overall, with deltas. Goal: recall@10 >=
@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hooks import ENV, ctx_script  # noqa: E402
 from memory_devset import build  # noqa: E402
 
-from ctxstore.packs.text import tokenize  # noqa: E402
+from ctxstore.search.tokenize import tokenize  # noqa: E402
 
 K1, B = 1.2, 0.75
 GOAL_DELTA = 0.10

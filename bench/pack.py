@@ -23,6 +23,8 @@ Usage:
     python bench/pack.py --work /tmp/packbench   # keep the built store for the next run
     python bench/pack.py --corpus synthetic      # the 49-word worst case
     python bench/pack.py --quick                 # 1,000 files, 1,000 nodes, 3 runs
+    python bench/pack.py --work /tmp/packbench --fulltext fts5,tantivy
+        # the same store served by FTS5 and by Tantivy, interleaved (docs/index.md)
     python bench/pack.py --work /tmp/packbench --caps 20000,10000,6000 --seeds 50,20,10
         # ranking at scale: every development-set item ranked inside the 10,000-file index
         # (the real corpus), MRR per repository and ranking time, per posting cap and per
@@ -142,12 +144,12 @@ def _run(argv: list[str], cwd: Path) -> float:
     return elapsed
 
 
-def in_process(work: Path, tasks: dict[str, str], runs: int) -> None:
+def in_process(work: Path, tasks: dict[str, str], runs: int, engine: str = "") -> None:
     """Median time of ``build_pack`` alone (no interpreter start-up, imports or printing)."""
     from ctxstore.packs.pack import build_pack
     from ctxstore.session import Session
 
-    print(f"\n{'in-process build_pack':34} {'p50 ms':>8}")
+    print(f"\n{'in-process build_pack' + (f' [{engine}]' if engine else ''):34} {'p50 ms':>8}")
     with Session.open(work / ".ctx") as session:
         session.index()
         for label, task in tasks.items():
@@ -159,36 +161,46 @@ def in_process(work: Path, tasks: dict[str, str], runs: int) -> None:
             print(f"{label:34} {statistics.median(xs):8.0f}")
 
 
-def at_scale(work: Path, eval_dir: Path, caps: list[int], seeds: list[int], runs: int) -> None:
+def at_scale(work: Path, eval_dir: Path, caps: list[int], seeds: list[int], runs: int,
+             tantivy: bool = False) -> None:
     """MRR of the development set's items ranked inside the large index, per setting.
 
     Each repository's base tree is one of the index's folders among ~10,000 files, so the
-    posting cap (``packs.pack.MAX_POSTINGS``) binds as it does for a large repository,
+    posting cap (``packs.seed.MAX_POSTINGS``) binds as it does for a large repository,
     which it never does on the set's own trees, and the graph's spreading files
     (``Params.max_seeds``) include files of the other trees. A ranking keeps the repository's
     language files; the statistics (document frequencies, lengths) are the whole index's.
-    One row per cap (shipped ``max_seeds``), then one per ``max_seeds`` (shipped cap).
+    One row per cap (shipped ``max_seeds``), then one per ``max_seeds`` (shipped cap), then,
+    with ``tantivy``, one ranked by the Tantivy index that serves this index (no cap: every
+    term is scored).
     """
     from retrieval import NAMES, _load, items, language_ext, mrr
 
-    from ctxstore.packs import pack
-    from ctxstore.packs.rank import Params
-    from ctxstore.packs.text import parse_query
+    from ctxstore.packs import pack, seed
+    from ctxstore.search.rank import Params
+    from ctxstore.search.tantivy_index import open_served
+    from ctxstore.search.task import parse_query
     from ctxstore.session import Session
 
     is_test = _load(eval_dir, "bm25").is_test
     print(f"\n{'setting':>22}  " + "  ".join(f"{n:>9} {'-tests':>6}" for n in NAMES)
           + f"  {'rank ms':>8}")
-    shipped = pack.MAX_POSTINGS
-    settings = [(f"MAX_POSTINGS {cap}", cap, Params()) for cap in caps]
-    settings += [(f"max_seeds {n}", shipped, Params(max_seeds=n)) for n in seeds]
+    shipped = seed.MAX_POSTINGS
+    settings = [(f"MAX_POSTINGS {cap}", cap, Params(), False) for cap in caps]
+    settings += [(f"max_seeds {n}", shipped, Params(max_seeds=n), False) for n in seeds]
+    if tantivy:
+        settings.append(("Tantivy", shipped, Params(), True))
     try:
-        for label, cap, params in settings:
-            pack.MAX_POSTINGS = cap
+        for label, cap, params, served_by_tantivy in settings:
+            seed.MAX_POSTINGS = cap
             cells: list[str] = []
             seconds: list[float] = []
             with Session.open(work / ".ctx") as session:
                 conn = session.index()
+                served = open_served(session.root, conn, session.config) \
+                    if served_by_tantivy else None
+                if served_by_tantivy and served is None:
+                    raise SystemExit("Tantivy does not serve this index (run ctx rebuild --tantivy)")
                 for name in NAMES:
                     rows = items(eval_dir, name)
                     ext = language_ext(rows)
@@ -198,8 +210,9 @@ def at_scale(work: Path, eval_dir: Path, caps: list[int], seeds: list[int], runs
                         xs = []
                         for _ in range(runs):
                             start = time.perf_counter()
-                            hits = pack.rank_files(conn, query, params, limit=pack.RANKED_FILES,
-                                                   matched_only=True, explain=pack.MAX_FILES)
+                            hits = seed.rank_files(conn, query, params, limit=pack.RANKED_FILES,
+                                                   matched_only=True, explain=pack.MAX_FILES,
+                                                   served=served)
                             xs.append(time.perf_counter() - start)
                         seconds.append(statistics.median(xs))
                         ranked = [h.path[len(name) + 1:] for h in hits
@@ -211,7 +224,7 @@ def at_scale(work: Path, eval_dir: Path, caps: list[int], seeds: list[int], runs
             print(f"{label:>22}  " + "  ".join(cells)
                   + f"  {statistics.median(seconds) * 1000:8.1f}")
     finally:
-        pack.MAX_POSTINGS = shipped
+        seed.MAX_POSTINGS = shipped
 
 
 def build(work: Path, args: argparse.Namespace, ctx: list[str]) -> dict[str, str]:
@@ -236,16 +249,17 @@ def build(work: Path, args: argparse.Namespace, ctx: list[str]) -> dict[str, str
     return tasks
 
 
-def report(times: dict[str, list[float]]) -> bool:
+def report(times: dict[str, list[float]], engine: str = "") -> bool:
     """Print p50/p90 per command and pooled per kind; True when both goals are met."""
-    print(f"\n{'command':34} {'p50 ms':>8} {'p90 ms':>8}  goal")
+    print(f"\n{'command' + (f' [{engine}]' if engine else ''):34} {'p50 ms':>8} {'p90 ms':>8}  goal")
     ok = True
-    pooled: dict[str, list[float]] = {"pack (all tasks)": [], "search (all tasks)": []}
+    pooled: dict[str, list[float]] = {"pack (all tasks)": [], "search (all tasks)": [],
+                                      "search-long (all tasks)": []}
     for label, xs in times.items():
         kind = label.split(":")[0]
         pooled.get(f"{kind} (all tasks)", []).extend(xs)
     floor = statistics.median(times["floor: import click"])
-    for label, xs in {**times, **pooled}.items():
+    for label, xs in {**times, **{k: v for k, v in pooled.items() if v}}.items():
         xs.sort()
         goal = PACK_GOAL_MS if label.startswith("pack") else \
             SEARCH_GOAL_MS if label.startswith("search") else None
@@ -259,6 +273,15 @@ def report(times: dict[str, list[float]]) -> bool:
     return ok
 
 
+def set_fulltext(work: Path, engine: str) -> None:
+    """Write ``[index] fulltext = ENGINE`` into the store's config.toml (docs/index.md)."""
+    config = work / ".ctx" / "config.toml"
+    text = config.read_text()
+    start = text.index("fulltext = ")
+    end = text.index("\n", start)
+    config.write_text(f'{text[:start]}fulltext = "{engine}"{text[end:]}')
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=10_000)
@@ -270,6 +293,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--caps", default=None,
                         help="comma-separated posting caps: report MRR at scale for each instead")
+    parser.add_argument("--fulltext", default="auto",
+                        help="[index] fulltext settings to time, comma-separated and interleaved "
+                             "(fts5,tantivy compares the engines on one store); with --caps, "
+                             "'tantivy' adds a row ranked by Tantivy")
     parser.add_argument("--seeds", default="",
                         help="with --caps: also these max_seeds values (comma-separated)")
     args = parser.parse_args()
@@ -283,18 +310,32 @@ def main() -> int:
             if args.corpus != "real":
                 raise SystemExit("--caps needs the real corpus (the development set's trees)")
             at_scale(work, args.eval, [int(c) for c in args.caps.split(",")],
-                     [int(n) for n in args.seeds.split(",") if n], args.runs)
+                     [int(n) for n in args.seeds.split(",") if n], args.runs,
+                     tantivy="tantivy" in args.fulltext)
             return 0
         short = [k for k in tasks if "commit" not in k]
         commands = {f"pack: {k}": [*ctx, "pack", v, "--format", "json"] for k, v in tasks.items()}
         commands |= {f"search: {k}": [*ctx, "search", tasks[k], "--format", "json"] for k in short}
+        if args.fulltext != "auto":  # the commit messages too: long texts are where engines differ
+            commands |= {f"search-long: {k}": [*ctx, "search", v, "--format", "json"]
+                         for k, v in tasks.items() if k not in short}
         commands["floor: import click"] = [sys.executable, "-c", "import click"]
-        times: dict[str, list[float]] = {k: [] for k in commands}
-        for _ in range(args.runs):
-            for label, argv in commands.items():
-                times[label].append(_run(argv, work))
-        ok = report(times)
-        in_process(work, tasks, args.runs)
+        engines = args.fulltext.split(",")
+        if "tantivy" in engines and not (work / ".ctx" / "index" / "tantivy.synced").exists():
+            set_fulltext(work, "tantivy")
+            _run([*ctx, "rebuild", "--tantivy"], work)  # built once, outside the timings
+        times: dict[str, dict[str, list[float]]] = {e: {k: [] for k in commands} for e in engines}
+        for _ in range(args.runs):  # the engines interleaved round by round
+            for engine in engines:
+                set_fulltext(work, engine)
+                for label, argv in commands.items():
+                    times[engine][label].append(_run(argv, work))
+        ok = all([report({k: v for k, v in times[e].items() if v}, e if len(engines) > 1 else "")
+                  for e in engines])
+        for engine in engines:
+            set_fulltext(work, engine)
+            in_process(work, tasks, args.runs, engine if len(engines) > 1 else "")
+        set_fulltext(work, "auto")
     return 0 if ok else 1
 
 

@@ -23,6 +23,7 @@ Usage:
     python bench/retrieval.py                       # ctx pack, all three repositories
     python bench/retrieval.py --mode library --ablate
     python bench/retrieval.py --mode library --loo
+    python bench/retrieval.py --fulltext tantivy    # ctx pack served by Tantivy (docs/index.md)
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ from types import ModuleType
 from typing import Any
 
 from ctxstore.code.languages import extractor_for
-from ctxstore.packs.rank import Corpus, Document, Params, defined_names
-from ctxstore.packs.text import Query, parse_query, tokenize
+from ctxstore.search.rank import Corpus, Document, Params, defined_names
+from ctxstore.search.task import Query, parse_query
+from ctxstore.search.tokenize import tokenize
 
 NAMES = ("werkzeug", "starlette", "ripgrep")
 
@@ -284,7 +286,7 @@ def _ctx(args: list[str], cwd: Path) -> str:
 
 
 def pack_rankings(eval_dir: Path, name: str, rows: list[dict[str, Any]], ext: str,
-                  work: Path) -> tuple[list[list[str]], list[float]]:
+                  work: Path, fulltext: str = "auto") -> tuple[list[list[str]], list[float]]:
     """Index a copy of one base tree with ctx and rank every item with ``ctx pack``.
 
     Returns:
@@ -296,6 +298,9 @@ def pack_rankings(eval_dir: Path, name: str, rows: list[dict[str, Any]], ext: st
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"]):
         subprocess.run(cmd, cwd=tree, check=True, capture_output=True)
     _ctx(["init"], tree)
+    if fulltext != "auto":  # which engine serves (docs/index.md); these trees are small: FTS5
+        config = tree / ".ctx" / "config.toml"
+        config.write_text(config.read_text().replace('fulltext = "auto"', f'fulltext = "{fulltext}"'))
     _ctx(["index"], tree)
     rankings, seconds = [], []
     for row in rows:
@@ -306,7 +311,7 @@ def pack_rankings(eval_dir: Path, name: str, rows: list[dict[str, Any]], ext: st
     return rankings, seconds
 
 
-def table(eval_dir: Path, out: Path, mode: str, lib: Library | None) -> bool:
+def table(eval_dir: Path, out: Path, mode: str, lib: Library | None, fulltext: str = "auto") -> bool:
     """Rank, write, score and print the comparison; True when the goal is met everywhere."""
     bm25, score = _load(eval_dir, "bm25"), _load(eval_dir, "score")
     results: dict[str, dict[str, dict[str, float]]] = {}
@@ -319,7 +324,8 @@ def table(eval_dir: Path, out: Path, mode: str, lib: Library | None) -> bool:
             if lib is not None:
                 both = {"": lib.rankings(name, False), "-exclude-tests": lib.rankings(name, True)}
             else:
-                ranked, secs = pack_rankings(eval_dir, name, rows, language_ext(rows), Path(tmp))
+                ranked, secs = pack_rankings(eval_dir, name, rows, language_ext(rows), Path(tmp),
+                                             fulltext)
                 timings.extend(secs)
                 both = {"": ranked, "-exclude-tests": [[p for p in r if not bm25.is_test(p)]
                                                        for r in ranked]}
@@ -359,6 +365,8 @@ def main() -> int:
     parser.add_argument("--mode", choices=("pack", "library"), default="pack")
     parser.add_argument("--ablate", action="store_true")
     parser.add_argument("--loo", action="store_true")
+    parser.add_argument("--fulltext", choices=("auto", "fts5", "tantivy"), default="auto",
+                        help="pack mode: the [index] fulltext setting of the indexed trees")
     args = parser.parse_args()
     lib = Library(args.eval) if args.mode == "library" or args.ablate or args.loo else None
     if args.ablate and lib is not None:
@@ -368,7 +376,7 @@ def main() -> int:
         loo(lib)
         return 0
     out = args.out or Path(tempfile.mkdtemp(prefix="ctx-retrieval-runs-"))
-    return 0 if table(args.eval, out, args.mode, lib) else 1
+    return 0 if table(args.eval, out, args.mode, lib, args.fulltext) else 1
 
 
 if __name__ == "__main__":

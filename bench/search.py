@@ -5,10 +5,10 @@ processes of the installed ``ctx`` for a few kinds of text, interleaved round by
 the floor ``python -c "import click"``:
 
 - two rare words; a natural-language question; a line of code with punctuation;
-- 10 KB of text (a pasted log: ranked by its rarest words, ``knowledge.search.MAX_TERMS``).
+- 10 KB of text (a pasted log: ranked by its rarest words, ``search.search.MAX_TERMS``).
 
 Goal: every median at most 100 ms (whole process). Also prints the in-process time of the
-ranking alone (``knowledge.search.search``) for the same texts.
+ranking alone (``search.search.search``) for the same texts.
 
 Usage:
     python bench/search.py               # 10,000 nodes x 15 runs
@@ -87,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"store: {args.nodes} nodes built in {time.perf_counter() - t:.1f} s")
         print(f"load: {load_text()} at start (other processes on the machine add noise)")
         from ctxstore.index import open_index
-        from ctxstore.knowledge.search import search, words_of
+        from ctxstore.search.search import search
+        from ctxstore.search.tokenize import words as words_of
 
         conn = open_index(built.store)
-        sample = [c for rec in list(built.nodes.values())[:200] for c in words_of(node_text(rec))]
+        sample = [c.lower() for rec in list(built.nodes.values())[:200] for c in words_of(node_text(rec))]
         words = [w for w in dict.fromkeys(sample) if len(w) > 4] or ["retry", "sqlite"] * 4
         cases = texts(words)
         for name, text in cases:

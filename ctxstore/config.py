@@ -25,6 +25,8 @@ its committed ceiling a value applies only from the user's own configuration (a 
 outside any Git work tree) or with this clone's consent (``ctx trust``); without either it
 is clamped to the ceiling (``clamp_limits``, decided by ``ctxstore.limits``). The upper
 bound of each range is the hard ceiling that no configuration passes.
+``[security]`` settings that let secrets through need the same consent
+(``ctxstore.security.consent.policy_for``).
 """
 
 from __future__ import annotations
@@ -46,7 +48,10 @@ MAX_CONFIG_BYTES = 1 << 20
 DEFAULTS: dict[str, dict[str, Any]] = {
     "repo": {"id": "", "ctx_version": CTX_VERSION},
     "storage": {"compression_level": 3, "shard_prefix_bytes": 1, "max_object_bytes": 1 << 30},
-    "index": {"backend": "sqlite", "enable_tantivy": False},
+    # Which engine serves full-text search of a large index (docs/index.md "Which engine
+    # serves which text"): "auto" (Tantivy from search.tantivy_index.TANTIVY_MIN_CHUNKS file
+    # chunks on), "fts5" or "tantivy". Hooks always search with FTS5.
+    "index": {"backend": "sqlite", "enable_tantivy": False, "fulltext": "auto"},
     # Code ingestion gates (spec 002 §16.4, ctxstore.code.ingest; docs/code.md "Gates").
     "ingestion": {
         "ignore_globs": ["target/**", ".git/**", "node_modules/**"],
@@ -87,6 +92,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # Transcript memory (ctxstore.memory, docs/memory.md "Privacy"): whether the hooks index
     # sessions at all, and how much tool output a turn keeps.
     "memory": {"enabled": True, "index_tool_output": True, "max_tool_output_chars": 8000},
+    # The secret policy of each write path (ctxstore.security, docs/security.md): explicit
+    # writes refused, automatic capture redacted. What lets a secret through (allow, disabled
+    # rules, allowed values, sensitive files indexed) applies in a clone only after `ctx trust`.
+    "security": {"explicit": "refuse", "remember": "refuse", "commands": "redact",
+                 "files": "redact", "transcripts": "redact", "llm": "redact",
+                 "narrative": "redact", "summaries": "redact", "disabled_rules": [],
+                 "allow_values": [], "index_sensitive_files": False},
 }
 
 # Accepted and validated in a file, but nothing uses them yet: left out of a new config.toml.
@@ -146,6 +158,10 @@ LIMITS: dict[tuple[str, str], float] = {
 # String settings with a fixed set of values.
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("ingestion", "min_confidence"): ("high", "medium", "low"),
+    **{("security", channel): ("refuse", "redact", "allow")
+       for channel in ("explicit", "remember", "commands", "files", "transcripts", "llm",
+                       "narrative", "summaries")},
+    ("index", "fulltext"): ("auto", "fts5", "tantivy"),
 }
 
 
@@ -233,9 +249,11 @@ _BARE = r"[A-Za-z0-9_-]+"
 _STRING = r'"[^"\\\x00-\x08\x0a-\x1f\x7f]*"'
 _SCALAR = rf"{_STRING}|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?|true|false"
 _ARRAY = rf"\[[ \t]*(?:{_STRING}[ \t]*,[ \t]*)*(?:{_STRING}[ \t]*)?\]"
+# The blanks after a table or a value belong to it: with ``(...)?[ \t]*`` after ``[ \t]*`` a
+# line of blanks could be split between the two runs in every way (quadratic in a long line).
 _SIMPLE_LINE = re.compile(
-    rf"[ \t]*(?:\[[ \t]*(?P<table>{_BARE})[ \t]*\]|(?P<key>{_BARE})[ \t]*=[ \t]*"
-    rf"(?P<value>{_SCALAR}|{_ARRAY}))?[ \t]*(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?")
+    rf"[ \t]*(?:(?:\[[ \t]*(?P<table>{_BARE})[ \t]*\]|(?P<key>{_BARE})[ \t]*=[ \t]*"
+    rf"(?P<value>{_SCALAR}|{_ARRAY}))[ \t]*)?(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?")
 _ARRAY_ITEM = re.compile(_STRING)
 
 

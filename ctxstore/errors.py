@@ -38,6 +38,7 @@ __all__ = [
     "GcRefused",
     "LlmUnavailable",
     "MemoryDamaged",
+    "SecretRefused",
 ]
 
 
@@ -376,3 +377,21 @@ class MemoryDamaged(StoreCorrupt):
     """
 
     code = "E023"
+
+
+class SecretRefused(CtxError):
+    """E025: an explicit write holds a secret (a credential, a private key) and was refused.
+
+    Nothing was written. The message names the rule and the line, never the secret; the
+    user's ``--allow-secret`` writes it anyway (docs/security.md).
+    """
+
+    code = "E025"
+
+    def __init__(self, what: str, rule: str, line: int, detail: str) -> None:
+        super().__init__(f"{what} holds a secret ({detail}): nothing was written",
+                         hint="remove it, or pass --allow-secret if it must be stored "
+                              "(it will reach Git with .ctx/)")
+        self.what = what
+        self.rule = rule
+        self.line = line

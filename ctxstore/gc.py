@@ -21,11 +21,12 @@ from pathlib import Path
 
 from ctxstore import fsio
 from ctxstore.errors import CtxError, GcRefused
-from ctxstore.model import Commit, TypedObject, WorkCommit
+from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit
+from ctxstore.model.knowledge import PurgeRecord
 from ctxstore.objects import ObjectId
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
-from ctxstore.verify import Problem, _pointer_roots, walk_reachable
+from ctxstore.verify import Problem, _pointer_roots, walk_reachable, without_purged
 
 __all__ = ["GcReport", "TMP_GRACE_SECONDS", "collect_garbage"]
 
@@ -112,6 +113,7 @@ def _reachable(store: Store) -> set[bytes]:
     problems: list[Problem] = []
     roots = _pointer_roots(store, problems)
     reachable = walk_reachable(store, roots, problems)
+    problems = without_purged(store, roots, problems)
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise GcRefused(f"gc refused: {errors[0].line()}",
@@ -128,6 +130,7 @@ def _candidates(store: Store, ids: list[ObjectId], reachable: set[bytes], report
     """
     keep: set[bytes] = set()
     candidates = []
+    purged: set[bytes] | None = None  # read only when a snapshot would be kept
     for i, oid in enumerate(ids):
         if progress and i % 1000 == 0:
             progress(i, len(ids))
@@ -139,15 +142,48 @@ def _candidates(store: Store, ids: list[ObjectId], reachable: set[bytes], report
             obj: TypedObject = store.read_typed(oid)
         except CtxError:
             continue
+        if purged is None and (isinstance(obj, Commit) or
+                               (isinstance(obj, WorkCommit) and obj.narrative_refs)):
+            purged = _purged_objects(store, reachable)
+        if purged and oid in purged:
+            # Rewritten by `ctx purge`: its content objects go. An old canonical commit
+            # stays (it holds ids and a message, no content): a clone that still has the
+            # old history names it as a parent, and a merge with that clone keeps a
+            # complete history (its content reads as purged: replay.purged_objects).
+            if isinstance(obj, Commit):
+                keep.add(oid)
+            continue
         if isinstance(obj, WorkCommit):
-            keep.update(r.blob_id for r in obj.narrative_refs)
+            keep.update(r.blob_id for r in obj.narrative_refs if not (purged and r.blob_id in purged))
         elif isinstance(obj, Commit) and obj.narrative_refs:
             # A replaced commit (`ctx commit --amend`, a rewritten history): its narrative
             # snapshots are kept (spec 002 §15.3), and the small commit with them, so the
             # next gc still knows them for narrative.
-            keep.update(r.blob_id for r in obj.narrative_refs)
+            keep.update(r.blob_id for r in obj.narrative_refs if not (purged and r.blob_id in purged))
             keep.add(oid)
     return candidates, keep
+
+
+def _purged_objects(store: Store, reachable: set[bytes]) -> set[bytes]:
+    """The objects reachable ``purge`` records name (``ctx purge``): never kept by gc.
+
+    Read from the change batches of the history the pointers reach (``reachable`` is the
+    closure of the same roots).
+    """
+    found: set[bytes] = set()
+    heads = [ObjectId(oid) for oid, _, _ in _pointer_roots(store, [])]
+    for _, obj in store.iter_history(heads, follow_base=True):
+        for bid in getattr(obj, "change_batches", ()):
+            if bid not in reachable:
+                continue
+            try:
+                batch = store.read_typed(ObjectId(bid), ChangeBatch)
+            except CtxError:
+                continue
+            for rec in batch.records:
+                if isinstance(rec, PurgeRecord):
+                    found.update(rec.objects)
+    return found
 
 
 def _delete_objects(store: Store, candidates: list[ObjectId], keep: set[bytes], report: GcReport,

@@ -8,17 +8,20 @@ same batches gives the same state (DESIGN §4). Deep histories are walked iterat
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import field
 
 import blake3
 
+from ctxstore.errors import ObjectNotFound
 from ctxstore.ids import ObjectId
 from ctxstore.model import ChangeBatch, Commit, WorkCommit, codec
 from ctxstore.model.knowledge import (
     EdgeRecord,
     KnowledgeRecord,
     NodeRecord,
+    PurgeRecord,
     ViewRecord,
     record_key,
     record_stamp,
@@ -29,7 +32,12 @@ from ctxstore.records import dataclass
 from ctxstore.repo import Store
 
 __all__ = ["KnowledgeState", "Winner", "state_heads", "iter_batch_ids", "replay_batches",
-           "replay", "fold_records"]
+           "replay", "fold_records", "purged_objects", "purged_descendants",
+           "read_batch_unless_purged"]
+
+# Per open store: the objects the reachable purge records name (``purged_objects``).
+_PURGED: weakref.WeakKeyDictionary[Store, tuple[tuple[bytes, ...], frozenset[bytes]]] = \
+    weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +60,9 @@ class KnowledgeState:
     winners: dict[tuple[str, ...], Winner] = field(default_factory=dict)
     batches: int = 0
 
-    def offer(self, rec: KnowledgeRecord) -> None:
-        """Let ``rec`` compete for its key (last writer wins)."""
-        cand = Winner(rec, version_id(rec))
+    def offer(self, rec: KnowledgeRecord, version: bytes | None = None) -> None:
+        """Let ``rec`` compete for its key (last writer wins); ``version``: its id, if known."""
+        cand = Winner(rec, version if version is not None else version_id(rec))
         key = record_key(rec)
         cur = self.winners.get(key)
         if cur is None or cand.order > cur.order:
@@ -117,15 +125,96 @@ def iter_batch_ids(store: Store, heads: Iterable[ObjectId]) -> Iterator[ObjectId
                 yield ObjectId(bid)
 
 
+def purged_objects(store: Store, heads: Iterable[ObjectId] | None = None) -> frozenset[bytes]:
+    """The objects that ``purge`` records reachable from ``heads`` name (default: HEAD + STAGE).
+
+    ``ctx purge`` rewrote them and ``ctx gc`` deleted them: a history that still names one
+    (a clone that merged its old history back) is not broken there, the object is purged.
+    Read on the rare path of a missing object only; kept per open store.
+
+    Raises:
+        CtxError: (E001-E009) if a pointer or a commit on the way is missing or damaged.
+    """
+    roots = tuple(state_heads(store) if heads is None else heads)
+    known = _PURGED.get(store)
+    if known is not None and known[0] == roots:
+        return known[1]
+    found: set[bytes] = set()
+    for _, obj in store.iter_history([ObjectId(r) for r in roots]):
+        for bid in obj.change_batches:
+            try:
+                batch = store.read_typed(ObjectId(bid), ChangeBatch)
+            except ObjectNotFound:
+                continue
+            for rec in batch.records:
+                if isinstance(rec, PurgeRecord):
+                    found.update(rec.objects)
+    result = frozenset(found)
+    _PURGED[store] = (roots, result)
+    return result
+
+
+def read_batch_unless_purged(store: Store, bid: ObjectId) -> ChangeBatch | None:
+    """A change batch, or None when it is missing because ``ctx purge`` removed it.
+
+    Raises:
+        ObjectNotFound: (E001) if it is missing and no reachable purge names it.
+        CtxError: (E002-E004) if it is damaged.
+    """
+    try:
+        return store.read_typed(bid, ChangeBatch)
+    except ObjectNotFound:
+        if bid in purged_objects(store):
+            return None
+        raise
+
+
 def replay_batches(store: Store, batch_ids: Iterable[ObjectId]) -> KnowledgeState:
-    """Replay the given batches (any order gives the same state)."""
-    state = KnowledgeState()
-    for bid in batch_ids:
-        batch = store.read_typed(bid, ChangeBatch)
-        state.batches += 1
-        for rec in batch.records:
-            state.offer(rec)
+    """Replay the given batches (any order gives the same state).
+
+    A record whose version a reachable ``purge`` record names takes no part (``ctx purge``):
+    the purges are gathered first, so the order of the batches still does not matter. A
+    batch a purge removed (named by one, and deleted by ``ctx gc``) is skipped.
+    """
+    batches = [b for bid in batch_ids if (b := read_batch_unless_purged(store, bid)) is not None]
+    purged: set[bytes] = {bytes(v) for batch in batches for rec in batch.records
+                           if isinstance(rec, PurgeRecord) for v in rec.versions}
+    versions = [(rec, version_id(rec)) for batch in batches for rec in batch.records]
+    if purged:
+        purged = purged_descendants(purged, [(v, rec.prev) for rec, v in versions])
+    state = KnowledgeState(batches=len(batches))
+    for rec, version in versions:
+        if version not in purged:
+            state.offer(rec, version)
     return state
+
+
+def purged_descendants(purged: set[bytes], links: Iterable[tuple[bytes, bytes | None]]
+                       ) -> set[bytes]:
+    """``purged`` with every version built on one of them (through ``prev``, transitively).
+
+    An edit another clone made on top of a version ``ctx purge`` replaced carries the purged
+    content with it (an update keeps the fields it does not change): it is purged too.
+
+    Args:
+        purged: The version ids purge records name.
+        links: (version id, its ``prev``) of every record.
+
+    Returns:
+        The versions replay ignores.
+    """
+    children: dict[bytes, list[bytes]] = {}
+    for version, prev in links:
+        if prev is not None:
+            children.setdefault(bytes(prev), []).append(version)
+    out = set(purged)
+    todo = list(purged)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
 
 
 def replay(store: Store, heads: Iterable[ObjectId] | None = None) -> KnowledgeState:

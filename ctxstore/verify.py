@@ -20,6 +20,7 @@ from ctxstore.model import Commit, WorkCommit, decode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_TYPED, ObjectId
 from ctxstore.records import dataclass
+from ctxstore.replay import purged_objects
 from ctxstore.repo import STAGE_TYPES, Store, type_name
 
 __all__ = ["Problem", "VerifyReport", "iter_pointer_names", "iter_references", "walk_reachable",
@@ -115,6 +116,22 @@ def walk_reachable(store: Store, roots: Iterable[tuple[bytes, Any, str]],
             if ref not in seen and (aborted or ref_want is not ABORTED_WORK):
                 stack.append((ref, ref_want, oid.hex()))
     return seen
+
+
+def without_purged(store: Store, roots: list[tuple[bytes, Any, str]],
+                   problems: list[Problem]) -> list[Problem]:
+    """``problems`` less the missing objects a reachable ``purge`` record names.
+
+    ``ctx purge`` rewrote them and ``ctx gc`` deleted them; a clone's old history merged
+    back still names them, and that history is not broken there (``replay.purged_objects``).
+    """
+    if not any(p.code == "E001" for p in problems):
+        return problems
+    try:
+        purged = {oid.hex() for oid in purged_objects(store, [ObjectId(r[0]) for r in roots])}
+    except CtxError:
+        return problems  # the history itself is broken: every problem stands
+    return [p for p in problems if not (p.code == "E001" and p.subject in purged)]
 
 
 def _pointer_roots(store: Store, problems: list[Problem],
@@ -238,6 +255,7 @@ def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport
     named: set[bytes] = set()
     roots = _pointer_roots(store, report.problems, named)
     reach = walk_reachable(store, roots, report.problems)
+    report.problems = without_purged(store, roots, report.problems)
     report.reachable = len(reach)
     for oid, problem in damaged.items():
         if oid not in reach and oid not in named and problem.severity == "error":

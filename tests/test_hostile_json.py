@@ -171,6 +171,7 @@ _DERIVED = {
     ("index/build.py", "command_runs"), ("query/executor.py", "select_scorable"),
     ("memory/db.py", "_turn"),
     ("claude/transcript.py", "_string_prefix"),  # one JSON string literal: no nesting
+    ("security/secrets.py", "_rule_document"),  # the rule file shipped in the package
 }
 
 

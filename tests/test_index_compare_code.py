@@ -164,7 +164,8 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
     "fts-text": (
         "UPDATE chunks_fts SET name = 'forged' WHERE rowid = "
         "(SELECT rowid FROM chunks WHERE qualname = 'pkg.b.helper')",
-        ["index:chunks_fts: (pkg/b.py, 1): name is forged, the replay has pkg.b.helper pkg b helper"]),
+        # the name's terms (search.tokenize): the dotted name's words
+        ["index:chunks_fts: (pkg/b.py, 1): name is forged, the replay has pkg b helper"]),
     "extra-code-edge": (
         "INSERT INTO code_edges VALUES ('pkg/b.py', 'file', 'pkg/b.py', 'file', 'pkg/a.py',"
         " 'Imports', 'high', 'forged', NULL)",

@@ -22,8 +22,9 @@ LAYERS = [
     {"refs"},
     {"repo", "replay", "staging", "narrative.markdown", "narrative.snapshot", "verify", "gc", "git",
      "init", "code.tree", "limits"},
-    {"index", "query", "graph", "derived"},
+    {"index", "search", "query", "graph"},
     {"session"},
+    {"security"},
     {"narrative", "knowledge", "code"},
     {"packs", "lifecycle", "llm", "memory"},
     {"claude", "mcp"},
@@ -42,7 +43,7 @@ def _rank(parts: list[str]) -> int | None:
 WRITE_CALLS = {("os", "replace"), ("os", "rename"), ("os", "fsync"), ("os", "unlink"),
                ("os", "remove"), ("os", "rmdir"), ("os", "mkdir"), ("os", "link")}
 LAZY_ONLY = {"networkx", "tantivy", "tree_sitter", "tree_sitter_rust", "tree_sitter_javascript",
-             "tree_sitter_typescript", "tree_sitter_go"}
+             "tree_sitter_typescript", "tree_sitter_go", "re2"}
 
 
 def _module_paths() -> list[tuple[str, Path]]:
@@ -146,9 +147,9 @@ def test_layering_only_fsio_writes_files(top: str, path: Path, tree: ast.Module)
                 f"{path.name}:{node.lineno} opens a file for writing outside fsio"
 
 
-# STYLE §2.2: SQL lives in sqlite.py (connect, migrate), index/, query/, claude/state.py and
-# memory/db.py only (issue 12).
-SQL_HOMES = ("sqlite.py", "index/", "query/", "claude/state.py", "memory/db.py")
+# STYLE §2.2: SQL lives in sqlite.py (connect, migrate), index/, search/, query/, claude/state.py
+# and memory/db.py only (issue 12).
+SQL_HOMES = ("sqlite.py", "index/", "search/", "query/", "claude/state.py", "memory/db.py")
 SQL_CALLS = {"execute", "executemany", "executescript", "cursor"}
 
 
@@ -232,7 +233,7 @@ def test_layering_json_search_imports_no_text_renderers(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     imported = {line.split("|")[-1].strip() for line in res.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "ctxstore.knowledge.search" in imported  # the log is real
+    assert "ctxstore.search.search" in imported  # the log is real
     assert not imported & {"ctxstore.cli.nodes", "ctxstore.cli._render", "ctxstore.claude.inject"}
 
 
@@ -263,6 +264,8 @@ def test_layering_hooks_import_no_heavy_modules(tmp_path: Path, event: str) -> N
                 if line.startswith("import time:")}
     assert "ctxstore" in imported  # the log is real
     assert not imported & HOOK_FORBIDDEN, sorted(imported & HOOK_FORBIDDEN)
+    if event != "stop":  # the secret scanner's engine: only a write path with text to scan
+        assert "re2" not in imported
     if event == "stop":  # the write path really ran
         listed = subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir",
                                  str(work / ".ctx"), "--format", "json", "list"],
@@ -300,7 +303,7 @@ def test_layering_prompt_hook_search_imports_neither_dataclasses_nor_inspect(tmp
     assert "exponential backoff" in context  # the search really ran and found the note
     imported = {line.split("|")[-1].strip() for line in res.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "ctxstore.knowledge.search" in imported
+    assert "ctxstore.search.search" in imported
     assert not imported & {"dataclasses", "inspect"}, sorted(imported & {"dataclasses", "inspect"})
 
 
@@ -313,3 +316,43 @@ def test_layering_every_package_is_shipped() -> None:
                  ["packages"])
     present = {".".join(p.parent.relative_to(PKG.parent).parts) for p in PKG.rglob("__init__.py")}
     assert present - listed == set()
+
+
+def test_layering_hooks_import_no_tantivy_where_it_serves(tmp_path: Path) -> None:
+    """On an index Tantivy serves, `ctx search` reads it, and the hooks still import none of it.
+
+    The prompt hook searches the same memory (and finds it) with FTS5; the Stop hook's
+    ``<ctx:recall>`` too.
+    """
+    import json
+
+    pytest.importorskip("tantivy")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "upload.py").write_text("def retry_upload(worker):\n    return worker.backoff()\n")
+
+    def ctx(*args: str, payload: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-X", "importtime", "-m", "ctxstore.cli", *args],
+                              input=json.dumps(payload) if payload else None,
+                              capture_output=True, text=True, cwd=work, check=True)
+
+    def imported(res: subprocess.CompletedProcess[str]) -> set[str]:
+        return {line.split("|")[-1].strip().split(".")[0] for line in res.stderr.splitlines()
+                if line.startswith("import time:")}
+
+    ctx("--ctx-dir", str(work / ".ctx"), "init")
+    config = work / ".ctx" / "config.toml"
+    config.write_text(config.read_text().replace('fulltext = "auto"', 'fulltext = "tantivy"'))
+    ctx("add", "note", "The upload worker retries with exponential backoff when the lock is held")
+    ctx("index")
+    assert (work / ".ctx" / "index" / "tantivy").is_dir()  # built: it serves this index
+    assert "tantivy" in imported(ctx("search", "upload worker retries"))  # the log is real
+    base = {"session_id": "s1", "cwd": str(work)}
+    ctx("hook", "session-start", payload={**base, "source": "startup"})
+    res = ctx("hook", "prompt-submit", payload={**base, "session_id": "s2",
+                                                "prompt": "why does the upload worker retry?"})
+    assert "exponential backoff" in json.loads(res.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "tantivy" not in imported(res)
+    stop = ctx("hook", "stop", "--response", '<ctx:recall query="upload worker retries"/>',
+               payload={**base, "hook_event_name": "Stop"})
+    assert "tantivy" not in imported(stop)

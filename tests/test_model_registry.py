@@ -328,6 +328,7 @@ def test_every_record_reached_from_the_registry_is_checked() -> None:
     assert {c.__name__ for c in _all_records()} == {
         "Commit", "WorkCommit", "Tree", "TreeEntry", "NarrativeRef", "ChangeBatch",
         "NodeRecord", "NodeRemoved", "EdgeRecord", "EdgeRemoved", "ViewRecord", "ViewRemoved",
+        "PurgeRecord",  # ctx purge (model.knowledge)
         "SccView",  # model.derived
         "FileVersion", "FileRecord", "FileRemoved",  # model.code
         # model.build

@@ -229,7 +229,7 @@ def test_scc_pointer_refuses_a_linked_derived_and_replaces_a_linked_pointer(
 # -- the Tantivy synced marker (index/tantivy.synced) --------------------------------------------
 def test_tantivy_marker_never_written_through_an_index_swapped_after_its_check(
         store: Store, runner: CliRunner, out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxstore.derived.tantivy_index import TANTIVY_DIR, rebuild_tantivy
+    from ctxstore.search.tantivy_index import TANTIVY_DIR, rebuild_tantivy
 
     pytest.importorskip("tantivy")
     _index_with_rows(store, runner)
@@ -239,7 +239,7 @@ def test_tantivy_marker_never_written_through_an_index_swapped_after_its_check(
     # Tantivy's own files are written before; the first open_excl is the marker's temp file.
     swapped = _swap_at_first(monkeypatch, ("open_excl",), folder, out)
     try:
-        rebuild_tantivy(store, conn)
+        rebuild_tantivy(store.root, conn, lock_timeout=1.0)
     finally:
         conn.close()
     assert swapped and tree_state(out) == before
@@ -248,15 +248,17 @@ def test_tantivy_marker_never_written_through_an_index_swapped_after_its_check(
 
 def test_tantivy_rebuild_refuses_a_linked_new_directory(
         store: Store, runner: CliRunner, out: Path) -> None:
-    from ctxstore.derived.tantivy_index import rebuild_tantivy
+    from ctxstore.search.tantivy_index import rebuild_tantivy
 
     pytest.importorskip("tantivy")
     _index_with_rows(store, runner)
     fresh = store.root / "index" / "tantivy.new"
     fresh.symlink_to(out, target_is_directory=True)
     before = tree_state(out)
+    conn = open_index(store)
     with pytest.raises(UnsafePath) as err:
-        rebuild_tantivy(store)
+        rebuild_tantivy(store.root, conn, lock_timeout=1.0)
+    conn.close()
     assert str(err.value).startswith(f"E020: refusing {fresh}: is a symbolic link")
     assert tree_state(out) == before and (out / "canary").exists()
 

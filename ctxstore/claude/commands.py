@@ -212,7 +212,8 @@ def _summarize(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     key = cmd.get("key") or hook_key(ctx.session, cmd["raw"])
     _, res = summarize_nodes(ctx.store, refs, cmd["content"],
                              archive_sources=(attrs.get("archive") or "").lower() == "true",
-                             tags=_tags(attrs.get("tags")), max_content=limit, hook_key=key)
+                             tags=_tags(attrs.get("tags")), max_content=limit, hook_key=key,
+                             channel="summaries")  # capture: a secret in it is redacted
     return Outcome(changed=res.changed)
 
 

@@ -413,6 +413,25 @@ def _check_mcp(setup: Setup, store: Path) -> list[Check]:
                   "its dependencies")]
 
 
+def _check_secrets(store: Path) -> list[Check]:
+    """No secret in what the store holds (``security.purge.find_secrets``, ``ctx debug secrets``)."""
+    from ctxstore.errors import CtxError
+    from ctxstore.repo import open_store
+    from ctxstore.security.purge import find_secrets
+
+    try:
+        report = find_secrets(open_store(store))
+    except CtxError as exc:
+        return [Check("secrets", False, f"{exc.code}: {exc.message}", "ctx debug verify")]
+    if not report.findings:
+        return [Check("secrets", True, f"none in {report.objects} objects and {report.files} files")]
+    rules = sorted({f.rule for f in report.findings})
+    places = sorted({f.place for f in report.findings})
+    return [Check("secrets", False, f"{len(report.findings)} found ({', '.join(rules)}) in "
+                  f"{', '.join(places)}",
+                  "ctx debug secrets (names each), then ctx purge ID --yes; rotate the credential")]
+
+
 def run_checks(setup: Setup) -> list[Check]:
     """Every check of ``ctx doctor``, in order.
 
@@ -432,7 +451,10 @@ def run_checks(setup: Setup) -> list[Check]:
         config = _check_config(store)
         checks += config
         if config[0].ok:  # without a valid config nothing opens: one failure, not two
-            checks += _check_index(store)
+            index = _check_index(store)
+            checks += index
+            if index[0].ok:  # a damaged store is named once, by the index check
+                checks += _check_secrets(store)
             checks += _check_mcp(setup, store)
     checks += _check_versions(setup, root)
     return checks

@@ -366,7 +366,7 @@ def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: 
     from ctxstore.memory.index import index_transcript
 
     try:
-        index_transcript(root, path, seconds=seconds, backlog_seconds=backlog_seconds)
+        report = index_transcript(root, path, seconds=seconds, backlog_seconds=backlog_seconds)
     except sqlite3.OperationalError:
         return result  # locked or busy: the cursor did not move, the next hook continues
     except sqlite3.DatabaseError as exc:  # damaged while being read: named, never wiped
@@ -378,6 +378,12 @@ def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: 
         problem = _message([f"transcript memory: {exc.message}"])["systemMessage"]
         earlier = result.get("systemMessage")
         return {**result, "systemMessage": f"{earlier}\n{problem}" if earlier else problem}
+    if report.skipped:  # passed over for good (the cursor is past them): said in the hook log
+        from ctxstore.claude.hooklog import log_problem
+
+        log_problem(root, _text(payload, "hook_event_name") or "hook",
+                    f"transcript memory: {report.skipped} line(s) of {report.path} skipped "
+                    "(malformed, or over 8 MB), never read again")
     return result
 
 

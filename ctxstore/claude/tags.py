@@ -50,7 +50,9 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 _NEEDS_CONTENT = frozenset({"remember", "summarize"})
 
 _OPEN = re.compile(r"<ctx:([a-z]+)((?:[ \t\r\n]+[a-z_]+=(?:\"[^\"]*\"|'[^']*'))*)[ \t\r\n]*(/?)>")
-_ATTR = re.compile(r"([a-z_]+)=(?:\"([^\"]*)\"|'([^']*)')")
+# A name starts after a non-name character: from inside a run of letters the search would scan
+# the rest of the run again at every position.
+_ATTR = re.compile(r"(?<![a-z_])([a-z_]+)=(?:\"([^\"]*)\"|'([^']*)')")
 _REMINDER_OPEN = "<system-reminder>"
 _REMINDER_CLOSE = "</system-reminder>"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -306,10 +308,19 @@ def parse_commands(text: str) -> tuple[list[Command], list[TagProblem]]:
     commands: list[Command] = []
     problems: list[TagProblem] = []
     pos = 0
+    ahead: dict[str, int] = {}  # the next occurrence of a string found so far (-1: none left)
+
+    def next_at(what: str, at: int) -> int:
+        """``masked.find(what, at)``, each string's scan resumed, never restarted (linear)."""
+        found = ahead.get(what)
+        if found is None or (found != -1 and found < at):
+            found = ahead[what] = masked.find(what, at)
+        return found
+
     while (start := masked.find("<ctx:", pos)) != -1:
         m = _OPEN.match(masked, start)
         if m is None:
-            end = masked.find(">", start)
+            end = next_at(">", start)
             problems.append(TagProblem(_snippet(text[start:end + 1 if end != -1 else start + 40]),
                                        "malformed tag"))
             pos = start + 5
@@ -323,7 +334,7 @@ def parse_commands(text: str) -> tuple[list[Command], list[TagProblem]]:
         attrs, why = _attrs(text[m.start(2):m.end(2)], name)
         content, end = "", m.end()
         if not m.group(3):
-            close = masked.find(f"</ctx:{name}>", m.end())
+            close = next_at(f"</ctx:{name}>", m.end())
             inner = masked.find("<ctx:", m.end())
             if close == -1 or (inner != -1 and inner < close):
                 if name in _NEEDS_CONTENT:

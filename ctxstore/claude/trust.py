@@ -14,20 +14,22 @@ A store outside any Git work tree (the user store ``~/.ctx``, a plain directory)
 arrive by clone: its configuration is the user's own and needs no consent.
 
 This module decides and records; it never writes CLAUDE.md (``claudemd`` does) and never
-reads the environment. Git runs as a subprocess with a time limit.
+reads the environment. The records themselves (Git's configuration, read and written by a
+git subprocess with a time limit) are ``ctxstore.security.consent``'s, shared with the
+``[security]`` policy.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from ctxstore.errors import ConfigInvalid, InvalidInput
+from ctxstore.errors import InvalidInput
 from ctxstore.git import in_git_work_tree
 from ctxstore.records import dataclass
+from ctxstore.security import consent
+from ctxstore.security.consent import TRUST_KEY, ConsentRequired
 
 if TYPE_CHECKING:
     from ctxstore.repo import Store
@@ -45,17 +47,8 @@ __all__ = [
     "revoke",
 ]
 
-TRUST_KEY = "ctx.trusted"
-_GIT_TIMEOUT = 10.0
 
 Decision = Literal["own", "consented", "needs-consent"]
-
-
-class ConsentRequired(ConfigInvalid):
-    """E015: a committed setting with effects outside ``.ctx/`` has not been consented to in this clone.
-
-    Consent is given with ``ctx trust``.
-    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,40 +84,13 @@ def _decode(text: str) -> TrustRecord | None:
     return None
 
 
-def _git(worktree: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run git in ``worktree``, never in a repository that the clone itself carries.
-
-    A clone can commit a directory that looks like a bare repository (``HEAD``,
-    ``objects/``, ``refs/`` and a ``config`` holding a ``ctx.trusted`` record); git run
-    inside it would read that committed ``config`` as the clone's own. Git discovers such
-    a repository only while ``safe.bareRepository`` is ``all`` (its default), and honours
-    the setting only from protected configuration, the command line included: there it is
-    ``explicit``, so git refuses that directory and the consent reads as missing.
-
-    Raises:
-        ConsentRequired: if git cannot be run (missing, hung), so no consent can be read.
-    """
-    try:
-        return subprocess.run(["git", "-c", "safe.bareRepository=explicit", "-C", str(worktree),
-                               *args], capture_output=True,
-                              text=True, check=False, timeout=_GIT_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConsentRequired(f"cannot read this clone's Git configuration ({exc})",
-                              hint="install git, or run `ctx claude-md` by hand") from None
-
-
 def _store_name(store: Store) -> str:
     """The store's directory relative to the Git top level (``.ctx``, ``sub/.ctx``).
 
     Raises:
         ConsentRequired: if Git does not see a work tree here.
     """
-    res = _git(store.worktree, "rev-parse", "--show-prefix")
-    if res.returncode != 0:
-        raise ConsentRequired(f"Git does not accept {store.worktree} as a work tree: "
-                              f"{res.stderr.strip() or 'rev-parse failed'}")
-    return res.stdout.strip() + store.root.name
+    return consent.store_name(store)
 
 
 def requested(store: Store, name: str | None = None) -> TrustRecord | None:
@@ -146,10 +112,7 @@ def requested(store: Store, name: str | None = None) -> TrustRecord | None:
 
 
 def _records(store: Store) -> list[tuple[str, TrustRecord | None]]:
-    res = _git(store.worktree, "config", "--local", "--get-all", TRUST_KEY)
-    if res.returncode not in (0, 1):  # 1: no such key
-        raise ConsentRequired(f"cannot read this clone's Git configuration: {res.stderr.strip()}")
-    return [(line, _decode(line)) for line in res.stdout.splitlines() if line]
+    return [(raw, _decode(raw)) for raw, _ in consent.read_records(store)]
 
 
 def decide(store: Store) -> tuple[Decision, TrustRecord | None]:
@@ -204,16 +167,12 @@ def grant(store: Store) -> tuple[TrustRecord | None, bool]:
     for raw, record in present:  # this store's stale records go; other stores' stay
         if record is not None and record.store == want.store:
             _unset(store, raw)
-    res = _git(store.worktree, "config", "--local", "--add", TRUST_KEY, want.encode())
-    if res.returncode != 0:
-        raise ConsentRequired(f"cannot write this clone's Git configuration: {res.stderr.strip()}")
+    consent.add_record(store, want.encode())
     return want, True
 
 
 def _unset(store: Store, raw: str) -> None:
-    res = _git(store.worktree, "config", "--local", "--fixed-value", "--unset-all", TRUST_KEY, raw)
-    if res.returncode not in (0, 5):  # 5: already gone
-        raise ConsentRequired(f"cannot write this clone's Git configuration: {res.stderr.strip()}")
+    consent.remove_record(store, raw)
 
 
 def revoke(store: Store) -> list[TrustRecord]:

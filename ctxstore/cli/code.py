@@ -41,7 +41,7 @@ def _repo_paths(env: Env, paths: tuple[str, ...]) -> list[str]:
 
 
 @click.command("file")
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--extract-semantics", is_flag=True,
               help="Also extract symbols and relations (imports, calls, ...).")
 @format_option
@@ -62,7 +62,7 @@ def add_file_command(env: Env, paths: tuple[str, ...], extract_semantics: bool) 
 
 
 @click.command("rust")
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @format_option
 @pass_env
 def add_rust_command(env: Env, paths: tuple[str, ...]) -> None:
@@ -83,7 +83,7 @@ def add_rust_command(env: Env, paths: tuple[str, ...]) -> None:
 
 
 @click.command("index")
-@click.argument("paths", nargs=-1)
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--jobs", type=click.IntRange(min=1, max=64), default=None,
               help="Processes extracting symbols [default: one per CPU, at most 8; runs of "
                    "under 256 KiB of changed source use one].")
@@ -107,7 +107,17 @@ def index_command(env: Env, paths: tuple[str, ...], jobs: int | None) -> None:
     env.require_project("ctx index")  # the user store ~/.ctx has no code to index
     report = index_tree(env.store(), _repo_paths(env, paths), jobs=jobs,
                         progress=progress_printer("indexing files", min_total=200))
+    _refresh_tantivy(env)
     _report(env, report)
+
+
+def _refresh_tantivy(env: Env) -> None:
+    """Keep the Tantivy index of a large index current (derived: a failure is a notice)."""
+    from ctxstore.search.tantivy_index import refresh_tantivy
+
+    notice = refresh_tantivy(env.session())
+    if notice:
+        click.echo(f"ctx: {notice}", err=True)
 
 
 @click.command("relate")

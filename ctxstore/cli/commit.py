@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def edits_json(edits: Sequence[NarrativeChange]) -> list[dict[str, Any]]:
     """The ``narrative_edits`` list of a ``--format json`` result."""
-    return [{"action": e.action, "id": None if e.action == "skipped" else e.node_id,
+    return [{"action": e.action, "id": None if e.action in ("skipped", "redacted") else e.node_id,
              "path": e.path} for e in edits]
 
 
@@ -32,6 +32,10 @@ def echo_edits(edits: Sequence[NarrativeChange]) -> None:
             click.echo(f"ctx: note: narrative/{e.path} was not read as knowledge (larger than "
                        f"{MAX_NARRATIVE_BYTES >> 20} MiB or not UTF-8): edits in it are not "
                        "recorded and its nodes are left as they are", err=True)
+            continue
+        if e.action == "redacted":  # node_id holds what was found (rules and lines)
+            click.echo(f"ctx: note: narrative/{e.path} held secrets ({e.node_id}): redacted in "
+                       "place before it was committed", err=True)
             continue
         click.echo(f"  {e.action} {e.node_id or '(unmarked)'} from narrative/{e.path}")
 
@@ -67,10 +71,12 @@ def commit_command(env: Env, message: str | None, amend: bool, no_narrative: boo
                                    progress=progress_printer("folding work commits", min_total=500))
     if res.commit is not None:  # the SCC view is derived: a failure is a notice, never an error
         from ctxstore.graph.scc import refresh_after_commit
+        from ctxstore.search.tantivy_index import refresh_tantivy
 
-        notice = refresh_after_commit(store)
-        if notice:
-            click.echo(f"ctx: {notice}", err=True)
+        # the full-text index is derived too: a notice at most
+        for notice in (refresh_after_commit(store), refresh_tantivy(env.session())):
+            if notice:
+                click.echo(f"ctx: {notice}", err=True)
     # A merge of several heads of refs/main (after a Git merge) is a canonical commit too,
     # even with nothing to fold: Git must carry it with the pointer that names it.
     staged = git_stage_after(store.root, res.commit is not None or res.merge_commit is not None)

@@ -1,4 +1,4 @@
-"""``ctx debug cat|history|refs|verify|state`` (and ``graph|index`` from ``cli.derived``)."""
+"""``ctx debug cat|history|refs|verify|state|secrets`` (and ``graph|index`` from ``cli.derived``)."""
 
 from __future__ import annotations
 
@@ -192,3 +192,50 @@ def state_command(env: Env) -> None:
     for node in sorted(state.nodes.values(), key=lambda n: n.id):
         text = (node.content or "<blob>").splitlines()[0][:60] if (node.content or "") else "<blob>"
         click.echo(f"  {node.id}  {node.type:<13} {text}")
+
+
+@debug_group.command("secrets")
+@format_option
+@pass_env
+def secrets_command(env: Env) -> None:
+    """Scan the whole store for secrets (objects, narrative, local state).
+
+    What is scanned: every object any pointer reaches, the narrative Markdown and this
+    clone's local state (transcript memory, hook state, the index). Each finding names
+    its rule and where it is: the object, the node, the file and the commit that added
+    it. Exit status 1 when something was found. `ctx purge ID` removes a node's or an
+    object's content from the history (docs/security.md).
+
+    \b
+    Examples:
+        ctx debug secrets
+        ctx debug secrets --format json
+    """
+    from ctxstore.security.purge import find_secrets
+
+    store = env.store()
+    report = find_secrets(store, progress=progress_printer("scanning objects"))
+    if env.fmt == "json":
+        emit_json({"version": 1, "objects": report.objects, "files": report.files,
+                   "findings": [f.to_json() for f in report.findings]})
+    else:
+        for f in report.findings:
+            where = [f"{f.place}"]
+            if f.object:
+                where.append(f"object {f.object[:12]} ({f.kind})")
+            if f.node:
+                where.append(f"node {f.node}")
+            if f.file:
+                where.append(f"file {f.file}")
+            if f.field:
+                where.append(f"field {f.field}")
+            if f.line:
+                where.append(f"line {f.line}")
+            if f.commit:
+                where.append(f"commit {f.commit[:12]}")
+            click.echo(f"{f.rule}: " + ", ".join(where))
+        click.echo(f"{len(report.findings)} secrets found in {report.objects} objects and "
+                   f"{report.files} files" if report.findings else
+                   f"no secret found in {report.objects} objects and {report.files} files")
+    if report.findings:
+        sys.exit(1)

@@ -59,13 +59,16 @@ def export_command(env: Env, query: str | None, include_superseded: bool,
 @click.option("--merge", is_flag=True,
               help="Skip nodes, edges and views the store already has instead of failing.")
 @click.argument("file", required=False, metavar="[FILE]")
+@click.option("--allow-secret", is_flag=True,
+              help="Import text that holds a secret (refused by default: E025).")
 @format_option
 @pass_env
-def import_command(env: Env, merge: bool, file: str | None) -> None:
+def import_command(env: Env, merge: bool, file: str | None, allow_secret: bool) -> None:
     """Import a JSON export from FILE (or standard input) as one change batch.
 
-    The whole document is checked first: if anything in it is invalid, nothing is
-    written. Timestamps from the future are clamped to now.
+    The whole document is checked first: if anything in it is invalid, or holds a
+    secret (a token, a key: named by rule, item and line), nothing is written.
+    Timestamps from the future are clamped to now.
 
     \b
     Examples:
@@ -83,7 +86,7 @@ def import_command(env: Env, merge: bool, file: str | None) -> None:
         data = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
     else:
         data = read_document_file(Path(file))
-    report = import_document(env.store(), data, merge=merge)
+    report = import_document(env.store(), data, merge=merge, allow_secret=allow_secret)
     if report.staged is not None:
         env.index()  # index what was imported now, with progress on a terminal, not at the next read
     if env.fmt == "json":
@@ -106,13 +109,16 @@ def import_command(env: Env, merge: bool, file: str | None) -> None:
 @click.command("ingest")
 @click.argument("file")
 @click.option("--tag", "tags", multiple=True, metavar="NS:VALUE", help="A tag (repeatable).")
+@click.option("--allow-secret", is_flag=True,
+              help="Store a file that holds a secret (refused by default: E025).")
 @format_option
 @pass_env
-def ingest_command(env: Env, file: str, tags: tuple[str, ...]) -> None:
+def ingest_command(env: Env, file: str, tags: tuple[str, ...], allow_secret: bool) -> None:
     """Ingest a UTF-8 text file as a `source` node; prints its id.
 
     The metadata records the path as given, the size in bytes and the SHA-256.
-    Binary and non-UTF-8 files are refused.
+    Binary and non-UTF-8 files are refused, and so is a file that holds a secret
+    (the rule and the line are named; --allow-secret stores it anyway).
 
     \b
     Example:
@@ -122,7 +128,7 @@ def ingest_command(env: Env, file: str, tags: tuple[str, ...]) -> None:
 
     from ctxstore.knowledge.sources import ingest_file
 
-    added = ingest_file(env.store(), Path(file), tags=list(tags))
+    added = ingest_file(env.store(), Path(file), tags=list(tags), allow_secret=allow_secret)
     node = added.node
     if env.fmt == "json":
         emit_json({"id": node.id, "type": node.type, "tags": list(node.tags),

@@ -86,8 +86,11 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> Non
                            hint="ctx memory backfill --all")
     started = time.monotonic()
     with _open(env, create=True, durable=False) as db:
+        from ctxstore.memory.index import transcript_redactor
+
         report = backfill(db, targets, progress=progress_printer("indexing transcripts"),
-                          tool_budget=settings.tool_budget)
+                          tool_budget=settings.tool_budget,
+                          redact=transcript_redactor(env.session().root))
         linked = link_code(db, env.index())
         db.checkpoint()
     seconds = time.monotonic() - started
@@ -139,16 +142,16 @@ def search_command(env: Env, text: str, since: str | None, until: str | None,
         ctx memory search "decisions about the login page last week"
         ctx memory search "flaky test" --since 2026-03-01 --format json
     """
-    from ctxstore.memory.search import result_json, search_memory, time_bound, unique_session
+    from ctxstore.memory.search import MemoryQuery, result_json, search_transcripts
 
-    now_ms = _now_ms(now)
-    low = time_bound("--since", since, now_ms, end=False)
-    high = time_bound("--until", until, now_ms, end=True)
-    with _open(env) as db:
-        if session:
-            session = unique_session(db, session)
-        result = search_memory(db, text, now_ms=now_ms, since=low, until=high, session=session,
-                               intent=intent, limit=limit)
+    answer = search_transcripts(_memory_dir(env), MemoryQuery(text, since, until, session, intent,
+                                                              limit),
+                                now_ms=_now_ms(now), agent=False)
+    if answer.missing:
+        raise NothingToDo("there is no transcript memory yet",
+                          hint="`ctx memory backfill --all` indexes past sessions; the Stop hook "
+                               "indexes new ones")
+    result = answer.result
     if env.fmt == "json":
         emit_json(result_json(result))
         return
@@ -212,7 +215,7 @@ def stats_command(env: Env) -> None:
     if intents:
         click.echo("  ideas by intent: " + ", ".join(f"{k} {v}" for k, v in sorted(intents.items())))
     if first is not None:
-        click.echo(f"  from {iso(first)} to {iso(last)}")
+        click.echo(f"  from {iso(first) or '-'} to {iso(last) or '-'}")
 
 
 @memory_group.command("topics")
@@ -250,7 +253,7 @@ def topics_command(env: Env, session: str | None, limit: int) -> None:
         return
     for span in spans:
         indent = "  " * int(span["depth"])
-        click.echo(f"{indent}{span['id']:>5} {span['start']} [{str(span['session'])[:8]}] "
+        click.echo(f"{indent}{span['id']:>5} {span['start'] or '-'} [{str(span['session'])[:8]}] "
                    f"{escape_tags(str(span['name']))} (turns {span['turns'][0]}-{span['turns'][1]}"
                    f", {plural(int(span['ideas']), 'idea')})")
 
@@ -260,9 +263,11 @@ def topics_command(env: Env, session: str | None, limit: int) -> None:
 @click.option("--type", "node_type", default=None,
               help="The node type (default: from the idea's intent: decision -> decision, "
                    "conclusion -> fact, ...).")
+@click.option("--allow-secret", is_flag=True,
+              help="Promote the idea even if it holds a secret (it reaches Git with .ctx/).")
 @format_option
 @pass_env
-def promote_command(env: Env, idea_id: int, node_type: str | None) -> None:
+def promote_command(env: Env, idea_id: int, node_type: str | None, allow_secret: bool) -> None:
     """Make an idea a shared knowledge node, DERIVED_FROM its transcript span.
 
     \b
@@ -271,7 +276,8 @@ def promote_command(env: Env, idea_id: int, node_type: str | None) -> None:
     """
     from ctxstore.memory.promote import promote_idea
 
-    added = promote_idea(env.store(), _memory_dir(env), idea_id, node_type)
+    added = promote_idea(env.store(), _memory_dir(env), idea_id, node_type,
+                         allow_secret=allow_secret)
     node = added.node
     if env.fmt == "json":
         emit_json({"id": node.id, "type": node.type, "idea": idea_id,

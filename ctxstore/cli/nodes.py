@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 TYPE_HELP = ("fact, decision, pattern, observation, hypothesis, task, summary, source or "
              "open-question.")
 
+allow_secret_option = click.option(
+    "--allow-secret", is_flag=True,
+    help="Store the text even if it holds a secret (a token, a key): it reaches Git with "
+         ".ctx/. Without it such a write is refused (E025, docs/security.md).")
+
 
 def _parse_meta(items: tuple[str, ...]) -> dict[str, str]:
     meta: dict[str, str] = {}
@@ -73,12 +78,13 @@ def _added_doc(node: NodeRecord, staged: StageResult, **extra: Any) -> dict[str,
 @click.option("-m", "--message", default=None,
               help="The message of that commit (implies --commit).")
 @click.argument("words", nargs=-1, metavar="[note|task|decision] TEXT")
+@allow_secret_option
 @global_write_option
 @format_option
 @pass_env
 def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tuple[str, ...],
                 from_stdin: bool, body: str | None, commit: bool, message: str | None,
-                words: tuple[str, ...]) -> None:
+                words: tuple[str, ...], allow_secret: bool) -> None:
     """Add a knowledge node; prints its id. The write is durable when this returns.
 
     On a terminal the line reads `Added: ID` (and, for a note, task or decision, the task
@@ -88,6 +94,10 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
     also write the narrative Markdown under .ctx/narrative/: an entry of today's log
     (an observation node), a task file (a task node, shown with its task number) or a
     section of decisions.md (a decision node).
+
+    Text that holds a secret (an API key, a token, a private key, a password in a URL)
+    is refused with the rule and the line named, and nothing is written; --allow-secret
+    stores it anyway.
 
     \b
     Examples:
@@ -104,9 +114,10 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
 
         check_commit_message(message)
     if node_type is None and words and words[0] in NARRATIVE_KINDS:
-        doc, line = _add_narrative(env, words[0], words[1:], from_stdin, body, tags, meta)
+        doc, line = _add_narrative(env, words[0], words[1:], from_stdin, body, tags, meta,
+                                   allow_secret)
     else:
-        doc, line = _add_plain(env, node_type, tags, meta, from_stdin, body, words)
+        doc, line = _add_plain(env, node_type, tags, meta, from_stdin, body, words, allow_secret)
     if commit or message is not None:
         doc["commit"] = _commit_after_add(env, doc, message)
         from ctxstore.cli.commit import git_stage_after
@@ -214,7 +225,7 @@ def _commit_after_add(env: Env, doc: dict[str, Any], message: str | None) -> str
 
 
 def _add_plain(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tuple[str, ...],
-               from_stdin: bool, body: str | None, words: tuple[str, ...]
+               from_stdin: bool, body: str | None, words: tuple[str, ...], allow_secret: bool
                ) -> tuple[dict[str, Any], str]:
     if node_type is None:
         raise InvalidInput("give --type TYPE CONTENT, or note, task or decision and the text",
@@ -225,7 +236,8 @@ def _add_plain(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tup
     text = _text_arg(words[0] if words else None, from_stdin, "content")
     from ctxstore.knowledge.nodes import add_node
 
-    added = add_node(env.store(), node_type, text, tags=list(tags), metadata=_parse_meta(meta))
+    added = add_node(env.store(), node_type, text, tags=list(tags), metadata=_parse_meta(meta),
+                     allow_secret=allow_secret)
     return _added_doc(added.node, added.staged), added.node.id
 
 
@@ -236,7 +248,8 @@ def _text_arg(arg: str | None, from_stdin: bool, what: str) -> str:
 
 
 def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool, body: str | None,
-                   tags: tuple[str, ...], meta: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+                   tags: tuple[str, ...], meta: tuple[str, ...], allow_secret: bool
+                   ) -> tuple[dict[str, Any], str]:
     from ctxstore.narrative import entries as notes
 
     if len(rest) > 1:
@@ -244,7 +257,7 @@ def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool,
     if kind == "note":
         _refuse_body(body)
         entry = notes.add_note(env.store(), _text_arg(rest[0] if rest else None, from_stdin, "note"),
-                               tags=tags, metadata=_parse_meta(meta))
+                               tags=tags, metadata=_parse_meta(meta), allow_secret=allow_secret)
     else:
         if from_stdin and body is not None:
             raise InvalidInput("give the body with --body or --stdin (not both)")
@@ -252,7 +265,8 @@ def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool,
             raise InvalidInput(f"the {kind} needs a title", hint=f'ctx add {kind} "TITLE"')
         text = _read_stdin_text() if from_stdin else body
         add = notes.add_task if kind == "task" else notes.add_decision
-        entry = add(env.store(), rest[0], text, tags=tags, metadata=_parse_meta(meta))
+        entry = add(env.store(), rest[0], text, tags=tags, metadata=_parse_meta(meta),
+                    allow_secret=allow_secret)
     node = entry.node
     doc = _added_doc(node, entry.added.staged, kind=kind, path=entry.path)
     if entry.task_number is not None:
@@ -348,10 +362,11 @@ def show_command(env: Env, node_id: str, with_edges: bool, history: bool) -> Non
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE",
               help="Set metadata (repeatable; KEY= removes the key).")
 @click.option("--summary", default=None, help="New summary (empty removes it).")
+@allow_secret_option
 @format_option
 @pass_env
 def update_command(env: Env, node_id: str, content: str | None, node_type: str | None,
-                   meta: tuple[str, ...], summary: str | None) -> None:
+                   meta: tuple[str, ...], summary: str | None, allow_secret: bool) -> None:
     """Write a new version of a node (the old one stays in its history).
 
     \b
@@ -362,7 +377,8 @@ def update_command(env: Env, node_id: str, content: str | None, node_type: str |
     from ctxstore.knowledge.nodes import update_node
 
     res = update_node(env.store(), node_id, content=content, node_type=node_type,
-                      metadata=_parse_meta(meta) if meta else None, summary=summary)
+                      metadata=_parse_meta(meta) if meta else None, summary=summary,
+                      allow_secret=allow_secret)
     node = cast("NodeRecord", res.records[0])  # update_node stages the node's record first
     if env.fmt == "json":
         emit_json({"id": node.id, "updated": True})
@@ -449,10 +465,11 @@ def _print_nodes(env: Env, nodes, scores=None) -> None:  # type: ignore[no-untyp
 @click.option("--content", required=True, help="The summary text.")
 @click.option("--archive-sources", is_flag=True, help="Move the sources to tier:off-context.")
 @click.option("--tag", "tags", multiple=True, help="A tag for the summary (repeatable).")
+@allow_secret_option
 @format_option
 @pass_env
 def summarize_command(env: Env, node_ids: tuple[str, ...], content: str, archive_sources: bool,
-                      tags: tuple[str, ...]) -> None:
+                      tags: tuple[str, ...], allow_secret: bool) -> None:
     """Create a summary node DERIVED_FROM the given nodes.
 
     \b
@@ -462,7 +479,8 @@ def summarize_command(env: Env, node_ids: tuple[str, ...], content: str, archive
     from ctxstore.knowledge.nodes import summarize_nodes
 
     summary, res = summarize_nodes(env.store(), list(node_ids), content,
-                                   archive_sources=archive_sources, tags=list(tags))
+                                   archive_sources=archive_sources, tags=list(tags),
+                                   allow_secret=allow_secret)
     archived = [cast("NodeRecord", r).id for r in res.records[1:] if getattr(r, "KIND", "") == "node"]
     if env.fmt == "json":
         emit_json({"id": summary.id, "sources": len(node_ids), "archived": archived})

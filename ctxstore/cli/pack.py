@@ -52,20 +52,23 @@ def pack_command(env: Env, task: str, budget: int | None, depth: int | None, out
     """
     from ctxstore.cli._notices import user_store
     from ctxstore.knowledge.scopes import Stores
-    from ctxstore.packs.pack import build_pack_result, has_search_terms, pack_notes
+    from ctxstore.packs.pack import PackRequest, make_pack, pack_notes
     from ctxstore.packs.render import render_pack
+    from ctxstore.packs.seed import has_search_terms
 
     if task == "-":  # a pasted log or diff longer than a command line takes
         task = _stdin_task()
     chosen = fmt or _global_format(env)
     stores = Stores.open(env.session(), user_store() if use_global else None)
     try:
-        result = build_pack_result(env.session(), task, budget=budget, depth=depth,
-                                   include_narrative=include_narrative, graph=not no_graph,
-                                   user=stores.user, fmt=chosen, active_task=_active_task(env))
+        result = make_pack(env.session(),
+                           PackRequest(task, budget=budget, depth=depth,
+                                       include_narrative=include_narrative, graph=not no_graph,
+                                       fmt=chosen, active_task=_active_task(env)),
+                           user=stores.user)
     finally:
         stores.close_user()
-    pack = result.pack
+    pack = result.pack.to_json()
     if not has_search_terms(task):  # a valid, empty pack, and why it is empty
         click.echo("ctx: note: the task has no searchable words: no files or memory were "
                    "ranked", err=True)

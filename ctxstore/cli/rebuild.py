@@ -26,8 +26,9 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
 
     The index is recreated from the objects (deleting .ctx/index/ or .ctx/DERIVED/ loses
     nothing), then the SCC view is recomputed; the Tantivy index is recreated when it
-    exists (or with --tantivy). A stale DERIVED/scc_latest is named and replaced. A rebuild
-    that was interrupted (Ctrl-C, a kill) goes on from where it stopped; --full starts over.
+    serves this index ([index] fulltext, docs/index.md) or exists (or with --tantivy). A
+    stale DERIVED/scc_latest is named and replaced. A rebuild that was interrupted
+    (Ctrl-C, a kill) goes on from where it stopped; --full starts over.
 
     \b
     Examples:
@@ -39,12 +40,15 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
         raise InvalidInput("choose one of --full, --incremental, --scc, --tantivy")
     from ctxstore.graph import scc
     from ctxstore.index import index_dir
+    from ctxstore.search import tantivy_index
 
     store = env.store()
     start = time.perf_counter()
     doc: dict[str, Any] = {}
     lines: list[str] = []
     if not (scc_only or tantivy_only):
+        if not incremental:  # rows come back with new rowids: Tantivy's are no longer theirs
+            tantivy_index.forget_tantivy(store.root)
         doc, line = _rebuild_index(env, full=full, incremental=incremental)
         lines.append(line)
     if not tantivy_only:
@@ -56,14 +60,15 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
                       "sccs": built.view.scc_count, "cycles": len(found)}
         lines.append(f"SCC view {built.oid.hex()[:16]}: {len(built.view.nodes)} nodes, "
                      f"{built.view.scc_count} SCCs, {len(found)} cycles")
-    from ctxstore.derived.tantivy_index import TANTIVY_DIR
-
-    if tantivy_only or (index_dir(store) / TANTIVY_DIR).is_dir():
-        from ctxstore.derived.tantivy_index import rebuild_tantivy
-
-        rep = rebuild_tantivy(store)
-        doc["tantivy"] = {"chunks": rep.chunks, "nodes": rep.nodes, "seconds": round(rep.seconds, 3)}
-        lines.append(f"Tantivy: {rep.chunks} chunks, {rep.nodes} nodes")
+    conn = env.index()
+    if tantivy_only or (not scc_only and (tantivy_index.wanted(conn, env.session().config)
+                                          or (index_dir(store) / tantivy_index.TANTIVY_DIR).is_dir())):
+        rep = (tantivy_index.sync_tantivy(store.root, conn, lock_timeout=store.lock_timeout)
+               if incremental else None) \
+            or tantivy_index.rebuild_tantivy(store.root, conn, lock_timeout=store.lock_timeout)
+        doc["tantivy"] = {"chunks": rep.chunks, "nodes": rep.nodes, "files": rep.files,
+                          "seconds": round(rep.seconds, 3)}
+        lines.append(f"Tantivy: {rep.chunks} chunks, {rep.nodes} nodes, {rep.files} files")
     took = time.perf_counter() - start
     if env.fmt == "json":
         emit_json({**doc, "seconds": round(took, 3)})

@@ -16,9 +16,9 @@ from ctxstore.cli._global import global_option, query_global, search_global
 from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from ctxstore.knowledge.search import Hit
+    from ctxstore.search.search import Hit
 
-# The kinds of `ctx search --kind` (``knowledge.search.KINDS``, not imported at CLI start-up).
+# The kinds of `ctx search --kind` (``search.search.KINDS``, not imported at CLI start-up).
 KINDS = ("node", "narrative", "chunk", "symbol")
 _NODE_KINDS = ("node", "narrative")  # what both stores hold (the user store has no code index)
 # The largest --limit: SQLite binds a LIMIT as a 64-bit integer (a larger one was an
@@ -52,7 +52,7 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
         ctx --format json search "read_config()" --kind symbol
         ctx search --global "which editor do I use?"
     """
-    from ctxstore.knowledge.search import search, search_terms
+    from ctxstore.search.search import search, search_terms
 
     if use_global:  # the nodes of the project store and ~/.ctx, each labelled (issue 16)
         wanted = [k for k in kinds or _NODE_KINDS if k in _NODE_KINDS]
@@ -60,8 +60,7 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
             raise InvalidInput("--global searches nodes and narrative, not chunks or symbols",
                                hint="drop --global to search the project's code")
         return search_global(env, text, limit, include_superseded, wanted)
-    conn = env.index()
-    hits = search(conn, text, kinds=kinds or KINDS, limit=limit,
+    hits = search(env.session(), text, kinds=kinds or KINDS, limit=limit,
                   include_superseded=include_superseded)
     if env.fmt == "json":
         emit_json(_hits_json(hits))

@@ -49,6 +49,8 @@ from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, ObjectStore, object_id_of
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.security.guard import guard, policy
+from ctxstore.security.secrets import sensitive_file
 
 __all__ = ["IngestReport", "FileNote", "index_tree", "add_files", "default_jobs", "repo_path",
            "STAT_CACHE",
@@ -93,6 +95,9 @@ class IngestReport:
         symbols: Symbols in the versions written.
         relations: Relations in the versions written.
         work_commit: The work commit of the run (hex), None when nothing changed.
+        sensitive: Sensitive files not read (``.env``, keys, keystores, credential files:
+            ``[security] index_sensitive_files``).
+        redacted: Files whose secrets were redacted before they were stored.
     """
 
     scanned: int = 0
@@ -106,15 +111,18 @@ class IngestReport:
     symbols: int = 0
     relations: int = 0
     work_commit: str | None = None
+    sensitive: list[str] = field(default_factory=list)
+    redacted: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready map."""
         return {"scanned": self.scanned, "unchanged": self.unchanged, "read": self.read,
                 "deduplicated": self.deduplicated, "written": self.written,
                 "removed": self.removed,
-                "notes": [{"path": n.path, "note": n.note} for n in self.notes],
+                "notes": [{"path": _shown(n.path), "note": n.note} for n in self.notes],
                 "dropped": self.dropped, "symbols": self.symbols, "relations": self.relations,
-                "work_commit": self.work_commit}
+                "work_commit": self.work_commit, "sensitive": self.sensitive,
+                "redacted": self.redacted}
 
 
 @dataclass
@@ -589,7 +597,7 @@ def _version(item: _Read, module_map: dict[str, list[str]], budget: _Budget,
                                    s.span.end_line, tuple(s.detail)) for s in ext.symbols)
         relations = _relations(item.path, ext, module_map, budget, counts)
         if not ext.complete:
-            note = "extraction incomplete (a syntax error or a construct the parser skips)"
+            note = ext.note or "extraction incomplete (a syntax error or a construct the parser skips)"
     elif item.language is not None:
         note = NO_SEMANTICS
     fv = FileVersion.make(path=item.path, blob_id=item.blob, language=item.language,
@@ -674,6 +682,20 @@ def add_files(store: Store, paths: Sequence[str], *, semantics: bool = False) ->
                    progress=None, log_line=True)
 
 
+def _utf8(path: str) -> bool:
+    """Whether a path (from Git or the walk, undecodable bytes kept as surrogates) is UTF-8."""
+    try:
+        path.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(path: str) -> str:
+    """A path as UTF-8 text: the bytes of a name that is not UTF-8 written as ``\\xNN``."""
+    return path if _utf8(path) else os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _stat_file(root: Path, path: str, max_file_bytes: int
                ) -> tuple[os.stat_result | None, str | None]:
     """(stat, None) for a regular file to consider, (None, note or None) to skip it."""
@@ -681,10 +703,14 @@ def _stat_file(root: Path, path: str, max_file_bytes: int
         st = os.lstat(f"{root}/{path}")  # a string, not a Path: one call per file of the tree
     except OSError:
         return None, None  # vanished since the listing
+    if not _utf8(path):  # objects hold UTF-8 names: Git keeps it, ctx cannot name it
+        return None, "file name is not valid UTF-8: skipped"
     if stat.S_ISLNK(st.st_mode):
         try:
             target = (root / path).resolve()
             target.relative_to(root.resolve())
+        except RuntimeError:  # Path.resolve on a cycle of links (a -> b -> a)
+            return None, "symbolic link in a loop: not followed"
         except (OSError, ValueError):
             return None, "symbolic link out of the work tree: not followed"
         return None, None  # a link inside the tree: its target is indexed under its own path
@@ -747,7 +773,14 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
     # Listed files that can no longer be indexed (gone, now a link, a special file, too
     # large, binary, not UTF-8): an indexed version of one is stale, so it is removed.
     dropped: set[str] = set()
+    # Secrets (docs/security.md): sensitive files are never read, whatever .gitignore says
+    # (one that was indexed before is removed); other files are redacted before storing.
+    pol = policy(store)
     for path in candidates:
+        if not pol.index_sensitive_files and sensitive_file(path) is not None:
+            report.sensitive.append(path)
+            dropped.add(path)
+            continue
         st, note = _stat_file(root, path, budget.max_file_bytes)
         if st is None:
             if note:
@@ -773,6 +806,11 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
             continue
         budget.bytes_used += st.st_size
         to_read.append((path, st))
+    if report.sensitive:
+        shown = ", ".join(report.sensitive[:5]) + (f" and {len(report.sensitive) - 5} more"
+                                                  if len(report.sensitive) > 5 else "")
+        report.dropped.append(f"{len(report.sensitive)} sensitive files not read (they hold "
+                              f"credentials; [security] index_sensitive_files): {shown}")
     if over["files"]:
         report.dropped.append(f"{over['files']} files not read: over [ingestion] "
                               f"max_files_per_step = {budget.max_files}")
@@ -797,6 +835,10 @@ def _ingest_run(store: Store, candidates: list[str], *, scope: list[str] | None,
             if not racy:
                 new_cache[path] = [st.st_size, st.st_mtime_ns, None]
             continue
+        clean = guard(store, "files", text, what=path, path=path, policy_=pol)
+        if clean is not text:  # what is stored is the redacted text: blob, symbols, chunks
+            text, data = clean, clean.encode("utf-8")
+            report.redacted.append(path)
         blob = object_id_of(KIND_BLOB, data)
         if not racy:
             new_cache[path] = [st.st_size, st.st_mtime_ns, blob.hex()]

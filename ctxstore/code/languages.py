@@ -161,6 +161,8 @@ class Extraction:
             large, not text): what is here is right, but something may be missing.
         dropped: Relations below the ``min_confidence`` the caller asked for, counted
             but not built (an extractor with ``filters_confidence``).
+        note: Why it is incomplete, when the reason is not the usual one (a syntax error):
+            the file's work budget ran out, for instance. None otherwise.
     """
 
     language: str
@@ -168,6 +170,7 @@ class Extraction:
     relations: tuple[Relation, ...] = ()
     complete: bool = True
     dropped: int = 0
+    note: str | None = None
 
 
 @runtime_checkable

@@ -24,7 +24,31 @@ from ctxstore.code.languages import (
 
 __all__ = ["MarkdownExtractor"]
 
-_HEADING = re.compile(rb" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?\n?\Z")
+_BLANKS = b" \t"
+
+
+def _heading(line: bytes) -> tuple[int, bytes] | None:
+    """The level and raw title of an ATX heading line, or None.
+
+    Up to three spaces, one to six ``#``, then the end or a blank and the title; a closing
+    run of ``#`` after a blank and the blanks around the title are not part of it. Written
+    out, not as the regex it replaces (``.*?`` before optional blanks: quadratic in a line of
+    blanks), and it answers as that regex did.
+    """
+    body = line[:-2] if line.endswith(b"\r\n") else line[:-1] if line[-1:] in (b"\n", b"\r") else line
+    text = body.lstrip(b" ")
+    if len(body) - len(text) > 3:
+        return None
+    level = len(text) - len(text.lstrip(b"#"))
+    rest = text[level:]
+    if not 1 <= level <= 6 or (rest and rest[:1] not in (b" ", b"\t")):
+        return None
+    title = rest.strip(_BLANKS)
+    bare = title.rstrip(b"#")
+    if bare != title and bare[-1:] in (b" ", b"\t"):  # a closing run after a blank
+        title = bare.rstrip(_BLANKS)
+    return level, title
+
 _FENCE = re.compile(rb" {0,3}(`{3,}|~{3,})")
 
 
@@ -61,24 +85,36 @@ class MarkdownExtractor:
             if opener:
                 fence = opener.group(1)
                 continue
-            m = _HEADING.match(line)
-            if m:
-                title = (m.group(2) or b"").decode("utf-8", "replace").strip() or "(untitled)"
-                headings.append((i, len(m.group(1)), title))
+            found = _heading(line)
+            if found is not None:
+                level, raw = found
+                title = raw.decode("utf-8", "replace").strip() or "(untitled)"
+                headings.append((i, level, title))
+        # A section ends at the next heading of its level or a higher one: one pass with a
+        # stack of the open sections (a scan ahead from each was quadratic: 100,000
+        # headings took minutes).
+        ends = [len(lines)] * len(headings)
+        open_: list[int] = []
+        for n, (_i, level, _title) in enumerate(headings):
+            while open_ and headings[open_[-1]][1] >= level:
+                ends[open_.pop()] = headings[n][0]
+            open_.append(n)
         symbols: list[Symbol] = []
         relations: list[Relation] = []
         taken: set[str] = set()
+        next_k: dict[str, int] = {}  # the next "#k" to try per repeated name
         stack: list[tuple[int, str]] = []  # (level, qualname) of the enclosing sections
         for n, (i, level, title) in enumerate(headings):
-            end_i = next((j for j, lv, _ in headings[n + 1:] if lv <= level), len(lines))
+            end_i = ends[n]
             span = Span(starts[i], starts[end_i], i + 1, max(end_i, i + 1))
             while stack and stack[-1][0] >= level:
                 stack.pop()
             parent = stack[-1][1] if stack else None
             base = f"{parent}/{title}" if parent else f"{root}#{title}"
-            qualname, k = base, 2
+            qualname, k = base, next_k.get(base, 2)
             while qualname in taken:
                 qualname, k = f"{base}#{k}", k + 1
+            next_k[base] = k
             taken.add(qualname)
             symbols.append(Symbol(qualname, title, "heading", span, parent))
             if parent is not None:

@@ -27,6 +27,7 @@ from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord
 from ctxstore.model.vocab import ALL_EDGE_LABELS
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.security.guard import guard
 
 if TYPE_CHECKING:
     from ctxstore.index.code import SymbolHit
@@ -233,6 +234,8 @@ def relate(store: Store, from_text: str, label: str, to_text: str, *, cwd: Path,
     norm = normalize_label(label)
     if confidence not in _CONFIDENCES:
         raise InvalidInput(f"--confidence must be high, medium or low, got {confidence!r}")
+    if evidence:
+        guard(store, "explicit", evidence, what="--evidence")  # SecretRefused (E025)
     with store.lock():
         with closing(open_index(store)) as conn:
             src = resolve_endpoint(store, conn, from_text, cwd)

@@ -35,6 +35,7 @@ from ctxstore.index.build import latest_diagnostics as _latest_rows
 from ctxstore.model.build import CommandRunRecord, Diagnostic, DiagnosticsSnapshot
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.security.guard import guard, policy
 from ctxstore.session import Session
 from ctxstore.staging import StageResult, check_text, stage_records
 
@@ -230,7 +231,8 @@ def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str
                    notes: Sequence[str] = ()) -> CommandRun:
     """Parse and stage one run of a named command; it replaces the previous run of that name.
 
-    Today's narrative log gets one line naming the run (spec 002 A.5 step 8).
+    Today's narrative log gets one line naming the run (spec 002 A.5 step 8). Secrets in the
+    output, the command line and the name are redacted (``[security] commands``).
 
     Args:
         store: The store to write to.
@@ -256,7 +258,16 @@ def record_command(store: Store, name: str, output: bytes, *, argv: Sequence[str
     check_text(name, "--name")
     if tool is not None and tool not in TOOLS:
         raise InvalidInput(f"unknown tool {tool!r}", hint="one of " + ", ".join(TOOLS))
+    # Automatic capture: secrets in the output and the command line are redacted before
+    # anything is parsed or stored, so diagnostics, the output blob and the log line are
+    # free of them (docs/security.md).
+    pol = policy(store)
     text = output.decode("utf-8", "replace")
+    clean = guard(store, "commands", text, what="the output", policy_=pol)
+    if clean is not text:
+        text, output = clean, clean.encode("utf-8")
+    argv = [guard(store, "commands", arg, what="the command line", policy_=pol) for arg in argv]
+    name = guard(store, "commands", name, what="--name", policy_=pol)
     chosen = tool or detect_tool(argv, name, text)
     parsed = parse_output(text, chosen)
     root = store.worktree.absolute().as_posix()

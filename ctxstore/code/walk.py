@@ -7,6 +7,10 @@ lines and ``#`` comments, ``!`` negation, a trailing ``/`` for directories, a ``
 anchoring the pattern to its directory, ``*``, ``?`` and ``**``). Either way
 ``[ingestion] ignore_globs`` is applied on top, and ``.ctx/`` and ``.git/`` are never
 listed. Paths are repository-relative POSIX paths. It only reads: no store, no index.
+
+Globs are matched by RE2 (``google-re2``), in time linear in the path whatever the globs: a
+committed ``.gitignore`` or ``ignore_globs`` is untrusted, and Python's backtracking ``re``
+took minutes for one name against ``*a*a*a*a*a*a*a*a*a*a*a*a*b``.
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import field
 from pathlib import Path
+from typing import Any
 
 from ctxstore import fsio
 from ctxstore.errors import UnsafePath
 from ctxstore.records import dataclass
 
-__all__ = ["WalkResult", "walk_tree", "glob_regex", "matches_any"]
+__all__ = ["WalkResult", "GlobSet", "walk_tree", "glob_source", "glob_regex", "matches_any"]
 
 _ALWAYS_SKIPPED = (".ctx", ".git")
 
@@ -40,8 +45,30 @@ class WalkResult:
     source: str = "walk"
 
 
-def glob_regex(pattern: str, *, below: bool = True) -> re.Pattern[str]:
-    """Compile a path glob: ``*`` and ``?`` stop at ``/``, ``**`` crosses it.
+_PATTERN_CHARS = 4096
+"""A glob longer than this never matches (no path is longer; RE2 would refuse some anyway)."""
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _text(value: str) -> str:
+    """``value`` as RE2 can take it (UTF-8).
+
+    A lone surrogate (a byte of a name that is not UTF-8, decoded with ``surrogateescape``)
+    becomes U+FFFD: one character still, as its byte was.
+    """
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", value)
+    return value
+
+
+def _literal(char: str) -> str:
+    return char if char.isalnum() or char == "_" else f"\\x{{{ord(char):x}}}"
+
+
+def glob_source(pattern: str, *, below: bool = True) -> str:
+    """The RE2 expression of a path glob: ``*`` and ``?`` stop at ``/``, ``**`` crosses it.
 
     A pattern without ``/`` (other than a trailing one) matches a name at any depth.
 
@@ -50,9 +77,10 @@ def glob_regex(pattern: str, *, below: bool = True) -> re.Pattern[str]:
         below: A path below a matching directory matches too.
 
     Returns:
-        A regular expression over repository-relative POSIX paths.
+        An expression (RE2 syntax, every literal character but letters, digits and ``_``
+        written as ``\\x{..}``) to match whole repository-relative POSIX paths.
     """
-    pat = pattern.strip().rstrip("/")
+    pat = _text(pattern.strip().rstrip("/"))
     anchored = "/" in pat
     pat = pat.lstrip("/")
     out = []
@@ -71,15 +99,80 @@ def glob_regex(pattern: str, *, below: bool = True) -> re.Pattern[str]:
             out.append("[^/]")
             i += 1
         else:
-            out.append(re.escape(pat[i]))
+            out.append(_literal(pat[i]))
             i += 1
     prefix = "" if anchored else "(?:.*/)?"
-    return re.compile(f"{prefix}{''.join(out)}{'(?:/.*)?' if below else ''}", re.DOTALL)
+    return f"{prefix}{''.join(out)}{'(?:/.*)?' if below else ''}"
 
 
-def matches_any(path: str, patterns: Sequence[re.Pattern[str]]) -> bool:
+def _compile(source: str) -> Any:
+    """An RE2 regex (matching in time linear in the text), or None if RE2 refuses it."""
+    import re2  # only ingestion matches globs (untyped: pyproject ignores its imports)
+
+    options = re2.Options()
+    options.dot_nl = True  # a name may hold a newline
+    options.log_errors = False
+    try:
+        return re2.compile(source, options)
+    except re2.error:
+        return None
+
+
+class GlobSet:
+    """Path globs, matched in time linear in the path (RE2: no backtracking).
+
+    Python's ``re`` backtracks: ``*a*a*a*a*a*a*a*a*a*a*a*a*b`` against a name of 40 ``a`` took
+    minutes. RE2 runs an automaton instead, so every path costs time proportional to its length
+    whatever the globs. A glob RE2 refuses (too large, over ``_PATTERN_CHARS``) matches nothing.
+
+    Args:
+        globs: The globs, in order (a later one wins in ``last``).
+        below: A path below a matching directory matches too.
+    """
+
+    def __init__(self, globs: Sequence[str], *, below: bool = True) -> None:
+        sources = [glob_source(g, below=below) if len(g) <= _PATTERN_CHARS else None
+                   for g in globs]
+        self._each = [_compile(s) if s is not None else None for s in sources]
+        kept = [s for s, rx in zip(sources, self._each, strict=True) if rx is not None]
+        # One pass over the path answers "does any match" (the common "no" included).
+        self._any = _compile("|".join(f"(?:{s})" for s in kept)) if len(kept) > 1 else None
+
+    def __len__(self) -> int:
+        return len(self._each)
+
+    def fullmatch(self, path: str) -> bool:
+        """Whether one of the globs matches the whole of ``path`` (as ``any``)."""
+        return self.any(path)
+
+    def any(self, path: str) -> bool:
+        """Whether one of the globs matches the whole of ``path``."""
+        path = _text(path)
+        if self._any is not None:
+            return self._any.fullmatch(path) is not None
+        return any(rx is not None and rx.fullmatch(path) is not None for rx in self._each)
+
+    def last(self, path: str, skip: Sequence[bool] = ()) -> int | None:
+        """The index of the last glob matching ``path``, or None; ``skip[i]`` passes glob i over."""
+        path = _text(path)
+        if self._any is not None and self._any.fullmatch(path) is None:
+            return None
+        for index in range(len(self._each) - 1, -1, -1):
+            rx = self._each[index]
+            if rx is not None and not (index < len(skip) and skip[index]) \
+                    and rx.fullmatch(path) is not None:
+                return index
+        return None
+
+
+def glob_regex(pattern: str, *, below: bool = True) -> GlobSet:
+    """One glob compiled (see ``GlobSet``); ``.fullmatch(path)`` tells whether it matches."""
+    return GlobSet([pattern], below=below)
+
+
+def matches_any(path: str, patterns: GlobSet) -> bool:
     """Whether a repository-relative path matches one of the compiled globs."""
-    return any(p.fullmatch(path) for p in patterns)
+    return patterns.any(path)
 
 
 def walk_tree(root: Path, *, ignore_globs: Iterable[str] = (),
@@ -94,7 +187,7 @@ def walk_tree(root: Path, *, ignore_globs: Iterable[str] = (),
     Returns:
         The files, sorted; symlinks are listed (the caller decides about them).
     """
-    patterns = [glob_regex(g) for g in ignore_globs if g.strip()]
+    patterns = GlobSet([g for g in ignore_globs if g.strip()])
     listed = _git_files(root, under)
     result = WalkResult(source="git") if listed is not None else WalkResult()
     if listed is None:
@@ -122,42 +215,45 @@ def _git_files(root: Path, under: Sequence[str]) -> list[str] | None:
 
 
 @dataclass(frozen=True)
-class _Rule:
-    regex: re.Pattern[str]
-    negate: bool
-    dir_only: bool
+class _Rules:
+    """The rules of one ``.gitignore``: its globs in order, and which negate or name folders."""
+
+    globs: GlobSet
+    negate: tuple[bool, ...]
+    dir_only: tuple[bool, ...]
 
 
-def _parse_gitignore(text: str) -> list[_Rule]:
-    rules = []
+def _parse_gitignore(text: str) -> _Rules:
+    pats: list[str] = []
+    negate: list[bool] = []
+    dir_only: list[bool] = []
     for raw in text.splitlines():
         line = raw.rstrip()
         if not line or line.startswith("#"):
             continue
-        negate = line.startswith("!")
-        if negate:
+        negated = line.startswith("!")
+        if negated:
             line = line[1:]
         if line.startswith("\\"):
             line = line[1:]
-        dir_only = line.endswith("/")
         pat = line.rstrip("/")
         if not pat:
             continue
-        rules.append(_Rule(glob_regex(pat, below=False), negate, dir_only))
-    return rules
+        pats.append(pat)
+        negate.append(negated)
+        dir_only.append(line.endswith("/"))
+    return _Rules(GlobSet(pats, below=False), tuple(negate), tuple(dir_only))
 
 
-def _ignored(rules: list[tuple[str, list[_Rule]]], rel: str, is_dir: bool) -> bool:
+def _ignored(rules: list[tuple[str, _Rules]], rel: str, is_dir: bool) -> bool:
     verdict = False
-    for base, rule_list in rules:
+    for base, found in rules:  # the last matching rule decides, deeper files last
         if base and not rel.startswith(base + "/"):
             continue
         local = rel[len(base) + 1:] if base else rel
-        for rule in rule_list:
-            if rule.dir_only and not is_dir:
-                continue
-            if rule.regex.fullmatch(local):
-                verdict = not rule.negate
+        last = found.globs.last(local, skip=() if is_dir else found.dir_only)
+        if last is not None:
+            verdict = not found.negate[last]
     return verdict
 
 
@@ -167,7 +263,7 @@ _GITIGNORE_LIMIT = 1 << 20  # bytes of a .gitignore read; the rest is not looked
 def _walk_files(root: Path) -> list[str]:
     """The pure-Python walk for a tree that is not a Git work tree (ignored folders are not entered)."""
     out: list[str] = []
-    stack: list[tuple[Path, str, list[tuple[str, list[_Rule]]]]] = [(root, "", [])]
+    stack: list[tuple[Path, str, list[tuple[str, _Rules]]]] = [(root, "", [])]
     while stack:
         folder, rel, rules = stack.pop()
         try:

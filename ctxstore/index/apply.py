@@ -19,9 +19,8 @@ from dataclasses import field
 from ctxstore.errors import CommitOrphan, ObjectNotFound
 from ctxstore.index.build import BUILD_TABLES, apply_build_record
 from ctxstore.index.code import CODE_TABLES, DocumentFrequencies, apply_file
-from ctxstore.index.fulltext.fts5 import Fts5Engine
 from ctxstore.index.heads import FoldReads, record_commit_graph, update_node_heads
-from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit, codec
+from ctxstore.model import Commit, TypedObject, WorkCommit, codec
 from ctxstore.model.build import CargoRecord, CommandRunRecord
 from ctxstore.model.code import FileRecord, FileRemoved
 from ctxstore.model.knowledge import (
@@ -30,9 +29,11 @@ from ctxstore.model.knowledge import (
     KnowledgeRecord,
     NodeRecord,
     NodeRemoved,
+    PurgeRecord,
     ViewRecord,
     ViewRemoved,
     key_text,
+    record_from_wire,
     record_key,
     record_stamp,
     record_to_wire,
@@ -40,13 +41,15 @@ from ctxstore.model.knowledge import (
 )
 from ctxstore.objects import ObjectId
 from ctxstore.records import dataclass
+from ctxstore.replay import purged_descendants, read_batch_unless_purged
 from ctxstore.repo import Store
+from ctxstore.search.fts5 import Fts5Engine
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_index"]
 
 _PROGRESS_STEP = 500  # records applied between two progress calls
-_TABLES = ("applied", "applied_batches", "winners", "nodes", "tags", "edges", "views",
+_TABLES = ("applied", "applied_batches", "purged", "winners", "nodes", "tags", "edges", "views",
            "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads",
            *CODE_TABLES, *BUILD_TABLES)
 
@@ -163,12 +166,16 @@ def apply_commits(store: Store, conn: sqlite3.Connection,
                                                (bid,)).fetchone():
                     continue
                 seen.add(bid)
-                total += len(store.read_typed(ObjectId(bid), ChangeBatch).records)
+                counted = read_batch_unless_purged(store, ObjectId(bid))
+                total += len(counted.records) if counted is not None else 0
     for oid, obj in commits:
         for bid in obj.change_batches:
             if conn.execute("SELECT 1 FROM applied_batches WHERE oid = ?", (bid,)).fetchone():
                 continue
-            batch = store.read_typed(ObjectId(bid), ChangeBatch)
+            batch = read_batch_unless_purged(store, ObjectId(bid))
+            if batch is None:  # removed by `ctx purge` (a merged clone's old history)
+                conn.execute("INSERT INTO applied_batches(oid) VALUES (?)", (bid,))
+                continue
             if progress is None:
                 apply_records(store, conn, batch.records, bid, commit=oid, reads=reads,
                               frequencies=frequencies)
@@ -197,10 +204,23 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
     commit graph by it, for concurrent-edit detection (``ctxstore.index.heads``), which
     reads fold and session records through ``reads``. ``frequencies`` gathers the ``term_df``
     changes of the files applied (the caller flushes it).
+
+    A record whose version a ``purge`` record named is never applied, in whatever order the
+    two arrive; a purge applied after the versions it names takes them out (``_apply_purge``).
     """
+    purged = {bytes(row[0]) for row in conn.execute("SELECT version FROM purged")}
     for rec in records:
         key = key_text(record_key(rec))
         version = version_id(rec)
+        if version in purged or (rec.prev is not None and bytes(rec.prev) in purged):
+            # Purged, or an edit built on a purged version (it carries that content along):
+            # its own descendants are skipped in turn (replay.purged_descendants).
+            if version not in purged:
+                conn.execute("INSERT OR IGNORE INTO purged(version) VALUES (?)", (version,))
+                purged.add(version)
+            continue
+        if isinstance(rec, PurgeRecord):
+            purged.update(_apply_purge(store, conn, rec, frequencies))
         stamp = record_stamp(rec)
         cur = conn.execute(
             "INSERT OR IGNORE INTO versions(key, version, stamp, kind, batch, record) "
@@ -216,6 +236,69 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
         conn.execute("INSERT OR REPLACE INTO winners(key, stamp, version, live) VALUES (?, ?, ?, ?)",
                      (key, stamp, version, int(live)))
         _apply_winner(store, conn, rec, version, frequencies)
+
+
+_REMOVALS = (NodeRemoved, EdgeRemoved, ViewRemoved, FileRemoved)
+
+
+def _apply_purge(store: Store, conn: sqlite3.Connection, rec: PurgeRecord,
+                 frequencies: DocumentFrequencies) -> set[bytes]:
+    """Take the versions a purge names out of the index, and keep them out.
+
+    Each such version, and each applied version built on one (``prev``), leaves the
+    history (``versions``, ``node_heads``); where it was its key's winner, the best version
+    left wins instead (the purge's own replacement, which ``ctx purge`` writes before the
+    purge record), or the key goes when none is left.
+
+    Returns:
+        Every version now purged.
+    """
+    # The versions named, and those applied already that were built on one of them.
+    named = {bytes(v) for v in rec.versions}
+    affected = {row[0] for v in named
+            for row in conn.execute("SELECT key FROM versions WHERE version = ?", (v,))}
+    links = [(bytes(row[0]), codec.decode(row[1]).get("prev"))
+             for key in affected for row in conn.execute(
+                 "SELECT version, record FROM versions WHERE key = ?", (key,))]
+    doomed = purged_descendants(named, links)
+    conn.executemany("INSERT OR IGNORE INTO purged(version) VALUES (?)",
+                     [(v,) for v in sorted(doomed)])
+    for version in sorted(doomed):
+        keys = [row[0] for row in conn.execute("SELECT key FROM versions WHERE version = ?",
+                                               (version,))]
+        conn.execute("DELETE FROM node_heads WHERE version = ?", (version,))
+        for key in keys:
+            conn.execute("DELETE FROM versions WHERE key = ? AND version = ?", (key, version))
+            win = conn.execute("SELECT version FROM winners WHERE key = ?", (key,)).fetchone()
+            if win is None or bytes(win[0]) != version:
+                continue
+            best = conn.execute("SELECT version, stamp, record FROM versions WHERE key = ? "
+                                "ORDER BY stamp DESC, version DESC LIMIT 1", (key,)).fetchone()
+            if best is None:
+                conn.execute("DELETE FROM winners WHERE key = ?", (key,))
+                _forget_key(conn, key)
+                continue
+            again = record_from_wire(codec.decode(best[2]), "index")
+            conn.execute("UPDATE winners SET stamp = ?, version = ?, live = ? WHERE key = ?",
+                         (best[1], best[0], int(not isinstance(again, _REMOVALS)), key))
+            _apply_winner(store, conn, again, bytes(best[0]), frequencies)
+    return doomed
+
+
+def _forget_key(conn: sqlite3.Connection, key: str) -> None:
+    """Remove the rows of a node, edge or view whose every version was purged."""
+    parts = key.split("\x1f")
+    if parts[0] == "node":
+        row = conn.execute("SELECT rowid FROM nodes WHERE id = ?", (parts[1],)).fetchone()
+        if row is not None:
+            Fts5Engine(conn).delete_document(row[0])
+            conn.execute("DELETE FROM nodes WHERE rowid = ?", (row[0],))
+        conn.execute("DELETE FROM tags WHERE node_id = ?", (parts[1],))
+    elif parts[0] == "edge" and len(parts) == 6:
+        conn.execute("DELETE FROM edges WHERE from_kind=? AND from_key=? AND to_kind=? AND to_key=?"
+                     " AND label=?", parts[1:])
+    elif parts[0] == "view":
+        conn.execute("DELETE FROM views WHERE name = ?", (parts[1],))
 
 
 def _hook_key(rec: NodeRecord) -> str | None:

@@ -1,7 +1,7 @@
 """Code rows of the index: files, symbols, code_edges, chunks, chunks_fts, file_terms.
 
 ``file_terms`` and ``file_lengths`` are the retrieval postings of each file: its
-``index.terms`` tokens (body and path) with their counts, read by ``ctx pack``. ``term_df``
+``search.tokenize`` tokens (body and path) with their counts, read by ``ctx pack``. ``term_df``
 counts the files of each term: an apply gathers the changes in a ``DocumentFrequencies``
 and writes them once at its end (``flush``), one row per term it touched, and bumps
 ``meta`` ``code_generation`` (which invalidates ``corpus_cache``).
@@ -22,7 +22,6 @@ ingested without ``--extract-semantics``) gets windows of ``WINDOW_LINES`` lines
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -30,10 +29,10 @@ from itertools import repeat
 from typing import Any
 
 from ctxstore.ids import ObjectId
-from ctxstore.index.terms import path_tokens, term_counts
 from ctxstore.model.code import CodeRelation, CodeSymbol, FileRecord, FileRemoved, FileVersion
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.search.tokenize import index_text, path_tokens, term_counts
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["CODE_TABLES", "DocumentFrequencies", "FileRow", "SymbolHit", "Chunk", "apply_file",
@@ -47,7 +46,6 @@ CLASS_SPLIT_TOKENS = 1500
 # Symbols split into their children when larger than CLASS_SPLIT_TOKENS: a class into its
 # methods, a Markdown section into its subsections.
 _CONTAINERS = frozenset({"class", "impl", "trait", "interface", "struct", "enum", "heading"})
-_NAME_PARTS = re.compile(r"[.:/]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,15 +152,15 @@ def apply_file(store: Store, conn: sqlite3.Connection, rec: FileRecord | FileRem
           _evidence(r, blob_hex)) for r in fv.relations])
     text = store.read_blob(ObjectId(fv.blob_id)).decode("utf-8", "replace")
     _file_terms(conn, int(file_id or 0), fv.path, text, frequencies)
-    fts: list[tuple[int | None, str, str, str]] = []
+    fts: list[tuple[int | None, str, str, str]] = []  # each field's terms (search.tokenize)
+    path_text = index_text(fv.path)
     for chunk in chunk_file(text, symbols):
         cur = conn.execute("INSERT INTO chunks(path, qualname, kind, start_line, end_line, tokens,"
                            " text) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            (fv.path, chunk.qualname, chunk.kind, chunk.start_line, chunk.end_line,
                             estimate_tokens(chunk.text), chunk.text))
-        names = " ".join(dict.fromkeys(
-            [chunk.qualname, *_NAME_PARTS.split(chunk.qualname)] if chunk.qualname else []))
-        fts.append((cur.lastrowid, fv.path, names, chunk.text))
+        fts.append((cur.lastrowid, path_text, index_text(chunk.qualname or ""),
+                    index_text(chunk.text)))
     conn.executemany("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)", fts)
 
 
@@ -180,7 +178,7 @@ def _evidence(r: CodeRelation, blob_hex: str) -> str:
 
 def _file_terms(conn: sqlite3.Connection, file_id: int, path: str, text: str,
                 frequencies: DocumentFrequencies) -> None:
-    """The retrieval postings of one file: ``index.terms`` tokens of its text and its path."""
+    """The retrieval postings of one file: ``search.tokenize`` tokens of its text and its path."""
     body = term_counts(text)
     where = Counter(path_tokens(path))
     frequencies.delta.update(zip(body, repeat(0)))
@@ -225,6 +223,10 @@ def chunk_file(text: str, symbols: Sequence[CodeSymbol]) -> list[Chunk]:
     top = [s for s in symbols if s.kind != "module" and (s.parent is None or s.parent in modules)]
     covered = [False] * len(lines)
     out: list[Chunk] = []
+    children_of: dict[str, list[CodeSymbol]] = {}  # once: a scan per symbol was quadratic
+    for s in symbols:
+        if s.parent is not None:
+            children_of.setdefault(s.parent, []).append(s)
 
     def take(sym: CodeSymbol, start: int, end: int, kind: str) -> None:
         end = min(end, len(lines))
@@ -237,7 +239,7 @@ def chunk_file(text: str, symbols: Sequence[CodeSymbol]) -> list[Chunk]:
         if sym.start_line > len(lines) or any(covered[sym.start_line - 1:sym.end_line]):
             return
         body = "".join(lines[sym.start_line - 1:sym.end_line])
-        children = [s for s in symbols if s.parent == sym.qualname]
+        children = children_of.get(sym.qualname, [])
         if sym.kind in _CONTAINERS and children and estimate_tokens(body) > CLASS_SPLIT_TOKENS:
             first = min(c.start_line for c in children)
             if first > sym.start_line:

@@ -119,6 +119,9 @@ STRICT_TABLES: dict[str, TableCheck] = {
 REACHED_TABLES: dict[str, TableCheck] = {
     "applied": TableCheck("SELECT oid, kind FROM applied", 1),
     "applied_batches": TableCheck("SELECT oid FROM applied_batches", 1),
+    # Versions a purge record names, and those built on them (ctx purge): a live index may
+    # also hold a descendant it skipped that a rebuild never met.
+    "purged": TableCheck("SELECT version FROM purged", 1),
     # Which batch a version is filed under is the first that carried it (a session's
     # work commit, or the fold that replaced it): the version itself must match.
     "versions": TableCheck("SELECT key, version, stamp, kind, record FROM versions", 2),

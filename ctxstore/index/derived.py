@@ -1,4 +1,4 @@
-"""The SELECTs behind the derived structures (``ctxstore.derived``) and ``ctx debug index``.
+"""The SELECTs behind the derived structures (``graph.scc``, ``search.tantivy_index``), ``ctx debug index``.
 
 The relationship graph is the union of knowledge edges (``edges``) and code edges
 (``code_edges``), both between typed endpoints ``(kind, key)``. ``lookup`` answers

@@ -39,10 +39,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from ctxstore.model import ChangeBatch, Commit, WorkCommit, codec
+from ctxstore.model import Commit, WorkCommit, codec
 from ctxstore.model.knowledge import KnowledgeRecord, key_text, record_key, record_stamp, version_id
 from ctxstore.objects import ObjectId
 from ctxstore.records import dataclass
+from ctxstore.replay import read_batch_unless_purged
 from ctxstore.repo import Store
 
 __all__ = ["ConcurrentEdit", "FoldReads", "record_commit_graph", "update_node_heads",
@@ -137,8 +138,11 @@ class FoldReads:
         self._chains: dict[bytes, list[KnowledgeRecord]] = {}
 
     def _records(self, commit: Commit | WorkCommit) -> list[KnowledgeRecord]:
-        return [rec for bid in commit.change_batches
-                for rec in self._store.read_typed(ObjectId(bid), ChangeBatch).records]
+        out: list[KnowledgeRecord] = []
+        for bid in commit.change_batches:
+            batch = read_batch_unless_purged(self._store, ObjectId(bid))  # None: purged
+            out += batch.records if batch is not None else ()
+        return out
 
     def folded(self, fold: bytes) -> dict[tuple[str, ...], KnowledgeRecord]:
         """The records of fold commit ``fold`` by replay key (one per key)."""

@@ -282,9 +282,10 @@ class _Build:
 
     def _records(self, bid: bytes) -> list[object]:
         from ctxstore.ids import ObjectId
-        from ctxstore.model import ChangeBatch
+        from ctxstore.replay import read_batch_unless_purged
 
-        return list(self.store.read_typed(ObjectId(bid), ChangeBatch).records)
+        batch = read_batch_unless_purged(self.store, ObjectId(bid))  # None: removed by a purge
+        return list(batch.records) if batch is not None else []
 
     def _remaining(self) -> int:
         """Records still to apply (the batches are read twice: once here to count)."""

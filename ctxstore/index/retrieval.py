@@ -3,7 +3,7 @@
 File lengths, term postings, definitions, import edges and chunks; and the Mentions edges of
 knowledge nodes with the current state of the files they name (stale memory, ``code.stale``).
 
-Postings come from ``file_terms`` (filled by ``index.code`` with ``index.terms`` tokens:
+Postings come from ``file_terms`` (filled by ``index.code`` with ``search.tokenize`` tokens:
 whole identifiers and their camel/snake parts, one row per term and file), read by primary
 key only for the query's terms: a query costs what its terms' postings cost, not a scan of
 every file's text; their document counts come from ``term_df``. An index built before code
@@ -26,9 +26,9 @@ from array import array
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
-from ctxstore.index.fulltext.ranked import ChunkRow, has_table
-from ctxstore.index.terms import cached_is_test_path
 from ctxstore.records import dataclass
+from ctxstore.search.ranked import ChunkRow, has_table
+from ctxstore.search.tokenize import cached_is_test_path
 
 __all__ = ["BODY", "PATH", "FileCorpus", "has_code", "has_diagnostics", "file_table",
            "file_corpus", "read_corpus", "encode_corpus", "decode_corpus", "corpus_name",
@@ -85,7 +85,7 @@ class FileCorpus:
         split: The files before it have a language outside the ``apart`` set it was read
             with; the rest (that set, or no language) come after. Each group by id.
         tests: Positions (ascending) of the test, benchmark and example files
-            (``index.terms.is_test_path``): the ranking's test prior, judged once per change
+            (``search.tokenize.is_test_path``): the ranking's test prior, judged once per change
             instead of per pack.
     """
 
@@ -301,7 +301,7 @@ def document_counts(conn: sqlite3.Connection, terms: Sequence[str], field: int =
 
     Args:
         conn: An index connection with the code tables.
-        terms: ``index.terms`` tokens.
+        terms: ``search.tokenize`` tokens.
         field: ``BODY`` or ``PATH``.
 
     Returns:
@@ -321,7 +321,7 @@ def postings(conn: sqlite3.Connection, terms: Sequence[str], field: int = BODY
 
     Args:
         conn: An index connection with the code tables.
-        terms: ``index.terms`` tokens.
+        terms: ``search.tokenize`` tokens.
         field: ``BODY`` or ``PATH``.
 
     Returns:

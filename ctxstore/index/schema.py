@@ -18,19 +18,24 @@ SchemaRow = tuple[str, str, str, "str | None"]
 # 4: nodes.hook_key (the indexed lookup of idempotent agent writes);
 # 5: code intelligence: files, symbols, code_edges, chunks, chunks_fts (index.code); packages,
 #    targets, crates, command_runs, diagnostics (index.build)
-# 6: file_terms, file_lengths (retrieval postings over index.terms tokens)
+# 6: file_terms, file_lengths (retrieval postings over search.tokenize tokens)
 # 7: term_df (document frequencies of file_terms), corpus_cache (a pack's file table, packed);
 #    import edges read from covering indexes: symbols_path (path, kind, qualname),
 #    symbols_qualname (qualname, path), code_edges_path (path, label, to_kind, to_key),
 #    code_edges_to (to_kind, to_key, label, path)
 # 8: Markdown sections over CLASS_SPLIT_TOKENS are chunked by subsection, or in windows when
 #    they have none (index.code.chunk_file)
-INDEX_SCHEMA_VERSION = 8
+# 9: one tokeniser (search.tokenize): nodes_fts and chunks_fts hold each field's terms
+#    (identifiers whole and in parts, folded) under FTS5's ascii tokenizer with _ a token
+#    character; file_terms hold its significant terms (non-ASCII words folded, one stop list)
+# 10: purged (version ids a reachable ``purge`` record names: never applied, ctx purge)
+INDEX_SCHEMA_VERSION = 10
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS applied (oid BLOB PRIMARY KEY, kind TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS applied_batches (oid BLOB PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS purged (version BLOB PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS winners (
     key TEXT PRIMARY KEY, stamp INTEGER NOT NULL, version BLOB NOT NULL, live INTEGER NOT NULL
 ) WITHOUT ROWID;
@@ -93,7 +98,8 @@ CREATE TABLE IF NOT EXISTS node_heads (
     node_id TEXT NOT NULL, version BLOB NOT NULL, commit_oid BLOB NOT NULL, prev BLOB,
     stamp INTEGER NOT NULL, PRIMARY KEY (node_id, version, commit_oid)
 ) WITHOUT ROWID;
-CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary, tokenize = 'unicode61');
+CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary,
+    tokenize = "ascii tokenchars '_'");
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, version BLOB NOT NULL, blob BLOB NOT NULL, language TEXT,
     byte_count INTEGER NOT NULL, line_count INTEGER NOT NULL, complete INTEGER NOT NULL,
@@ -120,8 +126,9 @@ CREATE TABLE IF NOT EXISTS chunks (
     text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(path, name, text, tokenize = 'unicode61');
--- retrieval postings (index.code, index.retrieval): index.terms tokens per file; field 0 the
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(path, name, text,
+    tokenize = "ascii tokenchars '_'");
+-- retrieval postings (index.code, index.retrieval): search.tokenize tokens per file; field 0 the
 -- body, 1 the path's directories and stem; file = files.rowid
 CREATE TABLE IF NOT EXISTS file_terms (
     term TEXT NOT NULL, field INTEGER NOT NULL, file INTEGER NOT NULL, tf INTEGER NOT NULL,
@@ -176,7 +183,7 @@ CREATE INDEX IF NOT EXISTS diagnostics_path ON diagnostics(path);
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "496a03ff260c52c9c518829f942c977b870e3a96cb3d6b9d1b2d8e8012891699"
+EXPECTED_SCHEMA_DIGEST = "9ad91007f00733d74ada8bb5bdaa843b1284cfafbd52b6f6eb375e08e5d8ef76"
 
 _expected: frozenset[SchemaRow] | None = None
 

@@ -61,6 +61,7 @@ from ctxstore.narrative.snapshot import read_narrative_bytes
 from ctxstore.query.parser import parse_query
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.security.guard import guard, policy
 from ctxstore.staging import StageResult, stage_records
 
 if TYPE_CHECKING:
@@ -715,8 +716,29 @@ def stage_import_plan(store: Store, plan: ImportPlan, *, merge: bool) -> ImportR
     return report
 
 
-def import_document(store: Store, doc: Mapping[str, JsonValue] | bytes | str, *, merge: bool
-                    ) -> ImportReport:
+def _guard_document(store: Store, doc: Mapping[str, Any], allow_secret: bool) -> None:
+    """Refuse a document any string of which holds a secret, naming where (``nodes[3].content``).
+
+    Raises:
+        SecretRefused: (E025) for the first such string (unless ``allow_secret``).
+    """
+    pol = policy(store)
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, str):
+            guard(store, "explicit", value, what=where, allow_secret=allow_secret, policy_=pol)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{where}[{i}]")
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(item, f"{where}.{key}" if where else str(key))
+
+    walk(doc, "")
+
+
+def import_document(store: Store, doc: Mapping[str, JsonValue] | bytes | str, *, merge: bool,
+                    allow_secret: bool = False) -> ImportReport:
     """Validate an export document completely, then stage it as one change batch.
 
     Nothing is written unless the whole document is valid. Timestamps from the future
@@ -728,12 +750,15 @@ def import_document(store: Store, doc: Mapping[str, JsonValue] | bytes | str, *,
         store: The store to write to.
         doc: A parsed document, or its raw text/bytes (parsed with ``parse_document``).
         merge: Skip nodes, edges and views the store already has instead of failing.
+        allow_secret: The user's ``--allow-secret``: import text that holds a secret.
 
     Returns:
         The counts of what was imported and skipped; ``staged`` is None when there was
         nothing new to write (an idempotent re-import writes nothing).
 
     Raises:
+        SecretRefused: (E025) naming the first string that holds a secret
+            (``nodes[3].content``, its rule and line). The store is unchanged.
         InvalidInput: naming the first invalid item (e.g. ``nodes[3].type: unknown node
             type 'x'``), an edge to a node neither in the document nor in the store, or
             (without ``merge``) items the store already has. The store is unchanged.
@@ -742,4 +767,5 @@ def import_document(store: Store, doc: Mapping[str, JsonValue] | bytes | str, *,
     if isinstance(doc, (bytes, str)):
         doc = parse_document(doc)
     plan = build_import_plan(doc, now=now_ms())
+    _guard_document(store, doc, allow_secret)  # an explicit write: nothing is staged before
     return stage_import_plan(store, plan, merge=merge)

@@ -9,6 +9,10 @@ version it replaces (``ctxstore.clock``). Node ids are ULIDs (``ctxstore.ids``);
 above ``INLINE_CONTENT_BYTES`` is stored as a blob. The vocabulary (node types, edge labels,
 tiers) is ``ctxstore.model.vocab``.
 
+Every text a write stores (content, summary, tags, metadata values) passes the secret
+policy first (``ctxstore.security.guard``): an explicit write that holds a secret is
+refused before anything is written; a channel of automatic capture redacts it.
+
 It must not run SQL (reads go through ``ctxstore.index.read``), parse front-end syntax
 (comma-separated tags, ``<ctx:*>`` attributes), print, or import ``claude``/``cli``. The
 index is imported inside the functions that read it, so ``ctx add`` never loads it.
@@ -37,6 +41,7 @@ from ctxstore.model.vocab import NODE_TYPES, TIER_TAG_PREFIX
 from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.security.guard import guard_fields, guard_metadata
 from ctxstore.staging import StageResult, stage_records
 
 if TYPE_CHECKING:
@@ -391,9 +396,32 @@ def retag_nodes(store: Store, nodes: Iterable[NodeRow], change: Callable[[NodeRo
     return stage_write(store, records, message)
 
 
+def _guarded(store: Store, channel: str | None, allow_secret: bool, content: str | None,
+             summary: str | None, tags: Sequence[str] = (),
+             metadata: dict[str, JsonValue] | None = None
+             ) -> tuple[str | None, str | None, dict[str, JsonValue] | None]:
+    """Content, summary and metadata as the secret policy lets them be written.
+
+    ``channel`` None: the caller applied the policy already. Tags are checked, never
+    redacted (a redacted tag would be another tag).
+
+    Raises:
+        SecretRefused: (E025) when the channel refuses and a field holds a secret.
+    """
+    if channel is None:
+        return content, summary, metadata
+    content, summary, *_ = guard_fields(
+        store, channel, [("content", content), ("summary", summary),
+                         *[("tag", t) for t in tags]], allow_secret=allow_secret)
+    if metadata:
+        metadata = guard_metadata(store, channel, metadata, allow_secret=allow_secret)
+    return content, summary, metadata
+
+
 def add_node(store: Store, node_type: str, content: str, *, tags: Sequence[str] = (),
              metadata: dict[str, JsonValue] | None = None, summary: str | None = None,
-             author: str | None = None, node_id: str | None = None) -> AddedNode:
+             author: str | None = None, node_id: str | None = None,
+             channel: str | None = "explicit", allow_secret: bool = False) -> AddedNode:
     """Create a knowledge node and stage it.
 
     Args:
@@ -405,16 +433,23 @@ def add_node(store: Store, node_type: str, content: str, *, tags: Sequence[str] 
         summary: An optional one-line summary.
         author: Who wrote it (``agent`` for hook writes), or None.
         node_id: Its id; a new ULID when None.
+        channel: The secret policy's channel of this write (``explicit``: refused when it
+            holds a secret; ``remember``, ``llm`` ...), or None when the caller applied it.
+        allow_secret: The user's ``--allow-secret``: write a secret all the same.
 
     Returns:
         The node written and where it was staged.
 
     Raises:
         InvalidInput: for an unknown type, empty content or a bad tag.
+        SecretRefused: (E025) if the channel refuses and a field holds a secret.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     validate_type(node_type)
     clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
+    content_, summary, metadata = _guarded(store, channel, allow_secret, content, summary,
+                                           clean_tags, metadata)
+    content = content_ or ""
     inline, blob_id, blobs = split_content(content)
     stamp = next_stamp()
     node = NodeRecord(id=node_id or new_ulid(), type=node_type, content=inline,
@@ -430,7 +465,8 @@ def add_node(store: Store, node_type: str, content: str, *, tags: Sequence[str] 
 
 def update_node(store: Store, node_ref: str, *, content: str | None = None,
                 node_type: str | None = None, metadata: dict[str, JsonValue] | None = None,
-                summary: str | None = None) -> WriteResult:
+                summary: str | None = None, channel: str | None = "explicit",
+                allow_secret: bool = False) -> WriteResult:
     """Write a new version of a node with the given fields changed.
 
     Args:
@@ -440,17 +476,22 @@ def update_node(store: Store, node_ref: str, *, content: str | None = None,
         node_type: New type, or None to keep it.
         metadata: Entries merged into the node's metadata (an empty string removes the key).
         summary: New summary (empty removes it), or None to keep it.
+        channel: The secret policy's channel (see ``add_node``).
+        allow_secret: The user's ``--allow-secret``.
 
     Returns:
         The new version staged.
 
     Raises:
         InvalidInput: if nothing to change is given, or a value is invalid.
+        SecretRefused: (E025) if the channel refuses and a new value holds a secret.
         NodeNotFound, AmbiguousPrefix: if the node cannot be identified.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     if content is None and node_type is None and metadata is None and summary is None:
         raise InvalidInput("nothing to update", hint="give --content, --type, --meta or --summary")
+    content, summary, metadata = _guarded(store, channel, allow_secret, content, summary,
+                                          (), metadata)
     with store.lock():
         with _index(store) as conn:
             node = _read_node(conn, node_ref)
@@ -523,11 +564,13 @@ def tag_node(store: Store, node_ref: str, tags: Sequence[str]) -> WriteResult:
 
     Raises:
         InvalidInput, NodeNotFound, AmbiguousPrefix: no tag, a bad tag or an unknown node.
+        SecretRefused: (E025) if a tag holds a secret.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     wanted = {validate_tag(t) for t in tags}
     if not wanted:
         raise InvalidInput("no tag given")
+    _guarded(store, "explicit", False, None, None, sorted(wanted))
     return _retag_one(store, node_ref, lambda have: have | wanted, "tag")
 
 
@@ -597,7 +640,8 @@ def supersede_node(store: Store, old_ref: str, new_ref: str) -> WriteResult:
 def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
                     archive_sources: bool = False, tags: Sequence[str] = (),
                     max_content: int | None = None,
-                    hook_key: str | None = None) -> tuple[NodeRecord, WriteResult]:
+                    hook_key: str | None = None, channel: str | None = "explicit",
+                    allow_secret: bool = False) -> tuple[NodeRecord, WriteResult]:
     """Create a summary node DERIVED_FROM each source, in one change batch.
 
     With ``hook_key`` (an agent's tag, as ``knowledge.remember`` takes it) the write happens
@@ -614,6 +658,8 @@ def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
         max_content: Refuse content longer than this many characters (agent writes pass
             ``knowledge.remember.MAX_CONTENT``); None for no limit.
         hook_key: The identity of this write (an opaque string), or None.
+        channel: The secret policy's channel (``summaries`` for an agent's tag).
+        allow_secret: The user's ``--allow-secret``.
 
     Returns:
         The summary node's record and everything staged (nothing when a node already
@@ -621,6 +667,7 @@ def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
 
     Raises:
         InvalidInput: for no sources, empty or oversized content, or a bad tag.
+        SecretRefused: (E025) if the channel refuses and the content holds a secret.
         NodeNotFound, AmbiguousPrefix: if a source cannot be identified.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
@@ -628,8 +675,9 @@ def summarize_nodes(store: Store, refs_: Sequence[str], content: str, *,
         check_content_limit(content, max_content)
     if not refs_:
         raise InvalidInput("summarize needs at least one source node")
-    inline, blob_id, blobs = split_content(content)
     clean_tags = tuple(sorted({validate_tag(t) for t in tags}))
+    content = _guarded(store, channel, allow_secret, content, None, clean_tags)[0] or ""
+    inline, blob_id, blobs = split_content(content)
     with store.lock():
         with _index(store) as conn:
             if hook_key is not None and (done := _hook_write(conn, hook_key)) is not None:

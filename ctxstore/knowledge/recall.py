@@ -56,7 +56,7 @@ def recall_nodes(conn: sqlite3.Connection, query: str, *, limit: int, now: float
     ``query`` is a query-language expression (``type:decision retry``) or free text: text the
     parser refuses (``why does read() fail?``, an unbalanced quote), and plain words with no
     field or operator (``how do we retry uploads``, where the language would require every
-    word), are searched as free text, ranked (``knowledge.search``), never an error. A query
+    word), are searched as free text, ranked (``search.search``), never an error. A query
     with text terms is ranked by relevance; one of filters only (``type:decision``,
     ``tag:area:db AND updated:>7d``) by decay (``by_decay``), as compose ranks a tier.
 
@@ -168,7 +168,7 @@ def free_text_nodes(conn: sqlite3.Connection, text: str, *, limit: int) -> list[
     Returns:
         The nodes; none when the text holds no word.
     """
-    from ctxstore.knowledge.search import search
+    from ctxstore.search.search import search
 
     hits = search(conn, text, kinds=("node", "narrative"), limit=limit)
     return [h.node for h in hits if h.node is not None]

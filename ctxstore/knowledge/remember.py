@@ -85,6 +85,7 @@ def remember(store: Store, content: str, *, type: str | None = None, tags: Seque
     Raises:
         InvalidInput: for a bad tag or type, empty content, or content over
             ``max_content`` characters.
+        SecretRefused: (E025) if the content or a tag holds a secret.
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     clean = [validate_tag(t) for t in tags]
@@ -98,6 +99,8 @@ def remember(store: Store, content: str, *, type: str | None = None, tags: Seque
         check_content_limit(content, max_content)
         warning = f"large content ({len(content)} characters)" \
             if len(content) > LARGE_CONTENT else None
+        # An agent's write is explicit: one that holds a secret is refused (no override).
         added = add_node(store, type or DEFAULT_TYPE, content, tags=clean, author="agent",
-                         metadata={"source": source, "session": session, "hook_key": hook_key})
+                         metadata={"source": source, "session": session, "hook_key": hook_key},
+                         channel="remember")
     return Remembered(hook_key=hook_key, node=added.node, warning=warning)

@@ -225,7 +225,7 @@ class ScopedNode:
 def search_scoped(stores: Stores, text: str, *, limit: int,
                   kinds: Sequence[str] = ("node", "narrative"),
                   include_superseded: bool = False) -> list[ScopedNode]:
-    """Ranked search for any text over every store, best first (``knowledge.search.search``).
+    """Ranked search for any text over every store, best first (``search.search.search``).
 
     Args:
         stores: The stores to read.
@@ -241,11 +241,11 @@ def search_scoped(stores: Stores, text: str, *, limit: int,
     Raises:
         IndexCorrupt: (E007) if an index cannot answer.
     """
-    from ctxstore.knowledge.search import search
+    from ctxstore.search.search import search
 
     found: list[tuple[float, int, ScopedNode]] = []
     for rank, (scope, db) in enumerate(stores.each()):
-        for hit in search(db.index(), text, kinds=kinds, limit=limit,
+        for hit in search(db, text, kinds=kinds, limit=limit,
                           include_superseded=include_superseded):
             if hit.node is not None:
                 found.append((-hit.score, rank, ScopedNode(scope, hit.node, hit.score,

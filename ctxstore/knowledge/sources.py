@@ -16,13 +16,15 @@ from ctxstore.errors import InvalidInput
 from ctxstore.knowledge._files import read_regular_file
 from ctxstore.knowledge.nodes import AddedNode, add_node, validate_tag
 from ctxstore.repo import Store
+from ctxstore.security.guard import guard_fields
 
 __all__ = ["MAX_INGEST_BYTES", "ingest_file"]
 
 MAX_INGEST_BYTES = 16 << 20
 
 
-def ingest_file(store: Store, path: Path, *, tags: Sequence[str] = ()) -> AddedNode:
+def ingest_file(store: Store, path: Path, *, tags: Sequence[str] = (),
+                allow_secret: bool = False) -> AddedNode:
     """Store a UTF-8 text file as a ``source`` node.
 
     The node's content is the file's text; its metadata records ``path`` (as given),
@@ -33,6 +35,7 @@ def ingest_file(store: Store, path: Path, *, tags: Sequence[str] = ()) -> AddedN
         store: The store to write to.
         path: The file to read (at most ``MAX_INGEST_BYTES``).
         tags: Tags for the new node.
+        allow_secret: The user's ``--allow-secret``: store a file that holds a secret.
 
     Returns:
         The node written.
@@ -41,6 +44,7 @@ def ingest_file(store: Store, path: Path, *, tags: Sequence[str] = ()) -> AddedN
         InvalidInput: if the file is missing, a directory, not a regular file,
             unreadable, too large, binary (contains NUL bytes), not UTF-8, or empty;
             or a tag is invalid.
+        SecretRefused: (E025) if the file holds a secret (its rule and line are named).
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     clean_tags = [validate_tag(t) for t in tags]
@@ -55,5 +59,8 @@ def ingest_file(store: Store, path: Path, *, tags: Sequence[str] = ()) -> AddedN
                            hint="ingest text files only") from None
     if not text.strip():
         raise InvalidInput(f"{path} is empty")
+    # Explicit: the user named the file. Its lines are numbered as in the file.
+    guard_fields(store, "explicit", [(str(path), text), *[("tag", t) for t in clean_tags]],
+                 allow_secret=allow_secret)
     metadata = {"path": str(path), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    return add_node(store, "source", text, tags=clean_tags, metadata=dict(metadata))
+    return add_node(store, "source", text, tags=clean_tags, metadata=dict(metadata), channel=None)

@@ -23,6 +23,7 @@ from ctxstore.index.read import ViewRow, find_view, read_views
 from ctxstore.model.knowledge import ViewRecord, ViewRemoved
 from ctxstore.query.parser import parse_query
 from ctxstore.repo import Store
+from ctxstore.security.guard import guard_fields
 
 if TYPE_CHECKING:
     import sqlite3
@@ -129,6 +130,7 @@ def create_view(store: Store, name: str, query: str, budget: int,
     validate_view_name(name)
     _check_budget(budget)
     parse_query(query, now=time.time())
+    guard_fields(store, "explicit", [("the query", query), ("the description", description)])
     with store.lock():
         with closing(open_index(store)) as conn:
             exists = find_view(conn, name) is not None
@@ -166,6 +168,7 @@ def update_view(store: Store, name: str, *, query: str | None = None, budget: in
 
     if query is None and budget is None and description is None:
         raise InvalidInput("nothing to update", hint="give --query, --budget or --description")
+    guard_fields(store, "explicit", [("the query", query), ("the description", description)])
     if budget is not None:
         _check_budget(budget)
     if query is not None:

@@ -48,6 +48,7 @@ from ctxstore.model.scoring import is_pinned
 from ctxstore.model.vocab import TIER_TAG_PREFIX
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.security.guard import guard
 
 __all__ = ["Proposal", "Applied", "CONSOLIDATED_TYPES", "propose", "plan_proposals",
            "choose_proposals", "apply_proposals", "undo_last"]
@@ -289,10 +290,13 @@ def apply_proposals(store: Store, ids: list[str], *, content: str | None = None,
     Raises:
         InvalidInput: (E011) for no id, an unknown or ambiguous id, or ``content`` with
             several ids.
+        SecretRefused: (E025) if ``content`` holds a secret.
         LockConflict, StorageIOError: if a batch cannot be written.
     """
     if content is not None and len(ids) > 1:
         raise InvalidInput("--content applies to one proposal at a time")
+    if content is not None:  # typed by the user: an explicit write (docs/security.md)
+        guard(store, "explicit", content, what="--content")
     out: list[Applied] = []
     with store.lock():
         with closing(open_index(store)) as conn:
@@ -303,6 +307,8 @@ def apply_proposals(store: Store, ids: list[str], *, content: str | None = None,
                 plans.append((p, nodes))
         for p, nodes in plans:
             text = content if content is not None else (drafts or {}).get(p.id)
+            if text is not None and content is None:  # an LLM's draft: captured, redacted
+                text = guard(store, "llm", text, what="the draft")
             sid, records, blobs = _apply_records(p, nodes, text,
                                                  drafted_by if text is not None else None)
             out.append(Applied(p, sid, stage_write(store, records, f"consolidate {p.id} into {sid}",

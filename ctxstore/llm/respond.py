@@ -26,6 +26,7 @@ from ctxstore.narrative.entries import add_note
 from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
+from ctxstore.security.guard import guard, policy
 from ctxstore.staging import stage_records
 
 if TYPE_CHECKING:
@@ -227,9 +228,14 @@ def commit_response(store: Store, *, text: str, pack: Pack, model: str, server: 
     """
     # Keys come from the answer and the pack: one a record cannot hold is left out.
     mentions = [m for m in mentions if m.key.strip() and m.key == _printable(m.key)]
+    # Automatic capture: a secret in the answer (or in the task it answered) is redacted
+    # before the log entry, the node or the blob is written (docs/security.md).
+    pol = policy(store)
+    text = guard(store, "llm", text, what="the answer", policy_=pol)
+    pack_task = guard(store, "llm", pack.task, what="the task", policy_=pol)
     data = text.encode("utf-8", "replace")
     blob = object_id_of(KIND_BLOB, data).hex()
-    task = " ".join(_printable(pack.task).split())
+    task = " ".join(_printable(pack_task).split())
     task = task if len(task) <= 200 else task[:199] + "…"
     model = " ".join(_printable(model).split())[:100] or "unknown model"
     note = f"LLM ({model}): {summary_line(text)}\n\nTask: {task}"
@@ -237,7 +243,8 @@ def commit_response(store: Store, *, text: str, pack: Pack, model: str, server: 
             "llm_response_chars": len(text), "llm_task": task,
             "llm_mentions": [f"{m.kind}:{m.key}" for m in mentions]}
     with store.lock():  # one writer from the log entry to the last edge
-        entry = add_note(store, note, tags=[LLM_TAG], metadata=meta)
+        # The [security] llm channel was applied above; the note is not refused again.
+        entry = add_note(store, note, tags=[LLM_TAG], metadata=meta, allow_secret=True)
         node_id = entry.node.id
         records: list[KnowledgeRecord] = []
         for m in mentions:

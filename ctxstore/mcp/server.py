@@ -213,18 +213,19 @@ class ToolBox:
             InvalidInput: (E011) for a bad budget or depth.
             IndexCorrupt: (E007) if the index cannot answer.
         """
-        from ctxstore.packs.pack import budget_note, build_pack_result
+        from ctxstore.packs.pack import PackRequest, budget_note, make_pack
 
         if budget is not None and budget < 1:
             raise InvalidInput(f"budget must be a positive number, got {budget}")
         if depth is not None and not 0 <= depth <= _MAX_DEPTH:
             raise InvalidInput(f"depth must be 0..{_MAX_DEPTH}, got {depth}")
-        result = build_pack_result(self.db, task, budget=budget, depth=depth,
-                                   include_narrative=include_narrative,
-                                   active_task=self.current_task)
-        doc: dict[str, Any] = {"version": _PACK_VERSION, **result.pack}
+        result = make_pack(self.db, PackRequest(task, budget=budget, depth=depth,
+                                                include_narrative=include_narrative,
+                                                active_task=self.current_task))
+        pack = result.pack.to_json()
+        doc: dict[str, Any] = {"version": _PACK_VERSION, **pack}
         if result.smallest_budget is not None:  # an empty pack the client can fix by asking again
-            doc["note"] = budget_note(result.pack, result.smallest_budget, argument="budget:")
+            doc["note"] = budget_note(pack, result.smallest_budget, argument="budget:")
         return doc
 
     def memory_search(self, text: str, since: str | None = None, until: str | None = None,
@@ -252,30 +253,19 @@ class ToolBox:
             InvalidInput: (E011) for a bad time, session, intent or limit.
             MemoryDamaged: (E023) if the memory database is damaged.
         """
-        from ctxstore.memory.db import open_memory
-        from ctxstore.memory.search import INTENTS, result_json, search_memory, time_bound, unique_session
-        from ctxstore.memory.settings import OFF_NOTE, memory_settings
+        from ctxstore.memory.search import MemoryQuery, result_json, search_transcripts
+        from ctxstore.memory.settings import OFF_NOTE
 
-        _limit(limit)
-        if intent is not None and intent not in INTENTS:
-            raise InvalidInput(f"intent must be one of {', '.join(INTENTS)}, got {intent!r}")
-        now_ms = int(self.clock() * 1000)
-        low = time_bound("since", since, now_ms, end=False)
-        high = time_bound("until", until, now_ms, end=True)
-        empty: dict[str, Any] = {"query": text, "since": None, "until": None, "results": []}
-        # The privacy switch, read afresh on each call (a long-lived server follows an edit of
-        # config.toml; an unreadable one means off): memory off is not even opened.
-        if not memory_settings(self.db.root).enabled:
-            return {**empty, "note": OFF_NOTE}
-        db = open_memory(self.db.root, create=False)
-        if db is None:
-            return {**empty, "note": "there is no transcript memory yet (`ctx memory backfill "
-                                     "--all` indexes past sessions; the Stop hook new ones)"}
-        with db:
-            found = unique_session(db, session, "session") if session else None
-            result = search_memory(db, text, now_ms=now_ms, since=low, until=high, session=found,
-                                   intent=intent, limit=limit)
-        return result_json(result)
+        answer = search_transcripts(self.db.root,
+                                    MemoryQuery(text, since, until, session, intent, _limit(limit)),
+                                    now_ms=int(self.clock() * 1000), agent=True,
+                                    names=("since", "until", "session"))
+        if answer.off or answer.missing:
+            note = OFF_NOTE if answer.off else ("there is no transcript memory yet (`ctx memory "
+                                                "backfill --all` indexes past sessions; the Stop "
+                                                "hook new ones)")
+            return {"query": text, "since": None, "until": None, "results": [], "note": note}
+        return result_json(answer.result)
 
     def compose(self, query: str | None = None, budget: int | None = None,
                 include_global: bool = False) -> dict[str, Any]:

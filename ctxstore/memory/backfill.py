@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ctxstore.memory.db import MemoryDB
-from ctxstore.memory.index import BATCH_BYTES, TURN_TOOL_BUDGET, FileReport, index_file
+from ctxstore.memory.index import BATCH_BYTES, TURN_TOOL_BUDGET, FileReport, cursor_key, index_file
 
 __all__ = ["BackfillReport", "find_transcripts", "backfill"]
 
@@ -87,7 +87,8 @@ def _add(found: dict[str, tuple[Path, int]], path: Path) -> None:
 
 def backfill(db: MemoryDB, paths: Iterable[Path], *,
              progress: Callable[[int, int], None] | None = None,
-             tool_budget: int = TURN_TOOL_BUDGET) -> BackfillReport:
+             tool_budget: int = TURN_TOOL_BUDGET,
+             redact: Callable[[str], str] | None = None) -> BackfillReport:
     """Index every transcript at or below ``paths``.
 
     Args:
@@ -95,6 +96,8 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         paths: Transcript files or directories holding them.
         progress: Called with (bytes done, bytes in all) as batches commit.
         tool_budget: Characters of tool calls and results kept per turn (0: none).
+        redact: What memory stores of a text (``index.transcript_redactor``); the built-in
+            rules' redaction when None.
 
     Returns:
         The report.
@@ -114,14 +117,32 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         with db.batch() if len(group) > 1 else nullcontext():
             for path, size in group:
                 before = done
-                report = index_file(db, path, progress=step, tool_budget=tool_budget)
+                report = _index_one(db, path, step, tool_budget, redact)
                 reports.append(report)
                 if report.note:
-                    notes.append(f"{path}: {report.note}")
+                    notes.append(f"{report.path}: {report.note}")
+                if report.skipped:
+                    notes.append(f"{report.path}: {report.skipped} line(s) skipped (malformed, "
+                                 "or over 8 MB)")
                 done = before + size  # already-indexed bytes count as done
                 if progress is not None:
                     progress(min(done, total), total)
     return BackfillReport(reports, notes)
+
+
+def _index_one(db: MemoryDB, path: Path, progress: Callable[[int], None],
+               tool_budget: int, redact: Callable[[str], str] | None) -> FileReport:
+    """``index_file``, or a report with a note when the file cannot be indexed.
+
+    Every line is type-checked when it is read, and a line that still cannot be taken is
+    skipped; this is the net under that, so one file never stops the rest of a backfill
+    (``--all``). What it had committed stays; its failed batch was rolled back.
+    """
+    try:
+        return index_file(db, path, progress=progress, tool_budget=tool_budget, redact=redact)
+    except (ValueError, TypeError, LookupError, RecursionError) as exc:
+        return FileReport(cursor_key(path), 0, 0, 0, 0, False,
+                          f"skipped: cannot be indexed ({type(exc).__name__}: {exc})"[:300])
 
 
 def _groups(files: list[tuple[Path, int]]) -> Iterator[list[tuple[Path, int]]]:

@@ -60,10 +60,10 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
     Returns:
         The items; none when there is no memory or nothing relevant.
     """
-    from ctxstore.index.terms import tokenize
     from ctxstore.memory.db import open_memory
     from ctxstore.memory.search import hit_text, iso, search_memory
     from ctxstore.memory.settings import memory_settings, settings_of
+    from ctxstore.search.tokenize import tokenize
 
     now = int(time.time() * 1000) if now_ms is None else now_ms
     words = set(tokenize(prompt))

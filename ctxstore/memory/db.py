@@ -13,7 +13,9 @@ indexed, with its turn: re-reading a file never duplicates); ``turns`` (a prompt
 with the entry uuids) and ``turns_fts`` (FTS5 over their user, assistant and tool text);
 ``spans`` (topic → sub-span); ``ideas``, ``entities`` (a file or symbol entity carries the
 project file and symbol it names in the code index, ``code_path``/``code_qualname``: schema 2),
-``idea_entities``, ``relations``.
+``idea_entities``, ``relations``. ``turns_fts`` holds each field's terms (``search.tokenize``,
+the tokeniser of every index and query: schema 3), so a turn is found by the words that find
+a node or a file.
 
 It cannot be rebuilt, so its schema is the ordered migrations ``_MIGRATIONS``, each recorded in
 ``schema_version`` in the transaction that applies it (``ctxstore.sqlite.migrate``). A file an
@@ -32,6 +34,8 @@ from typing import Any, NamedTuple
 
 from ctxstore.errors import MemoryDamaged, UnsupportedStoreVersion
 from ctxstore.fsio import check_under, file_kind
+from ctxstore.search.fts5 import TOKENIZE
+from ctxstore.search.tokenize import index_text
 from ctxstore.sqlite import CANTOPEN, Migration, connect, irregular_files, is_damage, migrate, primary_code
 
 __all__ = ["MEMORY_FILE", "SCHEMA_VERSION", "STATS", "Cursor", "TurnRow", "MemoryDB", "memory_path",
@@ -94,6 +98,9 @@ _MIGRATIONS = [
         CREATE INDEX entities_code_path ON entities(code_path);
         UPDATE meta SET value = '2' WHERE key = 'schema_version';
     """),
+    # turns_fts holds the terms of search.tokenize (it held FTS5's unicode61 words): made again
+    # from turns, whose text is kept whole
+    Migration(3, lambda conn: _retokenize_turns(conn)),
 ]
 SCHEMA_VERSION = _MIGRATIONS[-1].version
 _LEGACY_TABLES = frozenset({"meta", "sessions", "index_state", "seen", "spans", "turns",
@@ -237,6 +244,22 @@ def _legacy_version(conn: sqlite3.Connection) -> int:
     return int(row[0])
 
 
+_TURNS_FTS = ("CREATE VIRTUAL TABLE turns_fts USING fts5(user_text, assistant_text, tool_text, "
+              f"{TOKENIZE})")
+
+
+def _retokenize_turns(conn: sqlite3.Connection) -> None:
+    """Schema 3: ``turns_fts`` made again with the terms of ``search.tokenize``, from ``turns``."""
+    conn.execute("DROP TABLE turns_fts")
+    conn.execute(_TURNS_FTS)
+    rows = conn.execute("SELECT id, user_text, assistant_text, tool_text FROM turns")
+    while batch := rows.fetchmany(500):
+        conn.executemany("INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text)"
+                         " VALUES (?, ?, ?, ?)",
+                         [(i, index_text(u), index_text(a), index_text(t)) for i, u, a, t in batch])
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+
+
 def _turn_filters(alias: str, since: int | None, until: int | None, session: str | None,
                   intent: str | None) -> tuple[list[str], list[Any]]:
     """SQL conditions on turns ``alias`` for a time range, a session and an intent."""
@@ -353,8 +376,9 @@ class MemoryDB:
                            json.dumps(turn.uuids), turn.span_id, turn.id))
         self.conn.execute("DELETE FROM turns_fts WHERE rowid = ?", (turn.id,))
         self.conn.execute("INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text) "
-                          "VALUES (?, ?, ?, ?)", (turn.id, turn.user_text, turn.assistant_text,
-                                                    turn.tool_text))
+                          "VALUES (?, ?, ?, ?)", (turn.id, index_text(turn.user_text),
+                                                    index_text(turn.assistant_text),
+                                                    index_text(turn.tool_text)))
 
     def turn(self, turn_id: int) -> TurnRow | None:
         """One turn by id."""

@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
-# The tokens of ``packs.text``, from their home: the Stop hook then skips the query cleaner.
-from ctxstore.index.terms import STOP_WORDS, tokenize
+# The tokens of ``search.task``, from their home: the Stop hook then skips the query cleaner.
+from ctxstore.search.tokenize import STOP_WORDS, tokenize
 
 __all__ = ["Idea", "Entity", "INTENTS", "ENTITY_KINDS", "RELATIONS", "extract_ideas",
            "extract_entities", "relate", "is_low_value"]

@@ -5,7 +5,8 @@ inode, and a hash of its first consumed bytes. Only the bytes after the offset a
 that was replaced, rewritten or shrank is read again from the start, and every entry whose uuid was
 indexed already is passed over (so nothing is ever duplicated). Entries are read in batches of
 about ``BATCH_BYTES``; each batch and the cursor after it commit in one transaction, so a crash
-loses nothing and duplicates nothing. A time or byte budget stops between batches: the next call
+loses nothing and duplicates nothing. A time or byte budget stops between batches, and a time
+budget also between lines and inside a line too long to keep (``read_entries``): the next call
 continues from the cursor. Under a time budget the batches are smaller (``BUDGET_BATCH_BYTES``), so
 the first batch cannot overrun a hook's budget by much, and a hook that finds a large backlog
 (``BACKLOG_BYTES``, e.g. the first Stop over a long session from before memory was on) may take a
@@ -32,9 +33,11 @@ from ctxstore.memory.extract import Idea, extract_entities, extract_ideas, is_lo
 from ctxstore.memory.segment import boundary, span_name, terms
 from ctxstore.memory.settings import OFF_NOTE, memory_settings
 from ctxstore.memory.transcript import Entry, open_regular, read_entries
+from ctxstore.security.secrets import redact_text
 
 __all__ = ["BATCH_BYTES", "BUDGET_BATCH_BYTES", "BACKLOG_BYTES", "TURN_TOOL_BUDGET",
-           "MAX_IDEAS_PER_ENTRY", "FileReport", "index_file", "index_transcript"]
+           "transcript_redactor",
+           "MAX_IDEAS_PER_ENTRY", "FileReport", "cursor_key", "index_file", "index_transcript"]
 
 BATCH_BYTES = 1 << 20
 """About how many transcript bytes one transaction covers."""
@@ -89,8 +92,9 @@ class _Batch:
 
     def __init__(self, db: MemoryDB, source: str, ideas: dict[str, list[tuple[int, Idea]]],
                  features: dict[tuple[int, int, int], tuple[Counter[str], set[str]]],
-                 tool_budget: int) -> None:
+                 tool_budget: int, redact: Callable[[str], str] | None = None) -> None:
         self.db = db
+        self.redact = redact
         self.tool_budget = tool_budget
         self.features = features
         self.source = source
@@ -121,6 +125,8 @@ class _Batch:
                 open_turn = None if entry.kind == "turn_end" else open_turn
                 marks.append((entry.uuid, None))
                 continue
+            if self.redact is not None and entry.text:  # memory.sqlite never holds a secret
+                entry = entry._replace(text=self.redact(entry.text))
             current = self.turn(open_turn) if open_turn is not None else None
             if current is None or entry.kind in ("prompt", "summary"):
                 current = self._open(entry)
@@ -251,11 +257,29 @@ def _code_names(text: str) -> set[str]:
     return {e.name for e in extract_entities(text) if e.kind in _CODE_ENTITIES}
 
 
+def cursor_key(path: Path) -> str:
+    """The name a transcript file's cursor and turns are stored under: its absolute path.
+
+    A name that is not UTF-8 (bytes kept as lone surrogates, which SQLite cannot store) is
+    written with its odd bytes as ``\\xNN``.
+    """
+    key = os.path.abspath(path)
+    try:
+        key.encode()
+    except UnicodeEncodeError:
+        return os.fsencode(key).decode("utf-8", "backslashreplace")
+    return key
+
+
 def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
                deadline: float | None = None, now: int | None = None,
                progress: Callable[[int], None] | None = None,
-               tool_budget: int = TURN_TOOL_BUDGET, batch_bytes: int | None = None) -> FileReport:
+               tool_budget: int = TURN_TOOL_BUDGET, batch_bytes: int | None = None,
+               redact: Callable[[str], str] | None = None) -> FileReport:
     """Index the new bytes of one transcript file, batch by batch.
+
+    Secrets are redacted from every entry's text before anything of it is stored (turns,
+    ideas, entities, the full-text index): ``redact`` (``transcript_redactor``).
 
     Args:
         db: The open memory.
@@ -266,17 +290,22 @@ def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
         progress: Called with the bytes consumed by each batch.
         tool_budget: Characters of tool calls and results kept per turn (0: none).
         batch_bytes: About how many bytes one transaction covers (default ``BATCH_BYTES``).
+        redact: The text to store for an entry's text; the built-in rules' redaction when
+            None (``[security] transcripts``).
 
     Returns:
         What was done.
     """
-    key = os.path.abspath(path)
-    fd = open_regular(Path(key))
+    key = cursor_key(path)
+    if redact is None:
+        redact = redact_text
+    fd = open_regular(Path(os.path.abspath(path)))
     if fd is None:
         return FileReport(key, 0, 0, 0, 0, True, "not a readable regular file")
     try:
         return _index_fd(db, fd, key, max_bytes, deadline, int(time.time()) if now is None else now,
-                         progress, tool_budget, BATCH_BYTES if batch_bytes is None else batch_bytes)
+                         progress, tool_budget, BATCH_BYTES if batch_bytes is None else batch_bytes,
+                         redact)
     except OSError as exc:
         return FileReport(key, 0, 0, 0, 0, False, f"unreadable: {exc.strerror or exc}")
     finally:
@@ -295,7 +324,7 @@ def _start(db: MemoryDB, fd: int, key: str, st: os.stat_result) -> tuple[int, in
 
 def _index_fd(db: MemoryDB, fd: int, key: str, max_bytes: int | None, deadline: float | None,
               now: int, progress: Callable[[int], None] | None, tool_budget: int,
-              batch_bytes: int) -> FileReport:
+              batch_bytes: int, redact: Callable[[str], str]) -> FileReport:
     st = os.fstat(fd)
     size = st.st_size
     start, open_turn = _start(db, fd, key, st)
@@ -308,12 +337,12 @@ def _index_fd(db: MemoryDB, fd: int, key: str, max_bytes: int | None, deadline: 
         limit = batch_bytes if max_bytes is None else min(batch_bytes, max_bytes - consumed)
         if limit <= 0:
             break
-        read = read_entries(fd, start, limit=limit, size=size)
+        read = read_entries(fd, start, limit=limit, size=size, deadline=deadline)
         if read.end <= start:
             break  # only a line still being written is left
         if len(features) > 64:
             features.clear()
-        batch = _Batch(db, key, recent, features, tool_budget)
+        batch = _Batch(db, key, recent, features, tool_budget, redact)
         with db.batch():
             if _start(db, fd, key, st) != (start, open_turn):  # another process moved on
                 start, open_turn = _start(db, fd, key, st)
@@ -358,7 +387,7 @@ def index_transcript(ctx_dir: Path, path: Path, *, seconds: float | None = None,
     """
     settings = memory_settings(ctx_dir)
     if not settings.enabled:
-        return FileReport(os.path.abspath(path), 0, 0, 0, 0, True, OFF_NOTE)
+        return FileReport(cursor_key(path), 0, 0, 0, 0, True, OFF_NOTE)
     began = time.monotonic()
     db = open_memory(ctx_dir, create=True, busy_seconds=10.0 if seconds is None else seconds + 0.5)
     assert db is not None
@@ -368,7 +397,32 @@ def index_transcript(ctx_dir: Path, path: Path, *, seconds: float | None = None,
         return index_file(db, path, max_bytes=max_bytes,
                           deadline=began + seconds if seconds is not None else None,
                           tool_budget=settings.tool_budget,
-                          batch_bytes=None if seconds is None else BUDGET_BATCH_BYTES)
+                          batch_bytes=None if seconds is None else BUDGET_BATCH_BYTES,
+                          redact=transcript_redactor(ctx_dir))
+
+
+def transcript_redactor(ctx_dir: Path) -> Callable[[str], str]:
+    """What transcript memory stores of a text: its redaction (``[security] transcripts``).
+
+    ``allow`` applies only with ``ctx trust`` in a clone (``consent.policy_for_dir``); a
+    config.toml that cannot be read gives the built-in rules (fail closed).
+    """
+    from ctxstore.config import load_config
+    from ctxstore.errors import CtxError
+    from ctxstore.security.secrets import policy_from_config
+
+    try:
+        config = load_config(ctx_dir / "config.toml")
+    except CtxError:
+        return redact_text
+    pol = policy_from_config(config)
+    if pol.weakenings():  # only then is consent read (a git process): never on a default store
+        from ctxstore.security.consent import policy_for_dir
+
+        pol = policy_for_dir(ctx_dir, config)
+    if pol.action("transcripts") == "allow":
+        return lambda text: text
+    return lambda text: redact_text(text, pol)
 
 
 def _backlog(db: MemoryDB, path: Path) -> int:
@@ -377,5 +431,5 @@ def _backlog(db: MemoryDB, path: Path) -> int:
         size = os.stat(path).st_size
     except OSError:
         return 0
-    cursor = db.get_cursor(os.path.abspath(path))
+    cursor = db.get_cursor(cursor_key(path))
     return size - cursor.offset if cursor is not None and cursor.offset <= size else size

@@ -29,8 +29,8 @@ INTENT_TYPES = {"decision": "decision", "conclusion": "fact", "question": "open-
 """The node type an idea of each intent becomes unless one is given."""
 
 
-def promote_idea(store: Store, ctx_dir: Path, idea_id: int, node_type: str | None = None
-                 ) -> AddedNode:
+def promote_idea(store: Store, ctx_dir: Path, idea_id: int, node_type: str | None = None,
+                 *, allow_secret: bool = False) -> AddedNode:
     """Write the idea ``idea_id`` as a knowledge node DERIVED_FROM its span.
 
     Args:
@@ -38,6 +38,7 @@ def promote_idea(store: Store, ctx_dir: Path, idea_id: int, node_type: str | Non
         ctx_dir: The ``.ctx`` directory whose ``local/memory.sqlite`` holds the idea.
         idea_id: The idea (as ``ctx memory search --format json`` shows it).
         node_type: The node type; from the idea's intent when None (``INTENT_TYPES``).
+        allow_secret: The user's ``--allow-secret``: promote an idea that holds a secret.
 
     Returns:
         The node written.
@@ -46,6 +47,7 @@ def promote_idea(store: Store, ctx_dir: Path, idea_id: int, node_type: str | Non
         NothingToDo: (E018) there is no transcript memory.
         InvalidInput: (E011) no idea has this id, or the type is unknown.
         MemoryDamaged: (E023) the memory file is damaged.
+        SecretRefused: (E025) the idea holds a secret (memory indexed before it was redacted).
     """
     from ctxstore.knowledge.nodes import add_node
 
@@ -64,4 +66,4 @@ def promote_idea(store: Store, ctx_dir: Path, idea_id: int, node_type: str | Non
                                  "session": session, "uuids": list(turn.uuids) if turn else [],
                                  "timestamp": iso(ts)}}
     return add_node(store, node_type or INTENT_TYPES.get(intent, "observation"), content,
-                    metadata=metadata)
+                    metadata=metadata, channel="remember", allow_secret=allow_secret)

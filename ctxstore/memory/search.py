@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, NamedTuple
 
-from ctxstore.index.terms import tokenize  # its home: the hook then skips the query cleaner
 from ctxstore.memory.db import MemoryDB, TurnRow
+from ctxstore.search.fts5 import match_expression
+from ctxstore.search.tokenize import tokenize  # its home: the hook then skips the query cleaner
 
-__all__ = ["POOL", "WEIGHTS", "INTENTS", "Hit", "SearchResult", "search_memory", "iso", "hit_text",
+__all__ = ["POOL", "WEIGHTS", "INTENTS", "Hit", "SearchResult", "MemoryQuery", "MemoryAnswer",
+           "search_transcripts", "search_memory", "iso", "hit_text",
            "INTENT_WORDS", "time_bound", "unique_session", "hit_json", "result_json"]
 
 POOL = 150
@@ -94,12 +97,98 @@ class SearchResult(NamedTuple):
     hits: list[Hit]
 
 
+class MemoryQuery(NamedTuple):
+    """A transcript-memory search as a person or an agent asks it (``search_transcripts``).
+
+    Attributes:
+        text: What to look for; may hold time words ("decisions about the cache last week").
+        since: Only turns from this time on: time words, ``7d``, a date (None: no bound).
+        until: Only turns before this time.
+        session: Only this session: an id or a unique prefix.
+        intent: Only turns holding an idea of this intent (``INTENTS``).
+        limit: At most this many turns.
+    """
+
+    text: str
+    since: str | None = None
+    until: str | None = None
+    session: str | None = None
+    intent: str | None = None
+    limit: int = 10
+
+
+class MemoryAnswer(NamedTuple):
+    """What ``search_transcripts`` found, or why it searched nothing.
+
+    Attributes:
+        result: The result (no hits when nothing was searched).
+        off: Memory is off (``[memory] enabled = false``) and the asker is an agent.
+        missing: There is no transcript memory yet (nothing was ever indexed).
+    """
+
+    result: SearchResult
+    off: bool = False
+    missing: bool = False
+
+
+def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent: bool,
+                       names: tuple[str, str, str] = ("--since", "--until", "--session")
+                       ) -> MemoryAnswer:
+    """Search transcript memory: the one use case behind ``ctx memory search`` and MCP's tool.
+
+    The privacy switch (``[memory] enabled``, read afresh, failing closed) keeps an agent
+    from past turns: memory off, it searches nothing. A person's own ``ctx memory search``
+    still reads what memory already holds (docs/memory.md "Privacy").
+
+    Args:
+        ctx_dir: The store's ``.ctx`` directory.
+        query: The search.
+        now_ms: "Now" for time words, in milliseconds since the epoch.
+        agent: Whether an agent asks (the MCP tool): then memory off means nothing is searched.
+        names: How the asker names the since, until and session arguments, for its errors.
+
+    Returns:
+        The answer.
+
+    Raises:
+        InvalidInput: (E011) for a time that is no time, an unknown intent, or a session
+            prefix that names no single session.
+        MemoryDamaged: (E023) if the memory database is damaged.
+    """
+    from ctxstore.errors import InvalidInput
+    from ctxstore.memory.db import open_memory
+    from ctxstore.memory.settings import memory_settings
+
+    if query.intent is not None and query.intent not in INTENTS:
+        raise InvalidInput(f"intent must be one of {', '.join(INTENTS)}, got {query.intent!r}")
+    low = time_bound(names[0], query.since, now_ms, end=False)
+    high = time_bound(names[1], query.until, now_ms, end=True)
+    nothing = SearchResult(query.text, None, None, [])
+    if agent and not memory_settings(ctx_dir).enabled:  # not even opened
+        return MemoryAnswer(nothing, off=True)
+    db = open_memory(ctx_dir, create=False)
+    if db is None:
+        return MemoryAnswer(nothing, missing=True)
+    with db:
+        session = unique_session(db, query.session, names[2]) if query.session else None
+        return MemoryAnswer(search_memory(db, query.text, now_ms=now_ms, since=low, until=high,
+                                          session=session, intent=query.intent,
+                                          limit=query.limit))
+
+
 def iso(ms: int | None) -> str | None:
-    """Milliseconds since the epoch as ISO-8601 UTC (``...Z``), or None."""
-    if ms is None:
+    """Milliseconds since the epoch as ISO-8601 UTC (``...Z``), or None.
+
+    None too for a stored value no date has (out of range, not a number: a memory written by an
+    older ctx may hold one), so reading memory never fails on what it holds.
+    """
+    if ms is None or isinstance(ms, bool) or not isinstance(ms, (int, float)):
         return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00",
-                                                                                         "Z")
+    try:
+        moment = datetime.fromtimestamp(ms / 1000, UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _narrow(low: int | None, high: int | None, since: int | None, until: int | None
@@ -139,9 +228,8 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
         turns = db.turns_by_id(ids)
         scored = [(1.0 / (rank + 1), turns[i]) for rank, i in enumerate(ids) if i in turns]
     else:
-        match = " OR ".join(f'"{w}"' for w in words)
-        pool = db.fts(match, WEIGHTS, POOL, since=low, until=high, session=session,
-                      intent=intent)
+        pool = db.fts(match_expression(words, "any"), WEIGHTS, POOL, since=low, until=high,
+                      session=session, intent=intent)
         named = set(db.turns_naming(_code_names(text), since=low, until=high, session=session,
                                     intent=intent))
         scored = _rerank(db, pool, _wanted_intents(text) if intent is None else set(), named)

@@ -15,8 +15,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-# The tokens of ``packs.text``, from their home: the Stop hook then skips the query cleaner.
-from ctxstore.index.terms import tokenize
+# The tokens of ``search.task``, from their home: the Stop hook then skips the query cleaner.
+from ctxstore.search.tokenize import tokenize
 
 __all__ = ["TOPIC_GAP_MS", "TOPIC_COSINE", "SUB_COSINE", "terms", "cosine", "boundary",
            "span_name"]

@@ -17,19 +17,26 @@ import json
 import os
 import re
 import stat
+import time
+from collections.abc import Iterator
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["FLAGS", "TURN_END", "MAX_ENTRY_BYTES", "TOOL_TEXT_BUDGET", "Entry", "ReadResult",
-           "parse_line", "message_content", "typed_text", "is_real_prompt", "text_blocks",
-           "strip_reminders", "open_regular", "read_entries", "clean_text"]
+__all__ = ["FLAGS", "TURN_END", "MAX_ENTRY_BYTES", "TOOL_TEXT_BUDGET", "MAX_TEXT_CHARS", "Entry",
+           "ReadResult", "parse_line", "message_content", "typed_text", "is_real_prompt", "text_blocks",
+           "strip_reminders", "strip_harness", "open_regular", "read_entries", "clean_text"]
 
 MAX_ENTRY_BYTES = 8 << 20
 """A line longer than this is skipped (its bytes are passed over, never held)."""
 TOOL_TEXT_BUDGET = 2_000
 """Characters kept of a tool call's input or a tool's output (the head)."""
+MAX_TEXT_CHARS = 100_000
+"""Characters kept of one prompt, reply block or compaction summary (the head): what memory does
+with a text (ideas, entities, terms, full-text) then costs a bounded time, whatever was pasted."""
 _CHUNK = 1 << 20
+"""Bytes read at a time (a block is split into lines: never one read per line)."""
 
 # Elements the harness, not the human, puts in a user line (PI-15, claude-code.md §4.8):
 # text inside a whole one is not typed by the user.
@@ -125,13 +132,75 @@ def is_real_prompt(entry: dict[str, Any], *, cut: bool = False) -> bool:
 
 
 def strip_reminders(text: str) -> str:
-    """``text`` without its whole ``<system-reminder>`` elements."""
-    while (start := text.find(_SYSTEM_REMINDER_OPEN)) != -1:
-        end = text.find(_SYSTEM_REMINDER_CLOSE, start)
+    """``text`` without its whole ``<system-reminder>`` elements.
+
+    Linear in the text: each element found is cut once (a join, never a rebuilt string per
+    element), and an opener with no closer after it ends the search, since no later one has one.
+    """
+    start = text.find(_SYSTEM_REMINDER_OPEN)
+    if start == -1:
+        return text
+    kept: list[str] = []
+    pos = 0
+    while start != -1:
+        end = text.find(_SYSTEM_REMINDER_CLOSE, start + len(_SYSTEM_REMINDER_OPEN))
         if end == -1:
-            return text  # an unclosed mention hides nothing
-        text = text[:start] + text[end + len(_SYSTEM_REMINDER_CLOSE):]
-    return text
+            break  # an unclosed mention hides nothing
+        kept.append(text[pos:start])
+        pos = end + len(_SYSTEM_REMINDER_CLOSE)
+        start = text.find(_SYSTEM_REMINDER_OPEN, pos)
+    kept.append(text[pos:])
+    return "".join(kept)
+
+
+def strip_harness(text: str, sep: str = " ") -> str:
+    """``text`` with each whole harness element replaced by ``sep``.
+
+    Harness elements are ``<system-reminder>...</system-reminder>``, ``<task-notification>``
+    and local-command output. An element ends at the first closer of its name after its
+    opener. Linear in the text, with a handful of regex searches whatever it holds: only the
+    names that still have a closer ahead are searched for, so a run of unclosed openers is
+    passed over in one search (a prompt of 30,000 unclosed ``<system-reminder>`` made a lazy
+    ``.*?`` regex scan to the end from each: quadratic, minutes for a few MB).
+    """
+    last = {name: text.rfind(f"</{name}>") for name in _HARNESS_NAMES}
+    kept: list[str] = []
+    pos = scan = 0
+    horizon = -1  # the live names and their search are recomputed once scan passes this
+    opener = None
+    while True:
+        if scan > horizon:
+            live = tuple(name for name in _HARNESS_NAMES if last[name] >= scan)
+            if not live:
+                break
+            opener, horizon = _opener(live), min(last[name] for name in live)
+        assert opener is not None
+        match = opener.search(text, scan)
+        if match is None:
+            break
+        name = match.group(1)
+        close = text.find(f"</{name}>", match.end())
+        if close == -1:  # its name's last closer is behind it: no opener of it is closed now
+            last[name] = -1
+            horizon = -1
+            scan = match.end()
+            continue
+        kept.append(text[pos:match.start()])
+        kept.append(sep)
+        pos = scan = close + len(name) + 3
+    if not kept:
+        return text
+    kept.append(text[pos:])
+    return "".join(kept)
+
+
+_HARNESS_NAMES = ("system-reminder", "task-notification", "local-command-stdout",
+                  "local-command-stderr", "local-command-caveat")
+
+
+@lru_cache(maxsize=32)
+def _opener(names: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("<(" + "|".join(re.escape(n) for n in names) + ")>")
 
 
 def text_blocks(content: list[Any]) -> list[str]:
@@ -204,25 +273,51 @@ class ReadResult(NamedTuple):
     skipped: int
 
 
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z: a line's time past it, or before 1970, is taken as unknown."""
+
+
 def _timestamp(value: Any) -> int | None:
+    """A line's ``timestamp`` in milliseconds since the epoch, or None.
+
+    None when missing, malformed or out of range (``0001-01-01T00:00:00+23:59`` is before year 1
+    in UTC, which nothing can show).
+    """
     if not isinstance(value, str) or not 10 <= len(value) <= 40:
         return None
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        ms = int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):
         return None
-    if moment.tzinfo is None:
-        return None
-    return int(moment.timestamp() * 1000)
+    return ms if 0 <= ms <= MAX_TIMESTAMP_MS else None
+
+
+def _encodable(value: str) -> bool:
+    try:
+        value.encode()
+    except UnicodeEncodeError:  # a lone surrogate: SQLite cannot store it
+        return False
+    return True
 
 
 def _line_uuid(entry: dict[str, Any], line: bytes) -> str:
+    """The line's ``uuid`` when it is a short string SQLite can store, else a digest of the line."""
     uuid = entry.get("uuid")
-    if isinstance(uuid, str) and 0 < len(uuid) <= 100:
+    if isinstance(uuid, str) and 0 < len(uuid) <= 100 and _encodable(uuid):
         return uuid
     from hashlib import sha1
 
     return "sha1-" + sha1(line, usedforsecurity=False).hexdigest()[:16]
+
+
+def _session(value: Any) -> str:
+    """The line's ``sessionId`` as stored, a lone surrogate replaced.
+
+    "" unless a string of at most 200 characters (the file's name stands in then).
+    """
+    if not isinstance(value, str) or len(value) > 200:
+        return ""
+    return value if _encodable(value) else re.sub(_SURROGATE, "\ufffd", value)
 
 
 def _cut(text: str, budget: int = TOOL_TEXT_BUDGET) -> str:
@@ -240,8 +335,9 @@ def _result_text(content: Any) -> str:
 def _user_entries(entry: dict[str, Any], base: tuple[Any, ...]) -> list[Entry]:
     content = message_content(entry)
     if entry.get("isCompactSummary"):
-        text = content if isinstance(content, str) else "\n".join(text_blocks(content or []))
-        return [Entry(base[0], "summary", clean_text(text), *base[1:])]
+        text = (content if isinstance(content, str)
+                else "\n".join(text_blocks(content)) if isinstance(content, list) else "")
+        return [Entry(base[0], "summary", _cut(clean_text(text), MAX_TEXT_CHARS), *base[1:])]
     if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result"
                                          for b in content):
         texts = [_result_text(b.get("content")) for b in content
@@ -250,12 +346,8 @@ def _user_entries(entry: dict[str, Any], base: tuple[Any, ...]) -> list[Entry]:
     if not is_real_prompt(entry):
         return []
     texts = [content] if isinstance(content, str) else text_blocks(content)
-    text = clean_text(_HARNESS_ELEMENT.sub(" ", "\n".join(texts)))
+    text = _cut(clean_text(strip_harness("\n".join(texts))), MAX_TEXT_CHARS)
     return [Entry(base[0], "prompt", text, *base[1:])]
-
-
-_HARNESS_ELEMENT = re.compile(r"<(system-reminder|task-notification|local-command-stdout|"
-                              r"local-command-stderr|local-command-caveat)>.*?</\1>", re.DOTALL)
 
 
 def _assistant_entries(entry: dict[str, Any], base: tuple[Any, ...]) -> list[Entry]:
@@ -270,7 +362,8 @@ def _assistant_entries(entry: dict[str, Any], base: tuple[Any, ...]) -> list[Ent
             continue
         uuid = base[0] if index == 0 else f"{base[0]}#{index}"
         if block.get("type") == "text" and isinstance(block.get("text"), str):
-            out.append(Entry(uuid, "assistant", clean_text(block["text"]), *base[1:]))
+            out.append(Entry(uuid, "assistant", _cut(clean_text(block["text"]), MAX_TEXT_CHARS),
+                             *base[1:]))
         elif block.get("type") == "tool_use":
             name = block.get("name") if isinstance(block.get("name"), str) else "tool"
             try:
@@ -284,79 +377,144 @@ def _assistant_entries(entry: dict[str, Any], base: tuple[Any, ...]) -> list[Ent
 def entries_of(entry: dict[str, Any], line: bytes, offset: int) -> list[Entry]:
     """The indexable entries of one parsed transcript line (none for the other line types)."""
     kind = entry.get("type")
-    session = entry.get("sessionId")
     base = (_line_uuid(entry, line), _timestamp(entry.get("timestamp")),
-            session if isinstance(session, str) else "", entry.get("isSidechain") is True, offset)
+            _session(entry.get("sessionId")), entry.get("isSidechain") is True, offset)
     if kind == "user":
         return _user_entries(entry, base)
     if kind == "assistant":
         return _assistant_entries(entry, base)
-    if kind == "system" and entry.get("subtype") == "compact_boundary":
+    subtype = entry.get("subtype")
+    if kind == "system" and subtype == "compact_boundary":
         return [Entry(base[0], "boundary", "", *base[1:])]
-    if kind == "system" and entry.get("subtype") in TURN_END:
+    if kind == "system" and isinstance(subtype, str) and subtype in TURN_END:
         return [Entry(base[0], "turn_end", "", *base[1:])]
     return []
 
 
-def read_entries(fd: int, start: int, *, limit: int, size: int | None = None) -> ReadResult:
+def _entries_or_none(entry: dict[str, Any], line: bytes, offset: int) -> list[Entry] | None:
+    """``entries_of``, or None for a line whose values it cannot take.
+
+    Every field is type-checked there; this is the net under it, so that one line of a shape
+    never seen makes the line skipped (and counted), never the file unreadable for good.
+    """
+    try:
+        return entries_of(entry, line, offset)
+    except (TypeError, ValueError, LookupError, AttributeError, RecursionError):
+        return None
+
+
+def read_entries(fd: int, start: int, *, limit: int, size: int | None = None,
+                 deadline: float | None = None) -> ReadResult:
     """The entries of the complete lines from byte ``start`` on.
 
-    Reading stops at the end of the file, or after the first line that ends past ``start + limit``
-    (so a batch is never empty when a line is there). A last line without a newline is taken
-    only when it is a whole JSON object; otherwise it is left for the next read.
+    Reading stops at the end of the file, after the first line that ends past ``start + limit``
+    (so a batch is never empty when a line is there), or once ``deadline`` has passed (after a
+    line, or inside a line too long to keep). A last line without a newline is taken only when
+    it is a whole JSON object; otherwise it is left for the next read.
+
+    The file is read in blocks of ``_CHUNK`` bytes, each split into lines (never one read per
+    line). A line over ``MAX_ENTRY_BYTES`` is skipped without being held: its bytes are passed
+    over block by block with the deadline checked between blocks, so reading may stop inside
+    it. The offset returned is then inside that line (the byte before it is not a newline),
+    and the next read, from there, goes on skipping it to its newline: a line too long to get
+    past in one call costs each call only its budget and is never read again from its start.
+    A line skipped to the end of the file is consumed to the end (it was too long already).
 
     Args:
         fd: An open regular file.
-        start: The byte offset of a line start.
+        start: The byte offset of a line start, or an offset this function returned.
         limit: About how many bytes to read.
         size: The file size to read up to (default: its size now).
+        deadline: A ``time.monotonic()`` value after which reading stops (None: no limit).
 
     Returns:
-        The entries, the offset reading stopped at (a line start) and how many lines were
-        skipped as malformed or too long.
+        The entries, the offset reading stopped at and how many lines were skipped as
+        malformed or too long.
     """
     size = os.fstat(fd).st_size if size is None else size
     entries: list[Entry] = []
     skipped = 0
     pos = start
-    while pos < size and pos - start < limit:
-        line, end, whole = _next_line(fd, pos, size)
-        if end is None:  # the last line, still being written (or not a whole object)
+    for line in _lines(fd, start, size, deadline):
+        if line.end is None:  # the last line, still being written (or not a whole object)
             break
-        if whole and line.strip():
-            entry = parse_line(line)
-            if entry is None:
+        if line.data is None:
+            skipped += line.fresh
+        elif line.data.strip():
+            entry = parse_line(line.data)
+            found = _entries_or_none(entry, line.data, line.start) if entry is not None else None
+            if found is None:
                 skipped += 1
             else:
-                entries.extend(entries_of(entry, line, pos))
-        elif not whole:
-            skipped += 1
-        pos = end
+                entries.extend(found)
+        pos = line.end
+        if pos - start >= limit or (deadline is not None and time.monotonic() > deadline):
+            break
     return ReadResult(entries, pos, skipped)
 
 
-def _next_line(fd: int, pos: int, size: int) -> tuple[bytes, int | None, bool]:
-    """The line at ``pos``: its bytes, the offset after it (None: incomplete), whether kept whole.
+_BLANK_RUN = re.compile(rb"(?:[ \t\r]*\n)+")
 
-    A line over ``MAX_ENTRY_BYTES`` is passed over chunk by chunk and returned empty.
+
+class _Line(NamedTuple):
+    """One line as ``_lines`` found it.
+
+    Attributes:
+        start: Its offset.
+        end: The offset after its newline; for a skipped line the offset reading got to (inside
+            it) when the file or the time ended; None for a last line not taken.
+        data: Its bytes without the newline; None when skipped as too long.
+        fresh: For a skipped line: whether this is where it began (not a continuation).
     """
+
+    start: int
+    end: int | None
+    data: bytes | None
+    fresh: bool = True
+
+
+def _lines(fd: int, pos: int, size: int, deadline: float | None) -> Iterator[_Line]:
+    """The lines of an open file from ``pos`` to ``size``, read in blocks (see ``read_entries``)."""
+    # An offset right after a newline (or 0) is a line start; any other is inside a line too
+    # long to keep, where an earlier read stopped skipping.
+    skipping = pos > 0 and os.pread(fd, 1, pos - 1) not in (b"\n", b"")
+    fresh = not skipping
+    line_start = pos
     parts: list[bytes] = []
     held = 0
     cur = pos
     while cur < size:
+        if skipping and cur > pos and deadline is not None and time.monotonic() > deadline:
+            yield _Line(line_start, cur, None, fresh)  # stopped inside the line
+            return
         chunk = os.pread(fd, min(_CHUNK, size - cur), cur)
         if not chunk:  # the file shrank under us
-            return b"", None, False
-        cut = chunk.find(b"\n")
-        piece = chunk if cut == -1 else chunk[:cut]
-        if held <= MAX_ENTRY_BYTES:
-            parts.append(piece)
-            held += len(piece)
-        if cut != -1:
+            return
+        at = 0
+        while (cut := chunk.find(b"\n", at)) != -1:
             end = cur + cut + 1
-            return (b"".join(parts), end, True) if held <= MAX_ENTRY_BYTES else (b"", end, False)
+            if skipping or held + cut - at > MAX_ENTRY_BYTES:
+                yield _Line(line_start, end, None, fresh)
+                skipping, fresh = False, True
+            elif parts:
+                parts.append(chunk[at:cut])
+                yield _Line(line_start, end, b"".join(parts))
+            else:
+                yield _Line(line_start, end, chunk[at:cut])
+            parts, held, line_start, at = [], 0, end, cut + 1
+            if (run := _BLANK_RUN.match(chunk, at)) is not None:  # blank lines: one step
+                at = run.end()
+                line_start = cur + at
+                yield _Line(end, line_start, b"")
+        if not skipping and at < len(chunk):
+            parts.append(chunk[at:])
+            held += len(chunk) - at
+            if held > MAX_ENTRY_BYTES:
+                parts, held, skipping = [], 0, True
         cur += len(chunk)
-    line = b"".join(parts)
-    if held <= MAX_ENTRY_BYTES and line.rstrip().endswith(b"}") and parse_line(line) is not None:
-        return line, size, True
-    return b"", None, False
+    if skipping:
+        yield _Line(line_start, cur, None, fresh)  # too long already: consumed to the end
+    elif held:
+        line = b"".join(parts)
+        whole = line.rstrip().endswith(b"}") and parse_line(line) is not None
+        yield _Line(line_start, size if whole else None, line)

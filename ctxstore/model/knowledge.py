@@ -33,6 +33,7 @@ __all__ = [
     "EdgeRemoved",
     "ViewRecord",
     "ViewRemoved",
+    "PurgeRecord",
     "KnowledgeRecord",
     "ChangeBatch",
     "RECORD_KINDS",
@@ -41,6 +42,7 @@ __all__ = [
     "record_stamp",
     "version_id",
     "record_to_wire",
+    "record_from_wire",
 ]
 
 
@@ -184,12 +186,46 @@ class ViewRemoved(Record):
     FIELDS: ClassVar = {"name": "str", "at": "int", "prev": Opt("oid")}
 
 
+@dataclass(frozen=True, slots=True)
+class PurgeRecord(Record):
+    """What ``ctx purge`` removed from the history (docs/format.md, docs/security.md).
+
+    Replay ignores every record whose version id is in ``versions``, wherever it comes
+    from: a Git merge with a clone that still has the old history brings the old records
+    back into reach, never into the state. ``objects`` names every object written again
+    (content replaced, or a commit or batch naming one): ``ctx gc`` deletes the old ones
+    whatever else would keep them. The record names ids only: hashes, never the content.
+    """
+
+    id: str
+    versions: tuple[ObjectId, ...]
+    objects: tuple[ObjectId, ...]
+    at: int
+
+    KIND: ClassVar = "purge"
+    FIELDS: ClassVar = {"id": "str", "versions": ListOf("oid"), "objects": ListOf("oid"),
+                        "at": "int"}
+
+    @property
+    def prev(self) -> ObjectId | None:
+        """A purge replaces no earlier version of its key (each purge has a key of its own)."""
+        return None
+
+    def check(self, where: str) -> None:
+        """Refuse an empty id.
+
+        Raises:
+            SchemaError: if the id is empty; ``where`` names the record.
+        """
+        _nonempty(where, "id", self.id)
+
+
 KnowledgeRecord = (NodeRecord | NodeRemoved | EdgeRecord | EdgeRemoved | ViewRecord | ViewRemoved
-                   | CargoRecord | CommandRunRecord | FileRecord | FileRemoved)
+                   | CargoRecord | CommandRunRecord | FileRecord | FileRemoved | PurgeRecord)
 RECORD_KINDS: dict[str, type[Record]] = {
     cls.KIND: cls
     for cls in (NodeRecord, NodeRemoved, EdgeRecord, EdgeRemoved, ViewRecord, ViewRemoved,
-                CargoRecord, CommandRunRecord, FileRecord, FileRemoved)
+                CargoRecord, CommandRunRecord, FileRecord, FileRemoved, PurgeRecord)
 }
 
 
@@ -203,6 +239,8 @@ def record_key(rec: KnowledgeRecord) -> tuple[str, ...]:
         return rec.replay_key()
     if isinstance(rec, (FileRecord, FileRemoved)):  # model.code: file, file_removed
         return rec.replay_key()
+    if isinstance(rec, PurgeRecord):
+        return ("purge", rec.id)
     return ("view", rec.name)
 
 
@@ -216,7 +254,7 @@ def key_text(key: tuple[str, ...]) -> str:
 
 def record_stamp(rec: KnowledgeRecord) -> int:
     """Return the HLC stamp a record competes with."""
-    if isinstance(rec, (NodeRemoved, EdgeRemoved, ViewRemoved, FileRemoved)):
+    if isinstance(rec, (NodeRemoved, EdgeRemoved, ViewRemoved, FileRemoved, PurgeRecord)):
         return rec.at
     return rec.updated_at
 
@@ -231,6 +269,15 @@ def record_to_wire(rec: KnowledgeRecord) -> dict[str, Any]:
 def version_id(rec: KnowledgeRecord) -> bytes:
     """Return the 32-byte version id of a record (hash of its canonical encoding)."""
     return blake3.blake3(codec.encode(record_to_wire(rec))).digest()
+
+
+def record_from_wire(value: Any, where: str) -> KnowledgeRecord:
+    """A record from its wire map (``record_to_wire``'s form, with ``kind``).
+
+    Raises:
+        SchemaError: if the map is not a valid record; ``where`` names it.
+    """
+    return _record_from_wire(value, where)
 
 
 def _record_from_wire(value: Any, where: str) -> KnowledgeRecord:

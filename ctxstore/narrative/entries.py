@@ -49,6 +49,7 @@ from ctxstore.narrative.markdown import (
 from ctxstore.narrative.snapshot import MAX_NARRATIVE_BYTES
 from ctxstore.records import dataclass
 from ctxstore.repo import Store, now_ms
+from ctxstore.security.guard import guard, guard_fields, guard_metadata
 
 __all__ = ["NarrativeEntry", "ROLE_TYPES", "META_PATH", "META_HASH", "META_KEY", "META_TASK",
            "add_note", "add_task", "add_decision", "log_event"]
@@ -157,7 +158,9 @@ def _hhmm(ms: int) -> str:
 def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
                  node_id: str, tags: Sequence[str], metadata: dict[str, Any] | None,
                  extra: dict[str, Any] | None = None,
-                 log_event: tuple[str, str, str] | None = None) -> NarrativeEntry:
+                 log_event: tuple[str, str, str] | None = None,
+                 texts: Sequence[tuple[str, str | None]] = (),
+                 allow_secret: bool = False) -> NarrativeEntry:
     """Append (or create) the Markdown, then stage the node whose content is the entry.
 
     The content is the entry as ctx will read it back, so the next commit finds nothing to ingest.
@@ -168,6 +171,12 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
     nothing.
     """
     clean_tags = [validate_tag(t) for t in tags]  # fail before anything is written
+    # The secret policy before any Markdown is written: the text as the user gave it
+    # (``texts``: the note, a title, a body; lines as they numbered them), the tags and the
+    # metadata (docs/security.md).
+    guard_fields(store, "explicit", [*texts, *[("tag", t) for t in clean_tags]],
+                 allow_secret=allow_secret)
+    metadata = guard_metadata(store, "explicit", metadata, allow_secret=allow_secret)
     section = parse_entries(rel, entry)[0]
     split_content(section.content)
     with store.lock():
@@ -187,7 +196,7 @@ def _write_entry(store: Store, *, role: str, rel: str, entry: str, header: str,
         meta = dict(metadata or {})
         meta.update({META_PATH: rel, META_HASH: content_hash(section.content)}, **(extra or {}))
         added = add_node(store, ROLE_TYPES[role], section.content, tags=clean_tags, metadata=meta,
-                         node_id=node_id)
+                         node_id=node_id, channel=None)
         # Mentions edges to the indexed files and symbols the entry names (docs/code.md).
         from ctxstore.code.relate import stage_mentions
 
@@ -220,6 +229,8 @@ def log_event(store: Store, kind: str, text: str, session_id: str) -> str:
         InvalidInput: for empty text, or a log path that is a symlink.
         StorageIOError: if the log cannot be read or written.
     """
+    # An event is automatic capture (a command's name and status, files read): redacted.
+    text = guard(store, "commands", text, what="the event")
     ms = now_ms()
     unique = new_ulid()
     # A session id no marker can hold (never one ctx made) gives a key abort cannot find.
@@ -233,11 +244,13 @@ def log_event(store: Store, kind: str, text: str, session_id: str) -> str:
 
 
 def add_note(store: Store, text: str, *, tags: Sequence[str] = (),
-             metadata: dict[str, Any] | None = None) -> NarrativeEntry:
+             metadata: dict[str, Any] | None = None, allow_secret: bool = False) -> NarrativeEntry:
     """Append a note to today's log (UTC) and stage it as an ``observation`` node.
 
     Raises:
         InvalidInput: for empty text, a bad tag, or a narrative path that is a symlink.
+        SecretRefused: (E025) if the text, a tag or metadata holds a secret (and not
+            ``allow_secret``).
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     body = _inert(demote_headings(_check_text(text, "note"), 3))
@@ -247,17 +260,20 @@ def add_note(store: Store, text: str, *, tags: Sequence[str] = (),
                                 marker=id_marker(node_id), text=body,
                                 end=end_marker(node_id))
     return _write_entry(store, role="log", rel=rel, entry=entry, header=log_header(ms),
-                        node_id=node_id, tags=tags, metadata=metadata)
+                        node_id=node_id, tags=tags, metadata=metadata,
+                        texts=[("the note", text)], allow_secret=allow_secret)
 
 
 def add_decision(store: Store, title: str, body: str | None = None, *, tags: Sequence[str] = (),
-                 metadata: dict[str, Any] | None = None) -> NarrativeEntry:
+                 metadata: dict[str, Any] | None = None, allow_secret: bool = False) -> NarrativeEntry:
     """Append a decision section to decisions.md and stage it as a ``decision`` node.
 
     Headings in ``body`` are nested below the decision's ``##`` heading.
 
     Raises:
         InvalidInput: for an empty or multi-line title, an empty body, or a bad tag.
+        SecretRefused: (E025) if the title, body, a tag or metadata holds a secret (and
+            not ``allow_secret``).
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     title = _inert(_one_line(title, "title"))
@@ -267,11 +283,12 @@ def add_decision(store: Store, title: str, body: str | None = None, *, tags: Seq
                                 body=text, end=end_marker(node_id))
     header = with_metadata(render_template("decisions.md"), metadata_block(now_ms()))
     return _write_entry(store, role="decision", rel="decisions.md", entry=entry,
-                        header=header, node_id=node_id, tags=tags, metadata=metadata)
+                        header=header, node_id=node_id, tags=tags, metadata=metadata,
+                        texts=[("the title", title), ("the body", body)], allow_secret=allow_secret)
 
 
 def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequence[str] = (),
-             metadata: dict[str, Any] | None = None) -> NarrativeEntry:
+             metadata: dict[str, Any] | None = None, allow_secret: bool = False) -> NarrativeEntry:
     """Create a task file ``tasks/task_<ULID>.md`` and stage it as a ``task`` node.
 
     Today's log gets a "task created" entry linking to it (a record, not a node).
@@ -281,6 +298,8 @@ def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequenc
 
     Raises:
         InvalidInput: for an empty or multi-line title, an empty body, or a bad tag.
+        SecretRefused: (E025) if the title, body, a tag or metadata holds a secret (and
+            not ``allow_secret``).
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
     title = _inert(_one_line(title, "title"))
@@ -297,4 +316,5 @@ def add_task(store: Store, title: str, body: str | None = None, *, tags: Sequenc
                                 end=end_marker(key))
     return _write_entry(store, role="task", rel=rel, entry=entry, header="", node_id=node_id,
                         tags=tags, metadata=metadata, extra={META_TASK: number},
-                        log_event=(log_rel(ms), log_header(ms), event))
+                        log_event=(log_rel(ms), log_header(ms), event),
+                        texts=[("the title", title), ("the body", body)], allow_secret=allow_secret)

@@ -37,18 +37,20 @@ from ctxstore.narrative.markdown import (
 from ctxstore.narrative.snapshot import iter_narrative_files, read_narrative_bytes
 from ctxstore.records import dataclass
 from ctxstore.repo import Store, now_ms
+from ctxstore.security.guard import guard, policy
+from ctxstore.security.secrets import apply_redactions, describe
 from ctxstore.staging import FoldResult, check_commit_message, commit_stage
 
-__all__ = ["NarrativeChange", "ingest_narrative_edits", "commit_with_edits"]
+__all__ = ["NarrativeChange", "ingest_narrative_edits", "commit_with_edits", "redact_narrative"]
 
 
 @dataclass(frozen=True)
 class NarrativeChange:
     """What ``ingest_narrative_edits`` turned one edit into."""
 
-    action: str               # "added", "updated", "removed", "tangled" (left alone) or
-    node_id: str              # "skipped" (a file not read as knowledge: no node_id)
-    path: str
+    action: str               # "added", "updated", "removed", "tangled" (left alone),
+    node_id: str              # "skipped" (a file not read as knowledge: no node_id) or
+    path: str                 # "redacted" (secrets redacted in place: node_id says which)
 
 
 # -- ingesting human edits ---------------------------------------------------------------------------
@@ -251,6 +253,41 @@ class _Ingest:
             self.note("updated", node.id, entry)
 
 
+def redact_narrative(store: Store) -> list[NarrativeChange]:
+    """Redact secrets in place in every narrative file, before it is read or snapshotted.
+
+    Narrative Markdown is edited by hand and committed to Git with ``.ctx/``: a secret a
+    person pasted into a log entry is replaced by ``[REDACTED:<rule>]`` in the file itself
+    (``[security] narrative``), so neither the snapshot, the node made from the entry nor
+    the next ``git add`` carries it. The caller holds the store lock.
+
+    Returns:
+        One ``redacted`` change per file rewritten (``node_id``: the rules and lines).
+
+    Raises:
+        SecretRefused: if ``[security] narrative = "refuse"`` and a file holds a secret.
+        StorageIOError: if a file cannot be rewritten.
+    """
+    from ctxstore.narrative.entries import _write_text
+
+    pol = policy(store)
+    if pol.action("narrative") == "allow":
+        return []
+    scanner = pol.scanner()
+    changes: list[NarrativeChange] = []
+    for rel, path in iter_narrative_files(store):
+        text = _entry_text(path)
+        if text is None:
+            continue
+        findings = scanner.scan(text)
+        if not findings:
+            continue
+        guard(store, "narrative", text, what=f"narrative/{rel}", policy_=pol)  # refuse mode
+        _write_text(store, rel, apply_redactions(text, findings))
+        changes.append(NarrativeChange("redacted", describe(findings), rel))
+    return changes
+
+
 def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
     """Turn edits of the log, decision and task Markdown into staged node changes.
 
@@ -263,7 +300,8 @@ def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
       refused and reported, the entry read as unmarked;
     * a node whose entry is gone (section removed, task file deleted): a tombstone;
     * an entry a union merge interleaved with another (``tangled``): reported, unchanged;
-    * a file too large or not UTF-8 (``skipped``): reported, its nodes left as they are.
+    * a file too large or not UTF-8 (``skipped``): reported, its nodes left as they are;
+    * a secret in any narrative file: redacted in place first (``redact_narrative``).
     Nothing is staged when nothing changed.
 
     Raises:
@@ -273,12 +311,13 @@ def ingest_narrative_edits(store: Store) -> list[NarrativeChange]:
     from ctxstore.index import open_index
 
     with store.lock():
+        redacted = redact_narrative(store)  # before any entry is read: nodes never hold one
         skipped: list[str] = []
         entries, read = _read_entries(store, skipped)
         conn = open_index(store)
         linked = _linked_nodes(conn)
         entries, refused = _refuse_foreign_markers(conn, entries, {n.id: n for n in linked})
-        refused = [NarrativeChange("skipped", "", rel) for rel in skipped] + refused
+        refused = redacted + [NarrativeChange("skipped", "", rel) for rel in skipped] + refused
         firsts: set[str] = set()
         marked = []
         for entry in entries:
@@ -302,7 +341,7 @@ def commit_with_edits(store: Store, message: str | None, *, amend: bool = False,
                       narrative: bool = True, allow_empty: bool = False,
                       progress: Callable[[int, int], None] | None = None
                       ) -> tuple[FoldResult, list[NarrativeChange]]:
-    """``ctx commit``: ingest narrative edits, then fold STAGE into one canonical commit.
+    """``ctx commit``: redact and ingest narrative edits, then fold STAGE into one canonical commit.
 
     Narrative edits are skipped when ``narrative`` is off; the fold is ``staging.commit_stage``
     (``progress`` counts the work commits it reads); both under one lock.
@@ -313,6 +352,8 @@ def commit_with_edits(store: Store, message: str | None, *, amend: bool = False,
         StagingConflict, LockConflict, StorageIOError: see ``commit_stage``.
     """
     check_commit_message(message, amend=amend)  # before ingestion stages anything
+    if message:  # a commit message is committed with .ctx/: an explicit write
+        guard(store, "explicit", message, what="the commit message")
     with store.lock():
         edits = ingest_narrative_edits(store) if narrative else []
         res = commit_stage(store, message, amend=amend, narrative=narrative,

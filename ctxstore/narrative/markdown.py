@@ -80,7 +80,9 @@ _MARKER = re.compile(r"<!--\s*ctx:id=([0-9A-HJKMNP-TV-Z]{26})\s*-->")
 # A record ctx keeps in the log that is not a node: a session summary or an event.
 _SESSION = re.compile(r"<!--\s*ctx:(?:session|event)=([0-9A-Za-z-]{1,64})\s*-->")
 _END = re.compile(r"<!--\s*ctx:end=([0-9A-Za-z-]{1,64})\s*-->")
-_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+# Group 2 keeps the heading's trailing blanks (every use strips them): a lazy ``(.*?)`` before
+# ``[ \t]*$`` was quadratic in a line with long runs of blanks inside it.
+_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _CONFLICT_START = re.compile(r"<{7}(?:[ \t]|$)")
 _CONFLICT_END = re.compile(r">{7}(?:[ \t]|$)")
@@ -156,7 +158,7 @@ def log_header(ms: int) -> str:
 # -- the metadata block of spec 002 §8.6 ---------------------------------------------------------
 
 _META_OPEN = re.compile(r"[ \t]*<!--[ \t]*metadata:[ \t]*$")
-_META_FIELD = re.compile(r"[ \t]*(created|updated|tags|mentions)[ \t]*:[ \t]*(.*?)[ \t]*$")
+_META_FIELD = re.compile(r"[ \t]*(created|updated|tags|mentions)[ \t]*:(.*)$")  # value: strip it
 
 
 @dataclass(frozen=True)
@@ -256,7 +258,7 @@ def parse_metadata(text: str) -> NarrativeMeta | None:
         m = _META_FIELD.match(line.split("-->", 1)[0])
         if m is None:
             continue
-        name, value = m.group(1), m.group(2)
+        name, value = m.group(1), m.group(2).strip(" \t")
         if name == "created" and not created:
             created = value
         elif name == "updated":
@@ -409,7 +411,8 @@ def _heading(line: str, in_fence: bool) -> tuple[int, str] | None:
 
 def _title(raw: str) -> str:
     text = _strip_markers(raw).strip()
-    return re.sub(r"[ \t]+#+$", "", text).strip()  # closing ``##`` of an ATX heading
+    bare = text.rstrip("#")  # a closing ``##`` of an ATX heading, after a blank
+    return (bare.rstrip(" \t") if bare != text and bare[-1:] in (" ", "\t") else text).strip()
 
 
 def _trim(lines: list[str]) -> str:

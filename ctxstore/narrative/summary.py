@@ -29,6 +29,7 @@ from ctxstore.narrative.snapshot import iter_narrative_files, read_narrative_byt
 from ctxstore.objects import ObjectId
 from ctxstore.replay import fold_records
 from ctxstore.repo import Store, now_ms
+from ctxstore.security.guard import guard
 from ctxstore.staging import FoldResult, check_commit_message, commit_stage, stage_chain
 
 __all__ = ["MAX_LISTED_NODES", "compact_session"]
@@ -121,6 +122,7 @@ def compact_session(store: Store, message: str) -> tuple[FoldResult, list[Narrat
         StagingConflict, LockConflict, StorageIOError: if the commit cannot be made.
     """
     check_commit_message(message)  # before ingestion stages anything
+    guard(store, "explicit", message, what="the commit message")  # committed with .ctx/
     with store.lock():
         edits = ingest_narrative_edits(store)
         _write_summary(store, message)

@@ -82,10 +82,10 @@ def node_source(session: Session, prompt: str, limit: int) -> list[Item]:
     """Nodes and narrative entries ranked by free-text search against the prompt.
 
     An item's relevance is the share of the prompt's terms it holds, out of at most
-    ``knowledge.search.FULL_MATCH`` (BM25 scales with the size of the store; this does not, so one threshold
+    ``search.search.FULL_MATCH`` (BM25 scales with the size of the store; this does not, so one threshold
     fits a new store and a large one). A node counts only when it holds at least two terms
     (the one term of a one-word prompt): one shared word is no reason to inject a memory.
-    Candidates come in search order (BM25 with coverage, ``knowledge.search``).
+    Candidates come in search order (BM25 with coverage, ``search.search``).
 
     Args:
         session: An open session (its index is read).
@@ -97,7 +97,7 @@ def node_source(session: Session, prompt: str, limit: int) -> list[Item]:
     """
     from ctxstore.index.read import short_id_lookup
     from ctxstore.knowledge.recall import recallable
-    from ctxstore.knowledge.search import FULL_MATCH, search, search_terms
+    from ctxstore.search.search import FULL_MATCH, search, search_terms
 
     conn = session.index()
     total = len(search_terms(prompt).terms)

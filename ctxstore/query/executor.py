@@ -2,7 +2,7 @@
 
 ``run_query`` compiles a parsed query into one SQL ``WHERE`` over ``nodes`` (tags,
 edges and full-text matches as sub-queries). Full-text SQL comes from a
-``FullTextEngine`` (``ctxstore.index.fulltext``; FTS5 by default): this module writes
+``FullTextEngine`` (``ctxstore.search.engine``; FTS5 by default): this module writes
 no engine syntax. Superseded nodes are left out unless asked for.
 Results are ranked by full-text relevance when the query has text terms, otherwise
 by recency.
@@ -22,8 +22,6 @@ import sqlite3
 from typing import Any
 
 from ctxstore.errors import IndexCorrupt, InvalidInput
-from ctxstore.index.fulltext import FullTextEngine, default_engine
-from ctxstore.index.fulltext.fts5 import fts_literal
 from ctxstore.index.read import (
     NODE_COLUMNS,
     NodeRow,
@@ -33,6 +31,9 @@ from ctxstore.index.read import (
 )
 from ctxstore.query.parser import And, Compare, Field, Not, Or, Text, parse_query
 from ctxstore.records import dataclass
+from ctxstore.search.engine import FullTextEngine, default_engine
+from ctxstore.search.fts5 import fts_literal
+from ctxstore.search.tokenize import phrase
 
 __all__ = ["QueryTooComplex", "SPILL_DEPTH", "ScoreRow", "compile_where", "run_query",
            "select_candidates", "select_scorable", "search_nodes", "fts_literal"]
@@ -118,8 +119,9 @@ def compile_where(conn: sqlite3.Connection, node: Any, args: list[Any], texts: l
     if isinstance(node, Not):
         return "(NOT " + compile_where(conn, node.item, args, [], ctes, depth + 1, engine) + ")"
     if isinstance(node, Text):
-        texts.append(node.text)
-        sub, sub_args = (engine or default_engine(conn)).sql_rowids([node.text])
+        words = phrase(node.text)  # its words' terms, as every index holds them
+        texts.append(words)
+        sub, sub_args = (engine or default_engine(conn)).sql_rowids([words])
         args.extend(sub_args)
         return f"n.rowid IN ({sub})"
     if isinstance(node, Compare):
@@ -289,8 +291,8 @@ def search_nodes(conn: sqlite3.Connection, text: str, *, limit: int = 20,
         QueryTooComplex, IndexCorrupt: if SQLite refuses the statement (see ``_fetch``).
     """
     text = text.replace("\0", " ")
-    terms = [m.group(1) if m.group(1) is not None else m.group(2) for m in _WORD.finditer(text)]
-    terms = [t for t in terms if t.strip()]
+    words = [m.group(1) if m.group(1) is not None else m.group(2) for m in _WORD.finditer(text)]
+    terms = [phrase(w) for w in words if w.strip()]  # a word of no term matches nothing
     if not terms:
         return []
     scores, score_args = (engine or default_engine(conn)).sql_scores(terms, "all")

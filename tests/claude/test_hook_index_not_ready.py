@@ -21,10 +21,11 @@ import pytest
 
 from ctxstore.index import clone_id, open_index, pointer_snapshot
 from ctxstore.index.rebuild import REBUILD_LOCK, start_build
+from ctxstore.index.schema import INDEX_SCHEMA_VERSION
 from ctxstore.repo import open_store
 from tests.conftest import run_ctx
 
-OLD_SCHEMA = 7
+OLD_SCHEMA = INDEX_SCHEMA_VERSION - 1
 FACT = "We keep widget caches in SQLite with WAL mode enabled"
 
 
@@ -119,7 +120,8 @@ def test_hook_on_older_schema_answers_at_once_with_a_note_and_does_not_rebuild(
     before = _index_state(root)
     out, took = _hook(root, event, **payload)
     assert out == {"systemMessage": "ctx: the index was built by an older ctx (schema version "
-                                    f"{OLD_SCHEMA}, this ctx uses 8); run `ctx rebuild`"}
+                                    f"{OLD_SCHEMA}, this ctx uses {INDEX_SCHEMA_VERSION}); run "
+                                    "`ctx rebuild`"}
     # A Python start and a few file reads: a guard against waiting for a build (whether one
     # ran is checked below), generous for a loaded machine.
     assert took < 10, took
@@ -174,7 +176,7 @@ def test_search_on_older_schema_rebuilds_in_the_foreground(root: Path) -> None:
     assert FACT in res.stdout
     assert res.stderr.startswith("ctx: index was written by another version of ctx (schema "
                                  f"version {OLD_SCHEMA}")
-    assert _index_state(root) == (8, ["clone", "code_generation", "synced"])
+    assert _index_state(root) == (INDEX_SCHEMA_VERSION, ["clone", "code_generation", "synced"])
 
 
 def test_search_while_another_process_rebuilds_is_one_error_line(

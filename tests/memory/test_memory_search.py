@@ -104,3 +104,77 @@ def test_search_query_intents_and_code_names_as_the_patterns_find_them(text: str
         assert memory_search._code_names(text) == []
     else:
         assert any(mark in text for mark in memory_search._CODE_MARKS)
+
+
+def _identifiers(tmp_path: Path) -> Path:
+    ctx = tmp_path / ".ctx"
+    ctx.mkdir()
+    t = Transcript("9f000000-0000-4000-8000-00000000cafe", NOW - timedelta(days=1))
+    t.prompt("Why is the viewer slow?")
+    t.say("Because getPagerFile re-reads the whole cache on every call.")
+    t.end_turn()
+    t.prompt("And the login page?")
+    t.say("The login page is fine.")
+    index_transcript(ctx, t.write(tmp_path / "c.jsonl"))
+    return ctx
+
+
+def test_search_finds_an_identifier_by_its_parts(tmp_path: Path) -> None:
+    """The terms of ``search.tokenize``: ``getPagerFile`` holds ``pager`` and ``file``."""
+    db = open_memory(_identifiers(tmp_path), create=False)
+    assert db is not None
+    with db:
+        for query in ("pager file", "getPagerFile", "get_pager_file"):
+            hits = search_memory(db, query, now_ms=_ms(NOW)).hits
+            assert hits and "getPagerFile" in hits[0].turn.assistant_text, query
+
+
+def test_search_schema_2_memory_gets_the_tokenisers_terms(tmp_path: Path) -> None:
+    """A memory written before the one tokeniser (FTS5's own words) is rebuilt on open."""
+    import sqlite3
+
+    from ctxstore.memory.db import SCHEMA_VERSION, memory_path
+
+    ctx = _identifiers(tmp_path)
+    conn = sqlite3.connect(memory_path(ctx))
+    conn.executescript(
+        "DROP TABLE turns_fts; CREATE VIRTUAL TABLE turns_fts USING fts5(user_text, "
+        "assistant_text, tool_text, tokenize = 'unicode61 remove_diacritics 2');"
+        "INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text) "
+        "SELECT id, user_text, assistant_text, tool_text FROM turns;"
+        "UPDATE meta SET value = '2' WHERE key = 'schema_version';")
+    # as schema 2 stored it, no part of the identifier is a word of its own
+    assert conn.execute("SELECT count(*) FROM turns_fts WHERE turns_fts MATCH 'file'").fetchone() \
+        == (0,)
+    conn.close()
+    db = open_memory(ctx, create=False)
+    assert db is not None
+    with db:
+        version = db.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION),) and db.stats()["turns"] == 2
+        hits = search_memory(db, "pager file", now_ms=_ms(NOW)).hits
+        assert "getPagerFile" in hits[0].turn.assistant_text
+        assert {h.turn.id for h in hits} == {hits[0].turn.id}  # the login turn holds neither
+
+
+def test_search_transcripts_is_the_one_use_case_of_both_front_ends(memory: MemoryDB,
+                                                                    tmp_path: Path) -> None:
+    """A person searches what memory holds; an agent not while the switch is off."""
+    from ctxstore.errors import InvalidInput
+    from ctxstore.memory.search import MemoryQuery, search_transcripts
+
+    ctx = tmp_path / ".ctx"
+    (ctx / "config.toml").write_text("[memory]\nenabled = false\n")
+    query = MemoryQuery("session cache sqlite", since="last year", limit=3)
+    person = search_transcripts(ctx, query, now_ms=_ms(NOW), agent=False)
+    assert person.result.hits and not person.off and not person.missing
+    agent = search_transcripts(ctx, query, now_ms=_ms(NOW), agent=True)
+    assert agent.off and agent.result.hits == []
+    (ctx / "config.toml").write_text("[memory]\nenabled = true\n")
+    assert search_transcripts(ctx, query, now_ms=_ms(NOW), agent=True).result == person.result
+    assert search_transcripts(tmp_path / "none", query, now_ms=_ms(NOW), agent=False).missing
+    with pytest.raises(InvalidInput, match="since"):
+        search_transcripts(ctx, query._replace(since="blorp"), now_ms=_ms(NOW), agent=False,
+                           names=("since", "until", "session"))
+    with pytest.raises(InvalidInput, match="intent must be one of"):
+        search_transcripts(ctx, query._replace(intent="gossip"), now_ms=_ms(NOW), agent=False)

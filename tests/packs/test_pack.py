@@ -19,11 +19,13 @@ from hypothesis import strategies as st
 from ctxstore.code.ingest import index_tree
 from ctxstore.init import init_store
 from ctxstore.narrative.entries import add_decision
-from ctxstore.packs.pack import build_pack, pack_notes, rank_files
-from ctxstore.packs.rank import Corpus, Document, Params
+from ctxstore.packs.pack import build_pack, pack_notes
 from ctxstore.packs.render import FORMATS, PROMPT_FORMATS, render_pack
-from ctxstore.packs.text import parse_query, tokenize
+from ctxstore.packs.seed import rank_files
 from ctxstore.repo import Store, open_store
+from ctxstore.search.rank import Corpus, Document, Params
+from ctxstore.search.task import parse_query
+from ctxstore.search.tokenize import tokenize
 from ctxstore.session import Session
 from ctxstore.tokens import estimate_tokens
 from tests.conftest import run_ctx, store_digest

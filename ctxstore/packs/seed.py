@@ -1,0 +1,247 @@
+"""A pack's seeds: every indexed file ranked for the task (spec 002 §12, step 1).
+
+``rank_files`` runs the method of ``search.rank`` over the index: BM25 over the
+``file_terms`` postings of the task's terms (read rarest first under ``MAX_POSTINGS``), the
+path field, definitions named in the task, the test prior, one import hop; source files and
+prose ranked as separate corpora. On a large index (``search.tantivy_index``) Tantivy scores
+the two fields from the same postings, every term at once. The best files are the seeds.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctxstore.index.retrieval import (
+    BODY,
+    PATH,
+    FileCorpus,
+    document_counts,
+    file_corpus,
+    has_code,
+    import_edges,
+    postings,
+    symbols_with_names,
+)
+from ctxstore.search.rank import Corpus, FieldStats, Hit, Params, TextScores, defined_names
+from ctxstore.search.rows import terms_held
+from ctxstore.search.tantivy_index import PROSE_LANGUAGES, TantivyUnusable
+from ctxstore.search.task import Query, parse_query
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ctxstore.search.tantivy_index import Served
+
+__all__ = ["MIN_TERMS", "MAX_POSTINGS", "TANTIVY_FILES", "has_search_terms", "rank_files",
+           "hit_why"]
+
+MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
+MAX_POSTINGS = 10_000      # more terms only while their postings stay under this (bench/pack.py --caps)
+TANTIVY_FILES = 2000       # files Tantivy scores per group (the best; the rest score 0 by text)
+
+
+def has_search_terms(task: str) -> bool:
+    """Whether the task holds a word to search for (not only punctuation, stop words, numbers).
+
+    A task without one still gives a valid pack: no ranked files or matched memory, only
+    the recent tasks and log when the narrative is included.
+
+    Args:
+        task: Any text.
+
+    Returns:
+        True when the cleaned query (``text.parse_query``) has a term.
+    """
+    return bool(parse_query(task).weights)
+
+
+def _lookups(conn: sqlite3.Connection, query: Query, field: int) -> list[str]:
+    """The query's terms worth reading postings of one field for, within a cost cap.
+
+    Terms are taken rarest first while the postings they cost (their document counts) stay
+    under ``MAX_POSTINGS``, at least ``MIN_TERMS`` of them: a long text of common words costs
+    what a few rare ones do, and no loop runs over every file of a common word.
+    """
+    counts = document_counts(conn, list(query.weights), field)
+    chosen: list[str] = []
+    spent = 0
+    for term in sorted(counts, key=lambda t: (counts[t], t)):
+        if len(chosen) >= MIN_TERMS and spent + counts[term] > MAX_POSTINGS:
+            break
+        chosen.append(term)
+        spent += counts[term]
+    return chosen
+
+
+def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = None,
+               *, limit: int | None = None, matched_only: bool = False,
+               explain: int | None = None, served: Served | None = None) -> list[Hit]:
+    """Rank the indexed files for a query with ``rank.Corpus`` over the index.
+
+    Body and path statistics come from ``file_terms`` (the same tokens as the in-process
+    ranker, ``search.tokenize``), definitions from the ``symbols`` name index, the graph from
+    ``code_edges``. Source files and the others (prose, configuration, files of no known
+    language) are ranked as two corpora, each with its own statistics, and merged by score:
+    a repository's documentation does not change how its code ranks (docs/retrieval.md).
+    With ``served`` (a large index, ``search.tantivy_index``), Tantivy scores the two fields
+    from the same postings, every term of the query at once, instead of the rarest terms'
+    postings read here.
+
+    Args:
+        conn: A current index connection.
+        query: The parsed task.
+        params: Ranking weights (defaults: the tuned ones).
+        limit: At most this many hits (None: every file).
+        matched_only: Leave out the files that score 0.
+        explain: Only the first this many hits list their matched terms (None: all).
+        served: The Tantivy index serving this index, or None.
+
+    Returns:
+        Hits, best first; empty when the index has no code tables.
+    """
+    if not has_code(conn):
+        return []
+    files = file_corpus(conn, PROSE_LANGUAGES)
+    p = params or Params()
+    if served is not None and (p.k1, p.body_b, p.path_b) != (1.2, 0.75, 0.0):
+        served = None  # Tantivy's BM25 has these constants (and every path is as long)
+    spellings = {*query.spelled, *(s.strip("_") for s in query.spelled if s.strip("_"))}
+    definitions = [(file, name.lower()) for file, qualname, name, kind
+                   in symbols_with_names(conn, sorted(spellings))
+                   if defined_names([(qualname, name, kind)])]
+    # source files, then the others (prose, configuration, no known language)
+    groups = ((0, files.split, "source"), (files.split, len(files.ids), "other"))
+    if served is not None:
+        try:
+            hits = [hit for lo, hi, corpus in groups if hi > lo
+                    for hit in _rank_group(conn, files, lo, hi, None, definitions, query, p,
+                                           limit, matched_only, explain,
+                                           _TantivyText(served, corpus, files, lo, hi, conn, p))]
+        except (_Stale, TantivyUnusable):  # rowids Tantivy recorded name other files now, or
+            # its files are damaged: the postings answer, and the next write rebuilds it
+            from ctxstore.search.tantivy_index import forget_tantivy
+
+            forget_tantivy(served.folder.parent.parent)
+            return rank_files(conn, query, params, limit=limit, matched_only=matched_only,
+                              explain=explain)
+    else:
+        found = {field: postings(conn, _lookups(conn, query, field), field) for field in (BODY, PATH)}
+        hits = [hit for (lo, hi, _), postings_of in zip(groups, _split_postings(found, files),
+                                                        strict=True)
+                if hi > lo
+                for hit in _rank_group(conn, files, lo, hi, postings_of, definitions, query, p,
+                                       limit, matched_only, explain)]
+    hits.sort(key=lambda h: (-h.score, h.path))
+    return hits if limit is None else hits[:limit]
+
+
+class _Stale(Exception):
+    """A Tantivy hit names a file that is not the one it indexed."""
+
+
+class _TantivyText:
+    """``rank.TextScores`` of one group of files, from the Tantivy index serving it."""
+
+    def __init__(self, served: Served, corpus: str, files: FileCorpus, lo: int, hi: int,
+                 conn: sqlite3.Connection, params: Params) -> None:
+        self.served, self.corpus, self.conn, self.params = served, corpus, conn, params
+        self.ids = files.ids[lo:hi]
+        self.paths = files.paths[lo:hi]
+        self.where = dict(zip(self.ids, range(hi - lo), strict=True))
+
+    def scores(self, weights: Mapping[str, float]) -> dict[int, float]:
+        from ctxstore.search.tantivy_index import check_of
+
+        out: dict[int, float] = {}
+        for rowid, score, check in self.served.ranked_files(
+                self.corpus, weights, self.params.path_weight, TANTIVY_FILES):
+            i = self.where.get(rowid)
+            if i is None or check != check_of(self.paths[i]):
+                raise _Stale
+            out[i] = score
+        return out
+
+    def holding(self, terms: Iterable[str], docs: set[int], into: dict[int, set[str]]) -> None:
+        for file, term in terms_held(self.conn, [self.ids[i] for i in docs], terms):
+            into.setdefault(self.where[file], set()).add(term)
+
+
+_Postings = dict[int, dict[str, list[tuple[int, int]]]]  # field -> term -> (document, tf)
+
+
+def _split_postings(found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]],
+                    files: FileCorpus) -> tuple[_Postings, _Postings]:
+    """The postings of the two groups of ``files`` (source files, the others).
+
+    Each is numbered by its own group's documents; one pass over every posting.
+    """
+    where = dict(zip(files.ids, range(len(files.ids)), strict=True))
+    cut = files.split
+    out: tuple[_Postings, _Postings] = ({field: {} for field in found},
+                                        {field: {} for field in found})
+    for field, terms in found.items():
+        for term, rows in terms.items():
+            first: list[tuple[int, int]] = []
+            second: list[tuple[int, int]] = []
+            for file, tf in rows:
+                at = where.get(file)
+                if at is None:
+                    continue
+                if at < cut:
+                    first.append((at, tf))
+                else:
+                    second.append((at - cut, tf))
+            out[0][field][term] = first
+            out[1][field][term] = second
+    return out
+
+
+def _rank_group(conn: sqlite3.Connection, files: FileCorpus, lo: int, hi: int,
+                fields: _Postings | None, definitions: Sequence[tuple[str, str]], query: Query,
+                params: Params, limit: int | None, matched_only: bool, explain: int | None,
+                text: TextScores | None = None) -> list[Hit]:
+    """Rank one group of files (``files[lo:hi]``) by ``fields`` (postings) or ``text``."""
+    paths = files.paths[lo:hi]
+    index = dict(zip(paths, range(len(paths)), strict=True))
+    definers: dict[str, list[int]] = {}
+    for path, name in definitions:
+        holders = definers.setdefault(name, [])
+        if path in index and index[path] not in holders:
+            holders.append(index[path])
+
+    def expand(sources: Sequence[int]) -> list[tuple[int, int, str]]:
+        chosen = {paths[i] for i in sources}
+        out: list[tuple[int, int, str]] = []
+        for importer, imported in import_edges(conn, sorted(chosen)):
+            a, b = index.get(importer), index.get(imported)
+            if a is None or b is None:
+                continue
+            if imported in chosen:
+                out.append((b, a, "ImportedBy"))
+            if importer in chosen:
+                out.append((a, b, "Imports"))
+        return out
+
+    tests = files.tests[bisect.bisect_left(files.tests, lo):bisect.bisect_left(files.tests, hi)]
+    corpus = Corpus(paths,
+                    None if fields is None else FieldStats(files.body[lo:hi], fields[BODY],
+                                                           params.body_b),
+                    None if fields is None else FieldStats(files.path_terms[lo:hi], fields[PATH],
+                                                           params.path_b),
+                    definers, expand if params.graph_weight else None, params,
+                    [i - lo for i in tests], text)
+    return corpus.rank(query, limit, matched_only=matched_only, explain=explain)
+
+
+def hit_why(hit: Hit) -> dict[str, Any]:
+    """``why`` of a ranked file: its matched terms, defined names, or the edge that raised it."""
+    why: dict[str, Any] = {"matched_terms": list(hit.terms)} if hit.terms else {}
+    if hit.defines:
+        why["defines"] = list(hit.defines)
+    if hit.named:
+        why["named"] = list(hit.named)
+    if hit.via is not None:
+        why["edge_path"] = [hit.via[0], hit.via[1], hit.path]
+    return why
