@@ -27,7 +27,7 @@ LAYERS = [
     {"security"},
     {"narrative", "knowledge", "code"},
     {"packs", "lifecycle", "llm", "memory"},
-    {"claude", "mcp"},
+    {"claude", "agents", "mcp"},
     {"cli"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}

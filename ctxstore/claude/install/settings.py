@@ -39,7 +39,7 @@ from ctxstore.claude.install.skills import (
 )
 from ctxstore.errors import InvalidInput
 
-__all__ = ["LOCAL_SETTINGS", "plan_install", "plan_uninstall"]
+__all__ = ["LOCAL_SETTINGS", "gitignore_text", "plan_install", "plan_uninstall"]
 
 LOCAL_SETTINGS = "settings.local.json"
 _GITIGNORE_BEGIN = "# >>> ctx install: machine-specific files, never committed >>>"
@@ -147,8 +147,10 @@ def _stripped_settings(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _gitignore_text(old: bytes | None, lines: list[str] | None) -> bytes | None:
-    """``.claude/.gitignore`` with ctx's block set to ``lines`` (None: removed), in place.
+def gitignore_text(old: bytes | None, lines: list[str] | None) -> bytes | None:
+    """A ``.gitignore`` (``.claude/``'s, an agent folder's) with ctx's block set to ``lines``.
+
+    ``lines`` None removes the block; the rest of the file stays as it was.
 
     None when nothing but blank lines would be left.
     """
@@ -257,7 +259,7 @@ def plan_install(claude_dir: Path, prefix: list[str], *, follow_links: bool = Fa
         _plan_settings(plan, settings_path, None)
         _plan_settings(plan, local, prefix)
     gitignore = claude_dir / ".gitignore"
-    plan.add(gitignore, _gitignore_text(plan.read(gitignore), _ignored(claude_dir, mode)))
+    plan.add(gitignore, gitignore_text(plan.read(gitignore), _ignored(claude_dir, mode)))
     return plan
 
 
@@ -298,7 +300,7 @@ def plan_uninstall(claude_dir: Path, *, follow_links: bool = False) -> Plan:
     gitignore = claude_dir / ".gitignore"
     old = plan.read(gitignore)
     if old is not None:
-        plan.add(gitignore, _gitignore_text(old, None))
+        plan.add(gitignore, gitignore_text(old, None))
         plan.prune_dirs.append((claude_dir, claude_dir))
     return plan
 
