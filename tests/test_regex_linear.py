@@ -41,7 +41,7 @@ MAX_FORMS = 300
 LAZY = [
     ("ctxstore.memory.transcript", "_SURROGATE", 0),
     ("ctxstore.claude.transcript", "_STAMP", 0),
-    ("ctxstore.packs.text", "_MENTION", 0),
+    ("ctxstore.search.task", "_MENTION", 0),
     ("ctxstore.memory.timeexpr", "_TIME_PATTERN", re.IGNORECASE),
     ("ctxstore.memory.timeexpr", "_SPACES", 0),
     ("ctxstore.memory.extract", "_FENCE", 0),
@@ -323,7 +323,7 @@ def test_the_enumeration_finds_the_patterns_it_must() -> None:
     """The patterns issue 34 named are among those checked (the walk did not miss them)."""
     for name in ("ctxstore.memory.transcript._HARNESS_OPEN", "ctxstore.code.diagnostics._SNIFF[6][1]",
                  "ctxstore.narrative.markdown._META_FIELD", "ctxstore.claude.tags._OPEN",
-                 "ctxstore.packs.text._TRAILER"):
+                 "ctxstore.search.task._TRAILER"):
         assert name in PATTERNS
     assert sum(".memory.extract._" in n and "<" in n for n in PATTERNS) > 10
     assert len(PATTERNS) > 100

@@ -115,6 +115,8 @@ def _data(agent: Agent, text: str, path: Path) -> dict[str, Any]:
             data, _ = parse(text, comments=agent.format == "jsonc")
     except (tomllib.TOMLDecodeError, JsonTextError) as exc:
         raise _refused(path, agent, str(exc)) from None
+    except RecursionError:  # arrays nested thousands deep in a cloned config.toml
+        raise _refused(path, agent, "nested too deeply") from None
     if not isinstance(data, dict):
         raise _refused(path, agent, "it must hold an object at the top")
     if not isinstance(data.get(agent.servers_key, {}), dict):

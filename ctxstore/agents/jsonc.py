@@ -26,7 +26,6 @@ from ctxstore.records import dataclass
 __all__ = ["MAX_DEPTH", "JsonTextError", "ObjectSpan", "parse", "remove_member", "set_member"]
 
 MAX_DEPTH = 200
-_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\.)*"')
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS = {"true": True, "false": False, "null": None}
 _WS = " \t\r\n"
@@ -116,18 +115,27 @@ class _Parser:
         match = _NUMBER.match(self.text, i)
         if match is None:
             raise self.fail(i, "not a JSON value")
-        return json.loads(match.group()), match.end(), None
+        try:
+            return json.loads(match.group()), match.end(), None
+        except (ValueError, RecursionError):  # a number: neither happens, but never a traceback
+            raise self.fail(i, "not a JSON number") from None
 
     def string(self, i: int) -> tuple[str, int]:
-        match = _STRING.match(self.text, i)
+        # Scanned by hand, in one pass: a regular expression over an unterminated string is
+        # not linear in every engine.
+        text, j, n = self.text, i + 1, len(self.text)
+        while j < n and text[j] != '"':
+            if text[j] < " ":
+                raise self.fail(j, "a control character in a string")
+            j += 2 if text[j] == "\\" else 1
         try:
-            if match is None:
+            if j >= n:
                 raise ValueError("unterminated")
-            value = json.loads(match.group())
-        except ValueError:
+            value = json.loads(text[i:j + 1])
+        except (ValueError, RecursionError):
             raise self.fail(i, "a string that is not valid JSON") from None
         assert isinstance(value, str)
-        return value, match.end()
+        return value, j + 1
 
     def obj(self, i: int, depth: int) -> tuple[dict[str, Any], int, ObjectSpan]:
         span = ObjectSpan(i, i)

@@ -96,7 +96,7 @@ class _Scanner:
             raise self.fail(i)
         try:
             return json.loads(self.text[i:j + 1]), j + 1
-        except ValueError:
+        except (ValueError, RecursionError):
             return self.text[i + 1:j], j + 1  # a TOML-only escape: the raw text names it
 
     def value(self, i: int) -> int:
@@ -235,7 +235,7 @@ def _table_block(found: list[Statement], path: tuple[str, ...], size: int) -> tu
 def _checked(new: str, want: dict[str, Any]) -> str:
     try:
         got = tomllib.loads(new)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         got = None
     if got != want:
         raise TomlEditRefused("the edit would change more than ctx's table")
@@ -254,7 +254,7 @@ def set_table(text: str, path: tuple[str, ...], values: dict[str, str | list[str
     """
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise TomlEditRefused(f"not valid TOML ({exc})") from None
     want = copy.deepcopy(data)
     holder = want
@@ -315,7 +315,7 @@ def remove_table(text: str, path: tuple[str, ...]) -> str:
     """
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise TomlEditRefused(f"not valid TOML ({exc})") from None
     found = statements(text)
     block = _table_block(found, path, len(text))
@@ -335,7 +335,7 @@ def remove_table(text: str, path: tuple[str, ...]) -> str:
     got = None
     try:
         got = tomllib.loads(new)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         pass
     if got is not None and not holder and _get(got, path[:-1]) is None:
         # The parent existed only through ``[path]``'s header: gone with it.

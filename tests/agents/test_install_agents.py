@@ -403,3 +403,18 @@ def test_a_failed_write_at_any_point_leaves_each_file_whole_and_a_rerun_finishes
             break
     else:
         pytest.fail("the plan never ran to the end")
+
+
+@pytest.mark.parametrize("agent,bad", [
+    ("codex", b"a = " + b"[" * 100_000 + b"]" * 100_000 + b"\n"),
+    ("vscode", b'{"servers": {}, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+])
+def test_a_deeply_nested_file_is_one_clear_error(world: dict[str, Any], agent: str, bad: bytes) -> None:
+    path = world["project"] / CASES[agent][2]
+    path.parent.mkdir(parents=True)
+    path.write_bytes(bad)
+    for command in ("install", "uninstall"):
+        res = ctx(world, command, "--agent", agent)
+        assert res.returncode == 1 and res.stderr.startswith("ctx: error[E011]: "), res.stderr[-500:]
+        assert "nested too deeply" in res.stderr
+    assert path.read_bytes() == bad

@@ -145,7 +145,7 @@ def test_memory_migrations_an_older_memory_file_is_migrated_and_nothing_is_lost(
         [(k, str(SCHEMA_VERSION) if k == "schema_version" else v) for k, v in before["meta"]],
         key=repr)}
     conn = sqlite3.connect(path)
-    assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY 1")] == [1, 2]
+    assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY 1")] == [1, 2, 3]
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
         str(SCHEMA_VERSION),)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
@@ -168,12 +168,12 @@ def test_memory_migrations_a_newer_memory_file_is_refused_and_left_as_it_was(
     cj(store, "memory", "backfill", str(_talk(tmp_path)))
     path = memory_path(store.root)
     conn = sqlite3.connect(path)
-    conn.execute("INSERT INTO schema_version VALUES (3, '2099-01-01T00:00:00Z')")
+    conn.execute("INSERT INTO schema_version VALUES (4, '2099-01-01T00:00:00Z')")
     conn.commit()
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(UnsupportedStoreVersion, match="has schema 3, newer than this ctx"):
+    with pytest.raises(UnsupportedStoreVersion, match="has schema 4, newer than this ctx"):
         open_memory(store.root, create=False)
     assert path.read_bytes() == before
 
@@ -182,6 +182,6 @@ def test_memory_migrations_a_new_memory_file_records_every_step(store: Store) ->
     db = open_memory(store.root, create=True)
     assert db is not None
     with db:
-        assert [r[0] for r in db.conn.execute("SELECT version FROM schema_version")] == [1, 2]
+        assert [r[0] for r in db.conn.execute("SELECT version FROM schema_version ORDER BY 1")] == [1, 2, 3]
         columns = [r[1] for r in db.conn.execute("PRAGMA table_info(entities)")]
         assert columns == ["id", "name", "type", "code_path", "code_qualname"]
