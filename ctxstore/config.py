@@ -82,7 +82,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "lock": {"timeout_seconds": 10.0},
     "gc": {"keep_days": 7},
     # Claude Code integration (issue 5): the stop hook may refresh the CLAUDE.md section.
+    # The same section in AGENTS.md (other agents): `ctx agents-md`, or on Stop.
     "claude": {"claude_md_on_stop": False, "claude_md_path": "CLAUDE.md", "claude_md_lines": 80,
+               "agents_md_on_stop": False, "agents_md_path": "AGENTS.md",
                "max_commands_per_turn": 50, "max_remember_chars": 200_000},
     # Automatic compaction (spec 002 §15.2, ctxstore.lifecycle.triggers); 0 turns a limit off.
     "staging": {"compact_token_threshold": 50000, "compact_after_minutes": 240.0,

@@ -208,7 +208,8 @@ def _remember(ctx_dir: Path, name: str, text: bytes) -> None:
     marker = ctx_dir / "local" / name
     try:
         # By descriptor: a committed (or swapped-in) local/ link is never written through.
-        fsio.replace_atomic_under(ctx_dir, marker, text)
+        with fsio.open_dir(ctx_dir) as store_dir:
+            store_dir.replace_atomic(marker, text)
     except (OSError, CtxError):
         pass  # not remembered: the question is asked again next time, which is harmless
 

@@ -224,7 +224,9 @@ class Store:
         if self._staging_ready:
             return
         root = self.objects.staging.root
-        if fsio.ensure_dir_under(self.root, root):
+        with fsio.open_dir(self.root) as store_dir:
+            created = store_dir.ensure_dir(root)
+        if created:
             for folder in (root.parent, root.parent.parent, self.root):
                 fsio.fsync_dir(folder)  # each new directory's entry survives a crash
         self._staging_ready = True

@@ -60,7 +60,9 @@ def _swap_at_first(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...], fold
     """
     swapped: list[Path] = []
     for name in names:
-        real = getattr(fsio, name, None)
+        owner: object = fsio.Dir if name.startswith("Dir.") else fsio
+        attr = name.removeprefix("Dir.")
+        real = getattr(owner, attr, None)
         if real is None:  # a helper this version of fsio does not have
             continue
 
@@ -69,7 +71,7 @@ def _swap_at_first(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...], fold
                 swapped.append(_swap(folder, out))
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(fsio, name, once)
+        monkeypatch.setattr(owner, attr, once)
     return swapped
 
 
@@ -84,7 +86,7 @@ def test_hook_log_never_appends_through_a_local_swapped_after_its_check(
     local = store.root / "local"
     local.mkdir(exist_ok=True)
     before = tree_state(out)
-    swapped = _swap_at_first(monkeypatch, ("open_append", "open_append_in"), local, out)
+    swapped = _swap_at_first(monkeypatch, ("open_append", "Dir.open_append"), local, out)
     assert log_problem(store.root, "stop", "something went wrong")
     assert swapped and tree_state(out) == before
     assert b"something went wrong" in (swapped[0] / LOG_FILE).read_bytes()
@@ -183,14 +185,14 @@ def test_scc_pointer_never_written_through_a_derived_swapped_after_its_check(
     # The view's object goes through the area's descriptor, opened before; the first open_excl
     # of the pointer's own write is where a by-name writer would follow the link.
     swapped: list[Path] = []
-    real = fsio.replace_atomic_in
+    real = fsio.Dir.replace_atomic
 
-    def swap_then_write(dir_fd: int, name: str, data: bytes, **kw: object) -> None:
-        if name == scc.POINTER_NAME and not swapped:
+    def swap_then_write(self: fsio.Dir, rel: str, data: bytes, **kw: object) -> None:
+        if rel == scc.POINTER_NAME and not swapped:
             swapped.append(_swap(derived, out))
-        real(dir_fd, name, data, **kw)  # type: ignore[arg-type]
+        real(self, rel, data, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(fsio, "replace_atomic_in", swap_then_write)
+    monkeypatch.setattr(fsio.Dir, "replace_atomic", swap_then_write)
     real_replace_atomic = fsio.replace_atomic  # the by-name writer this replaced
 
     def swap_then_write_by_name(path: Path, data: bytes, **kw: object) -> None:
@@ -272,7 +274,7 @@ def test_code_index_never_written_through_a_linked_index(
     index.mkdir(exist_ok=True)
     before = tree_state(out)
     if when == "after the check":
-        swapped = _swap_at_first(monkeypatch, ("open_dir_under", "hold_lock"), index, out)
+        swapped = _swap_at_first(monkeypatch, ("Dir.ensure_dir", "hold_lock"), index, out)
     else:
         swapped = [_swap(index, out)]
     r = invoke(runner, store, "index")

@@ -603,7 +603,8 @@ def _run_turn(root: Path, state: HookState, session: str, todo: list[dict[str, A
 
 def _after_turn(db: Session, changed: bool) -> list[str]:
     """What follows a turn that ran commands: the optional CLAUDE.md refresh; its problems."""
-    if changed and db.config.get("claude", "claude_md_on_stop"):
+    if changed and (db.config.get("claude", "claude_md_on_stop")
+                    or db.config.get("claude", "agents_md_on_stop")):
         if (why := _refresh_claude_md(db.store)) is not None:
             return [why]
     return []

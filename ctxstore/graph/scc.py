@@ -153,22 +153,18 @@ def _write_pointer(store: Store, oid: ObjectId) -> None:
             directory, a FIFO or a device.
     """
     folder, path = _pointer_path(store.root)
-    fd = fsio.open_dir_under(store.root, folder, create=True)
-    try:
+    with fsio.open_dir(store.root, folder, create=True) as derived:
         try:
-            mode = os.stat(POINTER_NAME, dir_fd=fd, follow_symlinks=False).st_mode
+            mode = os.stat(POINTER_NAME, dir_fd=derived.fileno(), follow_symlinks=False).st_mode
         except FileNotFoundError:
             mode = None
         if mode is not None and stat.S_ISLNK(mode):
             # Removed relative to the descriptor: the link itself, never its target. A link
             # planted again before the write below is refused by it (E020), not followed.
-            fsio.unlink(POINTER_NAME, dir_fd=fd)
+            derived.unlink(POINTER_NAME)
         elif mode is not None and stat.S_ISDIR(mode):
             raise UnsafePath(os.fspath(path), detail="is a directory")
-        fsio.replace_atomic_in(fd, POINTER_NAME, (oid.hex() + "\n").encode(),
-                               where=os.fspath(path))
-    finally:
-        os.close(fd)
+        derived.replace_atomic(POINTER_NAME, (oid.hex() + "\n").encode())
 
 
 def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult:
@@ -208,7 +204,8 @@ def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult
     _write_pointer(store, oid)
     for old in list(objects.iter_ids()):  # only the newest view is kept
         if old != oid:
-            fsio.unlink_under(store.root, objects.path_for(old))
+            with fsio.open_dir(store.root) as store_dir:
+                store_dir.unlink(objects.path_for(old))
     return SccResult(oid, view)
 
 
@@ -295,15 +292,10 @@ def drop_view(store: Store) -> None:
     """
     folder, _ = _pointer_path(store.root)
     try:
-        fd = fsio.open_dir_under(store.root, folder, create=False)
+        with fsio.open_dir(store.root, folder) as derived:
+            derived.unlink(POINTER_NAME)
     except (OSError, UnsafePath):
         return  # none, or hostile: nothing to remove through it
-    try:
-        fsio.unlink(POINTER_NAME, dir_fd=fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def too_large(store: Store) -> int | None:

@@ -555,8 +555,8 @@ def _write_marker(folder: Path, reason: str) -> None:
     the temporary directory of a comparison), so an ``index/`` swapped for a link is refused.
     """
     try:
-        fsio.replace_atomic_under(folder.parent, folder / DAMAGE_MARKER,
-                                  reason.encode("utf-8", "replace")[:200])
+        with fsio.open_dir(folder.parent) as parent:
+            parent.replace_atomic(folder / DAMAGE_MARKER, reason.encode("utf-8", "replace")[:200])
     except (OSError, UnsafePath):
         pass
 
@@ -568,8 +568,9 @@ def _drop_files(root: Path, folder: Path) -> None:
         UnsafePath: (E020) if ``index/`` is (or was swapped for) a link or not a directory.
         OSError: if a file cannot be removed.
     """
-    for name in (INDEX_FILE, *(INDEX_FILE + s for s in INDEX_COMPANIONS), DAMAGE_MARKER):
-        fsio.unlink_under(root, folder / name)
+    with fsio.open_dir(root) as store_dir:
+        for name in (INDEX_FILE, *(INDEX_FILE + s for s in INDEX_COMPANIONS), DAMAGE_MARKER):
+            store_dir.unlink(folder / name)
 
 
 def _readonly_os(exc: OSError) -> bool:
@@ -660,7 +661,8 @@ def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
     folder = index_dir(store)
     conn: IndexConnection | None = None
     try:
-        fsio.ensure_dir_under(store.root, folder)
+        with fsio.open_dir(store.root) as store_dir:
+            store_dir.ensure_dir(folder)
         conn = _connect(folder / INDEX_FILE)
         damage = inspect_index(conn)
         if damage is not None and not rebuild and damage.startswith(OUTDATED_SCHEMA):
@@ -916,7 +918,8 @@ def rebuild_index(store: Store, *, full: bool = False, progress: Progress | None
     if full:
         check_index_files(store)  # before deleting anything: never unlink through a link
         try:
-            fsio.ensure_dir_under(store.root, folder)
+            with fsio.open_dir(store.root) as store_dir:
+                store_dir.ensure_dir(folder)
             with _rebuild_lock(store, folder):
                 _drop_files(store.root, folder)
         except OSError as exc:

@@ -205,8 +205,9 @@ def drop_code_files(root: Path, folder: Path) -> None:
         UnsafePath: (E020) if ``index/`` is (or was swapped for) a link or not a directory.
         OSError: if a file cannot be removed.
     """
-    for name in (CODE_FILE, *(CODE_FILE + s for s in db.COMPANIONS)):
-        fsio.unlink_under(root, folder / name)
+    with fsio.open_dir(root) as top:
+        for name in (CODE_FILE, *(CODE_FILE + s for s in db.COMPANIONS)):
+            top.unlink(folder / name)
 
 
 def begin(conn: sqlite3.Connection, schema: str) -> None:

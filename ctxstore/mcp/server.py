@@ -467,8 +467,9 @@ def _sdk() -> tuple[Any, type[Exception], type[Exception]]:
         except ImportError:
             continue
         return getattr(server, attr), errors.ToolError, errors.ResourceError
-    raise InvalidInput("ctx mcp needs the MCP SDK, which is not installed",
-                       hint="pip install 'ctxstore[mcp]'")
+    raise InvalidInput("ctx mcp needs the MCP SDK (package mcp), which is missing from this "
+                       "installation", hint="reinstall ctx: pipx reinstall ctxstore "
+                       "(or pip install 'mcp>=1.0,<3' in its environment)")
 
 
 def _guarded(method: Callable[..., Any], error: type[Exception]) -> Callable[..., Any]:

@@ -197,7 +197,8 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
     if not path.exists():
         if not create or read_only:
             return None
-        fsio.ensure_dir_under(ctx_dir, path.parent)
+        with fsio.open_dir(ctx_dir) as store_dir:
+            store_dir.ensure_dir(path.parent)
     if read_only:
         return _open_read_only(path, busy_seconds)
     try:

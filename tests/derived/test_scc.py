@@ -169,14 +169,14 @@ def test_a_failed_pointer_write_keeps_the_old_view(tmp_path: Path, monkeypatch: 
     oid, _ = _view(ctx_dir)
     ctx(ctx_dir, "add", "note", "a new fact: the view of the new heads differs")
 
-    real = fsio.replace_atomic_in
+    real = fsio.Dir.replace_atomic
 
-    def fail_for_the_pointer(dir_fd: int, name: str, data: bytes, **kw: object) -> None:
-        if name == "scc_latest":
+    def fail_for_the_pointer(self: fsio.Dir, rel: str, data: bytes, **kw: object) -> None:
+        if rel == "scc_latest":
             raise OSError(28, "No space left on device")
-        real(dir_fd, name, data, **kw)  # type: ignore[arg-type]
+        real(self, rel, data, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(fsio, "replace_atomic_in", fail_for_the_pointer)
+    monkeypatch.setattr(fsio.Dir, "replace_atomic", fail_for_the_pointer)
     _, err, code = ctx(ctx_dir, "commit", "-m", "disk full for the view")
     assert code == 0 and "SCC view not rebuilt" in err
     monkeypatch.undo()

@@ -340,7 +340,8 @@ def _ingest(store: Store, candidates: list[str], *, scope: list[str] | None, rem
     from ctxstore.index.codedb import CODE_LOCK
 
     folder = index_dir(store)
-    fsio.ensure_dir_under(store.root, folder)
+    with fsio.open_dir(store.root) as root:
+        root.ensure_dir(folder)
     with fsio.hold_lock(folder / CODE_LOCK, timeout=store.lock_timeout):
         return _run(store, candidates, scope=scope, removals=removals, semantics=semantics,
                     budget=budget, jobs=jobs, progress=progress, snapshot=snapshot, full=full)
