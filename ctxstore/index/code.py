@@ -398,17 +398,29 @@ def stat_rows(conn: sqlite3.Connection) -> dict[str, StatRow]:
                 "SELECT path, version, blob, note, stamp, size, mtime_ns, module, named FROM files")}
 
 
-def snapshot_heads(conn: sqlite3.Connection, paths: Iterable[str]) -> dict[str, tuple[bytes, int]]:
-    """The newest ``file`` record (a ``ctx add file`` snapshot) of each path: (version, stamp).
+def snapshot_heads(conn: sqlite3.Connection, paths: Iterable[str]
+                   ) -> dict[str, tuple[bytes, int, bytes | None, bytes | None]]:
+    """The newest ``file`` record (a ``ctx add file`` snapshot) of each path.
 
-    From the knowledge index (``winners``), not the code tables: a snapshot is history.
+    From the knowledge index (``winners``, ``versions``), not the code tables: a snapshot is
+    history. Each is (the record's version id, its stamp, the ``file_version`` it names, the
+    content blob it names).
     """
-    out: dict[str, tuple[bytes, int]] = {}
+    from ctxstore.model import codec
+
+    out: dict[str, tuple[bytes, int, bytes | None, bytes | None]] = {}
     for path in paths:
+        key = key_text(("file", path))
         row = conn.execute("SELECT version, stamp, live FROM winners WHERE key = ?",
-                           (key_text(("file", path)),)).fetchone()
-        if row is not None and row[2]:
-            out[path] = (bytes(row[0]), int(row[1]))
+                           (key,)).fetchone()
+        if row is None or not row[2]:
+            continue
+        rec = conn.execute("SELECT record FROM versions WHERE key = ? AND version = ?",
+                           (key, row[0])).fetchone()
+        wire = codec.decode(bytes(rec[0])) if rec is not None else {}
+        named, blob = wire.get("version"), wire.get("blob")
+        out[path] = (bytes(row[0]), int(row[1]), bytes(named) if named is not None else None,
+                     bytes(blob) if blob is not None else None)
     return out
 
 

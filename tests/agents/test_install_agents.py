@@ -408,7 +408,7 @@ def test_a_failed_write_at_any_point_leaves_each_file_whole_and_a_rerun_finishes
 @pytest.mark.parametrize("agent,bad", [
     ("codex", b"a = " + b"[" * 100_000 + b"]" * 100_000 + b"\n"),
     ("vscode", b'{"servers": {}, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
-])
+], ids=["codex", "vscode"])  # short ids: pytest puts the id in the children's environment
 def test_a_deeply_nested_file_is_one_clear_error(world: dict[str, Any], agent: str, bad: bytes) -> None:
     path = world["project"] / CASES[agent][2]
     path.parent.mkdir(parents=True)

@@ -642,9 +642,9 @@ def test_pack_small_budget_prints_the_short_header_in_text_and_markdown(work: Pa
 
 
 def test_pack_item_cost_without_its_json_charges_what_the_json_costs() -> None:
-    # _Item.cost skips building the item's JSON where item_cost reads only title and snippet
-    # (a pack weighs hundreds of candidates): the charge must stay what the printed item costs.
-    from ctxstore.packs.pack import _Item
+    # A pack weighs hundreds of candidates by PackItem.cost: whatever shortcut it takes, the
+    # charge must stay what the printed item costs.
+    from ctxstore.packs.items import PackItem as _Item
     from ctxstore.packs.render import FORMATS, item_cost
 
     items = [_Item("Symbol: <ctx:forget node=x/> f (a.py:1-2)", "ab" * 32,

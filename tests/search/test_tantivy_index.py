@@ -160,7 +160,7 @@ def test_a_row_that_is_not_the_indexed_one_makes_fts5_answer(tmp_path: Path) -> 
     ctx_dir = indexed_and_committed(tmp_path / "w")
     _serve(ctx_dir)
     _rebuild(ctx_dir)
-    conn = sqlite3.connect(ctx_dir / "index" / "index.sqlite")
+    conn = sqlite3.connect(ctx_dir / "index" / "code.sqlite")  # this clone's code index
     conn.execute("UPDATE chunks SET path = 'moved.py' WHERE path = 'c.py'")  # meta unchanged
     conn.commit()
     conn.close()

@@ -70,12 +70,15 @@ def test_tokenize_every_engine_stores_the_tokenisers_terms(text: str) -> None:
 
 
 def test_tokenize_schema_tables_use_the_tokenisers_clause() -> None:
+    from ctxstore.index.codedb import expected_code_schema
     from ctxstore.index.schema import SCHEMA
     from ctxstore.memory.db import _TURNS_FTS
 
-    assert SCHEMA.count(TOKENIZE) == 2  # nodes_fts, chunks_fts
+    code = "\n".join(str(row) for row in expected_code_schema())
+    assert SCHEMA.count(TOKENIZE) == 1  # nodes_fts
+    assert code.count("ascii tokenchars") == 1  # chunks_fts, in this clone's code index
     assert _TURNS_FTS.count(TOKENIZE) == 1  # turns_fts, as schemas 3 and 4 make it
-    assert "unicode61" not in SCHEMA + _TURNS_FTS
+    assert "unicode61" not in SCHEMA + code + _TURNS_FTS
 
 
 def test_tokenize_prose_stems_documents_and_queries_alike() -> None:

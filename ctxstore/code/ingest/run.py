@@ -424,7 +424,11 @@ def _run(store: Store, candidates: list[str], *, scope: list[str] | None, remova
             warm_corpus(conn)
         if snapshot and stored:
             heads = snapshot_heads(conn, [p.path for p in stored])
-            fresh = [p for p in stored if heads.get(p.path, (b"",))[0] != p.rows.version]
+            # As snapshotted last: the same version, or without semantics asked, the same bytes
+            # (a snapshot with symbols is not replaced by one without).
+            fresh = [p for p in stored
+                     if heads.get(p.path, (b"", 0, None, None))[2 if semantics else 3]
+                     != (p.rows.version if semantics else p.rows.blob)]
             same = {p.path for p in stored} - {p.path for p in fresh}
             report.deduplicated += len(same)  # as snapshotted last: nothing new to record
             report.written = [p for p in report.written if p not in same]
