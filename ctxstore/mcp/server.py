@@ -514,12 +514,12 @@ def build_server(tools: ToolBox) -> Any:
     server_cls, tool_error, resource_error = _sdk()
     import inspect
 
-    from ctxstore import __version__
+    import ctxstore
 
     # The server names its version in ``initialize`` (mcp 2.x takes it; 1.x names the SDK's).
     versioned = "version" in inspect.signature(server_cls).parameters
     server = server_cls(SERVER_NAME, instructions=_INSTRUCTIONS,
-                        **({"version": __version__} if versioned else {}))
+                        **({"version": ctxstore.__version__} if versioned else {}))
     for name in TOOL_NAMES:
         method = getattr(tools, name)
         doc = (method.__doc__ or "").strip().split("\n\n", 1)[0]
