@@ -248,13 +248,13 @@ def _apply_purge(store: Store, conn: sqlite3.Connection, rec: PurgeRecord) -> se
     Returns:
         Every version now purged.
     """
-    # The versions named, and those applied already that were built on one of them.
+    # The versions named, and those applied already that were built on one of them. Every
+    # applied version is looked at, not only those of the keys a named version was applied
+    # to: in a full rebuild a named version may never be applied (its batch was purged from
+    # this clone) while an edit built on it, from a clone with the old history, was.
     named = {bytes(v) for v in rec.versions}
-    affected = {row[0] for v in named
-            for row in conn.execute("SELECT key FROM versions WHERE version = ?", (v,))}
     links = [(bytes(row[0]), codec.decode(row[1]).get("prev"))
-             for key in affected for row in conn.execute(
-                 "SELECT version, record FROM versions WHERE key = ?", (key,))]
+             for row in conn.execute("SELECT version, record FROM versions")]
     doomed = purged_descendants(named, links)
     conn.executemany("INSERT OR IGNORE INTO purged(version) VALUES (?)",
                      [(v,) for v in sorted(doomed)])
