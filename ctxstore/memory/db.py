@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -207,11 +207,26 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
         if is_damage(exc) or primary_code(exc) == CANTOPEN:
             raise _damaged(exc) from exc
         raise
+    return _checked(conn, _migrated)
+
+
+def _migrated(conn: sqlite3.Connection) -> None:
+    """Bring a writable memory file to this ctx's schema (its ordered migrations)."""
+    version = migrate(conn, _MIGRATIONS, adopt=_legacy_version)
+    if version > SCHEMA_VERSION:
+        raise UnsupportedStoreVersion(f".ctx/local/{MEMORY_FILE} has schema {version}, newer "
+                                      f"than this ctx ({SCHEMA_VERSION})", hint="upgrade ctx")
+
+
+def _checked(conn: sqlite3.Connection, prepare: Callable[[sqlite3.Connection], None]
+             ) -> MemoryDB:
+    """``prepare`` the open file, check its tables, and hand it out; closed on any error.
+
+    Raises:
+        MemoryDamaged: if SQLite calls the file damaged.
+    """
     try:
-        version = migrate(conn, _MIGRATIONS, adopt=_legacy_version)
-        if version > SCHEMA_VERSION:
-            raise UnsupportedStoreVersion(f".ctx/local/{MEMORY_FILE} has schema {version}, newer "
-                                          f"than this ctx ({SCHEMA_VERSION})", hint="upgrade ctx")
+        prepare(conn)
         _check_tables(conn)
     except sqlite3.Error as exc:
         conn.close()
@@ -232,7 +247,7 @@ def _open_read_only(path: Path, busy_seconds: float) -> MemoryDB:
         if is_damage(exc) or primary_code(exc) == CANTOPEN:
             raise _damaged(exc) from exc
         raise
-    try:
+    def at_this_schema(conn: sqlite3.Connection) -> None:
         if "schema_version" in _tables(conn):
             row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
             version = int(row[0] or 0)
@@ -246,16 +261,8 @@ def _open_read_only(path: Path, busy_seconds: float) -> MemoryDB:
                 f"ctx (schema {version or 'unrecorded'}, this ctx reads {SCHEMA_VERSION}); it is "
                 "read without a write only at this ctx's schema",
                 hint="upgrade ctx" if newer else "any `ctx memory` command (stats) upgrades it")
-        _check_tables(conn)
-    except sqlite3.Error as exc:
-        conn.close()
-        if is_damage(exc):
-            raise _damaged(exc) from exc
-        raise
-    except BaseException:
-        conn.close()
-        raise
-    return MemoryDB(conn)
+
+    return _checked(conn, at_this_schema)
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
