@@ -22,10 +22,18 @@ One run, in a fresh Git repository (``ctx init``, committed): ``--rounds`` times
 At the end it runs ``ctx gc --aggressive`` (today's only remedy) and commits again: the
 tracked count drops, the history count does not.
 
+``--index F`` (issue 30) measures the code index instead: a Git repository of F real files
+(``bench/corpus.py``: the development set's trees and the standard library), committed, then
+``ctx index`` + a decision naming one file + ``ctx commit`` + ``git add -A .ctx``, then ten
+files changed and the same again. It prints the files ``git add`` staged under ``.ctx/`` each
+time and their object types. The target: a handful each time, however large the tree (the
+code index is per clone, ``.ctx/index/code.sqlite``, ignored by Git).
+
 Usage:
     python bench/git_growth.py              # 1,000 writes x 3 rounds (about 1-2 minutes)
     python bench/git_growth.py --quick      # 100 writes x 2 rounds
     python bench/git_growth.py --writes 1500 --rounds 1
+    python bench/git_growth.py --index 5000 # index + commit of a 5,000-file tree
 """
 
 from __future__ import annotations
@@ -150,6 +158,63 @@ def run(writes: int, rounds: int) -> None:
               "independent of the number of writes)")
 
 
+def staged_under_ctx(repo: Path) -> list[str]:
+    """Paths under .ctx/ that ``git add -A .ctx`` staged (new or changed)."""
+    git(repo, "add", "-A", ".ctx")
+    out = git(repo, "diff", "--cached", "--name-only", "--", ".ctx")
+    return [line for line in out.splitlines() if line]
+
+
+def run_index(files: int) -> None:
+    """``ctx index`` + ``ctx commit`` on a tree of ``files`` real files, twice; files Git sees."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from corpus import tree_bytes, write_real_tree
+
+    runner = CliRunner()
+    with tempfile.TemporaryDirectory(prefix="ctx-git-growth-index-") as tmp:
+        repo = Path(tmp)
+        write_real_tree(repo, files)
+        n_files, n_bytes = tree_bytes(repo)
+        git(repo, "init", "-q", "-b", "main")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "the project")
+        old = os.getcwd()
+        os.chdir(repo)  # `ctx init` finds the Git work tree here; paths are relative to it
+        try:
+            ctx(runner, repo / ".ctx", "init")
+            git(repo, "add", "-A", ".ctx")
+            git(repo, "commit", "-qm", "ctx init")
+            print(f"git growth with the code index: {n_files:,} files, {n_bytes / 1e6:.1f} MB")
+            print(f"{'step':44} {'s':>6} {'files staged':>13}  object types")
+            py = sorted(p for p in repo.rglob("*.py") if ".ctx" not in p.parts
+                        and ".git" not in p.parts)
+            for step in (1, 2):
+                start = time.perf_counter()
+                if step == 2:
+                    for i, path in enumerate(py[:: max(1, len(py) // 10)][:10]):
+                        with path.open("a") as fh:
+                            fh.write(f"\n\ndef _growth_{i}():\n    return {i}\n")
+                ctx(runner, repo / ".ctx", "index")
+                named = py[step].relative_to(repo).as_posix()
+                ctx(runner, repo / ".ctx", "add", "decision", f"step {step}: keep `{named}` small")
+                ctx(runner, repo / ".ctx", "commit", "-m", f"step {step}")
+                secs = time.perf_counter() - start
+                staged = staged_under_ctx(repo)
+                kinds = Counter(object_kind(repo / ".ctx", Path(f).name) for f in staged
+                                if f.startswith(".ctx/objects/"))
+                what = ("first ctx index + decision + ctx commit" if step == 1 else
+                        "10 files changed: ctx index + decision + ctx commit")
+                print(f"{what:44} {secs:>6.1f} {len(staged):>13,}  "
+                      f"{', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}")
+                git(repo, "commit", "-qm", f"ctx step {step}")
+            code = sum(p.stat().st_size for p in (repo / ".ctx" / "index").glob("code.sqlite*"))
+            print(f"this clone's code index (ignored by Git): {code / 1e6:.1f} MB; "
+                  f"Git history holds {history_objects(repo):,} .ctx object files")
+            print("target: a handful of files per canonical commit, whatever the tree's size")
+        finally:
+            os.chdir(old)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse the arguments and run the benchmark."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -157,7 +222,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of writes + ctx commit + git commit (default 3)")
     ap.add_argument("--quick", action="store_true", help="100 writes x 2 rounds")
+    ap.add_argument("--index", type=int, default=0, metavar="FILES",
+                    help="measure ctx index + ctx commit on a tree of FILES real files instead")
     args = ap.parse_args(argv)
+    if args.index:
+        run_index(args.index)
+        return
     if args.quick:
         args.writes, args.rounds = 100, 2
     run(args.writes, args.rounds)

@@ -18,6 +18,15 @@ Corpora (``--corpus``):
 
 Goals (medians, whole process): ``ctx pack`` <= 150 ms, ``ctx search`` <= 100 ms.
 
+``--scale`` (issue 30) follows a new user through a real project instead, in a Git repository
+of F real files (``bench/corpus.py``: the development set's trees and the standard library)
+and no knowledge nodes: ``ctx index`` (one run), the first ``ctx pack`` and ``ctx search``
+after it, ``ctx commit`` and the files it adds to Git, ``ctx pack`` p50 with the SCC view
+present, ``ctx rebuild --full``, ``ctx index`` after one file changed, the index's size
+against the tree's, and a fresh ``git clone``: ``ctx index`` there and its first pack, then
+a ``git pull`` of a knowledge commit and the first pack after it. Each figure is set against
+its goal and against the floor (``python -c "import click"``) measured in the same run.
+
 Usage:
     python bench/pack.py                         # real corpus, 10,000 files, 10,000 nodes
     python bench/pack.py --work /tmp/packbench   # keep the built store for the next run
@@ -25,6 +34,8 @@ Usage:
     python bench/pack.py --quick                 # 1,000 files, 1,000 nodes, 3 runs
     python bench/pack.py --work /tmp/packbench --fulltext fts5,tantivy
         # the same store served by FTS5 and by Tantivy, interleaved (docs/index.md)
+    python bench/pack.py --scale                 # a new user's steps at 10,000 real files
+    python bench/pack.py --scale --files 5000 --work /tmp/scale   # keep the clone
     python bench/pack.py --work /tmp/packbench --caps 20000,10000,6000 --seeds 50,20,10
         # ranking at scale: every development-set item ranked inside the 10,000-file index
         # (the real corpus), MRR per repository and ranking time, per posting cap and per
@@ -299,9 +310,17 @@ def main() -> int:
                              "'tantivy' adds a row ranked by Tantivy")
     parser.add_argument("--seeds", default="",
                         help="with --caps: also these max_seeds values (comma-separated)")
+    parser.add_argument("--scale", action="store_true",
+                        help="a new user's steps on a real project (issue 30), against their goals")
     args = parser.parse_args()
     if args.quick:
         args.files, args.nodes, args.runs = 1_000, 1_000, 3
+    if args.scale:
+        from scale import run_scale
+
+        with tempfile.TemporaryDirectory(prefix="ctx-bench-scale-") as tmp:
+            rows = run_scale(args.work or Path(tmp), args.files, args.runs, eval_dir=args.eval)
+        return 1 if any("MISSED" in verdict for *_, verdict in rows) else 0
     ctx = [sys.executable, "-m", "ctxstore.cli"]
     with tempfile.TemporaryDirectory(prefix="ctx-bench-pack-") as tmp:
         work = args.work or Path(tmp) / "work"

@@ -5,6 +5,8 @@ Importing this package is cheap: it loads nothing heavy.
 
 from __future__ import annotations
 
+# The one version: the build reads it (pyproject.toml, tool.setuptools.dynamic); CHANGELOG.md's
+# newest entry names it (tests/test_release.py).
 __version__ = "0.1.0"
 __all__ = ["__version__", "open_store", "CtxError"]
 

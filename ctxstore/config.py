@@ -62,6 +62,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_file_bytes": 2097152,
         "max_index_bytes": 268435456,
         "min_confidence": "medium",
+        # Build outputs (target/, node_modules/, dist/, build/, virtualenvs) at any depth
+        # (code.walk.BUILD_OUTPUT_GLOBS) are not indexed unless this is true.
+        "index_build_outputs": False,
     },
     # The token budget of `ctx compose` and views without one (CTX_DEFAULT_BUDGET wins); spec A.3
     # says 16000, ctx has always composed 50,000 by default and keeps doing so.
@@ -79,7 +82,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "lock": {"timeout_seconds": 10.0},
     "gc": {"keep_days": 7},
     # Claude Code integration (issue 5): the stop hook may refresh the CLAUDE.md section.
+    # The same section in AGENTS.md (other agents): `ctx agents-md`, or on Stop.
     "claude": {"claude_md_on_stop": False, "claude_md_path": "CLAUDE.md", "claude_md_lines": 80,
+               "agents_md_on_stop": False, "agents_md_path": "AGENTS.md",
                "max_commands_per_turn": 50, "max_remember_chars": 200_000},
     # Automatic compaction (spec 002 §15.2, ctxstore.history.triggers); 0 turns a limit off.
     "staging": {"compact_token_threshold": 50000, "compact_after_minutes": 240.0,
@@ -87,6 +92,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # Memory lifecycle (spec 003, ctxstore.lifecycle.policy), run at session end and `ctx lifecycle`.
     "lifecycle": {"archive_confidence_threshold": 0.3, "archive_grace_days": 14.0,
                   "prune_after_days": 30.0, "on_session_end": True,
+                  # Consolidation is due (proposals left for /consolidate) every N new memories
+                  # or while more than M are active (spec 003); 0 turns a trigger off.
+                  "consolidation_trigger_count": 10, "consolidation_trigger_active": 80,
                   # RELATES_TO edges to similar memories on write (knowledge.autolink).
                   "autolink": True},
     # Transcript memory (ctxstore.memory, docs/memory.md "Privacy"): whether the hooks index
@@ -136,6 +144,8 @@ _RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("lifecycle", "archive_confidence_threshold"): (0, 1),
     ("lifecycle", "archive_grace_days"): (0, 36500),
     ("lifecycle", "prune_after_days"): (0, 36500),
+    ("lifecycle", "consolidation_trigger_count"): (0, 1_000_000),
+    ("lifecycle", "consolidation_trigger_active"): (0, 1_000_000),
     ("memory", "max_tool_output_chars"): (0, 1_000_000),
 }
 

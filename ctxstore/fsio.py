@@ -9,10 +9,11 @@ count them, kill the process between any two of them, or make any one of them fa
 * a pointer is fsynced before its rename and its directory after it;
 * a batch of objects is made durable with one filesystem barrier (``sync_barrier``)
   instead of one fsync per file; pointers move only after that barrier;
-* a write below the store (``*_under``, ``*_in``) goes through directory descriptors: each
-  directory below the store root is opened ``O_NOFOLLOW`` relative to its parent's
-  descriptor, and the file is created and renamed relative to the last one, so a directory
-  swapped for a symlink between a check and the write is never followed (PS-10).
+* I/O below a trusted directory (the store, a project folder) goes through one handle,
+  ``Dir`` (``open_dir``): each directory below the root is opened ``O_NOFOLLOW`` relative to
+  its parent's descriptor, and the file is created, renamed, read or removed relative to the
+  last one, so a directory swapped for a symlink between a check and the write is never
+  followed (PS-10).
 
 This module must not import anything from ctxstore except ``errors``.
 """
@@ -58,15 +59,8 @@ __all__ = [
     "read_regular",
     "check_under",
     "check_store_link",
-    "ensure_dir_under",
-    "open_dir_under",
-    "open_subdir",
-    "write_new_file_in",
-    "replace_atomic_in",
-    "replace_atomic_under",
-    "open_append_in",
-    "open_append_under",
-    "unlink_under",
+    "Dir",
+    "open_dir",
 ]
 
 TMP_SUFFIX = ".tmp"
@@ -101,10 +95,11 @@ def open_append(path: StrPath, mode: int = 0o644) -> int:
 
 def _open_regular(path: StrPath, flags: int, mode: int = 0o644, *,
                   what: str = "a regular file", dir_fd: int | None = None,
-                  shown: StrPath | None = None) -> tuple[int, os.stat_result]:
+                  shown: StrPath | None = None, follow: bool = False) -> tuple[int, os.stat_result]:
     """Open ``path`` with ``flags``, if it is a regular file: its descriptor and ``fstat``.
 
-    Never follows a symlink in the last component (``O_NOFOLLOW``) and never blocks on a
+    Never follows a symlink in the last component (``O_NOFOLLOW``, unless ``follow``: the
+    user's own linked file, whose target must still be a regular file) and never blocks on a
     FIFO (``O_NONBLOCK``, then ``fstat``). ``what`` names the expected file in errors.
     With ``dir_fd``, ``path`` is a name in that directory and ``shown`` the path errors name.
 
@@ -113,8 +108,9 @@ def _open_regular(path: StrPath, flags: int, mode: int = 0o644, *,
         OSError: any other error of the operating system.
     """
     name = os.fspath(shown if shown is not None else path)
+    nofollow = 0 if follow else os.O_NOFOLLOW
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode,
+        fd = os.open(path, flags | nofollow | os.O_NONBLOCK | os.O_CLOEXEC, mode,
                      dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
@@ -161,17 +157,22 @@ def read_regular(path: StrPath, limit: int) -> bytes:
     """
     fd, st = _open_regular(path, os.O_RDONLY)
     try:
-        want = min(st.st_size, limit) + 1
-        chunks: list[bytes] = []
-        while want > 0:
-            chunk = os.read(fd, want)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            want -= len(chunk)
-        return b"".join(chunks)
+        return _read_bounded(fd, st, limit)
     finally:
         os.close(fd)
+
+
+def _read_bounded(fd: int, st: os.stat_result, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the open file ``fd`` (``st`` its ``fstat``)."""
+    want = min(st.st_size, limit) + 1
+    chunks: list[bytes] = []
+    while want > 0:
+        chunk = os.read(fd, want)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        want -= len(chunk)
+    return b"".join(chunks)
 
 
 def _parts_below(root: Path, path: Path) -> list[Path]:
@@ -189,7 +190,7 @@ def check_under(root: Path, path: Path) -> None:
 
     Every existing directory between ``root`` and ``path`` must be a real directory (not
     a symlink), and ``path`` itself, if it exists, must not be a symlink or a special
-    file. Missing components are fine (a writer creates them with ``ensure_dir_under``).
+    file. Missing components are fine (a writer creates them with ``Dir.ensure_dir``).
 
     Raises:
         UnsafePath: (E020) naming the first component that fails.
@@ -227,25 +228,6 @@ def check_store_link(ctx_dir: Path) -> None:
     if target != parent and parent not in target.parents:
         raise UnsafePath(os.fspath(ctx_dir),
                          detail=f"is a symbolic link out of its repository (to {target})")
-
-
-def ensure_dir_under(root: Path, folder: Path) -> bool:
-    """Create ``folder`` and any missing directories between it and ``root``.
-
-    Any component that is a symlink or not a directory is refused. True if one was created.
-    Each directory is opened, or created, relative to its parent's descriptor
-    (``open_subdir``): a parent swapped for a link meanwhile is refused, never created in.
-
-    Raises:
-        UnsafePath: (E020) naming the offending component.
-        OSError: if a directory cannot be created.
-    """
-    try:
-        os.close(open_dir_under(root, folder))
-        return False
-    except FileNotFoundError:
-        os.close(open_dir_under(root, folder, create=True, durable=False))
-        return True
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -408,14 +390,15 @@ def replace_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     fsync_dir(path.parent)
 
 
-# -- writes through directory descriptors (PS-10) -------------------------------------------
+# -- the directory handle: I/O through directory descriptors (PS-10) --------------------------
 # A check by name (lstat) followed by a write by name loses a race: between the two, another
 # process can swap a checked directory for a symlink out of the store, and the write follows
-# it. Here every directory below the trusted root is opened O_NOFOLLOW relative to the
-# descriptor of its parent, and files are created, renamed and removed relative to the last
-# descriptor: a swap after an open changes nothing (the descriptor still names the directory
-# that was checked), a swap before it is refused with E020.
+# it. A ``Dir`` holds an open directory; every directory below it is opened O_NOFOLLOW relative
+# to the descriptor of its parent, and files are created, renamed, read and removed relative
+# to the last descriptor: a swap after an open changes nothing (the descriptor still names the
+# directory that was checked), a swap before it is refused with E020.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIR_FOLLOW_FLAGS = _DIR_FLAGS & ~os.O_NOFOLLOW
 
 
 def _names_below(root: Path, path: StrPath) -> tuple[str, ...]:
@@ -429,13 +412,13 @@ def _names_below(root: Path, path: StrPath) -> tuple[str, ...]:
     return rel.parts
 
 
-def _not_a_directory(dir_fd: int, name: str, where: str) -> UnsafePath | None:
+def _not_a_directory(dir_fd: int, name: str, where: str, follow: bool) -> UnsafePath | None:
     """The E020 for ``name`` (in ``dir_fd``) that could not be opened as a directory.
 
     None if it is a directory now: it was swapped back since the open, which may be retried.
     """
     try:
-        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=follow).st_mode
     except OSError:
         return UnsafePath(where, detail="is not a directory (it changed while being opened)")
     if stat.S_ISDIR(mode):
@@ -445,38 +428,36 @@ def _not_a_directory(dir_fd: int, name: str, where: str) -> UnsafePath | None:
     return UnsafePath(where, detail=detail)
 
 
-def open_subdir(dir_fd: int, name: str, *, where: str, create: bool = False,
-                durable: bool = True) -> int:
-    """Open the directory ``name`` inside ``dir_fd`` without following a link; return its descriptor.
-
-    Args:
-        dir_fd: The open parent directory.
-        name: One path component (no ``/``).
-        where: The directory's full path, as errors name it.
-        create: Create the directory if it is missing.
-        durable: After creating it, fsync the parent, so the new entry survives a crash
-            (False when the caller makes its writes durable with one ``sync_barrier``).
-
-    Returns:
-        The directory's descriptor (the caller closes it).
+def _open_subdir(dir_fd: int, name: str, *, where: str, create: bool, durable: bool,
+                 follow: bool) -> int:
+    """Open the directory ``name`` inside ``dir_fd``; return its descriptor (see ``Dir.dir``).
 
     Raises:
-        UnsafePath: (E020) if ``name`` is a symbolic link or not a directory.
+        UnsafePath: (E020) if ``name`` is a symbolic link (unless ``follow``) or not a directory.
         FileNotFoundError: if it is missing and ``create`` is False.
         OSError: any other error of the operating system.
     """
+    flags = _DIR_FOLLOW_FLAGS if follow else _DIR_FLAGS
     for _ in range(3):
         try:
-            return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            return os.open(name, flags, dir_fd=dir_fd)
         except FileNotFoundError:
             if not create:
                 raise
+            if follow:
+                try:
+                    os.lstat(name, dir_fd=dir_fd)
+                except FileNotFoundError:
+                    break
+                # A link to nothing: mkdir would fail on the link, and nothing is made
+                # where it leads.
+                raise UnsafePath(where, detail="is a symbolic link to a missing folder") from None
             break
         except OSError as exc:
             # O_NOFOLLOW|O_DIRECTORY on a symlink is ENOTDIR on Linux, ELOOP elsewhere.
             if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
                 raise
-            refused = _not_a_directory(dir_fd, name, where)
+            refused = _not_a_directory(dir_fd, name, where, follow)
             if refused is not None:
                 raise refused from None
             # A directory again: swapped back since the open. Retry, a few times only.
@@ -489,45 +470,7 @@ def open_subdir(dir_fd: int, name: str, *, where: str, create: bool = False,
     else:
         if durable:
             fsync_dir(dir_fd)
-    return open_subdir(dir_fd, name, where=where, create=False)
-
-
-def open_dir_under(root: Path, folder: StrPath, *, create: bool = False,
-                   durable: bool = True) -> int:
-    """Open ``folder`` (``root`` or below it) one directory at a time; return its descriptor.
-
-    ``root`` is trusted (opened as named: a store given with ``--ctx-dir`` may be a link);
-    every directory below it is opened ``O_NOFOLLOW`` relative to its parent's descriptor.
-    The caller closes the descriptor.
-
-    Args:
-        root: The trusted directory (the store, ``.ctx/``).
-        folder: The directory to open.
-        create: Create missing directories on the way.
-        durable: fsync the parent of each directory created (see ``open_subdir``).
-
-    Returns:
-        The directory's descriptor (the caller closes it).
-
-    Raises:
-        UnsafePath: (E020) naming the first directory that is a link or not a directory,
-            or if ``folder`` is not below ``root``.
-        FileNotFoundError: if a directory is missing and ``create`` is False.
-        OSError: any other error of the operating system.
-    """
-    names = _names_below(root, folder)
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    where = os.fspath(root)
-    try:
-        for name in names:
-            where = os.path.join(where, name)
-            child = open_subdir(fd, name, where=where, create=create, durable=durable)
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _open_subdir(dir_fd, name, where=where, create=False, durable=durable, follow=follow)
 
 
 def _check_target(dir_fd: int, name: str, where: str) -> None:
@@ -542,144 +485,319 @@ def _check_target(dir_fd: int, name: str, where: str) -> None:
         raise UnsafePath(where, detail=f"is {file_kind(mode)}")
 
 
-def write_new_file_in(dir_fd: int, name: str, data: bytes, *, mode: int = 0o444) -> None:
-    """``write_new_file`` for the name ``name`` in the open directory ``dir_fd``.
+class Dir:
+    """An open directory: the one handle for path-safe I/O below a trusted directory.
 
-    Temp file (``O_CREAT|O_EXCL|O_NOFOLLOW``) and rename, both relative to ``dir_fd``,
-    without fsync (the caller's ``sync_barrier`` makes it durable).
+    Every path a method takes is relative to this directory, or an absolute path below it
+    (``..`` is refused). Each directory on the way is opened relative to its parent's
+    descriptor, ``O_NOFOLLOW``, and the file is created, renamed, read or removed relative
+    to the last one, so nothing is ever written through a link, even one swapped in while
+    a call runs (PS-10). A link, a FIFO or a device where a directory or a file belongs is
+    refused with E020 naming it.
 
-    Raises:
-        OSError: if it cannot be written.
+    ``follow_links`` is for the user's own configuration (``~/.claude`` linked into a
+    dotfiles repository): directories on the way may then be links to directories, and a
+    read follows a linked file; a write still never replaces a link (the caller resolves
+    one and writes its target).
+
+    Open one with ``open_dir``; close it (or use it as a context manager).
     """
-    tmp = _write_tmp(name, data, durable=False, mode=mode, dir_fd=dir_fd)
-    try:
-        replace(tmp, name, dir_fd=dir_fd)
-    except BaseException:
-        _discard(tmp, dir_fd)
-        raise
 
+    __slots__ = ("_fd", "_path", "_where", "follow_links")
 
-def replace_atomic_in(dir_fd: int, name: str, data: bytes, *, where: str,
-                      mode: int = 0o644) -> None:
-    """``replace_atomic`` for the name ``name`` in the open directory ``dir_fd``.
+    def __init__(self, fd: int, path: StrPath, *, follow_links: bool = False) -> None:
+        self._fd = fd
+        self._where = os.fspath(path)
+        self._path: Path | None = None  # built when asked for: a Path costs microseconds
+        self.follow_links = follow_links
 
-    Temp file, fsync, rename, fsync of ``dir_fd``: a crash leaves the old or the new content.
+    @property
+    def path(self) -> Path:
+        """The directory's path, as it was opened (errors name paths below it)."""
+        if self._path is None:
+            self._path = Path(self._where)
+        return self._path
 
-    Args:
-        dir_fd: The open directory.
-        name: The file's name in it.
-        data: The new content.
-        where: The file's full path, as errors name it.
-        mode: Permission bits of a new file.
+    def fileno(self) -> int:
+        """The directory's descriptor (for ``os.scandir``, ``os.stat(dir_fd=...)``, ...)."""
+        return self._fd
 
-    Raises:
-        UnsafePath: (E020) if ``name`` is a symbolic link or a special file.
-        OSError: if it cannot be written.
-    """
-    _check_target(dir_fd, name, where)
-    tmp = _write_tmp(name, data, durable=True, mode=mode, dir_fd=dir_fd)
-    try:
-        replace(tmp, name, dir_fd=dir_fd)
-    except BaseException:
-        _discard(tmp, dir_fd)
-        raise
-    fsync_dir(dir_fd)
+    def close(self) -> None:
+        """Close the descriptor (a second close does nothing)."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
 
+    def __enter__(self) -> Dir:
+        return self
 
-def replace_atomic_under(root: Path, path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Durably replace ``path`` (below ``root``) with ``data``, creating missing directories.
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-    The directories are opened and created through descriptors (``open_dir_under``, each new
-    one made durable), then ``replace_atomic_in``: nothing is written through a link, even
-    one swapped in while this runs.
+    def __repr__(self) -> str:
+        return f"Dir({self._where!r}, fd={self._fd})"
 
-    Raises:
-        UnsafePath: (E020) naming a link or a non-directory on the way, or ``path`` if it is
-            a link or a special file.
-        OSError: if it cannot be written.
-    """
-    fd = open_dir_under(root, path.parent, create=True)
-    try:
-        replace_atomic_in(fd, path.name, data, where=os.fspath(path), mode=mode)
-    finally:
-        os.close(fd)
+    def _names(self, rel: StrPath) -> tuple[str, ...]:
+        if isinstance(rel, str) and "/" not in rel and rel not in ("", ".", ".."):
+            return (rel,)  # the common case, one name: no Path to build
+        path = Path(rel)
+        if path.is_absolute():
+            return _names_below(self.path, path)
+        if ".." in path.parts:
+            raise UnsafePath(os.fspath(self.path / path), detail="leads out of its directory (..)")
+        return path.parts
 
+    def _walk(self, names: Sequence[str], *, create: bool, durable: bool) -> tuple[int, str]:
+        """Open the directories ``names`` one below the other: the last one's descriptor and path.
 
-def open_append_under(root: Path, path: Path, mode: int = 0o644) -> int:
-    """``open_append`` for ``path`` below ``root``, its directories opened (and created) by descriptor.
-
-    Args:
-        root: The trusted directory (the store).
-        path: The file to append to.
-        mode: Permission bits of a new file.
-
-    Returns:
-        A descriptor open for appending (the caller closes it).
-
-    Raises:
-        UnsafePath: (E020) naming a link or a non-directory on the way, or ``path`` if it
-            is a link or not a regular file.
-        OSError: any other error of the operating system.
-    """
-    fd = open_dir_under(root, path.parent, create=True)
-    try:
-        return open_append_in(fd, path.name, where=os.fspath(path), mode=mode)
-    finally:
-        os.close(fd)
-
-
-def open_append_in(dir_fd: int, name: str, *, where: str, mode: int = 0o644) -> int:
-    """``open_append`` for the name ``name`` in the open directory ``dir_fd``.
-
-    Args:
-        dir_fd: The open directory.
-        name: The file's name in it.
-        where: The file's full path, as errors name it.
-        mode: Permission bits of a new file.
-
-    Returns:
-        A descriptor open for appending (the caller closes it).
-
-    Raises:
-        UnsafePath: (E020) if ``name`` is a symbolic link or not a regular file.
-        OSError: any other error of the operating system.
-    """
-    return _open_regular(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode,
-                         dir_fd=dir_fd, shown=where)[0]
-
-
-def unlink_under(root: Path, path: Path, *, durable: bool = False) -> bool:
-    """Remove the file ``path`` below ``root`` through its directory's descriptor.
-
-    A link at ``path`` is removed itself (its target is never touched); a link among the
-    directories on the way is refused. True if a file was removed (False: it was missing).
-
-    Args:
-        root: The trusted directory (the store).
-        path: The file to remove.
-        durable: fsync the directory after the removal.
-
-    Returns:
-        True if a file was removed, False if there was none.
-
-    Raises:
-        UnsafePath: (E020) naming a link or a non-directory on the way.
-        OSError: if it cannot be removed.
-    """
-    try:
-        fd = open_dir_under(root, path.parent)
-    except FileNotFoundError:
-        return False
-    try:
+        The descriptor is this directory's own when ``names`` is empty (not to be closed).
+        """
+        fd, where = self._fd, self._where
         try:
-            unlink(path.name, dir_fd=fd)
+            for name in names:
+                where = os.path.join(where, name)
+                child = _open_subdir(fd, name, where=where, create=create, durable=durable,
+                                     follow=self.follow_links)
+                if fd != self._fd:
+                    os.close(fd)
+                fd = child
+        except BaseException:
+            if fd != self._fd:
+                os.close(fd)
+            raise
+        return fd, where
+
+    def _open_parent(self, rel: StrPath, *, create: bool = False,
+                     durable: bool = True) -> tuple[int, str, str]:
+        """The open parent of the file ``rel``: its descriptor, the file's name and full path.
+
+        The caller closes the descriptor unless it is this directory's own.
+        """
+        if isinstance(rel, str) and "/" not in rel and rel not in ("", ".", ".."):
+            return self._fd, rel, f"{self._where}/{rel}"  # a name in this directory
+        names = self._names(rel)
+        if not names:
+            raise UnsafePath(self._where, detail="is a directory, not a file")
+        fd, where = self._walk(names[:-1], create=create, durable=durable)
+        return fd, names[-1], os.path.join(where, names[-1])
+
+    def _done(self, fd: int) -> None:
+        if fd != self._fd:
+            os.close(fd)
+
+    def dir(self, rel: StrPath, *, create: bool = False, durable: bool = True) -> Dir:
+        """Open the directory ``rel`` below this one (``"."``: this one again).
+
+        Args:
+            rel: The directory, relative to this one (or an absolute path below it).
+            create: Create missing directories on the way.
+            durable: After creating a directory, fsync its parent, so the new entry survives a
+                crash (False when the caller makes its writes durable with one
+                ``sync_barrier``).
+
+        Returns:
+            A new handle (the caller closes it).
+
+        Raises:
+            UnsafePath: (E020) naming the first directory that is a link or not a directory,
+                or if ``rel`` leads out of this directory.
+            FileNotFoundError: if a directory is missing and ``create`` is False.
+            OSError: any other error of the operating system.
+        """
+        if isinstance(rel, str) and "/" not in rel and rel not in ("", ".", ".."):
+            # One name (an object shard on every write): no walk, no Path.
+            where = f"{self._where}/{rel}"
+            fd = _open_subdir(self._fd, rel, where=where, create=create, durable=durable,
+                              follow=self.follow_links)
+            return Dir(fd, where, follow_links=self.follow_links)
+        fd, where = self._walk(self._names(rel), create=create, durable=durable)
+        if fd == self._fd:
+            fd = os.dup(fd)
+        return Dir(fd, where, follow_links=self.follow_links)
+
+    def ensure_dir(self, rel: StrPath) -> bool:
+        """Create the directory ``rel`` and the missing ones on the way; True if one was created.
+
+        Each is created relative to its parent's descriptor: a parent swapped for a link
+        meanwhile is refused, never created in.
+
+        Raises:
+            UnsafePath: (E020) naming a link or a non-directory on the way.
+            OSError: if a directory cannot be created.
+        """
+        names = self._names(rel)
+        try:
+            fd, _ = self._walk(names, create=False, durable=False)
+            created = False
+        except FileNotFoundError:
+            fd, _ = self._walk(names, create=True, durable=False)
+            created = True
+        self._done(fd)
+        return created
+
+    def read(self, rel: StrPath, limit: int) -> bytes:
+        """Read the regular file ``rel``, at most ``limit + 1`` bytes (see ``read_regular``).
+
+        Raises:
+            FileNotFoundError: if there is no such file (or directory on the way).
+            UnsafePath: (E020) if it, or a directory on the way, is a link (a linked file
+                is read through with ``follow_links``) or not a regular file / directory.
+            OSError: any other error of the operating system.
+        """
+        fd, name, where = self._open_parent(rel)
+        try:
+            file_fd, st = _open_regular(name, os.O_RDONLY, dir_fd=fd, shown=where,
+                                        follow=self.follow_links)
+        finally:
+            self._done(fd)
+        try:
+            return _read_bounded(file_fd, st, limit)
+        finally:
+            os.close(file_fd)
+
+    def replace_atomic(self, rel: StrPath, data: bytes, *, mode: int = 0o644) -> None:
+        """Durably replace the file ``rel`` with ``data``, creating missing directories.
+
+        Temp file, fsync, rename, fsync of the directory (``replace_atomic``), all relative to
+        the directory's descriptor; each directory created is made durable in its parent. A
+        crash leaves the old or the new content.
+
+        Args:
+            rel: The file.
+            data: The new content.
+            mode: Permission bits of a new file.
+
+        Raises:
+            UnsafePath: (E020) naming a link or a non-directory on the way, or the file if it
+                is a link or a special file.
+            OSError: if it cannot be written.
+        """
+        fd, name, where = self._open_parent(rel, create=True)
+        try:
+            _check_target(fd, name, where)
+            tmp = _write_tmp(name, data, durable=True, mode=mode, dir_fd=fd)
+            try:
+                replace(tmp, name, dir_fd=fd)
+            except BaseException:
+                _discard(tmp, fd)
+                raise
+            fsync_dir(fd)
+        finally:
+            self._done(fd)
+
+    def write_new_file(self, rel: StrPath, data: bytes, *, mode: int = 0o444) -> None:
+        """``write_new_file`` for the file ``rel``, whose directory exists.
+
+        Temp file (``O_CREAT|O_EXCL|O_NOFOLLOW``) and rename, both relative to the directory's
+        descriptor, without fsync (the caller's ``sync_barrier`` makes it durable).
+
+        Raises:
+            UnsafePath: (E020) naming a link or a non-directory on the way.
+            FileNotFoundError: if a directory on the way is missing.
+            OSError: if it cannot be written.
+        """
+        fd, name, _where = self._open_parent(rel)
+        try:
+            tmp = _write_tmp(name, data, durable=False, mode=mode, dir_fd=fd)
+            try:
+                replace(tmp, name, dir_fd=fd)
+            except BaseException:
+                _discard(tmp, fd)
+                raise
+        finally:
+            self._done(fd)
+
+    def open_append(self, rel: StrPath, *, mode: int = 0o644, durable: bool = True) -> int:
+        """``open_append`` for the file ``rel``, creating missing directories.
+
+        Args:
+            rel: The file to append to.
+            mode: Permission bits of a new file.
+            durable: fsync the parent of each directory created.
+
+        Returns:
+            A descriptor open for appending (the caller closes it).
+
+        Raises:
+            UnsafePath: (E020) naming a link or a non-directory on the way, or the file if it
+                is a link or not a regular file.
+            OSError: any other error of the operating system.
+        """
+        fd, name, where = self._open_parent(rel, create=True, durable=durable)
+        try:
+            return _open_regular(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode,
+                                 dir_fd=fd, shown=where)[0]
+        finally:
+            self._done(fd)
+
+    def unlink(self, rel: StrPath, *, durable: bool = False) -> bool:
+        """Remove the file ``rel``; True if one was removed (False: it, or its directory, was missing).
+
+        A link there is removed itself (its target is never touched); a link among the
+        directories on the way is refused.
+
+        Raises:
+            UnsafePath: (E020) naming a link or a non-directory on the way.
+            OSError: if it cannot be removed.
+        """
+        try:
+            fd, name, _where = self._open_parent(rel)
         except FileNotFoundError:
             return False
-        if durable:
-            fsync_dir(fd)
-        return True
-    finally:
-        os.close(fd)
+        try:
+            try:
+                unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                return False
+            if durable:
+                fsync_dir(fd)
+            return True
+        finally:
+            self._done(fd)
+
+    def rmdir(self, rel: StrPath) -> None:
+        """Remove the empty directory ``rel`` (a link on the way is refused).
+
+        Raises:
+            UnsafePath: (E020) naming a link or a non-directory on the way.
+            OSError: if it is not empty, missing or cannot be removed.
+        """
+        fd, name, _where = self._open_parent(rel)
+        try:
+            rmdir(name, dir_fd=fd)
+        finally:
+            self._done(fd)
+
+
+def open_dir(root: StrPath, below: StrPath | None = None, *, create: bool = False,
+             durable: bool = True, follow_links: bool = False) -> Dir:
+    """Open the trusted directory ``root`` (or the directory ``below`` it) as a ``Dir``.
+
+    ``root`` is trusted and opened as named (a store given with ``--ctx-dir`` may be a link);
+    every directory between it and ``below`` is opened as ``Dir.dir`` does.
+
+    Args:
+        root: The trusted directory (the store, ``.ctx/``; a project folder).
+        below: A directory below ``root`` to open instead (absolute, or relative to ``root``).
+        create: Create missing directories below ``root``.
+        durable: fsync the parent of each directory created.
+        follow_links: See ``Dir``.
+
+    Returns:
+        The handle (the caller closes it).
+
+    Raises:
+        UnsafePath: (E020) naming the first directory below ``root`` that is a link or not a
+            directory, or if ``below`` is not below ``root``.
+        FileNotFoundError: if a directory is missing and ``create`` is False.
+        OSError: any other error of the operating system.
+    """
+    top = Dir(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), root,
+              follow_links=follow_links)
+    if below is None:
+        return top
+    with top:
+        return top.dir(below, create=create, durable=durable)
 
 
 def write_output(path: StrPath, data: bytes, *, store: Path, also: Sequence[Path] = ()) -> None:
@@ -773,7 +891,7 @@ def ensure_dir(path: Path) -> bool:
     """Create ``path`` (and missing parents) if needed; return True if any was created.
 
     ``path`` itself must be a real directory: a symlink there is refused, never followed
-    (use ``ensure_dir_under`` to check every component below a root).
+    (use ``Dir.ensure_dir`` to check every component below a root).
 
     Raises:
         UnsafePath: (E020) if ``path`` is a symlink or exists as something else.

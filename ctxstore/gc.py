@@ -239,7 +239,8 @@ def _delete_files(store: Store, paths: list[Path], report: GcReport, *, now: flo
             # Every directory on the way is real (iter_ids refused linked shards; the
             # unlink goes through directory descriptors opened without following a link,
             # so a shard swapped for one meanwhile is refused): never delete outside the store.
-            fsio.unlink_under(store.root, path)
+            with fsio.open_dir(store.root) as store_dir:
+                store_dir.unlink(path)
     return True
 
 
@@ -256,7 +257,8 @@ def _remove_tmp_files(store: Store, report: GcReport, *, now: float, tmp_grace: 
             if not dry_run:
                 # A planted link is removed, its target never touched; a directory on the
                 # way swapped for a link since the walk is refused (E020).
-                fsio.unlink_under(store.root, tmp)
+                with fsio.open_dir(store.root) as store_dir:
+                    store_dir.unlink(tmp)
 
 
 def _remove_empty_shards(store: Store) -> None:

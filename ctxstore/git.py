@@ -78,6 +78,25 @@ def find_git_toplevel(path: Path) -> Path | None:
     return Path(res.stdout.strip()).resolve()
 
 
+def head_ids(worktree: Path) -> tuple[str | None, str | None]:
+    """The Git commit and tree ids of ``HEAD`` in the work tree at ``worktree``.
+
+    Returns:
+        ``(commit id, tree id)`` as Git writes them; ``(None, None)`` outside Git, before a
+        first commit, or when Git cannot be run.
+    """
+    from ctxstore.model.commit import is_git_id
+
+    try:
+        res = _git(["rev-parse", "HEAD", "HEAD^{tree}"], worktree)
+    except (FileNotFoundError, OSError):
+        return None, None
+    lines = res.stdout.split()
+    if res.returncode != 0 or len(lines) != 2 or not all(is_git_id(x) for x in lines):
+        return None, None
+    return lines[0], lines[1]
+
+
 def register_driver(ctx_dir: Path, toplevel: Path, ctx_command: str) -> list[str]:
     """Set up the ``ctx-ref`` merge driver for this store's pointer files. Idempotent.
 
@@ -189,7 +208,8 @@ def _remember(ctx_dir: Path, name: str, text: bytes) -> None:
     marker = ctx_dir / "local" / name
     try:
         # By descriptor: a committed (or swapped-in) local/ link is never written through.
-        fsio.replace_atomic_under(ctx_dir, marker, text)
+        with fsio.open_dir(ctx_dir) as store_dir:
+            store_dir.replace_atomic(marker, text)
     except (OSError, CtxError):
         pass  # not remembered: the question is asked again next time, which is harmless
 

@@ -160,13 +160,14 @@ def _with_settings(text: str, settings: dict[str, dict[str, Any]], template: str
 def _write_if(ctx_dir: Path, rel: str, data: str, *, overwrite: bool) -> bool:
     """Write ``ctx_dir/rel`` unless it exists (or with ``overwrite``), through directory descriptors.
 
-    ``fsio.replace_atomic_under`` refuses a link on the way (E020) even one swapped in
+    ``fsio.Dir.replace_atomic`` refuses a link on the way (E020) even one swapped in
     while this runs: ``init --force`` on a clone never writes out of its store.
     """
     path = ctx_dir / rel
     if path.exists() and not overwrite:
         return False
-    fsio.replace_atomic_under(ctx_dir, path, data.encode("utf-8"))
+    with fsio.open_dir(ctx_dir) as store_dir:
+        store_dir.replace_atomic(path, data.encode("utf-8"))
     return True
 
 
@@ -276,7 +277,8 @@ def _write_layout_files(ctx_dir: Path, *, force: bool,
     if not (ctx_dir / "HEAD").exists():
         # HEAD is written last but one: a store "exists" once HEAD does, and
         # refs/main is created by the initial commit right after.
-        fsio.replace_atomic_under(ctx_dir, ctx_dir / "HEAD", f"ref: {MAIN_REF}\n".encode())
+        with fsio.open_dir(ctx_dir) as store_dir:
+            store_dir.replace_atomic("HEAD", f"ref: {MAIN_REF}\n".encode())
 
 
 def _first_commit(ctx_dir: Path, result: InitResult) -> None:

@@ -298,7 +298,7 @@ class LooseObjectStore:
         # Shard directories checked to be real directories (not links out of the store).
         self._checked: set[str] = set()
         # The area's directory, opened once through descriptors from the anchor (see _area).
-        self._area_fd: int | None = None
+        self._area_fd: fsio.Dir | None = None
 
     # -- paths -------------------------------------------------------------------------
     def path_for(self, oid: ObjectId) -> Path:
@@ -348,8 +348,8 @@ class LooseObjectStore:
         """
         self._write_file(oid.hex(), data)
 
-    def _area(self) -> int:
-        """The area directory's descriptor, opened (and created) on first use, kept open.
+    def _area(self) -> fsio.Dir:
+        """The area directory, opened (and created) on first use, kept open.
 
         Opened one directory at a time from the anchor without following links, then
         kept: a swap of the area (or a directory above it) for a link afterwards cannot
@@ -359,9 +359,9 @@ class LooseObjectStore:
         if self._area_fd is None:
             if self._anchor is self.root:
                 fsio.ensure_dir(self.root)  # a standalone area: created as named, parents too
-            fd = fsio.open_dir_under(self._anchor, self.root, create=True, durable=False)
-            self._area_fd = fd
-            weakref.finalize(self, os.close, fd)
+            area = fsio.open_dir(self._anchor, self.root, create=True, durable=False)
+            self._area_fd = area
+            weakref.finalize(self, area.close)
         return self._area_fd
 
     def _write_file(self, hexid: str, data: bytes) -> None:
@@ -375,17 +375,14 @@ class LooseObjectStore:
         shard = hexid[:2]
         for attempt in (1, 2):
             try:
-                folder = fsio.open_subdir(self._area(), shard, where=f"{self._root_str}/{shard}",
-                                          create=True, durable=False)
+                folder = self._area().dir(shard, create=True, durable=False)
             except FileNotFoundError:
                 if attempt == 2:
                     raise
                 self._area_fd = None  # the stale descriptor is closed with this object (finalizer)
                 continue
-            try:
-                fsio.write_new_file_in(folder, hexid, data)
-            finally:
-                os.close(folder)
+            with folder:
+                folder.write_new_file(hexid, data)
             return
 
     def _compress(self, canon: bytes) -> bytes:

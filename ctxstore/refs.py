@@ -225,7 +225,8 @@ def write_pointer(ctx_dir: Path, name: str, oid: ObjectId) -> None:
     """
     # Through directory descriptors, each new directory fsynced into its parent: a
     # directory swapped for a link while this runs is refused, never written through (PS-10).
-    fsio.replace_atomic_under(ctx_dir, _path(ctx_dir, name), render_pointer(oid))
+    with fsio.open_dir(ctx_dir) as store_dir:
+        store_dir.replace_atomic(_path(ctx_dir, name), render_pointer(oid))
 
 
 def delete_pointer(ctx_dir: Path, name: str) -> None:
@@ -236,4 +237,5 @@ def delete_pointer(ctx_dir: Path, name: str) -> None:
     """
     path = _path(ctx_dir, name)
     fsio.check_under(ctx_dir, path)  # E020 for a pointer that is a link, as on reading
-    fsio.unlink_under(ctx_dir, path, durable=True)
+    with fsio.open_dir(ctx_dir) as store_dir:
+        store_dir.unlink(path, durable=True)

@@ -52,6 +52,7 @@ from ctxstore.errors import (
 )
 from ctxstore.limits import load_store_config
 from ctxstore.model import ChangeBatch, Commit, WorkCommit, decode_typed, encode_typed
+from ctxstore.model.commit import CommitV2
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, LayeredObjectStore, LooseObjectStore, ObjectId
 from ctxstore.records import dataclass
@@ -108,7 +109,8 @@ MAX_COMMIT_BYTES = 16 << 20
 # work: a write splits its records over as many batches as it needs (``put_records``), so a
 # read refuses a batch that declares more than any write makes.
 MAX_BATCH_BYTES = 64 << 20
-_TYPED_CAPS: dict[type, int] = {Commit: MAX_COMMIT_BYTES, WorkCommit: MAX_COMMIT_BYTES,
+_TYPED_CAPS: dict[type, int] = {Commit: MAX_COMMIT_BYTES, CommitV2: MAX_COMMIT_BYTES,
+                                WorkCommit: MAX_COMMIT_BYTES,
                                 ChangeBatch: MAX_BATCH_BYTES}
 
 
@@ -229,7 +231,9 @@ class Store:
         if self._staging_ready:
             return
         root = self.objects.staging.root
-        if fsio.ensure_dir_under(self.root, root):
+        with fsio.open_dir(self.root) as store_dir:
+            created = store_dir.ensure_dir(root)
+        if created:
             for folder in (root.parent, root.parent.parent, self.root):
                 fsio.fsync_dir(folder)  # each new directory's entry survives a crash
         self._staging_ready = True

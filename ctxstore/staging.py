@@ -23,7 +23,7 @@ from ctxstore.clock import next_stamp, now_ms
 from ctxstore.errors import InvalidInput, NothingToDo, StagingConflict
 from ctxstore.model import ChangeBatch, Commit, NarrativeRef, WorkCommit
 from ctxstore.model.code import FileRecord, FileRemoved
-from ctxstore.model.commit import StepKind
+from ctxstore.model.commit import CommitV2, StepKind
 from ctxstore.model.knowledge import KnowledgeRecord
 from ctxstore.objects import ObjectId
 from ctxstore.records import dataclass
@@ -341,8 +341,9 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
         amend: Replace HEAD's commit instead of adding a child of it.
         snapshot: Snapshots changed narrative files into the commit (None: none are taken;
             those staged steps carried are kept).
-        tree: Builds the new root tree when the fold changes the ingested files. Required
-            when the staged records hold ``file`` or ``file_removed`` records.
+        tree: Builds the new root tree when amending a commit an older ctx wrote (one with a
+            root tree) and the fold changes its ingested files: required then. A new
+            commit names the code by its Git ids instead (``CommitV2``).
         allow_empty: Create a commit even when nothing changed.
         kind: ``"commit"`` or ``"compact"`` (wording only; the result is the same).
         progress: Called with (work commits read, total) while the session is read.
@@ -378,26 +379,36 @@ def commit_stage(store: Store, message: str | None, *, amend: bool = False,
             return FoldResult(None, 0, 0, 0, None, merge_commit=merged[0],
                               merged_heads=merged[1])
         batch_ids = tx.put_records(curated, created_at=now_ms(), author=None) if curated else []
+        new: Commit
         if amend:
             old = store.read_typed(head, Commit)
-            new_tree = _fold_tree(store, tx, old, curated, tree)
-            new = Commit(parents=old.parents, timestamp_unix=now_ms() // 1000,
-                         message=old.message if message is None else message,
-                         root_tree=old.root_tree if new_tree is None else new_tree,
-                         change_batches=old.change_batches + tuple(batch_ids),
-                         edge_batches=old.edge_batches,
-                         narrative_refs=tuple(_latest_refs([old.narrative_refs, nrefs])),
-                         cargo_snapshot=old.cargo_snapshot, code_snapshot=old.code_snapshot,
-                         diagnostics_snapshot=old.diagnostics_snapshot,
-                         session_id=session_id or old.session_id, aborted_work=old.aborted_work)
+            if isinstance(old, CommitV2):
+                new = _commit_v2(store, old, curated, parents=old.parents,
+                                 message=old.message if message is None else message,
+                                 timestamp=now_ms() // 1000,
+                                 batches=old.change_batches + tuple(batch_ids),
+                                 edge_batches=old.edge_batches,
+                                 nrefs=tuple(_latest_refs([old.narrative_refs, nrefs])),
+                                 session_id=session_id or old.session_id,
+                                 aborted_work=old.aborted_work)
+            else:  # a commit an older ctx wrote keeps its form
+                new_tree = _fold_tree(store, tx, old, curated, tree)
+                new = Commit(parents=old.parents, timestamp_unix=now_ms() // 1000,
+                             message=old.message if message is None else message,
+                             root_tree=old.root_tree if new_tree is None else new_tree,
+                             change_batches=old.change_batches + tuple(batch_ids),
+                             edge_batches=old.edge_batches,
+                             narrative_refs=tuple(_latest_refs([old.narrative_refs, nrefs])),
+                             cargo_snapshot=old.cargo_snapshot, code_snapshot=old.code_snapshot,
+                             diagnostics_snapshot=old.diagnostics_snapshot,
+                             session_id=session_id or old.session_id,
+                             aborted_work=old.aborted_work)
         else:
             parent = store.read_typed(head, Commit)
-            new_tree = _fold_tree(store, tx, parent, curated, tree)
-            new = Commit(parents=(head,), timestamp_unix=max(now_ms() // 1000, parent.timestamp_unix),
-                         message=message or "",
-                         root_tree=parent.root_tree if new_tree is None else new_tree,
-                         change_batches=tuple(batch_ids), narrative_refs=tuple(nrefs),
-                         session_id=session_id)
+            new = _commit_v2(store, parent, curated, parents=(head,), message=message or "",
+                             timestamp=max(now_ms() // 1000, parent.timestamp_unix),
+                             batches=tuple(batch_ids), edge_batches=(), nrefs=tuple(nrefs),
+                             session_id=session_id, aborted_work=None)
         oid = tx.put(new)
         tx.move_pointer(store.head_ref(), oid, expected=head_ptr)
         tx.move_pointer("STAGE", oid, expected=stage_ptr, expect_type=STAGE_TYPES)
@@ -413,6 +424,50 @@ def _fold_tree(store: Store, tx: Transaction, base: Commit, curated: Sequence[Kn
     if tree is None:
         raise ValueError("the fold changes ingested files: commit_stage needs tree=")
     return tree(store, tx, base, curated)
+
+
+def _commit_v2(store: Store, base: Commit, curated: Sequence[KnowledgeRecord], *,
+               parents: tuple[ObjectId, ...], message: str, timestamp: int,
+               batches: tuple[ObjectId, ...], edge_batches: tuple[ObjectId, ...],
+               nrefs: tuple[NarrativeRef, ...], session_id: str | None,
+               aborted_work: ObjectId | None) -> CommitV2:
+    """A canonical commit naming the code it was made against (DESIGN §5, ``CommitV2``).
+
+    The work tree's Git ``HEAD`` (commit and tree ids) stands for the code: nothing of the
+    code index is copied. The Cargo and diagnostics snapshots current after this commit are
+    ``base``'s (its lists in v2; its single fields in a v1 commit), each replaced by a newer
+    snapshot of the same workspace or command name among ``curated``.
+    """
+    from ctxstore.git import head_ids
+    from ctxstore.model.build import (
+        CargoMetadataSnapshot,
+        CargoRecord,
+        CommandRunRecord,
+        DiagnosticsSnapshot,
+    )
+
+    git_commit, git_tree = head_ids(store.worktree)
+    cargo: dict[str, ObjectId] = {}
+    runs: dict[str, ObjectId] = {}
+    if isinstance(base, CommitV2):
+        old_cargo, old_runs = base.cargo_snapshots, base.diagnostics_snapshots
+    else:
+        old_cargo = (base.cargo_snapshot,) if base.cargo_snapshot else ()
+        old_runs = (base.diagnostics_snapshot,) if base.diagnostics_snapshot else ()
+    for oid in old_cargo:  # a few objects: one per workspace
+        cargo[store.read_typed(ObjectId(oid), CargoMetadataSnapshot).workspace_root] = oid
+    for oid in old_runs:  # one per command name
+        runs[store.read_typed(ObjectId(oid), DiagnosticsSnapshot).name] = oid
+    for rec in curated:
+        if isinstance(rec, CargoRecord):
+            cargo[rec.workspace_root] = rec.snapshot
+        elif isinstance(rec, CommandRunRecord):
+            runs[rec.name] = rec.snapshot
+    return CommitV2(parents=parents, timestamp_unix=timestamp, message=message,
+                    change_batches=batches, edge_batches=edge_batches, narrative_refs=nrefs,
+                    session_id=session_id, aborted_work=aborted_work, git_commit=git_commit,
+                    git_tree=git_tree, cargo_snapshots=tuple(sorted(set(cargo.values()))),
+                    diagnostics_snapshots=tuple(sorted(set(runs.values()))))
 
 
 def abort_session(store: Store, reason: str | None) -> FoldResult:

@@ -276,7 +276,7 @@ def test_trust_a_committed_bare_repository_cannot_grant_consent(tmp_path: Path) 
     (sub / "config").write_text("[ctx]\n\ttrusted = " + json.dumps(record) + "\n")
     planted = git(sub, "config", "--local", "--get-all", "ctx.trusted", check=False)
     assert planted.stdout.strip() == record  # what an unguarded git would read
-    values = {"claude_md_on_stop": True, "claude_md_path": "CLAUDE.md"}
+    values = {"claude_md_on_stop": True, "claude_md_path": "CLAUDE.md", "agents_md_on_stop": False}
     store = SimpleNamespace(worktree=sub, root=sub / ".ctx",
                             config=SimpleNamespace(get=lambda _table, key: values[key]))
     with pytest.raises(trust.ConsentRequired):

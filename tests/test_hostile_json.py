@@ -146,12 +146,10 @@ def test_import_document_nested_too_deeply_is_e011(tmp_path: Path) -> None:
 
 
 def test_local_caches_nested_too_deeply_are_ignored(tmp_path: Path) -> None:
-    # The code stat cache (local/code-stat.json) and the LLM slot state (local/llm_state.json)
-    # are rebuilt from scratch when unreadable.
+    # The LLM slot state (local/llm_state.json) is rebuilt from scratch when unreadable.
     ctx_dir = _store(tmp_path)
     src = ctx_dir.parent / "m.py"
     src.write_text("def deep_function():\n    return 1\n")
-    (ctx_dir / "local" / "code-stat.json").write_text(DEEP_OBJECT)
     res = run_ctx(["--ctx-dir", str(ctx_dir), "index"], cwd=ctx_dir.parent, timeout=30)
     assert res.returncode == 0 and "internal error" not in res.stderr, res.stderr
     (ctx_dir / "local" / "llm_state.json").write_text(DEEP_OBJECT)

@@ -76,6 +76,42 @@ def test_expected_schema_digest_is_current(store: Store) -> None:
     assert schema_digest(read_schema(open_index(store))) == EXPECTED_SCHEMA_DIGEST
 
 
+def test_expected_code_schema_digest_is_current(store: Store) -> None:
+    # A CODE_SCHEMA change updates EXPECTED_CODE_DIGEST and CODE_SCHEMA_VERSION (the code index
+    # is derived from the work tree: an outdated one is dropped and `ctx index` rebuilds it).
+    from ctxstore.index.codedb import (
+        EXPECTED_CODE_DIGEST,
+        expected_code_schema,
+        read_code_schema,
+    )
+
+    assert schema_digest(expected_code_schema()) == EXPECTED_CODE_DIGEST
+    assert schema_digest(read_code_schema(open_index(store))) == EXPECTED_CODE_DIGEST
+
+
+def test_code_index_of_another_version_is_dropped_with_a_notice(store: Store) -> None:
+    import sqlite3
+
+    from ctxstore.index import IndexRepair
+
+    (store.root.parent / "m.py").write_text("def mooring():\n    return 1\n")
+    from ctxstore.code.ingest import index_tree
+
+    index_tree(session_of(store), jobs=1)
+    session_of(store).close_index()
+    code = store.root / "index" / "code.sqlite"
+    conn = sqlite3.connect(code)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    conn2 = open_index(store)
+    assert conn2.execute("SELECT count(*) FROM files").fetchone() == (0,)  # dropped, empty
+    repair = conn2.repaired
+    assert isinstance(repair, IndexRepair) and repair.code
+    assert "run `ctx index` to rebuild it" in repair.message()
+    conn2.close()
+    assert index_tree(session_of(store), jobs=1).written == ["m.py"]
+
+
 def test_index_outdated_schema_is_rebuilt(store: Store) -> None:
     a = add_node(session_of(store), "fact", "survives").node.id
     conn = open_index(store)

@@ -20,7 +20,13 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ctxstore.cli.root import cli
-from ctxstore.index.compare import MAX_PER_TABLE, REACHED_TABLES, STRICT_TABLES, compared_tables
+from ctxstore.index.compare import (
+    CODE_TABLES,
+    MAX_PER_TABLE,
+    REACHED_TABLES,
+    STRICT_TABLES,
+    compared_tables,
+)
 from ctxstore.index.schema import expected_schema
 from ctxstore.objects import ObjectId
 from ctxstore.repo import open_store
@@ -28,6 +34,7 @@ from tests.conftest import run_ctx, store_digest
 
 FIXTURES = Path(__file__).parent / "code" / "fixtures" / "build"
 INDEX = Path("index") / "index.sqlite"
+CODE = Path("index") / "code.sqlite"  # this clone's code index (derived from the work tree)
 A_PY = '''"""Module a."""
 import os
 
@@ -92,9 +99,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     _ok(root, "commit", "-m", "code")
     _add_mypy(root)  # staged
     _ok(root, "debug", "graph", "--scc")  # syncs the index and stores the view
-    conn = sqlite3.connect(root / INDEX)
-    for path, version, blob in conn.execute("SELECT path, version, blob FROM files"):
+    code = sqlite3.connect(root / CODE)
+    for path, version, blob in code.execute("SELECT path, version, blob FROM files"):
         ids[f"version:{path}"], ids[f"blob:{path}"] = version.hex(), blob.hex()
+    code.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    code.close()
+    conn = sqlite3.connect(root / INDEX)
     ids["diagnostics"], ids["output"] = (v.hex() for v in conn.execute(
         "SELECT snapshot, output_blob FROM command_runs WHERE name = 'mypy'").fetchone())
     gc.collect()  # in-process commands leave connections for the collector to close
@@ -108,8 +118,14 @@ def _copy(template: Path, dest: Path) -> Path:
     return dest / "work" / ".ctx"
 
 
+_CODE_WORDS = (" symbols", " chunks", "chunks_fts", " code_edges", " files", "file_terms",
+               "file_lengths", "term_df", "corpus_cache")
+
+
 def _sql(root: Path, *statements: str) -> None:
-    conn = sqlite3.connect(root / INDEX, isolation_level=None)
+    """Run statements on the index file their tables live in (the code index or the other)."""
+    db = CODE if any(w in statements[0] for w in _CODE_WORDS) else INDEX
+    conn = sqlite3.connect(root / db, isolation_level=None)
     for s in statements:
         conn.execute(s)
     conn.close()
@@ -121,7 +137,10 @@ def _problems(r: Result) -> list[str]:
 
 # -- a clean index -----------------------------------------------------------------------------
 def test_index_compare_covers_every_table_of_the_schema() -> None:
-    tables = {name for kind, name, _, _ in expected_schema() if kind == "table"}
+    from ctxstore.index.codedb import expected_code_schema
+
+    tables = {name for kind, name, _, _ in expected_schema() | expected_code_schema()
+              if kind == "table"}
     shadows = {t for t in tables if t.startswith(("nodes_fts_", "chunks_fts_"))}
     assert compared_tables() == tables - shadows - {"meta"}
 
@@ -134,11 +153,13 @@ def test_index_compare_clean_index_reports_nothing(
     assert _problems(r) == []
     doc = json.loads(_ok(root, "--format", "json", "debug", "verify", "--index"))
     assert doc["ok"] and doc["problems"] == []
-    assert doc["index"]["tables"] == len(STRICT_TABLES) + len(REACHED_TABLES)
-    counts = sqlite3.connect(root / INDEX).execute(
+    assert doc["index"]["tables"] == len(STRICT_TABLES) + len(REACHED_TABLES) + len(CODE_TABLES)
+    conn = sqlite3.connect(root / INDEX)
+    conn.execute("ATTACH DATABASE ? AS code", (str(root / CODE),))
+    counts = conn.execute(
         "SELECT (SELECT count(*) FROM symbols), (SELECT count(*) FROM chunks),"
         " (SELECT count(*) FROM packages), (SELECT count(*) FROM diagnostics),"
-        " (SELECT count(*) FROM code_edges WHERE path = 'cmd:mypy')").fetchone()
+        " (SELECT count(*) FROM build_edges WHERE path = 'cmd:mypy')").fetchone()
     assert counts == (6, 4, 3, 2, 4)  # the fixture fills every kind of row
 
 
@@ -169,11 +190,15 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
     "extra-code-edge": (
         "INSERT INTO code_edges VALUES ('pkg/b.py', 'file', 'pkg/b.py', 'file', 'pkg/a.py',"
         " 'Imports', 'high', 'forged', NULL)",
-        ["index:code_edges: (pkg/b.py, file, pkg/b.py, file, pkg/a.py, Imports): not in the replay"]),
+        ["index:code_edges: (pkg/b.py, file, pkg/b.py, file, pkg/a.py, Imports): not in the replay",
+         # the SCC view is checked against the code index's edges: the forged one makes a cycle
+         "derived:scc_latest: names {scc}, which differs from the view the store gives "
+         "(file:pkg/a.py is in component 8, the replay puts it in 9); "
+         "`ctx rebuild --scc` rebuilds it"]),
     "missing-build-edge": (
-        "DELETE FROM code_edges WHERE path = 'cmd:mypy' AND to_kind = 'item'"
+        "DELETE FROM build_edges WHERE path = 'cmd:mypy' AND to_kind = 'item'"
         " AND to_key = 'pkg.b.helper'",
-        ["index:code_edges: (cmd:mypy, diagnostic, mypy#2, item, pkg.b.helper, References): "
+        ["index:build_edges: (cmd:mypy, diagnostic, mypy#2, item, pkg.b.helper, References): "
          "missing (the replay has it)"]),
     "file-row": (
         "UPDATE files SET line_count = 99, language = NULL WHERE path = 'pkg/b.py'",
@@ -181,16 +206,17 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
          "line_count is 99, the replay has 2"]),
     "file-term": (
         f"DELETE FROM file_terms WHERE term = 'helper' AND field = 0 AND file = {B_ID}",
-        ["index:file_terms: (pkg/b.py, 0, helper): missing (the replay has it)"]),
+        ["index:file_terms: (pkg/b.py, 0, helper): missing (the replay has it)",
+         "index:term_df: (helper, 0): df is 2, file_terms hold 1"]),
     "file-length": (
         f"UPDATE file_lengths SET body = 1000 WHERE file = {B_ID}",
         ["index:file_lengths: pkg/b.py: body is 1000, the replay has 8"]),
     "term-df": (
         "UPDATE term_df SET df = 7 WHERE term = 'helper' AND field = 0",
-        ["index:term_df: (helper, 0): df is 7, the replay has 2"]),
+        ["index:term_df: (helper, 0): df is 7, file_terms hold 2"]),
     "missing-term-df": (
         "DELETE FROM term_df WHERE term = 'greeter' AND field = 0",
-        ["index:term_df: (greeter, 0): missing (the replay has it)"]),
+        ["index:term_df: (greeter, 0): df is 0, file_terms hold 1"]),
     "package": (
         "UPDATE packages SET version = '9.9.9' WHERE name = 'macros'",
         ["index:packages: (/tmp/fx/ws, path+file:///tmp/fx/ws/macros#0.1.0): version is 9.9.9, "
@@ -220,28 +246,33 @@ def test_index_compare_names_each_tampered_code_row(
         template: tuple[Path, dict[str, str]], tmp_path: Path, case: str) -> None:
     root = _copy(template[0], tmp_path)
     sql, want = TAMPER[case]
-    if "{demo}" in want[0]:
+    if "{demo}" in want[0]:  # a build table: in the index derived from objects
         tid = sqlite3.connect(root / INDEX).execute(
             "SELECT target_id FROM targets WHERE name = 'demo'").fetchone()[0]
         want = [w.replace("{demo}", tid) for w in want]
+    want = [w.replace("{scc}", (root / "DERIVED" / "scc_latest").read_text()[:16]) for w in want]
     _sql(root, sql)
-    before, index_before = store_digest(root), (root / INDEX).read_bytes()
+    before = store_digest(root)
+    index_before = (root / INDEX).read_bytes(), (root / CODE).read_bytes()
     r = _run(root, "debug", "verify", "--index")
     assert r.exit_code == 3, r.output
     assert _problems(r) == [f"error E007 {w}" for w in want]
-    assert (root / INDEX).read_bytes() == index_before and store_digest(root) == before
+    assert ((root / INDEX).read_bytes(), (root / CODE).read_bytes()) == index_before
+    assert store_digest(root) == before
+    # The index is rebuilt from the objects, this clone's code index from the work tree.
     _ok(root, "rebuild")
+    _ok(root, "index", "--full")
     assert _problems(_run(root, "debug", "verify", "--index")) == []
 
 
 def _cached_corpus(root: Path) -> bytes:
     """Run a pack (it writes ``corpus_cache``) and return the packed value it wrote."""
     _ok(root, "pack", "helper greeter", "--format", "json")
-    conn = sqlite3.connect(root / INDEX)
+    conn = sqlite3.connect(root / CODE)
     name, generation, data = conn.execute("SELECT name, generation, data FROM corpus_cache").fetchone()
     assert name == "files:markdown"
     assert generation == conn.execute(
-        "SELECT value FROM meta WHERE key = 'code_generation'").fetchone()[0]
+        "SELECT value FROM code_meta WHERE key = 'generation'").fetchone()[0]
     conn.close()
     return bytes(data)
 
@@ -256,7 +287,7 @@ def test_index_compare_checks_the_corpus_cache_against_the_file_table(
     corpus = decode_corpus(data)
     assert corpus is not None and sorted(corpus.paths) == ["pkg/a.py", "pkg/b.py"]
     assert list(corpus.tests) == []  # neither file is a test
-    conn = sqlite3.connect(root / INDEX)
+    conn = sqlite3.connect(root / CODE)
     for forged in (FileCorpus(corpus.ids, corpus.paths, [n + 1 for n in corpus.body],
                               corpus.path_terms, corpus.split, corpus.tests),
                    FileCorpus(corpus.ids, corpus.paths, corpus.body, corpus.path_terms,
@@ -280,7 +311,7 @@ def test_index_compare_checks_the_corpus_cache_against_the_file_table(
 def test_index_compare_bounds_the_lines_of_one_table(
         template: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     root = _copy(template[0], tmp_path)
-    total = sqlite3.connect(root / INDEX).execute("SELECT count(*) FROM file_terms").fetchone()[0]
+    total = sqlite3.connect(root / CODE).execute("SELECT count(*) FROM file_terms").fetchone()[0]
     _sql(root, "DELETE FROM file_terms")
     doc = json.loads(_run(root, "--format", "json", "debug", "verify", "--index").stdout)
     lines = [p["message"] for p in doc["problems"] if p["subject"] == "index:file_terms"]

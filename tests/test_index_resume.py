@@ -28,7 +28,13 @@ QUERIES = ("widget cache", "gadget_17 spline", "Thing42 method", "SQLite WAL")
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    """A Git tree of FILES generated modules, indexed into a store with one fact."""
+    """A Git tree of FILES generated modules, indexed, and a store with FILES + 1 nodes.
+
+    The code index is this clone's (``code.sqlite``), not rebuilt from objects: the records
+    a rebuild applies are the imported nodes'.
+    """
+    from ctxstore.ids import new_ulid
+
     work = tmp_path / "work"
     (work / "pkg").mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
@@ -37,8 +43,13 @@ def root(tmp_path: Path) -> Path:
             f'"""Module {i}: widget cache number {i}."""\n\n'
             f"def gadget_{i}(x):\n    \"\"\"Reticulate spline {i}.\"\"\"\n    return x + {i}\n\n"
             f"class Thing{i}:\n    def method(self):\n        return gadget_{i}({i})\n")
+    doc = {"version": 1, "format": "ctx-export", "nodes": [
+        {"id": new_ulid(), "type": "fact",
+         "content": f"Module {i}: widget cache number {i}. gadget_{i} reticulates spline {i};"
+                    f" Thing{i} method calls it."} for i in range(FILES)]}
+    (tmp_path / "nodes.json").write_text(json.dumps(doc))
     for args in (["init"], ["add", "--type", "fact", "The widget cache lives in SQLite WAL"],
-                 ["index"]):
+                 ["import", str(tmp_path / "nodes.json")], ["index"]):
         res = run_ctx(args, cwd=work, timeout=120)
         assert res.returncode == 0, res.stderr
     return work / ".ctx"
@@ -84,18 +95,15 @@ def _kill_mid_build(root: Path) -> dict[str, object]:
 
 
 def _answers(root: Path) -> dict[str, object]:
-    """What a reader gets: the file rows, chunks (with rowids), postings, nodes, searches."""
+    """What a reader gets: nodes (with rowids), their full text, versions, searches."""
     conn = sqlite3.connect(root / "index" / "index.sqlite")
     try:
         tables = {
-            "files": conn.execute("SELECT path, version, blob, language, byte_count, line_count,"
-                                  " complete, note, stamp FROM files ORDER BY path").fetchall(),
-            "chunks": conn.execute("SELECT rowid, path, qualname, kind, start_line, end_line,"
-                                   " text FROM chunks ORDER BY rowid").fetchall(),
-            "symbols": conn.execute("SELECT path, qualname, kind, start_line FROM symbols"
-                                    " ORDER BY path, qualname").fetchall(),
-            "term_df": conn.execute("SELECT * FROM term_df ORDER BY 1, 2").fetchall(),
             "nodes": conn.execute("SELECT rowid, id, content FROM nodes ORDER BY id").fetchall(),
+            "nodes_fts": conn.execute("SELECT rowid, content FROM nodes_fts ORDER BY rowid"
+                                      ).fetchall(),
+            "versions": conn.execute("SELECT key, version, stamp FROM versions ORDER BY 1, 2"
+                                     ).fetchall(),
         }
     finally:
         conn.close()

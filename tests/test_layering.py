@@ -24,7 +24,7 @@ LAYERS = [
     {"security"},
     {"narrative", "knowledge", "code", "history", "security.purge"},
     {"packs", "lifecycle", "llm", "memory", "browse"},
-    {"claude", "mcp", "ui"},
+    {"claude", "agents", "mcp", "ui"},
     {"cli"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
@@ -289,7 +289,7 @@ def test_layering_cli_startup_does_not_import_heavy_modules(tmp_path: Path) -> N
     assert res.returncode == 0
     imported = {line.split("|")[-1].strip().split(".")[0] for line in res.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert not imported & {"networkx", "tantivy", "zstandard", "sqlite3"}, imported & LAZY_ONLY
+    assert not imported & {"networkx", "tantivy", "zstandard", "sqlite3", "mcp"}, imported & LAZY_ONLY
 
 
 def test_layering_json_search_imports_no_text_renderers(tmp_path: Path) -> None:

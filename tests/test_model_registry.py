@@ -17,6 +17,7 @@ from ctxstore.model import (
     DECODERS,
     ChangeBatch,
     Commit,
+    CommitV2,
     NarrativeRef,
     Tree,
     TreeEntry,
@@ -67,6 +68,15 @@ SAMPLES: dict[tuple[str, int], list[tuple[Any, str]]] = {
          "7633e4bd3de519dad01e098ee548e792b52f53e4f977ec5bfd7c2ecf9e14848c"),
         (Commit(parents=(), timestamp_unix=0, message=""),
          "633b677e8bf5ec5db42642d2c488a6cde5d4d68188c2af54379de0df41f8fd61"),
+    ],
+    ("commit", 2): [  # names its code by Git ids (issue 30)
+        (CommitV2(parents=(_o(1),), timestamp_unix=5, message="m", change_batches=(_o(3),),
+                  narrative_refs=(_REF,), session_id="s", git_commit="a" * 40,
+                  git_tree="b" * 64, cargo_snapshots=(_o(5),),
+                  diagnostics_snapshots=(_o(6), _o(7))),
+         "d7deef50b3e98fd45e0314a9073de4ff0dab87350471323039d4414a33d17d27"),
+        (CommitV2(parents=(), timestamp_unix=0, message=""),
+         "e1d4d4e8bb5664fe3a944c4076b4d7812f20413d220f3d96a0d04591fd01c75c"),
     ],
     ("work_commit", 1): [
         (WorkCommit(parents=(_o(1),), base=_o(2), session_id="x", created_at=7, step_kind="note",
@@ -326,7 +336,7 @@ def _all_records() -> list[type]:
 
 def test_every_record_reached_from_the_registry_is_checked() -> None:
     assert {c.__name__ for c in _all_records()} == {
-        "Commit", "WorkCommit", "Tree", "TreeEntry", "NarrativeRef", "ChangeBatch",
+        "Commit", "CommitV2", "WorkCommit", "Tree", "TreeEntry", "NarrativeRef", "ChangeBatch",
         "NodeRecord", "NodeRemoved", "EdgeRecord", "EdgeRemoved", "ViewRecord", "ViewRemoved",
         "PurgeRecord",  # ctx purge (model.knowledge)
         "SccView",  # model.derived
@@ -351,3 +361,25 @@ def test_the_agreement_check_catches_a_drifted_field() -> None:
 
     with pytest.raises(AssertionError, match=r"Drifted\.when"):
         assert_fields_agree(Drifted)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("git_commit", "abc", "git_commit: not a Git object id"),
+    ("git_tree", "B" * 40, "git_tree: not a Git object id"),
+    ("root_tree", _o(2), "root_tree: is a commit v1 field"),
+    ("diagnostics_snapshot", _o(2), "diagnostics_snapshot: is a commit v1 field"),
+    ("cargo_snapshots", (_o(3), _o(2)), "cargo_snapshots: ids must be sorted and unique"),
+])
+def test_commit_v2_refuses_what_is_not_its_own(field: str, value: Any, message: str) -> None:
+    """A commit v2 names Git ids as Git writes them, and none of v1's copies of the code."""
+    wire = {"type": "commit", "v": 2, **CommitV2(parents=(), timestamp_unix=0, message="").to_wire()}
+    wire[field] = list(value) if isinstance(value, tuple) else value
+    with pytest.raises(DeserializationFailed, match=message):
+        decode_typed(encode(wire))
+
+
+def test_commit_v2_is_read_where_a_commit_is() -> None:
+    """Every reader of a ``Commit`` (walkers, replay, the index) takes v2 as it is."""
+    v2 = CommitV2(parents=(_o(1),), timestamp_unix=1, message="m", git_commit="c" * 40)
+    back = decode_typed(encode_typed(v2))
+    assert isinstance(back, Commit) and type(back) is CommitV2 and back.root_tree is None

@@ -24,7 +24,6 @@ from click.testing import CliRunner
 
 from ctxstore import fsio
 from ctxstore.claude.hooklog import LOG_FILE, log_problem
-from ctxstore.code.ingest import STAT_CACHE
 from ctxstore.errors import IndexCorrupt, UnsafePath
 from ctxstore.graph import scc
 from ctxstore.index import DAMAGE_MARKER, INDEX_FILE, open_index
@@ -61,7 +60,9 @@ def _swap_at_first(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...], fold
     """
     swapped: list[Path] = []
     for name in names:
-        real = getattr(fsio, name, None)
+        owner: object = fsio.Dir if name.startswith("Dir.") else fsio
+        attr = name.removeprefix("Dir.")
+        real = getattr(owner, attr, None)
         if real is None:  # a helper this version of fsio does not have
             continue
 
@@ -70,7 +71,7 @@ def _swap_at_first(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...], fold
                 swapped.append(_swap(folder, out))
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(fsio, name, once)
+        monkeypatch.setattr(owner, attr, once)
     return swapped
 
 
@@ -85,7 +86,7 @@ def test_hook_log_never_appends_through_a_local_swapped_after_its_check(
     local = store.root / "local"
     local.mkdir(exist_ok=True)
     before = tree_state(out)
-    swapped = _swap_at_first(monkeypatch, ("open_append", "open_append_in"), local, out)
+    swapped = _swap_at_first(monkeypatch, ("open_append", "Dir.open_append"), local, out)
     assert log_problem(store.root, "stop", "something went wrong")
     assert swapped and tree_state(out) == before
     assert b"something went wrong" in (swapped[0] / LOG_FILE).read_bytes()
@@ -184,14 +185,14 @@ def test_scc_pointer_never_written_through_a_derived_swapped_after_its_check(
     # The view's object goes through the area's descriptor, opened before; the first open_excl
     # of the pointer's own write is where a by-name writer would follow the link.
     swapped: list[Path] = []
-    real = fsio.replace_atomic_in
+    real = fsio.Dir.replace_atomic
 
-    def swap_then_write(dir_fd: int, name: str, data: bytes, **kw: object) -> None:
-        if name == scc.POINTER_NAME and not swapped:
+    def swap_then_write(self: fsio.Dir, rel: str, data: bytes, **kw: object) -> None:
+        if rel == scc.POINTER_NAME and not swapped:
             swapped.append(_swap(derived, out))
-        real(dir_fd, name, data, **kw)  # type: ignore[arg-type]
+        real(self, rel, data, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(fsio, "replace_atomic_in", swap_then_write)
+    monkeypatch.setattr(fsio.Dir, "replace_atomic", swap_then_write)
     real_replace_atomic = fsio.replace_atomic  # the by-name writer this replaced
 
     def swap_then_write_by_name(path: Path, data: bytes, **kw: object) -> None:
@@ -261,35 +262,24 @@ def test_tantivy_rebuild_refuses_a_linked_new_directory(
     assert tree_state(out) == before and (out / "canary").exists()
 
 
-# -- the code stat cache (local/code-stat.json) --------------------------------------------------
+# -- the code index (index/code.sqlite, index/code.lock) ----------------------------------------
 @pytest.mark.parametrize("when", ["after the check", "before the call"])
-def test_code_stat_cache_never_written_through_a_linked_local(
+def test_code_index_never_written_through_a_linked_index(
         store: Store, runner: CliRunner, out: Path, monkeypatch: pytest.MonkeyPatch, when: str
         ) -> None:
+    # ctx index writes this clone's code index (and takes its lock) under index/: a link
+    # there, made before the run or swapped in after ctx checked the folder, is refused.
     (store.root.parent / "a.py").write_text("def f():\n    return 1\n")
-    local = store.root / "local"
-    local.mkdir(exist_ok=True)
+    index = store.root / "index"
+    index.mkdir(exist_ok=True)
     before = tree_state(out)
     if when == "after the check":
-        # The objects' first open_excl comes first: swap on the cache's own temp file.
-        swapped: list[Path] = []
-        real = fsio.open_excl
-
-        def swap_on_cache(path: str, *args: object, **kwargs: object) -> int:
-            if os.path.basename(os.fspath(path)).startswith(STAT_CACHE) and not swapped:
-                swapped.append(_swap(local, out))
-            return real(path, *args, **kwargs)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(fsio, "open_excl", swap_on_cache)
+        swapped = _swap_at_first(monkeypatch, ("Dir.ensure_dir", "hold_lock"), index, out)
     else:
-        swapped = [_swap(local, out)]
+        swapped = [_swap(index, out)]
     r = invoke(runner, store, "index")
-    assert swapped and tree_state(out) == before
-    if when == "after the check":
-        assert r.exit_code == 0, r.output
-        assert (swapped[0] / STAT_CACHE).is_file()
-    else:  # the staging area is under local/ too: the whole command is refused
-        assert r.exit_code == 1 and r.stderr.startswith(f"ctx: error[E020]: refusing {local}")
+    assert swapped and tree_state(out) == before, r.output
+    assert r.exit_code == 1 and r.stderr.startswith("ctx: error[E020]: refusing "), r.stderr
 
 
 # -- the Git warning markers (local/driver-warned, local/untracked) ------------------------------

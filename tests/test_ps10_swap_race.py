@@ -9,7 +9,7 @@ object writes into the swapped shard, pointer writes below the swapped ``refs/``
 
 A check by name followed by a write by name loses this race (the write follows the link
 that replaced the checked directory); ctx writes through directory descriptors opened with
-``O_NOFOLLOW`` instead (``fsio.replace_atomic_under``). Asserted: nothing under ``OUT`` is
+``O_NOFOLLOW`` instead (``fsio.Dir.replace_atomic``). Asserted: nothing under ``OUT`` is
 ever created or changed (names, bytes, mtimes), every refused write is one clean E020 error
 naming the swapped path (no traceback), and the race really ran (some writes refused, some
 done). The swapper is a process, not a thread: a thread would hold the GIL between swaps

@@ -3,7 +3,8 @@
 One ``Check`` per concern, in the order a person would fix them: the hooks are
 installed, they find a working ctx (the one on the hooks' PATH, ``CTX_BIN`` or an absolute
 path), the store is found from the repository root, the merge driver is registered in
-this clone, its config.toml is valid, the index is current, and the installed skill and plugin match this ctx.
+this clone, its config.toml is valid, the index is current, ``ctx mcp`` starts and answers
+``tools/list``, and the installed skill and plugin match this ctx.
 The checks read; the only thing written is the derived index, brought up to date as any
 read command would.
 
@@ -57,6 +58,8 @@ class Setup:
         ctx_bin: ``CTX_BIN`` of that environment, if set.
         ctx_dir: an explicit ``--ctx-dir`` / ``CTX_DIR``, if any.
         version: the version of this ctx.
+        ctx_command: the argv prefix that runs this ctx (the MCP check starts ``ctx mcp``
+            with it); empty: that check is left out.
     """
 
     cwd: Path
@@ -66,6 +69,7 @@ class Setup:
     ctx_bin: str | None = None
     ctx_dir: str | None = None
     version: str = ""
+    ctx_command: tuple[str, ...] = ()
 
 
 @dataclass
@@ -123,17 +127,17 @@ def first_notice(key: str, folder: Path | None = None) -> bool:
 
 # -- reading the installed configuration -------------------------------------------------------
 def _read(root: Path, path: Path, *, own: bool = False) -> bytes | None:
-    """A file as ``ctx install`` reads it (``install.Boundary``); None when absent or refused.
+    """A file as ``ctx install`` reads it (``install.Plan``); None when absent or refused.
 
     Below ``root`` no link is followed (a project's ``.claude`` may come from a clone) unless
     ``own`` (the user's ``~/.claude``, perhaps linked into a dotfiles repository); either way
     only a regular file, bounded, is read. Doctor never fails on it.
     """
-    from ctxstore.claude.install import Boundary
+    from ctxstore.claude.install import Plan
     from ctxstore.errors import CtxError
 
     try:
-        return Boundary(root, follow_links=own).read(path)
+        return Plan(root, follow_links=own).read(path)
     except (OSError, CtxError):  # an unsafe path (E020), too large: reported as unreadable
         return None
 
@@ -389,6 +393,22 @@ def _check_index(store: Path) -> list[Check]:
     return [Check("index", True, "was behind the store; brought up to date" if behind else "current")]
 
 
+def _check_mcp(setup: Setup, store: Path) -> list[Check]:
+    """``ctx mcp`` starts on the store and answers ``tools/list``: what every other agent uses."""
+    if not setup.ctx_command:
+        return []
+    from ctxstore.mcp.probe import probe_server
+
+    # On the store found (never a new ~/.ctx), with the environment the hooks get.
+    result = probe_server([*setup.ctx_command, "--ctx-dir", str(store), "mcp"], cwd=store.parent,
+                          env={"PATH": setup.path, "HOME": str(setup.home)}, client="ctx-doctor")
+    if result.ok:
+        return [Check("mcp server", True, f"ctx mcp answers tools/list ({len(result.tools)} tools)")]
+    return [Check("mcp server", False, f"ctx mcp does not answer: {result.detail}",
+                  "reinstall ctx (pipx reinstall ctxstore): the MCP SDK, package mcp, is one of "
+                  "its dependencies")]
+
+
 def _check_secrets(store: Path) -> list[Check]:
     """No secret in what the store holds (``security.purge.find_secrets``, ``ctx debug secrets``)."""
     from ctxstore.errors import CtxError
@@ -431,5 +451,6 @@ def run_checks(setup: Setup) -> list[Check]:
             checks += index
             if index[0].ok:  # a damaged store is named once, by the index check
                 checks += _check_secrets(store)
+            checks += _check_mcp(setup, store)
     checks += _check_versions(setup, root)
     return checks

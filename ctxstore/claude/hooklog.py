@@ -19,6 +19,10 @@ import os
 import stat
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctxstore import fsio
 
 __all__ = ["LOG_FILE", "MAX_LOG_BYTES", "MAX_LINE_CHARS", "log_path", "log_problem"]
 
@@ -48,7 +52,7 @@ def _line(event: str, message: str, now: float) -> bytes:
     return f"{stamp}\t{name}\t{clean}\n".encode("utf-8", "replace")
 
 
-def _append(folder: int, local: Path, line: bytes) -> None:
+def _append(folder: fsio.Dir, local: Path, line: bytes) -> None:
     """Append ``line`` to the log in the open ``local/`` directory, rotating it when full.
 
     Raises:
@@ -59,15 +63,15 @@ def _append(folder: int, local: Path, line: bytes) -> None:
     from ctxstore.errors import UnsafePath
 
     try:
-        st = os.stat(LOG_FILE, dir_fd=folder, follow_symlinks=False)
+        st = os.stat(LOG_FILE, dir_fd=folder.fileno(), follow_symlinks=False)
     except FileNotFoundError:
         st = None
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
             raise UnsafePath(os.fspath(local / LOG_FILE), detail=f"is {fsio.file_kind(st.st_mode)}")
         if st.st_size >= MAX_LOG_BYTES:
-            fsio.replace(LOG_FILE, LOG_FILE + ".1", dir_fd=folder)  # renames the entry itself
-    fd = fsio.open_append_in(folder, LOG_FILE, where=os.fspath(local / LOG_FILE))
+            fsio.replace(LOG_FILE, LOG_FILE + ".1", dir_fd=folder.fileno())  # the entry itself
+    fd = folder.open_append(LOG_FILE)
     try:
         fsio.write_all(fd, line)
     finally:
@@ -96,11 +100,8 @@ def log_problem(store_root: Path | None, event: str, message: str, *,
         # Through descriptors (PS-10): ``local/`` is opened O_NOFOLLOW from the store's own
         # descriptor and the log is renamed and opened relative to it, so a ``local/``
         # swapped for a link at any moment is refused (E020), never written through.
-        folder = fsio.open_dir_under(store_root, local, create=True, durable=False)
-        try:
+        with fsio.open_dir(store_root, local, create=True, durable=False) as folder:
             _append(folder, local, _line(event, message, time.time() if now is None else now))
-        finally:
-            os.close(folder)
     except Exception:  # noqa: BLE001 - logging must never break a hook
         return False
     return True

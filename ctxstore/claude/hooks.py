@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ctxstore.claude.tags import TagProblem
     from ctxstore.claude.transcript import TextBlock
     from ctxstore.config import Config
+    from ctxstore.lifecycle.consolidate import Due
     from ctxstore.session import Session
 
 __all__ = ["MAX_COMMANDS_PER_TURN", "LOCK_WAIT_SECONDS", "HANDLERS",
@@ -617,7 +618,8 @@ def _run_turn(root: Path, state: HookState, session: str, todo: list[dict[str, A
 
 def _after_turn(db: Session, changed: bool) -> list[str]:
     """What follows a turn that ran commands: the optional CLAUDE.md refresh; its problems."""
-    if changed and db.config.get("claude", "claude_md_on_stop"):
+    if changed and (db.config.get("claude", "claude_md_on_stop")
+                    or db.config.get("claude", "agents_md_on_stop")):
         if (why := _refresh_claude_md(db)) is not None:
             return [why]
     return []
@@ -938,6 +940,7 @@ def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -
         state, problems = None, [exc.message]
     compacted = _text(payload, "source") == "compact"
     lost: list[str] = []  # after a compaction: memory relevant to the recent prompts
+    consolidation = None
     if state is None:
         try:
             body, _, problem, shown, notes = _default_view(root)
@@ -951,6 +954,7 @@ def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -
             problems = notice + drained
             pending = _take_fitting(state, session, MAX_INJECT_CHARS // 2, take=write)
             task = read_current_task(root)
+            consolidation = _consolidation_line(state)
             body, problem, shown = _cached_view(root, state, store=write)
             # A new, cleared or compacted conversation holds only what is injected now.
             if write:
@@ -967,6 +971,8 @@ def _session_start(root: Path | None, payload: Payload, *, write: bool = True) -
         lead.append("ctx memory, injected again after the conversation was compacted.")
     if task:
         lead.append(f"Current ctx task: {sanitize_text(task)}")
+    if consolidation:
+        lead.append(consolidation)
     prefix = "".join(line + "\n" for line in lead) + "".join(pending)
     tail = "".join(lost)
     if not shown and not prefix and not tail:  # nothing stored to show: no empty frame
@@ -1028,10 +1034,55 @@ def _session_end(root: Path | None, payload: Payload) -> Payload:
         _drain(root, state)
         from ctxstore.lifecycle.upkeep import session_end_upkeep  # never raises; not on the prompt path
 
-        session_end_upkeep(root, state.access_counts())  # compaction triggers + lifecycle pass
+        checked = state.get(CONSOLIDATION_CHECKED_KEY)
+        # compaction triggers, the lifecycle pass, the consolidation triggers
+        upkeep = session_end_upkeep(
+            root, state.access_counts(),
+            consolidation_checked=int(checked) if checked and checked.isdigit() else None,
+            consolidation_pending=state.get(CONSOLIDATION_KEY) is not None)
+        _note_consolidation(state, upkeep.consolidation, upkeep.problems)
         _cached_view(root, state)
         state.prune()  # idle sessions' values: the file must not grow with every session
     return {}
+
+
+# Spec 003's consolidation triggers: when they last held, and the proposals left for /consolidate.
+CONSOLIDATION_CHECKED_KEY = "consolidation_checked"
+CONSOLIDATION_KEY = "consolidation_due"
+
+
+def _note_consolidation(state: HookState, due: Due | None, problems: list[str]) -> None:
+    """Keep what the session end's consolidation check found for the next session start.
+
+    A trigger that held restarts the count of new memories; proposals are kept (their count and
+    why) until a later check finds none. A check that could not run changes nothing.
+    """
+    import json
+
+    if due is None or any(p.startswith("consolidation check") for p in problems):
+        return
+    if due.why != "pending":
+        state.put(CONSOLIDATION_CHECKED_KEY, str(int(time.time() * 1000)))
+    state.put(CONSOLIDATION_KEY, json.dumps({"why": due.why, "proposals": len(due.proposals)})
+              if due.proposals else None)
+
+
+def _consolidation_line(state: HookState) -> str | None:
+    """The session start's line about consolidation proposals waiting, if any."""
+    import json
+
+    raw = state.get(CONSOLIDATION_KEY)
+    try:
+        due = json.loads(raw) if raw else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(due, dict) or not isinstance(due.get("proposals"), int):
+        return None
+    why = due["why"] if isinstance(due.get("why"), str) else "pending"
+    count = due["proposals"]
+    return (f"ctx: consolidation is due ({sanitize_text(why)[:40]}): {count} merge "
+            f"proposal{'s' if count != 1 else ''} of similar memories wait; review them with "
+            "/consolidate (`ctx consolidate --dry-run`).")
 
 
 HANDLERS: dict[str, Callable[[Path | None, Payload], Payload]] = {

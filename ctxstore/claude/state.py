@@ -598,13 +598,15 @@ def _check_local(store_root: Path, *, create: bool) -> tuple[bool, str | None]:
     if st is None:
         if not create:
             return False, None
-        fsio.ensure_dir_under(store_root, local)
+        with fsio.open_dir(store_root) as store_dir:
+            store_dir.ensure_dir(local)
         return True, None
     if stat.S_ISLNK(st.st_mode):  # refused, never followed: it may lead out of the store
         fsio.check_under(store_root, local)
     # Anything else in place of the folder (a file, a FIFO) is damage, moved aside.
     moved = _move_aside(local)
-    fsio.ensure_dir_under(store_root, local)
+    with fsio.open_dir(store_root) as store_dir:
+        store_dir.ensure_dir(local)
     return True, (f"the hook state folder .ctx/local was {fsio.file_kind(st.st_mode)}; moved "
                   f"aside to .ctx/{moved} and started fresh")
 

@@ -1,10 +1,11 @@
 """Consent for settings with effects outside ``.ctx/`` (RELIABILITY.md §2.11 CF-01, I12).
 
 ``.ctx/config.toml`` is committed, so a cloned repository chooses its values. Settings
-whose effect reaches outside the store (today: the Stop hook writing CLAUDE.md,
-``[claude] claude_md_on_stop`` and ``claude_md_path``) therefore apply only when the user
-has consented to exactly those values in this clone. As Git defines merge drivers only in
-``.git/config``, which ``git clone`` never copies, the consent is a record in the clone's
+whose effect reaches outside the store (today: the Stop hook writing CLAUDE.md and
+AGENTS.md, ``[claude] claude_md_on_stop``, ``agents_md_on_stop`` and their paths)
+therefore apply only when the user has consented to exactly those values in this clone.
+As Git defines merge drivers only in ``.git/config``, which ``git clone`` never copies,
+the consent is a record in the clone's
 own Git configuration (``git config --local ctx.trusted``): nothing a repository carries,
 ``.ctx/local/`` included (``git add -f`` can commit it), can grant it.
 
@@ -58,12 +59,23 @@ class TrustRecord:
     store: str
     claude_md_on_stop: bool
     claude_md_path: str
+    agents_md_path: str | None = None  # set when ``agents_md_on_stop`` is
 
     def encode(self) -> str:
-        """The canonical text stored in Git's configuration (sorted keys, ASCII)."""
-        return json.dumps({"store": self.store, "claude_md_on_stop": self.claude_md_on_stop,
-                           "claude_md_path": self.claude_md_path},
-                          sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        """The canonical text stored in Git's configuration (sorted keys, ASCII).
+
+        ``agents_md_path`` only when set, so a record made before it existed stays valid.
+        """
+        data: dict[str, object] = {"store": self.store, "claude_md_on_stop": self.claude_md_on_stop,
+                                   "claude_md_path": self.claude_md_path}
+        if self.agents_md_path is not None:
+            data["agents_md_path"] = self.agents_md_path
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+    def files(self) -> list[str]:
+        """The files the Stop hook would write with this consent (CLAUDE.md, AGENTS.md)."""
+        return ([self.claude_md_path] if self.claude_md_on_stop else []) + (
+            [self.agents_md_path] if self.agents_md_path is not None else [])
 
     def fingerprint(self) -> str:
         """A short stable digest of the record (keys "said once" notices)."""
@@ -79,8 +91,10 @@ def _decode(text: str) -> TrustRecord | None:
     if not isinstance(data, dict):
         return None
     store, on_stop, path = data.get("store"), data.get("claude_md_on_stop"), data.get("claude_md_path")
-    if isinstance(store, str) and isinstance(on_stop, bool) and isinstance(path, str):
-        return TrustRecord(store, on_stop, path)
+    agents = data.get("agents_md_path")
+    if isinstance(store, str) and isinstance(on_stop, bool) and isinstance(path, str) \
+            and (agents is None or isinstance(agents, str)):
+        return TrustRecord(store, on_stop, path, agents)
     return None
 
 
@@ -96,7 +110,8 @@ def _store_name(store: Store) -> str:
 def requested(store: Store, name: str | None = None) -> TrustRecord | None:
     """The consent the store's config asks for, or None.
 
-    None when it asks for nothing that reaches outside ``.ctx/`` (``claude_md_on_stop`` is false).
+    None when it asks for nothing that reaches outside ``.ctx/`` (``claude_md_on_stop`` and
+    ``agents_md_on_stop`` are false).
 
     Args:
         store: the store whose config.toml is read (already loaded).
@@ -105,10 +120,13 @@ def requested(store: Store, name: str | None = None) -> TrustRecord | None:
     Raises:
         ConsentRequired: if the store is in a Git work tree git cannot read.
     """
-    if not store.config.get("claude", "claude_md_on_stop"):
+    claude = bool(store.config.get("claude", "claude_md_on_stop"))
+    agents = bool(store.config.get("claude", "agents_md_on_stop"))
+    if not claude and not agents:
         return None
-    return TrustRecord(name if name is not None else _store_name(store), True,
-                       store.config.get("claude", "claude_md_path"))
+    return TrustRecord(name if name is not None else _store_name(store), claude,
+                       store.config.get("claude", "claude_md_path"),
+                       store.config.get("claude", "agents_md_path") if agents else None)
 
 
 def _records(store: Store) -> list[tuple[str, TrustRecord | None]]:

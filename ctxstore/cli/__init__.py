@@ -67,6 +67,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                   "Remove exactly what `ctx install` added."),
     "claude-md": ("ctxstore.cli.claude_md", "claude_md_command",
                   "Write the ranked project-memory section of CLAUDE.md."),
+    "agents-md": ("ctxstore.cli.claude_md", "agents_md_command",
+                  "Write the ranked project-memory section of AGENTS.md."),
     "help": ("ctxstore.cli.root", "help_command", "Show help for ctx or a command."),
     "mcp": ("ctxstore.cli.mcp", "mcp_command", "Serve the store to MCP clients over stdio."),
     "lifecycle": ("ctxstore.cli.lifecycle", "lifecycle_command",

@@ -87,26 +87,31 @@ def add_rust_command(env: Env, paths: tuple[str, ...]) -> None:
 @click.option("--jobs", type=click.IntRange(min=1, max=64), default=None,
               help="Processes extracting symbols [default: one per CPU, at most 8; runs of "
                    "under 256 KiB of changed source use one].")
+@click.option("--full", is_flag=True,
+              help="Read and derive every file again (a code index edited or damaged by hand).")
 @format_option
 @pass_env
-def index_command(env: Env, paths: tuple[str, ...], jobs: int | None) -> None:
+def index_command(env: Env, paths: tuple[str, ...], jobs: int | None, full: bool) -> None:
     """Index the work tree (or the files below PATHs): files, symbols and relations.
 
     Honours .gitignore and [ingestion] ignore_globs, skips binaries, symlinks out of the
     tree and files over max_file_bytes (one note each), and reads only files whose size or
-    time changed since the last run. Files gone from the tree are recorded as removed.
-    One run is one staged step; `ctx commit` folds it.
+    time changed since the last run. Files gone from the tree, ignored now or no longer
+    indexable leave the index. The code index is this clone's (.ctx/index/code.sqlite,
+    ignored by Git): nothing is staged and nothing reaches Git; every clone builds its own.
+    The search index and import cycles are current when it returns.
 
     \b
     Examples:
         ctx index
         ctx index src/ --format json
+        ctx index --full
     """
     from ctxstore.code.ingest import index_tree
 
     env.require_project("ctx index")  # the user store ~/.ctx has no code to index
     report = index_tree(env.session(), _repo_paths(env, paths), jobs=jobs,
-                        progress=progress_printer("indexing files", min_total=200))
+                        progress=progress_printer("indexing files", min_total=200), full=full)
     _refresh_tantivy(env)
     _report(env, report)
 

@@ -20,7 +20,8 @@ def doctor_command(env: Env) -> None:
     ~/.claude or a plugin) and find a working ctx of this version (on the hooks' PATH,
     as CTX_BIN or by absolute path), the store is found from the repository root, the
     merge driver is registered in this clone, the index is current (brought up to
-    date if it is behind), and the installed skill and plugin match this ctx.
+    date if it is behind), `ctx mcp` starts and answers tools/list, and the installed
+    skill and plugin match this ctx.
     Exit status 0 when every check passes, 1 otherwise.
 
     \b
@@ -28,15 +29,20 @@ def doctor_command(env: Env) -> None:
         ctx doctor
         ctx doctor --format json | jq '.checks[] | select(.ok | not)'
     """
+    import shutil
+    import sys
+
     import ctxstore
     from ctxstore.claude.doctor import Setup, run_checks
+    from ctxstore.claude.install import resolve_ctx_command
 
     configured = os.environ.get("CLAUDE_CONFIG_DIR")
     home = Path(os.path.expanduser("~"))
     setup = Setup(cwd=Path(os.getcwd()), home=home,
                   claude_config=Path(configured) if configured else home / ".claude",
                   path=os.environ.get("PATH", os.defpath), ctx_bin=os.environ.get("CTX_BIN") or None,
-                  ctx_dir=env.ctx_dir, version=ctxstore.__version__)
+                  ctx_dir=env.ctx_dir, version=ctxstore.__version__,
+                  ctx_command=tuple(resolve_ctx_command(sys.executable, shutil.which("ctx"))))
     checks = run_checks(setup)
     ok = all(c.ok for c in checks)
     if env.fmt == "json":

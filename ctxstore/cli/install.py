@@ -1,4 +1,4 @@
-"""``ctx install`` and ``ctx uninstall``: Claude Code skill, hooks and plugin."""
+"""``ctx install`` and ``ctx uninstall``: Claude Code skill, hooks and plugin; other agents (``--agent``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
+from ctxstore.agents.registry import AGENTS
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 from ctxstore.errors import InvalidInput, StoreNotFound
 
@@ -100,6 +102,21 @@ def _scope_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+_AGENT = click.option("--agent", "agents", multiple=True, type=click.Choice(list(AGENTS)),
+                      help="Register `ctx mcp` in this agent's own configuration instead "
+                           "(repeatable): its project file, or with --user its user file. "
+                           "See docs/agents.md.")
+
+
+def _agents(env: Env, agents: tuple[str, ...], scope: str, *, dry_run: bool, remove: bool) -> None:
+    """``--agent``: each agent's project file unless --user/--project was given."""
+    from ctxstore.cli.agents import run_agents
+
+    given = click.get_current_context().get_parameter_source("scope") != ParameterSource.DEFAULT
+    run_agents(env, agents, "user" if scope == "user" else "project" if given else None,
+               project=_claude_dir(env, "project").parent, dry_run=dry_run, remove=remove)
+
+
 def _user_store(dry_run: bool) -> tuple[Path, bool]:
     """The user store ``~/.ctx``, created (spec 001 §18: store, schema, default view) unless it exists.
 
@@ -140,10 +157,11 @@ def _mcp_config(claude: Path, scope: str) -> Path:
 @click.option("--mcp", "with_mcp", is_flag=True,
               help="Also register `ctx mcp` as Claude Code's MCP server `ctx` (the project's "
                    ".mcp.json, or ~/.claude.json with --user). A plugin always declares it.")
+@_AGENT
 @format_option
 @pass_env
 def install_command(env: Env, scope: str, shared: bool, plugin_dir: str | None,
-                    dry_run: bool, with_mcp: bool) -> None:
+                    dry_run: bool, with_mcp: bool, agents: tuple[str, ...]) -> None:
     """Install the ctx skill and hooks into Claude Code (or write a plugin).
 
     Writes the skill to .claude/skills/ctx/SKILL.md and adds hooks for SessionStart,
@@ -163,6 +181,10 @@ def install_command(env: Env, scope: str, shared: bool, plugin_dir: str | None,
     and nothing is written; under --user, links are followed and a linked settings.json
     is written through, so it stays a link. `ctx doctor` checks the result.
 
+    --agent NAME registers `ctx mcp` with another agent instead (codex, gemini, cursor,
+    claude-desktop, vscode, windsurf): merged into its own configuration file, comments
+    and formatting kept, the file backed up first; `ctx uninstall --agent NAME` restores it.
+
     \b
     Examples:
         ctx install                 # this project, shared with the team through Git
@@ -170,8 +192,17 @@ def install_command(env: Env, scope: str, shared: bool, plugin_dir: str | None,
         ctx install --user --dry-run
         ctx install --plugin ./ctx-plugin && claude --plugin-dir ./ctx-plugin
         ctx install --mcp           # and the MCP server in .mcp.json
+        ctx install --agent codex --agent gemini   # their project files
+        ctx install --agent claude-desktop         # user-only agents need no --user
     """
     from ctxstore.claude.install import plan_install, plan_plugin
+
+    if agents:
+        from ctxstore.cli.agents import check_agent_options
+
+        check_agent_options(agents, plugin_dir, with_mcp, not shared)
+        _agents(env, agents, scope, dry_run=dry_run, remove=False)
+        return
 
     prefix = _ctx_prefix()
     extra: dict[str, object] = {"command": prefix}
@@ -192,7 +223,7 @@ def install_command(env: Env, scope: str, shared: bool, plugin_dir: str | None,
     # project's .claude may come from a clone, so nothing there is followed.
     plan = plan_install(claude, prefix, follow_links=scope == "user", mode=mode)
     if with_mcp:  # issue 16; a project's .mcp.json is committed: it names no path of this machine
-        from ctxstore.claude.skillset import plan_mcp
+        from ctxstore.claude.install import plan_mcp
 
         plan_mcp(plan, _mcp_config(claude, scope), prefix if scope == "user" else ["ctx"],
                  claude_json=scope == "user")
@@ -218,9 +249,11 @@ def install_command(env: Env, scope: str, shared: bool, plugin_dir: str | None,
 @click.option("--plugin", "plugin_dir", type=click.Path(file_okay=False), default=None,
               help="Remove the plugin that `ctx install --plugin DIR` wrote instead.")
 @click.option("--dry-run", is_flag=True, help="Print what would change and write nothing.")
+@_AGENT
 @format_option
 @pass_env
-def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: bool) -> None:
+def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: bool,
+                      agents: tuple[str, ...]) -> None:
     """Remove exactly what `ctx install` added: its hook entries and its skill file.
 
     Every other setting and hook stays as it is. A settings.json that ends up as it was
@@ -232,8 +265,16 @@ def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: boo
         ctx uninstall
         ctx uninstall --user --dry-run
         ctx uninstall --plugin ./ctx-plugin
+        ctx uninstall --agent codex   # ctx's server leaves .codex/config.toml
     """
     from ctxstore.claude.install import plan_uninstall, plan_unplugin
+
+    if agents:
+        from ctxstore.cli.agents import check_agent_options
+
+        check_agent_options(agents, plugin_dir, False, False)
+        _agents(env, agents, scope, dry_run=dry_run, remove=True)
+        return
 
     if plugin_dir is not None:
         where, root = _plugin_path(plugin_dir)
@@ -242,7 +283,7 @@ def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: boo
         return
     claude = _claude_dir(env, scope)
     plan = plan_uninstall(claude, follow_links=scope == "user")
-    from ctxstore.claude.skillset import plan_unmcp  # issue 16: the entry `ctx install --mcp` added
+    from ctxstore.claude.install import plan_unmcp  # the entry `ctx install --mcp` added
 
     plan_unmcp(plan, _mcp_config(claude, scope), claude_json=scope == "user")
     _report(env, plan, dry_run=dry_run, extra={"scope": scope},

@@ -21,8 +21,7 @@ def mcp_command(env: Env, use_global: bool) -> None:
     Tools: remember, recall, search, pack, memory_search, compose, show, link, forget,
     task_start, task_end, status. Resources: ctx://view/default and ctx://node/{id}. One long-lived process:
     every call first catches up with writes made by other processes (hooks, ctx add).
-    Stdout carries JSON-RPC only. Needs the MCP SDK: pip install 'ctxstore[mcp]'.
-    `ctx install --mcp` registers it with Claude Code.
+    Stdout carries JSON-RPC only. `ctx install --mcp` registers it with Claude Code.
 
     \b
     Examples:

@@ -52,23 +52,36 @@ def _open(env: Env, *, create: bool = False, durable: bool = True) -> MemoryDB:
 @memory_group.command("backfill")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--all", "everything", is_flag=True,
-              help="Every transcript under ~/.claude/projects (or $CLAUDE_CONFIG_DIR/projects).")
+              help="This project's transcripts under ~/.claude/projects (or "
+                   "$CLAUDE_CONFIG_DIR/projects): those whose working directory is the project's "
+                   "work tree or below it.")
+@click.option("--project", "projects", multiple=True, metavar="DIR",
+              type=click.Path(path_type=Path),
+              help="Also the transcripts of the project whose work tree is DIR (repeatable).")
+@click.option("--all-projects", is_flag=True,
+              help="Every transcript under ~/.claude/projects, whatever its project.")
 @format_option
 @pass_env
-def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> None:
+def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool,
+                     projects: tuple[Path, ...], all_projects: bool) -> None:
     """Index existing transcripts (files, or directories of *.jsonl).
 
     Idempotent and resumable: a second run reads only what is new. Then links the files and
     symbols talked about to the project's code index. Refused when config.toml has
     [memory] enabled = false.
 
+    --all keeps to this project: ~/.claude/projects holds every project's sessions, and
+    those of other projects are skipped with a note saying how many (--project DIR adds one
+    by its work tree, --all-projects takes them all). Paths named are indexed as given.
+
     \b
     Examples:
         ctx memory backfill --all
+        ctx memory backfill --all --project ~/work/other-repo
         ctx memory backfill ~/.claude/projects/-home-me-work-repo
     """
     from ctxstore.cli._common import progress_printer
-    from ctxstore.memory.backfill import backfill
+    from ctxstore.memory.backfill import backfill, project_transcripts
     from ctxstore.memory.codelink import link_code
     from ctxstore.memory.settings import OFF_NOTE, settings_of
 
@@ -77,11 +90,21 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> Non
         raise NothingToDo(f"{OFF_NOTE}: nothing was indexed",
                           hint="set [memory] enabled = true to index sessions (docs/memory.md)")
     targets = list(paths)
-    if everything:
+    skipped: tuple[int, list[str]] = (0, [])
+    notes: list[str] = []
+    if everything or projects or all_projects:
         config = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"),
                                                                       ".claude")
-        targets.append(Path(config) / "projects")
-    if not targets:
+        folder = Path(config) / "projects"
+        if all_projects:
+            targets.append(folder)
+        else:
+            trees = ([env.session().store.worktree] if everything else []) + \
+                [Path(os.path.abspath(p)) for p in projects]
+            chosen = project_transcripts(folder, trees)
+            targets += chosen.paths
+            skipped, notes = (chosen.skipped_files, chosen.skipped_projects), chosen.notes
+    elif not targets:
         raise InvalidInput("name transcript files or directories, or give --all",
                            hint="ctx memory backfill --all")
     started = time.monotonic()
@@ -94,13 +117,21 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool) -> Non
         linked = link_code(db, env.index())
         db.checkpoint()
     seconds = time.monotonic() - started
+    notes += report.notes
+    if skipped[0]:
+        shown = ", ".join(skipped[1][:5]) + (f" and {len(skipped[1]) - 5} more"
+                                              if len(skipped[1]) > 5 else "")
+        notes.append(f"skipped {plural(skipped[0], 'transcript')} of "
+                     f"{plural(len(skipped[1]), 'other project')} ({shown}); "
+                     "--project DIR or --all-projects indexes them")
     if env.fmt == "json":
         emit_json({"files": len(report.files), "bytes": report.bytes, "turns": report.turns,
                    "ideas": report.ideas, "seconds": round(seconds, 3),
                    "skipped_lines": sum(f.skipped for f in report.files),
-                   "linked": linked, "notes": report.notes})
+                   "skipped_other_projects": {"transcripts": skipped[0], "projects": skipped[1]},
+                   "linked": linked, "notes": notes})
         return
-    for note in report.notes:
+    for note in notes:
         click.echo(f"ctx: note: {note}", err=True)
     click.echo(f"indexed {plural(len(report.files), 'file')}, {report.bytes} new bytes: "
                f"{plural(report.turns, 'turn')}, {plural(report.ideas, 'idea')} "

@@ -63,6 +63,9 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
                       "cycles": res.scc.cycles}
         lines.append(f"SCC view {res.scc.oid.hex()[:16]}: {res.scc.nodes} nodes, "
                      f"{res.scc.sccs} SCCs, {res.scc.cycles} cycles")
+    if res.scc_deferred is not None:
+        doc["scc"] = {"deferred": True, "edges": res.scc_deferred.edges}
+        lines.append(f"SCC view left to `ctx rebuild --scc` ({res.scc_deferred.edges:,} edges)")
     if res.tantivy is not None:
         doc["tantivy"] = {"chunks": res.tantivy.chunks, "nodes": res.tantivy.nodes,
                           "files": res.tantivy.files, "seconds": round(res.tantivy.seconds, 3)}

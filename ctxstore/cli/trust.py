@@ -15,6 +15,7 @@ import click
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 
 if TYPE_CHECKING:
+    from ctxstore.claude.trust import TrustRecord
     from ctxstore.repo import Store
 
 
@@ -28,8 +29,22 @@ def _security_records(store: Store) -> list[dict[str, Any]]:
             if isinstance(data, dict) and data.get("store") == name and "security" in data]
 
 
-def _values(claude_md_path: str) -> str:
-    return f"[claude] claude_md_on_stop = true, claude_md_path = {json.dumps(claude_md_path)}"
+def _values(record: TrustRecord) -> str:
+    parts = []
+    if record.claude_md_on_stop:
+        parts.append(f"claude_md_on_stop = true, claude_md_path = {json.dumps(record.claude_md_path)}")
+    if record.agents_md_path is not None:
+        parts.append(f"agents_md_on_stop = true, agents_md_path = {json.dumps(record.agents_md_path)}")
+    return "[claude] " + ", ".join(parts)
+
+
+def _record_json(record: TrustRecord) -> dict[str, object]:
+    out: dict[str, object] = {"store": record.store, "claude_md_on_stop": record.claude_md_on_stop,
+                              "claude_md_path": record.claude_md_path}
+    if record.agents_md_path is not None:  # only then: the output of older records is unchanged
+        out["agents_md_on_stop"] = True
+        out["agents_md_path"] = record.agents_md_path
+    return out
 
 
 def _limits(values: dict[str, object]) -> str:
@@ -43,10 +58,11 @@ def _limits(values: dict[str, object]) -> str:
 @format_option
 @pass_env
 def trust_command(env: Env, revoke: bool, list_: bool) -> None:
-    """Allow this repository's config.toml to write CLAUDE.md, raise limits, weaken secret scanning.
+    """Allow this repository's config.toml to write CLAUDE.md/AGENTS.md, raise limits, weaken secret scanning.
 
-    `.ctx/config.toml` is committed, so a clone's `[claude] claude_md_on_stop` and
-    `claude_md_path` take effect only after you consent to exactly those values here, and
+    `.ctx/config.toml` is committed, so a clone's `[claude] claude_md_on_stop`,
+    `agents_md_on_stop` and their paths (`claude_md_path`, `agents_md_path`) take effect
+    only after you consent to exactly those values here, and
     so do resource limits it sets above what a committed config may (`[storage]
     max_object_bytes`, `[ingestion] max_file_bytes`, ...: docs/reliability.md).
     The consent is kept in this clone's Git configuration (`git config --local
@@ -86,15 +102,14 @@ def trust_command(env: Env, revoke: bool, list_: bool) -> None:
         security = _security_records(store)
         if env.fmt == "json":
             emit_json({"git": True, "records": [
-                {"store": r.store, "claude_md_on_stop": r.claude_md_on_stop,
-                 "claude_md_path": r.claude_md_path, "current": current} for r, current in records],
+                {**_record_json(r), "current": current} for r, current in records],
                 "limits": [{"values": v, "current": current} for v, current in limit_records],
                 "security": security})
             return
         if not records and not limit_records and not security:
             click.echo("no consent recorded for this store")
         for r, current in records:
-            click.echo(f"{r.store}: {_values(r.claude_md_path)} "
+            click.echo(f"{r.store}: {_values(r)} "
                        f"({'current' if current else 'stale: config.toml changed since'})")
         for values, current in limit_records:
             click.echo(f"{store.root.name}: {_limits(values)} "
@@ -110,8 +125,7 @@ def trust_command(env: Env, revoke: bool, list_: bool) -> None:
         if env.fmt == "json":
             emit_json({"git": True, "changed": bool(removed or removed_limits or security_removed),
                        "records": [
-                {"store": r.store, "claude_md_on_stop": r.claude_md_on_stop,
-                 "claude_md_path": r.claude_md_path} for r in removed],
+                _record_json(r) for r in removed],
                 "limits": removed_limits, "security_removed": security_removed})
             return
         if security_removed:
@@ -125,24 +139,25 @@ def trust_command(env: Env, revoke: bool, list_: bool) -> None:
 
     if store.config.get("claude", "claude_md_on_stop"):
         resolve_claude_md(store)  # never record consent to a path that leads out
+    if store.config.get("claude", "agents_md_on_stop"):
+        resolve_claude_md(store, kind="agents")
     record, new = trust.grant(store)
     raised, limits_new = limits.grant(store.config, store.root)
     granted, security_new = consent.grant_security(store)
     if env.fmt == "json":
         emit_json({"git": True, "changed": new or limits_new or security_new,
                    "records": [] if record is None else [
-            {"store": record.store, "claude_md_on_stop": record.claude_md_on_stop,
-             "claude_md_path": record.claude_md_path}], "limits": raised,
+            _record_json(record)], "limits": raised,
             "security": None if granted is None
             else consent.policy_from_config(store.config).fingerprint()})
         return
     if record is None and not raised and granted is None:
-        click.echo(f"nothing to trust: {config} sets [claude] claude_md_on_stop = false, "
-                   "raises no resource limit and keeps the default secret policy")
+        click.echo(f"nothing to trust: {config} sets [claude] claude_md_on_stop and "
+                   "agents_md_on_stop = false, raises no resource limit and keeps the default secret policy")
         return
     if record is not None:
         click.echo(f"{'trusted' if new else 'already trusted'}: {config} "
-                   f"{_values(record.claude_md_path)} (recorded in this clone's Git configuration)")
+                   f"{_values(record)} (recorded in this clone's Git configuration)")
     if raised:
         click.echo(f"{'trusted' if limits_new else 'already trusted'}: {config} {_limits(raised)}"
                    " (recorded in this clone's Git configuration)")

@@ -6,7 +6,11 @@ excludes honoured); elsewhere a pure-Python walk honours ``.gitignore`` files (b
 lines and ``#`` comments, ``!`` negation, a trailing ``/`` for directories, a ``/``
 anchoring the pattern to its directory, ``*``, ``?`` and ``**``). Either way
 ``[ingestion] ignore_globs`` is applied on top, and ``.ctx/`` and ``.git/`` are never
-listed. Paths are repository-relative POSIX paths. It only reads: no store, no index.
+listed. Build outputs are left out at any depth unless asked for (``build_outputs``):
+what lies below a folder named as ``BUILD_OUTPUT_GLOBS`` names (``target/``,
+``node_modules/``, ``dist/``, ``build/``, ...) or below a virtualenv (a folder holding a
+``pyvenv.cfg``, whatever its name). Paths are repository-relative POSIX paths. It only
+reads: no store, no index.
 
 Globs are matched by RE2 (``google-re2``), in time linear in the path whatever the globs: a
 committed ``.gitignore`` or ``ignore_globs`` is untrusted, and Python's backtracking ``re``
@@ -27,9 +31,17 @@ from ctxstore import fsio
 from ctxstore.errors import UnsafePath
 from ctxstore.records import dataclass
 
-__all__ = ["WalkResult", "GlobSet", "walk_tree", "glob_source", "glob_regex", "matches_any"]
+__all__ = ["BUILD_OUTPUT_GLOBS", "WalkResult", "GlobSet", "walk_tree", "glob_source",
+           "glob_regex", "matches_any", "build_output"]
 
 _ALWAYS_SKIPPED = (".ctx", ".git")
+# Folders whose files are what a build, a package manager or a tool wrote, at any depth
+# (``[ingestion] index_build_outputs = true`` indexes them). Virtualenvs are told by their
+# ``pyvenv.cfg`` instead of a name (``venv/`` is also the standard library's own package).
+BUILD_OUTPUT_GLOBS = ("**/target/**", "**/node_modules/**", "**/dist/**", "**/build/**",
+                      "**/__pycache__/**", "**/.venv/**", "**/.tox/**", "**/.nox/**",
+                      "**/.eggs/**", "**/*.egg-info/**")
+_VENV_MARKER = "pyvenv.cfg"
 
 
 @dataclass
@@ -176,13 +188,14 @@ def matches_any(path: str, patterns: GlobSet) -> bool:
 
 
 def walk_tree(root: Path, *, ignore_globs: Iterable[str] = (),
-              under: Sequence[str] = ()) -> WalkResult:
+              under: Sequence[str] = (), build_outputs: bool = False) -> WalkResult:
     """List the files to ingest below ``root`` (the directory holding ``.ctx/``).
 
     Args:
         root: The work tree's root.
         ignore_globs: ``[ingestion] ignore_globs``.
         under: Only files at or below these repository-relative paths (all when empty).
+        build_outputs: Also list build outputs (``[ingestion] index_build_outputs``).
 
     Returns:
         The files, sorted; symlinks are listed (the caller decides about them).
@@ -193,11 +206,56 @@ def walk_tree(root: Path, *, ignore_globs: Iterable[str] = (),
     if listed is None:
         listed = _walk_files(root)
     scope = [u.strip("/") for u in under if u.strip("/") not in ("", ".")]
+    outputs = None if build_outputs else _BuildOutputs(root)
     result.files = sorted(
         p for p in set(listed)
         if p.split("/", 1)[0] not in _ALWAYS_SKIPPED and not matches_any(p, patterns)
-        and (not scope or any(p == s or p.startswith(s + "/") for s in scope)))
+        and (not scope or any(p == s or p.startswith(s + "/") for s in scope))
+        and (outputs is None or not outputs.holds(p)))
     return result
+
+
+class _BuildOutputs:
+    """Which paths lie in a build output folder (``BUILD_OUTPUT_GLOBS``) or a virtualenv.
+
+    A virtualenv is a folder holding ``pyvenv.cfg``: each folder on the paths' way is looked
+    at once (one ``lstat``), so the folders of a tree cost one call each, not one per file.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.globs = GlobSet(BUILD_OUTPUT_GLOBS)
+        self.venv: dict[str, bool] = {}
+        # Every glob is ``**/NAME/**``: the answer is the path's folder's, asked once a folder.
+        self.folders: dict[str, bool] = {}
+
+    def holds(self, path: str) -> bool:
+        """Whether ``path`` (repository-relative) is a build output."""
+        folder = path.rpartition("/")[0]
+        if not folder:
+            return False  # a file at the root lies in no folder
+        known = self.folders.get(folder)
+        if known is None:
+            known = self.folders[folder] = self._folder_holds(folder)
+        return known
+
+    def _folder_holds(self, folder: str) -> bool:
+        if self.globs.any(folder + "/-"):  # a file in it, whatever its name
+            return True
+        while folder:
+            known = self.venv.get(folder)
+            if known is None:
+                known = self.venv[folder] = os.path.isfile(
+                    os.path.join(self.root, folder, _VENV_MARKER))
+            if known:
+                return True
+            folder = folder.rpartition("/")[0]
+        return False
+
+
+def build_output(root: Path, path: str) -> bool:
+    """Whether a repository-relative path is a build output (see ``walk_tree``)."""
+    return _BuildOutputs(root).holds(path)
 
 
 def _git_files(root: Path, under: Sequence[str]) -> list[str] | None:

@@ -43,12 +43,16 @@ if TYPE_CHECKING:  # the object store and the graph's SELECT load only where use
 
 __all__ = ["DERIVED_DIR", "POINTER_NAME", "SccResult", "LoadedScc", "node_name", "split_node",
            "compute_scc", "build_scc", "load_scc", "current_scc", "refresh_after_commit",
-           "cycles", "members"]
+           "cycles", "members", "drop_view", "too_large",
+           "AUTO_MAX_EDGES"]
 
 DERIVED_DIR = "DERIVED"
 POINTER_NAME = "scc_latest"
 _OBJECTS = "objects"
 _POINTER_LIMIT = 256  # a pointer is 64 hex digits and a newline
+# Above this many edges, ``ctx commit`` and ``ctx rebuild`` leave the view to ``ctx rebuild
+# --scc`` (networkx takes seconds for a 10,000-file code index; measured in docs/performance.md).
+AUTO_MAX_EDGES = 50_000
 
 
 def node_name(kind: str, key: str) -> str:
@@ -149,22 +153,18 @@ def _write_pointer(store: Store, oid: ObjectId) -> None:
             directory, a FIFO or a device.
     """
     folder, path = _pointer_path(store.root)
-    fd = fsio.open_dir_under(store.root, folder, create=True)
-    try:
+    with fsio.open_dir(store.root, folder, create=True) as derived:
         try:
-            mode = os.stat(POINTER_NAME, dir_fd=fd, follow_symlinks=False).st_mode
+            mode = os.stat(POINTER_NAME, dir_fd=derived.fileno(), follow_symlinks=False).st_mode
         except FileNotFoundError:
             mode = None
         if mode is not None and stat.S_ISLNK(mode):
             # Removed relative to the descriptor: the link itself, never its target. A link
             # planted again before the write below is refused by it (E020), not followed.
-            fsio.unlink(POINTER_NAME, dir_fd=fd)
+            derived.unlink(POINTER_NAME)
         elif mode is not None and stat.S_ISDIR(mode):
             raise UnsafePath(os.fspath(path), detail="is a directory")
-        fsio.replace_atomic_in(fd, POINTER_NAME, (oid.hex() + "\n").encode(),
-                               where=os.fspath(path))
-    finally:
-        os.close(fd)
+        derived.replace_atomic(POINTER_NAME, (oid.hex() + "\n").encode())
 
 
 def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult:
@@ -204,7 +204,8 @@ def build_scc(store: Store, conn: sqlite3.Connection | None = None) -> SccResult
     _write_pointer(store, oid)
     for old in list(objects.iter_ids()):  # only the newest view is kept
         if old != oid:
-            fsio.unlink_under(store.root, objects.path_for(old))
+            with fsio.open_dir(store.root) as store_dir:
+                store_dir.unlink(objects.path_for(old))
     return SccResult(oid, view)
 
 
@@ -281,9 +282,54 @@ def current_scc(store: Store, conn: sqlite3.Connection | None = None) -> LoadedS
     return LoadedScc(built.oid, built.view, notices)
 
 
+def drop_view(store: Store) -> None:
+    """Remove ``DERIVED/scc_latest`` (the graph changed under it: ``ctx index``); never raise.
+
+    The view is keyed by the store's heads, which a new code index does not move: without
+    its pointer the next reader that needs it (``current_scc``), ``ctx rebuild`` or
+    ``ctx commit`` builds it again. The pointer is removed relative to ``DERIVED``'s
+    descriptor (a link there is refused, never followed).
+    """
+    folder, _ = _pointer_path(store.root)
+    try:
+        with fsio.open_dir(store.root, folder) as derived:
+            derived.unlink(POINTER_NAME)
+    except (OSError, UnsafePath):
+        return  # none, or hostile: nothing to remove through it
+
+
+def too_large(store: Store, conn: sqlite3.Connection | None = None) -> int | None:
+    """The graph's edge count when it is over ``AUTO_MAX_EDGES`` (None: small enough).
+
+    Args:
+        store: The store.
+        conn: The caller's index connection (``Session.index``); None: one is opened here.
+
+    Raises:
+        CtxError, sqlite3.Error: from the index.
+    """
+    from ctxstore.index.derived import graph_size
+
+    if conn is not None:
+        size = graph_size(conn)
+    else:
+        from ctxstore.index import open_index
+
+        conn = open_index(store)
+        try:
+            size = graph_size(conn)
+        finally:
+            conn.close()
+    return size if size > AUTO_MAX_EDGES else None
+
+
 def refresh_after_commit(store: Store, index: Callable[[], sqlite3.Connection] | None = None
                          ) -> str | None:
     """Rebuild the SCC view after a fold; never raise (the view is derived).
+
+    A graph over ``AUTO_MAX_EDGES`` edges (a large code index) is not condensed at every
+    commit: the view of the old heads is removed and built when asked for (``ctx rebuild
+    --scc``, ``ctx debug graph``); packs read the import cycles ``ctx index`` keeps instead.
 
     Args:
         store: The store (the caller may hold its lock).
@@ -291,11 +337,15 @@ def refresh_after_commit(store: Store, index: Callable[[], sqlite3.Connection] |
             None: one is opened here.
 
     Returns:
-        None when the view was rebuilt, else a one-line notice saying why it was not
-        (the next ``ctx rebuild`` retries).
+        None when the view was rebuilt or left for later, else a one-line notice saying why
+        it could not be (the next ``ctx rebuild`` retries).
     """
     try:
-        build_scc(store, index() if index is not None else None)
+        conn = index() if index is not None else None
+        if too_large(store, conn) is not None:
+            drop_view(store)
+            return None
+        build_scc(store, conn)
     except (CtxError, OSError, sqlite3.Error, ImportError) as exc:
         return f"SCC view not rebuilt ({exc}); `ctx rebuild --scc` retries"
     return None

@@ -180,7 +180,8 @@ def _drop(store: Store, entry: DroppedEntry) -> None:
     path = _narrative_path(store, entry.path)  # E020: never through a link
     if entry.kind == "file":
         try:
-            fsio.unlink_under(store.root, path)  # through the directory's descriptor (PS-10)
+            with fsio.open_dir(store.root) as store_dir:  # through descriptors (PS-10)
+                store_dir.unlink(path)
         except OSError as exc:
             raise StorageIOError(str(path), op="unlink", error=exc) from None
         return
@@ -192,7 +193,8 @@ def _drop(store: Store, entry: DroppedEntry) -> None:
     if date and not parse_entries(entry.path, new) and \
             without_metadata(new).split() == render_template("log.md", date=date.group(1)).split():
         try:  # a log the session created holds nothing else now
-            fsio.unlink_under(store.root, path)
+            with fsio.open_dir(store.root) as store_dir:
+                store_dir.unlink(path)
         except OSError as exc:
             raise StorageIOError(str(path), op="unlink", error=exc) from None
         return

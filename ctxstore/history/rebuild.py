@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ctxstore.verify import VerifyReport
 
 __all__ = ["Mode", "VerifyResult", "verify", "IndexHealth", "check_index", "IndexRebuild",
-           "SccRebuild", "TantivyRebuild", "RebuildResult", "merge_heads", "rebuild"]
+           "SccRebuild", "SccDeferred", "TantivyRebuild", "RebuildResult", "merge_heads", "rebuild"]
 
 Mode = Literal["all", "full", "incremental", "scc", "tantivy"]
 
@@ -67,6 +67,13 @@ class SccRebuild:
 
 
 @dataclass(frozen=True, slots=True)
+class SccDeferred:
+    """The graph view left to ``ctx rebuild --scc``: a large code index's edge count."""
+
+    edges: int
+
+
+@dataclass(frozen=True, slots=True)
 class TantivyRebuild:
     """The Tantivy index written (or brought up to date) by ``rebuild``."""
 
@@ -86,6 +93,9 @@ class RebuildResult:
             nothing to merge).
         index: The SQLite index.
         scc: The graph view.
+        scc_deferred: Set instead of ``scc`` when the graph has more than
+            ``graph.scc.AUTO_MAX_EDGES`` edges (a large code index): the old view was removed
+            and is built on request only (``mode="scc"``).
         tantivy: The Tantivy index.
         after: The steps after the merge commit (``git add .ctx``).
         seconds: The time the whole rebuild took.
@@ -95,6 +105,7 @@ class RebuildResult:
     merge: FoldResult | None = None
     index: IndexRebuild | None = None
     scc: SccRebuild | None = None
+    scc_deferred: SccDeferred | None = None
     tantivy: TantivyRebuild | None = None
     after: PostCommit = PostCommit()
     seconds: float = 0.0
@@ -158,7 +169,7 @@ def rebuild(db: Session, mode: Mode = "all",
 
     start = time.perf_counter()
     store = db.store
-    up = merge = index = scc = tantivy = None
+    up = merge = index = scc = deferred = tantivy = None
     if mode in ("all", "full", "incremental"):
         up = UpgradeResult(fold_received(db))
         merge = merge_heads(db)
@@ -175,7 +186,12 @@ def rebuild(db: Session, mode: Mode = "all",
                 conn.close()
             index = IndexRebuild(nodes, edges, commits, records_applied=counts.applied,
                                  records_resumed=counts.resumed)
-    if mode != "tantivy":
+    large = (scc_mod.too_large(store, db.index(progress)) if mode not in ("tantivy", "scc")
+             else None)
+    if large is not None:  # a large code index: condensed on request only
+        scc_mod.drop_view(store)
+        deferred = SccDeferred(large)
+    elif mode != "tantivy":
         stale = tuple(scc_mod.load_scc(store.root).notices)
         built = scc_mod.build_scc(store, db.index(progress))
         scc = SccRebuild(built.oid, len(built.view.nodes), built.view.scc_count,
@@ -190,7 +206,7 @@ def rebuild(db: Session, mode: Mode = "all",
         tantivy = TantivyRebuild(rep.chunks, rep.nodes, rep.files, rep.seconds)
     folds = [f for f in (merge, up.fold if up else None) if f is not None]
     after = after_commit(db, folds, graph=False)  # the view was rebuilt above
-    return RebuildResult(up, merge, index, scc, tantivy, after, time.perf_counter() - start)
+    return RebuildResult(up, merge, index, scc, deferred, tantivy, after, time.perf_counter() - start)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,13 +239,16 @@ def verify(db: Session, *, index: bool = False,
     Raises:
         CtxError: (E001-E005) if the store cannot be replayed for the comparison.
     """
-    from ctxstore.index.compare import compare_index
     from ctxstore.verify import verify_store
 
     report = verify_store(db.store, progress=progress)
     if not index:
         return VerifyResult(report)
-    cmp = compare_index(db.store)
+    from ctxstore.code.ingest.run import rederive_rows
+    from ctxstore.index.compare import compare_index
+
+    store = db.store
+    cmp = compare_index(store, lambda conn, indexed: rederive_rows(store, conn, indexed))
     report.problems.extend(cmp.differences)
     return VerifyResult(report, cmp)
 

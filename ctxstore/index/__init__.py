@@ -40,6 +40,7 @@ from ctxstore import fsio
 from ctxstore import sqlite as db
 from ctxstore.errors import CtxError, IndexBusy, IndexCorrupt, IndexNotReady, LockConflict, UnsafePath
 from ctxstore.ids import ObjectId
+from ctxstore.index import codedb
 from ctxstore.index.schema import (
     EXPECTED_SCHEMA_DIGEST,
     INDEX_SCHEMA_VERSION,
@@ -98,17 +99,26 @@ _READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
 class IndexRepair(NamedTuple):
-    """A damaged index that ``open_index`` dropped and rebuilt from the objects."""
+    """A damaged index that ``open_index`` dropped and rebuilt from the objects.
+
+    ``code``: the code index (``code.sqlite``, from the work tree), which was dropped and is
+    rebuilt by ``ctx index``, not from the objects.
+    """
 
     path: str
     reason: str
     in_memory: bool = False
+    code: bool = False
 
     def message(self) -> str:
         """The one-line notice, e.g. ``index was damaged (file is not a database); rebuilt from the store``.
 
         Front ends prefix ``ctx: ``.
         """
+        if self.code:
+            what = "the code index was written by another version of ctx" \
+                if self.reason.startswith("code schema version") else "the code index was damaged"
+            return f"{what} ({self.reason}); it was dropped: run `ctx index` to rebuild it"
         # An index an older ctx wrote is not damage: its schema is simply out of date.
         what = "index was written by another version of ctx" \
             if self.reason.startswith(OUTDATED_SCHEMA) else "index was damaged"
@@ -332,9 +342,12 @@ def open_current(root: Path) -> IndexConnection | None:
     except (OSError, CtxError, sqlite3.Error):
         return None
     try:
-        if inspect_index(conn, create=False) is None and is_current(root, conn):
-            conn.opening = False
-            return conn
+        if inspect_index(conn, create=False) is None and is_current(root, conn) \
+                and not any(codedb.irregular_code_files(folder)):
+            codedb.attach(conn, folder)
+            if codedb.inspect_code(conn, create=False) is None:
+                conn.opening = False
+                return conn
     except (OSError, CtxError, sqlite3.Error):
         pass
     conn.close()
@@ -388,11 +401,13 @@ def check_index_files(store: Store) -> str | None:
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafePath(os.fspath(folder), detail=f"is {fsio.file_kind(st.st_mode)}, not a directory")
     reason = None
-    for path, st in _irregular_files(folder):
-        if stat.S_ISDIR(st.st_mode) and path.name == INDEX_FILE:
+    from ctxstore.index.codedb import irregular_code_files
+
+    for path, st in [*_irregular_files(folder), *irregular_code_files(folder)]:
+        if stat.S_ISDIR(st.st_mode) and path.name in (INDEX_FILE, "code.sqlite"):
             try:
                 fsio.rmdir(path)  # only ever an empty one: nothing is lost
-                reason = f"{INDEX_FILE} was an empty directory"
+                reason = f"{path.name} was an empty directory"
                 continue
             except OSError:
                 pass
@@ -474,9 +489,6 @@ def inspect_index(conn: sqlite3.Connection, *, quick_check_max: int | None = Non
             if parse_build_state(value) is None:
                 return f"meta row {BUILD_STATE!r} is not a build state"
             continue  # a partial index (index.rebuild): no 'synced' until it is complete
-        if key == "code_generation" and isinstance(value, str) and value.isascii() \
-                and value.isdigit():
-            continue  # index.code: bumped by every file applied (corpus_cache's validity)
         if key != "synced":
             return f"unexpected meta row {str(key)[:40]!r}"
         if not isinstance(value, str) or parse_snapshot(value) is None:
@@ -522,8 +534,8 @@ def _write_marker(folder: Path, reason: str) -> None:
     the temporary directory of a comparison), so an ``index/`` swapped for a link is refused.
     """
     try:
-        fsio.replace_atomic_under(folder.parent, folder / DAMAGE_MARKER,
-                                  reason.encode("utf-8", "replace")[:200])
+        with fsio.open_dir(folder.parent) as parent:
+            parent.replace_atomic(folder / DAMAGE_MARKER, reason.encode("utf-8", "replace")[:200])
     except (OSError, UnsafePath):
         pass
 
@@ -535,8 +547,9 @@ def _drop_files(root: Path, folder: Path) -> None:
         UnsafePath: (E020) if ``index/`` is (or was swapped for) a link or not a directory.
         OSError: if a file cannot be removed.
     """
-    for name in (INDEX_FILE, *(INDEX_FILE + s for s in INDEX_COMPANIONS), DAMAGE_MARKER):
-        fsio.unlink_under(root, folder / name)
+    with fsio.open_dir(root) as store_dir:
+        for name in (INDEX_FILE, *(INDEX_FILE + s for s in INDEX_COMPANIONS), DAMAGE_MARKER):
+            store_dir.unlink(folder / name)
 
 
 def _readonly_os(exc: OSError) -> bool:
@@ -546,6 +559,8 @@ def _readonly_os(exc: OSError) -> bool:
 def _memory_index(store: Store, *, sync: bool, progress: Progress | None = None) -> IndexConnection:
     conn = _connect(":memory:")
     _create(conn)
+    codedb.attach(conn, None)  # no code index: `ctx index` cannot write one here either
+    codedb.inspect_code(conn)
     if sync:
         sync_index(store, conn, progress=progress)  # in memory: always built, nothing to resume
     return conn
@@ -569,6 +584,50 @@ def _not_ready(folder: Path, conn: sqlite3.Connection | None = None,
     return IndexNotReady("missing")
 
 
+def _open_code(store: Store, conn: IndexConnection, folder: Path) -> None:
+    """Attach this clone's code index (``index.codedb``) to ``conn`` and check it.
+
+    A damaged one, or one an older ctx wrote, is dropped and made again empty (``ctx index``
+    rebuilds it from the work tree), and the repair is recorded. One the folder's permissions
+    keep from being opened for writing is replaced by an empty one in memory.
+
+    Raises:
+        UnsafePath: (E020) if ``index/`` is (or was swapped for) a link.
+        sqlite3.Error: for what is neither damage nor a read-only file.
+    """
+    try:
+        codedb.attach(conn, folder)
+        problem = codedb.inspect_code(conn)
+    except sqlite3.DatabaseError as exc:
+        if db.is_read_only(exc):
+            _detach_code(conn)
+            codedb.attach(conn, None)
+            codedb.inspect_code(conn)
+            return
+        if not (is_damage(exc) or _code(exc) in _DAMAGED_ON_OPEN):
+            raise
+        problem = str(exc)
+    if problem is None:
+        return
+    _detach_code(conn)
+    with fsio.hold_lock(folder / codedb.CODE_LOCK, timeout=store.lock_timeout):
+        codedb.drop_code_files(store.root, folder)
+    codedb.attach(conn, folder)
+    again = codedb.inspect_code(conn)
+    if again is not None:
+        raise IndexCorrupt(f"code index: {again}, right after making it again")
+    repair = IndexRepair(str(folder / codedb.CODE_FILE), problem, code=True)
+    if conn.repaired is None:
+        conn.repaired = repair
+
+
+def _detach_code(conn: sqlite3.Connection) -> None:
+    with contextlib.suppress(sqlite3.Error):
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.execute("DETACH DATABASE code")
+
+
 def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
               rebuild: bool = True) -> tuple[IndexConnection | None, str | None]:
     """Open and check the file, and catch up.
@@ -580,11 +639,14 @@ def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
     folder = index_dir(store)
     conn: IndexConnection | None = None
     try:
-        fsio.ensure_dir_under(store.root, folder)
+        with fsio.open_dir(store.root) as store_dir:
+            store_dir.ensure_dir(folder)
         conn = _connect(folder / INDEX_FILE)
         damage = inspect_index(conn)
         if damage is not None and not rebuild and damage.startswith(OUTDATED_SCHEMA):
             raise _not_ready(folder, outdated=damage)
+        if damage is None:
+            _open_code(store, conn, folder)
         if damage is None and sync:
             sync_index(store, conn, progress=progress, rebuild=rebuild)
     except OSError as exc:
@@ -698,7 +760,7 @@ def sync_index(store: Store, conn: sqlite3.Connection,
         return built
     from ctxstore.index.apply import apply_commits, clear_index, plan_sync  # only to catch up
 
-    conn.execute("BEGIN IMMEDIATE")
+    codedb.begin(conn, "main")  # `ctx index` may be writing the code tables meanwhile
     try:
         # Re-read inside the write lock: another process may have caught up meanwhile,
         # and the pointers may have moved again.
@@ -833,7 +895,8 @@ def rebuild_index(store: Store, *, full: bool = False, progress: Progress | None
     if full:
         check_index_files(store)  # before deleting anything: never unlink through a link
         try:
-            fsio.ensure_dir_under(store.root, folder)
+            with fsio.open_dir(store.root) as store_dir:
+                store_dir.ensure_dir(folder)
             with _rebuild_lock(store, folder):
                 _drop_files(store.root, folder)
         except OSError as exc:

@@ -18,11 +18,10 @@ from dataclasses import field
 
 from ctxstore.errors import CommitOrphan, ObjectNotFound
 from ctxstore.index.build import BUILD_TABLES, apply_build_record
-from ctxstore.index.code import CODE_TABLES, DocumentFrequencies, apply_file
 from ctxstore.index.heads import FoldReads, record_commit_graph, update_node_heads
 from ctxstore.model import Commit, TypedObject, WorkCommit, codec
 from ctxstore.model.build import CargoRecord, CommandRunRecord
-from ctxstore.model.code import FileRecord, FileRemoved
+from ctxstore.model.code import FileRemoved
 from ctxstore.model.knowledge import (
     EdgeRecord,
     EdgeRemoved,
@@ -51,7 +50,7 @@ __all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_ind
 _PROGRESS_STEP = 500  # records applied between two progress calls
 _TABLES = ("applied", "applied_batches", "purged", "winners", "nodes", "tags", "edges", "views",
            "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads",
-           *CODE_TABLES, *BUILD_TABLES)
+           *BUILD_TABLES)
 
 
 @dataclass
@@ -156,7 +155,6 @@ def apply_commits(store: Store, conn: sqlite3.Connection,
     """
     record_commit_graph(conn, commits)
     reads = FoldReads(store)  # shared by every batch of this apply (see FoldReads)
-    frequencies = DocumentFrequencies()  # term_df changes, written once at the end
     total = done = 0
     if progress is not None:  # count the records to apply first (the batches are read twice)
         seen: set[bytes] = set()
@@ -177,33 +175,31 @@ def apply_commits(store: Store, conn: sqlite3.Connection,
                 conn.execute("INSERT INTO applied_batches(oid) VALUES (?)", (bid,))
                 continue
             if progress is None:
-                apply_records(store, conn, batch.records, bid, commit=oid, reads=reads,
-                              frequencies=frequencies)
+                apply_records(store, conn, batch.records, bid, commit=oid, reads=reads)
             else:
                 # In steps, so that the bar moves during one large batch (an import).
                 for start in range(0, len(batch.records), _PROGRESS_STEP):
                     chunk = batch.records[start:start + _PROGRESS_STEP]
-                    apply_records(store, conn, chunk, bid, commit=oid, reads=reads,
-                                  frequencies=frequencies)
+                    apply_records(store, conn, chunk, bid, commit=oid, reads=reads)
                     done += len(chunk)
                     progress(done, total)
             conn.execute("INSERT INTO applied_batches(oid) VALUES (?)", (bid,))
         conn.execute("INSERT OR IGNORE INTO applied(oid, kind) VALUES (?, ?)",
                      (oid, type(obj).TYPE))
-    frequencies.flush(conn)
     if progress is not None and done < total:
         progress(total, total)
 
 
 def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[KnowledgeRecord],
-                  batch: bytes, *, commit: bytes, reads: FoldReads,
-                  frequencies: DocumentFrequencies) -> None:
+                  batch: bytes, *, commit: bytes, reads: FoldReads) -> None:
     """Let each record compete for its key; update the tables for every winner.
 
     ``commit`` is the (work) commit carrying ``batch``: node versions are placed in the
     commit graph by it, for concurrent-edit detection (``ctxstore.index.heads``), which
-    reads fold and session records through ``reads``. ``frequencies`` gathers the ``term_df``
-    changes of the files applied (the caller flushes it).
+    reads fold and session records through ``reads``. A ``file`` or ``file_removed`` record
+    (a ``ctx add file`` snapshot, or an older ctx's ``ctx index``) is history here: it wins
+    its key and is kept in ``versions``, and the code tables, which this clone derives from
+    its own work tree (``index.codedb``), are left alone.
 
     A record whose version a ``purge`` record named is never applied, in whatever order the
     two arrive; a purge applied after the versions it names takes them out (``_apply_purge``).
@@ -220,7 +216,7 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
                 purged.add(version)
             continue
         if isinstance(rec, PurgeRecord):
-            purged.update(_apply_purge(store, conn, rec, frequencies))
+            purged.update(_apply_purge(store, conn, rec))
         stamp = record_stamp(rec)
         cur = conn.execute(
             "INSERT OR IGNORE INTO versions(key, version, stamp, kind, batch, record) "
@@ -235,14 +231,13 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
         live = not isinstance(rec, (NodeRemoved, EdgeRemoved, ViewRemoved, FileRemoved))
         conn.execute("INSERT OR REPLACE INTO winners(key, stamp, version, live) VALUES (?, ?, ?, ?)",
                      (key, stamp, version, int(live)))
-        _apply_winner(store, conn, rec, version, frequencies)
+        _apply_winner(store, conn, rec, version)
 
 
 _REMOVALS = (NodeRemoved, EdgeRemoved, ViewRemoved, FileRemoved)
 
 
-def _apply_purge(store: Store, conn: sqlite3.Connection, rec: PurgeRecord,
-                 frequencies: DocumentFrequencies) -> set[bytes]:
+def _apply_purge(store: Store, conn: sqlite3.Connection, rec: PurgeRecord) -> set[bytes]:
     """Take the versions a purge names out of the index, and keep them out.
 
     Each such version, and each applied version built on one (``prev``), leaves the
@@ -253,13 +248,13 @@ def _apply_purge(store: Store, conn: sqlite3.Connection, rec: PurgeRecord,
     Returns:
         Every version now purged.
     """
-    # The versions named, and those applied already that were built on one of them.
+    # The versions named, and those applied already that were built on one of them. Every
+    # applied version is looked at, not only those of the keys a named version was applied
+    # to: in a full rebuild a named version may never be applied (its batch was purged from
+    # this clone) while an edit built on it, from a clone with the old history, was.
     named = {bytes(v) for v in rec.versions}
-    affected = {row[0] for v in named
-            for row in conn.execute("SELECT key FROM versions WHERE version = ?", (v,))}
     links = [(bytes(row[0]), codec.decode(row[1]).get("prev"))
-             for key in affected for row in conn.execute(
-                 "SELECT version, record FROM versions WHERE key = ?", (key,))]
+             for row in conn.execute("SELECT version, record FROM versions")]
     doomed = purged_descendants(named, links)
     conn.executemany("INSERT OR IGNORE INTO purged(version) VALUES (?)",
                      [(v,) for v in sorted(doomed)])
@@ -281,7 +276,7 @@ def _apply_purge(store: Store, conn: sqlite3.Connection, rec: PurgeRecord,
             again = record_from_wire(codec.decode(best[2]), "index")
             conn.execute("UPDATE winners SET stamp = ?, version = ?, live = ? WHERE key = ?",
                          (best[1], best[0], int(not isinstance(again, _REMOVALS)), key))
-            _apply_winner(store, conn, again, bytes(best[0]), frequencies)
+            _apply_winner(store, conn, again, bytes(best[0]))
     return doomed
 
 
@@ -308,7 +303,7 @@ def _hook_key(rec: NodeRecord) -> str | None:
 
 
 def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
-                  version: bytes, frequencies: DocumentFrequencies) -> None:
+                  version: bytes) -> None:
     fts = Fts5Engine(conn)
     if isinstance(rec, NodeRecord):
         content = rec.content if rec.content is not None else \
@@ -361,8 +356,6 @@ def _apply_winner(store: Store, conn: sqlite3.Connection, rec: KnowledgeRecord,
                       rec.updated_at, version))
     elif isinstance(rec, ViewRemoved):
         conn.execute("DELETE FROM views WHERE name = ?", (rec.name,))
-    elif isinstance(rec, (FileRecord, FileRemoved)):
-        apply_file(store, conn, rec, frequencies)  # index.code: the path's files/symbols/edges/chunks rows
     elif isinstance(rec, (CargoRecord, CommandRunRecord)):
         apply_build_record(store, conn, rec)  # index.build: the workspace's or command's rows
 

@@ -2,7 +2,7 @@
 
 Applied when a ``cargo`` or ``command_run`` record wins its key (``index.apply``): the rows
 of that workspace or that command name are deleted and rebuilt from the snapshot the record
-names, so a new snapshot replaces the old as a unit. Edges go to ``code_edges`` with
+names, so a new snapshot replaces the old as a unit. Edges go to ``build_edges`` with
 ``path`` = ``cargo:<manifest path>`` or ``cmd:<name>`` (never a file's path, which file
 ingestion replaces on its own): ``DependsOn`` package → package, ``TargetOf`` target →
 package, ``CrateFromTarget`` crate → target, and ``References`` from each diagnostic
@@ -38,14 +38,14 @@ __all__ = ["BUILD_TABLES", "BuildEdge", "DiagnosticRow", "CommandRunRow", "apply
            "cargo_edges", "crate_key", "cargo_edge_path", "command_edge_path", "enclosing_item",
            "find_winner", "latest_diagnostics", "command_runs", "cargo_packages"]
 
-BUILD_TABLES = ("packages", "targets", "crates", "command_runs", "diagnostics")
+BUILD_TABLES = ("packages", "targets", "crates", "command_runs", "diagnostics", "build_edges")
 
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2, "hint": 3, "note": 4, "help": 5}
 
 
 @dataclass(frozen=True, slots=True)
 class BuildEdge:
-    """An edge derived from a build snapshot, as ``code_edges`` stores it."""
+    """An edge derived from a build snapshot, as ``build_edges`` stores it."""
 
     from_ref: tuple[str, str]
     to_ref: tuple[str, str]
@@ -87,12 +87,12 @@ class CommandRunRow:
 
 
 def cargo_edge_path(manifest_path: str) -> str:
-    """The ``code_edges.path`` of a workspace's edges."""
+    """The ``build_edges.path`` of a workspace's edges."""
     return f"cargo:{manifest_path}"
 
 
 def command_edge_path(name: str) -> str:
-    """The ``code_edges.path`` of a command's diagnostic edges."""
+    """The ``build_edges.path`` of a command's diagnostic edges."""
     return f"cmd:{name}"
 
 
@@ -144,7 +144,7 @@ def cargo_edges(snapshot: CargoMetadataSnapshot, snapshot_id: bytes) -> list[Bui
 
 def _insert_edges(conn: sqlite3.Connection, path: str, edges: Iterable[BuildEdge]) -> None:
     conn.executemany(
-        "INSERT INTO code_edges(path, from_kind, from_key, to_kind, to_key, label, confidence,"
+        "INSERT INTO build_edges(path, from_kind, from_key, to_kind, to_key, label, confidence,"
         " tool, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(path, *e.from_ref, *e.to_ref, e.label, str(e.evidence["confidence"]),
           str(e.evidence["tool"]), json.dumps(e.evidence, sort_keys=True)) for e in edges])
@@ -170,7 +170,7 @@ def _apply_cargo(store: Store, conn: sqlite3.Connection, rec: CargoRecord) -> No
     ws = rec.workspace_root
     for table in ("packages", "targets", "crates"):
         conn.execute(f"DELETE FROM {table} WHERE workspace = ?", (ws,))  # noqa: S608 - fixed names
-    conn.execute("DELETE FROM code_edges WHERE path = ?", (cargo_edge_path(rec.manifest_path),))
+    conn.execute("DELETE FROM build_edges WHERE path = ?", (cargo_edge_path(rec.manifest_path),))
     conn.executemany(
         "INSERT OR REPLACE INTO packages(workspace, package_id, name, version, manifest_path,"
         " edition, member) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -212,7 +212,7 @@ def _apply_command(store: Store, conn: sqlite3.Connection, rec: CommandRunRecord
     conn.execute("DELETE FROM diagnostics WHERE command = ?", (name,))
     conn.execute("DELETE FROM command_runs WHERE name = ?", (name,))
     edge_path = command_edge_path(name)
-    conn.execute("DELETE FROM code_edges WHERE path = ?", (edge_path,))
+    conn.execute("DELETE FROM build_edges WHERE path = ?", (edge_path,))
     conn.execute(
         "INSERT INTO command_runs(name, tool, exit_code, run_at, snapshot, output_blob,"
         " output_bytes, diagnostics, argv, notes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -1,17 +1,16 @@
 """Code rows of the index: files, symbols, code_edges, chunks, chunks_fts, file_terms.
 
-``file_terms`` and ``file_lengths`` are the retrieval postings of each file: its
-``search.tokenize`` tokens (body and path) with their counts, read by ``ctx pack``. ``term_df``
-counts the files of each term: an apply gathers the changes in a ``DocumentFrequencies``
-and writes them once at its end (``flush``), one row per term it touched, and bumps
-``meta`` ``code_generation`` (which invalidates ``corpus_cache``).
-
-``apply_file`` runs when a ``file`` or ``file_removed`` record wins its key
-(``index.apply``): the rows of that path are deleted and, for a ``file`` record, made
-again from its ``file_version`` object, so ``ctx rebuild`` gives the same rows as
-incremental ingestion. ``code_edges.path`` is the file whose snapshot produced the
-edge. The SELECTs the code layer needs (``file_rows``, ``symbols_by``, ``file_blobs``)
-live here too: SQL stays in ``index/``.
+They live in this clone's ``code.sqlite`` (``index.codedb``), derived from the work tree by
+``ctx index`` and ``ctx add file``, which write them here directly: ``apply_version`` replaces
+the rows of one path with what its ``file_version`` says (the version need not be an object:
+its id is the hash of its encoding), ``remove_path`` deletes them. ``file_terms`` and
+``file_lengths`` are the retrieval postings of each file: its ``search.tokenize`` tokens (body and
+path) with their counts, read by ``ctx pack``. ``term_df`` counts the files of each term: a
+run gathers the changes in a ``DocumentFrequencies`` and writes them once (``flush``), one row
+per term it touched, and bumps ``code_meta`` ``generation`` (which invalidates
+``corpus_cache``). ``code_edges.path`` is the file whose version produced the edge. The
+SELECTs the code layer needs (``file_rows``, ``stat_rows``, ``symbols_by``) live here too:
+SQL stays in ``index/``.
 
 Chunks are at symbol granularity: one per top-level definition (a class over
 ``CLASS_SPLIT_TOKENS`` is split into a header chunk and one chunk per method), plus one
@@ -28,19 +27,20 @@ from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
-from ctxstore.ids import ObjectId
-from ctxstore.model.code import CodeRelation, CodeSymbol, FileRecord, FileRemoved, FileVersion
+from ctxstore.index.codedb import bump_generation
+from ctxstore.model.code import CodeRelation, CodeSymbol, FileVersion
+from ctxstore.model.knowledge import key_text
 from ctxstore.records import dataclass
-from ctxstore.repo import Store
 from ctxstore.search.tokenize import index_text, path_tokens, term_counts
 from ctxstore.tokens import estimate_tokens
 
-__all__ = ["CODE_TABLES", "DocumentFrequencies", "FileRow", "SymbolHit", "Chunk", "apply_file",
-           "file_rows", "file_row", "symbols_by", "symbols_in", "task_node_ids",
-           "chunk_file", "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
-
-CODE_TABLES = ("files", "symbols", "code_edges", "chunks", "chunks_fts", "file_terms",
-               "file_lengths", "term_df", "corpus_cache")
+__all__ = ["DocumentFrequencies", "FileRow", "FileRows", "StatRow", "SymbolHit", "Chunk",
+           "apply_version", "apply_rows", "prepare_rows", "recount_term_df", "replace_file_sccs",
+           "clear_code_rows", "mark_file_sccs_current",
+           "remove_path", "set_stat", "set_skipped", "file_rows", "file_row", "stat_rows",
+           "snapshot_heads", "import_shape", "imported_by_others",
+           "skipped_rows", "symbols_by", "symbols_in", "task_node_ids", "chunk_file",
+           "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
 WINDOW_LINES = 60
 CLASS_SPLIT_TOKENS = 1500
 # Symbols split into their children when larger than CLASS_SPLIT_TOKENS: a class into its
@@ -100,10 +100,10 @@ class DocumentFrequencies:
         self.files = 0
 
     def flush(self, conn: sqlite3.Connection) -> None:
-        """Write the gathered counts and bump ``code_generation`` (when a file was applied).
+        """Write the gathered counts and bump the code generation (when a file changed).
 
         Args:
-            conn: The index connection (the caller's transaction).
+            conn: The index connection (the caller's transaction on the code tables).
         """
         if not self.files:
             return
@@ -112,56 +112,142 @@ class DocumentFrequencies:
                          " (term, field) DO UPDATE SET df = df + excluded.df", changed)
         conn.executemany("DELETE FROM term_df WHERE term = ? AND field = ? AND df <= 0",
                          [(t, f) for t, f, n in changed if n < 0])
-        conn.execute("INSERT INTO meta(key, value) VALUES ('code_generation', '1') ON CONFLICT"
-                     " (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+        bump_generation(conn)
         self.delta.clear()
         self.files = 0
 
 
-def apply_file(store: Store, conn: sqlite3.Connection, rec: FileRecord | FileRemoved,
-               frequencies: DocumentFrequencies) -> None:
-    """Replace the code rows of ``rec.path`` with what the winning record says.
+@dataclass(frozen=True, slots=True)
+class FileRows:
+    """The code rows of one file, ready to insert (``prepare_rows``; ``apply_rows`` writes them).
+
+    Built where the file was extracted (a forked worker of ``ctx index``): chunking, the
+    retrieval tokens and the edges' evidence cost more than the inserts, and run there in
+    parallel. Only plain tuples, so a worker sends them back cheaply.
+    """
+
+    path: str
+    version: bytes
+    blob: bytes
+    language: str | None
+    byte_count: int
+    line_count: int
+    complete: bool
+    note: str | None
+    symbols: list[tuple[Any, ...]]
+    edges: list[tuple[Any, ...]]
+    # (qualname, kind, start_line, end_line, tokens, text, name terms, text terms): the
+    # full-text fields hold the terms of ``search.tokenize`` (``index_text``)
+    chunks: list[tuple[Any, ...]]
+    body_terms: dict[str, int]
+    path_terms: dict[str, int]
+
+
+def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
+    """The rows of a file's version (pure: no SQL).
 
     Args:
-        store: The store (the ``file_version`` object and the file's blob are read).
-        conn: The index connection (the caller's transaction).
-        rec: The record that won the path's key.
-        frequencies: Where the apply gathers the ``term_df`` changes (its ``flush`` writes them).
+        fv: The file's version (symbols, relations).
+        text: The file's text, as its blob holds it.
+        version: The version's id (the hash of its encoding).
+
+    Returns:
+        The rows.
     """
-    frequencies.files += 1
-    _delete_path(conn, rec.path, frequencies)
-    if isinstance(rec, FileRemoved):
-        return
-    fv = store.read_typed(ObjectId(rec.version), FileVersion)
     symbols = fv.symbols
     blob_hex = fv.blob_id.hex()
-    file_id = conn.execute(
-        "INSERT INTO files(path, version, blob, language, byte_count, line_count,"
-        " complete, note, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (fv.path, rec.version, fv.blob_id, fv.language, fv.byte_count, fv.line_count,
-         int(fv.complete), fv.note, rec.updated_at)).lastrowid
+    chunks = []
+    for chunk in chunk_file(text, symbols):
+        chunks.append((chunk.qualname, chunk.kind, chunk.start_line, chunk.end_line,
+                       estimate_tokens(chunk.text), chunk.text, index_text(chunk.qualname or ""),
+                       index_text(chunk.text)))
+    return FileRows(
+        fv.path, bytes(version), bytes(fv.blob_id), fv.language, fv.byte_count, fv.line_count,
+        fv.complete, fv.note,
+        [(fv.path, s.qualname, s.name, s.kind, s.visibility, s.parent, s.signature,
+          s.start_byte, s.end_byte, s.start_line, s.end_line) for s in symbols],
+        [(fv.path, r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
+          _evidence(r, blob_hex)) for r in fv.relations],
+        chunks, dict(term_counts(text)), dict(Counter(path_tokens(fv.path))))
+
+
+def apply_version(conn: sqlite3.Connection, fv: FileVersion, text: str, *, version: bytes,
+                  stamp: int, frequencies: DocumentFrequencies, size: int | None = None,
+                  mtime_ns: int | None = None, module: str = "", named: bool = False) -> None:
+    """Replace the code rows of ``fv.path`` with what the version says (``apply_rows``)."""
+    apply_rows(conn, prepare_rows(fv, text, version), stamp=stamp, frequencies=frequencies,
+               size=size, mtime_ns=mtime_ns, module=module, named=named)
+
+
+def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
+               frequencies: DocumentFrequencies, size: int | None = None,
+               mtime_ns: int | None = None, module: str = "", named: bool = False) -> None:
+    """Replace the code rows of ``rows.path`` with ``rows``.
+
+    Args:
+        conn: The index connection (the caller's transaction on the code tables).
+        rows: The file's rows (``prepare_rows``).
+        stamp: When it was indexed (ms).
+        frequencies: Where the ``term_df`` changes are gathered (its ``flush`` writes them).
+        size: The file's size for the stat cache (None: read it again next run).
+        mtime_ns: Its modification time for the stat cache.
+        module: The module name the extractors give the path ("" none).
+        named: Added by name (``ctx add file``): kept while it exists.
+    """
+    path = rows.path
+    remove_path(conn, path, frequencies)
+    file_id = int(conn.execute(
+        "INSERT INTO files(path, version, blob, language, byte_count, line_count, complete,"
+        " note, stamp, size, mtime_ns, module, named) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+        " ?, ?)",
+        (path, rows.version, rows.blob, rows.language, rows.byte_count, rows.line_count,
+         int(rows.complete), rows.note, stamp, size, mtime_ns, module, int(named))).lastrowid
+        or 0)
     conn.executemany(
         "INSERT INTO symbols(path, qualname, name, kind, visibility, parent, signature,"
         " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(fv.path, s.qualname, s.name, s.kind, s.visibility, s.parent, s.signature,
-          s.start_byte, s.end_byte, s.start_line, s.end_line) for s in symbols])
+        rows.symbols)
     conn.executemany(
         "INSERT INTO code_edges(path, from_kind, from_key, to_kind, to_key, label, confidence,"
-        " tool, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(fv.path, r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
-          _evidence(r, blob_hex)) for r in fv.relations])
-    text = store.read_blob(ObjectId(fv.blob_id)).decode("utf-8", "replace")
-    _file_terms(conn, int(file_id or 0), fv.path, text, frequencies)
+        " tool, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows.edges)
+    body, where = rows.body_terms, rows.path_terms
+    frequencies.delta.update(zip(body, repeat(0)))
+    frequencies.delta.update(zip(where, repeat(1)))
+    conn.execute("INSERT INTO file_lengths(file, body, path) VALUES (?, ?, ?)",
+                 (file_id, sum(body.values()), sum(where.values())))
+    conn.executemany("INSERT INTO file_terms(term, field, file, tf) VALUES (?, ?, ?, ?)",
+                     [*((t, 0, file_id, n) for t, n in body.items()),
+                      *((t, 1, file_id, n) for t, n in where.items())])
     fts: list[tuple[int | None, str, str, str]] = []  # each field's terms (search.tokenize)
-    path_text = index_text(fv.path)
-    for chunk in chunk_file(text, symbols):
+    path_text = index_text(path)
+    for qualname, kind, start, end, tokens, text, name_terms, text_terms in rows.chunks:
         cur = conn.execute("INSERT INTO chunks(path, qualname, kind, start_line, end_line, tokens,"
                            " text) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (fv.path, chunk.qualname, chunk.kind, chunk.start_line, chunk.end_line,
-                            estimate_tokens(chunk.text), chunk.text))
-        fts.append((cur.lastrowid, path_text, index_text(chunk.qualname or ""),
-                    index_text(chunk.text)))
+                           (path, qualname, kind, start, end, tokens, text))
+        fts.append((cur.lastrowid, path_text, name_terms, text_terms))
     conn.executemany("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)", fts)
+    conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
+
+
+def remove_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
+    """Delete every code row of ``path`` (inside the caller's transaction)."""
+    frequencies.files += 1
+    _delete_path(conn, path, frequencies)
+
+
+def set_stat(conn: sqlite3.Connection, path: str, size: int | None, mtime_ns: int | None) -> None:
+    """Record an indexed file's size and modification time (None: read it again next run)."""
+    conn.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?", (size, mtime_ns, path))
+
+
+def set_skipped(conn: sqlite3.Connection, path: str, size: int | None, mtime_ns: int | None
+                ) -> None:
+    """Remember a file read and not indexed (binary, not UTF-8); None forgets it."""
+    if size is None or mtime_ns is None:
+        conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
+    else:
+        conn.execute("INSERT OR REPLACE INTO skipped(path, size, mtime_ns) VALUES (?, ?, ?)",
+                     (path, size, mtime_ns))
 
 
 def _evidence(r: CodeRelation, blob_hex: str) -> str:
@@ -174,20 +260,6 @@ def _evidence(r: CodeRelation, blob_hex: str) -> str:
     return (f'{{"blob": "{blob_hex}", "confidence": {json.dumps(r.confidence)}, {detail}'
             f'"lines": [{r.start_line}, {r.end_line}], "span": [{r.start_byte}, {r.end_byte}], '
             f'"target": {json.dumps(r.target)}, "tool": {json.dumps(r.tool)}}}')
-
-
-def _file_terms(conn: sqlite3.Connection, file_id: int, path: str, text: str,
-                frequencies: DocumentFrequencies) -> None:
-    """The retrieval postings of one file: ``search.tokenize`` tokens of its text and its path."""
-    body = term_counts(text)
-    where = Counter(path_tokens(path))
-    frequencies.delta.update(zip(body, repeat(0)))
-    frequencies.delta.update(zip(where, repeat(1)))
-    conn.execute("INSERT INTO file_lengths(file, body, path) VALUES (?, ?, ?)",
-                 (file_id, sum(body.values()), sum(where.values())))
-    conn.executemany("INSERT INTO file_terms(term, field, file, tf) VALUES (?, ?, ?, ?)",
-                     [*((t, 0, file_id, n) for t, n in body.items()),
-                      *((t, 1, file_id, n) for t, n in where.items())])
 
 
 def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
@@ -305,6 +377,89 @@ def file_row(conn: sqlite3.Connection, path: str) -> FileRow | None:
     return file_rows(conn, [path]).get(path)
 
 
+@dataclass(frozen=True, slots=True)
+class StatRow:
+    """What a run needs of an indexed file: its content ids, stat cache and module name."""
+
+    version: bytes
+    blob: bytes
+    note: str | None
+    stamp: int
+    size: int | None
+    mtime_ns: int | None
+    module: str | None
+    named: bool
+
+
+def stat_rows(conn: sqlite3.Connection) -> dict[str, StatRow]:
+    """Every indexed file's ``StatRow``, by path."""
+    return {str(p): StatRow(bytes(v), bytes(b), n, int(st), sz, mt, mod, bool(nm))
+            for p, v, b, n, st, sz, mt, mod, nm in conn.execute(
+                "SELECT path, version, blob, note, stamp, size, mtime_ns, module, named FROM files")}
+
+
+def snapshot_heads(conn: sqlite3.Connection, paths: Iterable[str]
+                   ) -> dict[str, tuple[bytes, int, bytes | None, bytes | None]]:
+    """The newest ``file`` record (a ``ctx add file`` snapshot) of each path.
+
+    From the knowledge index (``winners``, ``versions``), not the code tables: a snapshot is
+    history. Each is (the record's version id, its stamp, the ``file_version`` it names, the
+    content blob it names).
+    """
+    from ctxstore.model import codec
+
+    out: dict[str, tuple[bytes, int, bytes | None, bytes | None]] = {}
+    for path in paths:
+        key = key_text(("file", path))
+        row = conn.execute("SELECT version, stamp, live FROM winners WHERE key = ?",
+                           (key,)).fetchone()
+        if row is None or not row[2]:
+            continue
+        rec = conn.execute("SELECT record FROM versions WHERE key = ? AND version = ?",
+                           (key, row[0])).fetchone()
+        wire = codec.decode(bytes(rec[0])) if rec is not None else {}
+        named, blob = wire.get("version"), wire.get("blob")
+        out[path] = (bytes(row[0]), int(row[1]), bytes(named) if named is not None else None,
+                     bytes(blob) if blob is not None else None)
+    return out
+
+
+def import_shape(conn: sqlite3.Connection, path: str) -> tuple[frozenset[tuple[str, str]],
+                                                               frozenset[str]]:
+    """What of one indexed file the import graph between files depends on.
+
+    Returns:
+        Its ``Imports`` targets ``(kind, key)`` and its symbols' qualified names (empty
+        when the file is not indexed).
+    """
+    targets = frozenset((str(k), str(v)) for k, v in conn.execute(
+        "SELECT to_kind, to_key FROM code_edges WHERE path = ? AND label = 'Imports'", (path,)))
+    names = frozenset(str(q) for (q,) in conn.execute(
+        "SELECT qualname FROM symbols WHERE path = ?", (path,)))
+    return targets, names
+
+
+def imported_by_others(conn: sqlite3.Connection, path: str, names: Iterable[str]) -> bool:
+    """Whether another file imports ``path`` itself or one of ``names`` (qualified names)."""
+    if conn.execute("SELECT 1 FROM code_edges WHERE to_kind = 'file' AND to_key = ?"
+                    " AND label = 'Imports' AND path != ? LIMIT 1", (path, path)).fetchone():
+        return True
+    wanted = list(dict.fromkeys(names))
+    for start in range(0, len(wanted), 500):
+        part = wanted[start:start + 500]
+        if conn.execute(f"SELECT 1 FROM code_edges WHERE to_kind = 'item' AND label = 'Imports'"  # noqa: S608
+                        f" AND to_key IN ({','.join('?' * len(part))}) AND path != ? LIMIT 1",
+                        (*part, path)).fetchone():
+            return True
+    return False
+
+
+def skipped_rows(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+    """Files read and not indexed, by path: (size, mtime_ns) when they were read."""
+    return {str(p): (int(s), int(m)) for p, s, m in conn.execute(
+        "SELECT path, size, mtime_ns FROM skipped")}
+
+
 def _hits(rows: Iterable[tuple[object, ...]]) -> list[SymbolHit]:
     return [SymbolHit(str(p), str(q), str(n), str(k), s if isinstance(s, int) else None,
                       e if isinstance(e, int) else None) for p, q, n, k, s, e in rows]
@@ -341,3 +496,43 @@ def task_node_ids(conn: sqlite3.Connection, number: str) -> list[str]:
     return [str(r[0]) for r in conn.execute(
         "SELECT id FROM nodes WHERE type = 'task' AND json_extract(metadata, '$.task_number') = ?"
         " ORDER BY id", (number,)).fetchall()]
+
+
+def replace_file_sccs(conn: sqlite3.Connection, components: Sequence[Sequence[str]]) -> None:
+    """Replace ``file_sccs`` with ``components`` (one id each), in one write of the code tables.
+
+    Records the code generation they were computed at (``code_meta`` ``sccs``).
+    """
+    from ctxstore.index import codedb
+
+    with codedb.write(conn, "code"):
+        conn.execute("DELETE FROM file_sccs")
+        conn.executemany("INSERT INTO file_sccs(path, scc) VALUES (?, ?)",
+                         [(path, n) for n, comp in enumerate(components) for path in comp])
+        codedb.set_meta(conn, "sccs", codedb.generation(conn))
+
+
+def recount_term_df(conn: sqlite3.Connection) -> None:
+    """Count ``term_df`` again from ``file_terms`` (inside the caller's transaction)."""
+    conn.execute("DELETE FROM term_df")
+    conn.execute("INSERT INTO term_df(term, field, df) SELECT term, field, count(*)"
+                 " FROM file_terms GROUP BY term, field")
+    bump_generation(conn)
+
+
+def clear_code_rows(conn: sqlite3.Connection) -> None:
+    """Delete every row of the code tables but ``code_meta`` (inside the caller's transaction)."""
+    from ctxstore.index.codedb import CODE_TABLES
+
+    for table in CODE_TABLES:
+        if table != "code_meta":
+            conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
+    bump_generation(conn)
+
+
+def mark_file_sccs_current(conn: sqlite3.Connection) -> None:
+    """Record ``file_sccs`` as current at this generation (the import graph did not change)."""
+    from ctxstore.index import codedb
+
+    with codedb.write(conn, "code"):
+        codedb.set_meta(conn, "sccs", codedb.generation(conn))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import sqlite3
 import tempfile
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import field
 from itertools import groupby
 from pathlib import Path
@@ -40,6 +40,7 @@ from ctxstore.index import (  # the package's private helpers: one package, one 
     _connect,
     _create,
     _irregular_files,
+    codedb,
     index_dir,
     inspect_index,
     parse_snapshot,
@@ -86,9 +87,27 @@ STRICT_TABLES: dict[str, TableCheck] = {
     "views": TableCheck("SELECT name, query, budget, description, created_at, updated_at, version"
                         " FROM views", 1),
     "winners": TableCheck("SELECT key, stamp, version, live FROM winners", 1),
-    # code (index.code): a symbol or a chunk is named by its file and name or first line
+    # build (index.build)
+    "packages": TableCheck("SELECT workspace, package_id, name, version, manifest_path, edition,"
+                           " member FROM packages", 2),
+    "targets": TableCheck("SELECT workspace, target_id, package_id, name, kind, src_path,"
+                          " crate_types FROM targets", 2),
+    "crates": TableCheck("SELECT workspace, crate_key, target_id, name FROM crates", 2),
+    "command_runs": TableCheck("SELECT name, tool, exit_code, run_at, snapshot, output_blob,"
+                               " output_bytes, diagnostics, argv, notes FROM command_runs", 1),
+    "diagnostics": TableCheck("SELECT id, command, tool, severity, code, message, path, line, col,"
+                              " exit_code, run_at FROM diagnostics", 1),
+    "build_edges": TableCheck("SELECT path, from_kind, from_key, to_kind, to_key, label,"
+                              " confidence, tool, evidence FROM build_edges", 6),
+}
+# This clone's code index (``index.codedb``): derived from the work tree, not from objects, so
+# its rows are compared with the rows ``ctx index`` derives now from each indexed file whose
+# content is still the one indexed (``Rederive``). The first column is always the file's path
+# (the files left out are filtered by it); a symbol or a chunk is named by its file and name or
+# first line. ``stamp`` (when this clone indexed the file) and the stat cache are not compared.
+CODE_TABLES: dict[str, TableCheck] = {
     "files": TableCheck("SELECT path, version, blob, language, byte_count, line_count, complete,"
-                        " note, stamp FROM files", 1),
+                        " note FROM files", 1),
     "symbols": TableCheck("SELECT path, qualname, kind, name, visibility, parent, signature,"
                           " start_byte, end_byte, start_line, end_line FROM symbols", 2),
     "code_edges": TableCheck("SELECT path, from_kind, from_key, to_kind, to_key, label, confidence,"
@@ -101,18 +120,9 @@ STRICT_TABLES: dict[str, TableCheck] = {
                              " LEFT JOIN files f ON f.rowid = t.file", 3),
     "file_lengths": TableCheck("SELECT f.path, l.body, l.path AS path_terms FROM file_lengths l"
                                " LEFT JOIN files f ON f.rowid = l.file", 1),
-    "term_df": TableCheck("SELECT term, field, df FROM term_df", 2),
-    # build (index.build)
-    "packages": TableCheck("SELECT workspace, package_id, name, version, manifest_path, edition,"
-                           " member FROM packages", 2),
-    "targets": TableCheck("SELECT workspace, target_id, package_id, name, kind, src_path,"
-                          " crate_types FROM targets", 2),
-    "crates": TableCheck("SELECT workspace, crate_key, target_id, name FROM crates", 2),
-    "command_runs": TableCheck("SELECT name, tool, exit_code, run_at, snapshot, output_blob,"
-                               " output_bytes, diagnostics, argv, notes FROM command_runs", 1),
-    "diagnostics": TableCheck("SELECT id, command, tool, severity, code, message, path, line, col,"
-                              " exit_code, run_at FROM diagnostics", 1),
 }
+# Kept by ctx index, checked against the code index's own rows (``_check_code_counts``).
+CODE_COUNTED = ("term_df", "file_sccs", "code_meta", "skipped")
 # Bookkeeping: everything the replay reaches must be there. More is normal, so it is not
 # reported: a session folded by `ctx commit` stays applied though the new heads no
 # longer reach it (and rows nothing reaches change no answer).
@@ -135,12 +145,18 @@ REACHED_TABLES: dict[str, TableCheck] = {
 # a replay writes none.
 CACHE_TABLES = ("corpus_cache",)
 
+# Writes into the connection's (temporary) code tables the rows ``ctx index`` derives now from
+# each of the given indexed files (path -> (blob id, module name or None, note)) whose content
+# in the work tree is still that blob; returns those paths. ``code.ingest.rederive_rows``.
+Rederive = Callable[[sqlite3.Connection, dict[str, tuple[bytes, str | None, str | None]]], set[str]]
+
 
 def compared_tables() -> frozenset[str]:
     """Every table name the comparison covers (tests hold it to the schema)."""
-    return frozenset(name for tables in (STRICT_TABLES, REACHED_TABLES)
+    return frozenset(name for tables in (STRICT_TABLES, REACHED_TABLES, CODE_TABLES)
                      for table, check in tables.items()
-                     for name in (check.reads or (table,))) | set(CACHE_TABLES)
+                     for name in (check.reads or (table,))) | set(CACHE_TABLES) \
+        | set(CODE_COUNTED)
 
 
 @dataclass
@@ -188,11 +204,13 @@ def _check_files(store: Store) -> list[Problem]:
             for path, st in _irregular_files(folder)]
 
 
-def compare_index(store: Store) -> IndexComparison:
+def compare_index(store: Store, rederive: Rederive | None = None) -> IndexComparison:
     """Replay the store into a fresh index and compare the file with it.
 
     Args:
         store: The store (read only).
+        rederive: Derives code rows from the work tree (``Rederive``); None leaves the code
+            index's rows uncompared (its own consistency is still checked).
 
     Returns:
         The tables and rows compared, and each difference found (E007: the file or the
@@ -217,13 +235,14 @@ def compare_index(store: Store) -> IndexComparison:
         report.differences.append(Problem("E007", "index", f"cannot open: {exc}"))
         return report
     try:
-        _compare(store, disk, report)
+        _compare(store, disk, report, rederive)
     finally:
         disk.close()
     return report
 
 
-def _compare(store: Store, disk: sqlite3.Connection, report: IndexComparison) -> None:
+def _compare(store: Store, disk: sqlite3.Connection, report: IndexComparison,
+             rederive: Rederive | None) -> None:
     try:
         problem = inspect_index(disk, create=False, quick_check_max=0)
         if problem is None:
@@ -261,10 +280,89 @@ def _compare(store: Store, disk: sqlite3.Connection, report: IndexComparison) ->
             for tables, exact in ((STRICT_TABLES, True), (REACHED_TABLES, False)):
                 for table, check in tables.items():
                     _compare_table(table, check, disk, ref, exact, report)
+            if not _attach_code(store, disk, report):
+                return
+            _compare_code(disk, ref, Path(tmp), rederive, report)
             report.differences.extend(_check_caches(disk))
-            report.differences.extend(_check_scc(store, ref))
+            report.differences.extend(_check_code_counts(disk))
+            report.differences.extend(_check_scc(store, ref, disk))
         finally:
             ref.close()
+
+
+def _attach_code(store: Store, disk: sqlite3.Connection, report: IndexComparison) -> bool:
+    """Attach this clone's code index to ``disk``, read-only; False (a problem named) if bad."""
+    path = index_dir(store) / codedb.CODE_FILE
+    try:
+        if not path.exists():
+            disk.execute("ATTACH DATABASE ':memory:' AS code")
+            disk.executescript(codedb.code_schema("code."))
+            report.differences.append(Problem(
+                "E007", "index:code", "no code index (`ctx index` builds it)", "warning"))
+            return True
+        disk.execute("ATTACH DATABASE ? AS code", (path.absolute().as_uri() + "?mode=ro",))
+        problem = codedb.inspect_code(disk, create=False)
+        if problem is None:
+            found = [str(r[0]) for r in disk.execute("PRAGMA code.integrity_check(20)")]
+            if found != ["ok"]:
+                problem = "integrity_check: " + "; ".join(found)[:300]
+    except sqlite3.Error as exc:
+        problem = str(exc)
+    if problem is not None:
+        report.differences.append(Problem("E007", "index:code", f"damaged: {problem}"))
+        return False
+    return True
+
+
+def _compare_code(disk: sqlite3.Connection, ref: sqlite3.Connection, tmp: Path,
+                  rederive: Rederive | None, report: IndexComparison) -> None:
+    """The code tables against what ``ctx index`` derives now from the same files."""
+    codedb.attach(ref, tmp)
+    codedb.inspect_code(ref)
+    if rederive is None:
+        return
+    indexed = {str(p): (bytes(b), m, n) for p, b, m, n in disk.execute(
+        "SELECT path, blob, module, note FROM files")}
+    done = rederive(ref, indexed)
+    for conn in (disk, ref):
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS verified (path TEXT PRIMARY KEY)")
+        conn.execute("DELETE FROM temp.verified")
+        conn.executemany("INSERT INTO temp.verified(path) VALUES (?)", [(p,) for p in done])
+    changed = len(indexed) - len(done)
+    if changed:
+        report.differences.append(Problem(
+            "E007", "index:code", f"{changed} indexed file(s) changed or unreadable since they "
+            "were indexed: not compared (`ctx index` brings them up to date)", "warning"))
+    for table, check in CODE_TABLES.items():
+        col = _first(check.sql)  # NULL: a row whose file row is gone, compared as such
+        filtered = TableCheck(f"SELECT * FROM ({check.sql}) WHERE {col} IS NULL OR {col} IN"
+                              " (SELECT path FROM temp.verified)", check.key, check.reads)
+        _compare_table(table, filtered, disk, ref, True, report)
+
+
+def _first(sql: str) -> str:
+    """The first selected column's name in the outer query (``path`` or ``c.path`` -> ``path``)."""
+    head = sql.split(",", 1)[0].removeprefix("SELECT ").strip()
+    return head.split(".")[-1]
+
+
+def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
+    """``term_df`` must count the files of each term as ``file_terms`` holds them."""
+    problems: list[Problem] = []
+    found = 0
+    for term, field_, have, want in disk.execute(
+            "SELECT term, field, max(have), max(want) FROM ("
+            " SELECT term, field, df AS have, 0 AS want FROM term_df"
+            " UNION ALL SELECT term, field, 0, count(*) FROM file_terms GROUP BY term, field)"
+            " GROUP BY term, field HAVING max(have) != max(want) ORDER BY term, field"):
+        found += 1
+        if found <= MAX_PER_TABLE:
+            problems.append(Problem("E007", "index:term_df", f"({_short(term)}, {field_}): "
+                                    f"df is {have}, file_terms hold {want}"))
+    if found > MAX_PER_TABLE:
+        problems.append(Problem("E007", "index:term_df",
+                                f"{found - MAX_PER_TABLE} more row(s) differ from file_terms"))
+    return problems
 
 
 def _check_caches(disk: sqlite3.Connection) -> list[Problem]:
@@ -367,7 +465,22 @@ def _compare_table(table: str, check: TableCheck, disk: sqlite3.Connection,
             "E007", f"index:{table}", f"{found - MAX_PER_TABLE} more row(s) differ from the replay"))
 
 
-def _check_scc(store: Store, ref: sqlite3.Connection) -> list[Problem]:
+def _graph_edges(ref: sqlite3.Connection, disk: sqlite3.Connection) -> list[tuple[str, ...]]:
+    """The graph ``index.derived.graph_edges`` reads, from the two sources.
+
+    Knowledge and build edges come from the replay, code edges from this clone's code index
+    (derived from the work tree, not replayed).
+    """
+    cols = "from_kind, from_key, to_kind, to_key, label"
+    whole = " WHERE from_kind IS NOT NULL AND from_key IS NOT NULL AND to_kind IS NOT NULL" \
+        " AND to_key IS NOT NULL"
+    rows = set(ref.execute(f"SELECT {cols} FROM main.edges UNION SELECT {cols}"  # noqa: S608
+                           f" FROM main.build_edges{whole}"))
+    rows |= set(disk.execute(f"SELECT {cols} FROM code.code_edges{whole}"))  # noqa: S608
+    return sorted(tuple(str(v) for v in r) for r in rows)
+
+
+def _check_scc(store: Store, ref: sqlite3.Connection, disk: sqlite3.Connection) -> list[Problem]:
     """The SCC view ``DERIVED/scc_latest`` names against one recomputed from the replay.
 
     A view read at other heads than the store's is out of date, which is normal (staged
@@ -375,7 +488,6 @@ def _check_scc(store: Store, ref: sqlite3.Connection) -> list[Problem]:
     it must be what the graph gives.
     """
     from ctxstore.graph.scc import POINTER_NAME, compute_scc, load_scc
-    from ctxstore.index.derived import graph_edges
     from ctxstore.replay import state_heads
 
     subject = f"derived:{POINTER_NAME}"
@@ -395,7 +507,7 @@ def _check_scc(store: Store, ref: sqlite3.Connection) -> list[Problem]:
         sync_index(store, ref)  # the view is of the current pointers, which may be ahead
     except CtxError as exc:  # the pointers' own problem, which the object check names
         return [Problem("E007", subject, f"not checked: {exc.message}", "warning")]
-    want = compute_scc(graph_edges(ref), heads)
+    want = compute_scc(_graph_edges(ref, disk), heads)  # type: ignore[arg-type]
     if want == found.view:
         return []
     assert found.oid is not None

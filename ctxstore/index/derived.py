@@ -1,7 +1,8 @@
 """The SELECTs behind the derived structures (``graph.scc``, ``search.tantivy_index``), ``ctx debug index``.
 
-The relationship graph is the union of knowledge edges (``edges``) and code edges
-(``code_edges``), both between typed endpoints ``(kind, key)``. ``lookup`` answers
+The relationship graph is the union of knowledge edges (``edges``), code edges
+(``code_edges``, this clone's work tree: ``index.codedb``) and the edges of build records
+(``build_edges``: Cargo, command runs), all between typed endpoints ``(kind, key)``. ``lookup`` answers
 ``ctx debug index KEY`` from the spec 002 §10.2 indexes as SQLite holds them: the path
 index (``files``), the name index (``symbols.name``, ``packages.name``, node types),
 the stable-key index (``symbols.qualname``) and the adjacency index (both edge tables,
@@ -17,7 +18,7 @@ from typing import Any
 
 from ctxstore.records import dataclass
 
-__all__ = ["GraphEdge", "IndexLookup", "graph_edges", "lookup", "classify_key",
+__all__ = ["graph_size", "GraphEdge", "IndexLookup", "graph_edges", "lookup", "classify_key",
            "chunk_documents", "node_documents"]
 
 # (from_kind, from_key, to_kind, to_key, label)
@@ -27,7 +28,16 @@ _ADJACENCY = (
     "SELECT 'knowledge', from_kind, from_key, to_kind, to_key, label FROM edges"
     " WHERE {side}_kind = ? AND {side}_key = ?"
     " UNION ALL SELECT 'code:' || path, from_kind, from_key, to_kind, to_key, label FROM code_edges"
+    " WHERE {side}_kind = ? AND {side}_key = ?"
+    " UNION ALL SELECT 'code:' || path, from_kind, from_key, to_kind, to_key, label FROM build_edges"
     " WHERE {side}_kind = ? AND {side}_key = ? ORDER BY 6, 3, 5 LIMIT ?")
+
+
+def graph_size(conn: sqlite3.Connection) -> int:
+    """How many rows the graph ``graph_edges`` reads has (every edge table, counted)."""
+    row = conn.execute("SELECT (SELECT count(*) FROM edges) + (SELECT count(*) FROM code_edges)"
+                       " + (SELECT count(*) FROM build_edges)").fetchone()
+    return int(row[0])
 
 
 def graph_edges(conn: sqlite3.Connection) -> list[GraphEdge]:
@@ -44,6 +54,9 @@ def graph_edges(conn: sqlite3.Connection) -> list[GraphEdge]:
     rows = conn.execute(
         "SELECT from_kind, from_key, to_kind, to_key, label FROM edges"
         " UNION SELECT from_kind, from_key, to_kind, to_key, label FROM code_edges"
+        " WHERE from_kind IS NOT NULL AND from_key IS NOT NULL"
+        " AND to_kind IS NOT NULL AND to_key IS NOT NULL"
+        " UNION SELECT from_kind, from_key, to_kind, to_key, label FROM build_edges"
         " WHERE from_kind IS NOT NULL AND from_key IS NOT NULL"
         " AND to_kind IS NOT NULL AND to_key IS NOT NULL ORDER BY 1, 2, 3, 4, 5").fetchall()
     return [(str(a), str(b), str(c), str(d), str(e)) for a, b, c, d, e in rows]
@@ -99,7 +112,7 @@ def _names(conn: sqlite3.Connection, namespace: str, name: str, limit: int) -> l
 def _adjacent(conn: sqlite3.Connection, side: str, kind: str, key: str, limit: int
               ) -> list[dict[str, Any]]:
     sql = _ADJACENCY.format(side=side)
-    rows = conn.execute(sql, (kind, key, kind, key, limit)).fetchall()
+    rows = conn.execute(sql, (kind, key, kind, key, kind, key, limit)).fetchall()
     other = ("to_kind", "to_key") if side == "from" else ("from_kind", "from_key")
     out = []
     for source, fk, fkey, tk, tkey, label in rows:
@@ -175,6 +188,8 @@ def classify_key(conn: sqlite3.Connection, key: str) -> tuple[str, str] | None:
     for kind in ("module", "item", "file"):
         if conn.execute("SELECT 1 FROM code_edges WHERE to_kind = ? AND to_key = ? LIMIT 1",
                         (kind, key)).fetchone() or conn.execute(
+                "SELECT 1 FROM build_edges WHERE to_kind = ? AND to_key = ? LIMIT 1",
+                (kind, key)).fetchone() or conn.execute(
                 "SELECT 1 FROM edges WHERE to_kind = ? AND to_key = ? LIMIT 1",
                 (kind, key)).fetchone():
             return kind, key

@@ -186,8 +186,9 @@ def start_build(conn: sqlite3.Connection, target: dict[str, list[str]], owner: s
         owner: ``clone_id`` of the store: a partial index of another copy is never resumed.
     """
     from ctxstore.index.apply import clear_index
+    from ctxstore.index.codedb import begin
 
-    conn.execute("BEGIN IMMEDIATE")
+    begin(conn, "main")  # the code tables (another file) stay free for `ctx index`
     try:
         clear_index(conn)
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
@@ -250,7 +251,6 @@ class _Build:
     def __init__(self, store: Store, conn: sqlite3.Connection, state: BuildState,
                  progress: Callable[[int, int], None] | None, deadline: float | None) -> None:
         from ctxstore.index.apply import plan_sync
-        from ctxstore.index.code import DocumentFrequencies
         from ctxstore.index.heads import FoldReads
 
         self.store, self.conn, self.state, self.progress = store, conn, state, progress
@@ -259,15 +259,15 @@ class _Build:
         self.applied = {bytes(r[0]) for r in conn.execute("SELECT oid FROM applied")}
         self.batches = {bytes(r[0]) for r in conn.execute("SELECT oid FROM applied_batches")}
         self.reads = FoldReads(store)  # shared by every batch of the run
-        self.frequencies = DocumentFrequencies()
         self.in_slice = self.done = self.total = 0
 
     def run(self) -> BuildCounts:
+        from ctxstore.index.codedb import begin
         from ctxstore.index.heads import record_commit_graph
 
         if self.progress is not None:
             self.total = self._remaining()
-        self.conn.execute("BEGIN IMMEDIATE")
+        begin(self.conn, "main")
         record_commit_graph(self.conn, self.plan)
         for oid, commit in self.plan:
             if oid in self.applied:
@@ -309,7 +309,7 @@ class _Build:
         while pos < len(records):
             step = records[pos:pos + BUILD_SLICE_RECORDS - self.in_slice]
             apply_records(self.store, self.conn, step, bid, commit=oid,  # type: ignore[arg-type]
-                          reads=self.reads, frequencies=self.frequencies)
+                          reads=self.reads)
             pos += len(step)
             self.in_slice += len(step)
             self.done += len(step)
@@ -322,18 +322,18 @@ class _Build:
 
     def _commit_slice(self, bid: bytes, pos: int) -> None:
         """Make the slice durable with the cursor that says where it ends, and open the next."""
-        self.frequencies.flush(self.conn)
         state = self.state._replace(batch=bid, offset=pos, records=self.state.records + self.done)
         self.conn.execute("UPDATE meta SET value = ? WHERE key = ?", (state.text(), BUILD_STATE))
         self.conn.execute("COMMIT")
         self.in_slice = 0
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _OutOfTime
-        self.conn.execute("BEGIN IMMEDIATE")
+        from ctxstore.index.codedb import begin
+
+        begin(self.conn, "main")
 
     def _finish(self) -> None:
         """The last slice: the target becomes ``synced`` and the partial mark goes, together."""
-        self.frequencies.flush(self.conn)
         self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('synced', ?)",
                           (json.dumps(self.state.target, sort_keys=True),))
         self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('clone', ?)",

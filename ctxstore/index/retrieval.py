@@ -12,7 +12,7 @@ ingestion (no ``chunks``) answers with nothing.
 Every pack needs every file's id, path and lengths (BM25's statistics, the test prior).
 ``file_corpus`` reads them from ``corpus_cache``: one packed value (a header, three arrays
 of 64-bit integers, the paths joined by NUL), written by the first pack after the files
-changed and valid while ``meta`` ``code_generation`` equals the generation stored with it.
+changed and valid while ``code_meta`` ``generation`` equals the generation stored with it.
 Decoding it costs a fraction of reading the 10,000 rows of a large tree. That write is the
 only one here; the rest reads.
 """
@@ -30,9 +30,11 @@ from ctxstore.records import dataclass
 from ctxstore.search.ranked import ChunkRow, has_table
 from ctxstore.search.tokenize import cached_is_test_path
 
-__all__ = ["BODY", "PATH", "FileCorpus", "has_code", "has_diagnostics", "file_table",
+__all__ = ["BODY", "PATH", "PACK_APART", "warm_corpus", "FileCorpus", "has_code", "has_diagnostics",
+           "file_table",
            "file_corpus", "read_corpus", "encode_corpus", "decode_corpus", "corpus_name",
-           "corpus_apart", "code_generation", "file_versions", "file_blobs", "has_files",
+           "corpus_apart", "code_generation", "all_import_edges", "file_components",
+           "file_sccs_current", "file_versions", "file_blobs", "has_files",
            "document_counts", "postings", "symbols_with_names", "import_edges", "chunks_of",
            "chunk_texts",
            "mention_rows"]
@@ -184,9 +186,19 @@ def decode_corpus(data: bytes) -> FileCorpus | None:
 
 
 def code_generation(conn: sqlite3.Connection) -> str:
-    """``meta`` ``code_generation``: how many times files were applied ("0" before any)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'code_generation'").fetchone()
+    """``code_meta`` ``generation``: it changes with every change of the code tables ("0" before any)."""
+    row = conn.execute("SELECT value FROM code_meta WHERE key = 'generation'").fetchone()
     return str(row[0]) if row is not None else "0"
+
+
+# The languages a pack ranks apart from source files (``packs.pack``): its corpus, which
+# ``ctx index`` writes before it returns (``warm_corpus``).
+PACK_APART = frozenset({"markdown"})
+
+
+def warm_corpus(conn: sqlite3.Connection) -> None:
+    """Write the packs' ``corpus_cache`` value now, if it is not current (``ctx index``)."""
+    file_corpus(conn, PACK_APART)
 
 
 def file_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:
@@ -219,7 +231,7 @@ def file_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:
     try:
         conn.execute(
             "INSERT OR REPLACE INTO corpus_cache(name, generation, data) SELECT ?, ?, ?"
-            " WHERE coalesce((SELECT value FROM meta WHERE key = 'code_generation'), '0') = ?",
+            " WHERE coalesce((SELECT value FROM code_meta WHERE key = 'generation'), '0') = ?",
             (name, generation, encode_corpus(corpus), generation))
     except sqlite3.OperationalError as exc:
         if exc.sqlite_errorcode & 0xff not in (5, 6, 8):  # BUSY, LOCKED, READONLY: skip
@@ -394,6 +406,50 @@ def import_edges(conn: sqlite3.Connection, paths: Sequence[str]) -> list[tuple[s
             "AND s.kind NOT IN ('method', 'impl', 'heading')", tuple(batch)).fetchall()
         found.update((str(a), str(b)) for a, b in rows if a and b and a != b)
     return sorted(found)
+
+
+def all_import_edges(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """Every ``Imports`` edge between two indexed files, as ``import_edges`` resolves them.
+
+    Returns:
+        ``(importing file, imported file)`` pairs, distinct, sorted.
+    """
+    rows = conn.execute(
+        "SELECT e.path, e.to_key FROM code_edges e WHERE e.label = 'Imports'"
+        " AND e.to_kind = 'file'").fetchall()
+    rows += conn.execute(
+        "SELECT e.path, (SELECT s.path FROM symbols s WHERE s.qualname = e.to_key"
+        " ORDER BY s.path LIMIT 1) FROM code_edges e WHERE e.label = 'Imports'"
+        " AND e.to_kind = 'item'").fetchall()
+    return sorted({(str(a), str(b)) for a, b in rows if a and b and a != b})
+
+
+def file_components(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, str]:
+    """Files in an import cycle with one of ``paths``: file -> the one of ``paths`` it is with.
+
+    Read from ``file_sccs`` (``graph.cycles``); nothing when no such table is attached.
+    """
+    if not paths or not has_table(conn, "file_sccs"):
+        return {}
+    out: dict[str, str] = {}
+    for batch in _batches(list(dict.fromkeys(paths))):
+        marks = ",".join("?" * len(batch))
+        for member, seed in conn.execute(
+                f"SELECT m.path, s.path FROM file_sccs s JOIN file_sccs m ON m.scc = s.scc"  # noqa: S608
+                f" WHERE s.path IN ({marks}) AND m.path != s.path ORDER BY s.path, m.path",
+                tuple(batch)):
+            out.setdefault(str(member), str(seed))
+    return out
+
+
+def file_sccs_current(conn: sqlite3.Connection) -> bool:
+    """Whether ``file_sccs`` was computed at the code index's current generation."""
+    if not has_table(conn, "file_sccs"):
+        return False
+    row = conn.execute("SELECT (SELECT value FROM code_meta WHERE key = 'sccs') ="
+                       " coalesce((SELECT value FROM code_meta WHERE key = 'generation'),"
+                       " '0')").fetchone()
+    return bool(row and row[0])
 
 
 def chunks_of(conn: sqlite3.Connection, paths: Sequence[str], *, text: bool = True

@@ -29,7 +29,10 @@ SchemaRow = tuple[str, str, str, "str | None"]
 #    (identifiers whole and in parts, folded) under FTS5's ascii tokenizer with _ a token
 #    character; file_terms hold its significant terms (non-ASCII words folded, one stop list)
 # 10: purged (version ids a reachable ``purge`` record names: never applied, ctx purge)
-INDEX_SCHEMA_VERSION = 10
+# 11: the code tables (files, symbols, code_edges, chunks, chunks_fts, file_terms, file_lengths,
+#    term_df, corpus_cache) move to this clone's code.sqlite (index.codedb), derived from the
+#    work tree; build edges (cargo, command runs) get their own table, build_edges
+INDEX_SCHEMA_VERSION = 11
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -100,55 +103,6 @@ CREATE TABLE IF NOT EXISTS node_heads (
 ) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary,
     tokenize = "ascii tokenchars '_'");
-CREATE TABLE IF NOT EXISTS files (
-    path TEXT PRIMARY KEY, version BLOB NOT NULL, blob BLOB NOT NULL, language TEXT,
-    byte_count INTEGER NOT NULL, line_count INTEGER NOT NULL, complete INTEGER NOT NULL,
-    note TEXT, stamp INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS symbols (
-    rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT NOT NULL, name TEXT NOT NULL,
-    kind TEXT NOT NULL, visibility TEXT, parent TEXT, signature TEXT,
-    start_byte INTEGER, end_byte INTEGER, start_line INTEGER, end_line INTEGER
-);
-CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path, kind, qualname);
-CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
-CREATE INDEX IF NOT EXISTS symbols_qualname ON symbols(qualname, path);
-CREATE TABLE IF NOT EXISTS code_edges (
-    path TEXT NOT NULL, from_kind TEXT, from_key TEXT, to_kind TEXT, to_key TEXT,
-    label TEXT NOT NULL, confidence TEXT NOT NULL, tool TEXT NOT NULL, evidence TEXT
-);
-CREATE INDEX IF NOT EXISTS code_edges_from ON code_edges(from_kind, from_key, label);
-CREATE INDEX IF NOT EXISTS code_edges_to ON code_edges(to_kind, to_key, label, path);
-CREATE INDEX IF NOT EXISTS code_edges_path ON code_edges(path, label, to_kind, to_key);
-CREATE TABLE IF NOT EXISTS chunks (
-    rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT, kind TEXT NOT NULL,
-    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, tokens INTEGER NOT NULL,
-    text TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(path, name, text,
-    tokenize = "ascii tokenchars '_'");
--- retrieval postings (index.code, index.retrieval): search.tokenize tokens per file; field 0 the
--- body, 1 the path's directories and stem; file = files.rowid
-CREATE TABLE IF NOT EXISTS file_terms (
-    term TEXT NOT NULL, field INTEGER NOT NULL, file INTEGER NOT NULL, tf INTEGER NOT NULL,
-    PRIMARY KEY (term, field, file)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS file_terms_file ON file_terms(file);
-CREATE TABLE IF NOT EXISTS file_lengths (
-    file INTEGER PRIMARY KEY, body INTEGER NOT NULL, path INTEGER NOT NULL
-);
--- in how many files each (term, field) of file_terms occurs: kept by index.code with every
--- file applied, so a query learns its terms' rarity without counting their postings
-CREATE TABLE IF NOT EXISTS term_df (
-    term TEXT NOT NULL, field INTEGER NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (term, field)
-) WITHOUT ROWID;
--- index.retrieval.file_corpus: every file's id, path and lengths, split by language, and
--- which files are tests, in one packed value, valid while meta 'code_generation' (bumped by
--- every file applied) equals its own
-CREATE TABLE IF NOT EXISTS corpus_cache (
-    name TEXT PRIMARY KEY, generation TEXT NOT NULL, data BLOB NOT NULL
-) WITHOUT ROWID;
 -- build rows (index.build): cargo packages/targets/crates, command runs, diagnostics
 CREATE TABLE IF NOT EXISTS packages (
     workspace TEXT NOT NULL, package_id TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL,
@@ -176,6 +130,14 @@ CREATE TABLE IF NOT EXISTS diagnostics (
 );
 CREATE INDEX IF NOT EXISTS diagnostics_command ON diagnostics(command);
 CREATE INDEX IF NOT EXISTS diagnostics_path ON diagnostics(path);
+-- edges of the build records (index.build): path is cargo:<manifest path> or cmd:<name>
+CREATE TABLE IF NOT EXISTS build_edges (
+    path TEXT NOT NULL, from_kind TEXT, from_key TEXT, to_kind TEXT, to_key TEXT,
+    label TEXT NOT NULL, confidence TEXT NOT NULL, tool TEXT NOT NULL, evidence TEXT
+);
+CREATE INDEX IF NOT EXISTS build_edges_from ON build_edges(from_kind, from_key, label);
+CREATE INDEX IF NOT EXISTS build_edges_to ON build_edges(to_kind, to_key, label, path);
+CREATE INDEX IF NOT EXISTS build_edges_path ON build_edges(path);
 """
 
 
@@ -183,7 +145,7 @@ CREATE INDEX IF NOT EXISTS diagnostics_path ON diagnostics(path);
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "421f71af6b9d766a185068d99d0cf0bcedce0bb8bc531011cd06d17c7f4ef0fe"
+EXPECTED_SCHEMA_DIGEST = "3f04cae58e82fbe238fc31463deee0607f9332143cec8755873247e3b29f1bd7"
 
 _expected: frozenset[SchemaRow] | None = None
 
@@ -192,11 +154,11 @@ def read_schema(conn: sqlite3.Connection) -> frozenset[SchemaRow]:
     """Every table, index, trigger and view of a database, as SQLite stores them.
 
     ``sqlite_stat*`` tables (written by ``ANALYZE``) are left out: they change no answer.
-    The SQL of FTS5's shadow tables (``nodes_fts_*``, ``chunks_fts_*``) is left out too, as FTS5 writes it
+    The SQL of FTS5's shadow tables (``nodes_fts_*``) is left out too, as FTS5 writes it
     and another SQLite version may word it differently; their presence still counts.
     """
     return frozenset(
-        (kind, name, table, None if name.startswith(("nodes_fts_", "chunks_fts_")) else sql)
+        (kind, name, table, None if name.startswith("nodes_fts_") else sql)
         for kind, name, table, sql in conn.execute(
             "SELECT type, name, tbl_name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_stat%'"))
 

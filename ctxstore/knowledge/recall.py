@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ctxstore.query.executor import ScoreRow
 
 __all__ = ["RECALL_LIMIT", "MAX_RECALL_LIMIT", "Expansion", "parse_recall_limit", "recall_nodes",
-           "recallable", "by_decay", "free_text_nodes", "expand_summary"]
+           "recallable", "injectable", "by_decay", "free_text_nodes", "expand_summary"]
 
 RECALL_LIMIT = 20
 MAX_RECALL_LIMIT = 100
@@ -155,6 +155,23 @@ def recallable(node: NodeRow | ScoreRow) -> bool:
         True when recall may show it.
     """
     return node.status != "archived" or "lifecycle_archived" in node.metadata
+
+
+def injectable(node: NodeRow) -> bool:
+    """Whether a hook or a pack may put ``node`` in front of the model unasked.
+
+    Never a node that is forgotten or archived (by a person, consolidation or the lifecycle),
+    superseded, or ``tier:off-context``: those are shown only to a recall that asks for them
+    (by id, or ``--include-archived``). A lifecycle-archived node stays ``recallable``.
+
+    Args:
+        node: The node's index row.
+
+    Returns:
+        True when it may be injected.
+    """
+    return (node.status != "archived" and node.superseded_by is None
+            and "tier:off-context" not in node.tags)
 
 
 def free_text_nodes(conn: sqlite3.Connection, text: str, *, limit: int) -> list[NodeRow]:

@@ -240,11 +240,13 @@ def set_current_task(root: Path, name: str | None) -> None:
         StorageIOError: if it cannot be written.
     """
     path = root / CURRENT_TASK_FILE
+    if name is not None:
+        task_tag(name)
     try:
-        if name is None:
-            fsio.unlink_under(root, path)
-        else:
-            task_tag(name)
-            fsio.replace_atomic_under(root, path, name.strip().encode("utf-8") + b"\n")
+        with fsio.open_dir(root) as store_dir:
+            if name is None:
+                store_dir.unlink(CURRENT_TASK_FILE)
+            else:
+                store_dir.replace_atomic(CURRENT_TASK_FILE, name.strip().encode("utf-8") + b"\n")
     except OSError as exc:
         raise StorageIOError(str(path), op="write", error=exc) from None

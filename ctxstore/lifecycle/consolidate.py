@@ -51,8 +51,8 @@ from ctxstore.security.guard import guard
 if TYPE_CHECKING:
     from ctxstore.session import Session
 
-__all__ = ["Proposal", "Applied", "CONSOLIDATED_TYPES", "propose", "plan_proposals",
-           "choose_proposals", "apply_proposals", "undo_last"]
+__all__ = ["Proposal", "Applied", "Due", "CONSOLIDATED_TYPES", "propose", "plan_proposals",
+           "choose_proposals", "apply_proposals", "undo_last", "consolidation_due"]
 
 # Memory types that are merged; summaries, sources and tasks are not.
 CONSOLIDATED_TYPES = frozenset({"fact", "decision", "pattern", "observation", "hypothesis",
@@ -208,6 +208,54 @@ def propose(conn: sqlite3.Connection, *, threshold: float = MERGE_THRESHOLD) -> 
         The proposals, largest first.
     """
     return plan_proposals(list_nodes(conn), threshold=threshold)
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """A consolidation check (spec 003's triggers) and what it found.
+
+    Attributes:
+        why: Which trigger held: ``"10 new memories"``, ``"85 active memories"``.
+        proposals: The proposals now (none: nothing similar enough to merge).
+        active: Memories that could be merged (eligible), in all.
+        new: Of those, created after the previous check.
+    """
+
+    why: str
+    proposals: list[Proposal]
+    active: int
+    new: int
+
+
+def consolidation_due(conn: sqlite3.Connection, *, since_ms: int | None, every: int,
+                      over: int, recheck: bool = False) -> Due | None:
+    """Whether consolidation is due, and its proposals if it is.
+
+    Spec 003's triggers: every 10 extractions (memories written), or over 80 active memories.
+
+    Args:
+        conn: A synced index connection.
+        since_ms: When the previous check ran (ms since the epoch); None: never (every memory
+            counts as new).
+        every: Due once this many memories were created since that check (0: never).
+        over: Due while more than this many memories are active (0: never).
+        recheck: Check whether proposals found earlier still stand, trigger or not (``why``
+            is then ``"pending"``).
+
+    Returns:
+        The check when a trigger holds (or ``recheck``), else None.
+    """
+    nodes = [n for n in list_nodes(conn) if _eligible(n)]
+    new = sum(1 for n in nodes if since_ms is None or n.created_at > since_ms)
+    if every and new >= every:
+        why = f"{new} new memories"
+    elif over and len(nodes) > over:
+        why = f"{len(nodes)} active memories"
+    elif recheck:
+        why = "pending"
+    else:
+        return None
+    return Due(why, plan_proposals(nodes), len(nodes), new)
 
 
 def _tier(node: NodeRow) -> str:

@@ -107,7 +107,8 @@ def store_state(store_root: Path, url: str, state: SlotState) -> None:
     data = json.dumps({"version": 1, "servers": servers}, indent=1, sort_keys=True).encode()
     try:
         # By descriptor (PS-10): a ``local/`` swapped for a link is refused, never followed.
-        fsio.replace_atomic_under(store_root, path, data + b"\n")
+        with fsio.open_dir(store_root) as store_dir:
+            store_dir.replace_atomic(path, data + b"\n")
     except OSError as exc:
         raise StorageIOError(str(path), op="write", error=exc) from None
 

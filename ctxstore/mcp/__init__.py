@@ -1,7 +1,8 @@
 """The MCP front end: ``ctx mcp``, a stdio Model Context Protocol server (``server``).
 
-The official ``mcp`` SDK is imported only inside ``server`` functions, so nothing else in
-ctx (hooks above all) pays for it, and ctx works without it installed.
+The official ``mcp`` SDK (a core dependency) is imported only inside ``server`` functions,
+so nothing else in ctx (hooks above all) pays for it. ``probe`` checks a server from the
+outside (``ctx doctor``), speaking JSON-RPC itself.
 """
 
 from __future__ import annotations

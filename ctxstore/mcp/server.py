@@ -481,8 +481,9 @@ def _sdk() -> tuple[Any, type[Exception], type[Exception]]:
         except ImportError:
             continue
         return getattr(server, attr), errors.ToolError, errors.ResourceError
-    raise InvalidInput("ctx mcp needs the MCP SDK, which is not installed",
-                       hint="pip install 'ctxstore[mcp]'")
+    raise InvalidInput("ctx mcp needs the MCP SDK (package mcp), which is missing from this "
+                       "installation", hint="reinstall ctx: pipx reinstall ctxstore "
+                       "(or pip install 'mcp>=1.0,<3' in its environment)")
 
 
 def _guarded(method: Callable[..., Any], error: type[Exception]) -> Callable[..., Any]:
@@ -525,7 +526,14 @@ def build_server(tools: ToolBox) -> Any:
         InvalidInput: (E011) if the ``mcp`` package is not installed.
     """
     server_cls, tool_error, resource_error = _sdk()
-    server = server_cls(SERVER_NAME, instructions=_INSTRUCTIONS)
+    import inspect
+
+    import ctxstore
+
+    # The server names its version in ``initialize`` (mcp 2.x takes it; 1.x names the SDK's).
+    versioned = "version" in inspect.signature(server_cls).parameters
+    server = server_cls(SERVER_NAME, instructions=_INSTRUCTIONS,
+                        **({"version": ctxstore.__version__} if versioned else {}))
     for name in TOOL_NAMES:
         method = getattr(tools, name)
         doc = (method.__doc__ or "").strip().split("\n\n", 1)[0]

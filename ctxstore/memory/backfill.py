@@ -1,18 +1,25 @@
 """Backfill: index existing transcripts into memory (spec 004 §6.4).
 
-Given files or directories (``--all``: ``~/.claude/projects``, resolved by the CLI), every
-``*.jsonl`` below is indexed with the same cursors the hooks use, so a backfill is idempotent
-(a second run reads nothing new) and resumable (an interrupted run continues where its last batch
-committed). Small files are indexed in runs of about ``BATCH_BYTES`` per transaction (a commit
-costs more than a small transcript); a crash loses at most the run in progress. Subagent
-transcripts (``<session>/subagents/agent-*.jsonl``) are included; their turns are marked as
-sidechains. Links are not followed into directories; a path that is not a
-regular file or a directory is noted and skipped.
+Given files or directories, every ``*.jsonl`` below is indexed with the same cursors the hooks
+use, so a backfill is idempotent (a second run reads nothing new) and resumable (an interrupted
+run continues where its last batch committed). Small files are indexed in runs of about
+``BATCH_BYTES`` per transaction (a commit costs more than a small transcript); a crash loses at
+most the run in progress. Subagent transcripts (``<session>/subagents/agent-*.jsonl``) are
+included; their turns are marked as sidechains. Links are not followed into directories; a path
+that is not a regular file or a directory is noted and skipped.
+
+``--all`` reads ``~/.claude/projects`` (resolved by the CLI), which holds every project's
+sessions: ``project_transcripts`` keeps those of this project only — a transcript whose
+working directory (its lines' ``cwd``) is the project's work tree or below it, or, for one
+that names none, whose folder is the work tree's name as Claude Code writes it (every
+character but letters and digits as ``-``) — and counts the others it passed over.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
@@ -22,9 +29,14 @@ from typing import NamedTuple
 from ctxstore.memory.db import MemoryDB
 from ctxstore.memory.index import BATCH_BYTES, TURN_TOOL_BUDGET, FileReport, cursor_key, index_file
 
-__all__ = ["BackfillReport", "find_transcripts", "backfill"]
+__all__ = ["BackfillReport", "ProjectSelection", "find_transcripts", "project_transcripts",
+           "project_dir_name", "transcript_cwd", "backfill"]
 
 _MAX_FILES = 200_000
+# A transcript's working directory is read from its first lines: at most this many bytes.
+_CWD_BYTES = 256 * 1024
+# Claude Code cuts a project folder's name to this many characters (and appends a hash).
+_DIR_NAME_CHARS = 200
 
 
 class BackfillReport(NamedTuple):
@@ -74,6 +86,110 @@ def find_transcripts(paths: Iterable[Path]) -> tuple[list[tuple[Path, int]], lis
         else:
             notes.append(f"{path}: not a regular file or a directory")
     return sorted(found.values()), notes
+
+
+class ProjectSelection(NamedTuple):
+    """The transcripts of the wanted projects, and what was passed over.
+
+    Attributes:
+        paths: The transcripts to index.
+        skipped_files: Transcripts of other projects left out.
+        skipped_projects: The folders (under ``projects/``) they were in, sorted.
+        notes: Paths that could not be read.
+    """
+
+    paths: list[Path]
+    skipped_files: int
+    skipped_projects: list[str]
+    notes: list[str]
+
+
+def project_dir_name(path: str | os.PathLike[str]) -> str:
+    """The folder name Claude Code gives a working directory's sessions under ``projects/``.
+
+    Every character but an ASCII letter or digit becomes ``-`` (``/home/me/repo`` ->
+    ``-home-me-repo``). The encoding is lossy; ``project_transcripts`` trusts a transcript's
+    own ``cwd`` first.
+    """
+    return re.sub(r"[^A-Za-z0-9]", "-", os.fspath(path))
+
+
+def transcript_cwd(path: Path) -> str | None:
+    """The working directory a transcript's first lines record (``cwd``), or None.
+
+    Reads at most ``_CWD_BYTES``; a line cut there, or one that is not a JSON object, is
+    passed over.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_CWD_BYTES)
+    except OSError:
+        return None
+    lines = head.split(b"\n")
+    if len(head) == _CWD_BYTES:
+        lines = lines[:-1]  # the last one is cut
+    for raw in lines:
+        if b'"cwd"' not in raw:
+            continue
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        cwd = entry.get("cwd") if isinstance(entry, dict) else None
+        if isinstance(cwd, str) and cwd.strip() and "\x00" not in cwd:
+            return cwd
+    return None
+
+
+def _within(cwd: str, roots: list[str]) -> bool:
+    here = os.path.normpath(cwd)
+    return any(here == root or here.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _folder_matches(name: str, roots: list[str]) -> bool:
+    for root in roots:
+        mine = project_dir_name(root)
+        if name == mine or (len(mine) > _DIR_NAME_CHARS and name.startswith(mine[:_DIR_NAME_CHARS])):
+            return True
+    return False
+
+
+def project_transcripts(projects_dir: Path, work_trees: Iterable[Path]) -> ProjectSelection:
+    """The transcripts under ``projects_dir`` that belong to the given work trees.
+
+    A transcript belongs when the ``cwd`` it records is one of ``work_trees`` or below one
+    (Claude Code's ``cwd`` follows ``cd``); one that records none belongs when its project
+    folder (the first level under ``projects_dir``) is a work tree's name as Claude Code
+    writes it.
+
+    Args:
+        projects_dir: Claude Code's ``projects/`` folder.
+        work_trees: The projects' work trees (absolute paths; their real paths count too).
+
+    Returns:
+        The selection, with the transcripts and project folders passed over.
+    """
+    roots: list[str] = []
+    for tree in work_trees:
+        for form in (os.path.abspath(tree), os.path.realpath(tree)):
+            if os.path.normpath(form) not in roots:
+                roots.append(os.path.normpath(form))
+    files, notes = find_transcripts([projects_dir])
+    kept: list[Path] = []
+    skipped = 0
+    folders: set[str] = set()
+    for path, _ in files:
+        try:
+            folder = path.relative_to(projects_dir).parts[0]
+        except (ValueError, IndexError):
+            folder = ""
+        cwd = transcript_cwd(path)
+        if _within(cwd, roots) if cwd is not None else _folder_matches(folder, roots):
+            kept.append(path)
+        else:
+            skipped += 1
+            folders.add(folder)
+    return ProjectSelection(kept, skipped, sorted(folders), notes)
 
 
 def _add(found: dict[str, tuple[Path, int]], path: Path) -> None:

@@ -63,10 +63,10 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
     from ctxstore.memory.db import open_memory
     from ctxstore.memory.search import hit_text, iso, search_memory
     from ctxstore.memory.settings import memory_settings, settings_of
-    from ctxstore.search.tokenize import tokenize
+    from ctxstore.search.tokenize import PROSE, PROSE_QUERY
 
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    words = set(tokenize(prompt))
+    words = set(PROSE_QUERY.tokenize(prompt))
     settings = memory_settings(ctx_dir) if config is None else settings_of(config)
     if not words or not settings.enabled:
         return []
@@ -83,7 +83,7 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
     items = []
     for hit in result.hits:
         turn = hit.turn
-        held = sorted(words & set(tokenize(f"{turn.user_text}\n{turn.assistant_text}")))
+        held = sorted(words & set(PROSE.tokenize(f"{turn.user_text}\n{turn.assistant_text}")))
         if len(held) < wanted:
             continue
         text = " ".join(hit_text(turn, ITEM_CHARS).split())

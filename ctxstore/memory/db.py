@@ -14,8 +14,8 @@ with the entry uuids) and ``turns_fts`` (FTS5 over their user, assistant and too
 ``spans`` (topic → sub-span); ``ideas``, ``entities`` (a file or symbol entity carries the
 project file and symbol it names in the code index, ``code_path``/``code_qualname``: schema 2),
 ``idea_entities``, ``relations``. ``turns_fts`` holds each field's terms (``search.tokenize``,
-the tokeniser of every index and query: schema 3), so a turn is found by the words that find
-a node or a file.
+the tokeniser of every index and query: schema 3), stemmed (``tokenize.PROSE``: schema 4), so a
+turn is found by the words that find a node or a file, in any inflection.
 
 It cannot be rebuilt, so its schema is the ordered migrations ``_MIGRATIONS``, each recorded in
 ``schema_version`` in the transaction that applies it (``ctxstore.sqlite.migrate``). A file an
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 from ctxstore.errors import MemoryDamaged, UnsupportedStoreVersion
 from ctxstore.fsio import check_under, file_kind
 from ctxstore.search.fts5 import TOKENIZE
-from ctxstore.search.tokenize import index_text
+from ctxstore.search.tokenize import PROSE
 from ctxstore.sqlite import CANTOPEN, Migration, connect, irregular_files, is_damage, migrate, primary_code
 
 __all__ = ["MEMORY_FILE", "SCHEMA_VERSION", "STATS", "Cursor", "TurnRow", "MemoryDB", "memory_path",
@@ -100,7 +100,9 @@ _MIGRATIONS = [
     """),
     # turns_fts holds the terms of search.tokenize (it held FTS5's unicode61 words): made again
     # from turns, whose text is kept whole
-    Migration(3, lambda conn: _retokenize_turns(conn)),
+    Migration(3, lambda conn: _retokenize_turns(conn, 3)),
+    # turns_fts holds stemmed terms (tokenize.PROSE): "retries" finds "retry"
+    Migration(4, lambda conn: _retokenize_turns(conn, 4)),
 ]
 SCHEMA_VERSION = _MIGRATIONS[-1].version
 _LEGACY_TABLES = frozenset({"meta", "sessions", "index_state", "seen", "spans", "turns",
@@ -195,7 +197,8 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
     if not path.exists():
         if not create or read_only:
             return None
-        fsio.ensure_dir_under(ctx_dir, path.parent)
+        with fsio.open_dir(ctx_dir) as store_dir:
+            store_dir.ensure_dir(path.parent)
     if read_only:
         return _open_read_only(path, busy_seconds)
     try:
@@ -204,11 +207,26 @@ def open_memory(ctx_dir: Path, *, create: bool, busy_seconds: float = 10.0,
         if is_damage(exc) or primary_code(exc) == CANTOPEN:
             raise _damaged(exc) from exc
         raise
+    return _checked(conn, _migrated)
+
+
+def _migrated(conn: sqlite3.Connection) -> None:
+    """Bring a writable memory file to this ctx's schema (its ordered migrations)."""
+    version = migrate(conn, _MIGRATIONS, adopt=_legacy_version)
+    if version > SCHEMA_VERSION:
+        raise UnsupportedStoreVersion(f".ctx/local/{MEMORY_FILE} has schema {version}, newer "
+                                      f"than this ctx ({SCHEMA_VERSION})", hint="upgrade ctx")
+
+
+def _checked(conn: sqlite3.Connection, prepare: Callable[[sqlite3.Connection], None]
+             ) -> MemoryDB:
+    """``prepare`` the open file, check its tables, and hand it out; closed on any error.
+
+    Raises:
+        MemoryDamaged: if SQLite calls the file damaged.
+    """
     try:
-        version = migrate(conn, _MIGRATIONS, adopt=_legacy_version)
-        if version > SCHEMA_VERSION:
-            raise UnsupportedStoreVersion(f".ctx/local/{MEMORY_FILE} has schema {version}, newer "
-                                          f"than this ctx ({SCHEMA_VERSION})", hint="upgrade ctx")
+        prepare(conn)
         _check_tables(conn)
     except sqlite3.Error as exc:
         conn.close()
@@ -229,7 +247,7 @@ def _open_read_only(path: Path, busy_seconds: float) -> MemoryDB:
         if is_damage(exc) or primary_code(exc) == CANTOPEN:
             raise _damaged(exc) from exc
         raise
-    try:
+    def at_this_schema(conn: sqlite3.Connection) -> None:
         if "schema_version" in _tables(conn):
             row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
             version = int(row[0] or 0)
@@ -243,16 +261,8 @@ def _open_read_only(path: Path, busy_seconds: float) -> MemoryDB:
                 f"ctx (schema {version or 'unrecorded'}, this ctx reads {SCHEMA_VERSION}); it is "
                 "read without a write only at this ctx's schema",
                 hint="upgrade ctx" if newer else "any `ctx memory` command (stats) upgrades it")
-        _check_tables(conn)
-    except sqlite3.Error as exc:
-        conn.close()
-        if is_damage(exc):
-            raise _damaged(exc) from exc
-        raise
-    except BaseException:
-        conn.close()
-        raise
-    return MemoryDB(conn)
+
+    return _checked(conn, at_this_schema)
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -287,8 +297,13 @@ _TURNS_FTS = ("CREATE VIRTUAL TABLE turns_fts USING fts5(user_text, assistant_te
               f"{TOKENIZE})")
 
 
-def _retokenize_turns(conn: sqlite3.Connection) -> None:
-    """Schema 3: ``turns_fts`` made again with the terms of ``search.tokenize``, from ``turns``."""
+def _retokenize_turns(conn: sqlite3.Connection, version: int) -> None:
+    """Schemas 3 and 4: ``turns_fts`` made again from ``turns`` with memory's terms (``PROSE``).
+
+    Both steps write the terms of this ctx (step 3's unstemmed terms are not kept anywhere), so
+    a file of schema 2 or older is made over once more by step 4, at no other cost.
+    """
+    index_text = PROSE.index_text
     conn.execute("DROP TABLE turns_fts")
     conn.execute(_TURNS_FTS)
     rows = conn.execute("SELECT id, user_text, assistant_text, tool_text FROM turns")
@@ -296,12 +311,16 @@ def _retokenize_turns(conn: sqlite3.Connection) -> None:
         conn.executemany("INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text)"
                          " VALUES (?, ?, ?, ?)",
                          [(i, index_text(u), index_text(a), index_text(t)) for i, u, a, t in batch])
-    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
 
 
 def _turn_filters(alias: str, since: int | None, until: int | None, session: str | None,
-                  intent: str | None) -> tuple[list[str], list[Any]]:
-    """SQL conditions on turns ``alias`` for a time range, a session and an intent."""
+                  intent: str | Sequence[str] | None, unanswered: bool = False
+                  ) -> tuple[list[str], list[Any]]:
+    """SQL conditions on turns ``alias`` for a time range, a session and an intent (or several).
+
+    ``unanswered``: a question idea counts only while nothing has answered it.
+    """
     where, args = ["1"], list[Any]()
     for clause, value in ((f"{alias}.ts_start >= ?", since), (f"{alias}.ts_start < ?", until),
                           (f"{alias}.session = ?", session or None)):
@@ -309,9 +328,11 @@ def _turn_filters(alias: str, since: int | None, until: int | None, session: str
             where.append(clause)
             args.append(value)
     if intent:
+        wanted = [intent] if isinstance(intent, str) else list(intent)
+        still = " AND (f.intent != 'question' OR f.answered = 0)" if unanswered else ""
         where.append(f"EXISTS (SELECT 1 FROM ideas f WHERE f.turn_id = {alias}.id AND "
-                     "f.intent = ?)")
-        args.append(intent)
+                     f"f.intent IN ({','.join('?' * len(wanted))}){still})")
+        args.extend(wanted)
     return where, args
 
 
@@ -415,9 +436,9 @@ class MemoryDB:
                            json.dumps(turn.uuids), turn.span_id, turn.id))
         self.conn.execute("DELETE FROM turns_fts WHERE rowid = ?", (turn.id,))
         self.conn.execute("INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text) "
-                          "VALUES (?, ?, ?, ?)", (turn.id, index_text(turn.user_text),
-                                                    index_text(turn.assistant_text),
-                                                    index_text(turn.tool_text)))
+                          "VALUES (?, ?, ?, ?)", (turn.id, PROSE.index_text(turn.user_text),
+                                                    PROSE.index_text(turn.assistant_text),
+                                                    PROSE.index_text(turn.tool_text)))
 
     def turn(self, turn_id: int) -> TurnRow | None:
         """One turn by id."""
@@ -523,9 +544,10 @@ class MemoryDB:
                               [(to_id,) for to_id, label, _ in relations if label == "answers"])
 
     def ideas_of_turns(self, turn_ids: Sequence[int]) -> list[tuple[Any, ...]]:
-        """``(id, turn_id, intent, content, confidence, ts, session)`` of the ideas of turns."""
+        """``(id, turn_id, intent, content, confidence, ts, session, answered)`` of turns' ideas."""
         marks = ",".join("?" * len(turn_ids))
-        return self.conn.execute("SELECT id, turn_id, intent, content, confidence, ts, session "
+        return self.conn.execute("SELECT id, turn_id, intent, content, confidence, ts, session, "
+                                 "answered "
                                  f"FROM ideas WHERE turn_id IN ({marks}) ORDER BY id",
                                  list(turn_ids)).fetchall() if turn_ids else []
 
@@ -642,9 +664,13 @@ class MemoryDB:
         return [(r[0], r[1]) for r in self.conn.execute(sql, [*weights, *args, limit])]
 
     def recent_turn_ids(self, limit: int, *, since: int | None, until: int | None,
-                        session: str | None, intent: str | None) -> list[int]:
-        """Ids of the latest turns in a time range (a query with no words: "what did we do")."""
-        where, args = _turn_filters("t", since, until, session, intent)
+                        session: str | None, intent: str | Sequence[str] | None,
+                        unanswered: bool = False) -> list[int]:
+        """Ids of the latest turns in a time range (a query with no words: "what did we do").
+
+        With an intent, the turns holding an idea of it ("open questions": ``unanswered``).
+        """
+        where, args = _turn_filters("t", since, until, session, intent, unanswered)
         return [r[0] for r in self.conn.execute(
             f"SELECT id FROM turns t WHERE {' AND '.join(where)} ORDER BY ts_start DESC LIMIT ?",
             [*args, limit])]

@@ -212,6 +212,10 @@ _CUES: list[tuple[str, float, tuple[str, ...]]] = [
                        "lets go with", "we'll (?:go with|use|stick with|switch to|keep)",
                        "we will (?:go with|use|stick with|switch to|keep)", "agreed (?:to|on)",
                        "switch(?:ed|ing)? to", "we're switching", "settled on",
+                       # "we switched the session cache from SQLite to Redis"
+                       r"switched (?:[\w.-]+ ){1,5}?from [\w.-]+ to ",
+                       r"migrated (?:[\w.-]+ ){1,5}?from [\w.-]+ to ",
+                       r"moved (?:[\w.-]+ ){1,5}?from [\w.-]+ to ",
                        "final (?:choice|answer) is")),
     ("decision", 0.7, ("let's (?:use|keep|switch|stick|drop|move|make|do|not)",
                        "lets (?:use|keep|switch|stick|drop|move|make)",
@@ -536,6 +540,7 @@ def _tech_edges(text: str, start: int, end: int) -> bool:
 # --- relations -----------------------------------------------------------------------------
 
 _CHANGE = re.compile(r"\binstead\b|\bswitch(?:ed|ing)? (?:to|from|over|back)\b|\bno longer\b|"
+                     r"\b(?:switch|migrat|mov|chang)(?:e|ed|ing)? (?:[\w.-]+ ){1,5}?from \S+ to\b|"
                      r"\breplac(?:e|ed|ing)\b|\brather than\b|\bchanged? (?:our|my) mind\b|"
                      r"\bgo(?:ing)? back to\b|\bmov(?:e|ed|ing) (?:away from|off|to)\b|\bdrop(?:ped)?\b|"
                      r"\bscratch that\b|\brevert(?:ed)?\b|\bnot .{1,30} anymore\b|\bactually\b",

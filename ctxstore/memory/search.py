@@ -24,22 +24,23 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ctxstore.memory.db import MemoryDB, TurnRow
 from ctxstore.search.fts5 import match_expression
-from ctxstore.search.tokenize import tokenize  # its home: the hook then skips the query cleaner
+from ctxstore.search.tokenize import PROSE, PROSE_QUERY  # their home: no query cleaner
 
 __all__ = ["POOL", "WEIGHTS", "INTENTS", "Hit", "SearchResult", "MemoryQuery", "MemoryAnswer",
            "search_transcripts", "search_memory", "iso", "hit_text",
            "INTENT_WORDS", "time_bound", "unique_session", "hit_json", "result_json"]
 
-POOL = 150
+POOL = 300
 """Candidate turns taken from BM25 before re-ranking."""
 WEIGHTS = (1.2, 1.0, 0.3)
 """BM25 weights of the user, assistant and tool text of a turn."""
-_NEIGHBOUR = 0.15
+_NEIGHBOUR = 0.5
 _INTENT_BOOST = 0.25
 _NAMED_BOOST = 0.5
 # What a query naming a file or symbol holds; each alternative needs one of ``_CODE_MARKS``.
@@ -50,21 +51,28 @@ _TEXT_CHARS = 600
 INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
 """The intents an idea may have (``--intent``)."""
 INTENT_WORDS: dict[str, str] = {
-    "decision": r"\b(decisions?|decided|chose|choice)\b",
+    "decision": r"\b(decisions?|decided?|decide|chose|choice|settled on)\b",
     "question": r"\b(open questions?|questions?|asked)\b",
     "problem": r"\b(problems?|issues?|bugs?|errors?)\b",
-    "solution": r"\b(solutions?|fix(?:es|ed)?|solved|workarounds?)\b",
+    "solution": r"\b(solutions?|fix(?:es|ed)?|solved|workarounds?|tried|try|attempt(?:s|ed)?)\b",
     "todo": r"\b(todos?|to-dos?|next steps?|follow[- ]ups?)\b",
     "conclusion": r"\b(conclusions?|concluded|learn(?:ed|t)|insights?)\b",
 }
 """The words that name each intent in a query (patterns, matched ignoring case)."""
+_OPEN = r"\b(open|unanswered|pending|outstanding|unresolved)\b"
+"""Words that ask, of questions, for those not answered yet ("open questions")."""
+# Words that, beside an intent's words, say nothing of a subject: "open questions", "the
+# latest decisions", "what did we decide" list ideas of the intent instead of searching words.
+_LISTING = frozenset("""open unanswered pending outstanding unresolved remaining recent latest
+last all any list show past previous earlier made we us our about""".split())
 # Every alternative of ``INTENT_WORDS`` holds one of these: an ASCII query holding none of
 # them, lower-cased, names no intent, and the patterns are not compiled for it (~0.7 ms of
 # the prompt hook). A query with other characters is matched as written (``re.I`` folds
 # some of them, the Kelvin sign or a dotless i, onto ASCII letters).
-_INTENT_STEMS = ("decision", "decided", "chose", "choice", "question", "asked", "problem",
-                 "issue", "bug", "error", "solution", "fix", "solved", "workaround", "todo",
-                 "to-do", "next step", "follow", "conclusion", "concluded", "learn", "insight")
+_INTENT_STEMS = ("decision", "decide", "chose", "choice", "settled on", "question", "asked",
+                 "problem", "issue", "bug", "error", "solution", "fix", "solved", "workaround",
+                 "tried", "try", "attempt", "todo", "to-do", "next step", "follow", "conclusion",
+                 "concluded", "learn", "insight")
 
 
 class Hit(NamedTuple):
@@ -225,9 +233,16 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
 
     text, low, high = parse_time_filter(query, now_ms)
     low, high = _narrow(low, high, since, until)
-    words = list(dict.fromkeys(tokenize(text)))
+    words = list(dict.fromkeys(PROSE_QUERY.tokenize(text)))
+    intents = _wanted_intents(text) if intent is None else set()
+    asked = intents if intent is None else {intent}
+    unanswered = "question" in asked and bool(re.search(_OPEN, text, re.I))
+    if intents and not _subject(text):  # "open questions", "what did we decide": a listing
+        words = []
+    wanted = tuple(sorted(intents)) if intents and not words else intent
     if not words:
-        ids = db.recent_turn_ids(limit, since=low, until=high, session=session, intent=intent)
+        ids = db.recent_turn_ids(limit, since=low, until=high, session=session, intent=wanted,
+                                 unanswered=unanswered)
         turns = db.turns_by_id(ids)
         scored = [(1.0 / (rank + 1), turns[i]) for rank, i in enumerate(ids) if i in turns]
     else:
@@ -235,7 +250,7 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
                       session=session, intent=intent)
         named = set(db.turns_naming(_code_names(text), since=low, until=high, session=session,
                                     intent=intent))
-        scored = _rerank(db, pool, _wanted_intents(text) if intent is None else set(), named)
+        scored = _rerank(db, pool, intents, named, unanswered)
     scored.sort(key=lambda pair: (-pair[0], -(pair[1].ts_start or 0), pair[1].id))
     hits = [_hit(db, score, turn) for score, turn in scored[:limit]]
     return SearchResult(text, low, high, hits)
@@ -249,6 +264,18 @@ def _wanted_intents(text: str) -> set[str]:
     return {name for name, pattern in INTENT_WORDS.items() if re.search(pattern, text, re.I)}
 
 
+def _subject(text: str) -> list[str]:
+    """The terms of a query once its intent words and listing words are set aside."""
+    for pattern in (*INTENT_WORDS.values(), _OPEN):
+        text = re.sub(pattern, " ", text, flags=re.I)
+    return [w for w in PROSE_QUERY.tokenize(text) if w not in _LISTING_TERMS()]
+
+
+@lru_cache(maxsize=1)
+def _LISTING_TERMS() -> frozenset[str]:  # noqa: N802 - a constant, stemmed on first use
+    return frozenset(PROSE.tokenize(" ".join(_LISTING))) | _LISTING
+
+
 def _code_names(text: str) -> list[str]:
     """The files and symbols a query names (the extractor is loaded only when one may be there)."""
     if not any(mark in text for mark in _CODE_MARKS) or not re.search(_CODE_HINT, text):
@@ -259,8 +286,8 @@ def _code_names(text: str) -> list[str]:
     return list(dict.fromkeys(n.removeprefix("./").removesuffix("()") for n in names))
 
 
-def _rerank(db: MemoryDB, pool: list[tuple[int, float]], intents: set[str], named: set[int]
-            ) -> list[tuple[float, TurnRow]]:
+def _rerank(db: MemoryDB, pool: list[tuple[int, float]], intents: set[str], named: set[int],
+            unanswered: bool = False) -> list[tuple[float, TurnRow]]:
     if not pool and not named:
         return []
     turns = db.turns_by_id([i for i, _ in pool] + sorted(named - {i for i, _ in pool}))
@@ -273,7 +300,7 @@ def _rerank(db: MemoryDB, pool: list[tuple[int, float]], intents: set[str], name
     boosted = set()
     if intents:
         for idea in db.ideas_of_turns(list(base)):
-            if idea[2] in intents:
+            if idea[2] in intents and not (unanswered and idea[2] == "question" and idea[7]):
                 boosted.add(idea[1])
     out = []
     for i, value in base.items():

@@ -19,17 +19,17 @@ from ctxstore.model._schema import SchemaError
 if TYPE_CHECKING:
     from ctxstore.model.build import CargoMetadataSnapshot, DiagnosticsSnapshot
     from ctxstore.model.code import FileVersion
-    from ctxstore.model.commit import Commit, NarrativeRef, Tree, TreeEntry, WorkCommit
+    from ctxstore.model.commit import Commit, CommitV2, NarrativeRef, Tree, TreeEntry, WorkCommit
     from ctxstore.model.derived import SccView
     from ctxstore.model.knowledge import ChangeBatch
 
     # The static union of registered classes, for type checkers (a test keeps it equal to
     # the registry).
-    TypedObject: TypeAlias = (Commit | WorkCommit | Tree | ChangeBatch | CargoMetadataSnapshot
-                              | DiagnosticsSnapshot | FileVersion | SccView)
+    TypedObject: TypeAlias = (Commit | CommitV2 | WorkCommit | Tree | ChangeBatch
+                              | CargoMetadataSnapshot | DiagnosticsSnapshot | FileVersion | SccView)
 
 __all__ = [
-    "Commit", "WorkCommit", "Tree", "TreeEntry", "NarrativeRef", "ChangeBatch",
+    "Commit", "CommitV2", "WorkCommit", "Tree", "TreeEntry", "NarrativeRef", "ChangeBatch",
     "CargoMetadataSnapshot", "DiagnosticsSnapshot", "FileVersion", "SccView",
     "TypedObject", "DECODERS", "encode_typed", "decode_typed", "type_of_payload",
 ]
@@ -40,6 +40,7 @@ __all__ = [
 _LAZY: dict[str, str] = {
     "CargoMetadataSnapshot": "ctxstore.model.build", "DiagnosticsSnapshot": "ctxstore.model.build",
     "FileVersion": "ctxstore.model.code", "Commit": "ctxstore.model.commit",
+    "CommitV2": "ctxstore.model.commit",
     "NarrativeRef": "ctxstore.model.commit", "Tree": "ctxstore.model.commit",
     "TreeEntry": "ctxstore.model.commit", "WorkCommit": "ctxstore.model.commit",
     "SccView": "ctxstore.model.derived", "ChangeBatch": "ctxstore.model.knowledge",
@@ -72,7 +73,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
     elif name == "TypedObject":
-        kinds = [__getattr__(n) for n in ("Commit", "WorkCommit", "Tree", "ChangeBatch",
+        kinds = [__getattr__(n) for n in ("Commit", "CommitV2", "WorkCommit", "Tree", "ChangeBatch",
                                           "CargoMetadataSnapshot", "DiagnosticsSnapshot",
                                           "FileVersion", "SccView")]
         value = kinds[0]

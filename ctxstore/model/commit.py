@@ -6,6 +6,18 @@ DESIGN §5 needs: ``change_batches`` (knowledge records) on both kinds of commit
 ``aborted_work`` on the commit that records an aborted session (kept reachable for
 ``gc`` but never replayed). Timestamps: ``timestamp_unix`` in seconds (spec),
 ``created_at`` of a work commit in milliseconds.
+
+A ``commit`` v2 (``CommitV2``, written since the code index became per clone) names the code
+its knowledge was made against by the code's own Git ids instead of a copy of it: spec 002
+§7.1.2's ``root_tree`` is ``git_tree`` (the Git tree id of the work tree's ``HEAD``) and
+``rust_snapshot`` is ``git_commit`` (that Git commit's id), both hexadecimal as Git writes
+them (40 digits, or 64 in a SHA-256 repository), nil outside Git or before a first Git
+commit. It also names the Cargo and diagnostics snapshots current when it was made
+(``cargo_snapshots``, ``diagnostics_snapshots``: one per workspace and per command name,
+sorted). It keeps v1's fields, so every reader of a ``Commit`` reads both; in v2
+``root_tree``, ``code_snapshot``, ``cargo_snapshot`` and ``diagnostics_snapshot`` are
+always nil (v1 meanings: a ``tree`` object copying the ingested files, and single
+snapshots).
 """
 
 from __future__ import annotations
@@ -17,8 +29,8 @@ from ctxstore.model._schema import ListOf, OneOf, Opt, Record, SchemaError
 from ctxstore.model.registry import typed
 from ctxstore.records import dataclass
 
-__all__ = ["NarrativeRef", "TreeEntry", "Tree", "Commit", "WorkCommit", "STEP_KINDS", "StepKind",
-           "EntryKind"]
+__all__ = ["NarrativeRef", "TreeEntry", "Tree", "Commit", "CommitV2", "WorkCommit", "STEP_KINDS",
+           "StepKind", "EntryKind", "is_git_id"]
 
 StepKind = Literal["session_start", "file_read", "file_write", "command_run", "note", "plan",
                    "compact", "change", "merge", "recover"]
@@ -118,6 +130,51 @@ class Commit(Record):
         A commit recording an aborted session is not a fold.
         """
         return bool(self.session_id) and self.aborted_work is None
+
+
+def is_git_id(value: str) -> bool:
+    """Whether ``value`` is a Git object id as Git writes it (40 or 64 lowercase hex digits)."""
+    return len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value)
+
+
+@typed("commit", 2)
+@dataclass(frozen=True, slots=True)
+class CommitV2(Commit):
+    """A canonical commit that names its code by Git ids (see the module docstring).
+
+    ``CommitV2`` is a ``Commit``: walkers and readers take both versions alike.
+    """
+
+    git_commit: str | None = None
+    git_tree: str | None = None
+    cargo_snapshots: tuple[ObjectId, ...] = ()
+    diagnostics_snapshots: tuple[ObjectId, ...] = ()
+
+    FIELDS: ClassVar = {
+        **Commit.FIELDS,
+        "git_commit": Opt("str"),
+        "git_tree": Opt("str"),
+        "cargo_snapshots": ListOf("oid"),
+        "diagnostics_snapshots": ListOf("oid"),
+    }
+
+    def check(self, where: str) -> None:
+        """Refuse Git ids that are not Git ids, v1-only fields, and unsorted snapshot lists.
+
+        Raises:
+            SchemaError: naming the field; ``where`` names the commit.
+        """
+        for name in ("git_commit", "git_tree"):
+            value = getattr(self, name)
+            if value is not None and not is_git_id(value):
+                raise SchemaError(f"{where}.{name}: not a Git object id")
+        for name in ("root_tree", "code_snapshot", "cargo_snapshot", "diagnostics_snapshot"):
+            if getattr(self, name) is not None:
+                raise SchemaError(f"{where}.{name}: is a commit v1 field (nil in v2)")
+        for name in ("cargo_snapshots", "diagnostics_snapshots"):
+            ids = getattr(self, name)
+            if list(ids) != sorted(set(ids)):
+                raise SchemaError(f"{where}.{name}: ids must be sorted and unique")
 
 
 @typed("work_commit", 1)

@@ -16,7 +16,7 @@ from ctxstore.model.build import (
     DiagnosticsSnapshot,
 )
 from ctxstore.model.code import FileRecord, FileVersion
-from ctxstore.model.commit import Commit, Tree, WorkCommit
+from ctxstore.model.commit import Commit, CommitV2, Tree, WorkCommit
 from ctxstore.model.knowledge import ChangeBatch
 
 __all__ = ["ABORTED_WORK", "Want", "iter_references"]
@@ -42,6 +42,9 @@ def iter_references(obj: object) -> Iterator[tuple[bytes, Want]]:
         for snap in (obj.cargo_snapshot, obj.code_snapshot, obj.diagnostics_snapshot):
             if snap:
                 yield snap, None
+        if isinstance(obj, CommitV2):  # the Git ids name no object of the store
+            yield from ((s, CargoMetadataSnapshot) for s in obj.cargo_snapshots)
+            yield from ((s, DiagnosticsSnapshot) for s in obj.diagnostics_snapshots)
         if obj.aborted_work:
             yield obj.aborted_work, ABORTED_WORK
     elif isinstance(obj, WorkCommit):

@@ -101,12 +101,13 @@ def _read_text(path: Path, rel: str) -> str:
 def _write_text(store: Store, rel: str, text: str) -> None:
     """Durably write ``narrative/rel``, through directory descriptors (E020 for a link on the way).
 
-    The check and the write are one step (``fsio.replace_atomic_under``): a directory swapped
+    The check and the write are one step (``fsio.Dir.replace_atomic``): a directory swapped
     for a link in between is refused, never written through (PS-10).
     """
     path = store.root / "narrative" / rel
     try:
-        fsio.replace_atomic_under(store.root, path, text.encode("utf-8"))
+        with fsio.open_dir(store.root) as store_dir:
+            store_dir.replace_atomic(path, text.encode("utf-8"))
     except OSError as exc:
         raise StorageIOError(str(path), op="write", error=exc) from None
 

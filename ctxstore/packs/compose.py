@@ -147,8 +147,12 @@ def compose(conn: sqlite3.Connection, nodes: list[NodeRow], budget: int, *, now_
 
 
 def compose_query(conn: sqlite3.Connection, query: str, budget: int, *, now_ms: int,
-                  force_ids: frozenset[str] = frozenset()) -> Composition:
+                  force_ids: frozenset[str] = frozenset(),
+                  keep: Callable[[NodeRow], bool] | None = None) -> Composition:
     """``compose`` over the nodes a query selects.
+
+    ``keep``: when given, only the selected nodes it accepts are shown (the hooks pass
+    ``knowledge.recall.injectable``); the others are neither shown nor counted as skipped.
 
     SQLite ranks and orders the candidates as light rows; full rows are loaded only for nodes that
     can still fit (a large view selects thousands of nodes; a budget holds hundreds, a session start
@@ -162,7 +166,8 @@ def compose_query(conn: sqlite3.Connection, query: str, budget: int, *, now_ms: 
 
     ranks = {f"tier:{tier}": rank for tier, rank in TIER_ORDER.items() if tier is not None}
     cands = select_candidates(conn, query, now=now_ms / 1000, ranks=ranks, unranked=TIER_ORDER[None])
-    return _compose(conn, cands, lambda ids: nodes_by_ids(conn, ids), budget, now_ms, force_ids)
+    return _compose(conn, cands, lambda ids: nodes_by_ids(conn, ids), budget, now_ms, force_ids,
+                    keep)
 
 
 # Full rows are loaded in chunks of candidates that can still fit: at most _CHUNK, and no
@@ -174,7 +179,8 @@ _MIN_CHUNK = 32
 
 def _compose(conn: sqlite3.Connection, cands: list[tuple[int, str, int]],
              load: Callable[[list[str]], list[NodeRow]], budget: int, now_ms: int,
-             force_ids: frozenset[str]) -> Composition:
+             force_ids: frozenset[str], keep: Callable[[NodeRow], bool] | None = None
+             ) -> Composition:
     """Greedy fill over ``cands`` = ``(tier rank, id, content tokens)`` in priority order.
 
     Phases: check the budget holds the frame, then per chunk of candidates that can still
@@ -194,6 +200,10 @@ def _compose(conn: sqlite3.Connection, cands: list[tuple[int, str, int]],
     while pos < len(cands):
         chunk, pos = fill.next_chunk(bounds, pos)
         rows = {n.id: n for n in load([cands[i][1] for i in chunk])}
+        if keep is not None:
+            gone = {i for i, n in rows.items() if not keep(n)}
+            chunk = [i for i in chunk if cands[i][1] not in gone]
+            rows = {i: n for i, n in rows.items() if i not in gone}
         fill.out_edges.update(_out_edges(conn, list(rows)))
         # Within a tier, by the lifecycle score (SQL ordered by recency; stable within a chunk).
         chunk.sort(key=lambda i: (cands[i][0], _score(rows.get(cands[i][1]), now_ms)))
@@ -511,7 +521,8 @@ def compose_session_start(db: Session, *, task: str | None, now: float) -> Sessi
     """The default view composed for session start, at most ``SESSION_START_TOKENS``.
 
     The view's query is widened with recent untiered memory and the current task's nodes
-    (``packs.session.session_start_query``). A saved default view whose query cannot run
+    (``packs.session.session_start_query``); nothing forgotten, superseded, off-context or
+    archived is shown (``knowledge.recall.injectable``). A saved default view whose query cannot run
     (it passed an older parser, or came with a clone, but SQLite refuses it) or whose budget
     cannot hold the frame does not empty the session start: the built-in default composition
     is shown, and the problem said.
@@ -529,6 +540,7 @@ def compose_session_start(db: Session, *, task: str | None, now: float) -> Sessi
         StoreCorrupt: if the store is damaged.
         CtxError: if even the built-in composition fails.
     """
+    from ctxstore.knowledge.recall import injectable
     from ctxstore.knowledge.views import DEFAULT_VIEW_NAME, DEFAULT_VIEW_QUERY, get_view
     from ctxstore.packs.session import session_start_query
     from ctxstore.query.parser import parse_query
@@ -540,7 +552,7 @@ def compose_session_start(db: Session, *, task: str | None, now: float) -> Sessi
     query = session_start_query(view.query, days=days, task=task)
     budget = min(view.budget, SESSION_START_TOKENS)
     try:
-        comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
+        comp = compose_query(conn, query, budget, now_ms=int(now * 1000), keep=injectable)
     except StoreCorrupt:
         raise
     except (CtxError, sqlite3.Error, RecursionError) as exc:
@@ -551,7 +563,7 @@ def compose_session_start(db: Session, *, task: str | None, now: float) -> Sessi
                    "built-in default view (fix it with `ctx view update default`)")
         query = session_start_query(DEFAULT_VIEW_QUERY, days=days, task=task)
         budget = SESSION_START_TOKENS
-        comp = compose_query(conn, query, budget, now_ms=int(now * 1000))
+        comp = compose_query(conn, query, budget, now_ms=int(now * 1000), keep=injectable)
     # The parser resolves durations against `now`: two clocks give two trees only then.
     timed = parse_query(query, now=now) != parse_query(query, now=now + 7200)
     # No node shown and none left out: nothing to frame (an empty store with an active task

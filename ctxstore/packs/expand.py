@@ -1,14 +1,13 @@
 """A pack's graph expansion (spec 002 §12, step 2): the files around its seeds.
 
-The files of a seed's strongly connected component when the SCC view exists
-(``graph.scc.load_scc``, no networkx), then breadth-first over ``Imports`` edges (both
+The files in an import cycle with a seed (its strongly connected component, ``file_sccs``
+kept by ``ctx index``: ``graph.cycles``), then breadth-first over ``Imports`` edges (both
 directions) from the seed files, up to a depth and a number of files; each expanded file
 keeps the edge path that reached it.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -17,33 +16,23 @@ from ctxstore.index.retrieval import import_edges
 if TYPE_CHECKING:
     import sqlite3
 
-    from ctxstore.session import Session
 
 __all__ = ["components", "expand"]
 
 
-def components(session: Session, seeds: Sequence[str]) -> tuple[bool, dict[str, list[str]]]:
-    """Files in a seed's strongly connected component (an import cycle), from the SCC view.
+def components(conn: sqlite3.Connection, seeds: Sequence[str]
+               ) -> tuple[bool, dict[str, list[str]]]:
+    """Files in an import cycle with a seed (its strongly connected component).
 
-    Returns whether a view was read (``DERIVED/scc_latest``; none before ``ctx rebuild`` or a
-    commit builds it) and file -> ``[seed, "SameComponent", file]``.
+    Read from the code index's ``file_sccs`` (``graph.cycles``, kept by ``ctx index``): only
+    the rows of the seeds' components. Returns whether the components were current (computed
+    at the code index's generation) and file -> ``[seed, "SameComponent", file]``.
     """
-    from ctxstore.graph.scc import load_scc
+    from ctxstore.index.retrieval import file_components, file_sccs_current
 
-    view = load_scc(session.root).view
-    if view is None:
-        return False, {}
-    wanted: dict[int, str] = {}
-    for seed in seeds:
-        at = bisect.bisect_left(view.nodes, f"file:{seed}")
-        if at < len(view.nodes) and view.nodes[at] == f"file:{seed}":
-            wanted.setdefault(view.scc_of[at], seed)
-    found: dict[str, list[str]] = {}
-    for name, scc in zip(view.nodes, view.scc_of, strict=True):
-        origin = wanted.get(scc)
-        if origin is not None and name.startswith("file:") and name[5:] not in seeds:
-            found.setdefault(name[5:], [origin, "SameComponent", name[5:]])
-    return True, found
+    found = {member: [seed, "SameComponent", member]
+             for member, seed in file_components(conn, seeds).items() if member not in seeds}
+    return file_sccs_current(conn), found
 
 
 def expand(conn: sqlite3.Connection, seeds: Sequence[str], depth: int, limit: int

@@ -35,13 +35,14 @@ def node_items(session: Session, task: str, *, user: bool,
 
     ``served``: the store's Tantivy index when the caller opened it (``search.search``).
     """
+    from ctxstore.knowledge.recall import injectable
     from ctxstore.search.search import search
 
     items: list[PackItem] = []
     for hit in search(session, task, kinds=("node", "narrative"), limit=_NODE_HITS,
                       served=served):
         node = hit.node
-        if node is None or not hit.matched:
+        if node is None or not hit.matched or not injectable(node):
             continue
         kind = "Decision" if node.type == "decision" else "NarrativeExcerpt"
         why: dict[str, Any] = {"matched_terms": list(hit.matched)}
@@ -65,6 +66,7 @@ def narrative_items(session: Session, task: str, days: int, now_ms: int,
     task``) and updated in the last ``days`` days is a recent task (``why.recent_task``).
     """
     from ctxstore.index.read import recent_nodes
+    from ctxstore.knowledge.recall import injectable
 
     conn = session.index()
     items = node_items(session, task, user=False, served=served)
@@ -85,15 +87,15 @@ def narrative_items(session: Session, task: str, days: int, now_ms: int,
             hit.why[flag] = True
 
     if active_task:
-        for node in _task_nodes(conn, active_task):
+        for node in filter(injectable, _task_nodes(conn, active_task)):
             task_item(f"Active task {active_task}: {first_line(node.content)}", node,
                       "active_task")
     if days > 0:
         after = now_ms - days * 86_400_000
-        for node in recent_nodes(conn, ("task",), after_ms=after, limit=3):
+        for node in filter(injectable, recent_nodes(conn, ("task",), after_ms=after, limit=3)):
             task_item(f"Task: {first_line(node.content)}", node, "recent_task")
-        for node in recent_nodes(conn, ("observation", "decision"), after_ms=after,
-                                 by="created", limit=50):
+        for node in filter(injectable, recent_nodes(conn, ("observation", "decision"),
+                                                    after_ms=after, by="created", limit=50)):
             stamp = time.strftime("%Y-%m-%d", time.gmtime(node.created_at / 1000))
             log.append(f"- {stamp} [{node.type}] {first_line(node.content)}")
     return items, "\n".join(log)

@@ -11,8 +11,8 @@ no NumPy):
    on a large index, Tantivy scores the two fields). The
    best files (within ``SEED_SHARE`` of the top, at most ``MAX_SEEDS``) and the symbols the
    task names are the seeds.
-2. **Graph expansion** (``expand``). The files of a seed's strongly connected component when the SCC
-   view exists (``graph.scc.load_scc``, no networkx), then breadth-first over ``Imports``
+2. **Graph expansion** (``expand``). The files in an import cycle with a seed (``file_sccs``,
+   kept by ``ctx index``: ``graph.cycles``), then breadth-first over ``Imports``
    edges (both directions) from the seed files, up to ``depth`` hops and ``MAX_EXPANDED``
    files; each expanded file keeps the edge path that reached it.
 3. **Content** (``content``). The chunks (``chunks`` table: one per top-level symbol, a module header,
@@ -158,7 +158,7 @@ def _make_pack(session: Session, request: PackRequest, user: Session | None) -> 
     expanded: dict[str, list[str]] = {}
     scc_used = False
     if graph and depth > 0 and seeds:
-        scc_used, expanded = components(session, seeds)
+        scc_used, expanded = components(conn, seeds)
         for path, route in expand(conn, seeds, depth, MAX_EXPANDED).items():
             expanded.setdefault(path, route)
         for path, route in expanded.items():

@@ -100,7 +100,7 @@ def node_source(session: Session, prompt: str, limit: int) -> list[Item]:
         The candidates, best first.
     """
     from ctxstore.index.read import short_id_lookup
-    from ctxstore.knowledge.recall import recallable
+    from ctxstore.knowledge.recall import injectable
     from ctxstore.search.search import FULL_MATCH, search, search_terms
 
     conn = session.index()
@@ -111,7 +111,7 @@ def node_source(session: Session, prompt: str, limit: int) -> list[Item]:
     items = []
     for hit in hits:
         node = hit.node
-        if node is None or len(hit.matched) < wanted or not recallable(node):
+        if node is None or len(hit.matched) < wanted or not injectable(node):
             continue
         text = f"- [{node.type}:{short(node.id)}] {_cut(node.content)}\n"
         items.append(Item(node.id, hit.kind, text, min(1.0, len(hit.matched) / full),
@@ -205,7 +205,7 @@ def _ask(source: Source, session: Session, prompt: str, problems: list[str] | No
 
 def session_start_query(view_query: str, *, days: int = NARRATIVE_DAYS,
                         task: str | None = None) -> str:
-    """The default view's query widened with recent untiered memory.
+    """The default view's query widened with recent untiered memory, off-context nodes left out.
 
     Args:
         view_query: The default view's query (``tag:tier:pinned OR ...``).
@@ -221,7 +221,8 @@ def session_start_query(view_query: str, *, days: int = NARRATIVE_DAYS,
                   f"(type:task AND updated:>{days}d)"]
     if task and re.fullmatch(_TASK_NAME, task):
         parts.append(f'tag:"task:{task}"')
-    return " OR ".join(parts) if len(parts) > 1 else view_query
+    # Nothing forgotten or moved off-context comes back at a session start, whatever matched.
+    return f"({' OR '.join(parts)}) AND NOT tag:tier:off-context"
 
 
 def prompt_settings(config: Config) -> tuple[bool, float, int]:

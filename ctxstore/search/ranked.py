@@ -129,8 +129,9 @@ def has_table(conn: sqlite3.Connection, name: str) -> bool:
     Returns:
         True when it exists.
     """
-    return bool(run_select(conn, "SELECT 1 FROM sqlite_master WHERE name = ? AND type = 'table'",
-                        (name,)))
+    # Every attached database: the code tables live in this clone's code.sqlite (index.codedb).
+    return bool(run_select(conn, "SELECT 1 FROM pragma_table_list WHERE name = ?"
+                                 " AND type IN ('table', 'virtual')", (name,)))
 
 
 def document_frequencies(conn: sqlite3.Connection, words: Sequence[str]) -> dict[str, int]:

@@ -25,7 +25,7 @@ and by a command it serves that finds it behind (up to ``READ_SYNC_MAX`` documen
 left to the next ``ctx index``, ``ctx commit`` or ``ctx rebuild``, and FTS5 serves meanwhile).
 ``rebuild_tantivy`` makes it whole (``ctx rebuild``, or a sync that finds none). What it
 synced to is ``index/tantivy.synced``: the index file's identity, its pointers
-(``meta.synced``) and ``meta.code_generation``; what it holds, ``index/tantivy.state``. A
+(``meta.synced``) and the code index's generation (``code_meta``); what it holds, ``index/tantivy.state``. A
 command uses it only when both say it is the index in use: a hit whose row is not what the
 engine recorded (a rowid reused by a rebuild) makes the search fall back to FTS5 and the
 next write rebuild it. Builds go to ``tantivy.new/``, swapped in whole; one process writes at
@@ -207,7 +207,19 @@ def _token(root: Path, conn: sqlite3.Connection) -> str | None:
     if synced is None:
         return None
     return json.dumps({"format": _FORMAT, "db": [st.st_dev, st.st_ino], "synced": synced,
-                       "code": meta_value(conn, "code_generation") or "0"}, sort_keys=True)
+                       "code": _code_generation(conn)}, sort_keys=True)
+
+
+def _code_generation(conn: sqlite3.Connection) -> str:
+    """The generation of this clone's code index (``ctx index`` changes it, no pointer moves)."""
+    import sqlite3
+
+    from ctxstore.index.retrieval import code_generation
+
+    try:
+        return code_generation(conn)
+    except sqlite3.OperationalError:  # no code index attached: nothing indexed yet
+        return "0"
 
 
 def _read_marker(folder: Path) -> str | None:
@@ -291,18 +303,13 @@ def forget_tantivy(root: Path) -> None:
     """
     folder = root / "index"
     try:
-        index_fd = fsio.open_dir_under(root, folder)
+        index = fsio.open_dir(root, folder)
     except (FileNotFoundError, UnsafePath):
         return
-    try:
+    with index:
         for name in (_MARKER, _STATE):
-            try:
-                fsio.unlink(name, dir_fd=index_fd)
-            except FileNotFoundError:
-                pass
-        fsio.fsync_dir(index_fd)
-    finally:
-        os.close(index_fd)
+            index.unlink(name)
+        fsio.fsync_dir(index.fileno())
 
 
 def _read_state(folder: Path) -> dict[str, Any] | None:
@@ -318,12 +325,11 @@ def _read_state(folder: Path) -> dict[str, Any] | None:
     return state
 
 
-def _write_state(index_fd: int, folder: Path, state: dict[str, Any], token: str) -> None:
+def _write_state(index: fsio.Dir, state: dict[str, Any], token: str) -> None:
     import msgpack
 
-    fsio.replace_atomic_in(index_fd, _STATE, msgpack.packb(state, use_bin_type=True),
-                           where=os.fspath(folder / _STATE))
-    fsio.replace_atomic_in(index_fd, _MARKER, token.encode(), where=os.fspath(folder / _MARKER))
+    index.replace_atomic(_STATE, msgpack.packb(state, use_bin_type=True))
+    index.replace_atomic(_MARKER, token.encode())
 
 
 def sync_tantivy(root: Path, conn: sqlite3.Connection, *, lock_timeout: float,
@@ -395,22 +401,14 @@ def _build(root: Path, folder: Path, conn: sqlite3.Connection, token: str) -> Ta
     # relative to it, never through a link swapped in for it. Tantivy itself writes into
     # ``tantivy.new/<corpus>`` by name (it takes a path, as SQLite does), right after ctx
     # created those directories through the descriptor.
-    index_fd = fsio.open_dir_under(root, folder, create=True)
-    try:
+    with fsio.open_dir(root, folder, create=True) as index:
         for name in (_MARKER, _STATE):  # a crash from here on leaves no claim of a sync
-            try:
-                fsio.unlink(name, dir_fd=index_fd)
-            except FileNotFoundError:
-                pass
+            index.unlink(name)
         fresh = TANTIVY_DIR + ".new"
-        _remove_tree(index_fd, folder, fresh)
-        new_fd = fsio.open_subdir(index_fd, fresh, where=os.fspath(folder / fresh), create=True)
-        try:
+        _remove_tree(index, fresh)
+        with index.dir(fresh, create=True) as new:
             for corpus in CORPORA:
-                os.close(fsio.open_subdir(new_fd, corpus, where=os.fspath(folder / fresh / corpus),
-                                          create=True))
-        finally:
-            os.close(new_fd)
+                new.dir(corpus, create=True).close()
         engines = {c: _engine(folder / fresh / c, c, build=True) for c in CORPORA}
         state: dict[str, Any] = {"format": _FORMAT, "nodes": {}, "files": {}}
         nodes, chunks, files = _fill(conn, engines, state, list(node_versions(conn)),
@@ -418,12 +416,10 @@ def _build(root: Path, folder: Path, conn: sqlite3.Connection, token: str) -> Ta
         for engine in engines.values():
             engine.commit()
         engines.clear()
-        _remove_tree(index_fd, folder, TANTIVY_DIR)
-        fsio.replace(fresh, TANTIVY_DIR, dir_fd=index_fd)
-        fsio.fsync_dir(index_fd)
-        _write_state(index_fd, folder, state, token)
-    finally:
-        os.close(index_fd)
+        _remove_tree(index, TANTIVY_DIR)
+        fsio.replace(fresh, TANTIVY_DIR, dir_fd=index.fileno())
+        fsio.fsync_dir(index.fileno())
+        _write_state(index, state, token)
     return TantivyReport(chunks, nodes, files, time.perf_counter() - start, True)
 
 
@@ -456,11 +452,8 @@ def _apply_changes(root: Path, folder: Path, conn: sqlite3.Connection, token: st
                                  {p: now_files[p] for p in changed if p in now_files}, changed)
     for engine in engines.values():
         engine.commit()
-    index_fd = fsio.open_dir_under(root, folder)
-    try:
-        _write_state(index_fd, folder, state, token)
-    finally:
-        os.close(index_fd)
+    with fsio.open_dir(root, folder) as index:
+        _write_state(index, state, token)
     return TantivyReport(chunks, nodes, files, time.perf_counter() - start, False)
 
 
@@ -506,7 +499,7 @@ def _chunk_rows(conn: sqlite3.Connection, paths: list[str], some: bool
         yield rowid, path, qualname or "", text
 
 
-def _remove_tree(index_fd: int, index_folder: Path, name: str) -> None:
+def _remove_tree(index: fsio.Dir, name: str) -> None:
     """Delete ``name`` (Tantivy's files, in one level of corpus folders) in the open ``index/``.
 
     Opened ``O_NOFOLLOW`` from ``index/``'s descriptor and emptied relative to its own, so a
@@ -518,32 +511,26 @@ def _remove_tree(index_fd: int, index_folder: Path, name: str) -> None:
             corpus folder holds a directory.
         OSError: if a file cannot be removed.
     """
-    where = os.fspath(index_folder / name)
     try:
-        fd = fsio.open_subdir(index_fd, name, where=where)
+        folder = index.dir(name)
     except FileNotFoundError:
         return
-    try:
-        with os.scandir(fd) as entries:
+    with folder:
+        with os.scandir(folder.fileno()) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
-                    _remove_flat(fd, os.path.join(where, entry.name), entry.name)
+                    _remove_flat(folder, entry.name)
                 else:
-                    fsio.unlink(entry.name, dir_fd=fd)
-    finally:
-        os.close(fd)
-    fsio.rmdir(name, dir_fd=index_fd)
+                    folder.unlink(entry.name)
+    index.rmdir(name)
 
 
-def _remove_flat(parent_fd: int, where: str, name: str) -> None:
-    fd = fsio.open_subdir(parent_fd, name, where=where)
-    try:
-        with os.scandir(fd) as entries:
+def _remove_flat(parent: fsio.Dir, name: str) -> None:
+    with parent.dir(name) as folder:
+        with os.scandir(folder.fileno()) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
-                    raise UnsafePath(os.path.join(where, entry.name),
+                    raise UnsafePath(os.path.join(os.fspath(folder.path), entry.name),
                                      detail="is a directory (Tantivy writes none)")
-                fsio.unlink(entry.name, dir_fd=fd)
-    finally:
-        os.close(fd)
-    fsio.rmdir(name, dir_fd=parent_fd)
+                folder.unlink(entry.name)
+    parent.rmdir(name)

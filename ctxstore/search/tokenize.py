@@ -23,10 +23,14 @@ same terms everywhere:
   their terms from here. Which of them a query keeps is its own policy: ranked search drops
   stop words (unless nothing else is left), file ranking keeps the significant terms.
 
-No stemming: it was measured to hurt on code (docs/retrieval.md). An ``Analyzer`` takes a
-stemmer (``stem``), applied to every term of one plain word (a whole identifier with ``_``
-is kept as written), so switching one on changes the terms of every index and every query
-at once; an index built with other terms is then rebuilt (its schema version says so).
+The code index and knowledge search do not stem: stemming was measured to hurt on code
+(docs/retrieval.md). Prose is stemmed: transcript memory (its ``turns_fts`` and its queries) uses
+``PROSE``, the same terms with each plain word reduced to its Snowball English stem
+(``retries``, ``retried`` and ``retry`` all give ``retri``), so a question finds the turn that
+says it with another inflection. An ``Analyzer`` takes the stemmer (``stem``), applied to every
+term of one plain word (a whole identifier with ``_`` is kept as written); whether a term is
+significant is judged before it is stemmed (``does`` stays a stop word though its stem is
+``doe``). An index built with other terms is rebuilt (its schema version says so).
 
 Also which paths are tests, benchmarks or examples (the ranking's test prior, which
 ``index.retrieval``'s ``corpus_cache`` keeps). Pure Python: the hook path tokenises every
@@ -44,9 +48,10 @@ from pathlib import PurePosixPath
 
 from ctxstore.search.unicode61 import fold, separator_ranges
 
-__all__ = ["STOP_WORDS", "PROSE_STOP_WORDS", "Analyzer", "ANALYZER", "words", "terms", "index_text",
-           "phrase", "is_significant", "tokenize", "term_set", "held_terms", "path_tokens",
-           "term_counts", "is_test_path", "cached_is_test_path", "fold"]
+__all__ = ["STOP_WORDS", "PROSE_STOP_WORDS", "Analyzer", "ANALYZER", "PROSE", "PROSE_QUERY",
+           "english_stem", "words",
+           "terms", "index_text", "phrase", "is_significant", "tokenize", "term_set", "held_terms",
+           "path_tokens", "term_counts", "is_test_path", "cached_is_test_path", "fold"]
 
 STOP_WORDS = frozenset("""a an and are as at be but by for from has have if in into is it its
 no not of on or so such that the their then there these this to was were will
@@ -134,11 +139,18 @@ class Analyzer:
         stem: None (the default: no stemming), or a function from a folded word to its stem,
             applied to every term of a plain word and to every part of an identifier (a whole
             identifier with ``_`` is kept as written). Terms are cached per distinct word.
+        stop_words: The words that are not significant (``tokenize`` leaves them out; the
+            full text keeps every term): ``STOP_WORDS`` unless given.
     """
 
-    def __init__(self, stem: Callable[[str], str] | None = None) -> None:
+    def __init__(self, stem: Callable[[str], str] | None = None,
+                 stop_words: frozenset[str] = STOP_WORDS) -> None:
         self.stem = stem
+        self.stop_words = stop_words
         self.split = lru_cache(maxsize=1 << 16)(self._split)
+
+    def _significant(self, term: str) -> bool:
+        return len(term) > 1 and not term.isdigit() and term not in self.stop_words
 
     def _split(self, word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Every term of one word, and its significant terms, in order (see the module)."""
@@ -152,11 +164,15 @@ class Analyzer:
         else:
             folded = (p.lower() if p.isascii() else fold(p) for p in parts)
             found = (whole, *dict.fromkeys(p for p in folded if p != whole))
-        stem = self.stem
-        if stem is not None:
-            found = tuple(dict.fromkeys(t if "_" in t else stem(t) for t in found))
         found = tuple(t for t in found if t)
-        return found, tuple(t for t in found if is_significant(t))
+        stem = self.stem
+        if stem is None:
+            return found, tuple(t for t in found if self._significant(t))
+        # Significance is the word's, judged before stemming (``does`` -> ``doe``).
+        stems = tuple(t if "_" in t else stem(t) or t for t in found)
+        return (tuple(dict.fromkeys(stems)),
+                tuple(dict.fromkeys(s for t, s in zip(found, stems, strict=True)
+                                    if self._significant(t))))
 
     def terms(self, text: str) -> list[str]:
         """Every term of ``text``, in order: what a full-text index stores of it.
@@ -293,7 +309,36 @@ def _wide_letter(char: str) -> bool:
 
 
 ANALYZER = Analyzer()
-"""The analyzer every index and query uses (no stemming)."""
+"""The analyzer of the code index, knowledge search and packs (no stemming)."""
+
+_STEMMERS: list[Callable[[str], str]] = []  # PyStemmer's English stemmer, made on first use
+
+
+def english_stem(word: str) -> str:
+    """The Snowball English stem of a folded word (``retries`` -> ``retri``).
+
+    PyStemmer (the Snowball project's C stemmers) is imported on the first word, not with
+    this module: the hooks tokenise without it until memory is searched.
+
+    Args:
+        word: A lower-case word.
+
+    Returns:
+        Its stem.
+    """
+    if not _STEMMERS:
+        import Stemmer
+
+        _STEMMERS.append(Stemmer.Stemmer("english", 0).stemWord)
+    return _STEMMERS[0](word)
+
+
+PROSE = Analyzer(stem=english_stem)
+"""The analyzer of transcript memory: ``ANALYZER``'s terms, each plain word stemmed."""
+
+PROSE_QUERY = Analyzer(stem=english_stem, stop_words=PROSE_STOP_WORDS)
+"""``PROSE`` for a question asked of memory: the same terms, the words of a question that say
+nothing of its subject (``PROSE_STOP_WORDS``: "about", "after", "more", ...) not significant."""
 
 
 def terms(text: str) -> list[str]:

@@ -553,8 +553,8 @@ def redact_narrative_files(store: Store, scanner: Scanner) -> list[tuple[str, li
         if not findings:
             continue
         try:
-            fsio.replace_atomic_under(store.root, path,
-                                      apply_redactions(text, findings).encode("utf-8"))
+            with fsio.open_dir(store.root) as root:
+                root.replace_atomic(path, apply_redactions(text, findings).encode("utf-8"))
         except OSError as exc:
             raise StorageIOError(str(path), op="write", error=exc) from None
         changed.append((rel, findings))

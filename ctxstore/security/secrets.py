@@ -410,7 +410,9 @@ SENSITIVE_FILES: tuple[tuple[str, str], ...] = (
 def sensitive_file(path: str) -> str | None:
     """Why ``path`` (repository-relative, ``/``-separated) is a sensitive file, or None.
 
-    Public keys (``*.pub``) are not sensitive; nor is an SSH ``known_hosts`` file.
+    Public keys (``*.pub``) are not sensitive; nor is an SSH ``known_hosts`` file. ``ctx index``
+    asks this of every listed file on every run, so most names are turned away by a set lookup
+    and a suffix test (``_sensitive_screen``) before any ``fnmatch``.
     """
     from fnmatch import fnmatch
 
@@ -418,13 +420,42 @@ def sensitive_file(path: str) -> str | None:
     name = low.rsplit("/", 1)[-1]
     if name.endswith(".pub") or name in ("known_hosts", "authorized_keys"):
         return None
-    for pattern, reason in SENSITIVE_FILES:
+    exact, suffixes, others, literals = _sensitive_screen()
+    if not (name in exact or name.endswith(suffixes) or others.match(name) is not None
+            or any(lit in low for lit in literals)):
+        return None
+    for pattern, reason in SENSITIVE_FILES:  # a candidate: the first pattern says why
         if "/" in pattern:
             if fnmatch(low, pattern) or fnmatch(low, "*/" + pattern):
                 return reason
         elif fnmatch(name, pattern):
             return reason
     return None
+
+
+@lru_cache(maxsize=1)
+def _sensitive_screen() -> tuple[frozenset[str], tuple[str, ...], re.Pattern[str], tuple[str, ...]]:
+    """``SENSITIVE_FILES`` split for a fast first test.
+
+    Returns:
+        (names without wildcards, suffixes of the ``*.x`` patterns, the other name patterns
+        as one expression (``fnmatch.translate``; matched once against a file name), the
+        literal text before the first wildcard of each path pattern).
+    """
+    from fnmatch import translate
+
+    exact, suffixes, others, literals = set(), [], [], []
+    for pattern, _ in SENSITIVE_FILES:
+        if "/" in pattern:
+            literals.append(pattern.split("*", 1)[0])
+        elif not any(c in pattern for c in "*?["):
+            exact.add(pattern)
+        elif pattern.startswith("*") and not any(c in pattern[1:] for c in "*?["):
+            suffixes.append(pattern[1:])
+        else:
+            others.append(pattern)
+    return (frozenset(exact), tuple(suffixes), re.compile("|".join(translate(p) for p in others)),
+            tuple(literals))
 
 
 # -- policy ---------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ every durable operation passes through a wrapper. ``fsync_path`` is not wrapped 
   ``OSError(errno)`` instead of running (``sticky``: every later matching one too).
   ``errno`` is a number or a name such as ``EIO``.
 * ``unsafe:replace_atomic``: harness self-test only. ``fsio.replace_atomic`` (and its
-  directory-descriptor form ``replace_atomic_in``) becomes a deliberately unsafe in-place
+  directory-handle form ``fsio.Dir.replace_atomic``) becomes a deliberately unsafe in-place
   rewrite (unlink, create, write), so a kill between its steps leaves a missing or empty
   pointer. The crash tests must catch it.
 * ``trace:<file>``: append one JSON line per operation (written with ``os.write`` on an
@@ -230,26 +230,30 @@ def _unsafe_replace_atomic(module):  # type: ignore[no-untyped-def]
     return replace_atomic
 
 
-def _unsafe_replace_atomic_in(module):  # type: ignore[no-untyped-def]
-    """The same unsafe rewrite for ``replace_atomic_in`` (a name in an open directory)."""
-    def replace_atomic_in(dir_fd, name, data, *, where, mode=0o644):  # type: ignore[no-untyped-def]
+def _unsafe_dir_replace_atomic(module):  # type: ignore[no-untyped-def]
+    """The same unsafe rewrite for ``Dir.replace_atomic`` (a file below an open directory)."""
+    def replace_atomic(self, rel, data, *, mode=0o644):  # type: ignore[no-untyped-def]
+        dir_fd, name, _where = self._open_parent(rel, create=True)
         try:
-            module.unlink(name, dir_fd=dir_fd)
-        except FileNotFoundError:
-            pass
-        fd = module.open_excl(name, mode, dir_fd=dir_fd)
-        try:
-            module.write_all(fd, data)
+            try:
+                module.unlink(name, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            fd = module.open_excl(name, mode, dir_fd=dir_fd)
+            try:
+                module.write_all(fd, data)
+            finally:
+                os.close(fd)
         finally:
-            os.close(fd)
+            self._done(dir_fd)
 
-    return replace_atomic_in
+    return replace_atomic
 
 
 def _patch(module) -> None:  # type: ignore[no-untyped-def]
     if "replace_atomic" in _State.unsafe:
         module.replace_atomic = _unsafe_replace_atomic(module)
-        module.replace_atomic_in = _unsafe_replace_atomic_in(module)
+        module.Dir.replace_atomic = _unsafe_dir_replace_atomic(module)
     for name in _PRIMITIVES:
         func = getattr(module, name, None)
         if func is None or getattr(func, "__ctx_fault_shim__", False):

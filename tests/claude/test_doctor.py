@@ -38,7 +38,7 @@ def test_doctor_passes_on_a_complete_setup_and_prints_one_line_per_check(tmp_pat
     code, doc = doctor(root)
     assert code == 0 and doc["ok"] is True, doc
     names = [c["name"] for c in doc["checks"]]
-    assert names[0] == "hooks" and {"store", "merge driver", "index",
+    assert names[0] == "hooks" and {"store", "merge driver", "index", "mcp server",
                                     "skill and plugin versions"} <= set(names)
     text = run_ctx(["doctor"], cwd=root)
     assert text.returncode == 0
@@ -169,3 +169,30 @@ def test_first_notice_is_true_once_per_key_and_survives_processes(tmp_path: Path
     evil.mkdir(parents=True)
     (evil / "notices").symlink_to(tmp_path)
     assert first_notice("c", evil / "notices") is True and first_notice("c", evil / "notices")
+
+
+@pytest.mark.slow
+def test_doctor_checks_that_ctx_mcp_starts_and_answers_tools_list(tmp_path: Path) -> None:
+    """Every agent but Claude Code's hooks reaches ctx through `ctx mcp`: doctor starts it."""
+    import sys
+
+    from ctxstore.claude.doctor import Setup, run_checks
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    assert run_ctx(["--ctx-dir", str(root / ".ctx"), "init"], cwd=root).returncode == 0
+    code, doc = doctor(root)
+    check = {c["name"]: c for c in doc["checks"]}["mcp server"]
+    assert check["ok"] and check["detail"] == "ctx mcp answers tools/list (12 tools)", check
+    # An installation whose MCP SDK is missing: the server says so and ends; doctor names it.
+    broken = (sys.executable, "-c", "import sys; sys.modules['mcp'] = None; "
+              "from ctxstore.cli import main; main()")
+    checks = {c.name: c for c in run_checks(Setup(
+        cwd=root, home=tmp_path / "home", claude_config=tmp_path / "home" / ".claude",
+        path=os.environ["PATH"], version="x", ctx_command=broken))}
+    mcp = checks["mcp server"]
+    assert not mcp.ok and mcp.detail.startswith("ctx mcp does not answer: the server closed its "
+                                                "output without answering; it said: ctx: error"
+                                                "[E011]: ctx mcp needs the MCP SDK"), mcp.detail
+    assert mcp.fix.startswith("reinstall ctx (pipx reinstall ctxstore)")
+    assert not (tmp_path / "home" / ".ctx").exists()  # the probe ran on the project store only

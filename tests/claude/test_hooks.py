@@ -14,7 +14,7 @@ import pytest
 from ctxstore import fsio
 from ctxstore.index import open_index
 from ctxstore.repo import Store, open_store
-from tests.conftest import run_ctx, store_digest
+from tests.conftest import run_ctx, session_of, store_digest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -235,6 +235,48 @@ def test_hooks_supersede_forget_and_link(store: Store, tr: Transcript) -> None:
     assert state["bad fact"] == ("archived", ["tier:off-context"])
     start = context(hook("session-start", payload(store, source="startup")))
     assert "new fact" in start and "old fact" not in start and "bad fact" not in start
+
+
+def test_hooks_forgotten_archived_or_off_context_memory_is_never_injected_again(
+        store: Store, tr: Transcript) -> None:
+    """Issue 32: a forgotten decision came back at the next session start under "Off-context"."""
+    from ctxstore.knowledge.nodes import add_node
+    from ctxstore.lifecycle.policy import run_lifecycle
+    from ctxstore.model.scoring import DAY_MS
+    from ctxstore.repo import now_ms
+
+    ctx(store, "add", "--type", "decision", "--tag", "tier:reference",
+        "Cache sessions in SQLite with WAL")
+    gone = node_id(store, "Cache sessions in SQLite with WAL")
+    ctx(store, "add", "--type", "decision", "--tag", "tier:reference", "Sessions expire after a day")
+    tr.user("drop that")
+    tr.say(f'<ctx:forget node="{gone}"/>')
+    assert stop(store, tr) == {}
+    # Lifecycle-archived (decayed) memory and memory moved off-context by hand are not
+    # injected either; one archived node tiered again by hand stays out too.
+    add_node(session_of(store), "observation", "session cache warms slowly on cold disks")
+    assert run_lifecycle(session_of(store), now_ms=now_ms() + 300 * DAY_MS).count("archive") == 1
+    ctx(store, "add", "--type", "decision", "--tag", "tier:off-context", "Session cache keys are hashed")
+    ctx(store, "add", "--type", "fact", "--tag", "tier:reference", "Session cache lives in SQLite files")
+    again = node_id(store, "Session cache lives in SQLite files")
+    tr.user("and that")
+    tr.say(f'<ctx:forget node="{again}"/>')
+    assert stop(store, tr) == {}
+    ctx(store, "tag", again, "tier:reference")
+    hidden = ("Cache sessions in SQLite", "warms slowly", "keys are hashed", "lives in SQLite files")
+
+    start = context(hook("session-start", payload(store, "s2", source="startup")))
+    assert "Sessions expire after a day" in start
+    assert not [h for h in hidden if h in start], start
+    assert "Off-context" not in start
+    prompt = context(hook("prompt-submit", payload(
+        store, "s3", prompt="how is the session cache stored: SQLite WAL, cold disks, hashed keys, files?")))
+    assert not [h for h in hidden if h in prompt], prompt
+    pack = ctx(store, "--format", "json", "pack", "--include-narrative",
+               "session cache SQLite WAL cold disks hashed keys files")
+    assert not [h for h in hidden if h in pack], pack
+    # Asked for by id, a forgotten node is still there.
+    assert "Cache sessions in SQLite with WAL" in ctx(store, "show", gone)
 
 
 def test_hooks_bad_commands_are_reported_in_system_message(store: Store, tr: Transcript) -> None:
@@ -661,3 +703,33 @@ def test_hooks_a_lagging_transcript_never_runs_a_command_twice(store: Store, tr:
     # the same turn read again without a prompt_id (turn id from the transcript): no rerun
     assert stop(store, tr) == {}
     assert [n[1] for n in nodes(store)].count("lag test memory") == 1
+
+
+def test_hooks_consolidation_is_proposed_at_session_end_when_a_trigger_holds(store: Store) -> None:
+    """Spec 003's triggers (issue 32): every 10 new memories, or over 80 active ones."""
+    def start(session: str) -> str:
+        return context(hook("session-start", payload(store, session, source="startup")))
+
+    start("s0")  # the hook state exists from the first session on
+    for i in range(3):
+        ctx(store, "add", "--type", "fact", f"the upload cache retries {i} times on a timeout")
+    hook("session-end", payload(store, "s0"))
+    assert "consolidation" not in start("s1")  # 3 new memories: no trigger holds
+    for i in range(3, 10):
+        ctx(store, "add", "--type", "fact", f"the upload cache retries {i} times on a timeout")
+    ctx(store, "add", "--type", "fact", "deploys happen on Tuesdays")
+    hook("session-end", payload(store, "s1"))
+    line = [x for x in start("s2").splitlines() if "consolidation" in x]
+    assert line == ["ctx: consolidation is due (11 new memories): 1 merge proposal of similar "
+                    "memories wait; review them with /consolidate (`ctx consolidate --dry-run`)."]
+    assert "consolidation is due" in start("s3")  # still waiting: nothing was applied
+    # Applied (the /consolidate skill's step), the next session end finds nothing to propose.
+    proposals = json.loads(ctx(store, "--format", "json", "consolidate", "--dry-run"))
+    ctx(store, "consolidate", "--apply", proposals["proposals"][0]["id"], "--no-llm")
+    hook("session-end", payload(store, "s3"))
+    assert "consolidation" not in start("s4")
+    # The count starts again from the check that held: 2 new memories are not 10.
+    ctx(store, "add", "--type", "fact", "staging deploys need a ticket")
+    ctx(store, "add", "--type", "fact", "the nightly job rotates the logs")
+    hook("session-end", payload(store, "s4"))
+    assert "consolidation" not in start("s5")

@@ -14,12 +14,13 @@ from click.testing import CliRunner
 
 from ctxstore.claude.install import (
     HOOK_EVENTS,
+    SKILL_MARKER,
+    SKILL_NAMES,
     is_ctx_hook,
     plugin_hook_command,
     portable_hook_command,
     resolve_ctx_command,
 )
-from ctxstore.claude.skillset import SKILL_NAMES
 from ctxstore.cli import cli
 from ctxstore.init import init_store
 from tests.conftest import run_ctx, store_digest
@@ -942,3 +943,34 @@ def test_package_metadata_is_ready_to_publish() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "pipx install ctxstore" in readme and "uv tool install ctxstore" in readme
     assert "externally-managed-environment" in readme  # Debian's PEP 668 case
+
+
+def test_install_never_writes_through_a_claude_dir_swapped_for_a_link_after_its_checks(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks pass, then ``.claude`` becomes a link out of the project before the first
+    write: what is written lands in the folder that was checked, or is refused (E020);
+    nothing is created or changed where the link leads."""
+    from ctxstore import fsio
+
+    out = tmp_path / "OUT"
+    (out / "skills" / "ctx").mkdir(parents=True)  # a by-name write would land in here
+    (out / "settings.json").write_bytes(b'{"outside": true}\n')
+    before = snapshot(out)
+    claude = project / ".claude"
+    real_open_excl = fsio.open_excl
+    swapped: list[Path] = []
+
+    def swap_then_open(*args: object, **kwargs: object) -> int:
+        if not swapped:
+            os.rename(claude, project / ".claude.real")
+            claude.symlink_to(out, target_is_directory=True)
+            swapped.append(project / ".claude.real")
+        return real_open_excl(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fsio, "open_excl", swap_then_open)
+    res = ctx("install")
+    assert swapped
+    assert snapshot(out) == before
+    assert res.exit_code == 1 and "E020" in res.output and str(claude) in res.output
+    # The one write made before the refusal (the skill) is in the folder that was checked.
+    assert SKILL_MARKER in (swapped[0] / "skills" / "ctx" / "SKILL.md").read_text()

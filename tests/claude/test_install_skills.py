@@ -6,8 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from ctxstore.claude.install import SKILL_MARKER
-from ctxstore.claude.skillset import SKILL_NAMES
+from ctxstore.claude.install import SKILL_MARKER, SKILL_NAMES
 from tests.conftest import run_ctx
 
 SKILLS = {"recall", "remember", "forget", "consolidate", "index-code", "pin", "memory-recall",

@@ -18,7 +18,8 @@ from ctxstore.init import init_store
 from ctxstore.repo import open_store
 
 CODE_TABLES_SQL = {
-    "files": "SELECT path, version, blob, language, byte_count, line_count, complete, note, stamp"
+    # stamp: when this clone indexed the file (the code index is derived, per clone)
+    "files": "SELECT path, version, blob, language, byte_count, line_count, complete, note"
              " FROM files ORDER BY path",
     "symbols": "SELECT path, qualname, name, kind, visibility, parent, signature, start_byte,"
                " end_byte, start_line, end_line FROM symbols ORDER BY path, qualname, start_byte",

@@ -24,7 +24,7 @@ from ctxstore.model.build import target_id
 from ctxstore.repo import open_store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "build"
-EDGE_SQL = ("SELECT label, from_kind, from_key, to_kind, to_key, confidence, tool FROM code_edges"
+EDGE_SQL = ("SELECT label, from_kind, from_key, to_kind, to_key, confidence, tool FROM build_edges"
             " WHERE path LIKE 'cargo:%' ORDER BY 1, 2, 3, 4, 5")
 
 
@@ -69,7 +69,7 @@ def test_cargo_add_snapshots_a_real_workspace_with_edges(workspace: Path) -> Non
         ("TargetOf", "target", app_bin, "package", app, "high", "cargo"),
         ("TargetOf", "target", core_lib, "package", core, "high", "cargo"),
     ])
-    (evidence,) = query(ctx_dir, "SELECT evidence FROM code_edges WHERE label = 'DependsOn'")
+    (evidence,) = query(ctx_dir, "SELECT evidence FROM build_edges WHERE label = 'DependsOn'")
     ev = json.loads(evidence[0])
     assert ev["dep_kinds"] == [{"kind": "normal", "optional": False, "features": [],
                                 "rename": None}]
@@ -277,7 +277,7 @@ def test_cargo_add_without_a_lock_file_leaves_the_work_tree_unchanged(tiny: Path
     assert not (tiny / "Cargo.lock").exists() and tree_snapshot(tiny) == files
     doc = json.loads(out)
     assert (doc["packages"], doc["dependencies"], doc["lock_problem"]) == (2, 1, "missing")
-    (evidence,) = query(tiny / ".ctx", "SELECT evidence FROM code_edges WHERE label = 'DependsOn'")
+    (evidence,) = query(tiny / ".ctx", "SELECT evidence FROM build_edges WHERE label = 'DependsOn'")
     assert json.loads(evidence[0])["dep_kinds"][0]["optional"] is True  # as declared
     out, err, _ = ctx(tiny / ".ctx", "add", "cargo")  # text: the same note, once
     assert err == NO_LOCK_NOTE.format("missing") and out.startswith("cargo workspace .: ")

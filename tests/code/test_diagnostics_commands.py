@@ -82,7 +82,7 @@ def test_diagnostics_failing_pytest_run_is_stored_and_listed(work: Path) -> None
     text, _, _ = ctx(ctx_dir, "diagnostics")
     assert text.splitlines()[1] == "  error[FAILED] test_a.py:10 test_a.py::test_fails: assert 4 == 5"
     # References edges: to the file, and to the function the failing line is in.
-    assert query(ctx_dir, "SELECT from_kind, from_key, to_kind, to_key, label FROM code_edges"
+    assert query(ctx_dir, "SELECT from_kind, from_key, to_kind, to_key, label FROM build_edges"
                           " WHERE path = 'cmd:pytest' ORDER BY to_kind") == [
         ("diagnostic", "pytest#1", "file", "test_a.py", "References"),
         ("diagnostic", "pytest#1", "item", "test_a.test_fails", "References")]
@@ -105,7 +105,7 @@ def test_diagnostics_stdin_run_replaces_the_previous_run_of_that_name(work: Path
     doc = json.loads(res.stdout)
     assert (doc["replaced"], doc["exit_code"], doc["diagnostics"]) == (True, 0, [])
     assert ctx_json(ctx_dir, "diagnostics", "--name", "cargo test")["diagnostics"] == []
-    assert query(ctx_dir, "SELECT COUNT(*) FROM code_edges WHERE path = 'cmd:cargo test'") == [(0,)]
+    assert query(ctx_dir, "SELECT COUNT(*) FROM build_edges WHERE path = 'cmd:cargo test'") == [(0,)]
     assert query(ctx_dir, "SELECT COUNT(*) FROM versions WHERE kind = 'command_run'") == [(2,)]
     text, _, _ = ctx(ctx_dir, "diagnostics", "--name", "nope")
     assert text == "no command named 'nope' was stored\n"
@@ -118,7 +118,7 @@ def test_diagnostics_rebuild_gives_the_same_rows(work: Path) -> None:
                    stdin=(FIXTURES / fixture).read_bytes())
         assert res.returncode == 0, res.stderr
     sql = ("SELECT * FROM diagnostics ORDER BY id", "SELECT * FROM command_runs ORDER BY name",
-           "SELECT * FROM code_edges WHERE path LIKE 'cmd:%' ORDER BY 1, 2, 3, 4, 5")
+           "SELECT * FROM build_edges WHERE path LIKE 'cmd:%' ORDER BY 1, 2, 3, 4, 5")
     before = [query(ctx_dir, s) for s in sql]
     assert len(before[0]) == 7
     ctx(ctx_dir, "commit", "-m", "runs")
@@ -143,7 +143,7 @@ def test_diagnostics_files_and_a_run_in_one_commit_rebuild_to_the_same_edges(wor
                stdin=mypy)
     assert res.returncode == 0, res.stderr
     ctx(ctx_dir, "commit", "-m", "files and a failing run")
-    sql = ("SELECT from_key, to_kind, to_key, label, confidence, evidence FROM code_edges"
+    sql = ("SELECT from_key, to_kind, to_key, label, confidence, evidence FROM build_edges"
            " WHERE path = 'cmd:mypy' ORDER BY 1, 2, 3")
     before = query(ctx_dir, sql)
     assert [r[:4] for r in before] == [

@@ -8,16 +8,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from _ingestlib import ctx, ctx_json, dump, make_work, query, tree_snapshot, write
+from _ingestlib import ctx, ctx_json, dump, git, make_work, query, tree_snapshot, write
 from conftest import stage_file
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxstore.code.ingest import _shares
-from ctxstore.code.tree import tree_files
+from ctxstore.code.ingest.extract import shares as _shares
 from ctxstore.code.walk import glob_regex
+from ctxstore.ids import ObjectId
 from ctxstore.index.code import chunk_file
-from ctxstore.model import Commit
+from ctxstore.model import Commit, CommitV2
 from ctxstore.model.code import CodeSymbol
 from ctxstore.repo import open_store
 from ctxstore.verify import verify_store
@@ -43,7 +43,8 @@ def test_index_then_reindex_replaces_edges(tmp_path: Path) -> None:
     write(root, PKG)
     doc = ctx_json(ctx_dir, "index")
     assert sorted(doc["written"]) == sorted(PKG) and doc["removed"] == []
-    assert doc["read"] == len(PKG) and doc["symbols"] > 0 and doc["work_commit"]
+    # The code index is derived, per clone: nothing staged, nothing written as an object.
+    assert doc["read"] == len(PKG) and doc["symbols"] > 0 and doc["work_commit"] is None
     edges = _edges_from(ctx_dir, "src/pkg/a.py")
     assert ("pkg.a", "Imports", "item", "pkg.b.helper") in edges
     assert ("pkg.a", "Imports", "module", "os") in edges
@@ -76,12 +77,18 @@ def test_unchanged_tree_reads_nothing_and_writes_nothing(tmp_path: Path) -> None
     assert doc["read"] == 1 and doc["deduplicated"] == 1 and doc["work_commit"] is None
 
 
-def test_one_run_is_one_work_commit(tmp_path: Path) -> None:
+def test_index_stages_nothing_and_writes_no_object(tmp_path: Path) -> None:
+    # Issue 30: the code index lives in this clone's index/code.sqlite; a run leaves STAGE
+    # and objects/ as they were, however many files it indexes.
     ctx_dir = make_work(tmp_path / "w")
     write(ctx_dir.parent, {f"m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(30)})
-    ctx_json(ctx_dir, "index")
+    before = sorted(p.name for p in (ctx_dir / "objects").rglob("*") if p.is_file())
+    doc = ctx_json(ctx_dir, "index")
+    assert len(doc["written"]) == 30 and doc["work_commit"] is None
     status = ctx_json(ctx_dir, "status")
-    assert status["staged"]["work_commits"] == 1 and status["staged"]["records"] == 30
+    assert status["staged"]["work_commits"] == 0 and status["staged"]["records"] == 0
+    assert sorted(p.name for p in (ctx_dir / "objects").rglob("*") if p.is_file()) == before
+    assert query(ctx_dir, "SELECT count(*) FROM files") == [(30,)]
 
 
 def test_gitignore_and_ignore_globs_in_git_and_plain_trees(tmp_path: Path) -> None:
@@ -134,11 +141,13 @@ def test_index_paths_limits_the_run_and_removals(tmp_path: Path) -> None:
     assert query(ctx_dir, "SELECT count(*) FROM symbols WHERE path = 'src/pkg/c.py'") == [(0,)]
     doc = ctx_json(ctx_dir, "index")
     assert doc["removed"] == ["README.md"]
-    # Ignored now but still there: kept with its last version (only vanished files are removed).
+    # Ignored now but still there: it leaves the index too (the index is of what ctx index
+    # lists; issue 32), and its rows with it.
     (ctx_dir / "config.toml").write_text('[ingestion]\nignore_globs = ["src/pkg/b.py"]\n')
     doc = ctx_json(ctx_dir, "index")
-    assert doc["removed"] == [] and query(ctx_dir, "SELECT path FROM files WHERE path = ?",
-                                          "src/pkg/b.py") == [("src/pkg/b.py",)]
+    assert doc["removed"] == ["src/pkg/b.py"] and query(
+        ctx_dir, "SELECT path FROM files WHERE path = ?", "src/pkg/b.py") == []
+    assert query(ctx_dir, "SELECT count(*) FROM symbols WHERE path = 'src/pkg/b.py'") == [(0,)]
 
 
 def test_hostile_files_give_notes_not_tracebacks(tmp_path: Path) -> None:
@@ -246,35 +255,60 @@ def test_chunks_of_a_large_markdown_document_follow_its_sections() -> None:
     assert "".join(c.text for c in windows) == table
 
 
-def test_commit_writes_root_tree_and_gc_keeps_versions(tmp_path: Path) -> None:
-    ctx_dir = make_work(tmp_path / "w")
-    write(ctx_dir.parent, PKG)
+def test_commit_names_the_code_by_git_ids_and_copies_none_of_it(tmp_path: Path) -> None:
+    # Issue 30: a canonical commit records the code it was made against by the work tree's
+    # Git HEAD (commit v2), not by a tree of copied files; gc and rebuild keep the code index.
+    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    root = ctx_dir.parent
+    write(root, PKG)
+    git(root, "add", "-A", ".")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "code")
     ctx_json(ctx_dir, "index")
     ctx(ctx_dir, "commit", "-m", "index")
     store = open_store(ctx_dir)
     head = store.read_typed(store.read_head().single, Commit)
-    files = tree_files(store, head.root_tree)
-    assert sorted(files) == sorted(PKG)
-    assert {p: b for p, b, in query(ctx_dir, "SELECT path, blob FROM files")} == files
+    assert isinstance(head, CommitV2) and head.root_tree is None
+    assert head.git_commit == git(root, "rev-parse", "HEAD").strip()
+    assert head.git_tree == git(root, "rev-parse", "HEAD^{tree}").strip()
+    kinds, blobs = _objects(ctx_dir)
+    assert "commit" in kinds and "file_version" not in kinds, kinds
+    assert not blobs & {text.encode() for text in PKG.values()}  # no copy of the code
     before = dump(ctx_dir)
     ctx(ctx_dir, "gc", "--aggressive")
     assert verify_store(open_store(ctx_dir)).ok
     ctx(ctx_dir, "rebuild")
     assert dump(ctx_dir) == before
-    # A commit without file records keeps the tree.
-    ctx(ctx_dir, "add", "--type", "fact", "unrelated")
-    ctx(ctx_dir, "commit", "-m", "fact")
+    ctx(ctx_dir, "rebuild", "--full")
+    assert dump(ctx_dir) == before
+
+
+def _objects(ctx_dir: Path) -> tuple[set[str], set[bytes]]:
+    """The types of the typed objects under objects/ (what Git sees), and the blobs."""
+    from ctxstore.model import decode_typed
+    from ctxstore.objects import KIND_TYPED
+
     store = open_store(ctx_dir)
-    assert store.read_typed(store.read_head().single, Commit).root_tree == head.root_tree
+    out, blobs = set(), set()
+    for path in (ctx_dir / "objects").rglob("*"):
+        if path.is_file():
+            obj = store.objects.read(ObjectId(bytes.fromhex(path.name)))
+            if obj.kind == KIND_TYPED:
+                out.add(type(decode_typed(obj.payload)).TYPE)
+            else:
+                blobs.add(obj.payload)
+    return out, blobs
 
 
-def test_deleting_the_index_loses_nothing(tmp_path: Path) -> None:
+def test_deleting_the_index_loses_nothing_ctx_index_cannot_rebuild(tmp_path: Path) -> None:
     ctx_dir = make_work(tmp_path / "w")
     write(ctx_dir.parent, PKG)
     ctx_json(ctx_dir, "index")
+    ctx(ctx_dir, "add", "note", "see `src/pkg/b.py`")
     before = dump(ctx_dir)
     for path in (ctx_dir / "index").iterdir():
         path.unlink()
+    doc = ctx_json(ctx_dir, "index")  # the code index comes from the work tree again
+    assert sorted(doc["written"]) == sorted(PKG)
     assert dump(ctx_dir) == before
 
 

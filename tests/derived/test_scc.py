@@ -76,6 +76,7 @@ def test_deleting_derived_and_index_then_rebuild_gives_the_same_view_and_tables(
     assert before["code_edges"] and before["chunks"]
     shutil.rmtree(ctx_dir / "DERIVED")
     shutil.rmtree(ctx_dir / "index")
+    ctx(ctx_dir, "index")  # this clone's code index comes from the work tree
     doc = ctx_json(ctx_dir, "rebuild")
     assert doc["scc"]["id"] == oid and doc["scc"]["cycles"] == 2
     assert _view(ctx_dir)[0] == oid
@@ -90,7 +91,8 @@ def test_a_new_commit_replaces_the_view(tmp_path: Path) -> None:
     ctx_dir = indexed_and_committed(tmp_path / "w")
     old, _ = _view(ctx_dir)
     (ctx_dir.parent / "b.py").write_text("def g():\n    return 1\n")  # the cycle is broken
-    ctx(ctx_dir, "index")
+    ctx(ctx_dir, "index")  # the code index is per clone: the commit needs something to record
+    ctx(ctx_dir, "add", "note", "b.py no longer imports a.py")
     ctx(ctx_dir, "commit", "-m", "break the cycle")
     new, view = _view(ctx_dir)
     assert new != old and IMPORT_CYCLE not in scc.cycles(view)
@@ -151,8 +153,9 @@ def test_a_fifo_pointer_is_refused_not_read(tmp_path: Path) -> None:
 def test_commit_succeeds_when_the_view_cannot_be_written(tmp_path: Path) -> None:
     ctx_dir = make_cycle_repo(tmp_path / "w")
     pointer = _pointer(ctx_dir)
-    os.mkfifo(pointer)  # refused (E020), never opened: the commit must still succeed
     ctx(ctx_dir, "index")
+    os.mkfifo(pointer)  # refused (E020), never opened: the commit must still succeed
+    ctx(ctx_dir, "add", "note", "indexed the cycle")
     out, err, code = ctx(ctx_dir, "commit", "-m", "index")
     assert code == 0 and out.startswith("committed")
     assert "SCC view not rebuilt" in err and "FIFO" in err and "ctx rebuild --scc" in err
@@ -164,17 +167,16 @@ def test_a_failed_pointer_write_keeps_the_old_view(tmp_path: Path, monkeypatch: 
                                                    ) -> None:
     ctx_dir = indexed_and_committed(tmp_path / "w")
     oid, _ = _view(ctx_dir)
-    (ctx_dir.parent / "b.py").write_text("def g():\n    return 1\n")
-    ctx(ctx_dir, "index")
+    ctx(ctx_dir, "add", "note", "a new fact: the view of the new heads differs")
 
-    real = fsio.replace_atomic_in
+    real = fsio.Dir.replace_atomic
 
-    def fail_for_the_pointer(dir_fd: int, name: str, data: bytes, **kw: object) -> None:
-        if name == "scc_latest":
+    def fail_for_the_pointer(self: fsio.Dir, rel: str, data: bytes, **kw: object) -> None:
+        if rel == "scc_latest":
             raise OSError(28, "No space left on device")
-        real(dir_fd, name, data, **kw)  # type: ignore[arg-type]
+        real(self, rel, data, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(fsio, "replace_atomic_in", fail_for_the_pointer)
+    monkeypatch.setattr(fsio.Dir, "replace_atomic", fail_for_the_pointer)
     _, err, code = ctx(ctx_dir, "commit", "-m", "disk full for the view")
     assert code == 0 and "SCC view not rebuilt" in err
     monkeypatch.undo()
@@ -222,3 +224,21 @@ def test_condensation_is_a_dag_and_every_node_is_in_one_scc(pairs: list[tuple[st
     shuffled = list(edges)
     rnd.shuffle(shuffled)  # type: ignore[attr-defined]
     assert scc.compute_scc(shuffled, ()) == view
+
+
+def test_a_graph_over_the_limit_is_condensed_on_request_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A large code index: ctx commit and ctx rebuild do not run networkx over it (seconds at
+    # 10,000 files); the stale view goes, and `ctx rebuild --scc` or a reader builds it.
+    ctx_dir = indexed_and_committed(tmp_path / "w")
+    oid, _ = _view(ctx_dir)
+    monkeypatch.setattr(scc, "AUTO_MAX_EDGES", 3)
+    ctx(ctx_dir, "add", "note", "a later note")
+    out, err, _ = ctx(ctx_dir, "commit", "-m", "large graph")
+    assert out.startswith("committed") and err == ""
+    assert not _pointer(ctx_dir).exists()
+    doc = ctx_json(ctx_dir, "rebuild")
+    assert doc["scc"]["deferred"] is True and doc["scc"]["edges"] > 3
+    assert not _pointer(ctx_dir).exists()
+    assert ctx_json(ctx_dir, "rebuild", "--scc")["scc"]["cycles"] == 2
+    assert _pointer(ctx_dir).exists() and _view(ctx_dir)[0] != oid  # of the new heads

@@ -474,6 +474,10 @@ def test_mcp_every_request_line_is_answered_even_malformed(tmp_path: Path) -> No
             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                        "clientInfo": {"name": "raw", "version": "0"}}}))
         assert init["id"] == 1 and "result" in init
+        # Claude Code lists no tool of a server whose version is empty (the SDK's default)
+        from ctxstore import __version__
+
+        assert init["result"]["serverInfo"] == {"name": "ctx", "version": __version__}
         proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
                          + "\n")  # type: ignore[union-attr]
         cases = [("{not json", None, -32700), ("[]", None, -32600),

@@ -14,8 +14,10 @@ T0 = datetime(2026, 2, 12, 16, 0, tzinfo=UTC)
 class Transcript:
     """Builds the lines of one session, one content block per assistant line."""
 
-    def __init__(self, session: str = SESSION, start: datetime = T0, *, sidechain: bool = False):
+    def __init__(self, session: str = SESSION, start: datetime = T0, *, sidechain: bool = False,
+                 cwd: str = "/home/user/demo"):
         self.session = session
+        self.cwd = cwd
         self.now = start
         self.lines: list[dict[str, Any]] = []
         self.sidechain = sidechain
@@ -30,7 +32,7 @@ class Transcript:
         self.now += timedelta(minutes=minutes)
         uuid = self._uuid()
         line = {"parentUuid": self.parent, "isSidechain": self.sidechain, "userType": "external",
-                "cwd": "/home/user/demo", "sessionId": self.session, "version": "2.1.39",
+                "cwd": self.cwd, "sessionId": self.session, "version": "2.1.39",
                 "gitBranch": "main", "type": kind, "uuid": uuid,
                 "timestamp": self.now.isoformat().replace("+00:00", "Z")}
         self.parent = uuid

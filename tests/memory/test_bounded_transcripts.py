@@ -240,7 +240,7 @@ def test_backfill_all_goes_on_past_malformed_files(store: Store, tmp_path: Path)
     for name, (change, line) in MALFORMED.items():
         _malformed(projects, name, change, line)
     (projects / "bad\udcff.jsonl").write_bytes(_malformed(tmp_path, "good", {}).read_bytes())
-    doc = _backfill(store, seconds=30, args=("--all",),
+    doc = _backfill(store, seconds=30, args=("--all-projects",),
                     env={"CLAUDE_CONFIG_DIR": str(tmp_path / "claude")})
     assert doc["files"] == len(MALFORMED) + 1
     sessions = _memory(store, "SELECT DISTINCT session FROM turns")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ctxstore.memory.backfill import project_dir_name
 from ctxstore.repo import Store
 from tests.conftest import run_ctx
 from tests.memory.memtx import Transcript, conversation
@@ -59,11 +60,48 @@ def test_cli_backfill_is_idempotent_and_search_follows_the_contract(store: Store
 
 def test_cli_backfill_all_reads_the_claude_projects_folder(store: Store, tmp_path: Path) -> None:
     _projects(Path(os.environ["HOME"]))
-    assert cj(store, "memory", "backfill", "--all")["files"] == 2
+    assert cj(store, "memory", "backfill", "--all-projects")["files"] == 2
     stats = cj(store, "memory", "stats")
     assert stats["sessions"] == 2  # the subagent's turns are a thread of their own
     assert stats["turns"] == 6 and stats["intents"]["decision"] >= 2
     assert ".ctx/local/memory.sqlite" in stats["path"]
+
+
+def test_cli_backfill_all_keeps_to_this_project(store: Store, tmp_path: Path) -> None:
+    """Issue 32: `--all` pulled every project's transcripts into this project's memory."""
+    projects = Path(os.environ["HOME"]) / ".claude" / "projects"
+    here = str(store.worktree)
+    mine = Transcript("aaaaaaaa-0000-4000-8000-000000000001", cwd=here)
+    mine.prompt("How should the billing retries work here?")
+    mine.say("Billing retries back off exponentially.")
+    mine.write(projects / project_dir_name(here) / f"{mine.session}.jsonl")
+    below = Transcript("cccccccc-0000-4000-8000-000000000002", cwd=here + "/src/billing")
+    below.prompt("Which module sends the invoices?")
+    below.say("Invoices are sent by src/billing/send.py.")
+    below.write(projects / project_dir_name(here + "/src/billing") / f"{below.session}.jsonl")
+    # A sibling whose encoded name starts like ours (`work` -> `work-other`) is another project.
+    other = Transcript("bbbbbbbb-0000-4000-8000-000000000001", cwd=here + "-other")
+    other.prompt("Private notes of another project about billing retries")
+    other.say("Nothing of this belongs to the first project.")
+    other.write(projects / project_dir_name(here + "-other") / f"{other.session}.jsonl")
+    _projects(Path(os.environ["HOME"]))  # /home/user/demo, with a subagent transcript
+
+    res = run_ctx(["--ctx-dir", str(store.root), "memory", "backfill", "--all"])
+    assert res.returncode == 0, res.stderr
+    assert "indexed 2 files" in res.stdout
+    assert ("skipped 3 transcripts of 2 other projects (-home-user-demo, "
+            f"{project_dir_name(here + '-other')}); --project DIR or --all-projects indexes them"
+            ) in res.stderr
+    texts = cj(store, "memory", "search", "billing retries invoices", "--limit", "20")["results"]
+    assert texts and not [r for r in texts if "another project" in r["text"]]
+    assert cj(store, "memory", "stats")["sessions"] == 2
+    # Another project only when named; then every project.
+    doc = cj(store, "memory", "backfill", "--all", "--project", "/home/user/demo")
+    assert doc["files"] == 4 and doc["turns"] == 6
+    assert doc["skipped_other_projects"] == {"transcripts": 1,
+                                             "projects": [project_dir_name(here + "-other")]}
+    assert cj(store, "memory", "backfill", "--all-projects")["turns"] == 1
+    assert cj(store, "memory", "stats")["sessions"] == 5
 
 
 def test_cli_topics_and_promote(store: Store, tmp_path: Path) -> None:
@@ -112,3 +150,35 @@ def test_cli_help_has_examples() -> None:
     for sub in ("backfill", "search", "stats", "topics", "promote"):
         res = run_ctx(["memory", sub, "--help"])
         assert res.returncode == 0 and "Example" in res.stdout
+
+
+def test_cli_search_folds_inflections_and_reads_intent(store: Store, tmp_path: Path) -> None:
+    """Issue 32: "retry" did not find "retries"; "open questions" found nothing."""
+    t = Transcript("dddddddd-0000-4000-8000-000000000001")
+    t.prompt("The upload job retries three times and then gives up on the file.")
+    t.say("Noted: three attempts in all.")
+    t.end_turn()
+    t.prompt("Which store should the session cache use?")
+    t.say("We decided to use SQLite for the session cache, in WAL mode.")
+    t.end_turn()
+    t.prompt("Any thoughts on the resume feature?")
+    t.say("Should uploads resume from the last chunk or start over?")
+    t.end_turn()
+    t.prompt("The session cache is slow after a cold start and the cache misses pile up.")
+    t.say("The session cache warms slowly; the cache has no preload yet.")
+    t.end_turn()
+    ctx(store, "memory", "backfill", str(t.write(tmp_path / "s.jsonl")))
+
+    found = cj(store, "memory", "search", "retry", "--now", NOW)["results"]
+    assert found and "retries three times" in found[0]["text"]
+    assert cj(store, "memory", "search", "retried", "--now", NOW)["results"][0]["turn"] == \
+        found[0]["turn"]
+    # An intent alone lists the ideas of that intent: the question nothing answered, not the
+    # one the SQLite decision answered.
+    open_q = cj(store, "memory", "search", "open questions", "--now", NOW)["results"]
+    assert [r["text"] for r in open_q if "resume from the last chunk" in r["text"]]
+    assert not [r for r in open_q if "Which store" in r["text"]]
+    # "what did we decide about X" ranks the decision on X above turns that only talk of X.
+    decided = cj(store, "memory", "search", "what did we decide about the session cache",
+                 "--now", NOW)["results"]
+    assert "We decided to use SQLite" in decided[0]["text"], [r["text"] for r in decided]

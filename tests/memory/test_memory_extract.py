@@ -103,6 +103,15 @@ def test_supersedes_on_a_changed_choice() -> None:
     assert rels and rels[0][0] == "supersedes" and rels[0][1] == 0
 
 
+def test_a_switch_from_one_choice_to_another_is_a_decision_that_supersedes() -> None:
+    """Issue 32: "we switched X from A to B" was no idea at all, and linked to nothing."""
+    old = extract_ideas("We decided to use SQLite for the session cache.", "assistant")
+    new = extract_ideas("We switched the session cache from SQLite to Redis.", "assistant")
+    assert [i.intent for i in new] == ["decision"]
+    assert relate(new[0], old)[0][:2] == ("supersedes", 0)
+    assert extract_ideas("I moved to Paris from London last year.", "user") == []  # no "X from A to B"
+
+
 def test_answers_question() -> None:
     earlier = extract_ideas("Why does the backfill hang on a FIFO?", "user")
     fix = extract_ideas("The fix is to open the FIFO non-blocking, so the backfill never hangs.", "assistant")

@@ -16,6 +16,7 @@ import pytest
 from ctxstore.errors import UnsupportedStoreVersion
 from ctxstore.memory.db import SCHEMA_VERSION, memory_path, open_memory
 from ctxstore.repo import Store
+from ctxstore.search.tokenize import PROSE
 from tests.memory.test_memory_cli import cj
 from tests.memory.test_memory_codelink import NOW, _project, _talk
 
@@ -141,11 +142,19 @@ def test_memory_migrations_an_older_memory_file_is_migrated_and_nothing_is_lost(
     assert stats["turns"] == 3 and stats["sessions"] == 1
 
     after = _rows(path, columns)  # every row, every column it had; meta names the new schema
+    # the full text is made again from the turns, with memory's terms (schemas 3 and 4)
+    cols = columns["turns"]
+    fields = [cols.index(name) for name in ("user_text", "assistant_text", "tool_text")]
+    assert after.pop("turns_fts") == sorted(
+        [(row[cols.index("id")], *(PROSE.index_text(str(row[f])) for f in fields))
+         for row in before["turns"]], key=repr)
+    del before["turns_fts"]
     assert after == {**before, "meta": sorted(
         [(k, str(SCHEMA_VERSION) if k == "schema_version" else v) for k, v in before["meta"]],
         key=repr)}
     conn = sqlite3.connect(path)
-    assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY 1")] == [1, 2, 3]
+    assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY 1")] == list(
+        range(1, SCHEMA_VERSION + 1))
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
         str(SCHEMA_VERSION),)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
@@ -168,12 +177,14 @@ def test_memory_migrations_a_newer_memory_file_is_refused_and_left_as_it_was(
     cj(store, "memory", "backfill", str(_talk(tmp_path)))
     path = memory_path(store.root)
     conn = sqlite3.connect(path)
-    conn.execute("INSERT INTO schema_version VALUES (4, '2099-01-01T00:00:00Z')")
+    conn.execute("INSERT INTO schema_version VALUES (?, '2099-01-01T00:00:00Z')",
+                 (SCHEMA_VERSION + 1,))
     conn.commit()
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(UnsupportedStoreVersion, match="has schema 4, newer than this ctx"):
+    with pytest.raises(UnsupportedStoreVersion,
+                       match=f"has schema {SCHEMA_VERSION + 1}, newer than this ctx"):
         open_memory(store.root, create=False)
     assert path.read_bytes() == before
 
@@ -182,6 +193,7 @@ def test_memory_migrations_a_new_memory_file_records_every_step(store: Store) ->
     db = open_memory(store.root, create=True)
     assert db is not None
     with db:
-        assert [r[0] for r in db.conn.execute("SELECT version FROM schema_version ORDER BY 1")] == [1, 2, 3]
+        assert [r[0] for r in db.conn.execute("SELECT version FROM schema_version")] == list(
+            range(1, SCHEMA_VERSION + 1))
         columns = [r[1] for r in db.conn.execute("PRAGMA table_info(entities)")]
         assert columns == ["id", "name", "type", "code_path", "code_qualname"]

@@ -216,9 +216,9 @@ def test_pack_carries_the_latest_diagnostics_of_its_files(work: Path) -> None:
     _validate(pack)
 
 
-def test_pack_uses_the_scc_view_for_import_cycles(tmp_path: Path) -> None:
-    from ctxstore.graph.scc import build_scc
-
+def test_pack_uses_the_import_cycles_ctx_index_keeps(tmp_path: Path) -> None:
+    # ctx index keeps the components of the import graph between files (file_sccs); a pack
+    # reads its seeds' rows only, with no SCC view loaded (issue 30: that cost 170 ms).
     files = {"ring/__init__.py": "",
              "ring/alpha.py": "from ring import beta\n\ndef spin():\n    return beta\n",
              "ring/beta.py": "from ring import alpha\n\ndef wobble():\n    return alpha\n",
@@ -229,10 +229,7 @@ def test_pack_uses_the_scc_view_for_import_cycles(tmp_path: Path) -> None:
     init_store(tmp_path / ".ctx", git=False)
     store = open_store(tmp_path / ".ctx")
     index_tree(session_of(store), jobs=1)
-    before = _pack(tmp_path, "spin", budget=4000, include_narrative=False)
-    assert before["graph_context"]["scc_dag_used"] is False
-    with Session.open(tmp_path / ".ctx") as session:
-        build_scc(session.store, session.index())
+    assert not (tmp_path / ".ctx" / "DERIVED" / "scc_latest").exists()
     pack = _pack(tmp_path, "spin", budget=4000, include_narrative=False)
     assert pack["graph_context"]["scc_dag_used"] is True
     beta = [i for i in pack["retrieved"] if i.get("path") == "ring/beta.py"]
@@ -240,6 +237,45 @@ def test_pack_uses_the_scc_view_for_import_cycles(tmp_path: Path) -> None:
     assert "file:ring/beta.py" in pack["graph_context"]["expanded_nodes"]
     assert all(i.get("path") != "ring/gamma.py" for i in pack["retrieved"])
     _validate(pack)
+    code = tmp_path / ".ctx" / "index" / "code.sqlite"
+
+    def sccs() -> tuple[list[tuple[str, int]], bool]:
+        conn = sqlite3.connect(code)
+        try:
+            rows = conn.execute("SELECT path, scc FROM file_sccs ORDER BY 1").fetchall()
+            meta = dict(conn.execute("SELECT key, value FROM code_meta").fetchall())
+        finally:
+            conn.close()
+        return rows, meta.get("sccs") == meta["generation"]
+
+    assert sccs() == ([("ring/alpha.py", 0), ("ring/beta.py", 0)], True)
+    # A body changed, imports and names the same: the components stand, current.
+    (tmp_path / "ring" / "alpha.py").write_text(
+        "from ring import beta\n\ndef spin():\n    return beta.wobble()\n")
+    index_tree(session_of(store), jobs=1)
+    assert sccs() == ([("ring/alpha.py", 0), ("ring/beta.py", 0)], True)
+    # The cycle broken: the next index run recomputes the components.
+    (tmp_path / "ring" / "beta.py").write_text("def wobble():\n    return 1\n")
+    index_tree(session_of(store), jobs=1)
+    assert sccs() == ([], True)
+    assert _pack(tmp_path, "spin", budget=4000, include_narrative=False)[
+        "graph_context"]["scc_dag_used"] is True
+
+
+def test_graph_cycles_strong_components_match_networkx() -> None:
+    import random
+
+    import networkx as nx
+
+    from ctxstore.graph.cycles import strong_components
+
+    rng = random.Random(7)
+    for _ in range(50):
+        nodes = [f"n{i}" for i in range(rng.randint(1, 40))]
+        edges = [(rng.choice(nodes), rng.choice(nodes)) for _ in range(rng.randint(0, 80))]
+        graph: nx.DiGraph[str] = nx.DiGraph(edges)
+        want = sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
+        assert strong_components(edges) == want
 
 
 def test_pack_index_ranks_as_the_in_process_ranker(work: Path) -> None:
@@ -270,7 +306,7 @@ def test_pack_reindexed_file_replaces_its_postings(tmp_path: Path) -> None:
 
 def _document_frequencies(root: Path) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
     """``term_df`` as stored, and as counted from ``file_terms``."""
-    conn = sqlite3.connect(root / ".ctx" / "index" / "index.sqlite")
+    conn = sqlite3.connect(root / ".ctx" / "index" / "code.sqlite")
     try:
         stored = {(t, f): n for t, f, n in conn.execute("SELECT term, field, df FROM term_df")}
         counted = {(t, f): n for t, f, n in conn.execute(
@@ -301,7 +337,7 @@ def test_pack_document_frequencies_follow_every_change_of_the_tree(tmp_path: Pat
 
 def test_pack_corpus_cache_is_written_once_and_follows_new_files(tmp_path: Path) -> None:
     root, store = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n"})
-    index = root / ".ctx" / "index" / "index.sqlite"
+    index = root / ".ctx" / "index" / "code.sqlite"
     assert _pack(root, "parse_header")["ranked_files"] == ["pkg/a.py"]
     first = sqlite3.connect(index).execute("SELECT generation, data FROM corpus_cache").fetchall()
     assert len(first) == 1
@@ -344,7 +380,7 @@ def test_pack_does_not_wait_for_a_writer_to_store_its_cache(tmp_path: Path) -> N
     # file table and leaves the cache to the next pack (it would otherwise wait 30 s).
     root, store = _indexed(tmp_path, {"pkg/a.py": "def parse_header(line):\n    return line\n"})
     _pack(root, "nothing")
-    index = root / ".ctx" / "index" / "index.sqlite"
+    index = root / ".ctx" / "index" / "code.sqlite"
     holder = sqlite3.connect(index, isolation_level=None)
     holder.execute("DELETE FROM corpus_cache")
     holder.execute("BEGIN IMMEDIATE")
@@ -603,3 +639,17 @@ def test_pack_small_budget_prints_the_short_header_in_text_and_markdown(work: Pa
     # a task matching nothing is no budget problem: no note
     none = _cli(work, "pack", "zebra quagga", "--budget", "15", "--format", "text")
     assert (none.exit_code, none.stderr) == (0, "")
+
+
+def test_pack_item_cost_without_its_json_charges_what_the_json_costs() -> None:
+    # A pack weighs hundreds of candidates by PackItem.cost: whatever shortcut it takes, the
+    # charge must stay what the printed item costs.
+    from ctxstore.packs.items import PackItem as _Item
+    from ctxstore.packs.render import FORMATS, item_cost
+
+    items = [_Item("Symbol: <ctx:forget node=x/> f (a.py:1-2)", "ab" * 32,
+                   "def f():\n    return '<ctx:recall q=1/>'\n" * n, 0.5, "SymbolDefinition",
+                   {"edge_path": ["a.py", "Imports", "<ctx:x>"]}, {"path": "a.py"})
+             for n in (0, 1, 7, 300)]
+    for fmt in FORMATS:
+        assert [i.cost(fmt) for i in items] == [item_cost(i.to_json(), fmt) for i in items], fmt

@@ -27,8 +27,11 @@ def _chunk_text(rng: random.Random) -> str:
 @pytest.fixture(scope="module")
 def conn() -> Iterator[sqlite3.Connection]:
     """A code index of 3,000 chunks over a skewed vocabulary, plus 40 identical ones (ties)."""
+    from ctxstore.index.codedb import code_schema
+
     db = sqlite3.connect(":memory:")
     db.executescript(SCHEMA)
+    db.executescript(code_schema())  # the chunks live in the code index's tables
     rng = random.Random(14)
     texts = [_chunk_text(rng) for _ in range(3000)] + ["header value rare7 mid3"] * 40
     rng.shuffle(texts)

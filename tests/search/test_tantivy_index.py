@@ -37,8 +37,11 @@ def _serve(ctx_dir: Path, setting: str = "tantivy") -> None:
 def _empty_fts5(ctx_dir: Path) -> None:
     """Empty the FTS5 tables: a search that still finds something was served by Tantivy."""
     conn = sqlite3.connect(ctx_dir / "index" / "index.sqlite")
-    conn.execute("DELETE FROM chunks_fts")
     conn.execute("DELETE FROM nodes_fts")
+    conn.commit()
+    conn.close()
+    conn = sqlite3.connect(ctx_dir / "index" / "code.sqlite")  # this clone's code index
+    conn.execute("DELETE FROM chunks_fts")
     conn.commit()
     conn.close()
 
@@ -157,7 +160,7 @@ def test_a_row_that_is_not_the_indexed_one_makes_fts5_answer(tmp_path: Path) -> 
     ctx_dir = indexed_and_committed(tmp_path / "w")
     _serve(ctx_dir)
     _rebuild(ctx_dir)
-    conn = sqlite3.connect(ctx_dir / "index" / "index.sqlite")
+    conn = sqlite3.connect(ctx_dir / "index" / "code.sqlite")  # this clone's code index
     conn.execute("UPDATE chunks SET path = 'moved.py' WHERE path = 'c.py'")  # meta unchanged
     conn.commit()
     conn.close()

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from ctxstore.search import unicode61
 from ctxstore.search.fts5 import TOKENIZE, Fts5Engine
 from ctxstore.search.tokenize import (
+    PROSE,
+    PROSE_QUERY,
     Analyzer,
     index_text,
     is_significant,
@@ -68,13 +70,29 @@ def test_tokenize_every_engine_stores_the_tokenisers_terms(text: str) -> None:
 
 
 def test_tokenize_schema_tables_use_the_tokenisers_clause() -> None:
+    from ctxstore.index.codedb import expected_code_schema
     from ctxstore.index.schema import SCHEMA
     from ctxstore.memory.db import _TURNS_FTS
 
-    assert SCHEMA.count(TOKENIZE) == 2  # nodes_fts, chunks_fts
-    # turns_fts: memory's schema 1 is a frozen step (FTS5's own words); step 3 makes it anew
-    assert _TURNS_FTS.count(TOKENIZE) == 1
-    assert "unicode61" not in SCHEMA + _TURNS_FTS
+    code = "\n".join(str(row) for row in expected_code_schema())
+    assert SCHEMA.count(TOKENIZE) == 1  # nodes_fts
+    assert code.count("ascii tokenchars") == 1  # chunks_fts, in this clone's code index
+    assert _TURNS_FTS.count(TOKENIZE) == 1  # turns_fts, as schemas 3 and 4 make it
+    assert "unicode61" not in SCHEMA + code + _TURNS_FTS
+
+
+def test_tokenize_prose_stems_documents_and_queries_alike() -> None:
+    """Transcript memory's terms: Snowball English stems; stop words judged before stemming."""
+    assert PROSE.tokenize("retry") == PROSE.tokenize("retries") == PROSE.tokenize("retried")
+    assert PROSE.tokenize("questions") == PROSE.tokenize("question")
+    assert PROSE.tokenize("does it") == []  # `does` stems to `doe`, and is still a stop word
+    assert PROSE.terms("get_headers") == ["get_headers", "get", "header"]  # identifiers kept
+    assert PROSE.index_text("Retries failed") == " ".join(PROSE.terms("retry fails"))
+    assert tokenize("retries") == ["retries"]  # the code index and knowledge search do not stem
+    # A question asked of memory drops the words that say nothing of its subject; the same
+    # words stay terms of the full text.
+    assert PROSE_QUERY.tokenize("What happened after the retries?") == ["happen", "retri"]
+    assert PROSE.tokenize("after") == ["after"] and "after" in PROSE_QUERY.terms("after")
 
 
 def test_tokenize_a_stemmer_changes_every_index_and_query_alike() -> None:

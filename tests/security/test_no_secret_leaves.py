@@ -136,7 +136,15 @@ def test_no_secret_leaves_through_any_write_path(work: Path, tmp_path: Path) -> 
     objects = objects_text(ctx_dir)
     # Each capture path stored its text, redacted (not dropped): the file, the command's
     # output and command line, the LLM's answer.
-    for marker, rule in (('"""Deploy the app."""', "github-pat"), ("DEBUG = False", "stripe-access-token"),
+    # ctx index keeps what it reads in this clone's code index (index/code.sqlite, never an
+    # object): redacted there too, and store_leaks above read that file raw.
+    import sqlite3
+
+    code = sqlite3.connect(ctx_dir / "index" / "code.sqlite")
+    chunks = [t for (t,) in code.execute("SELECT text FROM chunks WHERE path = 'app/deploy.py'")]
+    code.close()
+    assert any("[REDACTED:github-pat]" in t for t in chunks) and not leaks("".join(chunks))
+    for marker, rule in (("DEBUG = False", "stripe-access-token"),
                          ("error: auth failed for", "private-key"), ("print(", "openai-api-key"),
                          ("The deploy authenticates with these", "jwt")):
         assert any(marker in o and f"[REDACTED:{rule}]" in o for o in objects), marker

@@ -89,3 +89,29 @@ def test_a_store_outside_git_applies_its_own_policy(tmp_path: Path) -> None:
     config = work / ".ctx" / "config.toml"
     config.write_text(config.read_text().replace('explicit = "refuse"', 'explicit = "allow"'))
     ctx(work, "add", "--type", "fact", GH.text)
+
+
+def test_sensitive_file_screen_agrees_with_matching_every_pattern() -> None:
+    # sensitive_file turns most names away before any fnmatch (ctx index asks it of every
+    # listed file on every run): it must answer as trying every pattern in order does.
+    from fnmatch import fnmatch
+
+    from ctxstore.security.secrets import SENSITIVE_FILES, sensitive_file
+
+    def every_pattern(path: str) -> str | None:
+        low = path.lower()
+        name = low.rsplit("/", 1)[-1]
+        if name.endswith(".pub") or name in ("known_hosts", "authorized_keys"):
+            return None
+        for pattern, reason in SENSITIVE_FILES:
+            if fnmatch(low, pattern) or fnmatch(low, "*/" + pattern) if "/" in pattern \
+                    else fnmatch(name, pattern):
+                return reason
+        return None
+
+    names = [p.replace("*", fill) for p, _ in SENSITIVE_FILES for fill in ("", "x", "a.b")]
+    names += ["a.py", "README.md", ".env.local", "ID_RSA", "id_foo_sk", "a.kube/config",
+              ".kube/config.bak", "Credentials", "x.tfstate.backup", "id_rsa.pub", "known_hosts"]
+    paths = [d + n for d in ("", "src/", "a/.ssh/", "deep/er/") for n in names]
+    assert [sensitive_file(p) for p in paths] == [every_pattern(p) for p in paths]
+    assert sum(sensitive_file(p) is not None for p in paths) > len(paths) // 2

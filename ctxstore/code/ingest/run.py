@@ -1,0 +1,506 @@
+"""Code ingestion: ``ctx index`` and ``ctx add file`` (spec 002 §7.2.1, §13.2.2, §16.4).
+
+The code index is derived from this clone's work tree (``index.codedb``): ``ctx index``
+writes it directly and nothing of it becomes an object, so Git never sees it. A run goes
+through named stages:
+
+1. **list**: the candidate files (``code.walk``, or the paths given);
+2. **select**: only those whose size or modification time changed since they were indexed
+   are read (the stat cache on the code index's own rows); sensitive files, links out of the
+   tree, special files and files over ``max_file_bytes`` are left out with a note;
+3. **read**: each selected file read, sniffed (binary, not UTF-8), passed through the secret
+   scanner and hashed; a file whose content is the one indexed is not indexed again (dedup);
+4. **extract** (``extract``): symbols and relations, in forked workers for a large run;
+5. **resolve** (``resolve``): endpoints resolved against every indexed file plus the files of
+   the run, each file made a ``file_version`` and its rows;
+6. **store** (``store``): the rows written into the code index as they come, in slices; a
+   file indexed earlier that is gone, ignored now or no longer indexable leaves it; then the
+   import cycles (``graph.cycles``) when the imports between files changed.
+
+``ctx add file`` runs the same stages over the files named and also records a snapshot of
+them (objects and one work commit: a person or an agent chose to keep them).
+
+Gates (``[ingestion]``, docs/code.md "Gates"): ``ctx add file`` honours the per-step budgets
+of files, bytes and edges; ``ctx index``, a bulk command, is exempt from those and bounded
+instead by ``max_index_bytes`` a run; every run honours ``max_file_bytes`` a file and drops
+edges below ``min_confidence``. Each drop is one line of ``IngestReport.dropped``.
+
+It must not print or run SQL (``index.code`` and ``index.codedb`` do).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ctxstore import fsio
+from ctxstore.code.ingest.extract import Prepared, Progress, default_jobs, prepare_versions
+from ctxstore.code.ingest.report import FileNote, IngestReport, utf8_path
+from ctxstore.code.ingest.resolve import NO_SEMANTICS, Budget, budget_of, module_map
+from ctxstore.code.ingest.store import CodeWriter, write_snapshot
+from ctxstore.code.walk import walk_tree
+from ctxstore.errors import InvalidInput, UnsafePath
+from ctxstore.ids import ObjectId
+from ctxstore.index.code import StatRow
+from ctxstore.objects import KIND_BLOB, object_id_of
+from ctxstore.records import dataclass
+from ctxstore.repo import Store
+from ctxstore.security.guard import guard, policy
+from ctxstore.security.secrets import sensitive_file
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
+
+__all__ = ["index_tree", "add_files", "repo_path", "rederive_rows"]
+
+_SNIFF_BYTES = 8192
+_SHAPE_CHECK_MAX = 200  # files of a run compared before and after for their imports and names
+_RACY_NS = 2_000_000_000  # an mtime this close to the run may still change within its tick
+
+
+# -- paths ----------------------------------------------------------------------------------------
+
+def repo_path(store: Store, given: str, cwd: Path) -> str:
+    """The repository-relative POSIX path of a path given on the command line.
+
+    Args:
+        store: The store (its work tree is the repository).
+        given: The path as typed (relative to ``cwd`` or absolute).
+        cwd: The current directory.
+
+    Returns:
+        The path relative to the work tree ("" for the tree itself).
+
+    Raises:
+        InvalidInput: if it lies outside the work tree or inside ``.ctx/``.
+    """
+    root = store.worktree.resolve()
+    raw = Path(given) if os.path.isabs(given) else cwd / given
+    absolute = Path(os.path.normpath(raw.parent.resolve() / raw.name)) if raw.name else raw.resolve()
+    try:
+        rel = absolute.relative_to(root).as_posix()
+    except ValueError:
+        raise InvalidInput(f"{given}: is outside the work tree {root}") from None
+    rel = "" if rel == "." else rel
+    if rel.split("/", 1)[0] == ".ctx":
+        raise InvalidInput(f"{given}: is inside the store (.ctx/)")
+    return rel
+
+
+# -- the commands ----------------------------------------------------------------------------------
+
+def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = None,
+               progress: Progress | None = None, full: bool = False) -> IngestReport:
+    """``ctx index``: index the work tree (or the files below ``paths``), with semantics.
+
+    A file indexed earlier below the scope that is gone from the work tree, no longer
+    listed (ignored now, a build output) or no longer indexable leaves the index; one added
+    by name (``ctx add file``) stays while it exists.
+
+    Args:
+        db: The open session.
+        paths: Repository-relative paths to limit the run to (all the tree when empty).
+        jobs: Processes extracting symbols (None: ``default_jobs()``); forked workers are
+            used only for runs over ``extract.POOL_MIN_BYTES`` of changed source.
+        progress: Called with (files done, files to extract) while extracting.
+        full: Read and derive every file again, whatever the stat cache and the indexed
+            content say (``ctx index --full``: a code index edited or damaged by hand).
+
+    Returns:
+        The report.
+
+    Raises:
+        InvalidInput: if a path names nothing on disk and nothing indexed.
+        LockConflict: if another run holds the code index longer than the lock timeout.
+    """
+    store = db.store
+    root = store.worktree
+    with _no_collections():  # the walk too: a large tree's paths are as acyclic as the rest
+        walk = walk_tree(root, ignore_globs=store.config.get("ingestion", "ignore_globs"),
+                         under=paths,
+                         build_outputs=bool(store.config.get("ingestion", "index_build_outputs")))
+        scope = [p.strip("/") for p in paths if p.strip("/")]
+        return _ingest(db, walk.files, scope=scope, removals=True, semantics=True,
+                       budget=budget_of(store.config, bulk=True),
+                       jobs=default_jobs() if jobs is None else jobs, progress=progress,
+                       full=full)
+
+
+def add_files(db: Session, paths: Sequence[str], *, semantics: bool = False) -> IngestReport:
+    """``ctx add file``: snapshot the given files and index them, honouring the per-step budgets.
+
+    A run that stores something appends one line to today's narrative log.
+
+    Args:
+        db: The open session.
+        paths: Repository-relative paths of regular files (ignore rules do not apply:
+            they were named).
+        semantics: Also extract symbols and relations (``--extract-semantics``).
+
+    Returns:
+        The report.
+
+    Raises:
+        InvalidInput: if a path names a directory or nothing.
+        LockConflict, StagingConflict, StorageIOError: if the write cannot happen.
+    """
+    store = db.store
+    root = store.worktree
+    for path in paths:
+        full = root / path
+        if not path or full.is_dir():
+            raise InvalidInput(f"{path or '.'}: is a directory", hint="ctx index DIR")
+        if not full.is_symlink() and not full.exists():
+            raise InvalidInput(f"{path}: no such file")
+    with _no_collections():
+        return _ingest(db, list(dict.fromkeys(paths)), scope=None, removals=False,
+                       semantics=semantics, budget=budget_of(store.config, bulk=False), jobs=1,
+                       progress=None, snapshot=True)
+
+
+# -- stage 2: select ---------------------------------------------------------------------------------
+
+def _stat_file(root: Path, path: str, max_file_bytes: int
+               ) -> tuple[os.stat_result | None, str | None]:
+    """(stat, None) for a regular file to consider, (None, note or None) to skip it."""
+    try:
+        st = os.lstat(f"{root}/{path}")  # a string, not a Path: one call per file of the tree
+    except OSError:
+        return None, None  # vanished since the listing
+    if not utf8_path(path):  # objects hold UTF-8 names: Git keeps it, ctx cannot name it
+        return None, "file name is not valid UTF-8: skipped"
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = (root / path).resolve()
+            target.relative_to(root.resolve())
+        except RuntimeError:  # Path.resolve on a cycle of links (a -> b -> a)
+            return None, "symbolic link in a loop: not followed"
+        except (OSError, ValueError):
+            return None, "symbolic link out of the work tree: not followed"
+        return None, None  # a link inside the tree: its target is indexed under its own path
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"{fsio.file_kind(st.st_mode)}: skipped"
+    if st.st_size > max_file_bytes:
+        return None, (f"{st.st_size} bytes, over [ingestion] max_file_bytes = {max_file_bytes}: "
+                      "skipped")
+    return st, None
+
+
+@dataclass
+class _Selection:
+    """What the select stage found: the files to read, and the listed files to drop."""
+
+    to_read: list[tuple[str, os.stat_result]]
+    dropped: set[str]  # listed, no longer indexable: an indexed version of one is removed
+
+
+def _select(store: Store, candidates: list[str], rows: dict[str, StatRow],
+            skipped: dict[str, tuple[int, int]], semantics: bool, budget: Budget,
+            report: IngestReport) -> _Selection:
+    root = store.worktree
+    pol = policy(store)
+    sel = _Selection([], set())
+    over = {"files": 0, "bytes": 0}
+    for path in candidates:
+        # Secrets (docs/security.md): sensitive files are never read, whatever .gitignore
+        # says (one that was indexed before is removed).
+        if not pol.index_sensitive_files and sensitive_file(path) is not None:
+            report.sensitive.append(path)
+            sel.dropped.add(path)
+            continue
+        st, note = _stat_file(root, path, budget.max_file_bytes)
+        if st is None:
+            if note:
+                report.notes.append(FileNote(path, note))
+            sel.dropped.add(path)
+            continue
+        row = rows.get(path)
+        if (row is not None and row.size == st.st_size and row.mtime_ns == st.st_mtime_ns
+                and not (semantics and row.note == NO_SEMANTICS)):
+            report.unchanged += 1
+            continue
+        if skipped.get(path) == (st.st_size, st.st_mtime_ns):
+            report.unchanged += 1  # skipped before (binary, not UTF-8) and unchanged since
+            continue
+        if budget.max_files is not None and len(sel.to_read) >= budget.max_files:
+            over["files"] += 1
+            continue
+        if budget.max_bytes is not None and budget.bytes_used + st.st_size > budget.max_bytes:
+            over["bytes"] += 1
+            continue
+        budget.bytes_used += st.st_size
+        sel.to_read.append((path, st))
+    if report.sensitive:
+        shown = ", ".join(report.sensitive[:5]) + (f" and {len(report.sensitive) - 5} more"
+                                                  if len(report.sensitive) > 5 else "")
+        report.dropped.append(f"{len(report.sensitive)} sensitive files not read (they hold "
+                              f"credentials; [security] index_sensitive_files): {shown}")
+    if over["files"]:
+        report.dropped.append(f"{over['files']} files not read: over [ingestion] "
+                              f"max_files_per_step = {budget.max_files}")
+    if over["bytes"]:
+        key = "max_bytes_per_step" if budget.max_files is not None else "max_index_bytes"
+        report.dropped.append(f"{over['bytes']} files not read: over [ingestion] {key} = "
+                              f"{budget.max_bytes}")
+    return sel
+
+
+# -- stage 3: read ---------------------------------------------------------------------------------
+
+def _sniff(data: bytes) -> tuple[str | None, str | None]:
+    """(text, None) for UTF-8 text, (None, note) otherwise."""
+    if b"\0" in data[:_SNIFF_BYTES]:
+        return None, "binary (a NUL byte in the first 8 KiB): skipped"
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {exc.start}): skipped"
+
+
+@dataclass
+class _Reads:
+    """What the read stage found."""
+
+    texts: list[tuple[str, bytes, str]]  # changed files: (path, bytes, text)
+    blobs: dict[str, ObjectId]
+    stats: dict[str, tuple[int, int] | None]  # for the stat cache (None: racy, read again)
+    same: list[str]  # read again, content as indexed
+    skipped: list[str]  # read, not indexable (binary, not UTF-8)
+
+
+def _read(store: Store, selection: _Selection, rows: dict[str, StatRow], semantics: bool,
+          budget: Budget, report: IngestReport, started: int) -> _Reads:
+    root = store.worktree
+    pol = policy(store)
+    out = _Reads([], {}, {}, [], [])
+    for path, st in selection.to_read:
+        try:
+            data = fsio.read_regular(root / path, budget.max_file_bytes)
+        except (OSError, UnsafePath) as exc:
+            report.notes.append(FileNote(path, f"cannot be read ({exc.__class__.__name__}): skipped"))
+            continue
+        report.read += 1
+        racy = started - st.st_mtime_ns < _RACY_NS
+        out.stats[path] = None if racy else (st.st_size, st.st_mtime_ns)
+        text, note = _sniff(data)
+        if text is None:
+            report.notes.append(FileNote(path, note or "skipped"))
+            selection.dropped.add(path)
+            out.skipped.append(path)
+            continue
+        clean = guard(store, "files", text, what=path, path=path, policy_=pol)
+        if clean is not text:  # what is stored is the redacted text: blob, symbols, chunks
+            text, data = clean, clean.encode("utf-8")
+            report.redacted.append(path)
+        blob = object_id_of(KIND_BLOB, data)
+        row = rows.get(path)
+        if row is not None and row.blob == blob and not (semantics and row.note == NO_SEMANTICS):
+            report.deduplicated += 1
+            out.same.append(path)
+            continue
+        out.blobs[path] = blob
+        out.texts.append((path, data, text))
+    return out
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+@contextmanager
+def _no_collections() -> Iterator[None]:
+    """Run with the cyclic GC off, then restore it.
+
+    A run keeps every extraction alive until the write and makes millions of small acyclic
+    objects (syntax trees, symbols, relations). With the default threshold the collector
+    rescanned them over and over (a third of the CPU of a full index of the standard
+    library); with the first threshold raised to 100,000 it still made 42 collections
+    (~0.5 s) in that index. Reference counting frees everything that is not a cycle, and a
+    run makes none worth the name: the peak memory of that index is the same either way.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _in_scope(path: str, scope: list[str] | None) -> bool:
+    if scope is None:
+        return False
+    return not scope or any(path == s or path.startswith(s + "/") for s in scope)
+
+
+def _ingest(db: Session, candidates: list[str], *, scope: list[str] | None, removals: bool,
+            semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
+            snapshot: bool = False, full: bool = False) -> IngestReport:
+    """One run, every stage, under the code index's lock (one run writes it at a time)."""
+    from ctxstore.index import index_dir
+    from ctxstore.index.codedb import CODE_LOCK
+
+    store = db.store
+    folder = index_dir(store)
+    with fsio.open_dir(store.root) as root:
+        root.ensure_dir(folder)
+    with fsio.hold_lock(folder / CODE_LOCK, timeout=store.lock_timeout):
+        return _run(db, candidates, scope=scope, removals=removals, semantics=semantics,
+                    budget=budget, jobs=jobs, progress=progress, snapshot=snapshot, full=full)
+
+
+def _run(db: Session, candidates: list[str], *, scope: list[str] | None, removals: bool,
+         semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
+         snapshot: bool, full: bool = False) -> IngestReport:
+    from ctxstore.index.code import (
+        import_shape,
+        mark_file_sccs_current,
+        skipped_rows,
+        snapshot_heads,
+        stat_rows,
+    )
+    from ctxstore.index.retrieval import file_sccs_current
+
+    store = db.store
+    report = IngestReport(scanned=len(candidates))
+    root = store.worktree
+    started = time.time_ns()
+    conn = db.index()
+    rows = stat_rows(conn)
+    for part in scope or ():  # a typo must not look like a run that found nothing to do
+        if not os.path.lexists(root / part) and not any(_in_scope(p, [part]) for p in rows):
+            raise InvalidInput(f"{part}: no such file or directory, and nothing indexed there")
+    # --full: neither the stat cache nor dedup apply. A snapshot (ctx add file) is read
+    # whatever the code index holds: what it dedups against is the file's last snapshot.
+    known_rows = {} if full or snapshot else rows
+    selection = _select(store, candidates, known_rows, {} if full else skipped_rows(conn),
+                        semantics, budget, report)
+    reads = _read(store, selection, known_rows, semantics, budget, report, started)
+    modules = {p: r.module for p, r in rows.items() if r.module is not None}
+    known = module_map(set(rows) | {p for p, _, _ in reads.texts}, modules) \
+        if reads.texts and semantics else {}
+    listed = set(candidates)
+    # Gone, ignored now (or a build output), or no longer indexable; a file added by name
+    # stays while it exists.
+    gone = sorted(p for p, r in rows.items() if removals and _in_scope(p, scope)
+                  and (p in selection.dropped or (p not in listed and not (
+                      r.named and os.path.lexists(root / p)))))
+    named = set(candidates) if snapshot else {p for p, r in rows.items() if r.named}
+    counts = {"low": 0, "budget": 0}
+    stored: list[Prepared] = []
+    touched = [p for p, _, _ in reads.texts] + gone
+    # A few files whose imports and names stay as they were leave the import graph
+    # between files as it was: its components need no recomputing (one-file re-index).
+    shapes = {p: import_shape(conn, p) for p in touched} \
+        if len(touched) <= _SHAPE_CHECK_MAX and not full and file_sccs_current(conn) else None
+    with CodeWriter(conn, report, stats=reads.stats, modules=modules, named=named,
+                    recount=full) as writer:
+        for path in reads.same:
+            writer.unchanged(path, reads.stats.get(path))
+        for path in reads.skipped:
+            writer.skipped(path, reads.stats.get(path))
+
+        def sink(prepared: Prepared) -> None:
+            writer.put(prepared)
+            if prepared.note and prepared.note != NO_SEMANTICS:
+                report.notes.append(FileNote(prepared.path, prepared.note))
+            if snapshot:
+                stored.append(prepared)
+
+        prepare_versions(reads.texts, reads.blobs, known, semantics, budget, counts, jobs,
+                         progress, sink, keep_payload=snapshot)
+        writer.remove(gone)
+    if report.written or report.removed or full:
+        from ctxstore.graph.cycles import refresh_file_cycles
+        from ctxstore.graph.scc import drop_view
+
+        if shapes is not None and all(import_shape(conn, p) == shape
+                                      for p, shape in shapes.items()):
+            mark_file_sccs_current(conn)
+        else:
+            refresh_file_cycles(conn)
+        drop_view(store)  # of the old code edges: rebuilt by the next reader needing it
+    if semantics and not snapshot:  # the first pack after `ctx index` reads, never writes
+        from ctxstore.index.retrieval import warm_corpus
+
+        warm_corpus(conn)
+    if snapshot and stored:
+        heads = snapshot_heads(conn, [p.path for p in stored])
+        # As snapshotted last: the same version, or without semantics asked, the same bytes
+        # (a snapshot with symbols is not replaced by one without).
+        fresh = [p for p in stored
+                 if heads.get(p.path, (b"", 0, None, None))[2 if semantics else 3]
+                 != (p.rows.version if semantics else p.rows.blob)]
+        same = {p.path for p in stored} - {p.path for p in fresh}
+        report.deduplicated += len(same)  # as snapshotted last: nothing new to record
+        report.written = [p for p in report.written if p not in same]
+        if fresh:
+            report.work_commit = write_snapshot(store, fresh, heads, report)
+    if counts["low"]:
+        report.dropped.append(f"{counts['low']} low-confidence edges not stored: below "
+                              f"[ingestion] min_confidence = {budget.min_confidence}")
+    if counts["budget"]:
+        report.dropped.append(f"{counts['budget']} edges not stored: over [ingestion] "
+                              f"max_edges_per_step = {budget.max_edges}")
+    return report
+
+
+def rederive_rows(store: Store, conn: sqlite3.Connection,
+                  indexed: dict[str, tuple[bytes, str | None, str | None]]) -> set[str]:
+    """Derive again the code rows of indexed files, into ``conn``'s code tables (verify).
+
+    Only the files whose content in the work tree is still the one indexed (same blob id,
+    after the same secret redaction) are derived, the way ``ctx index`` derived them: the same
+    gates, the same module map, semantics unless the file was indexed without them.
+
+    Args:
+        store: The store (its work tree is read; nothing is written to it).
+        conn: A connection whose attached ``code`` tables receive the rows (a scratch index).
+        indexed: Path -> (blob id, module name or None, note) of each indexed file.
+
+    Returns:
+        The paths derived.
+    """
+    from ctxstore.code.ingest.extract import _prepare
+    from ctxstore.index import codedb
+    from ctxstore.index.code import DocumentFrequencies, apply_rows
+
+    root = store.worktree
+    pol = policy(store)
+    budget = budget_of(store.config, bulk=True)
+    reads: list[tuple[str, bytes, str]] = []
+    blobs: dict[str, ObjectId] = {}
+    for path, (blob, _, _) in sorted(indexed.items()):
+        try:
+            data = fsio.read_regular(root / path, budget.max_file_bytes)
+        except (OSError, UnsafePath):
+            continue
+        text, _ = _sniff(data)
+        if text is None:
+            continue
+        clean = guard(store, "files", text, what=path, path=path, policy_=pol)
+        if clean is not text:
+            text, data = clean, clean.encode("utf-8")
+        oid = object_id_of(KIND_BLOB, data)
+        if bytes(oid) != blob:
+            continue
+        reads.append((path, data, text))
+        blobs[path] = oid
+    modules = {p: m for p, (_, m, _) in indexed.items() if m is not None}
+    known = module_map(set(indexed), modules)
+    counts = {"low": 0, "budget": 0}
+    frequencies = DocumentFrequencies()
+    with _no_collections(), codedb.write(conn, "code"):
+        for path, data, text in reads:
+            semantics = indexed[path][2] != NO_SEMANTICS
+            prepared = _prepare(path, data, blobs[path], text, semantics,
+                                known if semantics else {}, budget, counts, False)
+            apply_rows(conn, prepared.rows, stamp=0, frequencies=frequencies,
+                       module=modules.get(path, ""))
+        frequencies.flush(conn)
+    return set(blobs)

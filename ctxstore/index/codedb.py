@@ -1,0 +1,303 @@
+"""The code index of this clone's work tree: ``.ctx/index/code.sqlite``, attached as ``code``.
+
+The derived index has two SQLite files with two sources:
+
+- ``index.sqlite`` is derived from the objects (knowledge, history, build records): the same
+  in every clone that has the same commits, rebuilt by ``ctx rebuild``;
+- ``code.sqlite`` is derived from this clone's work tree by ``ctx index`` (files, symbols,
+  code edges, chunks and their full-text and ranking postings, the import cycles the packs
+  read): nothing of it is an object, nothing of it enters Git (DESIGN §5). It survives
+  ``ctx rebuild --full`` (which recreates ``index.sqlite``) and is brought up to date with
+  the work tree by the next ``ctx index``; a damaged or outdated one is dropped and rebuilt
+  by ``ctx index``.
+
+Every index connection attaches ``code.sqlite`` as the schema ``code``; its tables' names
+are not in ``main``, so every query names them unqualified, joins across the two included.
+A write transaction on one file must not lock the other (``ctx index`` writes the code
+tables for seconds while a hook catches up the knowledge index): ``BEGIN IMMEDIATE`` would
+take both, so ``write`` begins a deferred transaction and takes the one file's write lock
+with a statement that changes nothing.
+
+It must not print. SQL lives here and in the other modules of ``index/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from ctxstore import fsio
+from ctxstore import sqlite as db
+from ctxstore.errors import CtxError
+from ctxstore.index.schema import SchemaRow, schema_digest
+
+__all__ = ["CODE_FILE", "CODE_SCHEMA", "CODE_SCHEMA_VERSION", "CODE_TABLES", "CODE_LOCK",
+           "EXPECTED_CODE_DIGEST", "attach", "begin", "bump_generation", "commit", "rollback", "code_schema",
+           "drop_code_files", "expected_code_schema", "generation", "generation_of", "inspect_code",
+           "irregular_code_files", "meta_value", "read_code_schema", "set_meta", "write"]
+
+CODE_FILE = "code.sqlite"
+CODE_LOCK = "code.lock"  # one `ctx index` (or `ctx add file`) writes the code tables at a time
+# 1: the code tables move out of index.sqlite (issue 30): per clone, from the work tree; the
+#    stat cache (size, mtime_ns), the module name and ``named`` on ``files``; ``skipped``;
+#    ``code_meta`` (``generation``, ``fingerprint``); ``file_sccs`` (import cycles)
+CODE_SCHEMA_VERSION = 1
+
+CODE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS {s}code_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- size and mtime_ns: the stat cache (NULL: read again by the next run); module: the module
+-- name the extractors give the path ('' none); named: added by name (ctx add file), kept
+-- while the file exists even where ctx index does not list it
+CREATE TABLE IF NOT EXISTS {s}files (
+    path TEXT PRIMARY KEY, version BLOB NOT NULL, blob BLOB NOT NULL, language TEXT,
+    byte_count INTEGER NOT NULL, line_count INTEGER NOT NULL, complete INTEGER NOT NULL,
+    note TEXT, stamp INTEGER NOT NULL, size INTEGER, mtime_ns INTEGER, module TEXT,
+    named INTEGER NOT NULL DEFAULT 0
+);
+-- files read and not indexed (binary, not UTF-8): not read again while size and mtime hold
+CREATE TABLE IF NOT EXISTS {s}skipped (
+    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {s}symbols (
+    rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT NOT NULL, name TEXT NOT NULL,
+    kind TEXT NOT NULL, visibility TEXT, parent TEXT, signature TEXT,
+    start_byte INTEGER, end_byte INTEGER, start_line INTEGER, end_line INTEGER
+);
+CREATE INDEX IF NOT EXISTS {s}symbols_path ON symbols(path, kind, qualname);
+CREATE INDEX IF NOT EXISTS {s}symbols_name ON symbols(name);
+CREATE INDEX IF NOT EXISTS {s}symbols_qualname ON symbols(qualname, path);
+CREATE TABLE IF NOT EXISTS {s}code_edges (
+    path TEXT NOT NULL, from_kind TEXT, from_key TEXT, to_kind TEXT, to_key TEXT,
+    label TEXT NOT NULL, confidence TEXT NOT NULL, tool TEXT NOT NULL, evidence TEXT
+);
+CREATE INDEX IF NOT EXISTS {s}code_edges_from ON code_edges(from_kind, from_key, label);
+CREATE INDEX IF NOT EXISTS {s}code_edges_to ON code_edges(to_kind, to_key, label, path);
+CREATE INDEX IF NOT EXISTS {s}code_edges_path ON code_edges(path, label, to_kind, to_key);
+CREATE TABLE IF NOT EXISTS {s}chunks (
+    rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT, kind TEXT NOT NULL,
+    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, tokens INTEGER NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {s}chunks_path ON chunks(path);
+CREATE VIRTUAL TABLE IF NOT EXISTS {s}chunks_fts USING fts5(path, name, text,
+    tokenize = "ascii tokenchars '_'");
+-- retrieval postings (index.code, index.retrieval): search.tokenize tokens per file; field 0 the
+-- body, 1 the path's directories and stem; file = files.rowid
+CREATE TABLE IF NOT EXISTS {s}file_terms (
+    term TEXT NOT NULL, field INTEGER NOT NULL, file INTEGER NOT NULL, tf INTEGER NOT NULL,
+    PRIMARY KEY (term, field, file)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS {s}file_terms_file ON file_terms(file);
+CREATE TABLE IF NOT EXISTS {s}file_lengths (
+    file INTEGER PRIMARY KEY, body INTEGER NOT NULL, path INTEGER NOT NULL
+);
+-- in how many files each (term, field) of file_terms occurs: kept by index.code with every
+-- file applied, so a query learns its terms' rarity without counting their postings
+CREATE TABLE IF NOT EXISTS {s}term_df (
+    term TEXT NOT NULL, field INTEGER NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (term, field)
+) WITHOUT ROWID;
+-- index.retrieval.file_corpus: every file's id, path and lengths, split by language, and
+-- which files are tests, in one packed value, valid while code_meta 'generation' (bumped by
+-- every change of the code tables) equals its own
+CREATE TABLE IF NOT EXISTS {s}corpus_cache (
+    name TEXT PRIMARY KEY, generation TEXT NOT NULL, data BLOB NOT NULL
+) WITHOUT ROWID;
+-- files in an import cycle with other files (graph.cycles): one id per strongly connected
+-- component of the import graph between files; files in none are not listed
+CREATE TABLE IF NOT EXISTS {s}file_sccs (
+    path TEXT PRIMARY KEY, scc INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS {s}file_sccs_scc ON file_sccs(scc, path);
+"""
+
+CODE_TABLES = ("code_meta", "files", "skipped", "symbols", "code_edges", "chunks", "chunks_fts",
+               "file_terms", "file_lengths", "term_df", "corpus_cache", "file_sccs")
+
+_expected: frozenset[SchemaRow] | None = None
+# Keys of code_meta: 'generation' (an integer bumped by every change of the code tables),
+# 'fingerprint' (what the extraction depended on: a change re-reads every file), 'sccs' (the
+# generation file_sccs were computed at).
+_META_KEYS = frozenset({"generation", "fingerprint", "sccs"})
+
+
+def code_schema(prefix: str = "") -> str:
+    """The DDL of the code tables, each name preceded by ``prefix`` (``"code."`` to attach)."""
+    return CODE_SCHEMA.format(s=prefix)
+
+
+def read_code_schema(conn: sqlite3.Connection) -> frozenset[SchemaRow]:
+    """The attached code database's tables, indexes and triggers (as ``schema.read_schema``)."""
+    return frozenset(
+        (kind, name, table, None if name.startswith("chunks_fts_") else sql)
+        for kind, name, table, sql in conn.execute(
+            "SELECT type, name, tbl_name, sql FROM code.sqlite_schema"
+            " WHERE name NOT LIKE 'sqlite_stat%'"))
+
+
+def expected_code_schema() -> frozenset[SchemaRow]:
+    """What ``read_code_schema`` gives for a code database this ctx created (computed once)."""
+    global _expected
+    if _expected is None:
+        conn = sqlite3.connect(":memory:")
+        try:
+            conn.execute("ATTACH DATABASE ':memory:' AS code")
+            conn.executescript(code_schema("code."))
+            _expected = read_code_schema(conn)
+        finally:
+            conn.close()
+    return _expected
+
+
+def irregular_code_files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """``code.sqlite`` and its companions that exist and are not regular files."""
+    return db.irregular_files(folder / CODE_FILE)
+
+
+def attach(conn: sqlite3.Connection, folder: Path | None) -> None:
+    """Attach the code database of ``folder`` (``:memory:`` when None) as ``code``.
+
+    A new database gets the schema. Nothing is checked here (``inspect_code`` does).
+
+    Raises:
+        sqlite3.Error: as SQLite reports it (the caller classifies it).
+    """
+    target = ":memory:" if folder is None else str(folder / CODE_FILE)
+    conn.execute("ATTACH DATABASE ? AS code", (target,))
+    if folder is not None:
+        conn.execute("PRAGMA code.journal_mode = WAL")
+        conn.execute("PRAGMA code.synchronous = NORMAL")  # derived: a lost tail is re-indexed
+
+
+def inspect_code(conn: sqlite3.Connection, *, create: bool = True) -> str | None:
+    """What is wrong with the attached code database, or None; an empty one gets the schema.
+
+    Checks ``user_version``, the exact schema and the ``code_meta`` keys.
+
+    Raises:
+        sqlite3.DatabaseError: when SQLite cannot read the file (the caller treats the
+            damage codes as damage).
+    """
+    version = conn.execute("PRAGMA code.user_version").fetchone()[0]
+    schema = read_code_schema(conn)
+    if version == 0 and not schema:
+        if not create:
+            return "the code index is empty"
+        conn.executescript(f"BEGIN IMMEDIATE; {code_schema('code.')}; "
+                           f"PRAGMA code.user_version = {CODE_SCHEMA_VERSION}; COMMIT;")
+        return None
+    if version != CODE_SCHEMA_VERSION:
+        return f"code schema version {version}, this ctx uses {CODE_SCHEMA_VERSION}"
+    if schema_digest(schema) != EXPECTED_CODE_DIGEST and schema != expected_code_schema():
+        return "the code tables are not the ones this ctx creates"
+    for key, value in conn.execute("SELECT key, value FROM code_meta"):
+        if key not in _META_KEYS or not isinstance(value, str):
+            return f"unexpected code_meta row {str(key)[:40]!r}"
+    return None
+
+
+def drop_code_files(root: Path, folder: Path) -> None:
+    """Delete the code database and its companions, through descriptors (never a link).
+
+    Raises:
+        UnsafePath: (E020) if ``index/`` is (or was swapped for) a link or not a directory.
+        OSError: if a file cannot be removed.
+    """
+    with fsio.open_dir(root) as top:
+        for name in (CODE_FILE, *(CODE_FILE + s for s in db.COMPANIONS)):
+            top.unlink(folder / name)
+
+
+def begin(conn: sqlite3.Connection, schema: str) -> None:
+    """Begin a write transaction holding the write lock of one file only (``main`` or ``code``).
+
+    ``BEGIN IMMEDIATE`` would take the write lock of every attached database; a deferred
+    ``BEGIN`` whose first statement writes (a ``DELETE`` that matches nothing) takes that
+    one's, at once, so no read snapshot can go stale before the write.
+    """
+    probe = "code_meta" if schema == "code" else "meta"
+    conn.execute("BEGIN")
+    try:
+        conn.execute(f"DELETE FROM {schema}.{probe} WHERE 0")  # noqa: S608 - fixed names
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+
+
+def commit(conn: sqlite3.Connection) -> None:
+    """Commit the write transaction ``begin`` opened."""
+    conn.execute("COMMIT")
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the write transaction ``begin`` opened."""
+    conn.execute("ROLLBACK")
+
+
+@contextlib.contextmanager
+def write(conn: sqlite3.Connection, schema: str = "code") -> Iterator[None]:
+    """A write transaction on one of the two files (``code`` or ``main``), the other left free.
+
+    Commits on leaving, rolls back on an exception.
+    """
+    begin(conn, schema)
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def meta_value(conn: sqlite3.Connection, key: str) -> str | None:
+    """A ``code_meta`` value, or None."""
+    row = conn.execute("SELECT value FROM code_meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    """Set a ``code_meta`` value (inside the caller's transaction)."""
+    conn.execute("INSERT INTO code_meta(key, value) VALUES (?, ?) ON CONFLICT (key)"
+                 " DO UPDATE SET value = excluded.value", (key, value))
+
+
+def generation(conn: sqlite3.Connection) -> str:
+    """The code tables' generation: it changes with every change of them ("0" before any)."""
+    return meta_value(conn, "generation") or "0"
+
+
+def generation_of(folder: Path) -> str:
+    """The generation of the code database in ``folder``, read-only ("0" when none or unreadable).
+
+    For caches of the code tables kept elsewhere (the Tantivy index's marker).
+    """
+    path = folder / CODE_FILE
+    if not path.is_file() or path.is_symlink():
+        return "0"
+    try:
+        conn = db.connect(path, busy_seconds=1.0, read_only=True)
+    except (sqlite3.Error, OSError, CtxError):
+        return "0"
+    try:
+        row = conn.execute("SELECT value FROM code_meta WHERE key = 'generation'").fetchone()
+    except sqlite3.Error:
+        return "0"
+    finally:
+        conn.close()
+    return str(row[0]) if row is not None else "0"
+
+
+def bump_generation(conn: sqlite3.Connection) -> None:
+    """Mark the code tables changed (inside the caller's transaction)."""
+    conn.execute("INSERT INTO code_meta(key, value) VALUES ('generation', '1') ON CONFLICT"
+                 " (key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
+
+
+# ``schema_digest(expected_code_schema())`` with the SQLite ctx is tested on (a test keeps it
+# current): an attached database that hashes to it needs no row-by-row comparison.
+EXPECTED_CODE_DIGEST = "2bda0716b95e747ff5d2b89cc9cff7cd89bba005da4a234d936795d21dc8a56f"
