@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 from ctxstore import fsio
 from ctxstore.claude.inject import escape_tags, sanitize_text
 from ctxstore.errors import ConfigInvalid, InvalidInput, UnsafePath
+from ctxstore.knowledge.evolution import Newer, history_note, newer_versions
 from ctxstore.knowledge.show import short_ids
 from ctxstore.lifecycle.ranking import Ranked, rank_memories
 from ctxstore.records import dataclass
@@ -80,6 +81,11 @@ def _item_text(node: NodeRow) -> str:
     return text if len(text) <= _ITEM_CHARS else text[:_ITEM_CHARS - 3].rstrip() + "..."
 
 
+def _history(newer: Newer | None, short: dict[str, str]) -> str:
+    """`` (history: ...)`` after an item a newer node refines or contradicts, else nothing."""
+    return "" if newer is None else f" ({history_note(newer, short[newer.id])})"
+
+
 def render_section(db: Session, lines: int, *, now: int,
                    access: dict[str, int] | None = None, begin: str = BEGIN) -> str:
     """The section, markers included, in at most ``lines`` lines (no trailing newline).
@@ -99,13 +105,15 @@ def render_section(db: Session, lines: int, *, now: int,
             if chosen[node_type]:
                 out += ["", f"### {heading}"]
                 out += [f"- [{r.node.type}:{short[r.node.id]}] {_item_text(r.node)}"
-                        for r in chosen[node_type]]
+                        + _history(newer.get(r.node.id), short) for r in chosen[node_type]]
         if not any(chosen.values()):
             out += ["", "No memories yet: ctx adds them as you work (`ctx add`, `<ctx:remember>`)."
                     if not ranked else f"{len(ranked)} memories do not fit in {lines} lines."]
         return out + [END]
 
-    short = short_ids(db, [r.node.id for items in chosen.values() for r in items])
+    ids = [r.node.id for items in chosen.values() for r in items]
+    newer = newer_versions(db.index(), ids)  # older decisions a newer one changed: history
+    short = short_ids(db, [*ids, *(n.id for n in newer.values())])
     text = layout()
     while len(text) > lines and any(chosen.values()):
         worst = min((items[-1] for items in chosen.values() if items), key=lambda r: r.rank)

@@ -96,12 +96,17 @@ def _tags(text: str | None) -> list[str]:
 
 def render_nodes(db: Session, nodes: list[NodeRow]) -> str:
     """``- [type:short] content`` items with their tags (spec 001 §17), short ids of ``db``."""
-    short = short_ids(db, [n.id for n in nodes])
+    from ctxstore.knowledge.evolution import history_note, newer_versions
+
+    newer = newer_versions(db.index(), [n.id for n in nodes])
+    short = short_ids(db, [*(n.id for n in nodes), *(m.id for m in newer.values())])
     out = []
     for n in nodes:
         out.append(f"- [{n.type}:{short[n.id]}] " + n.content.strip().replace("\n", "\n  ") + "\n")
         if n.tags:
             out.append(f"  - Tags: {', '.join(n.tags)}\n")
+        if n.id in newer:  # a newer node refines or contradicts it: shown as history
+            out.append(f"  - {history_note(newer[n.id], short[newer[n.id].id])}\n")
     return "".join(out)
 
 

@@ -257,6 +257,9 @@ def stats_command(env: Env) -> None:
 def topics_command(env: Env, session: str | None, limit: int) -> None:
     """List topic spans (topic, then its sub-spans) of a session, or of all sessions.
 
+    Each span comes with its summary (spec 004): its focus (the terms its prompts use most),
+    its last decisions and conclusions, and the questions nothing answered.
+
     \b
     Examples:
         ctx memory topics
@@ -264,6 +267,7 @@ def topics_command(env: Env, session: str | None, limit: int) -> None:
     """
     from ctxstore.claude.inject import escape_tags
     from ctxstore.memory.search import iso
+    from ctxstore.memory.spans import summarize
 
     with _open(env) as db:
         if session:
@@ -273,9 +277,9 @@ def topics_command(env: Env, session: str | None, limit: int) -> None:
                                    f"with {session!r}", hint="`ctx memory topics` lists them")
             session = matches[0]
         rows = db.topics(session, limit)
-    spans = [{"id": r[0], "session": r[1], "parent": r[2], "name": r[3], "depth": r[4],
-              "turns": [r[5], r[6]], "start": iso(r[7]), "end": iso(r[8]), "ideas": r[9]}
-             for r in rows]
+        spans = [{"id": r[0], "session": r[1], "parent": r[2], "name": r[3], "depth": r[4],
+                  "turns": [r[5], r[6]], "start": iso(r[7]), "end": iso(r[8]), "ideas": r[9],
+                  "summary": summarize(db, int(r[0])).to_json()} for r in rows]
     if env.fmt == "json":
         emit_json({"spans": spans})
         return
@@ -287,6 +291,13 @@ def topics_command(env: Env, session: str | None, limit: int) -> None:
         click.echo(f"{indent}{span['id']:>5} {span['start'] or '-'} [{str(span['session'])[:8]}] "
                    f"{escape_tags(str(span['name']))} (turns {span['turns'][0]}-{span['turns'][1]}"
                    f", {plural(int(span['ideas']), 'idea')})")
+        summary = span["summary"]
+        assert isinstance(summary, dict)
+        for label, key in (("focus", "focus"), ("decided", "decisions"),
+                           ("concluded", "conclusions"), ("open", "open_questions")):
+            if summary[key]:
+                sep = ", " if key == "focus" else " | "
+                click.echo(f"{indent}      {label}: {escape_tags(sep.join(summary[key]))}")
 
 
 @memory_group.command("promote")

@@ -126,6 +126,10 @@ def add_command(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tu
         from ctxstore.cli._render import stdout_is_terminal
 
         click.echo(f"Added: {line}" if stdout_is_terminal() else doc["id"])
+        for change in doc.get("evolves", ()):  # a proposal: superseding is the user's call
+            click.echo(f"ctx: it {change['label'].lower()} the older {doc.get('type', 'node')} "
+                       f"{change['node'][:12]}; if it replaces it: ctx supersede "
+                       f"{change['node'][:12]} {doc['id'][:12]}", err=True)
         if doc.get("commit"):
             click.echo(f"committed {doc['commit']}")
         if after is not None and after.git_staged:
@@ -241,7 +245,9 @@ def _add_plain(env: Env, node_type: str | None, tags: tuple[str, ...], meta: tup
 
     added = add_node(env.session(), node_type, text, tags=list(tags), metadata=_parse_meta(meta),
                      allow_secret=allow_secret)
-    return _added_doc(added.node, added.staged), added.node.id
+    doc = _added_doc(added.node, added.staged)
+    doc["evolves"] = [{"label": label, "node": old} for label, old in added.evolves]
+    return doc, added.node.id
 
 
 def _text_arg(arg: str | None, from_stdin: bool, what: str) -> str:

@@ -24,7 +24,8 @@ from ctxstore.records import dataclass, field
 __all__ = ["json_cell", "NodeRow", "EdgeRow", "ViewRow", "StoreCounts", "NODE_FIELDS", "NODE_COLUMNS",
            "node_from_row", "load_tags", "resolve_node_id", "read_node", "find_node",
            "nodes_by_ids", "list_nodes", "active_nodes_of_types", "nodes_with_metadata",
-           "edges_of", "all_edges", "out_edges_of", "node_degrees", "tag_counts", "read_views",
+           "edges_of", "all_edges", "out_edges_of", "evolving_edges_to", "node_degrees", "tag_counts",
+           "read_views",
            "find_view", "node_versions", "short_id_lookup", "short_ids", "store_counts",
            "table_counts", "all_node_ids", "live_node_ids", "edge_exists", "latest_version",
            "find_node_by_hook_key"]
@@ -350,6 +351,32 @@ def out_edges_of(conn: sqlite3.Connection, ids: Sequence[str], labels: Sequence[
             f" ({','.join('?' * len(labels))}) ORDER BY label, to_key", [*ids, *labels]):
         out.setdefault((row["from_key"], row["label"]), []).append(row["to_key"])
     return out
+
+
+def evolving_edges_to(conn: sqlite3.Connection, ids: Sequence[str]
+                      ) -> list[tuple[str, str, str, str]]:
+    """The ``REFINES`` / ``CONTRADICTS`` edges a newer node wrote to these (``metadata.evolves``).
+
+    Only from active nodes of the same type as the node pointed at (``knowledge.evolution``).
+
+    Args:
+        conn: A synced index connection.
+        ids: The older nodes.
+
+    Returns:
+        ``(older id, newer id, type, label)``, the newer nodes oldest first.
+    """
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    return [(row[0], row[1], row[2], row[3]) for row in conn.execute(
+        "SELECT e.to_key, n.id, n.type, e.label FROM edges e"
+        " JOIN nodes n ON n.id = e.from_key JOIN nodes o ON o.id = e.to_key"
+        " WHERE e.from_kind = 'node' AND e.to_kind = 'node'"
+        " AND e.label IN ('REFINES', 'CONTRADICTS')"
+        f" AND e.to_key IN ({marks}) AND n.status = 'active' AND n.type = o.type"
+        " AND json_extract(e.metadata, '$.evolves') = 1"
+        " ORDER BY n.created_at, n.id", list(ids))]
 
 
 def node_degrees(conn: sqlite3.Connection) -> dict[str, int]:

@@ -1,5 +1,8 @@
 """Auto-linking (spec 003): a new memory gets RELATES_TO edges to its most similar memories.
 
+An older memory of the same type on the same subject that the new one refines or contradicts
+gets a ``REFINES`` / ``CONTRADICTS`` edge instead, marked ``evolves`` (``knowledge.evolution``).
+
 Owns the similarity of two memories (Jaccard overlap of their significant words) and the
 edges written with a new node: candidates come from the full-text index (BM25 over at
 most ``CANDIDATES`` nodes that share one of the new text's words, never a scan), and
@@ -27,15 +30,17 @@ from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
 from ctxstore.errors import CtxError
+from ctxstore.knowledge.evolution import Evolution, evolutions
 from ctxstore.model.knowledge import EdgeRecord, NodeRecord
 
 if TYPE_CHECKING:
     import sqlite3
 
+    from ctxstore.index.read import NodeRow
     from ctxstore.session import Session
 
 __all__ = ["RELATE_THRESHOLD", "MERGE_THRESHOLD", "MAX_LINKS", "CANDIDATES", "QUERY_WORDS",
-           "UNLINKED_TYPES", "word_set", "similarity", "similar_nodes", "link_records",
+           "UNLINKED_TYPES", "word_set", "similarity", "similar_nodes", "similar_rows", "link_records",
            "autolink_records"]
 
 RELATE_THRESHOLD = 0.1
@@ -101,47 +106,81 @@ def similar_nodes(conn: sqlite3.Connection, text: str, *, exclude: str | None = 
     Raises:
         IndexCorrupt, QueryTooComplex: if the index cannot answer.
     """
+    return [(node.id, sim) for node, sim in similar_rows(conn, text, exclude=exclude, limit=limit)]
+
+
+def similar_rows(conn: sqlite3.Connection, text: str, *, exclude: str | None = None,
+                 limit: int = CANDIDATES) -> list[tuple[NodeRow, float]]:
+    """``similar_nodes`` with each node's row (its type and text, for ``knowledge.evolution``).
+
+    Args:
+        conn: A synced index connection.
+        text: The new memory's text.
+        exclude: A node id to leave out (the memory itself).
+        limit: At most this many full-text candidates are scored.
+
+    Returns:
+        ``(node row, similarity)`` pairs above 0, best first (ties by id).
+
+    Raises:
+        IndexCorrupt, QueryTooComplex: if the index cannot answer.
+    """
     from ctxstore.query.executor import run_query
 
     words = word_set(text)
     if not words:
         return []
     query = " OR ".join(f'"{w}"' for w in _query_words(words))
-    out: list[tuple[str, float]] = []
+    out: list[tuple[NodeRow, float]] = []
     for node in run_query(conn, query, now=time.time(), limit=limit):
         if node.id == exclude or node.status != "active" or node.type in UNLINKED_TYPES:
             continue
         sim = similarity(words, word_set(f"{node.summary or ''} {node.content}"))
         if sim > 0:
-            out.append((node.id, sim))
-    out.sort(key=lambda p: (-p[1], p[0]))
+            out.append((node, sim))
+    out.sort(key=lambda p: (-p[1], p[0].id))
     return out
 
 
 def link_records(node_id: str, similar: Iterable[tuple[str, float]], *,
-                 threshold: float = RELATE_THRESHOLD, max_links: int = MAX_LINKS
-                 ) -> list[EdgeRecord]:
+                 threshold: float = RELATE_THRESHOLD, max_links: int = MAX_LINKS,
+                 evolves: Iterable[Evolution] = ()) -> list[EdgeRecord]:
     """RELATES_TO edges from ``node_id`` to the similar nodes at or above ``threshold``.
+
+    A similar node that the new one refines or contradicts (``evolves``, from
+    ``knowledge.evolution``) gets that edge instead, marked ``evolves`` (a proposal to
+    supersede it, which a person confirms with ``ctx supersede``).
 
     Args:
         node_id: The new node.
         similar: ``(node id, similarity)`` pairs, best first.
         threshold: The least similarity that links.
         max_links: At most this many edges.
+        evolves: The older nodes the new one refines or contradicts.
 
     Returns:
         The edge records (evidence ``tool: Parser`` with the similarity as confidence).
     """
+    evolving = {e.old_id: e for e in evolves}
     out: list[EdgeRecord] = []
     for other, sim in similar:
-        if sim < threshold or len(out) >= max_links:
+        if len(out) >= max_links:
             break
+        change = evolving.get(other)
+        if change is not None and change.label == "REFINES" and sim > MERGE_THRESHOLD:
+            change = None  # a near-duplicate: a merge candidate, not a new version
+        if change is None and sim < threshold:
+            continue  # best first: only an evolving node can still follow
         stamp = next_stamp()
         meta: dict[str, object] = {"auto": True}
-        if sim > MERGE_THRESHOLD:
+        label = "RELATES_TO"
+        if change is not None:
+            label = change.label
+            meta["evolves"] = True
+        elif sim > MERGE_THRESHOLD:
             meta["merge_candidate"] = True
         out.append(EdgeRecord(from_ref=("node", node_id), to_ref=("node", other),
-                              label="RELATES_TO", weight=round(sim, 4), metadata=meta,
+                              label=label, weight=round(sim, 4), metadata=meta,
                               evidence={"tool": "Parser", "confidence": round(sim, 4)},
                               created_at=stamp, updated_at=stamp, prev=None))
     return out
@@ -162,10 +201,12 @@ def autolink_records(db: Session, node: NodeRecord, content: str) -> list[EdgeRe
 
     if node.type in UNLINKED_TYPES or not store.config.get("lifecycle", "autolink"):
         return []
+    text = f"{node.summary or ''} {content}"
     try:
         conn = db.index()
-        similar = similar_nodes(conn, f"{node.summary or ''} {content}", exclude=node.id)
+        rows = similar_rows(conn, text, exclude=node.id)
     except CtxError:  # the index and the executor raise typed errors (IndexCorrupt, ...)
         # A link is a convenience: a damaged or busy index must not lose the memory itself.
         return []
-    return link_records(node.id, similar)
+    changes = evolutions(node.type, text, (row for row, _ in rows))
+    return link_records(node.id, [(row.id, sim) for row, sim in rows], evolves=changes)

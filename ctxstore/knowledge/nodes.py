@@ -139,10 +139,14 @@ class AddedNode:
     Attributes:
         node: The record written.
         staged: Where it was staged.
+        evolves: ``(label, older node id)`` for each older node of the same type on the same
+            subject that it refines or contradicts (``knowledge.evolution``): a proposal to
+            supersede it, which a person confirms (``ctx supersede``).
     """
 
     node: NodeRecord
     staged: StageResult
+    evolves: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,9 +428,11 @@ def add_node(db: Session, node_type: str, content: str, *, tags: Sequence[str] =
                       created_at=stamp, updated_at=stamp, author=author, prev=None)
     from ctxstore.knowledge.autolink import autolink_records  # spec 003 auto-linking
 
-    staged = stage_records(store, [node, *autolink_records(db, node, content)],
+    links = autolink_records(db, node, content)
+    staged = stage_records(store, [node, *links],
                            message=f"add {node_type} {node.id}", blobs=blobs, author=author)
-    return AddedNode(node, staged)
+    return AddedNode(node, staged, tuple((e.label, e.to_ref[1]) for e in links
+                                         if e.metadata.get("evolves")))
 
 
 def update_node(db: Session, node_ref: str, *, content: str | None = None,

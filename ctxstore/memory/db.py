@@ -504,6 +504,21 @@ class MemoryDB:
             "ORDER BY coalesce(p.ts_start, s.ts_start) DESC, coalesce(s.parent_id, s.id) DESC, "
             "s.depth, s.start_seq LIMIT ?", args).fetchall()
 
+    def span_content(self, span_id: int) -> tuple[list[str], list[tuple[str, str, int | None]]]:
+        """A span's (and its sub-spans') prompts in order, and its ideas ``(intent, content, answered)``.
+
+        For ``memory.spans.summarize``; at most 200 prompts and 500 ideas (a span is read whole
+        only up to that).
+        """
+        inner = "(SELECT ? UNION SELECT id FROM spans WHERE parent_id = ?)"
+        prompts = [r[0] for r in self.conn.execute(
+            f"SELECT user_text FROM turns WHERE span_id IN {inner} ORDER BY seq LIMIT 200",
+            (span_id, span_id))]
+        ideas = [(r[0], r[1], r[2]) for r in self.conn.execute(
+            f"SELECT intent, content, answered FROM ideas WHERE span_id IN {inner} "
+            "ORDER BY id LIMIT 500", (span_id, span_id))]
+        return prompts, ideas
+
     def sessions_like(self, prefix: str) -> list[str]:
         """``[prefix]`` when a session has exactly that id, else up to two starting with it."""
         if self.conn.execute("SELECT 1 FROM sessions WHERE id = ?", (prefix,)).fetchone():

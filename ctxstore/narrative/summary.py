@@ -64,6 +64,79 @@ def _summary_counts(records: Sequence[KnowledgeRecord]) -> tuple[str, list[str]]
     return text, ids
 
 
+_LISTED = 10  # lines per section of the summary: files, decisions, runs
+
+
+def _first_line(text: str, width: int = 160) -> str:
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    return line if len(line) <= width else line[:width - 3].rstrip() + "..."
+
+
+def _listed(lines: list[str], empty: str) -> str:
+    """Markdown list lines (at most ``_LISTED``, then a count), or ``- empty``."""
+    if not lines:
+        return f"- {empty}"
+    out = lines[:_LISTED]
+    if len(lines) > _LISTED:
+        out.append(f"{len(lines) - _LISTED} more")
+    return "\n".join(f"- {_inert(x)}" for x in out)
+
+
+def _changes(records: Sequence[KnowledgeRecord]) -> str:
+    """The files the session snapshotted (``ctx add file``) or saw removed, as spec 002's example."""
+    from ctxstore.model.code import FileRecord, FileRemoved
+
+    seen: dict[str, str] = {}
+    for rec in records:  # in order: a file created then modified stays "Created"
+        if isinstance(rec, FileRecord):
+            seen.setdefault(rec.path, "Modified" if rec.prev is not None else "Created")
+        elif isinstance(rec, FileRemoved):
+            seen[rec.path] = "Removed"
+    return _listed([f"{verb} {path}" for path, verb in seen.items()], "no file snapshots")
+
+
+def _decisions(records: Sequence[KnowledgeRecord]) -> str:
+    """The decisions the session recorded (their first line), as spec 002's example."""
+    latest: dict[str, str] = {}
+    for rec in records:
+        if isinstance(rec, NodeRecord) and rec.type == "decision":
+            latest[rec.id] = _first_line(rec.summary or rec.content or "")
+        elif isinstance(rec, NodeRemoved):
+            latest.pop(rec.id, None)
+    return _listed(list(latest.values()), "none recorded")
+
+
+def _test_results(store: Store, records: Sequence[KnowledgeRecord]) -> str:
+    """Each command run in the session: its first failure, then how it ended (spec 002's example)."""
+    from ctxstore.errors import CtxError
+    from ctxstore.model.build import CommandRunRecord, DiagnosticsSnapshot
+
+    runs: dict[str, list[CommandRunRecord]] = {}
+    for rec in records:
+        if isinstance(rec, CommandRunRecord):
+            runs.setdefault(rec.name, []).append(rec)
+
+    def outcome(run: CommandRunRecord) -> str:
+        if run.exit_code == 0:
+            return "passed"
+        try:
+            snap = store.read_typed(run.snapshot, DiagnosticsSnapshot)
+        except CtxError:  # a damaged snapshot does not stop the compaction; verify names it
+            return f"failed (exit {run.exit_code})"
+        first = next((d for d in snap.diagnostics), None)
+        where = "" if first is None else f": {_first_line(first.message, 100)}"
+        return f"failed (exit {run.exit_code}, {len(snap.diagnostics)} diagnostics){where}"
+
+    lines: list[str] = []
+    for name, seq in runs.items():
+        failed = next((r for r in seq if r.exit_code != 0), None)
+        if failed is not None and failed is not seq[-1]:
+            lines.append(f"{name}: initially {outcome(failed)}")
+        lines.append(f"{name}: {'final: ' if len(seq) > 1 else ''}{outcome(seq[-1])}"
+                     + (f" ({len(seq)} runs)" if len(seq) > 1 else ""))
+    return _listed(lines, "no command runs")
+
+
 def _has_summary(store: Store, session_id: str) -> bool:
     """True if some daily log already holds this session's summary (a re-run after a crash)."""
     needle = session_marker(session_id)
@@ -113,6 +186,8 @@ def write_session_summary(store: Store, message: str) -> str | None:
                                 message=_inert(demote_headings(message.strip(), 3)),
                                 session=session_id,
                                 task=_inert(re.sub(r"\s+", " ", task).strip()) or "(none)",
-                                counts=counts, nodes=listed)
+                                counts=counts, nodes=listed, files=_changes(records),
+                                decisions=_decisions(records),
+                                tests=_test_results(store, records))
     _write_text(store, rel, _appended(store, rel, log_header(ms), entry))
     return rel

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxstore.errors import BudgetExceeded, CtxError, InvalidInput, StoreCorrupt
 from ctxstore.index.read import NodeRow, out_edges_of, short_id_lookup
+from ctxstore.knowledge.evolution import Newer, history_note, newer_versions
 from ctxstore.model.scoring import order_score
 from ctxstore.model.vocab import TIER_ORDER
 from ctxstore.packs.session import SESSION_START_TOKENS
@@ -104,7 +105,8 @@ def _indent(text: str) -> str:
     return text.strip().replace("\n", "\n  ")
 
 
-def _item(node: NodeRow, section: int, deps: list[str], short: dict[str, str]) -> str:
+def _item(node: NodeRow, section: int, deps: list[str], short: dict[str, str],
+          history: str | None = None) -> str:
     if section == 0:
         content = node.content.strip()
         body = content if len(content) <= PREVIEW_CHARS else content[:PREVIEW_CHARS].rstrip() + "..."
@@ -118,6 +120,8 @@ def _item(node: NodeRow, section: int, deps: list[str], short: dict[str, str]) -
         lines.append(f"  - Rationale: {_indent(rationale)}")
     if deps:
         lines.append("  - Depends on: " + ", ".join(f"[{short[d]}]" for d in deps))
+    if history is not None:  # a newer node refines or contradicts it (knowledge.evolution)
+        lines.append(f"  - {history}")
     return "\n".join(lines) + "\n"
 
 
@@ -205,6 +209,7 @@ def _compose(conn: sqlite3.Connection, cands: list[tuple[int, str, int]],
             chunk = [i for i in chunk if cands[i][1] not in gone]
             rows = {i: n for i, n in rows.items() if i not in gone}
         fill.out_edges.update(_out_edges(conn, list(rows)))
+        fill.newer.update(newer_versions(conn, list(rows)))
         # Within a tier, by the lifecycle score (SQL ordered by recency; stable within a chunk).
         chunk.sort(key=lambda i: (cands[i][0], _score(rows.get(cands[i][1]), now_ms)))
         for i in chunk:
@@ -265,6 +270,7 @@ class _Fill:
     deps_of: dict[str, list[str]] = field(default_factory=dict)
     seen_headers: set[tuple[int, str]] = field(default_factory=set)
     out_edges: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    newer: dict[str, Newer] = field(default_factory=dict)
 
     def next_chunk(self, bounds: list[int], pos: int) -> tuple[list[int], int]:
         """The positions from ``pos`` on whose rows are worth loading now, and the next position.
@@ -294,7 +300,9 @@ class _Fill:
         section = 2 if node.id in self.force_ids else rank
         deps = self.out_edges.get((node.id, "DEPENDS_ON"), [])
         short = {some: self.short_of(some) for some in (node.id, *deps)}
-        item = _item(node, section, deps, short)
+        newer = self.newer.get(node.id)
+        history = history_note(newer, self.short_of(newer.id)) if newer is not None else None
+        item = _item(node, section, deps, short, history)
         sec_head, sub_head = _headers(section, node.type)
         chars = len(item) + 1  # `_render` ends each item with a blank line
         new_headers = []

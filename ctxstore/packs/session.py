@@ -100,6 +100,7 @@ def node_source(session: Session, prompt: str, limit: int) -> list[Item]:
         The candidates, best first.
     """
     from ctxstore.index.read import short_id_lookup
+    from ctxstore.knowledge.evolution import history_note, newer_versions
     from ctxstore.knowledge.recall import injectable
     from ctxstore.search.search import FULL_MATCH, search, search_terms
 
@@ -108,12 +109,15 @@ def node_source(session: Session, prompt: str, limit: int) -> list[Item]:
     wanted, full = min(2, total), min(total, FULL_MATCH)
     hits = search(conn, prompt, kinds=("node", "narrative"), limit=limit)
     short = short_id_lookup(conn)
+    newer = newer_versions(conn, [h.node.id for h in hits if h.node is not None])
     items = []
     for hit in hits:
         node = hit.node
         if node is None or len(hit.matched) < wanted or not injectable(node):
             continue
         text = f"- [{node.type}:{short(node.id)}] {_cut(node.content)}\n"
+        if node.id in newer:  # a newer node refines or contradicts it: shown as history
+            text += f"  - {history_note(newer[node.id], short(newer[node.id].id))}\n"
         items.append(Item(node.id, hit.kind, text, min(1.0, len(hit.matched) / full),
                           estimate_tokens(text), "matched: " + ", ".join(hit.matched)))
     return items

@@ -279,3 +279,42 @@ def test_commit_notes_a_narrative_file_it_cannot_read_as_knowledge(runner, store
     path.write_bytes(b"\xff\xfe not utf-8 \n")
     doc = js(runner, store, "commit", "-m", "not text")
     assert {"action": "skipped", "id": None, "path": rel} in doc["narrative_edits"], doc
+
+
+def test_compaction_summary_lists_files_decisions_and_test_results(tmp_path: Path) -> None:
+    # Spec 002's example: the summary says the files changed, the key decisions and how the
+    # tests went (the first failure, then the end), not only counts and ids.
+    root = tmp_path / "proj"
+    root.mkdir()
+    assert run_ctx(["init"], cwd=root).returncode == 0
+    ctx = ["--ctx-dir", str(root / ".ctx")]
+
+    def call(*args: str, stdin: str | None = None) -> str:
+        res = run_ctx([*ctx, *args], cwd=root, stdin=stdin)
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    call("stage", "start", "Retry work")
+    (root / "retry.py").write_text("def backoff():\n    return 2\n")
+    call("add", "file", "retry.py")
+    call("add", "decision", "Exponential backoff with jitter for retries")
+    failing = "tests/test_retry.py:3: in test_backoff\nE   AssertionError: assert 2 == 4\n" \
+        "FAILED tests/test_retry.py::test_backoff - AssertionError: assert 2 == 4\n" \
+        "1 failed in 0.01s\n"
+    call("add", "command", "--stdin", "--name", "pytest", "--tool", "pytest", "--exit-code", "1",
+         stdin=failing)
+    (root / "retry.py").write_text("def backoff():\n    return 4\n")
+    call("add", "file", "retry.py")
+    call("add", "command", "--stdin", "--name", "pytest", "--tool", "pytest", "--exit-code", "0",
+         stdin="15 passed in 0.02s\n")
+    doc = json.loads(call("--format", "json", "stage", "compact", "--message", "feat: retry"))
+    logs = sorted((root / ".ctx" / "narrative" / "log").glob("*.md"))
+    summary = logs[-1].read_text().split(f"ctx:session={doc['session_id']}")[1]
+    files = summary.split("### Files changed")[1].split("###")[0]
+    assert "- Created retry.py" in files
+    decisions = summary.split("### Key decisions")[1].split("###")[0]
+    assert "- Exponential backoff with jitter for retries" in decisions
+    tests = summary.split("### Test results")[1]
+    assert "- pytest: initially failed (exit 1" in tests
+    assert "- pytest: final: passed (2 runs)" in tests
+    assert tests.index("initially failed") < tests.index("final: passed")

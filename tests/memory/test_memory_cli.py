@@ -110,6 +110,14 @@ def test_cli_topics_and_promote(store: Store, tmp_path: Path) -> None:
     spans = cj(store, "memory", "topics", "4d5611e5")["spans"]
     assert {s["depth"] for s in spans} == {0, 1} and any("login" in s["name"] for s in spans)
     assert "login" in ctx(store, "memory", "topics")
+    # Each topic's summary (spec 004 §4.4): its focus by content, its decisions, its conclusions.
+    cache = next(s for s in spans if s["depth"] == 0 and "cache" in s["summary"]["focus"])
+    assert "session" in cache["summary"]["focus"]
+    assert any("SQLite" in d for d in cache["summary"]["decisions"]), cache["summary"]
+    login = next(s for s in spans if s["depth"] == 0 and "login" in s["name"])
+    assert {"login", "mobile"} <= set(login["summary"]["focus"]) and "cache" not in login["summary"]["focus"]
+    text = ctx(store, "memory", "topics", "4d5611e5")
+    assert "focus: " in text and "decided: " in text
     hit = cj(store, "memory", "search", "decided sqlite instead of redis", "--now", NOW)
     conn_ideas = hit["results"][0]
     assert conn_ideas["intent"] == "decision"
