@@ -145,8 +145,12 @@ class ClaudeProject:
     turns: int = field(default=0)
 
     def run(self, prompt: str, replies: list[Any], *, resume: str | None = None,
-            timeout: float = 90, allowed_tools: str = "Bash") -> Turn:
-        """Run one prompt with the model scripted by ``replies`` (fake_anthropic format)."""
+            timeout: float = 90, allowed_tools: str = "Bash",
+            env: dict[str, str] | None = None) -> Turn:
+        """Run one prompt with the model scripted by ``replies`` (fake_anthropic format).
+
+        ``env``: variables set for the CLI on top of the harness's own.
+        """
         self.turns += 1
         folder = self.work / f"turn{self.turns}"
         folder.mkdir()
@@ -169,7 +173,8 @@ class ClaudeProject:
                 args += ["--resume", resume]
             if self.plugin_dir:
                 args += ["--plugin-dir", str(self.plugin_dir)]
-            proc = subprocess.run(args, cwd=self.root, env=self._env(port), capture_output=True,
+            proc = subprocess.run(args, cwd=self.root, env={**self._env(port), **(env or {})},
+                                  capture_output=True,
                                   text=True, timeout=timeout)
         finally:
             server.kill()
