@@ -34,12 +34,13 @@ def chunk_items(conn: sqlite3.Connection, query: Query,
     """Scored chunk items of the given files (file -> (relevance, why), best first).
 
     Files are read best first until their chunks hold ``CANDIDATE_FACTOR`` times ``room``
-    tokens: what could never be chosen is not scored.
+    tokens and their best chunks alone fill ``room`` (a pack takes each file's best chunk
+    before a second one: ``select.selection_order``): what could never be chosen is not scored.
     """
     names = set(query.names)
     order = sorted(files, key=lambda p: (-files[p][0], p))
     items: list[PackItem] = []
-    held_tokens = 0
+    held_tokens = best_tokens = 0
     for start in range(0, len(order), _FILE_BATCH):
         batch = order[start:start + _FILE_BATCH]
         found = chunks_of(conn, [p for p in batch if files[p][1].get("matched_terms")])
@@ -51,13 +52,17 @@ def chunk_items(conn: sqlite3.Connection, query: Query,
             own = set(why.get("matched_terms", ()))
             scored = [(_chunk_share(c, own, names), c) for c in chunks]
             best = max((s for s, _ in scored), default=0.0)
+            best_chunk = None
             for share, chunk in scored:
                 if share <= 0 and not (best <= 0 and chunk is chunks[0]):
                     continue  # nothing of the task here (a file reached by the graph: its head)
                 items.append(_chunk_item(chunk, relevance * (0.25 + 0.75 * share), why,
                                          versions.get(path, "")))
                 held_tokens += chunk.tokens
-        if held_tokens >= CANDIDATE_FACTOR * room:
+                if best_chunk is None and share == best:
+                    best_chunk = chunk
+            best_tokens += best_chunk.tokens if best_chunk is not None else 0
+        if held_tokens >= CANDIDATE_FACTOR * room and best_tokens >= room:
             break
     return items
 
