@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxstore.index.retrieval import file_versions
 from ctxstore.packs.budget import budget_note, reserve_for, rooms, smallest_budget
-from ctxstore.packs.content import chunk_items, diagnostic_items, narrow_terms
+from ctxstore.packs.content import chunk_items, diagnostic_items, narrow_terms, past_run_items
 from ctxstore.packs.expand import components, expand
 from ctxstore.packs.items import (
     CHUNK_KINDS,
@@ -186,7 +186,7 @@ def _make_pack(session: Session, request: PackRequest, user: Session | None) -> 
     # hundred on the code development set: its text would only dilute the pack
     near = {p: v for p, v in files.items() if v[0] >= MIN_RELEVANCE}
     items: list[PackItem] = chunk_items(conn, query, near, versions, room) \
-        + diagnostic_items(session, files)
+        + diagnostic_items(session, files) + past_run_items(session, task, query)
     log = ""
     if s.include_narrative:
         now_ms = clock_ms() if request.now_ms is None else request.now_ms
