@@ -411,7 +411,7 @@ class PastRun:
         return run_status(self.exit_code)
 
 
-def _past_run(db: Session, name: str, stamp: int, wire: bytes) -> PastRun:
+def _run_record(name: str, wire: bytes) -> CommandRunRecord:
     from ctxstore.errors import IndexCorrupt
     from ctxstore.model import codec
     from ctxstore.model.knowledge import record_from_wire
@@ -419,6 +419,12 @@ def _past_run(db: Session, name: str, stamp: int, wire: bytes) -> PastRun:
     rec = record_from_wire(codec.decode(wire), "index")
     if not isinstance(rec, CommandRunRecord):
         raise IndexCorrupt(f"the index holds a {rec.KIND} record under command run {name!r}")
+    return rec
+
+
+def _past_run(db: Session, name: str, stamp: int, wire: bytes,
+              rec: CommandRunRecord | None = None) -> PastRun:
+    rec = rec or _run_record(name, wire)
     snap = db.store.read_typed(ObjectId(rec.snapshot), DiagnosticsSnapshot)
     return PastRun(rec.name, stamp, rec.exit_code, rec.tool, bytes(rec.snapshot),
                    tuple(snap.diagnostics), tuple(snap.argv))
@@ -433,7 +439,8 @@ def _previous_run(db: Session, conn: sqlite3.Connection, name: str,
     return _past_run(db, *rows[0]) if rows else None
 
 
-def run_history(session: Session, name: str | None = None, *, limit: int = 50) -> list[PastRun]:
+def run_history(session: Session, name: str | None = None, *, limit: int = 50,
+                failing_only: bool = False) -> list[PastRun]:
     """Every stored run of every command (or of ``name``), newest first.
 
     A new run of a name replaces the last one for ``ctx diagnostics`` and a pack's file
@@ -443,7 +450,8 @@ def run_history(session: Session, name: str | None = None, *, limit: int = 50) -
     Args:
         session: The open session (its index is brought up to date).
         name: Only this command's runs.
-        limit: At most this many (each reads its snapshot).
+        limit: At most this many runs looked at (each returned reads its snapshot).
+        failing_only: Only the runs that did not pass (their snapshots alone are read).
 
     Returns:
         The runs, newest first.
@@ -452,5 +460,9 @@ def run_history(session: Session, name: str | None = None, *, limit: int = 50) -
         IndexCorrupt: (E007) if a version under a command run's key is not one.
         ObjectMissing, ObjectCorrupt: if a run's snapshot is gone or damaged.
     """
-    return [_past_run(session, *row)
-            for row in command_run_history(session.index(), name, limit=limit)]
+    out = []
+    for name_, stamp, wire in command_run_history(session.index(), name, limit=limit):
+        rec = _run_record(name_, wire)
+        if not (failing_only and run_status(rec.exit_code) == "passed"):
+            out.append(_past_run(session, name_, stamp, wire, rec))
+    return out

@@ -181,14 +181,15 @@ def past_run_items(session: Session, task: str, query: Query) -> list[PackItem]:
     if not has_command_runs(session.index()):
         return []  # nothing stored: skip the command-run layer
     from ctxstore.code.runs import diagnostics_summary, run_history
+    from ctxstore.index.build import command_run_history
 
     asked = _FAILURE_WORDS.search(task) is not None
     terms = list(query.weights)
-    runs = run_history(session, limit=_RUN_HISTORY)
+    runs = run_history(session, limit=_RUN_HISTORY, failing_only=True)
+    status = {(r[0], r[1]): _status_of(r) for r in command_run_history(session.index(),
+                                                                       limit=_RUN_HISTORY)}
     items: list[PackItem] = []
-    for n, run in enumerate(runs):
-        if run.status == "passed":
-            continue
+    for run in runs:
         lines = [f"$ {' '.join(run.argv)}"] if run.argv else []
         for diag in run.diagnostics[:_RUN_LINES]:
             first = diag.spans[0] if diag.spans else None
@@ -208,15 +209,16 @@ def past_run_items(session: Session, task: str, query: Query) -> list[PackItem]:
             score = min(1.0, len(held) / min(4, len(terms)))
         else:
             continue
-        later = next((r for r in reversed(runs[:n]) if r.name == run.name), None)
+        later = min(((at, st) for (name, at), st in status.items()
+                     if name == run.name and at > run.run_at), default=None)
         exit_text = "no exit status" if run.exit_code is None else f"exit {run.exit_code}"
         title = (f"Command run: {run.name} {run.status} at {_utc(run.run_at)} ({exit_text}, "
                  f"{diagnostics_summary(run.diagnostics)})")
         if later is not None:
-            title += f"; then {later.status} at {_utc(later.run_at)}"
+            title += f"; then {later[1]} at {_utc(later[0])}"
         why: dict[str, Any] = {"command_run": {
             "name": run.name, "status": run.status, "run_at": _utc(run.run_at),
-            **({"then": later.status} if later is not None else {})}}
+            **({"then": later[1]} if later is not None else {})}}
         if held:
             why["matched_terms"] = held
         items.append(PackItem(title, run.snapshot.hex(), snippet, score, "DiagnosticOutput",
@@ -224,6 +226,15 @@ def past_run_items(session: Session, task: str, query: Query) -> list[PackItem]:
         if len(items) >= _PAST_RUNS:
             break
     return items
+
+
+def _status_of(row: tuple[str, int, bytes]) -> str:
+    """A history row's status, from its record alone (no snapshot read)."""
+    from ctxstore.code.runs import run_status
+    from ctxstore.model import codec
+
+    exit_code = codec.decode(row[2]).get("exit_code")
+    return run_status(exit_code if isinstance(exit_code, int) else None)
 
 
 def _utc(ms: int) -> str:
