@@ -37,7 +37,7 @@ def chunk_items(conn: sqlite3.Connection, query: Query,
 
     Files are read best first until their chunks hold ``CANDIDATE_FACTOR`` times ``room``
     tokens and their best chunks alone fill ``room`` (a pack takes each file's best chunk
-    before a second one: ``select.selection_order``): what could never be chosen is not scored.
+    before a second one: ``select.choose``): what could never be chosen is not scored.
     """
     names = set(query.names)
     order = sorted(files, key=lambda p: (-files[p][0], p))

@@ -3,7 +3,8 @@
 Sorting every chunk by score and filling the budget best first lets one long file take the
 whole pack (its six best functions all outrank the next file's best), and lets a changelog or
 a docs page that mentions every word of the task fill a code task's budget with prose. Two
-rules order the items before the budget is filled (docs/retrieval.md, "What enters a pack"):
+rules decide the order the budget takes the items in (``choose``; docs/retrieval.md, "What
+enters a pack"):
 
 - **Distinct files first.** Each file's best chunk is taken in score order before any file's
   second chunk; a further chunk of a file already in the pack goes ahead of the next new
