@@ -285,13 +285,54 @@ def _ctx(args: list[str], cwd: Path) -> str:
     return done.stdout
 
 
+PACK_BUDGETS = (4000, 16000)   # the budgets whose packs are measured (gold files, gold text)
+
+
+@dataclasses.dataclass(frozen=True)
+class PackCover:
+    """How well one pack covers its task: a gold file among its items, the gold share of its text."""
+
+    gold_in: bool
+    gold_share: float
+
+
+def cover(parts: list[tuple[str, str]], gold: list[str]) -> PackCover:
+    """The cover of a pack given as (path, text) parts: items without a path count as not gold."""
+    golden = set(gold)
+    total = sum(len(text) for _, text in parts)
+    in_gold = sum(len(text) for path, text in parts if path in golden)
+    return PackCover(any(path in golden for path, _ in parts), in_gold / total if total else 0.0)
+
+
+def baseline_pack(tree: Path, ranking: list[str], room_tokens: int) -> list[tuple[str, str]]:
+    """The BM25 baseline's pack: its best files whole, in rank order, within ``room_tokens``.
+
+    The file that no longer fits is cut to the room left and ends the pack (tokens are
+    characters / 4, as ctx counts them).
+    """
+    room = room_tokens * 4
+    parts: list[tuple[str, str]] = []
+    for path in ranking:
+        if room <= 0:
+            break
+        text = (tree / path).read_text(encoding="utf-8", errors="replace")[:room]
+        parts.append((path, text))
+        room -= len(text)
+    return parts
+
+
 def pack_rankings(eval_dir: Path, name: str, rows: list[dict[str, Any]], ext: str,
-                  work: Path, fulltext: str = "auto") -> tuple[list[list[str]], list[float]]:
+                  work: Path, fulltext: str = "auto"
+                  ) -> tuple[list[list[str]], list[float], dict[int, list[PackCover]], dict[int, int]]:
     """Index a copy of one base tree with ctx and rank every item with ``ctx pack``.
+
+    Each item is packed once per budget of ``PACK_BUDGETS`` (whole processes).
 
     Returns:
         The rankings (``ranked_files`` of each pack, language files only as in the
-        baseline's corpus) and the seconds each ``ctx pack`` process took.
+        baseline's corpus), the seconds each ``ctx pack`` process took, each budget's
+        covers (one per item), and each budget's room for items (total less the response
+        reserve), for the baseline's packs.
     """
     tree = work / name
     shutil.copytree(eval_dir / "data" / f"{name}-base", tree, symlinks=True)
@@ -303,12 +344,20 @@ def pack_rankings(eval_dir: Path, name: str, rows: list[dict[str, Any]], ext: st
         config.write_text(config.read_text().replace('fulltext = "auto"', f'fulltext = "{fulltext}"'))
     _ctx(["index"], tree)
     rankings, seconds = [], []
+    covers: dict[int, list[PackCover]] = {b: [] for b in PACK_BUDGETS}
+    room: dict[int, int] = {}
     for row in rows:
-        start = time.perf_counter()
-        pack = json.loads(_ctx(["pack", row["query"], "--format", "json", "--no-narrative"], tree))
-        seconds.append(time.perf_counter() - start)
+        for budget in PACK_BUDGETS:
+            start = time.perf_counter()
+            pack = json.loads(_ctx(["pack", row["query"], "--format", "json", "--no-narrative",
+                                    "--budget", str(budget)], tree))
+            seconds.append(time.perf_counter() - start)
+            covers[budget].append(cover([(str(i.get("path") or ""), i["title"] + i["snippet"])
+                                         for i in pack["retrieved"]], row["gold_files"]))
+            b = pack["token_budget"]
+            room[budget] = b["total"] - b["reserved_for_response"]
         rankings.append([p for p in pack["ranked_files"] if p.endswith(ext)])
-    return rankings, seconds
+    return rankings, seconds, covers, room
 
 
 def table(eval_dir: Path, out: Path, mode: str, lib: Library | None, fulltext: str = "auto") -> bool:
@@ -316,6 +365,7 @@ def table(eval_dir: Path, out: Path, mode: str, lib: Library | None, fulltext: s
     bm25, score = _load(eval_dir, "bm25"), _load(eval_dir, "score")
     results: dict[str, dict[str, dict[str, float]]] = {}
     timings: list[float] = []
+    cover_rows: dict[str, dict[str, dict[int, list[PackCover]]]] = {}
     runs = {suffix: (out / f"bm25{suffix}", out / f"ctx-{mode}{suffix}")
             for suffix in ("", "-exclude-tests")}
     with tempfile.TemporaryDirectory(prefix="ctx-retrieval-") as tmp:
@@ -324,15 +374,24 @@ def table(eval_dir: Path, out: Path, mode: str, lib: Library | None, fulltext: s
             if lib is not None:
                 both = {"": lib.rankings(name, False), "-exclude-tests": lib.rankings(name, True)}
             else:
-                ranked, secs = pack_rankings(eval_dir, name, rows, language_ext(rows), Path(tmp),
-                                             fulltext)
+                ranked, secs, covers, room = pack_rankings(eval_dir, name, rows, language_ext(rows),
+                                                           Path(tmp), fulltext)
                 timings.extend(secs)
+                cover_rows[name] = {"ctx": covers}
                 both = {"": ranked, "-exclude-tests": [[p for p in r if not bm25.is_test(p)]
                                                        for r in ranked]}
             for suffix, (base_run, ctx_run) in runs.items():
                 base_run.mkdir(parents=True, exist_ok=True)
                 bm25.run(name, str(base_run), bool(suffix))
                 _write_run(ctx_run, name, rows, both[suffix])
+            if lib is None:  # the baseline's packs: BM25's best files (all language files)
+                tree = eval_dir / "data" / f"{name}-base"
+                with open(runs[""][0] / f"localize-{name}.jsonl", encoding="utf-8") as f:
+                    ranked_bm25 = [json.loads(line)["ranked_files"] for line in f]
+                cover_rows[name]["bm25"] = {
+                    budget: [cover(baseline_pack(tree, r, room[budget]), row["gold_files"])
+                             for r, row in zip(ranked_bm25, rows, strict=True)]
+                    for budget in PACK_BUDGETS}
     for suffix, (base_run, ctx_run) in runs.items():
         results[f"bm25{suffix}"] = _score_runs(score, eval_dir, base_run)
         results[f"ctx{suffix}"] = _score_runs(score, eval_dir, ctx_run)
@@ -350,12 +409,41 @@ def table(eval_dir: Path, out: Path, mode: str, lib: Library | None, fulltext: s
                 tail = f" {delta:+7.3f}{'' if met else ' (goal missed)'}" if system == "ctx" else ""
                 print(f"{name:10} {system:5} {m['R@1']:6.3f} {m['R@5']:6.3f} {m['R@10']:6.3f} "
                       f"{m['MRR']:6.3f}{tail}")
+    if cover_rows:
+        print_covers(cover_rows)
     if timings:
         timings.sort()
         print(f"\nctx pack per item (whole process): p50 {timings[len(timings) // 2] * 1000:.0f} ms, "
               f"p90 {timings[int(len(timings) * 0.9)] * 1000:.0f} ms")
     print(f"\nruns written under {out}")
     return ok
+
+
+def print_covers(cover_rows: dict[str, dict[str, dict[int, list[PackCover]]]]) -> None:
+    """The packs' table: per repository and system, gold files in the pack, gold text share.
+
+    ``gold@4k``: the share of tasks whose 4,000-token pack holds at least one gold file;
+    ``text@B``: the mean share of a B-token pack's text (titles and snippets) from gold files.
+    """
+    low, high = PACK_BUDGETS
+    print(f"\npacks ({', '.join(f'{b:,}' for b in PACK_BUDGETS)} tokens; bm25: its best files whole, "
+          "in rank order, the last cut to fit)")
+    print(f"{'dataset':10} {'system':5} {f'gold@{low // 1000}k':>8} {f'text@{low // 1000}k':>8} "
+          f"{f'text@{high // 1000}k':>9}")
+    totals: dict[str, dict[int, list[PackCover]]] = {}
+    for name in (*NAMES, "all"):
+        for system in ("bm25", "ctx"):
+            if name == "all":
+                covers = totals.get(system, {})
+            else:
+                covers = cover_rows[name][system]
+                for b, rows in covers.items():
+                    totals.setdefault(system, {}).setdefault(b, []).extend(rows)
+            if not covers:
+                continue
+            gold = sum(c.gold_in for c in covers[low]) / len(covers[low])
+            shares = {b: sum(c.gold_share for c in rows) / len(rows) for b, rows in covers.items()}
+            print(f"{name:10} {system:5} {gold:8.3f} {shares[low]:8.3f} {shares[high]:9.3f}")
 
 
 def main() -> int:

@@ -243,25 +243,35 @@ def _run_json(run: CommandRunRow) -> dict[str, Any]:
 
 
 @click.command("diagnostics")
-@click.option("--name", default=None, help="Only this command's latest run.")
+@click.option("--name", default=None, help="Only this command's latest run (its runs with --history).")
+@click.option("--history", is_flag=True,
+              help="Every stored run, newest first, each with its status and diagnostics.")
 @click.option("--path", "paths", multiple=True, metavar="PATH",
               help="Only diagnostics in this repository-relative file (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True,
               help="List at most this many diagnostics.")
 @format_option
 @pass_env
-def diagnostics_command(env: Env, name: str | None, paths: tuple[str, ...], limit: int) -> None:
+def diagnostics_command(env: Env, name: str | None, history: bool, paths: tuple[str, ...],
+                        limit: int) -> None:
     """List the diagnostics of the latest run of each stored command (errors first).
+
+    A new run of a name replaces the last one here; `--history` lists every run kept,
+    newest first: a test run that failed before it passed, and what it reported.
 
     \b
     Examples:
         ctx diagnostics
         ctx diagnostics --name "cargo test" --format json
         ctx diagnostics --path src/lib.rs
+        ctx diagnostics --history --name pytest
     """
     from ctxstore.code.runs import latest_diagnostics, latest_runs
 
     session = env.session()
+    if history:
+        _history(env, session, name, paths, limit)
+        return
     runs = latest_runs(session, name)
     rows = latest_diagnostics(session, paths or None, name=name, limit=limit)
     if env.fmt == "json":
@@ -280,3 +290,35 @@ def diagnostics_command(env: Env, name: str | None, paths: tuple[str, ...], limi
             # Compiler output is anyone's text: escapes and tags go through ``shown``.
             echo_stored(f"  {row.severity}{code} {_where(row.path, row.line, row.col)} "
                         f"{_first_line(row.message)}")
+
+
+def _history(env: Env, session: Any, name: str | None, paths: tuple[str, ...], limit: int) -> None:
+    """``ctx diagnostics --history``: every stored run, newest first, with its diagnostics."""
+    from ctxstore.code.runs import diagnostics_summary, run_history
+
+    runs = run_history(session, name, limit=limit)
+    wanted = set(paths)
+
+    def shown(diags: Any) -> list[Diagnostic]:
+        return [d for d in diags if not wanted or (d.spans and d.spans[0].path in wanted)]
+
+    if env.fmt == "json":
+        emit_json({"runs": [{"name": r.name, "tool": r.tool, "exit_code": r.exit_code,
+                             "status": r.status, "run_at": fmt_time(r.run_at / 1000),
+                             "snapshot": r.snapshot.hex(), "argv": list(r.argv),
+                             "diagnostics": [_diag_json(d) for d in shown(r.diagnostics)]}
+                            for r in runs]})
+        return
+    if not runs:
+        click.echo(f"no command named {name!r} was stored" if name else
+                   "no command output stored (ctx add command)")
+        return
+    for run in runs:
+        status = "exit ?" if run.exit_code is None else f"exit {run.exit_code}"
+        echo_stored(f"{run.name} [{run.tool}]  {run.status}  {status}  "
+                    f"{fmt_time(run.run_at / 1000)}  {diagnostics_summary(run.diagnostics)}")
+        for diag in shown(run.diagnostics)[:_SHOWN]:
+            first = diag.spans[0] if diag.spans else None
+            where = _where(first.path, first.start_line, first.start_col) if first else "-"
+            code = f"[{diag.code}]" if diag.code else ""
+            echo_stored(f"  {diag.severity}{code} {where} {_first_line(diag.message)}")

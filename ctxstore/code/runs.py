@@ -28,7 +28,13 @@ from ctxstore.clock import next_stamp
 from ctxstore.code.diagnostics import TOOLS, detect_tool, parse_output, relative_spans
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import ObjectId
-from ctxstore.index.build import CommandRunRow, DiagnosticRow, enclosing_item, find_winner
+from ctxstore.index.build import (
+    CommandRunRow,
+    DiagnosticRow,
+    command_run_history,
+    enclosing_item,
+    find_winner,
+)
 from ctxstore.index.build import command_runs as _command_runs
 from ctxstore.index.build import latest_diagnostics as _latest_rows
 from ctxstore.model.build import CommandRunRecord, Diagnostic, DiagnosticsSnapshot
@@ -42,7 +48,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RunResult", "Captured", "CommandRun", "run_bounded", "read_bounded", "record_command",
            "bound_output",
-           "latest_diagnostics", "latest_runs",
+           "latest_diagnostics", "latest_runs", "PastRun", "run_history", "run_status",
+           "diagnostics_summary",
            "CommandNotStarted", "DEFAULT_TIMEOUT", "CAPTURE_HEAD_BYTES", "CAPTURE_TAIL_BYTES"]
 
 DEFAULT_TIMEOUT = 600.0
@@ -278,6 +285,7 @@ def record_command(db: Session, name: str, output: bytes, *, argv: Sequence[str]
     with store.transaction() as tx:  # holds the lock: the run replaced is read under it
         conn = db.index()
         prev = find_winner(conn, ("command_run", name))
+        before = _previous_run(db, conn, name, prev)  # for the log's pass/fail transition
         diags = _with_items(conn, diags)
         stamp = next_stamp(prev[0] if prev else None)
         blob = tx.put_blob(kept)
@@ -293,7 +301,8 @@ def record_command(db: Session, name: str, output: bytes, *, argv: Sequence[str]
         from ctxstore.narrative.entries import log_event
 
         log_event(store, "command-run", f"Ran {name}: exit "
-                  f"{'unknown' if exit_code is None else exit_code}, {len(diags)} diagnostics",
+                  f"{'unknown' if exit_code is None else exit_code}, {len(diags)} diagnostics; "
+                  + _transition(name, before, exit_code, diags),
                   staged.session_id)  # before the transaction moves STAGE
     return CommandRun(snap, snap_id, staged, prev is not None)
 
@@ -328,3 +337,132 @@ def latest_runs(session: Session, name: str | None = None) -> list[CommandRunRow
         The runs (``ctx diagnostics`` lists them with their diagnostics).
     """
     return _command_runs(session.index(), name)
+
+
+def run_status(exit_code: int | None) -> str:
+    """``passed`` (exit 0), ``failed`` (any other exit), ``unknown`` (no exit status: a timeout)."""
+    return "unknown" if exit_code is None else "passed" if exit_code == 0 else "failed"
+
+
+def diagnostics_summary(diags: Sequence[Diagnostic], *, files: int = 3) -> str:
+    """``3 errors in calc.py``, ``1 error, 2 warnings in a.py, b.py``, or ``no diagnostics``.
+
+    Args:
+        diags: A run's diagnostics.
+        files: Name at most this many files (then ``and N more``).
+
+    Returns:
+        One short phrase.
+    """
+    counts: dict[str, int] = {}
+    paths: list[str] = []
+    for diag in diags:
+        counts[diag.severity] = counts.get(diag.severity, 0) + 1
+        if diag.spans and diag.spans[0].path not in paths:
+            paths.append(diag.spans[0].path)
+    if not counts:
+        return "no diagnostics"
+    text = ", ".join(f"{n} {sev}{'' if n == 1 else 's'}" for sev, n in counts.items())
+    if paths:
+        text += " in " + ", ".join(paths[:files]) + \
+            (f" and {len(paths) - files} more" if len(paths) > files else "")
+    return text
+
+
+def _outcome(exit_code: int | None, diags: Sequence[Diagnostic]) -> str:
+    status = run_status(exit_code)
+    return status if status == "passed" else f"{status} ({diagnostics_summary(diags)})"
+
+
+def _transition(name: str, before: PastRun | None, exit_code: int | None,
+                diags: Sequence[Diagnostic]) -> str:
+    """The log's word on a run: ``pytest: failed (3 errors in x.py) → passed`` when it changed."""
+    now = _outcome(exit_code, diags)
+    if before is None or run_status(before.exit_code) == run_status(exit_code):
+        return f"{name}: {now}"
+    return f"{name}: {_outcome(before.exit_code, before.diagnostics)} → {now}"
+
+
+@dataclass(frozen=True, slots=True)
+class PastRun:
+    """One stored run of a command (``run_history``).
+
+    Attributes:
+        name: The command's name.
+        run_at: When it was stored (ms since the epoch).
+        exit_code: Its exit status, None when unknown (a timeout, ``--stdin`` without one).
+        tool: The parser used.
+        snapshot: The ``diagnostics`` snapshot's object id.
+        diagnostics: What was parsed from its output.
+        argv: The command line, when ctx ran it.
+    """
+
+    name: str
+    run_at: int
+    exit_code: int | None
+    tool: str
+    snapshot: bytes
+    diagnostics: tuple[Diagnostic, ...]
+    argv: tuple[str, ...]
+
+    @property
+    def status(self) -> str:
+        """``passed``, ``failed`` or ``unknown`` (``run_status``)."""
+        return run_status(self.exit_code)
+
+
+def _run_record(name: str, wire: bytes) -> CommandRunRecord:
+    from ctxstore.errors import IndexCorrupt
+    from ctxstore.model import codec
+    from ctxstore.model.knowledge import record_from_wire
+
+    rec = record_from_wire(codec.decode(wire), "index")
+    if not isinstance(rec, CommandRunRecord):
+        raise IndexCorrupt(f"the index holds a {rec.KIND} record under command run {name!r}")
+    return rec
+
+
+def _past_run(db: Session, name: str, stamp: int, wire: bytes,
+              rec: CommandRunRecord | None = None) -> PastRun:
+    rec = rec or _run_record(name, wire)
+    snap = db.store.read_typed(ObjectId(rec.snapshot), DiagnosticsSnapshot)
+    return PastRun(rec.name, stamp, rec.exit_code, rec.tool, bytes(rec.snapshot),
+                   tuple(snap.diagnostics), tuple(snap.argv))
+
+
+def _previous_run(db: Session, conn: sqlite3.Connection, name: str,
+                  prev: tuple[int, bytes] | None) -> PastRun | None:
+    """The run of ``name`` the new one replaces (its winner before), or None."""
+    if prev is None:
+        return None
+    rows = command_run_history(conn, name, limit=1)
+    return _past_run(db, *rows[0]) if rows else None
+
+
+def run_history(session: Session, name: str | None = None, *, limit: int = 50,
+                failing_only: bool = False) -> list[PastRun]:
+    """Every stored run of every command (or of ``name``), newest first.
+
+    A new run of a name replaces the last one for ``ctx diagnostics`` and a pack's file
+    diagnostics, but each run stays in the store and the index: a command that failed
+    before it passed is remembered (``ctx diagnostics --history``, packs).
+
+    Args:
+        session: The open session (its index is brought up to date).
+        name: Only this command's runs.
+        limit: At most this many runs looked at (each returned reads its snapshot).
+        failing_only: Only the runs that did not pass (their snapshots alone are read).
+
+    Returns:
+        The runs, newest first.
+
+    Raises:
+        IndexCorrupt: (E007) if a version under a command run's key is not one.
+        ObjectMissing, ObjectCorrupt: if a run's snapshot is gone or damaged.
+    """
+    out = []
+    for name_, stamp, wire in command_run_history(session.index(), name, limit=limit):
+        rec = _run_record(name_, wire)
+        if not (failing_only and run_status(rec.exit_code) == "passed"):
+            out.append(_past_run(session, name_, stamp, wire, rec))
+    return out

@@ -36,7 +36,8 @@ from ctxstore.repo import Store
 
 __all__ = ["BUILD_TABLES", "BuildEdge", "DiagnosticRow", "CommandRunRow", "apply_build_record",
            "cargo_edges", "crate_key", "cargo_edge_path", "command_edge_path", "enclosing_item",
-           "find_winner", "latest_diagnostics", "command_runs", "cargo_packages"]
+           "find_winner", "latest_diagnostics", "command_runs", "command_run_history",
+           "cargo_packages"]
 
 BUILD_TABLES = ("packages", "targets", "crates", "command_runs", "diagnostics", "build_edges")
 
@@ -317,6 +318,34 @@ def command_runs(conn: sqlite3.Connection, name: str | None = None) -> list[Comm
     return [CommandRunRow(r[0], r[1], r[2], r[3], bytes(r[4]), bytes(r[5]), r[6], r[7],
                           json_cell(r[8], "command argv"), json_cell(r[9], "command notes"))
             for r in rows.fetchall()]
+
+
+_RUN_KEYS = ("command_run\x1f", "command_run\x20")  # every key of a command's runs, in order
+
+
+def command_run_history(conn: sqlite3.Connection, name: str | None = None, *,
+                        limit: int = 100) -> list[tuple[str, int, bytes]]:
+    """Every stored run of every command (or of one), newest first: each ``command_run`` version.
+
+    A new run of a name replaces the previous one as the name's winner, but each version
+    stays in ``versions`` (a purge takes its own out): the runs a command had.
+
+    Args:
+        conn: The index connection.
+        name: Only this command's runs.
+        limit: At most this many.
+
+    Returns:
+        ``(name, stamp, record)`` rows; ``record`` is the version's wire form (``codec``).
+    """
+    if name is not None:
+        rows = conn.execute("SELECT key, stamp, record FROM versions WHERE key = ?"
+                            " ORDER BY stamp DESC, version DESC LIMIT ?",
+                            (key_text(("command_run", name)), limit))
+    else:
+        rows = conn.execute("SELECT key, stamp, record FROM versions WHERE key >= ? AND key < ?"
+                            " ORDER BY stamp DESC, version DESC LIMIT ?", (*_RUN_KEYS, limit))
+    return [(str(r[0]).partition("\x1f")[2], int(r[1]), bytes(r[2])) for r in rows.fetchall()]
 
 
 def cargo_packages(conn: sqlite3.Connection, workspace: str) -> list[tuple[str, str, str, bool]]:

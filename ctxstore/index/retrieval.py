@@ -31,6 +31,7 @@ from ctxstore.search.ranked import ChunkRow, has_table
 from ctxstore.search.tokenize import cached_is_test_path
 
 __all__ = ["BODY", "PATH", "PACK_APART", "warm_corpus", "FileCorpus", "has_code", "has_diagnostics",
+           "has_command_runs",
            "file_table",
            "file_corpus", "read_corpus", "encode_corpus", "decode_corpus", "corpus_name",
            "corpus_apart", "code_generation", "all_import_edges", "file_components",
@@ -287,6 +288,19 @@ def has_files(conn: sqlite3.Connection) -> bool:
         True when the code tables exist and ``files`` holds a row.
     """
     return has_code(conn) and conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
+
+
+def has_command_runs(conn: sqlite3.Connection) -> bool:
+    """Whether any command's run is stored (``ctx add command``; docs/code.md).
+
+    Args:
+        conn: An index connection.
+
+    Returns:
+        True when the ``command_runs`` table holds a row.
+    """
+    return has_table(conn, "command_runs") and \
+        conn.execute("SELECT 1 FROM command_runs LIMIT 1").fetchone() is not None
 
 
 def has_diagnostics(conn: sqlite3.Connection) -> bool:

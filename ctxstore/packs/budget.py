@@ -1,6 +1,7 @@
 """A pack's budget (spec 002 §12, step 5): the response reserve, the header, the recent log, the fill.
 
-``reserved_for_response`` tokens are set aside; items are taken best first while they fit;
+``reserved_for_response`` tokens are set aside; items are taken while they fit, each file's
+best chunk first (``select.choose``);
 the pack's ``used`` never exceeds ``total - reserved_for_response``. For the text and markdown
 renderings (``render``), ``used`` counts what they print: the echoed task, each item's
 printed lines, the narrative section.
@@ -11,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ctxstore.packs.items import PackItem
 from ctxstore.packs.render import header_cost, narrative_cost
 
-__all__ = ["reserve_for", "fill", "rooms", "smallest_budget", "budget_note"]
+__all__ = ["reserve_for", "rooms", "smallest_budget", "budget_note"]
 
 _NARRATIVE_SHARE = 0.2  # the recent log takes at most this share of the room
 _SMALLEST_STEPS = 1_000    # search steps for the smallest budget that holds an item
@@ -31,26 +31,6 @@ def reserve_for(budget: int, max_response_tokens: int) -> int:
         The reserve.
     """
     return max(0, min(max_response_tokens, budget // 4))
-
-
-def fill(items: list[PackItem], room: int, fmt: str) -> tuple[list[PackItem], int]:
-    """Best first, each item taken when it still fits; returns the chosen and their cost.
-
-    An item costs what ``render.item_cost`` charges it in the pack's format.
-    """
-    chosen: list[PackItem] = []
-    used = 0
-    seen: set[tuple[str, str]] = set()
-    for item in sorted(items, key=lambda i: (-i.score, i.title)):
-        key = (item.object_id, item.title)
-        if key in seen:
-            continue
-        cost = item.cost(fmt)
-        if used + cost <= room:
-            chosen.append(item)
-            used += cost
-            seen.add(key)
-    return chosen, used
 
 
 def rooms(task: str, fmt: str, total: int, reserve: int, log: str) -> tuple[int, str, int]:

@@ -7,6 +7,7 @@ of the task's terms it holds; the latest diagnostics of stored commands in those
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 
     from ctxstore.session import Session
 
-__all__ = ["CANDIDATE_FACTOR", "chunk_items", "narrow_terms", "diagnostic_items"]
+__all__ = ["CANDIDATE_FACTOR", "chunk_items", "narrow_terms", "diagnostic_items",
+           "past_run_items"]
 
 CANDIDATE_FACTOR = 3   # chunks are read until they hold this many times the room
 _FILE_BATCH = 8
@@ -34,12 +36,13 @@ def chunk_items(conn: sqlite3.Connection, query: Query,
     """Scored chunk items of the given files (file -> (relevance, why), best first).
 
     Files are read best first until their chunks hold ``CANDIDATE_FACTOR`` times ``room``
-    tokens: what could never be chosen is not scored.
+    tokens and their best chunks alone fill ``room`` (a pack takes each file's best chunk
+    before a second one: ``select.choose``): what could never be chosen is not scored.
     """
     names = set(query.names)
     order = sorted(files, key=lambda p: (-files[p][0], p))
     items: list[PackItem] = []
-    held_tokens = 0
+    held_tokens = best_tokens = 0
     for start in range(0, len(order), _FILE_BATCH):
         batch = order[start:start + _FILE_BATCH]
         found = chunks_of(conn, [p for p in batch if files[p][1].get("matched_terms")])
@@ -51,13 +54,17 @@ def chunk_items(conn: sqlite3.Connection, query: Query,
             own = set(why.get("matched_terms", ()))
             scored = [(_chunk_share(c, own, names), c) for c in chunks]
             best = max((s for s, _ in scored), default=0.0)
+            best_chunk = None
             for share, chunk in scored:
                 if share <= 0 and not (best <= 0 and chunk is chunks[0]):
                     continue  # nothing of the task here (a file reached by the graph: its head)
                 items.append(_chunk_item(chunk, relevance * (0.25 + 0.75 * share), why,
                                          versions.get(path, "")))
                 held_tokens += chunk.tokens
-        if held_tokens >= CANDIDATE_FACTOR * room:
+                if best_chunk is None and share == best:
+                    best_chunk = chunk
+            best_tokens += best_chunk.tokens if best_chunk is not None else 0
+        if held_tokens >= CANDIDATE_FACTOR * room and best_tokens >= room:
             break
     return items
 
@@ -149,3 +156,89 @@ def diagnostic_items(session: Session, files: Mapping[str, tuple[float, dict[str
                            {"edge_path": [row.path, "Diagnostic", f"diagnostic:{row.id}"]},
                            {"path": row.path}))
     return items
+
+
+_PAST_RUNS = 3          # failing runs a pack shows at most
+_RUN_HISTORY = 20       # newest runs looked at
+_RUN_LINES = 12         # diagnostics listed per run
+_FAILURE_WORDS = re.compile(r"\b(?:fail\w*|error\w*|broke|broken|crash\w*|regress\w*|flak\w*|"
+                            r"traceback|exception\w*)\b", re.IGNORECASE)
+
+
+def past_run_items(session: Session, task: str, query: Query) -> list[PackItem]:
+    """Failing runs of stored commands, each with what came after it and its diagnostics.
+
+    A command's newest run replaces the last for ``ctx diagnostics``, but every run is
+    kept (``code.runs.run_history``): a test run that failed before it passed is what "why
+    did the tests fail at first" asks about. A failing run (or one with no exit status)
+    enters when the task speaks of failure (``_FAILURE_WORDS``: fail, error, broken,
+    crash, regression, flaky, traceback, exception), newest first at the best item's score
+    less a tenth per older run, or else when it holds the task's terms (two, or the only
+    one), scored by the share of them it holds as a node is. At most ``_PAST_RUNS``.
+    """
+    from ctxstore.index.retrieval import has_command_runs
+
+    if not has_command_runs(session.index()):
+        return []  # nothing stored: skip the command-run layer
+    from ctxstore.code.runs import diagnostics_summary, run_history
+    from ctxstore.index.build import command_run_history
+
+    asked = _FAILURE_WORDS.search(task) is not None
+    terms = list(query.weights)
+    runs = run_history(session, limit=_RUN_HISTORY, failing_only=True)
+    status = {(r[0], r[1]): _status_of(r) for r in command_run_history(session.index(),
+                                                                       limit=_RUN_HISTORY)}
+    items: list[PackItem] = []
+    for run in runs:
+        lines = [f"$ {' '.join(run.argv)}"] if run.argv else []
+        for diag in run.diagnostics[:_RUN_LINES]:
+            first = diag.spans[0] if diag.spans else None
+            where = f"{first.path}:{first.start_line}" if first and first.start_line > 0 \
+                else first.path if first else "-"
+            message = (diag.message.splitlines() or [""])[0]
+            lines.append(f"{diag.severity}{f'[{diag.code}]' if diag.code else ''} {where}: "
+                         f"{message}")
+        if len(run.diagnostics) > _RUN_LINES:
+            lines.append(f"... and {len(run.diagnostics) - _RUN_LINES} more")
+        snippet = "\n".join(lines) or "no diagnostics were parsed from its output"
+        held = held_terms(f"{run.name}\n{run.tool}\n{snippet}", terms) if terms else []
+        held = list(dict.fromkeys(held))
+        if asked:
+            score = max(0.0, 1.0 - 0.1 * len(items))
+        elif held and len(held) >= min(2, len(terms)):
+            score = min(1.0, len(held) / min(4, len(terms)))
+        else:
+            continue
+        later = min(((at, st) for (name, at), st in status.items()
+                     if name == run.name and at > run.run_at), default=None)
+        exit_text = "no exit status" if run.exit_code is None else f"exit {run.exit_code}"
+        title = (f"Command run: {run.name} {run.status} at {_utc(run.run_at)} ({exit_text}, "
+                 f"{diagnostics_summary(run.diagnostics)})")
+        if later is not None:
+            title += f"; then {later[1]} at {_utc(later[0])}"
+        why: dict[str, Any] = {"command_run": {
+            "name": run.name, "status": run.status, "run_at": _utc(run.run_at),
+            **({"then": later[1]} if later is not None else {})}}
+        if held:
+            why["matched_terms"] = held
+        items.append(PackItem(title, run.snapshot.hex(), snippet, score, "DiagnosticOutput",
+                              why, {}))
+        if len(items) >= _PAST_RUNS:
+            break
+    return items
+
+
+def _status_of(row: tuple[str, int, bytes]) -> str:
+    """A history row's status, from its record alone (no snapshot read)."""
+    from ctxstore.code.runs import run_status
+    from ctxstore.model import codec
+
+    exit_code = codec.decode(row[2]).get("exit_code")
+    return run_status(exit_code if isinstance(exit_code, int) else None)
+
+
+def _utc(ms: int) -> str:
+    """``2026-11-29 12:05 UTC``."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ms / 1000))

@@ -40,8 +40,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.index.retrieval import file_versions
-from ctxstore.packs.budget import budget_note, fill, reserve_for, rooms, smallest_budget
-from ctxstore.packs.content import chunk_items, diagnostic_items, narrow_terms
+from ctxstore.packs.budget import budget_note, reserve_for, rooms, smallest_budget
+from ctxstore.packs.content import chunk_items, diagnostic_items, narrow_terms, past_run_items
 from ctxstore.packs.expand import components, expand
 from ctxstore.packs.items import (
     CHUNK_KINDS,
@@ -55,6 +55,7 @@ from ctxstore.packs.narrative import narrative_items, node_items, scale_node_ite
 from ctxstore.packs.render import narrative_cost
 from ctxstore.packs.request import PackRequest
 from ctxstore.packs.seed import hit_why, rank_files
+from ctxstore.packs.select import DOC_SHARE, choose, is_doc_task
 from ctxstore.refs import read_head
 from ctxstore.search.rank import Params
 from ctxstore.search.tantivy_index import open_served, serves_packs
@@ -66,14 +67,16 @@ if TYPE_CHECKING:
 
     from ctxstore.session import Session
 
-__all__ = ["CHUNK_KINDS", "MAX_SEEDS", "MAX_EXPANDED", "SEED_SHARE", "MAX_FILES", "RANKED_FILES",
+__all__ = ["CHUNK_KINDS", "MAX_SEEDS", "MAX_EXPANDED", "SEED_SHARE", "MAX_FILES", "MIN_RELEVANCE",
+           "RANKED_FILES",
            "make_pack", "build_pack", "build_pack_result", "PackRequest", "PackResult", "Pack",
            "pack_notes", "budget_note", "reserve_for"]
 
 MAX_SEEDS = 5          # seed files at most
 SEED_SHARE = 0.5       # a seed scores at least this share of the best file
 MAX_EXPANDED = 50      # spec 002 §12.3 max_expanded_nodes
-MAX_FILES = 40         # files whose chunks are candidates
+MAX_FILES = 40         # files ranked for their chunks
+MIN_RELEVANCE = SEED_SHARE  # files whose chunks are candidates: at least this share of the best
 RANKED_FILES = 1000    # at most this many paths in ``ranked_files``
 
 
@@ -161,10 +164,13 @@ def _make_pack(session: Session, request: PackRequest, user: Session | None) -> 
         scc_used, expanded = components(conn, seeds)
         for path, route in expand(conn, seeds, depth, MAX_EXPANDED).items():
             expanded.setdefault(path, route)
-        for path, route in expanded.items():
-            if path not in files:  # half the seed's relevance per hop
-                files[path] = (files[route[0]][0] * 0.5 ** ((len(route) - 1) // 2),
-                               {"edge_path": route})
+        for path, route in expanded.items():  # half the seed's relevance per hop
+            relevance = files[route[0]][0] * 0.5 ** ((len(route) - 1) // 2)
+            if path not in files:
+                files[path] = (relevance, {"edge_path": route})
+            elif files[path][0] < relevance and not files[path][1].get("matched_terms"):
+                files[path] = (relevance, {**files[path][1], "edge_path": route})  # by the
+                # graph alone: the ranking's own graph term scored it below its expansion
     versions = {p: v.hex() for p, v in file_versions(conn, list(files)).items()}
     given = request.reserve
 
@@ -176,8 +182,11 @@ def _make_pack(session: Session, request: PackRequest, user: Session | None) -> 
     reserve = reserve_of(total)
     # A prompt rendering echoes the task first: its header is charged before anything else.
     room = rooms(shown_task, fmt, total, reserve, "")[2]  # before the recent log is known
-    items: list[PackItem] = chunk_items(conn, query, files, versions, room) \
-        + diagnostic_items(session, files)
+    # a file scoring under half the best (the seeds' rule) is gold about one time in a
+    # hundred on the code development set: its text would only dilute the pack
+    near = {p: v for p, v in files.items() if v[0] >= MIN_RELEVANCE}
+    items: list[PackItem] = chunk_items(conn, query, near, versions, room) \
+        + diagnostic_items(session, files) + past_run_items(session, task, query)
     log = ""
     if s.include_narrative:
         now_ms = clock_ms() if request.now_ms is None else request.now_ms
@@ -189,7 +198,9 @@ def _make_pack(session: Session, request: PackRequest, user: Session | None) -> 
         items += found
     log = escape_tags(log)
     echoed, recent, room = rooms(shown_task, fmt, total, reserve, log)
-    chosen, used = fill(items, room, fmt)
+    doc_room = None if is_doc_task(task, [h.path for h in hits], [h.path for h in hits if h.named]) \
+        else int(room * DOC_SHARE)
+    chosen, used = choose(items, room, fmt, doc_room=doc_room)
     smallest = None
     if items and not chosen:  # found, but none fits: the budget that holds the cheapest
         need = min(item.cost(fmt) for item in items)
