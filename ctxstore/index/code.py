@@ -20,7 +20,6 @@ ingested without ``--extract-semantics``) gets windows of ``WINDOW_LINES`` lines
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -28,7 +27,7 @@ from itertools import repeat
 from typing import Any
 
 from ctxstore.index.codedb import bump_generation
-from ctxstore.model.code import CodeRelation, CodeSymbol, FileVersion
+from ctxstore.model.code import CodeSymbol, FileVersion
 from ctxstore.model.knowledge import key_text
 from ctxstore.records import dataclass
 from ctxstore.search.tokenize import index_text, path_tokens, term_counts
@@ -93,11 +92,15 @@ class DocumentFrequencies:
     one row per term costs what the vocabulary costs, not what every posting does.
     """
 
-    __slots__ = ("delta", "files")
+    __slots__ = ("delta", "files", "keys", "released")
 
     def __init__(self) -> None:
         self.delta: Counter[tuple[str, int]] = Counter()
         self.files = 0
+        # code_keys ids looked up or made by this apply; ids whose edges were deleted (a key
+        # no edge names any more leaves code_keys at ``flush``)
+        self.keys: dict[tuple[str, str], int] = {}
+        self.released: set[int] = set()
 
     def flush(self, conn: sqlite3.Connection) -> None:
         """Write the gathered counts and bump the code generation (when a file changed).
@@ -107,6 +110,10 @@ class DocumentFrequencies:
         """
         if not self.files:
             return
+        if self.released:
+            _drop_unused_keys(conn, self.released)
+            self.released.clear()
+            self.keys.clear()
         changed = [(t, f, n) for (t, f), n in self.delta.items() if n]
         conn.executemany("INSERT INTO term_df(term, field, df) VALUES (?, ?, ?) ON CONFLICT"
                          " (term, field) DO UPDATE SET df = df + excluded.df", changed)
@@ -135,6 +142,7 @@ class FileRows:
     complete: bool
     note: str | None
     symbols: list[tuple[Any, ...]]
+    # (from_kind, from_key, to_kind, to_key, label, confidence, tool, line)
     edges: list[tuple[Any, ...]]
     # (qualname, kind, start_line, end_line, tokens, text, name terms, text terms): the
     # full-text fields hold the terms of ``search.tokenize`` (``index_text``)
@@ -155,7 +163,6 @@ def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
         The rows.
     """
     symbols = fv.symbols
-    blob_hex = fv.blob_id.hex()
     chunks = []
     for chunk in chunk_file(text, symbols):
         chunks.append((chunk.qualname, chunk.kind, chunk.start_line, chunk.end_line,
@@ -166,8 +173,8 @@ def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
         fv.complete, fv.note,
         [(fv.path, s.qualname, s.name, s.kind, s.visibility, s.parent, s.signature,
           s.start_byte, s.end_byte, s.start_line, s.end_line) for s in symbols],
-        [(fv.path, r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
-          _evidence(r, blob_hex)) for r in fv.relations],
+        [(r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
+          r.start_line) for r in fv.relations],
         chunks, dict(term_counts(text)), dict(Counter(path_tokens(fv.path))))
 
 
@@ -207,9 +214,12 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
         "INSERT INTO symbols(path, qualname, name, kind, visibility, parent, signature,"
         " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows.symbols)
+    keys = frequencies.keys
     conn.executemany(
-        "INSERT INTO code_edges(path, from_kind, from_key, to_kind, to_key, label, confidence,"
-        " tool, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows.edges)
+        "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(file_id, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey), label, conf,
+          tool, line) for fk, fkey, tk, tkey, label, conf, tool, line in rows.edges])
     body, where = rows.body_terms, rows.path_terms
     frequencies.delta.update(zip(body, repeat(0)))
     frequencies.delta.update(zip(where, repeat(1)))
@@ -250,16 +260,30 @@ def set_skipped(conn: sqlite3.Connection, path: str, size: int | None, mtime_ns:
                      (path, size, mtime_ns))
 
 
-def _evidence(r: CodeRelation, blob_hex: str) -> str:
-    """The ``code_edges.evidence`` JSON of a relation, keys sorted.
+def _key_id(conn: sqlite3.Connection, keys: dict[tuple[str, str], int], kind: str | None,
+            key: str | None) -> int | None:
+    """The ``code_keys`` id of an endpoint, made when new (None for an incomplete endpoint)."""
+    if kind is None or key is None:
+        return None
+    found = keys.get((kind, key))
+    if found is None:
+        row = conn.execute("SELECT id FROM code_keys WHERE key = ? AND kind = ?",
+                           (key, kind)).fetchone()
+        found = int(row[0]) if row is not None else int(conn.execute(
+            "INSERT INTO code_keys(kind, key) VALUES (?, ?)", (kind, key)).lastrowid or 0)
+        keys[(kind, key)] = found
+    return found
 
-    The same text as ``json.dumps({...}, sort_keys=True)`` of the map, built directly: one
-    edge of a full index is otherwise a fresh encoder per edge (a quarter of an apply).
-    """
-    detail = f'"detail": {json.dumps(dict(r.detail), sort_keys=True)}, ' if r.detail else ""
-    return (f'{{"blob": "{blob_hex}", "confidence": {json.dumps(r.confidence)}, {detail}'
-            f'"lines": [{r.start_line}, {r.end_line}], "span": [{r.start_byte}, {r.end_byte}], '
-            f'"target": {json.dumps(r.target)}, "tool": {json.dumps(r.tool)}}}')
+
+def _drop_unused_keys(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
+    """Delete the ``code_keys`` among ``ids`` that no edge names any more."""
+    wanted = sorted(ids)
+    for start in range(0, len(wanted), 500):
+        part = wanted[start:start + 500]
+        conn.execute(f"DELETE FROM code_keys WHERE id IN ({','.join('?' * len(part))})"  # noqa: S608
+                     " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE src = code_keys.id)"
+                     " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE dst = code_keys.id)",
+                     part)
 
 
 def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
@@ -271,7 +295,12 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
                      (path,))
     conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?)",
                  (path,))
-    for table in ("chunks", "code_edges", "symbols", "files"):
+    file_ids = "SELECT rowid FROM files WHERE path = ?"
+    for src, dst in conn.execute(f"SELECT src, dst FROM code_edge_rows WHERE file IN ({file_ids})",  # noqa: S608
+                                 (path,)):
+        frequencies.released.update(k for k in (src, dst) if k is not None)
+    conn.execute(f"DELETE FROM code_edge_rows WHERE file IN ({file_ids})", (path,))  # noqa: S608
+    for table in ("chunks", "symbols", "files"):
         conn.execute(f"DELETE FROM {table} WHERE path = ?", (path,))  # noqa: S608 - fixed names
 
 
