@@ -72,3 +72,23 @@ def test_an_endpoint_is_stored_once_and_leaves_with_its_last_edge(tmp_path: Path
             " WHERE e.src = k.id OR e.dst = k.id)")}
     assert named == {k for _, k in keys}
     _verify(ctx_dir)
+
+
+def test_ctx_index_rebuilds_a_code_index_of_an_older_schema(tmp_path: Path) -> None:
+    """After an upgrade, ``ctx index`` drops the older code index and makes it again.
+
+    It used to stop with E006 after the lock timeout: the drop waited for the code index's
+    lock, which the same ``ctx index`` already held.
+    """
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {"pkg/util.py": "def shared_helper():\n    return 1\n"})
+    ctx_json(ctx_dir, "index")
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        conn.execute("PRAGMA user_version = 1")
+    r = run_ctx(["--ctx-dir", str(ctx_dir), "--format", "json", "index"], cwd=ctx_dir.parent,
+                timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["written"] == ["pkg/util.py"]
+    assert "older" in r.stderr or "rebuilt" in r.stderr or "code schema version 1" in r.stderr
+    assert ("item", "pkg.util.shared_helper") in _keys(ctx_dir)
+    _verify(ctx_dir)

@@ -349,6 +349,9 @@ def _ingest(db: Session, candidates: list[str], *, scope: list[str] | None, remo
     folder = index_dir(store)
     with fsio.open_dir(store.root) as root:
         root.ensure_dir(folder)
+    # Opened first: a code index of an older schema (or a damaged one) is dropped under the
+    # same lock, which this process could not take again while holding it.
+    db.index()
     with fsio.hold_lock(folder / CODE_LOCK, timeout=store.lock_timeout):
         return _run(db, candidates, scope=scope, removals=removals, semantics=semantics,
                     budget=budget, jobs=jobs, progress=progress, snapshot=snapshot, full=full)
