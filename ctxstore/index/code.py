@@ -37,8 +37,9 @@ __all__ = ["DocumentFrequencies", "FileRow", "FileRows", "StatRow", "SymbolHit",
            "apply_version", "apply_rows", "prepare_rows", "recount_term_df", "replace_file_sccs",
            "clear_code_rows", "mark_file_sccs_current",
            "remove_path", "set_stat", "set_skipped", "file_rows", "file_row", "stat_rows",
-           "snapshot_heads", "import_shape", "imported_by_others",
+           "snapshot_heads", "import_shape", "names_imported",
            "skipped_rows", "symbols_by", "symbols_in", "task_node_ids", "chunk_file",
+           "ListingState", "listing_state", "set_listing_state",
            "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
 WINDOW_LINES = 60
 CLASS_SPLIT_TOKENS = 1500
@@ -423,8 +424,9 @@ class StatRow:
 def stat_rows(conn: sqlite3.Connection) -> dict[str, StatRow]:
     """Every indexed file's ``StatRow``, by path."""
     return {str(p): StatRow(bytes(v), bytes(b), n, int(st), sz, mt, mod, bool(nm))
-            for p, v, b, n, st, sz, mt, mod, nm in conn.execute(
-                "SELECT path, version, blob, note, stamp, size, mtime_ns, module, named FROM files")}
+            for p, v, b, n, st, sz, mt, mod, nm in conn.execute(  # fetchall: one call, not 10,000
+                "SELECT path, version, blob, note, stamp, size, mtime_ns, module, named FROM files"
+            ).fetchall()}
 
 
 def snapshot_heads(conn: sqlite3.Connection, paths: Iterable[str]
@@ -468,17 +470,13 @@ def import_shape(conn: sqlite3.Connection, path: str) -> tuple[frozenset[tuple[s
     return targets, names
 
 
-def imported_by_others(conn: sqlite3.Connection, path: str, names: Iterable[str]) -> bool:
-    """Whether another file imports ``path`` itself or one of ``names`` (qualified names)."""
-    if conn.execute("SELECT 1 FROM code_edges WHERE to_kind = 'file' AND to_key = ?"
-                    " AND label = 'Imports' AND path != ? LIMIT 1", (path, path)).fetchone():
-        return True
+def names_imported(conn: sqlite3.Connection, names: Iterable[str]) -> bool:
+    """Whether an indexed file imports one of ``names`` (qualified names) by name."""
     wanted = list(dict.fromkeys(names))
     for start in range(0, len(wanted), 500):
         part = wanted[start:start + 500]
         if conn.execute(f"SELECT 1 FROM code_edges WHERE to_kind = 'item' AND label = 'Imports'"  # noqa: S608
-                        f" AND to_key IN ({','.join('?' * len(part))}) AND path != ? LIMIT 1",
-                        (*part, path)).fetchone():
+                        f" AND to_key IN ({','.join('?' * len(part))}) LIMIT 1", part).fetchone():
             return True
     return False
 
@@ -557,6 +555,55 @@ def clear_code_rows(conn: sqlite3.Connection) -> None:
         if table != "code_meta":
             conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
     bump_generation(conn)
+
+
+@dataclass(frozen=True, slots=True)
+class ListingState:
+    """What Git said when a run last listed the whole work tree (``code_meta`` ``git``).
+
+    Attributes:
+        head: The commit HEAD named then ("" before the first commit).
+        dirty: The paths that may differ from that commit's files as indexed: those
+            ``git status`` named then and those the runs since read.
+        config: What the listing depended on besides Git (``ctx index``'s settings).
+    """
+
+    head: str
+    dirty: tuple[str, ...]
+    config: str
+
+
+def listing_state(conn: sqlite3.Connection) -> ListingState | None:
+    """The recorded ``ListingState``, or None (none recorded, or not one this ctx wrote)."""
+    import json
+
+    from ctxstore.index.codedb import meta_value
+
+    raw = meta_value(conn, "git")
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    head, dirty, config = data.get("head"), data.get("dirty"), data.get("config")
+    if not (isinstance(head, str) and isinstance(config, str) and isinstance(dirty, list)
+            and all(isinstance(p, str) for p in dirty)):
+        return None
+    return ListingState(head, tuple(dirty), config)
+
+
+def set_listing_state(conn: sqlite3.Connection, state: ListingState | None) -> None:
+    """Record ``state`` (None forgets it), inside the caller's write of the code tables."""
+    import json
+
+    from ctxstore.index.codedb import set_meta
+
+    if state is None:
+        conn.execute("DELETE FROM code_meta WHERE key = 'git'")
+        return
+    set_meta(conn, "git", json.dumps({"head": state.head, "dirty": sorted(set(state.dirty)),
+                                      "config": state.config}))
 
 
 def mark_file_sccs_current(conn: sqlite3.Connection) -> None:

@@ -134,8 +134,9 @@ CODE_TABLES = ("code_meta", "files", "skipped", "symbols", "code_keys", "code_ed
 _expected: frozenset[SchemaRow] | None = None
 # Keys of code_meta: 'generation' (an integer bumped by every change of the code tables),
 # 'fingerprint' (what the extraction depended on: a change re-reads every file), 'sccs' (the
-# generation file_sccs were computed at).
-_META_KEYS = frozenset({"generation", "fingerprint", "sccs"})
+# generation file_sccs were computed at), 'git' (what Git said at the last run over the whole
+# tree: ``index.code.listing_state``).
+_META_KEYS = frozenset({"generation", "fingerprint", "sccs", "git"})
 
 
 def code_schema(prefix: str = "") -> str:
