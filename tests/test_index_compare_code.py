@@ -119,7 +119,7 @@ def _copy(template: Path, dest: Path) -> Path:
 
 
 _CODE_WORDS = (" symbols", " chunks", "chunks_fts", " code_edges", " files", "file_terms",
-               "file_lengths", "term_df", "corpus_cache")
+               "file_lengths", "term_df", "corpus_cache", " code_keys", " code_edge_rows")
 
 
 def _sql(root: Path, *statements: str) -> None:
@@ -188,13 +188,22 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         # the name's terms (search.tokenize): the dotted name's words
         ["index:chunks_fts: (pkg/b.py, 1): name is forged, the replay has pkg b helper"]),
     "extra-code-edge": (
-        "INSERT INTO code_edges VALUES ('pkg/b.py', 'file', 'pkg/b.py', 'file', 'pkg/a.py',"
-        " 'Imports', 'high', 'forged', NULL)",
+        "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line) SELECT"
+        " f.rowid, (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/b.py'),"
+        " (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/a.py'), 'Imports',"
+        " 'high', 'forged', NULL FROM files f WHERE f.path = 'pkg/b.py'",
         ["index:code_edges: (pkg/b.py, file, pkg/b.py, file, pkg/a.py, Imports): not in the replay",
          # the SCC view is checked against the code index's edges: the forged one makes a cycle
          "derived:scc_latest: names {scc}, which differs from the view the store gives "
          "(file:pkg/a.py is in component 8, the replay puts it in 9); "
          "`ctx rebuild --scc` rebuilds it"]),
+    "orphan-code-key": (
+        "INSERT INTO code_keys(kind, key) VALUES ('item', 'pkg.forged')",
+        ["index:code_keys: item:pkg.forged: named by no edge"]),
+    "edge-of-no-file": (
+        "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line)"
+        " VALUES (4242, NULL, NULL, 'Calls', 'medium', 'parser', 3)",
+        ["index:code_edge_rows: file 4242: edges of a file not indexed"]),
     "missing-build-edge": (
         "DELETE FROM build_edges WHERE path = 'cmd:mypy' AND to_kind = 'item'"
         " AND to_key = 'pkg.b.helper'",

@@ -31,8 +31,9 @@ from ctxstore import fsio
 from ctxstore.errors import UnsafePath
 from ctxstore.records import dataclass
 
-__all__ = ["BUILD_OUTPUT_GLOBS", "WalkResult", "GlobSet", "walk_tree", "glob_source",
-           "glob_regex", "matches_any", "build_output"]
+__all__ = ["BUILD_OUTPUT_GLOBS", "WalkResult", "GlobSet", "GitStatus", "walk_tree", "glob_source",
+           "glob_regex", "matches_any", "build_output", "filter_paths", "git_status",
+           "git_changed", "git_tracked"]
 
 _ALWAYS_SKIPPED = (".ctx", ".git")
 # Folders whose files are what a build, a package manager or a tool wrote, at any depth
@@ -200,19 +201,133 @@ def walk_tree(root: Path, *, ignore_globs: Iterable[str] = (),
     Returns:
         The files, sorted; symlinks are listed (the caller decides about them).
     """
-    patterns = GlobSet([g for g in ignore_globs if g.strip()])
     listed = _git_files(root, under)
     result = WalkResult(source="git") if listed is not None else WalkResult()
     if listed is None:
         listed = _walk_files(root)
+    result.files = filter_paths(root, listed, ignore_globs=ignore_globs, under=under,
+                                build_outputs=build_outputs)
+    return result
+
+
+def filter_paths(root: Path, paths: Iterable[str], *, ignore_globs: Iterable[str] = (),
+                 under: Sequence[str] = (), build_outputs: bool = False) -> list[str]:
+    """Of the paths Git (or the walk) lists, those ``walk_tree`` keeps, sorted.
+
+    Args:
+        root: The work tree's root.
+        paths: Repository-relative paths as listed.
+        ignore_globs: ``[ingestion] ignore_globs``.
+        under: Only paths at or below these (all when empty).
+        build_outputs: Also keep build outputs.
+
+    Returns:
+        The paths outside ``.ctx/`` and ``.git/``, not matching an ignore glob, in scope and
+        (unless asked for) not build outputs.
+    """
+    patterns = GlobSet([g for g in ignore_globs if g.strip()])
     scope = [u.strip("/") for u in under if u.strip("/") not in ("", ".")]
     outputs = None if build_outputs else _BuildOutputs(root)
-    result.files = sorted(
-        p for p in set(listed)
+    return sorted(
+        p for p in set(paths)
         if p.split("/", 1)[0] not in _ALWAYS_SKIPPED and not matches_any(p, patterns)
         and (not scope or any(p == s or p.startswith(s + "/") for s in scope))
         and (outputs is None or not outputs.holds(p)))
-    return result
+
+
+@dataclass(frozen=True)
+class GitStatus:
+    """What ``git status`` says of the work tree.
+
+    Attributes:
+        head: HEAD's commit id ("" on a branch with no commit yet).
+        named: Every path it names: untracked and not ignored, or tracked and changed in
+            the index or the work tree (deleted included).
+        listed: Those of ``named`` that ``git ls-files -co --exclude-standard`` lists:
+            untracked ones, and tracked ones still in the index.
+    """
+
+    head: str
+    named: frozenset[str]
+    listed: frozenset[str]
+
+
+def _git_run(root: Path, args: list[str]) -> bytes | None:
+    """Git's standard output, or None when Git is missing or fails (not a work tree, ...)."""
+    try:
+        res = subprocess.run(["git", "--no-optional-locks", "-c", "core.quotepath=off", *args],
+                             cwd=root, capture_output=True, check=False)
+    except (FileNotFoundError, OSError):
+        return None
+    return res.stdout if res.returncode == 0 else None
+
+
+def git_status(root: Path) -> GitStatus | None:
+    """``git status`` of the whole work tree (untracked files one by one), or None.
+
+    Runs without optional locks: it never writes ``.git/index`` (a refresh Git would keep is
+    left to Git's own commands) and never waits for another Git command's lock.
+    """
+    out = _git_run(root, ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all",
+                          "--no-renames", "--ignore-submodules=none"])
+    if out is None:
+        return None
+    head = ""
+    named: set[str] = set()
+    listed: set[str] = set()
+    entries = out.decode("utf-8", "surrogateescape").split("\0")
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        i += 1
+        kind = entry[:2]
+        if entry.startswith("# branch.oid "):
+            oid = entry[len("# branch.oid "):]
+            head = "" if oid == "(initial)" else oid
+        elif kind == "1 ":
+            fields = entry.split(" ", 8)
+            named.add(fields[8])
+            if fields[1][0] != "D":  # a staged deletion: no longer in the index
+                listed.add(fields[8])
+        elif kind == "2 ":  # a rename (despite --no-renames): the original path follows
+            fields = entry.split(" ", 9)
+            named.update((fields[9], entries[i]))
+            listed.add(fields[9])
+            i += 1
+        elif kind == "u ":
+            path = entry.split(" ", 10)[10]
+            named.add(path)
+            listed.add(path)
+        elif kind == "? ":
+            named.add(entry[2:])
+            listed.add(entry[2:])
+    if not any(e.startswith("# branch.oid ") for e in entries):
+        return None  # a status in a form not known here
+    return GitStatus(head, frozenset(named), frozenset(listed))
+
+
+def git_changed(root: Path, old: str, new: str) -> set[str] | None:
+    """The paths that differ between two commits (both sides of a rename), or None."""
+    out = _git_run(root, ["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
+                          old, new, "--"])
+    if out is None:
+        return None
+    return {p for p in out.decode("utf-8", "surrogateescape").split("\0") if p}
+
+
+_TRACKED_BATCH = 500
+
+
+def git_tracked(root: Path, paths: Sequence[str]) -> set[str] | None:
+    """Which of ``paths`` are in Git's index, or None."""
+    found: set[str] = set()
+    for start in range(0, len(paths), _TRACKED_BATCH):
+        part = paths[start:start + _TRACKED_BATCH]
+        out = _git_run(root, ["--literal-pathspecs", "ls-files", "-c", "-z", "--", *part])
+        if out is None:
+            return None
+        found.update(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p)
+    return found & set(paths)
 
 
 class _BuildOutputs:

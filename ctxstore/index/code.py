@@ -20,7 +20,6 @@ ingested without ``--extract-semantics``) gets windows of ``WINDOW_LINES`` lines
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -28,7 +27,7 @@ from itertools import repeat
 from typing import Any
 
 from ctxstore.index.codedb import bump_generation
-from ctxstore.model.code import CodeRelation, CodeSymbol, FileVersion
+from ctxstore.model.code import CodeSymbol, FileVersion
 from ctxstore.model.knowledge import key_text
 from ctxstore.records import dataclass
 from ctxstore.search.tokenize import index_text, path_tokens, term_counts
@@ -38,8 +37,9 @@ __all__ = ["DocumentFrequencies", "FileRow", "FileRows", "StatRow", "SymbolHit",
            "apply_version", "apply_rows", "prepare_rows", "recount_term_df", "replace_file_sccs",
            "clear_code_rows", "mark_file_sccs_current",
            "remove_path", "set_stat", "set_skipped", "file_rows", "file_row", "stat_rows",
-           "snapshot_heads", "import_shape", "imported_by_others",
+           "snapshot_heads", "import_shape", "names_imported",
            "skipped_rows", "symbols_by", "symbols_in", "task_node_ids", "chunk_file",
+           "ListingState", "listing_state", "set_listing_state",
            "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
 WINDOW_LINES = 60
 CLASS_SPLIT_TOKENS = 1500
@@ -93,11 +93,15 @@ class DocumentFrequencies:
     one row per term costs what the vocabulary costs, not what every posting does.
     """
 
-    __slots__ = ("delta", "files")
+    __slots__ = ("delta", "files", "keys", "released")
 
     def __init__(self) -> None:
         self.delta: Counter[tuple[str, int]] = Counter()
         self.files = 0
+        # code_keys ids looked up or made by this apply; ids whose edges were deleted (a key
+        # no edge names any more leaves code_keys at ``flush``)
+        self.keys: dict[tuple[str, str], int] = {}
+        self.released: set[int] = set()
 
     def flush(self, conn: sqlite3.Connection) -> None:
         """Write the gathered counts and bump the code generation (when a file changed).
@@ -107,6 +111,10 @@ class DocumentFrequencies:
         """
         if not self.files:
             return
+        if self.released:
+            _drop_unused_keys(conn, self.released)
+            self.released.clear()
+            self.keys.clear()
         changed = [(t, f, n) for (t, f), n in self.delta.items() if n]
         conn.executemany("INSERT INTO term_df(term, field, df) VALUES (?, ?, ?) ON CONFLICT"
                          " (term, field) DO UPDATE SET df = df + excluded.df", changed)
@@ -135,6 +143,7 @@ class FileRows:
     complete: bool
     note: str | None
     symbols: list[tuple[Any, ...]]
+    # (from_kind, from_key, to_kind, to_key, label, confidence, tool, line)
     edges: list[tuple[Any, ...]]
     # (qualname, kind, start_line, end_line, tokens, text, name terms, text terms): the
     # full-text fields hold the terms of ``search.tokenize`` (``index_text``)
@@ -155,7 +164,6 @@ def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
         The rows.
     """
     symbols = fv.symbols
-    blob_hex = fv.blob_id.hex()
     chunks = []
     for chunk in chunk_file(text, symbols):
         chunks.append((chunk.qualname, chunk.kind, chunk.start_line, chunk.end_line,
@@ -166,8 +174,8 @@ def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
         fv.complete, fv.note,
         [(fv.path, s.qualname, s.name, s.kind, s.visibility, s.parent, s.signature,
           s.start_byte, s.end_byte, s.start_line, s.end_line) for s in symbols],
-        [(fv.path, r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
-          _evidence(r, blob_hex)) for r in fv.relations],
+        [(r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
+          r.start_line) for r in fv.relations],
         chunks, dict(term_counts(text)), dict(Counter(path_tokens(fv.path))))
 
 
@@ -207,9 +215,12 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
         "INSERT INTO symbols(path, qualname, name, kind, visibility, parent, signature,"
         " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows.symbols)
+    keys = frequencies.keys
     conn.executemany(
-        "INSERT INTO code_edges(path, from_kind, from_key, to_kind, to_key, label, confidence,"
-        " tool, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows.edges)
+        "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(file_id, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey), label, conf,
+          tool, line) for fk, fkey, tk, tkey, label, conf, tool, line in rows.edges])
     body, where = rows.body_terms, rows.path_terms
     frequencies.delta.update(zip(body, repeat(0)))
     frequencies.delta.update(zip(where, repeat(1)))
@@ -250,16 +261,30 @@ def set_skipped(conn: sqlite3.Connection, path: str, size: int | None, mtime_ns:
                      (path, size, mtime_ns))
 
 
-def _evidence(r: CodeRelation, blob_hex: str) -> str:
-    """The ``code_edges.evidence`` JSON of a relation, keys sorted.
+def _key_id(conn: sqlite3.Connection, keys: dict[tuple[str, str], int], kind: str | None,
+            key: str | None) -> int | None:
+    """The ``code_keys`` id of an endpoint, made when new (None for an incomplete endpoint)."""
+    if kind is None or key is None:
+        return None
+    found = keys.get((kind, key))
+    if found is None:
+        row = conn.execute("SELECT id FROM code_keys WHERE key = ? AND kind = ?",
+                           (key, kind)).fetchone()
+        found = int(row[0]) if row is not None else int(conn.execute(
+            "INSERT INTO code_keys(kind, key) VALUES (?, ?)", (kind, key)).lastrowid or 0)
+        keys[(kind, key)] = found
+    return found
 
-    The same text as ``json.dumps({...}, sort_keys=True)`` of the map, built directly: one
-    edge of a full index is otherwise a fresh encoder per edge (a quarter of an apply).
-    """
-    detail = f'"detail": {json.dumps(dict(r.detail), sort_keys=True)}, ' if r.detail else ""
-    return (f'{{"blob": "{blob_hex}", "confidence": {json.dumps(r.confidence)}, {detail}'
-            f'"lines": [{r.start_line}, {r.end_line}], "span": [{r.start_byte}, {r.end_byte}], '
-            f'"target": {json.dumps(r.target)}, "tool": {json.dumps(r.tool)}}}')
+
+def _drop_unused_keys(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
+    """Delete the ``code_keys`` among ``ids`` that no edge names any more."""
+    wanted = sorted(ids)
+    for start in range(0, len(wanted), 500):
+        part = wanted[start:start + 500]
+        conn.execute(f"DELETE FROM code_keys WHERE id IN ({','.join('?' * len(part))})"  # noqa: S608
+                     " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE src = code_keys.id)"
+                     " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE dst = code_keys.id)",
+                     part)
 
 
 def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
@@ -271,7 +296,12 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
                      (path,))
     conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?)",
                  (path,))
-    for table in ("chunks", "code_edges", "symbols", "files"):
+    file_ids = "SELECT rowid FROM files WHERE path = ?"
+    for src, dst in conn.execute(f"SELECT src, dst FROM code_edge_rows WHERE file IN ({file_ids})",  # noqa: S608
+                                 (path,)):
+        frequencies.released.update(k for k in (src, dst) if k is not None)
+    conn.execute(f"DELETE FROM code_edge_rows WHERE file IN ({file_ids})", (path,))  # noqa: S608
+    for table in ("chunks", "symbols", "files"):
         conn.execute(f"DELETE FROM {table} WHERE path = ?", (path,))  # noqa: S608 - fixed names
 
 
@@ -394,8 +424,9 @@ class StatRow:
 def stat_rows(conn: sqlite3.Connection) -> dict[str, StatRow]:
     """Every indexed file's ``StatRow``, by path."""
     return {str(p): StatRow(bytes(v), bytes(b), n, int(st), sz, mt, mod, bool(nm))
-            for p, v, b, n, st, sz, mt, mod, nm in conn.execute(
-                "SELECT path, version, blob, note, stamp, size, mtime_ns, module, named FROM files")}
+            for p, v, b, n, st, sz, mt, mod, nm in conn.execute(  # fetchall: one call, not 10,000
+                "SELECT path, version, blob, note, stamp, size, mtime_ns, module, named FROM files"
+            ).fetchall()}
 
 
 def snapshot_heads(conn: sqlite3.Connection, paths: Iterable[str]
@@ -439,17 +470,13 @@ def import_shape(conn: sqlite3.Connection, path: str) -> tuple[frozenset[tuple[s
     return targets, names
 
 
-def imported_by_others(conn: sqlite3.Connection, path: str, names: Iterable[str]) -> bool:
-    """Whether another file imports ``path`` itself or one of ``names`` (qualified names)."""
-    if conn.execute("SELECT 1 FROM code_edges WHERE to_kind = 'file' AND to_key = ?"
-                    " AND label = 'Imports' AND path != ? LIMIT 1", (path, path)).fetchone():
-        return True
+def names_imported(conn: sqlite3.Connection, names: Iterable[str]) -> bool:
+    """Whether an indexed file imports one of ``names`` (qualified names) by name."""
     wanted = list(dict.fromkeys(names))
     for start in range(0, len(wanted), 500):
         part = wanted[start:start + 500]
         if conn.execute(f"SELECT 1 FROM code_edges WHERE to_kind = 'item' AND label = 'Imports'"  # noqa: S608
-                        f" AND to_key IN ({','.join('?' * len(part))}) AND path != ? LIMIT 1",
-                        (*part, path)).fetchone():
+                        f" AND to_key IN ({','.join('?' * len(part))}) LIMIT 1", part).fetchone():
             return True
     return False
 
@@ -528,6 +555,55 @@ def clear_code_rows(conn: sqlite3.Connection) -> None:
         if table != "code_meta":
             conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
     bump_generation(conn)
+
+
+@dataclass(frozen=True, slots=True)
+class ListingState:
+    """What Git said when a run last listed the whole work tree (``code_meta`` ``git``).
+
+    Attributes:
+        head: The commit HEAD named then ("" before the first commit).
+        dirty: The paths that may differ from that commit's files as indexed: those
+            ``git status`` named then and those the runs since read.
+        config: What the listing depended on besides Git (``ctx index``'s settings).
+    """
+
+    head: str
+    dirty: tuple[str, ...]
+    config: str
+
+
+def listing_state(conn: sqlite3.Connection) -> ListingState | None:
+    """The recorded ``ListingState``, or None (none recorded, or not one this ctx wrote)."""
+    import json
+
+    from ctxstore.index.codedb import meta_value
+
+    raw = meta_value(conn, "git")
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    head, dirty, config = data.get("head"), data.get("dirty"), data.get("config")
+    if not (isinstance(head, str) and isinstance(config, str) and isinstance(dirty, list)
+            and all(isinstance(p, str) for p in dirty)):
+        return None
+    return ListingState(head, tuple(dirty), config)
+
+
+def set_listing_state(conn: sqlite3.Connection, state: ListingState | None) -> None:
+    """Record ``state`` (None forgets it), inside the caller's write of the code tables."""
+    import json
+
+    from ctxstore.index.codedb import set_meta
+
+    if state is None:
+        conn.execute("DELETE FROM code_meta WHERE key = 'git'")
+        return
+    set_meta(conn, "git", json.dumps({"head": state.head, "dirty": sorted(set(state.dirty)),
+                                      "config": state.config}))
 
 
 def mark_file_sccs_current(conn: sqlite3.Connection) -> None:

@@ -44,7 +44,10 @@ CODE_LOCK = "code.lock"  # one `ctx index` (or `ctx add file`) writes the code t
 # 1: the code tables move out of index.sqlite (issue 30): per clone, from the work tree; the
 #    stat cache (size, mtime_ns), the module name and ``named`` on ``files``; ``skipped``;
 #    ``code_meta`` (``generation``, ``fingerprint``); ``file_sccs`` (import cycles)
-CODE_SCHEMA_VERSION = 1
+# 2: code edges as integers naming ``code_keys`` (``code_edge_rows``) behind the view
+#    ``code_edges``; the line of an edge instead of a JSON copy of its evidence (the index
+#    was 11.7x the tree it covers, more than half of it code edges)
+CODE_SCHEMA_VERSION = 2
 
 CODE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {s}code_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -69,13 +72,25 @@ CREATE TABLE IF NOT EXISTS {s}symbols (
 CREATE INDEX IF NOT EXISTS {s}symbols_path ON symbols(path, kind, qualname);
 CREATE INDEX IF NOT EXISTS {s}symbols_name ON symbols(name);
 CREATE INDEX IF NOT EXISTS {s}symbols_qualname ON symbols(qualname, path);
-CREATE TABLE IF NOT EXISTS {s}code_edges (
-    path TEXT NOT NULL, from_kind TEXT, from_key TEXT, to_kind TEXT, to_key TEXT,
-    label TEXT NOT NULL, confidence TEXT NOT NULL, tool TEXT NOT NULL, evidence TEXT
+-- code edges (index.code): each endpoint (kind, key) once in code_keys, each edge a row of
+-- small integers naming them (file = files.rowid, the file whose version produced it), and
+-- its line; code_edges is the view every reader queries
+CREATE TABLE IF NOT EXISTS {s}code_keys (
+    id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS {s}code_edges_from ON code_edges(from_kind, from_key, label);
-CREATE INDEX IF NOT EXISTS {s}code_edges_to ON code_edges(to_kind, to_key, label, path);
-CREATE INDEX IF NOT EXISTS {s}code_edges_path ON code_edges(path, label, to_kind, to_key);
+CREATE UNIQUE INDEX IF NOT EXISTS {s}code_keys_key ON code_keys(key, kind);
+CREATE TABLE IF NOT EXISTS {s}code_edge_rows (
+    file INTEGER NOT NULL, src INTEGER, dst INTEGER, label TEXT NOT NULL,
+    confidence TEXT NOT NULL, tool TEXT NOT NULL, line INTEGER
+);
+CREATE INDEX IF NOT EXISTS {s}code_edge_rows_src ON code_edge_rows(src, label);
+CREATE INDEX IF NOT EXISTS {s}code_edge_rows_dst ON code_edge_rows(dst, label);
+CREATE INDEX IF NOT EXISTS {s}code_edge_rows_file ON code_edge_rows(file, label);
+CREATE VIEW IF NOT EXISTS {s}code_edges(path, from_kind, from_key, to_kind, to_key, label,
+    confidence, tool, line) AS
+    SELECT f.path, a.kind, a.key, b.kind, b.key, e.label, e.confidence, e.tool, e.line
+    FROM code_edge_rows e JOIN files f ON f.rowid = e.file
+    LEFT JOIN code_keys a ON a.id = e.src LEFT JOIN code_keys b ON b.id = e.dst;
 CREATE TABLE IF NOT EXISTS {s}chunks (
     rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT, kind TEXT NOT NULL,
     start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, tokens INTEGER NOT NULL,
@@ -113,14 +128,15 @@ CREATE TABLE IF NOT EXISTS {s}file_sccs (
 CREATE INDEX IF NOT EXISTS {s}file_sccs_scc ON file_sccs(scc, path);
 """
 
-CODE_TABLES = ("code_meta", "files", "skipped", "symbols", "code_edges", "chunks", "chunks_fts",
-               "file_terms", "file_lengths", "term_df", "corpus_cache", "file_sccs")
+CODE_TABLES = ("code_meta", "files", "skipped", "symbols", "code_keys", "code_edge_rows", "chunks",
+               "chunks_fts", "file_terms", "file_lengths", "term_df", "corpus_cache", "file_sccs")
 
 _expected: frozenset[SchemaRow] | None = None
 # Keys of code_meta: 'generation' (an integer bumped by every change of the code tables),
 # 'fingerprint' (what the extraction depended on: a change re-reads every file), 'sccs' (the
-# generation file_sccs were computed at).
-_META_KEYS = frozenset({"generation", "fingerprint", "sccs"})
+# generation file_sccs were computed at), 'git' (what Git said at the last run over the whole
+# tree: ``index.code.listing_state``).
+_META_KEYS = frozenset({"generation", "fingerprint", "sccs", "git"})
 
 
 def code_schema(prefix: str = "") -> str:
@@ -300,4 +316,4 @@ def bump_generation(conn: sqlite3.Connection) -> None:
 
 # ``schema_digest(expected_code_schema())`` with the SQLite ctx is tested on (a test keeps it
 # current): an attached database that hashes to it needs no row-by-row comparison.
-EXPECTED_CODE_DIGEST = "2bda0716b95e747ff5d2b89cc9cff7cd89bba005da4a234d936795d21dc8a56f"
+EXPECTED_CODE_DIGEST = "c1077720f6e500eb22e9ddeb0ea554903aa374c161d8aa6c7f6e24f271baac09"

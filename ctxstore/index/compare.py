@@ -111,7 +111,8 @@ CODE_TABLES: dict[str, TableCheck] = {
     "symbols": TableCheck("SELECT path, qualname, kind, name, visibility, parent, signature,"
                           " start_byte, end_byte, start_line, end_line FROM symbols", 2),
     "code_edges": TableCheck("SELECT path, from_kind, from_key, to_kind, to_key, label, confidence,"
-                             " tool, evidence FROM code_edges", 6),
+                             " tool, line FROM code_edges", 6,
+                             ("code_edge_rows", "code_keys")),
     "chunks": TableCheck("SELECT path, start_line, qualname, kind, end_line, tokens, text"
                          " FROM chunks", 2),
     "chunks_fts": TableCheck("SELECT c.path, c.start_line, f.path AS fts_path, f.name, f.text"
@@ -347,8 +348,22 @@ def _first(sql: str) -> str:
 
 
 def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
-    """``term_df`` must count the files of each term as ``file_terms`` holds them."""
+    """The code index's own counts and references, checked against its other rows.
+
+    ``term_df`` must count the files of each term as ``file_terms`` holds them; every
+    ``code_keys`` row is named by an edge, and every edge names an indexed file.
+    """
     problems: list[Problem] = []
+    for (key,) in disk.execute(
+            "SELECT kind || ':' || key FROM code_keys k WHERE NOT EXISTS (SELECT 1 FROM"
+            " code_edge_rows e WHERE e.src = k.id) AND NOT EXISTS (SELECT 1 FROM code_edge_rows e"
+            " WHERE e.dst = k.id) ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
+        problems.append(Problem("E007", "index:code_keys", f"{_short(key)}: named by no edge"))
+    for (file_id,) in disk.execute(
+            "SELECT DISTINCT file FROM code_edge_rows WHERE file NOT IN (SELECT rowid FROM files)"
+            " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
+        problems.append(Problem("E007", "index:code_edge_rows",
+                                f"file {file_id}: edges of a file not indexed"))
     found = 0
     for term, field_, have, want in disk.execute(
             "SELECT term, field, max(have), max(want) FROM ("

@@ -120,7 +120,7 @@ def run_select(conn: sqlite3.Connection, sql: str, args: Sequence[Any]) -> list[
 
 
 def has_table(conn: sqlite3.Connection, name: str) -> bool:
-    """Whether the index has a table (or virtual table) ``name``.
+    """Whether the index has a table (a virtual table, or a view: ``code_edges``) ``name``.
 
     Args:
         conn: An index connection.
@@ -131,7 +131,7 @@ def has_table(conn: sqlite3.Connection, name: str) -> bool:
     """
     # Every attached database: the code tables live in this clone's code.sqlite (index.codedb).
     return bool(run_select(conn, "SELECT 1 FROM pragma_table_list WHERE name = ?"
-                                 " AND type IN ('table', 'virtual')", (name,)))
+                                 " AND type IN ('table', 'virtual', 'view')", (name,)))
 
 
 def document_frequencies(conn: sqlite3.Connection, words: Sequence[str]) -> dict[str, int]:

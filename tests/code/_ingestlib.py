@@ -24,7 +24,7 @@ CODE_TABLES_SQL = {
     "symbols": "SELECT path, qualname, name, kind, visibility, parent, signature, start_byte,"
                " end_byte, start_line, end_line FROM symbols ORDER BY path, qualname, start_byte",
     "code_edges": "SELECT path, from_kind, from_key, to_kind, to_key, label, confidence, tool,"
-                  " evidence FROM code_edges ORDER BY 1, 2, 3, 4, 5, 6, 9",
+                  " line FROM code_edges ORDER BY 1, 2, 3, 4, 5, 6, 9",
     "chunks": "SELECT path, qualname, kind, start_line, end_line, tokens, text FROM chunks"
               " ORDER BY path, start_line, kind",
     "edges": "SELECT from_kind, from_key, to_kind, to_key, label, evidence FROM edges ORDER BY 1, 2, 3, 4, 5",

@@ -65,7 +65,7 @@ def test_two_branches_index_different_files_then_merge(tmp_path: Path) -> None:
         or [f[0] for f in files] == ["src/pkg/__init__.py", "src/pkg/base.py",
                                      "src/pkg/from_a.py", "src/pkg/from_b.py"]
     edges = query(a_ctx, "SELECT count(*), count(DISTINCT path || from_key || to_key || label || "
-                         "evidence) FROM code_edges")
+                         "coalesce(line, '')) FROM code_edges")
     assert edges[0][0] == edges[0][1]
     assert ctx_json(a_ctx, "index")["written"] == []
     assert ctx_json(a_ctx, "debug", "verify")["problems"] == []

@@ -25,7 +25,7 @@ CODE_ROWS = {
     "files": "SELECT path, version, blob, language, byte_count, line_count, complete, note"
              " FROM files ORDER BY path",
     "symbols": "SELECT path, qualname, name, kind, start_line, end_line FROM symbols ORDER BY 1, 2, 5",
-    "code_edges": "SELECT path, from_kind, from_key, to_kind, to_key, label, evidence FROM code_edges"
+    "code_edges": "SELECT path, from_kind, from_key, to_kind, to_key, label, line FROM code_edges"
                   " ORDER BY 1, 2, 3, 4, 5, 6, 7",
     "chunks": "SELECT path, qualname, kind, start_line, end_line, text FROM chunks ORDER BY 1, 4, 3",
     "edges": "SELECT from_kind, from_key, to_kind, to_key, label FROM edges ORDER BY 1, 2, 3, 4, 5",

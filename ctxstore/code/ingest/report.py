@@ -42,6 +42,9 @@ class IngestReport:
         sensitive: Sensitive files not read (``.env``, keys, keystores, credential files:
             ``[security] index_sensitive_files``).
         redacted: Files whose secrets were redacted before they were stored.
+        listing: How the candidates were listed: ``"git status"`` (only what Git says
+            changed since the last run over the whole tree is looked at), ``"git"`` (Git's
+            list of every file), ``"walk"`` (not a Git work tree) or ``"paths"`` (as given).
     """
 
     scanned: int = 0
@@ -57,6 +60,7 @@ class IngestReport:
     work_commit: str | None = None
     sensitive: list[str] = field(default_factory=list)
     redacted: list[str] = field(default_factory=list)
+    listing: str = "paths"
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready map."""
@@ -66,7 +70,7 @@ class IngestReport:
                 "notes": [{"path": shown_path(n.path), "note": n.note} for n in self.notes],
                 "dropped": self.dropped, "symbols": self.symbols, "relations": self.relations,
                 "work_commit": self.work_commit, "sensitive": self.sensitive,
-                "redacted": self.redacted}
+                "redacted": self.redacted, "listing": self.listing}
 
 
 def utf8_path(path: str) -> bool:

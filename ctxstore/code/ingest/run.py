@@ -37,6 +37,7 @@ import stat
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,10 +46,10 @@ from ctxstore.code.ingest.extract import Prepared, Progress, default_jobs, prepa
 from ctxstore.code.ingest.report import FileNote, IngestReport, utf8_path
 from ctxstore.code.ingest.resolve import NO_SEMANTICS, Budget, budget_of, module_map
 from ctxstore.code.ingest.store import CodeWriter, write_snapshot
-from ctxstore.code.walk import walk_tree
+from ctxstore.code.walk import GitStatus, filter_paths, git_changed, git_status, git_tracked, walk_tree
 from ctxstore.errors import InvalidInput, UnsafePath
 from ctxstore.ids import ObjectId
-from ctxstore.index.code import StatRow
+from ctxstore.index.code import ListingState, StatRow
 from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
@@ -122,15 +123,19 @@ def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = Non
     """
     store = db.store
     root = store.worktree
+    globs = list(store.config.get("ingestion", "ignore_globs") or ())
+    outputs = bool(store.config.get("ingestion", "index_build_outputs"))
+    budget = budget_of(store.config, bulk=True)
     with _no_collections():  # the walk too: a large tree's paths are as acyclic as the rest
-        walk = walk_tree(root, ignore_globs=store.config.get("ingestion", "ignore_globs"),
-                         under=paths,
-                         build_outputs=bool(store.config.get("ingestion", "index_build_outputs")))
         scope = [p.strip("/") for p in paths if p.strip("/")]
-        return _ingest(db, walk.files, scope=scope, removals=True, semantics=True,
-                       budget=budget_of(store.config, bulk=True),
-                       jobs=default_jobs() if jobs is None else jobs, progress=progress,
-                       full=full)
+        tree = _Tree(globs, outputs, _listing_config(store, globs, outputs, budget))
+        candidates = None
+        if scope:  # below some paths: listed as given, the Git state of the tree is kept
+            candidates = walk_tree(root, ignore_globs=globs, under=paths,
+                                   build_outputs=outputs).files
+        return _ingest(db, candidates, scope=scope, removals=True, semantics=True,
+                       budget=budget, jobs=default_jobs() if jobs is None else jobs,
+                       progress=progress, full=full, tree=None if scope else tree)
 
 
 def add_files(db: Session, paths: Sequence[str], *, semantics: bool = False) -> IngestReport:
@@ -199,16 +204,20 @@ class _Selection:
 
     to_read: list[tuple[str, os.stat_result]]
     dropped: set[str]  # listed, no longer indexable: an indexed version of one is removed
+    deferred: list[str] = field(default_factory=list)  # over a budget: not read this run
 
 
 def _select(store: Store, candidates: list[str], rows: dict[str, StatRow],
             skipped: dict[str, tuple[int, int]], semantics: bool, budget: Budget,
-            report: IngestReport) -> _Selection:
+            report: IngestReport, settled: frozenset[str] = frozenset()) -> _Selection:
     root = store.worktree
     pol = policy(store)
     sel = _Selection([], set())
     over = {"files": 0, "bytes": 0}
     for path in candidates:
+        if path in settled:  # Git says it is as it was when indexed (_quick_listing)
+            report.unchanged += 1
+            continue
         # Secrets (docs/security.md): sensitive files are never read, whatever .gitignore
         # says (one that was indexed before is removed).
         if not pol.index_sensitive_files and sensitive_file(path) is not None:
@@ -231,9 +240,11 @@ def _select(store: Store, candidates: list[str], rows: dict[str, StatRow],
             continue
         if budget.max_files is not None and len(sel.to_read) >= budget.max_files:
             over["files"] += 1
+            sel.deferred.append(path)
             continue
         if budget.max_bytes is not None and budget.bytes_used + st.st_size > budget.max_bytes:
             over["bytes"] += 1
+            sel.deferred.append(path)
             continue
         budget.bytes_used += st.st_size
         sel.to_read.append((path, st))
@@ -310,6 +321,75 @@ def _read(store: Store, selection: _Selection, rows: dict[str, StatRow], semanti
     return out
 
 
+# -- stage 1: list -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Tree:
+    """A run over the whole work tree: its listing settings and what they say (``config``)."""
+
+    globs: list[str]
+    outputs: bool
+    config: str
+
+
+_QUICK_MAX_CHANGED = 1000  # more paths to look at than this: the walk costs little beside them
+_VENV_MARKER = "pyvenv.cfg"  # makes its folder a build output (code.walk): every path changes
+
+
+def _listing_config(store: Store, globs: list[str], outputs: bool, budget: Budget) -> str:
+    """What a listing depends on besides Git: a change of it lists the whole tree again."""
+    import json
+
+    from ctxstore.index.codedb import CODE_SCHEMA_VERSION
+
+    return json.dumps([CODE_SCHEMA_VERSION, globs, outputs, budget.max_file_bytes,
+                       bool(policy(store).index_sensitive_files)])
+
+
+def _quick_listing(store: Store, conn: sqlite3.Connection, rows: dict[str, StatRow],
+                   skipped: dict[str, tuple[int, int]], status: GitStatus, tree: _Tree
+                   ) -> tuple[list[str], frozenset[str]] | None:
+    """The listing of the whole tree from what Git says changed since the last such run.
+
+    A file indexed (or skipped) then that Git names neither now (``git status``) nor
+    between the two HEADs (``git diff``), and that no run since read, is as it was: it is
+    listed without a look (``settled``). The others are listed as ``walk_tree`` lists them.
+    None when that cannot be told: no state recorded, other settings, a HEAD Git no longer
+    has, too many changes, or a ``pyvenv.cfg`` among them.
+
+    Returns:
+        (every listed path, the settled ones) or None (walk the tree).
+    """
+    from ctxstore.index.code import listing_state
+
+    root = store.worktree
+    state = listing_state(conn)
+    if state is None or state.config != tree.config:
+        return None
+    changed = set(status.named) | set(state.dirty)
+    if status.head != state.head:
+        moved = git_changed(root, state.head, status.head) \
+            if state.head and status.head else None
+        if moved is None:
+            return None
+        changed |= moved
+    # Read again whatever the stat cache does not vouch for (a racy time), and files added
+    # by name, which ctx index keeps while they exist whatever Git says of them.
+    changed |= {p for p, r in rows.items()
+                if r.size is None or r.named or r.note == NO_SEMANTICS}
+    if len(changed) > _QUICK_MAX_CHANGED or any(
+            p.rpartition("/")[2] == _VENV_MARKER for p in changed):
+        return None
+    clean = sorted(p for p in changed if p not in status.named)  # tracked, ignored or gone
+    tracked = git_tracked(root, clean) if clean else set()
+    if tracked is None:
+        return None
+    looked = filter_paths(root, [p for p in changed if p in status.listed or p in tracked],
+                          ignore_globs=tree.globs, build_outputs=tree.outputs)
+    settled = frozenset((rows.keys() | skipped.keys()) - changed)
+    return sorted(settled.union(looked)), settled
+
+
 # -- the run ---------------------------------------------------------------------------------------
 
 @contextmanager
@@ -338,9 +418,10 @@ def _in_scope(path: str, scope: list[str] | None) -> bool:
     return not scope or any(path == s or path.startswith(s + "/") for s in scope)
 
 
-def _ingest(db: Session, candidates: list[str], *, scope: list[str] | None, removals: bool,
-            semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
-            snapshot: bool = False, full: bool = False) -> IngestReport:
+def _ingest(db: Session, candidates: list[str] | None, *, scope: list[str] | None,
+            removals: bool, semantics: bool, budget: Budget, jobs: int,
+            progress: Progress | None, snapshot: bool = False, full: bool = False,
+            tree: _Tree | None = None) -> IngestReport:
     """One run, every stage, under the code index's lock (one run writes it at a time)."""
     from ctxstore.index import index_dir
     from ctxstore.index.codedb import CODE_LOCK
@@ -349,17 +430,24 @@ def _ingest(db: Session, candidates: list[str], *, scope: list[str] | None, remo
     folder = index_dir(store)
     with fsio.open_dir(store.root) as root:
         root.ensure_dir(folder)
+    # Opened first: a code index of an older schema (or a damaged one) is dropped under the
+    # same lock, which this process could not take again while holding it.
+    db.index()
     with fsio.hold_lock(folder / CODE_LOCK, timeout=store.lock_timeout):
         return _run(db, candidates, scope=scope, removals=removals, semantics=semantics,
-                    budget=budget, jobs=jobs, progress=progress, snapshot=snapshot, full=full)
+                    budget=budget, jobs=jobs, progress=progress, snapshot=snapshot, full=full,
+                    tree=tree)
 
 
-def _run(db: Session, candidates: list[str], *, scope: list[str] | None, removals: bool,
+def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, removals: bool,
          semantics: bool, budget: Budget, jobs: int, progress: Progress | None,
-         snapshot: bool, full: bool = False) -> IngestReport:
+         snapshot: bool, full: bool = False, tree: _Tree | None = None) -> IngestReport:
     from ctxstore.index.code import (
         import_shape,
+        listing_state,
         mark_file_sccs_current,
+        names_imported,
+        set_listing_state,
         skipped_rows,
         snapshot_heads,
         stat_rows,
@@ -367,35 +455,51 @@ def _run(db: Session, candidates: list[str], *, scope: list[str] | None, removal
     from ctxstore.index.retrieval import file_sccs_current
 
     store = db.store
-    report = IngestReport(scanned=len(candidates))
     root = store.worktree
     started = time.time_ns()
     conn = db.index()
     rows = stat_rows(conn)
+    skipped = {} if full else skipped_rows(conn)
+    settled: frozenset[str] = frozenset()
+    status: GitStatus | None = None
+    how = "paths"
+    if tree is not None:  # the whole tree: what Git says changed, or every listed file
+        status = git_status(root)  # before any file is read: a later change is seen next run
+        quick = None if full or status is None else _quick_listing(
+            store, conn, rows, skipped, status, tree)
+        if quick is None:
+            walk = walk_tree(root, ignore_globs=tree.globs, build_outputs=tree.outputs)
+            listed, how = walk.files, walk.source
+            status = status if walk.source == "git" else None
+        else:
+            (listed, settled), how = quick, "git status"
+    candidates = listed or []
+    report = IngestReport(scanned=len(candidates), listing=how)
     for part in scope or ():  # a typo must not look like a run that found nothing to do
         if not os.path.lexists(root / part) and not any(_in_scope(p, [part]) for p in rows):
             raise InvalidInput(f"{part}: no such file or directory, and nothing indexed there")
     # --full: neither the stat cache nor dedup apply. A snapshot (ctx add file) is read
     # whatever the code index holds: what it dedups against is the file's last snapshot.
     known_rows = {} if full or snapshot else rows
-    selection = _select(store, candidates, known_rows, {} if full else skipped_rows(conn),
-                        semantics, budget, report)
+    selection = _select(store, candidates, known_rows, skipped, semantics, budget, report,
+                        settled)
     reads = _read(store, selection, known_rows, semantics, budget, report, started)
     modules = {p: r.module for p, r in rows.items() if r.module is not None}
     known = module_map(set(rows) | {p for p, _, _ in reads.texts}, modules) \
         if reads.texts and semantics else {}
-    listed = set(candidates)
+    in_listing = set(candidates)
     # Gone, ignored now (or a build output), or no longer indexable; a file added by name
     # stays while it exists.
     gone = sorted(p for p, r in rows.items() if removals and _in_scope(p, scope)
-                  and (p in selection.dropped or (p not in listed and not (
+                  and (p in selection.dropped or (p not in in_listing and not (
                       r.named and os.path.lexists(root / p)))))
     named = set(candidates) if snapshot else {p for p, r in rows.items() if r.named}
     counts = {"low": 0, "budget": 0}
     stored: list[Prepared] = []
     touched = [p for p, _, _ in reads.texts] + gone
-    # A few files whose imports and names stay as they were leave the import graph
-    # between files as it was: its components need no recomputing (one-file re-index).
+    # A few files whose imports stay as they were, and whose names gained or lost none that
+    # a file imports, leave the import graph between files as it was: its components need
+    # no recomputing (one-file re-index).
     shapes = {p: import_shape(conn, p) for p in touched} \
         if len(touched) <= _SHAPE_CHECK_MAX and not full and file_sccs_current(conn) else None
     with CodeWriter(conn, report, stats=reads.stats, modules=modules, named=named,
@@ -415,12 +519,26 @@ def _run(db: Session, candidates: list[str], *, scope: list[str] | None, removal
         prepare_versions(reads.texts, reads.blobs, known, semantics, budget, counts, jobs,
                          progress, sink, keep_payload=snapshot)
         writer.remove(gone)
+        # What the next whole-tree run may take from Git: the files read now may differ from
+        # HEAD's (a change between the status and the read, undone since), so they are dirty;
+        # so are the files listed and not indexed (a note, a budget): looked at every run.
+        attempted = [*(p for p, _ in selection.to_read), *selection.dropped, *selection.deferred]
+        if tree is not None:
+            set_listing_state(conn, None if status is None else ListingState(
+                status.head, (*status.named, *attempted), tree.config))
+        elif attempted and (state := listing_state(conn)) is not None:
+            set_listing_state(conn, ListingState(state.head, (*state.dirty, *attempted),
+                                                 state.config))
     if report.written or report.removed or full:
         from ctxstore.graph.cycles import refresh_file_cycles
         from ctxstore.graph.scc import drop_view
 
-        if shapes is not None and all(import_shape(conn, p) == shape
-                                      for p, shape in shapes.items()):
+        # The import graph between files is as it was when each file imports what it did
+        # and no file imports by name one of the names it gained or lost (an import of a name
+        # leads to the file defining it).
+        if shapes is not None and all(
+                now[0] == shape[0] and not names_imported(conn, now[1] ^ shape[1])
+                for p, shape in shapes.items() for now in [import_shape(conn, p)]):
             mark_file_sccs_current(conn)
         else:
             refresh_file_cycles(conn)

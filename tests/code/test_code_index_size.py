@@ -1,0 +1,94 @@
+"""The code index stores each edge endpoint once (issue 30: the index at most 1.5x the tree).
+
+Edges are rows of integers naming ``code_keys``, read through the ``code_edges`` view; an
+endpoint no edge names any more leaves ``code_keys`` with the run that removed its last edge,
+and ``ctx debug verify --index`` agrees with a re-derivation after every step.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from tests.code._ingestlib import ctx_json, make_work, write
+from tests.conftest import run_ctx
+
+CODE = Path("index") / "code.sqlite"
+
+
+def _keys(ctx_dir: Path) -> list[tuple[str, str]]:
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        return sorted(conn.execute("SELECT kind, key FROM code_keys").fetchall())
+
+
+def _edges(ctx_dir: Path, to_key: str) -> list[tuple[str, str, int]]:
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        return sorted(conn.execute("SELECT path, label, line FROM code_edges WHERE to_key = ?",
+                                   (to_key,)).fetchall())
+
+
+def _verify(ctx_dir: Path) -> None:
+    r = run_ctx(["--ctx-dir", str(ctx_dir), "--format", "json", "debug", "verify", "--index"],
+                cwd=ctx_dir.parent)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [p for p in json.loads(r.stdout)["problems"] if p["severity"] == "error"] == []
+
+
+def test_an_endpoint_is_stored_once_and_leaves_with_its_last_edge(tmp_path: Path) -> None:
+    ctx_dir = make_work(tmp_path / "w")
+    root = ctx_dir.parent
+    write(root, {
+        "pkg/__init__.py": "",
+        "pkg/util.py": "def shared_helper():\n    return 1\n",
+        "pkg/a.py": "from pkg.util import shared_helper\n\n\ndef a():\n    return shared_helper()\n",
+        "pkg/b.py": "from pkg.util import shared_helper\n\n\n\ndef b():\n    return shared_helper()\n",
+    })
+    ctx_json(ctx_dir, "index")
+    keys = _keys(ctx_dir)
+    assert len(keys) == len(set(keys))  # each (kind, key) once
+    assert ("item", "pkg.util.shared_helper") in keys
+    calls = [e for e in _edges(ctx_dir, "pkg.util.shared_helper") if e[1] == "Calls"]
+    assert calls == [("pkg/a.py", "Calls", 5), ("pkg/b.py", "Calls", 6)]  # the line of each
+    _verify(ctx_dir)
+    # b.py no longer calls it: a.py still does, the key stays.
+    write(root, {"pkg/b.py": "def b():\n    return 2\n"})
+    ctx_json(ctx_dir, "index")
+    assert [e for e in _edges(ctx_dir, "pkg.util.shared_helper") if e[1] == "Calls"] == [
+        ("pkg/a.py", "Calls", 5)]
+    assert ("item", "pkg.b.b") in _keys(ctx_dir)
+    _verify(ctx_dir)
+    # a.py and b.py go: every key only their edges named goes with them.
+    (root / "pkg" / "a.py").unlink()
+    (root / "pkg" / "b.py").unlink()
+    ctx_json(ctx_dir, "index")
+    keys = _keys(ctx_dir)
+    assert not [k for k in keys if k[1].startswith(("pkg.a", "pkg.b")) or k[1].endswith(("a.py", "b.py"))]
+    assert ("item", "pkg.util.shared_helper") in keys  # util.py defines it: its own edge
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        named = {k for (k,) in conn.execute(
+            "SELECT key FROM code_keys k WHERE EXISTS (SELECT 1 FROM code_edge_rows e"
+            " WHERE e.src = k.id OR e.dst = k.id)")}
+    assert named == {k for _, k in keys}
+    _verify(ctx_dir)
+
+
+def test_ctx_index_rebuilds_a_code_index_of_an_older_schema(tmp_path: Path) -> None:
+    """After an upgrade, ``ctx index`` drops the older code index and makes it again.
+
+    It used to stop with E006 after the lock timeout: the drop waited for the code index's
+    lock, which the same ``ctx index`` already held.
+    """
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {"pkg/util.py": "def shared_helper():\n    return 1\n"})
+    ctx_json(ctx_dir, "index")
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        conn.execute("PRAGMA user_version = 1")
+    r = run_ctx(["--ctx-dir", str(ctx_dir), "--format", "json", "index"], cwd=ctx_dir.parent,
+                timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["written"] == ["pkg/util.py"]
+    assert "older" in r.stderr or "rebuilt" in r.stderr or "code schema version 1" in r.stderr
+    assert ("item", "pkg.util.shared_helper") in _keys(ctx_dir)
+    _verify(ctx_dir)

@@ -1,0 +1,114 @@
+"""``ctx index`` of a Git work tree looks only at what Git says changed (issue 30).
+
+After a run over the whole tree, the next one asks ``git status`` (and ``git diff`` between
+the two HEADs when HEAD moved) instead of listing and stat-ing every file. Whatever happened
+in between — edits, adds, deletes, renames, a file newly ignored, a commit, a checkout, an
+edit undone — the code index it leaves must be the one a full walk gives (``ctx index
+--full``: every file listed and derived again).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from tests.code._ingestlib import ctx_json, dump, git, make_work, write
+
+TREE = {
+    "pkg/__init__.py": "",
+    "pkg/a.py": "from pkg.b import helper\n\n\ndef alpha():\n    return helper()\n",
+    "pkg/b.py": "def helper():\n    return 1\n",
+    "pkg/c.py": "import pkg.a\n\n\ndef gamma():\n    return pkg.a.alpha()\n",
+    "notes.md": "# Notes\n\nThe helper returns one.\n",
+}
+
+
+def _settle(root: Path) -> None:
+    """Date files changed in the last seconds 10 s back (a run trusts only settled times)."""
+    now = time.time()
+    for path in root.rglob("*"):
+        if ".git" not in path.parts and ".ctx" not in path.parts and path.is_file() \
+                and path.stat().st_mtime > now - 5:
+            os.utime(path, (now - 10, now - 10))
+
+
+def _quick_equals_full(ctx_dir: Path, *, listing: str = "git status") -> dict:
+    """Run ``ctx index``, check how it listed, and that ``--full`` finds nothing to change."""
+    _settle(ctx_dir.parent)
+    report = ctx_json(ctx_dir, "index")
+    assert report["listing"] == listing, report
+    quick = dump(ctx_dir)
+    full = ctx_json(ctx_dir, "index", "--full")
+    assert full["listing"] == "git"
+    assert dump(ctx_dir) == quick
+    return report
+
+
+def test_index_after_git_changes_equals_a_full_walk(tmp_path: Path) -> None:
+    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    root = ctx_dir.parent
+    (root / ".git" / "info" / "exclude").write_text(".ctx/\n")  # the store stays as it is
+    write(root, TREE)
+    git(root, "add", "pkg", "notes.md")
+    git(root, "commit", "-qm", "one")
+    write(root, {"scratch.py": "def scratch():\n    return 0\n"})  # untracked, indexed
+    first = ctx_json(ctx_dir, "index")
+    assert first["listing"] == "git"  # no run over the whole tree before: Git lists every file
+    assert "scratch.py" in first["written"]
+
+    # Nothing changed: nothing is read.
+    report = _quick_equals_full(ctx_dir)
+    assert report["read"] == 0 and report["written"] == [] and report["removed"] == []
+
+    # An edit, an add, a delete, a rename (staged) and an untracked file newly ignored.
+    write(root, {"pkg/a.py": TREE["pkg/a.py"] + "\n\ndef beta():\n    return 2\n",
+                 "pkg/new.py": "from pkg.b import helper\n",
+                 ".gitignore": "scratch.py\n"})
+    (root / "pkg" / "c.py").unlink()
+    git(root, "mv", "pkg/b.py", "pkg/bee.py")
+    report = _quick_equals_full(ctx_dir)
+    assert sorted(report["written"]) == [".gitignore", "pkg/a.py", "pkg/bee.py", "pkg/new.py"]
+    assert sorted(report["removed"]) == ["pkg/b.py", "pkg/c.py", "scratch.py"]
+    paths = [row[0] for row in dump(ctx_dir)["files"]]
+    assert "scratch.py" not in paths and "pkg/bee.py" in paths
+
+    # Committed (HEAD moves), then an edit made and undone with Git.
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "two")
+    _quick_equals_full(ctx_dir)
+    write(root, {"notes.md": "# Notes\n\nThe helper returns twenty-two.\n"})
+    assert _quick_equals_full(ctx_dir)["written"] == ["notes.md"]
+    git(root, "checkout", "--", "notes.md")
+    assert _quick_equals_full(ctx_dir)["written"] == ["notes.md"]
+    assert [r for r in dump(ctx_dir)["chunks"] if r[0] == "notes.md"][0][-1].endswith("one.\n")
+
+    # A checkout of the first commit: Git names what differs between the two HEADs.
+    git(root, "checkout", "-q", "HEAD~1")
+    report = _quick_equals_full(ctx_dir)
+    assert "pkg/c.py" in report["written"] and "pkg/new.py" in report["removed"]
+
+
+def test_index_falls_back_to_listing_every_file(tmp_path: Path) -> None:
+    """Settings the listing depends on, or a HEAD Git no longer has: every file is listed."""
+    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    root = ctx_dir.parent
+    (root / ".git" / "info" / "exclude").write_text(".ctx/\n")
+    write(root, TREE)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "one")
+    ctx_json(ctx_dir, "index")
+    config = ctx_dir / "config.toml"
+    text = config.read_text()
+    assert 'ignore_globs = ["' in text
+    config.write_text(text.replace('ignore_globs = ["', 'ignore_globs = ["notes.md", "', 1))
+    report = _quick_equals_full(ctx_dir, listing="git")
+    assert report["removed"] == ["notes.md"]
+    assert _quick_equals_full(ctx_dir)["read"] == 0  # the new settings recorded
+    # History rewritten: the recorded HEAD is gone, Git cannot say what changed since.
+    git(root, "commit", "-q", "--amend", "-m", "one, amended")
+    git(root, "reflog", "expire", "--expire=now", "--all")
+    git(root, "gc", "-q", "--prune=now")
+    write(root, {"pkg/b.py": "def helper():\n    return 333\n"})
+    git(root, "commit", "-qam", "three")
+    assert _quick_equals_full(ctx_dir, listing="git")["written"] == ["pkg/b.py"]
