@@ -16,8 +16,6 @@ import gc
 import sys
 from typing import Any, NoReturn
 
-from ctxstore.cli.table import ADD_COMMANDS, COMMANDS
-
 __all__ = ["cli", "main", "COMMANDS", "ADD_COMMANDS"]
 
 
@@ -63,9 +61,17 @@ def _leave(code: int) -> NoReturn:
 
 
 def __getattr__(name: str) -> Any:
-    """``ctxstore.cli.cli``: the root group, imported (with click) on first use."""
+    """``ctxstore.cli.cli`` and the command table, imported on first use.
+
+    The root group brings click; the table (``cli.table``) is read by ``ctx --help`` and the
+    root group, never by a hook.
+    """
     if name == "cli":
         from ctxstore.cli.root import cli
 
         return cli
+    if name in ("COMMANDS", "ADD_COMMANDS"):
+        from ctxstore.cli import table
+
+        return getattr(table, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
