@@ -12,6 +12,7 @@ import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 from ctxstore.errors import InvalidInput
+from ctxstore.knowledge.graph import graph_export, index_lookup, scc_report
 
 if TYPE_CHECKING:
     from ctxstore.knowledge.graph import NamedEdge, SccReport
@@ -48,8 +49,6 @@ def graph_command(env: Env, fmt: str | None, show_scc: bool, cycles: bool) -> No
         ctx debug graph --cycles
         ctx debug graph --scc --format json
     """
-    from ctxstore.knowledge.graph import graph_export, scc_report
-
     fmt = fmt or env.fmt
     if fmt not in ("text", "json", "dot"):
         raise InvalidInput(f"--format {fmt} is not available here (text, json or dot)")
@@ -139,8 +138,6 @@ def index_command(env: Env, key: str) -> None:
         ctx debug index src/app.py
         ctx debug index name:item:connect --format json
     """
-    from ctxstore.knowledge.graph import index_lookup
-
     env.index()  # brought up to date, with progress on a terminal
     answer = index_lookup(env.session(), key)
     kind, value, found = answer.kind, answer.value, answer.found
