@@ -129,6 +129,14 @@ def trace_node(session: Session, node_id: str, *, reverse: bool = False) -> Trac
 def related_nodes(session: Session, node_id: str, *, depth: int = 2) -> Related:
     """The nodes within ``depth`` edges of a node, in either direction, nearest first.
 
+    Args:
+        session: The open session.
+        node_id: A node id or a unique prefix.
+        depth: Edge hops.
+
+    Returns:
+        The node and its neighbours with the nodes themselves.
+
     Raises:
         NodeNotFound: (E008) as ``trace_node``.
     """
@@ -139,13 +147,26 @@ def related_nodes(session: Session, node_id: str, *, depth: int = 2) -> Related:
 
 
 def graph_export(session: Session) -> list[NamedEdge]:
-    """Every edge of the relationship graph (knowledge and code edges at HEAD and STAGE)."""
+    """Every edge of the relationship graph (knowledge and code edges at HEAD and STAGE).
+
+    Args:
+        session: The open session.
+
+    Returns:
+        The edges, their endpoints named ``kind:key``, in the index's order.
+    """
     return [NamedEdge(node_name(a, b), node_name(c, d), label)
             for a, b, c, d, label in graph_edges(session.index())]
 
 
 def scc_report(session: Session) -> SccReport:
     """The SCC view of the graph as it is now: the stored one when current, else rebuilt.
+
+    Args:
+        session: The open session.
+
+    Returns:
+        The view as lists, with the notices of a pointer that was rebuilt.
 
     Raises:
         UnsafePath: (E020) for a hostile ``DERIVED``.
