@@ -22,6 +22,7 @@ from ctxstore.graph.scc import compute_scc, cycles, load_scc, node_name, split_n
 from ctxstore.index import read as index_read
 from ctxstore.index.derived import graph_edges
 from ctxstore.records import dataclass
+from ctxstore.replay import state_heads
 
 if TYPE_CHECKING:
     from ctxstore.model.derived import SccView
@@ -173,8 +174,6 @@ def read_graph(db: Session, *, level: str = "files", limit: int = 600,
 
 def _scc_view(db: Session, edges: Edges) -> tuple[SccView, str | None]:
     """The stored SCC view when it was read at the current heads, else one computed here."""
-    from ctxstore.replay import state_heads
-
     heads = tuple(sorted(set(state_heads(db.store))))
     found = load_scc(db.root)
     if found.view is not None and found.oid is not None and found.view.heads == heads:

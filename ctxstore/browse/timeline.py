@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Literal
 
 from ctxstore.errors import CtxError
 from ctxstore.knowledge.nodes import list_nodes
+from ctxstore.memory.db import open_memory
+from ctxstore.model import Commit
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
@@ -116,8 +118,6 @@ def read_timeline(db: Session, *, limit: int = 500) -> Timeline:
 
 def _commits(db: Session, limit: int) -> list[TimelineEntry]:
     """The canonical commits of HEAD's history, newest first."""
-    from ctxstore.model import Commit
-
     store = db.store
     found = (
         (oid, obj) for oid, obj in store.iter_history(store.read_head().heads)
@@ -129,8 +129,6 @@ def _commits(db: Session, limit: int) -> list[TimelineEntry]:
 
 def _sessions(db: Session, limit: int) -> tuple[list[TimelineEntry], list[str]]:
     """Transcript memory's sessions, read-only, and a note when memory cannot be read."""
-    from ctxstore.memory.db import open_memory
-
     try:
         memory = open_memory(db.root, create=False, read_only=True)
     except CtxError as exc:

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 from ctxstore.claude.inject import LINE_BREAK, frame
 from ctxstore.claude.state import HookState, key_of
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
-from ctxstore.index import is_damage
 from ctxstore.knowledge.nodes import forget_node, summarize_nodes, supersede_node, validate_tag
 from ctxstore.knowledge.show import short_ids
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.session import Session
+from ctxstore.sqlite import is_damage
 
 if TYPE_CHECKING:
     from ctxstore.index.read import NodeRow

@@ -7,27 +7,40 @@ this clone, its config.toml is valid, the index is current, ``ctx mcp`` starts a
 ``tools/list``, and the installed skill and plugin match this ctx.
 The checks read; the only thing written is the derived index, brought up to date as any
 read command would.
-
-``first_notice`` is the hooks' memory of a notice said once when there is no store to
-keep it in (see its docstring).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
 import shutil
-import stat
 import subprocess
 from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
+from ctxstore.claude.hooks import find_store_root
+from ctxstore.claude.install import (
+    CTX_BIN_ENV,
+    HOOK_EVENTS,
+    LOCAL_SETTINGS,
+    SKILL_MARKER,
+    Plan,
+    is_ctx_hook,
+    skill_text,
+)
+from ctxstore.config import load_config
+from ctxstore.errors import CtxError, ObjectNotFound, RefNotFound, StoreCorrupt
+from ctxstore.git import DRIVER_NAME, find_git_toplevel
+from ctxstore.history.rebuild import check_index
+from ctxstore.mcp.probe import probe_server
 from ctxstore.records import dataclass
+from ctxstore.repo import open_store
+from ctxstore.security.purge import find_secrets
+from ctxstore.session import Session
 
-__all__ = ["Check", "Setup", "first_notice", "run_checks"]
+__all__ = ["Check", "Setup", "run_checks"]
 
 _VERSION_TIMEOUT = 30.0
 
@@ -81,50 +94,6 @@ class _Hooks:
     env_bin: str | None = None
 
 
-# -- the once-only notice of the hooks -----------------------------------------------------
-def first_notice(key: str, folder: Path | None = None) -> bool:
-    """Whether a notice keyed ``key`` is new (True once per key), for hooks without a store.
-
-    A hook that finds no store has no ``.ctx/local/state.sqlite`` to remember what it said,
-    and must not create a store (or a ``~/.ctx`` folder that is not one). It keeps an
-    empty marker file per key instead, in the user's cache (``~/.cache/ctx/notices``;
-    ``folder`` overrides it), created with ``O_EXCL`` so that two hooks running at once
-    say it once. Anything unexpected (a folder on the way is a link, another user's, not
-    writable) says it again rather than never.
-
-    Args:
-        key: what the notice is about (a session id and a topic).
-        folder: where the markers live (tests).
-
-    Returns:
-        True when the caller should say it now.
-    """
-    from ctxstore import fsio
-
-    if not key:
-        return True
-    base = folder if folder is not None else \
-        Path(os.path.expanduser("~")) / ".cache" / "ctx" / "notices"
-    try:
-        for i, part in enumerate((base.parent.parent, base.parent, base)):
-            look = os.stat if i == 0 else os.lstat  # ~/.cache may be the user's own link
-            try:
-                st = look(part)
-            except FileNotFoundError:
-                fsio.mkdir(part)
-                os.chmod(part, 0o700)
-                st = look(part)
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-                return True
-        fd = fsio.open_excl(base / hashlib.sha256(key.encode()).hexdigest()[:32], 0o600)
-    except FileExistsError:
-        return False
-    except OSError:
-        return True
-    os.close(fd)
-    return True
-
-
 # -- reading the installed configuration -------------------------------------------------------
 def _read(root: Path, path: Path, *, own: bool = False) -> bytes | None:
     """A file as ``ctx install`` reads it (``install.Plan``); None when absent or refused.
@@ -133,9 +102,6 @@ def _read(root: Path, path: Path, *, own: bool = False) -> bytes | None:
     ``own`` (the user's ``~/.claude``, perhaps linked into a dotfiles repository); either way
     only a regular file, bounded, is read. Doctor never fails on it.
     """
-    from ctxstore.claude.install import Plan
-    from ctxstore.errors import CtxError
-
     try:
         return Plan(root, follow_links=own).read(path)
     except (OSError, CtxError):  # an unsafe path (E020), too large: reported as unreadable
@@ -152,7 +118,6 @@ def _read_json(root: Path, path: Path, *, own: bool = False) -> Any:
 
 
 def _hooks_of(source: str, doc: Any) -> _Hooks:
-    from ctxstore.claude.install import CTX_BIN_ENV, HOOK_EVENTS, is_ctx_hook
 
     found = _Hooks(source)
     if not isinstance(doc, dict):
@@ -219,15 +184,12 @@ def _run_version(prefix: list[str], setup: Setup) -> str | None:
 
 # -- the checks --------------------------------------------------------------------------------
 def _project_root(setup: Setup) -> Path:
-    from ctxstore.git import find_git_toplevel
 
     return find_git_toplevel(setup.cwd) or setup.cwd
 
 
 def _check_hooks(setup: Setup, root: Path) -> list[Check]:
     """Hooks installed, and every set of them runs a working ctx of this version."""
-    from ctxstore.claude.install import HOOK_EVENTS, LOCAL_SETTINGS
-
     project = root / ".claude"
     sources = [_hooks_of(".claude/settings.json", _read_json(root, project / "settings.json")),
                _hooks_of(f".claude/{LOCAL_SETTINGS}", _read_json(root, project / LOCAL_SETTINGS)),
@@ -291,8 +253,6 @@ def _plugins(setup: Setup) -> list[tuple[str, str, Path]]:
 
 def _check_versions(setup: Setup, root: Path) -> list[Check]:
     """The installed skill files and ctx plugins are this ctx's."""
-    from ctxstore.claude.install import SKILL_MARKER, skill_text
-
     want = skill_text()
     stale: list[str] = []
     for where, fix in ((root / ".claude", "ctx install"), (setup.claude_config, "ctx install --user")):
@@ -313,9 +273,6 @@ def _check_versions(setup: Setup, root: Path) -> list[Check]:
 
 def _check_store(setup: Setup, root: Path) -> tuple[list[Check], Path | None]:
     """The store the hooks find from the repository root (the folder Claude Code starts in)."""
-    from ctxstore.claude.hooks import find_store_root
-    from ctxstore.errors import CtxError
-
     try:
         at_root = find_store_root(str(root), setup.ctx_dir, setup.home)
         here = find_store_root(str(setup.cwd), setup.ctx_dir, setup.home)
@@ -336,8 +293,6 @@ def _check_store(setup: Setup, root: Path) -> tuple[list[Check], Path | None]:
 
 def _check_merge_driver(store: Path, root: Path) -> list[Check]:
     """The clone-local merge driver registration of a store committed to Git."""
-    from ctxstore.git import DRIVER_NAME, find_git_toplevel
-
     top = find_git_toplevel(store.parent)
     if top is None:
         return [Check("merge driver", True, "not in a Git repository: not needed")]
@@ -359,9 +314,6 @@ def _check_merge_driver(store: Path, root: Path) -> list[Check]:
 
 def _check_config(store: Path) -> list[Check]:
     """``config.toml`` reads and every value is valid: every command (a rebuild too) needs it."""
-    from ctxstore.config import load_config
-    from ctxstore.errors import CtxError
-
     path = store / "config.toml"
     try:
         load_config(path)
@@ -374,10 +326,6 @@ def _check_config(store: Path) -> list[Check]:
 
 def _check_index(store: Path) -> list[Check]:
     """The derived index opens and matches HEAD and STAGE (brought up to date if behind)."""
-    from ctxstore.errors import CtxError, ObjectNotFound, RefNotFound, StoreCorrupt
-    from ctxstore.history.rebuild import check_index
-    from ctxstore.session import Session
-
     try:
         with Session.open(store) as db:
             health = check_index(db)
@@ -397,7 +345,6 @@ def _check_mcp(setup: Setup, store: Path) -> list[Check]:
     """``ctx mcp`` starts on the store and answers ``tools/list``: what every other agent uses."""
     if not setup.ctx_command:
         return []
-    from ctxstore.mcp.probe import probe_server
 
     # On the store found (never a new ~/.ctx), with the environment the hooks get.
     result = probe_server([*setup.ctx_command, "--ctx-dir", str(store), "mcp"], cwd=store.parent,
@@ -411,10 +358,6 @@ def _check_mcp(setup: Setup, store: Path) -> list[Check]:
 
 def _check_secrets(store: Path) -> list[Check]:
     """No secret in what the store holds (``security.purge.find_secrets``, ``ctx debug secrets``)."""
-    from ctxstore.errors import CtxError
-    from ctxstore.repo import open_store
-    from ctxstore.security.purge import find_secrets
-
     try:
         report = find_secrets(open_store(store))
     except CtxError as exc:

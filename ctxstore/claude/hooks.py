@@ -544,9 +544,9 @@ def _counted_turn(state: HookState | None, session: str) -> str:
 
 def _no_store(session: str, commands: list[dict[str, Any]], problems: list[str]) -> list[str]:
     """The problems to report when no store was found: a notice first, once per session."""
-    if not commands:  # the common reply: no doctor module to import (~15 ms)
+    if not commands:  # the common reply: nothing more to import
         return problems
-    from ctxstore.claude.doctor import first_notice
+    from ctxstore.claude.notice import first_notice
 
     if first_notice("no-store\0" + session):  # once per session, visibly
         problems.insert(0, f"no ctx store found; {len(commands)} command(s) not run "

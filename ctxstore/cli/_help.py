@@ -72,7 +72,7 @@ def help_markdown(cmd: click.Command, ctx: click.Context) -> str:
 
 
 def _summary(cmd: click.Command, ctx: click.Context) -> str:
-    from ctxstore.cli import COMMANDS
+    from ctxstore.cli.table import COMMANDS
 
     parent = ctx.parent
     if parent is not None and parent.parent is None and ctx.info_name in COMMANDS:
@@ -131,7 +131,7 @@ def _commands(cmd: click.Command, ctx: click.Context) -> list[dict[str, str]]:
     if not isinstance(cmd, click.Group):
         return []
     if ctx.parent is None:
-        from ctxstore.cli import COMMANDS
+        from ctxstore.cli.table import COMMANDS
 
         return [{"name": name, "summary": COMMANDS[name][2]} for name in sorted(COMMANDS)]
     out = []

@@ -17,6 +17,9 @@ import click
 
 from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env, plural
 from ctxstore.cli._render import echo_stored
+from ctxstore.code.cargo import add_cargo, read_metadata_file
+from ctxstore.code.diagnostics import TOOLS
+from ctxstore.code.runs import latest_diagnostics, latest_runs, read_bounded, record_command, run_bounded
 from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -72,8 +75,6 @@ def add_cargo_command(env: Env, manifest: Path | None, metadata_file: Path | Non
         ctx add cargo --manifest-path crates/core/Cargo.toml
         ctx add cargo --metadata metadata.json --format json
     """
-    from ctxstore.code.cargo import add_cargo, read_metadata_file
-
     store = env.store()
     metadata = read_metadata_file(metadata_file) if metadata_file is not None else None
     if manifest is None:
@@ -114,8 +115,6 @@ def _read_stdin(timeout: float) -> tuple[bytes, int]:
         InvalidInput: (E011) if it is a terminal, or does not end in time (a FIFO whose
             writer never closes it).
     """
-    from ctxstore.code.runs import read_bounded
-
     if sys.stdin is None or sys.stdin.isatty():
         raise InvalidInput("--stdin reads the output from standard input, which is a terminal",
                            hint="cargo test 2>&1 | ctx add command --stdin --name 'cargo test'")
@@ -158,9 +157,6 @@ def add_command_command(env: Env, name: str, exit_code: int | None, tool: str | 
         ctx add command --name pytest -- python -m pytest -q
         mypy src | ctx add command --stdin --name mypy --exit-code 1 --format json
     """
-    from ctxstore.code.diagnostics import TOOLS
-    from ctxstore.code.runs import record_command, run_bounded
-
     if tool is not None and tool not in TOOLS:
         raise InvalidInput(f"--tool: unknown tool {tool!r}", hint="one of " + ", ".join(TOOLS))
     if from_stdin == bool(argv):
@@ -266,8 +262,6 @@ def diagnostics_command(env: Env, name: str | None, history: bool, paths: tuple[
         ctx diagnostics --path src/lib.rs
         ctx diagnostics --history --name pytest
     """
-    from ctxstore.code.runs import latest_diagnostics, latest_runs
-
     session = env.session()
     if history:
         _history(env, session, name, paths, limit)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
+from ctxstore.claude.claudemd import write_claude_md
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 
 
 def _write(env: Env, path: str | None, lines: int | None, kind: str) -> None:
-    from ctxstore.claude.claudemd import write_claude_md
 
     target = None if path is None else Path(os.getcwd()) / path
     written = write_claude_md(env.session(), target, lines, kind="agents" if kind == "agents" else "claude")

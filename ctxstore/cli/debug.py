@@ -8,8 +8,17 @@ from typing import Any
 
 import click
 
+from ctxstore import refs
 from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env, progress_printer
+from ctxstore.cli._render import commit_summary, object_json
 from ctxstore.cli.derived import graph_command, index_command
+from ctxstore.errors import CtxError
+from ctxstore.history.rebuild import verify
+from ctxstore.model import decode_typed
+from ctxstore.objects import KIND_TYPED
+from ctxstore.replay import replay, state_heads
+from ctxstore.security.purge import find_secrets
+from ctxstore.verify import iter_pointer_names
 
 
 @click.group("debug")
@@ -39,10 +48,6 @@ def cat_command(env: Env, object_id: str) -> None:
     Example:
         ctx debug cat 3fa9c2
     """
-    from ctxstore.cli._render import object_json
-    from ctxstore.model import decode_typed
-    from ctxstore.objects import KIND_TYPED
-
     store = env.store()
     oid = store.objects.resolve_prefix(object_id)
     stored = store.objects.read(oid)
@@ -68,9 +73,6 @@ def history_command(env: Env, limit: int | None) -> None:
     Example:
         ctx debug history --limit 20
     """
-    from ctxstore.cli._render import commit_summary
-    from ctxstore.replay import state_heads
-
     store = env.store()
     entries = [commit_summary(oid, obj) for oid, obj in
                itertools.islice(store.iter_history(state_heads(store)), limit)]
@@ -93,10 +95,6 @@ def refs_command(env: Env) -> None:
     Example:
         ctx debug refs
     """
-    from ctxstore import refs
-    from ctxstore.errors import CtxError
-    from ctxstore.verify import iter_pointer_names
-
     store = env.store()
     rows: list[dict[str, Any]] = []
     for name in iter_pointer_names(store):
@@ -143,8 +141,6 @@ def verify_command(env: Env, check_index: bool) -> None:
         ctx debug verify --format json
         ctx debug verify --index
     """
-    from ctxstore.history.rebuild import verify
-
     res = verify(env.session(), index=check_index, progress=progress_printer("verify objects"))
     rep, cmp = res.store, res.index
     index_doc = {"tables": cmp.tables, "rows": cmp.rows, "ok": cmp.ok} if cmp is not None else None
@@ -175,8 +171,6 @@ def state_command(env: Env) -> None:
     Example:
         ctx debug state --format json
     """
-    from ctxstore.replay import replay
-
     state = replay(env.store())
     if env.fmt == "json":
         emit_json({"digest": state.digest(), "batches": state.batches, **state.to_json()})
@@ -206,8 +200,6 @@ def secrets_command(env: Env) -> None:
         ctx debug secrets
         ctx debug secrets --format json
     """
-    from ctxstore.security.purge import find_secrets
-
     store = env.store()
     report = find_secrets(store, progress=progress_printer("scanning objects"))
     if env.fmt == "json":

@@ -6,16 +6,18 @@ Registered on the ``debug`` group by ``ctxstore.cli.debug``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 from ctxstore.errors import InvalidInput
+from ctxstore.knowledge.graph import graph_export, index_lookup, scc_report
+
+if TYPE_CHECKING:
+    from ctxstore.knowledge.graph import NamedEdge, SccReport
 
 __all__ = ["graph_command", "index_command"]
-
-_ENDPOINT_KINDS = ("file", "module", "item", "node", "diagnostic", "package", "target", "crate")
 
 
 def _dot_id(text: str) -> str:
@@ -47,52 +49,41 @@ def graph_command(env: Env, fmt: str | None, show_scc: bool, cycles: bool) -> No
         ctx debug graph --cycles
         ctx debug graph --scc --format json
     """
-    from ctxstore.index.derived import graph_edges
-
     fmt = fmt or env.fmt
     if fmt not in ("text", "json", "dot"):
         raise InvalidInput(f"--format {fmt} is not available here (text, json or dot)")
-    conn = env.index()
+    env.index()  # brought up to date, with progress on a terminal
     if not (show_scc or cycles):
-        _print_edges(graph_edges(conn), fmt)
+        _print_edges(graph_export(env.session()), fmt)
         return
-    from ctxstore.graph.scc import current_scc
-
-    found = current_scc(env.store(), conn)
-    _print_notices(found.notices)
-    assert found.view is not None and found.oid is not None
+    report = scc_report(env.session())
+    _print_notices(report.notices)
     if cycles:
-        _print_cycles(found.view, found.oid.hex(), fmt)
+        _print_cycles(report, fmt)
     else:
-        _print_dag(found.view, found.oid.hex(), fmt)
+        _print_dag(report, fmt)
 
 
-def _print_edges(edges: list[tuple[str, str, str, str, str]], fmt: str) -> None:
-    from ctxstore.graph.scc import node_name
-
+def _print_edges(edges: list[NamedEdge], fmt: str) -> None:
     if fmt == "json":
-        nodes = sorted({node_name(a, b) for a, b, *_ in edges} | {node_name(c, d) for _, _, c, d, _ in edges})
+        nodes = sorted({e.source for e in edges} | {e.target for e in edges})
         emit_json({"nodes": nodes, "edges": [
-            {"from": node_name(a, b), "to": node_name(c, d), "label": label}
-            for a, b, c, d, label in edges]})
+            {"from": e.source, "to": e.target, "label": e.label} for e in edges]})
     elif fmt == "dot":
         click.echo("digraph ctx {")
-        for a, b, c, d, label in edges:
-            click.echo(f"  {_dot_id(node_name(a, b))} -> {_dot_id(node_name(c, d))} "
-                       f"[label={_dot_id(label)}];")
+        for e in edges:
+            click.echo(f"  {_dot_id(e.source)} -> {_dot_id(e.target)} [label={_dot_id(e.label)}];")
         click.echo("}")
     else:
-        for a, b, c, d, label in edges:
-            click.echo(f"{node_name(a, b)} -{label}-> {node_name(c, d)}")
+        for e in edges:
+            click.echo(f"{e.source} -{e.label}-> {e.target}")
         click.echo(f"{len(edges)} edges")
 
 
-def _print_cycles(view: Any, oid: str, fmt: str) -> None:
-    from ctxstore.graph.scc import cycles
-
-    found = cycles(view)
+def _print_cycles(report: SccReport, fmt: str) -> None:
+    found = report.cycles
     if fmt == "json":
-        emit_json({"scc_view": oid, "cycles": found})
+        emit_json({"scc_view": report.oid, "cycles": found})
     elif fmt == "dot":
         click.echo("digraph cycles {")
         for i, members in enumerate(found):
@@ -105,16 +96,13 @@ def _print_cycles(view: Any, oid: str, fmt: str) -> None:
     else:
         for i, members in enumerate(found, 1):
             click.echo(f"cycle {i} ({len(members)} members): {' '.join(members)}")
-        click.echo(f"{len(found)} cycles among {len(view.nodes)} nodes")
+        click.echo(f"{len(found)} cycles among {report.node_count} nodes")
 
 
-def _print_dag(view: Any, oid: str, fmt: str) -> None:
-    from ctxstore.graph.scc import members
-
-    groups = members(view)
-    pairs = list(zip(view.dag_from, view.dag_to, strict=True))
+def _print_dag(report: SccReport, fmt: str) -> None:
+    groups, pairs, oid = report.groups, report.dag, report.oid
     if fmt == "json":
-        emit_json({"scc_view": oid, "heads": [h.hex() for h in view.heads],
+        emit_json({"scc_view": oid, "heads": report.heads,
                    "sccs": [{"id": i, "members": m} for i, m in enumerate(groups)],
                    "dag": [list(p) for p in pairs]})
     elif fmt == "dot":
@@ -134,29 +122,6 @@ def _print_dag(view: Any, oid: str, fmt: str) -> None:
                    f"view {oid[:16]}")
 
 
-def _endpoint(conn: Any, key: str) -> tuple[str, str]:
-    """KEY of ``ctx debug index`` as an endpoint (see its help)."""
-    from ctxstore.index.derived import classify_key
-    from ctxstore.index.read import resolve_node_id
-
-    head, sep, rest = key.partition(":")
-    if sep and head == "name":
-        namespace, sep2, name = rest.partition(":")
-        if not (sep2 and namespace and name):
-            raise InvalidInput(f"{key!r}: write a name query as name:<namespace>:<name>")
-        return f"name:{namespace}", name
-    if sep and head in _ENDPOINT_KINDS and rest:
-        return head, rest
-    found = classify_key(conn, key)
-    if found is not None:
-        return found
-    try:
-        return "node", resolve_node_id(conn, key)
-    except InvalidInput:
-        raise InvalidInput(f"{key!r} is not an indexed path, qualified name or node id",
-                           hint="try name:item:<name> or kind:key (file:, module:, item:)") from None
-
-
 @click.command("index")
 @click.argument("key")
 @format_option
@@ -173,11 +138,9 @@ def index_command(env: Env, key: str) -> None:
         ctx debug index src/app.py
         ctx debug index name:item:connect --format json
     """
-    from ctxstore.index.derived import lookup
-
-    conn = env.index()
-    kind, value = _endpoint(conn, key)
-    found = lookup(conn, kind, value)
+    env.index()  # brought up to date, with progress on a terminal
+    answer = index_lookup(env.session(), key)
+    kind, value, found = answer.kind, answer.value, answer.found
     if env.fmt == "json":
         emit_json(found.to_json())
         return

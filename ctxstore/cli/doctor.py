@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import click
 
+import ctxstore
+from ctxstore.claude.doctor import Setup, run_checks
+from ctxstore.claude.install import resolve_ctx_command
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
 
 
@@ -29,13 +34,6 @@ def doctor_command(env: Env) -> None:
         ctx doctor
         ctx doctor --format json | jq '.checks[] | select(.ok | not)'
     """
-    import shutil
-    import sys
-
-    import ctxstore
-    from ctxstore.claude.doctor import Setup, run_checks
-    from ctxstore.claude.install import resolve_ctx_command
-
     configured = os.environ.get("CLAUDE_CONFIG_DIR")
     home = Path(os.path.expanduser("~"))
     setup = Setup(cwd=Path(os.getcwd()), home=home,

@@ -7,6 +7,8 @@ from typing import Literal
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural, preview
+from ctxstore.knowledge.edges import link_nodes, unlink_nodes
+from ctxstore.knowledge.show import node_edges
 
 EDGE_HELP = ("DERIVED_FROM, DEPENDS_ON, SUPERSEDES, RELATES_TO, CHILD_OF, CONTRADICTS, REFINES, "
              "EXEMPLIFIES or SOURCE_OF.")
@@ -25,8 +27,6 @@ def link_command(env: Env, from_id: str, to_id: str, label: str) -> None:
     Example:
         ctx link 01HQ1A2B 01HQ1A2C --type DEPENDS_ON
     """
-    from ctxstore.knowledge.edges import link_nodes
-
     res = link_nodes(env.session(), from_id, to_id, label)
     if env.fmt == "json":
         emit_json({"created": res.changed})
@@ -47,8 +47,6 @@ def unlink_command(env: Env, from_id: str, to_id: str, label: str | None) -> Non
     Example:
         ctx unlink 01HQ1A2B 01HQ1A2C --type DEPENDS_ON
     """
-    from ctxstore.knowledge.edges import unlink_nodes
-
     res = unlink_nodes(env.session(), from_id, to_id, label)
     if env.fmt == "json":
         emit_json({"removed": len(res.records)})
@@ -69,8 +67,6 @@ def edges_command(env: Env, node_id: str, direction: Literal["in", "out", "both"
     Example:
         ctx edges 01HQ1A2B --direction out
     """
-    from ctxstore.knowledge.show import node_edges
-
     env.index()  # a large catch-up shows progress on a terminal
     node, edges = node_edges(env.session(), node_id, direction)
     rows = [{"direction": e.direction, "type": e.label, "node": e.key, "kind": e.kind,

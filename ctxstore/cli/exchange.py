@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import time
+from pathlib import Path
 
 import click
 
@@ -15,6 +18,14 @@ from ctxstore.cli._common import (
     plural,
     write_output,
 )
+from ctxstore.errors import InvalidInput
+from ctxstore.knowledge.exchange import (
+    MAX_DOCUMENT_BYTES,
+    export_document,
+    import_document,
+    read_document_file,
+)
+from ctxstore.knowledge.sources import ingest_file
 
 
 @click.command("export")
@@ -39,11 +50,6 @@ def export_command(env: Env, query: str | None, include_superseded: bool,
         ctx export > backup.json
         ctx export --query "tag:project:viberent" --output project.json
     """
-    import json
-    import time
-
-    from ctxstore.knowledge.exchange import export_document
-
     conn = env.index()
     node_ids = None
     if query is not None:
@@ -75,11 +81,6 @@ def import_command(env: Env, merge: bool, file: str | None, allow_secret: bool) 
         ctx import < backup.json
         ctx import --merge other.json
     """
-    from pathlib import Path
-
-    from ctxstore.errors import InvalidInput
-    from ctxstore.knowledge.exchange import MAX_DOCUMENT_BYTES, import_document, read_document_file
-
     if file is None or file == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise InvalidInput("no document to import", hint="give FILE or pipe a document in")
@@ -124,10 +125,6 @@ def ingest_command(env: Env, file: str, tags: tuple[str, ...], allow_secret: boo
     Example:
         ctx ingest README.md --tag project:viberent --tag type:documentation
     """
-    from pathlib import Path
-
-    from ctxstore.knowledge.sources import ingest_file
-
     added = ingest_file(env.session(), Path(file), tags=list(tags), allow_secret=allow_secret)
     node = added.node
     if env.fmt == "json":

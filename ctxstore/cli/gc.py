@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env, progress_printer
+from ctxstore.gc import collect_garbage
 
 
 @click.command("gc")
@@ -23,8 +24,6 @@ def gc_command(env: Env, dry_run: bool, aggressive: bool, keep_days: float | Non
         ctx gc --dry-run
         ctx gc --keep-days 0
     """
-    from ctxstore.gc import collect_garbage
-
     rep = collect_garbage(env.store(), keep_days=keep_days, aggressive=aggressive,
                           dry_run=dry_run, progress=progress_printer("gc"))
     if env.fmt == "json":

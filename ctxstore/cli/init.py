@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.init import CONFIG_TEMPLATES, default_ctx_dir, init_store
 
 
 def _ctx_command() -> str:
@@ -56,8 +57,6 @@ def init_command(env: Env, force: bool, no_git: bool, here: bool, template: str 
         git init demo && cd demo && ctx init
         ctx init --template team
     """
-    from ctxstore.init import CONFIG_TEMPLATES, default_ctx_dir, init_store
-
     target = Path(env.ctx_dir) if env.ctx_dir else default_ctx_dir(Path(os.getcwd()), here=here)
     res = init_store(target, force=force, git=not no_git, ctx_command=_ctx_command(),
                      template=template)

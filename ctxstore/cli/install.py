@@ -13,7 +13,21 @@ import click
 from click.core import ParameterSource
 
 from ctxstore.agents.registry import AGENTS
+from ctxstore.claude.install import (
+    apply_plan,
+    backup_path,
+    describe,
+    plan_install,
+    plan_plugin,
+    plan_uninstall,
+    plan_unmcp,
+    plan_unplugin,
+    resolve_ctx_command,
+)
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.cli._notices import user_store
+from ctxstore.cli.agents import run_agents
+from ctxstore.discovery import discover_store
 from ctxstore.errors import InvalidInput, StoreNotFound
 
 if TYPE_CHECKING:
@@ -34,7 +48,6 @@ def _claude_dir(env: Env, scope: str) -> Path:
         # --ctx-dir names the .ctx folder or the project holding it; with it set,
         # store_path only resolves the name (it never creates the user store).
         return env.store_path().absolute().parent / ".claude"
-    from ctxstore.discovery import discover_store
 
     try:
         return discover_store(Path(os.getcwd())).parent / ".claude"
@@ -55,7 +68,6 @@ def _plugin_path(plugin_dir: str) -> tuple[Path, Path]:
 
 
 def _ctx_prefix() -> list[str]:
-    from ctxstore.claude.install import resolve_ctx_command
 
     return resolve_ctx_command(sys.executable, shutil.which("ctx"))
 
@@ -63,8 +75,6 @@ def _ctx_prefix() -> list[str]:
 def _report(env: Env, plan: Plan, *, dry_run: bool, done: str, nothing: str,
             extra: dict[str, object]) -> None:
     """Apply the plan (unless --dry-run) and say what changed, as text or JSON."""
-    from ctxstore.claude.install import apply_plan, backup_path, describe
-
     if not dry_run:
         apply_plan(plan)
     lines = describe(plan.changes)
@@ -110,8 +120,6 @@ _AGENT = click.option("--agent", "agents", multiple=True, type=click.Choice(list
 
 def _agents(env: Env, agents: tuple[str, ...], scope: str, *, dry_run: bool, remove: bool) -> None:
     """``--agent``: each agent's project file unless --user/--project was given."""
-    from ctxstore.cli.agents import run_agents
-
     given = click.get_current_context().get_parameter_source("scope") != ParameterSource.DEFAULT
     run_agents(env, agents, "user" if scope == "user" else "project" if given else None,
                project=_claude_dir(env, "project").parent, dry_run=dry_run, remove=remove)
@@ -123,8 +131,6 @@ def _user_store(dry_run: bool) -> tuple[Path, bool]:
     Returns:
         Its path, and whether this run created it (or, with ``dry_run``, would).
     """
-    from ctxstore.cli._notices import user_store
-
     home = user_store()
     if (home / "HEAD").is_file():
         return home, False
@@ -195,8 +201,6 @@ def install_command(env: Env, scope: str, shared: bool, plugin_dir: str | None,
         ctx install --agent codex --agent gemini   # their project files
         ctx install --agent claude-desktop         # user-only agents need no --user
     """
-    from ctxstore.claude.install import plan_install, plan_plugin
-
     if agents:
         from ctxstore.cli.agents import check_agent_options
 
@@ -267,8 +271,6 @@ def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: boo
         ctx uninstall --plugin ./ctx-plugin
         ctx uninstall --agent codex   # ctx's server leaves .codex/config.toml
     """
-    from ctxstore.claude.install import plan_uninstall, plan_unplugin
-
     if agents:
         from ctxstore.cli.agents import check_agent_options
 
@@ -283,7 +285,6 @@ def uninstall_command(env: Env, scope: str, plugin_dir: str | None, dry_run: boo
         return
     claude = _claude_dir(env, scope)
     plan = plan_uninstall(claude, follow_links=scope == "user")
-    from ctxstore.claude.install import plan_unmcp  # the entry `ctx install --mcp` added
 
     plan_unmcp(plan, _mcp_config(claude, scope), claude_json=scope == "user")
     _report(env, plan, dry_run=dry_run, extra={"scope": scope},

@@ -6,7 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ctxstore.claude.state import read_access_counts
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.errors import InvalidInput
+from ctxstore.lifecycle.consolidate import choose_proposals, propose
+from ctxstore.lifecycle.drafting import llm_drafts
+from ctxstore.lifecycle.policy import run_configured_lifecycle
+from ctxstore.llm.ask import call_settings
+from ctxstore.repo import now_ms
 
 if TYPE_CHECKING:
     from ctxstore.lifecycle.drafting import Drafts
@@ -31,10 +38,6 @@ def lifecycle_command(env: Env, dry_run: bool) -> None:
         ctx lifecycle --dry-run
         ctx lifecycle --format json
     """
-    from ctxstore.claude.state import read_access_counts
-    from ctxstore.lifecycle.policy import run_configured_lifecycle
-    from ctxstore.repo import now_ms
-
     store = env.store()
     rep = run_configured_lifecycle(env.session(), now_ms=now_ms(), access=read_access_counts(store.root),
                                    dry_run=dry_run)
@@ -90,8 +93,6 @@ def consolidate_command(env: Env, dry_run: bool, apply_ids: tuple[str, ...],
         CTX_LLM_SERVER=http://127.0.0.1:8080 ctx consolidate --apply 3f9a2c1b7d4e
         ctx consolidate --undo
     """
-    from ctxstore.errors import InvalidInput
-
     ids = [i for raw in apply_ids for i in raw.split(",") if i.strip()]
     if undo and (ids or dry_run or content is not None):
         raise InvalidInput("--undo cannot be combined with --apply, --content or --dry-run")
@@ -127,7 +128,6 @@ def consolidate_command(env: Env, dry_run: bool, apply_ids: tuple[str, ...],
             click.echo(f"consolidated {len(a.proposal.members)} {a.proposal.type} nodes into "
                        f"summary {a.summary_id} (proposal {a.proposal.id})")
         return
-    from ctxstore.lifecycle.consolidate import propose
 
     proposals = propose(env.index())
     if env.fmt == "json":
@@ -150,9 +150,6 @@ def _llm_drafts(env: Env, ids: list[str], use_llm: bool | None) -> Drafts | None
     """
     if use_llm is False:
         return None
-    from ctxstore.lifecycle.consolidate import choose_proposals, propose
-    from ctxstore.lifecycle.drafting import llm_drafts
-    from ctxstore.llm.ask import call_settings
 
     choice = env.llm_server(None)  # refuses a remote URL from a clone's committed config (E015)
     if use_llm is None and choice.source == "default":

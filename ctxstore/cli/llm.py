@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import sys
@@ -11,6 +12,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ctxstore.cli._common import Env, emit_json, pass_env, plural
+from ctxstore.cli._render import shown, strip_terminal_controls
+from ctxstore.errors import CtxError, InvalidInput
+from ctxstore.knowledge._files import read_regular_file
+from ctxstore.llm.ask import ask, call_settings, settle
+from ctxstore.llm.prompt import MAX_PACK_BYTES, parse_pack
 
 if TYPE_CHECKING:
     from ctxstore.llm.ask import Answer
@@ -18,10 +24,6 @@ if TYPE_CHECKING:
 
 def _read_pack_bytes(pack_file: str | None) -> tuple[bytes, str]:
     """The pack's bytes and what to call them (``--pack FILE`` or stdin)."""
-    from ctxstore.errors import InvalidInput
-    from ctxstore.knowledge._files import read_regular_file
-    from ctxstore.llm.prompt import MAX_PACK_BYTES
-
     if pack_file is not None and pack_file != "-":
         return read_regular_file(Path(pack_file), MAX_PACK_BYTES, "prompt pack"), pack_file
     if sys.stdin is None or sys.stdin.isatty():
@@ -36,10 +38,6 @@ def _query_pack(env: Env, text: str, budget: int, reserve: int) -> bytes:
     Raises:
         InvalidInput: if this build has no pack builder.
     """
-    import importlib
-
-    from ctxstore.errors import InvalidInput
-
     try:  # built alongside (ctx pack); absent from builds without it
         build = importlib.import_module("ctxstore.packs.pack").build_pack
     except (ImportError, AttributeError):
@@ -57,8 +55,6 @@ def _echo_text(answer: Answer) -> None:
     The answer is untrusted (a model wrote it from repository content), so it goes through
     ``shown`` as stored text does: no escape sequences or controls reach a terminal.
     """
-    from ctxstore.cli._render import shown, strip_terminal_controls
-
     click.echo(shown(answer.completion.text.rstrip("\n")))
     for note in answer.notes:
         click.echo(f"ctx: note: {strip_terminal_controls(note)}", err=True)
@@ -134,10 +130,6 @@ def llm_command(env: Env, server: str | None, pack_file: str | None, query: str 
         ctx llm --query "Why does connect time out?" --format json
         ctx llm --query "Why does connect time out?" --budget 6000 --max-tokens 1000
     """
-    from ctxstore.errors import CtxError, InvalidInput
-    from ctxstore.llm.ask import ask, call_settings, settle
-    from ctxstore.llm.prompt import parse_pack
-
     if fmt_override is not None:
         env.fmt = fmt_override
     if query is not None and pack_file is not None:

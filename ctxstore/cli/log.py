@@ -7,6 +7,9 @@ import itertools
 import click
 
 from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env, plural
+from ctxstore.cli._render import commit_summary, echo_stored
+from ctxstore.history.stage import status as stage_status
+from ctxstore.model import Commit
 
 SHORT_ID = 12  # hex characters of an id in --oneline and Merge: lines (as `ctx status` shows them)
 
@@ -27,10 +30,6 @@ def log_command(env: Env, limit: int | None, oneline: bool) -> None:
         ctx log --oneline
         ctx log --format json
     """
-    from ctxstore.cli._render import commit_summary, echo_stored
-    from ctxstore.history.stage import status as stage_status
-    from ctxstore.model import Commit
-
     store = env.store()
     status = stage_status(env.session())
     head = store.read_head()

@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 
 from ctxstore.cli._common import Env, pass_env
+from ctxstore.knowledge.scopes import user_store_path
+from ctxstore.mcp.server import serve
 
 
 @click.command("mcp")
@@ -28,8 +30,5 @@ def mcp_command(env: Env, use_global: bool) -> None:
         ctx mcp
         claude mcp add --transport stdio ctx -- ctx mcp
     """
-    from ctxstore.knowledge.scopes import user_store_path
-    from ctxstore.mcp.server import serve
-
     user = user_store_path(Path(os.path.expanduser("~"))) if use_global else None
     serve(env.session(), user_store=user)

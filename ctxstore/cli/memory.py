@@ -14,7 +14,6 @@ from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural
 from ctxstore.errors import InvalidInput, NothingToDo
 
 if TYPE_CHECKING:
-    from ctxstore.memory.db import MemoryDB
     from ctxstore.memory.search import Hit
 
 # The intents of ``--intent`` (``memory.search.INTENTS``, not imported at CLI start-up).
@@ -36,17 +35,6 @@ def memory_group() -> None:
 
 def _memory_dir(env: Env) -> Path:
     return env.store_path()
-
-
-def _open(env: Env, *, create: bool = False, durable: bool = True) -> MemoryDB:
-    from ctxstore.memory.db import open_memory
-
-    db = open_memory(_memory_dir(env), create=create, durable=durable)
-    if db is None:
-        raise NothingToDo("there is no transcript memory yet",
-                          hint="`ctx memory backfill --all` indexes past sessions; the Stop hook "
-                               "indexes new ones")
-    return db
 
 
 @memory_group.command("backfill")
@@ -81,8 +69,8 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool,
         ctx memory backfill ~/.claude/projects/-home-me-work-repo
     """
     from ctxstore.cli._common import progress_printer
-    from ctxstore.memory.backfill import backfill, project_transcripts
-    from ctxstore.memory.codelink import link_code
+    from ctxstore.memory.backfill import project_transcripts
+    from ctxstore.memory.manage import backfill_memory
     from ctxstore.memory.settings import OFF_NOTE, settings_of
 
     settings = settings_of(env.session().config)  # a bad config.toml is named (E015)
@@ -108,14 +96,8 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool,
         raise InvalidInput("name transcript files or directories, or give --all",
                            hint="ctx memory backfill --all")
     started = time.monotonic()
-    with _open(env, create=True, durable=False) as db:
-        from ctxstore.memory.index import transcript_redactor
-
-        report = backfill(db, targets, progress=progress_printer("indexing transcripts"),
-                          tool_budget=settings.tool_budget,
-                          redact=transcript_redactor(env.session().root))
-        linked = link_code(db, env.index())
-        db.checkpoint()
+    report, linked = backfill_memory(env.session(), targets, tool_budget=settings.tool_budget,
+                                     progress=progress_printer("indexing transcripts"))
     seconds = time.monotonic() - started
     notes += report.notes
     if skipped[0]:
@@ -223,19 +205,10 @@ def stats_command(env: Env) -> None:
     Example:
         ctx memory stats --format json
     """
-    from ctxstore.memory.db import STATS, memory_path, open_memory
+    from ctxstore.memory.manage import memory_stats
     from ctxstore.memory.search import iso
 
-    db = open_memory(_memory_dir(env), create=False)
-    if db is None:  # nothing indexed yet: every count is 0 (a read, not an error)
-        counts, intents, first, last = dict.fromkeys(STATS, 0), {}, None, None
-    else:
-        with db:
-            counts = db.stats()
-            intents = db.intent_counts()
-            first, last = db.time_range()
-    path = memory_path(_memory_dir(env))
-    size = sum(os.path.getsize(str(path) + s) for s in ("", "-wal") if os.path.exists(str(path) + s))
+    counts, intents, first, last, path, size = memory_stats(_memory_dir(env))
     if env.fmt == "json":
         emit_json({**counts, "intents": intents, "first": iso(first), "last": iso(last),
                    "bytes": size, "path": str(path)})
@@ -266,20 +239,13 @@ def topics_command(env: Env, session: str | None, limit: int) -> None:
         ctx memory topics 4d5611e5
     """
     from ctxstore.claude.inject import escape_tags
+    from ctxstore.memory.manage import memory_topics
     from ctxstore.memory.search import iso
-    from ctxstore.memory.spans import summarize
 
-    with _open(env) as db:
-        if session:
-            matches = db.sessions_like(session)
-            if len(matches) != 1:
-                raise InvalidInput(f"{'no' if not matches else 'more than one'} session starts "
-                                   f"with {session!r}", hint="`ctx memory topics` lists them")
-            session = matches[0]
-        rows = db.topics(session, limit)
-        spans = [{"id": r[0], "session": r[1], "parent": r[2], "name": r[3], "depth": r[4],
-                  "turns": [r[5], r[6]], "start": iso(r[7]), "end": iso(r[8]), "ideas": r[9],
-                  "summary": summarize(db, int(r[0])).to_json()} for r in rows]
+    session, rows = memory_topics(_memory_dir(env), session, limit)
+    spans = [{"id": r[0], "session": r[1], "parent": r[2], "name": r[3], "depth": r[4],
+              "turns": [r[5], r[6]], "start": iso(r[7]), "end": iso(r[8]), "ideas": r[9],
+              "summary": summary.to_json()} for r, summary in rows]
     if env.fmt == "json":
         emit_json({"spans": spans})
         return
@@ -351,23 +317,21 @@ def forget_command(env: Env, session: str | None, everything: bool, yes: bool) -
     if (session is None) == (not everything):
         raise InvalidInput("give --session ID or --all (one of them)",
                            hint="ctx memory forget --session 4d5611e5")
-    with _open(env) as db:
-        if session is not None:
-            matches = db.sessions_like(session)
-            if len(matches) != 1:
-                raise InvalidInput(f"--session: {'no' if not matches else 'more than one'} "
-                                   f"session starts with {session!r}",
-                                   hint="`ctx memory topics` lists them")
-            session = matches[0]
-        what = f"session {session}" if session else "every session"
-        if not yes:
-            if not sys.stdin.isatty():
-                raise InvalidInput(f"refusing to forget {what} without confirmation: standard "
-                                   "input is not a terminal", hint="pass --yes to forget it")
-            if not click.confirm(f"Forget {what} from transcript memory?", default=False,
-                                 err=True):
-                raise click.Abort()
-        turns = db.forget(session)
+    from ctxstore.memory.manage import forget_memory, memory_session, open_existing
+
+    if session is not None:
+        session = memory_session(_memory_dir(env), session, option="--session")
+    else:
+        open_existing(_memory_dir(env)).close()  # no memory: said before asking
+    what = f"session {session}" if session else "every session"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InvalidInput(f"refusing to forget {what} without confirmation: standard "
+                               "input is not a terminal", hint="pass --yes to forget it")
+        if not click.confirm(f"Forget {what} from transcript memory?", default=False,
+                             err=True):
+            raise click.Abort()
+    turns = forget_memory(_memory_dir(env), session)
     if env.fmt == "json":
         emit_json({"session": session, "all": everything, "turns": turns})
         return

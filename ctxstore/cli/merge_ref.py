@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from ctxstore.git import merge_pointer_files
+
 
 @click.command("merge-ref")
 @click.argument("base", type=click.Path(dir_okay=False))
@@ -22,6 +24,4 @@ def merge_ref_command(base: str, ours: str, theirs: str) -> None:
     Example:
         git config merge.ctx-ref.driver "ctx merge-ref %O %A %B"
     """
-    from ctxstore.git import merge_pointer_files
-
     merge_pointer_files(Path(base), Path(ours), Path(theirs))

@@ -159,7 +159,7 @@ class AddGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """The names of the forms of their own, sorted."""
-        from ctxstore.cli import ADD_COMMANDS
+        from ctxstore.cli.table import ADD_COMMANDS
 
         return sorted(ADD_COMMANDS)
 
@@ -167,7 +167,7 @@ class AddGroup(click.Group):
         """The form ``name``, importing its module only now; None if there is none."""
         import importlib
 
-        from ctxstore.cli import ADD_COMMANDS
+        from ctxstore.cli.table import ADD_COMMANDS
 
         spec = ADD_COMMANDS.get(name)
         if spec is None:
@@ -176,7 +176,7 @@ class AddGroup(click.Group):
         return command
 
     def _node_form(self, args: list[str]) -> bool:
-        from ctxstore.cli import ADD_COMMANDS
+        from ctxstore.cli.table import ADD_COMMANDS
 
         return not args or args[0] not in ADD_COMMANDS
 
@@ -201,7 +201,7 @@ class AddGroup(click.Group):
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The node form's help, then the forms of their own with their one-line help."""
-        from ctxstore.cli import ADD_COMMANDS
+        from ctxstore.cli.table import ADD_COMMANDS
 
         self.node_command.format_help(ctx, formatter)
         with formatter.section("Other forms (ctx add FORM --help)"):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.errors import InvalidInput
+from ctxstore.security.purge import purge
 
 
 @click.command("purge")
@@ -37,11 +41,6 @@ def purge_command(env: Env, targets: tuple[str, ...], whole: bool, message: str 
         ctx purge 01J8Z1N6Q0Y8 --yes
         ctx purge 3fa9c2d1 --whole --yes && ctx gc --aggressive
     """
-    import sys
-
-    from ctxstore.errors import InvalidInput
-    from ctxstore.security.purge import purge
-
     if not yes:
         if not sys.stdin.isatty():
             raise InvalidInput("ctx purge rewrites history: give --yes to confirm",

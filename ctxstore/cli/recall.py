@@ -6,6 +6,7 @@ import click
 
 from ctxstore.cli._common import Env, format_option, pass_env
 from ctxstore.cli._global import recall_global
+from ctxstore.knowledge.scopes import recall_global_default
 
 
 @click.command("recall")
@@ -31,8 +32,6 @@ def recall_command(env: Env, query: str, limit: int, use_global: bool | None) ->
         ctx recall "type:task OR tag:tier:pinned" --limit 5
         ctx recall sqlite --format json
     """
-    from ctxstore.knowledge.scopes import recall_global_default
-
     wide = recall_global_default(env.store()) if use_global is None else use_global
     restored = recall_global(env, query, limit, wide)
     if restored and env.fmt != "json":

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import click
 
-from ctxstore.cli import COMMANDS
+from ctxstore.cli.table import COMMANDS
 
 __all__ = ["cli", "CtxGroup", "help_command", "nearest", "BROKEN_PIPE_EXIT"]
 

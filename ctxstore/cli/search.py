@@ -177,22 +177,21 @@ def trace_command(env: Env, node_id: str, reverse: bool) -> None:
         ctx trace 01HQ1A2G
         ctx trace 01HQ1A2B --reverse
     """
-    from ctxstore.graph.traverse import trace
-    from ctxstore.index.read import find_node, read_node
+    from ctxstore.knowledge.graph import trace_node
 
-    conn = env.index()
-    root = read_node(conn, node_id)
-    steps = trace(conn, root.id, reverse=reverse)
+    env.index()  # brought up to date, with progress on a terminal
+    found = trace_node(env.session(), node_id, reverse=reverse)
+    root = found.root
     if env.fmt == "json":
         emit_json({"id": root.id, "reverse": reverse,
-                   "steps": [{"id": s.node_id, "depth": s.depth, "type": s.label,
-                              "parent": s.parent} for s in steps]})
+                   "steps": [{"id": t.step.node_id, "depth": t.step.depth, "type": t.step.label,
+                              "parent": t.step.parent} for t in found.steps]})
         return
     from ctxstore.cli._render import echo_stored
 
     echo_stored(f"{root.id}  {root.type:<13} {preview(root.content)}")
-    for s in steps:
-        node = find_node(conn, s.node_id)
+    for t in found.steps:
+        s, node = t.step, t.node
         label = f"<-{s.label}-" if reverse else f"-{s.label}->"
         text = f"{node.type:<13} {preview(node.content, 60)}" if node else "(missing)"
         echo_stored(f"{'  ' * s.depth}{label} {s.node_id}  {text}")
@@ -210,21 +209,20 @@ def related_command(env: Env, node_id: str, depth: int) -> None:
     Example:
         ctx related 01HQ1A2B --depth 2
     """
-    from ctxstore.graph.traverse import related
-    from ctxstore.index.read import find_node, read_node
+    from ctxstore.knowledge.graph import related_nodes
 
-    conn = env.index()
-    root = read_node(conn, node_id)
-    found = related(conn, root.id, depth=depth)
+    env.index()  # brought up to date, with progress on a terminal
+    found = related_nodes(env.session(), node_id, depth=depth)
+    root = found.root
     if env.fmt == "json":
         emit_json({"id": root.id, "related": [
-            {"id": r.node_id, "distance": r.distance, "type": r.label, "direction": r.direction,
-             "via": r.via} for r in found]})
+            {"id": h.found.node_id, "distance": h.found.distance, "type": h.found.label,
+             "direction": h.found.direction, "via": h.found.via} for h in found.hits]})
         return
     from ctxstore.cli._render import echo_stored
 
-    for r in found:
-        node = find_node(conn, r.node_id)
+    for h in found.hits:
+        r, node = h.found, h.node
         arrow = "->" if r.direction == "out" else "<-"
         text = f"{node.type:<13} {preview(node.content, 60)}" if node else ""
         echo_stored(f"{r.distance}  {arrow} {r.label:<13} {r.node_id}  {text}")

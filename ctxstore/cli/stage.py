@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
 from ctxstore.cli._common import Env, emit_json, fmt_time, format_option, pass_env, plural
+from ctxstore.cli.commit import echo_after, echo_edits, echo_notices, edits_json
 from ctxstore.errors import InvalidInput
+from ctxstore.history.abort import abort, plan_abort
+from ctxstore.history.compact import compact
+from ctxstore.history.stage import flush, recover, start, status
 
 
 @click.group("stage")
@@ -34,8 +39,6 @@ def start_command(env: Env, task: str) -> None:
     Example:
         ctx stage start "Fix timeout handling"
     """
-    from ctxstore.history.stage import start
-
     res = start(env.session(), task)
     if env.fmt == "json":
         emit_json({"session_id": res.session_id, "work_commit": res.work_commit.hex()})
@@ -53,8 +56,6 @@ def flush_command(env: Env) -> None:
     Example:
         ctx stage flush
     """
-    from ctxstore.history.stage import flush
-
     head = flush(env.session())
     if env.fmt == "json":
         emit_json({"stage": head.hex() if head else None})
@@ -77,9 +78,6 @@ def compact_command(env: Env, message: str) -> None:
     Example:
         ctx stage compact --message "Completed timeout fix"
     """
-    from ctxstore.cli.commit import echo_after, echo_edits, echo_notices, edits_json
-    from ctxstore.history.compact import compact
-
     res = compact(env.session(), message)
     fold = res.fold
     if env.fmt == "json":
@@ -123,11 +121,6 @@ def abort_command(env: Env, reason: str | None, yes: bool) -> None:
         ctx stage abort --reason "Changed approach"
         ctx stage abort --yes
     """
-    import sys
-
-    from ctxstore.cli.commit import echo_after, echo_notices
-    from ctxstore.history.abort import abort, plan_abort
-
     db = env.session()
     plan = plan_abort(db.store)  # E018 with nothing staged, before any question
     if not yes:
@@ -179,8 +172,6 @@ def status_command(env: Env) -> None:
     Example:
         ctx stage status --format json
     """
-    from ctxstore.history.stage import status
-
     st = status(env.session())
     data = {"head": st.head.hex(), "head_conflicted": st.head_conflicted,
             "stage": [h.hex() for h in st.stage], "session_id": st.session_id, "task": st.task,
@@ -220,8 +211,6 @@ def recover_command(env: Env, adopt: bool) -> None:
     Example:
         ctx stage recover
     """
-    from ctxstore.history.stage import recover
-
     rep = recover(env.session(), adopt=adopt)
     if env.fmt == "json":
         emit_json({"state": rep.state, "stage": rep.stage.hex() if rep.stage else None,

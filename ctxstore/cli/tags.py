@@ -5,6 +5,9 @@ from __future__ import annotations
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.cli._render import echo_stored, tag_text
+from ctxstore.knowledge.nodes import tag_node, untag_node
+from ctxstore.knowledge.show import tag_counts
 
 
 @click.command("tag")
@@ -19,8 +22,6 @@ def tag_command(env: Env, node_id: str, tags: tuple[str, ...]) -> None:
     Example:
         ctx tag 01HQ1A2B task:current tier:working
     """
-    from ctxstore.knowledge.nodes import tag_node
-
     res = tag_node(env.session(), node_id, list(tags))
     if env.fmt == "json":
         emit_json({"changed": res.changed})
@@ -40,8 +41,6 @@ def untag_command(env: Env, node_id: str, tags: tuple[str, ...]) -> None:
     Example:
         ctx untag 01HQ1A2B tier:working
     """
-    from ctxstore.knowledge.nodes import untag_node
-
     res = untag_node(env.session(), node_id, list(tags))
     if env.fmt == "json":
         emit_json({"changed": res.changed})
@@ -60,14 +59,11 @@ def tags_command(env: Env, prefix: str | None) -> None:
     Example:
         ctx tags --prefix task:
     """
-    from ctxstore.knowledge.show import tag_counts
-
     env.index()  # a large catch-up shows progress on a terminal
     counts = tag_counts(env.session(), prefix)
     if env.fmt == "json":
         emit_json({"tags": [{"tag": t, "count": c} for t, c in counts]})
         return
-    from ctxstore.cli._render import echo_stored, tag_text
 
     for tag, count in counts:
         echo_stored(f"{tag_text(tag)}  {count}")

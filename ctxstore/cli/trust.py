@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ctxstore import limits
+from ctxstore.claude import trust
+from ctxstore.claude.claudemd import resolve_claude_md
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env
+from ctxstore.security import consent
 
 if TYPE_CHECKING:
     from ctxstore.claude.trust import TrustRecord
@@ -20,7 +24,6 @@ if TYPE_CHECKING:
 
 
 def _security_records(store: Store) -> list[dict[str, Any]]:
-    from ctxstore.security import consent
 
     name = consent.store_name(store)
     current = consent.security_record(name, consent.policy_from_config(store.config))
@@ -80,9 +83,6 @@ def trust_command(env: Env, revoke: bool, list_: bool) -> None:
         ctx trust --list --format json
         ctx trust --revoke
     """
-    from ctxstore import limits
-    from ctxstore.claude import trust
-
     if revoke and list_:
         raise click.UsageError("--revoke and --list cannot be combined")
     store = env.store()
@@ -94,7 +94,6 @@ def trust_command(env: Env, revoke: bool, list_: bool) -> None:
             click.echo(f"nothing to trust: {store.worktree} is not in a Git work tree, so "
                        f"{config} is your own configuration and applies as written")
         return
-    from ctxstore.security import consent
 
     if list_:
         records = trust.list_records(store)
@@ -135,7 +134,6 @@ def trust_command(env: Env, revoke: bool, list_: bool) -> None:
             click.echo(f"revoked: {count} consent(s) for {config}" if count
                        else f"nothing to revoke for {config}")
         return
-    from ctxstore.claude.claudemd import resolve_claude_md
 
     if store.config.get("claude", "claude_md_on_stop"):
         resolve_claude_md(store)  # never record consent to a path that leads out

@@ -8,7 +8,10 @@ from pathlib import Path
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural
+from ctxstore.cli._notices import user_store
 from ctxstore.errors import InvalidInput
+from ctxstore.ui.export import export_pages
+from ctxstore.ui.server import UiServer
 
 
 @click.command("ui")
@@ -44,7 +47,6 @@ def ui_command(env: Env, no_open: bool, export_dir: Path | None, packs: tuple[st
     if export_dir is not None:
         _export(env, export_dir, packs)
         return
-    from ctxstore.ui.server import UiServer
 
     server = UiServer.start(env.store_path())
     try:
@@ -70,8 +72,6 @@ def ui_command(env: Env, no_open: bool, export_dir: Path | None, packs: tuple[st
 
 
 def _export(env: Env, directory: Path, packs: tuple[str, ...]) -> None:
-    from ctxstore.cli._notices import user_store
-    from ctxstore.ui.export import export_pages
 
     result = export_pages(env.session(), directory, packs=packs, also=[user_store()])
     if env.fmt == "json":

@@ -23,6 +23,7 @@ KB of unclosed brackets, took minutes before.
 from __future__ import annotations
 
 import bisect
+import importlib
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -92,7 +93,6 @@ _QUERIES: dict[tuple[str, str], Query] = {}
 
 
 def _language(name: str) -> Any:
-    import importlib
 
     from tree_sitter import Language
 

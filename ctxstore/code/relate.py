@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
-from ctxstore.code.ingest import repo_path
+from ctxstore.code.walk import repo_path
 from ctxstore.errors import AmbiguousPrefix, CtxError, InvalidInput, NodeNotFound
 from ctxstore.model.codec import JsonValue
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord

@@ -25,15 +25,18 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore import fsio
-from ctxstore.errors import UnsafePath
+from ctxstore.errors import InvalidInput, UnsafePath
 from ctxstore.records import dataclass
+
+if TYPE_CHECKING:
+    from ctxstore.repo import Store
 
 __all__ = ["BUILD_OUTPUT_GLOBS", "WalkResult", "GlobSet", "GitStatus", "walk_tree", "glob_source",
            "glob_regex", "matches_any", "build_output", "filter_paths", "git_status",
-           "git_changed", "git_tracked"]
+           "git_changed", "git_tracked", "repo_path"]
 
 _ALWAYS_SKIPPED = (".ctx", ".git")
 # Folders whose files are what a build, a package manager or a tool wrote, at any depth
@@ -463,3 +466,33 @@ def _walk_files(root: Path) -> list[str]:
             else:
                 out.append(child)
     return out
+
+
+def repo_path(store: Store, given: str, cwd: Path) -> str:
+    """The repository-relative POSIX path of a path given on the command line.
+
+    Args:
+        store: The store (its work tree is the repository).
+        given: The path as typed (relative to ``cwd`` or absolute).
+        cwd: The current directory.
+
+    Returns:
+        The path relative to the work tree ("" for the tree itself).
+
+    Raises:
+        InvalidInput: if it lies outside the work tree or inside ``.ctx/``.
+    """
+    root = store.worktree.resolve()
+    raw = Path(given) if os.path.isabs(given) else cwd / given
+    absolute = Path(os.path.normpath(raw.parent.resolve() / raw.name)) if raw.name else raw.resolve()
+    try:
+        rel = absolute.relative_to(root).as_posix()
+    except ValueError:
+        raise InvalidInput(f"{given}: is outside the work tree {root}") from None
+    rel = "" if rel == "." else rel
+    if rel.split("/", 1)[0] == ".ctx":
+        raise InvalidInput(f"{given}: is inside the store (.ctx/)")
+    return rel
+
+
+# -- the commands ----------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from ctxstore import sqlite as db
 from ctxstore.errors import CtxError, IndexBusy, IndexCorrupt, IndexNotReady, LockConflict, UnsafePath
 from ctxstore.ids import ObjectId
 from ctxstore.index import codedb
+from ctxstore.index.meta import BUILD_STATE, clone_id, parse_snapshot
 from ctxstore.index.schema import (
     EXPECTED_SCHEMA_DIGEST,
     INDEX_SCHEMA_VERSION,
@@ -296,21 +297,6 @@ def is_current(root: Path, conn: sqlite3.Connection) -> bool:
     return row is not None and row[0] == snap and _owner_row(conn) == clone_id(root)
 
 
-def clone_id(root: Path) -> str | None:
-    """The identity of this copy of the store: the device and inode of its ``.ctx`` directory.
-
-    An index records it when it syncs. An index file that arrived some other way (committed
-    to Git with ``git add -f`` and cloned, or copied with the store) names another directory,
-    so its rows are never trusted: the next sync rebuilds it from the objects, which are checked
-    on every read. None when the directory cannot be read (the store's own open reports it).
-    """
-    try:
-        st = os.stat(root)
-    except OSError:
-        return None
-    return f"{st.st_dev}:{st.st_ino}"
-
-
 def _owner_row(conn: sqlite3.Connection) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = 'clone'").fetchone()
     return None if row is None else str(row[0])
@@ -352,26 +338,6 @@ def open_current(root: Path) -> IndexConnection | None:
         pass
     conn.close()
     return None
-
-
-def parse_snapshot(text: str) -> dict[str, list[str]] | None:
-    """A ``meta.synced`` value as ``pointer_snapshot`` wrote it, or None if it is not one."""
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError, TypeError):
-        return None
-    if not isinstance(value, dict) or set(value) != {"ref", "main", "stage"}:
-        return None
-    if not (isinstance(value["ref"], list) and len(value["ref"]) == 1
-            and isinstance(value["ref"][0], str)):
-        return None
-    for key in ("main", "stage"):
-        heads = value[key]
-        if not isinstance(heads, list) or not all(
-                isinstance(h, str) and len(h) == 64 and all(c in "0123456789abcdef" for c in h)
-                for h in heads):
-            return None
-    return value
 
 
 def _irregular_files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
@@ -419,9 +385,6 @@ def check_index_files(store: Store) -> str | None:
 # Seconds a caller that may not rebuild (a hook) spends building a new index (a fresh clone,
 # a deleted index/): a small store's is built in full; a large one is left partial and said so.
 NEW_INDEX_BUDGET = 1.0
-
-# The meta row of a partial index (index.rebuild.BUILD_STATE; that module loads only to build).
-BUILD_STATE = "build_state"
 
 # Seconds a command waits for another process's write transaction on the index (a rebuild,
 # a catch-up) before it gives up with ``IndexBusy``.

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ctxstore import fsio
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import parse_object_id
-from ctxstore.index import BUILD_STATE, clone_id, parse_snapshot
+from ctxstore.index.meta import BUILD_STATE, clone_id, parse_snapshot
 
 if TYPE_CHECKING:
     from ctxstore.repo import Store

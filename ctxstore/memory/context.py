@@ -18,11 +18,8 @@ from ctxstore.errors import CtxError
 
 if TYPE_CHECKING:
     from ctxstore.config import Config
-    from ctxstore.packs.session import Item
-    from ctxstore.session import Session
 
-__all__ = ["RECENT_MINUTES", "ITEM_CHARS", "MemoryItem", "memory_context", "memory_source",
-           "recall_section"]
+__all__ = ["RECENT_MINUTES", "ITEM_CHARS", "MemoryItem", "memory_context", "recall_section"]
 
 RECENT_MINUTES = 30
 """Turns younger than this are left out of context (the current conversation)."""
@@ -94,15 +91,6 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
         if len(items) >= limit:
             break
     return items
-
-
-def memory_source(session: Session, prompt: str, limit: int) -> list[Item]:
-    """``memory_context`` as a source of ``packs.session.relevant_context`` (kind ``transcript``)."""
-    from ctxstore.packs.session import Item
-    from ctxstore.tokens import estimate_tokens
-
-    return [Item(m.key, "transcript", m.text, m.score, estimate_tokens(m.text), m.why)
-            for m in memory_context(session.root, prompt, limit, config=session.config)]
 
 
 def recall_section(ctx_dir: Path, query: str, *, limit: int = 3, now_ms: int | None = None) -> str:

@@ -125,9 +125,10 @@ def node_source(session: Session, prompt: str, limit: int) -> list[Item]:
 
 def _transcript_source(session: Session, prompt: str, limit: int) -> list[Item]:
     """Past turns from transcript memory (``memory.context``; imported only when asked)."""
-    from ctxstore.memory.context import memory_source
+    from ctxstore.memory.context import memory_context
 
-    return memory_source(session, prompt, limit)
+    return [Item(m.key, "transcript", m.text, m.score, estimate_tokens(m.text), m.why)
+            for m in memory_context(session.root, prompt, limit, config=session.config)]
 
 
 SOURCES: list[Source] = [node_source, _transcript_source]

@@ -31,8 +31,8 @@ from ctxstore.index.read import (
 )
 from ctxstore.query.parser import And, Compare, Field, Not, Or, Text, parse_query
 from ctxstore.records import dataclass
-from ctxstore.search.engine import FullTextEngine, default_engine
-from ctxstore.search.fts5 import fts_literal
+from ctxstore.search.engine import FullTextEngine
+from ctxstore.search.fts5 import default_engine, fts_literal
 from ctxstore.search.tokenize import phrase
 
 __all__ = ["QueryTooComplex", "SPILL_DEPTH", "ScoreRow", "compile_where", "run_query",

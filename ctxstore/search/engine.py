@@ -14,7 +14,7 @@ answers from its own virtual table; an engine outside SQLite (Tantivy) runs the 
 and hands the rowids over as a JSON parameter. Either way the executor never writes
 engine-specific SQL.
 
-Implementations: ``fts5.Fts5Engine`` (the default, the ``nodes_fts`` table of
+Implementations: ``fts5.Fts5Engine`` (the default, ``fts5.default_engine``: the ``nodes_fts`` table of
 ``ctxstore.index.schema``) and ``tantivy.TantivyEngine`` (imported lazily, not on the hot
 path). ``tests/contracts/test_fulltext.py`` runs one suite against each. This module
 must not import ``query`` or anything above ``index``.
@@ -24,9 +24,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
-__all__ = ["MatchMode", "SqlFragment", "FullTextEngine", "NODE_FIELDS", "default_engine"]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ctxstore.config import Config
+
+__all__ = ["MatchMode", "SqlFragment", "FullTextEngine", "NODE_FIELDS", "SearchSession"]
 
 MatchMode = Literal["any", "all"]
 # A SQL text with its positional parameters.
@@ -108,15 +113,19 @@ class FullTextEngine(Protocol):
         ...
 
 
-def default_engine(conn: sqlite3.Connection) -> FullTextEngine:
-    """Return the engine the index uses: FTS5 over ``nodes_fts`` in ``conn``.
+class SearchSession(Protocol):
+    """What ``search`` needs of a session (``ctxstore.session.Session`` is one)."""
 
-    Args:
-        conn: An open index connection.
+    @property
+    def root(self) -> Path:
+        """The store's ``.ctx`` directory."""
+        ...
 
-    Returns:
-        The engine.
-    """
-    from ctxstore.search.fts5 import Fts5Engine
+    @property
+    def config(self) -> Config:
+        """The store's configuration."""
+        ...
 
-    return Fts5Engine(conn)
+    def index(self) -> sqlite3.Connection:
+        """The store's index connection, current."""
+        ...

@@ -14,10 +14,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from ctxstore.search.engine import NODE_FIELDS, MatchMode, SqlFragment
+from ctxstore.search.engine import NODE_FIELDS, FullTextEngine, MatchMode, SqlFragment
 from ctxstore.search.tokenize import index_text
 
-__all__ = ["TOKENIZE", "Fts5Engine", "fts_literal", "match_expression"]
+__all__ = ["TOKENIZE", "Fts5Engine", "default_engine", "fts_literal", "match_expression"]
 
 TOKENIZE = "tokenize = \"ascii tokenchars '_'\""
 """The tokenizer clause of an FTS5 table of ``search.tokenize`` terms (``index.schema``)."""
@@ -158,3 +158,15 @@ class Fts5Engine:
             return f"SELECT {columns} FROM {self.table} WHERE 0", []
         return (f"SELECT {columns} FROM {self.table} WHERE {self.table} MATCH ?",
                 [match_expression(terms, mode)])
+
+
+def default_engine(conn: sqlite3.Connection) -> FullTextEngine:
+    """Return the engine the index uses: FTS5 over ``nodes_fts`` in ``conn``.
+
+    Args:
+        conn: An open index connection.
+
+    Returns:
+        The engine.
+    """
+    return Fts5Engine(conn)

@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from ctxstore.records import dataclass
+from ctxstore.search.engine import SearchSession
 from ctxstore.search.ranked import (
     ChunkRow,
     NodeText,
@@ -38,9 +39,6 @@ from ctxstore.search.tokenize import terms as terms_of
 from ctxstore.search.tokenize import words as words_of
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from ctxstore.config import Config
     from ctxstore.index.read import NodeRow
     from ctxstore.search.tantivy_index import Served
 
@@ -279,24 +277,6 @@ def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], terms: Sequence
         share = min(1.0, held / len(words)) if words else 1.0
         hits.append(Hit("symbol", s.qualname, score * share, (s.name.lower(),), symbol=s))
     return hits
-
-
-class SearchSession(Protocol):
-    """What ``search`` needs of a session (``ctxstore.session.Session`` is one)."""
-
-    @property
-    def root(self) -> Path:
-        """The store's ``.ctx`` directory."""
-        ...
-
-    @property
-    def config(self) -> Config:
-        """The store's configuration."""
-        ...
-
-    def index(self) -> sqlite3.Connection:
-        """The store's index connection, current."""
-        ...
 
 
 def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,

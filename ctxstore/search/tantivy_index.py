@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.config import Config
-    from ctxstore.search.search import SearchSession as _Session
+    from ctxstore.search.engine import SearchSession as _Session
     from ctxstore.search.tantivy import TantivyEngine
 
 __all__ = ["TANTIVY_DIR", "TANTIVY_MIN_CHUNKS", "READ_SYNC_MAX", "PATH_SLOTS", "PROSE_LANGUAGES",

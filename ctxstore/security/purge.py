@@ -22,7 +22,9 @@ pointers by compare-and-swap); it never prints.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,8 @@ from typing import Any
 from ctxstore import fsio, refs
 from ctxstore.errors import CtxError, InvalidInput, NothingToDo, ObjectNotFound, StorageIOError
 from ctxstore.ids import ObjectId, new_ulid
+from ctxstore.index import open_index
+from ctxstore.index.read import read_node
 from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit, decode_typed
 from ctxstore.model.build import CommandRunRecord, DiagnosticsSnapshot
 from ctxstore.model.code import FileRecord, FileVersion
@@ -414,11 +418,6 @@ def _resolve(store: Store, targets: list[str]) -> tuple[set[str], set[bytes]]:
     Raises:
         InvalidInput: (E011) for a target that names neither.
     """
-    from contextlib import closing
-
-    from ctxstore.index import open_index
-    from ctxstore.index.read import read_node
-
     nodes: set[str] = set()
     objects: set[bytes] = set()
     with closing(open_index(store)) as conn:
@@ -459,8 +458,6 @@ def purge(store: Store, targets: list[str], *, whole: bool = False, message: str
         StagingConflict, LockConflict, StorageIOError: if the store cannot be written; a
             pointer that moved meanwhile leaves the store as it was.
     """
-    import time
-
     clock = now or time.time
     scanner = policy_for(store).scanner()
     report = PurgeReport()

@@ -12,7 +12,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ctxstore.browse.graph import MAX_LIMIT, read_graph
+from ctxstore.browse.node import NodePage, read_node_page
+from ctxstore.browse.pack import explore_pack
+from ctxstore.browse.timeline import read_timeline
+from ctxstore.browse.transcripts import read_transcripts, search_transcripts_read_only
 from ctxstore.errors import InvalidInput
+from ctxstore.knowledge.tasks import current_task
+from ctxstore.packs.request import PackRequest
 
 if TYPE_CHECKING:
     from ctxstore.session import Session
@@ -69,8 +76,6 @@ def _text(params: Params, name: str) -> str | None:
 
 def timeline_page(db: Session, params: Params) -> Any:
     """``timeline?limit=N``: ``browse.timeline.read_timeline``."""
-    from ctxstore.browse.timeline import read_timeline
-
     limit = _int(params, "limit", 500, 1, 100_000)
     assert limit is not None
     return {"store": str(db.root), **to_json(read_timeline(db, limit=limit))}
@@ -78,8 +83,6 @@ def timeline_page(db: Session, params: Params) -> Any:
 
 def node_page(db: Session, params: Params) -> Any:
     """``node?ref=ID|kind:key``: ``browse.node.read_node_page``."""
-    from ctxstore.browse.node import NodePage, read_node_page
-
     ref = _text(params, "ref")
     if ref is None:
         raise InvalidInput("name a node: node?ref=ID or kind:key")
@@ -89,8 +92,6 @@ def node_page(db: Session, params: Params) -> Any:
 
 def graph_page(db: Session, params: Params) -> Any:
     """``graph?level=files|all&limit=N&focus=REF``: ``browse.graph.read_graph``."""
-    from ctxstore.browse.graph import MAX_LIMIT, read_graph
-
     limit = _int(params, "limit", 600, 1, MAX_LIMIT)
     assert limit is not None
     return to_json(read_graph(db, level=params.get("level", "files") or "files", limit=limit,
@@ -99,10 +100,6 @@ def graph_page(db: Session, params: Params) -> Any:
 
 def pack_page(db: Session, params: Params) -> Any:
     """``pack?task=T&budget=N&depth=N&narrative=1&graph=1``: ``browse.pack.explore_pack``."""
-    from ctxstore.browse.pack import explore_pack
-    from ctxstore.knowledge.tasks import current_task
-    from ctxstore.packs.request import PackRequest
-
     graph = _flag(params, "graph")
     view = explore_pack(db, PackRequest(
         params.get("task", ""), budget=_int(params, "budget", None, 1, 100_000_000),
@@ -114,15 +111,11 @@ def pack_page(db: Session, params: Params) -> Any:
 
 def transcripts_page(db: Session, params: Params) -> Any:
     """``transcripts?session=ID``: ``browse.transcripts.read_transcripts``."""
-    from ctxstore.browse.transcripts import read_transcripts
-
     return to_json(read_transcripts(db, session=_text(params, "session")))
 
 
 def search_page(db: Session, params: Params) -> Any:
     """``search?q=T&since=&until=&intent=&session=&limit=N``: transcript-memory search."""
-    from ctxstore.browse.transcripts import search_transcripts_read_only
-
     limit = _int(params, "limit", 20, 1, 200)
     assert limit is not None
     return to_json(search_transcripts_read_only(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxstore.claude.doctor import first_notice
+from ctxstore.claude.notice import first_notice
 from tests.conftest import run_ctx
 
 

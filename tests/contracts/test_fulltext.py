@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from ctxstore.index.schema import SCHEMA
-from ctxstore.search.engine import FullTextEngine, default_engine
-from ctxstore.search.fts5 import Fts5Engine, fts_literal, match_expression
+from ctxstore.search.engine import FullTextEngine
+from ctxstore.search.fts5 import Fts5Engine, default_engine, fts_literal, match_expression
 from ctxstore.search.tokenize import phrase
 
 Make = Callable[[sqlite3.Connection], FullTextEngine]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from ctxstore.code.ingest.extract import default_jobs
 from ctxstore.code.ingest.report import FileNote, IngestReport
 from ctxstore.code.ingest.resolve import NO_SEMANTICS, endpoint_of_symbol, resolve_target
-from ctxstore.code.ingest.run import add_files, index_tree, repo_path
+from ctxstore.code.ingest.run import add_files, index_tree
+from ctxstore.code.walk import repo_path
 
 __all__ = ["IngestReport", "FileNote", "index_tree", "add_files", "default_jobs", "repo_path",
            "NO_SEMANTICS", "endpoint_of_symbol",

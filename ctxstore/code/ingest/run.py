@@ -59,43 +59,12 @@ from ctxstore.security.secrets import sensitive_file
 if TYPE_CHECKING:
     from ctxstore.session import Session
 
-__all__ = ["index_tree", "add_files", "repo_path", "rederive_rows"]
+__all__ = ["index_tree", "add_files", "rederive_rows"]
 
 _SNIFF_BYTES = 8192
 _SHAPE_CHECK_MAX = 200  # files of a run compared before and after for their imports and names
 _RACY_NS = 2_000_000_000  # an mtime this close to the run may still change within its tick
 
-
-# -- paths ----------------------------------------------------------------------------------------
-
-def repo_path(store: Store, given: str, cwd: Path) -> str:
-    """The repository-relative POSIX path of a path given on the command line.
-
-    Args:
-        store: The store (its work tree is the repository).
-        given: The path as typed (relative to ``cwd`` or absolute).
-        cwd: The current directory.
-
-    Returns:
-        The path relative to the work tree ("" for the tree itself).
-
-    Raises:
-        InvalidInput: if it lies outside the work tree or inside ``.ctx/``.
-    """
-    root = store.worktree.resolve()
-    raw = Path(given) if os.path.isabs(given) else cwd / given
-    absolute = Path(os.path.normpath(raw.parent.resolve() / raw.name)) if raw.name else raw.resolve()
-    try:
-        rel = absolute.relative_to(root).as_posix()
-    except ValueError:
-        raise InvalidInput(f"{given}: is outside the work tree {root}") from None
-    rel = "" if rel == "." else rel
-    if rel.split("/", 1)[0] == ".ctx":
-        raise InvalidInput(f"{given}: is inside the store (.ctx/)")
-    return rel
-
-
-# -- the commands ----------------------------------------------------------------------------------
 
 def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = None,
                progress: Progress | None = None, full: bool = False) -> IngestReport:

@@ -1,0 +1,160 @@
+"""The upkeep use cases of transcript memory: ``ctx memory backfill|stats|topics|forget``.
+
+Each opens ``local/memory.sqlite`` of the store at hand (``memory.db``), does one job and
+returns plain values for the front end to render. A memory that was never created is
+``NothingToDo`` for the commands that need one, and all zeros for ``stats``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ctxstore.errors import InvalidInput, NothingToDo
+from ctxstore.memory.db import STATS, MemoryDB, memory_path, open_memory
+from ctxstore.memory.spans import SpanSummary, summarize
+
+if TYPE_CHECKING:
+    from ctxstore.memory.backfill import BackfillReport
+    from ctxstore.session import Session
+
+__all__ = ["MemoryStats", "open_existing", "backfill_memory", "memory_stats", "memory_topics",
+           "memory_session", "forget_memory"]
+
+_NO_MEMORY_HINT = ("`ctx memory backfill --all` indexes past sessions; the Stop hook indexes "
+                   "new ones")
+
+
+class MemoryStats(NamedTuple):
+    """What ``ctx memory stats`` shows.
+
+    Attributes:
+        counts: Rows of each table ``memory.db.STATS`` names (all 0 without a memory).
+        intents: Ideas by intent.
+        first: The earliest turn time (ms), or None.
+        last: The latest turn time (ms), or None.
+        path: The memory file.
+        size: Bytes of the file and its write-ahead log.
+    """
+
+    counts: dict[str, int]
+    intents: dict[str, int]
+    first: int | None
+    last: int | None
+    path: Path
+    size: int
+
+
+def open_existing(ctx_dir: Path, *, create: bool = False, durable: bool = True) -> MemoryDB:
+    """The transcript memory of the store at ``ctx_dir``, opened for writing.
+
+    Raises:
+        NothingToDo: (E018) when there is no memory yet (and ``create`` is False).
+        CtxError: from ``memory.db.open_memory`` (a damaged or foreign file).
+    """
+    db = open_memory(ctx_dir, create=create, durable=durable)
+    if db is None:
+        raise NothingToDo("there is no transcript memory yet", hint=_NO_MEMORY_HINT)
+    return db
+
+
+def backfill_memory(session: Session, targets: Iterable[Path], *, tool_budget: int,
+                    progress: Callable[[int, int], None] | None = None
+                    ) -> tuple[BackfillReport, int]:
+    """Index the transcripts below ``targets``, then link the code they name to the code index.
+
+    Args:
+        session: The open session (its index is read to link code names).
+        targets: Transcript files or folders of them.
+        tool_budget: ``[memory] tool_budget``.
+        progress: Called with (bytes read, bytes to read).
+
+    Returns:
+        The backfill's report and how many names were linked to the code index.
+    """
+    from ctxstore.memory.backfill import backfill
+    from ctxstore.memory.codelink import link_code
+    from ctxstore.memory.index import transcript_redactor
+
+    with open_existing(session.root, create=True, durable=False) as db:
+        report = backfill(db, targets, progress=progress, tool_budget=tool_budget,
+                          redact=transcript_redactor(session.root))
+        linked = link_code(db, session.index())
+        db.checkpoint()
+    return report, linked
+
+
+def memory_stats(ctx_dir: Path) -> MemoryStats:
+    """What the transcript memory of the store at ``ctx_dir`` holds (zeros when there is none)."""
+    db = open_memory(ctx_dir, create=False)
+    if db is None:  # nothing indexed yet: every count is 0 (a read, not an error)
+        counts, intents, first, last = dict.fromkeys(STATS, 0), {}, None, None
+    else:
+        with db:
+            counts = db.stats()
+            intents = db.intent_counts()
+            first, last = db.time_range()
+    path = memory_path(ctx_dir)
+    size = sum(os.path.getsize(str(path) + s) for s in ("", "-wal")
+               if os.path.exists(str(path) + s))
+    return MemoryStats(counts, intents, first, last, path, size)
+
+
+def _one_session(db: MemoryDB, prefix: str, option: str | None) -> str:
+    matches = db.sessions_like(prefix)
+    if len(matches) != 1:
+        raise InvalidInput(f"{option + ': ' if option else ''}"
+                           f"{'no' if not matches else 'more than one'} session starts with "
+                           f"{prefix!r}", hint="`ctx memory topics` lists them")
+    return matches[0]
+
+
+def memory_session(ctx_dir: Path, prefix: str, *, option: str | None = None) -> str:
+    """The one session of the memory whose id is ``prefix`` or starts with it.
+
+    Raises:
+        NothingToDo: (E018) when there is no memory yet.
+        InvalidInput: (E011) when no session or several match (named as ``option``).
+    """
+    with open_existing(ctx_dir) as db:
+        return _one_session(db, prefix, option)
+
+
+def memory_topics(ctx_dir: Path, session: str | None, limit: int
+                  ) -> tuple[str | None, list[tuple[tuple[Any, ...], SpanSummary]]]:
+    """Topic spans, newest topic first, each followed by its sub-spans: of one session or all.
+
+    Each with its extractive summary (``memory.spans.summarize``).
+
+    Args:
+        ctx_dir: The store's ``.ctx`` directory.
+        session: A session id or unique prefix; None for every session.
+        limit: At most this many spans.
+
+    Returns:
+        The session (its full id) and the spans' rows (``MemoryDB.topics``), each with its
+        summary.
+
+    Raises:
+        NothingToDo: (E018) when there is no memory yet.
+        InvalidInput: (E011) when no session or several match ``session``.
+    """
+    with open_existing(ctx_dir) as db:
+        if session:
+            session = _one_session(db, session, None)
+        return session, [(row, summarize(db, int(row[0]))) for row in db.topics(session, limit)]
+
+
+def forget_memory(ctx_dir: Path, session: str | None) -> int:
+    """Delete what memory holds of ``session`` (a full id) and its subagents, or of all (None).
+
+    Returns:
+        How many turns went.
+
+    Raises:
+        NothingToDo: (E018) when there is no memory yet.
+    """
+    with open_existing(ctx_dir) as db:
+        return db.forget(session)
