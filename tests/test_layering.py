@@ -15,6 +15,7 @@ moved to the floor that owns it, a callable passed down, a module split), never 
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from itertools import pairwise
@@ -450,8 +451,21 @@ STARTUP_BUDGET: dict[str, tuple[int, set[str]]] = {  # path: (ctxstore modules, 
 
 
 def _import_log(stderr: str) -> set[str]:
+    """The modules an ``-X importtime`` log names, less those the bare interpreter imports.
+
+    What ``site`` loads before any code runs (``.pth`` files of the environment) is not the
+    program's import: it is measured once with ``python -c pass`` and left out.
+    """
     return {line.split("|")[-1].strip() for line in stderr.splitlines()
-            if line.startswith("import time:")} - {"module"}
+            if line.startswith("import time:")} - {"module"} - _interpreter_startup()
+
+
+@functools.cache
+def _interpreter_startup() -> frozenset[str]:
+    res = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"],
+                         capture_output=True, text=True, check=True)
+    return frozenset(line.split("|")[-1].strip() for line in res.stderr.splitlines()
+                     if line.startswith("import time:"))
 
 
 def _third_party(modules: set[str]) -> set[str]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 from ctxstore import fsio
 from ctxstore.claude.inject import escape_tags, sanitize_text
 from ctxstore.errors import ConfigInvalid, InvalidInput, UnsafePath
-from ctxstore.knowledge.evolution import Newer, history_note, newer_versions
+from ctxstore.knowledge.recall import Newer, history_note, newer_versions
 from ctxstore.knowledge.show import short_ids
 from ctxstore.lifecycle.ranking import Ranked, rank_memories
 from ctxstore.records import dataclass

@@ -96,7 +96,7 @@ def _tags(text: str | None) -> list[str]:
 
 def render_nodes(db: Session, nodes: list[NodeRow]) -> str:
     """``- [type:short] content`` items with their tags (spec 001 §17), short ids of ``db``."""
-    from ctxstore.knowledge.evolution import history_note, newer_versions
+    from ctxstore.knowledge.recall import history_note, newer_versions
 
     newer = newer_versions(db.index(), [n.id for n in nodes])
     short = short_ids(db, [*(n.id for n in nodes), *(m.id for m in newer.values())])

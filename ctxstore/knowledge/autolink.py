@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
 from ctxstore.errors import CtxError
-from ctxstore.knowledge.evolution import Evolution, evolutions
 from ctxstore.model.knowledge import EdgeRecord, NodeRecord
 
 if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.index.read import NodeRow
+    from ctxstore.knowledge.evolution import Evolution
     from ctxstore.session import Session
 
 __all__ = ["RELATE_THRESHOLD", "MERGE_THRESHOLD", "MAX_LINKS", "CANDIDATES", "QUERY_WORDS",
@@ -208,5 +208,9 @@ def autolink_records(db: Session, node: NodeRecord, content: str) -> list[EdgeRe
     except CtxError:  # the index and the executor raise typed errors (IndexCorrupt, ...)
         # A link is a convenience: a damaged or busy index must not lose the memory itself.
         return []
-    changes = evolutions(node.type, text, (row for row, _ in rows))
+    changes: list[Evolution] = []
+    if rows:  # the rule loads only when there is an older memory to compare with
+        from ctxstore.knowledge.evolution import evolutions
+
+        changes = evolutions(node.type, text, (row for row, _ in rows))
     return link_records(node.id, [(row.id, sim) for row, sim in rows], evolves=changes)

@@ -14,8 +14,9 @@ a rule classifies each pair without a model (spec 003's edge types):
 The edge goes from the newer node to the older one, with ``metadata.evolves = true``. It is a
 proposal: superseding is a person's decision (spec 003), so the older node stays active until
 someone runs ``ctx supersede OLD NEW``. Until then every context that injects the older node
-marks it as history and names the newer one (``newer_versions`` + ``history_note``), so the
-model never reads both without knowing which one stands.
+marks it as history and names the newer one (``knowledge.recall.newer_versions`` and
+``history_note``, on the hooks' read path), so the model never reads both without knowing
+which one stands.
 
 Words are compared by their Snowball stems (``search.tokenize.PROSE``): "sessions" and
 "session" are one subject.
@@ -24,18 +25,16 @@ Words are compared by their Snowball stems (``search.tokenize.PROSE``): "session
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from ctxstore.index.read import NodeRow
 
-__all__ = ["EVOLVING_TYPES", "SUBJECT_THRESHOLD", "COVER_THRESHOLD", "Evolution", "Newer",
-           "classify", "evolutions", "newer_versions", "history_note"]
+__all__ = ["EVOLVING_TYPES", "SUBJECT_THRESHOLD", "COVER_THRESHOLD", "Evolution", "classify",
+           "evolutions"]
 
 EVOLVING_TYPES = frozenset({"decision", "fact", "pattern"})
 """Types whose later node on the same subject replaces what the earlier one said."""
@@ -69,15 +68,6 @@ class Evolution:
     old_id: str
     label: Label
     overlap: float
-
-
-@dataclass(frozen=True, slots=True)
-class Newer:
-    """The newest node that refines or contradicts an older one (``newer_versions``)."""
-
-    id: str
-    type: str
-    label: str
 
 
 def _stems(text: str) -> frozenset[str]:
@@ -133,38 +123,3 @@ def evolutions(node_type: str, text: str, candidates: Iterable[NodeRow]) -> list
             out.append(Evolution(node.id, found[0], round(found[1], 4)))
     out.sort(key=lambda e: (-e.overlap, e.old_id))
     return out
-
-
-def newer_versions(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Newer]:
-    """For each of ``ids`` that a newer live node refines or contradicts, the newest such node.
-
-    Reads the ``evolves`` edges (``REFINES`` / ``CONTRADICTS`` written with a node, see the
-    module docstring) pointing at these nodes, from active nodes of the same type.
-
-    Args:
-        conn: A synced index connection.
-        ids: Node ids (a composition's, a pack's).
-
-    Returns:
-        Old id to its newest refining or contradicting node (absent: none).
-    """
-    from ctxstore.index.read import evolving_edges_to
-
-    out: dict[str, Newer] = {}
-    for old, new, node_type, label in evolving_edges_to(conn, ids):  # oldest first: newest wins
-        out[old] = Newer(new, node_type, label)
-    return out
-
-
-def history_note(newer: Newer, short: str) -> str:
-    """The line that marks an older node as history, naming the newer one.
-
-    Args:
-        newer: The newest node that refines or contradicts it.
-        short: The newer node's short id as the context shows ids.
-
-    Returns:
-        E.g. ``history: [decision:01AB] contradicts this (newer; ctx supersede confirms)``.
-    """
-    verb = "refines" if newer.label == "REFINES" else "contradicts"
-    return f"history: [{newer.type}:{short}] {verb} this (newer; `ctx supersede` confirms)"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from ctxstore.errors import AmbiguousPrefix, InvalidInput, NodeNotFound
-from ctxstore.index.read import NodeRow, edges_of, nodes_by_ids, read_node
+from ctxstore.index.read import NodeRow, edges_of, evolving_edges_to, nodes_by_ids, read_node
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from ctxstore.query.executor import ScoreRow
 
 __all__ = ["RECALL_LIMIT", "MAX_RECALL_LIMIT", "Expansion", "parse_recall_limit", "recall_nodes",
-           "recallable", "injectable", "by_decay", "free_text_nodes", "expand_summary"]
+           "recallable", "injectable", "by_decay", "free_text_nodes", "expand_summary", "Newer",
+           "newer_versions", "history_note"]
 
 RECALL_LIMIT = 20
 MAX_RECALL_LIMIT = 100
@@ -219,3 +220,47 @@ def expand_summary(conn: sqlite3.Connection, ref: str) -> Expansion:
         raise InvalidInput(f"expand needs a summary node, {summary.id} is a {summary.type}")
     ids = [e.to_key for e in edges_of(conn, summary.id, "out", "DERIVED_FROM") if e.to_kind == "node"]
     return Expansion(summary, nodes_by_ids(conn, ids))
+
+
+# -- decisions that evolve (knowledge.evolution writes the edges) --------------------------
+
+@dataclass(frozen=True, slots=True)
+class Newer:
+    """The newest node that refines or contradicts an older one (``newer_versions``)."""
+
+    id: str
+    type: str
+    label: str
+
+
+def newer_versions(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Newer]:
+    """For each of ``ids`` that a newer live node refines or contradicts, the newest such node.
+
+    Reads the ``evolves`` edges (``REFINES`` / ``CONTRADICTS`` written with a node,
+    ``knowledge.evolution``) pointing at these nodes, from active nodes of the same type.
+
+    Args:
+        conn: A synced index connection.
+        ids: Node ids (a composition's, a pack's).
+
+    Returns:
+        Old id to its newest refining or contradicting node (absent: none).
+    """
+    out: dict[str, Newer] = {}
+    for old, new, node_type, label in evolving_edges_to(conn, ids):  # oldest first: newest wins
+        out[old] = Newer(new, node_type, label)
+    return out
+
+
+def history_note(newer: Newer, short: str) -> str:
+    """The line that marks an older node as history, naming the newer one.
+
+    Args:
+        newer: The newest node that refines or contradicts it.
+        short: The newer node's short id as the context shows ids.
+
+    Returns:
+        E.g. ``history: [decision:01AB] contradicts this (newer; ctx supersede confirms)``.
+    """
+    verb = "refines" if newer.label == "REFINES" else "contradicts"
+    return f"history: [{newer.type}:{short}] {verb} this (newer; `ctx supersede` confirms)"

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxstore.errors import BudgetExceeded, CtxError, InvalidInput, StoreCorrupt
 from ctxstore.index.read import NodeRow, out_edges_of, short_id_lookup
-from ctxstore.knowledge.evolution import Newer, history_note, newer_versions
+from ctxstore.knowledge.recall import Newer, history_note, newer_versions
 from ctxstore.model.scoring import order_score
 from ctxstore.model.vocab import TIER_ORDER
 from ctxstore.packs.session import SESSION_START_TOKENS

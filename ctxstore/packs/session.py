@@ -100,8 +100,7 @@ def node_source(session: Session, prompt: str, limit: int) -> list[Item]:
         The candidates, best first.
     """
     from ctxstore.index.read import short_id_lookup
-    from ctxstore.knowledge.evolution import history_note, newer_versions
-    from ctxstore.knowledge.recall import injectable
+    from ctxstore.knowledge.recall import history_note, injectable, newer_versions
     from ctxstore.search.search import FULL_MATCH, search, search_terms
 
     conn = session.index()

@@ -81,8 +81,8 @@ def test_a_changed_decision_is_shown_with_its_predecessor_marked_until_supersede
 
     note = "contradicts this (newer; `ctx supersede` confirms)"
     composed = _ctx(root, "compose")
-    old_item = composed.split(f"[decision:{str(old['id'])[:8]}")[1].split("\n- ")[0]
-    assert note in old_item and f"[decision:{new_id[:8]}]" in old_item
+    old_item = composed.split("Cache sessions in SQLite with WAL mode")[1].split("\n- ")[0]
+    assert note in old_item and f"[decision:{new_id[:8]}" in old_item
     start = _hook(root, "SessionStart", "s1", source="startup")
     assert note in start and "Cache sessions in SQLite" in start and "to Redis" in start
     prompt = _hook(root, "UserPromptSubmit", "s2", prompt="how is the session cache stored? SQLite WAL?")
