@@ -582,7 +582,7 @@ def listing_state(conn: sqlite3.Connection) -> ListingState | None:
     raw = meta_value(conn, "git")
     try:
         data = json.loads(raw) if raw is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):  # a nested value past the parser's depth too
         return None
     if not isinstance(data, dict):
         return None
