@@ -12,10 +12,7 @@ per term it touched, and bumps ``code_meta`` ``generation`` (which invalidates
 SELECTs the code layer needs (``file_rows``, ``stat_rows``, ``symbols_by``) live here too:
 SQL stays in ``index/``.
 
-Chunks are at symbol granularity: one per top-level definition (a class over
-``CLASS_SPLIT_TOKENS`` is split into a header chunk and one chunk per method), plus one
-module-header chunk for the lines outside them; a file without symbols (no extractor, or
-ingested without ``--extract-semantics``) gets windows of ``WINDOW_LINES`` lines.
+How a file is cut into chunks is ``index.chunks`` (re-exported here).
 """
 
 from __future__ import annotations
@@ -26,8 +23,9 @@ from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
+from ctxstore.index.chunks import CLASS_SPLIT_TOKENS, WINDOW_LINES, Chunk, chunk_file
 from ctxstore.index.codedb import bump_generation
-from ctxstore.model.code import CodeSymbol, FileVersion
+from ctxstore.model.code import FileVersion
 from ctxstore.model.knowledge import key_text
 from ctxstore.records import dataclass
 from ctxstore.search.tokenize import index_text, path_tokens, term_counts
@@ -41,11 +39,6 @@ __all__ = ["DocumentFrequencies", "FileRow", "FileRows", "StatRow", "SymbolHit",
            "skipped_rows", "symbols_by", "symbols_in", "task_node_ids", "chunk_file",
            "ListingState", "listing_state", "set_listing_state",
            "WINDOW_LINES", "CLASS_SPLIT_TOKENS"]
-WINDOW_LINES = 60
-CLASS_SPLIT_TOKENS = 1500
-# Symbols split into their children when larger than CLASS_SPLIT_TOKENS: a class into its
-# methods, a Markdown section into its subsections.
-_CONTAINERS = frozenset({"class", "impl", "trait", "interface", "struct", "enum", "heading"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,17 +66,6 @@ class SymbolHit:
     kind: str
     start_line: int | None
     end_line: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """A piece of a file for full-text retrieval."""
-
-    qualname: str | None
-    kind: str
-    start_line: int
-    end_line: int
-    text: str
 
 
 class DocumentFrequencies:
@@ -303,70 +285,6 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
     conn.execute(f"DELETE FROM code_edge_rows WHERE file IN ({file_ids})", (path,))  # noqa: S608
     for table in ("chunks", "symbols", "files"):
         conn.execute(f"DELETE FROM {table} WHERE path = ?", (path,))  # noqa: S608 - fixed names
-
-
-def chunk_file(text: str, symbols: Sequence[CodeSymbol]) -> list[Chunk]:
-    """Cut a file into retrieval chunks (see the module docstring).
-
-    Args:
-        text: The file's text.
-        symbols: Its symbols, in order of appearance (none: line windows).
-
-    Returns:
-        The chunks in file order, the module header first.
-    """
-    lines = text.splitlines(keepends=True)
-    if not lines:
-        return []
-    if not symbols:
-        return [Chunk(None, "window", i + 1, min(i + WINDOW_LINES, len(lines)),
-                      "".join(lines[i:i + WINDOW_LINES])) for i in range(0, len(lines), WINDOW_LINES)]
-    modules = {s.qualname for s in symbols if s.kind == "module"}
-    top = [s for s in symbols if s.kind != "module" and (s.parent is None or s.parent in modules)]
-    covered = [False] * len(lines)
-    out: list[Chunk] = []
-    children_of: dict[str, list[CodeSymbol]] = {}  # once: a scan per symbol was quadratic
-    for s in symbols:
-        if s.parent is not None:
-            children_of.setdefault(s.parent, []).append(s)
-
-    def take(sym: CodeSymbol, start: int, end: int, kind: str) -> None:
-        end = min(end, len(lines))
-        for i in range(start - 1, end):
-            covered[i] = True
-        out.append(Chunk(sym.qualname, kind, start, end, "".join(lines[start - 1:end])))
-
-    def place(sym: CodeSymbol) -> None:
-        """One chunk for ``sym``, or, for a large container, its header and its children."""
-        if sym.start_line > len(lines) or any(covered[sym.start_line - 1:sym.end_line]):
-            return
-        body = "".join(lines[sym.start_line - 1:sym.end_line])
-        children = children_of.get(sym.qualname, [])
-        if sym.kind in _CONTAINERS and children and estimate_tokens(body) > CLASS_SPLIT_TOKENS:
-            first = min(c.start_line for c in children)
-            if first > sym.start_line:
-                take(sym, sym.start_line, first - 1, "header")
-            for child in children:
-                place(child)  # a large section's subsections split in turn
-            for i in range(sym.start_line - 1, min(sym.end_line, len(lines))):
-                covered[i] = True  # what lies between methods belongs to the class
-        elif sym.kind == "heading" and estimate_tokens(body) > CLASS_SPLIT_TOKENS:
-            # A long section with no subsections (a table, a log): its lines in windows.
-            end = min(sym.end_line, len(lines))
-            for start in range(sym.start_line, end + 1, WINDOW_LINES):
-                take(sym, start, min(start + WINDOW_LINES - 1, end), sym.kind)
-        else:
-            take(sym, sym.start_line, sym.end_line, sym.kind)
-
-    for sym in top:
-        place(sym)
-    rest = [i for i, c in enumerate(covered) if not c]
-    header = "".join(lines[i] for i in rest)
-    if header.strip():
-        module = next(iter(sorted(modules)), None)
-        out.insert(0, Chunk(module, "module", rest[0] + 1, rest[-1] + 1, header))
-    out.sort(key=lambda c: (c.kind != "module", c.start_line))
-    return out
 
 
 # -- reads ------------------------------------------------------------------------------------
