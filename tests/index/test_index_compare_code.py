@@ -32,7 +32,7 @@ from ctxstore.objects import ObjectId
 from ctxstore.repo import open_store
 from tests.conftest import run_ctx, store_digest
 
-FIXTURES = Path(__file__).parent / "code" / "fixtures" / "build"
+FIXTURES = Path(__file__).resolve().parent.parent / "code" / "fixtures" / "build"
 INDEX = Path("index") / "index.sqlite"
 CODE = Path("index") / "code.sqlite"  # this clone's code index (derived from the work tree)
 A_PY = '''"""Module a."""
