@@ -36,7 +36,7 @@ from ctxstore.session import Session
 from ctxstore.staging import start_session
 from ctxstore.templates import render_template
 
-SHIM = Path(__file__).resolve().parent / "_shim"
+SHIM = Path(__file__).resolve().parent.parent / "_shim"
 
 
 def live(store: Store) -> dict[str, tuple[str, str, dict]]:
