@@ -4,7 +4,7 @@ Each directory below the trusted root is opened ``O_NOFOLLOW`` from its parent's
 a link (or a file, or a FIFO) at any level is refused with E020 naming it, and nothing is
 written where it leads. Missing directories are created (each made durable in its parent);
 a crash or an I/O error between the temp file and the rename leaves the old file. The
-race itself is tests/test_ps10_swap_race.py.
+race itself is tests/test_containment_swap_race.py.
 """
 
 from __future__ import annotations

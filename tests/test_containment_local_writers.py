@@ -9,7 +9,7 @@ write by name writes into ``OUT``; through directory descriptors the write lands
 directory that was checked (now renamed aside), and ``OUT`` is untouched (names, bytes,
 mtimes). A link already in place before the call is refused: E020 naming it where the
 writer reports errors, nothing written where it is best effort (a cache, a log, a marker).
-The race run by another process is tests/test_ps10_swap_race.py.
+The race run by another process is tests/test_containment_swap_race.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ctxstore.init import init_store
 from ctxstore.llm import cache
 from ctxstore.repo import Store, open_store
 from tests.conftest import invoke
-from tests.test_ps10_swap_race import tree_state
+from tests.test_containment_swap_race import tree_state
 
 
 def _swap(folder: Path, out: Path) -> Path:

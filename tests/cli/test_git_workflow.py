@@ -1,4 +1,4 @@
-"""Issue 17 items 6-9 and `ctx init --template`: a store that is ready for a team.
+"""A store shared through Git by a team, and `ctx init --template`.
 
 Through the CLI (subprocess or CliRunner) and real git: where `ctx init` puts the store,
 the one-time merge-driver warning of a fresh clone, `git add .ctx` after `ctx commit`,

@@ -1,4 +1,4 @@
-"""CLI habits (issue 17 items 10-13, 15): broken pipes, config keys, progress, consistency, help."""
+"""CLI conventions every command keeps: broken pipes, config keys, progress, consistency, help."""
 
 from __future__ import annotations
 
