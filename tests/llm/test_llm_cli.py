@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _llmserver import ANSWER, Behaviour, dead_port, serve
 from click.testing import CliRunner
 
 from ctxstore.index import open_index
@@ -17,6 +16,7 @@ from ctxstore.index.read import edges_of, read_node
 from ctxstore.repo import Store, open_store
 from ctxstore.tokens import estimate_tokens
 from tests.conftest import REPO_ROOT, invoke, run_ctx, store_digest
+from tests.llm._llmserver import ANSWER, Behaviour, dead_port, serve
 
 PACK: dict[str, Any] = {
     "task": "Why does Client.connect hang?",
