@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import invoke
 
 from ctxstore import fsio
 from ctxstore.claude.hooklog import LOG_FILE, log_problem
@@ -30,7 +31,6 @@ from ctxstore.index import DAMAGE_MARKER, INDEX_FILE, open_index
 from ctxstore.init import init_store
 from ctxstore.llm import cache
 from ctxstore.repo import Store, open_store
-from tests.conftest import invoke
 from tests.test_containment_swap_race import tree_state
 
 
@@ -103,7 +103,7 @@ def test_hook_answers_json_with_a_local_link_and_writes_nothing_outside(
         store: Store, out: Path) -> None:
     import json
 
-    from tests.conftest import run_ctx
+    from conftest import run_ctx
 
     _link_in_place(store.root / "local", out)
     before = tree_state(out)

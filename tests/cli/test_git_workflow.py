@@ -18,11 +18,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import stage_file
+from conftest import invoke, run_ctx, stage_file, store_digest
 
 from ctxstore.model import Commit
 from ctxstore.repo import open_store
-from tests.conftest import invoke, run_ctx, store_digest
 
 pytestmark = pytest.mark.git
 

@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
-from tests.conftest import run_ctx
 from tests.crash._crashlib import child_env, read_trace
 from tests.history.test_abort_step_events import (
     _EVENT,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from _crashlib import SHIM_DIR, child_env, pointer_bytes, scratch_dir, state, verify_errors
+from conftest import REPO_ROOT
 
 from ctxstore.init import init_store
-from tests.conftest import REPO_ROOT
 from tests.llm._llmserver import ANSWER, Behaviour, serve
 from tests.llm.test_llm_cli import PACK
 

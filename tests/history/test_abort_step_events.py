@@ -15,11 +15,11 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.narrative.markdown import is_step_event_of, step_event_key
 from ctxstore.repo import open_store
 from ctxstore.staging import session_status
-from tests.conftest import run_ctx
 
 PYTEST_OUTPUT = """\
 ============================= test session starts ==============================

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from conftest import run_ctx
 from secret_tokens import TOKENS
 
-from tests.conftest import run_ctx
 from tests.llm._llmserver import Behaviour, serve
 from tests.memory.memtx import Transcript
 
