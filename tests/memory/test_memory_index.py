@@ -1,4 +1,5 @@
-"""Incremental indexing: cursors, idempotence, rewrites, budgets, crashes, damage."""
+"""Incremental indexing: cursors, idempotence, rewrites, budgets, damage (a kill part way:
+tests/crash/test_memory_index_kill.py)."""
 
 from __future__ import annotations
 

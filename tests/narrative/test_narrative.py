@@ -2,8 +2,9 @@
 
 `add_note|add_task|add_decision` write Markdown and a node tied by a marker; the next
 commit turns human edits of that Markdown into node versions, new nodes and tombstones,
-never rewrites what a person wrote, and changes nothing when nothing was edited. Crash
-tests kill a child process between the Markdown write and the node write.
+never rewrites what a person wrote, and changes nothing when nothing was edited. The tests
+that kill a child between the Markdown write and the node write are
+tests/crash/test_narrative_kill_points.py.
 """
 
 from __future__ import annotations
