@@ -23,6 +23,12 @@ from ctxstore.session import Session
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# pytest imports this file as ``conftest`` (tests/ has no __init__.py). A second copy imported as
+# ``tests.conftest`` would keep a registry of sessions of its own, which the autouse fixture below
+# never closes: tests import these helpers as ``from conftest import ...`` (tests/README.md).
+if __name__ != "conftest":
+    raise ImportError(f"import the test helpers as `from conftest import ...`, not as {__name__}")
+
 for _name, _examples in (("quick", 60), ("full", 2000), ("soak", 50000)):
     settings.register_profile(_name, max_examples=_examples, deadline=None,
                               suppress_health_check=[HealthCheck.too_slow])
@@ -48,9 +54,8 @@ _HOME_PREFIX = "ctx-tests-home-"
 def _process_home() -> Path:
     """An empty HOME holding an empty Git config, made once per test run.
 
-    pytest-xdist workers inherit the environment of the process that started them, and this file
-    may be imported twice (as ``conftest`` and as ``tests.conftest``): both find the home already
-    made through ``GIT_CONFIG_GLOBAL`` and share it.
+    pytest-xdist workers inherit the environment of the process that started them: each finds the
+    home already made through ``GIT_CONFIG_GLOBAL`` and shares it.
     """
     made = Path(os.environ.get("GIT_CONFIG_GLOBAL", "/nonexistent"))
     if made.parent.name.startswith(_HOME_PREFIX) and made.is_file() and made.stat().st_size == 0:

@@ -20,9 +20,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx, store_digest
 
 from ctxstore.objects import LooseObjectStore, ObjectId, object_id_of
-from tests.conftest import run_ctx, store_digest
 
 pytestmark = pytest.mark.git
 

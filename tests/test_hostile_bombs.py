@@ -28,13 +28,13 @@ from pathlib import Path
 
 import blake3
 import pytest
+from conftest import object_files, run_ctx
 
 from ctxstore.init import init_store
 from ctxstore.model import Commit
 from ctxstore.model.knowledge import NodeRecord
 from ctxstore.objects import HEADER_SIZE, KIND_BLOB, KIND_TYPED
 from ctxstore.repo import MAX_COMMIT_BYTES, open_store
-from tests.conftest import object_files, run_ctx
 
 MIB = 1 << 20
 # Python, ctx's imports and SQLite fit well within this; a gigabyte buffer does not.

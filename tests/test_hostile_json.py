@@ -18,9 +18,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.init import init_store
-from tests.conftest import run_ctx
 from tests.mcp.test_server import _exchange, _raw_server
 
 PKG = Path(__file__).resolve().parent.parent / "ctxstore"

@@ -20,12 +20,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.config import DEFAULTS, LIMITS, hard_ceiling
 from ctxstore.init import init_store
 from ctxstore.objects import KIND_BLOB
 from ctxstore.repo import open_store
-from tests.conftest import run_ctx
 from tests.test_hostile_bombs import limited, zero_frame
 
 pytestmark = pytest.mark.git

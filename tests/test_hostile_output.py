@@ -16,10 +16,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.init import init_store
 from tests.cli.test_output_escaping import _on_a_terminal
-from tests.conftest import run_ctx
 from tests.llm._llmserver import Behaviour, serve
 from tests.mcp.test_server import _exchange, _raw_server
 

@@ -29,6 +29,8 @@ import sys
 import time
 from typing import Any
 
+import pytest
+
 import ctxstore
 
 SMALL = 200
@@ -311,6 +313,7 @@ def test_every_regex_is_linear_on_adversarial_input() -> None:
     assert not slow, "not linear:\n" + "\n".join(slow)
 
 
+@pytest.mark.slow  # about 5 s; the check itself runs on every pattern in the everyday run
 def test_the_check_catches_a_quadratic_pattern() -> None:
     """The harness fails the patterns this issue found, as they were (so it can fail)."""
     bad = {"old._HARNESS_ELEMENT": re.compile(r"<(system-reminder|task-notification)>.*?</\1>",

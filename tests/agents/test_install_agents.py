@@ -18,10 +18,10 @@ from typing import Any
 
 import json5
 import pytest
+from conftest import run_ctx
 
 from ctxstore.agents.registry import AGENTS
 from ctxstore.init import init_store
-from tests.conftest import run_ctx
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.claude.notice import first_notice
-from tests.conftest import run_ctx
 
 
 def _repo(tmp_path: Path) -> Path:

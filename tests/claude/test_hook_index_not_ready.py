@@ -18,12 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.index import clone_id, open_index, pointer_snapshot
 from ctxstore.index.rebuild import REBUILD_LOCK, start_build
 from ctxstore.index.schema import INDEX_SCHEMA_VERSION
 from ctxstore.repo import open_store
-from tests.conftest import run_ctx
 
 OLD_SCHEMA = INDEX_SCHEMA_VERSION - 1
 FACT = "We keep widget caches in SQLite with WAL mode enabled"

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx, session_of, store_digest
 
 from ctxstore import fsio
 from ctxstore.index import open_index
 from ctxstore.repo import Store, open_store
-from tests.conftest import run_ctx, session_of, store_digest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from conftest import object_files, run_ctx
 
 from ctxstore.model import ChangeBatch, Commit
 from ctxstore.objects import KIND_BLOB
 from ctxstore.repo import Store, open_store
-from tests.conftest import object_files, run_ctx
 
 DAMAGE = ("hash-mismatch", "garbage", "ref-names-blob", "ref-names-batch")
 HOOKS = ("session-start", "stop")  # prompt-submit reports damage as a note of its own

@@ -19,13 +19,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx, store_digest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxstore.claude.tags import mask_code, parse_commands
 from ctxstore.index import open_index
 from ctxstore.repo import Store, open_store
-from tests.conftest import run_ctx, store_digest
 
 
 def tag(n: int) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import run_ctx, store_digest
 
 from ctxstore.claude.install import (
     HOOK_EVENTS,
@@ -23,7 +24,6 @@ from ctxstore.claude.install import (
 )
 from ctxstore.cli import cli
 from ctxstore.init import init_store
-from tests.conftest import run_ctx, store_digest
 
 # A settings.json as users have them: formatted by hand, other settings, other hooks.
 ORIGINAL = b"""{

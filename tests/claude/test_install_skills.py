@@ -6,8 +6,9 @@ import json
 import os
 from pathlib import Path
 
+from conftest import run_ctx
+
 from ctxstore.claude.install import SKILL_MARKER, SKILL_NAMES
-from tests.conftest import run_ctx
 
 SKILLS = {"recall", "remember", "forget", "consolidate", "index-code", "pin", "memory-recall",
           "memory-stats", "memory-topics", "memory-backfill"}

@@ -11,11 +11,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.claude.state import state_path
 from ctxstore.repo import Store
 from tests.claude.test_hooks import context, ctx, hook, payload
-from tests.conftest import run_ctx
 
 
 def _preview(store: Store, *args: str) -> str:

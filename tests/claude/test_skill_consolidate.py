@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.conftest import run_ctx
+from conftest import run_ctx
 
 
 def _installed(tmp_path: Path) -> list[str]:

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import run_ctx
 
 from ctxstore.claude.state import STATE_FILE, open_state
 from ctxstore.cli import cli
 from ctxstore.errors import UnsafePath
 from ctxstore.repo import Store
-from tests.conftest import run_ctx
 
 TABLES = {"schema_version", "pending", "executed", "queue", "kv", "access", "claims"}
 HOOKS = ("session-start", "prompt-submit", "stop", "pre-compact", "session-end")

@@ -14,13 +14,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx, session_of
 
 from ctxstore.claude.state import open_state, state_path
 from ctxstore.index import open_index
 from ctxstore.index.read import node_versions
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.repo import Store, open_store
-from tests.conftest import run_ctx, session_of
 
 ROUNDS = 20
 

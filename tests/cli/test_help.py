@@ -6,10 +6,10 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from conftest import run_ctx
 
 from ctxstore.cli import COMMANDS
 from ctxstore.cli.root import cli
-from tests.conftest import run_ctx
 
 
 def _help(runner: CliRunner, *args: str) -> str:

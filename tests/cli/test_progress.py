@@ -1,7 +1,7 @@
 """Progress on long work: drawn on stderr when it is a terminal, nothing in a pipe (issue 33).
 
 ``ctx rebuild``, ``ctx debug verify``, ``ctx import`` (the index catching up) and ``ctx
-commit`` are checked in ``tests/cli/test_habits.py``; here ``ctx index`` of a tree large
+commit`` are checked in ``tests/cli/test_conventions.py``; here ``ctx index`` of a tree large
 enough for a bar and ``ctx memory backfill`` of a transcript, through the installed CLI on a
 pseudo-terminal and through a pipe.
 """
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ctxstore.repo import Store
-from tests.cli.test_habits import _on_pty
+from tests.cli.test_conventions import _on_pty
 from tests.memory.test_memory_codelink import _talk
 
 

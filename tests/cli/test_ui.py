@@ -12,8 +12,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
-from tests.conftest import run_ctx
 from tests.ui.project import Project, make_project, tree_digest
 
 

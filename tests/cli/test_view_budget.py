@@ -6,12 +6,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from conftest import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxstore.repo import Store
 from ctxstore.tokens import estimate_tokens
-from tests.conftest import invoke
 
 NODES = ["We use SQLite in WAL mode for the index",
          "Retries back off exponentially, with jitter, up to 30 s; the client gives up after five",

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 from _ingestlib import git
+from conftest import run_ctx
 
 from ctxstore.ids import ObjectId
 from ctxstore.model import decode_typed
 from ctxstore.objects import KIND_TYPED
 from ctxstore.repo import open_store
-from tests.conftest import run_ctx
 
 PKG = {"src/pkg/__init__.py": "",
        "src/pkg/a.py": "from pkg.b import helper\n\n\ndef run():\n    return helper(1)\n",

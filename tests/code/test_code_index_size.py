@@ -12,8 +12,9 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from conftest import run_ctx
+
 from tests.code._ingestlib import ctx_json, make_work, write
-from tests.conftest import run_ctx
 
 CODE = Path("index") / "code.sqlite"
 

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-
-from tests.conftest import run_ctx
+from conftest import run_ctx
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "pack.schema.json").read_text())
 

@@ -1,17 +1,18 @@
-"""``ctx add command`` and ``ctx diagnostics``: stored runs, edges, replacement, hostile input, crashes."""
+"""``ctx add command`` and ``ctx diagnostics``: stored runs, edges, replacement, hostile input.
+
+Their crash and fault tests are tests/crash/test_diagnostics_faults.py.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from _ingestlib import ctx, ctx_json, make_work, query, tree_snapshot, write
 from conftest import REPO_ROOT, session_of, store_digest
 
 from ctxstore.code.ingest import add_files
@@ -20,6 +21,7 @@ from ctxstore.gc import collect_garbage
 from ctxstore.objects import ObjectId
 from ctxstore.repo import open_store
 from ctxstore.verify import verify_store
+from tests.code._ingestlib import ctx, ctx_json, make_work, query, tree_snapshot, write
 
 FIXTURES = Path(__file__).parent / "fixtures" / "build"
 SHIM_DIR = REPO_ROOT / "tests" / "_shim"  # the fault shim of tests/crash (sitecustomize)
@@ -53,6 +55,11 @@ def _run(ctx_dir: Path, *args: str, stdin: bytes | int | None = None, fault: str
 
 @pytest.fixture()
 def work(tmp_path: Path) -> Path:
+    return make_failing_work(tmp_path)
+
+
+def make_failing_work(tmp_path: Path) -> Path:
+    """The ``work`` fixture's tree: a committed store and a test file that fails."""
     root = tmp_path / "repo"
     make_work(root)
     write(root, {"test_a.py": FAILING_TESTS})
@@ -269,50 +276,3 @@ def test_diagnostics_help_has_examples() -> None:
 def _verify_errors(ctx_dir: Path) -> list[str]:
     return [p.line() for p in verify_store(open_store(ctx_dir)).problems
             if p.severity != "warning"]
-
-
-def _ops(ctx_dir: Path, tmp_path: Path) -> int:
-    count = tmp_path / "count"
-    res = _run(ctx_dir, "add", "command", "--stdin", "--name", "probe",
-               stdin=b"a.py:1: error: x  [misc]\n", fault=f"count:{count}")
-    assert res.returncode == 0, res.stderr
-    return int(count.read_text())
-
-
-def _crash_cases(work: Path, tmp_path: Path, faults: list[str]) -> None:
-    template = tmp_path / "template"
-    shutil.copytree(work, template)
-    for fault in faults:
-        case = tmp_path / "case"
-        shutil.copytree(template, case)
-        cdir = case / ".ctx"
-        res = _run(cdir, "add", "command", "--stdin", "--name", "probe",
-                   stdin=b"a.py:1: error: x  [misc]\n", fault=fault)
-        if fault.startswith("err") and res.returncode != 0:
-            err = res.stderr.decode()
-            assert err.startswith("ctx: error[") and "Traceback" not in err, err
-        assert _verify_errors(cdir) == [], (fault, res.stderr)
-        runs = ctx_json(cdir, "diagnostics")["runs"]
-        assert [r["name"] for r in runs] in ([], ["probe"])  # all or nothing
-        again = _run(cdir, "add", "command", "--stdin", "--name", "probe",
-                     stdin=b"a.py:2: error: y  [misc]\n")
-        assert again.returncode == 0, (fault, again.stderr)
-        assert [d["line"] for d in ctx_json(cdir, "diagnostics")["diagnostics"]] == [2]
-        shutil.rmtree(case)
-
-
-def test_diagnostics_crash_before_the_pointer_moves_and_an_io_error_leave_a_good_store(
-        work: Path, tmp_path: Path) -> None:
-    total = _ops(work / ".ctx", tmp_path)
-    _crash_cases(work, tmp_path, ["kill:replace:1:before", "kill:replace:1:after",
-                                  f"err:*:{total // 2}:EIO:once"])
-
-
-@pytest.mark.slow
-@pytest.mark.crash
-def test_diagnostics_crash_at_every_write_leaves_a_verifiable_store(work: Path,
-                                                                    tmp_path: Path) -> None:
-    total = _ops(work / ".ctx", tmp_path)
-    assert total > 3
-    _crash_cases(work, tmp_path, [f for n in range(1, total + 1)
-                                  for f in (f"kill:*:{n}:before", f"err:*:{n}:EIO:once")])

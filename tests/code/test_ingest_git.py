@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 from _ingestlib import ctx, ctx_json, git, make_work, query, write
+from conftest import run_ctx, store_digest
 
 from ctxstore.model import Commit, CommitV2
 from ctxstore.repo import open_store
-from tests.conftest import run_ctx, store_digest
 
 PKG = {"src/pkg/__init__.py": "", "src/pkg/base.py": "def base():\n    return 0\n"}
 

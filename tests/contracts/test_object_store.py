@@ -3,7 +3,7 @@
 dulwich's ``ObjectStoreTests`` pattern: ``ObjectStoreContract`` holds the behaviour a
 caller of ``ctxstore.objects.ObjectStore`` relies on; each backend gets it through the
 parametrised ``make_store`` fixture. Backend-specific behaviour (files, fsync, hostile
-paths) stays in tests/test_objects.py, tests/test_corruption.py and friends.
+paths) stays in tests/storage/test_objects.py, tests/test_corruption.py and friends.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ work on; once refs/main moved, the state holds no secret.
 from __future__ import annotations
 
 import signal
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -27,9 +26,7 @@ from ctxstore.knowledge.nodes import add_node
 from ctxstore.repo import open_store
 from ctxstore.session import Session
 from ctxstore.staging import commit_stage
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "security"))
-from secret_tokens import TOKENS  # noqa: E402
+from tests.security.secret_tokens import TOKENS
 
 pytestmark = [pytest.mark.crash, pytest.mark.timeout(900)]
 

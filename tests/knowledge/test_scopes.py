@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx, store_digest
 
 from ctxstore.errors import InvalidInput
 from ctxstore.init import init_store
@@ -23,7 +24,6 @@ from ctxstore.knowledge.scopes import (
 )
 from ctxstore.packs.compose import compose_scoped
 from ctxstore.session import Session
-from tests.conftest import run_ctx, store_digest
 
 
 def _project(tmp_path: Path, name: str) -> Path:

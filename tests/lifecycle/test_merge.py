@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import session_of
-from test_git_merge import Side, clone_sides, git
 
 from ctxstore.lifecycle.policy import run_lifecycle
 from ctxstore.model import scoring
 from ctxstore.repo import now_ms, open_store
+from tests.storage.test_git_merge import Side, clone_sides, git
 
 pytestmark = pytest.mark.git
 

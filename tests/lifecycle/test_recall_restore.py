@@ -183,40 +183,6 @@ def test_recall_restore_under_a_held_lock_leaves_the_store_unchanged(tmp_path: P
     assert not restore_recalled(session_of(store), []).changed
 
 
-@pytest.mark.slow
-def test_recall_restore_killed_at_every_durable_operation_is_all_or_nothing(
-        tmp_path: Path) -> None:
-    import shutil
-    import signal
-
-    from tests.crash._crashlib import run_cli
-
-    work = _project(tmp_path, "tpl")
-    _, kept, _ = _archived(work)
-    args = ["recall", "--no-global", "cache warms"]
-    clean = tmp_path / "clean"
-    shutil.copytree(work, clean)
-    count = tmp_path / "count"
-    assert run_cli(clean / ".ctx", args, fault=f"count:{count}").returncode == 0
-    ops = int(count.read_text())
-    assert ops > 0 and _node(open_store(clean / ".ctx"), kept).status == "active"
-    for k in range(1, ops + 1):
-        for when in ("before", "after"):
-            point = tmp_path / f"p{k}{when[0]}"
-            shutil.copytree(work, point)
-            res = run_cli(point / ".ctx", args, fault=f"kill:*:{k}:{when}")
-            assert res.returncode in (0, -signal.SIGKILL), res.stderr
-            assert "Traceback" not in res.stderr
-            assert run_ctx(["stage", "recover"], cwd=point).returncode == 0
-            verify = json.loads(run_ctx(["--format", "json", "debug", "verify"], cwd=point).stdout)
-            assert verify["ok"], (k, when, verify["problems"][:3])
-            # Either the restore happened whole or not at all; recalling again completes it.
-            assert _node(open_store(point / ".ctx"), kept).status in ("archived", "active")
-            assert run_ctx(args, cwd=point).returncode == 0
-            assert _node(open_store(point / ".ctx"), kept).status == "active"
-            shutil.rmtree(point)
-
-
 def test_recall_mcp_tool_restores_and_labels(tmp_path: Path) -> None:
     from ctxstore.mcp.server import ToolBox
 

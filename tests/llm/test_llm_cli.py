@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _llmserver import ANSWER, Behaviour, dead_port, serve
 from click.testing import CliRunner
+from conftest import REPO_ROOT, invoke, run_ctx, store_digest
 
 from ctxstore.index import open_index
 from ctxstore.index.read import edges_of, read_node
 from ctxstore.repo import Store, open_store
 from ctxstore.tokens import estimate_tokens
-from tests.conftest import REPO_ROOT, invoke, run_ctx, store_digest
+from tests.llm._llmserver import ANSWER, Behaviour, dead_port, serve
 
 PACK: dict[str, Any] = {
     "task": "Why does Client.connect hang?",

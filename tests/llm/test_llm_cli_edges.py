@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from _llmserver import ANSWER, Behaviour, serve
 from click.testing import CliRunner
+from conftest import invoke, store_digest
 
 from ctxstore.index import open_index
 from ctxstore.index.code import symbols_by
 from ctxstore.index.read import edges_of, read_node
 from ctxstore.repo import Store, open_store
-from tests.conftest import invoke, store_digest
 from tests.llm.test_llm_cli import PACK, _assert_fails, _git_store, _indexed_repo, _json, _run
 
 

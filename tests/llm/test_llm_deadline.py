@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.init import init_store
-from tests.conftest import run_ctx
 
 DRIP_SECONDS = 0.25
 TIMEOUT = 2.0

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from conftest import run_ctx
+
 from ctxstore.init import init_store
 from ctxstore.llm.respond import MAX_MENTIONS
-from tests.conftest import run_ctx
 from tests.llm._llmserver import Behaviour, serve
 
 

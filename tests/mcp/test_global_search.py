@@ -9,8 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
-from tests.conftest import run_ctx, store_digest
+from conftest import run_ctx, store_digest
 
 
 def _project(tmp_path: Path) -> Path:

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.mcp.probe import probe_server
-from tests.conftest import run_ctx
 
 TOOLS = {"remember", "recall", "search", "pack", "memory_search", "compose", "show", "link",
          "forget", "task_start", "task_end", "status"}

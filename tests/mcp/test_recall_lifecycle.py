@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
-from tests.conftest import run_ctx
 from tests.lifecycle.test_recall_order import BY_DECAY, _archived, _names, _project
 
 pytest.importorskip("mcp")

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.conftest import run_ctx, store_digest
+from conftest import run_ctx, store_digest
 
 pytest.importorskip("mcp")
 

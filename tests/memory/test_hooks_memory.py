@@ -7,9 +7,10 @@ import os
 import sqlite3
 from pathlib import Path
 
+from conftest import run_ctx
+
 from ctxstore.memory.db import memory_path
 from ctxstore.repo import Store
-from tests.conftest import run_ctx
 from tests.memory.memtx import SESSION, Transcript, conversation
 
 

@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.memory.backfill import project_dir_name
 from ctxstore.repo import Store
-from tests.conftest import run_ctx
 from tests.memory.memtx import Transcript, conversation
 
 NOW = "2026-02-13T12:00:00Z"

@@ -7,11 +7,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.memory.context import recall_section
 from ctxstore.memory.db import memory_path, open_memory
 from ctxstore.repo import Store
-from tests.conftest import run_ctx
 from tests.memory.memtx import SESSION, Transcript, conversation
 from tests.memory.test_hooks_memory import hook
 from tests.memory.test_memory_cli import cj, ctx

@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from conftest import run_ctx, session_of, store_digest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +29,6 @@ from ctxstore.search.task import parse_query
 from ctxstore.search.tokenize import tokenize
 from ctxstore.session import Session
 from ctxstore.tokens import estimate_tokens
-from tests.conftest import run_ctx, session_of, store_digest
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "pack.schema.json").read_text())
 

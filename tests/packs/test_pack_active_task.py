@@ -13,10 +13,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import run_ctx
 
 from ctxstore.repo import Store
 from tests.claude.test_hooks import context, hook, payload
-from tests.conftest import run_ctx
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "pack.schema.json").read_text())
 

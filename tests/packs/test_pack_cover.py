@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.packs.items import PackItem
 from ctxstore.packs.select import DOC_SHARE, SECOND_CHUNK_MARGIN, choose, is_doc_path, is_doc_task
-from tests.conftest import run_ctx
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:

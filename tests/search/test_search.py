@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import invoke, session_of, store_digest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,7 +28,6 @@ from ctxstore.search.search import (
 from ctxstore.search.tokenize import PROSE_STOP_WORDS, index_text
 from ctxstore.search.tokenize import terms as words_of
 from ctxstore.search.tokenize import words as written
-from tests.conftest import invoke, session_of, store_digest
 
 FACTS = {
     "wal": "SQLite in WAL mode lets readers run while one writer commits",
@@ -268,7 +268,7 @@ def test_recall_free_text_fallback(store: Store, ids: dict[str, str]) -> None:
 
 def test_recall_with_the_user_store_takes_an_id_only_the_project_has(tmp_path: Path) -> None:
     # `to:ID` of a project node: the user store, which lacks it, is skipped, not an error.
-    from tests.conftest import run_ctx
+    from conftest import run_ctx
 
     root = tmp_path / "proj"
     root.mkdir()

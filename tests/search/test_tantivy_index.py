@@ -16,7 +16,7 @@ from ctxstore.search import tantivy_index
 from ctxstore.search.rank import FieldStats
 from ctxstore.search.tantivy import TantivyEngine
 from ctxstore.search.tantivy_index import path_field, rebuild_tantivy
-from tests.derived._derivedlib import ctx, ctx_json, indexed_and_committed
+from tests.graph._derivedlib import ctx, ctx_json, indexed_and_committed
 
 pytest.importorskip("tantivy")
 

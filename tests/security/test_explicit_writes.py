@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx, session_of, store_digest
 from secret_tokens import TOKENS
-
-from tests.conftest import run_ctx, session_of, store_digest
 
 BY_NAME = {t.name: t for t in TOKENS}
 GH = BY_NAME["github-classic-pat"]

@@ -13,15 +13,11 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from conftest import run_ctx
 from secret_tokens import TOKENS
 
-from tests.conftest import run_ctx
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "memory"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "llm"))
-
-from _llmserver import Behaviour, serve  # noqa: E402
-from memtx import Transcript  # noqa: E402
+from tests.llm._llmserver import Behaviour, serve
+from tests.memory.memtx import Transcript
 
 SECRETS = [t.secret for t in TOKENS]
 LINES = "\n".join(t.text for t in TOKENS)  # every format, each in the line it is found in

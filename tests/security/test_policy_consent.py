@@ -7,9 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 from secret_tokens import TOKENS
-
-from tests.conftest import run_ctx
 
 pytestmark = pytest.mark.git
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from conftest import run_ctx
 from secret_tokens import TOKENS
 
 from ctxstore.replay import replay
 from ctxstore.repo import open_store
-from tests.conftest import run_ctx
 
 pytestmark = pytest.mark.git
 

@@ -15,14 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from _llmserver import ANSWER, Behaviour, serve
+from _crashlib import SHIM_DIR, child_env, pointer_bytes, scratch_dir, state, verify_errors
+from conftest import REPO_ROOT
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
-from _crashlib import SHIM_DIR, child_env, pointer_bytes, scratch_dir, state, verify_errors  # noqa: E402
-
-from ctxstore.init import init_store  # noqa: E402
-from tests.conftest import REPO_ROOT  # noqa: E402
-from tests.llm.test_llm_cli import PACK  # noqa: E402
+from ctxstore.init import init_store
+from tests.llm._llmserver import ANSWER, Behaviour, serve
+from tests.llm.test_llm_cli import PACK
 
 
 def _llm(ctx: Path, url: str, pack: Path, fault: str | None) -> subprocess.CompletedProcess[str]:

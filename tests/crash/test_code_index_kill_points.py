@@ -1,4 +1,5 @@
-"""kill -9 in the middle of `ctx index`: the store and the code index verify, a re-run completes."""
+"""kill -9 in the middle of `ctx index` or `ctx add file`: the store and the code index verify,
+a re-run completes."""
 
 from __future__ import annotations
 
@@ -11,17 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
-from _ingestlib import ctx_json, make_work, query, write
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crash"))
-from _crashlib import run_cli  # noqa: E402
+from _crashlib import run_cli
 from conftest import session_of
 
-from ctxstore.code.ingest import index_tree  # noqa: E402
-from ctxstore.objects import KIND_BLOB  # noqa: E402
-from ctxstore.recover import recover, stage_needs_recover  # noqa: E402
-from ctxstore.repo import open_store  # noqa: E402
-from ctxstore.verify import verify_store  # noqa: E402
+from ctxstore.code.ingest import index_tree
+from ctxstore.objects import KIND_BLOB
+from ctxstore.recover import recover, stage_needs_recover
+from ctxstore.repo import open_store
+from ctxstore.verify import verify_store
+from tests.code._ingestlib import ctx, ctx_json, make_work, query, write
 
 FILES = {f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(12)}
 
@@ -162,3 +161,20 @@ def test_adopt_writes_again_what_vanished_before_the_lock(tmp_path: Path) -> Non
         assert tx.adopt(lost, KIND_BLOB, b"removed by an aggressive gc before the lock") == lost
     assert store.read_blob(lost) == b"removed by an aggressive gc before the lock"
     assert store.read_blob(kept) == b"written by a worker"
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("fault", ["kill:replace:1:after", "kill:sync_barrier:1:after"])
+def test_kill_during_add_file_leaves_a_store_that_verifies(tmp_path: Path, fault: str) -> None:
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {"pkg/a.py": "def f():\n    return 1\n"})
+    res = run_cli(ctx_dir, ["add", "file", "pkg/a.py", "--extract-semantics"], fault=fault)
+    assert res.returncode != 0 or "indexed" in res.stdout
+    store = open_store(ctx_dir)
+    if stage_needs_recover(store):
+        recover(store)
+    assert verify_store(open_store(ctx_dir)).ok
+    ctx(ctx_dir, "add", "file", "pkg/a.py", "--extract-semantics")
+    ctx(ctx_dir, "commit", "-m", "after the crash")
+    assert query(ctx_dir, "SELECT path FROM files") == [("pkg/a.py",)]
+    assert verify_store(open_store(ctx_dir)).ok

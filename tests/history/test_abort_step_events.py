@@ -5,25 +5,21 @@ whose key names the staging session (``file-read-<session>-<unique>``). Aborting
 session removes those entries with its notes, lists them, and nothing of the aborted work
 (nodes, file and command records, their log lines) comes back at the next commit or shows
 in `ctx status`, `ctx diagnostics` or `ctx search`. Real store, real subprocesses of the
-installed package; the kill and fault tests run the CLI with the fault shim
-(``tests/_shim``).
+installed package; the kill and fault tests are tests/crash/test_abort_step_events_faults.py.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.narrative.markdown import is_step_event_of, step_event_key
 from ctxstore.repo import open_store
 from ctxstore.staging import session_status
-from tests.conftest import run_ctx
-from tests.crash._crashlib import child_env, read_trace
 
 PYTEST_OUTPUT = """\
 ============================= test session starts ==============================
@@ -71,6 +67,11 @@ def _logs(work: Path) -> str:
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     """A store with one committed note and a source file, nothing staged."""
+    return make_work(tmp_path)
+
+
+def make_work(tmp_path: Path) -> Path:
+    """The ``work`` fixture's store (tests/crash/test_abort_step_events_faults.py uses it too)."""
     work = tmp_path / "work"
     (work / "tests").mkdir(parents=True)
     (work / "calc.py").write_text("def quokka_total():\n    return 1\n")
@@ -190,81 +191,3 @@ def test_abort_leaves_linked_and_unreadable_logs_alone(work: Path, tmp_path: Pat
 
 
 # -- crashes and faults ----------------------------------------------------------------------------
-
-def _faulted(work: Path, args: list[str], fault: str,
-             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """``ctx ARGS`` in ``work`` with the fault shim and ``CTX_FAULT=fault``."""
-    return run_ctx(["--ctx-dir", str(work / ".ctx"), *args], cwd=work, stdin=stdin,
-                   env=child_env(fault), check_traceback=False)
-
-
-def _log_replaces(work: Path, tmp_path: Path, args: list[str], stdin: str | None = None
-                  ) -> list[int]:
-    """Run ``args`` on a copy of ``work``: the 1-based indexes, among its ``replace``
-    operations, of the renames onto a daily log."""
-    probe = tmp_path / "probe"
-    shutil.copytree(work, probe)
-    trace = tmp_path / "trace.jsonl"
-    res = _faulted(probe, args, f"trace:{trace}", stdin)
-    assert res.returncode == 0, res.stderr
-    renames = [r for r in read_trace(trace) if r["op"] == "replace"]
-    shutil.rmtree(probe)
-    trace.unlink()
-    return [i for i, r in enumerate(renames, 1)
-            if str(r.get("dst", "")).startswith("narrative/log/")]
-
-
-@pytest.mark.crash
-def test_command_killed_after_its_log_line_leaves_no_step_and_abort_removes_the_line(
-        work: Path, tmp_path: Path) -> None:
-    ok(["add", "note", "aborted note"], cwd=work)  # the session exists
-    staged = json.loads(ok(["--format", "json", "stage", "status"], cwd=work))
-    args = ["add", "command", "--name", "t", "--exit-code", "1", "--stdin"]
-    [n] = _log_replaces(work, tmp_path, args, PYTEST_OUTPUT)
-
-    # killed right after the log's rename: the event is there, STAGE never named the step
-    res = _faulted(work, args, f"kill:replace:{n}:after", PYTEST_OUTPUT)
-    assert res.returncode == -9
-    assert len(_EVENT.findall(_logs(work))) == 1
-    assert json.loads(ok(["--format", "json", "stage", "status"], cwd=work)) == staged
-    assert "no command output stored" in ok(["diagnostics"], cwd=work)
-
-    ok(["stage", "abort", "--yes"], cwd=work)  # the orphan line names the session: it goes
-    assert _EVENT.findall(_logs(work)) == []
-    assert "aborted note" not in _logs(work)
-    ok(["commit", "-m", "after"], cwd=work)
-    assert json.loads(ok(["--format", "json", "status"], cwd=work))["nodes"] == 1
-
-
-@pytest.mark.crash
-def test_log_write_failure_fails_the_step_and_changes_nothing(work: Path, tmp_path: Path) -> None:
-    ok(["add", "note", "aborted note"], cwd=work)
-    before = _logs(work)
-    staged = json.loads(ok(["--format", "json", "stage", "status"], cwd=work))
-    [n] = _log_replaces(work, tmp_path, ["add", "file", "calc.py"])
-    res = _faulted(work, ["add", "file", "calc.py"], f"err:replace:{n}:EIO:once")
-    assert res.returncode == 1
-    assert res.stderr.startswith("ctx: error[") and "Traceback" not in res.stderr
-    assert _logs(work) == before
-    assert json.loads(ok(["--format", "json", "stage", "status"], cwd=work)) == staged
-    assert _snapshots(work) == 0  # no file snapshot recorded (the code index is the tree's)
-
-
-@pytest.mark.crash
-@pytest.mark.slow
-def test_abort_killed_while_removing_entries_keeps_the_store_sound(work: Path,
-                                                                   tmp_path: Path) -> None:
-    _session(work)
-    writes = _log_replaces(work, tmp_path, ["stage", "abort", "--yes"])
-    assert len(writes) == 3  # one atomic rewrite per entry removed: note, file read, command run
-    for done, n in enumerate(writes, 1):
-        copy = tmp_path / f"kill{n}"
-        shutil.copytree(work, copy)
-        res = _faulted(copy, ["stage", "abort", "--yes"], f"kill:replace:{n}:after")
-        assert res.returncode == -9
-        text = _logs(copy)
-        assert text.count("<!-- ctx:end=") * 2 == text.count("<!-- ctx:")  # whole entries
-        assert len(_EVENT.findall(text)) + ("aborted note" in text) == 3 - done
-        ok(["commit", "-m", "after"], cwd=copy)  # events left are no nodes; no record comes back
-        assert "no command output stored" in ok(["diagnostics"], cwd=copy)
-        assert _snapshots(copy) == 0  # no file snapshot recorded (the code index is the tree's)

@@ -18,7 +18,7 @@ pointers by a merge commit; and `ctx status` must report exactly the nodes both 
 as concurrent edits (never more; fewer only in the limitation that ctxstore/index/heads.py
 documents).
 
-Normal suite: 20 histories. `CTX_MERGE_HISTORIES=200 python3 -m pytest tests/test_git_merge.py`
+Normal suite: 20 histories. `CTX_MERGE_HISTORIES=200 python3 -m pytest tests/storage/test_git_merge.py`
 runs 200 (marked slow). Ctx operations run in-process (CliRunner); only git is a subprocess.
 """
 

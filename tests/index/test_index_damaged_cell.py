@@ -15,10 +15,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.index import DAMAGE_MARKER
 from ctxstore.init import init_store
-from tests.conftest import run_ctx
 
 CELLS = {
     "content": "UPDATE nodes SET content = CAST(x'ff41ff' AS TEXT)",

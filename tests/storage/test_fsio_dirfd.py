@@ -3,13 +3,12 @@
 Each directory below the trusted root is opened ``O_NOFOLLOW`` from its parent's descriptor:
 a link (or a file, or a FIFO) at any level is refused with E020 naming it, and nothing is
 written where it leads. Missing directories are created (each made durable in its parent);
-a crash or an I/O error between the temp file and the rename leaves the old file. The
-race itself is tests/test_ps10_swap_race.py.
+a crash or an I/O error between the temp file and the rename leaves the old file
+(tests/crash/test_fsio_dir_faults.py). The race itself is tests/test_containment_swap_race.py.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -17,12 +16,16 @@ import pytest
 
 from ctxstore import fsio
 from ctxstore.errors import UnsafePath
-from tests.crash._crashlib import read_trace, run_python
 
 
 @pytest.fixture
 def tree(tmp_path: Path) -> tuple[Path, Path]:
     """A store-like root ``.ctx`` with ``a/b/c/file``, and an ``OUT`` directory beside it."""
+    return make_tree(tmp_path)
+
+
+def make_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """The ``tree`` fixture's folders (tests/crash/test_fsio_dir_faults.py uses them too)."""
     root = tmp_path / "work" / ".ctx"
     (root / "a" / "b" / "c").mkdir(parents=True)
     (root / "a" / "b" / "c" / "file").write_bytes(b"old\n")
@@ -157,52 +160,6 @@ def test_open_dir_without_create_reports_a_missing_directory(tree: tuple[Path, P
 
 
 # -- crashes and faults (child processes with the fault shim) ----------------------------------
-def _replace_code(root: Path, rel: str, data: bytes) -> str:
-    return ("from pathlib import Path\nfrom ctxstore import fsio\n"
-            f"root = Path({str(root)!r})\n"
-            f"with fsio.open_dir(root) as d:\n    d.replace_atomic(root / {rel!r}, {data!r})\n"
-            "print('done')\n")
-
-
-@pytest.mark.parametrize("fault", ["kill:replace:1:before", "kill:fsync_file:1:after",
-                                   "kill:write_all:1:after", "kill:open_excl:1:after"])
-def test_a_crash_before_the_rename_leaves_the_old_file(tree: tuple[Path, Path], fault: str) -> None:
-    root, _ = tree
-    res = run_python(_replace_code(root, "a/b/c/file", b"new\n"), fault=fault)
-    assert res.returncode == -9 and "done" not in res.stdout
-    assert (root / "a/b/c/file").read_bytes() == b"old\n"
-
-
-def test_a_crash_after_the_rename_leaves_the_new_file(tree: tuple[Path, Path]) -> None:
-    root, _ = tree
-    res = run_python(_replace_code(root, "a/b/c/file", b"new\n"), fault="kill:replace:1:after")
-    assert res.returncode == -9
-    assert (root / "a/b/c/file").read_bytes() == b"new\n"
-    assert sorted(p.name for p in (root / "a/b/c").iterdir()) == ["file"]
-
-
-@pytest.mark.parametrize("op", ["write_all", "fsync_file", "replace"])
-def test_an_io_error_leaves_the_old_file_and_no_temp(tree: tuple[Path, Path], op: str) -> None:
-    root, _ = tree
-    res = run_python(_replace_code(root, "a/b/c/file", b"new\n"), fault=f"err:{op}:1:EIO:once")
-    assert res.returncode == 1 and "OSError" in res.stderr and "done" not in res.stdout
-    assert (root / "a/b/c/file").read_bytes() == b"old\n"
-    assert sorted(p.name for p in (root / "a/b/c").iterdir()) == ["file"]
-
-
-def test_durable_order_traced_with_paths(tree: tuple[Path, Path], tmp_path: Path) -> None:
-    """New directories fsynced into their parents, then temp, write, fsync, rename, fsync dir."""
-    root, _ = tree
-    tfile = tmp_path / "trace"
-    res = run_python(_replace_code(root, "x/y/file", b"new\n"), fault=f"trace:{tfile}")
-    assert res.stdout.strip() == "done", res.stderr
-    ops = [(r["op"], r.get("path"), r.get("dst")) for r in read_trace(tfile) if r["op"] != "stdout"]
-    tmp = ops[4][1]
-    assert tmp.startswith("x/y/file.") and tmp.endswith(".tmp"), ops
-    assert ops == [("mkdir", "x", None), ("fsync_dir", ".", None),
-                   ("mkdir", "x/y", None), ("fsync_dir", "x", None),
-                   ("open_excl", tmp, None), ("write_all", tmp, None), ("fsync_file", tmp, None),
-                   ("replace", tmp, "x/y/file"), ("fsync_dir", "x/y", None)], json.dumps(ops)
 
 
 def test_ensure_dir_never_creates_through_a_parent_swapped_meanwhile(

@@ -9,7 +9,7 @@ write by name writes into ``OUT``; through directory descriptors the write lands
 directory that was checked (now renamed aside), and ``OUT`` is untouched (names, bytes,
 mtimes). A link already in place before the call is refused: E020 naming it where the
 writer reports errors, nothing written where it is best effort (a cache, a log, a marker).
-The race run by another process is tests/test_ps10_swap_race.py.
+The race run by another process is tests/test_containment_swap_race.py.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import invoke
 
 from ctxstore import fsio
 from ctxstore.claude.hooklog import LOG_FILE, log_problem
@@ -30,8 +31,7 @@ from ctxstore.index import DAMAGE_MARKER, INDEX_FILE, open_index
 from ctxstore.init import init_store
 from ctxstore.llm import cache
 from ctxstore.repo import Store, open_store
-from tests.conftest import invoke
-from tests.test_ps10_swap_race import tree_state
+from tests.test_containment_swap_race import tree_state
 
 
 def _swap(folder: Path, out: Path) -> Path:
@@ -103,7 +103,7 @@ def test_hook_answers_json_with_a_local_link_and_writes_nothing_outside(
         store: Store, out: Path) -> None:
     import json
 
-    from tests.conftest import run_ctx
+    from conftest import run_ctx
 
     _link_in_place(store.root / "local", out)
     before = tree_state(out)

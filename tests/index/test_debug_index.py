@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _derivedlib import ctx, ctx_json, indexed_and_committed
+
+from tests.graph._derivedlib import ctx, ctx_json, indexed_and_committed
 
 
 @pytest.fixture

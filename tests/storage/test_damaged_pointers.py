@@ -195,10 +195,17 @@ def _user_store() -> Path:
     return Path(os.environ["HOME"]) / ".ctx"
 
 
+# Every command family stops there; the everyday run (-m "not slow") keeps a read, a write and a
+# commit of the sweep, each case a Git clone and two CLI processes.
+_SWEPT = pytest.mark.slow
+
+
 @pytest.mark.parametrize("args", [
-    ["list"], ["status"], ["add", "--type", "fact", "x"], ["query", "type:fact"],
-    ["search", "fact"], ["commit", "-m", "m"], ["stage", "status"], ["debug", "verify"],
-    ["compose"], ["log"],
+    ["list"], pytest.param(["status"], marks=_SWEPT), ["add", "--type", "fact", "x"],
+    pytest.param(["query", "type:fact"], marks=_SWEPT), pytest.param(["search", "fact"], marks=_SWEPT),
+    ["commit", "-m", "m"], pytest.param(["stage", "status"], marks=_SWEPT),
+    pytest.param(["debug", "verify"], marks=_SWEPT), pytest.param(["compose"], marks=_SWEPT),
+    pytest.param(["log"], marks=_SWEPT),
 ])
 def test_cli_stops_at_a_project_store_without_head(tmp_path: Path, args: list[str]) -> None:
     clone = _clone_without_head(tmp_path)
@@ -240,8 +247,9 @@ def test_init_force_or_git_restores_a_store_without_head(tmp_path: Path) -> None
     assert res.returncode == 0 and "project fact" in res.stdout
 
 
-@pytest.mark.parametrize("event", ["session-start", "prompt-submit", "stop", "pre-compact",
-                                   "session-end"])
+@pytest.mark.parametrize("event", ["session-start", pytest.param("prompt-submit", marks=_SWEPT), "stop",
+                                   pytest.param("pre-compact", marks=_SWEPT),
+                                   pytest.param("session-end", marks=_SWEPT)])
 def test_hooks_report_a_project_store_without_head_and_write_nothing(tmp_path: Path,
                                                                      event: str) -> None:
     clone = _clone_without_head(tmp_path)

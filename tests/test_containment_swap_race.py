@@ -31,13 +31,13 @@ from pathlib import Path
 
 import blake3
 import pytest
+from conftest import run_ctx, session_of
 
 from ctxstore import refs
 from ctxstore.errors import CtxError
 from ctxstore.narrative.entries import add_task
 from ctxstore.objects import KIND_BLOB, LooseObjectStore, canonical_bytes
 from ctxstore.repo import Store
-from tests.conftest import run_ctx, session_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="renameat2(RENAME_EXCHANGE) is Linux-only")

@@ -1,4 +1,4 @@
-"""CLI habits (issue 17 items 10-13, 15): broken pipes, config keys, progress, consistency, help."""
+"""CLI conventions every command keeps: broken pipes, config keys, progress, consistency, help."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from conftest import invoke, session_of
 
 from ctxstore.cli.root import cli
 from ctxstore.config import DEFAULTS, RESERVED, load_config, render_default_config
 from ctxstore.repo import Store
-from tests.conftest import invoke, session_of
 
 ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_ctx
 
 from ctxstore.index.rebuild import BUILD_SLICE_RECORDS
-from tests.conftest import run_ctx
 
 FILES = 2 * BUILD_SLICE_RECORDS + 150
 QUERIES = ("widget cache", "gadget_17 spline", "Thing42 method", "SQLite WAL")

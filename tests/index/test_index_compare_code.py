@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import run_ctx, store_digest
 
 from ctxstore.cli.root import cli
 from ctxstore.index.compare import (
@@ -30,9 +31,8 @@ from ctxstore.index.compare import (
 from ctxstore.index.schema import expected_schema
 from ctxstore.objects import ObjectId
 from ctxstore.repo import open_store
-from tests.conftest import run_ctx, store_digest
 
-FIXTURES = Path(__file__).parent / "code" / "fixtures" / "build"
+FIXTURES = Path(__file__).resolve().parent.parent / "code" / "fixtures" / "build"
 INDEX = Path("index") / "index.sqlite"
 CODE = Path("index") / "code.sqlite"  # this clone's code index (derived from the work tree)
 A_PY = '''"""Module a."""

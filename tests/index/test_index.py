@@ -132,7 +132,7 @@ def test_index_from_another_version_is_rebuilt_without_calling_it_damage(store: 
 
 
 def test_index_folder_that_is_a_file_is_one_clear_error(store: Store) -> None:
-    # A read-only checkout is in tests/test_index_damage.py (a read-only filesystem).
+    # A read-only checkout is in tests/index/test_index_damage.py (a read-only filesystem).
     import shutil
 
     add_node(session_of(store), "fact", "readable")

@@ -1,4 +1,4 @@
-"""Issue 17 items 6-9 and `ctx init --template`: a store that is ready for a team.
+"""A store shared through Git by a team, and `ctx init --template`.
 
 Through the CLI (subprocess or CliRunner) and real git: where `ctx init` puts the store,
 the one-time merge-driver warning of a fresh clone, `git add .ctx` after `ctx commit`,
@@ -18,11 +18,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import stage_file
+from conftest import invoke, run_ctx, stage_file, store_digest
 
 from ctxstore.model import Commit
 from ctxstore.repo import open_store
-from tests.conftest import invoke, run_ctx, store_digest
 
 pytestmark = pytest.mark.git
 

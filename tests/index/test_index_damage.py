@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import run_ctx, store_digest
 
 from ctxstore.cli.root import cli
-from tests.conftest import run_ctx, store_digest
 
 NOTICE = "ctx: index was damaged ("
 INDEX = Path("index") / "index.sqlite"
