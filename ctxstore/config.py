@@ -254,7 +254,7 @@ def _check(section: str, key: str, value: Any, default: Any, path: Path) -> Any:
 # configuration; the import costs ~2 ms): one-level ``[table]`` headers, bare keys, and values
 # that are basic strings without escapes, decimal integers and floats, booleans, and one-line
 # arrays of such strings, with comments. Anything else, or a key or table given twice, goes
-# to ``tomllib``, so the result is always tomllib's (tests/test_config_simple_toml.py).
+# to ``tomllib``, so the result is always tomllib's (tests/storage/test_config_simple_toml.py).
 _BARE = r"[A-Za-z0-9_-]+"
 _STRING = r'"[^"\\\x00-\x08\x0a-\x1f\x7f]*"'
 _SCALAR = rf"{_STRING}|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?|true|false"

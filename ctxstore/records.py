@@ -14,7 +14,7 @@ classes, ``FrozenInstanceError`` on assignment, pickling of frozen slotted insta
 
 Only the options this code base uses are accepted (``frozen``, ``slots``); a class with
 ``InitVar`` or keyword-only fields is refused with ``TypeError`` at definition, so a
-class never silently gets different semantics. ``tests/test_records.py`` compares the
+class never silently gets different semantics. ``tests/storage/test_records.py`` compares the
 behaviour with the standard library's, class by class.
 
 Importing ``dataclasses`` itself costs ~6 ms on a path that does not import click,

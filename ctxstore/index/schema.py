@@ -141,7 +141,7 @@ CREATE INDEX IF NOT EXISTS build_edges_path ON build_edges(path);
 """
 
 
-# ``schema_digest(expected_schema())`` with the SQLite ctx is tested on (tests/test_index.py
+# ``schema_digest(expected_schema())`` with the SQLite ctx is tested on (tests/index/test_index.py
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.

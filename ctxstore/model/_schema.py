@@ -47,7 +47,7 @@ class Record:
     """Base for schema-described records (subclasses are frozen dataclasses).
 
     ``FIELDS`` names every dataclass field, in order, with its wire spec; a test
-    (tests/test_model_registry.py) proves it agrees with the annotations for every
+    (tests/model/test_model_registry.py) proves it agrees with the annotations for every
     record reachable from the registry. Deriving it from the annotations at run time
     would cost every hook process about a millisecond of ``get_type_hints``. Typed
     objects also get ``TYPE`` and ``V`` from ``model.registry.typed``.
