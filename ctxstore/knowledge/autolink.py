@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ctxstore.session import Session
 
 __all__ = ["RELATE_THRESHOLD", "MERGE_THRESHOLD", "MAX_LINKS", "CANDIDATES", "QUERY_WORDS",
-           "UNLINKED_TYPES", "word_set", "similarity", "similar_nodes", "similar_rows", "link_records",
+           "UNLINKED_TYPES", "word_set", "similarity", "similar_rows", "link_records",
            "autolink_records"]
 
 RELATE_THRESHOLD = 0.1
@@ -90,28 +90,11 @@ def _query_words(words: Iterable[str]) -> list[str]:
     return sorted(words, key=lambda w: (-len(w), w))[:QUERY_WORDS]
 
 
-def similar_nodes(conn: sqlite3.Connection, text: str, *, exclude: str | None = None,
-                  limit: int = CANDIDATES) -> list[tuple[str, float]]:
-    """Live, active memories most similar to ``text``, most similar first.
-
-    Args:
-        conn: A synced index connection.
-        text: The new memory's text.
-        exclude: A node id to leave out (the memory itself).
-        limit: At most this many full-text candidates are scored.
-
-    Returns:
-        ``(node id, similarity)`` pairs above 0, best first (ties by id).
-
-    Raises:
-        IndexCorrupt, QueryTooComplex: if the index cannot answer.
-    """
-    return [(node.id, sim) for node, sim in similar_rows(conn, text, exclude=exclude, limit=limit)]
-
-
 def similar_rows(conn: sqlite3.Connection, text: str, *, exclude: str | None = None,
                  limit: int = CANDIDATES) -> list[tuple[NodeRow, float]]:
-    """``similar_nodes`` with each node's row (its type and text, for ``knowledge.evolution``).
+    """Live, active memories most similar to ``text``, most similar first, with their rows.
+
+    The rows give ``knowledge.evolution`` each candidate's type and text.
 
     Args:
         conn: A synced index connection.

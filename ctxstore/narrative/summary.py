@@ -108,6 +108,7 @@ def _decisions(records: Sequence[KnowledgeRecord]) -> str:
 
 def _test_results(store: Store, records: Sequence[KnowledgeRecord]) -> str:
     """Each command run in the session: its first failure, then how it ended (spec 002's example)."""
+    from ctxstore.code.runs import diagnostics_summary, run_status
     from ctxstore.errors import CtxError
     from ctxstore.model.build import CommandRunRecord, DiagnosticsSnapshot
 
@@ -117,19 +118,19 @@ def _test_results(store: Store, records: Sequence[KnowledgeRecord]) -> str:
             runs.setdefault(rec.name, []).append(rec)
 
     def outcome(run: CommandRunRecord) -> str:
-        if run.exit_code == 0:
-            return "passed"
+        status = run_status(run.exit_code)
+        if status != "failed":
+            return status
         try:
-            snap = store.read_typed(run.snapshot, DiagnosticsSnapshot)
+            diags = store.read_typed(run.snapshot, DiagnosticsSnapshot).diagnostics
         except CtxError:  # a damaged snapshot does not stop the compaction; verify names it
             return f"failed (exit {run.exit_code})"
-        first = next((d for d in snap.diagnostics), None)
-        where = "" if first is None else f": {_first_line(first.message, 100)}"
-        return f"failed (exit {run.exit_code}, {len(snap.diagnostics)} diagnostics){where}"
+        where = f": {_first_line(diags[0].message, 100)}" if diags else ""
+        return f"failed (exit {run.exit_code}, {diagnostics_summary(diags)}){where}"
 
     lines: list[str] = []
     for name, seq in runs.items():
-        failed = next((r for r in seq if r.exit_code != 0), None)
+        failed = next((r for r in seq if run_status(r.exit_code) == "failed"), None)
         if failed is not None and failed is not seq[-1]:
             lines.append(f"{name}: initially {outcome(failed)}")
         lines.append(f"{name}: {'final: ' if len(seq) > 1 else ''}{outcome(seq[-1])}"
