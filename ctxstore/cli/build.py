@@ -272,8 +272,7 @@ def diagnostics_command(env: Env, name: str | None, history: bool, paths: tuple[
         emit_json({"runs": [_run_json(r) for r in runs], "diagnostics": [_row_json(r) for r in rows]})
         return
     if not runs:
-        click.echo(f"no command named {name!r} was stored" if name else
-                   "no command output stored (ctx add command)")
+        _none_stored(name)
         return
     for run in runs:
         status = "exit ?" if run.exit_code is None else f"exit {run.exit_code}"
@@ -284,6 +283,12 @@ def diagnostics_command(env: Env, name: str | None, history: bool, paths: tuple[
             # Compiler output is anyone's text: escapes and tags go through ``shown``.
             echo_stored(f"  {row.severity}{code} {_where(row.path, row.line, row.col)} "
                         f"{_first_line(row.message)}")
+
+
+def _none_stored(name: str | None) -> None:
+    """The line ``ctx diagnostics`` prints when no run is stored (of ``name``, or at all)."""
+    click.echo(f"no command named {name!r} was stored" if name else
+               "no command output stored (ctx add command)")
 
 
 def _history(env: Env, session: Any, name: str | None, paths: tuple[str, ...], limit: int) -> None:
@@ -304,8 +309,7 @@ def _history(env: Env, session: Any, name: str | None, paths: tuple[str, ...], l
                             for r in runs]})
         return
     if not runs:
-        click.echo(f"no command named {name!r} was stored" if name else
-                   "no command output stored (ctx add command)")
+        _none_stored(name)
         return
     for run in runs:
         status = "exit ?" if run.exit_code is None else f"exit {run.exit_code}"
