@@ -11,7 +11,7 @@ It holds what the hooks pass to each other and what must not happen twice:
   died is taken over, so a killed hook loses no command;
 - ``replies``: for each command run from Stop's ``last_assistant_message`` (a reply the
   transcript did not hold yet), the reply's key and when it was read: a transcript line
-  with that reply, created before then, is the reply that ran (claude/hooks.py);
+  with that reply, created before then, is the reply that ran (claude/hooks/on_stop.py);
 - ``queue``: commands deferred because another process held the writer lock;
 - ``kv``: small values (the cached default view,
   the notice that a damaged state was replaced, the count of prompts per session that
