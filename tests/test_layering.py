@@ -216,9 +216,9 @@ def test_layering_only_fsio_writes_files(top: str, path: Path, tree: ast.Module)
                 f"{path.name}:{node.lineno} opens a file for writing outside fsio"
 
 
-# STYLE §2.2: SQL lives in sqlite.py (connect, migrate), index/, search/, query/, claude/state.py
+# STYLE §2.2: SQL lives in sqlite.py (connect, migrate), index/, search/, query/, claude/state/
 # and memory/db.py only (issue 12).
-SQL_HOMES = ("sqlite.py", "index/", "search/", "query/", "claude/state.py", "memory/db.py")
+SQL_HOMES = ("sqlite.py", "index/", "search/", "query/", "claude/state/", "memory/db.py")
 SQL_CALLS = {"execute", "executemany", "executescript", "cursor"}
 
 
@@ -250,7 +250,7 @@ def test_layering_sql_rule_fails_on_a_planted_violation(tmp_path: Path) -> None:
     assert sql_violations("knowledge/planted.py", tree) == ["knowledge/planted.py:2 calls .execute()"]
     assert sql_violations("cli/planted.py", ast.parse("import sqlite3\nsqlite3.connect('x')\n"))
     assert sql_violations("index/planted.py", tree) == []  # the index package may
-    assert sql_violations("claude/state.py", tree) == []
+    assert sql_violations("claude/state/handle.py", tree) == []
 
 
 @pytest.mark.parametrize("top,path", _module_params())
