@@ -217,8 +217,8 @@ def test_layering_only_fsio_writes_files(top: str, path: Path, tree: ast.Module)
 
 
 # STYLE §2.2: SQL lives in sqlite.py (connect, migrate), index/, search/, query/, claude/state/
-# and memory/db.py only (issue 12).
-SQL_HOMES = ("sqlite.py", "index/", "search/", "query/", "claude/state/", "memory/db.py")
+# and memory/db/ only (issue 12).
+SQL_HOMES = ("sqlite.py", "index/", "search/", "query/", "claude/state/", "memory/db/")
 SQL_CALLS = {"execute", "executemany", "executescript", "cursor"}
 
 
