@@ -18,7 +18,6 @@ NOT_YET_SPLIT = {
     "index/read.py",
     "code/diagnostics.py",
     "memory/extract.py",
-    "query/parser.py",
 }
 
 
