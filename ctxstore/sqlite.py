@@ -5,7 +5,7 @@ A store has three, each a file with ``-wal``, ``-shm`` and ``-journal`` companio
 - ``index/index.sqlite``, the derived index (``index/``): it can be rebuilt from the objects, so
   its schema version is ``PRAGMA user_version`` and a mismatch means drop and rebuild, never
   migrate (STYLE §2.5);
-- ``local/state.sqlite``, the hook state (``claude/state.py``), and ``local/memory.sqlite``,
+- ``local/state.sqlite``, the hook state (``claude/state/``), and ``local/memory.sqlite``,
   transcript memory (``memory/db.py``): they cannot be rebuilt, so their schemas go through the
   ordered migrations of ``migrate``, each recorded in ``schema_version`` in the transaction that
   applies it (spec 001 §15).

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
 
+from ctxstore import fsio
 from ctxstore.cli import cli
 from ctxstore.init import init_store
 from ctxstore.repo import Store, open_store
@@ -115,6 +116,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 _SESSIONS: dict[int, tuple[Store, Session]] = {}
+
+
+def patch_fsio(monkeypatch: pytest.MonkeyPatch, name: str, replacement: object) -> None:
+    """Replace the fsio primitive ``name`` for every caller, as the fault shim does.
+
+    fsio's own modules (``Dir``, the lock, the writes by path) call it through ``fsio.core``,
+    where it is defined; the rest of ctx through the package, which re-exports it. A name the
+    package defines in another module (``hold_lock``) is replaced in the package only.
+    """
+    if hasattr(fsio.core, name):
+        monkeypatch.setattr(fsio.core, name, replacement)
+    monkeypatch.setattr(fsio, name, replacement)
 
 
 def session_of(store: Store) -> Session:

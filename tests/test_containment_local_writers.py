@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import invoke
+from conftest import invoke, patch_fsio
 
 from ctxstore import fsio
 from ctxstore.claude.hooklog import LOG_FILE, log_problem
@@ -54,7 +54,7 @@ def _swap_at_first(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...], fold
                    out: Path) -> list[Path]:
     """Swap ``folder`` for a link to ``out`` when any fsio primitive of ``names`` is first called.
 
-    fsio's own helpers call these by module-global name, so the swap happens between ctx's
+    Every caller sees the replacement (``patch_fsio``), so the swap happens between ctx's
     checks (or its directory opens) and its first write. Returns a list that receives the
     aside path once swapped.
     """
@@ -71,7 +71,10 @@ def _swap_at_first(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...], fold
                 swapped.append(_swap(folder, out))
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(owner, attr, once)
+        if owner is fsio:
+            patch_fsio(monkeypatch, attr, once)
+        else:
+            monkeypatch.setattr(owner, attr, once)
     return swapped
 
 
@@ -200,7 +203,7 @@ def test_scc_pointer_never_written_through_a_derived_swapped_after_its_check(
             swapped.append(_swap(derived, out))
         real_replace_atomic(path, data, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(fsio, "replace_atomic", swap_then_write_by_name)
+    patch_fsio(monkeypatch, "replace_atomic", swap_then_write_by_name)
     second = scc.build_scc(store)
     assert swapped and tree_state(out) == before
     assert (swapped[0] / scc.POINTER_NAME).read_text() == second.oid.hex() + "\n"

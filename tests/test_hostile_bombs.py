@@ -236,14 +236,14 @@ def test_records_over_a_batch_are_split_and_all_replayed(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     # With the limit lowered, a write of 40 notes and the fold that commits them each store
     # several batches, every one under the limit, and every note is there after a replay.
-    from ctxstore import repo as repo_mod
     from ctxstore.errors import BudgetExceeded
     from ctxstore.model import ChangeBatch
     from ctxstore.replay import replay
+    from ctxstore.repo import caps, transaction
     from ctxstore.staging import commit_stage, stage_records
 
-    monkeypatch.setattr(repo_mod, "MAX_BATCH_BYTES", 2048)
-    monkeypatch.setitem(repo_mod._TYPED_CAPS, ChangeBatch, 2048)
+    monkeypatch.setattr(transaction, "MAX_BATCH_BYTES", 2048)  # where a write splits batches
+    monkeypatch.setitem(caps._TYPED_CAPS, ChangeBatch, 2048)  # what a read accepts
     store = open_store(_store(tmp_path))
     notes = [_note(i, f"note number {i} " + "x" * 80) for i in range(40)]
     with store.lock():

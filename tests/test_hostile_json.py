@@ -166,7 +166,7 @@ def test_local_caches_nested_too_deeply_are_ignored(tmp_path: Path) -> None:
 # (codec.MAX_DEPTH = 64), or of text ctx built a line before: never deeper than that.
 _DERIVED = {
     ("query/executor.py", "select_scorable"),
-    ("memory/db.py", "_turn"),
+    ("memory/db/handle.py", "_turn"),
     ("claude/transcript.py", "_string_prefix"),  # one JSON string literal: no nesting
     ("security/secrets.py", "_rule_document"),  # the rule file shipped in the package
 }

@@ -10,7 +10,7 @@ only parsing and rendering; no knowledge behaviour lives in an adapter.
 The functions take a ``Store`` (the handle every front end has today) and explicit
 arguments, and return result records. They must not run SQL (reads go through
 ``ctxstore.index`` and ``ctxstore.query``), print, read the environment, or know about
-hook state (``claude/state.py``). This package imports none of its modules eagerly, so
+hook state (``claude/state/``). This package imports none of its modules eagerly, so
 importing one (a hook imports ``nodes``) does not load the others.
 """
 

@@ -22,13 +22,7 @@ import sqlite3
 from typing import Any
 
 from ctxstore.errors import IndexCorrupt, InvalidInput
-from ctxstore.index.read import (
-    NODE_COLUMNS,
-    NodeRow,
-    load_tags,
-    node_from_row,
-    resolve_node_id,
-)
+from ctxstore.index.read import NODE_COLUMNS, NodeRow, load_tags, node_from_row, resolve_node_id
 from ctxstore.query.parser import And, Compare, Field, Not, Or, Text, parse_query
 from ctxstore.records import dataclass
 from ctxstore.search.engine import FullTextEngine

@@ -1,10 +1,10 @@
 """The query language of spec 000: a hand-written tokenizer and recursive-descent parser.
 
-This module owns the text → AST step (``parse_query``) and its inverse
-(``format_query``). It is pure: no I/O, no clock (the caller passes ``now``), no
-index. One parser serves ``ctx query``, ``ctx compose --query``, views and recall;
-the executor turns the AST into SQL. Grammar (precedence NOT > AND > OR; terms side
-by side mean AND)::
+This module owns the text → AST step (``parse_query``). Its inverse (``format_query``)
+is ``query.format`` and the syntax tree ``query.syntax``, both re-exported here. It is pure:
+no I/O, no clock (the caller passes ``now``), no index. One parser serves ``ctx query``,
+``ctx compose --query``, views and recall; the executor turns the AST into SQL. Grammar
+(precedence NOT > AND > OR; terms side by side mean AND)::
 
     query  := or
     or     := and ("OR" and)*
@@ -27,10 +27,38 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Callable, Iterator
-from typing import TypeAlias
+from collections.abc import Callable
 
 from ctxstore.errors import InvalidInput
+from ctxstore.query.format import format_query
+from ctxstore.query.syntax import (
+    _EPOCH,
+    _MAX_TIME,
+    _MAX_TOKENS_DIGITS,
+    _MIN_TIME,
+    _ONE_SECOND,
+    _QUOTES,
+    COMPARE_OPS,
+    FIELDS,
+    HAS_VALUES,
+    KEYWORDS,
+    MAX_QUERY_DEPTH,
+    MAX_QUERY_LENGTH,
+    MAX_QUERY_TERMS,
+    MAX_TERM_LENGTH,
+    VALUE_FIELDS,
+    And,
+    Compare,
+    Field,
+    Not,
+    Or,
+    QueryNode,
+    QuerySyntaxError,
+    QueryTerm,
+    Text,
+    iter_terms,
+    text_terms,
+)
 from ctxstore.records import dataclass
 
 __all__ = [
@@ -56,133 +84,12 @@ __all__ = [
     "MAX_TERM_LENGTH",
 ]
 
-# Limits, so that every query that parses also runs: SQLite refuses an expression more than
-# 1,000 levels deep (a chain of N terms is N deep) and its parser has a small fixed stack
-# (the executor moves deep sub-queries into common table expressions for that).
-MAX_QUERY_LENGTH = 10_000
-MAX_QUERY_DEPTH = 100  # levels of "(" and NOT, counted together
-MAX_QUERY_TERMS = 500  # words, phrases and field terms
-MAX_TERM_LENGTH = 1_000  # characters of one word, phrase or field value
-
-VALUE_FIELDS = ("type", "tag", "has", "from", "to", "id")
-TIME_FIELDS = ("created", "updated")
-COMPARE_FIELDS = (*TIME_FIELDS, "tokens")
-FIELDS = (*VALUE_FIELDS, *COMPARE_FIELDS)
-HAS_VALUES = ("summary", "edges")
-COMPARE_OPS = (">=", "<=", ">", "<", "=")  # two-character operators first: ">=" is not ">" "="
-KEYWORDS = ("AND", "OR", "NOT")
-
-_QUOTES = "\"'"
-_NEAR_CHARS = 20
-_MAX_TOKENS_DIGITS = 18  # keeps ``tokens:`` below 2**63, so SQLite can bind it
+# The time values of ``created:`` and ``updated:`` (``parse_time``).
 _MAX_DURATION_DIGITS = 15
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-# ASCII digits only: str.isdigit() and \d accept digits int() or the format cannot round-trip.
 _INTEGER = re.compile(r"[0-9]+")
 _DURATION = re.compile(r"([0-9]+)([smhdw])")
 _DATETIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:T([0-9]{2}):([0-9]{2}):([0-9]{2})Z)?")
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_ONE_SECOND = dt.timedelta(seconds=1)
-# Times must be writable as YYYY-MM-DDTHH:MM:SSZ, so they are kept within years 1..9999.
-_MIN_TIME = (dt.datetime(1, 1, 1, tzinfo=dt.UTC) - _EPOCH) // _ONE_SECOND
-_MAX_TIME = (dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC) - _EPOCH) // _ONE_SECOND
-
-
-class QuerySyntaxError(InvalidInput):
-    """E011: a query that does not parse.
-
-    The message is one line: ``query syntax error at column N: <detail> (near '<text>')``
-    where ``N`` is 1-based and the excerpt starts at the problem.
-
-    Attributes:
-        query: The full query text.
-        position: 0-based character offset of the problem (``len(query)`` for "at the end").
-        detail: What is wrong, without the position.
-    """
-
-    def __init__(self, query: str, position: int, detail: str) -> None:
-        excerpt = query[position:position + _NEAR_CHARS].rstrip()
-        if not excerpt:
-            where = "at the end of the query"
-        else:
-            if position + _NEAR_CHARS < len(query):
-                excerpt += "..."
-            # repr() escapes newlines and other control characters: the message stays one line.
-            where = f"near {excerpt!r}"
-        super().__init__(f"query syntax error at column {position + 1}: {detail} ({where})",
-                         hint="see docs/query.md")
-        self.query = query
-        self.position = position
-        self.detail = detail
-
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    """A ``type:``, ``tag:``, ``has:``, ``from:``, ``to:`` or ``id:`` term.
-
-    Attributes:
-        name: The field name, one of ``type tag has from to id``.
-        op: Always ``None`` for these fields (kept for a uniform term shape).
-        value: The value as written, quotes removed (``tag:project:x`` → ``project:x``).
-    """
-
-    name: str
-    op: str | None
-    value: str
-
-
-@dataclass(frozen=True, slots=True)
-class Compare:
-    """A ``created:``, ``updated:`` or ``tokens:`` comparison.
-
-    Attributes:
-        field: ``created``, ``updated`` or ``tokens``.
-        op: One of ``>``, ``<``, ``>=``, ``<=``, ``=``.
-        value: For times, absolute Unix seconds (whole seconds, UTC); for ``tokens``,
-            the integer.
-    """
-
-    field: str
-    op: str
-    value: int | float
-
-
-@dataclass(frozen=True, slots=True)
-class Text:
-    """A full-text term.
-
-    Attributes:
-        text: The word, or the phrase without its quotes.
-        phrase: True when written in quotes.
-    """
-
-    text: str
-    phrase: bool
-
-
-@dataclass(frozen=True, slots=True)
-class And:
-    """All of ``items`` (two or more) match."""
-
-    items: tuple[QueryNode, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Or:
-    """Any of ``items`` (two or more) matches."""
-
-    items: tuple[QueryNode, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Not:
-    """``item`` does not match."""
-
-    item: QueryNode
-
-
-QueryTerm: TypeAlias = Field | Compare | Text
-QueryNode: TypeAlias = Field | Compare | Text | And | Or | Not
 
 
 @dataclass(frozen=True, slots=True)
@@ -491,150 +398,3 @@ def parse_query(text: str, *, now: float) -> QueryNode:
     if nul >= 0:  # SQLite's full-text parser ends a string at NUL
         raise QuerySyntaxError(text, nul, "a NUL character is not allowed")
     return _Parser(text, now).parse()
-
-
-def _is_bare_word(text: str) -> bool:
-    """Whether ``text`` written as is reads back as ``Text(text, phrase=False)``."""
-    if not text or text[0] in _QUOTES or text in KEYWORDS:
-        return False
-    if any(c.isspace() or c in "()" for c in text):
-        return False
-    name, colon, _ = text.partition(":")
-    return not (colon and name in FIELDS)
-
-
-def _quoted(text: str, what: str) -> str:
-    for quote in _QUOTES:
-        if quote not in text:
-            return quote + text + quote
-    raise ValueError(f"{what} holds both kinds of quote and cannot be written as query text")
-
-
-def _format_time(value: int | float) -> str:
-    # Range first: float() of a huge int overflows, and NaN fails every comparison.
-    if isinstance(value, bool) or not _MIN_TIME <= value <= _MAX_TIME \
-            or not float(value).is_integer():
-        raise ValueError(f"time {value!r} is not whole seconds within years 1..9999")
-    when = _EPOCH + dt.timedelta(seconds=int(value))
-    # Not strftime: glibc's %Y drops the zero padding of years before 1000.
-    return (f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
-            f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z")
-
-
-def _format(node: QueryNode, depth: int) -> str:
-    # ``depth`` counts enclosing NOTs and parentheses the way the parser does.
-    if depth > MAX_QUERY_DEPTH:
-        raise ValueError(f"query nests deeper than {MAX_QUERY_DEPTH} levels")
-    if isinstance(node, (And, Or)):
-        if len(node.items) < 2:
-            raise ValueError(f"{type(node).__name__} needs two or more items")
-        # AND binds tighter than OR, so only same-or-looser children need parentheses.
-        wrap: tuple[type, ...] = (And, Or) if isinstance(node, And) else (Or,)
-        joiner = " AND " if isinstance(node, And) else " OR "
-        return joiner.join(_wrapped(item, wrap, depth) for item in node.items)
-    if isinstance(node, Not):
-        return "NOT " + _wrapped(node.item, (And, Or), depth + 1)
-    if isinstance(node, Text):
-        if node.phrase:
-            if not node.text.strip():
-                raise ValueError("an empty phrase cannot be written as query text")
-            return _quoted(node.text, f"phrase {node.text!r}")
-        if not _is_bare_word(node.text):
-            raise ValueError(f"Text({node.text!r}, phrase=False) does not read back as a word "
-                             "(use phrase=True)")
-        return node.text
-    if isinstance(node, Compare):
-        if node.field not in COMPARE_FIELDS or node.op not in COMPARE_OPS:
-            raise ValueError(f"no comparison {node.field}:{node.op}")
-        if node.field == "tokens":
-            if isinstance(node.value, bool) or not isinstance(node.value, int) \
-                    or not 0 <= node.value < 10 ** _MAX_TOKENS_DIGITS:
-                raise ValueError(f"tokens value {node.value!r} is not a whole number in range")
-            return f"tokens:{node.op}{node.value}"
-        return f"{node.field}:{node.op}{_format_time(node.value)}"
-    if isinstance(node, Field):
-        if node.name not in VALUE_FIELDS or node.op is not None:
-            raise ValueError(f"no field {node.name}:{node.op or ''}")
-        value = node.value
-        if not value.strip() or (node.name == "has" and value not in HAS_VALUES):
-            raise ValueError(f"{node.name}:{value!r} is not a valid value")
-        if value[0] in _QUOTES or any(c.isspace() or c in "()" for c in value):
-            value = _quoted(value, f"{node.name}: value {value!r}")
-        return f"{node.name}:{value}"
-    raise TypeError(f"not a query node: {node!r}")
-
-
-def _wrapped(node: QueryNode, kinds: tuple[type, ...], depth: int) -> str:
-    if isinstance(node, kinds):
-        return "(" + _format(node, depth + 1) + ")"
-    return _format(node, depth)
-
-
-def format_query(node: QueryNode) -> str:
-    """Render an AST as canonical query text.
-
-    Operators are upper case and explicit, parentheses appear only where precedence
-    needs them, and times are written as ``YYYY-MM-DDTHH:MM:SSZ``. For every AST this
-    accepts, ``parse_query(format_query(ast), now=t) == ast`` for any ``t``.
-
-    Args:
-        node: The AST, e.g. from ``parse_query``.
-
-    Returns:
-        The query text.
-
-    Raises:
-        ValueError: the AST cannot be written so that it reads back the same (an
-            ``And``/``Or`` with fewer than two items, a ``Text`` word that would read as
-            a keyword, field or phrase, a value with both kinds of quote, a time outside
-            years 1..9999 or not in whole seconds, a NUL character, nesting, length,
-            number of terms or length of a term over the limits).
-        TypeError: ``node`` is not a query node.
-    """
-    text = _format(node, 0)
-    leaves = list(iter_terms(node))
-    if len(leaves) > MAX_QUERY_TERMS:
-        raise ValueError(f"query has more than {MAX_QUERY_TERMS} terms")
-    for leaf in leaves:
-        value = leaf.text if isinstance(leaf, Text) else leaf.value if isinstance(leaf, Field) else ""
-        if len(value) > MAX_TERM_LENGTH:
-            raise ValueError(f"a term is longer than {MAX_TERM_LENGTH:,} characters")
-    if "\0" in text:
-        raise ValueError("a query cannot hold a NUL character")
-    if len(text) > MAX_QUERY_LENGTH:
-        raise ValueError(f"formatted query is longer than {MAX_QUERY_LENGTH:,} characters")
-    return text
-
-
-def iter_terms(node: QueryNode) -> Iterator[QueryTerm]:
-    """Yield every leaf of a query, left to right, including those under ``NOT``.
-
-    Args:
-        node: The AST.
-
-    Returns:
-        An iterator over the ``Field``, ``Compare`` and ``Text`` leaves.
-    """
-    stack: list[QueryNode] = [node]  # explicit stack: hand-built ASTs may be deep
-    while stack:
-        cur = stack.pop()
-        if isinstance(cur, (And, Or)):
-            stack.extend(reversed(cur.items))
-        elif isinstance(cur, Not):
-            stack.append(cur.item)
-        else:
-            yield cur
-
-
-def text_terms(node: QueryNode) -> list[str]:
-    """List the full-text words and phrases of a query, left to right.
-
-    Terms under ``NOT`` are included; callers that rank by relevance should skip them.
-
-    Args:
-        node: The AST.
-
-    Returns:
-        The text of every ``Text`` leaf (phrases without their quotes).
-    """
-    return [term.text for term in iter_terms(node) if isinstance(term, Text)]

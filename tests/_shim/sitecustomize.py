@@ -3,7 +3,8 @@
 Put ``tests/_shim`` on a child's ``PYTHONPATH`` and set ``CTX_FAULT``; Python imports
 this module at start-up. When ``ctxstore.fsio`` is imported, its durable-I/O primitives
 (``open_excl``, ``write_all``, ``fsync_file``, ``fsync_dir``, ``replace``, ``link``,
-``unlink``, ``mkdir``, ``rmdir``, ``sync_barrier``) are replaced by wrappers. The rest of
+``unlink``, ``mkdir``, ``rmdir``, ``sync_barrier``), defined in ``ctxstore.fsio.core`` and
+re-exported by the package, are replaced by wrappers in both. The rest of
 fsio (``replace_atomic``, ``write_new_file``, ``fsync_path``, ``ensure_dir``) calls them
 by module-global name, and every other module calls ``fsio.<name>`` at call time, so
 every durable operation passes through a wrapper. ``fsync_path`` is not wrapped itself
@@ -39,6 +40,9 @@ import os
 import sys
 
 _SPEC = os.environ.get("CTX_FAULT", "").strip()
+
+# The module that defines the primitives, then the package that re-exports them.
+_PATCHED_MODULES = ("ctxstore.fsio.core", "ctxstore.fsio")
 
 _PRIMITIVES = ("open_excl", "write_all", "fsync_file", "fsync_dir", "replace", "link",
                "unlink", "mkdir", "rmdir", "sync_barrier")
@@ -251,9 +255,16 @@ def _unsafe_dir_replace_atomic(module):  # type: ignore[no-untyped-def]
 
 
 def _patch(module) -> None:  # type: ignore[no-untyped-def]
+    """Wrap the primitives of ``ctxstore.fsio.core`` or of the package that re-exports them.
+
+    The core is patched when it has run, before the package binds its names, so the package
+    then holds the same wrappers (a wrapper is never wrapped twice): a call through the
+    package (``fsio.replace``) and one inside it (``core.replace``) each pass one wrapper.
+    """
     if "replace_atomic" in _State.unsafe:
         module.replace_atomic = _unsafe_replace_atomic(module)
-        module.Dir.replace_atomic = _unsafe_dir_replace_atomic(module)
+        if hasattr(module, "Dir"):
+            module.Dir.replace_atomic = _unsafe_dir_replace_atomic(module)
     for name in _PRIMITIVES:
         func = getattr(module, name, None)
         if func is None or getattr(func, "__ctx_fault_shim__", False):
@@ -277,7 +288,7 @@ def _install_import_hook() -> None:
 
     class _Finder(importlib.abc.MetaPathFinder):
         def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
-            if fullname != "ctxstore.fsio":
+            if fullname not in _PATCHED_MODULES:
                 return None
             for finder in sys.meta_path:
                 if finder is self or not hasattr(finder, "find_spec"):
@@ -337,9 +348,10 @@ def _install() -> None:
                                       encoding=getattr(old, "encoding", None) or "utf-8",
                                       errors=getattr(old, "errors", None) or "strict",
                                       line_buffering=True)
-    mod = sys.modules.get("ctxstore.fsio")
-    if mod is not None:
-        _patch(mod)
+    mods = [sys.modules.get(name) for name in _PATCHED_MODULES]
+    if mods[0] is not None:
+        for mod in mods:
+            _patch(mod)
     else:
         _install_import_hook()
 

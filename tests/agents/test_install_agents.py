@@ -18,7 +18,7 @@ from typing import Any
 
 import json5
 import pytest
-from conftest import run_ctx
+from conftest import patch_fsio, run_ctx
 
 from ctxstore.agents.registry import AGENTS
 from ctxstore.init import init_store
@@ -383,15 +383,15 @@ def test_a_failed_write_at_any_point_leaves_each_file_whole_and_a_rerun_finishes
                 real(*args, **kwargs)
             return op
 
-        monkeypatch.setattr(fsio, "replace", failing(real_replace))
-        monkeypatch.setattr(fsio, "unlink", failing(real_unlink))
+        patch_fsio(monkeypatch, "replace", failing(real_replace))
+        patch_fsio(monkeypatch, "unlink", failing(real_unlink))
         try:
             apply_plan(plan())
             failed = False
         except OSError:
             failed = True
-        monkeypatch.setattr(fsio, "replace", real_replace)
-        monkeypatch.setattr(fsio, "unlink", real_unlink)
+        patch_fsio(monkeypatch, "replace", real_replace)
+        patch_fsio(monkeypatch, "unlink", real_unlink)
         now = snapshot(world["project"])
         for name in set(start) | set(done):
             assert now.get(name) in (start.get(name), done.get(name)), (k, name)

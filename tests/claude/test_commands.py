@@ -13,6 +13,7 @@ from conftest import session_of
 
 from ctxstore.claude import hooks
 from ctxstore.claude.commands import CommandContext, execute, hook_key
+from ctxstore.claude.hooks._common import _run
 from ctxstore.claude.state import HookState, open_state
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput, NodeNotFound
 from ctxstore.index import open_index
@@ -160,7 +161,7 @@ def test_commands_runner_reports_a_failing_command_and_runs_the_rest(
     from ctxstore.session import Session
 
     db = Session(store)
-    changed, problems, deferred = hooks._run(db, state, batch)
+    changed, problems, deferred = _run(db, state, batch)
     assert changed and not deferred
     assert len(problems) == 2 and all("<ctx:recall> failed" in p for p in problems), problems
     assert [c for (c,) in rows(store, "SELECT content FROM nodes ORDER BY content")] == [
@@ -168,7 +169,7 @@ def test_commands_runner_reports_a_failing_command_and_runs_the_rest(
     pending = state.take_pending("s")
     assert [k for k, _ in pending] == ["recall"] and "gamma fact" in pending[0][1]
     # Every command is recorded as run, the failing ones included: a rerun does nothing.
-    assert hooks._run(db, state, batch) == (False, [], False)
+    assert _run(db, state, batch) == (False, [], False)
     db.close()
     assert state.conn.execute("SELECT count(*) FROM claims").fetchone() == (0,)
 

@@ -472,7 +472,7 @@ def test_hooks_session_end_composes_the_view_the_next_session_start_reads(
 ])
 def test_hooks_cached_view_expires_with_the_hour_only_for_relative_times(
         store: Store, query: str, follows_clock: bool) -> None:
-    from ctxstore.claude.hooks import _cached_view
+    from ctxstore.claude.hooks._view import _cached_view
     from ctxstore.claude.state import open_state
 
     if not follows_clock:  # session start adds recent memory (relative times) unless told not to

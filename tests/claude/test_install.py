@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import run_ctx, store_digest
+from conftest import patch_fsio, run_ctx, store_digest
 
 from ctxstore.claude.install import (
     HOOK_EVENTS,
@@ -967,7 +967,7 @@ def test_install_never_writes_through_a_claude_dir_swapped_for_a_link_after_its_
             swapped.append(project / ".claude.real")
         return real_open_excl(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(fsio, "open_excl", swap_then_open)
+    patch_fsio(monkeypatch, "open_excl", swap_then_open)
     res = ctx("install")
     assert swapped
     assert snapshot(out) == before

@@ -72,7 +72,7 @@ def test_tokenize_every_engine_stores_the_tokenisers_terms(text: str) -> None:
 def test_tokenize_schema_tables_use_the_tokenisers_clause() -> None:
     from ctxstore.index.codedb import expected_code_schema
     from ctxstore.index.schema import SCHEMA
-    from ctxstore.memory.db import _TURNS_FTS
+    from ctxstore.memory.db.schema import _TURNS_FTS
 
     code = "\n".join(str(row) for row in expected_code_schema())
     assert SCHEMA.count(TOKENIZE) == 1  # nodes_fts

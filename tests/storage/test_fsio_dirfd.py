@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import patch_fsio
 
 from ctxstore import fsio
 from ctxstore.errors import UnsafePath
@@ -176,7 +177,7 @@ def test_ensure_dir_never_creates_through_a_parent_swapped_meanwhile(
             (root / "a").symlink_to(out)
         real_mkdir(path, dir_fd=dir_fd)
 
-    monkeypatch.setattr(fsio, "mkdir", swap_then_mkdir)
+    patch_fsio(monkeypatch, "mkdir", swap_then_mkdir)
     with fsio.open_dir(root) as d:
         assert d.ensure_dir(root / "a" / "new") is True
     assert _state(out) == before  # nothing made where the link leads

@@ -1,33 +1,9 @@
-"""Per-clone hook state in ``.ctx/local/state.sqlite`` (never the derived index).
+"""An open hook state: ``HookState``, every read and write of its tables.
 
-It holds what the hooks pass to each other and what must not happen twice:
-- ``pending``: results waiting for the next prompt of a session (recall, status,
-  expand, notices), delivered exactly once: taking them deletes them in the same
-  write transaction, so two concurrent prompt-submits cannot both deliver one;
-- ``executed``: keys of the commands already run, so a repeated Stop does nothing;
-- ``claims``: commands being run right now, each claimed by one process (pid, time) in
-  a write transaction before it runs, so identical Stop hooks running at once (ctx
-  installed at user and project level) run each command once; a claim whose process
-  died is taken over, so a killed hook loses no command;
-- ``replies``: for each command run from Stop's ``last_assistant_message`` (a reply the
-  transcript did not hold yet), the reply's key and when it was read: a transcript line
-  with that reply, created before then, is the reply that ran (claude/hooks.py);
-- ``queue``: commands deferred because another process held the writer lock;
-- ``kv``: small values (the cached default view,
-  the notice that a damaged state was replaced, the count of prompts per session that
-  tells turns apart when nothing else does, what each session was shown and its last
-  prompts); a session's values go once it has been idle ``EXECUTED_KEEP_DAYS`` (``prune``);
-- ``access``: how often each node was retrieved by ``<ctx:recall>`` or ``<ctx:expand>``
-  and when last (spec 003's access tracking, an input of the CLAUDE.md ranking).
-
-This file cannot be rebuilt from the objects, so its schema has ordered migrations
-recorded in ``schema_version`` (spec 001 §15). A damaged file (not a database, malformed
-pages, a table missing, a directory, a FIFO or a symbolic link in its place) is moved
-aside to ``state.sqlite.damaged-<time>-<pid>`` and recreated, with a one-time notice:
-losing it loses pending results, and ``executed`` is backed by the ``hook_key`` stored
-with every node a ``remember`` creates (RELIABILITY.md CO-11, TR-12). A link is moved,
-never followed; ``local/`` itself must be a real directory (a symbolic link there is
-refused). Session ids are only ever column values, never file names (HK-05).
+Pending results taken exactly once, commands claimed and recorded as run, the queue of
+commands deferred under a held lock, small ``kv`` values per session, retrieval counts. Every
+method turns SQLite's damage errors into ``StateDamaged``; opening, checking and repairing the
+file is ``files``'s job.
 """
 
 from __future__ import annotations
@@ -36,72 +12,20 @@ import functools
 import json
 import os
 import sqlite3
-import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
-from ctxstore.errors import UnsafePath
-from ctxstore.sqlite import (
-    COMPANIONS,
-    Migration,
-    connect,
-    irregular_files,
-    is_damage,
-    is_missing_object,
-    migrate,
+from ctxstore.claude.state.schema import (
+    CLAIM_STALE_SECONDS,
+    EXECUTED_KEEP_DAYS,
+    PROMPTS_PREFIX,
+    SESSION_PREFIXES,
 )
+from ctxstore.sqlite import is_damage, is_missing_object
 
-__all__ = ["STATE_FILE", "EXECUTED_KEEP_DAYS", "CLAIM_STALE_SECONDS", "NOTICE_KEY", "TASK_KEY",
-           "PROMPTS_PREFIX", "SESSION_PREFIXES", "HookState", "StateDamaged", "key_of",
-           "open_state", "peek_state", "state_path", "repair_state", "read_access_counts"]
-
-STATE_FILE = "state.sqlite"
-EXECUTED_KEEP_DAYS = 90
-# A claim older than this is taken over even if its pid is alive (the pid may have been
-# reused); Claude Code kills a hook after 600 s by default.
-CLAIM_STALE_SECONDS = 900
-NOTICE_KEY = "notice"
-# kv key where an older ctx kept the current task; ``knowledge.tasks`` owns it now
-# (``local/current-task``), and ``open_state`` moves a value found here there once.
-TASK_KEY = "current_task"
-# kv keys ``prompts:<session>``: how many prompts of a session were submitted, and when the
-# session last wrote anything here (a prompt, or a value under ``SESSION_PREFIXES``).
-PROMPTS_PREFIX = "prompts:"
-# kv keys ``<prefix><session>`` of one session's values (claude.hooks: what it was shown, its
-# last prompts), written by ``put_session`` and pruned with the session. ``compacted:`` marks,
-# written by older versions' PreCompact and read by nothing, are pruned the same way.
-SESSION_PREFIXES = ("injected:", "recent_prompts:", "compacted:")
-_LOCK_FILE = "state.lock"
-_SIDE_FILES = ("", *COMPANIONS)
-_TABLES = frozenset({"schema_version", "pending", "executed", "queue", "kv", "access", "claims",
-                     "replies"})
-_MIGRATIONS = [
-    Migration(1, """
-        CREATE TABLE pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL,
-                              kind TEXT NOT NULL, value TEXT NOT NULL, created_at INTEGER NOT NULL);
-        CREATE INDEX pending_session ON pending(session);
-        CREATE TABLE executed (key TEXT PRIMARY KEY, session TEXT NOT NULL, at INTEGER NOT NULL);
-        CREATE TABLE queue (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE,
-                            session TEXT NOT NULL, command TEXT NOT NULL,
-                            created_at INTEGER NOT NULL);
-        CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    """),
-    Migration(2, """
-        CREATE TABLE access (node_id TEXT PRIMARY KEY, count INTEGER NOT NULL,
-                             last_at INTEGER NOT NULL) WITHOUT ROWID;
-    """),
-    Migration(3, """
-        CREATE TABLE claims (key TEXT PRIMARY KEY, session TEXT NOT NULL, pid INTEGER NOT NULL,
-                             at INTEGER NOT NULL) WITHOUT ROWID;
-    """),
-    Migration(4, """
-        CREATE TABLE replies (key TEXT PRIMARY KEY, session TEXT NOT NULL,
-                              read_ms INTEGER NOT NULL) WITHOUT ROWID;
-    """),
-]
+__all__ = ["HookState", "StateDamaged", "key_of"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -123,11 +47,6 @@ class StateDamaged(Exception):
         super().__init__(reason)
         self.reason = reason
         self.ident = ident
-
-
-def state_path(store_root: Path) -> Path:
-    """Where the hook state of the store at ``store_root`` lives."""
-    return store_root / "local" / STATE_FILE
 
 
 def _now() -> int:
@@ -515,263 +434,3 @@ def _keys_under(conn: sqlite3.Connection, prefix: str) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = conn.execute(
         "SELECT key, value FROM kv WHERE key >= ? AND key < ?", (prefix, end)).fetchall()
     return rows
-
-
-def _ident(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def _check_files(path: Path) -> tuple[int, int] | None:
-    """The state file and its WAL and shared-memory files must be regular files (or absent).
-
-    SQLite would follow a link out of the store, and block or fail on the rest.
-
-    Returns:
-        ``(st_dev, st_ino)`` of the state file, or None when it does not exist.
-
-    Raises:
-        StateDamaged: naming the first that is not.
-    """
-    ident = _ident(path)
-    for entry, st in irregular_files(path):
-        from ctxstore.fsio import file_kind
-
-        raise StateDamaged(f"{entry.name} is {file_kind(st.st_mode)}", ident)
-    return ident
-
-
-def _open_checked(path: Path) -> HookState:
-    """Open, migrate and check the tables of the state at ``path``.
-
-    Raises:
-        StateDamaged: if it is damaged.
-        sqlite3.OperationalError: if it cannot be opened or stays locked (not damage).
-    """
-    ident = _check_files(path)
-    try:
-        conn = connect(path, busy_seconds=5.0)
-    except sqlite3.Error as exc:
-        if _is_damage(exc):
-            raise StateDamaged(str(exc), ident) from exc
-        raise
-    try:
-        migrate(conn, _MIGRATIONS)
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if missing := sorted(_TABLES - tables):
-            raise StateDamaged(f"table {missing[0]} is missing", ident)
-    except sqlite3.Error as exc:
-        conn.close()
-        if _is_damage(exc):
-            raise StateDamaged(str(exc), ident) from exc
-        raise
-    except BaseException:
-        conn.close()
-        raise
-    return HookState(conn, ident or _ident(path))
-
-
-def _check_local(store_root: Path, *, create: bool) -> tuple[bool, str | None]:
-    """Make sure ``local/`` is a real directory (creating it if ``create``).
-
-    Returns:
-        Whether it exists now (False when it did not and must not be created), and a
-        notice when something other than a directory stood in its place and was moved
-        aside.
-
-    Raises:
-        UnsafePath: (E020) if ``local/`` is a symbolic link.
-        OSError: if it cannot be created.
-    """
-    local = store_root / "local"
-    try:
-        st = os.lstat(local)
-    except FileNotFoundError:
-        st = None
-    if st is not None and stat.S_ISDIR(st.st_mode):  # the common case: no fsio import (~ms)
-        return True, None
-    from ctxstore import fsio
-
-    if st is None:
-        if not create:
-            return False, None
-        with fsio.open_dir(store_root) as store_dir:
-            store_dir.ensure_dir(local)
-        return True, None
-    if stat.S_ISLNK(st.st_mode):  # refused, never followed: it may lead out of the store
-        fsio.check_under(store_root, local)
-    # Anything else in place of the folder (a file, a FIFO) is damage, moved aside.
-    moved = _move_aside(local)
-    with fsio.open_dir(store_root) as store_dir:
-        store_dir.ensure_dir(local)
-    return True, (f"the hook state folder .ctx/local was {fsio.file_kind(st.st_mode)}; moved "
-                  f"aside to .ctx/{moved} and started fresh")
-
-
-def _move_aside(path: Path) -> str:
-    """Rename ``path`` to a unique ``<name>.damaged-<time>-<pid>`` beside it; return the new name.
-
-    The entry itself is renamed: a link is never followed.
-    """
-    from ctxstore import fsio
-
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    for n in range(100):
-        target = path.with_name(f"{path.name}.damaged-{stamp}-{os.getpid()}" + (f"-{n}" if n else ""))
-        if _ident(target) is None:
-            fsio.replace(path, target)
-            return target.name
-    raise FileExistsError(str(path))  # pragma: no cover - 100 names taken in one second
-
-
-def repair_state(store_root: Path, damage: StateDamaged) -> str | None:
-    """Move a damaged state aside and record a one-time notice in the fresh state.
-
-    The WAL and shared-memory files move with it. Returns the notice, or None if another hook
-    already replaced the file.
-
-    Runs under ``local/state.lock`` so that two hooks finding the same damage move it
-    once, and never move aside the fresh file the other one created.
-
-    Raises:
-        UnsafePath: (E020) if ``local/`` or the lock file is a symbolic link.
-        LockConflict: if another hook holds the repair lock for seconds.
-        OSError: if the files cannot be renamed.
-    """
-    from ctxstore import fsio
-
-    path = state_path(store_root)
-    _check_local(store_root, create=True)  # the hooks opened it: it exists unless removed since
-    with fsio.hold_lock(path.parent / _LOCK_FILE, timeout=5.0):
-        if damage.ident is not None and _ident(path) not in (damage.ident, None):
-            try:  # replaced since: only repair it if the new one is damaged too
-                _open_checked(path).close()
-                return None
-            except StateDamaged as again:
-                damage = again
-        moved = None
-        for suffix in _SIDE_FILES:
-            side = Path(str(path) + suffix)
-            if _ident(side) is not None:
-                name = _move_aside(side)
-                moved = moved or name
-        where = f"; moved aside to local/{moved}" if moved else ""
-        notice = (f"the hook state .ctx/local/{STATE_FILE} was damaged ({damage.reason}){where} "
-                  "and started fresh (pending results and deferred commands in it are lost)")
-        state = _open_checked(path)
-    with state:
-        old = state.get(NOTICE_KEY)
-        state.put(NOTICE_KEY, f"{old}; {notice}" if old else notice)
-    return notice
-
-
-def open_state(store_root: Path, *, create: bool) -> HookState | None:
-    """Open the state of the store at ``store_root``.
-
-    None if it does not exist and ``create`` is false (so a read-only hook creates nothing). A
-    damaged state is moved aside and replaced by a new, empty one that holds a one-time notice
-    (``NOTICE_KEY``).
-
-    Raises:
-        UnsafePath: (E020) if ``local/`` is a symbolic link.
-        OSError: if ``local/`` cannot be created.
-        sqlite3.OperationalError: if the file cannot be opened or stays locked.
-        StateDamaged: if the file is damaged again right after it was replaced.
-    """
-    exists, notice = _check_local(store_root, create=create)
-    if not exists:
-        return None
-    path = state_path(store_root)
-    if not create and notice is None and _ident(path) is None:
-        return None
-    try:
-        state = _open_checked(path)
-    except StateDamaged as damage:
-        repair_state(store_root, damage)
-        state = _open_checked(path)
-    if notice is not None:
-        with _closing_on_error(state):
-            state.put(NOTICE_KEY, notice)
-    with _closing_on_error(state):
-        _adopt_legacy_task(store_root, state)
-    return state
-
-
-def _adopt_legacy_task(store_root: Path, state: HookState) -> None:
-    """Move the current task an older ctx kept here (kv ``TASK_KEY``) to its one owner.
-
-    The current task is ``knowledge.tasks``'s (``local/current-task``), read alike by the
-    hooks, the MCP server and ``ctx pack``; a task an older hook started is moved there once
-    (unless a task is current there already), then dropped from the state.
-    """
-    legacy = state.get(TASK_KEY)
-    if legacy is None:
-        return
-    from ctxstore.errors import InvalidInput
-    from ctxstore.knowledge.tasks import read_current_task, set_current_task
-
-    if read_current_task(store_root) is None:
-        try:
-            set_current_task(store_root, legacy)
-        except InvalidInput:
-            pass  # not a task name: nothing to carry over
-    state.put(TASK_KEY, None)
-
-
-# What a read-only reader of the state needs (an older schema still has them).
-_PEEK_TABLES = frozenset({"pending", "queue", "kv"})
-
-
-def peek_state(store_root: Path) -> HookState | None:
-    """The state opened read-only, for a preview that must change nothing.
-
-    Nothing is created, migrated or repaired: None when there is no state, when it is not a
-    regular file, lacks a table a reader needs or cannot be opened (then the next hook replaces
-    or creates it, and starts with an empty state).
-    """
-    path = state_path(store_root)
-    try:
-        if not stat.S_ISDIR(os.lstat(path.parent).st_mode):
-            return None
-        ident = _check_files(path)
-    except (OSError, StateDamaged):
-        return None
-    if ident is None:
-        return None
-    try:
-        conn = connect(path, busy_seconds=5.0, read_only=True)
-    except (sqlite3.Error, UnsafePath):
-        return None
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.Error:
-        tables = set()
-    if not _PEEK_TABLES <= tables:
-        conn.close()
-        return None
-    return HookState(conn, ident)
-
-
-def read_access_counts(store_root: Path) -> dict[str, int]:
-    """The hooks' retrieval counts per node id in this clone (none without a state file).
-
-    Raises:
-        As ``open_state`` (never creates the state).
-    """
-    state = open_state(store_root, create=False)
-    if state is None:
-        return {}
-    with state:
-        return state.access_counts()
-
-
-@contextmanager
-def _closing_on_error(state: HookState) -> Iterator[None]:
-    try:
-        yield
-    except BaseException:
-        state.close()
-        raise
