@@ -165,17 +165,24 @@ class ToolBox:
             include_global: Also the user store; the config's ``recall_global`` when None.
 
         Returns:
-            ``{"query", "count", "nodes": [{"store", "id", "type", "content", "tags", ...}]}``.
+            ``{"query", "count", "nodes": [{"store", "id", "type", "content", "tags", ...}]}``,
+            and ``runs`` when the query asks about stored command runs ("why did the tests
+            fail"): each command's best run, its diagnostics and what came next.
 
         Raises:
             InvalidInput: (E011) for a blank query or a bad limit.
         """
+        from ctxstore.knowledge.recall import run_json
         from ctxstore.lifecycle.policy import recall_restoring
 
         wide = recall_global_default(self.db.store) if include_global is None else include_global
         stores = self._stores(wide)
-        hits = recall_restoring(stores, query, limit=_limit(limit), now=self.clock()).hits
-        return {"query": query, "count": len(hits), "nodes": scoped_json(hits)}
+        recalled = recall_restoring(stores, query, limit=_limit(limit), now=self.clock())
+        out: dict[str, Any] = {"query": query, "count": len(recalled.hits),
+                               "nodes": scoped_json(recalled.hits)}
+        if recalled.runs:
+            out["runs"] = [{"kind": "run", **run_json(r)} for r in recalled.runs]
+        return out
 
     def search(self, text: str, limit: int = 20, include_global: bool = False) -> dict[str, Any]:
         """Ranked search for any text over memories, best first (``knowledge.scopes.search_scoped``).
