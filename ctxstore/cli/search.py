@@ -60,8 +60,8 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
     if use_global:  # the nodes of the project store and ~/.ctx, each labelled (issue 16)
         wanted = [k for k in kinds or _NODE_KINDS if k in _NODE_KINDS]
         if not wanted:
-            raise InvalidInput("--global searches nodes and narrative, not chunks or symbols",
-                               hint="drop --global to search the project's code")
+            raise InvalidInput("--global searches nodes and narrative, not chunks, symbols or runs",
+                               hint="drop --global to search the project's code and command runs")
         return search_global(env, text, limit, include_superseded, wanted)
     hits = search(env.session(), text, kinds=kinds or KINDS, limit=limit,
                   include_superseded=include_superseded)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the object model is loaded by the apply path only: `ctx sea
 
 __all__ = ["RUN_FTS_FIELDS", "STATUS_WORDS", "MAX_RUN_DIAGNOSTICS", "RunRow",
            "RunDiagnostic", "run_status", "summarize_diagnostics", "apply_run", "forget_run",
-           "runs_at", "status_after"]
+           "has_runs", "runs_at", "status_after"]
 
 RUN_FTS_FIELDS = ("name", "status", "text")
 # The words a run's status is searched by: the status and the noun of it, so "failed",
@@ -186,6 +186,18 @@ def forget_run(conn: sqlite3.Connection, version: bytes) -> None:
     if row is not None:
         conn.execute("DELETE FROM runs_fts WHERE rowid = ?", (row[0],))
         conn.execute("DELETE FROM runs WHERE rowid = ?", (row[0],))
+
+
+def has_runs(conn: sqlite3.Connection) -> bool:
+    """Whether any run of a command is stored.
+
+    Args:
+        conn: The index connection.
+
+    Returns:
+        True when ``runs`` holds a row.
+    """
+    return conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
 
 
 def runs_at(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, RunRow]:

@@ -321,8 +321,11 @@ def _run_hits(conn: sqlite3.Connection, text: str, pool: int, relative: bool) ->
     divided by the best run's with ``relative``, then weighed by coverage as other hits are,
     and halved for a run the query does not ask about (``RunHit.asked``).
     """
-    from ctxstore.index.runs import runs_at, status_after
+    from ctxstore.index.runs import has_runs, runs_at, status_after
     from ctxstore.search.ranked import ranked_runs
+
+    if not has_runs(conn):  # no run stored: the stemmer (8 ms to import) is not loaded
+        return []
     from ctxstore.search.tokenize import PROSE_QUERY
 
     terms = list(dict.fromkeys(PROSE_QUERY.tokenize(text.replace("\0", " "))))[:MAX_TERMS]

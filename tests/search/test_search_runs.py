@@ -163,3 +163,19 @@ def test_a_purge_applied_to_a_live_index_takes_the_run_out(tmp_path: Path) -> No
                                               objects=(), at=1))
     assert search(conn, "zebrafish", kinds=("run",)) == []
     assert conn.execute("SELECT count(*) FROM runs_fts").fetchone() == (0,)
+
+
+def test_mcp_recall_over_stdio_returns_the_failing_run(tmp_path: Path) -> None:
+    from tests.mcp.describe_server import INITIALIZED, initialize, talk
+
+    root = _store(tmp_path)
+    _record(root, "tests", FAILED, 1)
+    _record(root, "tests", "2 passed\n", 0)
+    (_, called), err = talk(root / ".ctx", [
+        initialize(1, "2025-06-18"), INITIALIZED,
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "recall", "arguments": {"query": "why did the tests fail"}}}])
+    got = json.loads(called["result"]["content"][0]["text"])
+    assert [(r["kind"], r["name"], r["status"], r["then"]["status"]) for r in got["runs"]] == \
+        [("run", "tests", "failed", "passed")], err
+    assert any("test_add_small" in d["message"] for d in got["runs"][0]["diagnostics"])
