@@ -55,7 +55,7 @@ def load_description() -> dict[str, Any] | None:
     try:
         description: dict[str, Any] = json.loads(DESCRIPTION_FILE.read_text(encoding="utf-8"))
         spec = find_spec("mcp")
-    except (OSError, ValueError, ImportError):
+    except (OSError, ValueError, RecursionError, ImportError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -186,10 +186,10 @@ class Front:
             if negotiated not in versions:
                 return None
             self._negotiated = negotiated
-            result = json.loads(json.dumps(self._answers(negotiated)["initialize"]))
+            result = dict(self._answers(negotiated)["initialize"])  # serverInfo is replaced
             info = result.get("serverInfo")
             if isinstance(info, dict) and info.get("version") == VERSION_MARK:
-                info["version"] = self._version
+                result["serverInfo"] = {**info, "version": self._version}
             return {**result, "protocolVersion": negotiated}
         if self._negotiated is None:
             return None
