@@ -171,7 +171,7 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
         stores, problem = Stores(ctx.db), f"<ctx:recall> read this project only: ~/.ctx: {exc.message}"
     try:
         recalled = recall_restoring(stores, query, limit=limit, now=time.time())
-        restored, hits = recalled.restored, recalled.hits
+        restored, hits, runs = recalled.restored, recalled.hits, recalled.runs
         ctx.state.record_access([h.node.id for h in hits if h.scope == "project"])
         nodes = [h.node for h in hits if h.scope == "project"]
         mine = [h.node for h in hits if h.scope == "user"]
@@ -184,6 +184,12 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
         else "No matching nodes found.\n"
     if theirs:
         body += f"\nFrom the user store (~/.ctx), {len(mine)} nodes:\n\n" + theirs
+    if runs:  # stored runs of commands the query asks about ("why did the tests fail")
+        from ctxstore.knowledge.recall import run_lines
+
+        body += f"\nCommand runs, {len(runs)}:\n\n" + "".join(
+            "\n".join([f"- {head}", *(f"  - {x}" for x in rest)]) + "\n"
+            for head, *rest in (run_lines(r) for r in runs))
     from ctxstore.memory.context import recall_section  # past sessions: a section of its own
 
     body += recall_section(ctx.store.root, query)

@@ -19,6 +19,7 @@ from ctxstore.cli._notices import user_store
 
 if TYPE_CHECKING:
     from ctxstore.knowledge.scopes import ScopedNode, Stores
+    from ctxstore.search.search import RunHit
 
 __all__ = ["global_option", "global_write_option", "search_global", "query_global", "compose_global",
            "recall_global"]
@@ -55,8 +56,13 @@ def _stores(env: Env) -> Stores:
     return Stores.open(env.session(), user_store())
 
 
-def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores) -> None:
-    """The results, labelled by store; markdown ids are short but unique in their store."""
+def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores,
+           runs: Sequence[RunHit] | None = None) -> None:
+    """The results, labelled by store; markdown ids are short but unique in their store.
+
+    ``runs`` (a recall's command runs) follow the nodes; ``--format json`` gives them as
+    ``runs``, each with ``kind: "run"``.
+    """
     if env.fmt == "json":
         docs = []
         for h in hits:
@@ -64,7 +70,12 @@ def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores) -> None:
             if h.score is not None:
                 doc.update(score=round(h.score, 4), matched=list(h.matched))
             docs.append(doc)
-        emit_json({"count": len(hits), "nodes": docs})
+        out: dict[str, Any] = {"count": len(hits), "nodes": docs}
+        if runs is not None:
+            from ctxstore.knowledge.recall import run_json
+
+            out["runs"] = [{"kind": "run", "store": "project", **run_json(r)} for r in runs]
+        emit_json(out)
         return
     from ctxstore.cli._render import echo_stored, item_line  # text only: JSON skips it
 
@@ -85,6 +96,15 @@ def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores) -> None:
         tags = f"  [{', '.join(n.tags)}]" if n.tags else ""
         mark = " (superseded)" if n.superseded_by else ""
         echo_stored(f"{h.scope:<7}  {n.id}  {n.type:<13} {preview(n.content)}{tags}{mark}")
+    if runs:
+        from ctxstore.knowledge.recall import run_lines
+
+        for run in runs:
+            head, *rest = run_lines(run)
+            if env.fmt == "markdown":
+                echo_stored("\n".join([f"- command run: {head}", *(f"  - {x}" for x in rest)]))
+            else:
+                echo_stored("\n".join([f"run      {head}", *(f"    {x}" for x in rest)]))
 
 
 def search_global(env: Env, text: str, limit: int, include_superseded: bool,
@@ -127,7 +147,7 @@ def recall_global(env: Env, text: str, limit: int, use_global: bool) -> int:
     stores = Stores.open(env.session(), user_store() if use_global else None)
     try:
         recalled = recall_restoring(stores, text, limit=limit, now=time.time())
-        _print(env, recalled.hits, stores)
+        _print(env, recalled.hits, stores, runs=recalled.runs)
     finally:
         stores.close_user()
     return recalled.restored

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ctxstore.search.search import Hit
 
 # The kinds of `ctx search --kind` (``search.search.KINDS``, not imported at CLI start-up).
-KINDS = ("node", "narrative", "chunk", "symbol")
+KINDS = ("node", "narrative", "chunk", "symbol", "run")
 _NODE_KINDS = ("node", "narrative")  # what both stores hold (the user store has no code index)
 # The largest --limit: SQLite binds a LIMIT as a 64-bit integer (a larger one was an
 # OverflowError), and search asks for four times the limit as candidates.
@@ -31,24 +31,27 @@ LIMIT_MAX = 1_000_000_000
 @click.option("--limit", type=click.IntRange(min=1, max=LIMIT_MAX), default=20,
               help="At most N results (20).")
 @click.option("--kind", "kinds", type=click.Choice(KINDS), multiple=True,
-              help="Only this kind of result (repeatable): node, narrative, chunk, symbol.")
+              help="Only this kind of result (repeatable): node, narrative, chunk, symbol, run.")
 @click.option("--include-superseded", is_flag=True, help="Also superseded nodes.")
 @global_option
 @format_option
 @pass_env
 def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
                    include_superseded: bool, use_global: bool) -> None:
-    """Ranked search for any text over nodes, narrative, file chunks and symbols.
+    """Ranked search for any text over nodes, narrative, file chunks, symbols and command runs.
 
     Any word may match; results holding every word rank higher (BM25, docs/retrieval.md).
     "quoted phrases" match as phrases. Any text is accepted: a question, code, a log.
     --kind node takes every node, decisions and tasks of the narrative included.
-    With --global, the nodes of the user store ~/.ctx too, each result naming its store.
+    --kind run takes the stored runs of commands (ctx add command), each command's best
+    run with what it did next (failed, then passed). With --global, the nodes of the user
+    store ~/.ctx too, each result naming its store.
 
     \b
     Examples:
         ctx search "auth pattern"
         ctx search "why did we pick sqlite over postgres?" --kind node
+        ctx search "why did the tests fail"
         ctx --format json search "read_config()" --kind symbol
         ctx search --global "which editor do I use?"
     """
@@ -57,8 +60,8 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
     if use_global:  # the nodes of the project store and ~/.ctx, each labelled (issue 16)
         wanted = [k for k in kinds or _NODE_KINDS if k in _NODE_KINDS]
         if not wanted:
-            raise InvalidInput("--global searches nodes and narrative, not chunks or symbols",
-                               hint="drop --global to search the project's code")
+            raise InvalidInput("--global searches nodes and narrative, not chunks, symbols or runs",
+                               hint="drop --global to search the project's code and command runs")
         return search_global(env, text, limit, include_superseded, wanted)
     hits = search(env.session(), text, kinds=kinds or KINDS, limit=limit,
                   include_superseded=include_superseded)
@@ -81,13 +84,18 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
 
 
 def _hit_markdown(hit: Hit) -> str:
-    """One Markdown list item for a chunk or symbol hit (``- `path:lines` name: preview``)."""
+    """One Markdown list item for a chunk, symbol or run hit (``- `path:lines` name: preview``)."""
     if hit.chunk is not None:
         c = hit.chunk
         return f"- `{hit.key}` {c.qualname or c.kind}: {preview(c.text, 80)}"
     if hit.symbol is not None:
         y = hit.symbol
         return f"- `{y.path}:{y.start_line or 1}` {y.kind} `{y.qualname}`"
+    if hit.run is not None:
+        from ctxstore.knowledge.recall import run_lines
+
+        head, *rest = run_lines(hit.run)
+        return "\n".join([f"- {head}", *(f"  - {line}" for line in rest)])
     return _hit_line(hit)
 
 
@@ -103,6 +111,10 @@ def _hits_json(hits: list[Hit]) -> dict[str, Any]:
                     "matched": doc["matched"]}
             nodes.append(node)
             doc["node"] = node
+        elif hit.run is not None:
+            from ctxstore.knowledge.recall import run_json
+
+            doc["run"] = run_json(hit.run)
         elif hit.chunk is not None:
             c = hit.chunk
             doc.update(path=c.path, qualname=c.qualname, chunk_kind=c.kind,
@@ -123,6 +135,11 @@ def _hit_line(hit: Hit) -> str:
     if hit.symbol is not None:
         y = hit.symbol
         return f"{y.qualname}  {y.kind:<13} {y.path}:{y.start_line or 1}"
+    if hit.run is not None:
+        from ctxstore.knowledge.recall import run_lines
+
+        head, *rest = run_lines(hit.run)
+        return "\n".join([f"run  {head}", *(f"    {line}" for line in rest)])
     node = hit.node
     assert node is not None
     return f"{node.id}  {node.type:<13} {preview(node.content)}"

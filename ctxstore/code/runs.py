@@ -37,6 +37,7 @@ from ctxstore.index.build import (
 )
 from ctxstore.index.build import command_runs as _command_runs
 from ctxstore.index.build import latest_diagnostics as _latest_rows
+from ctxstore.index.runs import run_status, summarize_diagnostics
 from ctxstore.model.build import CommandRunRecord, Diagnostic, DiagnosticsSnapshot
 from ctxstore.records import dataclass
 from ctxstore.security.guard import guard, policy
@@ -339,11 +340,6 @@ def latest_runs(session: Session, name: str | None = None) -> list[CommandRunRow
     return _command_runs(session.index(), name)
 
 
-def run_status(exit_code: int | None) -> str:
-    """``passed`` (exit 0), ``failed`` (any other exit), ``unknown`` (no exit status: a timeout)."""
-    return "unknown" if exit_code is None else "passed" if exit_code == 0 else "failed"
-
-
 def diagnostics_summary(diags: Sequence[Diagnostic], *, files: int = 3) -> str:
     """``3 errors in calc.py``, ``1 error, 2 warnings in a.py, b.py``, or ``no diagnostics``.
 
@@ -352,21 +348,10 @@ def diagnostics_summary(diags: Sequence[Diagnostic], *, files: int = 3) -> str:
         files: Name at most this many files (then ``and N more``).
 
     Returns:
-        One short phrase.
+        One short phrase (``index.runs.summarize_diagnostics``, which search shows too).
     """
-    counts: dict[str, int] = {}
-    paths: list[str] = []
-    for diag in diags:
-        counts[diag.severity] = counts.get(diag.severity, 0) + 1
-        if diag.spans and diag.spans[0].path not in paths:
-            paths.append(diag.spans[0].path)
-    if not counts:
-        return "no diagnostics"
-    text = ", ".join(f"{n} {sev}{'' if n == 1 else 's'}" for sev, n in counts.items())
-    if paths:
-        text += " in " + ", ".join(paths[:files]) + \
-            (f" and {len(paths) - files} more" if len(paths) > files else "")
-    return text
+    return summarize_diagnostics(((d.severity, d.spans[0].path if d.spans else None)
+                                  for d in diags), files=files)
 
 
 def _outcome(exit_code: int | None, diags: Sequence[Diagnostic]) -> str:

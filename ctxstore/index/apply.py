@@ -50,7 +50,7 @@ __all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_ind
 _PROGRESS_STEP = 500  # records applied between two progress calls
 _TABLES = ("applied", "applied_batches", "purged", "winners", "nodes", "tags", "edges", "views",
            "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads",
-           *BUILD_TABLES)
+           *BUILD_TABLES, "runs", "runs_fts")  # index.runs
 
 
 @dataclass
@@ -222,6 +222,12 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
             "INSERT OR IGNORE INTO versions(key, version, stamp, kind, batch, record) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (key, version, stamp, rec.KIND, batch, codec.encode(record_to_wire(rec))))
+        if isinstance(rec, CommandRunRecord) and cur.rowcount == 1:
+            # Every run, not only the winner: searchable. Imported here: the hooks apply
+            # batches on their start-up path, and one module more is over their budget.
+            from ctxstore.index.runs import apply_run
+
+            apply_run(store, conn, rec, version)
         if isinstance(rec, (NodeRecord, NodeRemoved)):
             update_node_heads(reads, conn, rec.id, version, commit, rec.prev, stamp,
                               known=cur.rowcount == 0)
@@ -262,6 +268,9 @@ def _apply_purge(store: Store, conn: sqlite3.Connection, rec: PurgeRecord) -> se
         keys = [row[0] for row in conn.execute("SELECT key FROM versions WHERE version = ?",
                                                (version,))]
         conn.execute("DELETE FROM node_heads WHERE version = ?", (version,))
+        from ctxstore.index.runs import forget_run  # as apply_run, off the hooks' path
+
+        forget_run(conn, version)
         for key in keys:
             conn.execute("DELETE FROM versions WHERE key = ? AND version = ?", (key, version))
             win = conn.execute("SELECT version FROM winners WHERE key = ?", (key,)).fetchone()

@@ -12,7 +12,7 @@ Rows are compared by key, streamed from both sides in key order, so memory holds
 key's rows at a time however large the tables. Rowids are not compared: they depend on
 the order rows were written in, and a replay writes in another order than incremental
 ingestion. The rows that refer to one (``chunks_fts``, ``file_terms``, ``file_lengths``,
-``nodes_fts``) are compared through the row they refer to instead. Each difference names
+``nodes_fts``, ``runs_fts``) are compared through the row they refer to instead. Each difference names
 its table and key: ``error E007 index:symbols: (pkg/a.py, Greeter.hello): start_line is
 3, the replay has 10``.
 
@@ -139,6 +139,11 @@ REACHED_TABLES: dict[str, TableCheck] = {
     "commit_graph": TableCheck("SELECT oid, gen, kind, session, base FROM commit_graph", 1),
     "commit_parents": TableCheck("SELECT oid, parent FROM commit_parents", 2),
     "node_heads": TableCheck("SELECT node_id, version, commit_oid, prev, stamp FROM node_heads", 3),
+    # One row per command_run version (index.runs), as versions: a live index may hold more.
+    "runs": TableCheck("SELECT version, name, tool, exit_code, run_at, snapshot, argv, diagnostics,"
+                       " diagnostic_count, summary FROM runs", 1),
+    "runs_fts": TableCheck("SELECT r.version, f.name, f.status, f.text FROM runs_fts f"
+                           " LEFT JOIN runs r ON r.rowid = f.rowid", 1),
 }
 
 

@@ -32,7 +32,8 @@ SchemaRow = tuple[str, str, str, "str | None"]
 # 11: the code tables (files, symbols, code_edges, chunks, chunks_fts, file_terms, file_lengths,
 #    term_df, corpus_cache) move to this clone's code.sqlite (index.codedb), derived from the
 #    work tree; build edges (cargo, command runs) get their own table, build_edges
-INDEX_SCHEMA_VERSION = 11
+# 12: runs, runs_fts (every stored run of a command, searchable: index.runs)
+INDEX_SCHEMA_VERSION = 12
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -138,6 +139,17 @@ CREATE TABLE IF NOT EXISTS build_edges (
 CREATE INDEX IF NOT EXISTS build_edges_from ON build_edges(from_kind, from_key, label);
 CREATE INDEX IF NOT EXISTS build_edges_to ON build_edges(to_kind, to_key, label, path);
 CREATE INDEX IF NOT EXISTS build_edges_path ON build_edges(path);
+-- every stored run of a command, one per command_run version (index.runs), and its terms
+-- stemmed as prose (search.tokenize.PROSE)
+CREATE TABLE IF NOT EXISTS runs (
+    rowid INTEGER PRIMARY KEY, version BLOB NOT NULL UNIQUE, name TEXT NOT NULL,
+    tool TEXT NOT NULL, exit_code INTEGER, run_at INTEGER NOT NULL, snapshot BLOB NOT NULL,
+    argv TEXT NOT NULL, diagnostics TEXT NOT NULL, diagnostic_count INTEGER NOT NULL,
+    summary TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_name ON runs(name, run_at);
+CREATE VIRTUAL TABLE IF NOT EXISTS runs_fts USING fts5(name, status, text,
+    tokenize = "ascii tokenchars '_'");
 """
 
 
@@ -145,7 +157,7 @@ CREATE INDEX IF NOT EXISTS build_edges_path ON build_edges(path);
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "3f04cae58e82fbe238fc31463deee0607f9332143cec8755873247e3b29f1bd7"
+EXPECTED_SCHEMA_DIGEST = "ea67894de3d5ba241093553272ab9a425f08c582272cfff26fffbf06ff5d738b"
 
 _expected: frozenset[SchemaRow] | None = None
 
@@ -154,11 +166,11 @@ def read_schema(conn: sqlite3.Connection) -> frozenset[SchemaRow]:
     """Every table, index, trigger and view of a database, as SQLite stores them.
 
     ``sqlite_stat*`` tables (written by ``ANALYZE``) are left out: they change no answer.
-    The SQL of FTS5's shadow tables (``nodes_fts_*``) is left out too, as FTS5 writes it
+    The SQL of FTS5's shadow tables (``nodes_fts_*``, ``runs_fts_*``) is left out too, as FTS5 writes it
     and another SQLite version may word it differently; their presence still counts.
     """
     return frozenset(
-        (kind, name, table, None if name.startswith("nodes_fts_") else sql)
+        (kind, name, table, None if name.startswith(("nodes_fts_", "runs_fts_")) else sql)
         for kind, name, table, sql in conn.execute(
             "SELECT type, name, tbl_name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_stat%'"))
 

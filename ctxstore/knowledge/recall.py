@@ -1,5 +1,9 @@
 """Reading memory back: recall by query and expansion of a summary into its sources.
 
+Recall returns nodes, and, for a query that asks about commands or their outcome ("why did
+the tests fail"), the stored runs of commands search finds (``recall_runs``: each command's
+best run, what it did next, its diagnostics), so a failure is remembered once it is fixed.
+
 What ``<ctx:recall>`` and ``<ctx:expand>`` (and later MCP recall) return, decided once
 here so that every front end shows the same nodes. Reads only: no writes, no rendering
 (front ends frame and escape the result), no SQL (that is ``index.read`` and ``query``).
@@ -19,12 +23,16 @@ if TYPE_CHECKING:
     import sqlite3
 
     from ctxstore.query.executor import ScoreRow
+    from ctxstore.search.search import RunHit
 
-__all__ = ["RECALL_LIMIT", "MAX_RECALL_LIMIT", "Expansion", "parse_recall_limit", "recall_nodes",
-           "recallable", "injectable", "by_decay", "free_text_nodes", "expand_summary", "Newer",
-           "newer_versions", "history_note"]
+__all__ = ["RECALL_LIMIT", "MAX_RECALL_LIMIT", "RECALL_RUNS", "Expansion", "parse_recall_limit",
+           "recall_nodes", "recall_runs", "run_lines", "run_json", "recallable", "injectable",
+           "by_decay", "free_text_nodes", "expand_summary", "Newer", "newer_versions",
+           "history_note"]
 
 RECALL_LIMIT = 20
+RECALL_RUNS = 3  # command runs a recall shows at most (each command's best run)
+_RUN_LINES = 5  # diagnostics listed per run
 MAX_RECALL_LIMIT = 100
 # Archived nodes are dropped after the query, so ask for a few more than wanted.
 _ARCHIVED_SLACK = 10
@@ -190,6 +198,102 @@ def free_text_nodes(conn: sqlite3.Connection, text: str, *, limit: int) -> list[
 
     hits = search(conn, text, kinds=("node", "narrative"), limit=limit)
     return [h.node for h in hits if h.node is not None]
+
+
+def recall_runs(conn: sqlite3.Connection, query: str, *, limit: int = RECALL_RUNS,
+                now: float) -> list[RunHit]:
+    """The stored runs of commands a recall asks about, best first (``search.search``, ``run``).
+
+    Only free text is searched for runs (a query of fields, ``type:decision``, selects
+    nodes), and only runs the text asks about (``RunHit.asked``: it names the command, its
+    command line or its status, or says ``test``, ``build``, ``run``...): a question about a
+    decision is not answered with old test output that happens to share a word.
+
+    Args:
+        conn: An index connection that is current.
+        query: The recall's query or text.
+        limit: At most this many runs (one per command).
+        now: Seconds since the epoch (to parse the query).
+
+    Returns:
+        The runs, each with what its command did next.
+
+    Raises:
+        IndexCorrupt: (E007) if the index cannot answer.
+    """
+    from ctxstore.query.parser import QuerySyntaxError, parse_query
+    from ctxstore.search.search import search
+
+    try:
+        tree: object = parse_query(query.strip(), now=now)
+    except QuerySyntaxError:
+        tree = None
+    if tree is not None and not _plain_words(tree, query):
+        return []
+    hits = search(conn, query, kinds=("run",), limit=limit)
+    return [h.run for h in hits if h.run is not None and h.run.asked]
+
+
+def _utc(ms: int) -> str:
+    """``2026-11-29 12:05 UTC``."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ms / 1000))
+
+
+def _iso(ms: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def run_lines(run: RunHit) -> list[str]:
+    """A found run as text: a head line, then its command line and first diagnostics.
+
+    Args:
+        run: The run.
+
+    Returns:
+        E.g. ``tests failed at 2026-11-29 12:05 UTC (exit 1, 2 errors in test_calc.py) → passed
+        at 2026-11-29 12:07 UTC``, then ``$ python -m pytest``, then ``error[FAILED]
+        test_calc.py:5: ...`` lines.
+    """
+    row = run.row
+    exit_text = "no exit status" if row.exit_code is None else f"exit {row.exit_code}"
+    head = f"{row.name} {row.status} at {_utc(row.run_at)} ({exit_text}, {row.summary})"
+    if run.then is not None:
+        head += f" → {run.then[0]} at {_utc(run.then[1])}"
+    lines = [head]
+    if row.argv:
+        lines.append("$ " + " ".join(row.argv))
+    for diag in row.diagnostics[:_RUN_LINES]:
+        where = f"{diag.path}:{diag.line}" if diag.path and diag.line else diag.path or "-"
+        lines.append(f"{diag.severity}{f'[{diag.code}]' if diag.code else ''} {where}: "
+                     f"{diag.message}")
+    if row.diagnostic_count > _RUN_LINES:
+        lines.append(f"... and {row.diagnostic_count - _RUN_LINES} more")
+    return lines
+
+
+def run_json(run: RunHit) -> dict[str, object]:
+    """A found run as JSON (``ctx search``, ``ctx recall``, MCP ``recall``).
+
+    Args:
+        run: The run.
+
+    Returns:
+        ``{"name", "tool", "status", "exit_code", "run_at", "snapshot", "argv", "summary",
+        "diagnostic_count", "diagnostics": [{"severity", "code", "path", "line", "message"}],
+        "then": {"status", "run_at"} | None}``, times in UTC ISO-8601.
+    """
+    row = run.row
+    return {"name": row.name, "tool": row.tool, "status": row.status, "exit_code": row.exit_code,
+            "run_at": _iso(row.run_at), "snapshot": row.snapshot.hex(), "argv": list(row.argv),
+            "summary": row.summary, "diagnostic_count": row.diagnostic_count,
+            "diagnostics": [{"severity": d.severity, "code": d.code, "path": d.path,
+                             "line": d.line, "message": d.message} for d in row.diagnostics],
+            "then": None if run.then is None else {"status": run.then[0],
+                                                   "run_at": _iso(run.then[1])}}
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from ctxstore.model.vocab import TIER_TAG_PREFIX
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
+    from ctxstore.search.search import RunHit
     from ctxstore.session import Session
 
 __all__ = ["ARCHIVE_THRESHOLD", "GRACE_DAYS", "PRUNE_DAYS", "ARCHIVED_KEY", "Transition",
@@ -270,10 +271,13 @@ class Recalled:
     Attributes:
         hits: The recalled nodes in recall order; a restored node is its new, active version.
         restored: How many nodes were restored.
+        runs: The project's stored command runs the query asks about
+            (``knowledge.recall.recall_runs``), best first.
     """
 
     hits: list[ScopedNode]
     restored: int
+    runs: list[RunHit] = field(default_factory=list)
 
 
 def restore_recalled(db: Session, node_ids: Sequence[str]) -> WriteResult:
@@ -311,15 +315,18 @@ def recall_restoring(stores: Stores, query: str, *, limit: int, now: float) -> R
     """Recall over ``stores`` (``knowledge.scopes.recall_scoped``) and restore what it archived.
 
     The one recall of every front end (CLI, ``<ctx:recall>``, MCP): spec 003's "archived ->
-    active when recalled" happens here, and the hits come back as they are after it.
+    active when recalled" happens here, and the hits come back as they are after it, with the
+    project's command runs the query asks about (``knowledge.recall.recall_runs``).
 
     Raises:
         InvalidInput: (E011) for a blank query.
         StagingConflict, StorageIOError, IndexCorrupt: as ``restore_recalled_scoped``.
     """
+    from ctxstore.knowledge.recall import recall_runs
     from ctxstore.knowledge.scopes import recall_scoped
 
-    return restore_recalled_scoped(recall_scoped(stores, query, limit=limit, now=now), stores)
+    recalled = restore_recalled_scoped(recall_scoped(stores, query, limit=limit, now=now), stores)
+    return replace(recalled, runs=recall_runs(stores.project.index(), query, now=now))
 
 
 def restore_recalled_scoped(hits: Sequence[ScopedNode], stores: Stores) -> Recalled:

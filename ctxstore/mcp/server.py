@@ -165,17 +165,24 @@ class ToolBox:
             include_global: Also the user store; the config's ``recall_global`` when None.
 
         Returns:
-            ``{"query", "count", "nodes": [{"store", "id", "type", "content", "tags", ...}]}``.
+            ``{"query", "count", "nodes": [{"store", "id", "type", "content", "tags", ...}]}``,
+            and ``runs`` when the query asks about stored command runs ("why did the tests
+            fail"): each command's best run, its diagnostics and what came next.
 
         Raises:
             InvalidInput: (E011) for a blank query or a bad limit.
         """
+        from ctxstore.knowledge.recall import run_json
         from ctxstore.lifecycle.policy import recall_restoring
 
         wide = recall_global_default(self.db.store) if include_global is None else include_global
         stores = self._stores(wide)
-        hits = recall_restoring(stores, query, limit=_limit(limit), now=self.clock()).hits
-        return {"query": query, "count": len(hits), "nodes": scoped_json(hits)}
+        recalled = recall_restoring(stores, query, limit=_limit(limit), now=self.clock())
+        out: dict[str, Any] = {"query": query, "count": len(recalled.hits),
+                               "nodes": scoped_json(recalled.hits)}
+        if recalled.runs:
+            out["runs"] = [{"kind": "run", **run_json(r)} for r in recalled.runs]
+        return out
 
     def search(self, text: str, limit: int = 20, include_global: bool = False) -> dict[str, Any]:
         """Ranked search for any text over memories, best first (``knowledge.scopes.search_scoped``).
@@ -547,20 +554,37 @@ def build_server(tools: ToolBox) -> Any:
     return server
 
 
-def serve(db: Session, *, user_store: Path | None) -> None:
+def serve(db: Session, *, user_store: Path | None, fast_start: bool = True) -> None:
     """Serve ``db`` over stdio until the client closes the connection.
+
+    The wire's front (``mcp.front``) starts reading first: with ``fast_start`` it answers
+    ``initialize``, ``ping`` and ``tools/list`` as the SDK would while the SDK is imported
+    (0.6-3 s), so a client connecting in the background lists ctx's tools at once.
 
     Args:
         db: The project's open session (the caller closes it).
         user_store: The user store's directory, or None for no global layer.
+        fast_start: Answer the handshake before the SDK is loaded; False lets the SDK answer
+            everything (``ctx mcp --no-fast-start``).
 
     Raises:
         InvalidInput: (E011) if the ``mcp`` package is not installed.
     """
+    from importlib.util import find_spec
+
+    import ctxstore
+    from ctxstore.mcp.front import Front, load_description
+    from ctxstore.mcp.wire import serve_stdio, wire_descriptors
+
+    if find_spec("mcp") is None:  # said before a client is told anything
+        _sdk()
     tools = ToolBox(db, user_store=user_store)
     try:
-        from ctxstore.mcp.wire import serve_stdio
-
-        serve_stdio(build_server(tools))  # the SDK's stdio transport, every request answered
+        with wire_descriptors() as (wire_in, wire_out):
+            front = Front(wire_in, wire_out, load_description() if fast_start else None,
+                          ctxstore.__version__)
+            front.start()
+            # the SDK's stdio transport, every request answered
+            serve_stdio(build_server(tools), front)
     finally:
         tools.close()

@@ -11,10 +11,12 @@ checked before the SDK sees it:
 - a lone UTF-16 surrogate in a string (``"\\ud800"``: Claude Code may split a pair) is
   replaced with U+FFFD first, and the line goes on if that makes it valid.
 
-The errors are written through the same line-locked writer as the SDK's own messages, so
-no two lines interleave. As the SDK does, the standard descriptors are moved out of the way
-while serving: fd 0 reads the null device and fd 1 writes to stderr, so a stray read or
-print in a tool can never touch the wire; both are restored on exit.
+The client's lines come from the front (``mcp.front``), which reads them from the start and
+may have answered the handshake before the SDK was imported; the errors are written through
+the front's line-locked writer like the SDK's own messages, so no two lines interleave. As
+the SDK does, the standard descriptors are moved out of the way while serving
+(``wire_descriptors``): fd 0 reads the null device and fd 1 writes to stderr, so a stray
+read or print in a tool can never touch the wire; both are restored on exit.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
-from io import TextIOWrapper
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["serve_stdio", "check_line"]
+if TYPE_CHECKING:
+    from ctxstore.mcp.front import Front
+
+__all__ = ["serve_stdio", "check_line", "wire_descriptors"]
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 
@@ -131,29 +135,29 @@ def _sdk_check() -> Callable[[str], bool]:
 
 
 class _Writer:
-    """The wire's writer: one line at a time, the SDK's replies and ours alike."""
+    """The wire's writer for the SDK: one line at a time, through the front (``mcp.front``).
 
-    def __init__(self, stream: Any) -> None:
-        import anyio
+    The front drops the SDK's answer to a request it answered itself, and holds the lock
+    that keeps its lines and the SDK's whole.
+    """
 
-        self._stream = stream
-        self._lock = anyio.Lock()
+    def __init__(self, front: Front) -> None:
+        self._front = front
 
     async def write(self, text: str) -> None:
-        async with self._lock:
-            await self._stream.write(text)
-            await self._stream.flush()
+        import anyio
+
+        await anyio.to_thread.run_sync(self._front.write, text)
 
     async def flush(self) -> None:
-        async with self._lock:
-            await self._stream.flush()
+        """Nothing is buffered: each line is written whole."""
 
 
 class _Reader:
-    """The client's lines, each checked (``check_line``); errors answered on the writer."""
+    """The client's lines from the front, each checked (``check_line``); errors answered."""
 
-    def __init__(self, stream: Any, writer: _Writer) -> None:
-        self._stream = stream
+    def __init__(self, front: Front, writer: _Writer) -> None:
+        self._front = front
         self._writer = writer
         self._accepts = _sdk_check()
 
@@ -161,7 +165,14 @@ class _Reader:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
-        async for line in self._stream:
+        import anyio
+
+        self._front.serving()  # from here the SDK answers every request
+        while True:
+            # abandon_on_cancel: a server stopped by an error does not wait for the client.
+            line = await anyio.to_thread.run_sync(self._front.next_line, abandon_on_cancel=True)
+            if line is None:
+                return
             passed, reply = check_line(line, self._accepts)
             if reply is not None:
                 await self._writer.write(reply)
@@ -170,10 +181,17 @@ class _Reader:
 
 
 @contextmanager
-def _wire_descriptors() -> Any:
-    """Private copies of fd 0 and 1 for the wire; fd 0 then reads /dev/null, fd 1 is stderr."""
+def wire_descriptors() -> Iterator[tuple[int, int]]:
+    """Private copies of fd 0 and 1 for the wire; fd 0 then reads /dev/null, fd 1 is stderr.
+
+    As the SDK does, the standard descriptors are moved out of the way while serving, so a
+    stray read or print can never touch the wire; both are restored on exit. The copy of fd
+    0 given out belongs to its reader (``mcp.front.Front`` closes it at the end of the
+    input, perhaps after this returns); fd 0 is restored from a copy of its own.
+    """
     import fcntl
 
+    saved_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     try:
@@ -185,33 +203,30 @@ def _wire_descriptors() -> Any:
         os.dup2(2, 1)  # nothing is buffered for fd 1 yet: the server has printed nothing
         yield wire_in, wire_out
     finally:
-        os.dup2(wire_in, 0)
+        os.dup2(saved_in, 0)
         os.dup2(wire_out, 1)
-        os.close(wire_in)
+        os.close(saved_in)
         os.close(wire_out)
 
 
-def serve_stdio(server: Any) -> None:
-    """Serve ``server`` (the SDK's ``MCPServer``/``FastMCP``) on stdio until the client leaves.
+def serve_stdio(server: Any, front: Front) -> None:
+    """Serve ``server`` (the SDK's ``MCPServer``/``FastMCP``) on the front's wire until the end.
 
     Args:
         server: The server ``build_server`` made.
+        front: The wire's front, started (``mcp.front.Front``): it reads the client's lines
+            and may have answered the handshake already.
     """
     import anyio
 
     low = getattr(server, "_lowlevel_server", None) or server._mcp_server  # mcp 2.x, 1.x
 
-    async def run(wire_in: int, wire_out: int) -> None:
+    async def run() -> None:
         from mcp.server.stdio import stdio_server
 
-        raw_in = anyio.wrap_file(TextIOWrapper(os.fdopen(wire_in, "rb", closefd=False),
-                                               encoding="utf-8", errors="replace"))
-        raw_out = anyio.wrap_file(TextIOWrapper(os.fdopen(wire_out, "wb", closefd=False),
-                                                encoding="utf-8", errors="replace"))
-        writer = _Writer(raw_out)
-        reader = _Reader(raw_in, writer)
+        writer = _Writer(front)
+        reader = _Reader(front, writer)
         async with stdio_server(stdin=reader, stdout=writer) as (read_stream, write_stream):  # type: ignore[arg-type]
             await low.run(read_stream, write_stream, low.create_initialization_options())
 
-    with _wire_descriptors() as (wire_in, wire_out):
-        anyio.run(run, wire_in, wire_out)
+    anyio.run(run)

@@ -32,7 +32,7 @@ from ctxstore.records import dataclass
 from ctxstore.search.fts5 import fts_literal, match_expression
 
 __all__ = ["NodeText", "ChunkRow", "SymbolRow", "run_select", "has_table", "document_frequencies",
-           "ranked_nodes", "ranked_chunks", "symbols_named"]
+           "ranked_nodes", "ranked_chunks", "symbols_named", "ranked_runs"]
 
 _LIMIT_WORDS = ("too many", "too big", "too long", "too complex", "too deep", "overflow")
 # FTS5's bm25() (fts5_aux.c): a phrase found f times in a row of D tokens adds
@@ -347,3 +347,27 @@ def symbols_named(conn: sqlite3.Connection, names: Sequence[str], *, limit: int)
                          f"WHERE name IN ({','.join('?' * len(wanted))}) "
                          "ORDER BY path, start_line LIMIT ?", (*wanted, limit))
     return [SymbolRow(*r) for r in rows]
+
+
+def ranked_runs(conn: sqlite3.Connection, terms: Sequence[str], *, limit: int
+                ) -> list[tuple[int, float]]:
+    """Stored runs of commands holding any of ``terms`` (``runs_fts``), best first by BM25.
+
+    Args:
+        conn: An index connection.
+        terms: Terms stemmed as ``runs_fts`` holds them (``tokenize.PROSE``).
+        limit: At most this many.
+
+    Returns:
+        ``(runs rowid, score)`` pairs, the score BM25 negated (higher is better); among equal
+        scores the later row first (the caller orders ties by the runs' times).
+
+    Raises:
+        IndexCorrupt, InvalidInput: if SQLite refuses the search.
+    """
+    if not terms:
+        return []
+    rows = run_select(conn, "SELECT rowid, bm25(runs_fts) AS score FROM runs_fts"
+                            " WHERE runs_fts MATCH ? ORDER BY score, rowid DESC LIMIT ?",
+                      (match_expression(terms, "any"), limit))
+    return [(int(r[0]), -float(r[1])) for r in rows]

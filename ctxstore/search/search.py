@@ -1,4 +1,4 @@
-"""Ranked free-text search: any text in, the best matching memory and code out (issue 14).
+"""Ranked free-text search: any text in, the best matching memory, code and runs out (issue 14).
 
 ``ctx search``, recall's free-text fallback and the hooks' relevant context all rank here.
 The text is tokenised by ctx (``search.tokenize``: the terms every index holds), never handed
@@ -13,6 +13,16 @@ multiplied by ``1 + coverage`` (the share of the query's terms the document hold
 ``ALL_TERMS_BOOST`` when it holds every term. A symbol whose name is a query word scores as
 the best other hit does: typing a function's name finds it first. Reads only; no SQL here
 (``search.ranked``).
+
+Stored runs of commands (kind ``run``, ``index.runs``: every ``ctx add command`` run, not only
+the latest) are searched by their name, command line, status and diagnostics, stemmed as prose
+(``tokenize.PROSE``: "why did the tests fail" finds a run whose status is ``failed`` and whose
+diagnostics name ``tests/test_calc.py``). A command's runs come back as one hit, its best run
+(the newest among equals), with what the command did next (``failed`` then ``passed``, and
+when). A run the query asks about (a word of its name, command line or status, or ``run``,
+``test``, ``build``, ``check``, ``lint``, ``exit``) scores as the best other hit does; one matched
+through its diagnostics only, half that; and among other kinds at most ``MIXED_RUNS`` runs are
+shown, so a question about code is not flooded with old test output.
 """
 
 from __future__ import annotations
@@ -40,12 +50,19 @@ from ctxstore.search.tokenize import words as words_of
 
 if TYPE_CHECKING:
     from ctxstore.index.read import NodeRow
+    from ctxstore.index.runs import RunRow
     from ctxstore.search.tantivy_index import Served
 
-__all__ = ["KINDS", "FULL_MATCH", "MAX_TERMS", "MAX_PHRASE_WORDS", "ALL_TERMS_BOOST", "SearchTerms",
-           "Hit", "SearchSession", "search_terms", "search"]
+__all__ = ["KINDS", "FULL_MATCH", "MAX_TERMS", "MAX_PHRASE_WORDS", "ALL_TERMS_BOOST", "MIXED_RUNS",
+           "SearchTerms", "Hit", "RunHit", "SearchSession", "search_terms", "search"]
 
-KINDS = ("node", "narrative", "chunk", "symbol")
+KINDS = ("node", "narrative", "chunk", "symbol", "run")
+# Runs shown at most among other kinds of hit (each command's best run is one hit).
+MIXED_RUNS = 3
+# A run matched only through its diagnostics weighs this much of one the query asks about.
+_UNASKED_RUN = 0.5
+# Words that ask about runs whatever the command is named (stems, ``tokenize.PROSE``).
+_RUN_WORDS = frozenset({"run", "ran", "test", "build", "check", "lint", "exit", "command"})
 # A hit holding this many of the query's terms (all of them, for a shorter query) is as
 # relevant as can be: long prompts and tasks are not penalised for their many words (the
 # prompt hook's memory, ``packs.session``; a pack's memory items, ``packs.pack``).
@@ -121,8 +138,25 @@ def _rarest(words: list[str], room: int, conn: sqlite3.Connection | None) -> lis
 
 
 @dataclass(frozen=True, slots=True)
+class RunHit:
+    """A stored run of a command found by search, and what the command did next.
+
+    Attributes:
+        row: The run (``index.runs.RunRow``).
+        then: ``(status, run_at)`` of the first later run of the command whose status
+            differs (the failed run's ``passed``), None when there is none.
+        asked: Whether the query asks about it (its name, command line or status, or a word
+            such as ``test`` or ``build``) rather than matching its diagnostics only.
+    """
+
+    row: RunRow
+    then: tuple[str, int] | None
+    asked: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
-    """One search result: a node (``node``/``narrative``), a chunk or a symbol."""
+    """One search result: a node (``node``/``narrative``), a chunk, a symbol or a run."""
 
     kind: str
     key: str
@@ -131,6 +165,7 @@ class Hit:
     node: NodeRow | None = None
     chunk: ChunkRow | None = None
     symbol: SymbolRow | None = None
+    run: RunHit | None = None
 
 
 def _matched(query: Sequence[str], text: str) -> tuple[str, ...]:
@@ -279,10 +314,48 @@ def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], terms: Sequence
     return hits
 
 
+def _run_hits(conn: sqlite3.Connection, text: str, pool: int, relative: bool) -> list[Hit]:
+    """Each command's best stored run for ``text`` (the newest among equals), scored.
+
+    Terms are the text's significant words stemmed as ``runs_fts`` holds them. BM25 is
+    divided by the best run's with ``relative``, then weighed by coverage as other hits are,
+    and halved for a run the query does not ask about (``RunHit.asked``).
+    """
+    from ctxstore.index.runs import has_runs, runs_at, status_after
+    from ctxstore.search.ranked import ranked_runs
+
+    if not has_runs(conn):  # no run stored: the stemmer (8 ms to import) is not loaded
+        return []
+    from ctxstore.search.tokenize import PROSE_QUERY
+
+    terms = list(dict.fromkeys(PROSE_QUERY.tokenize(text.replace("\0", " "))))[:MAX_TERMS]
+    found = ranked_runs(conn, terms, limit=pool)
+    if not found:
+        return []
+    rows = runs_at(conn, [r for r, _ in found])
+    scale = _scale(found[0][1], relative)
+    best: dict[str, tuple[float, int, RunRow, tuple[str, ...], bool]] = {}
+    for rowid, score in found:
+        row = rows.get(rowid)
+        if row is None:
+            continue
+        head = set(row.head_terms.split())
+        held = head | set(row.body_terms.split())
+        matched = tuple(t for t in terms if t in held)
+        asked = any(t in head or t in _RUN_WORDS for t in matched)
+        value = _boosted(score / scale, len(matched), len(terms)) * (1.0 if asked else _UNASKED_RUN)
+        mine = best.get(row.name)
+        if mine is None or (value, row.run_at) > (mine[0], mine[1]):
+            best[row.name] = (value, row.run_at, row, matched, asked)
+    return [Hit("run", row.snapshot.hex(), value, matched,
+                run=RunHit(row, status_after(conn, row.name, row.run_at, row.status), asked))
+            for value, _, row, matched, asked in best.values()]
+
+
 def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
            limit: int = 20, include_superseded: bool = False,
            served: Served | None | Literal["choose"] = "choose") -> list[Hit]:
-    """Rank nodes, narrative, file chunks and symbols by relevance to any text.
+    """Rank nodes, narrative, file chunks, symbols and command runs by relevance to any text.
 
     The one entry point of free-text search: ``ctx search``, the MCP ``search`` tool (through
     ``knowledge.scopes``), ``ctx pack``'s memory items, recall's free text and the prompt
@@ -301,8 +374,8 @@ def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iter
             (``tantivy_index.open_served``; None: FTS5), or ``"choose"`` to choose here.
 
     Returns:
-        Hits, best first (ties: node, narrative, chunk, symbol, then key); empty when the text
-        holds no word.
+        Hits, best first (ties: node, narrative, chunk, symbol, run, then key; runs newest
+        first); empty when the text holds no word.
 
     Raises:
         IndexCorrupt: (E007) if the index cannot answer.
@@ -321,18 +394,18 @@ def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iter
 
         served = open_served(target.root, conn, target.config)
     try:
-        hits = _ranked(conn, served, query, wanted, limit, include_superseded)
+        hits = _ranked(conn, served, text, query, wanted, limit, include_superseded)
     except _Stale:  # rowids the engine recorded name other rows now, or its files are
         # damaged: FTS5 answers, and the next write rebuilds it
         from ctxstore.search.tantivy_index import forget_tantivy
 
         assert not isinstance(target, sqlite3.Connection)
         forget_tantivy(target.root)
-        hits = _ranked(conn, None, query, wanted, limit, include_superseded)
+        hits = _ranked(conn, None, text, query, wanted, limit, include_superseded)
     return _with_nodes(conn, hits)
 
 
-def _ranked(conn: sqlite3.Connection, served: Served | None, query: SearchTerms,
+def _ranked(conn: sqlite3.Connection, served: Served | None, text: str, query: SearchTerms,
             wanted: frozenset[str], limit: int, include_superseded: bool) -> list[Hit]:
     """``search``'s hits, best first, the ``limit`` best (node hits without their nodes yet)."""
     terms = query.terms
@@ -349,5 +422,18 @@ def _ranked(conn: sqlite3.Connection, served: Served | None, query: SearchTerms,
     if "symbol" in wanted:
         top = max((h.score for h in hits), default=1.0)
         hits += _symbol_hits(conn, query.names, terms, top, pool)
-    hits.sort(key=lambda h: (-h.score, KINDS.index(h.kind), h.key))
+    if "run" in wanted:
+        # Runs rank on their own table's BM25: relative to the best run whenever another
+        # table is searched too, as chunks and nodes are to each other.
+        mixed = bool(wanted - {"run"})
+        runs = _run_hits(conn, text, max(pool, 200), relative or mixed)
+        if mixed:
+            runs = sorted(runs, key=_order)[:MIXED_RUNS]
+        hits += runs
+    hits.sort(key=_order)
     return hits[:limit]
+
+
+def _order(hit: Hit) -> tuple[float, int, int, str]:
+    """Best first; ties by kind (``KINDS``), runs newest first, then key."""
+    return (-hit.score, KINDS.index(hit.kind), -hit.run.row.run_at if hit.run else 0, hit.key)

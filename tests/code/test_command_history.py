@@ -111,3 +111,34 @@ def test_history_of_a_name_and_of_none(tmp_path: Path) -> None:
     assert json.loads(_ctx(root, "diagnostics", "--history", "--name", "other", "--format",
                            "json"))["runs"] == []
     assert "Ran mypy: exit 1, 1 diagnostics; mypy: failed (1 error in calc.py)" in _log(root)
+
+
+def test_search_and_recall_find_the_failing_run_after_it_passed(tmp_path: Path) -> None:
+    root = _failed_then_passed(tmp_path)
+    for question in ("why did the tests fail", "test failures", "pytest failed"):
+        found = json.loads(_ctx(root, "search", question, "--format", "json"))["results"]
+        runs = [r for r in found if r["kind"] == "run"]
+        assert len(runs) == 1, (question, found)  # the command's runs are one hit
+        run = runs[0]["run"]
+        assert (run["name"], run["status"], run["exit_code"]) == ("tests", "failed", 1), question
+        assert run["then"]["status"] == "passed" and run["then"]["run_at"] > run["run_at"]
+        assert {d["path"] for d in run["diagnostics"]} == {"test_calc.py"}
+        assert any("test_add_small" in d["message"] for d in run["diagnostics"])
+    text = _ctx(root, "search", "why did the tests fail")
+    assert "tests failed at " in text and " → passed at " in text and "test_add_small" in text
+
+    recalled = json.loads(_ctx(root, "recall", "why did the tests fail", "--format", "json"))
+    assert [(r["kind"], r["name"], r["status"], r["then"]["status"]) for r in recalled["runs"]] \
+        == [("run", "tests", "failed", "passed")]
+    assert "tests failed at " in _ctx(root, "recall", "why did the tests fail")
+    # asked whether they pass now, the passing run answers
+    passing = json.loads(_ctx(root, "search", "did the tests pass", "--kind", "run",
+                              "--format", "json"))["results"]
+    assert [(r["run"]["status"], r["run"]["then"]) for r in passing] == [("passed", None)]
+
+    # derived: a full rebuild gives the same answer, and the index verifies against a replay
+    before = json.loads(_ctx(root, "search", "why did the tests fail", "--format", "json"))
+    _ctx(root, "rebuild", "--full")
+    assert json.loads(_ctx(root, "search", "why did the tests fail", "--format", "json")) == before
+    done = run_ctx(["debug", "verify", "--index"], cwd=root, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

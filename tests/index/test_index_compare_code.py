@@ -141,7 +141,7 @@ def test_index_compare_covers_every_table_of_the_schema() -> None:
 
     tables = {name for kind, name, _, _ in expected_schema() | expected_code_schema()
               if kind == "table"}
-    shadows = {t for t in tables if t.startswith(("nodes_fts_", "chunks_fts_"))}
+    shadows = {t for t in tables if t.startswith(("nodes_fts_", "chunks_fts_", "runs_fts_"))}
     assert compared_tables() == tables - shadows - {"meta"}
 
 

@@ -75,7 +75,7 @@ def test_tokenize_schema_tables_use_the_tokenisers_clause() -> None:
     from ctxstore.memory.db.schema import _TURNS_FTS
 
     code = "\n".join(str(row) for row in expected_code_schema())
-    assert SCHEMA.count(TOKENIZE) == 1  # nodes_fts
+    assert SCHEMA.count(TOKENIZE) == 2  # nodes_fts, runs_fts
     assert code.count("ascii tokenchars") == 1  # chunks_fts, in this clone's code index
     assert _TURNS_FTS.count(TOKENIZE) == 1  # turns_fts, as schemas 3 and 4 make it
     assert "unicode61" not in SCHEMA + code + _TURNS_FTS
