@@ -84,8 +84,7 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
         if len(held) < wanted:
             continue
         text = " ".join(hit_text(turn, ITEM_CHARS).split())
-        topic = f" ({' '.join(hit.topic.split())})" if hit.topic else ""
-        line = f"- [session {turn.session[:8]} {iso(turn.ts_start)}]{topic} {text}\n"
+        line = f"- [{(iso(turn.ts_start) or 'undated')[:10]} session {turn.session[:8]}] {text}\n"
         items.append(MemoryItem(f"turn:{turn.session}:{turn.seq}", line, 1.0 + hit.score,
                                 "matched: " + ", ".join(held)))
         if len(items) >= limit:
