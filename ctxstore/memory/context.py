@@ -3,7 +3,8 @@
 ``memory_context`` finds the past turns most relevant to a prompt. A turn counts only when it holds
 at least two of the prompt's terms (all of them for a one-term prompt), and turns of the last
 ``RECENT_MINUTES`` are left out: they are most likely the current conversation, which the model
-already sees. Never raises for a missing or damaged memory: context is best effort (``ctx memory
+already sees. Each item opens with the day the turn was said, and the relative times in it
+("last Tuesday") are followed by the dates they meant then. Never raises for a missing or damaged memory: context is best effort (``ctx memory
 stats`` and the Stop hook name the damage). Nothing is offered when ``[memory] enabled`` is false.
 """
 
@@ -60,6 +61,7 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
     from ctxstore.memory.db import open_memory
     from ctxstore.memory.search import hit_text, iso, search_memory
     from ctxstore.memory.settings import memory_settings, settings_of
+    from ctxstore.memory.timeexpr import resolve_relative
     from ctxstore.search.tokenize import PROSE, PROSE_QUERY
 
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -84,6 +86,8 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
         if len(held) < wanted:
             continue
         text = " ".join(hit_text(turn, ITEM_CHARS).split())
+        if turn.ts_start is not None:  # "last week" said then, as the dates it meant
+            text = resolve_relative(text, turn.ts_start)
         line = f"- [{(iso(turn.ts_start) or 'undated')[:10]} session {turn.session[:8]}] {text}\n"
         items.append(MemoryItem(f"turn:{turn.session}:{turn.seq}", line, 1.0 + hit.score,
                                 "matched: " + ", ".join(held)))

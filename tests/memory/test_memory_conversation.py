@@ -80,3 +80,23 @@ def test_the_speaker_a_question_names_ranks_their_own_words_first(store: Store,
     assert "aerial yoga" in hits[0]["text"], [h["text"] for h in hits]
     hits = search(store, "What yoga does John practise?")
     assert "studio is my second home" in hits[0]["text"], [h["text"] for h in hits]
+
+
+def test_the_hook_finds_when_something_happened_and_resolves_the_relative_date(
+        store: Store, tmp_path: Path) -> None:
+    """ "When did Ann move?": the turn "I moved last Tuesday", with the date it meant."""
+    t = Transcript("dddddddd-0000-4000-8000-000000000004", datetime(2023, 5, 8, 13, 56, tzinfo=UTC))
+    t.prompt("Bob: How was your week, Ann? Anything new with the flat hunt?")
+    t.say("Ann: Great news, I moved last Tuesday! The new flat is close to the river.")
+    t.end_turn()
+    t.prompt("Bob: What about the garden?")
+    t.say("Ann: It needs work; I will plant tomatoes this weekend.")
+    t.end_turn()
+    backfill(store, t.write(tmp_path / "s.jsonl"))
+
+    context = prompt_context(store, "When did Ann move into the new flat?")
+    assert "I moved last Tuesday [2023-05-02]" in context, context
+    assert "[2023-05-08 session dddddddd]" in context  # the day it was said, never the topic
+    # the search shows the turn as said
+    hits = search(store, "When did Ann move into the new flat?")
+    assert "I moved last Tuesday!" in hits[0]["text"]
