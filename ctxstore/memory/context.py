@@ -1,11 +1,13 @@
 """Transcript memory as context: for prompt-submit retrieval and ``<ctx:recall>``.
 
 ``memory_context`` finds the past turns most relevant to a prompt. A turn counts only when it holds
-at least two of the prompt's terms (all of them for a one-term prompt), and turns of the last
+at least two of the prompt's terms (all of them for a one-term prompt) or sits next to a turn that
+does (the answer to a question, or the question it answers, is its context), and turns of the last
 ``RECENT_MINUTES`` are left out: they are most likely the current conversation, which the model
 already sees. Each item opens with the day the turn was said, and the relative times in it
-("last Tuesday") are followed by the dates they meant then. Never raises for a missing or damaged memory: context is best effort (``ctx memory
-stats`` and the Stop hook name the damage). Nothing is offered when ``[memory] enabled`` is false.
+("last Tuesday") are followed by the dates they meant then. Never raises for a missing or
+damaged memory: context is best effort (``ctx memory stats`` and the Stop hook name the
+damage). Nothing is offered when ``[memory] enabled`` is false.
 """
 
 from __future__ import annotations
@@ -79,18 +81,23 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
     except (CtxError, sqlite3.Error, OSError):
         return []
     wanted = min(2, len(words))
+    held_by = {(h.turn.session, h.turn.seq): sorted(words & set(PROSE.tokenize(
+        f"{h.turn.user_text}\n{h.turn.assistant_text}"))) for h in result.hits}
     items = []
     for hit in result.hits:
         turn = hit.turn
-        held = sorted(words & set(PROSE.tokenize(f"{turn.user_text}\n{turn.assistant_text}")))
-        if len(held) < wanted:
+        held = held_by[(turn.session, turn.seq)]
+        # a turn beside one that holds the terms (the answer to it, or the question it answers)
+        # counts as its context
+        if len(held) < wanted and not any(
+                len(held_by.get((turn.session, turn.seq + d), ())) >= wanted for d in (-1, 1)):
             continue
         text = " ".join(hit_text(turn, ITEM_CHARS).split())
         if turn.ts_start is not None:  # "last week" said then, as the dates it meant
             text = resolve_relative(text, turn.ts_start)
         line = f"- [{(iso(turn.ts_start) or 'undated')[:10]} session {turn.session[:8]}] {text}\n"
-        items.append(MemoryItem(f"turn:{turn.session}:{turn.seq}", line, 1.0 + hit.score,
-                                "matched: " + ", ".join(held)))
+        why = "matched: " + ", ".join(held) if len(held) >= wanted else "beside a turn that matched"
+        items.append(MemoryItem(f"turn:{turn.session}:{turn.seq}", line, 1.0 + hit.score, why))
         if len(items) >= limit:
             break
     return items

@@ -49,6 +49,7 @@ POOL = 300
 WEIGHTS = (1.2, 1.0, 0.3)
 """BM25 weights of the user, assistant and tool text of a turn."""
 _NEIGHBOUR = 0.5
+_ANSWER = 1.0
 _INTENT_BOOST = 0.25
 _NAMED_BOOST = 0.5
 # What a query naming a file or symbol holds; each alternative needs one of ``_CODE_MARKS``.
@@ -301,6 +302,11 @@ def _code_names(text: str) -> list[str]:
     return list(dict.fromkeys(n.removeprefix("./").removesuffix("()") for n in names))
 
 
+def _ends_asking(turn: TurnRow) -> bool:
+    """Whether a turn ends on a question: the next turn opens with its answer."""
+    return (turn.assistant_text or turn.user_text).rstrip().endswith("?")
+
+
 def _in_time(low: int | None, high: int | None) -> Callable[[int | None], bool] | None:
     """Whether a turn's time is in the range a query's words name, or just after it.
 
@@ -356,9 +362,13 @@ def _rerank(db: MemoryDB, pool: list[tuple[int, float]], intents: set[str], name
     out = []
     for i, value in base.items():
         turn = turns[i]
-        near = sum(base[by_place[(turn.session, turn.seq + d)]] for d in (-1, 1)
-                   if (turn.session, turn.seq + d) in by_place)
-        score = value + _NEIGHBOUR * near
+        score = value
+        for d in (-1, 1):
+            other = by_place.get((turn.session, turn.seq + d))
+            if other is None:
+                continue
+            weight = _ANSWER if d == -1 and _ends_asking(turns[other]) else _NEIGHBOUR
+            score += weight * base[other]
         if i in boosted:
             score *= 1.0 + _INTENT_BOOST
         if when is not None and when(turn.ts_start):

@@ -100,3 +100,28 @@ def test_the_hook_finds_when_something_happened_and_resolves_the_relative_date(
     # the search shows the turn as said
     hits = search(store, "When did Ann move into the new flat?")
     assert "I moved last Tuesday!" in hits[0]["text"]
+
+
+def test_a_question_turn_comes_with_the_turn_that_answers_it(store: Store,
+                                                             tmp_path: Path) -> None:
+    t = Transcript("eeeeeeee-0000-4000-8000-000000000005", datetime(2023, 7, 1, 18, tzinfo=UTC))
+    t.prompt("Ann: The tournament went well, I made it to the final round!")
+    t.say("Bob: Nice! You play so many video games. Which video game is your favourite one?")
+    t.end_turn()
+    t.prompt("Ann: Xenoblade Chronicles, hands down. I have sunk 200 hours into it.")
+    t.say("Bob: Wow, that is dedication.")
+    t.end_turn()
+    t.prompt("Ann: Also I adopted a third turtle this week.")
+    t.say("Bob: The tank is getting full then!")
+    t.end_turn()
+    backfill(store, t.write(tmp_path / "s.jsonl"))
+
+    question = "What is Ann's favourite video game?"
+    hits = search(store, question)
+    top = " ".join(h["text"] for h in hits[:2])  # the question and its answer, together
+    assert "Which video game is your favourite" in top and "Xenoblade Chronicles" in top, top
+    # the answer holds none of the question's words but its speaker's name: the hook brings it
+    # as the context of the question it answers
+    context = prompt_context(store, question)
+    assert "Which video game is your favourite" in context and "Xenoblade" in context, context
+    assert "third turtle" not in context
