@@ -56,6 +56,7 @@ _NAMED_BOOST = 0.5
 _CODE_HINT = r"[/`]|::|\(\)|\w\.\w"
 _CODE_MARKS = ("/", "`", "::", "()", ".")
 _SPEAKER_BOOST = 0.5
+_SPEAKER_TURNS = 100
 _TIME_BOOST = 1.0
 _NAME = re.compile(r"\b[A-Z][a-z]+\b")
 _SPEAKER = re.compile(r"([A-Z][\w'.-]{0,40}): ")
@@ -373,13 +374,15 @@ def _rerank(db: MemoryDB, pool: list[tuple[int, float]], intents: set[str], name
             score *= 1.0 + _INTENT_BOOST
         if when is not None and when(turn.ts_start):
             score *= 1.0 + _TIME_BOOST
-        names, others = speakers
-        if others:
+        out.append((score, turn))
+    names, others = speakers
+    if others:  # the best turns only: one lower down gains too little to reach the top
+        out.sort(key=lambda pair: -pair[0])
+        for k, (score, turn) in enumerate(out[:_SPEAKER_TURNS]):
             said = _spoken_by(turn, names)
             if said:
                 held = others & set(PROSE.tokenize(said))
-                score *= 1.0 + _SPEAKER_BOOST * len(held) / len(others)
-        out.append((score, turn))
+                out[k] = (score * (1.0 + _SPEAKER_BOOST * len(held) / len(others)), turn)
     return out
 
 
