@@ -81,16 +81,24 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
     except (CtxError, sqlite3.Error, OSError):
         return []
     wanted = min(2, len(words))
-    held_by = {(h.turn.session, h.turn.seq): sorted(words & set(PROSE.tokenize(
-        f"{h.turn.user_text}\n{h.turn.assistant_text}"))) for h in result.hits}
+    found = {(h.turn.session, h.turn.seq): h.turn for h in result.hits}
+    known: dict[tuple[str, int], list[str]] = {}
+
+    def held_at(place: tuple[str, int]) -> list[str]:  # tokenised once, when first asked
+        if place not in known:
+            turn = found.get(place)
+            known[place] = [] if turn is None else sorted(words & set(PROSE.tokenize(
+                f"{turn.user_text}\n{turn.assistant_text}")))
+        return known[place]
+
     items = []
     for hit in result.hits:
         turn = hit.turn
-        held = held_by[(turn.session, turn.seq)]
+        held = held_at((turn.session, turn.seq))
         # a turn beside one that holds the terms (the answer to it, or the question it answers)
         # counts as its context
         if len(held) < wanted and not any(
-                len(held_by.get((turn.session, turn.seq + d), ())) >= wanted for d in (-1, 1)):
+                len(held_at((turn.session, turn.seq + d))) >= wanted for d in (-1, 1)):
             continue
         text = " ".join(hit_text(turn, ITEM_CHARS).split())
         if turn.ts_start is not None:  # "last week" said then, as the dates it meant
