@@ -444,7 +444,7 @@ HEAVY = {"networkx", "tantivy", "tree_sitter", "mcp", "click", "sentence_transfo
 STARTUP_BUDGET: dict[str, tuple[int, set[str]]] = {  # path: (ctxstore modules, third-party)
     "help": (5, {"click"}),
     "session-start": (82, {"blake3", "msgpack", "zstandard", "sqlite3"}),
-    "prompt-submit": (54, {"Stemmer", "sqlite3"}),
+    "prompt-submit": (55, {"Stemmer", "sqlite3"}),
     # re2: the secret scanner's engine, once a reply holds a rule keyword (not this one)
     "stop": (88, {"blake3", "msgpack", "zstandard", "markdown_it", "mdurl", "sqlite3", "re2"}),
 }

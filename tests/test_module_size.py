@@ -16,7 +16,6 @@ MAX_LINES = 600
 NOT_YET_SPLIT = {
     "index/__init__.py",
     "index/read.py",
-    "memory/extract.py",
 }
 
 

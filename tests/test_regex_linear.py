@@ -47,10 +47,10 @@ LAZY = [
     ("ctxstore.memory.timeexpr", "_TIME_PATTERN", re.IGNORECASE),
     ("ctxstore.memory.timeexpr", "_SPACES", 0),
     ("ctxstore.memory.extract", "_FENCE", 0),
-    ("ctxstore.memory.extract", "_HANDLE", 0),
-    ("ctxstore.memory.extract", "_BACKTICK", 0),
-    ("ctxstore.memory.extract", "_COLONS", 0),
-    ("ctxstore.memory.extract", "_CALL", 0),
+    ("ctxstore.memory.entities", "_HANDLE", 0),
+    ("ctxstore.memory.entities", "_BACKTICK", 0),
+    ("ctxstore.memory.entities", "_COLONS", 0),
+    ("ctxstore.memory.entities", "_CALL", 0),
     ("ctxstore.memory.search", "_CODE_HINT", 0),
 ]
 
@@ -69,14 +69,16 @@ ANCHORED = {
 
 
 def _lazy_groups() -> dict[str, re.Pattern[Any]]:
-    """The per-first-word regexes of ``memory.extract``'s phrase groups, compiled."""
-    from ctxstore.memory import extract
+    """The per-first-word regexes of the rule extractors' phrase groups, compiled."""
+    from ctxstore.memory import entities, extract
+    from ctxstore.memory.scan import Grouped
 
     out = {}
-    for name, obj in vars(extract).items():
-        if isinstance(obj, extract._Grouped):
-            for first in sorted(obj.groups):
-                out[f"ctxstore.memory.extract.{name}<{first}>"] = obj._group(first)
+    for module in (extract, entities):
+        for name, obj in vars(module).items():
+            if isinstance(obj, Grouped):
+                for first in sorted(obj.groups):
+                    out[f"{module.__name__}.{name}<{first}>"] = obj._group(first)
     return out
 
 
@@ -330,6 +332,7 @@ def test_the_enumeration_finds_the_patterns_it_must() -> None:
                  "ctxstore.search.task._TRAILER"):
         assert name in PATTERNS
     assert sum(".memory.extract._" in n and "<" in n for n in PATTERNS) > 10
+    assert sum(".memory.entities._" in n and "<" in n for n in PATTERNS) > 10
     assert len(PATTERNS) > 100
     for name in ANCHORED:
         assert name in PATTERNS, name

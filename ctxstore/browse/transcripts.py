@@ -152,7 +152,7 @@ def search_transcripts_read_only(db: Session, text: str, *, now_ms: int, since: 
 
     Args:
         db: The open session.
-        text: What to look for; time words in it filter by time ("last week").
+        text: What to look for; time words in it rank that time first ("last week").
         now_ms: "Now" for the time words (milliseconds since the epoch).
         since: Only turns from this time on ("last week", 7d, a date).
         until: Only turns before this time.

@@ -147,7 +147,7 @@ def _now_ms(now: str | None) -> int:
 @pass_env
 def search_command(env: Env, text: str, since: str | None, until: str | None,
                    session: str | None, intent: str | None, limit: int, now: str | None) -> None:
-    """Search past sessions; time words in TEXT filter by time.
+    """Search past sessions; time words in TEXT rank that time first (--since/--until filter).
 
     \b
     Examples:

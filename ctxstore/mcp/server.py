@@ -243,7 +243,7 @@ class ToolBox:
     def memory_search(self, text: str, since: str | None = None, until: str | None = None,
                       session: str | None = None, intent: str | None = None, limit: int = 10
                       ) -> dict[str, Any]:
-        """Search past Claude Code sessions (transcript memory); time words filter by time.
+        """Search past Claude Code sessions (transcript memory); time words rank that time first.
 
         Off (``[memory] enabled = false``) or not yet built, it searches nothing: the result
         is empty and ``note`` says why.

@@ -1,10 +1,13 @@
 """Transcript memory as context: for prompt-submit retrieval and ``<ctx:recall>``.
 
 ``memory_context`` finds the past turns most relevant to a prompt. A turn counts only when it holds
-at least two of the prompt's terms (all of them for a one-term prompt), and turns of the last
+at least two of the prompt's terms (all of them for a one-term prompt) or sits next to a turn that
+does (the answer to a question, or the question it answers, is its context), and turns of the last
 ``RECENT_MINUTES`` are left out: they are most likely the current conversation, which the model
-already sees. Never raises for a missing or damaged memory: context is best effort (``ctx memory
-stats`` and the Stop hook name the damage). Nothing is offered when ``[memory] enabled`` is false.
+already sees. Each item opens with the day the turn was said, and the relative times in it
+("last Tuesday") are followed by the dates they meant then. Never raises for a missing or
+damaged memory: context is best effort (``ctx memory stats`` and the Stop hook name the
+damage). Nothing is offered when ``[memory] enabled`` is false.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
     from ctxstore.memory.db import open_memory
     from ctxstore.memory.search import hit_text, iso, search_memory
     from ctxstore.memory.settings import memory_settings, settings_of
+    from ctxstore.memory.timeexpr import resolve_relative
     from ctxstore.search.tokenize import PROSE, PROSE_QUERY
 
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -77,17 +81,31 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
     except (CtxError, sqlite3.Error, OSError):
         return []
     wanted = min(2, len(words))
+    found = {(h.turn.session, h.turn.seq): h.turn for h in result.hits}
+    known: dict[tuple[str, int], list[str]] = {}
+
+    def held_at(place: tuple[str, int]) -> list[str]:  # tokenised once, when first asked
+        if place not in known:
+            turn = found.get(place)
+            known[place] = [] if turn is None else sorted(words & set(PROSE.tokenize(
+                f"{turn.user_text}\n{turn.assistant_text}")))
+        return known[place]
+
     items = []
     for hit in result.hits:
         turn = hit.turn
-        held = sorted(words & set(PROSE.tokenize(f"{turn.user_text}\n{turn.assistant_text}")))
-        if len(held) < wanted:
+        held = held_at((turn.session, turn.seq))
+        # a turn beside one that holds the terms (the answer to it, or the question it answers)
+        # counts as its context
+        if len(held) < wanted and not any(
+                len(held_at((turn.session, turn.seq + d))) >= wanted for d in (-1, 1)):
             continue
         text = " ".join(hit_text(turn, ITEM_CHARS).split())
-        topic = f" ({' '.join(hit.topic.split())})" if hit.topic else ""
-        line = f"- [session {turn.session[:8]} {iso(turn.ts_start)}]{topic} {text}\n"
-        items.append(MemoryItem(f"turn:{turn.session}:{turn.seq}", line, 1.0 + hit.score,
-                                "matched: " + ", ".join(held)))
+        if turn.ts_start is not None:  # "last week" said then, as the dates it meant
+            text = resolve_relative(text, turn.ts_start)
+        line = f"- [{(iso(turn.ts_start) or 'undated')[:10]} session {turn.session[:8]}] {text}\n"
+        why = "matched: " + ", ".join(held) if len(held) >= wanted else "beside a turn that matched"
+        items.append(MemoryItem(f"turn:{turn.session}:{turn.seq}", line, 1.0 + hit.score, why))
         if len(items) >= limit:
             break
     return items

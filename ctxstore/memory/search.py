@@ -2,8 +2,11 @@
 
 One query (spec 004 §5, without embeddings):
 
-1. Time words in the text ("last week", "yesterday", "in March") become a time filter
-   (``memory.timeexpr``); ``--since``/``--until`` narrow it further.
+1. Time words in the text ("last week", "yesterday", "in March") name a range
+   (``memory.timeexpr``): a turn inside it, or told within the range's length after its end
+   (people tell of an event after it happened), scores twice; the others still count (a range
+   read wrongly from the words never hides what was asked for). ``--since``/``--until``
+   filter; a query of time words only lists the turns of the range.
 2. FTS5 BM25 over the turns' fields, the person's words and the replies weighted above tool text,
    any query term matching (OR), a pool of ``POOL`` turns.
 3. Neighbour smoothing: a turn gains a share of the score of the turns just before and after it in
@@ -14,7 +17,11 @@ One query (spec 004 §5, without embeddings):
 5. Files and symbols named in the query ("src/cache.py", ``MemoryDB.forget``) add the turns whose
    ideas name them, directly or through the code file or symbol they are linked to
    (``memory.codelink``), with a boost: a search for a path finds the turns that discussed it.
-6. Each hit names its topic (the parent span) and carries its evolution chain: the ideas its
+6. A person the question names ("What did Maria say about yoga?") ranks that speaker's own
+   words first: in a chat between people each message opens with its speaker's name
+   ("Maria: ..."), and a turn gains up to half its score by the share of the query's other
+   terms said in the named speaker's messages.
+7. Each hit names its topic (the parent span) and carries its evolution chain: the ideas its
    decisions superseded, oldest last, shown as history under their successor.
 
 A query with no words left (only time words) lists the latest turns in the range.
@@ -23,6 +30,7 @@ A query with no words left (only time words) lists the latest turns in the range
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -41,11 +49,17 @@ POOL = 300
 WEIGHTS = (1.2, 1.0, 0.3)
 """BM25 weights of the user, assistant and tool text of a turn."""
 _NEIGHBOUR = 0.5
+_ANSWER = 1.0
 _INTENT_BOOST = 0.25
 _NAMED_BOOST = 0.5
 # What a query naming a file or symbol holds; each alternative needs one of ``_CODE_MARKS``.
 _CODE_HINT = r"[/`]|::|\(\)|\w\.\w"
 _CODE_MARKS = ("/", "`", "::", "()", ".")
+_SPEAKER_BOOST = 0.5
+_SPEAKER_TURNS = 100
+_TIME_BOOST = 1.0
+_NAME = re.compile(r"\b[A-Z][a-z]+\b")
+_SPEAKER = re.compile(r"([A-Z][\w'.-]{0,40}): ")
 _HISTORY_DEPTH = 5
 _TEXT_CHARS = 600
 INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
@@ -231,8 +245,8 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
     """
     from ctxstore.memory.timeexpr import parse_time_filter
 
-    text, low, high = parse_time_filter(query, now_ms)
-    low, high = _narrow(low, high, since, until)
+    text, said_low, said_high = parse_time_filter(query, now_ms)
+    low, high = _narrow(said_low, said_high, since, until)
     words = list(dict.fromkeys(PROSE_QUERY.tokenize(text)))
     intents = _wanted_intents(text) if intent is None else set()
     asked = intents if intent is None else {intent}
@@ -246,11 +260,14 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
         turns = db.turns_by_id(ids)
         scored = [(1.0 / (rank + 1), turns[i]) for rank, i in enumerate(ids) if i in turns]
     else:
-        pool = db.fts(match_expression(words, "any"), WEIGHTS, POOL, since=low, until=high,
+        # the time the words name ranks, only the options filter: see ``_in_time``
+        pool = db.fts(match_expression(words, "any"), WEIGHTS, POOL, since=since, until=until,
                       session=session, intent=intent)
-        named = set(db.turns_naming(_code_names(text), since=low, until=high, session=session,
-                                    intent=intent))
-        scored = _rerank(db, pool, intents, named, unanswered)
+        named = set(db.turns_naming(_code_names(text), since=since, until=until,
+                                    session=session, intent=intent))
+        scored = _rerank(db, pool, intents, named, unanswered,
+                         speakers=_speaker_terms(text, words),
+                         when=_in_time(said_low, said_high))
     scored.sort(key=lambda pair: (-pair[0], -(pair[1].ts_start or 0), pair[1].id))
     hits = [_hit(db, score, turn) for score, turn in scored[:limit]]
     return SearchResult(text, low, high, hits)
@@ -286,8 +303,49 @@ def _code_names(text: str) -> list[str]:
     return list(dict.fromkeys(n.removeprefix("./").removesuffix("()") for n in names))
 
 
+def _ends_asking(turn: TurnRow) -> bool:
+    """Whether a turn ends on a question: the next turn opens with its answer."""
+    return (turn.assistant_text or turn.user_text).rstrip().endswith("?")
+
+
+def _in_time(low: int | None, high: int | None) -> Callable[[int | None], bool] | None:
+    """Whether a turn's time is in the range a query's words name, or just after it.
+
+    People tell of an event after it happens ("last week I ..."), so the range is stretched by
+    its own length past its end (a week named: the week after counts too).
+    """
+    if low is None and high is None:
+        return None
+    end = None if high is None else high + (high - low if low is not None else 0)
+
+    def inside(ts: int | None) -> bool:
+        return ts is not None and (low is None or ts >= low) and (end is None or ts < end)
+    return inside
+
+
+def _speaker_terms(text: str, words: list[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """The names a query may call a speaker by (capitalised words), and its other terms."""
+    names = frozenset(m.lower() for m in _NAME.findall(text))
+    if not names:
+        return frozenset(), frozenset()
+    return names, frozenset(w for w in words if w not in names)
+
+
+def _spoken_by(turn: TurnRow, names: frozenset[str]) -> str:
+    """The text of ``turn``'s messages that open with one of ``names`` and a colon."""
+    out = []
+    for part in (turn.user_text, turn.assistant_text):
+        for message in part.split("\n\n"):
+            head = _SPEAKER.match(message)
+            if head and head.group(1).lower() in names:
+                out.append(message[head.end():])
+    return "\n".join(out)
+
+
 def _rerank(db: MemoryDB, pool: list[tuple[int, float]], intents: set[str], named: set[int],
-            unanswered: bool = False) -> list[tuple[float, TurnRow]]:
+            unanswered: bool = False,
+            speakers: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+            when: Callable[[int | None], bool] | None = None) -> list[tuple[float, TurnRow]]:
     if not pool and not named:
         return []
     turns = db.turns_by_id([i for i, _ in pool] + sorted(named - {i for i, _ in pool}))
@@ -305,12 +363,26 @@ def _rerank(db: MemoryDB, pool: list[tuple[int, float]], intents: set[str], name
     out = []
     for i, value in base.items():
         turn = turns[i]
-        near = sum(base[by_place[(turn.session, turn.seq + d)]] for d in (-1, 1)
-                   if (turn.session, turn.seq + d) in by_place)
-        score = value + _NEIGHBOUR * near
+        score = value
+        for d in (-1, 1):
+            other = by_place.get((turn.session, turn.seq + d))
+            if other is None:
+                continue
+            weight = _ANSWER if d == -1 and _ends_asking(turns[other]) else _NEIGHBOUR
+            score += weight * base[other]
         if i in boosted:
             score *= 1.0 + _INTENT_BOOST
+        if when is not None and when(turn.ts_start):
+            score *= 1.0 + _TIME_BOOST
         out.append((score, turn))
+    names, others = speakers
+    if others:  # the best turns only: one lower down gains too little to reach the top
+        out.sort(key=lambda pair: -pair[0])
+        for k, (score, turn) in enumerate(out[:_SPEAKER_TURNS]):
+            said = _spoken_by(turn, names)
+            if said:
+                held = others & set(PROSE.tokenize(said))
+                out[k] = (score * (1.0 + _SPEAKER_BOOST * len(held) / len(others)), turn)
     return out
 
 

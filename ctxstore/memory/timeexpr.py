@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["parse_time_filter", "parse_when"]
+__all__ = ["parse_time_filter", "parse_when", "resolve_relative"]
 
 _DAY = 86_400_000
 _UNITS_MS = {"minute": 60_000, "hour": 3_600_000, "day": _DAY, "week": 7 * _DAY}
@@ -89,6 +89,61 @@ def parse_time_filter(query: str, now_ms: int) -> tuple[str, int | None, int | N
         return _parse(query, now_ms)
     except (ValueError, OverflowError):
         return query, None, None
+
+
+def resolve_relative(text: str, at_ms: int) -> str:
+    """``text`` with each relative time it says followed by the date it meant, in brackets.
+
+    A past turn's "last Tuesday" or "two weeks ago" means nothing once the day has passed; read
+    against the time the turn was said (``at_ms``) it becomes "last Tuesday [2023-05-02]",
+    "last month [2023-04]", "last week [2023-05-01 to 2023-05-07]". Only relative forms are
+    resolved (``ago``, ``yesterday``, ``today``, ``last``/``this`` week, weekend, month or
+    year, ``last`` + a weekday, "the day before yesterday"); a bare weekday ("on Friday") or
+    "this weekend" may be ahead as well as behind and is left as said, as are dates that name
+    themselves. Never
+    raises: a text it cannot read is returned as it was.
+    """
+    if not _may_hold_time(text):
+        return text
+    try:
+        now = datetime.fromtimestamp(at_ms / 1000, UTC)
+        out: list[str] = []
+        pos = 0
+        for m in re.compile(_TIME_PATTERN, re.IGNORECASE).finditer(text):
+            kind = next((name for name, _ in _FORMS if m.group(name) is not None), None)
+            if kind not in _RELATIVE or (kind == "weekday" and not m.group("last")):
+                continue
+            if kind == "period" and m.group("unitp").lower() == "weekend" and \
+                    not m.group("rel").lower().startswith(("last", "previous", "past")):
+                continue  # "this weekend" said on a Monday: the one gone or the one coming
+            if kind == "ago" and _unit(m.group("unit")) in ("minute", "hour"):
+                continue
+            span = _range(m, now)
+            if span is None:
+                continue
+            out += [text[pos:m.end()], f" [{_render(*span)}]"]
+            pos = m.end()
+        return "".join(out) + text[pos:] if out else text
+    except (ValueError, OverflowError, KeyError, StopIteration):
+        return text
+
+
+_RELATIVE = frozenset({"ago", "dbefore", "named", "period", "weekday"})
+
+
+def _render(lo: int, hi: int) -> str:
+    """A range ``[lo, hi)`` in ms as the shortest dates that name it."""
+    start = datetime.fromtimestamp(lo / 1000, UTC)
+    last = datetime.fromtimestamp((hi - 1) / 1000, UTC)
+    if start.date() == last.date():
+        return start.date().isoformat()
+    first_day = start == _day(start)
+    if first_day and start.day == 1 and _ms(_month_start(start.year, start.month + 1)) == hi:
+        return f"{start.year:04d}-{start.month:02d}"
+    if first_day and (start.month, start.day) == (1, 1) and \
+            _ms(datetime(start.year + 1, 1, 1, tzinfo=UTC)) == hi:
+        return f"{start.year:04d}"
+    return f"{start.date().isoformat()} to {last.date().isoformat()}"
 
 
 def _may_hold_time(query: str) -> bool:

@@ -50,10 +50,16 @@ def test_search_finds_the_turn_with_its_uuids_topic_and_history(memory: MemoryDB
     assert any("Redis" in old["text"] for old in best.history)  # the superseded decision
 
 
-def test_search_time_words_filter(memory: MemoryDB) -> None:
+def test_search_time_words_rank_and_options_filter(memory: MemoryDB) -> None:
     recent = search_memory(memory, "session cache in the last 7 days", now_ms=_ms(NOW))
     assert recent.since is not None and recent.hits
-    assert all(h.turn.session.startswith("9f000000") for h in recent.hits)
+    # the turns of the time named come first; the others still follow (a soft hint: a range
+    # read wrongly from the words never hides what was asked for)
+    sessions = [h.turn.session[:8] for h in recent.hits]
+    assert sessions[0] == "9f000000" and "4d5611e5" in sessions
+    assert sessions == sorted(sessions, key=lambda s: s != "9f000000")
+    listed = search_memory(memory, "in the last 7 days", now_ms=_ms(NOW))  # time words only
+    assert listed.hits and all(h.turn.session.startswith("9f000000") for h in listed.hits)
     older = search_memory(memory, "session cache", now_ms=_ms(NOW), until=_ms(NOW - timedelta(days=10)))
     assert older.hits and all(h.turn.session.startswith("4d5611e5") for h in older.hits)
 

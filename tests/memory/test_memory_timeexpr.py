@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxstore.memory.timeexpr import parse_time_filter, parse_when
+from ctxstore.memory.timeexpr import parse_time_filter, parse_when, resolve_relative
 
 # Wednesday 18 March 2026, 15:00 UTC.
 NOW = int(datetime(2026, 3, 18, 15, 0, tzinfo=UTC).timestamp() * 1000)
@@ -110,3 +110,30 @@ def test_the_quick_check_never_hides_a_time_expression(words: list[str], seps: l
         assert timeexpr._may_hold_time(text), text
     if not timeexpr._may_hold_time(text):
         assert parse_time_filter(text, NOW) == (text, None, None)
+
+
+@pytest.mark.parametrize(("said", "resolved"), [
+    ("I moved last Tuesday!", "I moved last Tuesday [2026-03-17]!"),
+    ("yesterday and the day before yesterday",
+     "yesterday [2026-03-17] and the day before yesterday [2026-03-16]"),
+    ("Last week we shipped it", "Last week [2026-03-09 to 2026-03-15] we shipped it"),
+    ("last month I started", "last month [2026-02] I started"),
+    ("we met two years ago", "we met two years ago [2024]"),
+    ("3 days ago, and last weekend", "3 days ago [2026-03-15], and last weekend [2026-03-14 to 2026-03-15]"),
+    # left as said: a bare weekday or "this weekend" may be ahead, a date names itself, hours
+    # are below a date
+    ("see you on Friday", "see you on Friday"),
+    ("this weekend we will see", "this weekend we will see"),
+    ("on 2026-03-04 and in March 2025", "on 2026-03-04 and in March 2025"),
+    ("two hours ago", "two hours ago"),
+    ("no time here", "no time here"),
+])
+def test_resolve_relative_dates_against_the_time_they_were_said(said: str, resolved: str) -> None:
+    assert resolve_relative(said, NOW) == resolved
+
+
+@given(st.text(max_size=200), st.integers(min_value=-(2 ** 62), max_value=2 ** 62))
+@settings(max_examples=200)
+def test_resolve_relative_never_raises_and_only_adds(text: str, at: int) -> None:
+    out = resolve_relative(text, at)
+    assert isinstance(out, str) and len(out) >= len(text)
