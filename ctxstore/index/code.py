@@ -347,29 +347,32 @@ def stat_rows(conn: sqlite3.Connection) -> dict[str, StatRow]:
             ).fetchall()}
 
 
-def snapshot_heads(conn: sqlite3.Connection, paths: Iterable[str]
-                   ) -> dict[str, tuple[bytes, int, bytes | None, bytes | None]]:
+SnapshotHead = tuple[bytes, int, bytes | None, bytes | None, bytes]
+
+
+def snapshot_heads(conn: sqlite3.Connection, paths: Iterable[str]) -> dict[str, SnapshotHead]:
     """The newest ``file`` record (a ``ctx add file`` snapshot) of each path.
 
     From the knowledge index (``winners``, ``versions``), not the code tables: a snapshot is
     history. Each is (the record's version id, its stamp, the ``file_version`` it names, the
-    content blob it names).
+    content blob it names, the change batch carrying it).
     """
     from ctxstore.model import codec
 
-    out: dict[str, tuple[bytes, int, bytes | None, bytes | None]] = {}
+    out: dict[str, SnapshotHead] = {}
     for path in paths:
         key = key_text(("file", path))
         row = conn.execute("SELECT version, stamp, live FROM winners WHERE key = ?",
                            (key,)).fetchone()
         if row is None or not row[2]:
             continue
-        rec = conn.execute("SELECT record FROM versions WHERE key = ? AND version = ?",
+        rec = conn.execute("SELECT record, batch FROM versions WHERE key = ? AND version = ?",
                            (key, row[0])).fetchone()
         wire = codec.decode(bytes(rec[0])) if rec is not None else {}
         named, blob = wire.get("version"), wire.get("blob")
         out[path] = (bytes(row[0]), int(row[1]), bytes(named) if named is not None else None,
-                     bytes(blob) if blob is not None else None)
+                     bytes(blob) if blob is not None else None,
+                     bytes(rec[1]) if rec is not None else b"")
     return out
 
 

@@ -520,9 +520,18 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
         heads = snapshot_heads(conn, [p.path for p in stored])
         # As snapshotted last: the same version, or without semantics asked, the same bytes
         # (a snapshot with symbols is not replaced by one without).
-        fresh = [p for p in stored
-                 if heads.get(p.path, (b"", 0, None, None))[2 if semantics else 3]
-                 != (p.rows.version if semantics else p.rows.blob)]
+        # Only a snapshot `ctx gc` keeps counts: not one an older ctx's `ctx index` wrote
+        # (in a commit v1, ctxstore.pruned), nor one whose objects it pruned.
+        changed = {p.path for p in stored
+                   if heads.get(p.path, (b"", 0, None, None, b""))[2 if semantics else 3]
+                   != (p.rows.version if semantics else p.rows.blob)}
+        if len(changed) < len(stored):
+            from ctxstore.pruned import v1_batches
+
+            old = v1_batches(store)
+            changed |= {p.path for p in stored if p.path not in changed and (
+                heads[p.path][4] in old or not _snapshot_present(store, heads[p.path]))}
+        fresh = [p for p in stored if p.path in changed]
         same = {p.path for p in stored} - {p.path for p in fresh}
         report.deduplicated += len(same)  # as snapshotted last: nothing new to record
         report.written = [p for p in report.written if p not in same]
@@ -535,6 +544,12 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
         report.dropped.append(f"{counts['budget']} edges not stored: over [ingestion] "
                               f"max_edges_per_step = {budget.max_edges}")
     return report
+
+
+def _snapshot_present(store: Store, head: tuple[bytes, int, bytes | None, bytes | None, bytes]
+                      ) -> bool:
+    """Whether the objects a ``file`` record names (its version, its blob) are in the store."""
+    return all(store.objects.exists(ObjectId(oid)) for oid in head[2:4] if oid is not None)
 
 
 def rederive_rows(store: Store, conn: sqlite3.Connection,
