@@ -30,7 +30,8 @@ from ctxstore.errors import CtxError, GcRefused
 from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit
 from ctxstore.model.knowledge import PurgeRecord
 from ctxstore.objects import ObjectId
-from ctxstore.pruned import needed_objects, write_pruned
+from ctxstore.pruned import needed_objects
+from ctxstore.prunedlist import write_pruned
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.verify import Problem, _pointer_roots, walk_reachable, without_pruned, without_purged
@@ -156,7 +157,7 @@ def _prune(store: Store, prunable: list[ObjectId], report: GcReport, *, dry_run:
     report.pruned_bytes = sum(size for _, _, size in sizes)
     if dry_run or not sizes:
         return
-    report.pruned_list = write_pruned(store, (oid for oid, _, _ in sizes))
+    report.pruned_list = write_pruned(store.root, (oid for oid, _, _ in sizes))
     with fsio.open_dir(store.root) as store_dir:
         for _, paths, _ in sizes:
             for path in paths:

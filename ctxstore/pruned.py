@@ -20,28 +20,25 @@ blob or version. Since commit v2 only ``ctx add file`` writes ``file`` records, 
 a v2 commit or a staged step carries is kept, as is every object an edge's evidence names.
 Everything else the pointers reach is prunable.
 
-**The list**: before deleting, ``ctx gc`` writes the ids it is about to prune to a new file
-``.ctx/pruned/<BLAKE3 of the content>`` (atomically, fsynced), one lowercase hex id per line,
-sorted, after a comment line. The files are committed with the store: each gc adds one new
-file (two clones pruning the same objects write the same file), so Git never has to merge
-one. A missing object is *pruned* when a list names it and knowledge does not need it:
-``ctx debug verify``, ``ctx gc`` and the promotion of a new commit's closure treat it as such
-(``verify`` counts it, never as an error); a missing object no list names, or one knowledge
-needs, is still corruption (E001).
+**The list** (``ctxstore.prunedlist``): before deleting, ``ctx gc`` writes the ids it is about
+to prune to a new file ``.ctx/pruned/<BLAKE3 of the content>`` (atomically, fsynced), one
+lowercase hex id per line, sorted, after a comment line. The files are committed with the
+store: each gc adds one new file (two clones pruning the same objects write the same file),
+so Git never has to merge one.
+
+A missing object is *pruned* when a list names it and knowledge does not need it: ``ctx debug
+verify``, ``ctx gc`` and the promotion of a new commit's closure treat it as such (``verify``
+counts it, never as an error); a missing object no list names, or one knowledge needs, is
+still corruption (E001).
 
 It must not print.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import blake3
-
-from ctxstore import fsio
 from ctxstore.errors import CtxError, ObjectNotFound
 from ctxstore.ids import ObjectId
 from ctxstore.model import ChangeBatch, Commit, CommitV2, Tree, decode_typed
@@ -49,112 +46,12 @@ from ctxstore.model.code import FileRecord
 from ctxstore.model.knowledge import EdgeRecord
 from ctxstore.model.references import iter_references, record_references
 from ctxstore.objects import KIND_TYPED
-from ctxstore.records import dataclass
+from ctxstore.prunedlist import is_object_id, read_pruned
 
 if TYPE_CHECKING:
     from ctxstore.repo import Store
 
-__all__ = ["PRUNED_DIR", "PRUNED_HEADER", "PrunedList", "read_pruned", "write_pruned",
-           "needed_objects", "pruned_missing", "list_name", "v1_batches"]
-
-PRUNED_DIR = "pruned"
-PRUNED_HEADER = ("# ctx gc pruned these objects: the code index an older ctx committed "
-                 "(derived: `ctx index` rebuilds it). One id per line.\n")
-MAX_LIST_BYTES = 64 << 20  # one list file: ~1 million ids
-_NAME = re.compile(r"[0-9a-f]{64}")
-_MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||")
-
-
-@dataclass
-class PrunedList:
-    """Every id the store's lists name, and what in them could not be read."""
-
-    ids: frozenset[bytes]
-    files: int = 0
-    problems: tuple[tuple[str, str], ...] = ()  # (file, what is wrong)
-
-
-def list_name(data: bytes) -> str:
-    """The file name of a list: the BLAKE3 of its content, 64 hex digits."""
-    return blake3.blake3(data).hexdigest()
-
-
-def _parse(text: str) -> tuple[set[bytes], int]:
-    """The ids of one list, and how many lines were neither an id nor a comment."""
-    ids: set[bytes] = set()
-    bad = 0
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or line.startswith(_MARKERS):
-            continue  # conflict markers of a hand merge: both sides are lists
-        if _NAME.fullmatch(line):
-            ids.add(bytes.fromhex(line))
-        else:
-            bad += 1
-    return ids, bad
-
-
-def read_pruned(store: Store) -> PrunedList:
-    """Every list under ``.ctx/pruned/`` (read bounded; links and special files refused).
-
-    A file that is not a list (a link, too large, not UTF-8, lines that are no ids) is named
-    in ``problems`` and contributes what it validly holds, nothing when unreadable.
-    """
-    ids: set[bytes] = set()
-    problems: list[tuple[str, str]] = []
-    files = 0
-    try:
-        folder = fsio.open_dir(store.root, PRUNED_DIR)
-    except FileNotFoundError:
-        return PrunedList(frozenset())
-    except (CtxError, OSError) as exc:
-        return PrunedList(frozenset(), 0, ((PRUNED_DIR, _why(exc)),))
-    with folder:
-        names = sorted(e.name for e in os.scandir(folder.fileno()))
-        for name in names:
-            if not _NAME.fullmatch(name):
-                continue  # a temp file of an interrupted write, or anything else: not a list
-            where = f"{PRUNED_DIR}/{name}"
-            try:
-                data = folder.read(name, MAX_LIST_BYTES)
-                if len(data) > MAX_LIST_BYTES:
-                    raise ValueError(f"larger than {MAX_LIST_BYTES >> 20} MiB")
-                found, bad = _parse(data.decode("utf-8"))
-            except (CtxError, OSError, ValueError) as exc:
-                problems.append((where, _why(exc)))
-                continue
-            files += 1
-            ids |= found
-            if bad:
-                problems.append((where, f"{bad} lines are not object ids (ignored)"))
-    return PrunedList(frozenset(ids), files, tuple(problems))
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, CtxError):
-        return exc.message
-    if isinstance(exc, UnicodeDecodeError):
-        return "is not UTF-8 text"
-    if isinstance(exc, OSError):
-        return f"cannot be read ({exc.strerror or exc})"
-    return str(exc)
-
-
-def write_pruned(store: Store, ids: Iterable[bytes]) -> str | None:
-    """Durably write a new list of ``ids`` (those no list names yet); its path, or None.
-
-    Written before the objects are deleted (temp file, fsync, rename, fsync of the folder),
-    so an object gc deletes is always listed, whatever point a crash stops it at.
-    """
-    new = sorted(set(ids) - read_pruned(store).ids)
-    if not new:
-        return None
-    data = (PRUNED_HEADER + "".join(f"{oid.hex()}\n" for oid in new)).encode("ascii")
-    rel = f"{PRUNED_DIR}/{list_name(data)}"
-    with fsio.open_dir(store.root) as store_dir:
-        store_dir.replace_atomic(rel, data, mode=0o444)
-    return rel
-
+__all__ = ["needed_objects", "pruned_missing", "v1_batches"]
 
 def _load(store: Store, oid: bytes) -> Any:
     """The decoded object (None for a blob); raises ObjectNotFound / CtxError."""
@@ -168,7 +65,7 @@ def _load(store: Store, oid: bytes) -> Any:
 def _evidence_ids(rec: EdgeRecord) -> Iterator[str]:
     """The object ids (hex) an edge's evidence names (``blob``, and any other id-like value)."""
     for value in (rec.evidence or {}).values():
-        if isinstance(value, str) and _NAME.fullmatch(value):
+        if isinstance(value, str) and is_object_id(value):
             yield value
 
 
@@ -260,7 +157,7 @@ def pruned_missing(store: Store, roots: list[tuple[bytes, Any, str]],
     missing = set(missing)
     if not missing:
         return set()
-    listed = missing & read_pruned(store).ids
+    listed = missing & read_pruned(store.root).ids
     if not listed:
         return set()
     return listed - needed_objects(store, roots)

@@ -645,11 +645,11 @@ class Transaction:
         return copied
 
     def _pruned(self, oid: ObjectId) -> bool:
-        """Whether a list of ``ctx gc`` names ``oid`` (``ctxstore.pruned``): read once, when asked."""
-        from ctxstore.pruned import read_pruned
+        """Whether a list of ``ctx gc`` names ``oid`` (``ctxstore.prunedlist``): read once, when asked."""
+        from ctxstore.prunedlist import read_pruned
 
         if self._pruned_ids is None:
-            self._pruned_ids = read_pruned(self.store).ids
+            self._pruned_ids = read_pruned(self.store.root).ids
         return oid in self._pruned_ids
 
     def _make_durable(self, promoted: list[Path]) -> None:

@@ -19,7 +19,8 @@ from ctxstore.errors import CtxError, DeserializationFailed, ObjectNotFound
 from ctxstore.model import Commit, WorkCommit, decode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_TYPED, ObjectId
-from ctxstore.pruned import pruned_missing, read_pruned
+from ctxstore.pruned import pruned_missing
+from ctxstore.prunedlist import read_pruned
 from ctxstore.records import dataclass
 from ctxstore.replay import purged_objects
 from ctxstore.repo import STAGE_TYPES, Store, type_name
@@ -154,7 +155,7 @@ def without_pruned(store: Store, roots: list[tuple[bytes, Any, str]],
 def _pruned_list_problems(store: Store) -> list[Problem]:
     """W005 for each file under ``.ctx/pruned/`` that is not (wholly) a list of ids."""
     return [Problem("W005", where, f"{what}; a pruned list holds one object id per line",
-                    "warning") for where, what in read_pruned(store).problems]
+                    "warning") for where, what in read_pruned(store.root).problems]
 
 
 def _pointer_roots(store: Store, problems: list[Problem],

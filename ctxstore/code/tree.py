@@ -87,10 +87,10 @@ def fold_root_tree(store: Store, tx: Transaction, base: Commit,
         try:
             files = tree_files(store, base.root_tree)
         except ObjectNotFound as exc:
-            from ctxstore.pruned import read_pruned
+            from ctxstore.prunedlist import read_pruned
 
             missing = exc.oid if isinstance(exc.oid, bytes) else bytes.fromhex(exc.oid)
-            if missing not in read_pruned(store).ids:
+            if missing not in read_pruned(store.root).ids:
                 raise
             # `ctx gc` pruned the tree (derived): the ingested files are the replay's
             files = _replayed_files(store)

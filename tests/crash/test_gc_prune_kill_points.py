@@ -17,7 +17,7 @@ import pytest
 from _crashlib import copy_store, read_trace, run_cli, scratch_dir, state, verify_errors
 
 from ctxstore.knowledge.nodes import add_node
-from ctxstore.pruned import read_pruned
+from ctxstore.prunedlist import read_pruned
 from ctxstore.repo import open_store
 from ctxstore.session import Session
 from ctxstore.staging import commit_stage
@@ -60,7 +60,7 @@ def _point(tpl: Path, root: Path, k: int, when: str, digest: str, before: set[by
     if state(ctx).digest() != digest:
         problems.append("the knowledge state changed")
     gone = before - _objects(ctx)
-    unlisted = gone - read_pruned(open_store(ctx)).ids
+    unlisted = gone - read_pruned(ctx).ids
     if unlisted:
         problems.append(f"{len(unlisted)} objects deleted but listed nowhere")
     again = run_cli(ctx, ["gc"])
