@@ -276,8 +276,14 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
     for table in ("file_terms", "file_lengths"):
         conn.execute(f"DELETE FROM {table} WHERE file IN (SELECT rowid FROM files WHERE path = ?)",  # noqa: S608
                      (path,))
-    conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?)",
-                 (path,))
+    # chunks_fts is contentless: a document goes by the 'delete' command with the very terms
+    # it was indexed with, made again from its chunk (the tokeniser is deterministic).
+    path_text = index_text(path)
+    conn.executemany(
+        "INSERT INTO chunks_fts(chunks_fts, rowid, path, name, text) VALUES ('delete', ?, ?, ?, ?)",
+        [(rowid, path_text, index_text(qualname or ""), index_text(text))
+         for rowid, qualname, text in conn.execute(
+             "SELECT rowid, qualname, text FROM chunks WHERE path = ?", (path,)).fetchall()])
     file_ids = "SELECT rowid FROM files WHERE path = ?"
     for src, dst in conn.execute(f"SELECT src, dst FROM code_edge_rows WHERE file IN ({file_ids})",  # noqa: S608
                                  (path,)):
@@ -473,7 +479,9 @@ def clear_code_rows(conn: sqlite3.Connection) -> None:
     from ctxstore.index.codedb import CODE_TABLES
 
     for table in CODE_TABLES:
-        if table != "code_meta":
+        if table == "chunks_fts":  # contentless: no DELETE, one command empties it
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+        elif table != "code_meta":
             conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
     bump_generation(conn)
 
