@@ -421,12 +421,13 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
         snapshot_heads,
         stat_rows,
     )
-    from ctxstore.index.retrieval import file_sccs_current
+    from ctxstore.index.retrieval import code_generation, file_sccs_current
 
     store = db.store
     root = store.worktree
     started = time.time_ns()
     conn = db.index()
+    generation_before = code_generation(conn)  # the packs' corpus is patched from it
     rows = stat_rows(conn)
     skipped = {} if full else skipped_rows(conn)
     settled: frozenset[str] = frozenset()
@@ -515,7 +516,8 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
     if semantics and not snapshot:  # the first pack after `ctx index` reads, never writes
         from ctxstore.index.retrieval import warm_corpus
 
-        warm_corpus(conn)
+        warm_corpus(conn, since=None if full else generation_before,
+                    changed=[*report.written, *report.removed])
     if snapshot and stored:
         heads = snapshot_heads(conn, [p.path for p in stored])
         # As snapshotted last: the same version, or without semantics asked, the same bytes
