@@ -202,3 +202,27 @@ def test_a_damaged_list_is_a_warning(git_repo: Path) -> None:
     ver = _json(repo, "debug", "verify")
     assert ver["ok"] is True
     assert [(p["code"], p["severity"]) for p in ver["problems"]] == [("W005", "warning")]
+
+
+def test_a_branch_made_before_the_gc_merges_after_it(git_repo: Path) -> None:
+    """History that still names the pruned objects, merged in after the gc, reads and verifies."""
+    repo = git_repo
+    _old_store(repo)
+    _git(repo, "branch", "before-gc")
+    rep = _json(repo, "gc")
+    assert rep["pruned"] > 0
+    _git(repo, "add", "-A", ".ctx")
+    _git(repo, "commit", "-qm", "gc")
+    _git(repo, "checkout", "-q", "before-gc")  # the objects are back: this branch has them
+    assert _json(repo, "debug", "verify")["pruned"] == 0
+    side = _ctx(repo, "add", "--type", "fact", "written on the branch made before the gc").stdout.strip()
+    _ctx(repo, "commit", "-m", "side")
+    _git(repo, "add", "-A", ".ctx")
+    _git(repo, "commit", "-qm", "side")
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "merge", "-q", "--no-edit", "before-gc")
+    _ctx(repo, "rebuild")  # merges the two heads of refs/main
+    ver = _json(repo, "debug", "verify")
+    assert ver["ok"] is True and ver["problems"] == [] and ver["pruned"] > 0
+    assert _json(repo, "show", side)["id"] == side
+    assert "side" in _ctx(repo, "log", "--oneline").stdout
