@@ -127,7 +127,9 @@ def test_gc_prunes_an_older_ctx_code_index_and_keeps_what_knowledge_needs(git_re
     for path in ("src/b.py", "src/c.py"):
         assert _present(ctx, first[path][1]) and _present(ctx, first[path][2]), path
     assert _present(ctx, first["src/d.py"][2])  # the blob the new snapshot names too
-    assert old["added"].get("work_commit") or old["added"].get("written")
+    # ... because `ctx add file` recorded it, not deduplicated against the old index's record
+    assert old["added"]["written"] == ["src/d.py"] and old["added"]["deduplicated"] == 0
+    assert old["added"]["work_commit"]
     for slot in ("__commit__",):
         for commit in (first, second, third):
             assert _present(ctx, commit[slot][0])
@@ -141,8 +143,7 @@ def test_gc_prunes_an_older_ctx_code_index_and_keeps_what_knowledge_needs(git_re
     assert _ctx(repo, "log", "--oneline").stdout.count("\n") >= 5
     _ctx(repo, "rebuild", "--full")
     assert _json(repo, "debug", "verify", "--index")["ok"] is True
-    status = _json(repo, "status")
-    assert "stale" in json.dumps(status) or status  # status works on the pruned store
+    _json(repo, "status")  # exit 0 on the pruned store (_json checks it)
 
     # Idempotent: a second gc finds nothing more to prune and writes no second list.
     again = _json(repo, "gc")
