@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["needed_objects", "pruned_missing", "v1_batches"]
 
+
 def _load(store: Store, oid: bytes) -> Any:
     """The decoded object (None for a blob); raises ObjectNotFound / CtxError."""
     cached = store._cache.get(oid)
