@@ -8,6 +8,12 @@ only if it is older than the grace period (``keep_days``); narrative blobs named
 unreachable work commits are always kept. Leftover temp files from interrupted writes are
 removed after a short grace. gc holds the writer lock, so it never races a transaction whose
 objects are written but whose pointer has not moved yet.
+
+Reachable objects that no knowledge needs are *pruned* (``ctxstore.pruned``): the code index
+an older ctx committed (file versions, their blobs, the trees of ``root_tree``). Their ids go
+to a new list under ``.ctx/pruned/``, written durably before the first of them is deleted,
+so that verify and every walker tell them from corruption after any crash. No grace period
+applies: nothing reads them.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from ctxstore.errors import CtxError, GcRefused
 from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit
 from ctxstore.model.knowledge import PurgeRecord
 from ctxstore.objects import ObjectId
+from ctxstore.pruned import needed_objects
+from ctxstore.prunedlist import write_pruned
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
-from ctxstore.verify import Problem, _pointer_roots, walk_reachable, without_purged
+from ctxstore.verify import Problem, _pointer_roots, walk_reachable, without_pruned, without_purged
 
 __all__ = ["GcReport", "TMP_GRACE_SECONDS", "collect_garbage"]
 
@@ -46,6 +54,9 @@ class GcReport:
     tmp_removed: int = 0
     dry_run: bool = False
     deleted_ids: list[str] = field(default_factory=list)
+    pruned: int = 0  # reachable objects no knowledge needs (an older ctx's code index)
+    pruned_bytes: int = 0
+    pruned_list: str | None = None  # the list written (relative to .ctx), when one was
 
 
 def _tmp_files(root: Path) -> list[Path]:
@@ -90,13 +101,15 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
         # Listed first: a shard that is a link out of the store is refused (E020) before
         # anything else, and nothing in it is ever a candidate for deletion.
         ids = list(store.objects.iter_ids())
-        reachable = _reachable(store)
+        reachable, needed = _reachable(store)
         report.reachable = len(reachable)
+        _prune(store, [oid for oid in ids if oid in reachable and oid not in needed], report,
+               dry_run=dry_run)
         candidates, keep = _candidates(store, ids, reachable, report, progress)
         _delete_objects(store, candidates, keep, report, now=now, grace=grace, dry_run=dry_run)
         _delete_promoted_copies(store, reachable, report, now=now, grace=grace, dry_run=dry_run)
         _remove_tmp_files(store, report, now=now, tmp_grace=tmp_grace, dry_run=dry_run)
-        if not dry_run and (report.deleted or report.tmp_removed):
+        if not dry_run and (report.deleted or report.tmp_removed or report.pruned):
             _remove_empty_shards(store)
             fsio.sync_barrier(store.root)
         if progress:
@@ -104,21 +117,51 @@ def collect_garbage(store: Store, *, keep_days: float | None = None, aggressive:
     return report
 
 
-def _reachable(store: Store) -> set[bytes]:
-    """Every object reachable from the pointers (the roots).
+def _reachable(store: Store) -> tuple[set[bytes], set[bytes]]:
+    """Every object reachable from the pointers (the roots), and those knowledge needs.
 
     Raises:
-        GcRefused: if a root or an object reachable from one is unreadable or missing.
+        GcRefused: if a root or an object reachable from one is unreadable or missing
+            (and not pruned by an earlier gc).
     """
     problems: list[Problem] = []
     roots = _pointer_roots(store, problems)
     reachable = walk_reachable(store, roots, problems)
     problems = without_purged(store, roots, problems)
+    problems, _ = without_pruned(store, roots, problems)
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise GcRefused(f"gc refused: {errors[0].line()}",
                            hint="run `ctx debug verify` and repair the store first")
-    return reachable
+    return reachable, needed_objects(store, roots)
+
+
+def _prune(store: Store, prunable: list[ObjectId], report: GcReport, *, dry_run: bool) -> None:
+    """List, then delete (unless ``dry_run``), the reachable objects no knowledge needs.
+
+    The list is durable before the first deletion: a crash between the two, or in the middle
+    of the deletions, leaves objects that are listed and present (harmless) or listed and
+    gone (pruned), never an unlisted missing one.
+    """
+    sizes: list[tuple[ObjectId, list[Path], int]] = []
+    for oid in prunable:
+        paths = store.objects.paths_for(oid)
+        total = 0
+        for path in paths:
+            try:
+                total += os.lstat(path).st_size
+            except FileNotFoundError:
+                continue
+        sizes.append((oid, paths, total))
+    report.pruned = len(sizes)
+    report.pruned_bytes = sum(size for _, _, size in sizes)
+    if dry_run or not sizes:
+        return
+    report.pruned_list = write_pruned(store.root, (oid for oid, _, _ in sizes))
+    with fsio.open_dir(store.root) as store_dir:
+        for _, paths, _ in sizes:
+            for path in paths:
+                store_dir.unlink(path)
 
 
 def _candidates(store: Store, ids: list[ObjectId], reachable: set[bytes], report: GcReport,

@@ -152,8 +152,7 @@ class Session:
             conn = open_current(self._root) if self._store is None else None
             self._conn = conn if conn is not None else open_index(
                 self.store, progress=progress, rebuild=self._build)
-            if self._conn.repaired is not None:  # for the front end to say, once
-                self._repairs.append(self._conn.repaired)
+            self._repairs.extend(self._conn.repairs)  # for the front end to say, once
         elif self._store is not None or not is_current(self._root, self._conn):
             sync_index(self.store, self._conn, progress=progress, rebuild=self._build)
         return self._conn

@@ -19,12 +19,14 @@ from ctxstore.errors import CtxError, DeserializationFailed, ObjectNotFound
 from ctxstore.model import Commit, WorkCommit, decode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_TYPED, ObjectId
+from ctxstore.pruned import pruned_missing
+from ctxstore.prunedlist import read_pruned
 from ctxstore.records import dataclass
 from ctxstore.replay import purged_objects
 from ctxstore.repo import STAGE_TYPES, Store, type_name
 
 __all__ = ["Problem", "VerifyReport", "iter_pointer_names", "iter_references", "walk_reachable",
-           "verify_store"]
+           "verify_store", "without_pruned"]
 
 Progress = Callable[[int, int], None]
 
@@ -50,6 +52,7 @@ class VerifyReport:
     objects: int = 0
     reachable: int = 0
     problems: list[Problem] = field(default_factory=list)
+    pruned: int = 0  # missing objects `ctx gc` pruned (ctxstore.pruned): not problems
 
     @property
     def ok(self) -> bool:
@@ -132,6 +135,27 @@ def without_purged(store: Store, roots: list[tuple[bytes, Any, str]],
     except CtxError:
         return problems  # the history itself is broken: every problem stands
     return [p for p in problems if not (p.code == "E001" and p.subject in purged)]
+
+
+def without_pruned(store: Store, roots: list[tuple[bytes, Any, str]],
+                   problems: list[Problem]) -> tuple[list[Problem], int]:
+    """``problems`` less the missing objects ``ctx gc`` pruned, and how many those are.
+
+    Pruned: a list under ``.ctx/pruned/`` names the object and the knowledge the pointers
+    reach does not need it (``pruned.pruned_missing``): the code index an older ctx
+    committed, rebuilt by ``ctx index``. Any other missing object stays an error.
+    """
+    missing = {p.subject for p in problems if p.code == "E001" and len(p.subject) == 64}
+    if not missing:
+        return problems, 0
+    gone = {oid.hex() for oid in pruned_missing(store, roots, (bytes.fromhex(m) for m in missing))}
+    return [p for p in problems if not (p.code == "E001" and p.subject in gone)], len(gone)
+
+
+def _pruned_list_problems(store: Store) -> list[Problem]:
+    """W005 for each file under ``.ctx/pruned/`` that is not (wholly) a list of ids."""
+    return [Problem("W005", where, f"{what}; a pruned list holds one object id per line",
+                    "warning") for where, what in read_pruned(store.root).problems]
 
 
 def _pointer_roots(store: Store, problems: list[Problem],
@@ -256,6 +280,7 @@ def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport
     roots = _pointer_roots(store, report.problems, named)
     reach = walk_reachable(store, roots, report.problems)
     report.problems = without_purged(store, roots, report.problems)
+    report.problems, report.pruned = without_pruned(store, roots, report.problems)
     report.reachable = len(reach)
     for oid, problem in damaged.items():
         if oid not in reach and oid not in named and problem.severity == "error":
@@ -266,6 +291,7 @@ def verify_store(store: Store, progress: Progress | None = None) -> VerifyReport
         report.problems.append(problem)
     report.problems.extend(_unnamed_work_problems(store, named))
     report.problems.extend(_uncommitted_problems(store, roots))
+    report.problems.extend(_pruned_list_problems(store))
     for tmp in store.objects.iter_tmp_files():
         report.problems.append(Problem("W002", str(Path(tmp).relative_to(store.root)),
                                        "leftover temp file from an interrupted write "

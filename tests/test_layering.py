@@ -30,9 +30,10 @@ PKG = Path(__file__).resolve().parent.parent / "ctxstore"
 # specific entry wins).
 LAYERS = [
     {"errors", "fsio", "ids", "clock", "discovery", "records", "templates", "tagnames", "tagtext"},
-    {"objects", "model", "config", "tokens", "sqlite"},
+    {"objects", "model", "config", "tokens", "sqlite", "prunedlist"},
     {"refs"},
-    {"repo", "replay", "staging", "recover", "verify", "gc", "git", "init", "limits", "trusted"},
+    {"repo", "replay", "staging", "recover", "verify", "gc", "git", "init", "limits", "trusted",
+     "pruned"},
     {"index", "search", "query", "graph"},
     {"session"},
     {"security"},
@@ -443,10 +444,10 @@ HEAVY = {"networkx", "tantivy", "tree_sitter", "mcp", "click", "sentence_transfo
          "starlette", "anyio", "httpx"}
 STARTUP_BUDGET: dict[str, tuple[int, set[str]]] = {  # path: (ctxstore modules, third-party)
     "help": (5, {"click"}),
-    "session-start": (82, {"blake3", "msgpack", "zstandard", "sqlite3"}),
-    "prompt-submit": (55, {"Stemmer", "sqlite3"}),
+    "session-start": (84, {"blake3", "msgpack", "zstandard", "sqlite3"}),
+    "prompt-submit": (57, {"Stemmer", "sqlite3"}),
     # re2: the secret scanner's engine, once a reply holds a rule keyword (not this one)
-    "stop": (88, {"blake3", "msgpack", "zstandard", "markdown_it", "mdurl", "sqlite3", "re2"}),
+    "stop": (90, {"blake3", "msgpack", "zstandard", "markdown_it", "mdurl", "sqlite3", "re2"}),
 }
 
 

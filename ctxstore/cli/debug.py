@@ -146,6 +146,7 @@ def verify_command(env: Env, check_index: bool) -> None:
     index_doc = {"tables": cmp.tables, "rows": cmp.rows, "ok": cmp.ok} if cmp is not None else None
     if env.fmt == "json":
         emit_json({"ok": rep.ok, "objects": rep.objects, "reachable": rep.reachable,
+                   "pruned": rep.pruned,
                    **({"index": index_doc} if index_doc is not None else {}),
                    "problems": [{"severity": p.severity, "code": p.code, "subject": p.subject,
                                  "message": p.message} for p in rep.problems]})
@@ -155,8 +156,10 @@ def verify_command(env: Env, check_index: bool) -> None:
         errors = sum(p.severity != "warning" for p in rep.problems)
         compared = f", index: {index_doc['tables']} tables, {index_doc['rows']} rows" \
             if index_doc is not None else ""
-        click.echo(f"{rep.objects} objects, {rep.reachable} reachable{compared}, {errors} problems"
-                   + ("" if errors else ": ok"))
+        pruned = (f", {rep.pruned} pruned (derived code index, rebuild with `ctx index`)"
+                  if rep.pruned else "")
+        click.echo(f"{rep.objects} objects, {rep.reachable} reachable{pruned}{compared}, "
+                   f"{errors} problems" + ("" if errors else ": ok"))
     if not rep.ok:
         raise SystemExit(3)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ctxstore.errors import ObjectNotFound
 from ctxstore.ids import ObjectId
 from ctxstore.model.code import FileRecord, FileRemoved
 from ctxstore.model.commit import Commit, Tree, TreeEntry
@@ -81,18 +82,32 @@ def fold_root_tree(store: Store, tx: Transaction, base: Commit,
         The root tree's id, or None when no file is ingested.
     """
     if len(base.parents) > 1:  # a merge: its tree may be one side's, so replay everything
-        from ctxstore.replay import replay
-
-        files = {w.record.path: bytes(w.record.blob) for w in replay(store).winners.values()
-                 if isinstance(w.record, FileRecord)}
+        files = _replayed_files(store)
     else:
-        files = tree_files(store, base.root_tree)
+        try:
+            files = tree_files(store, base.root_tree)
+        except ObjectNotFound as exc:
+            from ctxstore.prunedlist import read_pruned
+
+            missing = exc.oid if isinstance(exc.oid, bytes) else bytes.fromhex(exc.oid)
+            if missing not in read_pruned(store.root).ids:
+                raise
+            # `ctx gc` pruned the tree (derived): the ingested files are the replay's
+            files = _replayed_files(store)
     for rec in records:
         if isinstance(rec, FileRecord):
             files[rec.path] = rec.blob
         elif isinstance(rec, FileRemoved):
             files.pop(rec.path, None)
     return write_tree(tx, files)
+
+
+def _replayed_files(store: Store) -> dict[str, bytes]:
+    """Every ingested file of the replayed state: path -> blob id."""
+    from ctxstore.replay import replay
+
+    return {w.record.path: bytes(w.record.blob) for w in replay(store).winners.values()
+            if isinstance(w.record, FileRecord)}
 
 
 def fold_tree(store: Store, tx: Transaction, base: Commit,

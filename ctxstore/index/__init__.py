@@ -10,7 +10,7 @@ The index is derived: deleting ``.ctx/index/`` loses nothing. So a damaged file 
 never an error for long. Opening checks, cheaply, what SQLite and the schema can tell
 (the header, ``user_version``, the exact schema, the ``meta`` row, and ``PRAGMA
 quick_check`` while the file is small); a failure drops the files and rebuilds them
-from the objects, and the repair is recorded on the connection (``IndexConnection.repaired``;
+from the objects, and the repair is recorded on the connection (``IndexConnection.repairs``;
 the ``Session`` that opened it keeps it for its front end to report): library code never
 prints and keeps no state between calls. Damage met
 later, by a query (a large file skips ``quick_check``), raises ``IndexCorrupt`` (E007)
@@ -27,20 +27,45 @@ in-memory index built from the objects.
 from __future__ import annotations
 
 import contextlib
-import errno
-import json
 import os
 import sqlite3
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
 from ctxstore import fsio
 from ctxstore import sqlite as db
-from ctxstore.errors import CtxError, IndexBusy, IndexCorrupt, IndexNotReady, LockConflict, UnsafePath
-from ctxstore.ids import ObjectId
+from ctxstore.errors import CtxError, IndexCorrupt, UnsafePath
 from ctxstore.index import codedb
+from ctxstore.index.catchup import (
+    NEW_INDEX_BUDGET,
+    Progress,
+    _building,
+    _not_ready,
+    _owner_row,
+    _rebuild_lock,
+    ensure_built,
+    is_current,
+    pointer_snapshot,
+    sync_index,
+)
+from ctxstore.index.connection import (
+    _DAMAGED_ON_OPEN,
+    DAMAGE_MARKER,
+    INDEX_COMPANIONS,
+    INDEX_FILE,
+    OUTDATED_SCHEMA,
+    IndexConnection,
+    IndexRepair,
+    _code,
+    _drop_files,
+    _read_marker,
+    _readonly_os,
+    index_dir,
+    is_damage,
+    mark_damaged,
+)
 from ctxstore.index.meta import BUILD_STATE, clone_id, parse_snapshot
 from ctxstore.index.schema import (
     EXPECTED_SCHEMA_DIGEST,
@@ -54,11 +79,7 @@ from ctxstore.index.schema import (
 
 if TYPE_CHECKING:
     from ctxstore.index.rebuild import BuildCounts
-    from ctxstore.refs import Pointer
     from ctxstore.repo import Store
-
-# (records applied, records to apply): the index catch-up and rebuild report through it.
-Progress = Callable[[int, int], None]
 
 __all__ = [
     "BUILD_STATE",
@@ -84,222 +105,9 @@ __all__ = [
     "sync_index",
 ]
 
-INDEX_FILE = "index.sqlite"
-INDEX_COMPANIONS = db.COMPANIONS
-# Left by a query that met damage the open-time checks did not see: the next open rebuilds.
-DAMAGE_MARKER = "index.sqlite-damaged"
 # ``PRAGMA quick_check`` reads every page (about 1-2 ms per MiB): on every open only while
 # that stays negligible. Larger files rely on SQLite's own checks as pages are read.
 QUICK_CHECK_MAX_BYTES = 2 << 20
-
-# The file itself is damaged whenever it is met (``db.DAMAGED``); while opening and catching
-# up, a missing table or column, a broken constraint or a type mismatch also means the file is
-# not what ctx wrote (hand edits, another schema).
-_DAMAGED_ON_OPEN = db.DAMAGED | db.NOT_OURS
-_READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
-
-
-class IndexRepair(NamedTuple):
-    """A damaged index that ``open_index`` dropped and rebuilt from the objects.
-
-    ``code``: the code index (``code.sqlite``, from the work tree), which was dropped and is
-    rebuilt by ``ctx index``, not from the objects.
-    """
-
-    path: str
-    reason: str
-    in_memory: bool = False
-    code: bool = False
-
-    def message(self) -> str:
-        """The one-line notice, e.g. ``index was damaged (file is not a database); rebuilt from the store``.
-
-        Front ends prefix ``ctx: ``.
-        """
-        if self.code:
-            what = "the code index was written by another version of ctx" \
-                if self.reason.startswith("code schema version") else "the code index was damaged"
-            return f"{what} ({self.reason}); it was dropped: run `ctx index` to rebuild it"
-        # An index an older ctx wrote is not damage: its schema is simply out of date.
-        what = "index was written by another version of ctx" \
-            if self.reason.startswith(OUTDATED_SCHEMA) else "index was damaged"
-        if self.in_memory:
-            return (f"{what} ({self.reason}); rebuilt from the store in memory "
-                    f"({Path(self.path).parent} cannot be written)")
-        return f"{what} ({self.reason}); rebuilt from the store"
-
-
-OUTDATED_SCHEMA = "schema version"
-is_damage = db.is_damage
-_code = db.primary_code
-
-
-def _undecodable(exc: sqlite3.DatabaseError) -> bool:
-    """True for a text cell that is not UTF-8 (ctx writes only str), read back as text.
-
-    SQLite stores any bytes in a TEXT cell and ``PRAGMA quick_check`` passes; Python's
-    ``sqlite3`` then fails while fetching the row, with an error of its own (no SQLite result
-    code): its message is the only sign, and it is the module's, not SQLite's.
-    """
-    return isinstance(exc, sqlite3.OperationalError) \
-        and getattr(exc, "sqlite_errorcode", None) is None \
-        and str(exc).startswith("Could not decode to UTF-8")
-
-
-def _met_damage(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
-    """Turn SQLite's damage codes (and a cell that is not UTF-8) into ``IndexCorrupt``.
-
-    Any other error is left alone. The damage marker makes the next open rebuild the index.
-    """
-    if not is_damage(exc) and not _undecodable(exc):
-        return
-    folder = getattr(conn, "index_folder", None)
-    if folder is not None and not getattr(conn, "opening", False):
-        _write_marker(folder, str(exc))
-    raise IndexCorrupt(f"{exc} (the next command rebuilds it from the store)") from exc
-
-
-def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a ``sqlite3.Cursor`` method so that damage errors become ``IndexCorrupt``."""
-    def guarded(self: sqlite3.Cursor, /, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.DatabaseError as exc:
-            _met_damage(self.connection, exc)
-            _met_busy(self.connection, exc)
-            raise
-    return guarded
-
-
-def _met_busy(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
-    """Turn "database is locked" (another writer outlasted the busy timeout) into ``IndexBusy``.
-
-    Not when the caller set the busy timeout to 0: it chose not to wait and handles the error
-    (``index.retrieval.file_corpus`` skips writing its cache).
-    """
-    if not db.is_busy(exc):
-        return
-    waited_ms = sqlite3.Connection.execute(conn, "PRAGMA busy_timeout").fetchone()[0]
-    if waited_ms:
-        folder = getattr(conn, "index_folder", None)
-        where = str(folder / INDEX_FILE) if folder is not None else "the index"
-        raise IndexBusy(where, waited=waited_ms / 1000) from exc
-
-
-class _GuardedCursor(sqlite3.Cursor):
-    """A cursor that turns damage errors into ``IndexCorrupt`` (E007).
-
-    Errors at execute time or while rows are read become E007 instead of an internal error.
-    """
-
-    execute = _guarded(sqlite3.Cursor.execute)
-    executemany = _guarded(sqlite3.Cursor.executemany)
-    executescript = _guarded(sqlite3.Cursor.executescript)
-    __next__ = _guarded(sqlite3.Cursor.__next__)
-    fetchone = _guarded(sqlite3.Cursor.fetchone)
-    fetchmany = _guarded(sqlite3.Cursor.fetchmany)
-    fetchall = _guarded(sqlite3.Cursor.fetchall)
-
-
-class IndexConnection(sqlite3.Connection):
-    """A connection to the index, as ``open_index`` returns it.
-
-    Attributes:
-        repaired: The repair this open made (the index was damaged and rebuilt), or None.
-        in_memory: True when the index lives in memory (``index/`` cannot be written).
-        index_folder: The folder of the index file (None in memory).
-        opening: True while ``open_index`` checks the file (damage met then is repaired
-            at once, so no marker is left).
-    """
-
-    repaired: IndexRepair | None = None
-    in_memory: bool = False
-    index_folder: Path | None = None
-    opening: bool = False
-
-    def __init__(self, database: str, *args: Any, **kwargs: Any) -> None:
-        super().__init__(database, *args, **kwargs)
-        if database == ":memory:":
-            self.in_memory = True
-        else:  # set before the first statement runs: damage met then is told apart
-            self.index_folder = Path(database).parent
-            self.opening = True
-
-    # sqlite3's own methods, each through a guarded cursor.
-    def cursor(self, factory: Any = None) -> Any:
-        """A cursor of ``factory``, by default one that reports damage as ``IndexCorrupt``."""
-        return super().cursor(factory or _GuardedCursor)
-
-    def execute(self, sql: str, parameters: Any = (), /) -> Any:
-        """``sqlite3.Connection.execute`` through a guarded cursor."""
-        return self.cursor().execute(sql, parameters)
-
-    def executemany(self, sql: str, seq: Any, /) -> Any:
-        """``sqlite3.Connection.executemany`` through a guarded cursor."""
-        return self.cursor().executemany(sql, seq)
-
-    def executescript(self, script: str, /) -> Any:
-        """``sqlite3.Connection.executescript`` through a guarded cursor."""
-        return self.cursor().executescript(script)
-
-
-def index_dir(store: Store) -> Path:
-    """The folder holding the index files (``INDEX_FILE`` and its WAL/SHM companions)."""
-    return store.root / "index"
-
-
-def pointer_snapshot(store: Store) -> dict[str, list[str]]:
-    """The heads of HEAD's ref and STAGE as hex lists (what the index syncs to)."""
-    return _snapshot(store.head_ref(), store.read_head(), store.read_stage())
-
-
-def _snapshot(ref: str, main: Pointer, stage: Pointer | None) -> dict[str, list[str]]:
-    return {"ref": [ref], "main": [h.hex() for h in main.heads],
-            "stage": [h.hex() for h in stage.heads] if stage else []}
-
-
-def _snapshot_text(root: Path) -> str | None:
-    """``pointer_snapshot`` as ``sync_index`` records it, read from the pointer files alone.
-
-    None when a pointer is missing or unreadable: opening the store reports that.
-    """
-    from ctxstore import refs
-
-    try:
-        ref = refs.read_head_target(root)
-        main = refs.read_pointer(root, ref)
-        stage = refs.read_pointer(root, "STAGE")
-    except (CtxError, OSError):
-        return None
-    if main is None:
-        return None
-    return json.dumps(_snapshot(ref, main, stage), sort_keys=True)
-
-
-def is_current(root: Path, conn: sqlite3.Connection) -> bool:
-    """True when the index ``conn`` last synced to exactly the pointers now on disk.
-
-    Reads the three pointer files (HEAD, its ref, STAGE) and the ``meta`` row: no store
-    handle and no object model, so a read on an unchanged store skips importing them.
-
-    Args:
-        root: The store's ``.ctx`` directory (resolved).
-        conn: An index connection.
-
-    Returns:
-        False when the pointers moved, or cannot be read (the caller then syncs through
-        the store, which reports a damaged pointer).
-    """
-    snap = _snapshot_text(root)
-    if snap is None:
-        return False
-    row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
-    return row is not None and row[0] == snap and _owner_row(conn) == clone_id(root)
-
-
-def _owner_row(conn: sqlite3.Connection) -> str | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'clone'").fetchone()
-    return None if row is None else str(row[0])
 
 
 def open_current(root: Path) -> IndexConnection | None:
@@ -381,10 +189,6 @@ def check_index_files(store: Store) -> str | None:
                          detail=f"is {fsio.file_kind(st.st_mode)}, not a regular file")
     return reason
 
-
-# Seconds a caller that may not rebuild (a hook) spends building a new index (a fresh clone,
-# a deleted index/): a small store's is built in full; a large one is left partial and said so.
-NEW_INDEX_BUDGET = 1.0
 
 # Seconds a command waits for another process's write transaction on the index (a rebuild,
 # a catch-up) before it gives up with ``IndexBusy``.
@@ -469,56 +273,6 @@ def inspect_index(conn: sqlite3.Connection, *, quick_check_max: int | None = Non
     return None
 
 
-def _read_marker(folder: Path) -> str | None:
-    try:
-        text = fsio.read_regular(folder / DAMAGE_MARKER, 400)
-    except FileNotFoundError:
-        return None
-    except (OSError, UnsafePath):
-        return "a damage marker was left"
-    return text.decode("utf-8", "replace").strip()[:200] or "a damage marker was left"
-
-
-def mark_damaged(conn: sqlite3.Connection, reason: str) -> None:
-    """Leave the damage marker of the index ``conn`` reads, so the next open rebuilds it.
-
-    For damage that SQLite does not see (a cell ctx wrote as JSON that holds something
-    else): the reader that met it raised ``IndexCorrupt``; the session marks the index.
-    """
-    folder = getattr(conn, "index_folder", None)
-    if folder is not None and not getattr(conn, "opening", False):
-        _write_marker(folder, reason)
-
-
-def _write_marker(folder: Path, reason: str) -> None:
-    """Leave the damage marker in ``folder``; best effort, the caller's error is what counts.
-
-    By descriptor (PS-10): the folder is opened ``O_NOFOLLOW`` from its parent (the store, or
-    the temporary directory of a comparison), so an ``index/`` swapped for a link is refused.
-    """
-    try:
-        with fsio.open_dir(folder.parent) as parent:
-            parent.replace_atomic(folder / DAMAGE_MARKER, reason.encode("utf-8", "replace")[:200])
-    except (OSError, UnsafePath):
-        pass
-
-
-def _drop_files(root: Path, folder: Path) -> None:
-    """Delete the index file, its companions and the damage marker, through descriptors.
-
-    Raises:
-        UnsafePath: (E020) if ``index/`` is (or was swapped for) a link or not a directory.
-        OSError: if a file cannot be removed.
-    """
-    with fsio.open_dir(root) as store_dir:
-        for name in (INDEX_FILE, *(INDEX_FILE + s for s in INDEX_COMPANIONS), DAMAGE_MARKER):
-            store_dir.unlink(folder / name)
-
-
-def _readonly_os(exc: OSError) -> bool:
-    return exc.errno in _READ_ONLY_ERRNOS
-
-
 def _memory_index(store: Store, *, sync: bool, progress: Progress | None = None) -> IndexConnection:
     conn = _connect(":memory:")
     _create(conn)
@@ -527,24 +281,6 @@ def _memory_index(store: Store, *, sync: bool, progress: Progress | None = None)
     if sync:
         sync_index(store, conn, progress=progress)  # in memory: always built, nothing to resume
     return conn
-
-
-def _not_ready(folder: Path, conn: sqlite3.Connection | None = None,
-               outdated: str | None = None) -> IndexNotReady:
-    """Why the index cannot be used without a full build.
-
-    Another process builds it, or it is an older ctx's (``outdated``), partial, or not built.
-    """
-    from ctxstore.index.rebuild import building_pid, read_build_state
-
-    pid = building_pid(folder)
-    if pid is not None:
-        return IndexNotReady("building", pid=pid or None)
-    if outdated is not None:
-        return IndexNotReady("outdated", detail=outdated)
-    if conn is not None and read_build_state(conn) is not None:
-        return IndexNotReady("partial")
-    return IndexNotReady("missing")
 
 
 def _open_code(store: Store, conn: IndexConnection, folder: Path) -> None:
@@ -570,6 +306,8 @@ def _open_code(store: Store, conn: IndexConnection, folder: Path) -> None:
         if not (is_damage(exc) or _code(exc) in _DAMAGED_ON_OPEN):
             raise
         problem = str(exc)
+    except IndexCorrupt as exc:  # the guarded cursor met the damage first: it is the code file's
+        problem = str(exc.__cause__ or exc.message)
     if problem is None:
         return
     _detach_code(conn)
@@ -579,9 +317,7 @@ def _open_code(store: Store, conn: IndexConnection, folder: Path) -> None:
     again = codedb.inspect_code(conn)
     if again is not None:
         raise IndexCorrupt(f"code index: {again}, right after making it again")
-    repair = IndexRepair(str(folder / codedb.CODE_FILE), problem, code=True)
-    if conn.repaired is None:
-        conn.repaired = repair
+    conn.repairs.append(IndexRepair(str(folder / codedb.CODE_FILE), problem, code=True))
 
 
 def _detach_code(conn: sqlite3.Connection) -> None:
@@ -592,12 +328,14 @@ def _detach_code(conn: sqlite3.Connection) -> None:
 
 
 def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
-              rebuild: bool = True) -> tuple[IndexConnection | None, str | None]:
+              rebuild: bool = True, carry: list[IndexRepair] | None = None
+              ) -> tuple[IndexConnection | None, str | None]:
     """Open and check the file, and catch up.
 
     ``(conn, None)``, or ``(None, reason)`` when the file is damaged. A store that cannot be written
     gets a memory index. Without ``rebuild``, an index that needs a full build (an older ctx's,
-    a new one, a partial one) raises ``IndexNotReady`` instead.
+    a new one, a partial one) raises ``IndexNotReady`` instead. The repairs a failed attempt
+    made (the code index dropped before the main file's damage showed) go to ``carry``.
     """
     folder = index_dir(store)
     conn: IndexConnection | None = None
@@ -620,11 +358,11 @@ def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
         raise
     except IndexCorrupt as exc:
         if conn is not None:
-            conn.close()
+            _close(conn, carry)
         return None, str(exc.__cause__ or exc.message)
     except sqlite3.DatabaseError as exc:
         if conn is not None:
-            conn.close()
+            _close(conn, carry)
         if db.is_read_only(exc):
             return _memory_index(store, sync=sync, progress=progress), None
         if _code(exc) in _DAMAGED_ON_OPEN:
@@ -635,10 +373,17 @@ def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
             conn.close()
         raise
     if damage is not None:
-        conn.close()
+        _close(conn, carry)
         return None, damage
     conn.opening = False
     return conn, None
+
+
+def _close(conn: IndexConnection, carry: list[IndexRepair] | None) -> None:
+    """Close a connection given up on, keeping the repairs it made in ``carry``."""
+    if carry is not None:
+        carry.extend(conn.repairs)
+    conn.close()
 
 
 def open_index(store: Store, *, sync: bool = True, progress: Progress | None = None,
@@ -646,7 +391,7 @@ def open_index(store: Store, *, sync: bool = True, progress: Progress | None = N
     """Open the index, creating it, or rebuilding it when damaged, and bring it up to date.
 
     A damaged index is dropped and rebuilt from the objects; the repair is on the
-    connection (``repaired``). A store whose ``index/`` cannot
+    connection (``repairs``). A store whose ``index/`` cannot
     be written (read-only checkout) gets an in-memory index built from the objects. A full
     build (``index.rebuild``) goes on from where an interrupted one stopped.
 
@@ -671,8 +416,10 @@ def open_index(store: Store, *, sync: bool = True, progress: Progress | None = N
     """
     folder = index_dir(store)
     found = check_index_files(store) or _read_marker(folder)
+    carry: list[IndexRepair] = []
     if found is None:
-        conn, found = _try_open(store, sync=sync, progress=progress, rebuild=rebuild)
+        conn, found = _try_open(store, sync=sync, progress=progress, rebuild=rebuild,
+                                carry=carry)
         if conn is not None:
             return conn
     assert found is not None
@@ -690,149 +437,10 @@ def open_index(store: Store, *, sync: bool = True, progress: Progress | None = N
         conn, again = _memory_index(store, sync=sync, progress=progress), None
     if conn is None:
         raise IndexCorrupt(f"{again}, right after rebuilding it (is the disk failing?)")
-    conn.repaired = IndexRepair(str(folder / INDEX_FILE), found, in_memory=conn.in_memory)
+    # Both repairs when one open made both: the main index's, then the code index's.
+    conn.repairs[:0] = [IndexRepair(str(folder / INDEX_FILE), found, in_memory=conn.in_memory),
+                        *carry]
     return conn
-
-
-def sync_index(store: Store, conn: sqlite3.Connection,
-               target: dict[str, list[str]] | None = None,
-               progress: Progress | None = None, *, rebuild: bool = True) -> bool:
-    """Apply whatever HEAD and STAGE have that the index has not.
-
-    Returns True if it changed anything. ``target`` syncs to those pointers instead (a
-    ``pointer_snapshot`` recorded earlier: ``ctx debug verify --index`` replays what a file says it
-    reflects). An index that was never completed (new, or partial) is first built, or its
-    build resumed (``ensure_built``), unless ``rebuild`` is False.
-
-    Raises:
-        CtxError: (E001-E005) if the store is damaged on the way.
-        IndexCorrupt: (E007) if SQLite finds the index file damaged.
-        IndexNotReady: (E024) if a full build is needed and ``rebuild`` is False, or another
-            process's build outlasts the store's lock timeout.
-    """
-    def current() -> str:
-        return json.dumps(target if target is not None else pointer_snapshot(store), sort_keys=True)
-
-    owner = clone_id(store.root)
-    built = False
-    if _synced_row(conn) is None:  # new or partial: built in slices, resumable
-        built = ensure_built(store, conn, target=target, progress=progress,
-                             rebuild=rebuild) is not None
-    snap = current()
-    if _synced_row(conn) == snap and _owner_row(conn) == owner:
-        return built
-    from ctxstore.index.apply import apply_commits, clear_index, plan_sync  # only to catch up
-
-    codedb.begin(conn, "main")  # `ctx index` may be writing the code tables meanwhile
-    try:
-        # Re-read inside the write lock: another process may have caught up meanwhile,
-        # and the pointers may have moved again.
-        snap = current()
-        row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
-        ours = _owner_row(conn) == owner
-        if row is None:  # another process began a rebuild meanwhile: resume or wait for it
-            conn.execute("ROLLBACK")
-            return sync_index(store, conn, target, progress, rebuild=rebuild)
-        if row[0] == snap and ours:
-            conn.execute("COMMIT")
-            return built
-        # An index built for another copy of the store (clone_id) is not trusted: start clean.
-        old = parse_snapshot(row[0]) if row is not None and ours else None
-        new = json.loads(snap)
-        # STAGE's canonical commit (a fold's) is no part of the state: after a `git checkout`
-        # it is another branch's (``replay.state_heads``).
-        stage = store.work_heads([ObjectId(bytes.fromhex(h)) for h in new["stage"]])
-        heads = [bytes.fromhex(h) for h in new["main"]] + [bytes(h) for h in stage]
-        if old is None:
-            clear_index(conn)  # no trustworthy record of what was applied: start clean
-        plan = plan_sync(store, conn, old, heads)
-        if plan.rebuild:
-            clear_index(conn)
-            plan = plan_sync(store, conn, None, heads)
-        apply_commits(store, conn, plan.commits, progress)
-        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('synced', ?)", (snap,))
-        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('clone', ?)", (owner or "",))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # the original error matters; the transaction dies with the connection
-        raise
-    return True
-
-
-def _synced_row(conn: sqlite3.Connection) -> str | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'synced'").fetchone()
-    return None if row is None else str(row[0])
-
-
-def _building(folder: Path) -> bool:
-    from ctxstore.index.rebuild import building_pid
-
-    return building_pid(folder) is not None
-
-
-@contextlib.contextmanager
-def _rebuild_lock(store: Store, folder: Path | None) -> Iterator[None]:
-    """``index.rebuild.rebuild_lock`` for the store's lock timeout; a timeout is ``IndexNotReady``."""
-    from ctxstore.index.rebuild import rebuild_lock
-
-    try:
-        with rebuild_lock(folder, timeout=store.lock_timeout):
-            yield
-    except LockConflict as exc:
-        raise IndexNotReady("building", pid=exc.pid,
-                            detail=f"gave up after {exc.waited:.1f}s") from exc
-
-
-def ensure_built(store: Store, conn: sqlite3.Connection, *,
-                 target: dict[str, list[str]] | None = None, progress: Progress | None = None,
-                 rebuild: bool = True, restart: bool = False) -> BuildCounts | None:
-    """Build the index if it was never completed: a new one, or the rest of a partial one.
-
-    Under ``index/rebuild.lock``: a second process waits for the first (up to the store's lock
-    timeout) and then finds the index complete, or goes on from where a killed one stopped.
-
-    Args:
-        store: The store.
-        conn: The index connection (no transaction open).
-        target: The pointers a new build applies (default: the pointers now).
-        progress: Called with (records applied, records to apply).
-        rebuild: False: raise ``IndexNotReady`` instead of building a partial index or
-            waiting for another process's build; a new index is built for at most
-            ``NEW_INDEX_BUDGET`` seconds (a small store's, in full), then left partial.
-        restart: Start a new build even if the index is complete or partial.
-
-    Returns:
-        What the build did, or None when the index was complete (and not ``restart``).
-
-    Raises:
-        IndexNotReady: (E024) as said under ``rebuild``; or another process builds for longer
-            than the store's lock timeout.
-        CtxError: (E001-E005) if the store is damaged on the way.
-    """
-    from ctxstore.index.rebuild import build_index, read_build_state, start_build
-
-    folder: Path | None = getattr(conn, "index_folder", None)
-    budget = None
-    if not rebuild and folder is not None:
-        if read_build_state(conn) is not None or _building(folder):
-            raise _not_ready(folder, conn)
-        budget = NEW_INDEX_BUDGET  # a new index: built here only if that is quick
-    with _rebuild_lock(store, folder):
-        if not restart and _synced_row(conn) is not None:
-            return None  # another process completed it while this one waited
-        owner = clone_id(store.root) or ""
-        if restart or read_build_state(conn) is None or _owner_row(conn) != owner:
-            # A partial index of another copy of the store is not resumed: its rows are not trusted.
-            start_build(conn, target if target is not None else pointer_snapshot(store), owner)
-        counts = build_index(store, conn, progress, budget=budget)
-    if counts is None:  # out of budget: partial, and said so
-        assert folder is not None
-        raise _not_ready(folder, conn)
-    return counts
 
 
 def rebuild_index(store: Store, *, full: bool = False, progress: Progress | None = None

@@ -276,8 +276,14 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
     for table in ("file_terms", "file_lengths"):
         conn.execute(f"DELETE FROM {table} WHERE file IN (SELECT rowid FROM files WHERE path = ?)",  # noqa: S608
                      (path,))
-    conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?)",
-                 (path,))
+    # chunks_fts is contentless: a document goes by the 'delete' command with the very terms
+    # it was indexed with, made again from its chunk (the tokeniser is deterministic).
+    path_text = index_text(path)
+    conn.executemany(
+        "INSERT INTO chunks_fts(chunks_fts, rowid, path, name, text) VALUES ('delete', ?, ?, ?, ?)",
+        [(rowid, path_text, index_text(qualname or ""), index_text(text))
+         for rowid, qualname, text in conn.execute(
+             "SELECT rowid, qualname, text FROM chunks WHERE path = ?", (path,)).fetchall()])
     file_ids = "SELECT rowid FROM files WHERE path = ?"
     for src, dst in conn.execute(f"SELECT src, dst FROM code_edge_rows WHERE file IN ({file_ids})",  # noqa: S608
                                  (path,)):
@@ -347,29 +353,32 @@ def stat_rows(conn: sqlite3.Connection) -> dict[str, StatRow]:
             ).fetchall()}
 
 
-def snapshot_heads(conn: sqlite3.Connection, paths: Iterable[str]
-                   ) -> dict[str, tuple[bytes, int, bytes | None, bytes | None]]:
+SnapshotHead = tuple[bytes, int, bytes | None, bytes | None, bytes]
+
+
+def snapshot_heads(conn: sqlite3.Connection, paths: Iterable[str]) -> dict[str, SnapshotHead]:
     """The newest ``file`` record (a ``ctx add file`` snapshot) of each path.
 
     From the knowledge index (``winners``, ``versions``), not the code tables: a snapshot is
     history. Each is (the record's version id, its stamp, the ``file_version`` it names, the
-    content blob it names).
+    content blob it names, the change batch carrying it).
     """
     from ctxstore.model import codec
 
-    out: dict[str, tuple[bytes, int, bytes | None, bytes | None]] = {}
+    out: dict[str, SnapshotHead] = {}
     for path in paths:
         key = key_text(("file", path))
         row = conn.execute("SELECT version, stamp, live FROM winners WHERE key = ?",
                            (key,)).fetchone()
         if row is None or not row[2]:
             continue
-        rec = conn.execute("SELECT record FROM versions WHERE key = ? AND version = ?",
+        rec = conn.execute("SELECT record, batch FROM versions WHERE key = ? AND version = ?",
                            (key, row[0])).fetchone()
         wire = codec.decode(bytes(rec[0])) if rec is not None else {}
         named, blob = wire.get("version"), wire.get("blob")
         out[path] = (bytes(row[0]), int(row[1]), bytes(named) if named is not None else None,
-                     bytes(blob) if blob is not None else None)
+                     bytes(blob) if blob is not None else None,
+                     bytes(rec[1]) if rec is not None else b"")
     return out
 
 
@@ -470,7 +479,9 @@ def clear_code_rows(conn: sqlite3.Connection) -> None:
     from ctxstore.index.codedb import CODE_TABLES
 
     for table in CODE_TABLES:
-        if table != "code_meta":
+        if table == "chunks_fts":  # contentless: no DELETE, one command empties it
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+        elif table != "code_meta":
             conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
     bump_generation(conn)
 

@@ -12,8 +12,9 @@ Rows are compared by key, streamed from both sides in key order, so memory holds
 key's rows at a time however large the tables. Rowids are not compared: they depend on
 the order rows were written in, and a replay writes in another order than incremental
 ingestion. The rows that refer to one (``chunks_fts``, ``file_terms``, ``file_lengths``,
-``nodes_fts``, ``runs_fts``) are compared through the row they refer to instead. Each difference names
-its table and key: ``error E007 index:symbols: (pkg/a.py, Greeter.hello): start_line is
+``nodes_fts``, ``runs_fts``) are compared through the row they refer to instead; ``chunks_fts``
+keeps no text (contentless), so its documents are compared by their token counts per field.
+Each difference names its table and key: ``error E007 index:symbols: (pkg/a.py, Greeter.hello): start_line is
 3, the replay has 10``.
 
 The SCC view (``.ctx/DERIVED/scc_latest``, ``ctxstore.graph.scc``) is derived from the
@@ -115,8 +116,10 @@ CODE_TABLES: dict[str, TableCheck] = {
                              ("code_edge_rows", "code_keys")),
     "chunks": TableCheck("SELECT path, start_line, qualname, kind, end_line, tokens, text"
                          " FROM chunks", 2),
-    "chunks_fts": TableCheck("SELECT c.path, c.start_line, f.path AS fts_path, f.name, f.text"
-                             " FROM chunks_fts f LEFT JOIN chunks c ON c.rowid = f.rowid", 2),
+    # Contentless (code schema 3): what it reads back is each document's token count per
+    # field (its docsize row), named by the chunk of the same rowid.
+    "chunks_fts": TableCheck("SELECT c.path, c.start_line, d.sz FROM chunks_fts_docsize d"
+                             " LEFT JOIN chunks c ON c.rowid = d.id", 2),
     "file_terms": TableCheck("SELECT f.path, t.field, t.term, t.tf FROM file_terms t"
                              " LEFT JOIN files f ON f.rowid = t.file", 3),
     "file_lengths": TableCheck("SELECT f.path, l.body, l.path AS path_terms FROM file_lengths l"

@@ -197,9 +197,48 @@ def code_generation(conn: sqlite3.Connection) -> str:
 PACK_APART = frozenset({"markdown"})
 
 
-def warm_corpus(conn: sqlite3.Connection) -> None:
-    """Write the packs' ``corpus_cache`` value now, if it is not current (``ctx index``)."""
+def warm_corpus(conn: sqlite3.Connection, *, since: str | None = None,
+                changed: Iterable[str] = ()) -> None:
+    """Write the packs' ``corpus_cache`` value now, if it is not current (``ctx index``).
+
+    When the value held is the one of generation ``since`` (the code tables as they were
+    before a run) and the run changed only ``changed`` (paths written or removed), it is
+    patched: those paths' entries are dropped and the files' rows read again, instead of
+    reading and judging every file (a third of a one-file ``ctx index`` at 10,000 files).
+    """
+    if since is not None and not conn.in_transaction:
+        name = corpus_name(PACK_APART)
+        row = conn.execute("SELECT generation, data FROM corpus_cache WHERE name = ?",
+                           (name,)).fetchone()
+        old = decode_corpus(bytes(row[1])) if row is not None and row[0] == since else None
+        if old is not None:
+            generation = code_generation(conn)
+            if generation != since:
+                _write_corpus(conn, name, generation, _patched(conn, old, set(changed)))
+            return
     file_corpus(conn, PACK_APART)
+
+
+def _patched(conn: sqlite3.Connection, old: FileCorpus, changed: set[str]) -> FileCorpus:
+    """``old`` with the entries of ``changed`` read again from the file table (or dropped)."""
+    is_test = cached_is_test_path()
+    groups: tuple[list[tuple[int, str, int, int, bool]], ...] = ([], [])
+    tests = set(old.tests)
+    for i, (fid, path, body, where) in enumerate(zip(old.ids, old.paths, old.body,
+                                                     old.path_terms, strict=True)):
+        if path not in changed:
+            groups[i >= old.split].append((fid, path, body, where, i in tests))
+    wanted = sorted(changed)
+    for batch in _batches(wanted):
+        for fid, path, language, body, where in conn.execute(
+                "SELECT f.rowid, f.path, f.language, coalesce(l.body, 0), coalesce(l.path, 0)"
+                " FROM files f LEFT JOIN file_lengths l ON l.file = f.rowid"
+                f" WHERE f.path IN ({','.join('?' * len(batch))})", tuple(batch)).fetchall():
+            groups[language is None or language in PACK_APART].append(
+                (fid, path, body, where, is_test(path)))
+    rows = sorted(groups[0]) + sorted(groups[1])
+    return FileCorpus([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                      [r[3] for r in rows], len(groups[0]), [i for i, r in enumerate(rows) if r[4]])
 
 
 def file_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:
@@ -225,8 +264,14 @@ def file_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:
         if cached is not None:
             return cached
     corpus = read_corpus(conn, apart)
+    _write_corpus(conn, name, generation, corpus)
+    return corpus
+
+
+def _write_corpus(conn: sqlite3.Connection, name: str, generation: str, corpus: FileCorpus) -> None:
+    """Store a corpus as the value of ``generation``, unless the tables moved on since (or busy)."""
     if conn.in_transaction:
-        return corpus  # the caller's transaction: not ours to write in
+        return  # the caller's transaction: not ours to write in
     timeout = conn.execute("PRAGMA busy_timeout").fetchone()[0]
     conn.execute("PRAGMA busy_timeout = 0")
     try:
@@ -239,7 +284,6 @@ def file_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:
             raise
     finally:
         conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
-    return corpus
 
 
 def file_versions(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, bytes]:

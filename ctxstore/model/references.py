@@ -19,7 +19,7 @@ from ctxstore.model.code import FileRecord, FileVersion
 from ctxstore.model.commit import Commit, CommitV2, Tree, WorkCommit
 from ctxstore.model.knowledge import ChangeBatch
 
-__all__ = ["ABORTED_WORK", "Want", "iter_references"]
+__all__ = ["ABORTED_WORK", "Want", "iter_references", "record_references"]
 
 # The type an abort commit's ``aborted_work`` must have. A distinct tuple (not the
 # WorkCommit class itself) so walkers can tell this reference apart: aborted steps stay
@@ -58,17 +58,22 @@ def iter_references(obj: object) -> Iterator[tuple[bytes, Want]]:
             yield entry.id, (Tree if entry.kind == "tree" else None)
     elif isinstance(obj, ChangeBatch):
         for rec in obj.records:
-            blob = getattr(rec, "content_blob", None)
-            if blob:
-                yield blob, None
-            if isinstance(rec, CargoRecord):
-                yield rec.snapshot, CargoMetadataSnapshot
-            elif isinstance(rec, CommandRunRecord):
-                yield rec.snapshot, DiagnosticsSnapshot
-            elif isinstance(rec, FileRecord):  # model.code: the version and the file's bytes
-                yield rec.version, FileVersion
-                yield rec.blob, None
+            yield from record_references(rec)
     elif isinstance(obj, DiagnosticsSnapshot):
         yield obj.output_blob, None
     elif isinstance(obj, FileVersion):
         yield obj.blob_id, None
+
+
+def record_references(rec: object) -> Iterator[tuple[bytes, Want]]:
+    """Every object id one change-batch record refers to, with the type it must have."""
+    blob = getattr(rec, "content_blob", None)
+    if blob:
+        yield blob, None
+    if isinstance(rec, CargoRecord):
+        yield rec.snapshot, CargoMetadataSnapshot
+    elif isinstance(rec, CommandRunRecord):
+        yield rec.snapshot, DiagnosticsSnapshot
+    elif isinstance(rec, FileRecord):  # model.code: the version and the file's bytes
+        yield rec.version, FileVersion
+        yield rec.blob, None

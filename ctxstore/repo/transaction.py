@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ctxstore import fsio, refs
-from ctxstore.errors import BudgetExceeded, StagingConflict, StorageIOError
+from ctxstore.errors import BudgetExceeded, ObjectNotFound, StagingConflict, StorageIOError
 from ctxstore.model import ChangeBatch, Commit, decode_typed, encode_typed
 from ctxstore.model.references import ABORTED_WORK, iter_references
 from ctxstore.objects import KIND_BLOB, KIND_TYPED, ObjectId
@@ -83,6 +83,7 @@ class Transaction:
         self._oids: list[ObjectId] = []
         self._moves: list[_PointerMove] = []
         self._promote_roots: list[ObjectId] = []
+        self._pruned_ids: frozenset[bytes] | None = None  # ctxstore.prunedlist, read when needed
         self._lock_cm = store.lock()
         self.done = False
 
@@ -213,7 +214,12 @@ class Transaction:
             if oid in seen or objects.is_canonical(oid):
                 continue
             seen.add(oid)
-            stored, path = objects.promote(oid)
+            try:
+                stored, path = objects.promote(oid)
+            except ObjectNotFound:
+                if self._pruned(oid):
+                    continue  # `ctx gc` pruned it (an older ctx's code index): never promoted
+                raise
             if path is not None:
                 copied.append(path)
             if stored.kind == KIND_TYPED:
@@ -221,6 +227,14 @@ class Transaction:
                 stack.extend(ObjectId(ref) for ref, want in iter_references(obj)
                              if want is not ABORTED_WORK)
         return copied
+
+    def _pruned(self, oid: ObjectId) -> bool:
+        """Whether a list of ``ctx gc`` names ``oid`` (``ctxstore.prunedlist``): read once, when asked."""
+        from ctxstore.prunedlist import read_pruned
+
+        if self._pruned_ids is None:
+            self._pruned_ids = read_pruned(self.store.root).ids
+        return oid in self._pruned_ids
 
     def _make_durable(self, promoted: list[Path]) -> None:
         oids = list(dict.fromkeys(self._oids))

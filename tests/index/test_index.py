@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import run_ctx, session_of
@@ -217,3 +218,44 @@ def test_short_ids_are_the_shortest_unique_prefixes_by_query_and_by_bisect(store
     assert [fresh(i) for i in reversed(ids)] == list(reversed(got))
     gone = ids[0][:-1] + ("0" if ids[0][-1] != "0" else "1")  # no such node: still unique
     assert read.short_id_lookup(conn)(gone) == brute(gone)
+
+
+def test_one_open_that_repairs_both_indexes_tells_the_user_both(tmp_path: Path) -> None:
+    """The main index damaged and this clone's code index damaged too: one command, two notices."""
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "m.py").write_text("def mooring():\n    return 1\n")
+    for args in (["init", "--no-git"], ["add", "--type", "fact", "mooring lines hold"], ["index"]):
+        assert run_ctx(args, cwd=root).returncode == 0
+    folder = root / ".ctx" / "index"
+    (folder / "index.sqlite").write_bytes(b"not a database at all" * 100)
+    (folder / "code.sqlite").write_bytes(b"not a code index either" * 100)
+    res = run_ctx(["search", "mooring"], cwd=root)
+    assert res.returncode == 0, res.stderr
+    assert "mooring lines hold" in res.stdout
+    notices = [line for line in res.stderr.splitlines() if line.startswith("ctx: ")]
+    assert any("index was damaged" in n and "rebuilt from the store" in n for n in notices), notices
+    assert any("the code index was damaged" in n and "run `ctx index`" in n for n in notices), notices
+    again = run_ctx(["search", "mooring"], cwd=root)
+    assert again.returncode == 0 and again.stderr == ""
+
+
+def test_a_code_index_that_is_not_a_database_is_dropped_not_taken_for_the_main_index(
+        tmp_path: Path) -> None:
+    """Damage SQLite reports while attaching ``code.sqlite`` is the code index's, not index.sqlite's."""
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "m.py").write_text("def mooring():\n    return 1\n")
+    for args in (["init", "--no-git"], ["add", "--type", "fact", "mooring lines hold"], ["index"]):
+        assert run_ctx(args, cwd=root).returncode == 0
+    (root / ".ctx" / "index" / "code.sqlite").write_bytes(b"not a code index" * 100)
+    res = run_ctx(["search", "mooring"], cwd=root)
+    assert res.returncode == 0, res.stderr
+    assert "mooring lines hold" in res.stdout
+    assert [line for line in res.stderr.splitlines() if line.startswith("ctx: ")] == [
+        "ctx: the code index was damaged (file is not a database); it was dropped: run "
+        "`ctx index` to rebuild it"]
+    assert run_ctx(["index"], cwd=root).returncode == 0
+    assert "mooring" in run_ctx(["search", "mooring"], cwd=root).stdout

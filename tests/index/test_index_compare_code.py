@@ -182,11 +182,10 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         "UPDATE chunks SET text = 'forged' WHERE path = 'pkg/a.py' AND start_line = 14",
         ["index:chunks: (pkg/a.py, 14): text is forged, the replay has def main() -> None:\\n    "
          "print(Greeter..."]),
-    "fts-text": (
-        "UPDATE chunks_fts SET name = 'forged' WHERE rowid = "
-        "(SELECT rowid FROM chunks WHERE qualname = 'pkg.b.helper')",
-        # the name's terms (search.tokenize): the dotted name's words
-        ["index:chunks_fts: (pkg/b.py, 1): name is forged, the replay has pkg b helper"]),
+    # chunks_fts is contentless (code schema 3): a document no chunk has is found by its rowid
+    "fts-extra-document": (
+        "INSERT INTO chunks_fts(rowid, path, name, text) VALUES (99999, 'forged', 'forged', 'forged')",
+        ["index:chunks_fts: (NULL, NULL): not in the replay"]),
     "extra-code-edge": (
         "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line) SELECT"
         " f.rowid, (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/b.py'),"

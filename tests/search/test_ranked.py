@@ -40,7 +40,10 @@ def conn() -> Iterator[sqlite3.Connection]:
                    "text) VALUES (?, ?, NULL, 'block', 1, 2, 10, ?)", (rowid, f"f{rowid}.py", text))
         db.execute("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, '', ?)",
                    (rowid, f"f{rowid}.py", text))
-    db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE rowid % 97 = 0)")
+    # chunks_fts is contentless: a document is deleted with the values it was indexed with
+    db.executemany("INSERT INTO chunks_fts(chunks_fts, rowid, path, name, text)"
+                   " VALUES ('delete', ?, ?, '', ?)",
+                   db.execute("SELECT rowid, path, text FROM chunks WHERE rowid % 97 = 0").fetchall())
     db.execute("DELETE FROM chunks WHERE rowid % 97 = 0")  # deleted rows leave rowid gaps
     yield db
     db.close()

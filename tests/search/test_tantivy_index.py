@@ -41,7 +41,7 @@ def _empty_fts5(ctx_dir: Path) -> None:
     conn.commit()
     conn.close()
     conn = sqlite3.connect(ctx_dir / "index" / "code.sqlite")  # this clone's code index
-    conn.execute("DELETE FROM chunks_fts")
+    conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")  # contentless
     conn.commit()
     conn.close()
 

@@ -5,10 +5,10 @@ writes it directly and nothing of it becomes an object, so Git never sees it. A 
 through named stages:
 
 1. **list**: the candidate files (``code.walk``, or the paths given);
-2. **select**: only those whose size or modification time changed since they were indexed
+2. **select** (``select``): only those whose size or modification time changed since they were indexed
    are read (the stat cache on the code index's own rows); sensitive files, links out of the
    tree, special files and files over ``max_file_bytes`` are left out with a note;
-3. **read**: each selected file read, sniffed (binary, not UTF-8), passed through the secret
+3. **read** (``select``): each selected file read, sniffed (binary, not UTF-8), passed through the secret
    scanner and hashed; a file whose content is the one indexed is not indexed again (dedup);
 4. **extract** (``extract``): symbols and relations, in forked workers for a large run;
 5. **resolve** (``resolve``): endpoints resolved against every indexed file plus the files of
@@ -33,18 +33,16 @@ from __future__ import annotations
 import gc
 import os
 import sqlite3
-import stat
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctxstore import fsio
 from ctxstore.code.ingest.extract import Prepared, Progress, default_jobs, prepare_versions
-from ctxstore.code.ingest.report import FileNote, IngestReport, utf8_path
+from ctxstore.code.ingest.report import FileNote, IngestReport
 from ctxstore.code.ingest.resolve import NO_SEMANTICS, Budget, budget_of, module_map
+from ctxstore.code.ingest.select import read_selected, select, sniff
 from ctxstore.code.ingest.store import CodeWriter, write_snapshot
 from ctxstore.code.walk import GitStatus, filter_paths, git_changed, git_status, git_tracked, walk_tree
 from ctxstore.errors import InvalidInput, UnsafePath
@@ -54,16 +52,13 @@ from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
 from ctxstore.security.guard import guard, policy
-from ctxstore.security.secrets import sensitive_file
 
 if TYPE_CHECKING:
     from ctxstore.session import Session
 
 __all__ = ["index_tree", "add_files", "rederive_rows"]
 
-_SNIFF_BYTES = 8192
 _SHAPE_CHECK_MAX = 200  # files of a run compared before and after for their imports and names
-_RACY_NS = 2_000_000_000  # an mtime this close to the run may still change within its tick
 
 
 def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = None,
@@ -137,157 +132,6 @@ def add_files(db: Session, paths: Sequence[str], *, semantics: bool = False) -> 
         return _ingest(db, list(dict.fromkeys(paths)), scope=None, removals=False,
                        semantics=semantics, budget=budget_of(store.config, bulk=False), jobs=1,
                        progress=None, snapshot=True)
-
-
-# -- stage 2: select ---------------------------------------------------------------------------------
-
-def _stat_file(root: Path, path: str, max_file_bytes: int
-               ) -> tuple[os.stat_result | None, str | None]:
-    """(stat, None) for a regular file to consider, (None, note or None) to skip it."""
-    try:
-        st = os.lstat(f"{root}/{path}")  # a string, not a Path: one call per file of the tree
-    except OSError:
-        return None, None  # vanished since the listing
-    if not utf8_path(path):  # objects hold UTF-8 names: Git keeps it, ctx cannot name it
-        return None, "file name is not valid UTF-8: skipped"
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            target = (root / path).resolve()
-            target.relative_to(root.resolve())
-        except RuntimeError:  # Path.resolve on a cycle of links (a -> b -> a)
-            return None, "symbolic link in a loop: not followed"
-        except (OSError, ValueError):
-            return None, "symbolic link out of the work tree: not followed"
-        return None, None  # a link inside the tree: its target is indexed under its own path
-    if not stat.S_ISREG(st.st_mode):
-        return None, f"{fsio.file_kind(st.st_mode)}: skipped"
-    if st.st_size > max_file_bytes:
-        return None, (f"{st.st_size} bytes, over [ingestion] max_file_bytes = {max_file_bytes}: "
-                      "skipped")
-    return st, None
-
-
-@dataclass
-class _Selection:
-    """What the select stage found: the files to read, and the listed files to drop."""
-
-    to_read: list[tuple[str, os.stat_result]]
-    dropped: set[str]  # listed, no longer indexable: an indexed version of one is removed
-    deferred: list[str] = field(default_factory=list)  # over a budget: not read this run
-
-
-def _select(store: Store, candidates: list[str], rows: dict[str, StatRow],
-            skipped: dict[str, tuple[int, int]], semantics: bool, budget: Budget,
-            report: IngestReport, settled: frozenset[str] = frozenset()) -> _Selection:
-    root = store.worktree
-    pol = policy(store)
-    sel = _Selection([], set())
-    over = {"files": 0, "bytes": 0}
-    for path in candidates:
-        if path in settled:  # Git says it is as it was when indexed (_quick_listing)
-            report.unchanged += 1
-            continue
-        # Secrets (docs/security.md): sensitive files are never read, whatever .gitignore
-        # says (one that was indexed before is removed).
-        if not pol.index_sensitive_files and sensitive_file(path) is not None:
-            report.sensitive.append(path)
-            sel.dropped.add(path)
-            continue
-        st, note = _stat_file(root, path, budget.max_file_bytes)
-        if st is None:
-            if note:
-                report.notes.append(FileNote(path, note))
-            sel.dropped.add(path)
-            continue
-        row = rows.get(path)
-        if (row is not None and row.size == st.st_size and row.mtime_ns == st.st_mtime_ns
-                and not (semantics and row.note == NO_SEMANTICS)):
-            report.unchanged += 1
-            continue
-        if skipped.get(path) == (st.st_size, st.st_mtime_ns):
-            report.unchanged += 1  # skipped before (binary, not UTF-8) and unchanged since
-            continue
-        if budget.max_files is not None and len(sel.to_read) >= budget.max_files:
-            over["files"] += 1
-            sel.deferred.append(path)
-            continue
-        if budget.max_bytes is not None and budget.bytes_used + st.st_size > budget.max_bytes:
-            over["bytes"] += 1
-            sel.deferred.append(path)
-            continue
-        budget.bytes_used += st.st_size
-        sel.to_read.append((path, st))
-    if report.sensitive:
-        shown = ", ".join(report.sensitive[:5]) + (f" and {len(report.sensitive) - 5} more"
-                                                  if len(report.sensitive) > 5 else "")
-        report.dropped.append(f"{len(report.sensitive)} sensitive files not read (they hold "
-                              f"credentials; [security] index_sensitive_files): {shown}")
-    if over["files"]:
-        report.dropped.append(f"{over['files']} files not read: over [ingestion] "
-                              f"max_files_per_step = {budget.max_files}")
-    if over["bytes"]:
-        key = "max_bytes_per_step" if budget.max_files is not None else "max_index_bytes"
-        report.dropped.append(f"{over['bytes']} files not read: over [ingestion] {key} = "
-                              f"{budget.max_bytes}")
-    return sel
-
-
-# -- stage 3: read ---------------------------------------------------------------------------------
-
-def _sniff(data: bytes) -> tuple[str | None, str | None]:
-    """(text, None) for UTF-8 text, (None, note) otherwise."""
-    if b"\0" in data[:_SNIFF_BYTES]:
-        return None, "binary (a NUL byte in the first 8 KiB): skipped"
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        return None, f"not UTF-8 text (byte {exc.start}): skipped"
-
-
-@dataclass
-class _Reads:
-    """What the read stage found."""
-
-    texts: list[tuple[str, bytes, str]]  # changed files: (path, bytes, text)
-    blobs: dict[str, ObjectId]
-    stats: dict[str, tuple[int, int] | None]  # for the stat cache (None: racy, read again)
-    same: list[str]  # read again, content as indexed
-    skipped: list[str]  # read, not indexable (binary, not UTF-8)
-
-
-def _read(store: Store, selection: _Selection, rows: dict[str, StatRow], semantics: bool,
-          budget: Budget, report: IngestReport, started: int) -> _Reads:
-    root = store.worktree
-    pol = policy(store)
-    out = _Reads([], {}, {}, [], [])
-    for path, st in selection.to_read:
-        try:
-            data = fsio.read_regular(root / path, budget.max_file_bytes)
-        except (OSError, UnsafePath) as exc:
-            report.notes.append(FileNote(path, f"cannot be read ({exc.__class__.__name__}): skipped"))
-            continue
-        report.read += 1
-        racy = started - st.st_mtime_ns < _RACY_NS
-        out.stats[path] = None if racy else (st.st_size, st.st_mtime_ns)
-        text, note = _sniff(data)
-        if text is None:
-            report.notes.append(FileNote(path, note or "skipped"))
-            selection.dropped.add(path)
-            out.skipped.append(path)
-            continue
-        clean = guard(store, "files", text, what=path, path=path, policy_=pol)
-        if clean is not text:  # what is stored is the redacted text: blob, symbols, chunks
-            text, data = clean, clean.encode("utf-8")
-            report.redacted.append(path)
-        blob = object_id_of(KIND_BLOB, data)
-        row = rows.get(path)
-        if row is not None and row.blob == blob and not (semantics and row.note == NO_SEMANTICS):
-            report.deduplicated += 1
-            out.same.append(path)
-            continue
-        out.blobs[path] = blob
-        out.texts.append((path, data, text))
-    return out
 
 
 # -- stage 1: list -----------------------------------------------------------------------------------
@@ -421,12 +265,13 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
         snapshot_heads,
         stat_rows,
     )
-    from ctxstore.index.retrieval import file_sccs_current
+    from ctxstore.index.retrieval import code_generation, file_sccs_current
 
     store = db.store
     root = store.worktree
     started = time.time_ns()
     conn = db.index()
+    generation_before = code_generation(conn)  # the packs' corpus is patched from it
     rows = stat_rows(conn)
     skipped = {} if full else skipped_rows(conn)
     settled: frozenset[str] = frozenset()
@@ -450,9 +295,9 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
     # --full: neither the stat cache nor dedup apply. A snapshot (ctx add file) is read
     # whatever the code index holds: what it dedups against is the file's last snapshot.
     known_rows = {} if full or snapshot else rows
-    selection = _select(store, candidates, known_rows, skipped, semantics, budget, report,
+    selection = select(store, candidates, known_rows, skipped, semantics, budget, report,
                         settled)
-    reads = _read(store, selection, known_rows, semantics, budget, report, started)
+    reads = read_selected(store, selection, known_rows, semantics, budget, report, started)
     modules = {p: r.module for p, r in rows.items() if r.module is not None}
     known = module_map(set(rows) | {p for p, _, _ in reads.texts}, modules) \
         if reads.texts and semantics else {}
@@ -515,14 +360,24 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
     if semantics and not snapshot:  # the first pack after `ctx index` reads, never writes
         from ctxstore.index.retrieval import warm_corpus
 
-        warm_corpus(conn)
+        warm_corpus(conn, since=None if full else generation_before,
+                    changed=[*report.written, *report.removed])
     if snapshot and stored:
         heads = snapshot_heads(conn, [p.path for p in stored])
         # As snapshotted last: the same version, or without semantics asked, the same bytes
         # (a snapshot with symbols is not replaced by one without).
-        fresh = [p for p in stored
-                 if heads.get(p.path, (b"", 0, None, None))[2 if semantics else 3]
-                 != (p.rows.version if semantics else p.rows.blob)]
+        # Only a snapshot `ctx gc` keeps counts: not one an older ctx's `ctx index` wrote
+        # (in a commit v1, ctxstore.pruned), nor one whose objects it pruned.
+        changed = {p.path for p in stored
+                   if heads.get(p.path, (b"", 0, None, None, b""))[2 if semantics else 3]
+                   != (p.rows.version if semantics else p.rows.blob)}
+        if len(changed) < len(stored):
+            from ctxstore.pruned import v1_batches
+
+            old = v1_batches(store)
+            changed |= {p.path for p in stored if p.path not in changed and (
+                heads[p.path][4] in old or not _snapshot_present(store, heads[p.path]))}
+        fresh = [p for p in stored if p.path in changed]
         same = {p.path for p in stored} - {p.path for p in fresh}
         report.deduplicated += len(same)  # as snapshotted last: nothing new to record
         report.written = [p for p in report.written if p not in same]
@@ -535,6 +390,12 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
         report.dropped.append(f"{counts['budget']} edges not stored: over [ingestion] "
                               f"max_edges_per_step = {budget.max_edges}")
     return report
+
+
+def _snapshot_present(store: Store, head: tuple[bytes, int, bytes | None, bytes | None, bytes]
+                      ) -> bool:
+    """Whether the objects a ``file`` record names (its version, its blob) are in the store."""
+    return all(store.objects.exists(ObjectId(oid)) for oid in head[2:4] if oid is not None)
 
 
 def rederive_rows(store: Store, conn: sqlite3.Connection,
@@ -567,7 +428,7 @@ def rederive_rows(store: Store, conn: sqlite3.Connection,
             data = fsio.read_regular(root / path, budget.max_file_bytes)
         except (OSError, UnsafePath):
             continue
-        text, _ = _sniff(data)
+        text, _ = sniff(data)
         if text is None:
             continue
         clean = guard(store, "files", text, what=path, path=path, policy_=pol)
