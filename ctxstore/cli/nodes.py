@@ -311,8 +311,14 @@ def _print_node(env: Env, node, edges, history, stale=()) -> None:  # type: igno
                f"~{node.tokens} tokens")
     if node.summary:
         echo_stored(f"summary: {node.summary}")
+    from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, describe, read_provenance
+
+    prov = read_provenance(node.metadata)
+    if prov is not None:
+        echo_stored(f"from:    {describe(prov)}")
     for key, value in sorted(node.metadata.items()):
-        echo_stored(f"meta:    {key}={value}")
+        if key != META_PROVENANCE or prov is None:
+            echo_stored(f"meta:    {key}={value}")
     click.echo("")
     echo_stored(node.content.rstrip("\n"))
     for m in stale:  # code.stale: a mentioned file changed after the mention
