@@ -33,7 +33,7 @@ from ctxstore.claude.inject import LINE_BREAK, frame
 from ctxstore.claude.state import HookState, key_of
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
 from ctxstore.knowledge.nodes import forget_node, summarize_nodes, supersede_node, validate_tag
-from ctxstore.knowledge.nodes.provenance import Origin, relative_files
+from ctxstore.knowledge.nodes.provenance import Origin, describe, read_provenance, relative_files
 from ctxstore.knowledge.show import short_ids
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
@@ -106,6 +106,8 @@ def render_nodes(db: Session, nodes: list[NodeRow]) -> str:
         out.append(f"- [{n.type}:{short[n.id]}] " + n.content.strip().replace("\n", "\n  ") + "\n")
         if n.tags:
             out.append(f"  - Tags: {', '.join(n.tags)}\n")
+        if (prov := read_provenance(n.metadata)) is not None:
+            out.append(f"  - From: {describe(prov, short=True)}\n")
         if n.id in newer:  # a newer node refines or contradicts it: shown as history
             out.append(f"  - {history_note(newer[n.id], short[newer[n.id].id])}\n")
     return "".join(out)

@@ -172,3 +172,39 @@ def test_provenance_never_follows_a_symlink_out_of_the_repository(repo: Path, tm
     (tmp_path / "secret.txt").write_text("x")
     (repo / "link.txt").symlink_to(tmp_path / "secret.txt")
     assert relative_files(repo, ["link.txt", "src/../../secret.txt", "src/cache.py"]) == ("src/cache.py",)
+
+
+def test_provenance_in_packs_recall_and_the_node_page(repo: Path) -> None:
+    from ctxstore.browse.node import read_node_page
+
+    node_id = added(repo, "Session cache lives in SQLite, see src/cache.py", "decision")
+    head = git(repo, "rev-parse", "HEAD")
+    pack = json.loads(ctx(repo, "pack", "session cache sqlite", "--format", "json"))
+    (item,) = [i for i in pack["retrieved"] if i["object_id"] == node_id]
+    assert item["provenance"] == {"source": "explicit", "session": None, "branch": "main",
+                                  "commit": head, "files": ["src/cache.py"], "git": "branch"}
+    text = ctx(repo, "pack", "session cache sqlite", "--format", "text")
+    assert f"       from: explicit, branch main at {head[:8]}\n" in text
+    markdown = ctx(repo, "pack", "session cache sqlite", "--format", "markdown")
+    assert f"From: explicit, branch main at {head[:8]}\n" in markdown
+    recalled = json.loads(ctx(repo, "recall", "session cache", "--format", "json"))
+    assert recalled["nodes"][0]["provenance"]["commit"] == head
+    page = read_node_page(session_of(open_store(repo / ".ctx")), node_id)
+    assert page.provenance == (("source", "explicit"), ("session", "none"),  # type: ignore[union-attr]
+                               ("git", f"branch main at commit {head}"), ("files", "src/cache.py"))
+    assert "provenance" not in dict(page.metadata)  # type: ignore[union-attr]
+
+
+def test_provenance_of_a_recalled_node_in_the_stop_hook(repo: Path) -> None:
+    added(repo, "Retries use exponential backoff", "decision")
+    head = git(repo, "rev-parse", "HEAD")
+    payload = {"session_id": SESSION, "cwd": str(repo), "hook_event_name": "Stop"}
+    res = run_ctx(["hook", "stop", "--response", '<ctx:recall query="exponential backoff"/>'],
+                  cwd=repo, stdin=json.dumps(payload))
+    assert res.returncode == 0, res.stderr
+    prompt = {"session_id": SESSION, "cwd": str(repo), "hook_event_name": "UserPromptSubmit",
+              "prompt": "go on"}
+    out = json.loads(run_ctx(["hook", "prompt-submit"], cwd=repo, stdin=json.dumps(prompt)).stdout)
+    shown_ = out["hookSpecificOutput"]["additionalContext"]
+    assert "Retries use exponential backoff" in shown_
+    assert f"  - From: explicit, branch main at {head[:8]}\n" in shown_
