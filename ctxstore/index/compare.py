@@ -139,6 +139,7 @@ REACHED_TABLES: dict[str, TableCheck] = {
     "commit_graph": TableCheck("SELECT oid, gen, kind, session, base FROM commit_graph", 1),
     "commit_parents": TableCheck("SELECT oid, parent FROM commit_parents", 2),
     "node_heads": TableCheck("SELECT node_id, version, commit_oid, prev, stamp FROM node_heads", 3),
+    "updated_in": TableCheck("SELECT node_id, commit_oid, version, stamp FROM updated_in", 3),
 }
 
 
