@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "in_git_work_tree",
            "register_driver", "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked",
-           "driver_registered", "driver_warning", "stage_in_git", "DRIVER_WARNED", "UNTRACKED"]
+           "driver_registered", "driver_warning", "stage_in_git", "DRIVER_WARNED", "UNTRACKED",
+           "head_ids", "head_position"]
 
 DRIVER_NAME = "ctx-ref"
 GITATTRIBUTES = """\
@@ -95,6 +96,31 @@ def head_ids(worktree: Path) -> tuple[str | None, str | None]:
     if res.returncode != 0 or len(lines) != 2 or not all(is_git_id(x) for x in lines):
         return None, None
     return lines[0], lines[1]
+
+
+def head_position(worktree: Path) -> tuple[str | None, str | None]:
+    """The branch checked out in the work tree at ``worktree`` and its ``HEAD`` commit.
+
+    One ``git rev-parse``. A detached ``HEAD`` has its commit and no branch; before a first
+    commit, outside Git, or when Git cannot be run, neither is known.
+
+    Returns:
+        ``(branch, commit id)``: the short branch name (``main``, ``feature/x``) or None,
+        and the commit id as Git writes it or None.
+    """
+    from ctxstore.model.commit import is_git_id
+
+    if not in_git_work_tree(worktree):  # no process outside a work tree (the user store ~/.ctx)
+        return None, None
+    try:
+        res = _git(["rev-parse", "HEAD", "--symbolic-full-name", "HEAD"], worktree)
+    except (FileNotFoundError, OSError):
+        return None, None
+    lines = res.stdout.split()
+    if res.returncode != 0 or len(lines) != 2 or not is_git_id(lines[0]):
+        return None, None
+    ref = lines[1]
+    return (ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None), lines[0]
 
 
 def register_driver(ctx_dir: Path, toplevel: Path, ctx_command: str) -> list[str]:

@@ -259,3 +259,8 @@ def git_repo(tmp_path: Path) -> Path:
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "config", "commit.gpgsign", "false"], check=True)
     return repo
+
+
+def no_git_provenance(source: str = "explicit", session: str | None = None) -> dict:
+    """The ``provenance`` metadata of a node written outside Git (a store in ``tmp_path``)."""
+    return {"source": source, "session": session, "branch": None, "commit": None, "files": []}

@@ -15,6 +15,7 @@ from ctxstore.code.stale import stale_mentions
 from ctxstore.errors import InvalidInput
 from ctxstore.index import read as index_read
 from ctxstore.index.derived import lookup
+from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, Provenance, read_provenance
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
@@ -120,6 +121,9 @@ class NodePage:
         edges: Its edges, out first.
         versions: Every version, oldest first.
         stale: Its mentions of code that changed since.
+        provenance: Where it came from (``knowledge.nodes.provenance``) as text pairs:
+            source, session, Git (branch and commit, ``detached HEAD`` or ``not in Git``),
+            files; empty when it records none (then it is not in ``metadata`` either).
     """
 
     id: str
@@ -138,6 +142,7 @@ class NodePage:
     edges: tuple[EdgeLine, ...]
     versions: tuple[NodeVersion, ...]
     stale: tuple[StaleLine, ...]
+    provenance: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,10 +238,22 @@ def _node_page(db: Session, ref: str) -> NodePage:
     stale = tuple(StaleLine(m.kind, m.key, m.path, m.since_ms, m.reason)
                   for m in stale_mentions(conn, [node.id]).get(node.id, []))
     short = index_read.short_ids(conn, [node.id])[node.id]
+    prov = read_provenance(node.metadata)
+    metadata = {k: v for k, v in node.metadata.items() if k != META_PROVENANCE or prov is None}
     return NodePage(node.id, short, node.type, node.content, node.summary, tuple(node.tags),
-                    _pairs(node.metadata), node.status, node.superseded_by, node.created_at,
+                    _pairs(metadata), node.status, node.superseded_by, node.created_at,
                     node.updated_at, node.author, node.tokens, tuple(edges), tuple(versions),
-                    stale)
+                    stale, _provenance_pairs(prov) if prov is not None else ())
+
+
+def _provenance_pairs(prov: Provenance) -> tuple[tuple[str, str], ...]:
+    git = {"branch": f"branch {prov.branch} at commit {prov.commit}",
+           "detached": f"detached HEAD at commit {prov.commit}",
+           "none": "not in Git (no commit)"}[prov.git_state]
+    pairs = [("source", prov.source), ("session", prov.session or "none"), ("git", git)]
+    if prov.files:
+        pairs.append(("files", ", ".join(prov.files)))
+    return tuple(pairs)
 
 
 def _endpoint_page(db: Session, kind: str, key: str) -> EndpointPage:

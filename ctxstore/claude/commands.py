@@ -33,6 +33,7 @@ from ctxstore.claude.inject import LINE_BREAK, frame
 from ctxstore.claude.state import HookState, key_of
 from ctxstore.errors import CtxError, IndexCorrupt, InvalidInput
 from ctxstore.knowledge.nodes import forget_node, summarize_nodes, supersede_node, validate_tag
+from ctxstore.knowledge.nodes.provenance import Origin, describe, read_provenance, relative_files
 from ctxstore.knowledge.show import short_ids
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
@@ -105,6 +106,8 @@ def render_nodes(db: Session, nodes: list[NodeRow]) -> str:
         out.append(f"- [{n.type}:{short[n.id]}] " + n.content.strip().replace("\n", "\n  ") + "\n")
         if n.tags:
             out.append(f"  - Tags: {', '.join(n.tags)}\n")
+        if (prov := read_provenance(n.metadata)) is not None:
+            out.append(f"  - From: {describe(prov, short=True)}\n")
         if n.id in newer:  # a newer node refines or contradicts it: shown as history
             out.append(f"  - {history_note(newer[n.id], short[newer[n.id].id])}\n")
     return "".join(out)
@@ -124,6 +127,12 @@ def _over_limit(content: str, limit: int) -> None:
                            "(config [claude] max_remember_chars)")
 
 
+def _files(cmd: dict[str, Any]) -> list[str]:
+    """The files the command's turn touched (``on_stop``), as recorded with a queued command."""
+    files = cmd.get("files")
+    return [f for f in files if isinstance(f, str)] if isinstance(files, list) else []
+
+
 def _remember(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     from ctxstore.knowledge.remember import remember
 
@@ -137,7 +146,7 @@ def _remember(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     with session_for_scope(ctx.db, attrs.get("scope")) as db:  # scope="global": ~/.ctx
         res = remember(db, cmd["content"], type=attrs.get("type"), tags=_tags(attrs.get("tags")),
                        session=ctx.session, hook_key=key, current_task=_current_task(ctx),
-                       max_content=limit)
+                       max_content=limit, files=_files(cmd))
     problem = f"{res.warning} in <ctx:remember>" if res.warning else None
     return Outcome(changed=res.changed, problem=problem)
 
@@ -223,7 +232,9 @@ def _summarize(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     _, res = summarize_nodes(ctx.db, refs, cmd["content"],
                              archive_sources=(attrs.get("archive") or "").lower() == "true",
                              tags=_tags(attrs.get("tags")), max_content=limit, hook_key=key,
-                             channel="summaries")  # capture: a secret in it is redacted
+                             channel="summaries",  # capture: a secret in it is redacted
+                             origin=Origin("conversation", ctx.session,
+                                           relative_files(ctx.store.worktree, _files(cmd))))
     return Outcome(changed=res.changed)
 
 

@@ -76,6 +76,28 @@ class Turn(NamedTuple):
     blocks: list[TextBlock]
     prompt_uuid: str | None
     timed_out: bool = False
+    files: tuple[str, ...] = ()  # files the turn's tool calls read or wrote, latest first
+
+
+# Tools whose input names one file (``file_path``, ``notebook_path``): the files a turn touched.
+_FILE_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "Read", "NotebookEdit"})
+MAX_TURN_FILES = 8
+
+
+def _tool_files(entry: dict[str, Any], into: list[str]) -> None:
+    """Add the files the entry's tool calls name, at most ``MAX_TURN_FILES`` in all."""
+    content = message_content(entry)
+    if not isinstance(content, list):
+        return
+    for block in reversed(content):  # the turn is read backwards: latest first
+        if len(into) >= MAX_TURN_FILES:
+            return
+        if not isinstance(block, dict) or block.get("type") != "tool_use" \
+                or block.get("name") not in _FILE_TOOLS or not isinstance(block.get("input"), dict):
+            continue
+        path = block["input"].get("file_path") or block["input"].get("notebook_path")
+        if isinstance(path, str) and 0 < len(path) <= 4096 and path not in into:
+            into.append(path)
 
 
 class LongLine(NamedTuple):
@@ -361,6 +383,7 @@ def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
     seen_uuids: set[str] = set()
     seen_texts: set[tuple[str, str]] = set()
     found: list[TextBlock] = []
+    files: list[str] = []
     talked = False  # a user or assistant line was met (so a turn end met now is not ours)
     try:
         size = os.fstat(fd).st_size
@@ -396,6 +419,7 @@ def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
             if kind != "assistant" or uuid in seen_uuids:
                 continue
             seen_uuids.add(uuid)
+            _tool_files(entry, files)
             message = entry.get("message")
             msg_id = message.get("id") if isinstance(message, dict) else None
             texts = _assistant_texts(entry)
@@ -415,7 +439,7 @@ def read_last_turn(path: Path, *, max_scan: int = MAX_SCAN_BYTES,
     finally:
         os.close(fd)
     found.reverse()
-    return Turn(found, prompt_uuid, timed_out)
+    return Turn(found, prompt_uuid, timed_out, tuple(files))
 
 
 def merge_final_message(turn: Turn, final: str | None) -> list[TextBlock]:

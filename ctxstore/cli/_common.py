@@ -356,11 +356,12 @@ def preview(text: str, width: int = 70) -> str:
 
 
 def node_json(node: Any) -> dict[str, Any]:
-    """A node as JSON (times as ISO-8601)."""
+    """A node as JSON (times as ISO-8601), with its provenance (None when it records none)."""
+    from ctxstore.knowledge.nodes.provenance import provenance_json
     from ctxstore.packs.compose import iso_ms, tier_of
 
     return {"id": node.id, "type": node.type, "content": node.content, "summary": node.summary,
             "tags": node.tags, "tier": tier_of(node), "metadata": node.metadata,
             "status": node.status, "superseded_by": node.superseded_by,
             "token_estimate": node.tokens, "created_at": iso_ms(node.created_at),
-            "updated_at": iso_ms(node.updated_at)}
+            "updated_at": iso_ms(node.updated_at), "provenance": provenance_json(node.metadata)}

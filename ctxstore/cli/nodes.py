@@ -284,15 +284,20 @@ def _add_narrative(env: Env, kind: str, rest: tuple[str, ...], from_stdin: bool,
     return doc, f"{node.id}{number}  narrative/{entry.path}"
 
 
-def _print_node(env: Env, node, edges, history, stale=()) -> None:  # type: ignore[no-untyped-def]
+def _print_node(env: Env, node, edges, history, stale=(), commits=()) -> None:  # type: ignore[no-untyped-def]
     from ctxstore.packs.compose import iso_ms
 
     if env.fmt == "json":
         doc = node_json(node)
         doc["stale_mentions"] = [m.to_json() for m in stale]  # code.stale
+        # UpdatedIn (spec 002 §9): the canonical commits that changed it, newest first
+        doc["updated_in"] = [{"commit": c.commit, "at": iso_ms(c.at_ms), "message": c.message}
+                             for c in commits]
         if edges is not None:
             doc["edges"] = [{"from": e.from_key, "to": e.to_key, "type": e.label,
                              "direction": "out" if e.from_key == node.id else "in"} for e in edges]
+            doc["edges"] += [{"from": node.id, "to": c.commit, "type": "UpdatedIn",
+                              "direction": "out", "kind": "commit"} for c in commits]
         if history is not None:
             doc["history"] = history
         emit_json(doc)
@@ -311,8 +316,14 @@ def _print_node(env: Env, node, edges, history, stale=()) -> None:  # type: igno
                f"~{node.tokens} tokens")
     if node.summary:
         echo_stored(f"summary: {node.summary}")
+    from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, describe, read_provenance
+
+    prov = read_provenance(node.metadata)
+    if prov is not None:
+        echo_stored(f"from:    {describe(prov)}")
     for key, value in sorted(node.metadata.items()):
-        echo_stored(f"meta:    {key}={value}")
+        if key != META_PROVENANCE or prov is None:
+            echo_stored(f"meta:    {key}={value}")
     click.echo("")
     echo_stored(node.content.rstrip("\n"))
     for m in stale:  # code.stale: a mentioned file changed after the mention
@@ -326,6 +337,11 @@ def _print_node(env: Env, node, edges, history, stale=()) -> None:  # type: igno
                 click.echo(f"  -> {e.label:<13} {e.to_kind}:{e.to_key}")
             else:
                 click.echo(f"  <- {e.label:<13} {e.from_kind}:{e.from_key}")
+    if (history is not None or edges is not None) and commits:
+        click.echo("")
+        click.echo(f"updated in ({len(commits)} commits, newest first):")
+        for c in commits:
+            echo_stored(f"  {iso_ms(c.at_ms)}  {c.commit[:12]}  {preview(c.message, 50)}")
     if history is not None:
         click.echo("")
         click.echo(f"history ({len(history)} versions, oldest first):")
@@ -354,7 +370,8 @@ def show_command(env: Env, node_id: str, with_edges: bool, history: bool) -> Non
     env.index()  # a large catch-up shows progress on a terminal
     view = show_node(env.session(), node_id, edges=with_edges, history=history)
     _print_node(env, view.node, list(view.edges) if view.edges is not None else None,
-                list(view.versions) if view.versions is not None else None, list(view.stale))
+                list(view.versions) if view.versions is not None else None, list(view.stale),
+                view.updated_in)
 
 
 @click.command("update")

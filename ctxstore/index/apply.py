@@ -49,7 +49,7 @@ __all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_ind
 
 _PROGRESS_STEP = 500  # records applied between two progress calls
 _TABLES = ("applied", "applied_batches", "purged", "winners", "nodes", "tags", "edges", "views",
-           "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads",
+           "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads", "updated_in",
            *BUILD_TABLES, "runs", "runs_fts")  # index.runs
 
 
@@ -174,13 +174,17 @@ def apply_commits(store: Store, conn: sqlite3.Connection,
             if batch is None:  # removed by `ctx purge` (a merged clone's old history)
                 conn.execute("INSERT INTO applied_batches(oid) VALUES (?)", (bid,))
                 continue
+            # UpdatedIn: the node versions a canonical commit carries (not a staged step's)
+            canonical = obj.timestamp_unix * 1000 if isinstance(obj, Commit) else None
             if progress is None:
-                apply_records(store, conn, batch.records, bid, commit=oid, reads=reads)
+                apply_records(store, conn, batch.records, bid, commit=oid, reads=reads,
+                              canonical=canonical)
             else:
                 # In steps, so that the bar moves during one large batch (an import).
                 for start in range(0, len(batch.records), _PROGRESS_STEP):
                     chunk = batch.records[start:start + _PROGRESS_STEP]
-                    apply_records(store, conn, chunk, bid, commit=oid, reads=reads)
+                    apply_records(store, conn, chunk, bid, commit=oid, reads=reads,
+                                  canonical=canonical)
                     done += len(chunk)
                     progress(done, total)
             conn.execute("INSERT INTO applied_batches(oid) VALUES (?)", (bid,))
@@ -191,8 +195,12 @@ def apply_commits(store: Store, conn: sqlite3.Connection,
 
 
 def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[KnowledgeRecord],
-                  batch: bytes, *, commit: bytes, reads: FoldReads) -> None:
+                  batch: bytes, *, commit: bytes, reads: FoldReads,
+                  canonical: int | None = None) -> None:
     """Let each record compete for its key; update the tables for every winner.
+
+    ``canonical``: the time (ms) of ``commit`` when it is a canonical commit; each node
+    version it carries is then recorded in ``updated_in`` (spec 002 §9 ``UpdatedIn``).
 
     ``commit`` is the (work) commit carrying ``batch``: node versions are placed in the
     commit graph by it, for concurrent-edit detection (``ctxstore.index.heads``), which
@@ -228,6 +236,9 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
             from ctxstore.index.runs import apply_run
 
             apply_run(store, conn, rec, version)
+        if isinstance(rec, (NodeRecord, NodeRemoved)) and canonical is not None:
+            conn.execute("INSERT OR IGNORE INTO updated_in(node_id, commit_oid, stamp, version)"
+                         " VALUES (?, ?, ?, ?)", (rec.id, commit, canonical, version))
         if isinstance(rec, (NodeRecord, NodeRemoved)):
             update_node_heads(reads, conn, rec.id, version, commit, rec.prev, stamp,
                               known=cur.rowcount == 0)
@@ -271,6 +282,7 @@ def _apply_purge(store: Store, conn: sqlite3.Connection, rec: PurgeRecord) -> se
         from ctxstore.index.runs import forget_run  # as apply_run, off the hooks' path
 
         forget_run(conn, version)
+        conn.execute("DELETE FROM updated_in WHERE version = ?", (version,))
         for key in keys:
             conn.execute("DELETE FROM versions WHERE key = ? AND version = ?", (key, version))
             win = conn.execute("SELECT version FROM winners WHERE key = ?", (key,)).fetchone()

@@ -147,6 +147,7 @@ REACHED_TABLES: dict[str, TableCheck] = {
                        " diagnostic_count, summary FROM runs", 1),
     "runs_fts": TableCheck("SELECT r.version, f.name, f.status, f.text FROM runs_fts f"
                            " LEFT JOIN runs r ON r.rowid = f.rowid", 1),
+    "updated_in": TableCheck("SELECT node_id, commit_oid, version, stamp FROM updated_in", 3),
 }
 
 

@@ -106,6 +106,14 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
             _met_damage(self.connection, exc)
             _met_busy(self.connection, exc)
             raise
+        except UnicodeDecodeError as exc:
+            # SQLite's message about a damaged schema quotes its bytes, which Python then
+            # cannot decode: the error arrives as this, never as a DatabaseError. Damage.
+            damaged = sqlite3.DatabaseError(f"database disk image is malformed ({exc.reason} "
+                                            "in SQLite's error message)")
+            damaged.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
+            _met_damage(self.connection, damaged)
+            raise damaged from exc
     return guarded
 
 

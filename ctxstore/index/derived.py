@@ -2,7 +2,9 @@
 
 The relationship graph is the union of knowledge edges (``edges``), code edges
 (``code_edges``, this clone's work tree: ``index.codedb``) and the edges of build records
-(``build_edges``: Cargo, command runs), all between typed endpoints ``(kind, key)``. ``lookup`` answers
+(``build_edges``: Cargo, command runs), all between typed endpoints ``(kind, key)``; the
+adjacency of ``ctx debug index`` adds ``UpdatedIn`` (``updated_in_edges``: a node to the
+canonical commits that changed it, derived from history), which the SCC graph leaves out. ``lookup`` answers
 ``ctx debug index KEY`` from the spec 002 §10.2 indexes as SQLite holds them: the path
 index (``files``), the name index (``symbols.name``, ``packages.name``, node types),
 the stable-key index (``symbols.qualname``) and the adjacency index (both edge tables,
@@ -30,6 +32,8 @@ _ADJACENCY = (
     " UNION ALL SELECT 'code:' || path, from_kind, from_key, to_kind, to_key, label FROM code_edges"
     " WHERE {side}_kind = ? AND {side}_key = ?"
     " UNION ALL SELECT 'code:' || path, from_kind, from_key, to_kind, to_key, label FROM build_edges"
+    " WHERE {side}_kind = ? AND {side}_key = ?"
+    " UNION ALL SELECT 'history', from_kind, from_key, to_kind, to_key, label FROM updated_in_edges"
     " WHERE {side}_kind = ? AND {side}_key = ? ORDER BY 6, 3, 5 LIMIT ?")
 
 
@@ -112,7 +116,7 @@ def _names(conn: sqlite3.Connection, namespace: str, name: str, limit: int) -> l
 def _adjacent(conn: sqlite3.Connection, side: str, kind: str, key: str, limit: int
               ) -> list[dict[str, Any]]:
     sql = _ADJACENCY.format(side=side)
-    rows = conn.execute(sql, (kind, key, kind, key, kind, key, limit)).fetchall()
+    rows = conn.execute(sql, (kind, key, kind, key, kind, key, kind, key, limit)).fetchall()
     other = ("to_kind", "to_key") if side == "from" else ("from_kind", "from_key")
     out = []
     for source, fk, fkey, tk, tkey, label in rows:

@@ -28,7 +28,7 @@ __all__ = ["json_cell", "NodeRow", "EdgeRow", "ViewRow", "StoreCounts", "NODE_FI
            "read_views",
            "find_view", "node_versions", "short_id_lookup", "short_ids", "store_counts",
            "table_counts", "all_node_ids", "live_node_ids", "edge_exists", "latest_version",
-           "find_node_by_hook_key"]
+           "find_node_by_hook_key", "updated_in"]
 
 # The columns of a node row, in the order ``NODE_COLUMNS`` selects them.
 NODE_FIELDS = ("id", "type", "content", "content_blob", "summary", "status", "superseded_by",
@@ -649,3 +649,18 @@ def find_node_by_hook_key(conn: sqlite3.Connection, key: str) -> str | None:
     """
     row = _rows(conn, "SELECT id FROM nodes WHERE hook_key = ? LIMIT 1", (key,)).fetchone()
     return None if row is None else str(row["id"])
+
+
+def updated_in(conn: sqlite3.Connection, node_id: str) -> list[tuple[bytes, int]]:
+    """The canonical commits that changed a node (spec 002 §9 ``UpdatedIn``), newest first.
+
+    Args:
+        conn: A synced index connection.
+        node_id: The node's full id.
+
+    Returns:
+        ``(commit id, commit time in ms)`` pairs, each commit once, newest first.
+    """
+    return [(bytes(oid), int(stamp)) for oid, stamp in conn.execute(
+        "SELECT commit_oid, max(stamp) FROM updated_in WHERE node_id = ? GROUP BY commit_oid"
+        " ORDER BY 2 DESC, 1 DESC", (node_id,))]

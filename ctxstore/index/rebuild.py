@@ -274,7 +274,7 @@ class _Build:
                 continue
             for bid in commit.change_batches:
                 if bid not in self.batches:
-                    self._apply_batch(oid, bid)
+                    self._apply_batch(oid, bid, commit)
             self.conn.execute("INSERT OR IGNORE INTO applied(oid, kind) VALUES (?, ?)",
                               (oid, type(commit).TYPE))
         self._finish()
@@ -301,15 +301,19 @@ class _Build:
     def _offset(self, bid: bytes) -> int:
         return self.state.offset if bid == self.state.batch else 0
 
-    def _apply_batch(self, oid: bytes, bid: bytes) -> None:
+    def _apply_batch(self, oid: bytes, bid: bytes, commit: object) -> None:
         from ctxstore.index.apply import apply_records
+        from ctxstore.model import Commit
+
+        # UpdatedIn: the node versions a canonical commit carries, as apply_commits records them
+        canonical = commit.timestamp_unix * 1000 if isinstance(commit, Commit) else None
 
         records = self._records(bid)
         pos = self._offset(bid)
         while pos < len(records):
             step = records[pos:pos + BUILD_SLICE_RECORDS - self.in_slice]
             apply_records(self.store, self.conn, step, bid, commit=oid,  # type: ignore[arg-type]
-                          reads=self.reads)
+                          reads=self.reads, canonical=canonical)
             pos += len(step)
             self.in_slice += len(step)
             self.done += len(step)

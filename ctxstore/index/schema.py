@@ -33,7 +33,9 @@ SchemaRow = tuple[str, str, str, "str | None"]
 #    term_df, corpus_cache) move to this clone's code.sqlite (index.codedb), derived from the
 #    work tree; build edges (cargo, command runs) get their own table, build_edges
 # 12: runs, runs_fts (every stored run of a command, searchable: index.runs)
-INDEX_SCHEMA_VERSION = 12
+# 13: updated_in (spec 002 §9 UpdatedIn: the canonical commits whose change batches hold a
+#    version of a node, derived from history), read through the view updated_in_edges
+INDEX_SCHEMA_VERSION = 13
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -102,6 +104,18 @@ CREATE TABLE IF NOT EXISTS node_heads (
     node_id TEXT NOT NULL, version BLOB NOT NULL, commit_oid BLOB NOT NULL, prev BLOB,
     stamp INTEGER NOT NULL, PRIMARY KEY (node_id, version, commit_oid)
 ) WITHOUT ROWID;
+-- UpdatedIn (spec 002 §9): each canonical commit (commit_oid, its time in ms) whose change
+-- batches hold a version of a node (its creation, edits, deletion): derived, never an object
+-- (the key's columns first: SQLite 3.40's quick_check misreads a WITHOUT ROWID table whose
+-- key skips a column)
+CREATE TABLE IF NOT EXISTS updated_in (
+    node_id TEXT NOT NULL, commit_oid BLOB NOT NULL, version BLOB NOT NULL,
+    stamp INTEGER NOT NULL, PRIMARY KEY (node_id, commit_oid, version)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS updated_in_commit ON updated_in(commit_oid);
+CREATE VIEW IF NOT EXISTS updated_in_edges(from_kind, from_key, to_kind, to_key, label, stamp) AS
+    SELECT DISTINCT 'node', node_id, 'commit', lower(hex(commit_oid)), 'UpdatedIn', stamp
+    FROM updated_in;
 CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary,
     tokenize = "ascii tokenchars '_'");
 -- build rows (index.build): cargo packages/targets/crates, command runs, diagnostics
@@ -157,7 +171,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS runs_fts USING fts5(name, status, text,
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "ea67894de3d5ba241093553272ab9a425f08c582272cfff26fffbf06ff5d738b"
+EXPECTED_SCHEMA_DIGEST = "59daff5e358f6dff52d7c850e436baddf842bca6cbfdd39624cff2471e7d10a3"
 
 _expected: frozenset[SchemaRow] | None = None
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ctxstore.index.read import find_node_by_hook_key
 from ctxstore.knowledge.nodes import add_node, check_content_limit, validate_tag
+from ctxstore.knowledge.nodes.provenance import Origin, relative_files
 from ctxstore.knowledge.tasks import TASK_TAG_PREFIX
 from ctxstore.model.knowledge import NodeRecord
 from ctxstore.model.vocab import TIER_TAG_PREFIX
@@ -58,9 +59,16 @@ class Remembered:
         return self.node is not None
 
 
+def _origin(db: Session, source: str, session: str, files: Sequence[str]) -> Origin:
+    """The provenance origin of an agent write: ``mcp`` for the MCP server, else ``conversation``."""
+    kind = "mcp" if source == "mcp" else "conversation"
+    return Origin(kind, session or None, relative_files(db.store.worktree, files))
+
+
 def remember(db: Session, content: str, *, type: str | None = None, tags: Sequence[str] = (),
              session: str, hook_key: str, current_task: str | None = None,
-             source: str = "claude-code", max_content: int = MAX_CONTENT) -> Remembered:
+             source: str = "claude-code", max_content: int = MAX_CONTENT,
+             files: Sequence[str] = ()) -> Remembered:
     """Write an agent's node once per hook key.
 
     Nothing is written when a live node already records ``hook_key``. The lookup and
@@ -79,6 +87,8 @@ def remember(db: Session, content: str, *, type: str | None = None, tags: Sequen
         source: The front end, kept in metadata as ``source``.
         max_content: The most characters allowed (the front end's configured limit,
             ``MAX_CONTENT`` by default).
+        files: Files the session touched (any form; ``knowledge.nodes.provenance.relative_files``
+            keeps those of the repository), for the node's provenance.
 
     Returns:
         The node written, or the node that already had the key.
@@ -104,5 +114,5 @@ def remember(db: Session, content: str, *, type: str | None = None, tags: Sequen
         # An agent's write is explicit: one that holds a secret is refused (no override).
         added = add_node(db, type or DEFAULT_TYPE, content, tags=clean, author="agent",
                          metadata={"source": source, "session": session, "hook_key": hook_key},
-                         channel="remember")
+                         channel="remember", origin=_origin(db, source, session, files))
     return Remembered(hook_key=hook_key, node=added.node, warning=warning)

@@ -327,7 +327,7 @@ def recall_scoped(stores: Stores, query: str, *, limit: int, now: float) -> list
 
 
 def scoped_json(hits: Sequence[ScopedNode]) -> list[dict[str, Any]]:
-    """The results as JSON objects ``{"store", "id", "type", "content", "tags", "status"}``.
+    """The results as JSON objects ``{"store", "id", "type", "content", "tags", "status", "provenance"}``.
 
     A search result adds ``score`` and ``matched`` (the terms it holds).
 
@@ -337,11 +337,16 @@ def scoped_json(hits: Sequence[ScopedNode]) -> list[dict[str, Any]]:
     Returns:
         One object per result, in order.
     """
+    # Here, not at the top: the hooks import this module for scope handling, and provenance
+    # (git, the secret guard) would cost the prompt hook's import budget for nothing.
+    from ctxstore.knowledge.nodes.provenance import provenance_json
+
     out = []
     for h in hits:
         doc: dict[str, Any] = {"store": h.scope, "id": h.node.id, "type": h.node.type,
                                "content": h.node.content, "tags": list(h.node.tags),
-                               "status": h.node.status}
+                               "status": h.node.status,
+                               "provenance": provenance_json(h.node.metadata)}
         if h.score is not None:
             doc["score"] = round(h.score, 4)
             doc["matched"] = list(h.matched)

@@ -11,14 +11,18 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxstore.code.stale import StaleMention, stale_mentions
+from ctxstore.errors import CtxError
+from ctxstore.ids import ObjectId
 from ctxstore.index import read as index_read
 from ctxstore.index.read import EdgeRow, NodeRow
+from ctxstore.model import Commit
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
     from ctxstore.session import Session
 
-__all__ = ["NodeView", "EdgeView", "show_node", "read_node", "node_edges", "short_ids",
+__all__ = ["NodeView", "CommitRef", "commits_of", "EdgeView", "show_node", "read_node", "node_edges",
+           "short_ids",
            "tag_counts"]
 
 
@@ -31,12 +35,50 @@ class NodeView:
         edges: Its edges, in and out (None when not asked for).
         versions: Every version, oldest first, object ids as hex (None when not asked for).
         stale: Its mentions of code that changed since (``code.stale``).
+        updated_in: The canonical commits that changed it, newest first (``UpdatedIn``,
+            derived from history by the index; staged changes are in none yet).
     """
 
     node: NodeRow
     edges: tuple[EdgeRow, ...] | None
     versions: tuple[dict[str, Any], ...] | None
     stale: tuple[StaleMention, ...]
+    updated_in: tuple[CommitRef, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRef:
+    """A canonical commit a node was changed in.
+
+    Attributes:
+        commit: Its id (64 hex).
+        at_ms: Its time, ms since the epoch.
+        message: Its message ("" when the commit cannot be read).
+    """
+
+    commit: str
+    at_ms: int
+    message: str
+
+
+def commits_of(db: Session, node_id: str) -> tuple[CommitRef, ...]:
+    """The canonical commits that changed a node, newest first (``UpdatedIn``).
+
+    Args:
+        db: The open session.
+        node_id: The node's full id.
+
+    Returns:
+        Each commit with its time and message.
+    """
+    out = []
+    for oid, stamp in index_read.updated_in(db.index(), node_id):
+        try:
+            message = db.store.read_typed(ObjectId(oid), Commit).message
+        except CtxError:  # a commit gc or a damaged file took: the edge still stands
+            message = ""
+        out.append(CommitRef(oid.hex(), stamp, message))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +142,16 @@ def show_node(db: Session, ref: str, *, edges: bool = False, history: bool = Fal
             versions.append({**v, "record": {k: (val.hex() if isinstance(val, bytes) else val)
                                              for k, val in rec.items()}})
     stale = tuple(stale_mentions(conn, [node.id]).get(node.id, []))
-    return NodeView(node, found, tuple(versions) if versions is not None else None, stale)
+    return NodeView(node, found, tuple(versions) if versions is not None else None, stale,
+                    commits_of(db, node.id))
 
 
 def node_edges(db: Session, ref: str, direction: Literal["in", "out", "both"] = "both"
                ) -> tuple[NodeRow, list[EdgeView]]:
     """A node's edges, each with the node at its other end.
+
+    Besides the stored edges, ``UpdatedIn`` to each canonical commit that changed the node
+    (kind ``commit``, newest first), which the index derives from history.
 
     Args:
         db: The open session.
@@ -126,6 +172,9 @@ def node_edges(db: Session, ref: str, direction: Literal["in", "out", "both"] = 
         kind, key = (e.to_kind, e.to_key) if outgoing else (e.from_kind, e.from_key)
         other = index_read.find_node(conn, key) if kind == "node" else None
         out.append(EdgeView("out" if outgoing else "in", e.label, kind, key, other))
+    if direction in ("out", "both"):  # derived from history, newest first (spec 002 §9)
+        out += [EdgeView("out", "UpdatedIn", "commit", commit.hex(), None)
+                for commit, _ in index_read.updated_in(conn, node.id)]
     return node, out
 
 

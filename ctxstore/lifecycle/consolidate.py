@@ -41,6 +41,7 @@ from ctxstore.knowledge.nodes import (
     tombstones,
     with_tier,
 )
+from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, Origin, provenance_metadata
 from ctxstore.model.codec import JsonValue
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord
 from ctxstore.model.scoring import is_pinned
@@ -263,7 +264,7 @@ def _tier(node: NodeRow) -> str:
 
 
 def _apply_records(proposal: Proposal, nodes: list[NodeRow], content: str | None,
-                   drafted_by: str | None = None
+                   drafted_by: str | None = None, provenance: JsonValue = None
                    ) -> tuple[str, list[KnowledgeRecord], list[bytes]]:
     inline, blob, blobs = split_content(content if content is not None else proposal.draft)
     stamp = next_stamp(max(n.updated_at for n in nodes))
@@ -275,7 +276,7 @@ def _apply_records(proposal: Proposal, nodes: list[NodeRow], content: str | None
     summary = NodeRecord(
         id=new_ulid(), type="summary", content=inline, content_blob=blob, summary=None,
         tags=(), status="active", superseded_by=None, created_at=stamp, updated_at=stamp,
-        author=None, prev=None, metadata={CONSOLIDATION_KEY: info})
+        author=None, prev=None, metadata={CONSOLIDATION_KEY: info, META_PROVENANCE: provenance})
     records: list[KnowledgeRecord] = [summary]
     for n in nodes:
         edge_stamp = next_stamp()
@@ -359,8 +360,10 @@ def apply_proposals(db: Session, ids: list[str], *, content: str | None = None,
             text = content if content is not None else (drafts or {}).get(p.id)
             if text is not None and content is None:  # an LLM's draft: captured, redacted
                 text = guard(store, "llm", text, what="the draft")
-            sid, records, blobs = _apply_records(p, nodes, text,
-                                                 drafted_by if text is not None else None)
+            merged = text if text is not None else p.draft
+            sid, records, blobs = _apply_records(
+                p, nodes, text, drafted_by if text is not None else None,
+                provenance_metadata(store, Origin("consolidation"), merged))
             out.append(Applied(p, sid, stage_write(store, records, f"consolidate {p.id} into {sid}",
                                                    blobs)))
     return out

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctxstore.clock import next_stamp
+from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, Origin, provenance_metadata
 from ctxstore.llm.prompt import Pack
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord
 from ctxstore.narrative.entries import add_note
@@ -241,7 +242,9 @@ def commit_response(db: Session, *, text: str, pack: Pack, model: str, server: s
     note = f"LLM ({model}): {summary_line(text)}\n\nTask: {task}"
     meta = {"llm_model": model, "llm_server": server, "llm_response_blob": blob,
             "llm_response_chars": len(text), "llm_task": task,
-            "llm_mentions": [f"{m.kind}:{m.key}" for m in mentions]}
+            "llm_mentions": [f"{m.kind}:{m.key}" for m in mentions],
+            META_PROVENANCE: provenance_metadata(
+                store, Origin("llm", files=tuple(m.key for m in mentions if m.kind == "file")))}
     with store.lock():  # one writer from the log entry to the last edge
         # The [security] llm channel was applied above; the note is not refused again.
         entry = add_note(db, note, tags=[LLM_TAG], metadata=meta, allow_secret=True)

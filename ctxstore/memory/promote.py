@@ -50,6 +50,7 @@ def promote_idea(db: Session, ctx_dir: Path, idea_id: int, node_type: str | None
         SecretRefused: (E025) the idea holds a secret (memory indexed before it was redacted).
     """
     from ctxstore.knowledge.nodes import add_node
+    from ctxstore.knowledge.nodes.provenance import Origin
 
     mem = open_memory(ctx_dir, create=False)
     if mem is None:
@@ -66,4 +67,5 @@ def promote_idea(db: Session, ctx_dir: Path, idea_id: int, node_type: str | None
                                  "session": session, "uuids": list(turn.uuids) if turn else [],
                                  "timestamp": iso(ts)}}
     return add_node(db, node_type or INTENT_TYPES.get(intent, "observation"), content,
-                    metadata=metadata, channel="remember", allow_secret=allow_secret)
+                    metadata=metadata, channel="remember", allow_secret=allow_secret,
+                    origin=Origin("promotion", session))

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.errors import InvalidInput
+from ctxstore.git import head_position
 from ctxstore.ids import new_ulid
 from ctxstore.knowledge.nodes import next_version, split_content, stage_write, tombstones
+from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, Origin, provenance_metadata
 from ctxstore.model.knowledge import KnowledgeRecord, NodeRecord
 from ctxstore.narrative.entries import META_HASH, META_KEY, META_PATH, META_TASK, ROLE_TYPES
 from ctxstore.narrative.markdown import (
@@ -102,10 +104,13 @@ def _linked_nodes(conn) -> list[Any]:  # type: ignore[no-untyped-def]
     return nodes_with_metadata(conn, META_PATH)
 
 
-def _new_node(entry: Section, node_id: str, blobs: list[bytes]) -> NodeRecord:
+def _new_node(entry: Section, node_id: str, blobs: list[bytes], store: Store,
+              position: tuple[str | None, str | None]) -> NodeRecord:
     inline, blob_id, new_blobs = split_content(entry.content)
     blobs.extend(new_blobs)
-    meta: dict[str, Any] = {META_PATH: entry.path, META_HASH: content_hash(entry.content)}
+    meta: dict[str, Any] = {META_PATH: entry.path, META_HASH: content_hash(entry.content),
+                            META_PROVENANCE: provenance_metadata(store, Origin("narrative"),
+                                                                 entry.content, position=position)}
     if entry.marker is None:
         meta[META_KEY] = entry.key
     if entry.role == "task":
@@ -209,14 +214,21 @@ class _Ingest:
     """The state of one ingestion: what the index knows and what was decided so far."""
 
     conn: Any
+    store: Store
     linked: dict[str, Any]    # the live nodes that came from an entry, by id
     seen: set[str] = field(default_factory=set)
     records: list[KnowledgeRecord] = field(default_factory=list)
     blobs: list[bytes] = field(default_factory=list)
     changes: list[NarrativeChange] = field(default_factory=list)
+    position: tuple[str | None, str | None] | None = None  # Git's branch and HEAD, asked once
 
     def note(self, action: str, node_id: str, entry: Section) -> None:
         self.changes.append(NarrativeChange(action, node_id, entry.path))
+
+    def _position(self) -> tuple[str | None, str | None]:
+        if self.position is None:
+            self.position = head_position(self.store.worktree)
+        return self.position
 
     def entry(self, entry: Section, marked: bool, known: Any) -> None:
         """Decide what one entry means (see ``ingest_narrative_edits``).
@@ -243,7 +255,7 @@ class _Ingest:
                 self.seen.add(entry.marker)  # deleted on purpose: never resurrected
                 return
             node_id = entry.marker or new_ulid()
-            self.records.append(_new_node(entry, node_id, self.blobs))
+            self.records.append(_new_node(entry, node_id, self.blobs, self.store, self._position()))
             self.seen.add(node_id)
             self.note("added", node_id, entry)
             return
@@ -324,7 +336,7 @@ def ingest_narrative_edits(db: Session) -> list[NarrativeChange]:
         for entry in entries:
             marked.append(entry.marker is not None and entry.marker not in firsts)
             firsts.add(entry.marker or "")
-        state = _Ingest(conn, {n.id: n for n in linked}, changes=refused)
+        state = _Ingest(conn, store, {n.id: n for n in linked}, changes=refused)
         matches = _match_unmarked(entries, marked, linked)
         for entry, is_marked, known in zip(entries, marked, matches, strict=True):
             state.entry(entry, is_marked, known)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from ctxstore.knowledge.nodes.provenance import provenance_json
 from ctxstore.packs.items import PackItem
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from ctxstore.search.tantivy_index import Served
     from ctxstore.session import Session
 
-__all__ = ["node_items", "narrative_items", "scale_node_items", "stale_flags", "first_line"]
+__all__ = ["node_extra", "node_items", "narrative_items", "scale_node_items", "stale_flags", "first_line"]
 
 _NODE_HITS = 20
 # At most this many nodes of the active task join a pack's narrative items.
@@ -51,8 +52,17 @@ def node_items(session: Session, task: str, *, user: bool,
             why["store"] = "user"
             title += " (user store ~/.ctx)"
         items.append(PackItem(title, node.id, node.content, hit.score, kind, why,
-                           {"node_type": node.type}))
+                              node_extra(node)))
     return items
+
+
+def node_extra(node: NodeRow) -> dict[str, Any]:
+    """A node item's own fields: its type and, when it records one, its provenance."""
+    extra: dict[str, Any] = {"node_type": node.type}
+    prov = provenance_json(node.metadata)
+    if prov is not None:
+        extra["provenance"] = prov
+    return extra
 
 
 def narrative_items(session: Session, task: str, days: int, now_ms: int,
@@ -79,7 +89,7 @@ def narrative_items(session: Session, task: str, days: int, now_ms: int,
         hit = matched.get(node.id)
         if hit is None:
             matched[node.id] = PackItem(title, node.id, node.content, 0.0, "NarrativeExcerpt",
-                                     {flag: True}, {"node_type": node.type})
+                                        {flag: True}, node_extra(node))
             items.append(matched[node.id])
         else:
             if "active_task" not in hit.why:  # an active task's title says the most

@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any
 
+from ctxstore.knowledge.nodes.provenance import describe, read_provenance
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["FORMATS", "PROMPT_FORMATS", "ITEM_OVERHEAD", "TASK_SHARE", "CUT_NOTE", "render_pack",
@@ -161,6 +162,19 @@ def _why(item: dict[str, Any]) -> str:
     return "; ".join(parts) or "-"
 
 
+def _from(item: dict[str, Any]) -> str | None:
+    """A decision's short provenance (``explicit, branch main at 1a2b3c4d``), else None.
+
+    Only decisions say where they came from in a prompt: which branch and commit a decision
+    was taken at is what tells a reader whether it still stands; for other items the line
+    would spend budget on little.
+    """
+    if item.get("chunk_kind") != "Decision":
+        return None
+    prov = read_provenance(item)
+    return describe(prov, short=True) if prov is not None else None
+
+
 def item_piece(item: dict[str, Any], fmt: str) -> str:
     """One item as a prompt rendering prints it ("" for json and yaml).
 
@@ -171,13 +185,16 @@ def item_piece(item: dict[str, Any], fmt: str) -> str:
     Returns:
         The item's lines, ending with a newline.
     """
+    origin = _from(item)
     if fmt == "text":
         return (f"{item['relevance_score']:.3f}  {item['chunk_kind']:16} {item['title']}\n"
-                f"       why: {_why(item)}\n")
+                f"       why: {_why(item)}\n" + (f"       from: {origin}\n" if origin else ""))
     if fmt == "markdown":
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", item["snippet"])),
                                      default=0))
-        return f"## {item['title']}\n\nWhy: {_why(item)}\n\n{fence}\n{item['snippet']}\n{fence}\n\n"
+        said = f"From: {origin}\n" if origin else ""
+        return (f"## {item['title']}\n\nWhy: {_why(item)}\n{said}\n"
+                f"{fence}\n{item['snippet']}\n{fence}\n\n")
     return ""
 
 

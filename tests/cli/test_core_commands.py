@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import invoke, object_files, run_ctx, stage_file, store_digest
+from conftest import invoke, no_git_provenance, object_files, run_ctx, stage_file, store_digest
 
 from ctxstore.repo import Store, open_store
 
@@ -98,7 +98,7 @@ def test_add_prints_ulid_and_stages(store: Store, runner) -> None:
     state = json.loads(invoke(runner, store, "debug", "state", "--format", "json").stdout)
     recs = {rec["record"]["id"]: rec["record"] for rec in state["records"]}
     assert recs[r.stdout.strip()]["tags"] == ["project:demo"]
-    assert recs[r.stdout.strip()]["metadata"] == {"source": "test"}
+    assert recs[r.stdout.strip()]["metadata"] == {"source": "test", "provenance": no_git_provenance()}
     assert recs[doc["id"]]["content"] == "from stdin\n"
 
 

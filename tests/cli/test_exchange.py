@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import invoke, run_ctx, store_digest, without_autolink
+from conftest import invoke, no_git_provenance, run_ctx, store_digest, without_autolink
 
 from ctxstore.ids import new_ulid
 from ctxstore.init import init_store
@@ -99,7 +99,8 @@ def test_export_import_round_trip_is_byte_identical(store, empty, runner, full) 
     by_id = {n["id"]: n for n in doc["nodes"]}
     assert by_id[full["doc"]]["content"] == full["big"]
     assert by_id[full["fact"]]["tags"] == ["project:demo", "tier:reference"]
-    assert by_id[full["dec"]]["metadata"] == {"rationale": "no server — ünïcode"}
+    assert by_id[full["dec"]]["metadata"] == {"rationale": "no server — ünïcode",
+                                              "provenance": no_git_provenance()}
     assert by_id[full["dec"]]["summary"] == "SQLite for retries"
     assert by_id[full["old"]]["superseded_by"] == full["new"]
     assert by_id[full["fact"]]["created_at"].endswith("Z")
@@ -176,7 +177,7 @@ def test_import_hand_written_document_fills_defaults(empty, runner) -> None:
     ok(runner, empty, "import", input=json.dumps(doc))
     shown = json.loads(ok(runner, empty, "--format", "json", "show", node_id))
     assert (shown["content"], shown["tags"], shown["metadata"], shown["status"]) == (
-        "minimal", [], {}, "active")
+        "minimal", [], {"provenance": no_git_provenance("import")}, "active")  # none given: import
 
 
 def test_import_empty_document_writes_nothing(empty, runner) -> None:
@@ -400,7 +401,8 @@ def test_ingest_text_file(store, runner, tmp_path) -> None:
     assert shown["content"] == data
     assert shown["tags"] == ["project:demo", "type:documentation"]
     assert shown["metadata"] == {"path": str(path), "bytes": len(raw),
-                                 "sha256": hashlib.sha256(raw).hexdigest()}
+                                 "sha256": hashlib.sha256(raw).hexdigest(),
+                                 "provenance": no_git_provenance()}
 
 
 def test_ingest_big_file_and_json_output(store, runner, tmp_path) -> None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import invoke, run_ctx, store_digest, without_autolink
+from conftest import invoke, no_git_provenance, run_ctx, store_digest, without_autolink
 
 from ctxstore.repo import Store
 
@@ -85,7 +85,8 @@ def test_update_writes_a_new_version_with_history(store, runner, graph) -> None:
     ok(runner, store, "update", graph["fact"], "--content", "Database uses SQLite (WAL)",
        "--meta", "source=ops")
     doc = js(runner, store, "show", graph["fact"], "--history")
-    assert doc["content"] == "Database uses SQLite (WAL)" and doc["metadata"] == {"source": "ops"}
+    assert doc["content"] == "Database uses SQLite (WAL)" and doc["metadata"] == {
+        "source": "ops", "provenance": no_git_provenance()}
     assert [h["record"]["content"] for h in doc["history"]] == \
         ["Database uses SQLite with WAL mode", "Database uses SQLite (WAL)"]
     assert doc["history"][1]["record"]["prev"] == doc["history"][0]["version"]

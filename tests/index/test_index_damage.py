@@ -149,6 +149,12 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "dropped-tags": lambda r: _sql(r, "DROP TABLE tags"),
     "dropped-nodes": lambda r: _sql(r, "DROP TABLE nodes"),
     "dropped-fts": lambda r: _sql(r, "DROP TABLE nodes_fts"),
+    # A schema row whose name is not UTF-8 (a rogue write into the schema's page): SQLite's
+    # error message quotes it, and Python fails decoding the message (UnicodeDecodeError).
+    "schema-not-utf8": lambda r: _sql(r, "PRAGMA writable_schema = ON",
+                                      "UPDATE sqlite_schema SET name = CAST(x'76b3657773' AS TEXT),"
+                                      " sql = CAST(x'435245415445205441424c4520b3b3b328622900'"
+                                      " AS TEXT) WHERE name = 'views'"),
     "meta-garbage": lambda r: _sql(r, "UPDATE meta SET value = 'garbage' WHERE key = 'synced'"),
     "meta-wrong-shape": lambda r: _sql(r, "UPDATE meta SET value = '{\"main\": 3}'"),
     "meta-missing": lambda r: _sql(r, "DELETE FROM meta"),

@@ -4,7 +4,7 @@ and archive/forget (archive, never delete)."""
 from __future__ import annotations
 
 import pytest
-from conftest import session_of, store_digest
+from conftest import no_git_provenance, session_of, store_digest
 
 from ctxstore import ids
 from ctxstore.errors import AmbiguousPrefix, InvalidInput, NodeNotFound
@@ -48,7 +48,8 @@ def test_add_node_stages_a_node_with_clean_tags_and_metadata(store: Store) -> No
     got = node(store, added.node.id)
     assert got is not None and ids.is_ulid(got.id)
     assert (got.type, got.content, got.tags, got.metadata, got.author, got.status) == \
-        ("decision", "use WAL", ["b", "tier:working"], {"k": [1, 2]}, "me", "active")
+        ("decision", "use WAL", ["b", "tier:working"],
+         {"k": [1, 2], "provenance": no_git_provenance()}, "me", "active")
     assert len(added.staged.batches) == 1
 
 
@@ -85,8 +86,9 @@ def test_update_node_changes_fields_merges_metadata_and_stamps_after_the_old_ver
     assert res.changed and len(res.records) == 1
     got = node(store, nid)
     assert got is not None
-    assert (got.content, got.type, got.metadata, got.summary) == ("new", "pattern",
-                                                                   {"b": 2, "c": 3}, "short")
+    # an update keeps where the node came from (outside Git here: no branch, no commit)
+    assert (got.content, got.type, got.metadata, got.summary) == (
+        "new", "pattern", {"b": 2, "c": 3, "provenance": no_git_provenance()}, "short")
     assert got.updated_at > old.updated_at
     assert res.records[0].prev == old.version  # type: ignore[union-attr]
 

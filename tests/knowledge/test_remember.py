@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import session_of, store_digest
+from conftest import no_git_provenance, session_of, store_digest
 
 from ctxstore.errors import InvalidInput
 from ctxstore.index import open_index
@@ -43,7 +43,8 @@ def test_remember_writes_an_agent_node_with_its_hook_key(store: Store) -> None:
     assert got is not None
     assert (got.type, got.content, got.author, got.tags) == ("fact", "We deploy on Tuesdays.",
                                                              "agent", ["tier:reference"])
-    assert got.metadata == {"source": "claude-code", "session": "s1", "hook_key": "k1"}
+    assert got.metadata == {"source": "claude-code", "session": "s1", "hook_key": "k1",
+                            "provenance": no_git_provenance("conversation", "s1")}
 
 
 def test_remember_is_a_no_op_for_a_key_already_written(store: Store) -> None:

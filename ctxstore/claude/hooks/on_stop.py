@@ -164,8 +164,8 @@ def stop(root: Path | None, payload: Payload, *, response: str | None = None,
 
 
 def _read_turn(payload: Payload, response: str | None, timeout: float | None
-               ) -> tuple[list[TextBlock], str | None, str | None, list[str]]:
-    """The turn's text blocks, its identity, the transcript line that opened it, problems.
+               ) -> tuple[list[TextBlock], str | None, str | None, list[str], tuple[str, ...]]:
+    """The turn's text blocks, its identity, the line that opened it, problems, files touched.
 
     The opening line is ``Turn.prompt_uuid`` (None without a transcript).
 
@@ -178,7 +178,7 @@ def _read_turn(payload: Payload, response: str | None, timeout: float | None
 
     prompt_id = _text(payload, "prompt_id") or None
     if response is not None:
-        return [TextBlock("response", sanitize_text(response))], prompt_id, None, []
+        return [TextBlock("response", sanitize_text(response))], prompt_id, None, [], ()
     path = _usable_path(_text(payload, "transcript_path"))
     turn = read_last_turn(path, timeout=timeout) if path is not None else Turn([], None)
     problems = []
@@ -188,7 +188,8 @@ def _read_turn(payload: Payload, response: str | None, timeout: float | None
     blocks = merge_final_message(turn, _text(payload, "last_assistant_message"))
     first_line = next((b.key.rsplit(":", 1)[0] for b in turn.blocks
                        if b.key not in _UNKEYED_BLOCKS), None)
-    return blocks, prompt_id or turn.prompt_uuid or first_line, turn.prompt_uuid, problems
+    return (blocks, prompt_id or turn.prompt_uuid or first_line, turn.prompt_uuid, problems,
+            turn.files)
 
 
 def _stop(root: Path | None, payload: Payload, response: str | None,
@@ -196,7 +197,7 @@ def _stop(root: Path | None, payload: Payload, response: str | None,
     """The Stop hook's phases: read the turn, parse it, pick what to run, run it, follow up."""
     session = _session(payload)
     read_ms = int(time.time() * 1000)  # before the reading: the reply was written before it
-    blocks, turn_id, opened_by, read_problems = _read_turn(payload, response, timeout)
+    blocks, turn_id, opened_by, read_problems, files = _read_turn(payload, response, timeout)
     has_tags = any("<ctx:" in block.text for block in blocks)
     state = open_state(root, create=has_tags) if root is not None else None
     if turn_id is None:
@@ -206,6 +207,9 @@ def _stop(root: Path | None, payload: Payload, response: str | None,
         state.close()  # a repeated Stop of a turn fully run: no parser to import
         return {}
     commands, bad = turn_commands(blocks, session, turn_id, opened_by, read_ms)
+    for cmd in commands:  # the files the turn touched: the provenance of what it writes
+        if files and cmd["name"] in ("remember", "summarize"):
+            cmd["files"] = list(files)
     problems = read_problems + [f"{p.reason}: {p.snippet}" for p in bad]
     if root is None:
         return _message(_no_store(session, commands, problems))

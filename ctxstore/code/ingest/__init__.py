@@ -1,9 +1,10 @@
 """Code ingestion: ``ctx index`` and ``ctx add file``, as named stages.
 
-``run`` (listing; the run itself), ``select`` (which files to read, and reading them), ``extract`` (symbols and relations, in forked
-workers when it pays), ``resolve`` (endpoints; a file's ``file_version``), ``store`` (the
-run written into this clone's code index; a ``ctx add file`` snapshot as one staged step),
-``report`` (what a run says). This package's public names are re-exported here.
+``run`` (listing; the run itself), ``select`` (which files to read, and reading them),
+``extract`` (symbols and relations, in forked workers when it pays), ``resolve`` (endpoints;
+a file's ``file_version``), ``store`` (the run written into this clone's code index; a ``ctx
+add file`` snapshot as one staged step), ``report`` (what a run says). This package's public
+names are re-exported here.
 """
 
 from __future__ import annotations

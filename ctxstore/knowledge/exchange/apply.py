@@ -17,6 +17,7 @@ from ctxstore.ids import ObjectId
 from ctxstore.index.read import edge_exists, find_view, latest_version, live_node_ids
 from ctxstore.knowledge.exchange.document import _SHOWN_IDS, parse_document
 from ctxstore.knowledge.exchange.plan import ImportPlan, ImportReport, build_import_plan
+from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, Origin, provenance_metadata
 from ctxstore.model.codec import JsonValue
 from ctxstore.model.knowledge import EdgeRecord, KnowledgeRecord, NodeRecord, ViewRecord
 from ctxstore.narrative.markdown import ENTRY_ROLES, parse_entries, role_of
@@ -202,6 +203,7 @@ def stage_import_plan(db: Session, plan: ImportPlan, *, merge: bool) -> ImportRe
         report.skipped_edges, report.skipped_views = len(overlap.edges), len(overlap.views)
         records, blobs = _new_records(conn, plan, overlap, report)
         records = _untied_from_missing_entries(store, records)
+        records = _with_provenance(store, records)
         if records:
             # One call: one change batch, one work commit, one durability barrier.
             report.staged = stage_records(
@@ -209,6 +211,22 @@ def stage_import_plan(db: Session, plan: ImportPlan, *, merge: bool) -> ImportRe
                 message=f"import {report.nodes} nodes, {report.edges} edges, "
                         f"{report.views} views")
     return report
+
+
+def _with_provenance(store: Store, records: list[KnowledgeRecord]) -> list[KnowledgeRecord]:
+    """Imported nodes that record no provenance get ``import`` (the exporter's is kept).
+
+    Git is asked once for the whole document.
+    """
+    value: JsonValue | None = None
+    out: list[KnowledgeRecord] = []
+    for rec in records:
+        if isinstance(rec, NodeRecord) and META_PROVENANCE not in rec.metadata:
+            if value is None:
+                value = provenance_metadata(store, Origin("import"))
+            rec = replace(rec, metadata={**rec.metadata, META_PROVENANCE: value})
+        out.append(rec)
+    return out
 
 
 def _guard_document(store: Store, doc: Mapping[str, Any], allow_secret: bool) -> None:

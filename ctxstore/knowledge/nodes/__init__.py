@@ -18,9 +18,10 @@ It must not run SQL (reads go through ``ctxstore.index.read``), parse front-end 
 index is imported inside the functions that read it, so ``ctx add`` never loads it.
 
 Its modules: ``checks`` (type, content size, tier), ``records`` (the records a write makes
-and its results), ``read`` (the index reads, lazily), ``write`` (add, update, delete and
-the staging they share) and ``changes`` (tag, untag, supersede, summarize, archive,
-forget). The names below are re-exported for the operations and front ends.
+and its results), ``read`` (the index reads, lazily), ``provenance`` (where a node came
+from: source, session, Git branch and commit, files; kept in its metadata), ``write`` (add,
+update, delete and the staging they share) and ``changes`` (tag, untag, supersede,
+summarize, archive, forget). The names below are re-exported for the operations and front ends.
 """
 
 from __future__ import annotations

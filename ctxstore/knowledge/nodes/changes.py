@@ -9,6 +9,7 @@ from ctxstore.clock import next_stamp
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import new_ulid
 from ctxstore.knowledge.nodes.checks import check_content_limit, split_content, with_tier
+from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, Origin, provenance_metadata
 from ctxstore.knowledge.nodes.read import _edges_of, _hook_write, _read_node
 from ctxstore.knowledge.nodes.records import WriteResult, edge_record, next_version, record_of
 from ctxstore.knowledge.nodes.write import _guarded, stage_write
@@ -115,7 +116,8 @@ def summarize_nodes(db: Session, refs_: Sequence[str], content: str, *,
                     archive_sources: bool = False, tags: Sequence[str] = (),
                     max_content: int | None = None,
                     hook_key: str | None = None, channel: str | None = "explicit",
-                    allow_secret: bool = False) -> tuple[NodeRecord, WriteResult]:
+                    allow_secret: bool = False, origin: Origin | None = None
+                    ) -> tuple[NodeRecord, WriteResult]:
     """Create a summary node DERIVED_FROM each source, in one change batch.
 
     With ``hook_key`` (an agent's tag, as ``knowledge.remember`` takes it) the write happens
@@ -134,6 +136,7 @@ def summarize_nodes(db: Session, refs_: Sequence[str], content: str, *,
         hook_key: The identity of this write (an opaque string), or None.
         channel: The secret policy's channel (``summaries`` for an agent's tag).
         allow_secret: The user's ``--allow-secret``.
+        origin: Where the write comes from (``knowledge.nodes.provenance``); explicit when None.
 
     Returns:
         The summary node's record and everything staged (nothing when a node already
@@ -164,6 +167,7 @@ def summarize_nodes(db: Session, refs_: Sequence[str], content: str, *,
                 sources.append(node)
         stamp = next_stamp()
         metadata: dict[str, JsonValue] = {"hook_key": hook_key} if hook_key is not None else {}
+        metadata[META_PROVENANCE] = provenance_metadata(store, origin or Origin("explicit"), content)
         summary = NodeRecord(id=new_ulid(), type="summary", content=inline, content_blob=blob_id,
                              summary=None, tags=clean_tags, metadata=metadata, status="active",
                              superseded_by=None, created_at=stamp, updated_at=stamp, author=None,

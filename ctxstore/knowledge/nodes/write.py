@@ -14,6 +14,7 @@ from ctxstore.clock import next_stamp
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import new_ulid
 from ctxstore.knowledge.nodes.checks import split_content, validate_type
+from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, Origin, provenance_metadata
 from ctxstore.knowledge.nodes.read import _edges_of, _find_node, _read_node
 from ctxstore.knowledge.nodes.records import AddedNode, NodeChanges, WriteResult, next_version, tombstones
 from ctxstore.model.codec import JsonValue
@@ -105,8 +106,9 @@ def _guarded(store: Store, channel: str | None, allow_secret: bool, content: str
 def add_node(db: Session, node_type: str, content: str, *, tags: Sequence[str] = (),
              metadata: dict[str, JsonValue] | None = None, summary: str | None = None,
              author: str | None = None, node_id: str | None = None,
-             channel: str | None = "explicit", allow_secret: bool = False) -> AddedNode:
-    """Create a knowledge node and stage it.
+             channel: str | None = "explicit", allow_secret: bool = False,
+             origin: Origin | None = None) -> AddedNode:
+    """Create a knowledge node and stage it, with its provenance.
 
     Args:
         db: The open session.
@@ -120,6 +122,9 @@ def add_node(db: Session, node_type: str, content: str, *, tags: Sequence[str] =
         channel: The secret policy's channel of this write (``explicit``: refused when it
             holds a secret; ``remember``, ``llm`` ...), or None when the caller applied it.
         allow_secret: The user's ``--allow-secret``: write a secret all the same.
+        origin: Where the write comes from (``knowledge.nodes.provenance``); an explicit write
+            of no session when None. Kept in metadata as ``provenance`` with the work
+            tree's Git branch and commit and the files the content names.
 
     Returns:
         The node written and where it was staged.
@@ -136,10 +141,13 @@ def add_node(db: Session, node_type: str, content: str, *, tags: Sequence[str] =
                                            clean_tags, metadata)
     content = content_ or ""
     inline, blob_id, blobs = split_content(content)
+    meta = dict(metadata or {})
+    if META_PROVENANCE not in meta:  # an import keeps the provenance it carries
+        meta[META_PROVENANCE] = provenance_metadata(store, origin or Origin("explicit"), content)
     stamp = next_stamp()
     node = NodeRecord(id=node_id or new_ulid(), type=node_type, content=inline,
                       content_blob=blob_id, summary=summary, tags=clean_tags,
-                      metadata=dict(metadata or {}), status="active", superseded_by=None,
+                      metadata=meta, status="active", superseded_by=None,
                       created_at=stamp, updated_at=stamp, author=author, prev=None)
     from ctxstore.knowledge.autolink import autolink_records  # spec 003 auto-linking
 

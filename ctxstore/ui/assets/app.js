@@ -210,6 +210,9 @@
       p.tags.length ? el("div", {}, p.tags.map(function (t) { return el("span", { "class": "chip", text: t }); })) : null,
       el("pre", { "class": "content", text: p.content }),
       p.summary ? el("div", {}, el("h3", { text: "Summary" }), el("p", { text: p.summary })) : null,
+      p.provenance.length ? el("div", {}, el("h3", { text: "Provenance" }), el("table", { "class": "provenance" }, el("tbody", {}, p.provenance.map(function (kv) {
+        return el("tr", {}, el("th", { text: kv[0] }), el("td", { text: kv[1] }));
+      })))) : null,
       p.metadata.length ? el("div", {}, el("h3", { text: "Metadata" }), el("table", {}, el("tbody", {}, p.metadata.map(function (kv) {
         return el("tr", {}, el("th", { text: kv[0] }), el("td", { text: kv[1] }));
       })))) : null,
