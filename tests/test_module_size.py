@@ -11,13 +11,6 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "ctxstore"
 MAX_LINES = 600
-# Modules not split yet, each still over MAX_LINES. The list only shrinks: the test fails
-# when one of them is back under the limit (drop it from here then).
-NOT_YET_SPLIT = {
-    "index/read.py",
-}
-
-
 def _lines(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
 
@@ -29,13 +22,7 @@ def oversized(root: Path) -> dict[str, int]:
 
 
 def test_module_size_no_module_over_the_limit() -> None:
-    found = oversized(PKG)
-    assert sorted(set(found) - NOT_YET_SPLIT) == []
-
-
-def test_module_size_pending_list_only_shrinks() -> None:
-    found = oversized(PKG)
-    assert sorted(NOT_YET_SPLIT - set(found)) == [], "split now: drop from NOT_YET_SPLIT"
+    assert oversized(PKG) == {}
 
 
 def test_module_size_check_fails_on_a_planted_module(tmp_path: Path) -> None:

@@ -164,7 +164,7 @@ def rebuild(db: Session, mode: Mode = "all",
     """
     from ctxstore.graph import scc as scc_mod
     from ctxstore.index import index_dir, rebuild_index
-    from ctxstore.index.read import table_counts
+    from ctxstore.index.counts import table_counts
     from ctxstore.search import tantivy_index
 
     start = time.perf_counter()

@@ -1,13 +1,15 @@
-"""Reading the index: every SELECT the library needs, as plain records (issue 12).
+"""Reading the index: the SELECTs of nodes, tags, edges, views and versions, as plain records.
 
-Owns the read API of the derived index: nodes, tags, edges, views and versions as
-records, counts for ``ctx status`` and ``ctx rebuild``, the hook-key lookup of
-idempotent agent writes, and the few special selections of narrative ingest, CLAUDE.md
-and composition. Rows are built by column name (``sqlite3.Row``), never by position, so
-a column added to the schema cannot shift a field. Every function takes a connection
-from ``open_index`` (already in sync); none writes, syncs or opens the index. Other
-modules run no SQL on the index (``tests/test_layering.py``); ``query/`` compiles the
-query language, and ``index/compare.py`` reads raw tables as a verifier.
+Owns the read API of the derived index: nodes, tags, edges, views and versions as records,
+the hook-key lookup of idempotent agent writes, the commits that changed a node
+(``UpdatedIn``), and the few special selections of narrative ingest, CLAUDE.md and
+composition; counts are ``index.counts``, the import planner's lookups ``index.lookups``.
+Rows are built by column name (``sqlite3.Row``), never by position, so a column added to the
+schema cannot shift a field.
+Every function takes a connection from ``open_index`` (already in sync); none writes, syncs
+or opens the index. Other modules run no SQL on the index (``tests/test_layering.py``);
+``query/`` compiles the query language, and ``index/compare.py`` reads raw tables as a
+verifier.
 """
 
 from __future__ import annotations
@@ -15,20 +17,18 @@ from __future__ import annotations
 import bisect
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxstore.errors import AmbiguousPrefix, IndexCorrupt, InvalidInput, NodeNotFound
 from ctxstore.records import dataclass, field
 
-__all__ = ["json_cell", "NodeRow", "EdgeRow", "ViewRow", "StoreCounts", "NODE_FIELDS", "NODE_COLUMNS",
+__all__ = ["json_cell", "NodeRow", "EdgeRow", "ViewRow", "NODE_FIELDS", "NODE_COLUMNS",
            "node_from_row", "load_tags", "resolve_node_id", "read_node", "find_node",
            "nodes_by_ids", "list_nodes", "active_nodes_of_types", "nodes_with_metadata",
            "edges_of", "all_edges", "out_edges_of", "evolving_edges_to", "node_degrees", "tag_counts",
-           "read_views",
-           "find_view", "node_versions", "short_id_lookup", "short_ids", "store_counts",
-           "table_counts", "all_node_ids", "live_node_ids", "edge_exists", "latest_version",
-           "find_node_by_hook_key", "updated_in"]
+           "read_views", "find_view", "node_versions", "short_id_lookup", "short_ids",
+           "all_node_ids", "find_node_by_hook_key", "updated_in"]
 
 # The columns of a node row, in the order ``NODE_COLUMNS`` selects them.
 NODE_FIELDS = ("id", "type", "content", "content_blob", "summary", "status", "superseded_by",
@@ -442,6 +442,18 @@ def node_versions(conn: sqlite3.Connection, node_id: str) -> list[dict[str, Any]
 _SHORT_ID_QUERIES = 64
 
 
+def all_node_ids(conn: sqlite3.Connection) -> list[str]:
+    """Every live node id, sorted.
+
+    Args:
+        conn: A synced index connection.
+
+    Returns:
+        The ids in ascending order.
+    """
+    return [str(r["id"]) for r in _rows(conn, "SELECT id FROM nodes ORDER BY id")]
+
+
 def short_id_lookup(conn: sqlite3.Connection, minimum: int = 8) -> Callable[[str], str]:
     """A function giving the shortest unique prefix of a live node's id.
 
@@ -488,147 +500,6 @@ def short_ids(conn: sqlite3.Connection, ids: list[str], minimum: int = 8) -> dic
     """``short_id_lookup`` for a list of ids."""
     lookup = short_id_lookup(conn, minimum)
     return {i: lookup(i) for i in ids}
-
-
-
-# -- counts (``ctx status``, ``ctx rebuild``) -------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class StoreCounts:
-    """What the index holds, counted (``ctx status``).
-
-    Attributes:
-        nodes: Live nodes.
-        tokens: Their estimated tokens, summed.
-        by_type: Live nodes per node type, by type name.
-        edges: Live edges of every kind.
-        tags: Distinct tags on live nodes.
-        tag_totals: For each tag asked for, (nodes carrying it, their tokens).
-        superseded: Live nodes that are superseded.
-    """
-
-    nodes: int
-    tokens: int
-    by_type: dict[str, int]
-    edges: int
-    tags: int
-    tag_totals: dict[str, tuple[int, int]]
-    superseded: int
-
-
-def _count(conn: sqlite3.Connection, sql: str) -> int:
-    return int(_rows(conn, sql).fetchone()["n"])
-
-
-def store_counts(conn: sqlite3.Connection, tags: Sequence[str]) -> StoreCounts:
-    """Count nodes, tokens, types, edges and tags, and total the nodes of some tags.
-
-    Args:
-        conn: A synced index connection.
-        tags: The tags to total (``tier:pinned``, ...); absent ones are left out.
-
-    Returns:
-        The counts.
-    """
-    head = _rows(conn, "SELECT count(*) AS n, coalesce(sum(tokens), 0) AS tokens"
-                       " FROM nodes").fetchone()
-    by_type = {str(r["type"]): int(r["n"]) for r in _rows(
-        conn, "SELECT type, count(*) AS n FROM nodes GROUP BY type ORDER BY type")}
-    totals: dict[str, tuple[int, int]] = {}
-    if tags:
-        totals = {str(r["tag"]): (int(r["n"]), int(r["tokens"])) for r in _rows(
-            conn, "SELECT t.tag AS tag, count(*) AS n, coalesce(sum(n.tokens), 0) AS tokens"
-            f" FROM tags t JOIN nodes n ON n.id = t.node_id WHERE t.tag IN"
-            f" ({','.join('?' * len(tags))}) GROUP BY t.tag", list(tags))}
-    return StoreCounts(
-        nodes=int(head["n"]), tokens=int(head["tokens"]), by_type=by_type,
-        edges=_count(conn, "SELECT count(*) AS n FROM edges"),
-        tags=_count(conn, "SELECT count(DISTINCT tag) AS n FROM tags"), tag_totals=totals,
-        superseded=_count(conn, "SELECT count(*) AS n FROM nodes WHERE superseded_by IS NOT NULL"))
-
-
-def table_counts(conn: sqlite3.Connection) -> tuple[int, int, int]:
-    """Live nodes, live edges and applied commits (what ``ctx rebuild`` reports).
-
-    Args:
-        conn: A synced index connection.
-
-    Returns:
-        ``(nodes, edges, commits)``.
-    """
-    return (_count(conn, "SELECT count(*) AS n FROM nodes"),
-            _count(conn, "SELECT count(*) AS n FROM edges"),
-            _count(conn, "SELECT count(*) AS n FROM applied"))
-
-
-# -- ids, edges and versions of the import planner -------------------------------------------
-
-def all_node_ids(conn: sqlite3.Connection) -> list[str]:
-    """Every live node id, sorted.
-
-    Args:
-        conn: A synced index connection.
-
-    Returns:
-        The ids in ascending order.
-    """
-    return [str(r["id"]) for r in _rows(conn, "SELECT id FROM nodes ORDER BY id")]
-
-
-def live_node_ids(conn: sqlite3.Connection, ids: Iterable[str]) -> set[str]:
-    """Which of ``ids`` name live nodes.
-
-    Args:
-        conn: A synced index connection.
-        ids: Exact node ids (not prefixes).
-
-    Returns:
-        The subset of ``ids`` that the index holds as live nodes.
-    """
-    wanted = list(ids)
-    found: set[str] = set()
-    for start in range(0, len(wanted), _CHUNK):
-        chunk = wanted[start:start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        found.update(str(r["id"]) for r in _rows(
-            conn, f"SELECT id FROM nodes WHERE id IN ({marks})", chunk))
-    return found
-
-
-def edge_exists(conn: sqlite3.Connection, from_ref: tuple[str, str], to_ref: tuple[str, str],
-                label: str) -> bool:
-    """Whether a live edge ``from_ref -label-> to_ref`` exists.
-
-    Args:
-        conn: A synced index connection.
-        from_ref: The source endpoint ``(kind, key)``.
-        to_ref: The target endpoint ``(kind, key)``.
-        label: The edge label.
-
-    Returns:
-        True when the index holds that edge.
-    """
-    return _rows(
-        conn, "SELECT 1 AS found FROM edges WHERE from_kind = ? AND from_key = ? AND to_kind = ?"
-        " AND to_key = ? AND label = ?", (*from_ref, *to_ref, label)).fetchone() is not None
-
-
-def latest_version(conn: sqlite3.Connection, key: tuple[str, ...]) -> tuple[bytes, int] | None:
-    """The newest version the index has seen for a record key, tombstones included.
-
-    Args:
-        conn: A synced index connection.
-        key: A record key (``("node", id)``, ``("edge", ...)``, ``("view", name)``).
-
-    Returns:
-        ``(version id, stamp)`` of the version with the greatest ``(stamp, version)``, or
-        None when the key has no history.
-    """
-    from ctxstore.model.knowledge import key_text
-
-    row = _rows(conn, "SELECT version, stamp FROM versions WHERE key = ? "
-                      "ORDER BY stamp DESC, version DESC LIMIT 1", (key_text(key),)).fetchone()
-    return None if row is None else (bytes(row["version"]), int(row["stamp"]))
 
 
 # -- idempotent agent writes (RELIABILITY CO-11, TR-12) --------------------------------------

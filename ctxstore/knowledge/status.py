@@ -3,7 +3,7 @@
 Owns ``store_status``: node, token, type, edge and tag counts, tiers with their tokens,
 superseded nodes, what is staged and not committed, and concurrent edits (nodes both
 sides of a Git merge changed). It must not run SQL (the counts are
-``index.read.store_counts``), render text or print.
+``index.counts.store_counts``), render text or print.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import field
 from typing import TYPE_CHECKING
 
 from ctxstore.index import INDEX_FILE, index_dir
+from ctxstore.index.counts import store_counts
 from ctxstore.index.heads import ConcurrentEdit, concurrent_edits
-from ctxstore.index.read import store_counts
 from ctxstore.model.vocab import TIER_ORDER, TIER_TAG_PREFIX
 from ctxstore.records import dataclass
 from ctxstore.repo import Store

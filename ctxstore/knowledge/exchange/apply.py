@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from ctxstore.clock import now_ms
 from ctxstore.errors import InvalidInput
 from ctxstore.ids import ObjectId
-from ctxstore.index.read import edge_exists, find_view, latest_version, live_node_ids
+from ctxstore.index.lookups import edge_exists, latest_version, live_node_ids
+from ctxstore.index.read import find_view
 from ctxstore.knowledge.exchange.document import _SHOWN_IDS, parse_document
 from ctxstore.knowledge.exchange.plan import ImportPlan, ImportReport, build_import_plan
 from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, Origin, provenance_metadata
