@@ -19,6 +19,7 @@ from ctxstore.knowledge.nodes import AddedNode, add_node, validate_tag
 from ctxstore.security.guard import guard_fields
 
 if TYPE_CHECKING:
+    from ctxstore.model.codec import JsonValue
     from ctxstore.session import Session
 
 __all__ = ["MAX_INGEST_BYTES", "ingest_file"]
@@ -30,8 +31,10 @@ def ingest_file(db: Session, path: Path, *, tags: Sequence[str] = (),
                 allow_secret: bool = False) -> AddedNode:
     """Store a UTF-8 text file as a ``source`` node.
 
-    The node's content is the file's text; its metadata records ``path`` (as given),
-    ``bytes`` and ``sha256`` of the file. Symlinks are followed: the path the user gave
+    The node's content is the file's text; its metadata records ``path``, ``bytes`` and
+    ``sha256`` of the file. The node is committed and shared, so ``path`` never holds this
+    machine's layout: it is relative to the work tree for a file inside it, else only the
+    file's name (``outside_worktree`` is then true). Symlinks are followed: the path the user gave
     is read, whatever it names, as long as it is a regular file.
 
     Args:
@@ -65,5 +68,18 @@ def ingest_file(db: Session, path: Path, *, tags: Sequence[str] = (),
     # Explicit: the user named the file. Its lines are numbered as in the file.
     guard_fields(db.store, "explicit", [(str(path), text), *[("tag", t) for t in clean_tags]],
                  allow_secret=allow_secret)
-    metadata = {"path": str(path), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    shown, outside = _recorded_path(db.store.worktree, path)
+    metadata: dict[str, JsonValue] = {"path": shown, "bytes": len(data),
+                                      "sha256": hashlib.sha256(data).hexdigest()}
+    if outside:
+        metadata["outside_worktree"] = True
     return add_node(db, "source", text, tags=clean_tags, metadata=dict(metadata), channel=None)
+
+
+def _recorded_path(worktree: Path, path: Path) -> tuple[str, bool]:
+    """``(path relative to the work tree, False)``, or ``(the file's name, True)`` outside it."""
+    given = path.absolute()
+    try:
+        return given.relative_to(worktree.absolute()).as_posix(), False
+    except ValueError:
+        return given.name, True

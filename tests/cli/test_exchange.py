@@ -400,9 +400,24 @@ def test_ingest_text_file(store, runner, tmp_path) -> None:
     assert shown["type"] == "source"
     assert shown["content"] == data
     assert shown["tags"] == ["project:demo", "type:documentation"]
-    assert shown["metadata"] == {"path": str(path), "bytes": len(raw),
+    # the file is beside the work tree (tmp_path/work): named alone, never by this machine's path
+    assert shown["metadata"] == {"path": "README.md", "outside_worktree": True, "bytes": len(raw),
                                  "sha256": hashlib.sha256(raw).hexdigest(),
                                  "provenance": no_git_provenance()}
+
+
+def test_ingest_names_a_work_tree_file_relative_to_the_work_tree(store) -> None:
+    # Run as a user would, from a sub-folder with a relative path: the committed node says
+    # where the file is in the project, not where the project is on this machine.
+    sub = store.worktree / "docs"
+    sub.mkdir()
+    (sub / "guide.md").write_text("How to deploy.\n", encoding="utf-8")
+    res = run_ctx(["ingest", "guide.md"], cwd=sub)
+    assert res.returncode == 0, res.stderr
+    shown = json.loads(run_ctx(["--format", "json", "show", res.stdout.strip()], cwd=sub).stdout)
+    assert shown["metadata"]["path"] == "docs/guide.md"
+    assert "outside_worktree" not in shown["metadata"]
+    assert str(store.worktree) not in json.dumps(shown["metadata"])
 
 
 def test_ingest_big_file_and_json_output(store, runner, tmp_path) -> None:

@@ -167,8 +167,26 @@ def test_ingest_file_stores_a_source_node_with_its_origin(store: Store, tmp_path
     got = node_of(store, added.node.id)
     assert got is not None
     assert (got.type, got.content, got.tags) == ("source", "# Notes\nhello\n", ["project:x"])
-    assert got.metadata["path"] == str(path) and got.metadata["bytes"] == 14
-    assert len(got.metadata["sha256"]) == 64
+    # tmp_path holds the work tree (tmp_path/work): the file is outside it, named alone
+    assert got.metadata["path"] == "notes.md" and got.metadata["bytes"] == 14
+    assert len(got.metadata["sha256"]) == 64 and got.metadata["outside_worktree"] is True
+
+
+def test_ingest_file_never_records_this_machines_directories(store: Store, tmp_path: Path) -> None:
+    # The node is committed and shared: a file in the work tree is named relative to it, one
+    # outside by its name alone, never by an absolute path.
+    inside = store.worktree / "docs" / "guide.md"
+    inside.parent.mkdir()
+    inside.write_text("guide\n")
+    outside = tmp_path / "mail.txt"  # beside the work tree (tmp_path/work)
+    outside.write_text("a letter\n")
+    got_in = node_of(store, ingest_file(session_of(store), inside).node.id)
+    got_out = node_of(store, ingest_file(session_of(store), outside).node.id)
+    assert got_in is not None and got_out is not None
+    assert got_in.metadata["path"] == "docs/guide.md"
+    assert (got_out.metadata["path"], got_out.metadata["outside_worktree"]) == ("mail.txt", True)
+    assert "outside_worktree" not in got_in.metadata
+    assert str(tmp_path) not in json.dumps([got_in.metadata, got_out.metadata])
 
 
 @pytest.mark.parametrize("data,match", [
