@@ -47,8 +47,7 @@ def purge_command(env: Env, targets: tuple[str, ...], whole: bool, message: str 
                                hint="ctx purge ID --yes")
         click.confirm(f"Rewrite the ctx history to remove the content of {', '.join(targets)}?",
                       abort=True)
-    store = env.store()
-    report = purge(store, list(targets), whole=whole, message=message)
+    report = purge(env.session(), list(targets), whole=whole, message=message)
     env.index()  # the index follows the rewritten history now
     git_steps = _git_steps(report.old_paths)
     if env.fmt == "json":

@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing
 from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore import fsio, refs
 from ctxstore.errors import CtxError, InvalidInput, NothingToDo, ObjectNotFound, StorageIOError
 from ctxstore.ids import ObjectId, new_ulid
-from ctxstore.index import open_index
 from ctxstore.index.read import read_node
 from ctxstore.model import ChangeBatch, Commit, TypedObject, WorkCommit, decode_typed
 from ctxstore.model.build import CommandRunRecord, DiagnosticsSnapshot
@@ -52,6 +50,9 @@ from ctxstore.repo import STAGE_TYPES, Store
 from ctxstore.security.consent import policy_for
 from ctxstore.security.secrets import Finding, Scanner, apply_redactions
 from ctxstore.verify import iter_pointer_names
+
+if TYPE_CHECKING:
+    from ctxstore.session import Session
 
 __all__ = ["PURGED", "StoreFinding", "SecretsReport", "PurgeReport", "find_secrets", "purge",
            "redact_narrative_files"]
@@ -412,7 +413,7 @@ class _Rewrite:
         self.ids[oid] = self.tx.put(new_obj)
 
 
-def _resolve(store: Store, targets: list[str]) -> tuple[set[str], set[bytes]]:
+def _resolve(db: Session, targets: list[str]) -> tuple[set[str], set[bytes]]:
     """Node ids and object ids named by ``targets`` (node ids or prefixes, object ids or prefixes).
 
     Raises:
@@ -420,27 +421,28 @@ def _resolve(store: Store, targets: list[str]) -> tuple[set[str], set[bytes]]:
     """
     nodes: set[str] = set()
     objects: set[bytes] = set()
-    with closing(open_index(store)) as conn:
-        for target in targets:
-            try:
-                nodes.add(read_node(conn, target).id)
-                continue
-            except CtxError:
-                pass
-            try:
-                objects.add(bytes(store.objects.resolve_prefix(target.lower())))
-            except CtxError as exc:
-                raise InvalidInput(f"{target!r} names no node and no object",
-                                   hint="`ctx debug secrets` names what holds a secret") from exc
+    conn = db.index()
+    for target in targets:
+        try:
+            nodes.add(read_node(conn, target).id)
+            continue
+        except CtxError:
+            pass
+        try:
+            objects.add(bytes(db.store.objects.resolve_prefix(target.lower())))
+        except CtxError as exc:
+            raise InvalidInput(f"{target!r} names no node and no object",
+                               hint="`ctx debug secrets` names what holds a secret") from exc
     return nodes, objects
 
 
-def purge(store: Store, targets: list[str], *, whole: bool = False, message: str | None = None,
+def purge(db: Session, targets: list[str], *, whole: bool = False, message: str | None = None,
           now: Callable[[], float] | None = None) -> PurgeReport:
     """Remove the content of nodes or objects from the ctx history (see the module docstring).
 
     Args:
-        store: The store.
+        db: The open session (its index names the nodes; the next ``db.index()`` follows
+            the rewritten history).
         targets: Node ids (every version of the node is scrubbed) or object ids (a blob:
             its text; a typed object: every text in it), full or unique prefixes.
         whole: Replace the whole content by ``[PURGED]`` instead of redacting what the
@@ -459,10 +461,11 @@ def purge(store: Store, targets: list[str], *, whole: bool = False, message: str
             pointer that moved meanwhile leaves the store as it was.
     """
     clock = now or time.time
+    store = db.store
     scanner = policy_for(store).scanner()
     report = PurgeReport()
     with store.lock():
-        node_ids, object_ids = _resolve(store, targets)
+        node_ids, object_ids = _resolve(db, targets)
         pointers = _pointers(store)
         heads = [h for _, ptr in pointers for h in ptr.heads]
         with store.transaction() as tx:
