@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ctxstore.code.walk import repo_path
 from ctxstore.errors import InvalidInput
 from ctxstore.knowledge._files import read_regular_file
 from ctxstore.knowledge.nodes import AddedNode, add_node, validate_tag
@@ -20,6 +21,7 @@ from ctxstore.security.guard import guard_fields
 
 if TYPE_CHECKING:
     from ctxstore.model.codec import JsonValue
+    from ctxstore.repo import Store
     from ctxstore.session import Session
 
 __all__ = ["MAX_INGEST_BYTES", "ingest_file"]
@@ -68,7 +70,7 @@ def ingest_file(db: Session, path: Path, *, tags: Sequence[str] = (),
     # Explicit: the user named the file. Its lines are numbered as in the file.
     guard_fields(db.store, "explicit", [(str(path), text), *[("tag", t) for t in clean_tags]],
                  allow_secret=allow_secret)
-    shown, outside = _recorded_path(db.store.worktree, path)
+    shown, outside = _recorded_path(db.store, path)
     metadata: dict[str, JsonValue] = {"path": shown, "bytes": len(data),
                                       "sha256": hashlib.sha256(data).hexdigest()}
     if outside:
@@ -76,10 +78,9 @@ def ingest_file(db: Session, path: Path, *, tags: Sequence[str] = (),
     return add_node(db, "source", text, tags=clean_tags, metadata=dict(metadata), channel=None)
 
 
-def _recorded_path(worktree: Path, path: Path) -> tuple[str, bool]:
+def _recorded_path(store: Store, path: Path) -> tuple[str, bool]:
     """``(path relative to the work tree, False)``, or ``(the file's name, True)`` outside it."""
-    given = path.absolute()
     try:
-        return given.relative_to(worktree.absolute()).as_posix(), False
-    except ValueError:
-        return given.name, True
+        return repo_path(store, str(path), Path.cwd()), False
+    except InvalidInput:  # outside the work tree (or inside .ctx/)
+        return path.name, True
