@@ -28,6 +28,9 @@ PRUNED_DIR = "pruned"
 PRUNED_HEADER = ("# ctx gc pruned these objects: the code index an older ctx committed "
                  "(derived: `ctx index` rebuilds it). One id per line.\n")
 MAX_LIST_BYTES = 64 << 20  # one list file: ~1 million ids
+# Lists read at most: one `ctx gc` writes one, so a clone with more was planted. Each is read
+# whole (up to MAX_LIST_BYTES), so without this a cloned folder could cost unbounded work.
+MAX_LISTS = 1024
 _NAME = re.compile(r"[0-9a-f]{64}")
 _MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||")
 
@@ -77,10 +80,11 @@ def read_pruned(root: Path) -> PrunedList:
     except (CtxError, OSError) as exc:
         return PrunedList(frozenset(), 0, ((PRUNED_DIR, _why(exc)),))
     with folder:
-        names = sorted(e.name for e in os.scandir(folder.fileno()))
-        for name in names:
-            if not _NAME.fullmatch(name):
-                continue  # a temp file of an interrupted write, or anything else: not a list
+        names = sorted(e.name for e in os.scandir(folder.fileno()) if _NAME.fullmatch(e.name))
+        if len(names) > MAX_LISTS:  # anything else is a temp file of an interrupted write
+            problems.append((PRUNED_DIR, f"{len(names)} lists, more than {MAX_LISTS}: "
+                                         f"only the first {MAX_LISTS} read"))
+        for name in names[:MAX_LISTS]:
             where = f"{PRUNED_DIR}/{name}"
             try:
                 data = folder.read(name, MAX_LIST_BYTES)

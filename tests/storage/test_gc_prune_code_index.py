@@ -205,6 +205,30 @@ def test_a_damaged_list_is_a_warning(git_repo: Path) -> None:
     assert [(p["code"], p["severity"]) for p in ver["problems"]] == [("W005", "warning")]
 
 
+def test_pruned_lists_planted_in_a_clone_are_read_within_a_bound(git_repo: Path) -> None:
+    # A cloned .ctx/pruned/ is untrusted: past MAX_LISTS files the rest is not read, and
+    # verify says so instead of reading without end (the planted names sort first, so the
+    # real list is among those left out: what it pruned is then named missing, not hidden).
+    from ctxstore.prunedlist import MAX_LISTS, read_pruned
+
+    repo = git_repo
+    _old_store(repo)
+    ctx = repo / ".ctx"
+    _json(repo, "gc")
+    real = read_pruned(ctx)
+    for n in range(MAX_LISTS + 5):
+        (ctx / "pruned" / f"{n:064x}").write_text(f"{n + 1:064x}\n")
+    planted = read_pruned(ctx)
+    assert planted.files == MAX_LISTS
+    assert len(planted.ids) <= len(real.ids) + MAX_LISTS
+    assert any(f"more than {MAX_LISTS}" in why for _, why in planted.problems)
+    res = _ctx(repo, "--format", "json", "debug", "verify", ok=False)
+    ver = json.loads(res.stdout)
+    assert res.returncode != 0 and ver["ok"] is False
+    codes = {(p["code"], p["severity"]) for p in ver["problems"]}
+    assert codes == {("W005", "warning"), ("E001", "error")}
+
+
 def test_a_branch_made_before_the_gc_merges_after_it(git_repo: Path) -> None:
     """History that still names the pruned objects, merged in after the gc, reads and verifies."""
     repo = git_repo
