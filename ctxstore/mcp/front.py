@@ -138,6 +138,8 @@ class Front:
                 if not chunk:
                     break
                 pending += chunk
+                if b"\n" not in chunk:  # a long line: split once it ends, not on every chunk
+                    continue
                 *lines, pending = pending.split(b"\n")
                 for raw in lines:
                     self._take(raw.decode("utf-8", "replace") + "\n")
