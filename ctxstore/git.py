@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "in_git_work_tree",
            "register_driver", "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked",
            "driver_registered", "driver_warning", "stage_in_git", "DRIVER_WARNED", "UNTRACKED",
-           "head_ids", "head_position"]
+           "head_ids", "head_position", "read_head_position", "branch_history"]
 
 DRIVER_NAME = "ctx-ref"
 GITATTRIBUTES = """\
@@ -121,6 +121,134 @@ def head_position(worktree: Path) -> tuple[str | None, str | None]:
         return None, None
     ref = lines[1]
     return (ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None), lines[0]
+
+
+_HEX = frozenset("0123456789abcdef")
+_MAX_REF_FILE = 4096
+_MAX_PACKED_REFS = 64 << 20
+
+
+def _is_git_id(value: str) -> bool:
+    return len(value) in (40, 64) and set(value) <= _HEX
+
+
+def _git_dirs(dot_git: Path) -> tuple[Path, Path] | None:
+    """The work tree's own Git directory (its ``HEAD``) and the common one (its refs).
+
+    ``.git`` is a directory in a clone; in a linked worktree or a submodule it is a file
+    ``gitdir: <path>``, and that directory's ``commondir`` names where the refs live.
+    """
+    from ctxstore.fsio import read_regular
+
+    try:
+        if os.path.isdir(dot_git) and not os.path.islink(dot_git):
+            own = dot_git
+        else:
+            text = read_regular(dot_git, _MAX_REF_FILE).decode("utf-8", "strict").strip()
+            if not text.startswith("gitdir:"):
+                return None
+            own = dot_git.parent / text.removeprefix("gitdir:").strip()
+        try:
+            common = read_regular(own / "commondir", _MAX_REF_FILE).decode().strip()
+        except FileNotFoundError:
+            return own, own
+        return own, own / common
+    except (OSError, CtxError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _ref_commit(common: Path, ref: str) -> str | None:
+    """The commit ``ref`` (``refs/heads/x``) names: its loose file, else ``packed-refs``."""
+    from ctxstore.fsio import read_regular
+
+    parts = ref.split("/")
+    if not ref.startswith("refs/") or any(p in ("", ".", "..") for p in parts):
+        return None
+    try:
+        value = read_regular(common / ref, _MAX_REF_FILE).decode().strip()
+        return value if _is_git_id(value) else None
+    except FileNotFoundError:
+        pass
+    except (OSError, CtxError, UnicodeDecodeError):
+        return None
+    try:
+        packed = read_regular(common / "packed-refs", _MAX_PACKED_REFS)
+    except (OSError, CtxError):
+        return None
+    suffix = b" " + ref.encode()
+    for line in packed.splitlines():
+        if line.endswith(suffix):
+            value = line[:-len(suffix)].decode("ascii", "replace")
+            return value if _is_git_id(value) else None
+    return None
+
+
+def read_head_position(worktree: Path) -> tuple[str | None, str | None]:
+    """``head_position`` read from the files under ``.git``, without starting a process.
+
+    For the paths that run on every turn (transcript memory in the Stop hook): ``HEAD`` and
+    the branch's ref file (or its line in ``packed-refs``) are a few small reads. Where those
+    files do not answer (a ref store of another format, an unreadable file), Git is asked
+    (``head_position``); outside a work tree neither is known.
+
+    Returns:
+        ``(branch, commit id)`` as ``head_position`` returns them.
+    """
+    from ctxstore.fsio import read_regular
+
+    dot_git = _dot_git(worktree)
+    if dot_git is None:
+        return None, None
+    dirs = _git_dirs(dot_git)
+    if dirs is None:
+        return head_position(worktree)
+    own, common = dirs
+    try:
+        head = read_regular(own / "HEAD", _MAX_REF_FILE).decode().strip()
+    except (OSError, CtxError, UnicodeDecodeError):
+        return head_position(worktree)
+    if _is_git_id(head):
+        return None, head
+    if not head.startswith("ref: "):
+        return head_position(worktree)
+    ref = head.removeprefix("ref: ").strip()
+    commit = _ref_commit(common, ref)
+    if commit is None:  # unborn, or refs kept some other way: Git knows
+        return head_position(worktree)
+    return (ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None), commit
+
+
+def branch_history(worktree: Path, branch: str, limit: int = 20_000) -> list[tuple[int, str]]:
+    """The commits of ``branch`` (first parents, newest first) with their committer times.
+
+    One ``git log``; ``[]`` outside Git, for a branch the clone does not have, or a name
+    that is not a plain branch name.
+
+    Args:
+        worktree: The work tree.
+        branch: The short branch name (``main``).
+        limit: The most commits read.
+
+    Returns:
+        ``(seconds since the epoch, commit id)``, newest first.
+    """
+    if (not branch or branch.startswith(("-", "/")) or ".." in branch or len(branch) > 255
+            or any(c.isspace() or c in "~^:?*[\\\x7f" or ord(c) < 32 for c in branch)
+            or not in_git_work_tree(worktree)):
+        return []
+    try:
+        res = _git(["log", "--first-parent", f"--max-count={limit}", "--format=%ct %H",
+                    f"refs/heads/{branch}", "--"], worktree)
+    except (FileNotFoundError, OSError):
+        return []
+    if res.returncode != 0:
+        return []
+    out: list[tuple[int, str]] = []
+    for line in res.stdout.splitlines():
+        when, _, commit = line.partition(" ")
+        if when.isdigit() and _is_git_id(commit):
+            out.append((int(when), commit))
+    return out
 
 
 def register_driver(ctx_dir: Path, toplevel: Path, ctx_command: str) -> list[str]:

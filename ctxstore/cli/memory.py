@@ -177,7 +177,7 @@ def search_command(env: Env, text: str, since: str | None, until: str | None,
 def _print_grouped(hits: list[Hit]) -> None:
     """Hits grouped by topic, groups in the order of their best hit."""
     from ctxstore.claude.inject import escape_tags
-    from ctxstore.memory.search import hit_text, iso
+    from ctxstore.memory.search import hit_provenance, hit_text, iso
 
     groups: dict[tuple[str, str | None], list[Hit]] = {}
     for hit in hits:
@@ -189,6 +189,11 @@ def _print_grouped(hits: list[Hit]) -> None:
             click.echo(f"- {iso(hit.turn.ts_start)}{intent} ({hit.score:.2f})")
             for line in escape_tags(hit_text(hit.turn, 300)).splitlines():
                 click.echo(f"    {line}")
+            prov = hit_provenance(hit)
+            if prov["branch"] or prov["commit"]:
+                where = (f"branch {prov['branch']}" if prov["branch"] else "detached HEAD") + (
+                    f" at {prov['commit'][:8]}" if prov["commit"] else "")
+                click.echo(f"    from: {escape_tags(where)}")
             for old in hit.history:
                 click.echo(f"    earlier ({old['timestamp']}, {old['intent']}): "
                            f"{escape_tags(old['text'])}")

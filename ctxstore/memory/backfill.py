@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ctxstore.memory.db import MemoryDB
-from ctxstore.memory.index import BATCH_BYTES, TURN_TOOL_BUDGET, FileReport, cursor_key, index_file
+from ctxstore.memory.index import BATCH_BYTES, TURN_TOOL_BUDGET, FileReport, Where, cursor_key, index_file
 
 __all__ = ["BackfillReport", "ProjectSelection", "find_transcripts", "project_transcripts",
            "project_dir_name", "transcript_cwd", "backfill"]
@@ -204,7 +204,8 @@ def _add(found: dict[str, tuple[Path, int]], path: Path) -> None:
 def backfill(db: MemoryDB, paths: Iterable[Path], *,
              progress: Callable[[int, int], None] | None = None,
              tool_budget: int = TURN_TOOL_BUDGET,
-             redact: Callable[[str], str] | None = None) -> BackfillReport:
+             redact: Callable[[str], str] | None = None,
+             where: Where | None = None) -> BackfillReport:
     """Index every transcript at or below ``paths``.
 
     Args:
@@ -214,6 +215,7 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         tool_budget: Characters of tool calls and results kept per turn (0: none).
         redact: What memory stores of a text (``index.transcript_redactor``); the built-in
             rules' redaction when None.
+        where: The branch and commit each idea records (``index.history_position``).
 
     Returns:
         The report.
@@ -233,7 +235,7 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         with db.batch() if len(group) > 1 else nullcontext():
             for path, size in group:
                 before = done
-                report = _index_one(db, path, step, tool_budget, redact)
+                report = _index_one(db, path, step, tool_budget, redact, where)
                 reports.append(report)
                 if report.note:
                     notes.append(f"{report.path}: {report.note}")
@@ -247,7 +249,8 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
 
 
 def _index_one(db: MemoryDB, path: Path, progress: Callable[[int], None],
-               tool_budget: int, redact: Callable[[str], str] | None) -> FileReport:
+               tool_budget: int, redact: Callable[[str], str] | None,
+               where: Where | None = None) -> FileReport:
     """``index_file``, or a report with a note when the file cannot be indexed.
 
     Every line is type-checked when it is read, and a line that still cannot be taken is
@@ -255,7 +258,8 @@ def _index_one(db: MemoryDB, path: Path, progress: Callable[[int], None],
     (``--all``). What it had committed stays; its failed batch was rolled back.
     """
     try:
-        return index_file(db, path, progress=progress, tool_budget=tool_budget, redact=redact)
+        return index_file(db, path, progress=progress, tool_budget=tool_budget, redact=redact,
+                          where=where)
     except (ValueError, TypeError, LookupError, RecursionError) as exc:
         return FileReport(cursor_key(path), 0, 0, 0, 0, False,
                           f"skipped: cannot be indexed ({type(exc).__name__}: {exc})"[:300])

@@ -17,6 +17,13 @@ A turn is a typed prompt and every reply, tool call and tool result after it, up
 said survives even when its early transcript is gone. Low-value text (acknowledgements) is not
 indexed; tool text is cut to a budget (the head is kept). Ideas, entities and relations come from
 ``memory.extract`` (rules, no model); topic spans from ``memory.segment``.
+
+Every idea records where it was said (spec 003 Phase 4): the Git branch the harness wrote on the
+line (``gitBranch``, else the work tree's) and the code's commit then, through a ``Where``. In a
+hook the session is happening now: ``live_position`` reads the work tree's ``HEAD`` from the files
+under ``.git`` once (no process on the Stop path). A backfill reads old sessions:
+``history_position`` takes the branch's newest commit at or before the line's time (one
+``git log`` per branch). A commit that cannot be known is left NULL, never guessed.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from ctxstore.memory.transcript import Entry, open_regular, read_entries
 from ctxstore.security.secrets import redact_text
 
 __all__ = ["BATCH_BYTES", "BUDGET_BATCH_BYTES", "BACKLOG_BYTES", "TURN_TOOL_BUDGET",
-           "transcript_redactor",
+           "transcript_redactor", "Where", "live_position", "history_position",
            "MAX_IDEAS_PER_ENTRY", "FileReport", "cursor_key", "index_file", "index_transcript"]
 
 BATCH_BYTES = 1 << 20
@@ -54,6 +61,78 @@ _RECENT_IDEAS = 25
 _HEAD = 4096
 _CODE_ENTITIES = frozenset({"file", "symbol"})
 _ROLE = {"prompt": "user", "assistant": "assistant"}
+_MAX_BRANCHES = 64  # branches whose history one backfill reads (a transcript names few)
+
+Where = Callable[[str | None, int | None], tuple[str | None, str | None]]
+"""``(branch the line recorded or None, its time in ms or None) -> (branch, commit)`` of an idea."""
+
+
+def live_position(worktree: Path | None) -> Where:
+    """Where ideas extracted now were said: the work tree's branch and ``HEAD`` commit.
+
+    Read once, at the first idea (``git.read_head_position``: files, no process). A line whose
+    recorded branch is not the one checked out keeps its branch and no commit.
+
+    Args:
+        worktree: The repository the store belongs to, or None (no Git).
+
+    Returns:
+        The ``Where``.
+    """
+    known: list[tuple[str | None, str | None]] = []
+
+    def where(branch: str | None, ts: int | None) -> tuple[str | None, str | None]:
+        if not known:
+            from ctxstore.git import read_head_position
+
+            known.append(read_head_position(worktree) if worktree is not None else (None, None))
+        head_branch, commit = known[0]
+        if branch is None or branch == head_branch:
+            return head_branch, commit
+        return branch, None
+
+    return where
+
+
+def history_position(worktree: Path | None) -> Where:
+    """Where ideas of past sessions were said: the branch's newest commit at the line's time.
+
+    The branch is the line's (else the one checked out); its first-parent history is read
+    once (``git.branch_history``). A line without a time, a branch this clone does not have,
+    or a time before the branch's first commit gives no commit.
+
+    Args:
+        worktree: The repository the store belongs to, or None (no Git).
+
+    Returns:
+        The ``Where``.
+    """
+    from bisect import bisect_right
+
+    from ctxstore.git import branch_history, read_head_position
+
+    head: list[str | None] = []
+    histories: dict[str, tuple[list[int], list[str]]] = {}
+
+    def where(branch: str | None, ts: int | None) -> tuple[str | None, str | None]:
+        if worktree is None:
+            return branch, None
+        if branch is None:
+            if not head:
+                head.append(read_head_position(worktree)[0])
+            branch = head[0]
+        if branch is None or ts is None:
+            return branch, None
+        if branch not in histories:
+            if len(histories) >= _MAX_BRANCHES:
+                return branch, None
+            oldest_first = branch_history(worktree, branch)[::-1]
+            histories[branch] = ([t for t, _ in oldest_first], [c for _, c in oldest_first])
+        times, commits = histories[branch]
+        at = bisect_right(times, ts // 1000)
+        return branch, commits[at - 1] if at else None
+
+    return where
 
 
 class FileReport(NamedTuple):
@@ -92,8 +171,10 @@ class _Batch:
 
     def __init__(self, db: MemoryDB, source: str, ideas: dict[str, list[tuple[int, Idea]]],
                  features: dict[tuple[int, int, int], tuple[Counter[str], set[str]]],
-                 tool_budget: int, redact: Callable[[str], str] | None = None) -> None:
+                 tool_budget: int, redact: Callable[[str], str] | None = None,
+                 where: Where | None = None) -> None:
         self.db = db
+        self.where = where
         self.redact = redact
         self.tool_budget = tool_budget
         self.features = features
@@ -228,9 +309,11 @@ class _Batch:
                        for i, intent, content, conf in self.db.recent_ideas(turn.session,
                                                                             _RECENT_IDEAS)]
             self.ideas[turn.session] = earlier
+        position = (self.where(entry.branch, entry.timestamp) if self.where is not None
+                    else (entry.branch, None))
         for idea in found:
             idea_id = self.db.add_idea(turn.id, turn.span_id, turn.session, idea.intent, idea.text,
-                                       idea.confidence, entry.uuid, entry.timestamp)
+                                       idea.confidence, entry.uuid, entry.timestamp, position)
             names = sorted({(e.name, e.kind) for e in extract_entities(idea.text)})
             if names:
                 self.db.link_entities(idea_id, names)
@@ -275,7 +358,8 @@ def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
                deadline: float | None = None, now: int | None = None,
                progress: Callable[[int], None] | None = None,
                tool_budget: int = TURN_TOOL_BUDGET, batch_bytes: int | None = None,
-               redact: Callable[[str], str] | None = None) -> FileReport:
+               redact: Callable[[str], str] | None = None,
+               where: Where | None = None) -> FileReport:
     """Index the new bytes of one transcript file, batch by batch.
 
     Secrets are redacted from every entry's text before anything of it is stored (turns,
@@ -292,6 +376,8 @@ def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
         batch_bytes: About how many bytes one transaction covers (default ``BATCH_BYTES``).
         redact: The text to store for an entry's text; the built-in rules' redaction when
             None (``[security] transcripts``).
+        where: The branch and commit each idea records (``live_position``,
+            ``history_position``); the line's branch and no commit when None.
 
     Returns:
         What was done.
@@ -305,7 +391,7 @@ def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
     try:
         return _index_fd(db, fd, key, max_bytes, deadline, int(time.time()) if now is None else now,
                          progress, tool_budget, BATCH_BYTES if batch_bytes is None else batch_bytes,
-                         redact)
+                         redact, where)
     except OSError as exc:
         return FileReport(key, 0, 0, 0, 0, False, f"unreadable: {exc.strerror or exc}")
     finally:
@@ -324,7 +410,7 @@ def _start(db: MemoryDB, fd: int, key: str, st: os.stat_result) -> tuple[int, in
 
 def _index_fd(db: MemoryDB, fd: int, key: str, max_bytes: int | None, deadline: float | None,
               now: int, progress: Callable[[int], None] | None, tool_budget: int,
-              batch_bytes: int, redact: Callable[[str], str]) -> FileReport:
+              batch_bytes: int, redact: Callable[[str], str], where: Where | None) -> FileReport:
     st = os.fstat(fd)
     size = st.st_size
     start, open_turn = _start(db, fd, key, st)
@@ -342,7 +428,7 @@ def _index_fd(db: MemoryDB, fd: int, key: str, max_bytes: int | None, deadline: 
             break  # only a line still being written is left
         if len(features) > 64:
             features.clear()
-        batch = _Batch(db, key, recent, features, tool_budget, redact)
+        batch = _Batch(db, key, recent, features, tool_budget, redact, where)
         with db.batch():
             if _start(db, fd, key, st) != (start, open_turn):  # another process moved on
                 start, open_turn = _start(db, fd, key, st)
@@ -398,7 +484,8 @@ def index_transcript(ctx_dir: Path, path: Path, *, seconds: float | None = None,
                           deadline=began + seconds if seconds is not None else None,
                           tool_budget=settings.tool_budget,
                           batch_bytes=None if seconds is None else BUDGET_BATCH_BYTES,
-                          redact=transcript_redactor(ctx_dir))
+                          redact=transcript_redactor(ctx_dir),
+                          where=live_position(ctx_dir.parent))
 
 
 def transcript_redactor(ctx_dir: Path) -> Callable[[str], str]:

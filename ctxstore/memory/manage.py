@@ -76,11 +76,12 @@ def backfill_memory(session: Session, targets: Iterable[Path], *, tool_budget: i
     """
     from ctxstore.memory.backfill import backfill
     from ctxstore.memory.codelink import link_code
-    from ctxstore.memory.index import transcript_redactor
+    from ctxstore.memory.index import history_position, transcript_redactor
 
     with open_existing(session.root, create=True, durable=False) as db:
         report = backfill(db, targets, progress=progress, tool_budget=tool_budget,
-                          redact=transcript_redactor(session.root))
+                          redact=transcript_redactor(session.root),
+                          where=history_position(session.root.parent))
         linked = link_code(db, session.index())
         db.checkpoint()
     return report, linked

@@ -5,7 +5,8 @@ is explicit (``ctx memory promote IDEA_ID``, or a ``<ctx:remember>`` tag, which 
 directly). The node is DERIVED_FROM its span: a span is not a node, so the link is kept in the
 node's metadata under ``derived_from`` (``{"kind": "transcript-span", "span", "idea", "session",
 "uuids", "timestamp"}``) rather than as an edge. The transcript text itself never leaves memory:
-only the idea's sentence becomes the node's content.
+only the idea's sentence becomes the node's content. Its provenance names the branch and commit
+the idea was said on (recorded at extraction) when memory knows them, not the work tree's now.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def promote_idea(db: Session, ctx_dir: Path, idea_id: int, node_type: str | None
         SecretRefused: (E025) the idea holds a secret (memory indexed before it was redacted).
     """
     from ctxstore.knowledge.nodes import add_node
-    from ctxstore.knowledge.nodes.provenance import Origin
+    from ctxstore.knowledge.nodes.provenance import META_PROVENANCE, Origin, provenance_metadata
 
     mem = open_memory(ctx_dir, create=False)
     if mem is None:
@@ -60,12 +61,15 @@ def promote_idea(db: Session, ctx_dir: Path, idea_id: int, node_type: str | None
         if row is None:
             raise InvalidInput(f"no idea has id {idea_id}",
                                hint="`ctx memory search TEXT --format json` lists idea ids")
-        _, turn_id, span_id, session, intent, content, confidence, ts = row
+        _, turn_id, span_id, session, intent, content, confidence, ts, branch, commit = row
         turn = mem.turn(turn_id)
     metadata = {"source": "transcript-memory", "confidence": round(float(confidence), 3),
                 "derived_from": {"kind": "transcript-span", "span": span_id, "idea": idea_id,
                                  "session": session, "uuids": list(turn.uuids) if turn else [],
                                  "timestamp": iso(ts)}}
+    if commit is not None or branch is not None:  # where the idea was said, not where HEAD is now
+        metadata[META_PROVENANCE] = provenance_metadata(db.store, Origin("promotion", session),
+                                                        content, position=(branch, commit))
     return add_node(db, node_type or INTENT_TYPES.get(intent, "observation"), content,
                     metadata=metadata, channel="remember", allow_secret=allow_secret,
                     origin=Origin("promotion", session))

@@ -42,7 +42,8 @@ from ctxstore.search.tokenize import PROSE, PROSE_QUERY  # their home: no query 
 
 __all__ = ["POOL", "WEIGHTS", "INTENTS", "Hit", "SearchResult", "MemoryQuery", "MemoryAnswer",
            "search_transcripts", "search_memory", "iso", "hit_text",
-           "INTENT_WORDS", "time_bound", "unique_session", "hit_json", "result_json"]
+           "INTENT_WORDS", "time_bound", "unique_session", "hit_json", "hit_provenance",
+           "result_json"]
 
 POOL = 300
 """Candidate turns taken from BM25 before re-ranking."""
@@ -100,6 +101,8 @@ class Hit(NamedTuple):
         history: Earlier ideas its ideas superseded (``intent``, ``text``, ``timestamp``).
         entities: What its ideas name (``name``, ``type``; a file or symbol linked to the code
             index adds ``code``: ``path`` and, for a symbol, ``qualname``).
+        ideas: Its ideas (``id``, ``intent``, ``text``, and where each was said: ``branch``,
+            ``commit``; None where memory does not know).
     """
 
     score: float
@@ -108,6 +111,7 @@ class Hit(NamedTuple):
     intent: str | None
     history: list[dict[str, Any]]
     entities: list[dict[str, Any]]
+    ideas: tuple[dict[str, Any], ...] = ()
 
 
 class SearchResult(NamedTuple):
@@ -399,7 +403,8 @@ def _hit(db: MemoryDB, score: float, turn: TurnRow) -> Hit:
     intent = max(ideas, key=lambda row: (row[4], -row[0]))[2] if ideas else None
     entities = [_entity(*row) for row in db.turn_entities([turn.id]).get(turn.id, [])]
     return Hit(round(score, 6), turn, topic, intent, _history(db, [row[0] for row in ideas]),
-               entities)
+               entities, tuple({"id": row[0], "intent": row[2], "text": row[3], "branch": row[8],
+                                "commit": row[9]} for row in ideas))
 
 
 def _entity(name: str, kind: str, path: str | None, qualname: str | None) -> dict[str, Any]:
@@ -492,7 +497,24 @@ def hit_json(hit: Hit) -> dict[str, Any]:
             "timestamp": iso(turn.ts_start), "uuids": turn.uuids, "text": hit_text(turn),
             "intent": hit.intent, "history": hit.history, "entities": hit.entities,
             "turn": turn.id, "seq": turn.seq,
-            "sidechain": turn.sidechain, "kind": turn.kind}
+            "sidechain": turn.sidechain, "kind": turn.kind, "ideas": list(hit.ideas),
+            "provenance": hit_provenance(hit)}
+
+
+def hit_provenance(hit: Hit) -> dict[str, Any]:
+    """Where a hit came from (spec 003 Phase 4): ``session``, ``branch``, ``commit``, ``files``.
+
+    The branch and commit are those of its latest idea that records them (None when none does:
+    ideas of an older memory, a turn without ideas); the files, the code files its ideas name
+    (linked to the code index), at most five.
+    """
+    branch = commit = None
+    for idea in reversed(hit.ideas):
+        if idea["branch"] is not None or idea["commit"] is not None:
+            branch, commit = idea["branch"], idea["commit"]
+            break
+    files = list(dict.fromkeys(e["code"]["path"] for e in hit.entities if e.get("code")))[:5]
+    return {"session": hit.turn.session, "branch": branch, "commit": commit, "files": files}
 
 
 def result_json(result: SearchResult) -> dict[str, Any]:

@@ -254,6 +254,8 @@ class Entry(NamedTuple):
         session: The ``sessionId`` ("" when the line has none).
         sidechain: A subagent's line.
         offset: Byte offset of the line in the file.
+        branch: The Git branch the harness recorded for the line (``gitBranch``), or None
+            (outside Git, or not recorded).
     """
 
     uuid: str
@@ -263,6 +265,7 @@ class Entry(NamedTuple):
     session: str
     sidechain: bool
     offset: int
+    branch: str | None = None
 
 
 class ReadResult(NamedTuple):
@@ -318,6 +321,13 @@ def _session(value: Any) -> str:
     if not isinstance(value, str) or len(value) > 200:
         return ""
     return value if _encodable(value) else re.sub(_SURROGATE, "\ufffd", value)
+
+
+def _branch(value: Any) -> str | None:
+    """The line's ``gitBranch``: None unless a non-empty string of at most 255 characters."""
+    if not isinstance(value, str) or not 0 < len(value) <= 255 or not _encodable(value):
+        return None
+    return value
 
 
 def _cut(text: str, budget: int = TOOL_TEXT_BUDGET) -> str:
@@ -378,7 +388,8 @@ def entries_of(entry: dict[str, Any], line: bytes, offset: int) -> list[Entry]:
     """The indexable entries of one parsed transcript line (none for the other line types)."""
     kind = entry.get("type")
     base = (_line_uuid(entry, line), _timestamp(entry.get("timestamp")),
-            _session(entry.get("sessionId")), entry.get("isSidechain") is True, offset)
+            _session(entry.get("sessionId")), entry.get("isSidechain") is True, offset,
+            _branch(entry.get("gitBranch")))
     if kind == "user":
         return _user_entries(entry, base)
     if kind == "assistant":

@@ -15,8 +15,9 @@ class Transcript:
     """Builds the lines of one session, one content block per assistant line."""
 
     def __init__(self, session: str = SESSION, start: datetime = T0, *, sidechain: bool = False,
-                 cwd: str = "/home/user/demo"):
+                 cwd: str = "/home/user/demo", branch: str = "main"):
         self.session = session
+        self.branch = branch
         self.cwd = cwd
         self.now = start
         self.lines: list[dict[str, Any]] = []
@@ -33,7 +34,7 @@ class Transcript:
         uuid = self._uuid()
         line = {"parentUuid": self.parent, "isSidechain": self.sidechain, "userType": "external",
                 "cwd": self.cwd, "sessionId": self.session, "version": "2.1.39",
-                "gitBranch": "main", "type": kind, "uuid": uuid,
+                "gitBranch": self.branch, "type": kind, "uuid": uuid,
                 "timestamp": self.now.isoformat().replace("+00:00", "Z")}
         self.parent = uuid
         return line

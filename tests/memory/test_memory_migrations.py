@@ -158,6 +158,9 @@ def test_memory_migrations_an_older_memory_file_is_migrated_and_nothing_is_lost(
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
         str(SCHEMA_VERSION),)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    # step 5: ideas record their branch and commit; those said before are unknown, not guessed
+    assert conn.execute("SELECT count(*), count(branch), count(git_commit) FROM ideas"
+                        ).fetchone() == (len(before["ideas"]), 0, 0)
     if version == 1:  # the step to 2 added the code links, empty until the next backfill links
         assert conn.execute("SELECT count(*) FROM entities WHERE code_path IS NOT NULL"
                             ).fetchone() == (0,)

@@ -219,6 +219,9 @@ def test_browse_transcripts_topics_and_search(db: Session) -> None:
     found = search_transcripts_read_only(db, "redis session cache", now_ms=NOW_MS)
     assert found.results and "SQLite" in found.results[0]["text"]
     assert found.results[0]["history"][0]["text"].startswith("We decided to use Redis")
+    # where it was said: the branch Claude Code recorded; no commit, the project is not in Git
+    assert {k: found.results[0]["provenance"][k] for k in ("session", "branch", "commit")} == {
+        "session": page.sessions[0].id, "branch": "main", "commit": None}
     with pytest.raises(InvalidInput):
         search_transcripts_read_only(db, "x", now_ms=NOW_MS, intent="gossip")
     with pytest.raises(InvalidInput):

@@ -152,7 +152,9 @@ def test_browser_transcripts_topics_and_search(browser: Any, server: UiServer) -
     box.send_keys("redis session cache")
     browser.find_element("css selector", "#memory-form button").click()
     _wait(browser, "#search-results .hit")
-    assert "earlier (" in browser.find_element("id", "search-results").text
+    results = browser.find_element("id", "search-results").text
+    assert "earlier (" in results
+    assert "from: branch main" in results  # where the result was said (the project has no Git)
     assert _console_problems(browser) == []
 
 

@@ -268,13 +268,15 @@ class MemoryDB:
 
     # -- ideas, entities, relations ----------------------------------------------------------
     def add_idea(self, turn_id: int, span_id: int | None, session: str, intent: str, content: str,
-                 confidence: float, source_uuid: str, ts: int | None) -> int:
-        """Insert an idea; return its id."""
+                 confidence: float, source_uuid: str, ts: int | None,
+                 position: tuple[str | None, str | None] = (None, None)) -> int:
+        """Insert an idea said on ``position`` (Git branch, commit); return its id."""
         answered = 0 if intent == "question" else None
         cur = self.conn.execute("INSERT INTO ideas (turn_id, span_id, session, content, intent, "
-                                "confidence, answered, source_uuid, ts) VALUES (?, ?, ?, ?, ?, ?, ?, "
-                                "?, ?)", (turn_id, span_id, session, content, intent, confidence,
-                                          answered, source_uuid, ts))
+                                "confidence, answered, source_uuid, ts, branch, git_commit) VALUES "
+                                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                (turn_id, span_id, session, content, intent, confidence, answered,
+                                 source_uuid, ts, *position))
         return int(cur.lastrowid or 0)
 
     def recent_ideas(self, session: str, count: int) -> list[tuple[int, str, str, float]]:
@@ -299,17 +301,22 @@ class MemoryDB:
                               [(to_id,) for to_id, label, _ in relations if label == "answers"])
 
     def ideas_of_turns(self, turn_ids: Sequence[int]) -> list[tuple[Any, ...]]:
-        """``(id, turn_id, intent, content, confidence, ts, session, answered)`` of turns' ideas."""
+        """Turns' ideas.
+
+        Rows: ``(id, turn_id, intent, content, confidence, ts, session, answered, branch,
+        commit)``.
+        """
         marks = ",".join("?" * len(turn_ids))
         return self.conn.execute("SELECT id, turn_id, intent, content, confidence, ts, session, "
-                                 "answered "
+                                 "answered, branch, git_commit "
                                  f"FROM ideas WHERE turn_id IN ({marks}) ORDER BY id",
                                  list(turn_ids)).fetchall() if turn_ids else []
 
     def idea(self, idea_id: int) -> tuple[Any, ...] | None:
-        """``(id, turn_id, span_id, session, intent, content, confidence, ts)`` of one idea."""
+        """``(id, turn_id, span_id, session, intent, content, confidence, ts, branch, commit)``."""
         row = self.conn.execute("SELECT id, turn_id, span_id, session, intent, content, "
-                                "confidence, ts FROM ideas WHERE id = ?", (idea_id,)).fetchone()
+                                "confidence, ts, branch, git_commit FROM ideas WHERE id = ?",
+                                (idea_id,)).fetchone()
         return tuple(row) if row else None
 
     def superseded_by(self, idea_ids: Sequence[int]) -> list[tuple[int, int, str, str, int | None]]:

@@ -76,6 +76,13 @@ _MIGRATIONS = [
     Migration(3, lambda conn: _retokenize_turns(conn, 3)),
     # turns_fts holds stemmed terms (tokenize.PROSE): "retries" finds "retry"
     Migration(4, lambda conn: _retokenize_turns(conn, 4)),
+    # ideas record where they came from (spec 003 Phase 4): the Git branch and the code's commit
+    # when they were said; NULL for the ideas of older files (unknown, never guessed)
+    Migration(5, """
+        ALTER TABLE ideas ADD COLUMN branch TEXT;
+        ALTER TABLE ideas ADD COLUMN git_commit TEXT;
+        UPDATE meta SET value = '5' WHERE key = 'schema_version';
+    """),
 ]
 SCHEMA_VERSION = _MIGRATIONS[-1].version
 _LEGACY_TABLES = frozenset({"meta", "sessions", "index_state", "seen", "spans", "turns",

@@ -460,6 +460,7 @@
               return el("div", { "class": "hit" },
                 el("div", { "class": "meta" }, (hit.timestamp || "—") + " · score " + Number(hit.score).toFixed(2), hit.intent ? [" ", badge(hit.intent)] : null),
                 el("pre", { text: hit.text }),
+                hit.provenance && (hit.provenance.branch || hit.provenance.commit) ? el("div", { "class": "meta provenance", text: "from: " + (hit.provenance.branch ? "branch " + hit.provenance.branch : "detached HEAD") + (hit.provenance.commit ? " at " + hit.provenance.commit.slice(0, 8) : "") + (hit.provenance.files.length ? " · files " + hit.provenance.files.join(", ") : "") }) : null,
                 hit.history.map(function (old) { return el("div", { "class": "meta", text: "earlier (" + old.timestamp + ", " + old.intent + "): " + old.text }); }),
                 hit.entities.length ? el("div", {}, hit.entities.map(function (ent) {
                   return ent.code && ent.code.path ? el("a", { "class": "chip", href: nodeHref("file", ent.code.path), text: ent.type + ": " + ent.name })
