@@ -402,15 +402,42 @@ class _Rewrite:
             wire = obj.to_wire()
             new = self.map_ids(wire)
             if oid in self.typed:
-                new = self.scrub_strings(new)
+                new = _purged_strings(new) if self.whole else self.scrub_strings(new)
             if isinstance(obj, Commit) and len(new["parents"]) > 1:
                 new["parents"] = sorted(new["parents"])  # a merge's parents are sorted
             if new == wire:
                 return
-            new_obj = type(obj).from_wire(new, f"purge of {oid.hex()}")
+            try:
+                new_obj = type(obj).from_wire(new, f"purge of {oid.hex()}")
+            except CtxError as exc:  # its texts are its structure (a tree's names)
+                raise InvalidInput(f"{oid.hex()[:12]} cannot be purged whole: {exc.message}",
+                                   hint="purge the blobs or nodes it names instead") from exc
         if oid in self.typed or isinstance(obj, ChangeBatch):
             self.scrubbed.add(oid)
         self.ids[oid] = self.tx.put(new_obj)
+
+
+def _purged_strings(value: Any) -> Any:
+    """``value`` with every text replaced by ``[PURGED]`` (``--whole`` on a typed object)."""
+    if isinstance(value, str):
+        return PURGED
+    if isinstance(value, (list, tuple)):
+        return type(value)(_purged_strings(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _purged_strings(v) for k, v in value.items()}
+    return value
+
+
+def _named_ids(value: Any) -> Iterator[bytes]:
+    """The object ids a typed object's wire form names."""
+    if isinstance(value, bytes):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _named_ids(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _named_ids(v)
 
 
 def _resolve(db: Session, targets: list[str]) -> tuple[set[str], set[bytes]]:
@@ -471,16 +498,23 @@ def purge(db: Session, targets: list[str], *, whole: bool = False, message: str 
         with store.transaction() as tx:
             objects = list(_post_order(store, heads))
             blobs = {oid for oid in object_ids if _kind(store, oid) == KIND_BLOB}
-            for _, _, _, obj in objects:  # a node's large content lives in a blob
+            for oid, _, _, obj in objects:  # a node's large content lives in a blob
                 if isinstance(obj, ChangeBatch):
                     blobs.update(r.content_blob for r in obj.records
                                  if isinstance(r, NodeRecord) and r.id in node_ids and r.content_blob)
+                elif whole and oid in object_ids and obj is not None:
+                    # the whole of a typed object is its texts and the blobs it names (a run's
+                    # output is a blob its diagnostics snapshot names)
+                    blobs.update(b for b in _named_ids(obj.to_wire()) if _kind(store, b) == KIND_BLOB)
             rw = _Rewrite(store, scanner, node_ids, blobs, object_ids - blobs, whole, tx)
             for oid, kind, payload, obj in objects:
                 if kind == KIND_BLOB:
                     rw.blob(oid, payload)
                 elif obj is not None:
                     rw.typed_object(oid, obj)
+            if not rw.scrubbed and whole:
+                raise NothingToDo("nothing to purge: the content of " + ", ".join(targets)
+                                  + " is [PURGED] already, or not in the history of any ref")
             if not rw.scrubbed:
                 raise NothingToDo("nothing to purge: the scanner finds no secret in "
                                   + ", ".join(targets),

@@ -130,6 +130,26 @@ def test_purge_whole_replaces_the_content(origin: tuple[Path, str]) -> None:
     assert shown["content"] == "[PURGED]"
 
 
+def test_purge_whole_on_a_run_snapshot_removes_its_output_and_texts(
+        origin: tuple[Path, str]) -> None:
+    """``--whole`` on a typed object (a stored run) was read as a redaction and refused with
+    "give --whole": the snapshot's texts and the output blob it names are now [PURGED]."""
+    work, _ = origin
+    output = "FAILED tests/test_pay.py::test_x - AssertionError: payroll-db.corp.example refused\n"
+    run = json.loads(ctx(work, "--format", "json", "add", "command", "--stdin", "--name", "pytest",
+                         "--exit-code", "1", stdin=output).stdout)
+    ctx(work, "commit", "-m", "a failing run")
+    assert "payroll-db.corp.example" in reachable_text(work / ".ctx")
+    res = ctx(work, "purge", run["snapshot"][:12], "--yes", code=1)  # no secret to redact
+    assert "give --whole" in res.stderr
+    ctx(work, "purge", run["snapshot"][:12], "--whole", "--yes")
+    assert "payroll-db.corp.example" not in reachable_text(work / ".ctx")
+    shown = json.loads(ctx(work, "--format", "json", "diagnostics").stdout)
+    assert [d["message"] for d in shown["diagnostics"]] == ["[PURGED]"]
+    again = ctx(work, "purge", run["snapshot"][:12], "--whole", "--yes", code=1)
+    assert again.stderr.startswith("ctx: error[E018]: nothing to purge") and "--whole" not in again.stderr
+
+
 def test_git_merge_with_a_clone_holding_the_old_history(origin: tuple[Path, str],
                                                         tmp_path: Path) -> None:
     work, sid = origin
