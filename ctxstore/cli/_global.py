@@ -57,11 +57,11 @@ def _stores(env: Env) -> Stores:
 
 
 def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores,
-           runs: Sequence[RunHit] | None = None) -> None:
+           runs: Sequence[tuple[str, RunHit]] | None = None) -> None:
     """The results, labelled by store; markdown ids are short but unique in their store.
 
-    ``runs`` (a recall's command runs) follow the nodes; ``--format json`` gives them as
-    ``runs``, each with ``kind: "run"``.
+    ``runs`` (a recall's or a search's command runs, each with its store) follow the nodes;
+    ``--format json`` gives them as ``runs``, each with ``kind: "run"``.
     """
     if env.fmt == "json":
         docs = []
@@ -74,7 +74,7 @@ def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores,
         if runs is not None:
             from ctxstore.knowledge.recall import run_json
 
-            out["runs"] = [{"kind": "run", "store": "project", **run_json(r)} for r in runs]
+            out["runs"] = [{"kind": "run", "store": scope, **run_json(r)} for scope, r in runs]
         emit_json(out)
         return
     from ctxstore.cli._render import echo_stored, item_line  # text only: JSON skips it
@@ -99,7 +99,7 @@ def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores,
     if runs:
         from ctxstore.knowledge.recall import run_lines
 
-        for run in runs:
+        for _, run in runs:
             head, *rest = run_lines(run)
             if env.fmt == "markdown":
                 echo_stored("\n".join([f"- command run: {head}", *(f"  - {x}" for x in rest)]))
@@ -108,14 +108,20 @@ def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores,
 
 
 def search_global(env: Env, text: str, limit: int, include_superseded: bool,
-                  kinds: Sequence[str] = ("node", "narrative")) -> None:
-    """``ctx search --global``: ranked search over both stores, each result labelled."""
-    from ctxstore.knowledge.scopes import search_scoped
+                  kinds: Sequence[str] = ("node", "narrative", "run")) -> None:
+    """``ctx search --global``: ranked search over both stores, each result labelled.
+
+    Nodes, narrative and stored command runs (the search of ``ctx search``); runs follow
+    the nodes.
+    """
+    from ctxstore.knowledge.scopes import search_scoped_hits
 
     stores = _stores(env)
     try:
-        _print(env, search_scoped(stores, text, limit=limit, kinds=kinds,
-                                  include_superseded=include_superseded), stores)
+        found = search_scoped_hits(stores, text, limit=limit, kinds=kinds,
+                                   include_superseded=include_superseded)
+        _print(env, found.nodes, stores,
+               runs=[(r.scope, r.run) for r in found.runs] if "run" in kinds else None)
     finally:
         stores.close_user()
 
@@ -147,7 +153,7 @@ def recall_global(env: Env, text: str, limit: int, use_global: bool) -> int:
     stores = Stores.open(env.session(), user_store() if use_global else None)
     try:
         recalled = recall_restoring(stores, text, limit=limit, now=time.time())
-        _print(env, recalled.hits, stores, runs=recalled.runs)
+        _print(env, recalled.hits, stores, runs=[("project", r) for r in recalled.runs])
     finally:
         stores.close_user()
     return recalled.restored

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 
 # The kinds of `ctx search --kind` (``search.search.KINDS``, not imported at CLI start-up).
 KINDS = ("node", "narrative", "chunk", "symbol", "run")
-_NODE_KINDS = ("node", "narrative")  # what both stores hold (the user store has no code index)
+# What --global searches in both stores: their nodes and stored command runs (the code index,
+# chunks and symbols, is the project's alone).
+_GLOBAL_KINDS = ("node", "narrative", "run")
 # The largest --limit: SQLite binds a LIMIT as a 64-bit integer (a larger one was an
 # OverflowError), and search asks for four times the limit as candidates.
 LIMIT_MAX = 1_000_000_000
@@ -44,8 +46,8 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
     "quoted phrases" match as phrases. Any text is accepted: a question, code, a log.
     --kind node takes every node, decisions and tasks of the narrative included.
     --kind run takes the stored runs of commands (ctx add command), each command's best
-    run with what it did next (failed, then passed). With --global, the nodes of the user
-    store ~/.ctx too, each result naming its store.
+    run with what it did next (failed, then passed). With --global, the nodes and runs of
+    the user store ~/.ctx too, each result naming its store (no chunks or symbols).
 
     \b
     Examples:
@@ -57,11 +59,12 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
     """
     from ctxstore.search.search import search, search_terms
 
-    if use_global:  # the nodes of the project store and ~/.ctx, each labelled (issue 16)
-        wanted = [k for k in kinds or _NODE_KINDS if k in _NODE_KINDS]
+    if use_global:  # the nodes and runs of the project store and ~/.ctx, each labelled
+        wanted = [k for k in kinds or _GLOBAL_KINDS if k in _GLOBAL_KINDS]
         if not wanted:
-            raise InvalidInput("--global searches nodes and narrative, not chunks, symbols or runs",
-                               hint="drop --global to search the project's code and command runs")
+            raise InvalidInput("--global searches nodes, narrative and command runs, not chunks "
+                               "or symbols",
+                               hint="drop --global to search the project's code")
         return search_global(env, text, limit, include_superseded, wanted)
     hits = search(env.session(), text, kinds=kinds or KINDS, limit=limit,
                   include_superseded=include_superseded)

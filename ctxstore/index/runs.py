@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the object model is loaded by the apply path only: `ctx sea
 
 __all__ = ["RUN_FTS_FIELDS", "STATUS_WORDS", "MAX_RUN_DIAGNOSTICS", "RunRow",
            "RunDiagnostic", "run_status", "summarize_diagnostics", "apply_run", "forget_run",
-           "has_runs", "runs_at", "status_after"]
+           "has_runs", "runs_at", "newest_failing_runs", "status_after"]
 
 RUN_FTS_FIELDS = ("name", "status", "text")
 # The words a run's status is searched by: the status and the noun of it, so "failed",
@@ -229,6 +229,23 @@ def runs_at(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, RunRow
 
 _STATUS_SQL = "CASE WHEN exit_code IS NULL THEN 'unknown' WHEN exit_code = 0 THEN 'passed'" \
               " ELSE 'failed' END"
+
+
+def newest_failing_runs(conn: sqlite3.Connection, *, limit: int) -> list[RunRow]:
+    """The newest runs that did not pass (``failed`` or ``unknown``), newest first.
+
+    Args:
+        conn: The index connection.
+        limit: At most this many.
+
+    Returns:
+        The rows.
+    """
+    rowids = [int(r[0]) for r in conn.execute(
+        f"SELECT rowid FROM runs WHERE {_STATUS_SQL} != 'passed' ORDER BY run_at DESC, rowid DESC"
+        " LIMIT ?", (limit,))]
+    rows = runs_at(conn, rowids)
+    return [rows[i] for i in rowids if i in rows]
 
 
 def status_after(conn: sqlite3.Connection, name: str, run_at: int, status: str

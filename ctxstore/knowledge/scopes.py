@@ -28,9 +28,11 @@ from ctxstore.session import Session
 
 if TYPE_CHECKING:
     from ctxstore.repo import Store
+    from ctxstore.search.search import RunHit
 
-__all__ = ["SCOPES", "Scope", "ScopedNode", "Stores", "user_store_path",
+__all__ = ["SCOPES", "Scope", "ScopedNode", "ScopedRun", "ScopedSearch", "Stores", "user_store_path",
            "default_user_store", "recall_global_default", "open_user_store", "search_scoped",
+           "search_scoped_hits",
            "query_scoped", "recall_scoped", "parse_scope", "scoped_json", "session_for_scope"]
 
 Scope = Literal["project", "user"]
@@ -220,6 +222,75 @@ class ScopedNode:
     node: NodeRow
     score: float | None = None
     matched: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScopedRun:
+    """A stored command run found by search, and the store it came from.
+
+    Attributes:
+        scope: ``project`` or ``user``.
+        run: The run and what its command did next.
+        score: Its relevance (higher is better).
+        matched: The search's terms it holds.
+    """
+
+    scope: Scope
+    run: RunHit
+    score: float
+    matched: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScopedSearch:
+    """A search over every store: its nodes and its command runs, each best first."""
+
+    nodes: list[ScopedNode]
+    runs: list[ScopedRun]
+
+
+def search_scoped_hits(stores: Stores, text: str, *, limit: int,
+                       kinds: Sequence[str] = ("node", "narrative", "run"),
+                       include_superseded: bool = False) -> ScopedSearch:
+    """Ranked search for any text over every store: nodes and stored runs (``search.search``).
+
+    The one search of ``ctx search``, run in each store: a command's runs are one hit (its
+    best run for the text, with what the command did next), and among nodes at most
+    ``search.MIXED_RUNS`` runs are kept, as ``ctx search`` keeps them.
+
+    Args:
+        stores: The stores to read.
+        text: Any text (never refused; one without a word finds nothing).
+        limit: The most results in all, nodes and runs together.
+        kinds: ``node``, ``narrative``, ``run`` (chunks and symbols are the project's code,
+            not searched across stores).
+        include_superseded: Also superseded nodes.
+
+    Returns:
+        The nodes and the runs among the ``limit`` best results. Each store's scores are
+        ranked over its own index, so they are close to comparable; on a tie the project's
+        result comes first.
+
+    Raises:
+        IndexCorrupt: (E007) if an index cannot answer.
+    """
+    from ctxstore.search.search import MIXED_RUNS, search
+
+    found: list[tuple[float, int, ScopedNode | ScopedRun]] = []
+    for rank, (scope, db) in enumerate(stores.each()):
+        for hit in search(db, text, kinds=kinds, limit=limit,
+                          include_superseded=include_superseded):
+            if hit.node is not None:
+                found.append((-hit.score, rank, ScopedNode(scope, hit.node, hit.score,
+                                                           hit.matched)))
+            elif hit.run is not None:
+                found.append((-hit.score, rank, ScopedRun(scope, hit.run, hit.score, hit.matched)))
+    found.sort(key=lambda t: (t[0], t[1]))
+    kept = [item for _, _, item in found[:limit]]
+    runs = [r for r in kept if isinstance(r, ScopedRun)]
+    if set(kinds) - {"run"}:
+        runs = runs[:MIXED_RUNS]
+    return ScopedSearch([n for n in kept if isinstance(n, ScopedNode)], runs)
 
 
 def search_scoped(stores: Stores, text: str, *, limit: int,

@@ -185,24 +185,36 @@ class ToolBox:
         return out
 
     def search(self, text: str, limit: int = 20, include_global: bool = False) -> dict[str, Any]:
-        """Ranked search for any text over memories, best first (``knowledge.scopes.search_scoped``).
+        """Ranked search for any text over memories and past command runs, best first.
+
+        The search of ``ctx search`` (``knowledge.scopes.search_scoped_hits``): a stored run
+        of a command comes back when the text asks about it ("why did the tests fail"), as
+        its best run with what the command did next, even after it passed.
 
         Args:
             text: Any text: a question, code, punctuation; any word may match, results holding
                 every word rank higher, "quoted phrases" match as phrases.
-            limit: At most this many nodes (1..100).
+            limit: At most this many results (1..100).
             include_global: Also the user store.
 
         Returns:
-            ``{"text", "count", "nodes": [... "score", "matched"]}``.
+            ``{"text", "count", "nodes": [... "score", "matched"]}``, and ``runs`` when runs
+            were found: each ``{"kind": "run", "store", "score", "matched", "name", "status",
+            "diagnostics", "then", ...}``.
 
         Raises:
             InvalidInput: (E011) for a bad limit.
         """
-        from ctxstore.knowledge.scopes import search_scoped
+        from ctxstore.knowledge.recall import run_json
+        from ctxstore.knowledge.scopes import search_scoped_hits
 
-        hits = search_scoped(self._stores(include_global), text, limit=_limit(limit))
-        return {"text": text, "count": len(hits), "nodes": scoped_json(hits)}
+        found = search_scoped_hits(self._stores(include_global), text, limit=_limit(limit))
+        out: dict[str, Any] = {"text": text, "count": len(found.nodes),
+                               "nodes": scoped_json(found.nodes)}
+        if found.runs:
+            out["runs"] = [{"kind": "run", "store": r.scope, "score": round(r.score, 4),
+                            "matched": list(r.matched), **run_json(r.run)} for r in found.runs]
+        return out
 
     def pack(self, task: str, budget: int | None = None, depth: int | None = None,
              include_narrative: bool = True) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from ctxstore.search.tokenize import held_terms
 if TYPE_CHECKING:
     import sqlite3
 
+    from ctxstore.index.runs import RunRow
     from ctxstore.session import Session
 
 __all__ = ["CANDIDATE_FACTOR", "chunk_items", "narrow_terms", "diagnostic_items",
@@ -159,7 +160,7 @@ def diagnostic_items(session: Session, files: Mapping[str, tuple[float, dict[str
 
 
 _PAST_RUNS = 3          # failing runs a pack shows at most
-_RUN_HISTORY = 20       # newest runs looked at
+_RUN_HISTORY = 20       # commands' failing runs the search returns at most
 _RUN_LINES = 12         # diagnostics listed per run
 _FAILURE_WORDS = re.compile(r"\b(?:fail\w*|error\w*|broke|broken|crash\w*|regress\w*|flak\w*|"
                             r"traceback|exception\w*)\b", re.IGNORECASE)
@@ -169,72 +170,74 @@ def past_run_items(session: Session, task: str, query: Query) -> list[PackItem]:
     """Failing runs of stored commands, each with what came after it and its diagnostics.
 
     A command's newest run replaces the last for ``ctx diagnostics``, but every run is
-    kept (``code.runs.run_history``): a test run that failed before it passed is what "why
-    did the tests fail at first" asks about. A failing run (or one with no exit status)
-    enters when the task speaks of failure (``_FAILURE_WORDS``: fail, error, broken,
-    crash, regression, flaky, traceback, exception), newest first at the best item's score
-    less a tenth per older run, or else when it holds the task's terms (two, or the only
-    one), scored by the share of them it holds as a node is. At most ``_PAST_RUNS``.
+    kept and searchable (``index.runs``): a test run that failed before it passed is what
+    "why did the tests fail at first" asks about. The runs are found by the one search
+    (``search.search.failing_runs``: ``runs_fts``, each command's best run that did not
+    pass). When the task speaks of failure (``_FAILURE_WORDS``: fail, error, broken, crash,
+    regression, flaky, traceback, exception) they enter in the search's order at the best
+    item's score less a tenth each, and when the search finds none, the newest failing runs
+    do; otherwise a run enters when it holds the task's terms (two, or the only one), scored
+    by the share of them it holds as a node is. At most ``_PAST_RUNS``.
     """
     from ctxstore.index.retrieval import has_command_runs
 
     if not has_command_runs(session.index()):
         return []  # nothing stored: skip the command-run layer
-    from ctxstore.code.runs import diagnostics_summary, run_history
-    from ctxstore.index.build import command_run_history
+    from ctxstore.search.search import failing_runs
 
     asked = _FAILURE_WORDS.search(task) is not None
     terms = list(query.weights)
-    runs = run_history(session, limit=_RUN_HISTORY, failing_only=True)
-    status = {(r[0], r[1]): _status_of(r) for r in command_run_history(session.index(),
-                                                                       limit=_RUN_HISTORY)}
+    found = [(h.run.row, h.run.then, h.matched) for h in failing_runs(session, task,
+                                                                     limit=_RUN_HISTORY)
+             if h.run is not None]
+    if asked and not found:
+        found = _newest_failing(session)
     items: list[PackItem] = []
-    for run in runs:
-        lines = [f"$ {' '.join(run.argv)}"] if run.argv else []
-        for diag in run.diagnostics[:_RUN_LINES]:
-            first = diag.spans[0] if diag.spans else None
-            where = f"{first.path}:{first.start_line}" if first and first.start_line > 0 \
-                else first.path if first else "-"
-            message = (diag.message.splitlines() or [""])[0]
-            lines.append(f"{diag.severity}{f'[{diag.code}]' if diag.code else ''} {where}: "
-                         f"{message}")
-        if len(run.diagnostics) > _RUN_LINES:
-            lines.append(f"... and {len(run.diagnostics) - _RUN_LINES} more")
-        snippet = "\n".join(lines) or "no diagnostics were parsed from its output"
-        held = held_terms(f"{run.name}\n{run.tool}\n{snippet}", terms) if terms else []
-        held = list(dict.fromkeys(held))
+    for row, then, matched in found:
         if asked:
             score = max(0.0, 1.0 - 0.1 * len(items))
-        elif held and len(held) >= min(2, len(terms)):
-            score = min(1.0, len(held) / min(4, len(terms)))
+        elif terms and len(matched) >= min(2, len(terms)):
+            score = min(1.0, len(matched) / min(4, len(terms)))
         else:
             continue
-        later = min(((at, st) for (name, at), st in status.items()
-                     if name == run.name and at > run.run_at), default=None)
-        exit_text = "no exit status" if run.exit_code is None else f"exit {run.exit_code}"
-        title = (f"Command run: {run.name} {run.status} at {_utc(run.run_at)} ({exit_text}, "
-                 f"{diagnostics_summary(run.diagnostics)})")
-        if later is not None:
-            title += f"; then {later[1]} at {_utc(later[0])}"
-        why: dict[str, Any] = {"command_run": {
-            "name": run.name, "status": run.status, "run_at": _utc(run.run_at),
-            **({"then": later[1]} if later is not None else {})}}
-        if held:
-            why["matched_terms"] = held
-        items.append(PackItem(title, run.snapshot.hex(), snippet, score, "DiagnosticOutput",
-                              why, {}))
+        items.append(_run_item(row, then, matched, score))
         if len(items) >= _PAST_RUNS:
             break
     return items
 
 
-def _status_of(row: tuple[str, int, bytes]) -> str:
-    """A history row's status, from its record alone (no snapshot read)."""
-    from ctxstore.code.runs import run_status
-    from ctxstore.model import codec
+def _newest_failing(session: Session) -> list[tuple[RunRow, tuple[str, int] | None,
+                                                    tuple[str, ...]]]:
+    """The newest runs that did not pass (a failure asked about in words no run holds)."""
+    from ctxstore.index.runs import newest_failing_runs, status_after
 
-    exit_code = codec.decode(row[2]).get("exit_code")
-    return run_status(exit_code if isinstance(exit_code, int) else None)
+    conn = session.index()
+    return [(row, status_after(conn, row.name, row.run_at, row.status), ())
+            for row in newest_failing_runs(conn, limit=_PAST_RUNS)]
+
+
+def _run_item(row: RunRow, then: tuple[str, int] | None, matched: Sequence[str],
+              score: float) -> PackItem:
+    """A past run as a pack item: its command line and first diagnostics, and what followed."""
+    lines = [f"$ {' '.join(row.argv)}"] if row.argv else []
+    for diag in row.diagnostics[:_RUN_LINES]:
+        where = f"{diag.path}:{diag.line}" if diag.path and diag.line else diag.path or "-"
+        message = (diag.message.splitlines() or [""])[0]
+        lines.append(f"{diag.severity}{f'[{diag.code}]' if diag.code else ''} {where}: {message}")
+    if row.diagnostic_count > _RUN_LINES:
+        lines.append(f"... and {row.diagnostic_count - _RUN_LINES} more")
+    snippet = "\n".join(lines) or "no diagnostics were parsed from its output"
+    exit_text = "no exit status" if row.exit_code is None else f"exit {row.exit_code}"
+    title = (f"Command run: {row.name} {row.status} at {_utc(row.run_at)} ({exit_text}, "
+             f"{row.summary})")
+    if then is not None:
+        title += f"; then {then[0]} at {_utc(then[1])}"
+    why: dict[str, Any] = {"command_run": {
+        "name": row.name, "status": row.status, "run_at": _utc(row.run_at),
+        **({"then": then[0]} if then is not None else {})}}
+    if matched:
+        why["matched_terms"] = list(dict.fromkeys(matched))
+    return PackItem(title, row.snapshot.hex(), snippet, score, "DiagnosticOutput", why, {})
 
 
 def _utc(ms: int) -> str:

@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     from ctxstore.search.tantivy_index import Served
 
 __all__ = ["KINDS", "FULL_MATCH", "MAX_TERMS", "MAX_PHRASE_WORDS", "ALL_TERMS_BOOST", "MIXED_RUNS",
-           "SearchTerms", "Hit", "RunHit", "SearchSession", "search_terms", "search"]
+           "SearchTerms", "Hit", "RunHit", "SearchSession", "search_terms", "search",
+           "failing_runs"]
 
 KINDS = ("node", "narrative", "chunk", "symbol", "run")
 # Runs shown at most among other kinds of hit (each command's best run is one hit).
@@ -314,12 +315,14 @@ def _symbol_hits(conn: sqlite3.Connection, names: Sequence[str], terms: Sequence
     return hits
 
 
-def _run_hits(conn: sqlite3.Connection, text: str, pool: int, relative: bool) -> list[Hit]:
+def _run_hits(conn: sqlite3.Connection, text: str, pool: int, relative: bool,
+              failing: bool = False) -> list[Hit]:
     """Each command's best stored run for ``text`` (the newest among equals), scored.
 
     Terms are the text's significant words stemmed as ``runs_fts`` holds them. BM25 is
     divided by the best run's with ``relative``, then weighed by coverage as other hits are,
-    and halved for a run the query does not ask about (``RunHit.asked``).
+    and halved for a run the query does not ask about (``RunHit.asked``). ``failing``: only
+    runs that did not pass compete (a command's best failing run).
     """
     from ctxstore.index.runs import has_runs, runs_at, status_after
     from ctxstore.search.ranked import ranked_runs
@@ -337,7 +340,7 @@ def _run_hits(conn: sqlite3.Connection, text: str, pool: int, relative: bool) ->
     best: dict[str, tuple[float, int, RunRow, tuple[str, ...], bool]] = {}
     for rowid, score in found:
         row = rows.get(rowid)
-        if row is None:
+        if row is None or (failing and row.status == "passed"):
             continue
         head = set(row.head_terms.split())
         held = head | set(row.body_terms.split())
@@ -432,6 +435,30 @@ def _ranked(conn: sqlite3.Connection, served: Served | None, text: str, query: S
         hits += runs
     hits.sort(key=_order)
     return hits[:limit]
+
+
+def failing_runs(target: SearchSession | sqlite3.Connection, text: str, *, limit: int
+                 ) -> list[Hit]:
+    """The stored runs that did not pass, best first for ``text``: each command's best one.
+
+    The run search of ``search`` (``runs_fts``, the same terms and scores) with passing runs
+    left out, so a command that failed before it passed is found by its failure whatever
+    its latest run did (a pack's past runs, ``packs.content``).
+
+    Args:
+        target: The session or an index connection.
+        text: Any text.
+        limit: At most this many runs (one per command).
+
+    Returns:
+        ``run`` hits, best first, each with what its command did next.
+
+    Raises:
+        IndexCorrupt: (E007) if the index cannot answer.
+    """
+    conn = target if isinstance(target, sqlite3.Connection) else target.index()
+    hits = _run_hits(conn, text, max(limit, 200), True, failing=True)
+    return sorted(hits, key=_order)[:limit]
 
 
 def _order(hit: Hit) -> tuple[float, int, int, str]:

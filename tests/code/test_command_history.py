@@ -136,6 +136,18 @@ def test_search_and_recall_find_the_failing_run_after_it_passed(tmp_path: Path) 
                               "--format", "json"))["results"]
     assert [(r["run"]["status"], r["run"]["then"]) for r in passing] == [("passed", None)]
 
+    # the same search across stores: --global finds the run too, labelled with its store
+    wide = json.loads(_ctx(root, "search", "--global", "why did the tests fail", "--format",
+                           "json"))
+    assert [(r["kind"], r["store"], r["name"], r["status"], r["then"]["status"])
+            for r in wide["runs"]] == [("run", "project", "tests", "failed", "passed")]
+    assert "tests failed at " in _ctx(root, "search", "--global", "why did the tests fail")
+    only_runs = json.loads(_ctx(root, "search", "--global", "--kind", "run", "test failures",
+                                "--format", "json"))
+    assert only_runs["count"] == 0 and [r["name"] for r in only_runs["runs"]] == ["tests"]
+    refused = run_ctx(["search", "--global", "--kind", "chunk", "add"], cwd=root)
+    assert refused.returncode != 0 and "not chunks or symbols" in refused.stderr
+
     # derived: a full rebuild gives the same answer, and the index verifies against a replay
     before = json.loads(_ctx(root, "search", "why did the tests fail", "--format", "json"))
     _ctx(root, "rebuild", "--full")

@@ -498,3 +498,22 @@ def test_mcp_every_request_line_is_answered_even_malformed(tmp_path: Path) -> No
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_mcp_search_finds_a_failing_run_after_it_passed(tmp_path: Path) -> None:
+    """The MCP search is the search of ``ctx search``: past command runs come back too."""
+    from tests.code.test_command_history import _failed_then_passed
+
+    root = _failed_then_passed(tmp_path)
+
+    async def body(client: ClientSession) -> None:
+        found = await _call(client, "search", text="why did the tests fail")
+        assert [(r["kind"], r["store"], r["name"], r["status"], r["exit_code"])
+                for r in found["runs"]] == [("run", "project", "tests", "failed", 1)]
+        run = found["runs"][0]
+        assert run["then"]["status"] == "passed" and run["score"] > 0
+        assert any("test_add_small" in d["message"] for d in run["diagnostics"])
+        code = await _call(client, "search", text="exponential backoff")  # no run asked about
+        assert "runs" not in code
+
+    _session(root / ".ctx")(body)
