@@ -21,7 +21,7 @@ from ctxstore.index.build import BUILD_TABLES, apply_build_record
 from ctxstore.index.heads import FoldReads, record_commit_graph, update_node_heads
 from ctxstore.model import Commit, TypedObject, WorkCommit, codec
 from ctxstore.model.build import CargoRecord, CommandRunRecord
-from ctxstore.model.code import FileRemoved
+from ctxstore.model.code import FileRecord, FileRemoved
 from ctxstore.model.knowledge import (
     EdgeRecord,
     EdgeRemoved,
@@ -50,7 +50,7 @@ __all__ = ["SyncPlan", "plan_sync", "apply_commits", "apply_records", "clear_ind
 _PROGRESS_STEP = 500  # records applied between two progress calls
 _TABLES = ("applied", "applied_batches", "purged", "winners", "nodes", "tags", "edges", "views",
            "versions", "nodes_fts", "commit_graph", "commit_parents", "node_heads", "updated_in",
-           *BUILD_TABLES, "runs", "runs_fts")  # index.runs
+           "file_versions", *BUILD_TABLES, "runs", "runs_fts")  # index.runs
 
 
 @dataclass
@@ -239,6 +239,8 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
         if isinstance(rec, (NodeRecord, NodeRemoved)) and canonical is not None:
             conn.execute("INSERT OR IGNORE INTO updated_in(node_id, commit_oid, stamp, version)"
                          " VALUES (?, ?, ?, ?)", (rec.id, commit, canonical, version))
+        if canonical is not None and isinstance(rec, (FileRecord, EdgeRecord)):
+            _record_file_version(conn, rec, commit, canonical, version)
         if isinstance(rec, (NodeRecord, NodeRemoved)):
             update_node_heads(reads, conn, rec.id, version, commit, rec.prev, stamp,
                               known=cur.rowcount == 0)
@@ -249,6 +251,28 @@ def apply_records(store: Store, conn: sqlite3.Connection, records: Iterable[Know
         conn.execute("INSERT OR REPLACE INTO winners(key, stamp, version, live) VALUES (?, ?, ?, ?)",
                      (key, stamp, version, int(live)))
         _apply_winner(store, conn, rec, version)
+
+
+def _record_file_version(conn: sqlite3.Connection, rec: FileRecord | EdgeRecord, commit: bytes,
+                         stamp: int, version: bytes) -> None:
+    """HasVersion / UpdatedIn of files: the content of a path a canonical commit recorded.
+
+    A ``file`` record (a ``ctx add file`` snapshot) records its blob and FileVersion; a
+    ``Mentions`` edge to a file records the blob its evidence names (what the file held
+    when the mention was made). Other records say nothing of a file's content.
+    """
+    if isinstance(rec, FileRecord):
+        conn.execute("INSERT OR IGNORE INTO file_versions(path, content, commit_oid, version, stamp,"
+                     " file_version) VALUES (?, ?, ?, ?, ?, ?)",
+                     (rec.path, bytes(rec.blob), commit, version, stamp, bytes(rec.version)))
+        return
+    if rec.label != "Mentions" or rec.to_ref[0] != "file":
+        return
+    blob = rec.evidence.get("blob") if isinstance(rec.evidence, dict) else None
+    if isinstance(blob, str) and len(blob) == 64 and all(c in "0123456789abcdef" for c in blob):
+        conn.execute("INSERT OR IGNORE INTO file_versions(path, content, commit_oid, version, stamp,"
+                     " file_version) VALUES (?, ?, ?, ?, ?, NULL)",
+                     (rec.to_ref[1], bytes.fromhex(blob), commit, version, stamp))
 
 
 _REMOVALS = (NodeRemoved, EdgeRemoved, ViewRemoved, FileRemoved)
@@ -283,6 +307,7 @@ def _apply_purge(store: Store, conn: sqlite3.Connection, rec: PurgeRecord) -> se
 
         forget_run(conn, version)
         conn.execute("DELETE FROM updated_in WHERE version = ?", (version,))
+        conn.execute("DELETE FROM file_versions WHERE version = ?", (version,))
         for key in keys:
             conn.execute("DELETE FROM versions WHERE key = ? AND version = ?", (key, version))
             win = conn.execute("SELECT version FROM winners WHERE key = ?", (key,)).fetchone()

@@ -148,6 +148,8 @@ REACHED_TABLES: dict[str, TableCheck] = {
     "runs_fts": TableCheck("SELECT r.version, f.name, f.status, f.text FROM runs_fts f"
                            " LEFT JOIN runs r ON r.rowid = f.rowid", 1),
     "updated_in": TableCheck("SELECT node_id, commit_oid, version, stamp FROM updated_in", 3),
+    "file_versions": TableCheck("SELECT path, content, commit_oid, version, stamp, file_version"
+                                " FROM file_versions", 4),
 }
 
 

@@ -4,8 +4,10 @@ The relationship graph is the union of knowledge edges (``edges``), code edges
 (``code_edges``, this clone's work tree: ``index.codedb``) and the edges of build records
 (``build_edges``: Cargo, command runs), all between typed endpoints ``(kind, key)``; the
 adjacency of ``ctx debug index`` adds ``UpdatedIn`` (``updated_in_edges``: a node to the
-canonical commits that changed it, derived from history), which the SCC graph leaves out. ``lookup`` answers
-``ctx debug index KEY`` from the spec 002 §10.2 indexes as SQLite holds them: the path
+canonical commits that changed it; ``file_updated_in_edges``: a file to the commits that first
+recorded each of its versions) and ``HasVersion`` (``has_version_edges``: a file to each
+content the history recorded of it), all derived from history, which the SCC graph leaves
+out. ``lookup`` answers ``ctx debug index KEY`` from the spec 002 §10.2 indexes as SQLite holds them: the path
 index (``files``), the name index (``symbols.name``, ``packages.name``, node types),
 the stable-key index (``symbols.qualname``) and the adjacency index (both edge tables,
 forward and backward). SQL stays in ``index/``.
@@ -34,7 +36,11 @@ _ADJACENCY = (
     " UNION ALL SELECT 'code:' || path, from_kind, from_key, to_kind, to_key, label FROM build_edges"
     " WHERE {side}_kind = ? AND {side}_key = ?"
     " UNION ALL SELECT 'history', from_kind, from_key, to_kind, to_key, label FROM updated_in_edges"
-    " WHERE {side}_kind = ? AND {side}_key = ? ORDER BY 6, 3, 5 LIMIT ?")
+    " WHERE {side}_kind = ? AND {side}_key = ?"
+    " UNION ALL SELECT 'history', from_kind, from_key, to_kind, to_key, label FROM has_version_edges"
+    " WHERE {side}_kind = ? AND {side}_key = ?"
+    " UNION ALL SELECT 'history', from_kind, from_key, to_kind, to_key, label"
+    " FROM file_updated_in_edges WHERE {side}_kind = ? AND {side}_key = ? ORDER BY 6, 3, 5 LIMIT ?")
 
 
 def graph_size(conn: sqlite3.Connection) -> int:
@@ -116,7 +122,7 @@ def _names(conn: sqlite3.Connection, namespace: str, name: str, limit: int) -> l
 def _adjacent(conn: sqlite3.Connection, side: str, kind: str, key: str, limit: int
               ) -> list[dict[str, Any]]:
     sql = _ADJACENCY.format(side=side)
-    rows = conn.execute(sql, (kind, key, kind, key, kind, key, kind, key, limit)).fetchall()
+    rows = conn.execute(sql, (*(kind, key) * 6, limit)).fetchall()
     other = ("to_kind", "to_key") if side == "from" else ("from_kind", "from_key")
     out = []
     for source, fk, fkey, tk, tkey, label in rows:
@@ -184,7 +190,8 @@ def classify_key(conn: sqlite3.Connection, key: str) -> tuple[str, str] | None:
     Returns:
         ``(kind, key)`` or None (the caller then tries a node id).
     """
-    if conn.execute("SELECT 1 FROM files WHERE path = ?", (key,)).fetchone():
+    if conn.execute("SELECT 1 FROM files WHERE path = ?", (key,)).fetchone() or conn.execute(
+            "SELECT 1 FROM file_versions WHERE path = ? LIMIT 1", (key,)).fetchone():
         return "file", key
     row = conn.execute("SELECT kind FROM symbols WHERE qualname = ? LIMIT 1", (key,)).fetchone()
     if row:

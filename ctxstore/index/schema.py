@@ -35,7 +35,10 @@ SchemaRow = tuple[str, str, str, "str | None"]
 # 12: runs, runs_fts (every stored run of a command, searchable: index.runs)
 # 13: updated_in (spec 002 §9 UpdatedIn: the canonical commits whose change batches hold a
 #    version of a node, derived from history), read through the view updated_in_edges
-INDEX_SCHEMA_VERSION = 13
+# 14: file_versions (spec 002 §9 HasVersion and UpdatedIn of files: each content of a path a
+#    canonical commit recorded, by a ctx add file snapshot or a Mentions edge's evidence),
+#    read through the views has_version_edges and file_updated_in_edges
+INDEX_SCHEMA_VERSION = 14
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -116,6 +119,25 @@ CREATE INDEX IF NOT EXISTS updated_in_commit ON updated_in(commit_oid);
 CREATE VIEW IF NOT EXISTS updated_in_edges(from_kind, from_key, to_kind, to_key, label, stamp) AS
     SELECT DISTINCT 'node', node_id, 'commit', lower(hex(commit_oid)), 'UpdatedIn', stamp
     FROM updated_in;
+-- HasVersion / UpdatedIn of files (spec 002 §9): each content (blob id) of a path a canonical
+-- commit recorded (commit_oid, its time in ms), by a `ctx add file` snapshot (file_version: its
+-- FileVersion object) or a Mentions edge to the file whose evidence names the blob it read:
+-- derived, never an object. A version is named by its content; a file is UpdatedIn the commit
+-- that first recorded each of its versions.
+CREATE TABLE IF NOT EXISTS file_versions (
+    path TEXT NOT NULL, content BLOB NOT NULL, commit_oid BLOB NOT NULL, version BLOB NOT NULL,
+    stamp INTEGER NOT NULL, file_version BLOB,
+    PRIMARY KEY (path, content, commit_oid, version)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS file_versions_version ON file_versions(version);
+CREATE VIEW IF NOT EXISTS has_version_edges(from_kind, from_key, to_kind, to_key, label, stamp) AS
+    SELECT 'file', path, 'version', lower(hex(content)), 'HasVersion', min(stamp)
+    FROM file_versions GROUP BY path, content;
+CREATE VIEW IF NOT EXISTS file_updated_in_edges(from_kind, from_key, to_kind, to_key, label,
+                                                stamp) AS
+    SELECT DISTINCT 'file', f.path, 'commit', lower(hex(f.commit_oid)), 'UpdatedIn', f.stamp
+    FROM file_versions f WHERE f.stamp = (SELECT min(g.stamp) FROM file_versions g
+                                          WHERE g.path = f.path AND g.content = f.content);
 CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary,
     tokenize = "ascii tokenchars '_'");
 -- build rows (index.build): cargo packages/targets/crates, command runs, diagnostics
@@ -171,7 +193,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS runs_fts USING fts5(name, status, text,
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "59daff5e358f6dff52d7c850e436baddf842bca6cbfdd39624cff2471e7d10a3"
+EXPECTED_SCHEMA_DIGEST = "d902e6559e091cdb395faa2befe4ff3c48eb346d923298e97b1637b3792d0415"
 
 _expected: frozenset[SchemaRow] | None = None
 
