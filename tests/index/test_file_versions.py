@@ -93,3 +93,21 @@ def test_file_versions_of_a_file_no_longer_in_the_work_tree_are_found_by_path(
     (root / "src" / "a.py").unlink()
     ctx(root, "index")
     assert history(root) == ({v1}, {first})
+
+
+def test_file_versions_a_purged_snapshot_leaves_no_version_of_its_content(tmp_path: Path) -> None:
+    """``ctx purge --whole`` of a snapshot's blob: the version it named leaves the index."""
+    root = tmp_path / "work"
+    (root / "src").mkdir(parents=True)
+    leaked = write(root, "PASSWORD = 'hunter2-not-a-real-one'\n")
+    ctx(root, "init", "--no-git")
+    ctx(root, "add", "file", "src/a.py")
+    commit(root, "first")
+    versions, _ = history(root)
+    assert versions == {leaked}
+    ctx(root, "purge", leaked, "--whole", "--yes")
+    versions, commits = history(root)
+    assert leaked not in versions and len(versions) == 1  # the [PURGED] content instead
+    assert len(commits) == 1
+    verify = run_ctx(["debug", "verify", "--index"], cwd=root, timeout=120)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
