@@ -171,15 +171,34 @@ def _ref_commit(common: Path, ref: str) -> str | None:
         pass
     except (OSError, CtxError, UnicodeDecodeError):
         return None
-    try:
-        packed = read_regular(common / "packed-refs", _MAX_PACKED_REFS)
-    except (OSError, CtxError):
-        return None
+    return _packed_ref(common / "packed-refs", ref)
+
+
+def _packed_ref(path: Path, ref: str) -> str | None:
+    """The commit ``ref``'s line in ``packed-refs`` names, read line by line up to that line.
+
+    Git sorts the file by name, so a branch (``refs/heads/``) is met before the remotes and
+    tags that make a large file large; at most ``_MAX_PACKED_REFS`` bytes are read.
+    """
+    import stat
+
     suffix = b" " + ref.encode()
-    for line in packed.splitlines():
-        if line.endswith(suffix):
-            value = line[:-len(suffix)].decode("ascii", "replace")
-            return value if _is_git_id(value) else None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        read = 0
+        for line in handle:
+            read += len(line)
+            if read > _MAX_PACKED_REFS:
+                return None
+            line = line.rstrip(b"\r\n")
+            if line.endswith(suffix):
+                value = line[:-len(suffix)].decode("ascii", "replace")
+                return value if _is_git_id(value) else None
     return None
 
 
@@ -213,8 +232,10 @@ def read_head_position(worktree: Path) -> tuple[str | None, str | None]:
         return head_position(worktree)
     ref = head.removeprefix("ref: ").strip()
     commit = _ref_commit(common, ref)
-    if commit is None:  # unborn, or refs kept some other way: Git knows
+    if commit is None and os.path.isdir(common / "reftable"):  # refs kept another way: Git knows
         return head_position(worktree)
+    if commit is None:  # a branch before its first commit (as head_position says it)
+        return None, None
     return (ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None), commit
 
 

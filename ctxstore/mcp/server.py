@@ -187,9 +187,8 @@ class ToolBox:
     def search(self, text: str, limit: int = 20, include_global: bool = False) -> dict[str, Any]:
         """Ranked search for any text over memories and past command runs, best first.
 
-        The search of ``ctx search`` (``knowledge.scopes.search_scoped_hits``): a stored run
-        of a command comes back when the text asks about it ("why did the tests fail"), as
-        its best run with what the command did next, even after it passed.
+        As ``ctx search`` (``knowledge.scopes.search_scoped_hits``): a run the text asks about
+        ("why did the tests fail") comes back with what its command did next.
 
         Args:
             text: Any text: a question, code, punctuation; any word may match, results holding
@@ -198,9 +197,8 @@ class ToolBox:
             include_global: Also the user store.
 
         Returns:
-            ``{"text", "count", "nodes": [... "score", "matched"]}``, and ``runs`` when runs
-            were found: each ``{"kind": "run", "store", "score", "matched", "name", "status",
-            "diagnostics", "then", ...}``.
+            ``{"text", "count", "nodes": [... "score", "matched"]}``, and ``runs`` when found:
+            ``{"kind": "run", "store", "score", "matched", "name", "status", "then", ...}``.
 
         Raises:
             InvalidInput: (E011) for a bad limit.

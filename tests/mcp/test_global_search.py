@@ -52,7 +52,8 @@ def test_search_global_odd_text_and_code_kinds(tmp_path: Path) -> None:
     assert empty.returncode == 0 and json.loads(empty.stdout)["nodes"] == []
     code = run_ctx(["search", "--global", "--kind", "symbol", "sqlite"], cwd=work)
     assert code.returncode == 1 and code.stdout == ""
-    assert code.stderr.startswith("ctx: error[E011]: --global searches nodes and narrative")
+    assert code.stderr.startswith("ctx: error[E011]: --global searches nodes, narrative and "
+                                  "command runs, not chunks or symbols")
     assert len(code.stderr.strip().splitlines()) == 1
     nodes = run_ctx(["--format", "json", "search", "--global", "--kind", "node", "--kind",
                      "symbol", "sqlite"], cwd=work)

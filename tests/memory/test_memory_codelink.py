@@ -78,8 +78,10 @@ def test_codelink_resolve_file_takes_the_longest_indexed_tail() -> None:
 def test_codelink_schema_1_memory_is_upgraded_in_place(store: Store, tmp_path: Path) -> None:
     cj(store, "memory", "backfill", str(_talk(tmp_path)))
     conn = sqlite3.connect(memory_path(store.root))
-    # what a ctx of schema 1 wrote: no code links, no schema_version table (meta names it)
-    conn.executescript("DROP INDEX entities_code_path; ALTER TABLE entities DROP COLUMN code_path;"
+    # what a ctx of schema 1 wrote: no code links, no schema_version table (meta names it),
+    # no provenance of ideas (schema 5)
+    conn.executescript("ALTER TABLE ideas DROP COLUMN branch; ALTER TABLE ideas DROP COLUMN git_commit;"
+                       "DROP INDEX entities_code_path; ALTER TABLE entities DROP COLUMN code_path;"
                        "ALTER TABLE entities DROP COLUMN code_qualname; DROP TABLE schema_version;"
                        "UPDATE meta SET value = '1' WHERE key = 'schema_version';")
     conn.close()

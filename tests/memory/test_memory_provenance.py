@@ -154,8 +154,10 @@ def test_memory_provenance_head_read_from_files_agrees_with_git(tmp_path: Path) 
     work.mkdir()
     assert read_head_position(work) == (None, None)  # outside Git
     _git(work, "init", "-q", "-b", "main")
+    assert read_head_position(work) == head_position(work) == (None, None)  # no commit yet
     first = _commit(work, "a.py", "2026-02-12T15:00:00Z")
     assert read_head_position(work) == head_position(work) == ("main", first)
+    _git(work, "tag", "v1")
     _git(work, "pack-refs", "--all")
     assert not (work / ".git" / "refs" / "heads" / "main").exists()
     assert read_head_position(work) == ("main", first)
