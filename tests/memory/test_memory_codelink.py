@@ -81,6 +81,7 @@ def test_codelink_schema_1_memory_is_upgraded_in_place(store: Store, tmp_path: P
     # what a ctx of schema 1 wrote: no code links, no schema_version table (meta names it)
     conn.executescript("DROP INDEX entities_code_path; ALTER TABLE entities DROP COLUMN code_path;"
                        "ALTER TABLE entities DROP COLUMN code_qualname; DROP TABLE schema_version;"
+                       "DROP TABLE turn_vectors;"
                        "UPDATE meta SET value = '1' WHERE key = 'schema_version';")
     conn.close()
     db = open_memory(store.root, create=False)
