@@ -284,7 +284,7 @@ def _with_vectors(root: Path, payload: Payload, seconds: float) -> None:
         from ctxstore.claude.hooklog import log_problem
 
         log_problem(root, _text(payload, "hook_event_name") or "hook",
-                    f"transcript memory: {exc.message}")
+                    f"transcript memory: {exc.message}" + (f"; {exc.hint}" if exc.hint else ""))
 
 
 def _notice(state: HookState, *, take: bool = True) -> list[str]:
