@@ -98,8 +98,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                   # RELATES_TO edges to similar memories on write (knowledge.autolink).
                   "autolink": True},
     # Transcript memory (ctxstore.memory, docs/memory.md "Privacy"): whether the hooks index
-    # sessions at all, and how much tool output a turn keeps.
-    "memory": {"enabled": True, "index_tool_output": True, "max_tool_output_chars": 8000},
+    # sessions at all, and how much tool output a turn keeps; "vectors" = "on" adds vector
+    # search fused with BM25 (ctxstore.memory.vectors; needs the ctxstore[embed] extra).
+    "memory": {"enabled": True, "index_tool_output": True, "max_tool_output_chars": 8000,
+               "vectors": "off"},
     # The secret policy of each write path (ctxstore.security, docs/security.md): explicit
     # writes refused, automatic capture redacted. What lets a secret through (allow, disabled
     # rules, allowed values, sensitive files indexed) applies in a clone only after `ctx trust`.
@@ -172,6 +174,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
        for channel in ("explicit", "remember", "commands", "files", "transcripts", "llm",
                        "narrative", "summaries")},
     ("index", "fulltext"): ("auto", "fts5", "tantivy"),
+    ("memory", "vectors"): ("off", "on"),
 }
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "GcRefused",
     "LlmUnavailable",
     "MemoryDamaged",
+    "EmbedUnavailable",
     "SecretRefused",
     "UpgradeRequired",
 ]
@@ -378,6 +379,17 @@ class MemoryDamaged(StoreCorrupt):
     """
 
     code = "E023"
+
+
+class EmbedUnavailable(CtxError):
+    """E027: vector search is configured but its engine cannot be loaded.
+
+    The optional extra (``pip install 'ctxstore[embed]'``: NumPy, ``tokenizers`` and the
+    ``wordllama`` wheel with its weights) is not installed, or its files are damaged. Nothing
+    was written.
+    """
+
+    code = "E027"
 
 
 class SecretRefused(CtxError):

@@ -96,8 +96,9 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool,
         raise InvalidInput("name transcript files or directories, or give --all",
                            hint="ctx memory backfill --all")
     started = time.monotonic()
-    report, linked = backfill_memory(env.session(), targets, tool_budget=settings.tool_budget,
-                                     progress=progress_printer("indexing transcripts"))
+    report, linked, embedded = backfill_memory(env.session(), targets,
+                                               tool_budget=settings.tool_budget,
+                                               progress=progress_printer("indexing transcripts"))
     seconds = time.monotonic() - started
     notes += report.notes
     if skipped[0]:
@@ -111,14 +112,15 @@ def backfill_command(env: Env, paths: tuple[Path, ...], everything: bool,
                    "ideas": report.ideas, "seconds": round(seconds, 3),
                    "skipped_lines": sum(f.skipped for f in report.files),
                    "skipped_other_projects": {"transcripts": skipped[0], "projects": skipped[1]},
-                   "linked": linked, "notes": notes})
+                   "linked": linked, "embedded": embedded, "notes": notes})
         return
     for note in notes:
         click.echo(f"ctx: note: {note}", err=True)
     click.echo(f"indexed {plural(len(report.files), 'file')}, {report.bytes} new bytes: "
                f"{plural(report.turns, 'turn')}, {plural(report.ideas, 'idea')} "
                f"in {seconds:.1f} s" + (f"; linked {plural(linked, 'name')} to the code index"
-                                        if linked else ""))
+                                        if linked else "")
+               + (f"; embedded {plural(embedded, 'turn')}" if embedded else ""))
 
 
 def _now_ms(now: str | None) -> int:
@@ -198,6 +200,34 @@ def _print_grouped(hits: list[Hit]) -> None:
                 click.echo(f"    earlier ({old['timestamp']}, {old['intent']}): "
                            f"{escape_tags(old['text'])}")
         click.echo("")
+
+
+@memory_group.command("vectors")
+@click.option("--rebuild", is_flag=True,
+              help="Delete every stored vector and embed every turn again.")
+@format_option
+@pass_env
+def vectors_command(env: Env, rebuild: bool) -> None:
+    """Embed the turns that have no vector yet (with [memory] vectors = "on").
+
+    Vectors are derived from the turns and kept in .ctx/local/memory.sqlite; backfill and
+    the Stop hook fill them as sessions are indexed. Needs pip install 'ctxstore[embed]'.
+
+    \b
+    Examples:
+        ctx memory vectors
+        ctx memory vectors --rebuild --format json
+    """
+    from ctxstore.cli._common import progress_printer
+    from ctxstore.memory.manage import memory_vectors
+
+    model, embedded, have = memory_vectors(env.session(), rebuild=rebuild,
+                                           progress=progress_printer("embedding turns"))
+    if env.fmt == "json":
+        emit_json({"model": model, "embedded": embedded, "turns_with_vectors": have})
+        return
+    click.echo(f"embedded {plural(embedded, 'turn')} with {model}; "
+               f"{plural(have, 'turn')} have vectors")
 
 
 @memory_group.command("stats")

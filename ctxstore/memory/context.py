@@ -21,6 +21,7 @@ from ctxstore.errors import CtxError
 
 if TYPE_CHECKING:
     from ctxstore.config import Config
+    from ctxstore.embed.engine import Embedder
 
 __all__ = ["RECENT_MINUTES", "ITEM_CHARS", "MemoryItem", "memory_context", "recall_section"]
 
@@ -77,7 +78,7 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
             return []
         with db:
             result = search_memory(db, prompt, now_ms=now, until=now - RECENT_MINUTES * 60_000,
-                                   limit=limit * 2)
+                                   limit=limit * 2, engine=_engine(settings.vectors))
     except (CtxError, sqlite3.Error, OSError):
         return []
     wanted = min(2, len(words))
@@ -97,18 +98,36 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
         held = held_at((turn.session, turn.seq))
         # a turn beside one that holds the terms (the answer to it, or the question it answers)
         # counts as its context
-        if len(held) < wanted and not any(
+        # and, with vectors, a turn among the nearest to the prompt by meaning
+        if len(held) < wanted and hit.near_rank is None and not any(
                 len(held_at((turn.session, turn.seq + d))) >= wanted for d in (-1, 1)):
             continue
         text = " ".join(hit_text(turn, ITEM_CHARS).split())
         if turn.ts_start is not None:  # "last week" said then, as the dates it meant
             text = resolve_relative(text, turn.ts_start)
         line = f"- [{(iso(turn.ts_start) or 'undated')[:10]} session {turn.session[:8]}] {text}\n"
-        why = "matched: " + ", ".join(held) if len(held) >= wanted else "beside a turn that matched"
+        why = ("matched: " + ", ".join(held) if len(held) >= wanted else
+               "beside a turn that matched" if hit.near_rank is None else "near in meaning")
         items.append(MemoryItem(f"turn:{turn.session}:{turn.seq}", line, 1.0 + hit.score, why))
         if len(items) >= limit:
             break
     return items
+
+
+def _engine(on: bool) -> Embedder | None:
+    """The embedding engine when vectors are on and it loads, else None.
+
+    Context is best effort: a missing extra means words only here (``ctx memory search``
+    names it: E027).
+    """
+    if not on:
+        return None
+    from ctxstore.embed.engine import load_embedder
+
+    try:
+        return load_embedder()
+    except CtxError:
+        return None
 
 
 def recall_section(ctx_dir: Path, query: str, *, limit: int = 3, now_ms: int | None = None) -> str:

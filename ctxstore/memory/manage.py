@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ctxstore.session import Session
 
 __all__ = ["MemoryStats", "open_existing", "backfill_memory", "memory_stats", "memory_topics",
-           "memory_session", "forget_memory"]
+           "memory_session", "forget_memory", "memory_vectors"]
 
 _NO_MEMORY_HINT = ("`ctx memory backfill --all` indexes past sessions; the Stop hook indexes "
                    "new ones")
@@ -62,8 +62,11 @@ def open_existing(ctx_dir: Path, *, create: bool = False, durable: bool = True) 
 
 def backfill_memory(session: Session, targets: Iterable[Path], *, tool_budget: int,
                     progress: Callable[[int, int], None] | None = None
-                    ) -> tuple[BackfillReport, int]:
-    """Index the transcripts below ``targets``, then link the code they name to the code index.
+                    ) -> tuple[BackfillReport, int, int]:
+    """Index the transcripts below ``targets``, link code names, embed new turns.
+
+    The files and symbols talked about are linked to the code index; with
+    ``[memory] vectors = "on"`` the turns that have no vector yet are embedded.
 
     Args:
         session: The open session (its index is read to link code names).
@@ -72,19 +75,27 @@ def backfill_memory(session: Session, targets: Iterable[Path], *, tool_budget: i
         progress: Called with (bytes read, bytes to read).
 
     Returns:
-        The backfill's report and how many names were linked to the code index.
+        The backfill's report, how many names were linked to the code index, and how many
+        turns were embedded.
+
+    Raises:
+        EmbedUnavailable: (E027) vectors are on but the extra is missing (before anything is
+            read).
     """
     from ctxstore.memory.backfill import backfill
     from ctxstore.memory.codelink import link_code
     from ctxstore.memory.index import history_position, transcript_redactor
+    from ctxstore.memory.vectors import fill_vectors, vector_engine
 
+    engine = vector_engine(session.config)  # a missing extra is named before any write
     with open_existing(session.root, create=True, durable=False) as db:
         report = backfill(db, targets, progress=progress, tool_budget=tool_budget,
                           redact=transcript_redactor(session.root),
                           where=history_position(session.root.parent))
         linked = link_code(db, session.index())
+        embedded = fill_vectors(db, engine).embedded if engine is not None else 0
         db.checkpoint()
-    return report, linked
+    return report, linked, embedded
 
 
 def memory_stats(ctx_dir: Path) -> MemoryStats:
@@ -159,3 +170,34 @@ def forget_memory(ctx_dir: Path, session: str | None) -> int:
     """
     with open_existing(ctx_dir) as db:
         return db.forget(session)
+
+
+def memory_vectors(session: Session, *, rebuild: bool = False,
+                   progress: Callable[[int, int], None] | None = None) -> tuple[str, int, int]:
+    """Embed the turns that have no vector yet, or (``rebuild``) every turn again.
+
+    Args:
+        session: The open session (its ``[memory] vectors`` setting).
+        rebuild: Delete every stored vector first (derived data: made again from the turns).
+        progress: Called with (turns embedded, turns to embed).
+
+    Returns:
+        The model, how many turns were embedded, and how many turns have a vector now.
+
+    Raises:
+        NothingToDo: (E018) vectors are off, or there is no memory yet.
+        EmbedUnavailable: (E027) the extra is not installed.
+    """
+    from ctxstore.memory.vectors import fill_vectors, rebuild_vectors, vector_engine
+
+    engine = vector_engine(session.config)
+    if engine is None:
+        raise NothingToDo("vector search is off ([memory] vectors = \"off\" in config.toml)",
+                          hint='set [memory] vectors = "on" (needs pip install \'ctxstore[embed]\')')
+    with open_existing(session.root) as db:
+        have, total = db.vector_count(engine.model_id)
+        todo = total if rebuild else total - have
+        step = None if progress is None else (lambda done: progress(done, todo))
+        fill = (rebuild_vectors if rebuild else fill_vectors)(db, engine, progress=step)
+        have, total = db.vector_count(engine.model_id)
+    return engine.model_id, fill.embedded, have

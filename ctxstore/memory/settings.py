@@ -25,17 +25,21 @@ class MemorySettings(NamedTuple):
     Attributes:
         enabled: Whether sessions are indexed at all.
         tool_budget: Characters of tool calls and results kept per turn (0: none).
+        vectors: Whether turns get vectors and searches fuse them with BM25
+            (``[memory] vectors = "on"``; ``memory.vectors``).
     """
 
     enabled: bool
     tool_budget: int
+    vectors: bool = False
 
 
 def settings_of(config: Config) -> MemorySettings:
     """The ``[memory]`` settings of a loaded configuration."""
     keep = config.get("memory", "index_tool_output")
     return MemorySettings(bool(config.get("memory", "enabled")),
-                          int(config.get("memory", "max_tool_output_chars")) if keep else 0)
+                          int(config.get("memory", "max_tool_output_chars")) if keep else 0,
+                          config.get("memory", "vectors") == "on")
 
 
 def memory_settings(ctx_dir: Path) -> MemorySettings:

@@ -33,7 +33,7 @@ def test_without_a_memory_stats_are_zero_and_the_rest_is_nothing_to_do(store: St
 
 def test_backfill_topics_and_forget_one_session(store: Store, tmp_path: Path) -> None:
     conversation().write(tmp_path / "s.jsonl")
-    report, _linked = backfill_memory(session_of(store), [tmp_path / "s.jsonl"], tool_budget=2000)
+    report, _linked, _embedded = backfill_memory(session_of(store), [tmp_path / "s.jsonl"], tool_budget=2000)
     assert report.turns > 0 and memory_stats(store.root).counts["sessions"] == 1
     session, rows = memory_topics(store.root, SESSION[:8], 50)
     assert session == SESSION and rows

@@ -10,6 +10,7 @@ transcript bytes into transcript memory. It holds no handler of its own.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -242,8 +243,10 @@ def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: 
         return result
     from ctxstore.memory.index import index_transcript
 
+    began = time.monotonic()
     try:
         report = index_transcript(root, path, seconds=seconds, backlog_seconds=backlog_seconds)
+        _with_vectors(root, payload, seconds - (time.monotonic() - began))
     except sqlite3.OperationalError:
         return result  # locked or busy: the cursor did not move, the next hook continues
     except sqlite3.DatabaseError as exc:  # damaged while being read: named, never wiped
@@ -262,6 +265,26 @@ def _with_memory(root: Path | None, payload: Payload, result: Payload, seconds: 
                     f"transcript memory: {report.skipped} line(s) of {report.path} skipped "
                     "(malformed, or over 8 MB), never read again")
     return result
+
+
+def _with_vectors(root: Path, payload: Payload, seconds: float) -> None:
+    """Embed the turns just indexed in what is left of the budget (``[memory] vectors``).
+
+    A missing extra is a line in the hook log, never a failed hook: the turns stay searchable
+    by their words, and ``ctx memory vectors`` embeds them once it is installed.
+    """
+    if seconds <= 0:
+        return
+    from ctxstore.errors import EmbedUnavailable
+    from ctxstore.memory.vectors import fill_store_vectors
+
+    try:
+        fill_store_vectors(root, seconds)
+    except EmbedUnavailable as exc:
+        from ctxstore.claude.hooklog import log_problem
+
+        log_problem(root, _text(payload, "hook_event_name") or "hook",
+                    f"transcript memory: {exc.message}" + (f"; {exc.hint}" if exc.hint else ""))
 
 
 def _notice(state: HookState, *, take: bool = True) -> list[str]:

@@ -7,7 +7,7 @@ file and its WAL and shared-memory files must be regular files: a link or a FIFO
 refused before SQLite opens anything. WAL mode, ``synchronous=FULL``: a batch of entries and the
 cursor that follows it commit together, durably.
 
-Tables (spec 004 §3, without embeddings): ``sessions``; ``index_state`` (per transcript file: byte
+Tables (spec 004 §3): ``sessions``; ``index_state`` (per transcript file: byte
 offset, inode, size, a hash of its first line, the turn still open); ``seen`` (every entry uuid
 indexed, with its turn: re-reading a file never duplicates); ``turns`` (a prompt and its reply,
 with the entry uuids) and ``turns_fts`` (FTS5 over their user, assistant and tool text);
@@ -15,7 +15,8 @@ with the entry uuids) and ``turns_fts`` (FTS5 over their user, assistant and too
 project file and symbol it names in the code index, ``code_path``/``code_qualname``: schema 2),
 ``idea_entities``, ``relations``. ``turns_fts`` holds each field's terms (``search.tokenize``,
 the tokeniser of every index and query: schema 3), stemmed (``tokenize.PROSE``: schema 4), so a
-turn is found by the words that find a node or a file, in any inflection.
+turn is found by the words that find a node or a file, in any inflection. ``turn_vectors``
+(schema 6): a turn's vector per embedding model, derived (``memory.vectors``).
 
 It cannot be rebuilt, so its schema is the ordered migrations ``_MIGRATIONS``, each recorded in
 ``schema_version`` in the transaction that applies it (``ctxstore.sqlite.migrate``). A file an

@@ -175,6 +175,7 @@ class MemoryDB:
                           (turn.ts_end, turn.user_text, turn.assistant_text, turn.tool_text,
                            json.dumps(turn.uuids), turn.span_id, turn.id))
         self.conn.execute("DELETE FROM turns_fts WHERE rowid = ?", (turn.id,))
+        self.conn.execute("DELETE FROM turn_vectors WHERE turn_id = ?", (turn.id,))  # stale
         self.conn.execute("INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text) "
                           "VALUES (?, ?, ?, ?)", (turn.id, PROSE.index_text(turn.user_text),
                                                     PROSE.index_text(turn.assistant_text),
@@ -406,6 +407,7 @@ class MemoryDB:
                               "idea_entities)")
             self.conn.execute(f"UPDATE seen SET turn_id = NULL WHERE turn_id IN ({turns})", args)
             self.conn.execute(f"DELETE FROM turns_fts WHERE rowid IN ({turns})", args)
+            self.conn.execute(f"DELETE FROM turn_vectors WHERE turn_id IN ({turns})", args)
             count = self.conn.execute(f"DELETE FROM turns WHERE {where}", args).rowcount
             self.conn.execute(f"DELETE FROM spans WHERE {where}", args)
             self.conn.execute(f"DELETE FROM sessions WHERE {where.replace('session', 'id')}", args)
@@ -413,6 +415,37 @@ class MemoryDB:
             self.conn.execute("INSERT INTO turns_fts(turns_fts) VALUES ('optimize')")
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(count)
+
+    # -- vectors (derived: hybrid search) ------------------------------------------------------
+    def turns_without_vector(self, model: str, limit: int) -> list[tuple[int, str, str]]:
+        """``(id, user text, assistant text)`` of turns that have no vector of ``model`` yet."""
+        return [(r[0], r[1], r[2]) for r in self.conn.execute(
+            "SELECT id, user_text, assistant_text FROM turns t WHERE NOT EXISTS (SELECT 1 FROM "
+            "turn_vectors v WHERE v.turn_id = t.id AND v.model = ?) ORDER BY id LIMIT ?",
+            (model, limit))]
+
+    def save_vectors(self, model: str, rows: Sequence[tuple[int, bytes]]) -> None:
+        """Store the vectors of turns (``(turn id, blob)``) for ``model``."""
+        self.conn.executemany("INSERT OR REPLACE INTO turn_vectors (turn_id, model, vec) "
+                              "VALUES (?, ?, ?)", [(i, model, blob) for i, blob in rows])
+
+    def drop_vectors(self) -> int:
+        """Delete every stored vector (of every model); return how many."""
+        return int(self.conn.execute("DELETE FROM turn_vectors").rowcount)
+
+    def turn_vectors(self, model: str, *, since: int | None, until: int | None,
+                     session: str | None, intent: str | None) -> list[tuple[int, bytes]]:
+        """``(turn id, blob)`` of the stored vectors of ``model`` of the turns the filters keep."""
+        where, args = _turn_filters("t", since, until, session, intent)
+        return [(r[0], r[1]) for r in self.conn.execute(
+            "SELECT t.id, v.vec FROM turn_vectors v JOIN turns t ON t.id = v.turn_id WHERE "
+            f"v.model = ? AND {' AND '.join(where)}", [model, *args])]
+
+    def vector_count(self, model: str) -> tuple[int, int]:
+        """How many turns have a vector of ``model``, and how many turns there are."""
+        row = self.conn.execute("SELECT (SELECT count(*) FROM turn_vectors WHERE model = ?), "
+                                "(SELECT count(*) FROM turns)", (model,)).fetchone()
+        return int(row[0]), int(row[1])
 
     # -- search ----------------------------------------------------------------------------
     def fts(self, match: str, weights: tuple[float, float, float], limit: int, *,

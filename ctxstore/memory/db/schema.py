@@ -83,11 +83,18 @@ _MIGRATIONS = [
         ALTER TABLE ideas ADD COLUMN git_commit TEXT;
         UPDATE meta SET value = '5' WHERE key = 'schema_version';
     """),
+    # a new table only: the vectors of turns for hybrid search ([memory] vectors), per model;
+    # derived (``ctx memory vectors --rebuild`` makes them again from the turns)
+    Migration(6, """
+        CREATE TABLE turn_vectors (turn_id INTEGER NOT NULL REFERENCES turns(id),
+            model TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (turn_id, model)) WITHOUT ROWID;
+        UPDATE meta SET value = '6' WHERE key = 'schema_version';
+    """),
 ]
 SCHEMA_VERSION = _MIGRATIONS[-1].version
 _LEGACY_TABLES = frozenset({"meta", "sessions", "index_state", "seen", "spans", "turns",
                             "turns_fts", "ideas", "entities", "idea_entities", "relations"})
-_TABLES = _LEGACY_TABLES | {"schema_version"}
+_TABLES = _LEGACY_TABLES | {"schema_version", "turn_vectors"}
 
 
 _TURNS_FTS = ("CREATE VIRTUAL TABLE turns_fts USING fts5(user_text, assistant_text, tool_text, "

@@ -1,0 +1,231 @@
+"""Vector search of transcript memory (``[memory] vectors = "on"``, the ``ctxstore[embed]`` extra).
+
+The real model runs here (WordLlama from its wheel): the test extra installs it. A turn whose
+words share none with the question is found with vectors and not without them; the model loads
+with every network connection refused; a configured but missing extra is one line (E027);
+vectors are derived data that ``ctx memory vectors --rebuild`` makes again, that a forget
+deletes, and that a turn's new text makes stale; the prompt hook with vectors on prints JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from conftest import run_ctx
+
+from ctxstore.memory.db import memory_path
+from ctxstore.repo import Store
+from tests.memory.memtx import Transcript
+
+pytest.importorskip("wordllama")  # the test extra installs it; a bare checkout skips
+
+QUESTION = "what pet do I have"
+NOW = "2026-02-20T12:00:00Z"
+
+
+def ctx(store: Store, *args: str, code: int = 0, env: dict[str, str] | None = None) -> str:
+    res = run_ctx(["--ctx-dir", str(store.root), *args], env=env)
+    assert res.returncode == code, (res.stdout, res.stderr)
+    if code:
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ctx: error["), res.stderr
+        return res.stderr
+    return res.stdout
+
+
+def cj(store: Store, *args: str) -> dict:
+    return json.loads(ctx(store, "--format", "json", *args))
+
+
+def _vectors(store: Store, on: bool) -> None:
+    config = store.root / "config.toml"
+    text = config.read_text()
+    assert 'vectors = "off"' in text or 'vectors = "on"' in text  # ctx init writes "off"
+    config.write_text(text.replace('vectors = "off"', 'vectors = "on"') if on else
+                      text.replace('vectors = "on"', 'vectors = "off"'))
+
+
+def _talk(path: Path, start: datetime | None = None) -> Path:
+    """Five turns; the one about the puppy shares no word (nor stem) with ``QUESTION``."""
+    t = Transcript(start=start or datetime(2026, 2, 12, 16, 0, tzinfo=UTC))
+    for prompt, reply in (
+            ("The deploy script fails on the staging server with a permission error.",
+             "deploy.sh runs as the www user; run it with sudo -u deploy."),
+            ("I adopted a puppy named Rex last week and he chews every shoe.",
+             "Puppies chew while teething; chew toys and a crate help."),
+            ("We decided to use SQLite for the session cache.",
+             "Good for a single machine; Redis later if it grows."),
+            ("My sister got married in June, the wedding was lovely.",
+             "Congratulations to her and to the family!"),
+            ("Which laptop should I buy for work?", "A light one with 16 GB of memory.")):
+        t.prompt(prompt)
+        t.say(reply)
+        t.end_turn()
+    return t.write(path)
+
+
+def _texts(out: dict) -> list[str]:
+    return [r["text"] for r in out["results"]]
+
+
+def test_vectors_find_a_turn_that_shares_no_word_with_the_question(store: Store,
+                                                                   tmp_path: Path) -> None:
+    path = _talk(tmp_path / "s.jsonl")
+    assert cj(store, "memory", "backfill", str(path))["embedded"] == 0  # off: nothing embedded
+    off = cj(store, "memory", "search", QUESTION, "--now", NOW)
+    assert not any("puppy" in text for text in _texts(off))
+    _vectors(store, True)
+    filled = cj(store, "memory", "vectors")
+    assert filled["embedded"] == 5 and filled["turns_with_vectors"] == 5
+    assert filled["model"].startswith("wordllama-l2_supercat-256@")
+    on = cj(store, "memory", "search", QUESTION, "--now", NOW)
+    assert "puppy named Rex" in _texts(on)[0]
+    # the text form too, and a search by the words still ranks the words' turn first
+    assert "puppy named Rex" in ctx(store, "memory", "search", QUESTION, "--now", NOW)
+    words = cj(store, "memory", "search", "staging permission error", "--now", NOW)
+    assert "staging server" in _texts(words)[0]
+
+
+def test_vectors_backfill_embeds_and_rebuild_makes_them_again(store: Store, tmp_path: Path) -> None:
+    _vectors(store, True)
+    out = cj(store, "memory", "backfill", str(_talk(tmp_path / "s.jsonl")))
+    assert out["turns"] == 5 and out["embedded"] == 5
+    conn = sqlite3.connect(memory_path(store.root))
+    before = dict(conn.execute("SELECT turn_id, vec FROM turn_vectors").fetchall())
+    conn.execute("DELETE FROM turn_vectors WHERE turn_id = (SELECT min(turn_id) FROM turn_vectors)")
+    conn.execute("UPDATE turn_vectors SET vec = zeroblob(1024)")  # damaged, as --rebuild mends
+    conn.commit()
+    assert cj(store, "memory", "vectors")["embedded"] == 1  # only what is missing
+    rebuilt = cj(store, "memory", "vectors", "--rebuild")
+    assert (rebuilt["embedded"], rebuilt["turns_with_vectors"]) == (5, 5)
+    after = dict(conn.execute("SELECT turn_id, vec FROM turn_vectors").fetchall())
+    conn.close()
+    assert after == before and all(len(v) == 256 * 4 for v in after.values())
+    assert "embedded 0 turns" in ctx(store, "memory", "vectors")
+
+
+def test_vectors_go_with_a_forgotten_session_and_with_a_turn_that_grew(store: Store,
+                                                                      tmp_path: Path) -> None:
+    from ctxstore.memory.db import open_memory
+    from ctxstore.memory.index import index_file
+
+    _vectors(store, True)
+    t = Transcript()
+    t.prompt("I adopted a puppy named Rex last week.")
+    path = t.write(tmp_path / "s.jsonl")
+    assert cj(store, "memory", "backfill", str(path))["embedded"] == 1
+    t.say("Puppies chew while teething.")  # the open turn's reply arrives later
+    t.write(path)
+    db = open_memory(store.root, create=False)
+    assert db is not None
+    with db:
+        index_file(db, path)
+        assert db.vector_count("wordllama-l2_supercat-256@0.4.0.post1") == (0, 1)  # stale: gone
+    assert cj(store, "memory", "vectors")["embedded"] == 1
+    ctx(store, "memory", "forget", "--all", "--yes")
+    conn = sqlite3.connect(memory_path(store.root))
+    assert conn.execute("SELECT count(*) FROM turn_vectors").fetchone() == (0,)
+    conn.close()
+
+
+def test_vectors_model_loads_with_the_network_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxstore.embed.engine import load_embedder
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the embedding model opened a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    load_embedder.cache_clear()
+    try:
+        engine = load_embedder()
+        vectors = engine.embed(["my dog Rex", "", "the deploy script"])
+    finally:
+        load_embedder.cache_clear()
+    assert vectors.shape == (3, 256) and str(vectors.dtype) == "float32"
+    norms = (vectors * vectors).sum(axis=1)
+    assert abs(norms[0] - 1) < 1e-5 and norms[1] == 0 and abs(norms[2] - 1) < 1e-5
+    query = engine.embed_query("what pet do I have")
+    assert float(vectors[0] @ query) > float(vectors[2] @ query)
+
+
+def test_vectors_match_wordllamas_own_embedding() -> None:
+    """The wheel's files read directly give what WordLlama's loader and ``embed`` give."""
+    import numpy as np
+    from wordllama import WordLlama
+
+    from ctxstore.embed.wordllama import _package_dir, load_wordllama
+
+    texts = ["I adopted a puppy named Rex.", "deploy.sh runs as the www user"]
+    theirs = WordLlama.load(cache_dir=_package_dir(), disable_download=True).embed(texts, norm=True)
+    assert np.abs(load_wordllama().embed(texts) - theirs).max() < 1e-3
+
+
+def test_vectors_configured_without_the_extra_is_one_line(store: Store, tmp_path: Path) -> None:
+    _vectors(store, True)
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "wordllama.py").write_text("")  # a module, not the package with its weights
+    env = {"PYTHONPATH": str(shadow)}
+    path = _talk(tmp_path / "s.jsonl")
+    err = ctx(store, "memory", "backfill", str(path), code=1, env=env)
+    assert "error[E027]" in err and "ctxstore[embed]" in err
+    assert not memory_path(store.root).exists()  # named before anything was written
+    broken = tmp_path / "broken" / "wordllama"
+    (broken / "weights").mkdir(parents=True)
+    (broken / "__init__.py").write_text("")
+    (broken / "weights" / "l2_supercat_256.safetensors").write_bytes(b"\xff" * 64)
+    err = ctx(store, "memory", "vectors", code=1, env={"PYTHONPATH": str(broken.parent)})
+    assert "error[E027]" in err and "cannot be read" in err
+    assert "error[E018]" in ctx(store, "memory", "vectors", code=1)  # the extra, no memory yet
+    for event in ("stop", "prompt-submit"):  # the hooks stay best effort: valid JSON
+        res = run_ctx(["hook", event], env=env, stdin=json.dumps({
+            "session_id": "x", "transcript_path": str(path), "cwd": str(store.root.parent),
+            "hook_event_name": "Stop" if event == "stop" else "UserPromptSubmit",
+            "prompt": QUESTION}))
+        assert res.returncode == 0 and isinstance(json.loads(res.stdout), dict), res.stderr
+    log = (store.root / "local" / "hooks.log").read_text()
+    assert "pip install 'ctxstore[embed]'" in log
+
+
+def test_vectors_bad_setting_is_named(store: Store, tmp_path: Path) -> None:
+    config = store.root / "config.toml"
+    config.write_text(config.read_text().replace('vectors = "off"', 'vectors = "maybe"'))
+    for args in (("memory", "vectors"), ("memory", "backfill", str(_talk(tmp_path / "s.jsonl")))):
+        err = ctx(store, *args, code=1)
+        assert "error[E015]" in err and "[memory] vectors = 'maybe' is not one of off, on" in err
+    assert not memory_path(store.root).exists()
+
+
+def test_vectors_prompt_hook_brings_the_turn_near_in_meaning(store: Store, tmp_path: Path) -> None:
+    _vectors(store, True)
+    path = _talk(tmp_path / "s.jsonl", datetime.now(UTC) - timedelta(days=3))
+    payload = {"session_id": "4d5611e5-241a-462a-8d15-5122611a9569", "transcript_path": str(path),
+               "cwd": str(store.root.parent), "hook_event_name": "Stop"}
+    count = 0
+    for _ in range(10):  # each Stop indexes, then embeds in what is left of its 0.3 s
+        res = run_ctx(["hook", "stop"], stdin=json.dumps(payload))
+        assert res.returncode == 0 and json.loads(res.stdout) == {}, res.stdout
+        conn = sqlite3.connect(memory_path(store.root))
+        count = conn.execute("SELECT count(*) FROM turn_vectors").fetchone()[0]
+        conn.close()
+        if count == 5:
+            break
+    assert count == 5
+    res = run_ctx(["hook", "prompt-submit"], stdin=json.dumps(
+        {**payload, "session_id": "another", "hook_event_name": "UserPromptSubmit",
+         "prompt": QUESTION}))
+    assert res.returncode == 0, res.stderr
+    context = json.loads(res.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "puppy named Rex" in context
+    _vectors(store, False)
+    res = run_ctx(["hook", "prompt-submit"], stdin=json.dumps(
+        {**payload, "session_id": "another", "hook_event_name": "UserPromptSubmit",
+         "prompt": QUESTION}))
+    assert "puppy" not in res.stdout
