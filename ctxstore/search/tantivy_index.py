@@ -38,7 +38,7 @@ import json
 import os
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -175,11 +175,16 @@ class Served:
             raise TantivyUnusable(str(exc)) from exc
 
     def ranked_files(self, corpus: str, weights: Mapping[str, float], path_weight: float,
-                     limit: int) -> list[tuple[int, float, int]]:
-        """The best files of ``source`` or ``other``: body BM25 plus ``path_weight`` x path BM25."""
+                     limit: int, *, body: Collection[str] | None = None,
+                     path: Collection[str] | None = None) -> list[tuple[int, float, int]]:
+        """The best files of ``source`` or ``other``: body BM25 plus ``path_weight`` x path BM25.
+
+        ``body`` and ``path``: the terms scored in each field (None: every term).
+        """
+        only = {f: terms for f, terms in (("body", body), ("path", path)) if terms is not None}
         try:
             return self.engine(corpus).weighted(weights, {"body": 1.0, "path": path_weight},
-                                                limit)
+                                                limit, only=only)
         except (ValueError, OSError, RuntimeError) as exc:
             raise TantivyUnusable(str(exc)) from exc
 

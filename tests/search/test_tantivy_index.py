@@ -291,3 +291,30 @@ def test_damaged_tantivy_files_make_fts5_answer(tmp_path: Path) -> None:
     ctx(ctx_dir, "index")
     _empty_fts5(ctx_dir)
     assert _keys(ctx_dir, "parse_header", "--kind", "chunk")[0].startswith("c.py:")
+
+
+def test_tantivy_scores_the_terms_the_postings_would_be_read_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tantivy ranks a pack's files by the rarest terms under the posting cap, as the postings do.
+
+    A long task's common words are not scored (they would cost Tantivy what they cost the
+    postings), so both rankings weigh the same terms and list the same matches.
+    """
+    from ctxstore.packs import seed
+    from ctxstore.search.rank import Params
+    from ctxstore.search.task import parse_query
+
+    ctx_dir = indexed_and_committed(tmp_path / "w")
+    _serve(ctx_dir)
+    _rebuild(ctx_dir)
+    monkeypatch.setattr(seed, "MIN_TERMS", 1)  # the rarest term alone: "value" (c.py only)
+    monkeypatch.setattr(seed, "MAX_POSTINGS", 1)
+    query = parse_query("return the value")
+    store = open_store(ctx_dir)
+    with open_index(store) as conn:
+        served = tantivy_index.Served(_tantivy(ctx_dir))
+        by_postings = seed.rank_files(conn, query, Params(graph_weight=0.0), matched_only=True)
+        by_tantivy = seed.rank_files(conn, query, Params(graph_weight=0.0), matched_only=True,
+                                     served=served)
+    assert [(h.path, h.terms) for h in by_postings] == [("c.py", ["value"])]
+    assert [(h.path, h.terms) for h in by_tantivy] == [("c.py", ["value"])]
