@@ -132,10 +132,10 @@ def serves_packs(config: Config) -> bool:
     """Whether Tantivy serves prompt packs too: only when ``[index] fulltext = "tantivy"``.
 
     Under ``"auto"`` a pack ranks files by the index's postings and memory with FTS5, even
-    on an index Tantivy serves ``ctx search`` for: measured at 206,000 chunks, Tantivy ranked
-    the files of a pack a little faster but loading it cost as much (``ctx pack`` 312 ms
-    against 280 ms p50), and its BM25, whose document lengths Tantivy rounds, moved the
-    development set's MRR by -0.011 to +0.009 (docs/index.md).
+    on an index Tantivy serves ``ctx search`` for: measured at 206,000 chunks, Tantivy ranks
+    a pack's files and memory with less CPU than the postings and FTS5, but loading it in each
+    process (``import tantivy``, three indexes opened) costs 5-6 ms, as much as it saves
+    (``ctx pack`` 149 against 145 ms of CPU, 4-11% slower in wall time; docs/index.md).
 
     Args:
         config: The store's configuration.
