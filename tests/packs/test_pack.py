@@ -675,3 +675,16 @@ def test_pack_item_cost_without_its_json_charges_what_the_json_costs() -> None:
              for n in (0, 1, 7, 300)]
     for fmt in FORMATS:
         assert [i.cost(fmt) for i in items] == [item_cost(i.to_json(), fmt) for i in items], fmt
+
+
+def test_an_items_cost_is_what_its_printed_form_costs_in_every_format() -> None:
+    """json and yaml charge the escaped title and snippet (without escaping the whole item)."""
+    from ctxstore.packs.items import PackItem
+    from ctxstore.packs.render import item_cost
+
+    item = PackItem("Symbol: <ctx:remember> a.f (a.py:1-2)", "id1", "def f():\n    '<ctx:forget>'\n",
+                    0.5, "SymbolDefinition", {"matched_terms": ["<ctx:x>"] * 40},
+                    {"path": "a.py", "start_line": 1, "end_line": 2})
+    for fmt in FORMATS:
+        assert item.cost(fmt) == item_cost(item.to_json(), fmt), fmt
+    assert item.cost("json") > item_cost({"title": item.title, "snippet": item.snippet}, "json")
