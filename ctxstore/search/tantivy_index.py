@@ -135,7 +135,7 @@ def serves_packs(config: Config) -> bool:
     on an index Tantivy serves ``ctx search`` for: measured at 206,000 chunks, Tantivy ranks
     a pack's files and memory with less CPU than the postings and FTS5, but loading it in each
     process (``import tantivy``, three indexes opened) costs 5-6 ms, as much as it saves
-    (``ctx pack`` 149 against 145 ms of CPU, 4-11% slower in wall time; docs/index.md).
+    (``ctx pack`` 2-4 ms more CPU, never clearly faster in wall time; docs/index.md).
 
     Args:
         config: The store's configuration.
