@@ -304,8 +304,12 @@ def file_versions(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, b
     return found
 
 
-def file_blobs(conn: sqlite3.Connection, paths: Sequence[str]) -> list[tuple[str, bytes, int]]:
-    """``(path, blob id, byte count)`` of the indexed files among ``paths``, by path.
+def file_blobs(conn: sqlite3.Connection, paths: Sequence[str]
+               ) -> list[tuple[str, bytes, int, tuple[int, int] | None]]:
+    """``(path, blob id, byte count, stat)`` of the indexed files among ``paths``, by path.
+
+    ``stat`` is ``ctx index``'s stat cache, ``(size, mtime_ns)`` of the file it read (None
+    when it recorded none: a file changed while it was read, which the next run reads again).
 
     Args:
         conn: An index connection with the code tables.
@@ -314,11 +318,12 @@ def file_blobs(conn: sqlite3.Connection, paths: Sequence[str]) -> list[tuple[str
     Returns:
         One row per indexed file; files not indexed are absent.
     """
-    found: list[tuple[str, bytes, int]] = []
+    found: list[tuple[str, bytes, int, tuple[int, int] | None]] = []
     for batch in _batches(list(dict.fromkeys(paths))):
-        found += [(str(p), bytes(b), int(n)) for p, b, n in conn.execute(
-            f"SELECT path, blob, byte_count FROM files WHERE path IN ({','.join('?' * len(batch))})",
-            tuple(batch)).fetchall()]
+        found += [(str(p), bytes(b), int(n), None if size is None or mtime is None
+                   else (int(size), int(mtime))) for p, b, n, size, mtime in conn.execute(
+            "SELECT path, blob, byte_count, size, mtime_ns FROM files WHERE path IN "
+            f"({','.join('?' * len(batch))})", tuple(batch)).fetchall()]
     return sorted(found)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxstore.packs.render import item_cost
+from ctxstore.packs.render import PROMPT_FORMATS, item_cost
 from ctxstore.records import dataclass
 from ctxstore.tagtext import escape_tags, escape_tree
 
@@ -44,8 +44,15 @@ class PackItem:
     stale_mentions: list[dict[str, object]] | None = None
 
     def cost(self, fmt: str) -> int:
-        """What the item costs in a pack of format ``fmt`` (``render.item_cost``)."""
-        return item_cost(self.to_json(), fmt)
+        """What the item costs in a pack of format ``fmt`` (``render.item_cost``).
+
+        json and yaml charge the printed title and snippet only: the rest of the item is not
+        escaped for that (a pack costs every candidate, hundreds of them at scale).
+        """
+        if fmt in PROMPT_FORMATS:
+            return item_cost(self.to_json(), fmt)
+        return item_cost({"title": escape_tags(self.title), "snippet": escape_tags(self.snippet)},
+                         fmt)
 
     def to_json(self) -> dict[str, Any]:
         """The item as a pack's ``retrieved`` holds it.

@@ -13,7 +13,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ctxstore.knowledge.nodes.provenance import provenance_json
 from ctxstore.packs.items import PackItem
 
 if TYPE_CHECKING:
@@ -58,6 +57,10 @@ def node_items(session: Session, task: str, *, user: bool,
 
 def node_extra(node: NodeRow) -> dict[str, Any]:
     """A node item's own fields: its type and, when it records one, its provenance."""
+    # Here, not at the top: a pack without memory items (code alone) never loads the
+    # knowledge package's write operations (~20 ms of imports).
+    from ctxstore.knowledge.nodes.provenance import provenance_json
+
     extra: dict[str, Any] = {"node_type": node.type}
     prov = provenance_json(node.metadata)
     if prov is not None:

@@ -234,8 +234,10 @@ def pack_notes(session: Session, pack: Mapping[str, Any], *,
     A budget too small to hold any of the items found (``PackResult.smallest_budget``), no
     code indexed (the pack holds memory only), and code items whose file on disk is no
     longer the indexed version (changed since ``ctx index``: their line numbers and snippets
-    may be out of date). Only the files of the pack's own items are read, and only when
-    their size matches the index (``fsio.read_regular``: no link, no FIFO, bounded).
+    may be out of date). A file whose size and modification time are those ``ctx index``
+    recorded is the version it read, as ``ctx index`` itself judges; only the other files of
+    the pack's own items are read, and only when their size matches the index
+    (``fsio.read_regular``: no link, no FIFO, bounded).
 
     Args:
         session: The session the pack was built in.
@@ -253,8 +255,8 @@ def pack_notes(session: Session, pack: Mapping[str, Any], *,
         return [*notes, "no code is indexed here, so the pack holds memory only; run `ctx index`"]
     paths = sorted({str(item["path"]) for item in pack.get("retrieved", ())
                     if item.get("start_line") and item.get("path")})
-    changed = [path for path, blob, size in file_blobs(conn, paths)
-               if _changed(session.root.parent, path, blob, size)]
+    changed = [path for path, blob, size, stat in file_blobs(conn, paths)
+               if _changed(session.root.parent, path, blob, size, stat)]
     if not changed:
         return notes
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
@@ -262,23 +264,32 @@ def pack_notes(session: Session, pack: Mapping[str, Any], *,
             "may be out of date; run `ctx index`"]
 
 
-def _changed(tree: Path, path: str, blob: bytes, size: int) -> bool:
-    """Whether the work tree's ``path`` is no longer the indexed blob (or is gone)."""
+def _changed(tree: Path, path: str, blob: bytes, size: int, stat: tuple[int, int] | None
+             ) -> bool:
+    """Whether the work tree's ``path`` is no longer the indexed blob (or is gone).
+
+    ``stat``: ``ctx index``'s stat cache of it; a file that still has that size and
+    modification time is not read (nor hashed).
+    """
     import os
 
     from ctxstore import fsio
     from ctxstore.errors import CtxError
-    from ctxstore.objects import KIND_BLOB, object_id_of
 
     try:
         # A path out of the tree, through a linked directory, or to a link or special file
         # (a hostile index): nothing of ours to compare with, and nothing read.
         fsio.check_under(tree, tree / path)
-        if os.stat(tree / path).st_size != size:
+        st = os.stat(tree / path)
+        if st.st_size != size:
             return True
+        if stat == (st.st_size, st.st_mtime_ns):
+            return False
         data = fsio.read_regular(tree / path, size)
     except FileNotFoundError:
         return True
     except (OSError, CtxError):
         return False  # unreadable, a link, a FIFO: not ours to judge
+    from ctxstore.objects import KIND_BLOB, object_id_of
+
     return object_id_of(KIND_BLOB, data) != blob

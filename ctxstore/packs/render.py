@@ -16,7 +16,6 @@ import json
 import re
 from typing import Any
 
-from ctxstore.knowledge.nodes.provenance import describe, read_provenance
 from ctxstore.tokens import estimate_tokens
 
 __all__ = ["FORMATS", "PROMPT_FORMATS", "ITEM_OVERHEAD", "TASK_SHARE", "CUT_NOTE", "render_pack",
@@ -171,6 +170,10 @@ def _from(item: dict[str, Any]) -> str | None:
     """
     if item.get("chunk_kind") != "Decision":
         return None
+    # Here, not at the top: the knowledge package (its write operations) costs a pack
+    # ~20 ms of imports, and a pack without a decision never reads a provenance.
+    from ctxstore.knowledge.nodes.provenance import describe, read_provenance
+
     prov = read_provenance(item)
     return describe(prov, short=True) if prov is not None else None
 

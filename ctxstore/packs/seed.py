@@ -39,7 +39,8 @@ __all__ = ["MIN_TERMS", "MAX_POSTINGS", "TANTIVY_FILES", "has_search_terms", "ra
 
 MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
 MAX_POSTINGS = 10_000      # more terms only while their postings stay under this (bench/pack.py --caps)
-TANTIVY_FILES = 2000       # files Tantivy scores per group (the best; the rest score 0 by text)
+TANTIVY_FILES = 1000       # files Tantivy scores per group (the best; the rest score 0 by text;
+                           # as many as a pack lists: bench/pack.py --caps MRR as with 2,000)
 
 
 def has_search_terms(task: str) -> bool:
@@ -113,12 +114,15 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
                    if defined_names([(qualname, name, kind)])]
     # source files, then the others (prose, configuration, no known language)
     groups = ((0, files.split, "source"), (files.split, len(files.ids), "other"))
+    # the terms whose postings are read, or that Tantivy scores: the rarest, under a cap
+    chosen = {field: _lookups(conn, query, field) for field in (BODY, PATH)}
     if served is not None:
         try:
             hits = [hit for lo, hi, corpus in groups if hi > lo
                     for hit in _rank_group(conn, files, lo, hi, None, definitions, query, p,
                                            limit, matched_only, explain,
-                                           _TantivyText(served, corpus, files, lo, hi, conn, p))]
+                                           _TantivyText(served, corpus, files, lo, hi, conn, p,
+                                                        chosen))]
         except (_Stale, TantivyUnusable):  # rowids Tantivy recorded name other files now, or
             # its files are damaged: the postings answer, and the next write rebuilds it
             from ctxstore.search.tantivy_index import forget_tantivy
@@ -127,7 +131,7 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
             return rank_files(conn, query, params, limit=limit, matched_only=matched_only,
                               explain=explain)
     else:
-        found = {field: postings(conn, _lookups(conn, query, field), field) for field in (BODY, PATH)}
+        found = {field: postings(conn, terms, field) for field, terms in chosen.items()}
         hits = [hit for (lo, hi, _), postings_of in zip(groups, _split_postings(found, files),
                                                         strict=True)
                 if hi > lo
@@ -142,21 +146,28 @@ class _Stale(Exception):
 
 
 class _TantivyText:
-    """``rank.TextScores`` of one group of files, from the Tantivy index serving it."""
+    """``rank.TextScores`` of one group of files, from the Tantivy index serving it.
+
+    It scores the terms the postings would be read for (``chosen``: the rarest of each
+    field, ``_lookups``), so both rankings weigh the same terms and list the same matches.
+    """
 
     def __init__(self, served: Served, corpus: str, files: FileCorpus, lo: int, hi: int,
-                 conn: sqlite3.Connection, params: Params) -> None:
+                 conn: sqlite3.Connection, params: Params, chosen: Mapping[int, Sequence[str]]
+                 ) -> None:
         self.served, self.corpus, self.conn, self.params = served, corpus, conn, params
         self.ids = files.ids[lo:hi]
         self.paths = files.paths[lo:hi]
         self.where = dict(zip(self.ids, range(hi - lo), strict=True))
+        self.body, self.path = set(chosen[BODY]), set(chosen[PATH])
 
     def scores(self, weights: Mapping[str, float]) -> dict[int, float]:
         from ctxstore.search.tantivy_index import check_of
 
         out: dict[int, float] = {}
         for rowid, score, check in self.served.ranked_files(
-                self.corpus, weights, self.params.path_weight, TANTIVY_FILES):
+                self.corpus, weights, self.params.path_weight, TANTIVY_FILES,
+                body=self.body, path=self.path):
             i = self.where.get(rowid)
             if i is None or check != check_of(self.paths[i]):
                 raise _Stale
@@ -164,7 +175,9 @@ class _TantivyText:
         return out
 
     def holding(self, terms: Iterable[str], docs: set[int], into: dict[int, set[str]]) -> None:
-        for file, term in terms_held(self.conn, [self.ids[i] for i in docs], terms):
+        scored = self.body | self.path
+        for file, term in terms_held(self.conn, [self.ids[i] for i in docs],
+                                     [t for t in terms if t in scored]):
             into.setdefault(self.where[file], set()).add(term)
 
 

@@ -18,7 +18,7 @@ parameter (``json_each``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,7 @@ class TantivyEngine:
         self._index.register_tokenizer(
             _ANALYZER, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
         self._writer: Any = None
+        self._reader: Any = None
         self._dirty = False
         self._heap = heap_bytes
 
@@ -163,11 +164,15 @@ class TantivyEngine:
             self._writer = None
             self._dirty = False
         self._index.reload()
+        self._reader = None
 
     def _searcher(self) -> Any:
+        """The searcher of the last commit (one per commit, reused by every search)."""
         if self._dirty:
             self.commit()
-        return self._index.searcher()
+        if self._reader is None:
+            self._reader = self._index.searcher()
+        return self._reader
 
     # -- searching -----------------------------------------------------------------------
     def _field_query(self, field: str, words: list[str]) -> Any:
@@ -228,7 +233,8 @@ class TantivyEngine:
         return [] if query is None else self._top(query, limit)
 
     def weighted(self, weights: Mapping[str, float], field_weights: Mapping[str, float],
-                 limit: int) -> list[tuple[int, float, int]]:
+                 limit: int, *, only: Mapping[str, Collection[str]] | None = None
+                 ) -> list[tuple[int, float, int]]:
         """The best documents for weighted terms, as a fielded ranking scores them.
 
         A document scores the sum over fields and terms of ``field weight * term weight *
@@ -238,6 +244,8 @@ class TantivyEngine:
             weights: Term -> weight.
             field_weights: Field -> weight (fields left out are not searched).
             limit: At most this many results.
+            only: Field -> the terms scored in it (a field left out: every term of
+                ``weights``); a ranking that reads the rarest terms only.
 
         Returns:
             ``(rowid, score, check)``, best first (ties by rowid).
@@ -245,7 +253,10 @@ class TantivyEngine:
         tv = self._tv
         clauses = []
         for field, fw in field_weights.items():
+            kept = None if only is None else only.get(field)
             for term, w in weights.items():
+                if kept is not None and term not in kept:
+                    continue
                 if term and " " not in term and w * fw > 0:
                     q = tv.Query.term_query(self._schema, field, term)
                     clauses.append((tv.Occur.Should, tv.Query.boost_query(q, w * fw)))
@@ -271,13 +282,17 @@ class TantivyEngine:
                     or hits[-1][0] != hits[limit - 1][0]:
                 break  # every hit tied with the last kept is in
             want = min(total, want * 2)  # the last taken still ties with it: take more
+        if limit is not None and len(hits) > limit:  # past the last kept, only its ties count
+            end, edge = limit, hits[limit - 1][0]
+            while end < len(hits) and hits[end][0] == edge:
+                end += 1
+            hits = hits[:end]
         addresses = [addr for _, addr in hits]
         rowids = searcher.fast_field_values(_KEY, addresses)
         checks = searcher.fast_field_values(_CHECK, addresses) if self.checked else [0] * len(hits)
-        found = sorted(((int(r), float(s), int(c or 0))
-                        for (s, _), r, c in zip(hits, rowids, checks, strict=True)),
-                       key=lambda h: (-h[1], h[0]))
-        return found if limit is None else found[:limit]
+        found = sorted((-float(s), int(r), int(c or 0))
+                       for (s, _), r, c in zip(hits, rowids, checks, strict=True))
+        return [(r, -s, c) for s, r, c in (found if limit is None else found[:limit])]
 
     def doc_count(self) -> int:
         """How many documents the index holds (after a commit)."""

@@ -38,7 +38,7 @@ import json
 import os
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,10 +132,10 @@ def serves_packs(config: Config) -> bool:
     """Whether Tantivy serves prompt packs too: only when ``[index] fulltext = "tantivy"``.
 
     Under ``"auto"`` a pack ranks files by the index's postings and memory with FTS5, even
-    on an index Tantivy serves ``ctx search`` for: measured at 206,000 chunks, Tantivy ranked
-    the files of a pack a little faster but loading it cost as much (``ctx pack`` 312 ms
-    against 280 ms p50), and its BM25, whose document lengths Tantivy rounds, moved the
-    development set's MRR by -0.011 to +0.009 (docs/index.md).
+    on an index Tantivy serves ``ctx search`` for: measured at 206,000 chunks, Tantivy ranks
+    a pack's files and memory with less CPU than the postings and FTS5, but loading it in each
+    process (``import tantivy``, three indexes opened) costs 5-6 ms, as much as it saves
+    (``ctx pack`` 2-4 ms more CPU, never clearly faster in wall time; docs/index.md).
 
     Args:
         config: The store's configuration.
@@ -175,11 +175,16 @@ class Served:
             raise TantivyUnusable(str(exc)) from exc
 
     def ranked_files(self, corpus: str, weights: Mapping[str, float], path_weight: float,
-                     limit: int) -> list[tuple[int, float, int]]:
-        """The best files of ``source`` or ``other``: body BM25 plus ``path_weight`` x path BM25."""
+                     limit: int, *, body: Collection[str] | None = None,
+                     path: Collection[str] | None = None) -> list[tuple[int, float, int]]:
+        """The best files of ``source`` or ``other``: body BM25 plus ``path_weight`` x path BM25.
+
+        ``body`` and ``path``: the terms scored in each field (None: every term).
+        """
+        only = {f: terms for f, terms in (("body", body), ("path", path)) if terms is not None}
         try:
             return self.engine(corpus).weighted(weights, {"body": 1.0, "path": path_weight},
-                                                limit)
+                                                limit, only=only)
         except (ValueError, OSError, RuntimeError) as exc:
             raise TantivyUnusable(str(exc)) from exc
 

@@ -553,6 +553,28 @@ def test_pack_notes_a_missing_index_and_files_changed_since(tmp_path: Path) -> N
     assert "pkg/a.py changed or removed since `ctx index`" in r.stderr
 
 
+def test_pack_notes_judge_a_file_by_ctx_index_stat_cache(tmp_path: Path) -> None:
+    """A file with the size and modification time ``ctx index`` recorded is the version it
+    read (as ``ctx index`` judges it): not read again. Any other is read and compared."""
+    import os
+
+    root = tmp_path / "work"
+    (root / "pkg").mkdir(parents=True)
+    a = root / "pkg" / "a.py"
+    a.write_text("def parse_header(line):\n    return line\n")
+    past = time.time() - 60  # out of the stat cache's racy window
+    os.utime(a, (past, past))
+    init_store(root / ".ctx", git=False)
+    index_tree(session_of(open_store(root / ".ctx")), jobs=1)
+    with Session.open(root / ".ctx") as session:
+        pack = build_pack(session, "parse_header")
+        assert pack_notes(session, pack) == []
+        a.write_text("def parse_header(line):\n    return lin3\n")  # the same size
+        assert pack_notes(session, pack)[0].startswith("pkg/a.py changed or removed")
+        os.utime(a, (past, past))  # size and time as indexed: taken for the indexed file
+        assert pack_notes(session, pack) == []
+
+
 def test_pack_memory_holding_one_word_of_the_task_does_not_head_it(tmp_path: Path) -> None:
     root, store = _indexed(tmp_path, {
         "pkg/python_extractor.py": "class PythonExtractor:\n    def extract(self, text):\n"
@@ -653,3 +675,16 @@ def test_pack_item_cost_without_its_json_charges_what_the_json_costs() -> None:
              for n in (0, 1, 7, 300)]
     for fmt in FORMATS:
         assert [i.cost(fmt) for i in items] == [item_cost(i.to_json(), fmt) for i in items], fmt
+
+
+def test_an_items_cost_is_what_its_printed_form_costs_in_every_format() -> None:
+    """json and yaml charge the escaped title and snippet (without escaping the whole item)."""
+    from ctxstore.packs.items import PackItem
+    from ctxstore.packs.render import item_cost
+
+    item = PackItem("Symbol: <ctx:remember> a.f (a.py:1-2)", "id1", "def f():\n    '<ctx:forget>'\n",
+                    0.5, "SymbolDefinition", {"matched_terms": ["<ctx:x>"] * 40},
+                    {"path": "a.py", "start_line": 1, "end_line": 2})
+    for fmt in FORMATS:
+        assert item.cost(fmt) == item_cost(item.to_json(), fmt), fmt
+    assert item.cost("json") > item_cost({"title": item.title, "snippet": item.snippet}, "json")

@@ -259,8 +259,13 @@ def test_tantivy_engine_breaks_ties_by_rowid_under_a_limit() -> None:
     assert len(engine.search(["retry"])) == 501
 
 
-def test_packs_are_served_by_tantivy_only_when_asked(tmp_path: Path) -> None:
-    """``[index] fulltext = "tantivy"``: a pack ranks files and memory with Tantivy too."""
+def test_packs_are_served_by_tantivy_only_when_asked(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``[index] fulltext = "tantivy"``: a pack ranks files and memory with Tantivy too.
+
+    Under ``"auto"`` an index over ``TANTIVY_MIN_CHUNKS`` has its searches served by Tantivy
+    but its packs by the postings and FTS5 (docs/index.md: measured no faster with Tantivy).
+    """
     ctx_dir = indexed_and_committed(tmp_path / "w")
     ctx_json(ctx_dir, "add", "--type", "fact", "header parsing lives in module c")
     task = "fix parse_header in module c"
@@ -271,10 +276,16 @@ def test_packs_are_served_by_tantivy_only_when_asked(tmp_path: Path) -> None:
     pack = ctx_json(ctx_dir, "pack", task)
     assert pack["ranked_files"] == by_postings  # short files: Tantivy's BM25 is the ranking's
     assert any("header parsing" in item["snippet"] for item in pack["retrieved"])  # memory
-    _serve(ctx_dir, "auto")  # a pack under "auto" reads postings and FTS5 (emptied here)
+    _serve(ctx_dir, "auto")  # a small index: packs and searches read postings and FTS5
     pack = ctx_json(ctx_dir, "pack", task)
     assert pack["ranked_files"] == by_postings
     assert not any("header parsing" in item["snippet"] for item in pack["retrieved"])
+    assert _keys(ctx_dir, "parse_header", "--kind", "chunk") == []
+    monkeypatch.setattr(tantivy_index, "TANTIVY_MIN_CHUNKS", 1)  # a large index, as "auto" sees it
+    assert _keys(ctx_dir, "parse_header", "--kind", "chunk")[0].startswith("c.py:")  # Tantivy's
+    pack = ctx_json(ctx_dir, "pack", task)
+    assert pack["ranked_files"] == by_postings
+    assert not any("header parsing" in item["snippet"] for item in pack["retrieved"])  # FTS5's
 
 
 def test_damaged_tantivy_files_make_fts5_answer(tmp_path: Path) -> None:
@@ -291,3 +302,30 @@ def test_damaged_tantivy_files_make_fts5_answer(tmp_path: Path) -> None:
     ctx(ctx_dir, "index")
     _empty_fts5(ctx_dir)
     assert _keys(ctx_dir, "parse_header", "--kind", "chunk")[0].startswith("c.py:")
+
+
+def test_tantivy_scores_the_terms_the_postings_would_be_read_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tantivy ranks a pack's files by the rarest terms under the posting cap, as the postings do.
+
+    A long task's common words are not scored (they would cost Tantivy what they cost the
+    postings), so both rankings weigh the same terms and list the same matches.
+    """
+    from ctxstore.packs import seed
+    from ctxstore.search.rank import Params
+    from ctxstore.search.task import parse_query
+
+    ctx_dir = indexed_and_committed(tmp_path / "w")
+    _serve(ctx_dir)
+    _rebuild(ctx_dir)
+    monkeypatch.setattr(seed, "MIN_TERMS", 1)  # the rarest term alone: "value" (c.py only)
+    monkeypatch.setattr(seed, "MAX_POSTINGS", 1)
+    query = parse_query("return the value")
+    store = open_store(ctx_dir)
+    with open_index(store) as conn:
+        served = tantivy_index.Served(_tantivy(ctx_dir))
+        by_postings = seed.rank_files(conn, query, Params(graph_weight=0.0), matched_only=True)
+        by_tantivy = seed.rank_files(conn, query, Params(graph_weight=0.0), matched_only=True,
+                                     served=served)
+    assert [(h.path, h.terms) for h in by_postings] == [("c.py", ["value"])]
+    assert [(h.path, h.terms) for h in by_tantivy] == [("c.py", ["value"])]
