@@ -23,7 +23,8 @@ from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
-from ctxstore.index.chunks import CLASS_SPLIT_TOKENS, WINDOW_LINES, Chunk, chunk_file
+from ctxstore.errors import IndexCorrupt
+from ctxstore.index.chunks import CLASS_SPLIT_TOKENS, WINDOW_LINES, Chunk, chunk_file, pack_text
 from ctxstore.index.codedb import bump_generation
 from ctxstore.model.code import FileVersion
 from ctxstore.model.knowledge import key_text
@@ -127,11 +128,12 @@ class FileRows:
     symbols: list[tuple[Any, ...]]
     # (from_kind, from_key, to_kind, to_key, label, confidence, tool, line)
     edges: list[tuple[Any, ...]]
-    # (qualname, kind, start_line, end_line, tokens, text, name terms, text terms): the
+    # (qualname, kind, start_line, end_line, tokens, spans, name terms, text terms): the
     # full-text fields hold the terms of ``search.tokenize`` (``index_text``)
     chunks: list[tuple[Any, ...]]
     body_terms: dict[str, int]
     path_terms: dict[str, int]
+    text: bytes  # the file's text as ``file_text`` keeps it (``index.chunks.pack_text``)
 
 
 def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
@@ -149,7 +151,7 @@ def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
     chunks = []
     for chunk in chunk_file(text, symbols):
         chunks.append((chunk.qualname, chunk.kind, chunk.start_line, chunk.end_line,
-                       estimate_tokens(chunk.text), chunk.text, index_text(chunk.qualname or ""),
+                       estimate_tokens(chunk.text), chunk.spans, index_text(chunk.qualname or ""),
                        index_text(chunk.text)))
     return FileRows(
         fv.path, bytes(version), bytes(fv.blob_id), fv.language, fv.byte_count, fv.line_count,
@@ -158,7 +160,8 @@ def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
           s.start_byte, s.end_byte, s.start_line, s.end_line) for s in symbols],
         [(r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
           r.start_line) for r in fv.relations],
-        chunks, dict(term_counts(text)), dict(Counter(path_tokens(fv.path))))
+        chunks, dict(term_counts(text)), dict(Counter(path_tokens(fv.path))),
+        pack_text(text) if chunks else b"")
 
 
 def apply_version(conn: sqlite3.Connection, fv: FileVersion, text: str, *, version: bytes,
@@ -213,10 +216,12 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
                       *((t, 1, file_id, n) for t, n in where.items())])
     fts: list[tuple[int | None, str, str, str]] = []  # each field's terms (search.tokenize)
     path_text = index_text(path)
-    for qualname, kind, start, end, tokens, text, name_terms, text_terms in rows.chunks:
-        cur = conn.execute("INSERT INTO chunks(path, qualname, kind, start_line, end_line, tokens,"
-                           " text) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (path, qualname, kind, start, end, tokens, text))
+    if rows.chunks:
+        conn.execute("INSERT INTO file_text(file, data) VALUES (?, ?)", (file_id, rows.text))
+    for qualname, kind, start, end, tokens, spans, name_terms, text_terms in rows.chunks:
+        cur = conn.execute("INSERT INTO chunk_rows(file, qualname, kind, start_line, end_line,"
+                           " tokens, spans) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           (file_id, qualname, kind, start, end, tokens, spans))
         fts.append((cur.lastrowid, path_text, name_terms, text_terms))
     conn.executemany("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)", fts)
     conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
@@ -279,17 +284,24 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
     # chunks_fts is contentless: a document goes by the 'delete' command with the very terms
     # it was indexed with, made again from its chunk (the tokeniser is deterministic).
     path_text = index_text(path)
+    try:
+        old = conn.execute("SELECT rowid, qualname, text FROM chunks WHERE path = ?",
+                           (path,)).fetchall()
+    except sqlite3.OperationalError as exc:  # a file_text row that does not decompress
+        error = IndexCorrupt(f"the indexed text of {path} is unreadable ({exc})")
+        error.hint = "run `ctx index --full`, which makes the code index again"
+        raise error from exc
     conn.executemany(
         "INSERT INTO chunks_fts(chunks_fts, rowid, path, name, text) VALUES ('delete', ?, ?, ?, ?)",
         [(rowid, path_text, index_text(qualname or ""), index_text(text))
-         for rowid, qualname, text in conn.execute(
-             "SELECT rowid, qualname, text FROM chunks WHERE path = ?", (path,)).fetchall()])
+         for rowid, qualname, text in old])
     file_ids = "SELECT rowid FROM files WHERE path = ?"
     for src, dst in conn.execute(f"SELECT src, dst FROM code_edge_rows WHERE file IN ({file_ids})",  # noqa: S608
                                  (path,)):
         frequencies.released.update(k for k in (src, dst) if k is not None)
-    conn.execute(f"DELETE FROM code_edge_rows WHERE file IN ({file_ids})", (path,))  # noqa: S608
-    for table in ("chunks", "symbols", "files"):
+    for table in ("code_edge_rows", "chunk_rows", "file_text"):
+        conn.execute(f"DELETE FROM {table} WHERE file IN ({file_ids})", (path,))  # noqa: S608
+    for table in ("symbols", "files"):
         conn.execute(f"DELETE FROM {table} WHERE path = ?", (path,))  # noqa: S608 - fixed names
 
 
