@@ -36,6 +36,7 @@ __all__ = ["DocumentFrequencies", "FileRow", "FileRows", "StatRow", "SymbolHit",
            "apply_version", "apply_rows", "prepare_rows", "recount_term_df", "replace_file_sccs",
            "clear_code_rows", "mark_file_sccs_current",
            "remove_path", "set_stat", "set_skipped", "file_rows", "file_row", "stat_rows",
+           "IndexedPaths", "indexed_paths",
            "snapshot_heads", "import_shape", "names_imported",
            "skipped_rows", "symbols_by", "symbols_in", "task_node_ids", "chunk_file",
            "ListingState", "listing_state", "set_listing_state",
@@ -357,12 +358,63 @@ class StatRow:
     named: bool
 
 
-def stat_rows(conn: sqlite3.Connection) -> dict[str, StatRow]:
-    """Every indexed file's ``StatRow``, by path."""
+_STAT_COLUMNS = "path, version, blob, note, stamp, size, mtime_ns, module, named"
+
+
+def stat_rows(conn: sqlite3.Connection, paths: Iterable[str] | None = None) -> dict[str, StatRow]:
+    """The ``StatRow`` of every indexed file (or of those of ``paths`` that are), by path."""
+    if paths is None:  # fetchall: one call, not 10,000
+        rows = conn.execute(f"SELECT {_STAT_COLUMNS} FROM files").fetchall()  # noqa: S608
+    else:
+        rows = []
+        wanted = list(dict.fromkeys(paths))
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            rows += conn.execute(f"SELECT {_STAT_COLUMNS} FROM files WHERE path IN "  # noqa: S608
+                                 f"({','.join('?' * len(part))})", part).fetchall()
     return {str(p): StatRow(bytes(v), bytes(b), n, int(st), sz, mt, mod, bool(nm))
-            for p, v, b, n, st, sz, mt, mod, nm in conn.execute(  # fetchall: one call, not 10,000
-                "SELECT path, version, blob, note, stamp, size, mtime_ns, module, named FROM files"
-            ).fetchall()}
+            for p, v, b, n, st, sz, mt, mod, nm in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedPaths:
+    """What a run needs of every indexed file without its ``StatRow`` (``indexed_paths``).
+
+    A run over the whole tree that Git says changed in one file reads the stat rows of the
+    files it looks at only: building 10,000 of them was a third of its CPU.
+
+    Attributes:
+        modules: Path -> module name, for every indexed path (None: not recorded).
+        named: The paths added by name (``ctx add file``).
+        look: The paths a run looks at whatever Git says: the stat cache does not vouch for
+            them (a racy time), they were added by name, or indexed without semantics.
+    """
+
+    modules: dict[str, str | None]
+    named: frozenset[str]
+    look: frozenset[str]
+
+
+def indexed_paths(conn: sqlite3.Connection, no_semantics: str) -> IndexedPaths:
+    """Every indexed path with its module name, and which are ``named`` and ``look``.
+
+    Args:
+        conn: A current index connection.
+        no_semantics: The ``note`` of a file indexed without semantics.
+    """
+    modules: dict[str, str | None] = {}
+    named: list[str] = []
+    look: list[str] = []
+    for path, module, flags in conn.execute(
+            "SELECT path, module, named + 2 * (size IS NULL OR named OR note IS ?) FROM files",
+            (no_semantics,)).fetchall():
+        modules[path] = module
+        if flags:
+            if flags & 1:
+                named.append(path)
+            if flags & 2:
+                look.append(path)
+    return IndexedPaths(modules, frozenset(named), frozenset(look))
 
 
 SnapshotHead = tuple[bytes, int, bytes | None, bytes | None, bytes]
