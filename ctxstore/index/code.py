@@ -198,9 +198,9 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
          int(rows.complete), rows.note, stamp, size, mtime_ns, module, int(named))).lastrowid
         or 0)
     conn.executemany(
-        "INSERT INTO symbols(path, qualname, name, kind, visibility, parent, signature,"
+        "INSERT INTO symbol_rows(file, qualname, name, kind, visibility, parent, signature,"
         " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        rows.symbols)
+        [(file_id, *symbol[1:]) for symbol in rows.symbols])
     keys = frequencies.keys
     conn.executemany(
         "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line)"
@@ -300,10 +300,9 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
     for src, dst in conn.execute(f"SELECT src, dst FROM code_edge_rows WHERE file IN ({file_ids})",  # noqa: S608
                                  (path,)):
         frequencies.released.update(k for k in (src, dst) if k is not None)
-    for table in ("code_edge_rows", "chunk_rows", "file_text"):
+    for table in ("code_edge_rows", "chunk_rows", "file_text", "symbol_rows"):
         conn.execute(f"DELETE FROM {table} WHERE file IN ({file_ids})", (path,))  # noqa: S608
-    for table in ("symbols", "files"):
-        conn.execute(f"DELETE FROM {table} WHERE path = ?", (path,))  # noqa: S608 - fixed names
+    conn.execute("DELETE FROM files WHERE path = ?", (path,))
 
 
 # -- reads ------------------------------------------------------------------------------------

@@ -55,7 +55,10 @@ CODE_LOCK = "code.lock"  # one `ctx index` (or `ctx add file`) writes the code t
 #    (``file_text``), and each chunk's lines in it (``chunk_rows``) behind the view ``chunks``,
 #    whose text ``ctx_chunk_text`` cuts out again (123 MB of chunk text at 10,000 files, the
 #    largest table, for a tree of 97.5 MB)
-CODE_SCHEMA_VERSION = 4
+# 5: symbols name their file by ``files.rowid`` (``symbol_rows``) behind the view ``symbols``,
+#    indexed by file instead of (path, kind, qualname), and by qualname alone (92 MB of
+#    symbols and their indexes at 10,000 files, half of it the path repeated)
+CODE_SCHEMA_VERSION = 5
 
 CODE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {s}code_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -72,14 +75,20 @@ CREATE TABLE IF NOT EXISTS {s}files (
 CREATE TABLE IF NOT EXISTS {s}skipped (
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS {s}symbols (
-    rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT NOT NULL, name TEXT NOT NULL,
+-- symbols: each file's by its files.rowid (symbol_rows), symbols the view every reader queries
+CREATE TABLE IF NOT EXISTS {s}symbol_rows (
+    rowid INTEGER PRIMARY KEY, file INTEGER NOT NULL, qualname TEXT NOT NULL, name TEXT NOT NULL,
     kind TEXT NOT NULL, visibility TEXT, parent TEXT, signature TEXT,
     start_byte INTEGER, end_byte INTEGER, start_line INTEGER, end_line INTEGER
 );
-CREATE INDEX IF NOT EXISTS {s}symbols_path ON symbols(path, kind, qualname);
-CREATE INDEX IF NOT EXISTS {s}symbols_name ON symbols(name);
-CREATE INDEX IF NOT EXISTS {s}symbols_qualname ON symbols(qualname, path);
+CREATE INDEX IF NOT EXISTS {s}symbol_rows_file ON symbol_rows(file);
+CREATE INDEX IF NOT EXISTS {s}symbol_rows_name ON symbol_rows(name);
+CREATE INDEX IF NOT EXISTS {s}symbol_rows_qualname ON symbol_rows(qualname);
+CREATE VIEW IF NOT EXISTS {s}symbols(rowid, path, qualname, name, kind, visibility, parent,
+    signature, start_byte, end_byte, start_line, end_line) AS
+    SELECT s.rowid, f.path, s.qualname, s.name, s.kind, s.visibility, s.parent, s.signature,
+        s.start_byte, s.end_byte, s.start_line, s.end_line
+    FROM symbol_rows s JOIN files f ON f.rowid = s.file;
 -- code edges (index.code): each endpoint (kind, key) once in code_keys, each edge a row of
 -- small integers naming them (file = files.rowid, the file whose version produced it), and
 -- its line; code_edges is the view every reader queries
@@ -144,7 +153,7 @@ CREATE TABLE IF NOT EXISTS {s}file_sccs (
 CREATE INDEX IF NOT EXISTS {s}file_sccs_scc ON file_sccs(scc, path);
 """
 
-CODE_TABLES = ("code_meta", "files", "skipped", "symbols", "code_keys", "code_edge_rows",
+CODE_TABLES = ("code_meta", "files", "skipped", "symbol_rows", "code_keys", "code_edge_rows",
                "file_text", "chunk_rows", "chunks_fts", "file_terms", "file_lengths", "term_df",
                "corpus_cache", "file_sccs")
 
@@ -368,4 +377,4 @@ def bump_generation(conn: sqlite3.Connection) -> None:
 
 # ``schema_digest(expected_code_schema())`` with the SQLite ctx is tested on (a test keeps it
 # current): an attached database that hashes to it needs no row-by-row comparison.
-EXPECTED_CODE_DIGEST = "9bc4cef897cb1a929fe3d02932361cdae16ddeb5a15b4b37efb7a19f48daf241"
+EXPECTED_CODE_DIGEST = "7970bef0c8f6001691549d87369d531af31cf38d33daa1473ca10e633a4da343"

@@ -110,7 +110,8 @@ CODE_TABLES: dict[str, TableCheck] = {
     "files": TableCheck("SELECT path, version, blob, language, byte_count, line_count, complete,"
                         " note FROM files", 1),
     "symbols": TableCheck("SELECT path, qualname, kind, name, visibility, parent, signature,"
-                          " start_byte, end_byte, start_line, end_line FROM symbols", 2),
+                          " start_byte, end_byte, start_line, end_line FROM symbols", 2,
+                          ("symbol_rows",)),
     "code_edges": TableCheck("SELECT path, from_kind, from_key, to_kind, to_key, label, confidence,"
                              " tool, line FROM code_edges", 6,
                              ("code_edge_rows", "code_keys")),
@@ -375,9 +376,11 @@ def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
             " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
         problems.append(Problem("E007", "index:code_edge_rows",
                                 f"file {file_id}: edges of a file not indexed"))
-    # The view ``chunks`` joins a chunk to its file and its file's text: a row either lacks is
-    # read by no one, so it is named here.
+    # The views ``symbols`` and ``chunks`` join a row to its file (and a chunk to its file's
+    # text): a row either lacks is read by no one, so it is named here.
     for table, sql, what in (
+            ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE file NOT IN (SELECT"
+             " rowid FROM files)", "symbols of a file not indexed"),
             ("chunk_rows", "SELECT DISTINCT file FROM chunk_rows WHERE file NOT IN (SELECT rowid"
              " FROM files) OR file NOT IN (SELECT file FROM file_text)",
              "chunks of a file not indexed or without its text"),

@@ -121,7 +121,7 @@ def _copy(template: Path, dest: Path) -> Path:
 
 _CODE_WORDS = (" symbols", " chunks", "chunks_fts", " code_edges", " files", "file_terms",
                "file_lengths", "term_df", "corpus_cache", " code_keys", " code_edge_rows",
-               " chunk_rows", " file_text")
+               " chunk_rows", " file_text", " symbol_rows")
 
 
 def _sql(root: Path, *statements: str) -> None:
@@ -171,11 +171,12 @@ A_ID = "(SELECT rowid FROM files WHERE path = 'pkg/a.py')"
 FORGED_A_PY = A_PY.replace("print(Greeter().hello(os.getcwd()))", "forged()")
 TAMPER: dict[str, tuple[str, list[str]]] = {
     "symbol-span": (
-        "UPDATE symbols SET start_line = 3, end_byte = 7 WHERE qualname = 'pkg.a.Greeter.hello'",
+        "UPDATE symbol_rows SET start_line = 3, end_byte = 7 WHERE qualname = 'pkg.a.Greeter.hello'",
         ["index:symbols: (pkg/a.py, pkg.a.Greeter.hello): end_byte is 7, the replay has 154; "
          "start_line is 3, the replay has 10"]),
     "extra-symbol": (
-        "INSERT INTO symbols(path, qualname, name, kind) VALUES ('pkg/b.py', 'pkg.b.x', 'x', 'function')",
+        f"INSERT INTO symbol_rows(file, qualname, name, kind) VALUES ({B_ID}, 'pkg.b.x', 'x',"
+        " 'function')",
         ["index:symbols: (pkg/b.py, pkg.b.x): not in the replay"]),
     "deleted-chunk": (
         f"DELETE FROM chunk_rows WHERE file = {B_ID}",
@@ -193,6 +194,9 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         f"UPDATE file_text SET data = X'00ff' WHERE file = {A_ID}",
         ["index:chunks: unreadable: user-defined function raised exception",
          "index:chunks_fts: unreadable: user-defined function raised exception"]),
+    "symbols-of-no-file": (
+        "INSERT INTO symbol_rows(file, qualname, name, kind) VALUES (4242, 'x.y', 'y', 'function')",
+        ["index:symbol_rows: file 4242: symbols of a file not indexed"]),
     "text-of-no-chunks": (
         "INSERT INTO file_text(file, data) VALUES (4242, X'00')",
         ["index:file_text: file 4242: the text of a file without chunks"]),
