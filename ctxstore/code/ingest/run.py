@@ -313,9 +313,10 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
     in_listing = set(candidates)
     # Gone, ignored now (or a build output), or no longer indexable; a file added by name
     # stays while it exists.
-    gone = sorted(p for p in indexed.modules if removals and _in_scope(p, scope)
+    gone = sorted(p for p in indexed.modules if removals
                   and (p in selection.dropped or (p not in in_listing and not (
-                      p in indexed.named and os.path.lexists(root / p)))))
+                      p in indexed.named and os.path.lexists(root / p))))
+                  and _in_scope(p, scope))  # last: most paths are listed, few dropped
     named = set(candidates) if snapshot else set(indexed.named)
     counts = {"low": 0, "budget": 0}
     stored: list[Prepared] = []
