@@ -148,10 +148,18 @@ def pack_text(text: str) -> bytes:
     return zlib.compress(text.encode("utf-8", "surrogatepass"), TEXT_LEVEL)
 
 
-def unpack_lines(data: bytes) -> list[str]:
+def unpack_lines(data: bytes, size: int) -> list[str]:
     """The lines of a text ``pack_text`` made, as ``chunk_file`` cut them.
 
+    Args:
+        data: The compressed text.
+        size: Its length in UTF-8 (``files.byte_count``): no more is ever decompressed.
+
     Raises:
-        zlib.error, UnicodeDecodeError: if ``data`` is not such a text.
+        zlib.error, UnicodeDecodeError: if ``data`` is not such a text, or not of that size.
     """
-    return zlib.decompress(data).decode("utf-8", "surrogatepass").splitlines(keepends=True)
+    inflate = zlib.decompressobj()
+    raw = inflate.decompress(data, max(size, 0) + 1)
+    if len(raw) != size or not inflate.eof:
+        raise zlib.error(f"the text is not the {size} bytes indexed")
+    return raw.decode("utf-8", "surrogatepass").splitlines(keepends=True)

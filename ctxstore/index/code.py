@@ -380,7 +380,7 @@ class IndexedPaths:
     """What a run needs of every indexed file without its ``StatRow`` (``indexed_paths``).
 
     A run over the whole tree that Git says changed in one file reads the stat rows of the
-    files it looks at only: building 10,000 of them was a third of its CPU.
+    files it looks at only (building 10,000 of them cost about 25 ms of CPU).
 
     Attributes:
         modules: Path -> module name, for every indexed path (None: not recorded).

@@ -120,7 +120,7 @@ CREATE INDEX IF NOT EXISTS {s}chunk_rows_file ON chunk_rows(file);
 CREATE VIEW IF NOT EXISTS {s}chunks(rowid, path, qualname, kind, start_line, end_line, tokens,
     text) AS
     SELECT c.rowid, f.path, c.qualname, c.kind, c.start_line, c.end_line, c.tokens,
-        ctx_chunk_text(t.data, c.start_line, c.end_line, c.spans)
+        ctx_chunk_text(t.data, f.byte_count, c.start_line, c.end_line, c.spans)
     FROM chunk_rows c JOIN files f ON f.rowid = c.file JOIN file_text t ON t.file = c.file;
 CREATE VIRTUAL TABLE IF NOT EXISTS {s}chunks_fts USING fts5(path, name, text, content = '',
     tokenize = "ascii tokenchars '_'");
@@ -199,37 +199,41 @@ def irregular_code_files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
 
 
 class _ChunkText:
-    """``ctx_chunk_text(data, start_line, end_line, spans)``: a chunk's text (the view ``chunks``).
+    """``ctx_chunk_text(data, size, start_line, end_line, spans)``: a chunk's text (view ``chunks``).
 
-    ``data`` is its file's ``file_text``; the lines of the last file are kept, so the chunks
+    ``data`` is its file's ``file_text``, ``size`` the file's ``byte_count``: no more than that
+    is decompressed (a forged row cannot make a reader inflate without bound). The lines of
+    the last file are kept, so the chunks
     of one file (read together, as every reader does) cost one decompression. ``index.chunks``
     is imported at the first call: a hook's connection registers this and reads no chunk.
     """
 
-    __slots__ = ("data", "lines")
+    __slots__ = ("data", "lines", "size")
 
     def __init__(self) -> None:
         self.data: bytes = b""
+        self.size = 0
         self.lines: list[str] = []
 
-    def __call__(self, data: bytes, start_line: int, end_line: int, spans: str | None) -> str:
+    def __call__(self, data: bytes, size: int, start_line: int, end_line: int,
+                 spans: str | None) -> str:
         import zlib
 
         from ctxstore.index.chunks import chunk_text, unpack_lines
 
-        if data != self.data:
+        if data != self.data or size != self.size:
             try:
-                lines = unpack_lines(data)
+                lines = unpack_lines(data, size)
             except (zlib.error, UnicodeDecodeError, TypeError) as exc:
                 # an OperationalError for the caller: the index is damaged (E007)
                 raise ValueError(f"a file_text row is damaged ({exc})") from exc
-            self.data, self.lines = data, lines
+            self.data, self.size, self.lines = data, size, lines
         return chunk_text(self.lines, start_line, end_line, spans)
 
 
 def register_functions(conn: sqlite3.Connection) -> None:
     """Give ``conn`` the SQL functions the code tables' views call (``ctx_chunk_text``)."""
-    conn.create_function("ctx_chunk_text", 4, _ChunkText(), deterministic=True)
+    conn.create_function("ctx_chunk_text", 5, _ChunkText(), deterministic=True)
 
 
 def attach(conn: sqlite3.Connection, folder: Path | None) -> None:
@@ -377,4 +381,4 @@ def bump_generation(conn: sqlite3.Connection) -> None:
 
 # ``schema_digest(expected_code_schema())`` with the SQLite ctx is tested on (a test keeps it
 # current): an attached database that hashes to it needs no row-by-row comparison.
-EXPECTED_CODE_DIGEST = "7970bef0c8f6001691549d87369d531af31cf38d33daa1473ca10e633a4da343"
+EXPECTED_CODE_DIGEST = "933bfb98f5aa2e802abea982933d3aeab1e28cc781a5df20ff4d06a4c3de93d3"

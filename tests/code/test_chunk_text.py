@@ -68,8 +68,8 @@ def test_chunk_text_gives_back_every_chunk_of_random_files() -> None:
             line = end + 1
         data = pack_text(text)
         for chunk in chunk_file(text, symbols):
-            assert chunk_text(unpack_lines(data), chunk.start_line, chunk.end_line,
-                              chunk.spans) == chunk.text
+            assert chunk_text(unpack_lines(data, len(text.encode())), chunk.start_line,
+                              chunk.end_line, chunk.spans) == chunk.text
 
 
 def test_search_shows_a_split_module_header_whole(tmp_path: Path) -> None:
@@ -131,3 +131,18 @@ def test_a_damaged_file_text_is_named_and_index_full_mends_it(tmp_path: Path) ->
     assert run_ctx([*argv, "--full"], cwd=ctx_dir.parent).returncode == 0
     assert query(ctx_dir, "SELECT qualname, text FROM chunks ORDER BY start_line") == [
         ("a.a", "def a():\n    return 1\n"), ("a.b", "def b():\n    return 2\n")]
+
+
+def test_a_stored_text_is_never_inflated_past_its_file_size() -> None:
+    """A forged ``file_text`` (a small row that inflates to gigabytes) is refused, not read."""
+    import zlib
+
+    import pytest
+
+    bomb = zlib.compress(b"x" * 50_000_000, 9)  # 49 KB that inflate to 50 MB
+    assert len(bomb) < 100_000
+    with pytest.raises(zlib.error):
+        unpack_lines(bomb, 20)
+    with pytest.raises(zlib.error):  # shorter than indexed: not the text either
+        unpack_lines(pack_text("def a():\n    return 1\n"), 1000)
+    assert unpack_lines(pack_text("a\nb"), 3) == ["a\n", "b"]

@@ -168,7 +168,8 @@ def test_index_compare_clean_index_reports_nothing(
 # -- tampered tables -------------------------------------------------------------------------
 B_ID = "(SELECT rowid FROM files WHERE path = 'pkg/b.py')"
 A_ID = "(SELECT rowid FROM files WHERE path = 'pkg/a.py')"
-FORGED_A_PY = A_PY.replace("print(Greeter().hello(os.getcwd()))", "forged()")
+# the same size: a text of another size is refused whole (unreadable, as damage is)
+FORGED_A_PY = A_PY.replace("print(Greeter().hello(os.getcwd()))", "forged('of the very same length!!')")
 TAMPER: dict[str, tuple[str, list[str]]] = {
     "symbol-span": (
         "UPDATE symbol_rows SET start_line = 3, end_byte = 7 WHERE qualname = 'pkg.a.Greeter.hello'",
@@ -188,8 +189,8 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
     # text is a forged chunk
     "chunk-text": (
         f"UPDATE file_text SET data = X'{pack_text(FORGED_A_PY).hex()}' WHERE file = {A_ID}",
-        ["index:chunks: (pkg/a.py, 14): text is def main() -> None:\\n    forged()\\n, the replay "
-         "has def main() -> None:\\n    print(Greeter..."]),
+        ["index:chunks: (pkg/a.py, 14): text is def main() -> None:\\n    forged('of th..., "
+         "the replay has def main() -> None:\\n    print(Greeter..."]),
     "damaged-file-text": (
         f"UPDATE file_text SET data = X'00ff' WHERE file = {A_ID}",
         ["index:chunks: unreadable: user-defined function raised exception",

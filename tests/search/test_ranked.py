@@ -40,7 +40,8 @@ def conn() -> Iterator[sqlite3.Connection]:
     for rowid, text in enumerate(texts, start=5):  # rowids need not start at 1
         # one file per chunk: its text, kept once, and the chunk's lines in it (code schema 4)
         db.execute("INSERT INTO files(rowid, path, version, blob, byte_count, line_count,"
-                   " complete, stamp) VALUES (?, ?, x'', x'', 0, 1, 1, 0)", (rowid, f"f{rowid}.py"))
+                   " complete, stamp) VALUES (?, ?, x'', x'', ?, 1, 1, 0)",
+                   (rowid, f"f{rowid}.py", len(text.encode())))
         db.execute("INSERT INTO file_text(file, data) VALUES (?, ?)", (rowid, pack_text(text)))
         db.execute("INSERT INTO chunk_rows(rowid, file, qualname, kind, start_line, end_line,"
                    " tokens) VALUES (?, ?, NULL, 'block', 1, 2, 10)", (rowid, rowid))
