@@ -26,6 +26,7 @@ from typing import Any
 from ctxstore.errors import IndexCorrupt
 from ctxstore.index.chunks import CLASS_SPLIT_TOKENS, WINDOW_LINES, Chunk, chunk_file, pack_text
 from ctxstore.index.codedb import bump_generation
+from ctxstore.index.listing import ListingState, listing_state, set_listing_state
 from ctxstore.model.code import FileVersion
 from ctxstore.model.knowledge import key_text
 from ctxstore.records import dataclass
@@ -547,55 +548,6 @@ def clear_code_rows(conn: sqlite3.Connection) -> None:
         elif table != "code_meta":
             conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
     bump_generation(conn)
-
-
-@dataclass(frozen=True, slots=True)
-class ListingState:
-    """What Git said when a run last listed the whole work tree (``code_meta`` ``git``).
-
-    Attributes:
-        head: The commit HEAD named then ("" before the first commit).
-        dirty: The paths that may differ from that commit's files as indexed: those
-            ``git status`` named then and those the runs since read.
-        config: What the listing depended on besides Git (``ctx index``'s settings).
-    """
-
-    head: str
-    dirty: tuple[str, ...]
-    config: str
-
-
-def listing_state(conn: sqlite3.Connection) -> ListingState | None:
-    """The recorded ``ListingState``, or None (none recorded, or not one this ctx wrote)."""
-    import json
-
-    from ctxstore.index.codedb import meta_value
-
-    raw = meta_value(conn, "git")
-    try:
-        data = json.loads(raw) if raw is not None else None
-    except (ValueError, RecursionError):  # a nested value past the parser's depth too
-        return None
-    if not isinstance(data, dict):
-        return None
-    head, dirty, config = data.get("head"), data.get("dirty"), data.get("config")
-    if not (isinstance(head, str) and isinstance(config, str) and isinstance(dirty, list)
-            and all(isinstance(p, str) for p in dirty)):
-        return None
-    return ListingState(head, tuple(dirty), config)
-
-
-def set_listing_state(conn: sqlite3.Connection, state: ListingState | None) -> None:
-    """Record ``state`` (None forgets it), inside the caller's write of the code tables."""
-    import json
-
-    from ctxstore.index.codedb import set_meta
-
-    if state is None:
-        conn.execute("DELETE FROM code_meta WHERE key = 'git'")
-        return
-    set_meta(conn, "git", json.dumps({"head": state.head, "dirty": sorted(set(state.dirty)),
-                                      "config": state.config}))
 
 
 def mark_file_sccs_current(conn: sqlite3.Connection) -> None:
