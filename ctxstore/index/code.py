@@ -23,8 +23,10 @@ from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
-from ctxstore.index.chunks import CLASS_SPLIT_TOKENS, WINDOW_LINES, Chunk, chunk_file
+from ctxstore.errors import IndexCorrupt
+from ctxstore.index.chunks import CLASS_SPLIT_TOKENS, WINDOW_LINES, Chunk, chunk_file, pack_text
 from ctxstore.index.codedb import bump_generation
+from ctxstore.index.listing import ListingState, listing_state, set_listing_state
 from ctxstore.model.code import FileVersion
 from ctxstore.model.knowledge import key_text
 from ctxstore.records import dataclass
@@ -35,6 +37,7 @@ __all__ = ["DocumentFrequencies", "FileRow", "FileRows", "StatRow", "SymbolHit",
            "apply_version", "apply_rows", "prepare_rows", "recount_term_df", "replace_file_sccs",
            "clear_code_rows", "mark_file_sccs_current",
            "remove_path", "set_stat", "set_skipped", "file_rows", "file_row", "stat_rows",
+           "IndexedPaths", "indexed_paths",
            "snapshot_heads", "import_shape", "names_imported",
            "skipped_rows", "symbols_by", "symbols_in", "task_node_ids", "chunk_file",
            "ListingState", "listing_state", "set_listing_state",
@@ -127,11 +130,12 @@ class FileRows:
     symbols: list[tuple[Any, ...]]
     # (from_kind, from_key, to_kind, to_key, label, confidence, tool, line)
     edges: list[tuple[Any, ...]]
-    # (qualname, kind, start_line, end_line, tokens, text, name terms, text terms): the
+    # (qualname, kind, start_line, end_line, tokens, spans, name terms, text terms): the
     # full-text fields hold the terms of ``search.tokenize`` (``index_text``)
     chunks: list[tuple[Any, ...]]
     body_terms: dict[str, int]
     path_terms: dict[str, int]
+    text: bytes  # the file's text as ``file_text`` keeps it (``index.chunks.pack_text``)
 
 
 def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
@@ -149,7 +153,7 @@ def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
     chunks = []
     for chunk in chunk_file(text, symbols):
         chunks.append((chunk.qualname, chunk.kind, chunk.start_line, chunk.end_line,
-                       estimate_tokens(chunk.text), chunk.text, index_text(chunk.qualname or ""),
+                       estimate_tokens(chunk.text), chunk.spans, index_text(chunk.qualname or ""),
                        index_text(chunk.text)))
     return FileRows(
         fv.path, bytes(version), bytes(fv.blob_id), fv.language, fv.byte_count, fv.line_count,
@@ -158,7 +162,8 @@ def prepare_rows(fv: FileVersion, text: str, version: bytes) -> FileRows:
           s.start_byte, s.end_byte, s.start_line, s.end_line) for s in symbols],
         [(r.from_kind, r.from_key, r.to_kind, r.to_key, r.label, r.confidence, r.tool,
           r.start_line) for r in fv.relations],
-        chunks, dict(term_counts(text)), dict(Counter(path_tokens(fv.path))))
+        chunks, dict(term_counts(text)), dict(Counter(path_tokens(fv.path))),
+        pack_text(text) if chunks else b"")
 
 
 def apply_version(conn: sqlite3.Connection, fv: FileVersion, text: str, *, version: bytes,
@@ -194,9 +199,9 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
          int(rows.complete), rows.note, stamp, size, mtime_ns, module, int(named))).lastrowid
         or 0)
     conn.executemany(
-        "INSERT INTO symbols(path, qualname, name, kind, visibility, parent, signature,"
+        "INSERT INTO symbol_rows(file, qualname, name, kind, visibility, parent, signature,"
         " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        rows.symbols)
+        [(file_id, *symbol[1:]) for symbol in rows.symbols])
     keys = frequencies.keys
     conn.executemany(
         "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line)"
@@ -213,10 +218,12 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
                       *((t, 1, file_id, n) for t, n in where.items())])
     fts: list[tuple[int | None, str, str, str]] = []  # each field's terms (search.tokenize)
     path_text = index_text(path)
-    for qualname, kind, start, end, tokens, text, name_terms, text_terms in rows.chunks:
-        cur = conn.execute("INSERT INTO chunks(path, qualname, kind, start_line, end_line, tokens,"
-                           " text) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (path, qualname, kind, start, end, tokens, text))
+    if rows.chunks:
+        conn.execute("INSERT INTO file_text(file, data) VALUES (?, ?)", (file_id, rows.text))
+    for qualname, kind, start, end, tokens, spans, name_terms, text_terms in rows.chunks:
+        cur = conn.execute("INSERT INTO chunk_rows(file, qualname, kind, start_line, end_line,"
+                           " tokens, spans) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           (file_id, qualname, kind, start, end, tokens, spans))
         fts.append((cur.lastrowid, path_text, name_terms, text_terms))
     conn.executemany("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)", fts)
     conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
@@ -279,18 +286,24 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
     # chunks_fts is contentless: a document goes by the 'delete' command with the very terms
     # it was indexed with, made again from its chunk (the tokeniser is deterministic).
     path_text = index_text(path)
+    try:
+        old = conn.execute("SELECT rowid, qualname, text FROM chunks WHERE path = ?",
+                           (path,)).fetchall()
+    except sqlite3.OperationalError as exc:  # a file_text row that does not decompress
+        error = IndexCorrupt(f"the indexed text of {path} is unreadable ({exc})")
+        error.hint = "run `ctx index --full`, which makes the code index again"
+        raise error from exc
     conn.executemany(
         "INSERT INTO chunks_fts(chunks_fts, rowid, path, name, text) VALUES ('delete', ?, ?, ?, ?)",
         [(rowid, path_text, index_text(qualname or ""), index_text(text))
-         for rowid, qualname, text in conn.execute(
-             "SELECT rowid, qualname, text FROM chunks WHERE path = ?", (path,)).fetchall()])
+         for rowid, qualname, text in old])
     file_ids = "SELECT rowid FROM files WHERE path = ?"
     for src, dst in conn.execute(f"SELECT src, dst FROM code_edge_rows WHERE file IN ({file_ids})",  # noqa: S608
                                  (path,)):
         frequencies.released.update(k for k in (src, dst) if k is not None)
-    conn.execute(f"DELETE FROM code_edge_rows WHERE file IN ({file_ids})", (path,))  # noqa: S608
-    for table in ("chunks", "symbols", "files"):
-        conn.execute(f"DELETE FROM {table} WHERE path = ?", (path,))  # noqa: S608 - fixed names
+    for table in ("code_edge_rows", "chunk_rows", "file_text", "symbol_rows"):
+        conn.execute(f"DELETE FROM {table} WHERE file IN ({file_ids})", (path,))  # noqa: S608
+    conn.execute("DELETE FROM files WHERE path = ?", (path,))
 
 
 # -- reads ------------------------------------------------------------------------------------
@@ -345,12 +358,63 @@ class StatRow:
     named: bool
 
 
-def stat_rows(conn: sqlite3.Connection) -> dict[str, StatRow]:
-    """Every indexed file's ``StatRow``, by path."""
+_STAT_COLUMNS = "path, version, blob, note, stamp, size, mtime_ns, module, named"
+
+
+def stat_rows(conn: sqlite3.Connection, paths: Iterable[str] | None = None) -> dict[str, StatRow]:
+    """The ``StatRow`` of every indexed file (or of those of ``paths`` that are), by path."""
+    if paths is None:  # fetchall: one call, not 10,000
+        rows = conn.execute(f"SELECT {_STAT_COLUMNS} FROM files").fetchall()  # noqa: S608
+    else:
+        rows = []
+        wanted = list(dict.fromkeys(paths))
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            rows += conn.execute(f"SELECT {_STAT_COLUMNS} FROM files WHERE path IN "  # noqa: S608
+                                 f"({','.join('?' * len(part))})", part).fetchall()
     return {str(p): StatRow(bytes(v), bytes(b), n, int(st), sz, mt, mod, bool(nm))
-            for p, v, b, n, st, sz, mt, mod, nm in conn.execute(  # fetchall: one call, not 10,000
-                "SELECT path, version, blob, note, stamp, size, mtime_ns, module, named FROM files"
-            ).fetchall()}
+            for p, v, b, n, st, sz, mt, mod, nm in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedPaths:
+    """What a run needs of every indexed file without its ``StatRow`` (``indexed_paths``).
+
+    A run over the whole tree that Git says changed in one file reads the stat rows of the
+    files it looks at only (building 10,000 of them cost about 25 ms of CPU).
+
+    Attributes:
+        modules: Path -> module name, for every indexed path (None: not recorded).
+        named: The paths added by name (``ctx add file``).
+        look: The paths a run looks at whatever Git says: the stat cache does not vouch for
+            them (a racy time), they were added by name, or indexed without semantics.
+    """
+
+    modules: dict[str, str | None]
+    named: frozenset[str]
+    look: frozenset[str]
+
+
+def indexed_paths(conn: sqlite3.Connection, no_semantics: str) -> IndexedPaths:
+    """Every indexed path with its module name, and which are ``named`` and ``look``.
+
+    Args:
+        conn: A current index connection.
+        no_semantics: The ``note`` of a file indexed without semantics.
+    """
+    modules: dict[str, str | None] = {}
+    named: list[str] = []
+    look: list[str] = []
+    for path, module, flags in conn.execute(
+            "SELECT path, module, named + 2 * (size IS NULL OR named OR note IS ?) FROM files",
+            (no_semantics,)).fetchall():
+        modules[path] = module
+        if flags:
+            if flags & 1:
+                named.append(path)
+            if flags & 2:
+                look.append(path)
+    return IndexedPaths(modules, frozenset(named), frozenset(look))
 
 
 SnapshotHead = tuple[bytes, int, bytes | None, bytes | None, bytes]
@@ -484,55 +548,6 @@ def clear_code_rows(conn: sqlite3.Connection) -> None:
         elif table != "code_meta":
             conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
     bump_generation(conn)
-
-
-@dataclass(frozen=True, slots=True)
-class ListingState:
-    """What Git said when a run last listed the whole work tree (``code_meta`` ``git``).
-
-    Attributes:
-        head: The commit HEAD named then ("" before the first commit).
-        dirty: The paths that may differ from that commit's files as indexed: those
-            ``git status`` named then and those the runs since read.
-        config: What the listing depended on besides Git (``ctx index``'s settings).
-    """
-
-    head: str
-    dirty: tuple[str, ...]
-    config: str
-
-
-def listing_state(conn: sqlite3.Connection) -> ListingState | None:
-    """The recorded ``ListingState``, or None (none recorded, or not one this ctx wrote)."""
-    import json
-
-    from ctxstore.index.codedb import meta_value
-
-    raw = meta_value(conn, "git")
-    try:
-        data = json.loads(raw) if raw is not None else None
-    except (ValueError, RecursionError):  # a nested value past the parser's depth too
-        return None
-    if not isinstance(data, dict):
-        return None
-    head, dirty, config = data.get("head"), data.get("dirty"), data.get("config")
-    if not (isinstance(head, str) and isinstance(config, str) and isinstance(dirty, list)
-            and all(isinstance(p, str) for p in dirty)):
-        return None
-    return ListingState(head, tuple(dirty), config)
-
-
-def set_listing_state(conn: sqlite3.Connection, state: ListingState | None) -> None:
-    """Record ``state`` (None forgets it), inside the caller's write of the code tables."""
-    import json
-
-    from ctxstore.index.codedb import set_meta
-
-    if state is None:
-        conn.execute("DELETE FROM code_meta WHERE key = 'git'")
-        return
-    set_meta(conn, "git", json.dumps({"head": state.head, "dirty": sorted(set(state.dirty)),
-                                      "config": state.config}))
 
 
 def mark_file_sccs_current(conn: sqlite3.Connection) -> None:

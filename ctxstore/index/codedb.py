@@ -37,7 +37,8 @@ from ctxstore.index.schema import SchemaRow, schema_digest
 __all__ = ["CODE_FILE", "CODE_SCHEMA", "CODE_SCHEMA_VERSION", "CODE_TABLES", "CODE_LOCK",
            "EXPECTED_CODE_DIGEST", "attach", "begin", "bump_generation", "commit", "rollback", "code_schema",
            "drop_code_files", "expected_code_schema", "generation", "generation_of", "inspect_code",
-           "irregular_code_files", "meta_value", "read_code_schema", "set_meta", "write"]
+           "irregular_code_files", "meta_value", "read_code_schema", "register_functions", "set_meta",
+           "write"]
 
 CODE_FILE = "code.sqlite"
 CODE_LOCK = "code.lock"  # one `ctx index` (or `ctx add file`) writes the code tables at a time
@@ -50,7 +51,14 @@ CODE_LOCK = "code.lock"  # one `ctx index` (or `ctx add file`) writes the code t
 # 3: ``chunks_fts`` contentless (``content=''``): it keeps the postings, not a second copy of
 #    every chunk's terms (118 MB of 603 MB at 10,000 files); a chunk's terms are made again
 #    from its ``chunks`` row to delete it (``index.code``)
-CODE_SCHEMA_VERSION = 3
+# 4: a chunk's text is no longer stored with it: each file's text once, zlib-compressed
+#    (``file_text``), and each chunk's lines in it (``chunk_rows``) behind the view ``chunks``,
+#    whose text ``ctx_chunk_text`` cuts out again (123 MB of chunk text at 10,000 files, the
+#    largest table, for a tree of 97.5 MB)
+# 5: symbols name their file by ``files.rowid`` (``symbol_rows``) behind the view ``symbols``,
+#    indexed by file instead of (path, kind, qualname), and by qualname alone (92 MB of
+#    symbols and their indexes at 10,000 files, half of it the path repeated)
+CODE_SCHEMA_VERSION = 5
 
 CODE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {s}code_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -67,14 +75,20 @@ CREATE TABLE IF NOT EXISTS {s}files (
 CREATE TABLE IF NOT EXISTS {s}skipped (
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS {s}symbols (
-    rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT NOT NULL, name TEXT NOT NULL,
+-- symbols: each file's by its files.rowid (symbol_rows), symbols the view every reader queries
+CREATE TABLE IF NOT EXISTS {s}symbol_rows (
+    rowid INTEGER PRIMARY KEY, file INTEGER NOT NULL, qualname TEXT NOT NULL, name TEXT NOT NULL,
     kind TEXT NOT NULL, visibility TEXT, parent TEXT, signature TEXT,
     start_byte INTEGER, end_byte INTEGER, start_line INTEGER, end_line INTEGER
 );
-CREATE INDEX IF NOT EXISTS {s}symbols_path ON symbols(path, kind, qualname);
-CREATE INDEX IF NOT EXISTS {s}symbols_name ON symbols(name);
-CREATE INDEX IF NOT EXISTS {s}symbols_qualname ON symbols(qualname, path);
+CREATE INDEX IF NOT EXISTS {s}symbol_rows_file ON symbol_rows(file);
+CREATE INDEX IF NOT EXISTS {s}symbol_rows_name ON symbol_rows(name);
+CREATE INDEX IF NOT EXISTS {s}symbol_rows_qualname ON symbol_rows(qualname);
+CREATE VIEW IF NOT EXISTS {s}symbols(rowid, path, qualname, name, kind, visibility, parent,
+    signature, start_byte, end_byte, start_line, end_line) AS
+    SELECT s.rowid, f.path, s.qualname, s.name, s.kind, s.visibility, s.parent, s.signature,
+        s.start_byte, s.end_byte, s.start_line, s.end_line
+    FROM symbol_rows s JOIN files f ON f.rowid = s.file;
 -- code edges (index.code): each endpoint (kind, key) once in code_keys, each edge a row of
 -- small integers naming them (file = files.rowid, the file whose version produced it), and
 -- its line; code_edges is the view every reader queries
@@ -94,12 +108,20 @@ CREATE VIEW IF NOT EXISTS {s}code_edges(path, from_kind, from_key, to_kind, to_k
     SELECT f.path, a.kind, a.key, b.kind, b.key, e.label, e.confidence, e.tool, e.line
     FROM code_edge_rows e JOIN files f ON f.rowid = e.file
     LEFT JOIN code_keys a ON a.id = e.src LEFT JOIN code_keys b ON b.id = e.dst;
-CREATE TABLE IF NOT EXISTS {s}chunks (
-    rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, qualname TEXT, kind TEXT NOT NULL,
-    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, tokens INTEGER NOT NULL,
-    text TEXT NOT NULL
+-- chunks (index.chunks): each file's text once, compressed (file_text, file = files.rowid), and
+-- each chunk as its lines in it (spans: the lines when not all of start_line..end_line);
+-- chunks is the view every reader queries, its text made again by ctx_chunk_text
+CREATE TABLE IF NOT EXISTS {s}file_text (file INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS {s}chunk_rows (
+    rowid INTEGER PRIMARY KEY, file INTEGER NOT NULL, qualname TEXT, kind TEXT NOT NULL,
+    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, tokens INTEGER NOT NULL, spans TEXT
 );
-CREATE INDEX IF NOT EXISTS {s}chunks_path ON chunks(path);
+CREATE INDEX IF NOT EXISTS {s}chunk_rows_file ON chunk_rows(file);
+CREATE VIEW IF NOT EXISTS {s}chunks(rowid, path, qualname, kind, start_line, end_line, tokens,
+    text) AS
+    SELECT c.rowid, f.path, c.qualname, c.kind, c.start_line, c.end_line, c.tokens,
+        ctx_chunk_text(t.data, f.byte_count, c.start_line, c.end_line, c.spans)
+    FROM chunk_rows c JOIN files f ON f.rowid = c.file JOIN file_text t ON t.file = c.file;
 CREATE VIRTUAL TABLE IF NOT EXISTS {s}chunks_fts USING fts5(path, name, text, content = '',
     tokenize = "ascii tokenchars '_'");
 -- retrieval postings (index.code, index.retrieval): search.tokenize tokens per file; field 0 the
@@ -131,8 +153,9 @@ CREATE TABLE IF NOT EXISTS {s}file_sccs (
 CREATE INDEX IF NOT EXISTS {s}file_sccs_scc ON file_sccs(scc, path);
 """
 
-CODE_TABLES = ("code_meta", "files", "skipped", "symbols", "code_keys", "code_edge_rows", "chunks",
-               "chunks_fts", "file_terms", "file_lengths", "term_df", "corpus_cache", "file_sccs")
+CODE_TABLES = ("code_meta", "files", "skipped", "symbol_rows", "code_keys", "code_edge_rows",
+               "file_text", "chunk_rows", "chunks_fts", "file_terms", "file_lengths", "term_df",
+               "corpus_cache", "file_sccs")
 
 _expected: frozenset[SchemaRow] | None = None
 # Keys of code_meta: 'generation' (an integer bumped by every change of the code tables),
@@ -175,6 +198,44 @@ def irregular_code_files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
     return db.irregular_files(folder / CODE_FILE)
 
 
+class _ChunkText:
+    """``ctx_chunk_text(data, size, start_line, end_line, spans)``: a chunk's text (view ``chunks``).
+
+    ``data`` is its file's ``file_text``, ``size`` the file's ``byte_count``: no more than that
+    is decompressed (a forged row cannot make a reader inflate without bound). The lines of
+    the last file are kept, so the chunks
+    of one file (read together, as every reader does) cost one decompression. ``index.chunks``
+    is imported at the first call: a hook's connection registers this and reads no chunk.
+    """
+
+    __slots__ = ("data", "lines", "size")
+
+    def __init__(self) -> None:
+        self.data: bytes = b""
+        self.size = 0
+        self.lines: list[str] = []
+
+    def __call__(self, data: bytes, size: int, start_line: int, end_line: int,
+                 spans: str | None) -> str:
+        import zlib
+
+        from ctxstore.index.chunks import chunk_text, unpack_lines
+
+        if data != self.data or size != self.size:
+            try:
+                lines = unpack_lines(data, size)
+            except (zlib.error, UnicodeDecodeError, TypeError) as exc:
+                # an OperationalError for the caller: the index is damaged (E007)
+                raise ValueError(f"a file_text row is damaged ({exc})") from exc
+            self.data, self.size, self.lines = data, size, lines
+        return chunk_text(self.lines, start_line, end_line, spans)
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """Give ``conn`` the SQL functions the code tables' views call (``ctx_chunk_text``)."""
+    conn.create_function("ctx_chunk_text", 5, _ChunkText(), deterministic=True)
+
+
 def attach(conn: sqlite3.Connection, folder: Path | None) -> None:
     """Attach the code database of ``folder`` (``:memory:`` when None) as ``code``.
 
@@ -183,6 +244,7 @@ def attach(conn: sqlite3.Connection, folder: Path | None) -> None:
     Raises:
         sqlite3.Error: as SQLite reports it (the caller classifies it).
     """
+    register_functions(conn)
     target = ":memory:" if folder is None else str(folder / CODE_FILE)
     conn.execute("ATTACH DATABASE ? AS code", (target,))
     if folder is not None:
@@ -319,4 +381,4 @@ def bump_generation(conn: sqlite3.Connection) -> None:
 
 # ``schema_digest(expected_code_schema())`` with the SQLite ctx is tested on (a test keeps it
 # current): an attached database that hashes to it needs no row-by-row comparison.
-EXPECTED_CODE_DIGEST = "f78ececb47be0db6e4f768580a6cfff87b3c421a20b1ba4ef5a21679aa867b83"
+EXPECTED_CODE_DIGEST = "933bfb98f5aa2e802abea982933d3aeab1e28cc781a5df20ff4d06a4c3de93d3"

@@ -110,12 +110,13 @@ CODE_TABLES: dict[str, TableCheck] = {
     "files": TableCheck("SELECT path, version, blob, language, byte_count, line_count, complete,"
                         " note FROM files", 1),
     "symbols": TableCheck("SELECT path, qualname, kind, name, visibility, parent, signature,"
-                          " start_byte, end_byte, start_line, end_line FROM symbols", 2),
+                          " start_byte, end_byte, start_line, end_line FROM symbols", 2,
+                          ("symbol_rows",)),
     "code_edges": TableCheck("SELECT path, from_kind, from_key, to_kind, to_key, label, confidence,"
                              " tool, line FROM code_edges", 6,
                              ("code_edge_rows", "code_keys")),
     "chunks": TableCheck("SELECT path, start_line, qualname, kind, end_line, tokens, text"
-                         " FROM chunks", 2),
+                         " FROM chunks", 2, ("chunk_rows", "file_text")),
     # Contentless (code schema 3): what it reads back is each document's token count per
     # field (its docsize row), named by the chunk of the same rowid.
     "chunks_fts": TableCheck("SELECT c.path, c.start_line, d.sz FROM chunks_fts_docsize d"
@@ -305,6 +306,7 @@ def _compare(store: Store, disk: sqlite3.Connection, report: IndexComparison,
 def _attach_code(store: Store, disk: sqlite3.Connection, report: IndexComparison) -> bool:
     """Attach this clone's code index to ``disk``, read-only; False (a problem named) if bad."""
     path = index_dir(store) / codedb.CODE_FILE
+    codedb.register_functions(disk)
     try:
         if not path.exists():
             disk.execute("ATTACH DATABASE ':memory:' AS code")
@@ -362,7 +364,8 @@ def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
     """The code index's own counts and references, checked against its other rows.
 
     ``term_df`` must count the files of each term as ``file_terms`` holds them; every
-    ``code_keys`` row is named by an edge, and every edge names an indexed file.
+    ``code_keys`` row is named by an edge, and every edge names an indexed file; every chunk
+    row names an indexed file with its text, every text a file with chunks.
     """
     problems: list[Problem] = []
     for (key,) in disk.execute(
@@ -375,6 +378,18 @@ def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
             " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
         problems.append(Problem("E007", "index:code_edge_rows",
                                 f"file {file_id}: edges of a file not indexed"))
+    # The views ``symbols`` and ``chunks`` join a row to its file (and a chunk to its file's
+    # text): a row either lacks is read by no one, so it is named here.
+    for table, sql, what in (
+            ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE file NOT IN (SELECT"
+             " rowid FROM files)", "symbols of a file not indexed"),
+            ("chunk_rows", "SELECT DISTINCT file FROM chunk_rows WHERE file NOT IN (SELECT rowid"
+             " FROM files) OR file NOT IN (SELECT file FROM file_text)",
+             "chunks of a file not indexed or without its text"),
+            ("file_text", "SELECT file FROM file_text WHERE file NOT IN (SELECT file FROM"
+             " chunk_rows)", "the text of a file without chunks")):
+        for (file_id,) in disk.execute(f"{sql} ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
+            problems.append(Problem("E007", f"index:{table}", f"file {file_id}: {what}"))
     found = 0
     for term, field_, have, want in disk.execute(
             "SELECT term, field, max(have), max(want) FROM ("

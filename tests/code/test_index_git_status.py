@@ -112,3 +112,44 @@ def test_index_falls_back_to_listing_every_file(tmp_path: Path) -> None:
     write(root, {"pkg/b.py": "def helper():\n    return 333\n"})
     git(root, "commit", "-qam", "three")
     assert _quick_equals_full(ctx_dir, listing="git")["written"] == ["pkg/b.py"]
+
+
+def test_a_quick_run_reads_only_the_stat_rows_it_looks_at(tmp_path: Path) -> None:
+    """Git's answer decides which stat rows a run loads; the files it must look at whatever
+    Git says (added by name, a time too recent to trust) are still looked at."""
+    from contextlib import closing
+
+    from ctxstore.code.ingest.resolve import NO_SEMANTICS
+    from ctxstore.index import open_index
+    from ctxstore.index.code import indexed_paths, stat_rows
+    from ctxstore.repo import open_store
+    from tests.code._ingestlib import ctx
+
+    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    root = ctx_dir.parent
+    (root / ".git" / "info" / "exclude").write_text(".ctx/\nkept.py\n")
+    write(root, TREE)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "one")
+    write(root, {"kept.py": "def kept():\n    return 1\n"})  # ignored by Git, added by name
+    ctx(ctx_dir, "add", "file", "kept.py", "--extract-semantics")
+    _quick_equals_full(ctx_dir, listing="git")
+    _quick_equals_full(ctx_dir)
+    with closing(open_index(open_store(ctx_dir))) as conn:
+        indexed = indexed_paths(conn, NO_SEMANTICS)
+        everything = stat_rows(conn)
+        assert set(indexed.modules) == set(everything) and "kept.py" in everything
+        assert indexed.named == {"kept.py"} and indexed.look == {"kept.py"}
+        assert indexed.modules["pkg/a.py"] == everything["pkg/a.py"].module == "pkg.a"
+        assert stat_rows(conn, ["pkg/b.py", "gone.py"]) == {"pkg/b.py": everything["pkg/b.py"]}
+    # Git names pkg/b.py: its edit is found, and kept.py, which ctx index does not list, stays
+    # (through --full too, which empties the code tables first).
+    write(root, {"pkg/b.py": "def helper():\n    return 3\n"})
+    assert _quick_equals_full(ctx_dir)["written"] == ["pkg/b.py"]
+    assert "kept.py" in [row[0] for row in dump(ctx_dir)["files"]]
+    # An edit within the racy window leaves the stat cache empty: the next run reads it.
+    (root / "pkg" / "b.py").write_text("def helper():\n    return 4\n")  # dated now
+    racy = ctx_json(ctx_dir, "index")
+    assert racy["written"] == ["pkg/b.py"]
+    with closing(open_index(open_store(ctx_dir))) as conn:
+        assert "pkg/b.py" in indexed_paths(conn, NO_SEMANTICS).look

@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 from conftest import run_ctx, store_digest
 
 from ctxstore.cli.root import cli
+from ctxstore.index.chunks import pack_text
 from ctxstore.index.compare import (
     CODE_TABLES,
     MAX_PER_TABLE,
@@ -119,7 +120,8 @@ def _copy(template: Path, dest: Path) -> Path:
 
 
 _CODE_WORDS = (" symbols", " chunks", "chunks_fts", " code_edges", " files", "file_terms",
-               "file_lengths", "term_df", "corpus_cache", " code_keys", " code_edge_rows")
+               "file_lengths", "term_df", "corpus_cache", " code_keys", " code_edge_rows",
+               " chunk_rows", " file_text", " symbol_rows")
 
 
 def _sql(root: Path, *statements: str) -> None:
@@ -157,7 +159,7 @@ def test_index_compare_clean_index_reports_nothing(
     conn = sqlite3.connect(root / INDEX)
     conn.execute("ATTACH DATABASE ? AS code", (str(root / CODE),))
     counts = conn.execute(
-        "SELECT (SELECT count(*) FROM symbols), (SELECT count(*) FROM chunks),"
+        "SELECT (SELECT count(*) FROM symbols), (SELECT count(*) FROM chunk_rows),"
         " (SELECT count(*) FROM packages), (SELECT count(*) FROM diagnostics),"
         " (SELECT count(*) FROM build_edges WHERE path = 'cmd:mypy')").fetchone()
     assert counts == (6, 4, 3, 2, 4)  # the fixture fills every kind of row
@@ -165,23 +167,40 @@ def test_index_compare_clean_index_reports_nothing(
 
 # -- tampered tables -------------------------------------------------------------------------
 B_ID = "(SELECT rowid FROM files WHERE path = 'pkg/b.py')"
+A_ID = "(SELECT rowid FROM files WHERE path = 'pkg/a.py')"
+# the same size: a text of another size is refused whole (unreadable, as damage is)
+FORGED_A_PY = A_PY.replace("print(Greeter().hello(os.getcwd()))", "forged('of the very same length!!')")
 TAMPER: dict[str, tuple[str, list[str]]] = {
     "symbol-span": (
-        "UPDATE symbols SET start_line = 3, end_byte = 7 WHERE qualname = 'pkg.a.Greeter.hello'",
+        "UPDATE symbol_rows SET start_line = 3, end_byte = 7 WHERE qualname = 'pkg.a.Greeter.hello'",
         ["index:symbols: (pkg/a.py, pkg.a.Greeter.hello): end_byte is 7, the replay has 154; "
          "start_line is 3, the replay has 10"]),
     "extra-symbol": (
-        "INSERT INTO symbols(path, qualname, name, kind) VALUES ('pkg/b.py', 'pkg.b.x', 'x', 'function')",
+        f"INSERT INTO symbol_rows(file, qualname, name, kind) VALUES ({B_ID}, 'pkg.b.x', 'x',"
+        " 'function')",
         ["index:symbols: (pkg/b.py, pkg.b.x): not in the replay"]),
     "deleted-chunk": (
-        "DELETE FROM chunks WHERE path = 'pkg/b.py'",
+        f"DELETE FROM chunk_rows WHERE file = {B_ID}",
         ["index:chunks: (pkg/b.py, 1): missing (the replay has it)",
          "index:chunks_fts: (NULL, NULL): not in the replay",
-         "index:chunks_fts: (pkg/b.py, 1): missing (the replay has it)"]),
+         "index:chunks_fts: (pkg/b.py, 1): missing (the replay has it)",
+         "index:file_text: file 2: the text of a file without chunks"]),
+    # a chunk's text is cut from its file's text, kept once (code schema 4): a forged file
+    # text is a forged chunk
     "chunk-text": (
-        "UPDATE chunks SET text = 'forged' WHERE path = 'pkg/a.py' AND start_line = 14",
-        ["index:chunks: (pkg/a.py, 14): text is forged, the replay has def main() -> None:\\n    "
-         "print(Greeter..."]),
+        f"UPDATE file_text SET data = X'{pack_text(FORGED_A_PY).hex()}' WHERE file = {A_ID}",
+        ["index:chunks: (pkg/a.py, 14): text is def main() -> None:\\n    forged('of th..., "
+         "the replay has def main() -> None:\\n    print(Greeter..."]),
+    "damaged-file-text": (
+        f"UPDATE file_text SET data = X'00ff' WHERE file = {A_ID}",
+        ["index:chunks: unreadable: user-defined function raised exception",
+         "index:chunks_fts: unreadable: user-defined function raised exception"]),
+    "symbols-of-no-file": (
+        "INSERT INTO symbol_rows(file, qualname, name, kind) VALUES (4242, 'x.y', 'y', 'function')",
+        ["index:symbol_rows: file 4242: symbols of a file not indexed"]),
+    "text-of-no-chunks": (
+        "INSERT INTO file_text(file, data) VALUES (4242, X'00')",
+        ["index:file_text: file 4242: the text of a file without chunks"]),
     # chunks_fts is contentless (code schema 3): a document no chunk has is found by its rowid
     "fts-extra-document": (
         "INSERT INTO chunks_fts(rowid, path, name, text) VALUES (99999, 'forged', 'forged', 'forged')",

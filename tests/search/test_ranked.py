@@ -27,24 +27,31 @@ def _chunk_text(rng: random.Random) -> str:
 @pytest.fixture(scope="module")
 def conn() -> Iterator[sqlite3.Connection]:
     """A code index of 3,000 chunks over a skewed vocabulary, plus 40 identical ones (ties)."""
-    from ctxstore.index.codedb import code_schema
+    from ctxstore.index.chunks import pack_text
+    from ctxstore.index.codedb import code_schema, register_functions
 
     db = sqlite3.connect(":memory:")
+    register_functions(db)
     db.executescript(SCHEMA)
     db.executescript(code_schema())  # the chunks live in the code index's tables
     rng = random.Random(14)
     texts = [_chunk_text(rng) for _ in range(3000)] + ["header value rare7 mid3"] * 40
     rng.shuffle(texts)
     for rowid, text in enumerate(texts, start=5):  # rowids need not start at 1
-        db.execute("INSERT INTO chunks(rowid, path, qualname, kind, start_line, end_line, tokens, "
-                   "text) VALUES (?, ?, NULL, 'block', 1, 2, 10, ?)", (rowid, f"f{rowid}.py", text))
+        # one file per chunk: its text, kept once, and the chunk's lines in it (code schema 4)
+        db.execute("INSERT INTO files(rowid, path, version, blob, byte_count, line_count,"
+                   " complete, stamp) VALUES (?, ?, x'', x'', ?, 1, 1, 0)",
+                   (rowid, f"f{rowid}.py", len(text.encode())))
+        db.execute("INSERT INTO file_text(file, data) VALUES (?, ?)", (rowid, pack_text(text)))
+        db.execute("INSERT INTO chunk_rows(rowid, file, qualname, kind, start_line, end_line,"
+                   " tokens) VALUES (?, ?, NULL, 'block', 1, 2, 10)", (rowid, rowid))
         db.execute("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, '', ?)",
                    (rowid, f"f{rowid}.py", text))
     # chunks_fts is contentless: a document is deleted with the values it was indexed with
     db.executemany("INSERT INTO chunks_fts(chunks_fts, rowid, path, name, text)"
                    " VALUES ('delete', ?, ?, '', ?)",
                    db.execute("SELECT rowid, path, text FROM chunks WHERE rowid % 97 = 0").fetchall())
-    db.execute("DELETE FROM chunks WHERE rowid % 97 = 0")  # deleted rows leave rowid gaps
+    db.execute("DELETE FROM chunk_rows WHERE rowid % 97 = 0")  # deleted rows leave rowid gaps
     yield db
     db.close()
 

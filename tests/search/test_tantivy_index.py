@@ -161,7 +161,7 @@ def test_a_row_that_is_not_the_indexed_one_makes_fts5_answer(tmp_path: Path) -> 
     _serve(ctx_dir)
     _rebuild(ctx_dir)
     conn = sqlite3.connect(ctx_dir / "index" / "code.sqlite")  # this clone's code index
-    conn.execute("UPDATE chunks SET path = 'moved.py' WHERE path = 'c.py'")  # meta unchanged
+    conn.execute("UPDATE files SET path = 'moved.py' WHERE path = 'c.py'")  # meta unchanged
     conn.commit()
     conn.close()
     keys = _keys(ctx_dir, "parse_header", "--kind", "chunk")

@@ -135,11 +135,18 @@ def test_no_secret_leaves_through_any_write_path(work: Path, tmp_path: Path) -> 
     # ctx index keeps what it reads in this clone's code index (index/code.sqlite, never an
     # object): redacted there too, and store_leaks above read that file raw.
     import sqlite3
+    import zlib
+
+    from ctxstore.index.codedb import register_functions
 
     code = sqlite3.connect(ctx_dir / "index" / "code.sqlite")
+    register_functions(code)
     chunks = [t for (t,) in code.execute("SELECT text FROM chunks WHERE path = 'app/deploy.py'")]
+    # each file's text is kept once, compressed (code schema 4), where a raw read sees no token
+    texts = [zlib.decompress(d).decode() for (d,) in code.execute("SELECT data FROM file_text")]
     code.close()
     assert any("[REDACTED:github-pat]" in t for t in chunks) and not leaks("".join(chunks))
+    assert texts and not any(leaks(t) for t in texts)
     for marker, rule in (("DEBUG = False", "stripe-access-token"),
                          ("error: auth failed for", "private-key"), ("print(", "openai-api-key"),
                          ("The deploy authenticates with these", "jwt")):

@@ -47,7 +47,7 @@ from ctxstore.code.ingest.store import CodeWriter, write_snapshot
 from ctxstore.code.walk import GitStatus, filter_paths, git_changed, git_status, git_tracked, walk_tree
 from ctxstore.errors import InvalidInput, UnsafePath
 from ctxstore.ids import ObjectId
-from ctxstore.index.code import ListingState, StatRow
+from ctxstore.index.code import IndexedPaths, ListingState, StatRow
 from ctxstore.objects import KIND_BLOB, object_id_of
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
@@ -159,7 +159,7 @@ def _listing_config(store: Store, globs: list[str], outputs: bool, budget: Budge
                        bool(policy(store).index_sensitive_files)])
 
 
-def _quick_listing(store: Store, conn: sqlite3.Connection, rows: dict[str, StatRow],
+def _quick_listing(store: Store, conn: sqlite3.Connection, indexed: IndexedPaths,
                    skipped: dict[str, tuple[int, int]], status: GitStatus, tree: _Tree
                    ) -> tuple[list[str], frozenset[str]] | None:
     """The listing of the whole tree from what Git says changed since the last such run.
@@ -188,8 +188,7 @@ def _quick_listing(store: Store, conn: sqlite3.Connection, rows: dict[str, StatR
         changed |= moved
     # Read again whatever the stat cache does not vouch for (a racy time), and files added
     # by name, which ctx index keeps while they exist whatever Git says of them.
-    changed |= {p for p, r in rows.items()
-                if r.size is None or r.named or r.note == NO_SEMANTICS}
+    changed |= indexed.look
     if len(changed) > _QUICK_MAX_CHANGED or any(
             p.rpartition("/")[2] == _VENV_MARKER for p in changed):
         return None
@@ -199,7 +198,7 @@ def _quick_listing(store: Store, conn: sqlite3.Connection, rows: dict[str, StatR
         return None
     looked = filter_paths(root, [p for p in changed if p in status.listed or p in tracked],
                           ignore_globs=tree.globs, build_outputs=tree.outputs)
-    settled = frozenset((rows.keys() | skipped.keys()) - changed)
+    settled = frozenset((indexed.modules.keys() | skipped.keys()) - changed)
     return sorted(settled.union(looked)), settled
 
 
@@ -257,6 +256,7 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
          snapshot: bool, full: bool = False, tree: _Tree | None = None) -> IngestReport:
     from ctxstore.index.code import (
         import_shape,
+        indexed_paths,
         listing_state,
         mark_file_sccs_current,
         names_imported,
@@ -272,7 +272,7 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
     started = time.time_ns()
     conn = db.index()
     generation_before = code_generation(conn)  # the packs' corpus is patched from it
-    rows = stat_rows(conn)
+    indexed = indexed_paths(conn, NO_SEMANTICS)
     skipped = {} if full else skipped_rows(conn)
     settled: frozenset[str] = frozenset()
     status: GitStatus | None = None
@@ -280,7 +280,7 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
     if tree is not None:  # the whole tree: what Git says changed, or every listed file
         status = git_status(root)  # before any file is read: a later change is seen next run
         quick = None if full or status is None else _quick_listing(
-            store, conn, rows, skipped, status, tree)
+            store, conn, indexed, skipped, status, tree)
         if quick is None:
             walk = walk_tree(root, ignore_globs=tree.globs, build_outputs=tree.outputs)
             listed, how = walk.files, walk.source
@@ -288,26 +288,36 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
         else:
             (listed, settled), how = quick, "git status"
     candidates = listed or []
+    if full and removals:  # --full empties the code tables first: what it keeps, it reads again
+        listing = set(candidates)
+        candidates = [*candidates, *sorted(
+            p for p in indexed.named if p not in listing and _in_scope(p, scope)
+            and os.path.lexists(root / p))]
     report = IngestReport(scanned=len(candidates), listing=how)
     for part in scope or ():  # a typo must not look like a run that found nothing to do
-        if not os.path.lexists(root / part) and not any(_in_scope(p, [part]) for p in rows):
+        if not os.path.lexists(root / part) and not any(_in_scope(p, [part])
+                                                        for p in indexed.modules):
             raise InvalidInput(f"{part}: no such file or directory, and nothing indexed there")
     # --full: neither the stat cache nor dedup apply. A snapshot (ctx add file) is read
     # whatever the code index holds: what it dedups against is the file's last snapshot.
-    known_rows = {} if full or snapshot else rows
+    # The stat rows of the files this run looks at: after a quick listing, not the settled
+    # ones (Git vouches for them).
+    known_rows: dict[str, StatRow] = {} if full or snapshot else stat_rows(
+        conn, [p for p in candidates if p not in settled] if settled else None)
     selection = select(store, candidates, known_rows, skipped, semantics, budget, report,
                         settled)
     reads = read_selected(store, selection, known_rows, semantics, budget, report, started)
-    modules = {p: r.module for p, r in rows.items() if r.module is not None}
-    known = module_map(set(rows) | {p for p, _, _ in reads.texts}, modules) \
+    modules = {p: m for p, m in indexed.modules.items() if m is not None}
+    known = module_map(set(indexed.modules) | {p for p, _, _ in reads.texts}, modules) \
         if reads.texts and semantics else {}
     in_listing = set(candidates)
     # Gone, ignored now (or a build output), or no longer indexable; a file added by name
     # stays while it exists.
-    gone = sorted(p for p, r in rows.items() if removals and _in_scope(p, scope)
+    gone = sorted(p for p in indexed.modules if removals
                   and (p in selection.dropped or (p not in in_listing and not (
-                      r.named and os.path.lexists(root / p)))))
-    named = set(candidates) if snapshot else {p for p, r in rows.items() if r.named}
+                      p in indexed.named and os.path.lexists(root / p))))
+                  and _in_scope(p, scope))  # last: most paths are listed, few dropped
+    named = set(candidates) if snapshot else set(indexed.named)
     counts = {"low": 0, "budget": 0}
     stored: list[Prepared] = []
     touched = [p for p, _, _ in reads.texts] + gone
