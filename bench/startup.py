@@ -14,12 +14,15 @@ comes first on ``PYTHONPATH``), interleaved round by round with the floor
   indexed (bench/hooks.py's; a fresh copy each round), which transcript memory indexes only as
   far as the Stop budget for a backlog goes.
 
-Each runs the installed ``ctx`` console script (as bench/search.py finds it).
+Each runs the installed ``ctx`` console script (as bench/search.py finds it). ``--vectors``
+sets ``[memory] vectors = "on"`` in the store first (the ``ctxstore[embed]`` extra): the
+backfill embeds the turns, and the memory search and prompt hook cases load the model.
 
 Usage:
     python bench/startup.py                    # 10,000 nodes x 15 rounds
     python bench/startup.py --quick            # 1,000 nodes x 7 rounds
     python bench/startup.py --before /tmp/old  # also time the tree at /tmp/old
+    python bench/startup.py --quick --vectors  # with vector search on
 """
 
 from __future__ import annotations
@@ -106,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="1,000 nodes x 7 rounds")
     ap.add_argument("--before", type=Path, help="another source tree of ctx to time as well")
+    ap.add_argument("--vectors", action="store_true", help='[memory] vectors = "on" in the store')
     args = ap.parse_args(argv)
     if args.quick:
         args.nodes, args.runs = 1_000, 7
@@ -118,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         work = tmp / "work"
         work.mkdir()
         build_store(work / ".ctx", args.nodes, DEFAULT_SEED, log=lambda *a, **k: None)
+        if args.vectors:
+            config = work / ".ctx" / "config.toml"
+            text = config.read_text()
+            if 'vectors = "off"' not in text:
+                raise SystemExit(f"{config} has no [memory] vectors line to turn on")
+            config.write_text(text.replace('vectors = "off"', 'vectors = "on"'))
         ctx = ctx_script()
         hook = json.dumps({"session_id": "b", "cwd": str(work), "prompt": QUESTION}).encode()
         start = json.dumps({"session_id": "b", "cwd": str(work), "source": "startup"}).encode()
@@ -137,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             run([*ctx, "hook", "session-start"], work, tree_env, start)
             for _, case_argv, stdin in cases:
                 run(case_argv, work, tree_env, stdin(tree) if callable(stdin) else stdin)
-        print(f"store: {args.nodes} nodes; {args.runs} rounds; python {sys.executable}")
+        print(f"store: {args.nodes} nodes; {args.runs} rounds; vectors "
+              f"{'on' if args.vectors else 'off'}; python {sys.executable}")
         print(f"load: {load_text()} at start")
         samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for _ in range(args.runs):

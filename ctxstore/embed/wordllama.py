@@ -105,7 +105,7 @@ def _map_weights(path: Path) -> npt.NDArray[np.float16]:
             raise ValueError("unexpected tensor layout")
         return np.memmap(path, dtype=np.float16, mode="r", offset=8 + length + begin,
                          shape=(rows, dim))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise EmbedUnavailable(f"the WordLlama weights {path} cannot be read: {exc}",
                                hint="reinstall the extra: pip install --force-reinstall "
                                     "wordllama") from None

@@ -99,15 +99,16 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
         # a turn beside one that holds the terms (the answer to it, or the question it answers)
         # counts as its context
         # and, with vectors, a turn among the nearest to the prompt by meaning
-        if len(held) < wanted and hit.near_rank is None and not any(
-                len(held_at((turn.session, turn.seq + d))) >= wanted for d in (-1, 1)):
+        beside = len(held) < wanted and any(
+            len(held_at((turn.session, turn.seq + d))) >= wanted for d in (-1, 1))
+        if len(held) < wanted and not beside and hit.near_rank is None:
             continue
         text = " ".join(hit_text(turn, ITEM_CHARS).split())
         if turn.ts_start is not None:  # "last week" said then, as the dates it meant
             text = resolve_relative(text, turn.ts_start)
         line = f"- [{(iso(turn.ts_start) or 'undated')[:10]} session {turn.session[:8]}] {text}\n"
         why = ("matched: " + ", ".join(held) if len(held) >= wanted else
-               "beside a turn that matched" if hit.near_rank is None else "near in meaning")
+               "beside a turn that matched" if beside else "near in meaning")
         items.append(MemoryItem(f"turn:{turn.session}:{turn.seq}", line, 1.0 + hit.score, why))
         if len(items) >= limit:
             break
