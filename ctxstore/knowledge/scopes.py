@@ -312,17 +312,8 @@ def search_scoped(stores: Stores, text: str, *, limit: int,
     Raises:
         IndexCorrupt: (E007) if an index cannot answer.
     """
-    from ctxstore.search.search import search
-
-    found: list[tuple[float, int, ScopedNode]] = []
-    for rank, (scope, db) in enumerate(stores.each()):
-        for hit in search(db, text, kinds=kinds, limit=limit,
-                          include_superseded=include_superseded):
-            if hit.node is not None:
-                found.append((-hit.score, rank, ScopedNode(scope, hit.node, hit.score,
-                                                           hit.matched)))
-    found.sort(key=lambda t: (t[0], t[1]))
-    return [hit for _, _, hit in found[:limit]]
+    return search_scoped_hits(stores, text, limit=limit, kinds=kinds,
+                              include_superseded=include_superseded).nodes
 
 
 def query_scoped(stores: Stores, text: str, *, now: float, limit: int | None = None,
