@@ -38,7 +38,9 @@ SchemaRow = tuple[str, str, str, "str | None"]
 # 14: file_versions (spec 002 §9 HasVersion and UpdatedIn of files: each content of a path a
 #    canonical commit recorded, by a ctx add file snapshot or a Mentions edge's evidence),
 #    read through the views has_version_edges and file_updated_in_edges
-INDEX_SCHEMA_VERSION = 14
+# 15: file_updated_in_edges takes the first commit by time, then by generation in the commit
+#    graph: a commit's time has whole seconds, so two commits of one second were both "first"
+INDEX_SCHEMA_VERSION = 15
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -123,7 +125,8 @@ CREATE VIEW IF NOT EXISTS updated_in_edges(from_kind, from_key, to_kind, to_key,
 -- commit recorded (commit_oid, its time in ms), by a `ctx add file` snapshot (file_version: its
 -- FileVersion object) or a Mentions edge to the file whose evidence names the blob it read:
 -- derived, never an object. A version is named by its content; a file is UpdatedIn the commit
--- that first recorded each of its versions.
+-- that first recorded each of its versions (the earliest; within one second, the fewest commits
+-- from the root).
 CREATE TABLE IF NOT EXISTS file_versions (
     path TEXT NOT NULL, content BLOB NOT NULL, commit_oid BLOB NOT NULL, version BLOB NOT NULL,
     stamp INTEGER NOT NULL, file_version BLOB,
@@ -136,8 +139,11 @@ CREATE VIEW IF NOT EXISTS has_version_edges(from_kind, from_key, to_kind, to_key
 CREATE VIEW IF NOT EXISTS file_updated_in_edges(from_kind, from_key, to_kind, to_key, label,
                                                 stamp) AS
     SELECT DISTINCT 'file', f.path, 'commit', lower(hex(f.commit_oid)), 'UpdatedIn', f.stamp
-    FROM file_versions f WHERE f.stamp = (SELECT min(g.stamp) FROM file_versions g
-                                          WHERE g.path = f.path AND g.content = f.content);
+    FROM file_versions f LEFT JOIN commit_graph c ON c.oid = f.commit_oid
+    WHERE NOT EXISTS (SELECT 1 FROM file_versions g LEFT JOIN commit_graph d ON d.oid = g.commit_oid
+                      WHERE g.path = f.path AND g.content = f.content
+                        AND (g.stamp < f.stamp OR (g.stamp = f.stamp
+                                                   AND coalesce(d.gen, 0) < coalesce(c.gen, 0))));
 CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(content, summary,
     tokenize = "ascii tokenchars '_'");
 -- build rows (index.build): cargo packages/targets/crates, command runs, diagnostics
@@ -193,7 +199,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS runs_fts USING fts5(name, status, text,
 # keeps it current). An index whose schema hashes to it is what ``SCHEMA`` creates, without
 # building the in-memory reference (about 1 ms, on every hook's first open); any other
 # schema is compared row by row, so another SQLite version only takes the slower path.
-EXPECTED_SCHEMA_DIGEST = "d902e6559e091cdb395faa2befe4ff3c48eb346d923298e97b1637b3792d0415"
+EXPECTED_SCHEMA_DIGEST = "d897a744317302ef6c248a22236a1e003ac324106f6570dc217b56bd399182cc"
 
 _expected: frozenset[SchemaRow] | None = None
 

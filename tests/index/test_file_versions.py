@@ -9,10 +9,12 @@ out, and no object is written for them.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
 
+import pytest
 from conftest import run_ctx
 
 from ctxstore.objects import KIND_BLOB, object_id_of
@@ -111,3 +113,42 @@ def test_file_versions_a_purged_snapshot_leaves_no_version_of_its_content(tmp_pa
     assert len(commits) == 1
     verify = run_ctx(["debug", "verify", "--index"], cwd=root, timeout=120)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_file_updated_in_names_one_first_commit_when_commits_share_a_second(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit's time has whole seconds: of two commits recording a content in one second,
+    the earlier in history (fewer commits from the root) is the one that first recorded it."""
+    from click.testing import CliRunner
+
+    import ctxstore.staging
+    from ctxstore.cli.root import cli
+
+    root = tmp_path / "work"
+    (root / "src").mkdir(parents=True)
+    monkeypatch.chdir(root)
+    ticks = itertools.count(ctxstore.staging.now_ms() // 1000 * 1000)
+    # every commit in one second; each batch still gets its own millisecond
+    monkeypatch.setattr(ctxstore.staging, "now_ms", lambda: next(ticks))
+
+    def run(*args: str) -> str:
+        res = CliRunner().invoke(cli, list(args))
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    def commit_id(message: str) -> str:
+        found = re.search(r"committed ([0-9a-f]{64})", run("commit", "-m", message))
+        assert found
+        return found.group(1)
+
+    v1 = write(root, "def a():\n    return 1\n")
+    run("init", "--no-git")
+    run("add", "file", "src/a.py")
+    first = commit_id("first")
+    run("index")
+    run("add", "note", "Looked at src/a.py today")  # the same content, mentioned again
+    again = commit_id("again")
+    assert first != again
+    assert history(root) == ({v1}, {first})
+    run("rebuild", "--full")
+    assert history(root) == ({v1}, {first})
