@@ -18,12 +18,13 @@ that ``ctx init`` and ``ctx commit`` both do when Git tracks the store (docs/git
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctxstore import fsio, refs
 from ctxstore.errors import CtxError, InvalidInput
-from ctxstore.ids import ObjectId
+from ctxstore.ids import ObjectId, is_git_id
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
@@ -86,8 +87,6 @@ def head_ids(worktree: Path) -> tuple[str | None, str | None]:
         ``(commit id, tree id)`` as Git writes them; ``(None, None)`` outside Git, before a
         first commit, or when Git cannot be run.
     """
-    from ctxstore.model.commit import is_git_id
-
     try:
         res = _git(["rev-parse", "HEAD", "HEAD^{tree}"], worktree)
     except (FileNotFoundError, OSError):
@@ -108,8 +107,6 @@ def head_position(worktree: Path) -> tuple[str | None, str | None]:
         ``(branch, commit id)``: the short branch name (``main``, ``feature/x``) or None,
         and the commit id as Git writes it or None.
     """
-    from ctxstore.model.commit import is_git_id
-
     if not in_git_work_tree(worktree):  # no process outside a work tree (the user store ~/.ctx)
         return None, None
     try:
@@ -123,13 +120,8 @@ def head_position(worktree: Path) -> tuple[str | None, str | None]:
     return (ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None), lines[0]
 
 
-_HEX = frozenset("0123456789abcdef")
 _MAX_REF_FILE = 4096
 _MAX_PACKED_REFS = 64 << 20
-
-
-def _is_git_id(value: str) -> bool:
-    return len(value) in (40, 64) and set(value) <= _HEX
 
 
 def _git_dirs(dot_git: Path) -> tuple[Path, Path] | None:
@@ -138,18 +130,16 @@ def _git_dirs(dot_git: Path) -> tuple[Path, Path] | None:
     ``.git`` is a directory in a clone; in a linked worktree or a submodule it is a file
     ``gitdir: <path>``, and that directory's ``commondir`` names where the refs live.
     """
-    from ctxstore.fsio import read_regular
-
     try:
         if os.path.isdir(dot_git) and not os.path.islink(dot_git):
             own = dot_git
         else:
-            text = read_regular(dot_git, _MAX_REF_FILE).decode("utf-8", "strict").strip()
+            text = fsio.read_regular(dot_git, _MAX_REF_FILE).decode("utf-8", "strict").strip()
             if not text.startswith("gitdir:"):
                 return None
             own = dot_git.parent / text.removeprefix("gitdir:").strip()
         try:
-            common = read_regular(own / "commondir", _MAX_REF_FILE).decode().strip()
+            common = fsio.read_regular(own / "commondir", _MAX_REF_FILE).decode().strip()
         except FileNotFoundError:
             return own, own
         return own, own / common
@@ -159,14 +149,12 @@ def _git_dirs(dot_git: Path) -> tuple[Path, Path] | None:
 
 def _ref_commit(common: Path, ref: str) -> str | None:
     """The commit ``ref`` (``refs/heads/x``) names: its loose file, else ``packed-refs``."""
-    from ctxstore.fsio import read_regular
-
     parts = ref.split("/")
     if not ref.startswith("refs/") or any(p in ("", ".", "..") for p in parts):
         return None
     try:
-        value = read_regular(common / ref, _MAX_REF_FILE).decode().strip()
-        return value if _is_git_id(value) else None
+        value = fsio.read_regular(common / ref, _MAX_REF_FILE).decode().strip()
+        return value if is_git_id(value) else None
     except FileNotFoundError:
         pass
     except (OSError, CtxError, UnicodeDecodeError):
@@ -180,8 +168,6 @@ def _packed_ref(path: Path, ref: str) -> str | None:
     Git sorts the file by name, so a branch (``refs/heads/``) is met before the remotes and
     tags that make a large file large; at most ``_MAX_PACKED_REFS`` bytes are read.
     """
-    import stat
-
     suffix = b" " + ref.encode()
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -198,7 +184,7 @@ def _packed_ref(path: Path, ref: str) -> str | None:
             line = line.rstrip(b"\r\n")
             if line.endswith(suffix):
                 value = line[:-len(suffix)].decode("ascii", "replace")
-                return value if _is_git_id(value) else None
+                return value if is_git_id(value) else None
     return None
 
 
@@ -213,8 +199,6 @@ def read_head_position(worktree: Path) -> tuple[str | None, str | None]:
     Returns:
         ``(branch, commit id)`` as ``head_position`` returns them.
     """
-    from ctxstore.fsio import read_regular
-
     dot_git = _dot_git(worktree)
     if dot_git is None:
         return None, None
@@ -223,10 +207,10 @@ def read_head_position(worktree: Path) -> tuple[str | None, str | None]:
         return head_position(worktree)
     own, common = dirs
     try:
-        head = read_regular(own / "HEAD", _MAX_REF_FILE).decode().strip()
+        head = fsio.read_regular(own / "HEAD", _MAX_REF_FILE).decode().strip()
     except (OSError, CtxError, UnicodeDecodeError):
         return head_position(worktree)
-    if _is_git_id(head):
+    if is_git_id(head):
         return None, head
     if not head.startswith("ref: "):
         return head_position(worktree)
@@ -267,7 +251,7 @@ def branch_history(worktree: Path, branch: str, limit: int = 20_000) -> list[tup
     out: list[tuple[int, str]] = []
     for line in res.stdout.splitlines():
         when, _, commit = line.partition(" ")
-        if when.isdigit() and _is_git_id(commit):
+        if when.isdigit() and is_git_id(commit):
             out.append((int(when), commit))
     return out
 

@@ -1,9 +1,10 @@
-"""Identifiers: object ids (32 raw bytes) and node ids (ULIDs).
+"""Identifiers: object ids (32 raw bytes), node ids (ULIDs) and the form of Git's ids.
 
 Owns ``ObjectId`` and its one text form at the edges (``oid.hex()`` out,
-``parse_object_id`` in), and the ULID node ids: their alphabet, generation and
-validation. It must not touch the store, the clock module or anything above
-``errors`` (STYLE §2.2): every layer imports it, hooks included.
+``parse_object_id`` in), the ULID node ids: their alphabet, generation and
+validation, and ``is_git_id`` (a Git commit or tree id as Git writes it). It must not
+touch the store, the clock module or anything above ``errors`` (STYLE §2.2): every layer
+imports it, hooks included.
 
 The ULID code is hand-written on purpose. ``python-ulid`` would replace some twenty
 lines, but importing it pulls in ``uuid``, ``importlib.metadata``, ``inspect`` and
@@ -30,6 +31,7 @@ __all__ = [
     "new_ulid",
     "is_ulid",
     "ulid_time_ms",
+    "is_git_id",
 ]
 
 ObjectId = NewType("ObjectId", bytes)
@@ -116,3 +118,8 @@ def ulid_time_ms(text: str) -> int:
     for ch in text[:_TIME_CHARS]:
         ms = ms * 32 + ULID_ALPHABET.index(ch)
     return ms
+
+
+def is_git_id(value: str) -> bool:
+    """Whether ``value`` is a Git object id as Git writes it (40 or 64 lowercase hex digits)."""
+    return len(value) in (40, 64) and set(value) <= _HEX

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal, get_args
 
-from ctxstore.ids import ObjectId
+from ctxstore.ids import ObjectId, is_git_id
 from ctxstore.model._schema import ListOf, OneOf, Opt, Record, SchemaError
 from ctxstore.model.registry import typed
 from ctxstore.records import dataclass
@@ -130,11 +130,6 @@ class Commit(Record):
         A commit recording an aborted session is not a fold.
         """
         return bool(self.session_id) and self.aborted_work is None
-
-
-def is_git_id(value: str) -> bool:
-    """Whether ``value`` is a Git object id as Git writes it (40 or 64 lowercase hex digits)."""
-    return len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value)
 
 
 @typed("commit", 2)
