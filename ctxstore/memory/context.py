@@ -22,6 +22,7 @@ from ctxstore.errors import CtxError
 if TYPE_CHECKING:
     from ctxstore.config import Config
     from ctxstore.embed.engine import Embedder
+    from ctxstore.memory.settings import MemorySettings
 
 __all__ = ["RECENT_MINUTES", "ITEM_CHARS", "MemoryItem", "memory_context", "recall_section"]
 
@@ -78,7 +79,7 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
             return []
         with db:
             result = search_memory(db, prompt, now_ms=now, until=now - RECENT_MINUTES * 60_000,
-                                   limit=limit * 2, engine=_engine(settings.vectors))
+                                   limit=limit * 2, engine=_engine(settings))
     except (CtxError, sqlite3.Error, OSError):
         return []
     wanted = min(2, len(words))
@@ -115,18 +116,16 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
     return items
 
 
-def _engine(on: bool) -> Embedder | None:
+def _engine(settings: MemorySettings) -> Embedder | None:
     """The embedding engine when vectors are on and it loads, else None.
 
     Context is best effort: a missing extra means words only here (``ctx memory search``
     names it: E027).
     """
-    if not on:
-        return None
-    from ctxstore.embed.engine import load_embedder
+    from ctxstore.memory.settings import vector_engine
 
     try:
-        return load_embedder()
+        return vector_engine(settings)
     except CtxError:
         return None
 

@@ -85,9 +85,10 @@ def backfill_memory(session: Session, targets: Iterable[Path], *, tool_budget: i
     from ctxstore.memory.backfill import backfill
     from ctxstore.memory.codelink import link_code
     from ctxstore.memory.index import history_position, transcript_redactor
-    from ctxstore.memory.vectors import fill_vectors, vector_engine
+    from ctxstore.memory.settings import settings_of, vector_engine
+    from ctxstore.memory.vectors import fill_vectors
 
-    engine = vector_engine(session.config)  # a missing extra is named before any write
+    engine = vector_engine(settings_of(session.config))  # a missing extra is named before any write
     with open_existing(session.root, create=True, durable=False) as db:
         report = backfill(db, targets, progress=progress, tool_budget=tool_budget,
                           redact=transcript_redactor(session.root),
@@ -188,9 +189,10 @@ def memory_vectors(session: Session, *, rebuild: bool = False,
         NothingToDo: (E018) vectors are off, or there is no memory yet.
         EmbedUnavailable: (E027) the extra is not installed.
     """
-    from ctxstore.memory.vectors import fill_vectors, rebuild_vectors, vector_engine
+    from ctxstore.memory.settings import settings_of, vector_engine
+    from ctxstore.memory.vectors import fill_vectors, rebuild_vectors
 
-    engine = vector_engine(session.config)
+    engine = vector_engine(settings_of(session.config))
     if engine is None:
         raise NothingToDo("vector search is off ([memory] vectors = \"off\" in config.toml)",
                           hint='set [memory] vectors = "on" (needs pip install \'ctxstore[embed]\')')

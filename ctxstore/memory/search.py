@@ -198,7 +198,7 @@ def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent:
     """
     from ctxstore.errors import InvalidInput
     from ctxstore.memory.db import open_memory
-    from ctxstore.memory.settings import memory_settings
+    from ctxstore.memory.settings import memory_settings, vector_engine
 
     if query.intent is not None and query.intent not in INTENTS:
         raise InvalidInput(f"intent must be one of {', '.join(INTENTS)}, got {query.intent!r}")
@@ -208,11 +208,7 @@ def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent:
     settings = memory_settings(ctx_dir)
     if agent and not settings.enabled:  # not even opened
         return MemoryAnswer(nothing, off=True)
-    engine = None
-    if settings.vectors:  # a missing extra is named (E027), not searched around
-        from ctxstore.embed.engine import load_embedder
-
-        engine = load_embedder()
+    engine = vector_engine(settings)  # a missing extra is named (E027), not searched around
     db = open_memory(ctx_dir, create=False, read_only=read_only)
     if db is None:
         return MemoryAnswer(nothing, missing=True)

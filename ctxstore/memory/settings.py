@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ctxstore.config import Config
+    from ctxstore.embed.engine import Embedder
 
-__all__ = ["OFF_NOTE", "MemorySettings", "memory_settings", "settings_of"]
+__all__ = ["OFF_NOTE", "MemorySettings", "memory_settings", "settings_of", "vector_engine"]
 
 OFF_NOTE = "transcript memory is off ([memory] enabled = false in config.toml)"
 
@@ -55,3 +56,16 @@ def memory_settings(ctx_dir: Path) -> MemorySettings:
         return settings_of(load_store_config(ctx_dir))
     except CtxError:
         return MemorySettings(False, 0)
+
+
+def vector_engine(settings: MemorySettings) -> Embedder | None:
+    """The embedding engine when ``[memory] vectors = "on"``, else None (nothing imported).
+
+    Raises:
+        EmbedUnavailable: (E027) vectors are on but the extra is not installed.
+    """
+    if not settings.vectors:
+        return None
+    from ctxstore.embed.engine import load_embedder
+
+    return load_embedder()

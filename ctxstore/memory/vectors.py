@@ -6,8 +6,8 @@ reply text (not its tool text) is embedded (``ctxstore.embed``) and stored in
 again from the turns by ``ctx memory vectors --rebuild``; a turn whose text grows loses its
 vector and is embedded again by the next fill. A query is embedded the same way and compared
 with every stored vector the search's filters keep (brute force; ``ctxstore.embed.vectors``
-gives the scale), and the nearest turns are fused with BM25's by reciprocal rank
-(``memory.search``).
+gives the scale), and the nearest turns join BM25's, their scores summed with a weight
+(``memory.search``). Whether vectors are on, and the engine, is ``memory.settings.vector_engine``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from ctxstore.memory.db import MemoryDB
 
 if TYPE_CHECKING:
-    from ctxstore.config import Config
     from ctxstore.embed.engine import Embedder
 
 __all__ = ["BATCH", "BUDGET_BATCH", "VectorFill", "fill_store_vectors", "turn_text",
-           "fill_vectors", "nearest_turns", "vector_engine", "rebuild_vectors"]
+           "fill_vectors", "nearest_turns", "rebuild_vectors"]
 
 BATCH = 256
 """Turns embedded and stored per transaction."""
@@ -42,19 +41,6 @@ class VectorFill(NamedTuple):
 def turn_text(user_text: str, assistant_text: str) -> str:
     """What of a turn is embedded: the person's words and the reply (tool text is left out)."""
     return f"{user_text}\n{assistant_text}".strip()
-
-
-def vector_engine(config: Config) -> Embedder | None:
-    """The embedding engine when ``[memory] vectors = "on"``, else None.
-
-    Raises:
-        EmbedUnavailable: (E027) vectors are on but the extra is not installed.
-    """
-    if config.get("memory", "vectors") != "on":
-        return None
-    from ctxstore.embed.engine import load_embedder
-
-    return load_embedder()
 
 
 def fill_vectors(db: MemoryDB, engine: Embedder, *, deadline: float | None = None,
@@ -101,14 +87,12 @@ def fill_store_vectors(ctx_dir: Path, seconds: float) -> VectorFill | None:
         sqlite3.OperationalError: another writer held the memory past the budget.
     """
     from ctxstore.memory.db import open_memory
-    from ctxstore.memory.settings import memory_settings
+    from ctxstore.memory.settings import memory_settings, vector_engine
 
     deadline = time.monotonic() + seconds
-    if not memory_settings(ctx_dir).vectors:
+    engine = vector_engine(memory_settings(ctx_dir))
+    if engine is None:
         return None
-    from ctxstore.embed.engine import load_embedder
-
-    engine = load_embedder()
     db = open_memory(ctx_dir, create=False, busy_seconds=max(seconds, 0.05))
     if db is None:
         return None
