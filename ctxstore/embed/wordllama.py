@@ -69,7 +69,6 @@ class WordLlamaEmbedder:
         out /= norms
         return out
 
-
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         """A query's vector: as any text's."""
         vectors = self.embed([text])

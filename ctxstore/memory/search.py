@@ -258,8 +258,8 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
         intent: Only turns holding an idea of this intent.
         limit: The most hits.
         engine: The embedding model when vectors are on: the turns nearest to the query join
-            BM25's by reciprocal rank fusion (turns without a stored vector are found by
-            their words only).
+            BM25's, their scores summed with a weight (``_fused``; turns without a stored
+            vector are found by their words only).
 
     Returns:
         The result.
