@@ -194,11 +194,9 @@ def _recall(ctx: CommandContext, cmd: dict[str, Any]) -> Outcome:
     if theirs:
         body += f"\nFrom the user store (~/.ctx), {len(mine)} nodes:\n\n" + theirs
     if runs:  # stored runs of commands the query asks about ("why did the tests fail")
-        from ctxstore.knowledge.recall import run_lines
+        from ctxstore.knowledge.recall import run_item
 
-        body += f"\nCommand runs, {len(runs)}:\n\n" + "".join(
-            "\n".join([f"- {head}", *(f"  - {x}" for x in rest)]) + "\n"
-            for head, *rest in (run_lines(r) for r in runs))
+        body += f"\nCommand runs, {len(runs)}:\n\n" + "".join(run_item(r) + "\n" for r in runs)
     from ctxstore.memory.context import recall_section  # past sessions: a section of its own
 
     body += recall_section(ctx.store.root, query)

@@ -97,13 +97,13 @@ def _print(env: Env, hits: Sequence[ScopedNode], stores: Stores,
         mark = " (superseded)" if n.superseded_by else ""
         echo_stored(f"{h.scope:<7}  {n.id}  {n.type:<13} {preview(n.content)}{tags}{mark}")
     if runs:
-        from ctxstore.knowledge.recall import run_lines
+        from ctxstore.knowledge.recall import run_item, run_lines
 
         for _, run in runs:
-            head, *rest = run_lines(run)
             if env.fmt == "markdown":
-                echo_stored("\n".join([f"- command run: {head}", *(f"  - {x}" for x in rest)]))
+                echo_stored(run_item(run, "command run: "))
             else:
+                head, *rest = run_lines(run)
                 echo_stored("\n".join([f"run      {head}", *(f"    {x}" for x in rest)]))
 
 

@@ -95,10 +95,9 @@ def _hit_markdown(hit: Hit) -> str:
         y = hit.symbol
         return f"- `{y.path}:{y.start_line or 1}` {y.kind} `{y.qualname}`"
     if hit.run is not None:
-        from ctxstore.knowledge.recall import run_lines
+        from ctxstore.knowledge.recall import run_item
 
-        head, *rest = run_lines(hit.run)
-        return "\n".join([f"- {head}", *(f"  - {line}" for line in rest)])
+        return run_item(hit.run)
     return _hit_line(hit)
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ctxstore.search.search import RunHit
 
 __all__ = ["RECALL_LIMIT", "MAX_RECALL_LIMIT", "RECALL_RUNS", "Expansion", "parse_recall_limit",
-           "recall_nodes", "recall_runs", "run_lines", "run_json", "recallable", "injectable",
+           "recall_nodes", "recall_runs", "run_lines", "run_item", "run_json", "recallable", "injectable",
            "by_decay", "free_text_nodes", "expand_summary", "Newer", "newer_versions",
            "history_note"]
 
@@ -273,6 +273,20 @@ def run_lines(run: RunHit) -> list[str]:
     if row.diagnostic_count > _RUN_LINES:
         lines.append(f"... and {row.diagnostic_count - _RUN_LINES} more")
     return lines
+
+
+def run_item(run: RunHit, label: str = "") -> str:
+    """A found run as one Markdown list item: ``run_lines``' head, the rest as sub-items.
+
+    Args:
+        run: The run.
+        label: Text before the head (``"command run: "``).
+
+    Returns:
+        The item, its lines joined by newlines.
+    """
+    head, *rest = run_lines(run)
+    return "\n".join([f"- {label}{head}", *(f"  - {line}" for line in rest)])
 
 
 def run_json(run: RunHit) -> dict[str, object]:
