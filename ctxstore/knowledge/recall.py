@@ -22,11 +22,13 @@ from ctxstore.records import dataclass
 if TYPE_CHECKING:
     import sqlite3
 
+    from ctxstore.index.runs import RunRow
     from ctxstore.query.executor import ScoreRow
     from ctxstore.search.search import RunHit
 
 __all__ = ["RECALL_LIMIT", "MAX_RECALL_LIMIT", "RECALL_RUNS", "Expansion", "parse_recall_limit",
-           "recall_nodes", "recall_runs", "run_lines", "run_item", "run_json", "recallable", "injectable",
+           "recall_nodes", "recall_runs", "run_lines", "run_head", "run_detail", "run_item",
+           "run_json", "utc_minute", "recallable", "injectable",
            "by_decay", "free_text_nodes", "expand_summary", "Newer", "newer_versions",
            "history_note"]
 
@@ -234,8 +236,15 @@ def recall_runs(conn: sqlite3.Connection, query: str, *, limit: int = RECALL_RUN
     return [h.run for h in hits if h.run is not None and h.run.asked]
 
 
-def _utc(ms: int) -> str:
-    """``2026-11-29 12:05 UTC``."""
+def utc_minute(ms: int) -> str:
+    """A time to the minute, in UTC.
+
+    Args:
+        ms: Milliseconds since the epoch.
+
+    Returns:
+        E.g. ``2026-11-29 12:05 UTC``.
+    """
     import time
 
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ms / 1000))
@@ -258,20 +267,45 @@ def run_lines(run: RunHit) -> list[str]:
         at 2026-11-29 12:07 UTC``, then ``$ python -m pytest``, then ``error[FAILED]
         test_calc.py:5: ...`` lines.
     """
-    row = run.row
+    return [run_head(run.row, run.then), *run_detail(run.row)]
+
+
+def run_head(row: RunRow, then: tuple[str, int] | None) -> str:
+    """A stored run in one line: its command, status, time, exit and summary, and what followed.
+
+    Args:
+        row: The run.
+        then: ``(status, run_at)`` of the command's next run of another status, or None.
+
+    Returns:
+        E.g. ``tests failed at 2026-11-29 12:05 UTC (exit 1, 2 errors in test_calc.py) → passed
+        at 2026-11-29 12:07 UTC``.
+    """
     exit_text = "no exit status" if row.exit_code is None else f"exit {row.exit_code}"
-    head = f"{row.name} {row.status} at {_utc(row.run_at)} ({exit_text}, {row.summary})"
-    if run.then is not None:
-        head += f" → {run.then[0]} at {_utc(run.then[1])}"
-    lines = [head]
-    if row.argv:
-        lines.append("$ " + " ".join(row.argv))
-    for diag in row.diagnostics[:_RUN_LINES]:
+    head = f"{row.name} {row.status} at {utc_minute(row.run_at)} ({exit_text}, {row.summary})"
+    if then is not None:
+        head += f" → {then[0]} at {utc_minute(then[1])}"
+    return head
+
+
+def run_detail(row: RunRow, limit: int = _RUN_LINES) -> list[str]:
+    """A stored run's command line and first diagnostics (each message's first line).
+
+    Args:
+        row: The run.
+        limit: Diagnostics listed at most.
+
+    Returns:
+        ``$ python -m pytest``, then ``error[FAILED] test_calc.py:5: ...`` lines, then
+        ``... and N more`` past the first few.
+    """
+    lines = [f"$ {' '.join(row.argv)}"] if row.argv else []
+    for diag in row.diagnostics[:limit]:
         where = f"{diag.path}:{diag.line}" if diag.path and diag.line else diag.path or "-"
         lines.append(f"{diag.severity}{f'[{diag.code}]' if diag.code else ''} {where}: "
                      f"{diag.message}")
-    if row.diagnostic_count > _RUN_LINES:
-        lines.append(f"... and {row.diagnostic_count - _RUN_LINES} more")
+    if row.diagnostic_count > limit:
+        lines.append(f"... and {row.diagnostic_count - limit} more")
     return lines
 
 

@@ -219,29 +219,15 @@ def _newest_failing(session: Session) -> list[tuple[RunRow, tuple[str, int] | No
 def _run_item(row: RunRow, then: tuple[str, int] | None, matched: Sequence[str],
               score: float) -> PackItem:
     """A past run as a pack item: its command line and first diagnostics, and what followed."""
-    lines = [f"$ {' '.join(row.argv)}"] if row.argv else []
-    for diag in row.diagnostics[:_RUN_LINES]:
-        where = f"{diag.path}:{diag.line}" if diag.path and diag.line else diag.path or "-"
-        message = (diag.message.splitlines() or [""])[0]
-        lines.append(f"{diag.severity}{f'[{diag.code}]' if diag.code else ''} {where}: {message}")
-    if row.diagnostic_count > _RUN_LINES:
-        lines.append(f"... and {row.diagnostic_count - _RUN_LINES} more")
-    snippet = "\n".join(lines) or "no diagnostics were parsed from its output"
-    exit_text = "no exit status" if row.exit_code is None else f"exit {row.exit_code}"
-    title = (f"Command run: {row.name} {row.status} at {_utc(row.run_at)} ({exit_text}, "
-             f"{row.summary})")
-    if then is not None:
-        title += f"; then {then[0]} at {_utc(then[1])}"
+    from ctxstore.knowledge.recall import run_detail, run_head, utc_minute
+
+    snippet = "\n".join(run_detail(row, _RUN_LINES)) or "no diagnostics were parsed from its output"
     why: dict[str, Any] = {"command_run": {
-        "name": row.name, "status": row.status, "run_at": _utc(row.run_at),
+        "name": row.name, "status": row.status, "run_at": utc_minute(row.run_at),
         **({"then": then[0]} if then is not None else {})}}
     if matched:
         why["matched_terms"] = list(dict.fromkeys(matched))
+    title = f"Command run: {run_head(row, None)}"
+    if then is not None:
+        title += f"; then {then[0]} at {utc_minute(then[1])}"
     return PackItem(title, row.snapshot.hex(), snippet, score, "DiagnosticOutput", why, {})
-
-
-def _utc(ms: int) -> str:
-    """``2026-11-29 12:05 UTC``."""
-    import time
-
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ms / 1000))
