@@ -347,13 +347,7 @@ class _Rewrite:
         return value
 
     def scrub_strings(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, (list, tuple)):
-            return type(value)(self.scrub_strings(v) for v in value)
-        if isinstance(value, dict):
-            return {k: self.scrub_strings(v) for k, v in value.items()}
-        return value
+        return _map_strings(value, self.text)
 
     def blob(self, oid: bytes, payload: bytes) -> None:
         if oid not in self.blobs:
@@ -402,7 +396,7 @@ class _Rewrite:
             wire = obj.to_wire()
             new = self.map_ids(wire)
             if oid in self.typed:
-                new = _purged_strings(new) if self.whole else self.scrub_strings(new)
+                new = _map_strings(new, lambda _: PURGED) if self.whole else self.scrub_strings(new)
             if isinstance(obj, Commit) and len(new["parents"]) > 1:
                 new["parents"] = sorted(new["parents"])  # a merge's parents are sorted
             if new == wire:
@@ -417,14 +411,14 @@ class _Rewrite:
         self.ids[oid] = self.tx.put(new_obj)
 
 
-def _purged_strings(value: Any) -> Any:
-    """``value`` with every text replaced by ``[PURGED]`` (``--whole`` on a typed object)."""
+def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` (a wire form: lists, tuples, dicts) with ``change`` applied to every text."""
     if isinstance(value, str):
-        return PURGED
+        return change(value)
     if isinstance(value, (list, tuple)):
-        return type(value)(_purged_strings(v) for v in value)
+        return type(value)(_map_strings(v, change) for v in value)
     if isinstance(value, dict):
-        return {k: _purged_strings(v) for k, v in value.items()}
+        return {k: _map_strings(v, change) for k, v in value.items()}
     return value
 
 
