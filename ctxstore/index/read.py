@@ -530,8 +530,11 @@ def updated_in(conn: sqlite3.Connection, node_id: str) -> list[tuple[bytes, int]
         node_id: The node's full id.
 
     Returns:
-        ``(commit id, commit time in ms)`` pairs, each commit once, newest first.
+        ``(commit id, commit time in ms)`` pairs, each commit once, newest first (a commit's
+        time has whole seconds: within one, the commit further from the root first).
     """
     return [(bytes(oid), int(stamp)) for oid, stamp in conn.execute(
-        "SELECT commit_oid, max(stamp) FROM updated_in WHERE node_id = ? GROUP BY commit_oid"
-        " ORDER BY 2 DESC, 1 DESC", (node_id,))]
+        "SELECT u.commit_oid, max(u.stamp) FROM updated_in u"
+        " LEFT JOIN commit_graph c ON c.oid = u.commit_oid WHERE u.node_id = ?"
+        " GROUP BY u.commit_oid ORDER BY 2 DESC, max(coalesce(c.gen, 0)) DESC, 1 DESC",
+        (node_id,))]
