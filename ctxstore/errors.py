@@ -186,8 +186,13 @@ class IndexCorrupt(CtxError):
 
     code = "E007"
 
-    def __init__(self, detail: str) -> None:
-        super().__init__(f"index is corrupt: {detail}", hint="run `ctx rebuild --full`")
+    def __init__(self, detail: str, *, in_code_index: bool = False) -> None:
+        if in_code_index:  # this clone's code.sqlite: `ctx index` makes it from the work tree
+            super().__init__(f"the code index is corrupt: {detail}",
+                             hint="run `ctx index`, which makes the code index again")
+        else:
+            super().__init__(f"index is corrupt: {detail}", hint="run `ctx rebuild --full`")
+        self.in_code_index = in_code_index
 
 
 class IndexNotReady(CtxError):

@@ -206,7 +206,7 @@ class Session:
         For damage a reader found in a cell that SQLite does not check (SQLite's own
         damage is marked where it is met): without the mark every command would meet it.
         """
-        if self._conn is not None:
+        if self._conn is not None and not exc.in_code_index:  # that one was marked where met
             from ctxstore.index import mark_damaged
 
             mark_damaged(self._conn, str(exc))

@@ -130,6 +130,7 @@ def open_current(root: Path) -> IndexConnection | None:
         fsio.check_under(root, folder)
         if not stat.S_ISDIR(os.lstat(folder).st_mode) or any(_irregular_files(folder)) \
                 or os.path.lexists(folder / DAMAGE_MARKER) \
+                or os.path.lexists(folder / codedb.CODE_DAMAGE_MARKER) \
                 or not os.path.isfile(folder / INDEX_FILE):
             return None
         conn = _connect(folder / INDEX_FILE)
@@ -296,7 +297,7 @@ def _open_code(store: Store, conn: IndexConnection, folder: Path) -> None:
     """
     try:
         codedb.attach(conn, folder)
-        problem = codedb.inspect_code(conn)
+        problem = _read_marker(folder, codedb.CODE_DAMAGE_MARKER) or codedb.inspect_code(conn)
     except sqlite3.DatabaseError as exc:
         if db.is_read_only(exc):
             _detach_code(conn)

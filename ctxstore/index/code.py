@@ -289,10 +289,9 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
     try:
         old = conn.execute("SELECT rowid, qualname, text FROM chunks WHERE path = ?",
                            (path,)).fetchall()
-    except sqlite3.OperationalError as exc:  # a file_text row that does not decompress
-        error = IndexCorrupt(f"the indexed text of {path} is unreadable ({exc})")
-        error.hint = "run `ctx index --full`, which makes the code index again"
-        raise error from exc
+    except (sqlite3.OperationalError, IndexCorrupt) as exc:  # a file_text row that does not decompress
+        raise IndexCorrupt(f"the indexed text of {path} is unreadable ({exc})",
+                           in_code_index=True) from exc
     conn.executemany(
         "INSERT INTO chunks_fts(chunks_fts, rowid, path, name, text) VALUES ('delete', ?, ?, ?, ?)",
         [(rowid, path_text, index_text(qualname or ""), index_text(text))

@@ -41,6 +41,7 @@ __all__ = ["CODE_FILE", "CODE_SCHEMA", "CODE_SCHEMA_VERSION", "CODE_TABLES", "CO
            "write"]
 
 CODE_FILE = "code.sqlite"
+CODE_DAMAGE_MARKER = "code.sqlite-damaged"  # left by a read that met damage: the next open drops
 CODE_LOCK = "code.lock"  # one `ctx index` (or `ctx add file`) writes the code tables at a time
 # 1: the code tables move out of index.sqlite (issue 30): per clone, from the work tree; the
 #    stat cache (size, mtime_ns), the module name and ``named`` on ``files``; ``skipped``;
@@ -287,7 +288,8 @@ def drop_code_files(root: Path, folder: Path) -> None:
         OSError: if a file cannot be removed.
     """
     with fsio.open_dir(root) as top:
-        for name in (CODE_FILE, *(CODE_FILE + s for s in db.COMPANIONS)):
+        # the damage marker last: a crash before it leaves it, and the next open drops again
+        for name in (CODE_FILE, *(CODE_FILE + s for s in db.COMPANIONS), CODE_DAMAGE_MARKER):
             top.unlink(folder / name)
 
 

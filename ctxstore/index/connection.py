@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ctxstore import fsio
 from ctxstore import sqlite as db
 from ctxstore.errors import IndexBusy, IndexCorrupt, UnsafePath
+from ctxstore.index.codedb import CODE_DAMAGE_MARKER
 
 if TYPE_CHECKING:
     from ctxstore.repo import Store
@@ -29,6 +30,11 @@ INDEX_FILE = "index.sqlite"
 INDEX_COMPANIONS = db.COMPANIONS
 # Left by a query that met damage the open-time checks did not see: the next open rebuilds.
 DAMAGE_MARKER = "index.sqlite-damaged"
+# The same for this clone's code index (``codedb.CODE_DAMAGE_MARKER``): the next open drops
+# it, and ``ctx index`` makes it again.
+# What SQLite says when a SQL function raised: the only one ctx registers is the code
+# index's ``ctx_chunk_text``, which raises only for a stored text that does not decompress.
+_FUNCTION_RAISED = "user-defined function raised exception"
 
 # The file itself is damaged whenever it is met (``db.DAMAGED``); while opening and catching
 # up, a missing table or column, a broken constraint or a type mismatch also means the file is
@@ -89,9 +95,14 @@ def _met_damage(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
 
     Any other error is left alone. The damage marker makes the next open rebuild the index.
     """
+    folder = getattr(conn, "index_folder", None)
+    if isinstance(exc, sqlite3.OperationalError) and str(exc) == _FUNCTION_RAISED:
+        if folder is not None:
+            _write_marker(folder, "a file's stored text does not decompress", CODE_DAMAGE_MARKER)
+        raise IndexCorrupt("a file's stored text does not decompress (the next command drops "
+                           "it)", in_code_index=True) from exc
     if not is_damage(exc) and not _undecodable(exc):
         return
-    folder = getattr(conn, "index_folder", None)
     if folder is not None and not getattr(conn, "opening", False):
         _write_marker(folder, str(exc))
     raise IndexCorrupt(f"{exc} (the next command rebuilds it from the store)") from exc
@@ -202,9 +213,9 @@ def index_dir(store: Store) -> Path:
     """The folder holding the index files (``INDEX_FILE`` and its WAL/SHM companions)."""
     return store.root / "index"
 
-def _read_marker(folder: Path) -> str | None:
+def _read_marker(folder: Path, name: str = DAMAGE_MARKER) -> str | None:
     try:
-        text = fsio.read_regular(folder / DAMAGE_MARKER, 400)
+        text = fsio.read_regular(folder / name, 400)
     except FileNotFoundError:
         return None
     except (OSError, UnsafePath):
@@ -223,15 +234,15 @@ def mark_damaged(conn: sqlite3.Connection, reason: str) -> None:
         _write_marker(folder, reason)
 
 
-def _write_marker(folder: Path, reason: str) -> None:
-    """Leave the damage marker in ``folder``; best effort, the caller's error is what counts.
+def _write_marker(folder: Path, reason: str, name: str = DAMAGE_MARKER) -> None:
+    """Leave the damage marker ``name`` in ``folder``; best effort, the caller's error is what counts.
 
     By descriptor (PS-10): the folder is opened ``O_NOFOLLOW`` from its parent (the store, or
     the temporary directory of a comparison), so an ``index/`` swapped for a link is refused.
     """
     try:
         with fsio.open_dir(folder.parent) as parent:
-            parent.replace_atomic(folder / DAMAGE_MARKER, reason.encode("utf-8", "replace")[:200])
+            parent.replace_atomic(folder / name, reason.encode("utf-8", "replace")[:200])
     except (OSError, UnsafePath):
         pass
 

@@ -113,7 +113,7 @@ def test_a_file_text_is_stored_once_compressed(tmp_path: Path) -> None:
         ("def handler_123(request):\n    return 'an unmistakable line 0123'\n",)]
 
 
-def test_a_damaged_file_text_is_named_and_index_full_mends_it(tmp_path: Path) -> None:
+def test_a_damaged_file_text_is_named_and_the_next_index_mends_it(tmp_path: Path) -> None:
     ctx_dir = make_work(tmp_path / "w")
     write(ctx_dir.parent, {"a.py": "def a():\n    return 1\n"})
     ctx(ctx_dir, "index")
@@ -127,10 +127,43 @@ def test_a_damaged_file_text_is_named_and_index_full_mends_it(tmp_path: Path) ->
     res = run_ctx(argv, cwd=ctx_dir.parent)
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "error[E007]" in res.stderr and "the indexed text of a.py is unreadable" in res.stderr
-    assert "ctx index --full" in res.stderr
-    assert run_ctx([*argv, "--full"], cwd=ctx_dir.parent).returncode == 0
+    assert "hint: run `ctx index`" in res.stderr
+    again = run_ctx(argv, cwd=ctx_dir.parent)  # drops the damaged code index, indexes anew
+    assert again.returncode == 0, again.stderr
+    assert "the code index was damaged" in again.stderr
     assert query(ctx_dir, "SELECT qualname, text FROM chunks ORDER BY start_line") == [
         ("a.a", "def a():\n    return 1\n"), ("a.b", "def b():\n    return 2\n")]
+
+
+def test_a_pack_that_meets_a_damaged_file_text_says_so_and_the_code_index_is_dropped(
+        tmp_path: Path) -> None:
+    """A read that meets a stored text that does not decompress fails with E007 naming the code
+    index (not an internal error), leaves the main index alone, and the next command drops the
+    code index; ``ctx index`` then makes it again."""
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {"net.py": "def retry_request(backoff):\n    return backoff * 2\n"})
+    ctx(ctx_dir, "index")
+    conn = sqlite3.connect(ctx_dir / "index" / "code.sqlite")
+    conn.execute("UPDATE file_text SET data = x'00112233'")
+    conn.commit()
+    conn.close()
+    base = ["--ctx-dir", str(ctx_dir)]
+    res = run_ctx([*base, "pack", "retry request backoff"], cwd=ctx_dir.parent)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.startswith("ctx: error[E007]: the code index is corrupt: a file's stored "
+                                 "text does not decompress")
+    assert not (ctx_dir / "index" / "index.sqlite-damaged").exists()  # the main index is sound
+    after = run_ctx([*base, "pack", "retry request backoff", "--format", "json"],
+                    cwd=ctx_dir.parent)
+    assert after.returncode == 0, after.stderr
+    assert "the code index was damaged" in after.stderr and "run `ctx index`" in after.stderr
+    assert "rebuilt from the store" not in after.stderr  # the main index is not rebuilt for nothing
+    assert json.loads(after.stdout)["retrieved"] == []
+    ctx(ctx_dir, "index")
+    mended = run_ctx([*base, "pack", "retry request backoff", "--format", "json"],
+                     cwd=ctx_dir.parent)
+    assert mended.returncode == 0, mended.stderr
+    assert "def retry_request(backoff)" in mended.stdout
 
 
 def test_a_stored_text_is_never_inflated_past_its_file_size() -> None:
