@@ -48,6 +48,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -147,12 +148,24 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _run(argv: list[str], cwd: Path) -> float:
+    return _run_cpu(argv, cwd)[0]
+
+
+def _run_cpu(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU time (user + system, the child's ``getrusage``) of one process, in ms.
+
+    On a loaded machine the wall time swings by tens of milliseconds from run to run; the
+    CPU a process spends is what a change moves, so the engines are compared on both.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, check=False, env=ENV)
     elapsed = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:4])} failed: {proc.stderr.decode()[-500:]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return elapsed, cpu
 
 
 def in_process(work: Path, tasks: dict[str, str], runs: int, engine: str = "") -> None:
@@ -260,26 +273,40 @@ def build(work: Path, args: argparse.Namespace, ctx: list[str]) -> dict[str, str
     return tasks
 
 
-def report(times: dict[str, list[float]], engine: str = "") -> bool:
-    """Print p50/p90 per command and pooled per kind; True when both goals are met."""
-    print(f"\n{'command' + (f' [{engine}]' if engine else ''):34} {'p50 ms':>8} {'p90 ms':>8}  goal")
-    ok = True
+def _pooled(times: dict[str, list[float]]) -> dict[str, list[float]]:
+    """``times`` with every command's samples pooled per kind (``pack``, ``search``, ...)."""
     pooled: dict[str, list[float]] = {"pack (all tasks)": [], "search (all tasks)": [],
                                       "search-long (all tasks)": []}
     for label, xs in times.items():
-        kind = label.split(":")[0]
-        pooled.get(f"{kind} (all tasks)", []).extend(xs)
+        pooled.get(f"{label.split(':')[0]} (all tasks)", []).extend(xs)
+    return {**times, **{k: v for k, v in pooled.items() if v}}
+
+
+def report(times: dict[str, list[float]], engine: str = "",
+           cpu: dict[str, list[float]] | None = None) -> bool:
+    """Print p50/p90 per command and pooled per kind; True when both goals are met.
+
+    ``cpu``: the same commands' CPU times, printed beside (p50, and pooled x the floor's).
+    """
+    print(f"\n{'command' + (f' [{engine}]' if engine else ''):34} {'p50 ms':>8} {'p90 ms':>8}"
+          f"{'  cpu p50' if cpu else ''}  goal")
+    ok = True
     floor = statistics.median(times["floor: import click"])
-    for label, xs in {**times, **{k: v for k, v in pooled.items() if v}}.items():
+    spent = _pooled(cpu) if cpu else {}
+    cpu_floor = statistics.median(cpu["floor: import click"]) if cpu else 1.0
+    for label, xs in _pooled(times).items():
         xs.sort()
         goal = PACK_GOAL_MS if label.startswith("pack") else \
             SEARCH_GOAL_MS if label.startswith("search") else None
         med = statistics.median(xs)
         mark = "" if goal is None else f"{goal:.0f} {'ok' if med <= goal else 'MISSED'}"
+        own = statistics.median(spent[label]) if label in spent else None
         if label.endswith("(all tasks)"):
             ok = ok and med <= (goal or med)
-            mark += f"  ({med / floor:.1f} x floor)"
-        print(f"{label:34} {med:8.0f} {xs[min(len(xs) - 1, int(len(xs) * 0.9))]:8.0f}  {mark}")
+            mark += f"  ({med / floor:.1f} x floor" + \
+                (f"; cpu {own / cpu_floor:.2f} x floor's)" if own is not None else ")")
+        print(f"{label:34} {med:8.0f} {xs[min(len(xs) - 1, int(len(xs) * 0.9))]:8.0f}"
+              + (f" {own:8.1f}" if own is not None else "") + f"  {mark}")
     print(f"\n{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}; whole processes, warm cache")
     return ok
 
@@ -344,12 +371,16 @@ def main() -> int:
             set_fulltext(work, "tantivy")
             _run([*ctx, "rebuild", "--tantivy"], work)  # built once, outside the timings
         times: dict[str, dict[str, list[float]]] = {e: {k: [] for k in commands} for e in engines}
-        for _ in range(args.runs):  # the engines interleaved round by round
-            for engine in engines:
+        cpu: dict[str, dict[str, list[float]]] = {e: {k: [] for k in commands} for e in engines}
+        for round_ in range(args.runs):  # the engines interleaved round by round, each
+            for engine in engines if round_ % 2 == 0 else engines[::-1]:  # first in turn
                 set_fulltext(work, engine)
                 for label, argv in commands.items():
-                    times[engine][label].append(_run(argv, work))
-        ok = all([report({k: v for k, v in times[e].items() if v}, e if len(engines) > 1 else "")
+                    wall, spent = _run_cpu(argv, work)
+                    times[engine][label].append(wall)
+                    cpu[engine][label].append(spent)
+        ok = all([report({k: v for k, v in times[e].items() if v}, e if len(engines) > 1 else "",
+                         cpu={k: v for k, v in cpu[e].items() if v})
                   for e in engines])
         for engine in engines:
             set_fulltext(work, engine)

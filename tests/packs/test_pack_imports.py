@@ -43,3 +43,34 @@ def test_a_pack_with_a_decision_still_says_where_it_came_from(tmp_path: Path) ->
     imported, out = _pack_imports(tmp_path, "parse_header cookie header", "text")
     assert "parse_header keeps the raw cookie header" in out
     assert "from: explicit" in out and "ctxstore.knowledge.nodes.provenance" in imported
+
+
+def test_a_pack_showing_memory_loads_the_provenance_reader_not_the_writes(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("def parse_header(value):\n    return value\n")
+    assert run_ctx(["init"], cwd=tmp_path).returncode == 0
+    assert run_ctx(["index"], cwd=tmp_path).returncode == 0
+    assert run_ctx(["add", "--type", "decision", "parse_header keeps the raw cookie header"],
+                   cwd=tmp_path).returncode == 0
+    _pack_imports(tmp_path, "parse_header")  # the index catches up with the add (it reads it)
+    imported, out = _pack_imports(tmp_path, "parse_header cookie header")
+    assert "parse_header keeps the raw cookie header" in out
+    assert "ctxstore.knowledge.nodes.provenance" in imported  # the log is real
+    # reading a node's provenance is no reason to load the code that writes nodes
+    writes = {"ctxstore.knowledge.nodes.write", "ctxstore.knowledge.nodes.changes",
+              "ctxstore.knowledge.nodes.records", "ctxstore.staging", "ctxstore.repo",
+              "ctxstore.model"}
+    assert not imported & writes, sorted(imported & writes)
+
+
+def test_the_nodes_package_still_gives_every_name_it_exports() -> None:
+    import ctxstore.knowledge.nodes as nodes
+    from ctxstore.knowledge.nodes.write import add_node
+
+    assert nodes.add_node is add_node
+    assert all(getattr(nodes, name) is not None for name in nodes.__all__)
+    try:
+        nodes.no_such_name  # noqa: B018 - the attribute access is what is tested
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctxstore.git import head_position
-from ctxstore.model.codec import JsonValue
 from ctxstore.records import dataclass
 from ctxstore.security.guard import guard_metadata
 
 if TYPE_CHECKING:
+    from ctxstore.model.codec import JsonValue
     from ctxstore.repo import Store
 
 __all__ = ["META_PROVENANCE", "MAX_FILES", "SOURCES", "Origin", "Provenance", "provenance_for",
