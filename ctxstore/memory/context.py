@@ -22,14 +22,16 @@ from ctxstore.errors import CtxError
 if TYPE_CHECKING:
     from ctxstore.config import Config
     from ctxstore.embed.engine import Embedder
+    from ctxstore.memory.db import TurnRow
     from ctxstore.memory.settings import MemorySettings
 
-__all__ = ["RECENT_MINUTES", "ITEM_CHARS", "MemoryItem", "memory_context", "recall_section"]
+__all__ = ["RECENT_MINUTES", "ITEM_CHARS", "MemoryItem", "memory_context", "excerpt",
+           "recall_section"]
 
 RECENT_MINUTES = 30
 """Turns younger than this are left out of context (the current conversation)."""
 ITEM_CHARS = 400
-"""Characters of a turn's text shown in context."""
+"""Characters of a turn's text shown in context (``excerpt``)."""
 
 
 class MemoryItem(NamedTuple):
@@ -63,7 +65,7 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
         The items; none when there is no memory or nothing relevant.
     """
     from ctxstore.memory.db import open_memory
-    from ctxstore.memory.search import hit_text, iso, search_memory
+    from ctxstore.memory.search import iso, search_memory
     from ctxstore.memory.settings import memory_settings, settings_of
     from ctxstore.memory.timeexpr import resolve_relative
     from ctxstore.search.tokenize import PROSE, PROSE_QUERY
@@ -104,7 +106,7 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
             len(held_at((turn.session, turn.seq + d))) >= wanted for d in (-1, 1))
         if len(held) < wanted and not beside and hit.near_rank is None:
             continue
-        text = " ".join(hit_text(turn, ITEM_CHARS).split())
+        text = " ".join(excerpt(turn, words).split())
         if turn.ts_start is not None:  # "last week" said then, as the dates it meant
             text = resolve_relative(text, turn.ts_start)
         line = f"- [{(iso(turn.ts_start) or 'undated')[:10]} session {turn.session[:8]}] {text}\n"
@@ -114,6 +116,48 @@ def memory_context(ctx_dir: Path, prompt: str, limit: int, *,
         if len(items) >= limit:
             break
     return items
+
+
+def excerpt(turn: TurnRow, terms: set[str], width: int = ITEM_CHARS) -> str:
+    """A turn in about ``width`` characters: what it says about the prompt, not only its start.
+
+    A turn that fits is shown whole (``hit_text``). A longer one keeps the first sentence of
+    each message (who speaks and to what), then the sentences holding the most of ``terms``
+    while they fit, shown in the order said with ``...`` where sentences were left out: a long
+    prompt no longer hides its reply, nor a long reply the sentence that answers.
+    """
+    import re
+
+    from ctxstore.memory.search import hit_text
+    from ctxstore.search.tokenize import PROSE
+
+    whole = hit_text(turn, width)
+    if not whole.endswith(" [...]"):
+        return whole
+    messages = [m for m in (turn.user_text.strip(), turn.assistant_text.strip()) if m]
+    said = [(m, k, sentence) for m, text in enumerate(messages)
+            for k, sentence in enumerate(s for s in re.split(r"(?<=[.!?])\s+", text) if s)]
+
+    def rank(j: int) -> tuple[bool, int, int]:
+        m, k, sentence = said[j]
+        return k != 0, -len(terms & set(PROSE.tokenize(sentence))), j
+
+    kept: set[int] = set()
+    used = 0
+    for j in sorted(range(len(said)), key=rank):
+        if used + len(said[j][2]) + 1 <= width:
+            kept.add(j)
+            used += len(said[j][2]) + 1
+    out = []
+    for m in range(len(messages)):
+        pieces, last = [], -1
+        for j in sorted(j for j in kept if said[j][0] == m):
+            pieces += ["..."] if said[j][1] != last + 1 else []
+            pieces.append(said[j][2])
+            last = said[j][1]
+        if pieces:
+            out.append(" ".join(pieces))
+    return "\n-> ".join(out) if out else whole
 
 
 def _engine(settings: MemorySettings) -> Embedder | None:

@@ -131,6 +131,19 @@ def resolve_relative(text: str, at_ms: int) -> str:
 _RELATIVE = frozenset({"ago", "dbefore", "named", "period", "weekday"})
 
 
+def says_time(text: str) -> bool:
+    """Whether ``text`` tells a time in any form ("last Friday", "two weeks ago", "in May").
+
+    The verb "may" written in lower case is no month. Never raises.
+    """
+    if not _may_hold_time(text):
+        return False
+    for m in re.compile(_TIME_PATTERN, re.IGNORECASE).finditer(text):
+        if m.group(0).split()[-1] != "may":
+            return True
+    return False
+
+
 def _render(lo: int, hi: int) -> str:
     """A range ``[lo, hi)`` in ms as the shortest dates that name it."""
     start = datetime.fromtimestamp(lo / 1000, UTC)

@@ -125,3 +125,49 @@ def test_a_question_turn_comes_with_the_turn_that_answers_it(store: Store,
     context = prompt_context(store, question)
     assert "Which video game is your favourite" in context and "Xenoblade" in context, context
     assert "third turtle" not in context
+
+
+def test_a_question_asking_when_prefers_the_turn_that_tells_a_time(store: Store,
+                                                                  tmp_path: Path) -> None:
+    """ "When did Ann ...?" is answered by a time said in a turn, seldom by the question's words:
+    of two turns holding the same words, the one telling a time comes first."""
+    chat = Transcript("ffffffff-0000-4000-8000-000000000006", datetime(2023, 9, 4, 18, tzinfo=UTC))
+    chat.prompt("Ann: Pottery class is fun, the teacher is kind.")
+    chat.say("Bob: Sounds relaxing.")
+    chat.end_turn()
+    told = Transcript("99999999-0000-4000-8000-000000000007", datetime(2023, 9, 11, 18, tzinfo=UTC))
+    told.prompt("Ann: I joined a pottery class last Saturday and made my first bowl.")
+    told.say("Bob: Congrats!")
+    told.end_turn()
+    backfill(store, chat.write(tmp_path / "chat.jsonl"), told.write(tmp_path / "told.jsonl"))
+
+    hits = search(store, "When did Ann join the pottery class?")
+    assert "last Saturday" in hits[0]["text"], [h["text"] for h in hits]
+    hits = search(store, "When did Ann take the pottery class?")  # "join" not asked
+    assert "last Saturday" in hits[0]["text"], [h["text"] for h in hits]
+    # a question that does not ask when ranks by its words alone
+    hits = search(store, "What does Ann think of the pottery class teacher?")
+    assert "teacher is kind" in hits[0]["text"], [h["text"] for h in hits]
+
+
+def test_the_hook_shows_the_sentences_of_a_long_turn_that_hold_the_prompts_words(
+        store: Store, tmp_path: Path) -> None:
+    """A long message no longer hides the rest of its turn: the hook keeps each message's first
+    sentence and the sentences holding the prompt's words, within the item's size."""
+    chatter = " ".join(f"The {w} was nice this week." for w in (
+        "weather", "garden", "office", "commute", "gym", "market", "library", "bakery", "river",
+        "bridge", "harbour", "museum", "station", "stadium", "cinema"))
+    t = Transcript("12121212-0000-4000-8000-000000000008", datetime(2023, 10, 2, 18, tzinfo=UTC))
+    t.prompt(f"Bob: Hi Ann! {chatter} Anyway, what did you cook for the party?")
+    t.say("Ann: Oh, lots of things happened. I cooked a huge pot of chili with cornbread for "
+          "the party, everyone loved it.")
+    t.end_turn()
+    backfill(store, t.write(tmp_path / "s.jsonl"))
+
+    context = prompt_context(store, "What did Ann cook for the party?")
+    assert "Bob: Hi Ann!" in context, context  # who speaks
+    assert "what did you cook for the party?" in context, context
+    assert "I cooked a huge pot of chili with cornbread" in context, context
+    assert "..." in context and "stadium" not in context, context  # the chatter left out
+    item = next(line for line in context.splitlines() if line.startswith("- ["))
+    assert len(item) < 520, item

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxstore.memory.timeexpr import parse_time_filter, parse_when, resolve_relative
+from ctxstore.memory.timeexpr import parse_time_filter, parse_when, resolve_relative, says_time
 
 # Wednesday 18 March 2026, 15:00 UTC.
 NOW = int(datetime(2026, 3, 18, 15, 0, tzinfo=UTC).timestamp() * 1000)
@@ -137,3 +137,11 @@ def test_resolve_relative_dates_against_the_time_they_were_said(said: str, resol
 def test_resolve_relative_never_raises_and_only_adds(text: str, at: int) -> None:
     out = resolve_relative(text, at)
     assert isinstance(out, str) and len(out) >= len(text)
+
+
+def test_says_time_finds_a_time_in_any_form_and_not_the_verb_may() -> None:
+    for told in ("I went there last Friday.", "We moved in May.", "two weeks ago it broke",
+                 "Yesterday was long", "on 3 August, 2023 we met", "it was 2023-05-01"):
+        assert says_time(told), told
+    for untold in ("I may go there.", "The pottery class is fun.", "", "I ask why."):
+        assert not says_time(untold), untold
