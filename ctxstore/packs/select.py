@@ -15,8 +15,8 @@ enters a pack"):
 - **Documentation in its place.** In a code task, the chunks of documentation files
   (``is_doc_path``: changelogs, release notes, ``docs/``, ``*.rst``, ``*.md``) keep their rank
   but together take at most ``DOC_SHARE`` of the room. A task is a documentation task (no cap)
-  when it says so in its words (``DOC_WORDS``), names a documentation file, or when no code
-  file matched it.
+  when its first line says so in a word (``DOC_WORDS``), names a documentation file, or when
+  no code file matched it.
 - **A lead file, and glimpses of the rest** (``lead_file``, ``choose(lead=...)``). The pack
   leads with the best-ranked code file (in a code task: a file of a known language that is not
   documentation nor a type stub; in a documentation task: the best file): every chunk of it
@@ -67,7 +67,8 @@ _DOC_STEMS = frozenset({"changes", "changelog", "history", "news", "release-note
                         "release_notes", "releasenotes"})
 _DOC_DIRS = frozenset({"doc", "docs"})
 _DOC_SUFFIXES = frozenset({".rst", ".md", ".markdown", ".adoc"})
-_WORD = re.compile(r"[a-z]+")
+# a word, not part of an identifier (``doc_cfg``) or of code in backticks
+_WORD = re.compile(r"(?<![\w`])[a-z]+(?![\w`])")
 
 
 def is_doc_path(path: str) -> bool:
@@ -99,10 +100,12 @@ def is_doc_task(task: str, matched: Iterable[str], named: Iterable[str]) -> bool
         named: The files whose names the task spells.
 
     Returns:
-        True when the task speaks of documentation (a word of ``DOC_WORDS``), names a
-        documentation file, or no code file matched it.
+        True when the task says it is about documentation (a word of ``DOC_WORDS``, whole,
+        in its first line: a commit message or an issue whose body mentions the docs in
+        passing is about its subject), names a documentation file, or no code file matched it.
     """
-    if any(w in DOC_WORDS for w in _WORD.findall(task.lower())):
+    subject = next((line for line in task.splitlines() if line.strip()), "")
+    if any(w in DOC_WORDS for w in _WORD.findall(subject.lower())):
         return True
     if any(is_doc_path(p) for p in named):
         return True

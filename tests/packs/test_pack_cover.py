@@ -115,6 +115,13 @@ def test_a_documentation_task_says_so_names_a_doc_or_matches_only_docs() -> None
     assert is_doc_task("Document the timeout option", code, [])
     assert is_doc_task("fix a typo", code, ["README.md"])
     assert is_doc_task("the timeout option", ["docs/app.rst", "CHANGES.rst"], [])
+    assert is_doc_task("\n  Update the README: the timeout changed\n", code, [])
+    # an identifier or code that holds a doc word is no word of the task's
+    assert not is_doc_task("printer: use `doc_cfg` instead of `doc_auto_cfg`", code, [])
+    assert not is_doc_task("use the `docs` flag for the timeout", code, [])
+    # a body that mentions the docs in passing: the task is its first line
+    assert not is_doc_task("fix the timeout in the client\n\nThe docs and CHANGELOG are updated.",
+                           code, [])
 
 
 def _item(path: str | None, score: float, n: int = 0, size: int = 40) -> PackItem:
