@@ -16,6 +16,10 @@ Modes:
         is the pack's ``ranked_files``.
     ``--mode library``: the ranking library in-process over a corpus built straight from
         the tree with the registered extractors (development of the method).
+        With ``--in-process``, the packs are built in this process (``packs.pack.make_pack``
+        over the same index, the same request as ``ctx pack --format json --no-narrative``):
+        the same figures several times faster, for iterating on the pack rules; the times
+        printed are then not whole processes.
     ``--ablate``: library mode, once per step of the method (docs/retrieval.md table).
     ``--loo``: library mode, leave-one-repository-out choice of the tuned weights.
 
@@ -24,6 +28,7 @@ Usage:
     python bench/retrieval.py --mode library --ablate
     python bench/retrieval.py --mode library --loo
     python bench/retrieval.py --fulltext tantivy    # ctx pack served by Tantivy (docs/index.md)
+    python bench/retrieval.py --in-process          # the same packs, built in this process
 """
 
 from __future__ import annotations
@@ -322,11 +327,12 @@ def baseline_pack(tree: Path, ranking: list[str], room_tokens: int) -> list[tupl
 
 
 def pack_rankings(eval_dir: Path, name: str, rows: list[dict[str, Any]], ext: str,
-                  work: Path, fulltext: str = "auto"
+                  work: Path, fulltext: str = "auto", in_process: bool = False
                   ) -> tuple[list[list[str]], list[float], dict[int, list[PackCover]], dict[int, int]]:
     """Index a copy of one base tree with ctx and rank every item with ``ctx pack``.
 
-    Each item is packed once per budget of ``PACK_BUDGETS`` (whole processes).
+    Each item is packed once per budget of ``PACK_BUDGETS`` (whole processes, or calls of
+    ``make_pack`` in this process with ``in_process``).
 
     Returns:
         The rankings (``ranked_files`` of each pack, language files only as in the
@@ -343,14 +349,16 @@ def pack_rankings(eval_dir: Path, name: str, rows: list[dict[str, Any]], ext: st
         config = tree / ".ctx" / "config.toml"
         config.write_text(config.read_text().replace('fulltext = "auto"', f'fulltext = "{fulltext}"'))
     _ctx(["index"], tree)
+    pack_of = _in_process_packs(tree) if in_process else None
     rankings, seconds = [], []
     covers: dict[int, list[PackCover]] = {b: [] for b in PACK_BUDGETS}
     room: dict[int, int] = {}
     for row in rows:
         for budget in PACK_BUDGETS:
             start = time.perf_counter()
-            pack = json.loads(_ctx(["pack", row["query"], "--format", "json", "--no-narrative",
-                                    "--budget", str(budget)], tree))
+            pack = pack_of(row["query"], budget) if pack_of is not None else json.loads(
+                _ctx(["pack", row["query"], "--format", "json", "--no-narrative",
+                      "--budget", str(budget)], tree))
             seconds.append(time.perf_counter() - start)
             covers[budget].append(cover([(str(i.get("path") or ""), i["title"] + i["snippet"])
                                          for i in pack["retrieved"]], row["gold_files"]))
@@ -360,7 +368,23 @@ def pack_rankings(eval_dir: Path, name: str, rows: list[dict[str, Any]], ext: st
     return rankings, seconds, covers, room
 
 
-def table(eval_dir: Path, out: Path, mode: str, lib: Library | None, fulltext: str = "auto") -> bool:
+def _in_process_packs(tree: Path) -> Any:
+    """A function (task, budget) -> the pack ``ctx pack --format json --no-narrative`` prints."""
+    from ctxstore.packs.pack import PackRequest, make_pack
+    from ctxstore.session import Session
+
+    session = Session.open(tree / ".ctx")
+
+    def pack_of(task: str, budget: int) -> dict[str, Any]:
+        request = PackRequest(task, budget=budget, include_narrative=False, fmt="json")
+        pack: dict[str, Any] = make_pack(session, request).pack.to_json()
+        return pack
+
+    return pack_of
+
+
+def table(eval_dir: Path, out: Path, mode: str, lib: Library | None, fulltext: str = "auto",
+          in_process: bool = False) -> bool:
     """Rank, write, score and print the comparison; True when the goal is met everywhere."""
     bm25, score = _load(eval_dir, "bm25"), _load(eval_dir, "score")
     results: dict[str, dict[str, dict[str, float]]] = {}
@@ -375,7 +399,7 @@ def table(eval_dir: Path, out: Path, mode: str, lib: Library | None, fulltext: s
                 both = {"": lib.rankings(name, False), "-exclude-tests": lib.rankings(name, True)}
             else:
                 ranked, secs, covers, room = pack_rankings(eval_dir, name, rows, language_ext(rows),
-                                                           Path(tmp), fulltext)
+                                                           Path(tmp), fulltext, in_process)
                 timings.extend(secs)
                 cover_rows[name] = {"ctx": covers}
                 both = {"": ranked, "-exclude-tests": [[p for p in r if not bm25.is_test(p)]
@@ -413,7 +437,8 @@ def table(eval_dir: Path, out: Path, mode: str, lib: Library | None, fulltext: s
         print_covers(cover_rows)
     if timings:
         timings.sort()
-        print(f"\nctx pack per item (whole process): p50 {timings[len(timings) // 2] * 1000:.0f} ms, "
+        how = "in process" if in_process else "whole process"
+        print(f"\nctx pack per item ({how}): p50 {timings[len(timings) // 2] * 1000:.0f} ms, "
               f"p90 {timings[int(len(timings) * 0.9)] * 1000:.0f} ms")
     print(f"\nruns written under {out}")
     return ok
@@ -455,6 +480,8 @@ def main() -> int:
     parser.add_argument("--loo", action="store_true")
     parser.add_argument("--fulltext", choices=("auto", "fts5", "tantivy"), default="auto",
                         help="pack mode: the [index] fulltext setting of the indexed trees")
+    parser.add_argument("--in-process", action="store_true",
+                        help="pack mode: build the packs in this process (faster, same packs)")
     args = parser.parse_args()
     lib = Library(args.eval) if args.mode == "library" or args.ablate or args.loo else None
     if args.ablate and lib is not None:
@@ -464,7 +491,7 @@ def main() -> int:
         loo(lib)
         return 0
     out = args.out or Path(tempfile.mkdtemp(prefix="ctx-retrieval-runs-"))
-    return 0 if table(args.eval, out, args.mode, lib, args.fulltext) else 1
+    return 0 if table(args.eval, out, args.mode, lib, args.fulltext, args.in_process) else 1
 
 
 if __name__ == "__main__":

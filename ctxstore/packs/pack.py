@@ -55,7 +55,7 @@ from ctxstore.packs.narrative import narrative_items, node_items, scale_node_ite
 from ctxstore.packs.render import narrative_cost
 from ctxstore.packs.request import PackRequest
 from ctxstore.packs.seed import hit_why, rank_files
-from ctxstore.packs.select import DOC_SHARE, choose, is_doc_task
+from ctxstore.packs.select import DOC_SHARE, choose, is_doc_task, lead_file
 from ctxstore.refs import read_head
 from ctxstore.search.rank import Params
 from ctxstore.search.tantivy_index import open_served, serves_packs
@@ -198,9 +198,10 @@ def _make_pack(session: Session, request: PackRequest, user: Session | None) -> 
         items += found
     log = escape_tags(log)
     echoed, recent, room = rooms(shown_task, fmt, total, reserve, log)
-    doc_room = None if is_doc_task(task, [h.path for h in hits], [h.path for h in hits if h.named]) \
-        else int(room * DOC_SHARE)
-    chosen, used = choose(items, room, fmt, doc_room=doc_room)
+    doc_task = is_doc_task(task, [h.path for h in hits], [h.path for h in hits if h.named])
+    doc_room = None if doc_task else int(room * DOC_SHARE)
+    lead, confident = lead_file([(h.path, h.score) for h in hits[:MAX_FILES]], doc_task)
+    chosen, used = choose(items, room, fmt, doc_room=doc_room, lead=lead, confident=confident)
     smallest = None
     if items and not chosen:  # found, but none fits: the budget that holds the cheapest
         need = min(item.cost(fmt) for item in items)

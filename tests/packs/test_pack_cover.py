@@ -14,7 +14,17 @@ import pytest
 from conftest import run_ctx
 
 from ctxstore.packs.items import PackItem
-from ctxstore.packs.select import DOC_SHARE, SECOND_CHUNK_MARGIN, choose, is_doc_path, is_doc_task
+from ctxstore.packs.select import (
+    DOC_SHARE,
+    GLIMPSE_LINES,
+    LEAD_MARGIN,
+    SECOND_CHUNK_MARGIN,
+    choose,
+    is_code_path,
+    is_doc_path,
+    is_doc_task,
+    lead_file,
+)
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -105,6 +115,13 @@ def test_a_documentation_task_says_so_names_a_doc_or_matches_only_docs() -> None
     assert is_doc_task("Document the timeout option", code, [])
     assert is_doc_task("fix a typo", code, ["README.md"])
     assert is_doc_task("the timeout option", ["docs/app.rst", "CHANGES.rst"], [])
+    assert is_doc_task("\n  Update the README: the timeout changed\n", code, [])
+    # an identifier or code that holds a doc word is no word of the task's
+    assert not is_doc_task("printer: use `doc_cfg` instead of `doc_auto_cfg`", code, [])
+    assert not is_doc_task("use the `docs` flag for the timeout", code, [])
+    # a body that mentions the docs in passing: the task is its first line
+    assert not is_doc_task("fix the timeout in the client\n\nThe docs and CHANGELOG are updated.",
+                           code, [])
 
 
 def _item(path: str | None, score: float, n: int = 0, size: int = 40) -> PackItem:
@@ -140,3 +157,67 @@ def test_items_without_a_file_compete_on_score_and_docs_keep_to_their_room() -> 
     assert [i.title for i in chosen] == [doc1.title, node.title, code.title]
     chosen, _ = choose([node, doc1, doc2, code], 10_000, "json")
     assert [i.title for i in chosen] == [doc1.title, node.title, doc2.title, code.title]
+
+
+def _text(items: list[dict[str, Any]], path: str) -> int:
+    return sum(len(i["title"]) + len(i["snippet"]) for i in items if i.get("path") == path)
+
+
+def test_a_confident_ranking_gives_its_lead_file_the_pack_and_glimpses_of_the_rest(
+        tmp_path: Path) -> None:
+    root = _tree(tmp_path / "work", {"net/client.py": LONG, "net/backoff.py": SHORT,
+                                     "net/__init__.py": "", "README.md": "# Net\n\n" + CHANGES})
+    pack = _pack(root, "retry the connection after a timeout", 4000)
+    assert pack["ranked_files"][:2] == ["net/client.py", "net/backoff.py"]
+    items = pack["retrieved"]
+    paths = [i.get("path") for i in items]
+    assert paths[0] == "net/client.py" and "net/backoff.py" in paths, paths
+    # the next file is named and located, in a glimpse of its first lines
+    (short,) = [i for i in items if i.get("path") == "net/backoff.py"]
+    assert short["snippet"] == "\n".join(SHORT.split("\n")[:GLIMPSE_LINES])
+    assert (short["start_line"], short["end_line"]) == (1, GLIMPSE_LINES)
+    assert f"net/backoff.py:1-{GLIMPSE_LINES}" in short["title"]
+    lead = _text(items, "net/client.py")
+    assert lead >= 0.8 * sum(len(i["title"]) + len(i["snippet"]) for i in items), paths
+    for item in items:
+        assert item["why"], item
+
+
+def test_close_scores_keep_the_other_files_text(tmp_path: Path) -> None:
+    twin = LONG.replace("retry_timeout_", "reconnect_timeout_")
+    root = _tree(tmp_path / "work", {"net/client.py": LONG, "net/session.py": twin,
+                                     "net/__init__.py": ""})
+    pack = _pack(root, "retry the connection after a timeout", 4000)
+    assert sorted(pack["ranked_files"][:2]) == ["net/client.py", "net/session.py"]
+    first, second = pack["ranked_files"][:2]
+    items = pack["retrieved"]
+    assert [i.get("path") for i in items][0] == first
+    # the second file, as likely as the first, gives more than a glimpse
+    assert sum(1 for i in items if i.get("path") == second) >= 2, [i["title"] for i in items]
+
+
+def test_the_lead_is_the_best_ranked_code_file_and_the_confidence_its_margin() -> None:
+    ranked = [("README.md", 2.0), ("src/app.pyi", 1.9), ("Cargo.toml", 1.5), ("src/app.py", 1.0),
+              ("src/util.py", 0.95)]
+    assert lead_file(ranked, doc_task=False) == ("src/app.py", False)
+    assert lead_file(ranked[:4] + [("src/util.py", LEAD_MARGIN - 0.01)], doc_task=False) == \
+        ("src/app.py", True)
+    assert lead_file(ranked, doc_task=True) == ("README.md", False)
+    assert lead_file([("README.md", 1.0)], doc_task=False) == ("README.md", True)
+    assert lead_file([], doc_task=False) == (None, False)
+    assert [is_code_path(p) for p, _ in ranked] == [False, False, False, True, True]
+
+
+def test_a_confident_lead_stops_the_pack_short_of_its_room() -> None:
+    lead1, lead2 = _item("a.py", 1.0, 0), _item("a.py", 0.9, 1)
+    other = PackItem("b.py:0", "b-0", "first\nsecond\nthird\nfourth", 0.8, "FileContent",
+                     {"matched_terms": ["x"]}, {"path": "b.py", "start_line": 1, "end_line": 4})
+    other2 = _item("b.py", 0.7, 1)
+    chosen, used = choose([lead1, lead2, other, other2], 10_000, "json", lead="a.py",
+                          confident=True)
+    assert [i.title for i in chosen] == [lead1.title, other.title, lead2.title]
+    assert chosen[1].snippet == "first\nsecond" and chosen[1].extra["end_line"] == 2
+    assert used == sum(i.cost("json") for i in chosen)
+    chosen, _ = choose([lead1, lead2, other, other2], 10_000, "json", lead="a.py",
+                       confident=False)
+    assert [i.title for i in chosen] == [lead1.title, other.title, lead2.title, other2.title]
