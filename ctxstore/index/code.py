@@ -78,7 +78,7 @@ class DocumentFrequencies:
     one row per term costs what the vocabulary costs, not what every posting does.
     """
 
-    __slots__ = ("delta", "files", "keys", "released")
+    __slots__ = ("delta", "edge_kinds", "files", "keys", "released")
 
     def __init__(self) -> None:
         self.delta: Counter[tuple[str, int]] = Counter()
@@ -87,6 +87,8 @@ class DocumentFrequencies:
         # no edge names any more leaves code_keys at ``flush``)
         self.keys: dict[tuple[str, str], int] = {}
         self.released: set[int] = set()
+        # code_edge_kinds ids by (label, confidence, tool): a handful, never deleted
+        self.edge_kinds: dict[tuple[str, str, str], int] = {}
 
     def flush(self, conn: sqlite3.Connection) -> None:
         """Write the gathered counts and bump the code generation (when a file changed).
@@ -96,6 +98,7 @@ class DocumentFrequencies:
         """
         if not self.files:
             return
+        self.edge_kinds.clear()  # ids of a transaction that may not commit
         if self.released:
             _drop_unused_keys(conn, self.released)
             self.released.clear()
@@ -202,12 +205,12 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
         "INSERT INTO symbol_rows(file, qualname, name, kind, visibility, parent, signature,"
         " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(file_id, *symbol[1:]) for symbol in rows.symbols])
-    keys = frequencies.keys
+    keys, kinds = frequencies.keys, frequencies.edge_kinds
     conn.executemany(
-        "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [(file_id, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey), label, conf,
-          tool, line) for fk, fkey, tk, tkey, label, conf, tool, line in rows.edges])
+        "INSERT INTO code_edge_rows(file, src, dst, kind, line) VALUES (?, ?, ?, ?, ?)",
+        [(file_id, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey),
+          _edge_kind(conn, kinds, label, conf, tool), line)
+         for fk, fkey, tk, tkey, label, conf, tool, line in rows.edges])
     body, where = rows.body_terms, rows.path_terms
     frequencies.delta.update(zip(body, repeat(0)))
     frequencies.delta.update(zip(where, repeat(1)))
@@ -262,6 +265,20 @@ def _key_id(conn: sqlite3.Connection, keys: dict[tuple[str, str], int], kind: st
         found = int(row[0]) if row is not None else int(conn.execute(
             "INSERT INTO code_keys(kind, key) VALUES (?, ?)", (kind, key)).lastrowid or 0)
         keys[(kind, key)] = found
+    return found
+
+
+def _edge_kind(conn: sqlite3.Connection, kinds: dict[tuple[str, str, str], int], label: str,
+               confidence: str, tool: str) -> int:
+    """The ``code_edge_kinds`` id of an edge's (label, confidence, tool), made when new."""
+    found = kinds.get((label, confidence, tool))
+    if found is None:
+        row = conn.execute("SELECT id FROM code_edge_kinds WHERE label = ? AND confidence = ?"
+                           " AND tool = ?", (label, confidence, tool)).fetchone()
+        found = int(row[0]) if row is not None else int(conn.execute(
+            "INSERT INTO code_edge_kinds(label, confidence, tool) VALUES (?, ?, ?)",
+            (label, confidence, tool)).lastrowid or 0)
+        kinds[(label, confidence, tool)] = found
     return found
 
 

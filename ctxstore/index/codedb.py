@@ -58,7 +58,10 @@ CODE_LOCK = "code.lock"  # one `ctx index` (or `ctx add file`) writes the code t
 # 5: symbols name their file by ``files.rowid`` (``symbol_rows``) behind the view ``symbols``,
 #    indexed by file instead of (path, kind, qualname), and by qualname alone (92 MB of
 #    symbols and their indexes at 10,000 files, half of it the path repeated)
-CODE_SCHEMA_VERSION = 5
+# 6: an edge's label, confidence and tool as one small integer naming ``code_edge_kinds``
+#    (85 MB of edges and their three indexes at 10,000 files, 18 bytes a row of repeated
+#    strings among eight distinct triples)
+CODE_SCHEMA_VERSION = 6
 
 CODE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {s}code_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -89,24 +92,30 @@ CREATE VIEW IF NOT EXISTS {s}symbols(rowid, path, qualname, name, kind, visibili
     SELECT s.rowid, f.path, s.qualname, s.name, s.kind, s.visibility, s.parent, s.signature,
         s.start_byte, s.end_byte, s.start_line, s.end_line
     FROM symbol_rows s JOIN files f ON f.rowid = s.file;
--- code edges (index.code): each endpoint (kind, key) once in code_keys, each edge a row of
--- small integers naming them (file = files.rowid, the file whose version produced it), and
--- its line; code_edges is the view every reader queries
+-- code edges (index.code): each endpoint (kind, key) once in code_keys, each (label,
+-- confidence, tool) once in code_edge_kinds, each edge a row of small integers naming them
+-- (file = files.rowid, the file whose version produced it), and its line; code_edges is the
+-- view every reader queries
 CREATE TABLE IF NOT EXISTS {s}code_keys (
     id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS {s}code_keys_key ON code_keys(key, kind);
-CREATE TABLE IF NOT EXISTS {s}code_edge_rows (
-    file INTEGER NOT NULL, src INTEGER, dst INTEGER, label TEXT NOT NULL,
-    confidence TEXT NOT NULL, tool TEXT NOT NULL, line INTEGER
+CREATE TABLE IF NOT EXISTS {s}code_edge_kinds (
+    id INTEGER PRIMARY KEY, label TEXT NOT NULL, confidence TEXT NOT NULL, tool TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS {s}code_edge_rows_src ON code_edge_rows(src, label);
-CREATE INDEX IF NOT EXISTS {s}code_edge_rows_dst ON code_edge_rows(dst, label);
-CREATE INDEX IF NOT EXISTS {s}code_edge_rows_file ON code_edge_rows(file, label);
+CREATE UNIQUE INDEX IF NOT EXISTS {s}code_edge_kinds_key
+    ON code_edge_kinds(label, confidence, tool);
+CREATE TABLE IF NOT EXISTS {s}code_edge_rows (
+    file INTEGER NOT NULL, src INTEGER, dst INTEGER, kind INTEGER NOT NULL, line INTEGER
+);
+CREATE INDEX IF NOT EXISTS {s}code_edge_rows_src ON code_edge_rows(src, kind);
+CREATE INDEX IF NOT EXISTS {s}code_edge_rows_dst ON code_edge_rows(dst, kind);
+CREATE INDEX IF NOT EXISTS {s}code_edge_rows_file ON code_edge_rows(file, kind);
 CREATE VIEW IF NOT EXISTS {s}code_edges(path, from_kind, from_key, to_kind, to_key, label,
     confidence, tool, line) AS
-    SELECT f.path, a.kind, a.key, b.kind, b.key, e.label, e.confidence, e.tool, e.line
+    SELECT f.path, a.kind, a.key, b.kind, b.key, k.label, k.confidence, k.tool, e.line
     FROM code_edge_rows e JOIN files f ON f.rowid = e.file
+    JOIN code_edge_kinds k ON k.id = e.kind
     LEFT JOIN code_keys a ON a.id = e.src LEFT JOIN code_keys b ON b.id = e.dst;
 -- chunks (index.chunks): each file's text once, compressed (file_text, file = files.rowid), and
 -- each chunk as its lines in it (spans: the lines when not all of start_line..end_line);
@@ -153,7 +162,8 @@ CREATE TABLE IF NOT EXISTS {s}file_sccs (
 CREATE INDEX IF NOT EXISTS {s}file_sccs_scc ON file_sccs(scc, path);
 """
 
-CODE_TABLES = ("code_meta", "files", "skipped", "symbol_rows", "code_keys", "code_edge_rows",
+CODE_TABLES = ("code_meta", "files", "skipped", "symbol_rows", "code_keys", "code_edge_kinds",
+               "code_edge_rows",
                "file_text", "chunk_rows", "chunks_fts", "file_terms", "file_lengths", "term_df",
                "corpus_cache", "file_sccs")
 
@@ -381,4 +391,4 @@ def bump_generation(conn: sqlite3.Connection) -> None:
 
 # ``schema_digest(expected_code_schema())`` with the SQLite ctx is tested on (a test keeps it
 # current): an attached database that hashes to it needs no row-by-row comparison.
-EXPECTED_CODE_DIGEST = "933bfb98f5aa2e802abea982933d3aeab1e28cc781a5df20ff4d06a4c3de93d3"
+EXPECTED_CODE_DIGEST = "7448ab369c097d2093035b3c78f259b1eefb385151a92fdbde64d159bbb0318b"

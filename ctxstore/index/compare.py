@@ -114,7 +114,7 @@ CODE_TABLES: dict[str, TableCheck] = {
                           ("symbol_rows",)),
     "code_edges": TableCheck("SELECT path, from_kind, from_key, to_kind, to_key, label, confidence,"
                              " tool, line FROM code_edges", 6,
-                             ("code_edge_rows", "code_keys")),
+                             ("code_edge_rows", "code_keys", "code_edge_kinds")),
     "chunks": TableCheck("SELECT path, start_line, qualname, kind, end_line, tokens, text"
                          " FROM chunks", 2, ("chunk_rows", "file_text")),
     # Contentless (code schema 3): what it reads back is each document's token count per
@@ -378,6 +378,11 @@ def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
             " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
         problems.append(Problem("E007", "index:code_edge_rows",
                                 f"file {file_id}: edges of a file not indexed"))
+    for (kind,) in disk.execute(
+            "SELECT DISTINCT kind FROM code_edge_rows WHERE kind NOT IN (SELECT id FROM"
+            " code_edge_kinds) ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
+        problems.append(Problem("E007", "index:code_edge_rows",
+                                f"kind {_short(str(kind))}: edges of a kind code_edge_kinds lacks"))
     # The views ``symbols`` and ``chunks`` join a row to its file (and a chunk to its file's
     # text): a row either lacks is read by no one, so it is named here.
     for table, sql, what in (

@@ -121,6 +121,7 @@ def _copy(template: Path, dest: Path) -> Path:
 
 _CODE_WORDS = (" symbols", " chunks", "chunks_fts", " code_edges", " files", "file_terms",
                "file_lengths", "term_df", "corpus_cache", " code_keys", " code_edge_rows",
+               " code_edge_kinds",
                " chunk_rows", " file_text", " symbol_rows")
 
 
@@ -206,10 +207,11 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         "INSERT INTO chunks_fts(rowid, path, name, text) VALUES (99999, 'forged', 'forged', 'forged')",
         ["index:chunks_fts: (NULL, NULL): not in the replay"]),
     "extra-code-edge": (
-        "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line) SELECT"
+        "INSERT INTO code_edge_rows(file, src, dst, kind, line) SELECT"
         " f.rowid, (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/b.py'),"
-        " (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/a.py'), 'Imports',"
-        " 'high', 'forged', NULL FROM files f WHERE f.path = 'pkg/b.py'",
+        " (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/a.py'),"
+        " (SELECT id FROM code_edge_kinds WHERE label = 'Imports' AND confidence = 'high'),"
+        " NULL FROM files f WHERE f.path = 'pkg/b.py'",
         ["index:code_edges: (pkg/b.py, file, pkg/b.py, file, pkg/a.py, Imports): not in the replay",
          # the SCC view is checked against the code index's edges: the forged one makes a cycle
          "derived:scc_latest: names {scc}, which differs from the view the store gives "
@@ -219,9 +221,20 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         "INSERT INTO code_keys(kind, key) VALUES ('item', 'pkg.forged')",
         ["index:code_keys: item:pkg.forged: named by no edge"]),
     "edge-of-no-file": (
-        "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line)"
-        " VALUES (4242, NULL, NULL, 'Calls', 'medium', 'parser', 3)",
+        "INSERT INTO code_edge_rows(file, src, dst, kind, line)"
+        " VALUES (4242, NULL, NULL, (SELECT min(id) FROM code_edge_kinds), 3)",
         ["index:code_edge_rows: file 4242: edges of a file not indexed"]),
+    # an edge's label, confidence and tool are one id naming code_edge_kinds (code schema 6):
+    # an edge naming none is read by no one, so verify names it
+    "edge-of-no-kind": (
+        f"INSERT INTO code_edge_rows(file, src, dst, kind, line) VALUES ({B_ID}, NULL, NULL, 4242, 1)",
+        ["index:code_edge_rows: kind 4242: edges of a kind code_edge_kinds lacks"]),
+    "edge-kind-changed": (
+        "UPDATE code_edge_kinds SET confidence = 'low' WHERE label = 'Imports'",
+        ["index:code_edges: (pkg/a.py, module, pkg.a, item, pkg.b.helper, Imports): "
+         "confidence is low, the replay has high",
+         "index:code_edges: (pkg/a.py, module, pkg.a, module, os, Imports): "
+         "confidence is low, the replay has high"]),
     "missing-build-edge": (
         "DELETE FROM build_edges WHERE path = 'cmd:mypy' AND to_kind = 'item'"
         " AND to_key = 'pkg.b.helper'",
