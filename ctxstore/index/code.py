@@ -78,10 +78,13 @@ class DocumentFrequencies:
     one row per term costs what the vocabulary costs, not what every posting does.
     """
 
-    __slots__ = ("delta", "edge_kinds", "files", "keys", "released")
+    __slots__ = ("delta", "edge_kinds", "files", "keys", "released", "terms")
 
     def __init__(self) -> None:
-        self.delta: Counter[tuple[str, int]] = Counter()
+        # (terms id, field) -> change of its document frequency
+        self.delta: Counter[tuple[int, int]] = Counter()
+        # terms ids by term, looked up or made by this apply
+        self.terms: dict[str, int] = {}
         self.files = 0
         # code_keys ids looked up or made by this apply; ids whose edges were deleted (a key
         # no edge names any more leaves code_keys at ``flush``)
@@ -104,10 +107,17 @@ class DocumentFrequencies:
             self.released.clear()
             self.keys.clear()
         changed = [(t, f, n) for (t, f), n in self.delta.items() if n]
-        conn.executemany("INSERT INTO term_df(term, field, df) VALUES (?, ?, ?) ON CONFLICT"
+        conn.executemany("INSERT INTO term_df_rows(term, field, df) VALUES (?, ?, ?) ON CONFLICT"
                          " (term, field) DO UPDATE SET df = df + excluded.df", changed)
-        conn.executemany("DELETE FROM term_df WHERE term = ? AND field = ? AND df <= 0",
-                         [(t, f) for t, f, n in changed if n < 0])
+        fewer = [(t, f) for t, f, n in changed if n < 0]
+        if fewer:
+            conn.executemany("DELETE FROM term_df_rows WHERE term = ? AND field = ? AND df <= 0",
+                             fewer)
+            # a term in no file's postings any more leaves terms
+            conn.executemany("DELETE FROM terms WHERE id = ? AND NOT EXISTS (SELECT 1 FROM"
+                             " term_df_rows WHERE term = ?)",
+                             [(t, t) for t in dict.fromkeys(t for t, _ in fewer)])
+            self.terms.clear()
         bump_generation(conn)
         self.delta.clear()
         self.files = 0
@@ -212,13 +222,14 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
           _edge_kind(conn, kinds, label, conf, tool), line)
          for fk, fkey, tk, tkey, label, conf, tool, line in rows.edges])
     body, where = rows.body_terms, rows.path_terms
-    frequencies.delta.update(zip(body, repeat(0)))
-    frequencies.delta.update(zip(where, repeat(1)))
+    ids = _term_ids(conn, frequencies.terms, [*body, *where])
+    frequencies.delta.update(zip(map(ids.__getitem__, body), repeat(0)))
+    frequencies.delta.update(zip(map(ids.__getitem__, where), repeat(1)))
     conn.execute("INSERT INTO file_lengths(file, body, path) VALUES (?, ?, ?)",
                  (file_id, sum(body.values()), sum(where.values())))
-    conn.executemany("INSERT INTO file_terms(term, field, file, tf) VALUES (?, ?, ?, ?)",
-                     [*((t, 0, file_id, n) for t, n in body.items()),
-                      *((t, 1, file_id, n) for t, n in where.items())])
+    conn.executemany("INSERT INTO file_term_rows(term, field, file, tf) VALUES (?, ?, ?, ?)",
+                     [*((ids[t], 0, file_id, n) for t, n in body.items()),
+                      *((ids[t], 1, file_id, n) for t, n in where.items())])
     fts: list[tuple[int | None, str, str, str]] = []  # each field's terms (search.tokenize)
     path_text = index_text(path)
     if rows.chunks:
@@ -268,6 +279,20 @@ def _key_id(conn: sqlite3.Connection, keys: dict[tuple[str, str], int], kind: st
     return found
 
 
+def _term_ids(conn: sqlite3.Connection, known: dict[str, int], terms: Sequence[str]
+              ) -> dict[str, int]:
+    """The ``terms`` id of each of ``terms``, made when new (``known`` caches them)."""
+    missing = [t for t in dict.fromkeys(terms) if t not in known]
+    if missing:
+        conn.executemany("INSERT OR IGNORE INTO terms(term) VALUES (?)", zip(missing))
+        for start in range(0, len(missing), 500):
+            part = missing[start:start + 500]
+            known.update(conn.execute(
+                f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})",  # noqa: S608
+                part).fetchall())
+    return known
+
+
 def _edge_kind(conn: sqlite3.Connection, kinds: dict[tuple[str, str, str], int], label: str,
                confidence: str, tool: str) -> int:
     """The ``code_edge_kinds`` id of an edge's (label, confidence, tool), made when new."""
@@ -295,9 +320,9 @@ def _drop_unused_keys(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
 
 def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
     frequencies.delta.subtract(conn.execute(
-        "SELECT term, field FROM file_terms WHERE file IN (SELECT rowid FROM files WHERE path = ?)",
-        (path,)).fetchall())
-    for table in ("file_terms", "file_lengths"):
+        "SELECT term, field FROM file_term_rows WHERE file IN (SELECT rowid FROM files"
+        " WHERE path = ?)", (path,)).fetchall())
+    for table in ("file_term_rows", "file_lengths"):
         conn.execute(f"DELETE FROM {table} WHERE file IN (SELECT rowid FROM files WHERE path = ?)",  # noqa: S608
                      (path,))
     # chunks_fts is contentless: a document goes by the 'delete' command with the very terms
@@ -548,10 +573,14 @@ def replace_file_sccs(conn: sqlite3.Connection, components: Sequence[Sequence[st
 
 
 def recount_term_df(conn: sqlite3.Connection) -> None:
-    """Count ``term_df`` again from ``file_terms`` (inside the caller's transaction)."""
-    conn.execute("DELETE FROM term_df")
-    conn.execute("INSERT INTO term_df(term, field, df) SELECT term, field, count(*)"
-                 " FROM file_terms GROUP BY term, field")
+    """Count ``term_df`` again from ``file_terms`` (inside the caller's transaction).
+
+    Terms in no posting leave ``terms``.
+    """
+    conn.execute("DELETE FROM term_df_rows")
+    conn.execute("INSERT INTO term_df_rows(term, field, df) SELECT term, field, count(*)"
+                 " FROM file_term_rows GROUP BY term, field")
+    conn.execute("DELETE FROM terms WHERE id NOT IN (SELECT term FROM term_df_rows)")
     bump_generation(conn)
 
 

@@ -61,7 +61,10 @@ CODE_LOCK = "code.lock"  # one `ctx index` (or `ctx add file`) writes the code t
 # 6: an edge's label, confidence and tool as one small integer naming ``code_edge_kinds``
 #    (85 MB of edges and their three indexes at 10,000 files, 18 bytes a row of repeated
 #    strings among eight distinct triples)
-CODE_SCHEMA_VERSION = 6
+# 7: the retrieval postings name their terms by integer ids (``terms``): ``file_term_rows``
+#    and ``term_df_rows`` behind the views ``file_terms`` and ``term_df`` (each term's text
+#    was repeated in every posting, in the postings' file index and in ``term_df``)
+CODE_SCHEMA_VERSION = 7
 
 CODE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {s}code_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -134,20 +137,28 @@ CREATE VIEW IF NOT EXISTS {s}chunks(rowid, path, qualname, kind, start_line, end
 CREATE VIRTUAL TABLE IF NOT EXISTS {s}chunks_fts USING fts5(path, name, text, content = '',
     tokenize = "ascii tokenchars '_'");
 -- retrieval postings (index.code, index.retrieval): search.tokenize tokens per file; field 0 the
--- body, 1 the path's directories and stem; file = files.rowid
-CREATE TABLE IF NOT EXISTS {s}file_terms (
-    term TEXT NOT NULL, field INTEGER NOT NULL, file INTEGER NOT NULL, tf INTEGER NOT NULL,
+-- body, 1 the path's directories and stem; file = files.rowid; each term once in terms, the
+-- postings and counts by its id (file_term_rows, term_df_rows); file_terms and term_df are the
+-- views every reader queries. A term leaves terms with its last posting.
+CREATE TABLE IF NOT EXISTS {s}terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS {s}terms_term ON terms(term);
+CREATE TABLE IF NOT EXISTS {s}file_term_rows (
+    term INTEGER NOT NULL, field INTEGER NOT NULL, file INTEGER NOT NULL, tf INTEGER NOT NULL,
     PRIMARY KEY (term, field, file)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS {s}file_terms_file ON file_terms(file);
+CREATE INDEX IF NOT EXISTS {s}file_term_rows_file ON file_term_rows(file);
+CREATE VIEW IF NOT EXISTS {s}file_terms(term, field, file, tf) AS
+    SELECT t.term, r.field, r.file, r.tf FROM file_term_rows r JOIN terms t ON t.id = r.term;
 CREATE TABLE IF NOT EXISTS {s}file_lengths (
     file INTEGER PRIMARY KEY, body INTEGER NOT NULL, path INTEGER NOT NULL
 );
 -- in how many files each (term, field) of file_terms occurs: kept by index.code with every
 -- file applied, so a query learns its terms' rarity without counting their postings
-CREATE TABLE IF NOT EXISTS {s}term_df (
-    term TEXT NOT NULL, field INTEGER NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (term, field)
+CREATE TABLE IF NOT EXISTS {s}term_df_rows (
+    term INTEGER NOT NULL, field INTEGER NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (term, field)
 ) WITHOUT ROWID;
+CREATE VIEW IF NOT EXISTS {s}term_df(term, field, df) AS
+    SELECT t.term, d.field, d.df FROM term_df_rows d JOIN terms t ON t.id = d.term;
 -- index.retrieval.file_corpus: every file's id, path and lengths, split by language, and
 -- which files are tests, in one packed value, valid while code_meta 'generation' (bumped by
 -- every change of the code tables) equals its own
@@ -164,8 +175,8 @@ CREATE INDEX IF NOT EXISTS {s}file_sccs_scc ON file_sccs(scc, path);
 
 CODE_TABLES = ("code_meta", "files", "skipped", "symbol_rows", "code_keys", "code_edge_kinds",
                "code_edge_rows",
-               "file_text", "chunk_rows", "chunks_fts", "file_terms", "file_lengths", "term_df",
-               "corpus_cache", "file_sccs")
+               "file_text", "chunk_rows", "chunks_fts", "terms", "file_term_rows", "file_lengths",
+               "term_df_rows", "corpus_cache", "file_sccs")
 
 _expected: frozenset[SchemaRow] | None = None
 # Keys of code_meta: 'generation' (an integer bumped by every change of the code tables),
@@ -391,4 +402,4 @@ def bump_generation(conn: sqlite3.Connection) -> None:
 
 # ``schema_digest(expected_code_schema())`` with the SQLite ctx is tested on (a test keeps it
 # current): an attached database that hashes to it needs no row-by-row comparison.
-EXPECTED_CODE_DIGEST = "7448ab369c097d2093035b3c78f259b1eefb385151a92fdbde64d159bbb0318b"
+EXPECTED_CODE_DIGEST = "bfa70289e83031581174b929f4ea6415b884104530aa6dc3ea3e8e39d87eaa56"
