@@ -81,10 +81,8 @@ class DocumentFrequencies:
     __slots__ = ("delta", "edge_kinds", "files", "keys", "released", "terms")
 
     def __init__(self) -> None:
-        # (terms id, field) -> change of its document frequency
-        self.delta: Counter[tuple[int, int]] = Counter()
-        # terms ids by term, looked up or made by this apply
-        self.terms: dict[str, int] = {}
+        self.delta: Counter[tuple[int, int]] = Counter()  # (terms id, field) -> change of df
+        self.terms: dict[str, int] = {}  # terms ids by term, looked up or made by this apply
         self.files = 0
         # code_keys ids looked up or made by this apply; ids whose edges were deleted (a key
         # no edge names any more leaves code_keys at ``flush``)
@@ -573,10 +571,7 @@ def replace_file_sccs(conn: sqlite3.Connection, components: Sequence[Sequence[st
 
 
 def recount_term_df(conn: sqlite3.Connection) -> None:
-    """Count ``term_df`` again from ``file_terms`` (inside the caller's transaction).
-
-    Terms in no posting leave ``terms``.
-    """
+    """Count ``term_df`` again from ``file_terms``, dropping terms in no posting (in a transaction)."""
     conn.execute("DELETE FROM term_df_rows")
     conn.execute("INSERT INTO term_df_rows(term, field, df) SELECT term, field, count(*)"
                  " FROM file_term_rows GROUP BY term, field")
