@@ -281,13 +281,13 @@ def _term_ids(conn: sqlite3.Connection, known: dict[str, int], terms: Sequence[s
               ) -> dict[str, int]:
     """The ``terms`` id of each of ``terms``, made when new (``known`` caches them)."""
     missing = [t for t in dict.fromkeys(terms) if t not in known]
-    if missing:
-        conn.executemany("INSERT OR IGNORE INTO terms(term) VALUES (?)", zip(missing))
-        for start in range(0, len(missing), 500):
-            part = missing[start:start + 500]
-            known.update(conn.execute(
-                f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})",  # noqa: S608
-                part).fetchall())
+    for start in range(0, len(missing), 500):  # the terms held already, then the new ones
+        part = missing[start:start + 500]
+        known.update(conn.execute(
+            f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})",  # noqa: S608
+            part).fetchall())
+    for term in [t for t in missing if t not in known]:
+        known[term] = int(conn.execute("INSERT INTO terms(term) VALUES (?)", (term,)).lastrowid or 0)
     return known
 
 
