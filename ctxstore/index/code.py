@@ -78,15 +78,18 @@ class DocumentFrequencies:
     one row per term costs what the vocabulary costs, not what every posting does.
     """
 
-    __slots__ = ("delta", "files", "keys", "released")
+    __slots__ = ("delta", "edge_kinds", "files", "keys", "released", "terms")
 
     def __init__(self) -> None:
-        self.delta: Counter[tuple[str, int]] = Counter()
+        self.delta: Counter[tuple[int, int]] = Counter()  # (terms id, field) -> change of df
+        self.terms: dict[str, int] = {}  # terms ids by term, looked up or made by this apply
         self.files = 0
         # code_keys ids looked up or made by this apply; ids whose edges were deleted (a key
         # no edge names any more leaves code_keys at ``flush``)
         self.keys: dict[tuple[str, str], int] = {}
         self.released: set[int] = set()
+        # code_edge_kinds ids by (label, confidence, tool): a handful, never deleted
+        self.edge_kinds: dict[tuple[str, str, str], int] = {}
 
     def flush(self, conn: sqlite3.Connection) -> None:
         """Write the gathered counts and bump the code generation (when a file changed).
@@ -96,15 +99,23 @@ class DocumentFrequencies:
         """
         if not self.files:
             return
+        self.edge_kinds.clear()  # ids of a transaction that may not commit
         if self.released:
             _drop_unused_keys(conn, self.released)
             self.released.clear()
             self.keys.clear()
         changed = [(t, f, n) for (t, f), n in self.delta.items() if n]
-        conn.executemany("INSERT INTO term_df(term, field, df) VALUES (?, ?, ?) ON CONFLICT"
+        conn.executemany("INSERT INTO term_df_rows(term, field, df) VALUES (?, ?, ?) ON CONFLICT"
                          " (term, field) DO UPDATE SET df = df + excluded.df", changed)
-        conn.executemany("DELETE FROM term_df WHERE term = ? AND field = ? AND df <= 0",
-                         [(t, f) for t, f, n in changed if n < 0])
+        fewer = [(t, f) for t, f, n in changed if n < 0]
+        if fewer:
+            conn.executemany("DELETE FROM term_df_rows WHERE term = ? AND field = ? AND df <= 0",
+                             fewer)
+            # a term in no file's postings any more leaves terms
+            conn.executemany("DELETE FROM terms WHERE id = ? AND NOT EXISTS (SELECT 1 FROM"
+                             " term_df_rows WHERE term = ?)",
+                             [(t, t) for t in dict.fromkeys(t for t, _ in fewer)])
+            self.terms.clear()
         bump_generation(conn)
         self.delta.clear()
         self.files = 0
@@ -202,20 +213,21 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
         "INSERT INTO symbol_rows(file, qualname, name, kind, visibility, parent, signature,"
         " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(file_id, *symbol[1:]) for symbol in rows.symbols])
-    keys = frequencies.keys
+    keys, kinds = frequencies.keys, frequencies.edge_kinds
     conn.executemany(
-        "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [(file_id, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey), label, conf,
-          tool, line) for fk, fkey, tk, tkey, label, conf, tool, line in rows.edges])
+        "INSERT INTO code_edge_rows(file, src, dst, kind, line) VALUES (?, ?, ?, ?, ?)",
+        [(file_id, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey),
+          _edge_kind(conn, kinds, label, conf, tool), line)
+         for fk, fkey, tk, tkey, label, conf, tool, line in rows.edges])
     body, where = rows.body_terms, rows.path_terms
-    frequencies.delta.update(zip(body, repeat(0)))
-    frequencies.delta.update(zip(where, repeat(1)))
+    ids = _term_ids(conn, frequencies.terms, [*body, *where])
+    frequencies.delta.update(zip(map(ids.__getitem__, body), repeat(0)))
+    frequencies.delta.update(zip(map(ids.__getitem__, where), repeat(1)))
     conn.execute("INSERT INTO file_lengths(file, body, path) VALUES (?, ?, ?)",
                  (file_id, sum(body.values()), sum(where.values())))
-    conn.executemany("INSERT INTO file_terms(term, field, file, tf) VALUES (?, ?, ?, ?)",
-                     [*((t, 0, file_id, n) for t, n in body.items()),
-                      *((t, 1, file_id, n) for t, n in where.items())])
+    conn.executemany("INSERT INTO file_term_rows(term, field, file, tf) VALUES (?, ?, ?, ?)",
+                     [*((ids[t], 0, file_id, n) for t, n in body.items()),
+                      *((ids[t], 1, file_id, n) for t, n in where.items())])
     fts: list[tuple[int | None, str, str, str]] = []  # each field's terms (search.tokenize)
     path_text = index_text(path)
     if rows.chunks:
@@ -265,6 +277,34 @@ def _key_id(conn: sqlite3.Connection, keys: dict[tuple[str, str], int], kind: st
     return found
 
 
+def _term_ids(conn: sqlite3.Connection, known: dict[str, int], terms: Sequence[str]
+              ) -> dict[str, int]:
+    """The ``terms`` id of each of ``terms``, made when new (``known`` caches them)."""
+    missing = [t for t in dict.fromkeys(terms) if t not in known]
+    for start in range(0, len(missing), 500):  # the terms held already, then the new ones
+        part = missing[start:start + 500]
+        known.update(conn.execute(
+            f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})",  # noqa: S608
+            part).fetchall())
+    for term in [t for t in missing if t not in known]:
+        known[term] = int(conn.execute("INSERT INTO terms(term) VALUES (?)", (term,)).lastrowid or 0)
+    return known
+
+
+def _edge_kind(conn: sqlite3.Connection, kinds: dict[tuple[str, str, str], int], label: str,
+               confidence: str, tool: str) -> int:
+    """The ``code_edge_kinds`` id of an edge's (label, confidence, tool), made when new."""
+    found = kinds.get((label, confidence, tool))
+    if found is None:
+        row = conn.execute("SELECT id FROM code_edge_kinds WHERE label = ? AND confidence = ?"
+                           " AND tool = ?", (label, confidence, tool)).fetchone()
+        found = int(row[0]) if row is not None else int(conn.execute(
+            "INSERT INTO code_edge_kinds(label, confidence, tool) VALUES (?, ?, ?)",
+            (label, confidence, tool)).lastrowid or 0)
+        kinds[(label, confidence, tool)] = found
+    return found
+
+
 def _drop_unused_keys(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
     """Delete the ``code_keys`` among ``ids`` that no edge names any more."""
     wanted = sorted(ids)
@@ -278,9 +318,9 @@ def _drop_unused_keys(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
 
 def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
     frequencies.delta.subtract(conn.execute(
-        "SELECT term, field FROM file_terms WHERE file IN (SELECT rowid FROM files WHERE path = ?)",
-        (path,)).fetchall())
-    for table in ("file_terms", "file_lengths"):
+        "SELECT term, field FROM file_term_rows WHERE file IN (SELECT rowid FROM files"
+        " WHERE path = ?)", (path,)).fetchall())
+    for table in ("file_term_rows", "file_lengths"):
         conn.execute(f"DELETE FROM {table} WHERE file IN (SELECT rowid FROM files WHERE path = ?)",  # noqa: S608
                      (path,))
     # chunks_fts is contentless: a document goes by the 'delete' command with the very terms
@@ -530,10 +570,11 @@ def replace_file_sccs(conn: sqlite3.Connection, components: Sequence[Sequence[st
 
 
 def recount_term_df(conn: sqlite3.Connection) -> None:
-    """Count ``term_df`` again from ``file_terms`` (inside the caller's transaction)."""
-    conn.execute("DELETE FROM term_df")
-    conn.execute("INSERT INTO term_df(term, field, df) SELECT term, field, count(*)"
-                 " FROM file_terms GROUP BY term, field")
+    """Count ``term_df`` again from ``file_terms``, dropping terms in no posting (in a transaction)."""
+    conn.execute("DELETE FROM term_df_rows")
+    conn.execute("INSERT INTO term_df_rows(term, field, df) SELECT term, field, count(*)"
+                 " FROM file_term_rows GROUP BY term, field")
+    conn.execute("DELETE FROM terms WHERE id NOT IN (SELECT term FROM term_df_rows)")
     bump_generation(conn)
 
 

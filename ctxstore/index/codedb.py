@@ -59,7 +59,13 @@ CODE_LOCK = "code.lock"  # one `ctx index` (or `ctx add file`) writes the code t
 # 5: symbols name their file by ``files.rowid`` (``symbol_rows``) behind the view ``symbols``,
 #    indexed by file instead of (path, kind, qualname), and by qualname alone (92 MB of
 #    symbols and their indexes at 10,000 files, half of it the path repeated)
-CODE_SCHEMA_VERSION = 5
+# 6: an edge's label, confidence and tool as one small integer naming ``code_edge_kinds``
+#    (85 MB of edges and their three indexes at 10,000 files, 18 bytes a row of repeated
+#    strings among eight distinct triples)
+# 7: the retrieval postings name their terms by integer ids (``terms``): ``file_term_rows``
+#    and ``term_df_rows`` behind the views ``file_terms`` and ``term_df`` (each term's text
+#    was repeated in every posting, in the postings' file index and in ``term_df``)
+CODE_SCHEMA_VERSION = 7
 
 CODE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {s}code_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -90,24 +96,30 @@ CREATE VIEW IF NOT EXISTS {s}symbols(rowid, path, qualname, name, kind, visibili
     SELECT s.rowid, f.path, s.qualname, s.name, s.kind, s.visibility, s.parent, s.signature,
         s.start_byte, s.end_byte, s.start_line, s.end_line
     FROM symbol_rows s JOIN files f ON f.rowid = s.file;
--- code edges (index.code): each endpoint (kind, key) once in code_keys, each edge a row of
--- small integers naming them (file = files.rowid, the file whose version produced it), and
--- its line; code_edges is the view every reader queries
+-- code edges (index.code): each endpoint (kind, key) once in code_keys, each (label,
+-- confidence, tool) once in code_edge_kinds, each edge a row of small integers naming them
+-- (file = files.rowid, the file whose version produced it), and its line; code_edges is the
+-- view every reader queries
 CREATE TABLE IF NOT EXISTS {s}code_keys (
     id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS {s}code_keys_key ON code_keys(key, kind);
-CREATE TABLE IF NOT EXISTS {s}code_edge_rows (
-    file INTEGER NOT NULL, src INTEGER, dst INTEGER, label TEXT NOT NULL,
-    confidence TEXT NOT NULL, tool TEXT NOT NULL, line INTEGER
+CREATE TABLE IF NOT EXISTS {s}code_edge_kinds (
+    id INTEGER PRIMARY KEY, label TEXT NOT NULL, confidence TEXT NOT NULL, tool TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS {s}code_edge_rows_src ON code_edge_rows(src, label);
-CREATE INDEX IF NOT EXISTS {s}code_edge_rows_dst ON code_edge_rows(dst, label);
-CREATE INDEX IF NOT EXISTS {s}code_edge_rows_file ON code_edge_rows(file, label);
+CREATE UNIQUE INDEX IF NOT EXISTS {s}code_edge_kinds_key
+    ON code_edge_kinds(label, confidence, tool);
+CREATE TABLE IF NOT EXISTS {s}code_edge_rows (
+    file INTEGER NOT NULL, src INTEGER, dst INTEGER, kind INTEGER NOT NULL, line INTEGER
+);
+CREATE INDEX IF NOT EXISTS {s}code_edge_rows_src ON code_edge_rows(src, kind);
+CREATE INDEX IF NOT EXISTS {s}code_edge_rows_dst ON code_edge_rows(dst, kind);
+CREATE INDEX IF NOT EXISTS {s}code_edge_rows_file ON code_edge_rows(file, kind);
 CREATE VIEW IF NOT EXISTS {s}code_edges(path, from_kind, from_key, to_kind, to_key, label,
     confidence, tool, line) AS
-    SELECT f.path, a.kind, a.key, b.kind, b.key, e.label, e.confidence, e.tool, e.line
+    SELECT f.path, a.kind, a.key, b.kind, b.key, k.label, k.confidence, k.tool, e.line
     FROM code_edge_rows e JOIN files f ON f.rowid = e.file
+    JOIN code_edge_kinds k ON k.id = e.kind
     LEFT JOIN code_keys a ON a.id = e.src LEFT JOIN code_keys b ON b.id = e.dst;
 -- chunks (index.chunks): each file's text once, compressed (file_text, file = files.rowid), and
 -- each chunk as its lines in it (spans: the lines when not all of start_line..end_line);
@@ -126,20 +138,28 @@ CREATE VIEW IF NOT EXISTS {s}chunks(rowid, path, qualname, kind, start_line, end
 CREATE VIRTUAL TABLE IF NOT EXISTS {s}chunks_fts USING fts5(path, name, text, content = '',
     tokenize = "ascii tokenchars '_'");
 -- retrieval postings (index.code, index.retrieval): search.tokenize tokens per file; field 0 the
--- body, 1 the path's directories and stem; file = files.rowid
-CREATE TABLE IF NOT EXISTS {s}file_terms (
-    term TEXT NOT NULL, field INTEGER NOT NULL, file INTEGER NOT NULL, tf INTEGER NOT NULL,
+-- body, 1 the path's directories and stem; file = files.rowid; each term once in terms, the
+-- postings and counts by its id (file_term_rows, term_df_rows); file_terms and term_df are the
+-- views every reader queries. A term leaves terms with its last posting.
+CREATE TABLE IF NOT EXISTS {s}terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS {s}terms_term ON terms(term);
+CREATE TABLE IF NOT EXISTS {s}file_term_rows (
+    term INTEGER NOT NULL, field INTEGER NOT NULL, file INTEGER NOT NULL, tf INTEGER NOT NULL,
     PRIMARY KEY (term, field, file)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS {s}file_terms_file ON file_terms(file);
+CREATE INDEX IF NOT EXISTS {s}file_term_rows_file ON file_term_rows(file);
+CREATE VIEW IF NOT EXISTS {s}file_terms(term, field, file, tf) AS
+    SELECT t.term, r.field, r.file, r.tf FROM file_term_rows r JOIN terms t ON t.id = r.term;
 CREATE TABLE IF NOT EXISTS {s}file_lengths (
     file INTEGER PRIMARY KEY, body INTEGER NOT NULL, path INTEGER NOT NULL
 );
 -- in how many files each (term, field) of file_terms occurs: kept by index.code with every
 -- file applied, so a query learns its terms' rarity without counting their postings
-CREATE TABLE IF NOT EXISTS {s}term_df (
-    term TEXT NOT NULL, field INTEGER NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (term, field)
+CREATE TABLE IF NOT EXISTS {s}term_df_rows (
+    term INTEGER NOT NULL, field INTEGER NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (term, field)
 ) WITHOUT ROWID;
+CREATE VIEW IF NOT EXISTS {s}term_df(term, field, df) AS
+    SELECT t.term, d.field, d.df FROM term_df_rows d JOIN terms t ON t.id = d.term;
 -- index.retrieval.file_corpus: every file's id, path and lengths, split by language, and
 -- which files are tests, in one packed value, valid while code_meta 'generation' (bumped by
 -- every change of the code tables) equals its own
@@ -154,9 +174,10 @@ CREATE TABLE IF NOT EXISTS {s}file_sccs (
 CREATE INDEX IF NOT EXISTS {s}file_sccs_scc ON file_sccs(scc, path);
 """
 
-CODE_TABLES = ("code_meta", "files", "skipped", "symbol_rows", "code_keys", "code_edge_rows",
-               "file_text", "chunk_rows", "chunks_fts", "file_terms", "file_lengths", "term_df",
-               "corpus_cache", "file_sccs")
+CODE_TABLES = ("code_meta", "files", "skipped", "symbol_rows", "code_keys", "code_edge_kinds",
+               "code_edge_rows",
+               "file_text", "chunk_rows", "chunks_fts", "terms", "file_term_rows", "file_lengths",
+               "term_df_rows", "corpus_cache", "file_sccs")
 
 _expected: frozenset[SchemaRow] | None = None
 # Keys of code_meta: 'generation' (an integer bumped by every change of the code tables),
@@ -383,4 +404,4 @@ def bump_generation(conn: sqlite3.Connection) -> None:
 
 # ``schema_digest(expected_code_schema())`` with the SQLite ctx is tested on (a test keeps it
 # current): an attached database that hashes to it needs no row-by-row comparison.
-EXPECTED_CODE_DIGEST = "933bfb98f5aa2e802abea982933d3aeab1e28cc781a5df20ff4d06a4c3de93d3"
+EXPECTED_CODE_DIGEST = "bfa70289e83031581174b929f4ea6415b884104530aa6dc3ea3e8e39d87eaa56"

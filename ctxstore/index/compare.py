@@ -114,7 +114,7 @@ CODE_TABLES: dict[str, TableCheck] = {
                           ("symbol_rows",)),
     "code_edges": TableCheck("SELECT path, from_kind, from_key, to_kind, to_key, label, confidence,"
                              " tool, line FROM code_edges", 6,
-                             ("code_edge_rows", "code_keys")),
+                             ("code_edge_rows", "code_keys", "code_edge_kinds")),
     "chunks": TableCheck("SELECT path, start_line, qualname, kind, end_line, tokens, text"
                          " FROM chunks", 2, ("chunk_rows", "file_text")),
     # Contentless (code schema 3): what it reads back is each document's token count per
@@ -122,12 +122,13 @@ CODE_TABLES: dict[str, TableCheck] = {
     "chunks_fts": TableCheck("SELECT c.path, c.start_line, d.sz FROM chunks_fts_docsize d"
                              " LEFT JOIN chunks c ON c.rowid = d.id", 2),
     "file_terms": TableCheck("SELECT f.path, t.field, t.term, t.tf FROM file_terms t"
-                             " LEFT JOIN files f ON f.rowid = t.file", 3),
+                             " LEFT JOIN files f ON f.rowid = t.file", 3,
+                             ("file_term_rows", "terms")),
     "file_lengths": TableCheck("SELECT f.path, l.body, l.path AS path_terms FROM file_lengths l"
                                " LEFT JOIN files f ON f.rowid = l.file", 1),
 }
 # Kept by ctx index, checked against the code index's own rows (``_check_code_counts``).
-CODE_COUNTED = ("term_df", "file_sccs", "code_meta", "skipped")
+CODE_COUNTED = ("term_df_rows", "file_sccs", "code_meta", "skipped")
 # Bookkeeping: everything the replay reaches must be there. More is normal, so it is not
 # reported: a session folded by `ctx commit` stays applied though the new heads no
 # longer reach it (and rows nothing reaches change no answer).
@@ -378,6 +379,11 @@ def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
             " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
         problems.append(Problem("E007", "index:code_edge_rows",
                                 f"file {file_id}: edges of a file not indexed"))
+    for (kind,) in disk.execute(
+            "SELECT DISTINCT kind FROM code_edge_rows WHERE kind NOT IN (SELECT id FROM"
+            " code_edge_kinds) ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
+        problems.append(Problem("E007", "index:code_edge_rows",
+                                f"kind {_short(str(kind))}: edges of a kind code_edge_kinds lacks"))
     # The views ``symbols`` and ``chunks`` join a row to its file (and a chunk to its file's
     # text): a row either lacks is read by no one, so it is named here.
     for table, sql, what in (
@@ -390,15 +396,28 @@ def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
              " chunk_rows)", "the text of a file without chunks")):
         for (file_id,) in disk.execute(f"{sql} ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
             problems.append(Problem("E007", f"index:{table}", f"file {file_id}: {what}"))
+    # Postings and counts name their term by its terms id (code schema 7): the views join
+    # them, so a row naming no term, or a term no posting names, is named here.
+    for table, sql, what in (
+            ("file_term_rows", "SELECT DISTINCT term FROM file_term_rows WHERE term NOT IN"
+             " (SELECT id FROM terms)", "postings of a term terms lacks"),
+            ("term_df_rows", "SELECT DISTINCT term FROM term_df_rows WHERE term NOT IN"
+             " (SELECT id FROM terms)", "counts of a term terms lacks"),
+            ("terms", "SELECT id FROM terms WHERE id NOT IN (SELECT term FROM file_term_rows)",
+             "a term in no posting")):
+        for (term_id,) in disk.execute(f"{sql} ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
+            problems.append(Problem("E007", f"index:{table}", f"term {term_id}: {what}"))
     found = 0
     for term, field_, have, want in disk.execute(
-            "SELECT term, field, max(have), max(want) FROM ("
-            " SELECT term, field, df AS have, 0 AS want FROM term_df"
-            " UNION ALL SELECT term, field, 0, count(*) FROM file_terms GROUP BY term, field)"
-            " GROUP BY term, field HAVING max(have) != max(want) ORDER BY term, field"):
+            "SELECT coalesce(t.term, c.term), c.field, c.have, c.want FROM ("
+            " SELECT term, field, max(have) AS have, max(want) AS want FROM ("
+            " SELECT term, field, df AS have, 0 AS want FROM term_df_rows"
+            " UNION ALL SELECT term, field, 0, count(*) FROM file_term_rows GROUP BY term, field)"
+            " GROUP BY term, field HAVING max(have) != max(want)) c"
+            " LEFT JOIN terms t ON t.id = c.term ORDER BY 1, 2"):
         found += 1
         if found <= MAX_PER_TABLE:
-            problems.append(Problem("E007", "index:term_df", f"({_short(term)}, {field_}): "
+            problems.append(Problem("E007", "index:term_df", f"({_short(str(term))}, {field_}): "
                                     f"df is {have}, file_terms hold {want}"))
     if found > MAX_PER_TABLE:
         problems.append(Problem("E007", "index:term_df",

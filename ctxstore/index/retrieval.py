@@ -23,6 +23,7 @@ import sqlite3
 import struct
 import sys
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
@@ -220,25 +221,38 @@ def warm_corpus(conn: sqlite3.Connection, *, since: str | None = None,
 
 
 def _patched(conn: sqlite3.Connection, old: FileCorpus, changed: set[str]) -> FileCorpus:
-    """``old`` with the entries of ``changed`` read again from the file table (or dropped)."""
+    """``old`` with the entries of ``changed`` read again from the file table (or dropped).
+
+    Those few are taken out and put back in place (each group in id order), the others
+    copied, not rebuilt one by one; a value not in that order is read again whole.
+    """
     is_test = cached_is_test_path()
-    groups: tuple[list[tuple[int, str, int, int, bool]], ...] = ([], [])
-    tests = set(old.tests)
-    for i, (fid, path, body, where) in enumerate(zip(old.ids, old.paths, old.body,
-                                                     old.path_terms, strict=True)):
-        if path not in changed:
-            groups[i >= old.split].append((fid, path, body, where, i in tests))
-    wanted = sorted(changed)
-    for batch in _batches(wanted):
-        for fid, path, language, body, where in conn.execute(
+    ids, paths, body, where = list(old.ids), list(old.paths), list(old.body), list(old.path_terms)
+    split = old.split
+    if not (all(a < b for a, b in zip(ids[:split], ids[1:split], strict=False))
+            and all(a < b for a, b in zip(ids[split:], ids[split + 1:], strict=False))):
+        return read_corpus(conn, PACK_APART)
+    flags = bytearray(len(ids))
+    for i in old.tests:
+        flags[i] = 1
+    for i in sorted((i for i, p in enumerate(paths) if p in changed), reverse=True):
+        for column in (ids, paths, body, where, flags):
+            del column[i]
+        split -= i < split
+    for batch in _batches(sorted(changed)):
+        for fid, path, language, length, path_length in conn.execute(
                 "SELECT f.rowid, f.path, f.language, coalesce(l.body, 0), coalesce(l.path, 0)"
                 " FROM files f LEFT JOIN file_lengths l ON l.file = f.rowid"
                 f" WHERE f.path IN ({','.join('?' * len(batch))})", tuple(batch)).fetchall():
-            groups[language is None or language in PACK_APART].append(
-                (fid, path, body, where, is_test(path)))
-    rows = sorted(groups[0]) + sorted(groups[1])
-    return FileCorpus([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
-                      [r[3] for r in rows], len(groups[0]), [i for i, r in enumerate(rows) if r[4]])
+            apart = language is None or language in PACK_APART
+            at = bisect_left(ids, fid, split, len(ids)) if apart else bisect_left(ids, fid, 0, split)
+            ids.insert(at, fid)
+            paths.insert(at, path)
+            body.insert(at, length)
+            where.insert(at, path_length)
+            flags.insert(at, is_test(path))
+            split += not apart
+    return FileCorpus(ids, paths, body, where, split, [i for i, f in enumerate(flags) if f])
 
 
 def file_corpus(conn: sqlite3.Connection, apart: frozenset[str]) -> FileCorpus:

@@ -75,6 +75,38 @@ def test_an_endpoint_is_stored_once_and_leaves_with_its_last_edge(tmp_path: Path
     _verify(ctx_dir)
 
 
+def test_a_term_is_stored_once_and_leaves_with_its_last_posting(tmp_path: Path) -> None:
+    """The ranking postings name each term by an id (code schema 7), kept while a file uses it."""
+    ctx_dir = make_work(tmp_path / "w")
+    root = ctx_dir.parent
+    write(root, {"pkg/a.py": "def zebrafish():\n    return quokka\n",
+                 "pkg/b.py": "def zebrafish_b():\n    return quokka\n"})
+    ctx_json(ctx_dir, "index")
+
+    def terms() -> dict[str, int]:
+        with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+            rows = conn.execute("SELECT term, count(*) FROM terms GROUP BY term").fetchall()
+            assert [r for r in rows if r[1] != 1] == []  # each term once
+            return dict(conn.execute(
+                "SELECT t.term, count(*) FROM terms t JOIN file_term_rows r ON r.term = t.id"
+                " WHERE r.field = 0 GROUP BY t.term").fetchall())
+
+    held = terms()
+    assert held["quokka"] == 2 and held["zebrafish"] >= 1
+    _verify(ctx_dir)
+    write(root, {"pkg/a.py": "def other():\n    return 1\n"})
+    ctx_json(ctx_dir, "index")
+    held = terms()
+    assert held["quokka"] == 1
+    (root / "pkg" / "b.py").unlink()
+    ctx_json(ctx_dir, "index")
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        left = {t for (t,) in conn.execute("SELECT term FROM terms")}
+    assert "quokka" not in left and not any(t.startswith("zebrafish") for t in left)
+    assert "other" in left
+    _verify(ctx_dir)
+
+
 def test_ctx_index_rebuilds_a_code_index_of_an_older_schema(tmp_path: Path) -> None:
     """After an upgrade, ``ctx index`` drops the older code index and makes it again.
 

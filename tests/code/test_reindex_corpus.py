@@ -72,3 +72,20 @@ def test_a_few_changed_files_patch_the_corpus_to_what_the_file_table_gives(
     assert decode_corpus(data) is not None
     assert "pkg/m7.py" not in want.paths and "tests/test_new.py" in want.paths
     assert [want.paths[i] for i in want.tests] == ["tests/test_m0.py", "tests/test_new.py"]
+
+
+def test_a_corpus_value_out_of_id_order_is_read_again_whole(store: Store) -> None:
+    """The patch puts entries back by id: a value whose group is not in id order (written by
+    hand, or by another version) is not patched into a wrong one but read again."""
+    root = store.root.parent
+    _write(root, {f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(5)}
+           | {"README.md": "# readme\n", "tests/test_m0.py": "def test_0():\n    pass\n"})
+    index_tree(session_of(store), jobs=1)
+    conn = session_of(store).index()
+    want = retrieval.read_corpus(conn, PACK_APART)
+    assert retrieval._patched(conn, want, {"pkg/m2.py"}) == want  # in order: patched in place
+    n = want.split
+    shuffled = retrieval.FileCorpus(want.ids[:n][::-1] + want.ids[n:], want.paths[:n][::-1]
+                                    + want.paths[n:], want.body[:n][::-1] + want.body[n:],
+                                    want.path_terms[:n][::-1] + want.path_terms[n:], n, [])
+    assert retrieval._patched(conn, shuffled, {"pkg/m2.py"}) == want

@@ -121,6 +121,7 @@ def _copy(template: Path, dest: Path) -> Path:
 
 _CODE_WORDS = (" symbols", " chunks", "chunks_fts", " code_edges", " files", "file_terms",
                "file_lengths", "term_df", "corpus_cache", " code_keys", " code_edge_rows",
+               " code_edge_kinds", "file_term_rows", " terms", "term_df_rows",
                " chunk_rows", " file_text", " symbol_rows")
 
 
@@ -206,10 +207,11 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         "INSERT INTO chunks_fts(rowid, path, name, text) VALUES (99999, 'forged', 'forged', 'forged')",
         ["index:chunks_fts: (NULL, NULL): not in the replay"]),
     "extra-code-edge": (
-        "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line) SELECT"
+        "INSERT INTO code_edge_rows(file, src, dst, kind, line) SELECT"
         " f.rowid, (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/b.py'),"
-        " (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/a.py'), 'Imports',"
-        " 'high', 'forged', NULL FROM files f WHERE f.path = 'pkg/b.py'",
+        " (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/a.py'),"
+        " (SELECT id FROM code_edge_kinds WHERE label = 'Imports' AND confidence = 'high'),"
+        " NULL FROM files f WHERE f.path = 'pkg/b.py'",
         ["index:code_edges: (pkg/b.py, file, pkg/b.py, file, pkg/a.py, Imports): not in the replay",
          # the SCC view is checked against the code index's edges: the forged one makes a cycle
          "derived:scc_latest: names {scc}, which differs from the view the store gives "
@@ -219,9 +221,20 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         "INSERT INTO code_keys(kind, key) VALUES ('item', 'pkg.forged')",
         ["index:code_keys: item:pkg.forged: named by no edge"]),
     "edge-of-no-file": (
-        "INSERT INTO code_edge_rows(file, src, dst, label, confidence, tool, line)"
-        " VALUES (4242, NULL, NULL, 'Calls', 'medium', 'parser', 3)",
+        "INSERT INTO code_edge_rows(file, src, dst, kind, line)"
+        " VALUES (4242, NULL, NULL, (SELECT min(id) FROM code_edge_kinds), 3)",
         ["index:code_edge_rows: file 4242: edges of a file not indexed"]),
+    # an edge's label, confidence and tool are one id naming code_edge_kinds (code schema 6):
+    # an edge naming none is read by no one, so verify names it
+    "edge-of-no-kind": (
+        f"INSERT INTO code_edge_rows(file, src, dst, kind, line) VALUES ({B_ID}, NULL, NULL, 4242, 1)",
+        ["index:code_edge_rows: kind 4242: edges of a kind code_edge_kinds lacks"]),
+    "edge-kind-changed": (
+        "UPDATE code_edge_kinds SET confidence = 'low' WHERE label = 'Imports'",
+        ["index:code_edges: (pkg/a.py, module, pkg.a, item, pkg.b.helper, Imports): "
+         "confidence is low, the replay has high",
+         "index:code_edges: (pkg/a.py, module, pkg.a, module, os, Imports): "
+         "confidence is low, the replay has high"]),
     "missing-build-edge": (
         "DELETE FROM build_edges WHERE path = 'cmd:mypy' AND to_kind = 'item'"
         " AND to_key = 'pkg.b.helper'",
@@ -232,17 +245,29 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         ["index:files: pkg/b.py: language is NULL, the replay has python; "
          "line_count is 99, the replay has 2"]),
     "file-term": (
-        f"DELETE FROM file_terms WHERE term = 'helper' AND field = 0 AND file = {B_ID}",
+        "DELETE FROM file_term_rows WHERE term = (SELECT id FROM terms WHERE term = 'helper')"
+        f" AND field = 0 AND file = {B_ID}",
         ["index:file_terms: (pkg/b.py, 0, helper): missing (the replay has it)",
          "index:term_df: (helper, 0): df is 2, file_terms hold 1"]),
+    # postings and counts name their term by id (code schema 7): the views hide a row whose
+    # term is gone, so verify names it, and a term no posting names
+    "posting-of-no-term": (
+        f"INSERT INTO file_term_rows(term, field, file, tf) VALUES (4242, 0, {B_ID}, 1)",
+        ["index:file_term_rows: term 4242: postings of a term terms lacks",
+         "index:term_df: (4242, 0): df is 0, file_terms hold 1"]),
+    "orphan-term": (
+        "INSERT INTO terms(id, term) VALUES (4242, 'forged')",
+        ["index:terms: term 4242: a term in no posting"]),
     "file-length": (
         f"UPDATE file_lengths SET body = 1000 WHERE file = {B_ID}",
         ["index:file_lengths: pkg/b.py: body is 1000, the replay has 8"]),
     "term-df": (
-        "UPDATE term_df SET df = 7 WHERE term = 'helper' AND field = 0",
+        "UPDATE term_df_rows SET df = 7 WHERE term = (SELECT id FROM terms WHERE term = 'helper')"
+        " AND field = 0",
         ["index:term_df: (helper, 0): df is 7, file_terms hold 2"]),
     "missing-term-df": (
-        "DELETE FROM term_df WHERE term = 'greeter' AND field = 0",
+        "DELETE FROM term_df_rows WHERE term = (SELECT id FROM terms WHERE term = 'greeter')"
+        " AND field = 0",
         ["index:term_df: (greeter, 0): df is 0, file_terms hold 1"]),
     "package": (
         "UPDATE packages SET version = '9.9.9' WHERE name = 'macros'",
@@ -339,7 +364,7 @@ def test_index_compare_bounds_the_lines_of_one_table(
         template: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     root = _copy(template[0], tmp_path)
     total = sqlite3.connect(root / CODE).execute("SELECT count(*) FROM file_terms").fetchone()[0]
-    _sql(root, "DELETE FROM file_terms")
+    _sql(root, "DELETE FROM file_term_rows")
     doc = json.loads(_run(root, "--format", "json", "debug", "verify", "--index").stdout)
     lines = [p["message"] for p in doc["problems"] if p["subject"] == "index:file_terms"]
     assert len(lines) == MAX_PER_TABLE + 1

@@ -87,6 +87,7 @@ class CodeWriter:
         self.frequencies.flush(self.conn)
         if self.recount:
             recount_term_df(self.conn)
+            self.frequencies.terms.clear()  # ids of the terms it dropped
         codedb.commit(self.conn)
 
     def _maybe_commit(self) -> None:
@@ -95,6 +96,7 @@ class CodeWriter:
         self.frequencies.flush(self.conn)
         if self.recount:
             recount_term_df(self.conn)
+            self.frequencies.terms.clear()  # ids of the terms it dropped
         codedb.commit(self.conn)
         codedb.begin(self.conn, "code")
         self.opened = time.monotonic()
