@@ -204,13 +204,13 @@ def _print_grouped(hits: list[Hit]) -> None:
 
 @memory_group.command("vectors")
 @click.option("--rebuild", is_flag=True,
-              help="Delete every stored vector and embed every turn again.")
+              help="Delete every stored vector and embed every turn and idea again.")
 @format_option
 @pass_env
 def vectors_command(env: Env, rebuild: bool) -> None:
-    """Embed the turns that have no vector yet (with [memory] vectors = "on").
+    """Embed the turns and ideas that have no vector yet (with [memory] vectors = "on").
 
-    Vectors are derived from the turns and kept in .ctx/local/memory.sqlite; backfill and
+    Vectors are derived from the turns and ideas and kept in .ctx/local/memory.sqlite; backfill and
     the Stop hook fill them as sessions are indexed. Needs pip install 'ctxstore[embed]'.
 
     \b
@@ -221,13 +221,15 @@ def vectors_command(env: Env, rebuild: bool) -> None:
     from ctxstore.cli._common import progress_printer
     from ctxstore.memory.manage import memory_vectors
 
-    model, embedded, have = memory_vectors(env.session(), rebuild=rebuild,
-                                           progress=progress_printer("embedding turns"))
+    done = memory_vectors(env.session(), rebuild=rebuild,
+                          progress=progress_printer("embedding turns and ideas"))
     if env.fmt == "json":
-        emit_json({"model": model, "embedded": embedded, "turns_with_vectors": have})
+        emit_json({"model": done.model, "embedded": done.embedded, "turns_with_vectors": done.turns,
+                   "ideas_embedded": done.ideas_embedded, "ideas_with_vectors": done.ideas})
         return
-    click.echo(f"embedded {plural(embedded, 'turn')} with {model}; "
-               f"{plural(have, 'turn')} have vectors")
+    click.echo(f"embedded {plural(done.embedded, 'turn')} and {plural(done.ideas_embedded, 'idea')} "
+               f"with {done.model}; {plural(done.turns, 'turn')} and {plural(done.ideas, 'idea')} "
+               "have vectors")
 
 
 @memory_group.command("stats")

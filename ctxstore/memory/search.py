@@ -290,7 +290,7 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
             from ctxstore.memory.vectors import nearest_turns
 
             near = nearest_turns(db, engine, text, POOL, since=since, until=until,
-                                 session=session, intent=intent)
+                                 session=session, intent=intent, asked=asked)
         named = set(db.turns_naming(_code_names(text), since=since, until=until,
                                     session=session, intent=intent))
         ranks = {i: r for r, (i, _) in enumerate(near[:VECTOR_GATE])}
