@@ -14,6 +14,7 @@ from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural
 from ctxstore.errors import InvalidInput, NothingToDo
 
 if TYPE_CHECKING:
+    from ctxstore.llm.hyde import Drafter
     from ctxstore.memory.search import Hit
 
 # The intents of ``--intent`` (``memory.search.INTENTS``, not imported at CLI start-up).
@@ -145,10 +146,14 @@ def _now_ms(now: str | None) -> int:
               help="Only turns holding an idea of this intent.")
 @click.option("--limit", type=click.IntRange(min=1, max=1000), default=10, show_default=True)
 @click.option("--now", default=None, help="Pin 'now' (ISO-8601) for the time words.")
+@click.option("--no-hyde", is_flag=True,
+              help="With vectors on and [llm] configured: search with the question's vector "
+                   "alone, no drafted answer.")
 @format_option
 @pass_env
 def search_command(env: Env, text: str, since: str | None, until: str | None,
-                   session: str | None, intent: str | None, limit: int, now: str | None) -> None:
+                   session: str | None, intent: str | None, limit: int, now: str | None,
+                   no_hyde: bool) -> None:
     """Search past sessions; time words in TEXT rank that time first (--since/--until filter).
 
     \b
@@ -159,21 +164,51 @@ def search_command(env: Env, text: str, since: str | None, until: str | None,
     """
     from ctxstore.memory.search import MemoryQuery, result_json, search_transcripts
 
+    drafter = None if no_hyde else _drafter(env)
     answer = search_transcripts(_memory_dir(env), MemoryQuery(text, since, until, session, intent,
                                                               limit),
-                                now_ms=_now_ms(now), agent=False)
+                                now_ms=_now_ms(now), agent=False, hyde=drafter)
+    if drafter is not None:
+        for failure in drafter.failures:
+            click.echo(f"ctx: note: HyDE: {failure}; searched with the question alone", err=True)
+        for note in drafter.notes:
+            click.echo(f"ctx: note: HyDE: {note}", err=True)
     if answer.missing:
         raise NothingToDo("there is no transcript memory yet",
                           hint="`ctx memory backfill --all` indexes past sessions; the Stop hook "
                                "indexes new ones")
     result = answer.result
     if env.fmt == "json":
-        emit_json(result_json(result))
+        doc = result_json(result)
+        if drafter is not None:
+            doc["hyde"] = {"draft": drafter.drafts[-1] if drafter.drafts else None,
+                           "failures": list(drafter.failures)}
+        emit_json(doc)
         return
     if not result.hits:
         click.echo("no matching turns")
         return
     _print_grouped(result.hits)
+
+
+def _drafter(env: Env) -> Drafter | None:
+    """HyDE's drafter for this store, when it applies (``llm.hyde.memory_drafter``).
+
+    A server this store may not use (a clone's committed remote URL) is a note, not a
+    failed search.
+    """
+    from ctxstore.errors import CtxError
+    from ctxstore.llm.hyde import memory_drafter
+
+    session = env.session()
+    if session.config.get("memory", "vectors") != "on":
+        return None
+    try:
+        return memory_drafter(session.root, session.config, env.llm_server(None),
+                              total_budget=env.default_budget())
+    except CtxError as exc:
+        click.echo(f"ctx: note: HyDE: {exc.message}; searched with the question alone", err=True)
+        return None
 
 
 def _print_grouped(hits: list[Hit]) -> None:
