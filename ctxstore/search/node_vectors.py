@@ -63,7 +63,13 @@ def _open(root: Path) -> sqlite3.Connection:
     path = _path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in (1, 2):
-        conn = connect(path, busy_seconds=5.0)
+        try:
+            conn = connect(path, busy_seconds=5.0)  # reads the header: damage shows here too
+        except sqlite3.Error as exc:
+            if attempt == 2 or not is_damage(exc):
+                raise IndexCorrupt(f"{path}: {exc}") from None
+            _delete(path)
+            continue
         try:
             conn.execute(_SCHEMA)
             conn.execute("SELECT count(*) FROM node_vectors").fetchone()
@@ -72,9 +78,14 @@ def _open(root: Path) -> sqlite3.Connection:
             conn.close()
             if attempt == 2 or not is_damage(exc):
                 raise IndexCorrupt(f"{path}: {exc}") from None
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            _delete(path)
     raise AssertionError("unreachable")
+
+
+def _delete(path: Path) -> None:
+    """The vectors file and its companions removed (links themselves, never their targets)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def sync_node_vectors(root: Path, conn: sqlite3.Connection, engine: Embedder) -> int:
@@ -167,9 +178,7 @@ def rebuild_node_vectors(root: Path, conn: sqlite3.Connection, config: Config) -
         EmbedUnavailable: (E027) vectors are on but the extra is not installed.
     """
     engine = node_engine(config)
-    path = _path(root)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    _delete(_path(root))
     if engine is None:
         return None
     return sync_node_vectors(root, conn, engine)

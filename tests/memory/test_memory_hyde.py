@@ -90,3 +90,13 @@ def test_hyde_is_not_asked_without_vectors_nor_by_the_prompt_hook(memory: Store)
         found, _ = _search(memory, url)
         assert "hyde" not in found
     assert b.requests == []
+
+
+def test_hyde_cache_that_is_a_link_is_never_written_through(memory: Store, out: Path) -> None:
+    (memory.root / "local" / "hyde.json").symlink_to(out / "canary")
+    b = Behaviour(protocol="llama", answer=DRAFT)
+    with serve(b) as url:
+        found, _ = _search(memory, url)
+    assert "puppy named Rex" in found["results"][0]["text"]  # drafted, used
+    assert (out / "canary").read_bytes() == b"canary bytes\n"
+    assert sorted(p.name for p in out.iterdir()) == ["canary"]

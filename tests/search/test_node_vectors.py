@@ -140,3 +140,27 @@ def test_node_vectors_off_imports_no_model(store: Store) -> None:
     assert "ctxstore.search.search" in imported  # the log is real
     assert not imported & {"numpy", "tokenizers", "ctxstore.embed.engine",
                            "ctxstore.search.node_vectors"}
+
+
+def test_node_vectors_damaged_file_is_made_again(store: Store) -> None:
+    ids = _nodes(store)
+    _vectors(store, "on")
+    cj(store, "search", QUESTION)
+    path = store.root / "index" / "vectors.sqlite"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(b"not a database at all" * 100)  # derived data: damaged, made again
+    assert _keys(cj(store, "search", QUESTION, "--kind", "node"))[0] == ids["pet"]
+    assert set(_vector_rows(store)) == set(ids.values())
+
+
+def test_node_vectors_file_that_is_a_link_is_refused(store: Store, out: Path) -> None:
+    _nodes(store)
+    _vectors(store, "on")
+    index = store.root / "index"
+    index.mkdir(exist_ok=True)
+    (index / "vectors.sqlite").symlink_to(out / "canary")
+    res = run_ctx(["--ctx-dir", str(store.root), "search", QUESTION])
+    assert res.returncode != 0 and "error[E020]" in res.stderr, res.stderr
+    assert (out / "canary").read_bytes() == b"canary bytes\n"
+    assert sorted(p.name for p in out.iterdir()) == ["canary"]
