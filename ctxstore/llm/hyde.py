@@ -1,5 +1,8 @@
 """HyDE (spec 004 §5.1): the LLM drafts a hypothetical answer, and its vector joins the query's.
 
+Used by ``ctx memory search`` (turns and ideas) and ``ctx search`` (knowledge nodes, with
+``[retrieval] vectors = "on"``), each when its vectors are on.
+
 A question and the passage that answers it often share few words and little meaning ("what
 injury did Evan suffer" against "twisted my knee"); a drafted answer is worded like the
 passage. With ``[llm]`` configured (``llm.ask.choose_server``: not the built-in default) and
@@ -54,16 +57,17 @@ _MAX_CACHE_BYTES = 4 << 20
 
 
 def memory_drafter(store_root: Path, config: Config, choice: ServerChoice, *,
-                   total_budget: int) -> Drafter | None:
-    """The drafter of ``ctx memory search`` when HyDE applies, else None.
+                   total_budget: int, section: str = "memory") -> Drafter | None:
+    """The drafter of a search when HyDE applies, else None.
 
-    It applies when ``[memory] vectors = "on"`` and an LLM server is configured (``choice``
-    from ``llm.ask.choose_server``, not the built-in default).
+    It applies when ``[section] vectors = "on"`` (``memory``: ``ctx memory search``;
+    ``retrieval``: ``ctx search``'s nodes) and an LLM server is configured (``choice`` from
+    ``llm.ask.choose_server``, not the built-in default).
 
     Raises:
         InvalidInput: if the ``[llm]`` settings leave no room for the draft (``call_settings``).
     """
-    if config.get("memory", "vectors") != "on" or choice.source == "default":
+    if config.get(section, "vectors") != "on" or choice.source == "default":
         return None
     from dataclasses import replace
 

@@ -49,6 +49,7 @@ from ctxstore.search.tokenize import terms as terms_of
 from ctxstore.search.tokenize import words as words_of
 
 if TYPE_CHECKING:
+    from ctxstore.embed.engine import Embedder
     from ctxstore.index.read import NodeRow
     from ctxstore.index.runs import RunRow
     from ctxstore.search.tantivy_index import Served
@@ -392,7 +393,8 @@ def _run_hits(conn: sqlite3.Connection, text: str, pool: int, relative: bool,
 
 def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
            limit: int = 20, include_superseded: bool = False,
-           served: Served | None | Literal["choose"] = "choose") -> list[Hit]:
+           served: Served | None | Literal["choose"] = "choose",
+           embedder: Embedder | None = None) -> list[Hit]:
     """Rank nodes, narrative, file chunks, symbols and command runs by relevance to any text.
 
     The one entry point of free-text search: ``ctx search``, the MCP ``search`` tool (through
@@ -410,6 +412,9 @@ def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iter
         include_superseded: Also superseded nodes.
         served: The Tantivy index a caller opened already for this session
             (``tantivy_index.open_served``; None: FTS5), or ``"choose"`` to choose here.
+        embedder: With ``[retrieval] vectors = "on"``, the engine that embeds the query in
+            place of the configured one (``llm.hyde.HydeEmbedder``: the same model, the query's
+            vector joined by a drafted answer's).
 
     Returns:
         Hits, best first (ties: node, narrative, chunk, symbol, run, then key; runs newest
@@ -431,7 +436,7 @@ def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iter
         from ctxstore.search.tantivy_index import open_served
 
         served = open_served(target.root, conn, target.config)
-    near = _near_nodes(target, conn, text, wanted, max(limit * 4, 50))
+    near = _near_nodes(target, conn, text, wanted, max(limit * 4, 50), embedder)
     try:
         hits = _ranked(conn, served, text, query, wanted, limit, include_superseded, near)
     except _Stale:  # rowids the engine recorded name other rows now, or its files are
@@ -445,7 +450,8 @@ def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iter
 
 
 def _near_nodes(target: SearchSession | sqlite3.Connection, conn: sqlite3.Connection, text: str,
-                wanted: frozenset[str], pool: int) -> list[tuple[int, float]]:
+                wanted: frozenset[str], pool: int, embedder: Embedder | None = None
+                ) -> list[tuple[int, float]]:
     """``(rowid, cosine)`` of the nodes nearest to ``text`` by vector, best first.
 
     Only for a session searching nodes with ``[retrieval] vectors = "on"``
@@ -456,7 +462,7 @@ def _near_nodes(target: SearchSession | sqlite3.Connection, conn: sqlite3.Connec
         return []
     from ctxstore.search.node_vectors import nearest_nodes, node_engine
 
-    engine = node_engine(target.config)
+    engine = embedder or node_engine(target.config)
     return [] if engine is None else nearest_nodes(target.root, conn, engine, text, pool)
 
 

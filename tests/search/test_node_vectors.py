@@ -164,3 +164,33 @@ def test_node_vectors_file_that_is_a_link_is_refused(store: Store, out: Path) ->
     assert res.returncode != 0 and "error[E020]" in res.stderr, res.stderr
     assert (out / "canary").read_bytes() == b"canary bytes\n"
     assert sorted(p.name for p in out.iterdir()) == ["canary"]
+
+
+def test_node_vectors_hyde_draft_finds_what_the_question_alone_misses(store: Store) -> None:
+    from tests.llm._llmserver import Behaviour, serve
+
+    ids = _nodes(store)
+    _vectors(store, "on")
+    question = "who keeps me company at home"  # its own vector is nearest to the laptops
+
+    def search(*extra: str, env: dict[str, str] | None = None) -> tuple[dict, str]:
+        res = run_ctx(["--ctx-dir", str(store.root), "--format", "json", "search", question,
+                       "--kind", "node", *extra], env=env)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout), res.stderr
+
+    plain, _ = search()
+    assert _keys(plain)[0] != ids["pet"] and "hyde" not in plain
+    b = Behaviour(protocol="llama", answer="I have a young dog named Rex who chews shoes.")
+    with serve(b) as url:
+        found, err = search(env={"CTX_LLM_SERVER": url})
+        assert _keys(found)[0] == ids["pet"] and err == ""
+        assert found["hyde"]["draft"] == "I have a young dog named Rex who chews shoes."
+        posts = [r for r in b.requests if r["method"] == "POST"]
+        assert len(posts) == 1 and question in posts[0]["body"]["prompt"]
+        assert _keys(search("--no-hyde", env={"CTX_LLM_SERVER": url})[0]) == _keys(plain)
+        b.completion_status = 503  # a failing server: the plain search, and a note
+        (store.root / "local" / "hyde.json").unlink()
+        failed, err = search(env={"CTX_LLM_SERVER": url})
+    assert _keys(failed) == _keys(plain) and failed["hyde"]["draft"] is None
+    assert err.startswith("ctx: note: HyDE: ") and "HTTP 503" in err
