@@ -145,7 +145,7 @@ def nearest_turns(db: MemoryDB, engine: Embedder, text: str, limit: int, *,
     turn's, and what such a query looks for. With ``SPAN_WEIGHT``, a share of its topic span's
     cosine is added. Only rows with a stored vector count (``fill_vectors`` makes them).
     """
-    from ctxstore.embed.vectors import from_blobs
+    from ctxstore.embed.vectors import best, from_blobs, nearest
 
     rows = db.turn_vectors(engine.model_id, since=since, until=until, session=session,
                            intent=intent)
@@ -154,17 +154,20 @@ def nearest_turns(db: MemoryDB, engine: Embedder, text: str, limit: int, *,
     query = engine.embed_query(text)
     if not query.any():
         return []
-    cosines = from_blobs([blob for _, blob in rows], engine.dim) @ query
-    score = {turn: float(c) for (turn, _), c in zip(rows, cosines, strict=True)}
-    if IDEA_WEIGHT and (asked or intent):
-        wanted = sorted({*asked, *([intent] if intent else [])})
+    matrix = from_blobs([blob for _, blob in rows], engine.dim)
+    wanted = sorted({*asked, *([intent] if intent else [])})
+    if not (IDEA_WEIGHT and wanted) and not SPAN_WEIGHT:  # the turns' own vectors only
+        return [(rows[i][0], score) for i, score in nearest(matrix, query, limit)]
+    scores = matrix @ query
+    at = {turn: k for k, (turn, _) in enumerate(rows)}
+    if IDEA_WEIGHT and wanted:
         ideas = db.idea_vectors(engine.model_id, wanted, since=since, until=until,
                                 session=session, intent=intent)
         if ideas:
             found = from_blobs([blob for _, blob in ideas], engine.dim) @ query
-            for (turn, _), c in zip(ideas, found, strict=True):
-                if turn in score:
-                    score[turn] = max(score[turn], IDEA_WEIGHT * float(c))
+            for (turn, _), cosine in zip(ideas, found, strict=True):
+                if turn in at:
+                    scores[at[turn]] = max(scores[at[turn]], IDEA_WEIGHT * cosine)
     if SPAN_WEIGHT:
         spans, members = db.span_vectors(engine.model_id, since=since, until=until,
                                          session=session, intent=intent)
@@ -172,7 +175,6 @@ def nearest_turns(db: MemoryDB, engine: Embedder, text: str, limit: int, *,
             near = from_blobs([blob for _, blob in spans], engine.dim) @ query
             of_span = {span: float(c) for (span, _), c in zip(spans, near, strict=True)}
             for turn, span in members:
-                if turn in score and span in of_span:
-                    score[turn] += SPAN_WEIGHT * of_span[span]
-    best = sorted(score.items(), key=lambda pair: (-pair[1], pair[0]))
-    return best[:max(limit, 0)]
+                if turn in at and span in of_span:
+                    scores[at[turn]] += SPAN_WEIGHT * of_span[span]
+    return [(rows[i][0], score) for i, score in best(scores, limit)]
