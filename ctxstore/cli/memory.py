@@ -198,11 +198,13 @@ def _drafter(env: Env) -> Drafter | None:
     failed search.
     """
     from ctxstore.errors import CtxError
+    from ctxstore.memory.settings import memory_settings
+
+    if not memory_settings(_memory_dir(env)).vectors:  # no session opened for a plain search
+        return None
     from ctxstore.llm.hyde import memory_drafter
 
     session = env.session()
-    if session.config.get("memory", "vectors") != "on":
-        return None
     try:
         return memory_drafter(session.root, session.config, env.llm_server(None),
                               total_budget=env.default_budget())
