@@ -73,11 +73,9 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
     drafter = None if no_hyde else _drafter(env, kinds or KINDS)
     embedder = None
     if drafter is not None:
-        from ctxstore.llm.hyde import HydeEmbedder
-        from ctxstore.search.node_vectors import node_engine
+        from ctxstore.llm.hyde import node_embedder
 
-        engine = node_engine(env.session().config)
-        embedder = None if engine is None else HydeEmbedder(engine, drafter)
+        embedder = node_embedder(env.session().config, drafter)
     hits = search(env.session(), text, kinds=kinds or KINDS, limit=limit,
                   include_superseded=include_superseded, embedder=embedder)
     if drafter is not None:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ctxstore.llm.client import ServerChoice
 
 __all__ = ["SYSTEM", "MAX_TOKENS", "MAX_SECONDS", "CACHE_FILE", "MAX_ENTRIES", "MAX_DRAFT_CHARS",
-           "Drafter", "HydeEmbedder", "draft_prompt", "memory_drafter"]
+           "Drafter", "HydeEmbedder", "draft_prompt", "memory_drafter", "node_embedder"]
 
 SYSTEM = ("You help search a record of past conversations. Write one short passage, as a person "
           "in such a conversation might have said it, that answers the question. Invent "
@@ -75,6 +75,18 @@ def memory_drafter(store_root: Path, config: Config, choice: ServerChoice, *,
 
     settings = call_settings(config, choice.url, total_budget=total_budget, max_tokens=MAX_TOKENS)
     return Drafter(store_root, replace(settings, timeout=min(settings.timeout, MAX_SECONDS)))
+
+
+def node_embedder(config: Config, drafter: Drafter) -> HydeEmbedder | None:
+    """The query engine of ``ctx search``'s node vectors with HyDE (None: vectors off).
+
+    Raises:
+        EmbedUnavailable: (E027) vectors are on but the extra is not installed.
+    """
+    from ctxstore.search.node_vectors import node_engine
+
+    engine = node_engine(config)
+    return None if engine is None else HydeEmbedder(engine, drafter)
 
 
 def draft_prompt(question: str) -> str:
