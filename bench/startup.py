@@ -125,9 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.vectors:
             config = work / ".ctx" / "config.toml"
             text = config.read_text()
-            if 'vectors = "off"' not in text:
+            head, sep, tail = text.partition("[memory]\n")
+            if 'vectors = "off"' not in tail:
                 raise SystemExit(f"{config} has no [memory] vectors line to turn on")
-            config.write_text(text.replace('vectors = "off"', 'vectors = "on"'))
+            config.write_text(head + sep + tail.replace('vectors = "off"', 'vectors = "on"', 1))
         ctx = ctx_script()
         hook = json.dumps({"session_id": "b", "cwd": str(work), "prompt": QUESTION}).encode()
         start = json.dumps({"session_id": "b", "cwd": str(work), "source": "startup"}).encode()

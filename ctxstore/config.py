@@ -73,7 +73,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                   # Hook context (packs.session): recent untiered memory at session start, and
                   # memory relevant to each prompt on prompt-submit (docs/retrieval.md).
                   "narrative_days": 7, "prompt_context": True, "prompt_threshold": 0.5,
-                  "prompt_budget": 500},
+                  "prompt_budget": 500,
+                  # "on": `ctx search` and MCP search also find knowledge nodes by meaning
+                  # (search.node_vectors; needs the ctxstore[embed] extra).
+                  "vectors": "off"},
     # `ctx llm` (ctxstore.llm, docs/llm.md). A remote server_url in a cloned repository's
     # config is refused (only loopback, or a store outside Git, or the user's own settings).
     "llm": {"server_url": "http://127.0.0.1:8080", "model": "default", "max_response_tokens": 2048,
@@ -175,6 +178,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
                        "narrative", "summaries")},
     ("index", "fulltext"): ("auto", "fts5", "tantivy"),
     ("memory", "vectors"): ("off", "on"),
+    ("retrieval", "vectors"): ("off", "on"),
 }
 
 

@@ -14,6 +14,7 @@ from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural
 from ctxstore.errors import InvalidInput, NothingToDo
 
 if TYPE_CHECKING:
+    from ctxstore.llm.hyde import Drafter
     from ctxstore.memory.search import Hit
 
 # The intents of ``--intent`` (``memory.search.INTENTS``, not imported at CLI start-up).
@@ -145,10 +146,14 @@ def _now_ms(now: str | None) -> int:
               help="Only turns holding an idea of this intent.")
 @click.option("--limit", type=click.IntRange(min=1, max=1000), default=10, show_default=True)
 @click.option("--now", default=None, help="Pin 'now' (ISO-8601) for the time words.")
+@click.option("--no-hyde", is_flag=True,
+              help="With vectors on and [llm] configured: search with the question's vector "
+                   "alone, no drafted answer.")
 @format_option
 @pass_env
 def search_command(env: Env, text: str, since: str | None, until: str | None,
-                   session: str | None, intent: str | None, limit: int, now: str | None) -> None:
+                   session: str | None, intent: str | None, limit: int, now: str | None,
+                   no_hyde: bool) -> None:
     """Search past sessions; time words in TEXT rank that time first (--since/--until filter).
 
     \b
@@ -159,21 +164,53 @@ def search_command(env: Env, text: str, since: str | None, until: str | None,
     """
     from ctxstore.memory.search import MemoryQuery, result_json, search_transcripts
 
+    drafter = None if no_hyde else _drafter(env)
     answer = search_transcripts(_memory_dir(env), MemoryQuery(text, since, until, session, intent,
                                                               limit),
-                                now_ms=_now_ms(now), agent=False)
+                                now_ms=_now_ms(now), agent=False, hyde=drafter)
+    if drafter is not None:
+        for failure in drafter.failures:
+            click.echo(f"ctx: note: HyDE: {failure}; searched with the question alone", err=True)
+        for note in drafter.notes:
+            click.echo(f"ctx: note: HyDE: {note}", err=True)
     if answer.missing:
         raise NothingToDo("there is no transcript memory yet",
                           hint="`ctx memory backfill --all` indexes past sessions; the Stop hook "
                                "indexes new ones")
     result = answer.result
     if env.fmt == "json":
-        emit_json(result_json(result))
+        doc = result_json(result)
+        if drafter is not None:
+            doc["hyde"] = {"draft": drafter.drafts[-1] if drafter.drafts else None,
+                           "failures": list(drafter.failures)}
+        emit_json(doc)
         return
     if not result.hits:
         click.echo("no matching turns")
         return
     _print_grouped(result.hits)
+
+
+def _drafter(env: Env) -> Drafter | None:
+    """HyDE's drafter for this store, when it applies (``llm.hyde.memory_drafter``).
+
+    A server this store may not use (a clone's committed remote URL) is a note, not a
+    failed search.
+    """
+    from ctxstore.errors import CtxError
+    from ctxstore.memory.settings import memory_settings
+
+    if not memory_settings(_memory_dir(env)).vectors:  # no session opened for a plain search
+        return None
+    from ctxstore.llm.hyde import memory_drafter
+
+    session = env.session()
+    try:
+        return memory_drafter(session.root, session.config, env.llm_server(None),
+                              total_budget=env.default_budget())
+    except CtxError as exc:
+        click.echo(f"ctx: note: HyDE: {exc.message}; searched with the question alone", err=True)
+        return None
 
 
 def _print_grouped(hits: list[Hit]) -> None:
@@ -204,13 +241,13 @@ def _print_grouped(hits: list[Hit]) -> None:
 
 @memory_group.command("vectors")
 @click.option("--rebuild", is_flag=True,
-              help="Delete every stored vector and embed every turn again.")
+              help="Delete every stored vector and embed every turn and idea again.")
 @format_option
 @pass_env
 def vectors_command(env: Env, rebuild: bool) -> None:
-    """Embed the turns that have no vector yet (with [memory] vectors = "on").
+    """Embed the turns and ideas that have no vector yet (with [memory] vectors = "on").
 
-    Vectors are derived from the turns and kept in .ctx/local/memory.sqlite; backfill and
+    Vectors are derived from the turns and ideas and kept in .ctx/local/memory.sqlite; backfill and
     the Stop hook fill them as sessions are indexed. Needs pip install 'ctxstore[embed]'.
 
     \b
@@ -221,13 +258,15 @@ def vectors_command(env: Env, rebuild: bool) -> None:
     from ctxstore.cli._common import progress_printer
     from ctxstore.memory.manage import memory_vectors
 
-    model, embedded, have = memory_vectors(env.session(), rebuild=rebuild,
-                                           progress=progress_printer("embedding turns"))
+    done = memory_vectors(env.session(), rebuild=rebuild,
+                          progress=progress_printer("embedding turns and ideas"))
     if env.fmt == "json":
-        emit_json({"model": model, "embedded": embedded, "turns_with_vectors": have})
+        emit_json({"model": done.model, "embedded": done.embedded, "turns_with_vectors": done.turns,
+                   "ideas_embedded": done.ideas_embedded, "ideas_with_vectors": done.ideas})
         return
-    click.echo(f"embedded {plural(embedded, 'turn')} with {model}; "
-               f"{plural(have, 'turn')} have vectors")
+    click.echo(f"embedded {plural(done.embedded, 'turn')} and {plural(done.ideas_embedded, 'idea')} "
+               f"with {done.model}; {plural(done.turns, 'turn')} and {plural(done.ideas, 'idea')} "
+               "have vectors")
 
 
 @memory_group.command("stats")

@@ -66,6 +66,9 @@ def rebuild_command(env: Env, full: bool, incremental: bool, scc_only: bool,
     if res.scc_deferred is not None:
         doc["scc"] = {"deferred": True, "edges": res.scc_deferred.edges}
         lines.append(f"SCC view left to `ctx rebuild --scc` ({res.scc_deferred.edges:,} edges)")
+    if res.node_vectors is not None:
+        doc["node_vectors"] = res.node_vectors
+        lines.append(f"node vectors: {res.node_vectors} nodes embedded")
     if res.tantivy is not None:
         doc["tantivy"] = {"chunks": res.tantivy.chunks, "nodes": res.tantivy.nodes,
                           "files": res.tantivy.files, "seconds": round(res.tantivy.seconds, 3)}

@@ -16,6 +16,7 @@ from ctxstore.cli._global import global_option, query_global, search_global
 from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from ctxstore.llm.hyde import Drafter
     from ctxstore.search.search import Hit
 
 # The kinds of `ctx search --kind` (``search.search.KINDS``, not imported at CLI start-up).
@@ -35,11 +36,14 @@ LIMIT_MAX = 1_000_000_000
 @click.option("--kind", "kinds", type=click.Choice(KINDS), multiple=True,
               help="Only this kind of result (repeatable): node, narrative, chunk, symbol, run.")
 @click.option("--include-superseded", is_flag=True, help="Also superseded nodes.")
+@click.option("--no-hyde", is_flag=True,
+              help="With [retrieval] vectors on and [llm] configured: find nodes by the "
+                   "question's vector alone, no drafted answer.")
 @global_option
 @format_option
 @pass_env
 def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
-                   include_superseded: bool, use_global: bool) -> None:
+                   include_superseded: bool, no_hyde: bool, use_global: bool) -> None:
     """Ranked search for any text over nodes, narrative, file chunks, symbols and command runs.
 
     Any word may match; results holding every word rank higher (BM25, docs/retrieval.md).
@@ -66,10 +70,25 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
                                "or symbols",
                                hint="drop --global to search the project's code")
         return search_global(env, text, limit, include_superseded, wanted)
+    drafter = None if no_hyde else _drafter(env, kinds or KINDS)
+    embedder = None
+    if drafter is not None:
+        from ctxstore.llm.hyde import node_embedder
+
+        embedder = node_embedder(env.session().config, drafter)
     hits = search(env.session(), text, kinds=kinds or KINDS, limit=limit,
-                  include_superseded=include_superseded)
+                  include_superseded=include_superseded, embedder=embedder)
+    if drafter is not None:
+        for failure in drafter.failures:
+            click.echo(f"ctx: note: HyDE: {failure}; searched with the question alone", err=True)
+        for note in drafter.notes:
+            click.echo(f"ctx: note: HyDE: {note}", err=True)
     if env.fmt == "json":
-        emit_json(_hits_json(hits))
+        doc = _hits_json(hits)
+        if drafter is not None:
+            doc["hyde"] = {"draft": drafter.drafts[-1] if drafter.drafts else None,
+                           "failures": list(drafter.failures)}
+        emit_json(doc)
         return
     if not hits:  # said, so an empty answer is not mistaken for a failure to run
         why = "" if search_terms(text) else " (the query has no searchable words)"
@@ -84,6 +103,27 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
         hits = [h for h in hits if h.node is None]
     for hit in hits:
         echo_stored(_hit_markdown(hit) if env.fmt == "markdown" else _hit_line(hit))
+
+
+def _drafter(env: Env, kinds: tuple[str, ...]) -> Drafter | None:
+    """HyDE's drafter for the nodes of this search, when it applies (``llm.hyde``).
+
+    A server this store may not use (a clone's committed remote URL) is a note, not a
+    failed search.
+    """
+    from ctxstore.errors import CtxError
+
+    config = env.session().config
+    if config.get("retrieval", "vectors") != "on" or not {"node", "narrative"} & set(kinds):
+        return None
+    from ctxstore.llm.hyde import memory_drafter
+
+    try:
+        return memory_drafter(env.session().root, config, env.llm_server(None),
+                              total_budget=env.default_budget(), section="retrieval")
+    except CtxError as exc:
+        click.echo(f"ctx: note: HyDE: {exc.message}; searched with the question alone", err=True)
+        return None
 
 
 def _hit_markdown(hit: Hit) -> str:

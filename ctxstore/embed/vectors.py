@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["to_blob", "from_blobs", "nearest"]
+__all__ = ["to_blob", "from_blobs", "nearest", "best"]
 
 
 def to_blob(vector: npt.NDArray[np.float32]) -> bytes:
@@ -38,11 +38,17 @@ def from_blobs(blobs: Sequence[bytes], dim: int) -> npt.NDArray[np.float32]:
 def nearest(matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32], k: int
             ) -> list[tuple[int, float]]:
     """The ``k`` rows most similar to ``query`` (cosine of unit vectors), best first."""
-    import numpy as np
-
     if not len(matrix) or k <= 0:
         return []
-    scores = matrix @ query
+    return best(matrix @ query, k)
+
+
+def best(scores: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+    """``(index, score)`` of the ``k`` highest ``scores``, best first (ties: lower index)."""
+    import numpy as np
+
+    if not len(scores) or k <= 0:
+        return []
     k = min(k, len(scores))
     top = np.argpartition(-scores, k - 1)[:k]
     top = top[np.argsort(-scores[top], kind="stable")]

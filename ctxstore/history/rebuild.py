@@ -97,6 +97,8 @@ class RebuildResult:
             ``graph.scc.AUTO_MAX_EDGES`` edges (a large code index): the old view was removed
             and is built on request only (``mode="scc"``).
         tantivy: The Tantivy index.
+        node_vectors: Nodes embedded again (``search.node_vectors``), when
+            ``[retrieval] vectors = "on"``.
         after: The steps after the merge commit (``git add .ctx``).
         seconds: The time the whole rebuild took.
     """
@@ -109,6 +111,7 @@ class RebuildResult:
     tantivy: TantivyRebuild | None = None
     after: PostCommit = PostCommit()
     seconds: float = 0.0
+    node_vectors: int | None = None
 
     @property
     def merged_heads(self) -> bool:
@@ -160,6 +163,7 @@ def rebuild(db: Session, mode: Mode = "all",
         UnsafePath: (E020) if an index file or ``DERIVED`` is a link or a special file.
         IndexNotReady: (E024) if another process rebuilds for longer than the lock timeout.
         LockConflict: (E006) if another writer holds the lock while heads are merged.
+        EmbedUnavailable: (E027) ``[retrieval] vectors = "on"`` without the extra.
         CtxError: (E001-E005) if the store is damaged on the way.
     """
     from ctxstore.graph import scc as scc_mod
@@ -204,9 +208,15 @@ def rebuild(db: Session, mode: Mode = "all",
                if mode == "incremental" else None) \
             or tantivy_index.rebuild_tantivy(store.root, conn, lock_timeout=store.lock_timeout)
         tantivy = TantivyRebuild(rep.chunks, rep.nodes, rep.files, rep.seconds)
+    vectors = None
+    if mode in ("all", "full"):  # derived from the nodes: made again (deleted when off)
+        from ctxstore.search.node_vectors import rebuild_node_vectors
+
+        vectors = rebuild_node_vectors(store.root, db.index(progress), db.config)
     folds = [f for f in (merge, up.fold if up else None) if f is not None]
     after = after_commit(db, folds, graph=False)  # the view was rebuilt above
-    return RebuildResult(up, merge, index, scc, deferred, tantivy, after, time.perf_counter() - start)
+    return RebuildResult(up, merge, index, scc, deferred, tantivy, after,
+                         time.perf_counter() - start, vectors)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,21 @@ if TYPE_CHECKING:
     from ctxstore.memory.backfill import BackfillReport
     from ctxstore.session import Session
 
-__all__ = ["MemoryStats", "open_existing", "backfill_memory", "memory_stats", "memory_topics",
-           "memory_session", "forget_memory", "memory_vectors"]
+__all__ = ["MemoryStats", "VectorsReport", "open_existing", "backfill_memory", "memory_stats",
+           "memory_topics", "memory_session", "forget_memory", "memory_vectors"]
 
 _NO_MEMORY_HINT = ("`ctx memory backfill --all` indexes past sessions; the Stop hook indexes "
                    "new ones")
+
+
+class VectorsReport(NamedTuple):
+    """What ``ctx memory vectors`` did: the model; turns, then ideas, embedded and with a vector."""
+
+    model: str
+    embedded: int
+    turns: int
+    ideas_embedded: int
+    ideas: int
 
 
 class MemoryStats(NamedTuple):
@@ -174,16 +184,16 @@ def forget_memory(ctx_dir: Path, session: str | None) -> int:
 
 
 def memory_vectors(session: Session, *, rebuild: bool = False,
-                   progress: Callable[[int, int], None] | None = None) -> tuple[str, int, int]:
-    """Embed the turns that have no vector yet, or (``rebuild``) every turn again.
+                   progress: Callable[[int, int], None] | None = None) -> VectorsReport:
+    """Embed the turns and ideas that have no vector yet, or (``rebuild``) all of them again.
 
     Args:
         session: The open session (its ``[memory] vectors`` setting).
         rebuild: Delete every stored vector first (derived data: made again from the turns).
-        progress: Called with (turns embedded, turns to embed).
+        progress: Called with (rows embedded, rows to embed).
 
     Returns:
-        The model, how many turns were embedded, and how many turns have a vector now.
+        The model, what was embedded, and what has a vector now.
 
     Raises:
         NothingToDo: (E018) vectors are off, or there is no memory yet.
@@ -197,9 +207,10 @@ def memory_vectors(session: Session, *, rebuild: bool = False,
         raise NothingToDo("vector search is off ([memory] vectors = \"off\" in config.toml)",
                           hint='set [memory] vectors = "on" (needs pip install \'ctxstore[embed]\')')
     with open_existing(session.root) as db:
-        have, total = db.vector_count(engine.model_id)
+        have, total = db.vector_count(engine.model_id, ("turn", "idea"))
         todo = total if rebuild else total - have
         step = None if progress is None else (lambda done: progress(done, todo))
         fill = (rebuild_vectors if rebuild else fill_vectors)(db, engine, progress=step)
-        have, total = db.vector_count(engine.model_id)
-    return engine.model_id, fill.embedded, have
+        turns = db.vector_count(engine.model_id, ("turn",))[0]
+        ideas = db.vector_count(engine.model_id, ("idea",))[0]
+    return VectorsReport(engine.model_id, fill.embedded, turns, fill.ideas, ideas)

@@ -44,6 +44,7 @@ from ctxstore.search.tokenize import PROSE, PROSE_QUERY  # their home: no query 
 
 if TYPE_CHECKING:
     from ctxstore.embed.engine import Embedder
+    from ctxstore.llm.hyde import Drafter
 
 __all__ = ["POOL", "WEIGHTS", "VECTOR_WEIGHT", "VECTOR_GATE", "INTENTS", "Hit",
            "SearchResult", "MemoryQuery", "MemoryAnswer",
@@ -176,7 +177,7 @@ class MemoryAnswer(NamedTuple):
 
 def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent: bool,
                        names: tuple[str, str, str] = ("--since", "--until", "--session"),
-                       read_only: bool = False) -> MemoryAnswer:
+                       read_only: bool = False, hyde: Drafter | None = None) -> MemoryAnswer:
     """Search transcript memory: the one use case behind ``ctx memory search`` and MCP's tool.
 
     The privacy switch (``[memory] enabled``, read afresh, failing closed) keeps an agent
@@ -190,6 +191,8 @@ def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent:
         agent: Whether an agent asks (the MCP tool): then memory off means nothing is searched.
         names: How the asker names the since, until and session arguments, for its errors.
         read_only: Open memory read-only, migrating nothing (the memory browser, ``ctx ui``).
+        hyde: With vectors on, the query's vector is joined by a drafted answer's
+            (``llm.hyde``); its failures fall back to the plain query.
 
     Returns:
         The answer.
@@ -215,6 +218,10 @@ def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent:
     if agent and not settings.enabled:  # not even opened
         return MemoryAnswer(nothing, off=True)
     engine = vector_engine(settings)  # a missing extra is named (E027), not searched around
+    if engine is not None and hyde is not None:
+        from ctxstore.llm.hyde import HydeEmbedder
+
+        engine = HydeEmbedder(engine, hyde)
     db = open_memory(ctx_dir, create=False, read_only=read_only)
     if db is None:
         return MemoryAnswer(nothing, missing=True)
@@ -296,7 +303,7 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
             from ctxstore.memory.vectors import nearest_turns
 
             near = nearest_turns(db, engine, text, POOL, since=since, until=until,
-                                 session=session, intent=intent)
+                                 session=session, intent=intent, asked=asked)
         named = set(db.turns_naming(_code_names(text), since=since, until=until,
                                     session=session, intent=intent))
         ranks = {i: r for r, (i, _) in enumerate(near[:VECTOR_GATE])}

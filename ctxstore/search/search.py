@@ -49,6 +49,7 @@ from ctxstore.search.tokenize import terms as terms_of
 from ctxstore.search.tokenize import words as words_of
 
 if TYPE_CHECKING:
+    from ctxstore.embed.engine import Embedder
     from ctxstore.index.read import NodeRow
     from ctxstore.index.runs import RunRow
     from ctxstore.search.tantivy_index import Served
@@ -219,6 +220,41 @@ def _node_hits(conn: sqlite3.Connection, served: Served | None, terms: Sequence[
     return hits
 
 
+def _fused_nodes(conn: sqlite3.Connection, hits: list[Hit], near: Sequence[tuple[int, float]],
+                 terms: Sequence[str], kinds: frozenset[str], include_superseded: bool
+                 ) -> list[Hit]:
+    """Node hits by words and by meaning, fused by reciprocal rank (``node_vectors.fuse``).
+
+    The fused order keeps the words' scale, so nodes still rank against chunks and runs: the
+    j-th fused node takes the j-th best score by words; those past the last take the last's,
+    lowered as their fused value is.
+    """
+    from ctxstore.search.node_vectors import fuse
+
+    rows = nodes_at(conn, [r for r, _ in near], flag=f"$.{_NARRATIVE_KEY}",
+                    include_superseded=include_superseded)
+    found = {rows[r].id: rows[r] for r, _ in near if r in rows}
+    by_key = {h.key: h for h in hits}
+    near_keys = [rows[r].id for r, _ in near if r in rows and
+                 ("narrative" if rows[r].flagged else "node") in kinds]
+    order = fuse([h.key for h in sorted(hits, key=_order)], near_keys)
+    scores = sorted((h.score for h in hits), reverse=True)
+    out = []
+    for j, (key, value) in enumerate(order):
+        if j < len(scores):
+            score = scores[j]
+        elif scores:
+            score = scores[-1] * value / order[len(scores) - 1][1]
+        else:
+            score = value / order[0][1]
+        hit = by_key.get(key)
+        if hit is None:
+            row = found[key]
+            hit = Hit("narrative" if row.flagged else "node", key, 0.0, _matched(terms, row.text))
+        out.append(Hit(hit.kind, key, score, hit.matched))
+    return out
+
+
 def _served_hits(served: Served, corpus: str, terms: Sequence[str], limit: int
                  ) -> list[tuple[int, float, int]]:
     from ctxstore.search.tantivy_index import TantivyUnusable
@@ -357,7 +393,8 @@ def _run_hits(conn: sqlite3.Connection, text: str, pool: int, relative: bool,
 
 def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iterable[str] = KINDS,
            limit: int = 20, include_superseded: bool = False,
-           served: Served | None | Literal["choose"] = "choose") -> list[Hit]:
+           served: Served | None | Literal["choose"] = "choose",
+           embedder: Embedder | None = None) -> list[Hit]:
     """Rank nodes, narrative, file chunks, symbols and command runs by relevance to any text.
 
     The one entry point of free-text search: ``ctx search``, the MCP ``search`` tool (through
@@ -375,6 +412,9 @@ def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iter
         include_superseded: Also superseded nodes.
         served: The Tantivy index a caller opened already for this session
             (``tantivy_index.open_served``; None: FTS5), or ``"choose"`` to choose here.
+        embedder: With ``[retrieval] vectors = "on"``, the engine that embeds the query in
+            place of the configured one (``llm.hyde.HydeEmbedder``: the same model, the query's
+            vector joined by a drafted answer's).
 
     Returns:
         Hits, best first (ties: node, narrative, chunk, symbol, run, then key; runs newest
@@ -396,20 +436,39 @@ def search(target: SearchSession | sqlite3.Connection, text: str, *, kinds: Iter
         from ctxstore.search.tantivy_index import open_served
 
         served = open_served(target.root, conn, target.config)
+    near = _near_nodes(target, conn, text, wanted, max(limit * 4, 50), embedder)
     try:
-        hits = _ranked(conn, served, text, query, wanted, limit, include_superseded)
+        hits = _ranked(conn, served, text, query, wanted, limit, include_superseded, near)
     except _Stale:  # rowids the engine recorded name other rows now, or its files are
         # damaged: FTS5 answers, and the next write rebuilds it
         from ctxstore.search.tantivy_index import forget_tantivy
 
         assert not isinstance(target, sqlite3.Connection)
         forget_tantivy(target.root)
-        hits = _ranked(conn, None, text, query, wanted, limit, include_superseded)
+        hits = _ranked(conn, None, text, query, wanted, limit, include_superseded, near)
     return _with_nodes(conn, hits)
 
 
+def _near_nodes(target: SearchSession | sqlite3.Connection, conn: sqlite3.Connection, text: str,
+                wanted: frozenset[str], pool: int, embedder: Embedder | None = None
+                ) -> list[tuple[int, float]]:
+    """``(rowid, cosine)`` of the nodes nearest to ``text`` by vector, best first.
+
+    Only for a session searching nodes with ``[retrieval] vectors = "on"``
+    (``search.node_vectors``); else none, and nothing is imported.
+    """
+    if isinstance(target, sqlite3.Connection) or not wanted & _NODE_KINDS or \
+            target.config.get("retrieval", "vectors") != "on":
+        return []
+    from ctxstore.search.node_vectors import nearest_nodes, node_engine
+
+    engine = embedder or node_engine(target.config)
+    return [] if engine is None else nearest_nodes(target.root, conn, engine, text, pool)
+
+
 def _ranked(conn: sqlite3.Connection, served: Served | None, text: str, query: SearchTerms,
-            wanted: frozenset[str], limit: int, include_superseded: bool) -> list[Hit]:
+            wanted: frozenset[str], limit: int, include_superseded: bool,
+            near: Sequence[tuple[int, float]] = ()) -> list[Hit]:
     """``search``'s hits, best first, the ``limit`` best (node hits without their nodes yet)."""
     terms = query.terms
     pool = max(limit * 4, 50)
@@ -420,6 +479,8 @@ def _ranked(conn: sqlite3.Connection, served: Served | None, text: str, query: S
     # means the same in both, decides between them. A search of one table keeps raw BM25.
     relative = "chunk" in wanted and bool(wanted & _NODE_KINDS)
     hits = _node_hits(conn, served, terms, wanted, pool, include_superseded, relative)
+    if near:
+        hits = _fused_nodes(conn, hits, near, terms, wanted, include_superseded)
     if "chunk" in wanted:
         hits += _chunk_hits(conn, served, terms, pool, relative)
     if "symbol" in wanted:

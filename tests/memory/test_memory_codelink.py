@@ -83,7 +83,7 @@ def test_codelink_schema_1_memory_is_upgraded_in_place(store: Store, tmp_path: P
     conn.executescript("ALTER TABLE ideas DROP COLUMN branch; ALTER TABLE ideas DROP COLUMN git_commit;"
                        "DROP INDEX entities_code_path; ALTER TABLE entities DROP COLUMN code_path;"
                        "ALTER TABLE entities DROP COLUMN code_qualname; DROP TABLE schema_version;"
-                       "DROP TABLE turn_vectors;"
+                       "DROP TABLE turn_vectors; DROP TABLE idea_vectors; DROP TABLE span_vectors;"
                        "UPDATE meta SET value = '1' WHERE key = 'schema_version';")
     conn.close()
     db = open_memory(store.root, create=False)

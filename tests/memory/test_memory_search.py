@@ -151,6 +151,7 @@ def test_search_schema_2_memory_gets_the_tokenisers_terms(tmp_path: Path) -> Non
         "UPDATE meta SET value = '2' WHERE key = 'schema_version';"
         "ALTER TABLE ideas DROP COLUMN branch; ALTER TABLE ideas DROP COLUMN git_commit;"
         "DROP TABLE turn_vectors;"  # schema 6's
+        "DROP TABLE idea_vectors; DROP TABLE span_vectors;"  # schema 7's
         "DELETE FROM schema_version WHERE version > 2;")
     # as schema 2 stored it, no part of the identifier is a word of its own
     assert conn.execute("SELECT count(*) FROM turns_fts WHERE turns_fts MATCH 'file'").fetchone() \

@@ -10,6 +10,7 @@ deletes, and that a turn's new text makes stale; the prompt hook with vectors on
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sqlite3
 from datetime import UTC, datetime, timedelta
@@ -42,12 +43,14 @@ def cj(store: Store, *args: str) -> dict:
     return json.loads(ctx(store, "--format", "json", *args))
 
 
-def _vectors(store: Store, on: bool) -> None:
+def _vectors(store: Store, on: bool, section: str = "memory", value: str | None = None) -> None:
+    """Set ``[section] vectors`` in the store's config.toml (ctx init writes "off")."""
     config = store.root / "config.toml"
-    text = config.read_text()
-    assert 'vectors = "off"' in text or 'vectors = "on"' in text  # ctx init writes "off"
-    config.write_text(text.replace('vectors = "off"', 'vectors = "on"') if on else
-                      text.replace('vectors = "on"', 'vectors = "off"'))
+    head, sep, tail = config.read_text().partition(f"[{section}]\n")
+    assert sep and re.search(r'^vectors = "(off|on)"$', tail, re.M)
+    wanted = value or ("on" if on else "off")
+    config.write_text(head + sep + re.sub(r'^vectors = "(off|on)"$', f'vectors = "{wanted}"',
+                                          tail, count=1, flags=re.M))
 
 
 def _talk(path: Path, start: datetime | None = None) -> Path:
@@ -195,8 +198,7 @@ def test_vectors_configured_without_the_extra_is_one_line(store: Store, tmp_path
 
 
 def test_vectors_bad_setting_is_named(store: Store, tmp_path: Path) -> None:
-    config = store.root / "config.toml"
-    config.write_text(config.read_text().replace('vectors = "off"', 'vectors = "maybe"'))
+    _vectors(store, False, value="maybe")
     for args in (("memory", "vectors"), ("memory", "backfill", str(_talk(tmp_path / "s.jsonl")))):
         err = ctx(store, *args, code=1)
         assert "error[E015]" in err and "[memory] vectors = 'maybe' is not one of off, on" in err
@@ -229,3 +231,81 @@ def test_vectors_prompt_hook_brings_the_turn_near_in_meaning(store: Store, tmp_p
         {**payload, "session_id": "another", "hook_event_name": "UserPromptSubmit",
          "prompt": QUESTION}))
     assert "puppy" not in res.stdout
+
+
+_BUILD_LOG = ("The build log shows the compiler flags, the linker order, the object files, the "
+              "archive tool output and the final binary size for every target in the matrix. ") * 6
+
+
+def _decision_talk(path: Path) -> Path:
+    """A decision said in one sentence at the end of a long turn about something else."""
+    t = Transcript()
+    for prompt, reply in (
+            ("Tell me about the zoo trip and the animals we saw, lions, dogs, cats and parrots.",
+             "The zoo had lions, kittens, puppies and parrots in the petting area."),
+            (_BUILD_LOG + "By the way, we decided to adopt a kitten from the shelter.", _BUILD_LOG),
+            ("The deploy script fails on the staging server with a permission error.",
+             "deploy.sh runs as the www user; run it with sudo -u deploy.")):
+        t.prompt(prompt)
+        t.say(reply)
+        t.end_turn()
+    return t.write(path)
+
+
+def test_vectors_find_a_decision_by_the_meaning_of_its_idea(store: Store, tmp_path: Path) -> None:
+    # The turn's own vector is mostly the build log; its decision idea is one sentence, the
+    # nearest of all to a question asking for decisions (no word of it is in the turn).
+    _vectors(store, True)
+    out = cj(store, "memory", "backfill", str(_decision_talk(tmp_path / "s.jsonl")))
+    assert out["embedded"] == 3
+    filled = cj(store, "memory", "vectors", "--rebuild")
+    assert (filled["turns_with_vectors"], filled["ideas_with_vectors"]) == (3, 2)
+    assert filled["ideas_embedded"] == 2
+    found = cj(store, "memory", "search", "what did we decide about pets", "--limit", "3")
+    top = found["results"][0]
+    assert top["intent"] == "decision" and [i["text"] for i in top["ideas"]] == [
+        "By the way, we decided to adopt a kitten from the shelter."]
+    # a question that asks for no intent ranks by the turns' own vectors, as before
+    plain = cj(store, "memory", "search", "animals we saw", "--limit", "1")
+    assert "zoo" in plain["results"][0]["text"]
+
+
+def test_vectors_of_ideas_go_with_a_forgotten_session(store: Store, tmp_path: Path) -> None:
+    _vectors(store, True)
+    cj(store, "memory", "backfill", str(_decision_talk(tmp_path / "s.jsonl")))
+    conn = sqlite3.connect(memory_path(store.root))
+    assert conn.execute("SELECT count(*) FROM idea_vectors").fetchone() == (2,)
+    conn.close()
+    ctx(store, "memory", "forget", "--all", "--yes")
+    conn = sqlite3.connect(memory_path(store.root))
+    assert conn.execute("SELECT count(*), (SELECT count(*) FROM ideas) FROM idea_vectors"
+                        ).fetchone() == (0, 0)
+    conn.close()
+    assert cj(store, "memory", "vectors")["ideas_with_vectors"] == 0
+
+
+def test_vectors_a_memory_of_schema_6_gains_idea_vectors_and_keeps_its_turns(
+        store: Store, tmp_path: Path) -> None:
+    from ctxstore.memory.db import SCHEMA_VERSION
+
+    _vectors(store, True)
+    cj(store, "memory", "backfill", str(_decision_talk(tmp_path / "s.jsonl")))
+    path = memory_path(store.root)
+    conn = sqlite3.connect(path)
+    turns = conn.execute("SELECT turn_id, model, vec FROM turn_vectors ORDER BY 1").fetchall()
+    assert len(turns) == 3
+    # what a ctx of schema 6 wrote: turn vectors, no idea vectors
+    conn.executescript("DROP TABLE idea_vectors; DROP TABLE span_vectors; "
+                       "DELETE FROM schema_version WHERE version = 7; "
+                       "UPDATE meta SET value = '6' WHERE key = 'schema_version';")
+    conn.close()
+    stats = cj(store, "memory", "stats")  # opening migrates
+    assert stats["turns"] == 3
+    conn = sqlite3.connect(path)
+    assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY 1")] == list(
+        range(1, SCHEMA_VERSION + 1)) and SCHEMA_VERSION == 7
+    assert conn.execute("SELECT turn_id, model, vec FROM turn_vectors ORDER BY 1").fetchall() == turns
+    assert conn.execute("SELECT count(*) FROM idea_vectors").fetchone() == (0,)
+    conn.close()
+    filled = cj(store, "memory", "vectors")  # only the ideas were missing
+    assert (filled["embedded"], filled["ideas_embedded"], filled["ideas_with_vectors"]) == (0, 2, 2)

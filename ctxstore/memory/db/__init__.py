@@ -16,7 +16,8 @@ project file and symbol it names in the code index, ``code_path``/``code_qualnam
 ``idea_entities``, ``relations``. ``turns_fts`` holds each field's terms (``search.tokenize``,
 the tokeniser of every index and query: schema 3), stemmed (``tokenize.PROSE``: schema 4), so a
 turn is found by the words that find a node or a file, in any inflection. ``turn_vectors``
-(schema 6): a turn's vector per embedding model, derived (``memory.vectors``).
+(schema 6): a turn's vector per embedding model, derived (``memory.vectors``);
+``idea_vectors`` and ``span_vectors`` (schema 7): the same for ideas and topic spans.
 
 It cannot be rebuilt, so its schema is the ordered migrations ``_MIGRATIONS``, each recorded in
 ``schema_version`` in the transaction that applies it (``ctxstore.sqlite.migrate``). A file an

@@ -10,11 +10,16 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from ctxstore.search.tokenize import PROSE
 
-__all__ = ["STATS", "Cursor", "TurnRow", "MemoryDB"]
+__all__ = ["STATS", "VECTOR_KINDS", "VectorKind", "Cursor", "TurnRow", "MemoryDB"]
+
+VectorKind = Literal["turn", "idea", "span"]
+VECTOR_KINDS: tuple[VectorKind, ...] = ("turn", "idea", "span")
+"""What has vectors (each in its ``<kind>_vectors`` table, per model)."""
+
 
 class Cursor(NamedTuple):
     """Where indexing of one transcript file stopped (spec 004 ``index_state``)."""
@@ -223,6 +228,9 @@ class MemoryDB:
         self.conn.execute("UPDATE spans SET end_seq = max(end_seq, ?), ts_end = coalesce(?, ts_end) "
                           "WHERE id = ? OR id = (SELECT parent_id FROM spans WHERE id = ?)",
                           (seq, ts, span_id, span_id))
+        # a span that grows is embedded again by the next fill (its vector is of fewer turns)
+        self.conn.execute("DELETE FROM span_vectors WHERE span_id = ? OR span_id = (SELECT "
+                          "parent_id FROM spans WHERE id = ?)", (span_id, span_id))
 
     def span(self, span_id: int) -> tuple[int, int | None, str, int] | None:
         """``(id, parent_id, name, depth)`` of a span."""
@@ -259,6 +267,20 @@ class MemoryDB:
             f"SELECT intent, content, answered FROM ideas WHERE span_id IN {inner} "
             "ORDER BY id LIMIT 500", (span_id, span_id))]
         return prompts, ideas
+
+    def span_text(self, span_id: int, chars: int) -> str:
+        """The words of a span's turns (and its sub-spans'), in order, up to ``chars``."""
+        inner = "(SELECT ? UNION SELECT id FROM spans WHERE parent_id = ?)"
+        parts: list[str] = []
+        size = 0
+        for user, reply in self.conn.execute(
+                f"SELECT user_text, assistant_text FROM turns WHERE span_id IN {inner} "
+                "ORDER BY seq", (span_id, span_id)):
+            parts.append(f"{user}\n{reply}".strip())
+            size += len(parts[-1]) + 1
+            if size >= chars:
+                break
+        return "\n".join(parts)[:chars]
 
     def sessions_like(self, prefix: str) -> list[str]:
         """``[prefix]`` when a session has exactly that id, else up to two starting with it."""
@@ -402,6 +424,7 @@ class MemoryDB:
             self.conn.execute(f"DELETE FROM relations WHERE from_id IN ({ideas}) OR to_id IN "
                               f"({ideas})", [*args, *args])
             self.conn.execute(f"DELETE FROM idea_entities WHERE idea_id IN ({ideas})", args)
+            self.conn.execute(f"DELETE FROM idea_vectors WHERE idea_id IN ({ideas})", args)
             self.conn.execute(f"DELETE FROM ideas WHERE {where}", args)
             self.conn.execute("DELETE FROM entities WHERE id NOT IN (SELECT entity_id FROM "
                               "idea_entities)")
@@ -409,6 +432,8 @@ class MemoryDB:
             self.conn.execute(f"DELETE FROM turns_fts WHERE rowid IN ({turns})", args)
             self.conn.execute(f"DELETE FROM turn_vectors WHERE turn_id IN ({turns})", args)
             count = self.conn.execute(f"DELETE FROM turns WHERE {where}", args).rowcount
+            self.conn.execute(f"DELETE FROM span_vectors WHERE span_id IN (SELECT id FROM spans "
+                              f"WHERE {where})", args)
             self.conn.execute(f"DELETE FROM spans WHERE {where}", args)
             self.conn.execute(f"DELETE FROM sessions WHERE {where.replace('session', 'id')}", args)
             # the full-text index keeps deleted terms in its segments until they are merged
@@ -424,14 +449,28 @@ class MemoryDB:
             "turn_vectors v WHERE v.turn_id = t.id AND v.model = ?) ORDER BY id LIMIT ?",
             (model, limit))]
 
-    def save_vectors(self, model: str, rows: Sequence[tuple[int, bytes]]) -> None:
-        """Store the vectors of turns (``(turn id, blob)``) for ``model``."""
-        self.conn.executemany("INSERT OR REPLACE INTO turn_vectors (turn_id, model, vec) "
+    def ideas_without_vector(self, model: str, limit: int) -> list[tuple[int, str]]:
+        """``(id, content)`` of ideas that have no vector of ``model`` yet."""
+        return [(r[0], r[1]) for r in self.conn.execute(
+            "SELECT id, content FROM ideas i WHERE NOT EXISTS (SELECT 1 FROM idea_vectors v "
+            "WHERE v.idea_id = i.id AND v.model = ?) ORDER BY id LIMIT ?", (model, limit))]
+
+    def spans_without_vector(self, model: str, limit: int) -> list[int]:
+        """Ids of spans that have no vector of ``model`` yet."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT id FROM spans s WHERE NOT EXISTS (SELECT 1 FROM span_vectors v "
+            "WHERE v.span_id = s.id AND v.model = ?) ORDER BY id LIMIT ?", (model, limit))]
+
+    def save_vectors(self, model: str, rows: Sequence[tuple[int, bytes]],
+                     kind: VectorKind = "turn") -> None:
+        """Store the vectors (``(id, blob)``) of turns, ideas or spans for ``model``."""
+        self.conn.executemany(f"INSERT OR REPLACE INTO {kind}_vectors ({kind}_id, model, vec) "
                               "VALUES (?, ?, ?)", [(i, model, blob) for i, blob in rows])
 
     def drop_vectors(self) -> int:
-        """Delete every stored vector (of every model); return how many."""
-        return int(self.conn.execute("DELETE FROM turn_vectors").rowcount)
+        """Delete every stored vector (of every model, turns, ideas and spans); return how many."""
+        return sum(int(self.conn.execute(f"DELETE FROM {kind}_vectors").rowcount)
+                   for kind in VECTOR_KINDS)
 
     def turn_vectors(self, model: str, *, since: int | None, until: int | None,
                      session: str | None, intent: str | None) -> list[tuple[int, bytes]]:
@@ -441,11 +480,44 @@ class MemoryDB:
             "SELECT t.id, v.vec FROM turn_vectors v JOIN turns t ON t.id = v.turn_id WHERE "
             f"v.model = ? AND {' AND '.join(where)}", [model, *args])]
 
-    def vector_count(self, model: str) -> tuple[int, int]:
-        """How many turns have a vector of ``model``, and how many turns there are."""
-        row = self.conn.execute("SELECT (SELECT count(*) FROM turn_vectors WHERE model = ?), "
-                                "(SELECT count(*) FROM turns)", (model,)).fetchone()
-        return int(row[0]), int(row[1])
+    def idea_vectors(self, model: str, intents: Sequence[str], *, since: int | None,
+                     until: int | None, session: str | None, intent: str | None
+                     ) -> list[tuple[int, bytes]]:
+        """``(turn id, blob)`` of the stored vectors of ideas of ``intents``, their turns kept.
+
+        The vectors are of ``model``; the turns, those the filters keep.
+        """
+        where, args = _turn_filters("t", since, until, session, intent)
+        return [(r[0], r[1]) for r in self.conn.execute(
+            "SELECT t.id, v.vec FROM idea_vectors v JOIN ideas i ON i.id = v.idea_id JOIN turns t "
+            f"ON t.id = i.turn_id WHERE v.model = ? AND i.intent IN ({','.join('?' * len(intents))})"
+            f" AND {' AND '.join(where)}", [model, *intents, *args])]
+
+    def span_vectors(self, model: str, *, since: int | None, until: int | None,
+                     session: str | None, intent: str | None
+                     ) -> tuple[list[tuple[int, bytes]], list[tuple[int, int]]]:
+        """Span vectors of ``model``: ``(span id, blob)``, and the spans of the kept turns.
+
+        The second list is ``(turn id, span id)`` of the turns the filters keep, each under
+        its sub-span and its topic span.
+        """
+        where, args = _turn_filters("t", since, until, session, intent)
+        turns = [(r[0], r[1]) for r in self.conn.execute(
+            "SELECT t.id, s.id FROM turns t JOIN spans s ON s.id = t.span_id OR s.id = (SELECT "
+            f"parent_id FROM spans WHERE id = t.span_id) WHERE {' AND '.join(where)}", args)]
+        spans = [(r[0], r[1]) for r in self.conn.execute(
+            "SELECT span_id, vec FROM span_vectors WHERE model = ?", (model,))]
+        return spans, turns
+
+    def vector_count(self, model: str, kinds: Sequence[VectorKind] = ("turn",)) -> tuple[int, int]:
+        """How many rows of ``kinds`` have a vector of ``model``, and how many there are."""
+        have = total = 0
+        for kind in kinds:
+            table = "turns" if kind == "turn" else f"{kind}s"
+            row = self.conn.execute(f"SELECT (SELECT count(*) FROM {kind}_vectors WHERE model = ?), "
+                                    f"(SELECT count(*) FROM {table})", (model,)).fetchone()
+            have, total = have + int(row[0]), total + int(row[1])
+        return have, total
 
     # -- search ----------------------------------------------------------------------------
     def fts(self, match: str, weights: tuple[float, float, float], limit: int, *,

@@ -90,11 +90,20 @@ _MIGRATIONS = [
             model TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (turn_id, model)) WITHOUT ROWID;
         UPDATE meta SET value = '6' WHERE key = 'schema_version';
     """),
+    # two new tables only: the vectors of ideas and of topic spans, per model, beside the
+    # turns'; derived like them (empty until the next fill, which embeds what has none)
+    Migration(7, """
+        CREATE TABLE idea_vectors (idea_id INTEGER NOT NULL REFERENCES ideas(id),
+            model TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (idea_id, model)) WITHOUT ROWID;
+        CREATE TABLE span_vectors (span_id INTEGER NOT NULL REFERENCES spans(id),
+            model TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (span_id, model)) WITHOUT ROWID;
+        UPDATE meta SET value = '7' WHERE key = 'schema_version';
+    """),
 ]
 SCHEMA_VERSION = _MIGRATIONS[-1].version
 _LEGACY_TABLES = frozenset({"meta", "sessions", "index_state", "seen", "spans", "turns",
                             "turns_fts", "ideas", "entities", "idea_entities", "relations"})
-_TABLES = _LEGACY_TABLES | {"schema_version", "turn_vectors"}
+_TABLES = _LEGACY_TABLES | {"schema_version", "turn_vectors", "idea_vectors", "span_vectors"}
 
 
 _TURNS_FTS = ("CREATE VIRTUAL TABLE turns_fts USING fts5(user_text, assistant_text, tool_text, "
