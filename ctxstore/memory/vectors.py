@@ -63,7 +63,8 @@ def fill_vectors(db: MemoryDB, engine: Embedder, *, deadline: float | None = Non
     Args:
         db: The open memory.
         engine: The model.
-        deadline: A ``time.monotonic()`` after which no new batch starts (a hook's budget).
+        deadline: A ``time.monotonic()`` after which no new batch starts (a hook's budget);
+            the first batch is embedded whatever the time.
         progress: Called with the rows embedded so far after each batch.
 
     Returns:
@@ -76,7 +77,9 @@ def fill_vectors(db: MemoryDB, engine: Embedder, *, deadline: float | None = Non
     size = BATCH if deadline is None else BUDGET_BATCH
     kinds = VECTOR_KINDS if SPAN_WEIGHT else VECTOR_KINDS[:2]
     for kind in kinds:
-        while deadline is None or time.monotonic() < deadline:
+        # the first batch even past the deadline: the model is loaded by now (the dearest
+        # part), and a hook on a busy machine that embedded nothing would never catch up
+        while deadline is None or not done or time.monotonic() < deadline:
             rows = _unembedded(db, engine.model_id, kind, size)
             if not rows:
                 break

@@ -309,3 +309,27 @@ def test_vectors_a_memory_of_schema_6_gains_idea_vectors_and_keeps_its_turns(
     conn.close()
     filled = cj(store, "memory", "vectors")  # only the ideas were missing
     assert (filled["embedded"], filled["ideas_embedded"], filled["ideas_with_vectors"]) == (0, 2, 2)
+
+
+def test_a_hook_past_its_budget_still_embeds_one_batch(store: Store, tmp_path: Path) -> None:
+    """Loading the model is the dear part: once it is loaded, a fill past its deadline still
+    embeds a batch, so hooks on a busy machine catch up instead of embedding nothing forever."""
+    import time
+
+    from ctxstore.memory.db import open_memory
+    from ctxstore.memory.settings import memory_settings, vector_engine
+    from ctxstore.memory.vectors import BUDGET_BATCH, fill_vectors
+
+    path = _talk(tmp_path / "s.jsonl")
+    ctx(store, "memory", "backfill", str(path))  # vectors off: turns indexed, none embedded
+    _vectors(store, True)
+    engine = vector_engine(memory_settings(store.root))
+    assert engine is not None
+    db = open_memory(store.root, create=False)
+    assert db is not None
+    with db:
+        assert db.vector_count(engine.model_id) == (0, 5)
+        fill = fill_vectors(db, engine, deadline=time.monotonic() - 1.0)
+        assert fill.embedded == 5 <= BUDGET_BATCH  # one batch, the deadline long past
+        assert db.vector_count(engine.model_id) == (5, 5)
+        assert fill_vectors(db, engine, deadline=time.monotonic() - 1.0).embedded == 0
