@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, pass_env, plural
+from ctxstore.cli._hyde import drafter_for, echo_notes, hyde_json
 from ctxstore.errors import InvalidInput, NothingToDo
 
 if TYPE_CHECKING:
@@ -168,22 +169,14 @@ def search_command(env: Env, text: str, since: str | None, until: str | None,
     answer = search_transcripts(_memory_dir(env), MemoryQuery(text, since, until, session, intent,
                                                               limit),
                                 now_ms=_now_ms(now), agent=False, hyde=drafter)
-    if drafter is not None:
-        for failure in drafter.failures:
-            click.echo(f"ctx: note: HyDE: {failure}; searched with the question alone", err=True)
-        for note in drafter.notes:
-            click.echo(f"ctx: note: HyDE: {note}", err=True)
+    echo_notes(drafter)
     if answer.missing:
         raise NothingToDo("there is no transcript memory yet",
                           hint="`ctx memory backfill --all` indexes past sessions; the Stop hook "
                                "indexes new ones")
     result = answer.result
     if env.fmt == "json":
-        doc = result_json(result)
-        if drafter is not None:
-            doc["hyde"] = {"draft": drafter.drafts[-1] if drafter.drafts else None,
-                           "failures": list(drafter.failures)}
-        emit_json(doc)
+        emit_json(hyde_json(result_json(result), drafter))
         return
     if not result.hits:
         click.echo("no matching turns")
@@ -192,25 +185,12 @@ def search_command(env: Env, text: str, since: str | None, until: str | None,
 
 
 def _drafter(env: Env) -> Drafter | None:
-    """HyDE's drafter for this store, when it applies (``llm.hyde.memory_drafter``).
-
-    A server this store may not use (a clone's committed remote URL) is a note, not a
-    failed search.
-    """
-    from ctxstore.errors import CtxError
+    """HyDE's drafter for this store, when ``[memory] vectors`` is on (``cli._hyde``)."""
     from ctxstore.memory.settings import memory_settings
 
     if not memory_settings(_memory_dir(env)).vectors:  # no session opened for a plain search
         return None
-    from ctxstore.llm.hyde import memory_drafter
-
-    session = env.session()
-    try:
-        return memory_drafter(session.root, session.config, env.llm_server(None),
-                              total_budget=env.default_budget())
-    except CtxError as exc:
-        click.echo(f"ctx: note: HyDE: {exc.message}; searched with the question alone", err=True)
-        return None
+    return drafter_for(env, "memory")
 
 
 def _print_grouped(hits: list[Hit]) -> None:

@@ -13,6 +13,7 @@ import click
 
 from ctxstore.cli._common import Env, emit_json, format_option, node_json, pass_env, preview
 from ctxstore.cli._global import global_option, query_global, search_global
+from ctxstore.cli._hyde import drafter_for, echo_notes, hyde_json
 from ctxstore.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -78,17 +79,9 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
         embedder = node_embedder(env.session().config, drafter)
     hits = search(env.session(), text, kinds=kinds or KINDS, limit=limit,
                   include_superseded=include_superseded, embedder=embedder)
-    if drafter is not None:
-        for failure in drafter.failures:
-            click.echo(f"ctx: note: HyDE: {failure}; searched with the question alone", err=True)
-        for note in drafter.notes:
-            click.echo(f"ctx: note: HyDE: {note}", err=True)
+    echo_notes(drafter)
     if env.fmt == "json":
-        doc = _hits_json(hits)
-        if drafter is not None:
-            doc["hyde"] = {"draft": drafter.drafts[-1] if drafter.drafts else None,
-                           "failures": list(drafter.failures)}
-        emit_json(doc)
+        emit_json(hyde_json(_hits_json(hits), drafter))
         return
     if not hits:  # said, so an empty answer is not mistaken for a failure to run
         why = "" if search_terms(text) else " (the query has no searchable words)"
@@ -106,24 +99,11 @@ def search_command(env: Env, text: str, limit: int, kinds: tuple[str, ...],
 
 
 def _drafter(env: Env, kinds: tuple[str, ...]) -> Drafter | None:
-    """HyDE's drafter for the nodes of this search, when it applies (``llm.hyde``).
-
-    A server this store may not use (a clone's committed remote URL) is a note, not a
-    failed search.
-    """
-    from ctxstore.errors import CtxError
-
-    config = env.session().config
-    if config.get("retrieval", "vectors") != "on" or not {"node", "narrative"} & set(kinds):
+    """HyDE's drafter for the nodes of this search, when ``[retrieval] vectors`` is on."""
+    if env.session().config.get("retrieval", "vectors") != "on" \
+            or not {"node", "narrative"} & set(kinds):
         return None
-    from ctxstore.llm.hyde import memory_drafter
-
-    try:
-        return memory_drafter(env.session().root, config, env.llm_server(None),
-                              total_budget=env.default_budget(), section="retrieval")
-    except CtxError as exc:
-        click.echo(f"ctx: note: HyDE: {exc.message}; searched with the question alone", err=True)
-        return None
+    return drafter_for(env, "retrieval")
 
 
 def _hit_markdown(hit: Hit) -> str:
