@@ -69,8 +69,7 @@ _TIME_BOOST = 1.0
 # A question asking when ("When did Maria adopt the puppy?") prefers the turns that tell a time:
 # the answer is a time said in the turn ("last Friday"), seldom a word of the question.
 _DATED_BOOST = 0.3
-_WHEN = re.compile(r"\s*(?:when\b|how long\b|(?:what|which) (?:year|month|date|day|week|time)\b)",
-                   re.I)
+_WHEN = re.compile(r"(?:when|how long|(?:what|which) (?:year|month|date|day|week|time))\b", re.I)
 _NAME = re.compile(r"\b[A-Z][a-z]+\b")
 _SPEAKER = re.compile(r"([A-Z][\w'.-]{0,40}): ")
 _HISTORY_DEPTH = 5
@@ -312,7 +311,7 @@ def search_memory(db: MemoryDB, query: str, *, now_ms: int, since: int | None = 
                   _rerank(db, _fused(pool, near), intents, named, unanswered,
                           speakers=_speaker_terms(text, words),
                           when=_in_time(said_low, said_high),
-                          dated=_WHEN.match(query) is not None)]
+                          dated=_WHEN.match(query.lstrip()) is not None)]
     scored.sort(key=lambda pair: (-pair[0], -(pair[1].ts_start or 0), pair[1].id))
     hits = [_hit(db, score, turn, near_rank) for score, turn, near_rank in scored[:limit]]
     return SearchResult(text, low, high, hits)
