@@ -58,14 +58,23 @@ def _path(store_root: Path) -> Path:
     return store_root / "local" / STATE_FILE
 
 
-def _read_all(store_root: Path) -> dict[str, JsonValue]:
+def read_member(path: Path, limit: int, member: str) -> dict[str, JsonValue]:
+    """The object ``member`` of the JSON file ``path`` under ``.ctx/local`` (a cache's state).
+
+    Empty when the file is missing, larger than ``limit``, not a regular file, damaged or not
+    of that shape: a cache starts fresh rather than fail.
+    """
     try:
-        raw = fsio.read_regular(_path(store_root), _MAX_STATE_BYTES)
-        data = json.loads(raw) if len(raw) <= _MAX_STATE_BYTES else None
+        raw = fsio.read_regular(path, limit)
+        data = json.loads(raw) if len(raw) <= limit else None
     except (OSError, ValueError, UnicodeDecodeError, RecursionError, UnsafePath):
         return {}
-    servers = data.get("servers") if isinstance(data, dict) else None
-    return servers if isinstance(servers, dict) else {}
+    found = data.get(member) if isinstance(data, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _read_all(store_root: Path) -> dict[str, JsonValue]:
+    return read_member(_path(store_root), _MAX_STATE_BYTES, "servers")
 
 
 def load_state(store_root: Path, url: str) -> SlotState:

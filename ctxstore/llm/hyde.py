@@ -182,13 +182,9 @@ def _path(store_root: Path) -> Path:
 
 def _read(store_root: Path) -> dict[str, object]:
     """The cached drafts (empty when missing, damaged or unsafe: a cache starts fresh)."""
-    try:
-        raw = fsio.read_regular(_path(store_root), _MAX_CACHE_BYTES)
-        data = json.loads(raw) if len(raw) <= _MAX_CACHE_BYTES else None
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError, UnsafePath):
-        return {}
-    drafts = data.get("drafts") if isinstance(data, dict) else None
-    return drafts if isinstance(drafts, dict) else {}
+    from ctxstore.llm.cache import read_member
+
+    return dict(read_member(_path(store_root), _MAX_CACHE_BYTES, "drafts"))
 
 
 def _write(store_root: Path, key: str, text: str) -> None:
