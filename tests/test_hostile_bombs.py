@@ -117,6 +117,7 @@ def _plant(ctx: Path, oid: bytes, frame: bytes) -> None:
     shutil.rmtree(ctx / "index", ignore_errors=True)  # the index would answer without it
 
 
+@pytest.mark.slow
 def test_commit_bomb_is_refused_from_what_it_declares(tmp_path: Path) -> None:
     # The head commit's file replaced by 32 KiB that declare 1 GiB (the default cap): before,
     # every command and hook allocated it (MemoryError under the limit: an internal error).
@@ -152,6 +153,7 @@ def test_commit_bomb_with_a_small_envelope_is_cut_at_it(tmp_path: Path, declare_
     assert res.returncode == 3 and res.stderr.startswith("ctx: error[E003]:"), res.stderr
 
 
+@pytest.mark.slow
 def test_blob_bomb_is_hashed_as_it_streams(tmp_path: Path) -> None:
     # A blob the head commit names, replaced by 24 KiB declaring 768 MiB of zeros (under the
     # 1 GiB cap, so it must be decoded to be checked): hashed in 1 MiB pieces, never held.

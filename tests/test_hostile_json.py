@@ -87,6 +87,7 @@ def test_config_nested_too_deeply_is_e015(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("key", "event", "want"), [("injected:s1", "prompt-submit", "zebra"),
                                                     ("view_cache", "session-start", "pinned rule")])
+@pytest.mark.slow
 def test_hook_state_value_nested_too_deeply_is_ignored(tmp_path: Path, key: str, event: str,
                                                        want: str) -> None:
     # Values of local/state.sqlite are read back as JSON on every prompt; a damaged one that
@@ -201,6 +202,7 @@ def _covers_recursion(parents: list[ast.AST], call: ast.Call) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_every_json_reader_covers_recursion_error() -> None:
     missing, exempt = [], set()
     for path in sorted(PKG.rglob("*.py")):

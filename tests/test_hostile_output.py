@@ -122,6 +122,7 @@ def _tool(proc: subprocess.Popen[str], n: int, name: str, **args: object) -> str
     return json.dumps(reply["result"], ensure_ascii=False)
 
 
+@pytest.mark.slow
 def test_mcp_pack_recall_and_search_escape_tags(tagged: Path) -> None:
     proc = _raw_server(tagged)
     try:

@@ -447,6 +447,7 @@ def test_hooks_session_start_reinjects_after_compaction_within_the_size_cap(stor
     assert hook("session-end", payload(store, reason="other")) == {}
 
 
+@pytest.mark.slow
 def test_hooks_session_end_composes_the_view_the_next_session_start_reads(
         store: Store, tr: Transcript) -> None:
     hook("session-start", payload(store, source="startup"))
@@ -705,6 +706,7 @@ def test_hooks_a_lagging_transcript_never_runs_a_command_twice(store: Store, tr:
     assert [n[1] for n in nodes(store)].count("lag test memory") == 1
 
 
+@pytest.mark.slow
 def test_hooks_consolidation_is_proposed_at_session_end_when_a_trigger_holds(store: Store) -> None:
     """Spec 003's triggers (issue 32): every 10 new memories, or over 80 active ones."""
     def start(session: str) -> str:

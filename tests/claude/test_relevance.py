@@ -121,6 +121,7 @@ def test_prompt_submit_that_cannot_search_reports_and_still_delivers(store: Stor
     assert "Traceback" not in str(out)
 
 
+@pytest.mark.slow
 def test_compaction_reinjects_what_the_recent_prompts_needed(store: Store) -> None:
     _add_topics(store)
     hook("session-start", payload(store, source="startup"))

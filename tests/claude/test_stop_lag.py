@@ -69,6 +69,7 @@ def test_stop_lagging_a_whole_turn_never_runs_a_tag_twice(store: Store, tr: Time
     assert _count(store) == 1 and _statuses(store) == 0
 
 
+@pytest.mark.slow
 def test_stop_the_same_reply_in_a_later_turn_runs_again(store: Store, tr: Timed) -> None:
     start = time.time() - 60
     assert stop(store, tr, last_assistant_message=REPLY) == {}  # turn 1, lagging

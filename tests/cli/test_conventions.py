@@ -183,6 +183,7 @@ def test_progress_rebuild_and_verify_draw_on_a_terminal_only(store: Store, runne
         assert (piped.returncode, piped.stderr) == (0, b"")
 
 
+@pytest.mark.slow
 def test_progress_import_indexes_with_a_bar_on_a_terminal(store: Store, tmp_path: Path) -> None:
     doc = tmp_path / "doc.json"
     doc.write_text(json.dumps(_import_document(2500)))

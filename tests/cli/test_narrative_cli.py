@@ -281,6 +281,7 @@ def test_commit_notes_a_narrative_file_it_cannot_read_as_knowledge(runner, store
     assert {"action": "skipped", "id": None, "path": rel} in doc["narrative_edits"], doc
 
 
+@pytest.mark.slow
 def test_compaction_summary_lists_files_decisions_and_test_results(tmp_path: Path) -> None:
     # Spec 002's example: the summary says the files changed, the key decisions and how the
     # tests went (the first failure, then the end), not only counts and ids.

@@ -78,6 +78,7 @@ PATHOLOGICAL = {
 
 
 @pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+@pytest.mark.slow
 def test_index_of_a_pathological_file_is_bounded(tmp_path: Path, name: str) -> None:
     ctx_dir = make_work(tmp_path / "w")
     write(ctx_dir.parent, {name: PATHOLOGICAL[name], "ok.py": "def g():\n    return 1\n"})
@@ -90,6 +91,7 @@ def test_index_of_a_pathological_file_is_bounded(tmp_path: Path, name: str) -> N
         assert res.returncode == 0, res.stderr
 
 
+@pytest.mark.slow
 def test_first_read_after_indexing_many_small_functions_is_linear(tmp_path: Path) -> None:
     """30,000 one-line functions: chunking scanned every symbol for each one's children."""
     ctx_dir = make_work(tmp_path / "w")

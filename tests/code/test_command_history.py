@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 from conftest import run_ctx
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "pack.schema.json").read_text())
@@ -52,6 +53,7 @@ def _failed_then_passed(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_a_failing_then_passing_run_is_remembered_logged_and_packed(tmp_path: Path) -> None:
     root = _failed_then_passed(tmp_path)
 
@@ -87,6 +89,7 @@ def test_a_failing_then_passing_run_is_remembered_logged_and_packed(tmp_path: Pa
     assert item in pack["retrieved"][:3]  # it ranks with the best of the code
 
 
+@pytest.mark.slow
 def test_a_task_not_about_the_failure_gets_no_past_run(tmp_path: Path) -> None:
     root = _failed_then_passed(tmp_path)
     pack = json.loads(_ctx(root, "pack", "rename the add function", "--format", "json"))
@@ -113,6 +116,7 @@ def test_history_of_a_name_and_of_none(tmp_path: Path) -> None:
     assert "Ran mypy: exit 1, 1 diagnostics; mypy: failed (1 error in calc.py)" in _log(root)
 
 
+@pytest.mark.slow
 def test_search_and_recall_find_the_failing_run_after_it_passed(tmp_path: Path) -> None:
     root = _failed_then_passed(tmp_path)
     for question in ("why did the tests fail", "test failures", "pytest failed"):

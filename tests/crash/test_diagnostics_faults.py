@@ -50,6 +50,7 @@ def _crash_cases(work: Path, tmp_path: Path, faults: list[str]) -> None:
         shutil.rmtree(case)
 
 
+@pytest.mark.slow
 def test_diagnostics_crash_before_the_pointer_moves_and_an_io_error_leave_a_good_store(
         work: Path, tmp_path: Path) -> None:
     total = _ops(work / ".ctx", tmp_path)

@@ -147,6 +147,7 @@ def test_abort_json_lists_the_events(work: Path) -> None:
                for k in keys)
 
 
+@pytest.mark.slow
 def test_abort_keeps_events_of_earlier_sessions_and_deletes_a_log_it_emptied(
         tmp_path: Path) -> None:
     work = tmp_path / "w"

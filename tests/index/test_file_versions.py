@@ -50,6 +50,7 @@ def history(root: Path, key: str = "src/a.py") -> tuple[set[str], set[str]]:
     return versions, commits
 
 
+@pytest.mark.slow
 def test_file_versions_from_snapshots_and_mentions_with_the_commits_that_recorded_them(
         tmp_path: Path) -> None:
     root = tmp_path / "work"
@@ -97,6 +98,7 @@ def test_file_versions_of_a_file_no_longer_in_the_work_tree_are_found_by_path(
     assert history(root) == ({v1}, {first})
 
 
+@pytest.mark.slow
 def test_file_versions_a_purged_snapshot_leaves_no_version_of_its_content(tmp_path: Path) -> None:
     """``ctx purge --whole`` of a snapshot's blob: the version it named leaves the index."""
     root = tmp_path / "work"

@@ -241,6 +241,7 @@ def test_one_open_that_repairs_both_indexes_tells_the_user_both(tmp_path: Path) 
     assert again.returncode == 0 and again.stderr == ""
 
 
+@pytest.mark.slow
 def test_a_code_index_that_is_not_a_database_is_dropped_not_taken_for_the_main_index(
         tmp_path: Path) -> None:
     """Damage SQLite reports while attaching ``code.sqlite`` is the code index's, not index.sqlite's."""

@@ -60,6 +60,7 @@ def _hook(root: Path, event: str, session: str, **fields: str) -> str:
     return str(out.get("hookSpecificOutput", {}).get("additionalContext", ""))
 
 
+@pytest.mark.slow
 def test_a_changed_decision_is_shown_with_its_predecessor_marked_until_superseded(
         tmp_path: Path) -> None:
     root = tmp_path / "proj"

@@ -50,6 +50,7 @@ def _exchange(ctx_dir: Path, protocol: str, *extra: str) -> tuple[list[dict[str,
         {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}], *extra)
 
 
+@pytest.mark.slow
 def test_mcp_fast_start_answers_as_the_sdk_for_every_protocol_version(ctx_dir: Path) -> None:
     # a version the SDK negotiates, an older one, a newer era's (not through initialize), a
     # version no one knows: the SDK answers its newest handshake version to the last two
@@ -149,6 +150,7 @@ def test_front_answers_until_the_sdk_serves_and_drops_the_sdks_duplicates(
     os.close(read_out)
 
 
+@pytest.mark.slow
 def test_mcp_fast_start_leaves_a_malformed_initialize_to_the_sdk(ctx_dir: Path) -> None:
     bad = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
            "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}  # no clientInfo

@@ -500,6 +500,7 @@ def test_mcp_every_request_line_is_answered_even_malformed(tmp_path: Path) -> No
         proc.wait()
 
 
+@pytest.mark.slow
 def test_mcp_search_finds_a_failing_run_after_it_passed(tmp_path: Path) -> None:
     """The MCP search is the search of ``ctx search``: past command runs come back too."""
     from tests.code.test_command_history import _failed_then_passed

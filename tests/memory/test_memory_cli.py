@@ -104,6 +104,7 @@ def test_cli_backfill_all_keeps_to_this_project(store: Store, tmp_path: Path) ->
     assert cj(store, "memory", "stats")["sessions"] == 5
 
 
+@pytest.mark.slow
 def test_cli_topics_and_promote(store: Store, tmp_path: Path) -> None:
     conversation().write(tmp_path / "s.jsonl")
     ctx(store, "memory", "backfill", str(tmp_path / "s.jsonl"))

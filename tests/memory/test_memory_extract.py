@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -175,6 +176,7 @@ _texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=400) \
 
 @settings(max_examples=300, deadline=None)
 @given(_texts, st.sampled_from(["user", "assistant"]))
+@pytest.mark.slow
 def test_never_raises_and_spans_index_the_text(text: str, role: str) -> None:
     ideas = extract_ideas(text, role)
     for idea in ideas:

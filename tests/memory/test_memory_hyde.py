@@ -46,6 +46,7 @@ def memory(store: Store, tmp_path: Path) -> Store:
     return store
 
 
+@pytest.mark.slow
 def test_hyde_draft_is_asked_for_used_and_cached(memory: Store) -> None:
     plain, _ = _search(memory, None)
     assert "puppy" not in plain["results"][0]["text"] and "hyde" not in plain

@@ -129,6 +129,7 @@ def test_index_byte_budget_stops_and_the_next_call_continues(tmp_path: Path) -> 
     assert dump(part) == dump(full)
 
 
+@pytest.mark.slow
 def test_index_backlog_takes_the_short_budget_and_loses_nothing(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(index, "BACKLOG_BYTES", 20_000)

@@ -64,6 +64,7 @@ def _vector_rows(store: Store) -> dict[str, bytes]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_node_vectors_find_a_node_that_shares_no_word_with_the_question(store: Store) -> None:
     ids = _nodes(store)
     off = cj(store, "search", QUESTION, "--kind", "node")
@@ -82,6 +83,7 @@ def test_node_vectors_find_a_node_that_shares_no_word_with_the_question(store: S
     assert not any(p.name == "vectors.sqlite" for p in (store.root / "objects").rglob("*"))
 
 
+@pytest.mark.slow
 def test_node_vectors_follow_edits_and_rebuild_makes_them_again(store: Store) -> None:
     _vectors(store, "on")
     ids = _nodes(store)
@@ -142,6 +144,7 @@ def test_node_vectors_off_imports_no_model(store: Store) -> None:
                            "ctxstore.search.node_vectors"}
 
 
+@pytest.mark.slow
 def test_node_vectors_damaged_file_is_made_again(store: Store) -> None:
     ids = _nodes(store)
     _vectors(store, "on")
@@ -154,6 +157,7 @@ def test_node_vectors_damaged_file_is_made_again(store: Store) -> None:
     assert set(_vector_rows(store)) == set(ids.values())
 
 
+@pytest.mark.slow
 def test_node_vectors_file_that_is_a_link_is_refused(store: Store, out: Path) -> None:
     _nodes(store)
     _vectors(store, "on")
@@ -166,6 +170,7 @@ def test_node_vectors_file_that_is_a_link_is_refused(store: Store, out: Path) ->
     assert sorted(p.name for p in out.iterdir()) == ["canary"]
 
 
+@pytest.mark.slow
 def test_node_vectors_hyde_draft_finds_what_the_question_alone_misses(store: Store) -> None:
     from tests.llm._llmserver import Behaviour, serve
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import run_ctx, session_of
 
 from ctxstore.claude.commands import CommandContext, execute, hook_key
@@ -50,6 +51,7 @@ def _store(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_search_a_question_about_code_is_not_flooded_with_runs(tmp_path: Path) -> None:
     root = _store(tmp_path)
     node = json.loads(_ctx(root, "add", "--type", "decision", "--format", "json",
@@ -72,6 +74,7 @@ def test_search_a_question_about_code_is_not_flooded_with_runs(tmp_path: Path) -
     assert json.loads(_ctx(root, "recall", "type:decision", "--format", "json"))["runs"] == []
 
 
+@pytest.mark.slow
 def test_search_runs_newest_first_among_equals_and_one_hit_per_command(tmp_path: Path) -> None:
     root = _store(tmp_path)
     for name in ("older", "newer"):
@@ -87,6 +90,7 @@ def test_search_runs_newest_first_among_equals_and_one_hit_per_command(tmp_path:
     assert runs[0]["run"]["then"] is None  # it still fails
 
 
+@pytest.mark.slow
 def test_search_run_status_words_and_transition_times(tmp_path: Path) -> None:
     root = _store(tmp_path)
     _record(root, "tests", FAILED, 1)
@@ -104,6 +108,7 @@ def test_search_run_status_words_and_transition_times(tmp_path: Path) -> None:
     assert "test_add_small" in text
 
 
+@pytest.mark.slow
 def test_purge_takes_a_runs_text_out_of_search(tmp_path: Path) -> None:
     root = _store(tmp_path)
     config = root / ".ctx" / "config.toml"
@@ -165,6 +170,7 @@ def test_a_purge_applied_to_a_live_index_takes_the_run_out(tmp_path: Path) -> No
     assert conn.execute("SELECT count(*) FROM runs_fts").fetchone() == (0,)
 
 
+@pytest.mark.slow
 def test_mcp_recall_over_stdio_returns_the_failing_run(tmp_path: Path) -> None:
     from tests.mcp.describe_server import INITIALIZED, initialize, talk
 

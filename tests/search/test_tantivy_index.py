@@ -187,6 +187,7 @@ def test_the_module_imports_no_tantivy_until_used() -> None:
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_concurrent_tantivy_rebuilds_take_turns(tmp_path: Path) -> None:
     """Two `ctx rebuild --tantivy` processes at once: both succeed, the index works after."""
     ctx_dir = indexed_and_committed(tmp_path / "w")

@@ -41,6 +41,7 @@ def refused(work: Path, rule: str, line: int, *args: str, stdin: str | None = No
     return res.stderr
 
 
+@pytest.mark.slow
 def test_explicit_cli_writes_with_a_secret_are_refused(work: Path, tmp_path: Path) -> None:
     note = f"Deploy notes\nthe bot uses {GH.text}\n"
     err = refused(work, "github-pat", 2, "add", "note", note)

@@ -305,6 +305,7 @@ def test_ctx_dir_naming_a_project_with_a_damaged_store_is_reported(tmp_path: Pat
 
 
 @pytest.mark.parametrize("index", ["current", "fresh"])
+@pytest.mark.slow
 def test_cli_names_the_pointer_that_names_a_missing_object(store, index: str) -> None:
     """refs/main naming an object this clone lacks (a teammate's bad commit): one line naming it.
 

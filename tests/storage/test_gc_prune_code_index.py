@@ -16,6 +16,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import object_files, run_ctx
 
 from ctxstore.ids import ObjectId
@@ -87,6 +88,7 @@ def _trees(ctx: Path) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 def test_gc_prunes_an_older_ctx_code_index_and_keeps_what_knowledge_needs(git_repo: Path) -> None:
     repo = git_repo
     old = _old_store(repo)
@@ -229,6 +231,7 @@ def test_pruned_lists_planted_in_a_clone_are_read_within_a_bound(git_repo: Path)
     assert codes == {("W005", "warning"), ("E001", "error")}
 
 
+@pytest.mark.slow
 def test_a_branch_made_before_the_gc_merges_after_it(git_repo: Path) -> None:
     """History that still names the pruned objects, merged in after the gc, reads and verifies."""
     repo = git_repo
