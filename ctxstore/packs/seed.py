@@ -116,11 +116,13 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
     groups = ((0, files.split, "source"), (files.split, len(files.ids), "other"))
     # the terms whose postings are read, or that Tantivy scores: the rarest, under a cap
     chosen = {field: _lookups(conn, query, field) for field in (BODY, PATH)}
+    at = dict(zip(files.paths, range(len(files.paths)), strict=True))
     if served is not None:
         try:
+            # no group lists terms: those of the hits kept are read once, for both (_explain)
             hits = [hit for lo, hi, corpus in groups if hi > lo
-                    for hit in _rank_group(conn, files, lo, hi, None, definitions, query, p,
-                                           limit, matched_only, explain,
+                    for hit in _rank_group(conn, files, at, lo, hi, None, definitions, query,
+                                           p, limit, matched_only, 0,
                                            _TantivyText(served, corpus, files, lo, hi, conn, p,
                                                         chosen))]
         except (_Stale, TantivyUnusable):  # rowids Tantivy recorded name other files now, or
@@ -135,10 +137,13 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
         hits = [hit for (lo, hi, _), postings_of in zip(groups, _split_postings(found, files),
                                                         strict=True)
                 if hi > lo
-                for hit in _rank_group(conn, files, lo, hi, postings_of, definitions, query, p,
-                                       limit, matched_only, explain)]
+                for hit in _rank_group(conn, files, at, lo, hi, postings_of, definitions, query,
+                                       p, limit, matched_only, explain)]
     hits.sort(key=lambda h: (-h.score, h.path))
-    return hits if limit is None else hits[:limit]
+    hits = hits if limit is None else hits[:limit]
+    if served is not None:
+        _explain(conn, files, at, hits if explain is None else hits[:explain], query, chosen)
+    return hits
 
 
 class _Stale(Exception):
@@ -181,6 +186,27 @@ class _TantivyText:
             into.setdefault(self.where[file], set()).add(term)
 
 
+def _explain(conn: sqlite3.Connection, files: FileCorpus, at: Mapping[str, int],
+             hits: Sequence[Hit], query: Query, chosen: Mapping[int, Sequence[str]]) -> None:
+    """Fill each hit's ``terms``: the scored terms its postings hold, in the query's order.
+
+    What the postings' ranking lists for its explained hits (``FieldStats.holding`` of the
+    terms it read), read for the hits kept after both groups are merged: one query for
+    ``explain`` files, not ``explain`` of each group.
+    """
+    scored = {*chosen[BODY], *chosen[PATH]}
+    terms = [t for t in query.weights if t in scored]
+    if not hits or not terms:
+        return
+    rowids = [files.ids[at[h.path]] for h in hits]
+    held: dict[int, set[str]] = {}
+    for file, term in terms_held(conn, rowids, terms):
+        held.setdefault(file, set()).add(term)
+    position = {t: k for k, t in enumerate(query.raw_terms)}
+    for hit, rowid in zip(hits, rowids, strict=True):
+        hit.terms = sorted(held.get(rowid, ()), key=position.__getitem__)
+
+
 _Postings = dict[int, dict[str, list[tuple[int, int]]]]  # field -> term -> (document, tf)
 
 
@@ -211,24 +237,32 @@ def _split_postings(found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]]
     return out
 
 
-def _rank_group(conn: sqlite3.Connection, files: FileCorpus, lo: int, hi: int,
-                fields: _Postings | None, definitions: Sequence[tuple[str, str]], query: Query,
-                params: Params, limit: int | None, matched_only: bool, explain: int | None,
-                text: TextScores | None = None) -> list[Hit]:
-    """Rank one group of files (``files[lo:hi]``) by ``fields`` (postings) or ``text``."""
+def _rank_group(conn: sqlite3.Connection, files: FileCorpus, at: Mapping[str, int], lo: int,
+                hi: int, fields: _Postings | None, definitions: Sequence[tuple[str, str]],
+                query: Query, params: Params, limit: int | None, matched_only: bool,
+                explain: int | None, text: TextScores | None = None) -> list[Hit]:
+    """Rank one group of files (``files[lo:hi]``) by ``fields`` (postings) or ``text``.
+
+    ``at``: every file's position in ``files``, by path.
+    """
     paths = files.paths[lo:hi]
-    index = dict(zip(paths, range(len(paths)), strict=True))
+
+    def local(path: str) -> int | None:
+        i = at.get(path)
+        return None if i is None or not lo <= i < hi else i - lo
+
     definers: dict[str, list[int]] = {}
     for path, name in definitions:
         holders = definers.setdefault(name, [])
-        if path in index and index[path] not in holders:
-            holders.append(index[path])
+        i = local(path)
+        if i is not None and i not in holders:
+            holders.append(i)
 
     def expand(sources: Sequence[int]) -> list[tuple[int, int, str]]:
         chosen = {paths[i] for i in sources}
         out: list[tuple[int, int, str]] = []
         for importer, imported in import_edges(conn, sorted(chosen)):
-            a, b = index.get(importer), index.get(imported)
+            a, b = local(importer), local(imported)
             if a is None or b is None:
                 continue
             if imported in chosen:
