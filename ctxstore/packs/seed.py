@@ -10,7 +10,7 @@ the two fields from the same postings, every term at once. The best files are th
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.index.retrieval import (
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
     from ctxstore.search.tantivy_index import Served
 
-__all__ = ["MIN_TERMS", "MAX_POSTINGS", "TANTIVY_FILES", "has_search_terms", "rank_files",
-           "hit_why"]
+__all__ = ["MIN_TERMS", "MAX_POSTINGS", "TANTIVY_FILES", "Ranking", "has_search_terms",
+           "rank_files", "rank_files_lazily", "hit_why"]
 
 MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
 MAX_POSTINGS = 10_000      # more terms only while their postings stay under this (bench/pack.py --caps)
@@ -102,8 +102,63 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
     Returns:
         Hits, best first; empty when the index has no code tables.
     """
+    ranking = rank_files_lazily(conn, query, params, limit=limit, matched_only=matched_only,
+                                explain=explain, served=served)
+    ranking.explain(ranking.hits if explain is None else ranking.hits[:explain])
+    return ranking.hits
+
+
+class Ranking:
+    """Ranked files whose matched terms are read when asked for (``explain``).
+
+    The postings' ranking lists the terms of its first hits as it ranks (it holds their
+    postings); Tantivy's lists none until asked, and then reads those of the hits asked
+    about only, in one query (``search.rows.terms_held``): a pack asks for the files whose
+    chunks it reads, not for every file it explains.
+
+    Attributes:
+        hits: The hits, best first.
+    """
+
+    __slots__ = ("hits", "_explain")
+
+    def __init__(self, hits: list[Hit], explain: Callable[[Sequence[Hit]], None]) -> None:
+        self.hits = hits
+        self._explain = explain
+
+    def explain(self, hits: Sequence[Hit]) -> None:
+        """Fill ``terms`` of these hits (among the first ``explain`` the ranking was asked for).
+
+        Args:
+            hits: Some of ``self.hits``.
+        """
+        self._explain(hits)
+
+
+def _explained(hits: Sequence[Hit]) -> None:
+    """Nothing to read: the postings' ranking listed their terms already."""
+
+
+def rank_files_lazily(conn: sqlite3.Connection, query: Query, params: Params | None = None,
+                      *, limit: int | None = None, matched_only: bool = False,
+                      explain: int | None = None, served: Served | None = None) -> Ranking:
+    """``rank_files``, with the hits' matched terms read on request (``Ranking.explain``).
+
+    Args:
+        conn: A current index connection.
+        query: The parsed task.
+        params: Ranking weights (defaults: the tuned ones).
+        limit: At most this many hits (None: every file).
+        matched_only: Leave out the files that score 0.
+        explain: Terms may be asked of the first this many hits only (None: of all).
+        served: The Tantivy index serving this index, or None.
+
+    Returns:
+        The ranking; the first ``explain`` hits of the postings' ranking list their terms
+        already, those of Tantivy's when asked (``Ranking.explain``).
+    """
     if not has_code(conn):
-        return []
+        return Ranking([], _explained)
     files = file_corpus(conn, PROSE_LANGUAGES)
     p = params or Params()
     if served is not None and (p.k1, p.body_b, p.path_b) != (1.2, 0.75, 0.0):
@@ -119,7 +174,7 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
     at = dict(zip(files.paths, range(len(files.paths)), strict=True))
     if served is not None:
         try:
-            # no group lists terms: those of the hits kept are read once, for both (_explain)
+            # no group lists terms: those of the hits asked about are read at once (_explain)
             hits = [hit for lo, hi, corpus in groups if hi > lo
                     for hit in _rank_group(conn, files, at, lo, hi, None, definitions, query,
                                            p, limit, matched_only, 0,
@@ -130,8 +185,8 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
             from ctxstore.search.tantivy_index import forget_tantivy
 
             forget_tantivy(served.folder.parent.parent)
-            return rank_files(conn, query, params, limit=limit, matched_only=matched_only,
-                              explain=explain)
+            return rank_files_lazily(conn, query, params, limit=limit,
+                                     matched_only=matched_only, explain=explain)
     else:
         found = {field: postings(conn, terms, field) for field, terms in chosen.items()}
         hits = [hit for (lo, hi, _), postings_of in zip(groups, _split_postings(found, files),
@@ -141,9 +196,9 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
                                        p, limit, matched_only, explain)]
     hits.sort(key=lambda h: (-h.score, h.path))
     hits = hits if limit is None else hits[:limit]
-    if served is not None:
-        _explain(conn, files, at, hits if explain is None else hits[:explain], query, chosen)
-    return hits
+    if served is None:
+        return Ranking(hits, _explained)
+    return Ranking(hits, lambda asked: _explain(conn, files, at, asked, query, chosen))
 
 
 class _Stale(Exception):

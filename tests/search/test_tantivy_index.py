@@ -334,7 +334,8 @@ def test_tantivy_scores_the_terms_the_postings_would_be_read_for(
 def test_tantivy_lists_the_terms_of_the_first_explained_hits_of_both_groups(
         tmp_path: Path) -> None:
     """``explain=k`` over Tantivy: the first k hits (source files and prose merged) list the
-    terms the postings' ranking lists for them, and no hit after them lists any."""
+    terms the postings' ranking lists for them, and no hit after them lists any; ranked
+    lazily, only the hits asked about do."""
     from ctxstore.init import init_store
     from ctxstore.packs import seed
     from ctxstore.search.rank import Params
@@ -363,8 +364,14 @@ def test_tantivy_lists_the_terms_of_the_first_explained_hits_of_both_groups(
         by_postings = seed.rank_files(conn, query, params, matched_only=True, explain=2)
         by_tantivy = seed.rank_files(conn, query, params, matched_only=True, explain=2,
                                      served=served)
+        lazily = seed.rank_files_lazily(conn, query, params, matched_only=True, explain=2,
+                                        served=served)
+        unasked = [list(h.terms) for h in lazily.hits]
+        lazily.explain([lazily.hits[1]])  # a pack asks for the files it reads chunks of
     assert len(every) == 5 and all(h.terms for h in every)
     assert [h.path for h in by_tantivy] == [h.path for h in every]
     assert [h.terms for h in by_tantivy[:2]] == [h.terms for h in every[:2]] \
         == [h.terms for h in by_postings[:2]]
     assert all(not h.terms for h in by_tantivy[2:])  # read for the first two, not two a group
+    assert unasked == [[]] * 5
+    assert [h.terms for h in lazily.hits] == [[], every[1].terms, [], [], []]
