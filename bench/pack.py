@@ -311,6 +311,28 @@ def report(times: dict[str, list[float]], engine: str = "",
     return ok
 
 
+def paired(cpu: dict[str, dict[str, list[float]]], first: str, second: str) -> None:
+    """Print, per kind of command, the median of the paired CPU differences of two engines.
+
+    Each command ran under both engines back to back in every round, so the difference of
+    a pair cancels what the machine's load did to both; the floor's pairs show what is left
+    of that noise.
+    """
+    print(f"\ncpu {second} - {first}, median of paired differences (ms; share of {first}'s p50)")
+    kinds: dict[str, tuple[list[float], list[float]]] = {}
+    for label in cpu[first]:
+        kind = label.split(":")[0]
+        diffs, base = kinds.setdefault(kind, ([], []))
+        diffs.extend(b - a for a, b in zip(cpu[first][label], cpu[second][label], strict=True))
+        base.extend(cpu[first][label])
+    for kind, (diffs, base) in kinds.items():
+        if diffs:
+            d = statistics.median(diffs)
+            wins = sum(x < 0 for x in diffs)
+            print(f"{kind:34} {d:+8.1f}  {d / statistics.median(base):+7.1%}  "
+                  f"({wins} of {len(diffs)} pairs cheaper under {second})")
+
+
 def set_fulltext(work: Path, engine: str) -> None:
     """Write ``[index] fulltext = ENGINE`` into the store's config.toml (docs/index.md)."""
     config = work / ".ctx" / "config.toml"
@@ -372,16 +394,19 @@ def main() -> int:
             _run([*ctx, "rebuild", "--tantivy"], work)  # built once, outside the timings
         times: dict[str, dict[str, list[float]]] = {e: {k: [] for k in commands} for e in engines}
         cpu: dict[str, dict[str, list[float]]] = {e: {k: [] for k in commands} for e in engines}
-        for round_ in range(args.runs):  # the engines interleaved round by round, each
-            for engine in engines if round_ % 2 == 0 else engines[::-1]:  # first in turn
-                set_fulltext(work, engine)
-                for label, argv in commands.items():
+        for round_ in range(args.runs):  # each command run by every engine back to back,
+            for k, (label, argv) in enumerate(commands.items()):  # each engine first in turn
+                for engine in engines if (round_ + k) % 2 == 0 else engines[::-1]:
+                    if len(engines) > 1:
+                        set_fulltext(work, engine)
                     wall, spent = _run_cpu(argv, work)
                     times[engine][label].append(wall)
                     cpu[engine][label].append(spent)
         ok = all([report({k: v for k, v in times[e].items() if v}, e if len(engines) > 1 else "",
                          cpu={k: v for k, v in cpu[e].items() if v})
                   for e in engines])
+        if len(engines) == 2:
+            paired(cpu, engines[0], engines[1])
         for engine in engines:
             set_fulltext(work, engine)
             in_process(work, tasks, args.runs, engine if len(engines) > 1 else "")
