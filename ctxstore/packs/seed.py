@@ -225,11 +225,12 @@ class _TantivyText:
         from ctxstore.search.tantivy_index import check_of
 
         out: dict[int, float] = {}
+        where, paths = self.where.get, self.paths
         for rowid, score, check in self.served.ranked_files(
                 self.corpus, weights, self.params.path_weight, TANTIVY_FILES,
                 body=self.body, path=self.path):
-            i = self.where.get(rowid)
-            if i is None or check != check_of(self.paths[i]):
+            i = where(rowid)
+            if i is None or check != check_of(paths[i]):
                 raise _Stale
             out[i] = score
         return out
