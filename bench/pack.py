@@ -33,7 +33,9 @@ Usage:
     python bench/pack.py --corpus synthetic      # the 49-word worst case
     python bench/pack.py --quick                 # 1,000 files, 1,000 nodes, 3 runs
     python bench/pack.py --work /tmp/packbench --fulltext fts5,tantivy
-        # the same store served by FTS5 and by Tantivy, interleaved (docs/index.md)
+        # the same store served by FTS5 and by Tantivy, command by command, with the
+        # median of the paired CPU differences; then build_pack in one resident process
+        # (the MCP server's case), the two taking turns task by task (docs/index.md)
     python bench/pack.py --scale                 # a new user's steps at 10,000 real files
     python bench/pack.py --scale --files 5000 --work /tmp/scale   # keep the clone
     python bench/pack.py --work /tmp/packbench --caps 20000,10000,6000 --seeds 50,20,10
@@ -185,6 +187,47 @@ def in_process(work: Path, tasks: dict[str, str], runs: int, engine: str = "") -
             print(f"{label:34} {statistics.median(xs):8.0f}")
 
 
+def in_process_paired(work: Path, tasks: dict[str, str], runs: int, first: str, second: str
+                      ) -> None:
+    """CPU of ``build_pack`` in one resident process, two engines, paired task by task.
+
+    The MCP server's case: the interpreter, ctx and Tantivy's library are loaded once, and
+    each pack opens the indexes it reads. One session per ``[index] fulltext`` setting, the
+    two taking turns on every task of every round (each first in turn); printed: each
+    engine's CPU p50 per task and the median of the paired differences.
+    """
+    from contextlib import ExitStack
+
+    from ctxstore.packs.pack import build_pack
+    from ctxstore.session import Session
+
+    cpu: dict[str, dict[str, list[float]]] = {e: {k: [] for k in tasks} for e in (first, second)}
+    with ExitStack() as stack:
+        sessions = {}
+        for engine in (first, second):
+            set_fulltext(work, engine)
+            sessions[engine] = stack.enter_context(Session.open(work / ".ctx"))
+            sessions[engine].index()
+            for task in tasks.values():  # warm: imports, caches, each engine's first query
+                build_pack(sessions[engine], task)
+        for round_ in range(runs):
+            for k, (label, task) in enumerate(tasks.items()):
+                for engine in (first, second) if (round_ + k) % 2 == 0 else (second, first):
+                    start = time.process_time()
+                    build_pack(sessions[engine], task)
+                    cpu[engine][label].append((time.process_time() - start) * 1000)
+    print(f"\n{'in-process build_pack, CPU ms':34} {first:>8} {second:>8}")
+    for label in tasks:
+        print(f"{label:34} {statistics.median(cpu[first][label]):8.1f} "
+              f"{statistics.median(cpu[second][label]):8.1f}")
+    diffs = [b - a for label in tasks
+             for a, b in zip(cpu[first][label], cpu[second][label], strict=True)]
+    base = statistics.median([x for xs in cpu[first].values() for x in xs])
+    d = statistics.median(diffs)
+    print(f"{'paired ' + second + ' - ' + first:34} {d:+8.1f}  {d / base:+7.1%}  "
+          f"({sum(x < 0 for x in diffs)} of {len(diffs)} pairs cheaper under {second})")
+
+
 def at_scale(work: Path, eval_dir: Path, caps: list[int], seeds: list[int], runs: int,
              tantivy: bool = False) -> None:
     """MRR of the development set's items ranked inside the large index, per setting.
@@ -311,6 +354,28 @@ def report(times: dict[str, list[float]], engine: str = "",
     return ok
 
 
+def paired(cpu: dict[str, dict[str, list[float]]], first: str, second: str) -> None:
+    """Print, per kind of command, the median of the paired CPU differences of two engines.
+
+    Each command ran under both engines back to back in every round, so the difference of
+    a pair cancels what the machine's load did to both; the floor's pairs show what is left
+    of that noise.
+    """
+    print(f"\ncpu {second} - {first}, median of paired differences (ms; share of {first}'s p50)")
+    kinds: dict[str, tuple[list[float], list[float]]] = {}
+    for label in cpu[first]:
+        kind = label.split(":")[0]
+        diffs, base = kinds.setdefault(kind, ([], []))
+        diffs.extend(b - a for a, b in zip(cpu[first][label], cpu[second][label], strict=True))
+        base.extend(cpu[first][label])
+    for kind, (diffs, base) in kinds.items():
+        if diffs:
+            d = statistics.median(diffs)
+            wins = sum(x < 0 for x in diffs)
+            print(f"{kind:34} {d:+8.1f}  {d / statistics.median(base):+7.1%}  "
+                  f"({wins} of {len(diffs)} pairs cheaper under {second})")
+
+
 def set_fulltext(work: Path, engine: str) -> None:
     """Write ``[index] fulltext = ENGINE`` into the store's config.toml (docs/index.md)."""
     config = work / ".ctx" / "config.toml"
@@ -372,19 +437,23 @@ def main() -> int:
             _run([*ctx, "rebuild", "--tantivy"], work)  # built once, outside the timings
         times: dict[str, dict[str, list[float]]] = {e: {k: [] for k in commands} for e in engines}
         cpu: dict[str, dict[str, list[float]]] = {e: {k: [] for k in commands} for e in engines}
-        for round_ in range(args.runs):  # the engines interleaved round by round, each
-            for engine in engines if round_ % 2 == 0 else engines[::-1]:  # first in turn
-                set_fulltext(work, engine)
-                for label, argv in commands.items():
+        for round_ in range(args.runs):  # each command run by every engine back to back,
+            for k, (label, argv) in enumerate(commands.items()):  # each engine first in turn
+                for engine in engines if (round_ + k) % 2 == 0 else engines[::-1]:
+                    if len(engines) > 1:
+                        set_fulltext(work, engine)
                     wall, spent = _run_cpu(argv, work)
                     times[engine][label].append(wall)
                     cpu[engine][label].append(spent)
         ok = all([report({k: v for k, v in times[e].items() if v}, e if len(engines) > 1 else "",
                          cpu={k: v for k, v in cpu[e].items() if v})
                   for e in engines])
-        for engine in engines:
-            set_fulltext(work, engine)
-            in_process(work, tasks, args.runs, engine if len(engines) > 1 else "")
+        if len(engines) == 2:
+            paired(cpu, engines[0], engines[1])
+        if len(engines) == 2:
+            in_process_paired(work, tasks, args.runs, engines[0], engines[1])
+        else:
+            in_process(work, tasks, args.runs)
         set_fulltext(work, "auto")
     return 0 if ok else 1
 

@@ -54,7 +54,7 @@ from ctxstore.packs.items import (
 from ctxstore.packs.narrative import narrative_items, node_items, scale_node_items, stale_flags
 from ctxstore.packs.render import narrative_cost
 from ctxstore.packs.request import PackRequest
-from ctxstore.packs.seed import hit_why, rank_files
+from ctxstore.packs.seed import hit_why, rank_files_lazily
 from ctxstore.packs.select import DOC_SHARE, choose, is_doc_task, lead_file
 from ctxstore.refs import read_head
 from ctxstore.search.rank import Params
@@ -151,26 +151,31 @@ def _make_pack(session: Session, request: PackRequest, user: Session | None) -> 
     params = Params() if graph else Params(graph_weight=0.0)
     # files and memory alike, where packs are served by Tantivy (``[index] fulltext``)
     served = open_served(session.root, conn, config) if serves_packs(config) else None
-    # only the files whose chunks are read need their terms (each group's first MAX_FILES)
-    hits = rank_files(conn, query, params, limit=RANKED_FILES, matched_only=True,
-                      explain=MAX_FILES, served=served)
+    ranking = rank_files_lazily(conn, query, params, limit=RANKED_FILES, matched_only=True,
+                                explain=MAX_FILES, served=served)
+    hits = ranking.hits
     top = hits[0].score if hits else 1.0
     seeds = [h.path for h in hits[:MAX_SEEDS] if h.score >= SEED_SHARE * top]
-    files: dict[str, tuple[float, dict[str, Any]]] = {
-        h.path: (h.score / top, hit_why(h)) for h in hits[:MAX_FILES]}
     expanded: dict[str, list[str]] = {}
     scc_used = False
     if graph and depth > 0 and seeds:
         scc_used, expanded = components(conn, seeds)
         for path, route in expand(conn, seeds, depth, MAX_EXPANDED).items():
             expanded.setdefault(path, route)
-        for path, route in expanded.items():  # half the seed's relevance per hop
-            relevance = files[route[0]][0] * 0.5 ** ((len(route) - 1) // 2)
-            if path not in files:
-                files[path] = (relevance, {"edge_path": route})
-            elif files[path][0] < relevance and not files[path][1].get("matched_terms"):
-                files[path] = (relevance, {**files[path][1], "edge_path": route})  # by the
-                # graph alone: the ranking's own graph term scored it below its expansion
+    # Matched terms say which chunks of a file to read and whether the graph's reason
+    # replaces the file's own: those of the files whose chunks may be read (``near``) and
+    # of those the graph reaches are read, not those of every ranked file.
+    ranking.explain([h for h in hits[:MAX_FILES]
+                     if h.score / top >= MIN_RELEVANCE or h.path in expanded])
+    files: dict[str, tuple[float, dict[str, Any]]] = {
+        h.path: (h.score / top, hit_why(h)) for h in hits[:MAX_FILES]}
+    for path, route in expanded.items():  # half the seed's relevance per hop
+        relevance = files[route[0]][0] * 0.5 ** ((len(route) - 1) // 2)
+        if path not in files:
+            files[path] = (relevance, {"edge_path": route})
+        elif files[path][0] < relevance and not files[path][1].get("matched_terms"):
+            files[path] = (relevance, {**files[path][1], "edge_path": route})  # by the
+            # graph alone: the ranking's own graph term scored it below its expansion
     versions = {p: v.hex() for p, v in file_versions(conn, list(files)).items()}
     given = request.reserve
 

@@ -10,7 +10,7 @@ the two fields from the same postings, every term at once. The best files are th
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.index.retrieval import (
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
     from ctxstore.search.tantivy_index import Served
 
-__all__ = ["MIN_TERMS", "MAX_POSTINGS", "TANTIVY_FILES", "has_search_terms", "rank_files",
-           "hit_why"]
+__all__ = ["MIN_TERMS", "MAX_POSTINGS", "TANTIVY_FILES", "Ranking", "has_search_terms",
+           "rank_files", "rank_files_lazily", "hit_why"]
 
 MIN_TERMS = 8              # terms whose body postings are always read (the rarest)
 MAX_POSTINGS = 10_000      # more terms only while their postings stay under this (bench/pack.py --caps)
@@ -102,8 +102,63 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
     Returns:
         Hits, best first; empty when the index has no code tables.
     """
+    ranking = rank_files_lazily(conn, query, params, limit=limit, matched_only=matched_only,
+                                explain=explain, served=served)
+    ranking.explain(ranking.hits if explain is None else ranking.hits[:explain])
+    return ranking.hits
+
+
+class Ranking:
+    """Ranked files whose matched terms are read when asked for (``explain``).
+
+    The postings' ranking lists the terms of its first hits as it ranks (it holds their
+    postings); Tantivy's lists none until asked, and then reads those of the hits asked
+    about only, in one query (``search.rows.terms_held``): a pack asks for the files whose
+    chunks it reads, not for every file it explains.
+
+    Attributes:
+        hits: The hits, best first.
+    """
+
+    __slots__ = ("hits", "_explain")
+
+    def __init__(self, hits: list[Hit], explain: Callable[[Sequence[Hit]], None]) -> None:
+        self.hits = hits
+        self._explain = explain
+
+    def explain(self, hits: Sequence[Hit]) -> None:
+        """Fill ``terms`` of these hits (among the first ``explain`` the ranking was asked for).
+
+        Args:
+            hits: Some of ``self.hits``.
+        """
+        self._explain(hits)
+
+
+def _explained(hits: Sequence[Hit]) -> None:
+    """Nothing to read: the postings' ranking listed their terms already."""
+
+
+def rank_files_lazily(conn: sqlite3.Connection, query: Query, params: Params | None = None,
+                      *, limit: int | None = None, matched_only: bool = False,
+                      explain: int | None = None, served: Served | None = None) -> Ranking:
+    """``rank_files``, with the hits' matched terms read on request (``Ranking.explain``).
+
+    Args:
+        conn: A current index connection.
+        query: The parsed task.
+        params: Ranking weights (defaults: the tuned ones).
+        limit: At most this many hits (None: every file).
+        matched_only: Leave out the files that score 0.
+        explain: Terms may be asked of the first this many hits only (None: of all).
+        served: The Tantivy index serving this index, or None.
+
+    Returns:
+        The ranking; the first ``explain`` hits of the postings' ranking list their terms
+        already, those of Tantivy's when asked (``Ranking.explain``).
+    """
     if not has_code(conn):
-        return []
+        return Ranking([], _explained)
     files = file_corpus(conn, PROSE_LANGUAGES)
     p = params or Params()
     if served is not None and (p.k1, p.body_b, p.path_b) != (1.2, 0.75, 0.0):
@@ -116,11 +171,13 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
     groups = ((0, files.split, "source"), (files.split, len(files.ids), "other"))
     # the terms whose postings are read, or that Tantivy scores: the rarest, under a cap
     chosen = {field: _lookups(conn, query, field) for field in (BODY, PATH)}
+    at = dict(zip(files.paths, range(len(files.paths)), strict=True))
     if served is not None:
         try:
+            # no group lists terms: those of the hits asked about are read at once (_explain)
             hits = [hit for lo, hi, corpus in groups if hi > lo
-                    for hit in _rank_group(conn, files, lo, hi, None, definitions, query, p,
-                                           limit, matched_only, explain,
+                    for hit in _rank_group(conn, files, at, lo, hi, None, definitions, query,
+                                           p, limit, matched_only, 0,
                                            _TantivyText(served, corpus, files, lo, hi, conn, p,
                                                         chosen))]
         except (_Stale, TantivyUnusable):  # rowids Tantivy recorded name other files now, or
@@ -128,17 +185,20 @@ def rank_files(conn: sqlite3.Connection, query: Query, params: Params | None = N
             from ctxstore.search.tantivy_index import forget_tantivy
 
             forget_tantivy(served.folder.parent.parent)
-            return rank_files(conn, query, params, limit=limit, matched_only=matched_only,
-                              explain=explain)
+            return rank_files_lazily(conn, query, params, limit=limit,
+                                     matched_only=matched_only, explain=explain)
     else:
         found = {field: postings(conn, terms, field) for field, terms in chosen.items()}
         hits = [hit for (lo, hi, _), postings_of in zip(groups, _split_postings(found, files),
                                                         strict=True)
                 if hi > lo
-                for hit in _rank_group(conn, files, lo, hi, postings_of, definitions, query, p,
-                                       limit, matched_only, explain)]
+                for hit in _rank_group(conn, files, at, lo, hi, postings_of, definitions, query,
+                                       p, limit, matched_only, explain)]
     hits.sort(key=lambda h: (-h.score, h.path))
-    return hits if limit is None else hits[:limit]
+    hits = hits if limit is None else hits[:limit]
+    if served is None:
+        return Ranking(hits, _explained)
+    return Ranking(hits, lambda asked: _explain(conn, files, at, asked, query, chosen))
 
 
 class _Stale(Exception):
@@ -165,11 +225,12 @@ class _TantivyText:
         from ctxstore.search.tantivy_index import check_of
 
         out: dict[int, float] = {}
+        where, paths = self.where.get, self.paths
         for rowid, score, check in self.served.ranked_files(
                 self.corpus, weights, self.params.path_weight, TANTIVY_FILES,
                 body=self.body, path=self.path):
-            i = self.where.get(rowid)
-            if i is None or check != check_of(self.paths[i]):
+            i = where(rowid)
+            if i is None or check != check_of(paths[i]):
                 raise _Stale
             out[i] = score
         return out
@@ -179,6 +240,27 @@ class _TantivyText:
         for file, term in terms_held(self.conn, [self.ids[i] for i in docs],
                                      [t for t in terms if t in scored]):
             into.setdefault(self.where[file], set()).add(term)
+
+
+def _explain(conn: sqlite3.Connection, files: FileCorpus, at: Mapping[str, int],
+             hits: Sequence[Hit], query: Query, chosen: Mapping[int, Sequence[str]]) -> None:
+    """Fill each hit's ``terms``: the scored terms its postings hold, in the query's order.
+
+    What the postings' ranking lists for its explained hits (``FieldStats.holding`` of the
+    terms it read), read for the hits kept after both groups are merged: one query for
+    ``explain`` files, not ``explain`` of each group.
+    """
+    scored = {*chosen[BODY], *chosen[PATH]}
+    terms = [t for t in query.weights if t in scored]
+    if not hits or not terms:
+        return
+    rowids = [files.ids[at[h.path]] for h in hits]
+    held: dict[int, set[str]] = {}
+    for file, term in terms_held(conn, rowids, terms):
+        held.setdefault(file, set()).add(term)
+    position = {t: k for k, t in enumerate(query.raw_terms)}
+    for hit, rowid in zip(hits, rowids, strict=True):
+        hit.terms = sorted(held.get(rowid, ()), key=position.__getitem__)
 
 
 _Postings = dict[int, dict[str, list[tuple[int, int]]]]  # field -> term -> (document, tf)
@@ -211,24 +293,32 @@ def _split_postings(found: Mapping[int, Mapping[str, Sequence[tuple[int, int]]]]
     return out
 
 
-def _rank_group(conn: sqlite3.Connection, files: FileCorpus, lo: int, hi: int,
-                fields: _Postings | None, definitions: Sequence[tuple[str, str]], query: Query,
-                params: Params, limit: int | None, matched_only: bool, explain: int | None,
-                text: TextScores | None = None) -> list[Hit]:
-    """Rank one group of files (``files[lo:hi]``) by ``fields`` (postings) or ``text``."""
+def _rank_group(conn: sqlite3.Connection, files: FileCorpus, at: Mapping[str, int], lo: int,
+                hi: int, fields: _Postings | None, definitions: Sequence[tuple[str, str]],
+                query: Query, params: Params, limit: int | None, matched_only: bool,
+                explain: int | None, text: TextScores | None = None) -> list[Hit]:
+    """Rank one group of files (``files[lo:hi]``) by ``fields`` (postings) or ``text``.
+
+    ``at``: every file's position in ``files``, by path.
+    """
     paths = files.paths[lo:hi]
-    index = dict(zip(paths, range(len(paths)), strict=True))
+
+    def local(path: str) -> int | None:
+        i = at.get(path)
+        return None if i is None or not lo <= i < hi else i - lo
+
     definers: dict[str, list[int]] = {}
     for path, name in definitions:
         holders = definers.setdefault(name, [])
-        if path in index and index[path] not in holders:
-            holders.append(index[path])
+        i = local(path)
+        if i is not None and i not in holders:
+            holders.append(i)
 
     def expand(sources: Sequence[int]) -> list[tuple[int, int, str]]:
         chosen = {paths[i] for i in sources}
         out: list[tuple[int, int, str]] = []
         for importer, imported in import_edges(conn, sorted(chosen)):
-            a, b = index.get(importer), index.get(imported)
+            a, b = local(importer), local(imported)
             if a is None or b is None:
                 continue
             if imported in chosen:

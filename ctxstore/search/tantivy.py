@@ -290,8 +290,9 @@ class TantivyEngine:
         addresses = [addr for _, addr in hits]
         rowids = searcher.fast_field_values(_KEY, addresses)
         checks = searcher.fast_field_values(_CHECK, addresses) if self.checked else [0] * len(hits)
-        found = sorted((-float(s), int(r), int(c or 0))
-                       for (s, _), r, c in zip(hits, rowids, checks, strict=True))
+        # (negated score, rowid, check): ordered in C, best first and ties by rowid (every
+        # document has its rowid, and a checked one its check, so no None is compared)
+        found = sorted(zip([-s for s, _ in hits], rowids, checks, strict=True))
         return [(r, -s, c) for s, r, c in (found if limit is None else found[:limit])]
 
     def doc_count(self) -> int:

@@ -133,9 +133,9 @@ def serves_packs(config: Config) -> bool:
 
     Under ``"auto"`` a pack ranks files by the index's postings and memory with FTS5, even
     on an index Tantivy serves ``ctx search`` for: measured at 206,000 chunks, Tantivy ranks
-    a pack's files and memory with less CPU than the postings and FTS5, but loading it in each
-    process (``import tantivy``, three indexes opened) costs 5-6 ms, as much as it saves
-    (``ctx pack`` 2-4 ms more CPU, never clearly faster in wall time; docs/index.md).
+    a pack's files and memory with ~7.5 ms less CPU than the postings and FTS5, but loading it
+    in each process (``import tantivy``, three indexes opened) costs ~6 ms, as much as it
+    saves (a pack 1.3-2.0 ms of ~140 cheaper in paired runs, within the noise; docs/index.md).
 
     Args:
         config: The store's configuration.

@@ -330,3 +330,49 @@ def test_tantivy_scores_the_terms_the_postings_would_be_read_for(
                                      served=served)
     assert [(h.path, h.terms) for h in by_postings] == [("c.py", ["value"])]
     assert [(h.path, h.terms) for h in by_tantivy] == [("c.py", ["value"])]
+
+
+def test_tantivy_lists_the_terms_of_the_first_explained_hits_of_both_groups(
+        tmp_path: Path) -> None:
+    """``explain=k`` over Tantivy: the first k hits (source files and prose merged) list the
+    terms the postings' ranking lists for them, and no hit after them lists any; ranked
+    lazily, only the hits asked about do."""
+    from ctxstore.init import init_store
+    from ctxstore.packs import seed
+    from ctxstore.search.rank import Params
+    from ctxstore.search.task import parse_query
+
+    root = tmp_path / "w"
+    root.mkdir()
+    init_store(root / ".ctx", git=False)
+    files = {"cookie.py": "def parse_cookie(header):\n    return header.split(';')\n",
+             "retry.py": "def retry(timeout):\n    return timeout * 2\n",
+             "both.py": "def parse_cookie_retry(header, timeout):\n    return header, timeout\n",
+             "COOKIES.md": "# Cookies\n\nThe cookie header is parsed lazily.\n",
+             "RETRY.md": "# Retry\n\nA retry waits for the timeout.\n"}
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    ctx_dir = root / ".ctx"
+    ctx(ctx_dir, "index")
+    _serve(ctx_dir)
+    _rebuild(ctx_dir)
+    query = parse_query("parse the cookie header, retry on timeout")
+    store = open_store(ctx_dir)
+    with open_index(store) as conn:
+        served = tantivy_index.Served(_tantivy(ctx_dir))
+        params = Params(graph_weight=0.0)
+        every = seed.rank_files(conn, query, params, matched_only=True)
+        by_postings = seed.rank_files(conn, query, params, matched_only=True, explain=2)
+        by_tantivy = seed.rank_files(conn, query, params, matched_only=True, explain=2,
+                                     served=served)
+        lazily = seed.rank_files_lazily(conn, query, params, matched_only=True, explain=2,
+                                        served=served)
+        unasked = [list(h.terms) for h in lazily.hits]
+        lazily.explain([lazily.hits[1]])  # a pack asks for the files it reads chunks of
+    assert len(every) == 5 and all(h.terms for h in every)
+    assert [h.path for h in by_tantivy] == [h.path for h in every]
+    assert [h.terms for h in by_tantivy[:2]] == [h.terms for h in every[:2]] \
+        == [h.terms for h in by_postings[:2]]
+    assert all(not h.terms for h in by_tantivy[2:])  # read for the first two, not two a group
+    assert unasked == [[]] * 5
+    assert [h.terms for h in lazily.hits] == [[], every[1].terms, [], [], []]
