@@ -15,8 +15,8 @@ and holding the one tokeniser's terms:
 
 It serves (``open_served``) when ``[index] fulltext`` is ``"tantivy"``, or ``"auto"`` (the
 default) and the index holds at least ``TANTIVY_MIN_CHUNKS`` chunks (bench/pack.py measured
-where Tantivy overtakes FTS5): ``ctx search`` and the MCP ``search`` tool then rank chunks and
-nodes with it; prompt packs only under ``"tantivy"`` (``serves_packs``). Hooks never ask:
+where Tantivy overtakes FTS5): ``ctx search``, ``ctx pack`` and their MCP tools then rank
+chunks, files and nodes with it (``serves_packs``). Hooks never ask:
 they search with FTS5 and import no tantivy.
 
 It is kept current: ``sync_tantivy`` applies what changed since it last synced (nodes by
@@ -129,21 +129,22 @@ def wanted(conn: sqlite3.Connection, config: Config) -> bool:
 
 
 def serves_packs(config: Config) -> bool:
-    """Whether Tantivy serves prompt packs too: only when ``[index] fulltext = "tantivy"``.
+    """Whether Tantivy may serve prompt packs: under ``"auto"`` and ``"tantivy"``.
 
-    Under ``"auto"`` a pack ranks files by the index's postings and memory with FTS5, even
-    on an index Tantivy serves ``ctx search`` for: measured at 206,000 chunks, Tantivy ranks
-    a pack's files and memory with ~7.5 ms less CPU than the postings and FTS5, but loading it
-    in each process (``import tantivy``, three indexes opened) costs ~6 ms, as much as it
-    saves (a pack 1.3-2.0 ms of ~140 cheaper in paired runs, within the noise; docs/index.md).
+    Where it serves at all (``open_served``: ``"tantivy"``, or ``"auto"`` from
+    ``TANTIVY_MIN_CHUNKS`` chunks), a pack ranks files and memory with it, as ``ctx search``
+    does. Measured at 206,000 chunks (docs/index.md): Tantivy's own work in a pack costs ~7.5 ms
+    less CPU than the postings' and FTS5's and loading it ~6 ms, so a ``ctx pack`` process
+    costs 1.3-2.0 ms of ~140 less (105 of 176 paired runs cheaper), and a pack in a process
+    that keeps Tantivy loaded (the MCP server) 14-15% less.
 
     Args:
         config: The store's configuration.
 
     Returns:
-        True when packs are served by Tantivy (where it serves at all: ``open_served``).
+        False only under ``"fts5"``.
     """
-    return bool(config.get("index", "fulltext") == "tantivy")
+    return bool(config.get("index", "fulltext") != "fts5")
 
 
 class TantivyUnusable(Exception):

@@ -260,12 +260,14 @@ def test_tantivy_engine_breaks_ties_by_rowid_under_a_limit() -> None:
     assert len(engine.search(["retry"])) == 501
 
 
-def test_packs_are_served_by_tantivy_only_when_asked(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """``[index] fulltext = "tantivy"``: a pack ranks files and memory with Tantivy too.
+def test_packs_are_served_by_tantivy_where_it_serves_search(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pack ranks files and memory with Tantivy where Tantivy serves at all.
 
-    Under ``"auto"`` an index over ``TANTIVY_MIN_CHUNKS`` has its searches served by Tantivy
-    but its packs by the postings and FTS5 (docs/index.md: measured no faster with Tantivy).
+    That is ``[index] fulltext = "tantivy"``, or ``"auto"`` on an index over
+    ``TANTIVY_MIN_CHUNKS`` (docs/index.md); a small index under ``"auto"``, and any index under
+    ``"fts5"``, is ranked by the postings and FTS5. FTS5's node table is emptied here, so a
+    pack that shows the memory read it from Tantivy.
     """
     ctx_dir = indexed_and_committed(tmp_path / "w")
     ctx_json(ctx_dir, "add", "--type", "fact", "header parsing lives in module c")
@@ -286,7 +288,11 @@ def test_packs_are_served_by_tantivy_only_when_asked(tmp_path: Path,
     assert _keys(ctx_dir, "parse_header", "--kind", "chunk")[0].startswith("c.py:")  # Tantivy's
     pack = ctx_json(ctx_dir, "pack", task)
     assert pack["ranked_files"] == by_postings
-    assert not any("header parsing" in item["snippet"] for item in pack["retrieved"])  # FTS5's
+    assert any("header parsing" in item["snippet"] for item in pack["retrieved"])  # Tantivy's
+    _serve(ctx_dir, "fts5")  # however large: the postings and FTS5
+    pack = ctx_json(ctx_dir, "pack", task)
+    assert pack["ranked_files"] == by_postings
+    assert not any("header parsing" in item["snippet"] for item in pack["retrieved"])
 
 
 def test_damaged_tantivy_files_make_fts5_answer(tmp_path: Path) -> None:
