@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "in_git_work_tree",
            "register_driver", "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked",
            "driver_registered", "driver_warning", "stage_in_git", "DRIVER_WARNED", "UNTRACKED",
-           "head_ids", "head_position", "read_head_position", "branch_history"]
+           "head_ids", "head_position", "read_head_position", "branch_history", "index_file"]
 
 DRIVER_NAME = "ctx-ref"
 GITATTRIBUTES = """\
@@ -145,6 +145,30 @@ def _git_dirs(dot_git: Path) -> tuple[Path, Path] | None:
         return own, own / common
     except (OSError, CtxError, UnicodeDecodeError, ValueError):
         return None
+
+
+def index_file(worktree: Path) -> tuple[Path, bool] | None:
+    """The Git index of the work tree holding ``worktree``, found on disk (no process).
+
+    ``.git`` is followed as ``read_head_position`` follows it (a linked worktree's or a
+    submodule's ``gitdir:`` file included).
+
+    Returns:
+        ``(path of the index file, whether Git splits it)``: a split index (``git
+        update-index --split-index``) names shared files beside it, so a copy elsewhere is
+        not the whole index. None outside a work tree, or when ``.git`` cannot be read.
+    """
+    dot_git = _dot_git(worktree)
+    dirs = _git_dirs(dot_git) if dot_git is not None else None
+    if dirs is None:
+        return None
+    split = False
+    for folder in dict.fromkeys(dirs):
+        try:
+            split = split or any(n.startswith("sharedindex.") for n in os.listdir(folder))
+        except OSError:
+            return None
+    return dirs[0] / "index", split
 
 
 def _ref_commit(common: Path, ref: str) -> str | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import field
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxstore import fsio
-from ctxstore.errors import InvalidInput, UnsafePath
+from ctxstore.errors import CtxError, InvalidInput, UnsafePath
 from ctxstore.records import dataclass
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BUILD_OUTPUT_GLOBS", "WalkResult", "GlobSet", "GitStatus", "walk_tree", "glob_source",
            "glob_regex", "matches_any", "build_output", "filter_paths", "git_status",
-           "git_changed", "git_tracked", "repo_path"]
+           "git_changed", "git_tracked", "repo_path", "PRIVATE_INDEX"]
 
 _ALWAYS_SKIPPED = (".ctx", ".git")
 # Folders whose files are what a build, a package manager or a tool wrote, at any depth
@@ -255,26 +256,139 @@ class GitStatus:
     listed: frozenset[str]
 
 
-def _git_run(root: Path, args: list[str]) -> bytes | None:
+def _git_run(root: Path, args: list[str], env: dict[str, str] | None = None, *,
+             optional_locks: bool = False) -> bytes | None:
     """Git's standard output, or None when Git is missing or fails (not a work tree, ...)."""
+    locks = [] if optional_locks else ["--no-optional-locks"]
     try:
-        res = subprocess.run(["git", "--no-optional-locks", "-c", "core.quotepath=off", *args],
-                             cwd=root, capture_output=True, check=False)
+        res = subprocess.run(["git", *locks, "-c", "core.quotepath=off", *args],
+                             cwd=root, capture_output=True, check=False, env=env)
     except (FileNotFoundError, OSError):
         return None
     return res.stdout if res.returncode == 0 else None
 
 
-def git_status(root: Path) -> GitStatus | None:
+_TRACKED_BATCH = 500  # paths a Git command is given at once
+PRIVATE_INDEX = "git-index"
+"""ctx's own copy of Git's index, in the code index's folder (``git_status``)."""
+_PRIVATE_STAMP = "git-index.stamp"
+_PRIVATE_INDEX_MAX = 256 << 20  # a larger index of Git's is not copied: Git's own is asked
+# Set by a caller (a Git hook, a script), these send Git elsewhere: the index they name is used.
+_GIT_LOCATION = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
+_STATUS = ["status", "--porcelain=v2", "--branch", "-z", "--no-renames", "--ignore-submodules=none"]
+
+
+def _stamp(st: os.stat_result) -> str:
+    return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns}"
+
+
+class _PrivateIndex:
+    """A copy of Git's index that ``git status`` may refresh and give an untracked cache.
+
+    ``git status`` run as ctx runs it never writes the user's ``.git/index`` (nor takes its
+    lock): Git's refreshed stat data and its untracked cache, kept only in a written index,
+    were lost each time, so every run stat-ed and read every folder, and after a copy of the
+    repository (``cp -a``: other inodes) hashed every file again. Run on ctx's own copy in
+    ``folder`` (``GIT_INDEX_FILE``), Git keeps both there. The copy is taken again whenever
+    Git's index changed (``git add``, a commit, a checkout: its device, inode, size or time),
+    and whenever the copy is not the one ctx left (a stamp beside it holds both).
+    """
+
+    def __init__(self, folder: fsio.Dir, source: Path, env: dict[str, str]) -> None:
+        self.folder = folder
+        self.source = source
+        self.path = folder.path / PRIVATE_INDEX
+        self.env = {**env, "GIT_INDEX_FILE": str(self.path)}
+        self.stamp = ""
+        self.recorded = b""
+
+    def prepare(self) -> bool:
+        """Copy Git's index when the copy is not current; False when none can be used."""
+        try:
+            source = os.stat(self.source)
+        except OSError:
+            return False  # no index yet (no file ever added): Git's own answer is as cheap
+        if not stat.S_ISREG(source.st_mode) or source.st_size > _PRIVATE_INDEX_MAX:
+            return False
+        try:
+            self.recorded = self.folder.read(_PRIVATE_STAMP, 256)
+        except (OSError, UnsafePath):
+            self.recorded = b""
+        try:
+            mine = os.lstat(PRIVATE_INDEX, dir_fd=self.folder.fileno())
+            current = stat.S_ISREG(mine.st_mode) and self.recorded == \
+                f"{_stamp(source)}\n{_stamp(mine)}\n".encode()
+        except OSError:
+            current = False
+        self.stamp = _stamp(source)  # taken before the read: a later change is copied next run
+        if current:
+            return True
+        try:
+            data = fsio.read_regular(self.source, _PRIVATE_INDEX_MAX)
+            self.folder.unlink(f"{PRIVATE_INDEX}.lock")  # a killed Git's (the caller holds the
+            self.folder.replace_atomic(PRIVATE_INDEX, data)  # code index's lock)
+        except (OSError, CtxError):
+            return False
+        return True
+
+    def record(self) -> None:
+        """Remember which copy Git left (it rewrites the file when it refreshed something)."""
+        try:
+            mine = os.lstat(PRIVATE_INDEX, dir_fd=self.folder.fileno())
+            text = f"{self.stamp}\n{_stamp(mine)}\n".encode()
+            if text != self.recorded:
+                self.folder.replace_atomic(_PRIVATE_STAMP, text)
+        except (OSError, CtxError):
+            pass  # not remembered: the next run copies Git's index again
+
+
+def git_status(root: Path, *, scratch: fsio.Dir | None = None,
+               environ: dict[str, str] | None = None) -> GitStatus | None:
     """``git status`` of the whole work tree (untracked files one by one), or None.
 
-    Runs without optional locks: it never writes ``.git/index`` (a refresh Git would keep is
-    left to Git's own commands) and never waits for another Git command's lock.
+    Never writes Git's index (``.git/index``) nor takes its lock. With ``scratch`` (a folder
+    of ctx's, the code index's) and ``environ`` (the caller's environment, for Git), Git runs
+    on ctx's own copy of its index (``_PrivateIndex``) and keeps its refreshed stat data and
+    its untracked cache there; untracked folders it names whole are listed file by file
+    (``git ls-files -o``). Otherwise it runs without optional locks on Git's own index and
+    lists untracked files one by one (``-uall``; no untracked cache serves that).
     """
-    out = _git_run(root, ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all",
-                          "--no-renames", "--ignore-submodules=none"])
+    private = None
+    if scratch is not None and environ is not None \
+            and not any(name in environ for name in _GIT_LOCATION):
+        from ctxstore.git import index_file
+
+        found = index_file(root)
+        if found is not None and not found[1]:
+            private = _PrivateIndex(scratch, found[0], environ)
+            if not private.prepare():
+                private = None
+    if private is None:
+        out = _git_run(root, [*_STATUS, "--untracked-files=all"])
+        return _parse_status(out) if out is not None else None
+    out = _git_run(root, ["-c", "core.untrackedCache=true", *_STATUS, "--untracked-files=normal"],
+                   private.env, optional_locks=True)
+    private.record()
     if out is None:
         return None
+    folders: list[str] = []
+    status = _parse_status(out, folders)
+    if status is None or not folders:
+        return status
+    named, listed = set(status.named), set(status.listed)
+    for start in range(0, len(folders), _TRACKED_BATCH):
+        more = _git_run(root, ["--literal-pathspecs", "ls-files", "-o", "--exclude-standard",
+                               "-z", "--", *folders[start:start + _TRACKED_BATCH]], private.env)
+        if more is None:
+            return None
+        found_paths = [p for p in more.decode("utf-8", "surrogateescape").split("\0") if p]
+        named.update(found_paths)
+        listed.update(found_paths)
+    return GitStatus(status.head, frozenset(named), frozenset(listed))
+
+
+def _parse_status(out: bytes, folders: list[str] | None = None) -> GitStatus | None:
+    """A ``git status --porcelain=v2 --branch -z`` answer; untracked ``dir/`` into ``folders``."""
     head = ""
     named: set[str] = set()
     listed: set[str] = set()
@@ -302,6 +416,9 @@ def git_status(root: Path) -> GitStatus | None:
             named.add(path)
             listed.add(path)
         elif kind == "? ":
+            if folders is not None and entry.endswith("/"):
+                folders.append(entry[2:])  # a folder of untracked files, named whole
+                continue
             named.add(entry[2:])
             listed.add(entry[2:])
     if not any(e.startswith("# branch.oid ") for e in entries):
@@ -318,7 +435,6 @@ def git_changed(root: Path, old: str, new: str) -> set[str] | None:
     return {p for p in out.decode("utf-8", "surrogateescape").split("\0") if p}
 
 
-_TRACKED_BATCH = 500
 
 
 def git_tracked(root: Path, paths: Sequence[str]) -> set[str] | None:

@@ -34,7 +34,7 @@ import gc
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -62,7 +62,8 @@ _SHAPE_CHECK_MAX = 200  # files of a run compared before and after for their imp
 
 
 def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = None,
-               progress: Progress | None = None, full: bool = False) -> IngestReport:
+               progress: Progress | None = None, full: bool = False,
+               environ: Mapping[str, str] | None = None) -> IngestReport:
     """``ctx index``: index the work tree (or the files below ``paths``), with semantics.
 
     A file indexed earlier below the scope that is gone from the work tree, no longer
@@ -77,6 +78,9 @@ def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = Non
         progress: Called with (files done, files to extract) while extracting.
         full: Read and derive every file again, whatever the stat cache and the indexed
             content say (``ctx index --full``: a code index edited or damaged by hand).
+        environ: The caller's environment, which Git is run with: given, ``git status`` runs
+            on the code index's own copy of Git's index (``code.walk.git_status``) unless it
+            names another index or Git directory (``GIT_INDEX_FILE``, ``GIT_DIR``, ...).
 
     Returns:
         The report.
@@ -92,7 +96,8 @@ def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = Non
     budget = budget_of(store.config, bulk=True)
     with _no_collections():  # the walk too: a large tree's paths are as acyclic as the rest
         scope = [p.strip("/") for p in paths if p.strip("/")]
-        tree = _Tree(globs, outputs, _listing_config(store, globs, outputs, budget))
+        tree = _Tree(globs, outputs, _listing_config(store, globs, outputs, budget),
+                     None if environ is None else dict(environ))
         candidates = None
         if scope:  # below some paths: listed as given, the Git state of the tree is kept
             candidates = walk_tree(root, ignore_globs=globs, under=paths,
@@ -143,6 +148,7 @@ class _Tree:
     globs: list[str]
     outputs: bool
     config: str
+    environ: dict[str, str] | None = None
 
 
 _QUICK_MAX_CHANGED = 1000  # more paths to look at than this: the walk costs little beside them
@@ -200,6 +206,20 @@ def _quick_listing(store: Store, conn: sqlite3.Connection, indexed: IndexedPaths
                           ignore_globs=tree.globs, build_outputs=tree.outputs)
     settled = frozenset((indexed.modules.keys() | skipped.keys()) - changed)
     return sorted(settled.union(looked)), settled
+
+
+def _git_status(store: Store, tree: _Tree) -> GitStatus | None:
+    """``git status`` of the work tree, on the code index's copy of Git's index when it can."""
+    from ctxstore.index import index_dir
+
+    if tree.environ is None:
+        return git_status(store.worktree)
+    try:
+        scratch = fsio.open_dir(store.root, index_dir(store))
+    except (OSError, UnsafePath):
+        return git_status(store.worktree)
+    with scratch:
+        return git_status(store.worktree, scratch=scratch, environ=tree.environ)
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -278,7 +298,8 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
     status: GitStatus | None = None
     how = "paths"
     if tree is not None:  # the whole tree: what Git says changed, or every listed file
-        status = git_status(root)  # before any file is read: a later change is seen next run
+        # Before any file is read: a later change is seen next run.
+        status = _git_status(store, tree)
         quick = None if full or status is None else _quick_listing(
             store, conn, indexed, skipped, status, tree)
         if quick is None:
