@@ -14,7 +14,6 @@ It must not print or run SQL.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
@@ -179,6 +178,7 @@ def _prepare_in_pool(reads: list[tuple[str, bytes, str]], blobs: dict[str, Objec
     global _SHARED
     import pickle  # noqa: F401 - imported once here, before the workers fork, not in each
     import selectors  # noqa: F401
+    import signal
 
     first: dict[str, str] = {}  # a file of each language, to build its parser here, once
     for path, _, _ in reads:
