@@ -47,6 +47,13 @@ BUILD_OUTPUT_GLOBS = ("**/target/**", "**/node_modules/**", "**/dist/**", "**/bu
                       "**/__pycache__/**", "**/.venv/**", "**/.tox/**", "**/.nox/**",
                       "**/.eggs/**", "**/*.egg-info/**")
 _VENV_MARKER = "pyvenv.cfg"
+# Every glob of BUILD_OUTPUT_GLOBS is ``**/NAME/**``: a folder is an output when one of its
+# names is NAME, or ends with what follows a leading ``*`` (``*.egg-info``). Told by string
+# comparison, without compiling the globs (a run over a few changed files names a few folders).
+_OUTPUT_NAMES = frozenset(g[3:-3] for g in BUILD_OUTPUT_GLOBS if "*" not in g[3:-3])
+_OUTPUT_SUFFIXES = tuple(g[4:-3] for g in BUILD_OUTPUT_GLOBS if g[3:-3].startswith("*"))
+assert all(g.startswith("**/") and g.endswith("/**") and "*" not in g[4:-3]
+           for g in BUILD_OUTPUT_GLOBS)
 
 
 @dataclass
@@ -458,7 +465,6 @@ class _BuildOutputs:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.globs = GlobSet(BUILD_OUTPUT_GLOBS)
         self.venv: dict[str, bool] = {}
         # Every glob is ``**/NAME/**``: the answer is the path's folder's, asked once a folder.
         self.folders: dict[str, bool] = {}
@@ -474,7 +480,8 @@ class _BuildOutputs:
         return known
 
     def _folder_holds(self, folder: str) -> bool:
-        if self.globs.any(folder + "/-"):  # a file in it, whatever its name
+        if any(name in _OUTPUT_NAMES or name.endswith(_OUTPUT_SUFFIXES)
+               for name in folder.split("/")):
             return True
         while folder:
             known = self.venv.get(folder)
