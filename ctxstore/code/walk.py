@@ -361,20 +361,25 @@ def git_status(root: Path, *, scratch: fsio.Dir | None = None,
     lists untracked files one by one (``-uall``; no untracked cache serves that).
     """
     private = None
+    cache: list[str] = []
     if scratch is not None and environ is not None \
             and not any(name in environ for name in _GIT_LOCATION):
         from ctxstore.git import index_file
 
         found = index_file(root)
-        if found is not None and not found[1]:
-            private = _PrivateIndex(scratch, found[0], environ)
+        if found is not None and not found.split:
+            private = _PrivateIndex(scratch, found.path, environ)
+            # Git's untracked cache trusts folder times; a repository that says otherwise
+            # (core.untrackedCache in its configuration) is left to its setting.
+            if found.untracked_cache is None:
+                cache = ["-c", "core.untrackedCache=true"]
             if not private.prepare():
                 private = None
     if private is None:
         out = _git_run(root, [*_STATUS, "--untracked-files=all"])
         return _parse_status(out) if out is not None else None
-    out = _git_run(root, ["-c", "core.untrackedCache=true", *_STATUS, "--untracked-files=normal"],
-                   private.env, optional_locks=True)
+    out = _git_run(root, [*cache, *_STATUS, "--untracked-files=normal"], private.env,
+                   optional_locks=True)
     private.record()
     if out is None:
         return None

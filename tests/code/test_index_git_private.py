@@ -16,6 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from _ingestlib import dump, git, write
 from conftest import run_ctx
 
@@ -88,10 +89,14 @@ def test_a_copied_repository_is_hashed_once_and_gits_index_left_alone(tmp_path: 
     assert report["removed"] == ["notes.md"] and report["written"] == [".gitignore"]
 
 
-def test_untracked_folders_are_listed_file_by_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("setting", [None, "false"])
+def test_untracked_folders_are_listed_file_by_file(tmp_path: Path, setting: str | None) -> None:
     """``git status`` names a folder of untracked files whole; each of its files is indexed,
-    ignored ones are not, and the result is the one a full listing gives."""
+    ignored ones are not, and the result is the one a full listing gives. Git's untracked
+    cache serves it, unless the repository's configuration says otherwise."""
     root = _repo(tmp_path / "w")
+    if setting is not None:
+        git(root, "config", "core.untrackedCache", setting)
     _index(root)
     write(root, {"tools/run.py": "def run():\n    return 1\n",
                  "tools/deep/more.py": "def more():\n    return 2\n",
@@ -102,6 +107,8 @@ def test_untracked_folders_are_listed_file_by_file(tmp_path: Path) -> None:
     assert report["listing"] == "git status"
     assert sorted(report["written"]) == [".gitignore", "tools/deep/more.py", "tools/run.py"]
     quick = dump(root / ".ctx")
+    cached = b"UNTR" in (root / ".ctx" / "index" / "git-index").read_bytes()
+    assert cached == (setting is None)
     assert _index(root, "--full")["listing"] == "git"
     assert dump(root / ".ctx") == quick
     (root / "tools" / "deep" / "more.py").unlink()
