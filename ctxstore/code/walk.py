@@ -286,7 +286,7 @@ _STATUS = ["status", "--porcelain=v2", "--branch", "-z", "--no-renames", "--igno
 
 
 def _stamp(st: os.stat_result) -> str:
-    return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns}"
+    return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
 
 
 class _PrivateIndex:
@@ -297,8 +297,9 @@ class _PrivateIndex:
     were lost each time, so every run stat-ed and read every folder, and after a copy of the
     repository (``cp -a``: other inodes) hashed every file again. Run on ctx's own copy in
     ``folder`` (``GIT_INDEX_FILE``), Git keeps both there. The copy is taken again whenever
-    Git's index changed (``git add``, a commit, a checkout: its device, inode, size or time),
-    and whenever the copy is not the one ctx left (a stamp beside it holds both).
+    Git's index changed (``git add``, a commit, a checkout: Git writes a new file, so its
+    inode, size or times differ), and whenever the copy is not the one ctx left (a stamp
+    beside it holds both).
     """
 
     def __init__(self, folder: fsio.Dir, source: Path, env: dict[str, str]) -> None:
