@@ -131,3 +131,22 @@ def test_an_index_named_by_the_caller_is_the_one_asked(tmp_path: Path) -> None:
     report = _index(root, env={"GIT_INDEX_FILE": str(other)})
     assert "notes.md" in report["removed"]  # untracked in that index, and ignored
     assert copy.read_bytes() == mine
+
+
+def test_a_link_in_place_of_the_copy_is_never_written_through(tmp_path: Path) -> None:
+    """``index/git-index`` (or its stamp) planted as a link: Git's own index is asked, the
+    link's target is left as it was, and the run finds what a full listing finds."""
+    root = _repo(tmp_path / "w")
+    _index(root)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not an index\n")
+    folder = root / ".ctx" / "index"
+    for name in ("git-index", "git-index.stamp"):
+        (folder / name).unlink()
+        (folder / name).symlink_to(outside)
+    write(root, {"pkg/b.py": "def helper():\n    return 5\n", "new.py": "n = 1\n"})
+    _settle(root)
+    report = _index(root)
+    assert sorted(report["written"]) == ["new.py", "pkg/b.py"]
+    assert outside.read_bytes() == b"not an index\n"
+    assert (folder / "git-index").is_symlink()
