@@ -329,12 +329,13 @@ class _PrivateIndex:
         except OSError:
             current = False
         self.stamp = _stamp(source)  # taken before the read: a later change is copied next run
-        if current:
-            return True
         try:
-            data = fsio.read_regular(self.source, _PRIVATE_INDEX_MAX)
-            self.folder.unlink(f"{PRIVATE_INDEX}.lock")  # a killed Git's (the caller holds the
-            self.folder.replace_atomic(PRIVATE_INDEX, data)  # code index's lock)
+            # A killed Git's lock would keep Git from writing the copy ever after; no other
+            # Git runs on it (the caller holds the code index's lock).
+            self.folder.unlink(f"{PRIVATE_INDEX}.lock")
+            if not current:
+                data = fsio.read_regular(self.source, _PRIVATE_INDEX_MAX)
+                self.folder.replace_atomic(PRIVATE_INDEX, data)
         except (OSError, CtxError):
             return False
         return True

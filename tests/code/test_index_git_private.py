@@ -150,3 +150,39 @@ def test_a_link_in_place_of_the_copy_is_never_written_through(tmp_path: Path) ->
     assert sorted(report["written"]) == ["new.py", "pkg/b.py"]
     assert outside.read_bytes() == b"not an index\n"
     assert (folder / "git-index").is_symlink()
+
+
+def test_nested_repositories_and_submodules_list_as_a_full_listing(tmp_path: Path) -> None:
+    """A repository inside the work tree (untracked) and a submodule: Git names them whole
+    (``nested/``), never their files; the quick run leaves what a full listing leaves."""
+    origin = _repo(tmp_path / "origin")
+    root = _repo(tmp_path / "w")
+    git(root, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(origin), "sub")
+    git(root, "commit", "-qm", "a submodule")
+    _index(root)
+    nested = root / "nested"
+    nested.mkdir()
+    git(nested, "init", "-q")
+    write(root, {"nested/inner.py": "def inner():\n    return 1\n",
+                 "sub/pkg/b.py": "def helper():\n    return 9\n",
+                 "pkg/b.py": "def helper():\n    return 2\n"})
+    _settle(root)
+    report = _index(root)
+    assert report["listing"] == "git status" and report["written"] == ["pkg/b.py"]
+    quick = dump(root / ".ctx")
+    assert _index(root, "--full")["listing"] == "git"
+    assert dump(root / ".ctx") == quick
+
+
+def test_a_lock_left_by_a_killed_git_does_not_keep_the_copy_stale(tmp_path: Path) -> None:
+    root = _repo(tmp_path / "w")
+    _index(root)
+    lock = root / ".ctx" / "index" / "git-index.lock"
+    lock.write_bytes(b"")  # as a Git killed while it wrote the copy leaves it
+    past = time.time() - 20
+    for rel in TREE:  # touched, not changed: Git's stat data must be refreshed
+        os.utime(root / rel, (past, past))
+    assert sorted(_stat_dirty(root, root / ".ctx" / "index" / "git-index")) == sorted(TREE)
+    assert _index(root)["written"] == []
+    assert _stat_dirty(root, root / ".ctx" / "index" / "git-index") == []
+    assert not lock.exists()
