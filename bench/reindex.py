@@ -28,7 +28,7 @@ CTX = [sys.executable, "-P", "-m", "ctxstore.cli", "index"]
 FLOOR = [sys.executable, "-c", "import click"]
 # As ctx index runs it, but never writing the copy (which would make the next run copy again).
 GIT_STATUS = ["git", "--no-optional-locks", "-c", "core.quotepath=off", "-c",
-              "core.untrackedCache=true", "status", "--porcelain=v2", "--branch", "-z",
+              "core.untrackedCache=true", "status", "--porcelain=v2", "--branch", "--no-ahead-behind", "-z",
               "--no-renames", "--ignore-submodules=none", "--untracked-files=normal"]
 # As a user's shell runs ctx: byte-code caches written and used (with PYTHONDONTWRITEBYTECODE
 # set, a checkout never run before compiles every module in every process).

@@ -282,7 +282,10 @@ _PRIVATE_STAMP = "git-index.stamp"
 _PRIVATE_INDEX_MAX = 256 << 20  # a larger index of Git's is not copied: Git's own is asked
 # Set by a caller (a Git hook, a script), these send Git elsewhere: the index they name is used.
 _GIT_LOCATION = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
-_STATUS = ["status", "--porcelain=v2", "--branch", "-z", "--no-renames", "--ignore-submodules=none"]
+# --branch for HEAD's id only: counting the commits ahead of and behind the upstream (a walk
+# of history on a branch far from it) is left out.
+_STATUS = ["status", "--porcelain=v2", "--branch", "--no-ahead-behind", "-z", "--no-renames",
+           "--ignore-submodules=none"]
 
 
 def _stamp(st: os.stat_result) -> str:
