@@ -79,7 +79,7 @@ def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = Non
         full: Read and derive every file again, whatever the stat cache and the indexed
             content say (``ctx index --full``: a code index edited or damaged by hand).
         environ: The caller's environment, which Git is run with: given, ``git status`` runs
-            on the code index's own copy of Git's index (``code.walk.git_status``) unless it
+            on the code index's own copy of Git's index (``code.gitlist.git_status``) unless it
             names another index or Git directory (``GIT_INDEX_FILE``, ``GIT_DIR``, ...).
 
     Returns:
@@ -186,7 +186,8 @@ def _quick_listing(store: Store, conn: sqlite3.Connection, skipped: dict[str, tu
     per indexed file in Python. None when that cannot be told: no state recorded, other
     settings, a HEAD Git no longer has, too many changes, or a ``pyvenv.cfg`` among them.
     """
-    from ctxstore.index.code import count_indexed, listing_state, look_paths, stat_rows
+    from ctxstore.index.code import listing_state, stat_rows
+    from ctxstore.index.listing import count_indexed, look_paths
 
     root = store.worktree
     state = listing_state(conn)
@@ -230,7 +231,7 @@ def _module_lookup(conn: sqlite3.Connection, paths: list[str], memo: dict[str, s
     ``memo`` (path -> module name) gets the module name of each of ``paths``.
     """
     from ctxstore.code.languages import module_name
-    from ctxstore.index.code import module_paths
+    from ctxstore.index.listing import module_paths
 
     for path in paths:
         if memo.get(path) is None:
