@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["DRIVER_NAME", "GITATTRIBUTES", "GITIGNORE", "find_git_toplevel", "in_git_work_tree",
            "register_driver", "git_add", "MergeOutcome", "merge_pointer_files", "is_tracked",
            "driver_registered", "driver_warning", "stage_in_git", "DRIVER_WARNED", "UNTRACKED",
-           "head_ids", "head_position", "read_head_position", "branch_history"]
+           "head_ids", "head_position", "read_head_position", "branch_history", "index_file", "IndexFile"]
 
 DRIVER_NAME = "ctx-ref"
 GITATTRIBUTES = """\
@@ -145,6 +145,51 @@ def _git_dirs(dot_git: Path) -> tuple[Path, Path] | None:
         return own, own / common
     except (OSError, CtxError, UnicodeDecodeError, ValueError):
         return None
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """Where the Git index of a work tree is, as ``index_file`` found it.
+
+    Attributes:
+        path: The index file (``.git/index``, or a linked worktree's own).
+        split: Git splits it (``git update-index --split-index``): a copy elsewhere is not
+            the whole index, since it names shared files beside it.
+        untracked_cache: What the repository's own configuration says of
+            ``core.untrackedCache`` (None: nothing; the text otherwise, e.g. ``false``).
+    """
+
+    path: Path
+    split: bool
+    untracked_cache: str | None
+
+
+def index_file(worktree: Path) -> IndexFile | None:
+    """The Git index of the work tree holding ``worktree``, found on disk (no process).
+
+    ``.git`` is followed as ``read_head_position`` follows it (a linked worktree's or a
+    submodule's ``gitdir:`` file included). None outside a work tree, or when ``.git`` or
+    the repository's configuration cannot be read.
+    """
+    dot_git = _dot_git(worktree)
+    dirs = _git_dirs(dot_git) if dot_git is not None else None
+    if dirs is None:
+        return None
+    split = False
+    for folder in dict.fromkeys(dirs):
+        try:
+            split = split or any(n.startswith("sharedindex.") for n in os.listdir(folder))
+        except OSError:
+            return None
+    text = _git_config_text(dirs[1])
+    if text is None:
+        return None
+    setting = None
+    for line in text.splitlines():  # a plain scan: any mention of the key counts
+        key, _, value = line.partition("=")
+        if key.strip().lower() == "untrackedcache":
+            setting = value.strip().lower() or "true"
+    return IndexFile(dirs[0] / "index", split, setting)
 
 
 def _ref_commit(common: Path, ref: str) -> str | None:

@@ -111,7 +111,8 @@ def index_command(env: Env, paths: tuple[str, ...], jobs: int | None, full: bool
 
     env.require_project("ctx index")  # the user store ~/.ctx has no code to index
     report = index_tree(env.session(), _repo_paths(env, paths), jobs=jobs,
-                        progress=progress_printer("indexing files", min_total=200), full=full)
+                        progress=progress_printer("indexing files", min_total=200), full=full,
+                        environ=os.environ)
     _refresh_tantivy(env)
     _report(env, report)
 

@@ -12,6 +12,9 @@ what lies below a folder named as ``BUILD_OUTPUT_GLOBS`` names (``target/``,
 ``pyvenv.cfg``, whatever its name). Paths are repository-relative POSIX paths. It only
 reads: no store, no index.
 
+What Git says changed since a run (``git status`` on ctx's copy of Git's index, ``git
+diff``, ``git ls-files -c``) is ``code.gitlist``'s, re-exported here.
+
 Globs are matched by RE2 (``google-re2``), in time linear in the path whatever the globs: a
 committed ``.gitignore`` or ``ignore_globs`` is untrusted, and Python's backtracking ``re``
 took minutes for one name against ``*a*a*a*a*a*a*a*a*a*a*a*a*b``.
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxstore import fsio
+from ctxstore.code.gitlist import PRIVATE_INDEX, GitStatus, git_changed, git_status, git_tracked
 from ctxstore.errors import InvalidInput, UnsafePath
 from ctxstore.records import dataclass
 
@@ -36,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BUILD_OUTPUT_GLOBS", "WalkResult", "GlobSet", "GitStatus", "walk_tree", "glob_source",
            "glob_regex", "matches_any", "build_output", "filter_paths", "git_status",
-           "git_changed", "git_tracked", "repo_path"]
+           "git_changed", "git_tracked", "repo_path", "PRIVATE_INDEX"]
 
 _ALWAYS_SKIPPED = (".ctx", ".git")
 # Folders whose files are what a build, a package manager or a tool wrote, at any depth
@@ -46,6 +50,13 @@ BUILD_OUTPUT_GLOBS = ("**/target/**", "**/node_modules/**", "**/dist/**", "**/bu
                       "**/__pycache__/**", "**/.venv/**", "**/.tox/**", "**/.nox/**",
                       "**/.eggs/**", "**/*.egg-info/**")
 _VENV_MARKER = "pyvenv.cfg"
+# Every glob of BUILD_OUTPUT_GLOBS is ``**/NAME/**``: a folder is an output when one of its
+# names is NAME, or ends with what follows a leading ``*`` (``*.egg-info``). Told by string
+# comparison, without compiling the globs (a run over a few changed files names a few folders).
+_OUTPUT_NAMES = frozenset(g[3:-3] for g in BUILD_OUTPUT_GLOBS if "*" not in g[3:-3])
+_OUTPUT_SUFFIXES = tuple(g[4:-3] for g in BUILD_OUTPUT_GLOBS if g[3:-3].startswith("*"))
+assert all(g.startswith("**/") and g.endswith("/**") and "*" not in g[4:-3]
+           for g in BUILD_OUTPUT_GLOBS)
 
 
 @dataclass
@@ -238,101 +249,6 @@ def filter_paths(root: Path, paths: Iterable[str], *, ignore_globs: Iterable[str
         and (outputs is None or not outputs.holds(p)))
 
 
-@dataclass(frozen=True)
-class GitStatus:
-    """What ``git status`` says of the work tree.
-
-    Attributes:
-        head: HEAD's commit id ("" on a branch with no commit yet).
-        named: Every path it names: untracked and not ignored, or tracked and changed in
-            the index or the work tree (deleted included).
-        listed: Those of ``named`` that ``git ls-files -co --exclude-standard`` lists:
-            untracked ones, and tracked ones still in the index.
-    """
-
-    head: str
-    named: frozenset[str]
-    listed: frozenset[str]
-
-
-def _git_run(root: Path, args: list[str]) -> bytes | None:
-    """Git's standard output, or None when Git is missing or fails (not a work tree, ...)."""
-    try:
-        res = subprocess.run(["git", "--no-optional-locks", "-c", "core.quotepath=off", *args],
-                             cwd=root, capture_output=True, check=False)
-    except (FileNotFoundError, OSError):
-        return None
-    return res.stdout if res.returncode == 0 else None
-
-
-def git_status(root: Path) -> GitStatus | None:
-    """``git status`` of the whole work tree (untracked files one by one), or None.
-
-    Runs without optional locks: it never writes ``.git/index`` (a refresh Git would keep is
-    left to Git's own commands) and never waits for another Git command's lock.
-    """
-    out = _git_run(root, ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all",
-                          "--no-renames", "--ignore-submodules=none"])
-    if out is None:
-        return None
-    head = ""
-    named: set[str] = set()
-    listed: set[str] = set()
-    entries = out.decode("utf-8", "surrogateescape").split("\0")
-    i = 0
-    while i < len(entries):
-        entry = entries[i]
-        i += 1
-        kind = entry[:2]
-        if entry.startswith("# branch.oid "):
-            oid = entry[len("# branch.oid "):]
-            head = "" if oid == "(initial)" else oid
-        elif kind == "1 ":
-            fields = entry.split(" ", 8)
-            named.add(fields[8])
-            if fields[1][0] != "D":  # a staged deletion: no longer in the index
-                listed.add(fields[8])
-        elif kind == "2 ":  # a rename (despite --no-renames): the original path follows
-            fields = entry.split(" ", 9)
-            named.update((fields[9], entries[i]))
-            listed.add(fields[9])
-            i += 1
-        elif kind == "u ":
-            path = entry.split(" ", 10)[10]
-            named.add(path)
-            listed.add(path)
-        elif kind == "? ":
-            named.add(entry[2:])
-            listed.add(entry[2:])
-    if not any(e.startswith("# branch.oid ") for e in entries):
-        return None  # a status in a form not known here
-    return GitStatus(head, frozenset(named), frozenset(listed))
-
-
-def git_changed(root: Path, old: str, new: str) -> set[str] | None:
-    """The paths that differ between two commits (both sides of a rename), or None."""
-    out = _git_run(root, ["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
-                          old, new, "--"])
-    if out is None:
-        return None
-    return {p for p in out.decode("utf-8", "surrogateescape").split("\0") if p}
-
-
-_TRACKED_BATCH = 500
-
-
-def git_tracked(root: Path, paths: Sequence[str]) -> set[str] | None:
-    """Which of ``paths`` are in Git's index, or None."""
-    found: set[str] = set()
-    for start in range(0, len(paths), _TRACKED_BATCH):
-        part = paths[start:start + _TRACKED_BATCH]
-        out = _git_run(root, ["--literal-pathspecs", "ls-files", "-c", "-z", "--", *part])
-        if out is None:
-            return None
-        found.update(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p)
-    return found & set(paths)
-
-
 class _BuildOutputs:
     """Which paths lie in a build output folder (``BUILD_OUTPUT_GLOBS``) or a virtualenv.
 
@@ -342,7 +258,6 @@ class _BuildOutputs:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.globs = GlobSet(BUILD_OUTPUT_GLOBS)
         self.venv: dict[str, bool] = {}
         # Every glob is ``**/NAME/**``: the answer is the path's folder's, asked once a folder.
         self.folders: dict[str, bool] = {}
@@ -358,7 +273,8 @@ class _BuildOutputs:
         return known
 
     def _folder_holds(self, folder: str) -> bool:
-        if self.globs.any(folder + "/-"):  # a file in it, whatever its name
+        if any(name in _OUTPUT_NAMES or name.endswith(_OUTPUT_SUFFIXES)
+               for name in folder.split("/")):
             return True
         while folder:
             known = self.venv.get(folder)

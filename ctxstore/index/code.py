@@ -28,7 +28,6 @@ from ctxstore.index.chunks import CLASS_SPLIT_TOKENS, WINDOW_LINES, Chunk, chunk
 from ctxstore.index.codedb import bump_generation
 from ctxstore.index.listing import ListingState, listing_state, set_listing_state
 from ctxstore.model.code import FileVersion
-from ctxstore.model.knowledge import key_text
 from ctxstore.records import dataclass
 from ctxstore.search.tokenize import index_text, path_tokens, term_counts
 from ctxstore.tokens import estimate_tokens
@@ -467,6 +466,7 @@ def snapshot_heads(conn: sqlite3.Connection, paths: Iterable[str]) -> dict[str, 
     content blob it names, the change batch carrying it).
     """
     from ctxstore.model import codec
+    from ctxstore.model.knowledge import key_text  # a snapshot's (ctx add file) only
 
     out: dict[str, SnapshotHead] = {}
     for path in paths:

@@ -1,17 +1,21 @@
 """What Git said when ``ctx index`` last listed the whole work tree (``code_meta`` ``git``).
 
 The next run asks Git what changed since (``code.ingest.run``); this module keeps the state
-it compares with. Re-exported by ``index.code``. SQL lives here and in the other modules of
-``index/``.
+it compares with, and answers what such a run asks of the files table without a row per
+file in Python (``look_paths``, ``count_indexed``, ``module_paths``). ``ListingState`` and
+its two functions are re-exported by ``index.code``. SQL lives here and in the other
+modules of ``index/``.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
 from ctxstore.records import dataclass
 
-__all__ = ["ListingState", "listing_state", "set_listing_state"]
+__all__ = ["ListingState", "listing_state", "set_listing_state", "look_paths", "count_indexed",
+           "module_paths"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +65,44 @@ def set_listing_state(conn: sqlite3.Connection, state: ListingState | None) -> N
         return
     set_meta(conn, "git", json.dumps({"head": state.head, "dirty": sorted(set(state.dirty)),
                                       "config": state.config}))
+
+
+def look_paths(conn: sqlite3.Connection, no_semantics: str) -> frozenset[str]:
+    """``indexed_paths(...).look`` alone: a scan in SQLite, no row per file in Python."""
+    return frozenset(str(p) for (p,) in conn.execute(
+        "SELECT path FROM files WHERE size IS NULL OR named OR note IS ?", (no_semantics,)))
+
+
+def count_indexed(conn: sqlite3.Connection, others: Iterable[str] = ()) -> int:
+    """How many files the code index holds, plus those of ``others`` it does not hold."""
+    total = int(conn.execute("SELECT count(*) FROM files").fetchone()[0])
+    wanted = list(dict.fromkeys(others))
+    for start in range(0, len(wanted), 500):
+        part = wanted[start:start + 500]
+        held = conn.execute(f"SELECT count(*) FROM files WHERE path IN "  # noqa: S608
+                            f"({','.join('?' * len(part))})", part).fetchone()[0]
+        total += len(part) - int(held)
+    return total
+
+
+def module_paths(conn: sqlite3.Connection, names: Iterable[str]
+                 ) -> tuple[dict[str, list[str]], list[str]]:
+    """The indexed files of each module of ``names``, by one scan (no index on ``module``).
+
+    Returns:
+        (module name -> paths, for the names some file has; the paths of files whose module
+        name was not recorded, for the caller to name).
+    """
+    found: dict[str, list[str]] = {}
+    unnamed: list[str] = []
+    wanted = sorted(set(names))
+    for start in range(0, max(len(wanted), 1), 500):
+        part = wanted[start:start + 500]
+        for module, path in conn.execute(
+                f"SELECT module, path FROM files WHERE module IN ({','.join('?' * len(part))})"  # noqa: S608
+                + (" OR module IS NULL" if start == 0 else ""), part):
+            if module is None:
+                unnamed.append(str(path))
+            else:
+                found.setdefault(str(module), []).append(str(path))
+    return found, unnamed

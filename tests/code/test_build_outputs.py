@@ -77,3 +77,21 @@ def test_build_output_names_folders_not_files(tmp_path: Path) -> None:
     assert not build_output(tmp_path, "src/target")
     assert not build_output(tmp_path, "distribution/a.py")
     assert not build_output(tmp_path, "lib/venv/__init__.py")
+
+
+def test_build_output_folders_are_told_as_their_globs_say(tmp_path: Path) -> None:
+    """The folder names are compared as strings (no glob compiled per run): the same answer
+    as matching ``BUILD_OUTPUT_GLOBS`` for every path over names that are, contain or end
+    with an output name."""
+    import itertools
+
+    from ctxstore.code.walk import BUILD_OUTPUT_GLOBS, GlobSet, build_output
+
+    globs = GlobSet(BUILD_OUTPUT_GLOBS)
+    names = ["target", "xtarget", "targets", "a.egg-info", ".egg-info", "egg-info", "dist",
+             "node_modules", "build", "src", "__pycache__", ".venv", "venv", ".eggs", "b\nuild"]
+    for depth in (1, 2, 3):
+        for parts in itertools.product(names, repeat=depth):
+            path = "/".join([*parts, "f.py"])
+            assert build_output(tmp_path, path) == globs.any(path), path
+    assert build_output(tmp_path, "pkg/target/f.py") and not build_output(tmp_path, "f.py")

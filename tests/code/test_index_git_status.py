@@ -10,6 +10,7 @@ edit undone — the code index it leaves must be the one a full walk gives (``ct
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from pathlib import Path
 
@@ -57,9 +58,10 @@ def test_index_after_git_changes_equals_a_full_walk(tmp_path: Path) -> None:
     assert first["listing"] == "git"  # no run over the whole tree before: Git lists every file
     assert "scratch.py" in first["written"]
 
-    # Nothing changed: nothing is read.
+    # Nothing changed: nothing is read, and every file is counted as a full listing counts it.
     report = _quick_equals_full(ctx_dir)
     assert report["read"] == 0 and report["written"] == [] and report["removed"] == []
+    assert report["scanned"] == report["unchanged"] == first["scanned"] == 6
 
     # An edit, an add, a delete, a rename (staged) and an untracked file newly ignored.
     write(root, {"pkg/a.py": TREE["pkg/a.py"] + "\n\ndef beta():\n    return 2\n",
@@ -153,3 +155,26 @@ def test_a_quick_run_reads_only_the_stat_rows_it_looks_at(tmp_path: Path) -> Non
     assert racy["written"] == ["pkg/b.py"]
     with closing(open_index(open_store(ctx_dir))) as conn:
         assert "pkg/b.py" in indexed_paths(conn, NO_SEMANTICS).look
+
+
+def test_a_quick_run_resolves_imports_against_every_indexed_file(tmp_path: Path) -> None:
+    """A run of one changed file looks up the modules its imports name instead of mapping
+    every indexed file; files indexed before module names were recorded are named then."""
+    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    root = ctx_dir.parent
+    (root / ".git" / "info" / "exclude").write_text(".ctx/\n")
+    write(root, TREE)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "one")
+    ctx_json(ctx_dir, "index")
+    code = ctx_dir / "index" / "code.sqlite"
+    with sqlite3.connect(code) as conn:  # as an older ctx left them: no module recorded
+        conn.execute("UPDATE files SET module = NULL WHERE path = 'pkg/c.py'")
+    write(root, {"pkg/a.py": TREE["pkg/a.py"] + "\n\nimport pkg.c\n",
+                 "pkg/d.py": "from pkg.a import alpha\nimport pkg\n"})
+    report = _quick_equals_full(ctx_dir)
+    assert sorted(report["written"]) == ["pkg/a.py", "pkg/d.py"]
+    edges = {(r[0], r[3], r[4]) for r in dump(ctx_dir)["code_edges"] if r[5] == "Imports"}
+    # A name inside an indexed module is an item of it (unresolved: a module of that name).
+    assert {("pkg/a.py", "item", "pkg.b.helper"), ("pkg/a.py", "file", "pkg/c.py"),
+            ("pkg/d.py", "item", "pkg.a.alpha"), ("pkg/d.py", "file", "pkg/__init__.py")} <= edges

@@ -14,12 +14,11 @@ It must not print or run SQL.
 from __future__ import annotations
 
 import os
-import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from ctxstore.code.ingest.resolve import Budget, Extracted, build_version
+from ctxstore.code.ingest.resolve import Budget, Extracted, ModuleLookup, build_version, names_needed
 from ctxstore.code.languages import Confidence, Extraction, extractor_for
 from ctxstore.errors import CtxError
 from ctxstore.ids import ObjectId
@@ -86,12 +85,14 @@ _SHARED: tuple[list[tuple[str, bytes, str]], dict[str, ObjectId], dict[str, list
 
 
 def _prepare(path: str, data: bytes, blob: ObjectId, text: str, semantics: bool,
-             module_map: dict[str, list[str]], budget: Budget, counts: dict[str, int],
+             module_map: Mapping[str, list[str]], budget: Budget, counts: dict[str, int],
              keep_payload: bool) -> Prepared:
     """One changed file extracted, made a version, and its rows prepared."""
     from ctxstore.model import encode_typed
 
     language, ext = extract(path, text, semantics, budget.min_confidence)
+    if ext is not None and isinstance(module_map, ModuleLookup):
+        module_map.need(names_needed(ext))
     fv, n_symbols, n_relations = build_version(
         Extracted(path, data, blob, text, language, ext), module_map, budget, counts)
     payload = encode_typed(fv)
@@ -122,7 +123,7 @@ def _can_fork() -> bool:
 
 
 def prepare_versions(reads: list[tuple[str, bytes, str]], blobs: dict[str, ObjectId],
-                     module_map: dict[str, list[str]], semantics: bool, budget: Budget,
+                     module_map: Mapping[str, list[str]], semantics: bool, budget: Budget,
                      counts: dict[str, int], jobs: int, progress: Progress | None,
                      sink: Sink, *, keep_payload: bool = False) -> None:
     """Extract every changed file, make its version and rows, and hand each to ``sink``.
@@ -134,7 +135,8 @@ def prepare_versions(reads: list[tuple[str, bytes, str]], blobs: dict[str, Objec
     Args:
         reads: (path, bytes, text) of each changed file.
         blobs: Each path's blob id.
-        module_map: Module name -> the files defining it (``resolve.module_map``).
+        module_map: Module name -> the files defining it (``resolve.module_map``; a
+            ``resolve.ModuleLookup`` is asked file by file, in this process).
         semantics: Extract symbols and relations (else only the file's text is indexed).
         budget: The run's gates.
         counts: Where the dropped relations are counted (``low``, ``budget``).
@@ -148,7 +150,9 @@ def prepare_versions(reads: list[tuple[str, bytes, str]], blobs: dict[str, Objec
     """
     total = sum(len(d) for _, d, _ in reads)
     if (jobs > 1 and semantics and budget.max_edges is None and total >= POOL_MIN_BYTES
-            and len(reads) >= 2 * jobs and not keep_payload and _can_fork()):
+            and len(reads) >= 2 * jobs and not keep_payload
+            and not isinstance(module_map, ModuleLookup) and _can_fork()):
+        assert isinstance(module_map, dict)
         _prepare_in_pool(reads, blobs, module_map, budget, counts, jobs, progress, sink)
         return
     for done, (path, data, text) in enumerate(reads, 1):
@@ -174,6 +178,7 @@ def _prepare_in_pool(reads: list[tuple[str, bytes, str]], blobs: dict[str, Objec
     global _SHARED
     import pickle  # noqa: F401 - imported once here, before the workers fork, not in each
     import selectors  # noqa: F401
+    import signal
 
     first: dict[str, str] = {}  # a file of each language, to build its parser here, once
     for path, _, _ in reads:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, cast
 
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from ctxstore.config import Config
 
 __all__ = ["Budget", "Extracted", "NO_SEMANTICS", "budget_of", "endpoint_of_symbol",
-           "resolve_target", "module_map", "build_version", "line_count"]
+           "resolve_target", "module_map", "build_version", "line_count", "ModuleLookup",
+           "names_needed"]
 
 # The note of a version stored without its symbols (`ctx add file` without --extract-semantics):
 # a later run that extracts semantics reads the file again even though its bytes are the same.
@@ -94,7 +95,7 @@ def _nearest(paths: list[str], importer: str) -> str:
     return sorted(paths, key=lambda p: (-shared(p), p))[0]
 
 
-def resolve_target(rel: Relation, importer: str, modules: dict[str, list[str]],
+def resolve_target(rel: Relation, importer: str, modules: Mapping[str, list[str]],
                    own: set[str]) -> tuple[str, str]:
     """The endpoint a relation's target names (see the module docstring).
 
@@ -120,6 +121,41 @@ def resolve_target(rel: Relation, importer: str, modules: dict[str, list[str]],
     return ("module", target) if rel.label == "Imports" else ("item", target)
 
 
+class ModuleLookup(Mapping[str, list[str]]):
+    """``module_map`` of every indexed file plus the run's, asked only for the names needed.
+
+    A run of a few files resolves a few hundred names: ``need`` fetches the files of those
+    modules (``fetch``: the index's ``module_paths`` and the run's own files) instead of
+    naming every indexed file. Lookups of names never asked for find nothing.
+    """
+
+    def __init__(self, fetch: Callable[[set[str]], dict[str, list[str]]]) -> None:
+        self._fetch = fetch
+        self._known: dict[str, list[str]] = {}
+        self._asked: set[str] = set()
+
+    def need(self, names: Iterable[str]) -> None:
+        """Fetch the files of the modules of ``names`` not asked for yet."""
+        new = set(names) - self._asked
+        if new:
+            self._known.update(self._fetch(new))
+            self._asked |= new
+
+    def __getitem__(self, name: str) -> list[str]:
+        return self._known[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._known)
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+
+def names_needed(ext: Extraction) -> set[str]:
+    """Every module name resolving ``ext``'s relations may look up (``resolve_target``)."""
+    return {name for rel in ext.relations for name in _prefixes(rel.target)}
+
+
 def module_map(paths: Iterable[str], memo: dict[str, str]) -> dict[str, list[str]]:
     """Module name -> the files defining it; ``memo`` (path -> name or "") is filled in."""
     from ctxstore.code.languages import module_name
@@ -139,7 +175,7 @@ def line_count(text: str) -> int:
     return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
-def _relations(path: str, ext: Extraction, modules: dict[str, list[str]], budget: Budget,
+def _relations(path: str, ext: Extraction, modules: Mapping[str, list[str]], budget: Budget,
                counts: dict[str, int]) -> tuple[CodeRelation, ...]:
     symbol_modules = {s.qualname for s in ext.symbols if s.kind == "module"}
     own = {s.qualname for s in ext.symbols}
@@ -170,7 +206,7 @@ def _relations(path: str, ext: Extraction, modules: dict[str, list[str]], budget
     return tuple(out)
 
 
-def build_version(item: Extracted, modules: dict[str, list[str]], budget: Budget,
+def build_version(item: Extracted, modules: Mapping[str, list[str]], budget: Budget,
                   counts: dict[str, int]) -> tuple[FileVersion, int, int]:
     """The version of a changed file, with its symbol and relation counts.
 

@@ -34,14 +34,14 @@ import gc
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ctxstore import fsio
 from ctxstore.code.ingest.extract import Prepared, Progress, default_jobs, prepare_versions
-from ctxstore.code.ingest.report import FileNote, IngestReport
-from ctxstore.code.ingest.resolve import NO_SEMANTICS, Budget, budget_of, module_map
+from ctxstore.code.ingest.report import FileNote, IngestReport, utf8_path
+from ctxstore.code.ingest.resolve import NO_SEMANTICS, Budget, ModuleLookup, budget_of, module_map
 from ctxstore.code.ingest.select import read_selected, select, sniff
 from ctxstore.code.ingest.store import CodeWriter, write_snapshot
 from ctxstore.code.walk import GitStatus, filter_paths, git_changed, git_status, git_tracked, walk_tree
@@ -62,7 +62,8 @@ _SHAPE_CHECK_MAX = 200  # files of a run compared before and after for their imp
 
 
 def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = None,
-               progress: Progress | None = None, full: bool = False) -> IngestReport:
+               progress: Progress | None = None, full: bool = False,
+               environ: Mapping[str, str] | None = None) -> IngestReport:
     """``ctx index``: index the work tree (or the files below ``paths``), with semantics.
 
     A file indexed earlier below the scope that is gone from the work tree, no longer
@@ -77,6 +78,9 @@ def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = Non
         progress: Called with (files done, files to extract) while extracting.
         full: Read and derive every file again, whatever the stat cache and the indexed
             content say (``ctx index --full``: a code index edited or damaged by hand).
+        environ: The caller's environment, which Git is run with: given, ``git status`` runs
+            on the code index's own copy of Git's index (``code.gitlist.git_status``) unless it
+            names another index or Git directory (``GIT_INDEX_FILE``, ``GIT_DIR``, ...).
 
     Returns:
         The report.
@@ -92,7 +96,8 @@ def index_tree(db: Session, paths: Sequence[str] = (), *, jobs: int | None = Non
     budget = budget_of(store.config, bulk=True)
     with _no_collections():  # the walk too: a large tree's paths are as acyclic as the rest
         scope = [p.strip("/") for p in paths if p.strip("/")]
-        tree = _Tree(globs, outputs, _listing_config(store, globs, outputs, budget))
+        tree = _Tree(globs, outputs, _listing_config(store, globs, outputs, budget),
+                     None if environ is None else dict(environ))
         candidates = None
         if scope:  # below some paths: listed as given, the Git state of the tree is kept
             candidates = walk_tree(root, ignore_globs=globs, under=paths,
@@ -143,6 +148,7 @@ class _Tree:
     globs: list[str]
     outputs: bool
     config: str
+    environ: dict[str, str] | None = None
 
 
 _QUICK_MAX_CHANGED = 1000  # more paths to look at than this: the walk costs little beside them
@@ -159,21 +165,29 @@ def _listing_config(store: Store, globs: list[str], outputs: bool, budget: Budge
                        bool(policy(store).index_sensitive_files)])
 
 
-def _quick_listing(store: Store, conn: sqlite3.Connection, indexed: IndexedPaths,
-                   skipped: dict[str, tuple[int, int]], status: GitStatus, tree: _Tree
-                   ) -> tuple[list[str], frozenset[str]] | None:
+@dataclass
+class _Quick:
+    """A listing of the whole tree from what Git says changed (``_quick_listing``)."""
+
+    looked: list[str]  # the paths to look at that are listed, sorted
+    settled: int  # the files indexed (or skipped) then that are as they were: not listed here
+    indexed: IndexedPaths  # of the paths looked at (named or not listed now) only
+    rows: dict[str, StatRow]  # the stat rows of the indexed paths looked at
+
+
+def _quick_listing(store: Store, conn: sqlite3.Connection, skipped: dict[str, tuple[int, int]],
+                   status: GitStatus, tree: _Tree) -> _Quick | None:
     """The listing of the whole tree from what Git says changed since the last such run.
 
     A file indexed (or skipped) then that Git names neither now (``git status``) nor
     between the two HEADs (``git diff``), and that no run since read, is as it was: it is
-    listed without a look (``settled``). The others are listed as ``walk_tree`` lists them.
-    None when that cannot be told: no state recorded, other settings, a HEAD Git no longer
-    has, too many changes, or a ``pyvenv.cfg`` among them.
-
-    Returns:
-        (every listed path, the settled ones) or None (walk the tree).
+    listed without a look (``settled``, only counted). The others are listed as
+    ``walk_tree`` lists them. Only their rows are read from the code index: nothing is done
+    per indexed file in Python. None when that cannot be told: no state recorded, other
+    settings, a HEAD Git no longer has, too many changes, or a ``pyvenv.cfg`` among them.
     """
-    from ctxstore.index.code import listing_state
+    from ctxstore.index.code import listing_state, stat_rows
+    from ctxstore.index.listing import count_indexed, look_paths
 
     root = store.worktree
     state = listing_state(conn)
@@ -188,7 +202,8 @@ def _quick_listing(store: Store, conn: sqlite3.Connection, indexed: IndexedPaths
         changed |= moved
     # Read again whatever the stat cache does not vouch for (a racy time), and files added
     # by name, which ctx index keeps while they exist whatever Git says of them.
-    changed |= indexed.look
+    look = look_paths(conn, NO_SEMANTICS)
+    changed |= look
     if len(changed) > _QUICK_MAX_CHANGED or any(
             p.rpartition("/")[2] == _VENV_MARKER for p in changed):
         return None
@@ -198,8 +213,59 @@ def _quick_listing(store: Store, conn: sqlite3.Connection, indexed: IndexedPaths
         return None
     looked = filter_paths(root, [p for p in changed if p in status.listed or p in tracked],
                           ignore_globs=tree.globs, build_outputs=tree.outputs)
-    settled = frozenset((indexed.modules.keys() | skipped.keys()) - changed)
-    return sorted(settled.union(looked)), settled
+    rows = stat_rows(conn, [p for p in changed if utf8_path(p)])  # others are never indexed
+    held = count_indexed(conn, skipped)  # indexed or skipped then
+    settled = held - len(changed & (rows.keys() | skipped.keys()))
+    indexed = IndexedPaths({p: r.module for p, r in rows.items()},
+                           frozenset(p for p, r in rows.items() if r.named), look)
+    return _Quick(looked, settled, indexed, rows)
+
+
+_LOOKUP_MAX = 20  # files of a run at most whose module names are looked up, not all mapped
+
+
+def _module_lookup(conn: sqlite3.Connection, paths: list[str], memo: dict[str, str]
+                   ) -> ModuleLookup:
+    """``module_map`` of every indexed file and ``paths``, looked up by name (a few files).
+
+    ``memo`` (path -> module name) gets the module name of each of ``paths``.
+    """
+    from ctxstore.code.languages import module_name
+    from ctxstore.index.listing import module_paths
+
+    for path in paths:
+        if memo.get(path) is None:
+            memo[path] = module_name(path) or ""
+    own = {path: memo[path] for path in paths}
+
+    def fetch(names: set[str]) -> dict[str, list[str]]:
+        found, unnamed = module_paths(conn, names)
+        for path in unnamed:  # indexed before module names were recorded
+            name = memo.get(path)
+            if name is None:
+                name = memo[path] = module_name(path) or ""
+            if name in names:
+                found.setdefault(name, []).append(path)
+        for path, name in own.items():
+            if name in names and path not in found.get(name, ()):
+                found.setdefault(name, []).append(path)
+        return found
+
+    return ModuleLookup(fetch)
+
+
+def _git_status(store: Store, tree: _Tree) -> GitStatus | None:
+    """``git status`` of the work tree, on the code index's copy of Git's index when it can."""
+    from ctxstore.index import index_dir
+
+    if tree.environ is None:
+        return git_status(store.worktree)
+    try:
+        scratch = fsio.open_dir(store.root, index_dir(store))
+    except (OSError, UnsafePath):
+        return git_status(store.worktree)
+    with scratch:
+        return git_status(store.worktree, scratch=scratch, environ=tree.environ)
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -272,52 +338,59 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
     started = time.time_ns()
     conn = db.index()
     generation_before = code_generation(conn)  # the packs' corpus is patched from it
-    indexed = indexed_paths(conn, NO_SEMANTICS)
     skipped = {} if full else skipped_rows(conn)
-    settled: frozenset[str] = frozenset()
+    quick: _Quick | None = None
     status: GitStatus | None = None
     how = "paths"
     if tree is not None:  # the whole tree: what Git says changed, or every listed file
-        status = git_status(root)  # before any file is read: a later change is seen next run
+        # Before any file is read: a later change is seen next run.
+        status = _git_status(store, tree)
         quick = None if full or status is None else _quick_listing(
-            store, conn, indexed, skipped, status, tree)
+            store, conn, skipped, status, tree)
         if quick is None:
             walk = walk_tree(root, ignore_globs=tree.globs, build_outputs=tree.outputs)
             listed, how = walk.files, walk.source
             status = status if walk.source == "git" else None
         else:
-            (listed, settled), how = quick, "git status"
+            listed, how = quick.looked, "git status"
+    # Every indexed path, unless Git said which changed: then those only (quick.indexed).
+    indexed = indexed_paths(conn, NO_SEMANTICS) if quick is None else quick.indexed
     candidates = listed or []
     if full and removals:  # --full empties the code tables first: what it keeps, it reads again
         listing = set(candidates)
         candidates = [*candidates, *sorted(
             p for p in indexed.named if p not in listing and _in_scope(p, scope)
             and os.path.lexists(root / p))]
-    report = IngestReport(scanned=len(candidates), listing=how)
+    report = IngestReport(scanned=len(candidates) + (quick.settled if quick else 0),
+                          listing=how, unchanged=quick.settled if quick else 0)
     for part in scope or ():  # a typo must not look like a run that found nothing to do
         if not os.path.lexists(root / part) and not any(_in_scope(p, [part])
                                                         for p in indexed.modules):
             raise InvalidInput(f"{part}: no such file or directory, and nothing indexed there")
     # --full: neither the stat cache nor dedup apply. A snapshot (ctx add file) is read
     # whatever the code index holds: what it dedups against is the file's last snapshot.
-    # The stat rows of the files this run looks at: after a quick listing, not the settled
-    # ones (Git vouches for them).
-    known_rows: dict[str, StatRow] = {} if full or snapshot else stat_rows(
-        conn, [p for p in candidates if p not in settled] if settled else None)
-    selection = select(store, candidates, known_rows, skipped, semantics, budget, report,
-                        settled)
+    # After a quick listing, the stat rows of the files it looks at only.
+    known_rows: dict[str, StatRow] = {} if full or snapshot else \
+        quick.rows if quick is not None else stat_rows(conn)
+    selection = select(store, candidates, known_rows, skipped, semantics, budget, report)
     reads = read_selected(store, selection, known_rows, semantics, budget, report, started)
     modules = {p: m for p, m in indexed.modules.items() if m is not None}
-    known = module_map(set(indexed.modules) | {p for p, _, _ in reads.texts}, modules) \
-        if reads.texts and semantics else {}
+    known: Mapping[str, list[str]] = {}
+    if reads.texts and semantics and quick is not None and len(reads.texts) <= _LOOKUP_MAX:
+        known = _module_lookup(conn, [p for p, _, _ in reads.texts], modules)
+    elif reads.texts and semantics:
+        if quick is not None:  # many files changed: every indexed file's module is needed
+            indexed = indexed_paths(conn, NO_SEMANTICS)
+            modules = {p: m for p, m in indexed.modules.items() if m is not None} | modules
+        known = module_map(set(indexed.modules) | {p for p, _, _ in reads.texts}, modules)
     in_listing = set(candidates)
     # Gone, ignored now (or a build output), or no longer indexable; a file added by name
     # stays while it exists.
-    gone = sorted(p for p in indexed.modules if removals
+    gone = sorted(p for p in (quick.indexed if quick else indexed).modules if removals
                   and (p in selection.dropped or (p not in in_listing and not (
                       p in indexed.named and os.path.lexists(root / p))))
                   and _in_scope(p, scope))  # last: most paths are listed, few dropped
-    named = set(candidates) if snapshot else set(indexed.named)
+    named = set(candidates) if snapshot else set((quick.indexed if quick else indexed).named)
     counts = {"low": 0, "budget": 0}
     stored: list[Prepared] = []
     touched = [p for p, _, _ in reads.texts] + gone

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore.clock import next_stamp, now_ms
 from ctxstore.code.ingest.extract import Prepared
@@ -35,9 +35,10 @@ from ctxstore.index.code import (
     set_skipped,
     set_stat,
 )
-from ctxstore.model.code import FileRecord
-from ctxstore.model.knowledge import KnowledgeRecord
-from ctxstore.repo import Store
+
+if TYPE_CHECKING:
+    from ctxstore.model.knowledge import KnowledgeRecord
+    from ctxstore.repo import Store
 
 __all__ = ["CodeWriter", "SLICE_SECONDS", "write_snapshot", "read_line"]
 
@@ -155,6 +156,7 @@ def write_snapshot(store: Store, versions: list[Prepared], previous: dict[str, A
     Returns:
         The work commit (hex).
     """
+    from ctxstore.model.code import FileRecord  # only a snapshot (ctx add file) records
     from ctxstore.narrative.entries import log_event
     from ctxstore.staging import stage_records
 
