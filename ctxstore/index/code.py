@@ -27,6 +27,7 @@ from ctxstore.errors import IndexCorrupt
 from ctxstore.index.chunks import CLASS_SPLIT_TOKENS, WINDOW_LINES, Chunk, chunk_file, pack_text
 from ctxstore.index.codedb import bump_generation
 from ctxstore.index.listing import ListingState, listing_state, set_listing_state
+from ctxstore.index.postings import BODY, PATH, pack_postings, posting_limit, unpack_postings
 from ctxstore.model.code import FileVersion
 from ctxstore.model.knowledge import key_text
 from ctxstore.records import dataclass
@@ -225,9 +226,13 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
     frequencies.delta.update(zip(map(ids.__getitem__, where), repeat(1)))
     conn.execute("INSERT INTO file_lengths(file, body, path) VALUES (?, ?, ?)",
                  (file_id, sum(body.values()), sum(where.values())))
+    body_ids = {ids[t]: n for t, n in body.items()}
+    path_ids = {ids[t]: n for t, n in where.items()}
     conn.executemany("INSERT INTO file_term_rows(term, field, file, tf) VALUES (?, ?, ?, ?)",
-                     [*((ids[t], 0, file_id, n) for t, n in body.items()),
-                      *((ids[t], 1, file_id, n) for t, n in where.items())])
+                     [*((t, BODY, file_id, n) for t, n in body_ids.items()),
+                      *((t, PATH, file_id, n) for t, n in path_ids.items())])
+    conn.execute("INSERT INTO file_postings(file, data) VALUES (?, ?)",
+                 (file_id, pack_postings(body_ids, path_ids)))
     fts: list[tuple[int | None, str, str, str]] = []  # each field's terms (search.tokenize)
     path_text = index_text(path)
     if rows.chunks:
@@ -316,13 +321,32 @@ def _drop_unused_keys(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
                      part)
 
 
+def _file_postings(conn: sqlite3.Connection, path: str
+                   ) -> tuple[int, list[tuple[int, int]]] | None:
+    """The rowid of the indexed file at ``path`` and its postings' ``(term, field)``, or None."""
+    row = conn.execute("SELECT f.rowid, f.byte_count, p.data FROM files f LEFT JOIN file_postings"
+                       " p ON p.file = f.rowid WHERE f.path = ?", (path,)).fetchone()
+    if row is None:
+        return None
+    if row[2] is None:  # a file whose postings were never written: none to delete
+        return int(row[0]), []
+    try:
+        body, where = unpack_postings(row[2], posting_limit(int(row[1])))
+    except ValueError as exc:
+        raise IndexCorrupt(f"the postings of {path} are unreadable ({exc})",
+                           in_code_index=True) from exc
+    return int(row[0]), [*((t, BODY) for t, _ in body), *((t, PATH) for t, _ in where)]
+
+
 def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
-    frequencies.delta.subtract(conn.execute(
-        "SELECT term, field FROM file_term_rows WHERE file IN (SELECT rowid FROM files"
-        " WHERE path = ?)", (path,)).fetchall())
-    for table in ("file_term_rows", "file_lengths"):
-        conn.execute(f"DELETE FROM {table} WHERE file IN (SELECT rowid FROM files WHERE path = ?)",  # noqa: S608
-                     (path,))
+    found = _file_postings(conn, path)
+    if found is not None:
+        file_id, pairs = found
+        frequencies.delta.subtract(pairs)
+        conn.executemany("DELETE FROM file_term_rows WHERE term = ? AND field = ? AND file = ?",
+                         [(t, f, file_id) for t, f in pairs])
+        for table in ("file_postings", "file_lengths"):
+            conn.execute(f"DELETE FROM {table} WHERE file = ?", (file_id,))  # noqa: S608
     # chunks_fts is contentless: a document goes by the 'delete' command with the very terms
     # it was indexed with, made again from its chunk (the tokeniser is deterministic).
     path_text = index_text(path)

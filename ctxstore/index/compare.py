@@ -128,7 +128,7 @@ CODE_TABLES: dict[str, TableCheck] = {
                                " LEFT JOIN files f ON f.rowid = l.file", 1),
 }
 # Kept by ctx index, checked against the code index's own rows (``_check_code_counts``).
-CODE_COUNTED = ("term_df_rows", "file_sccs", "code_meta", "skipped")
+CODE_COUNTED = ("term_df_rows", "file_postings", "file_sccs", "code_meta", "skipped")
 # Bookkeeping: everything the replay reaches must be there. More is normal, so it is not
 # reported: a session folded by `ctx commit` stays applied though the new heads no
 # longer reach it (and rows nothing reaches change no answer).
@@ -407,6 +407,7 @@ def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
              "a term in no posting")):
         for (term_id,) in disk.execute(f"{sql} ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
             problems.append(Problem("E007", f"index:{table}", f"term {term_id}: {what}"))
+    problems += _check_term_lists(disk)
     found = 0
     for term, field_, have, want in disk.execute(
             "SELECT coalesce(t.term, c.term), c.field, c.have, c.want FROM ("
@@ -422,6 +423,59 @@ def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
     if found > MAX_PER_TABLE:
         problems.append(Problem("E007", "index:term_df",
                                 f"{found - MAX_PER_TABLE} more row(s) differ from file_terms"))
+    return problems
+
+
+def _check_term_lists(disk: sqlite3.Connection) -> list[Problem]:
+    """Each file's term list (``file_postings``) must hold exactly its postings.
+
+    The postings have no index by file (code schema 8): what reads a file's postings reads
+    its list, so a list that disagrees with ``file_term_rows``, or is missing or damaged,
+    is named (by the file's path, or its rowid when no file has it).
+    """
+    from ctxstore.index.postings import posting_limit, unpack_postings
+
+    rows = disk.execute("SELECT file, field, term, tf FROM file_term_rows"
+                        " ORDER BY file, field, term")
+    lists = disk.execute("SELECT p.file, f.path, f.byte_count, p.data FROM file_postings p"
+                         " LEFT JOIN files f ON f.rowid = p.file ORDER BY p.file")
+    held: dict[int, list[tuple[int, int, int]]] = {}
+    problems: list[Problem] = []
+
+    def name(file_id: int, path: object) -> str:
+        return _short(str(path)) if path is not None else f"file {file_id}"
+
+    def report(file_id: int, path: object, what: str) -> None:
+        if len(problems) < MAX_PER_TABLE:
+            problems.append(Problem("E007", "index:file_postings", f"{name(file_id, path)}: {what}"))
+
+    pending = next(rows, None)
+    for file_id, path, size, data in lists:
+        while pending is not None and pending[0] < file_id:  # postings of a file without a list
+            held.setdefault(int(pending[0]), []).append(pending[1:])
+            pending = next(rows, None)
+        mine: list[tuple[int, int, int]] = []
+        while pending is not None and pending[0] == file_id:
+            mine.append((int(pending[1]), int(pending[2]), int(pending[3])))
+            pending = next(rows, None)
+        if path is None:
+            report(file_id, None, "the term list of a file not indexed")
+            continue
+        try:
+            body, where = unpack_postings(bytes(data), posting_limit(int(size)))
+        except (ValueError, TypeError) as exc:
+            report(file_id, path, f"its term list is damaged ({exc})")
+            continue
+        listed = [*((0, t, n) for t, n in body), *((1, t, n) for t, n in where)]
+        if listed != mine:
+            report(file_id, path, f"its term list holds {len(listed)} posting(s) that differ "
+                   f"from the {len(mine)} of file_terms")
+    while pending is not None:
+        held.setdefault(int(pending[0]), []).append(pending[1:])
+        pending = next(rows, None)
+    for file_id in sorted(held):
+        path = disk.execute("SELECT path FROM files WHERE rowid = ?", (file_id,)).fetchone()
+        report(file_id, path[0] if path else None, "postings without a term list")
     return problems
 
 

@@ -122,7 +122,7 @@ def _copy(template: Path, dest: Path) -> Path:
 _CODE_WORDS = (" symbols", " chunks", "chunks_fts", " code_edges", " files", "file_terms",
                "file_lengths", "term_df", "corpus_cache", " code_keys", " code_edge_rows",
                " code_edge_kinds", "file_term_rows", " terms", "term_df_rows",
-               " chunk_rows", " file_text", " symbol_rows")
+               " chunk_rows", " file_text", " symbol_rows", "file_postings")
 
 
 def _sql(root: Path, *statements: str) -> None:
@@ -248,12 +248,28 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         "DELETE FROM file_term_rows WHERE term = (SELECT id FROM terms WHERE term = 'helper')"
         f" AND field = 0 AND file = {B_ID}",
         ["index:file_terms: (pkg/b.py, 0, helper): missing (the replay has it)",
+         "index:file_postings: pkg/b.py: its term list holds 7 posting(s) that differ from the"
+         " 6 of file_terms",
          "index:term_df: (helper, 0): df is 2, file_terms hold 1"]),
+    # a file's postings are read by file from its term list (code schema 8: no index of the
+    # postings by file), so a list that is damaged, missing or not the postings is named
+    "term-list-damaged": (
+        f"UPDATE file_postings SET data = x'789c' WHERE file = {B_ID}",
+        ["index:file_postings: pkg/b.py: its term list is damaged (a file_postings value is"
+         " truncated or too long)"]),
+    "term-list-missing": (
+        f"DELETE FROM file_postings WHERE file = {B_ID}",
+        ["index:file_postings: pkg/b.py: postings without a term list"]),
+    "term-list-of-no-file": (
+        "INSERT INTO file_postings(file, data) SELECT 4242, data FROM file_postings LIMIT 1",
+        ["index:file_postings: file 4242: the term list of a file not indexed"]),
     # postings and counts name their term by id (code schema 7): the views hide a row whose
     # term is gone, so verify names it, and a term no posting names
     "posting-of-no-term": (
         f"INSERT INTO file_term_rows(term, field, file, tf) VALUES (4242, 0, {B_ID}, 1)",
         ["index:file_term_rows: term 4242: postings of a term terms lacks",
+         "index:file_postings: pkg/b.py: its term list holds 7 posting(s) that differ from the"
+         " 8 of file_terms",
          "index:term_df: (4242, 0): df is 0, file_terms hold 1"]),
     "orphan-term": (
         "INSERT INTO terms(id, term) VALUES (4242, 'forged')",
