@@ -210,11 +210,14 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
         (path, rows.version, rows.blob, rows.language, rows.byte_count, rows.line_count,
          int(rows.complete), rows.note, stamp, size, mtime_ns, module, int(named))).lastrowid
         or 0)
-    conn.executemany(
-        "INSERT INTO symbol_rows(file, qualname, name, kind, visibility, parent, signature,"
-        " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(file_id, *symbol[1:]) for symbol in rows.symbols])
     keys, kinds = frequencies.keys, frequencies.edge_kinds
+    conn.executemany(
+        "INSERT INTO symbol_rows(file, qualname, name, kind, visibility, parent_len, parent,"
+        " signature, start_byte, end_byte, start_line, end_line)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(file_id, _key_id(conn, keys, "module" if kind == "module" else "item", qualname),
+          name, kind, visibility, *_parent(qualname, parent), *rest)
+         for _, qualname, name, kind, visibility, parent, *rest in rows.symbols])
     conn.executemany(
         "INSERT INTO code_edge_rows(file, src, dst, kind, line) VALUES (?, ?, ?, ?, ?)",
         [(file_id, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey),
@@ -282,6 +285,13 @@ def _key_id(conn: sqlite3.Connection, keys: dict[tuple[str, str], int], kind: st
     return found
 
 
+def _parent(qualname: str, parent: str | None) -> tuple[int | None, str | None]:
+    """``(parent_len, parent)`` of a symbol row: the parent as a prefix's length when it is one."""
+    if parent is not None and qualname.startswith(parent):
+        return len(parent), None
+    return None, parent
+
+
 def _term_ids(conn: sqlite3.Connection, known: dict[str, int], terms: Sequence[str]
               ) -> dict[str, int]:
     """The ``terms`` id of each of ``terms``, made when new (``known`` caches them)."""
@@ -311,13 +321,14 @@ def _edge_kind(conn: sqlite3.Connection, kinds: dict[tuple[str, str, str], int],
 
 
 def _drop_unused_keys(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
-    """Delete the ``code_keys`` among ``ids`` that no edge names any more."""
+    """Delete the ``code_keys`` among ``ids`` that no edge or symbol names any more."""
     wanted = sorted(ids)
     for start in range(0, len(wanted), 500):
         part = wanted[start:start + 500]
         conn.execute(f"DELETE FROM code_keys WHERE id IN ({','.join('?' * len(part))})"  # noqa: S608
                      " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE src = code_keys.id)"
-                     " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE dst = code_keys.id)",
+                     " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE dst = code_keys.id)"
+                     " AND NOT EXISTS (SELECT 1 FROM symbol_rows WHERE qualname = code_keys.id)",
                      part)
 
 
@@ -364,6 +375,8 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
     for src, dst in conn.execute(f"SELECT src, dst FROM code_edge_rows WHERE file IN ({file_ids})",  # noqa: S608
                                  (path,)):
         frequencies.released.update(k for k in (src, dst) if k is not None)
+    frequencies.released.update(k for (k,) in conn.execute(
+        f"SELECT qualname FROM symbol_rows WHERE file IN ({file_ids})", (path,)))  # noqa: S608
     for table in ("code_edge_rows", "chunk_rows", "file_text", "symbol_rows"):
         conn.execute(f"DELETE FROM {table} WHERE file IN ({file_ids})", (path,))  # noqa: S608
     conn.execute("DELETE FROM files WHERE path = ?", (path,))

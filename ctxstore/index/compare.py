@@ -111,7 +111,7 @@ CODE_TABLES: dict[str, TableCheck] = {
                         " note FROM files", 1),
     "symbols": TableCheck("SELECT path, qualname, kind, name, visibility, parent, signature,"
                           " start_byte, end_byte, start_line, end_line FROM symbols", 2,
-                          ("symbol_rows",)),
+                          ("symbol_rows", "code_keys")),
     "code_edges": TableCheck("SELECT path, from_kind, from_key, to_kind, to_key, label, confidence,"
                              " tool, line FROM code_edges", 6,
                              ("code_edge_rows", "code_keys", "code_edge_kinds")),
@@ -372,8 +372,10 @@ def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
     for (key,) in disk.execute(
             "SELECT kind || ':' || key FROM code_keys k WHERE NOT EXISTS (SELECT 1 FROM"
             " code_edge_rows e WHERE e.src = k.id) AND NOT EXISTS (SELECT 1 FROM code_edge_rows e"
-            " WHERE e.dst = k.id) ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-        problems.append(Problem("E007", "index:code_keys", f"{_short(key)}: named by no edge"))
+            " WHERE e.dst = k.id) AND NOT EXISTS (SELECT 1 FROM symbol_rows s WHERE s.qualname"
+            " = k.id) ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
+        problems.append(Problem("E007", "index:code_keys",
+                                f"{_short(key)}: named by no edge or symbol"))
     for (file_id,) in disk.execute(
             "SELECT DISTINCT file FROM code_edge_rows WHERE file NOT IN (SELECT rowid FROM files)"
             " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
@@ -389,6 +391,8 @@ def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
     for table, sql, what in (
             ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE file NOT IN (SELECT"
              " rowid FROM files)", "symbols of a file not indexed"),
+            ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE qualname NOT IN (SELECT"
+             " id FROM code_keys)", "symbols whose name code_keys lacks"),
             ("chunk_rows", "SELECT DISTINCT file FROM chunk_rows WHERE file NOT IN (SELECT rowid"
              " FROM files) OR file NOT IN (SELECT file FROM file_text)",
              "chunks of a file not indexed or without its text"),

@@ -70,7 +70,8 @@ def test_an_endpoint_is_stored_once_and_leaves_with_its_last_edge(tmp_path: Path
     with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
         named = {k for (k,) in conn.execute(
             "SELECT key FROM code_keys k WHERE EXISTS (SELECT 1 FROM code_edge_rows e"
-            " WHERE e.src = k.id OR e.dst = k.id)")}
+            " WHERE e.src = k.id OR e.dst = k.id) OR EXISTS (SELECT 1 FROM symbol_rows s"
+            " WHERE s.qualname = k.id)")}
     assert named == {k for _, k in keys}
     _verify(ctx_dir)
 
@@ -124,4 +125,34 @@ def test_ctx_index_rebuilds_a_code_index_of_an_older_schema(tmp_path: Path) -> N
     assert json.loads(r.stdout)["written"] == ["pkg/util.py"]
     assert "older" in r.stderr or "rebuilt" in r.stderr or "code schema version 1" in r.stderr
     assert ("item", "pkg.util.shared_helper") in _keys(ctx_dir)
+    _verify(ctx_dir)
+
+
+def test_a_symbol_names_its_qualified_name_by_its_endpoint(tmp_path: Path) -> None:
+    """A symbol's qualified name is its endpoint's ``code_keys`` row (code schema 9), its parent
+    a prefix of it: the ``symbols`` view reads them back as written, and a re-index keeps them
+    right."""
+    ctx_dir = make_work(tmp_path / "w")
+    root = ctx_dir.parent
+    write(root, {"pkg/__init__.py": "",
+                 "pkg/shapes.py": "class Square:\n    def area(self):\n        return 4\n"})
+    ctx_json(ctx_dir, "index")
+
+    def symbols() -> list[tuple[str, str, str | None]]:
+        with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+            texts = [k for (k,) in conn.execute("SELECT key FROM code_keys")]
+            assert len(texts) == len(set(texts))  # each qualified name's text once
+            return sorted(conn.execute("SELECT s.qualname, s.kind, s.parent FROM symbols s"
+                                       " WHERE s.path = 'pkg/shapes.py'").fetchall())
+
+    assert symbols() == [("pkg.shapes", "module", None),
+                         ("pkg.shapes.Square", "class", "pkg.shapes"),
+                         ("pkg.shapes.Square.area", "method", "pkg.shapes.Square")]
+    _verify(ctx_dir)
+    write(root, {"pkg/shapes.py": "class Circle:\n    def area(self):\n        return 3\n"})
+    ctx_json(ctx_dir, "index")
+    assert symbols() == [("pkg.shapes", "module", None),
+                         ("pkg.shapes.Circle", "class", "pkg.shapes"),
+                         ("pkg.shapes.Circle.area", "method", "pkg.shapes.Circle")]
+    assert not [k for k in _keys(ctx_dir) if "Square" in k[1]]  # gone with its symbol
     _verify(ctx_dir)

@@ -173,13 +173,26 @@ A_ID = "(SELECT rowid FROM files WHERE path = 'pkg/a.py')"
 FORGED_A_PY = A_PY.replace("print(Greeter().hello(os.getcwd()))", "forged('of the very same length!!')")
 TAMPER: dict[str, tuple[str, list[str]]] = {
     "symbol-span": (
-        "UPDATE symbol_rows SET start_line = 3, end_byte = 7 WHERE qualname = 'pkg.a.Greeter.hello'",
+        "UPDATE symbol_rows SET start_line = 3, end_byte = 7 WHERE qualname ="
+        " (SELECT id FROM code_keys WHERE key = 'pkg.a.Greeter.hello')",
         ["index:symbols: (pkg/a.py, pkg.a.Greeter.hello): end_byte is 7, the replay has 154; "
          "start_line is 3, the replay has 10"]),
     "extra-symbol": (
-        f"INSERT INTO symbol_rows(file, qualname, name, kind) VALUES ({B_ID}, 'pkg.b.x', 'x',"
+        f"INSERT INTO symbol_rows(file, qualname, name, kind) VALUES ({B_ID}, (SELECT id FROM"
+        " code_keys WHERE key = 'pkg.b.helper'), 'x', 'function')",
+        ["index:symbols: (pkg/b.py, pkg.b.helper): not in the replay"]),
+    # a symbol names its qualified name by a code_keys id (code schema 9): the view hides a
+    # symbol whose key is gone, so verify names it
+    "symbol-of-no-key": (
+        f"INSERT INTO symbol_rows(file, qualname, name, kind) VALUES ({B_ID}, 4242, 'y',"
         " 'function')",
-        ["index:symbols: (pkg/b.py, pkg.b.x): not in the replay"]),
+        ["index:symbol_rows: file 2: symbols whose name code_keys lacks"]),
+    # the parent is kept as the length of the qualified name's prefix it is
+    "symbol-parent": (
+        "UPDATE symbol_rows SET parent_len = 3 WHERE qualname ="
+        " (SELECT id FROM code_keys WHERE key = 'pkg.a.Greeter.hello')",
+        ["index:symbols: (pkg/a.py, pkg.a.Greeter.hello): parent is pkg, the replay has"
+         " pkg.a.Greeter"]),
     "deleted-chunk": (
         f"DELETE FROM chunk_rows WHERE file = {B_ID}",
         ["index:chunks: (pkg/b.py, 1): missing (the replay has it)",
@@ -197,7 +210,8 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         ["index:chunks: unreadable: user-defined function raised exception",
          "index:chunks_fts: unreadable: user-defined function raised exception"]),
     "symbols-of-no-file": (
-        "INSERT INTO symbol_rows(file, qualname, name, kind) VALUES (4242, 'x.y', 'y', 'function')",
+        "INSERT INTO symbol_rows(file, qualname, name, kind) VALUES (4242, (SELECT min(id) FROM"
+        " code_keys), 'y', 'function')",
         ["index:symbol_rows: file 4242: symbols of a file not indexed"]),
     "text-of-no-chunks": (
         "INSERT INTO file_text(file, data) VALUES (4242, X'00')",
@@ -219,7 +233,7 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
          "`ctx rebuild --scc` rebuilds it"]),
     "orphan-code-key": (
         "INSERT INTO code_keys(kind, key) VALUES ('item', 'pkg.forged')",
-        ["index:code_keys: item:pkg.forged: named by no edge"]),
+        ["index:code_keys: item:pkg.forged: named by no edge or symbol"]),
     "edge-of-no-file": (
         "INSERT INTO code_edge_rows(file, src, dst, kind, line)"
         " VALUES (4242, NULL, NULL, (SELECT min(id) FROM code_edge_kinds), 3)",
