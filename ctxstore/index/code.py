@@ -219,10 +219,10 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
           name, kind, visibility, *_parent(qualname, parent), *rest)
          for _, qualname, name, kind, visibility, parent, *rest in rows.symbols])
     conn.executemany(
-        "INSERT INTO code_edge_rows(file, src, dst, kind, line) VALUES (?, ?, ?, ?, ?)",
-        [(file_id, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey),
+        "INSERT INTO code_edge_rows(file, seq, src, dst, kind, line) VALUES (?, ?, ?, ?, ?, ?)",
+        [(file_id, seq, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey),
           _edge_kind(conn, kinds, label, conf, tool), line)
-         for fk, fkey, tk, tkey, label, conf, tool, line in rows.edges])
+         for seq, (fk, fkey, tk, tkey, label, conf, tool, line) in enumerate(rows.edges)])
     body, where = rows.body_terms, rows.path_terms
     ids = _term_ids(conn, frequencies.terms, [*body, *where])
     frequencies.delta.update(zip(map(ids.__getitem__, body), repeat(0)))

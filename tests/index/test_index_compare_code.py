@@ -221,8 +221,8 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         "INSERT INTO chunks_fts(rowid, path, name, text) VALUES (99999, 'forged', 'forged', 'forged')",
         ["index:chunks_fts: (NULL, NULL): not in the replay"]),
     "extra-code-edge": (
-        "INSERT INTO code_edge_rows(file, src, dst, kind, line) SELECT"
-        " f.rowid, (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/b.py'),"
+        "INSERT INTO code_edge_rows(file, seq, src, dst, kind, line) SELECT"
+        " f.rowid, 9999, (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/b.py'),"
         " (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/a.py'),"
         " (SELECT id FROM code_edge_kinds WHERE label = 'Imports' AND confidence = 'high'),"
         " NULL FROM files f WHERE f.path = 'pkg/b.py'",
@@ -235,13 +235,14 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         "INSERT INTO code_keys(kind, key) VALUES ('item', 'pkg.forged')",
         ["index:code_keys: item:pkg.forged: named by no edge or symbol"]),
     "edge-of-no-file": (
-        "INSERT INTO code_edge_rows(file, src, dst, kind, line)"
-        " VALUES (4242, NULL, NULL, (SELECT min(id) FROM code_edge_kinds), 3)",
+        "INSERT INTO code_edge_rows(file, seq, src, dst, kind, line)"
+        " VALUES (4242, 0, NULL, NULL, (SELECT min(id) FROM code_edge_kinds), 3)",
         ["index:code_edge_rows: file 4242: edges of a file not indexed"]),
     # an edge's label, confidence and tool are one id naming code_edge_kinds (code schema 6):
     # an edge naming none is read by no one, so verify names it
     "edge-of-no-kind": (
-        f"INSERT INTO code_edge_rows(file, src, dst, kind, line) VALUES ({B_ID}, NULL, NULL, 4242, 1)",
+        f"INSERT INTO code_edge_rows(file, seq, src, dst, kind, line) VALUES ({B_ID}, 9999, NULL,"
+        " NULL, 4242, 1)",
         ["index:code_edge_rows: kind 4242: edges of a kind code_edge_kinds lacks"]),
     "edge-kind-changed": (
         "UPDATE code_edge_kinds SET confidence = 'low' WHERE label = 'Imports'",
