@@ -344,6 +344,9 @@ def _file_postings(conn: sqlite3.Connection, path: str
     try:
         body, where = unpack_postings(row[2], posting_limit(int(row[1])))
     except ValueError as exc:
+        from ctxstore.index.connection import mark_code_damaged
+
+        mark_code_damaged(conn, f"the postings of {path} are unreadable")
         raise IndexCorrupt(f"the postings of {path} are unreadable ({exc})",
                            in_code_index=True) from exc
     return int(row[0]), [*((t, BODY) for t, _ in body), *((t, PATH) for t, _ in where)]

@@ -155,6 +155,7 @@ def file_terms_of(conn: sqlite3.Connection, files: Sequence[int]
             try:
                 lists[int(file)] = unpack_postings(bytes(data), posting_limit(int(size)))
             except ValueError as exc:
+                _mark(conn, f"the term list of file {int(file)} is unreadable")
                 raise IndexCorrupt(f"the term list of file {int(file)} is unreadable ({exc})",
                                    in_code_index=True) from exc
         ids = sorted({t for body, where in lists.values() for t, _ in (*body, *where)})
@@ -170,10 +171,18 @@ def file_terms_of(conn: sqlite3.Connection, files: Sequence[int]
                 for term, tf in postings:
                     name = names.get(term)
                     if name is None:
+                        _mark(conn, f"the term list of file {file} names a term the index lacks")
                         raise IndexCorrupt(f"the term list of file {file} names term {term},"
                                            " which the index lacks", in_code_index=True)
                     terms.extend([name] * tf)
     return out
+
+
+def _mark(conn: sqlite3.Connection, reason: str) -> None:
+    """Leave the code index's damage marker: the next command drops it (``ctx index`` remakes it)."""
+    from ctxstore.index.connection import mark_code_damaged
+
+    mark_code_damaged(conn, reason)
 
 
 def nodes_at(conn: sqlite3.Connection, rowids: Sequence[int], *, flag: str,
