@@ -25,9 +25,17 @@ from typing import Any
 
 from ctxstore.errors import IndexCorrupt
 from ctxstore.index.chunks import CLASS_SPLIT_TOKENS, WINDOW_LINES, Chunk, chunk_file, pack_text
+from ctxstore.index.code_ids import (
+    drop_unused_keys,
+    edge_kind,
+    file_postings,
+    key_id,
+    parent_columns,
+    term_ids,
+)
 from ctxstore.index.codedb import bump_generation
 from ctxstore.index.listing import ListingState, listing_state, set_listing_state
-from ctxstore.index.postings import BODY, PATH, pack_postings, posting_limit, unpack_postings
+from ctxstore.index.postings import BODY, PATH, pack_postings
 from ctxstore.model.code import FileVersion
 from ctxstore.model.knowledge import key_text
 from ctxstore.records import dataclass
@@ -102,7 +110,7 @@ class DocumentFrequencies:
             return
         self.edge_kinds.clear()  # ids of a transaction that may not commit
         if self.released:
-            _drop_unused_keys(conn, self.released)
+            drop_unused_keys(conn, self.released)
             self.released.clear()
             self.keys.clear()
         changed = [(t, f, n) for (t, f), n in self.delta.items() if n]
@@ -215,16 +223,16 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
         "INSERT INTO symbol_rows(file, qualname, name, kind, visibility, parent_len, parent,"
         " signature, start_byte, end_byte, start_line, end_line)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(file_id, _key_id(conn, keys, "module" if kind == "module" else "item", qualname),
-          name, kind, visibility, *_parent(qualname, parent), *rest)
+        [(file_id, key_id(conn, keys, "module" if kind == "module" else "item", qualname),
+          name, kind, visibility, *parent_columns(qualname, parent), *rest)
          for _, qualname, name, kind, visibility, parent, *rest in rows.symbols])
     conn.executemany(
         "INSERT INTO code_edge_rows(file, seq, src, dst, kind, line) VALUES (?, ?, ?, ?, ?, ?)",
-        [(file_id, seq, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey),
-          _edge_kind(conn, kinds, label, conf, tool), line)
+        [(file_id, seq, key_id(conn, keys, fk, fkey), key_id(conn, keys, tk, tkey),
+          edge_kind(conn, kinds, label, conf, tool), line)
          for seq, (fk, fkey, tk, tkey, label, conf, tool, line) in enumerate(rows.edges)])
     body, where = rows.body_terms, rows.path_terms
-    ids = _term_ids(conn, frequencies.terms, [*body, *where])
+    ids = term_ids(conn, frequencies.terms, [*body, *where])
     frequencies.delta.update(zip(map(ids.__getitem__, body), repeat(0)))
     frequencies.delta.update(zip(map(ids.__getitem__, where), repeat(1)))
     conn.execute("INSERT INTO file_lengths(file, body, path) VALUES (?, ?, ?)",
@@ -270,90 +278,8 @@ def set_skipped(conn: sqlite3.Connection, path: str, size: int | None, mtime_ns:
                      (path, size, mtime_ns))
 
 
-def _key_id(conn: sqlite3.Connection, keys: dict[tuple[str, str], int], kind: str | None,
-            key: str | None) -> int | None:
-    """The ``code_keys`` id of an endpoint, made when new (None for an incomplete endpoint)."""
-    if kind is None or key is None:
-        return None
-    found = keys.get((kind, key))
-    if found is None:
-        row = conn.execute("SELECT id FROM code_keys WHERE key = ? AND kind = ?",
-                           (key, kind)).fetchone()
-        found = int(row[0]) if row is not None else int(conn.execute(
-            "INSERT INTO code_keys(kind, key) VALUES (?, ?)", (kind, key)).lastrowid or 0)
-        keys[(kind, key)] = found
-    return found
-
-
-def _parent(qualname: str, parent: str | None) -> tuple[int | None, str | None]:
-    """``(parent_len, parent)`` of a symbol row: the parent as a prefix's length when it is one."""
-    if parent is not None and qualname.startswith(parent):
-        return len(parent), None
-    return None, parent
-
-
-def _term_ids(conn: sqlite3.Connection, known: dict[str, int], terms: Sequence[str]
-              ) -> dict[str, int]:
-    """The ``terms`` id of each of ``terms``, made when new (``known`` caches them)."""
-    missing = [t for t in dict.fromkeys(terms) if t not in known]
-    for start in range(0, len(missing), 500):  # the terms held already, then the new ones
-        part = missing[start:start + 500]
-        known.update(conn.execute(
-            f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})",  # noqa: S608
-            part).fetchall())
-    for term in [t for t in missing if t not in known]:
-        known[term] = int(conn.execute("INSERT INTO terms(term) VALUES (?)", (term,)).lastrowid or 0)
-    return known
-
-
-def _edge_kind(conn: sqlite3.Connection, kinds: dict[tuple[str, str, str], int], label: str,
-               confidence: str, tool: str) -> int:
-    """The ``code_edge_kinds`` id of an edge's (label, confidence, tool), made when new."""
-    found = kinds.get((label, confidence, tool))
-    if found is None:
-        row = conn.execute("SELECT id FROM code_edge_kinds WHERE label = ? AND confidence = ?"
-                           " AND tool = ?", (label, confidence, tool)).fetchone()
-        found = int(row[0]) if row is not None else int(conn.execute(
-            "INSERT INTO code_edge_kinds(label, confidence, tool) VALUES (?, ?, ?)",
-            (label, confidence, tool)).lastrowid or 0)
-        kinds[(label, confidence, tool)] = found
-    return found
-
-
-def _drop_unused_keys(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
-    """Delete the ``code_keys`` among ``ids`` that no edge or symbol names any more."""
-    wanted = sorted(ids)
-    for start in range(0, len(wanted), 500):
-        part = wanted[start:start + 500]
-        conn.execute(f"DELETE FROM code_keys WHERE id IN ({','.join('?' * len(part))})"  # noqa: S608
-                     " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE src = code_keys.id)"
-                     " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE dst = code_keys.id)"
-                     " AND NOT EXISTS (SELECT 1 FROM symbol_rows WHERE qualname = code_keys.id)",
-                     part)
-
-
-def _file_postings(conn: sqlite3.Connection, path: str
-                   ) -> tuple[int, list[tuple[int, int]]] | None:
-    """The rowid of the indexed file at ``path`` and its postings' ``(term, field)``, or None."""
-    row = conn.execute("SELECT f.rowid, f.byte_count, p.data FROM files f LEFT JOIN file_postings"
-                       " p ON p.file = f.rowid WHERE f.path = ?", (path,)).fetchone()
-    if row is None:
-        return None
-    if row[2] is None:  # a file whose postings were never written: none to delete
-        return int(row[0]), []
-    try:
-        body, where = unpack_postings(row[2], posting_limit(int(row[1])))
-    except ValueError as exc:
-        from ctxstore.index.connection import mark_code_damaged
-
-        mark_code_damaged(conn, f"the postings of {path} are unreadable")
-        raise IndexCorrupt(f"the postings of {path} are unreadable ({exc})",
-                           in_code_index=True) from exc
-    return int(row[0]), [*((t, BODY) for t, _ in body), *((t, PATH) for t, _ in where)]
-
-
 def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
-    found = _file_postings(conn, path)
+    found = file_postings(conn, path)
     if found is not None:
         file_id, pairs = found
         frequencies.delta.subtract(pairs)
