@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -70,6 +71,21 @@ def du(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def page_bytes(database: Path, top: int = 8) -> tuple[list[tuple[str, int]], int]:
+    """Where a SQLite file's bytes are: its ``top`` largest tables and indexes by the pages
+    they fill (SQLite's ``dbstat``: whole pages, their unused room included), and the bytes of
+    its free pages (in the file and in the figure ``du`` gives, though no table holds them)."""
+    conn = sqlite3.connect(f"{database.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"
+                              " ORDER BY 2 DESC LIMIT ?", (top,)).fetchall()
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0] * size
+    finally:
+        conn.close()
+    return [(str(n), int(b)) for n, b in tables], int(free)
 
 
 def _floor(cwd: Path, n: int = 3) -> float:
@@ -158,6 +174,12 @@ def run_scale(work: Path, files: int, runs: int, tasks_pick: int = 3,
     derived = index + du(repo / ".ctx" / "DERIVED")
     objects = du(repo / ".ctx" / "objects") + du(repo / ".ctx" / "local" / "work")
     row("index.sqlite + code.sqlite / tree bytes", sqlite / n_bytes, "x", 1.5)
+    code = repo / ".ctx" / "index" / "code.sqlite"
+    if code.is_file():  # where the code index's bytes are (docs/performance.md, issue 30)
+        tables, free = page_bytes(code)
+        for name, size in tables:
+            row(f"  code.sqlite: {name} MB", size / 1e6, "MB")
+        row("  code.sqlite: free pages MB", free / 1e6, "MB")
     row("index/ + DERIVED/ / tree bytes", derived / n_bytes, "x")
     row("objects (canonical + staging) MB", objects / 1e6, "MB")
     git(repo, "add", "-A")

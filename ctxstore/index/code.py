@@ -25,8 +25,17 @@ from typing import Any
 
 from ctxstore.errors import IndexCorrupt
 from ctxstore.index.chunks import CLASS_SPLIT_TOKENS, WINDOW_LINES, Chunk, chunk_file, pack_text
+from ctxstore.index.code_ids import (
+    drop_unused_keys,
+    edge_kind,
+    file_postings,
+    key_id,
+    parent_columns,
+    term_ids,
+)
 from ctxstore.index.codedb import bump_generation
 from ctxstore.index.listing import ListingState, listing_state, set_listing_state
+from ctxstore.index.postings import BODY, PATH, pack_postings
 from ctxstore.model.code import FileVersion
 from ctxstore.records import dataclass
 from ctxstore.search.tokenize import index_text, path_tokens, term_counts
@@ -100,7 +109,7 @@ class DocumentFrequencies:
             return
         self.edge_kinds.clear()  # ids of a transaction that may not commit
         if self.released:
-            _drop_unused_keys(conn, self.released)
+            drop_unused_keys(conn, self.released)
             self.released.clear()
             self.keys.clear()
         changed = [(t, f, n) for (t, f), n in self.delta.items() if n]
@@ -208,25 +217,32 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
         (path, rows.version, rows.blob, rows.language, rows.byte_count, rows.line_count,
          int(rows.complete), rows.note, stamp, size, mtime_ns, module, int(named))).lastrowid
         or 0)
-    conn.executemany(
-        "INSERT INTO symbol_rows(file, qualname, name, kind, visibility, parent, signature,"
-        " start_byte, end_byte, start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(file_id, *symbol[1:]) for symbol in rows.symbols])
     keys, kinds = frequencies.keys, frequencies.edge_kinds
     conn.executemany(
-        "INSERT INTO code_edge_rows(file, src, dst, kind, line) VALUES (?, ?, ?, ?, ?)",
-        [(file_id, _key_id(conn, keys, fk, fkey), _key_id(conn, keys, tk, tkey),
-          _edge_kind(conn, kinds, label, conf, tool), line)
-         for fk, fkey, tk, tkey, label, conf, tool, line in rows.edges])
+        "INSERT INTO symbol_rows(file, qualname, name, kind, visibility, parent_len, parent,"
+        " signature, start_byte, end_byte, start_line, end_line)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(file_id, key_id(conn, keys, "module" if kind == "module" else "item", qualname),
+          name, kind, visibility, *parent_columns(qualname, parent), *rest)
+         for _, qualname, name, kind, visibility, parent, *rest in rows.symbols])
+    conn.executemany(
+        "INSERT INTO code_edge_rows(file, seq, src, dst, kind, line) VALUES (?, ?, ?, ?, ?, ?)",
+        [(file_id, seq, key_id(conn, keys, fk, fkey), key_id(conn, keys, tk, tkey),
+          edge_kind(conn, kinds, label, conf, tool), line)
+         for seq, (fk, fkey, tk, tkey, label, conf, tool, line) in enumerate(rows.edges)])
     body, where = rows.body_terms, rows.path_terms
-    ids = _term_ids(conn, frequencies.terms, [*body, *where])
+    ids = term_ids(conn, frequencies.terms, [*body, *where])
     frequencies.delta.update(zip(map(ids.__getitem__, body), repeat(0)))
     frequencies.delta.update(zip(map(ids.__getitem__, where), repeat(1)))
     conn.execute("INSERT INTO file_lengths(file, body, path) VALUES (?, ?, ?)",
                  (file_id, sum(body.values()), sum(where.values())))
+    body_ids = {ids[t]: n for t, n in body.items()}
+    path_ids = {ids[t]: n for t, n in where.items()}
     conn.executemany("INSERT INTO file_term_rows(term, field, file, tf) VALUES (?, ?, ?, ?)",
-                     [*((ids[t], 0, file_id, n) for t, n in body.items()),
-                      *((ids[t], 1, file_id, n) for t, n in where.items())])
+                     [*((t, BODY, file_id, n) for t, n in body_ids.items()),
+                      *((t, PATH, file_id, n) for t, n in path_ids.items())])
+    conn.execute("INSERT INTO file_postings(file, data) VALUES (?, ?)",
+                 (file_id, pack_postings(body_ids, path_ids)))
     fts: list[tuple[int | None, str, str, str]] = []  # each field's terms (search.tokenize)
     path_text = index_text(path)
     if rows.chunks:
@@ -261,67 +277,15 @@ def set_skipped(conn: sqlite3.Connection, path: str, size: int | None, mtime_ns:
                      (path, size, mtime_ns))
 
 
-def _key_id(conn: sqlite3.Connection, keys: dict[tuple[str, str], int], kind: str | None,
-            key: str | None) -> int | None:
-    """The ``code_keys`` id of an endpoint, made when new (None for an incomplete endpoint)."""
-    if kind is None or key is None:
-        return None
-    found = keys.get((kind, key))
-    if found is None:
-        row = conn.execute("SELECT id FROM code_keys WHERE key = ? AND kind = ?",
-                           (key, kind)).fetchone()
-        found = int(row[0]) if row is not None else int(conn.execute(
-            "INSERT INTO code_keys(kind, key) VALUES (?, ?)", (kind, key)).lastrowid or 0)
-        keys[(kind, key)] = found
-    return found
-
-
-def _term_ids(conn: sqlite3.Connection, known: dict[str, int], terms: Sequence[str]
-              ) -> dict[str, int]:
-    """The ``terms`` id of each of ``terms``, made when new (``known`` caches them)."""
-    missing = [t for t in dict.fromkeys(terms) if t not in known]
-    for start in range(0, len(missing), 500):  # the terms held already, then the new ones
-        part = missing[start:start + 500]
-        known.update(conn.execute(
-            f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})",  # noqa: S608
-            part).fetchall())
-    for term in [t for t in missing if t not in known]:
-        known[term] = int(conn.execute("INSERT INTO terms(term) VALUES (?)", (term,)).lastrowid or 0)
-    return known
-
-
-def _edge_kind(conn: sqlite3.Connection, kinds: dict[tuple[str, str, str], int], label: str,
-               confidence: str, tool: str) -> int:
-    """The ``code_edge_kinds`` id of an edge's (label, confidence, tool), made when new."""
-    found = kinds.get((label, confidence, tool))
-    if found is None:
-        row = conn.execute("SELECT id FROM code_edge_kinds WHERE label = ? AND confidence = ?"
-                           " AND tool = ?", (label, confidence, tool)).fetchone()
-        found = int(row[0]) if row is not None else int(conn.execute(
-            "INSERT INTO code_edge_kinds(label, confidence, tool) VALUES (?, ?, ?)",
-            (label, confidence, tool)).lastrowid or 0)
-        kinds[(label, confidence, tool)] = found
-    return found
-
-
-def _drop_unused_keys(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
-    """Delete the ``code_keys`` among ``ids`` that no edge names any more."""
-    wanted = sorted(ids)
-    for start in range(0, len(wanted), 500):
-        part = wanted[start:start + 500]
-        conn.execute(f"DELETE FROM code_keys WHERE id IN ({','.join('?' * len(part))})"  # noqa: S608
-                     " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE src = code_keys.id)"
-                     " AND NOT EXISTS (SELECT 1 FROM code_edge_rows WHERE dst = code_keys.id)",
-                     part)
-
-
 def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
-    frequencies.delta.subtract(conn.execute(
-        "SELECT term, field FROM file_term_rows WHERE file IN (SELECT rowid FROM files"
-        " WHERE path = ?)", (path,)).fetchall())
-    for table in ("file_term_rows", "file_lengths"):
-        conn.execute(f"DELETE FROM {table} WHERE file IN (SELECT rowid FROM files WHERE path = ?)",  # noqa: S608
-                     (path,))
+    found = file_postings(conn, path)
+    if found is not None:
+        file_id, pairs = found
+        frequencies.delta.subtract(pairs)
+        conn.executemany("DELETE FROM file_term_rows WHERE term = ? AND field = ? AND file = ?",
+                         [(t, f, file_id) for t, f in pairs])
+        for table in ("file_postings", "file_lengths"):
+            conn.execute(f"DELETE FROM {table} WHERE file = ?", (file_id,))  # noqa: S608
     # chunks_fts is contentless: a document goes by the 'delete' command with the very terms
     # it was indexed with, made again from its chunk (the tokeniser is deterministic).
     path_text = index_text(path)
@@ -339,6 +303,8 @@ def _delete_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequ
     for src, dst in conn.execute(f"SELECT src, dst FROM code_edge_rows WHERE file IN ({file_ids})",  # noqa: S608
                                  (path,)):
         frequencies.released.update(k for k in (src, dst) if k is not None)
+    frequencies.released.update(k for (k,) in conn.execute(
+        f"SELECT qualname FROM symbol_rows WHERE file IN ({file_ids})", (path,)))  # noqa: S608
     for table in ("code_edge_rows", "chunk_rows", "file_text", "symbol_rows"):
         conn.execute(f"DELETE FROM {table} WHERE file IN ({file_ids})", (path,))  # noqa: S608
     conn.execute("DELETE FROM files WHERE path = ?", (path,))

@@ -48,6 +48,8 @@ from ctxstore.index import (  # the package's private helpers: one package, one 
     pointer_snapshot,
     sync_index,
 )
+from ctxstore.index.code_counts import MAX_PER_TABLE, check_code_counts
+from ctxstore.index.code_counts import short as _short
 from ctxstore.model.derived import SccView
 from ctxstore.records import dataclass
 from ctxstore.repo import Store
@@ -56,7 +58,6 @@ from ctxstore.verify import Problem
 __all__ = ["MAX_PER_TABLE", "REACHED_TABLES", "STRICT_TABLES", "TableCheck", "IndexComparison",
            "compare_index", "compared_tables"]
 
-MAX_PER_TABLE = 10  # differences named per table; the rest are counted in one more line
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,7 @@ CODE_TABLES: dict[str, TableCheck] = {
                         " note FROM files", 1),
     "symbols": TableCheck("SELECT path, qualname, kind, name, visibility, parent, signature,"
                           " start_byte, end_byte, start_line, end_line FROM symbols", 2,
-                          ("symbol_rows",)),
+                          ("symbol_rows", "code_keys")),
     "code_edges": TableCheck("SELECT path, from_kind, from_key, to_kind, to_key, label, confidence,"
                              " tool, line FROM code_edges", 6,
                              ("code_edge_rows", "code_keys", "code_edge_kinds")),
@@ -127,8 +128,8 @@ CODE_TABLES: dict[str, TableCheck] = {
     "file_lengths": TableCheck("SELECT f.path, l.body, l.path AS path_terms FROM file_lengths l"
                                " LEFT JOIN files f ON f.rowid = l.file", 1),
 }
-# Kept by ctx index, checked against the code index's own rows (``_check_code_counts``).
-CODE_COUNTED = ("term_df_rows", "file_sccs", "code_meta", "skipped")
+# Kept by ctx index, checked against the code index's own rows (``code_counts``).
+CODE_COUNTED = ("term_df_rows", "file_postings", "file_sccs", "code_meta", "skipped")
 # Bookkeeping: everything the replay reaches must be there. More is normal, so it is not
 # reported: a session folded by `ctx commit` stays applied though the new heads no
 # longer reach it (and rows nothing reaches change no answer).
@@ -185,16 +186,6 @@ class IndexComparison:
     def ok(self) -> bool:
         """True when there is no error (warnings allowed)."""
         return not any(d.severity == "error" for d in self.differences)
-
-
-def _short(value: Any, limit: int = 40) -> str:
-    if isinstance(value, bytes):
-        return value.hex()[:16]
-    if value is None:
-        return "NULL"
-    text = str(value)
-    text = text if len(text) <= limit else text[:limit - 3] + "..."
-    return text.replace("\n", "\\n")
 
 
 def _key_text(key: Sequence[Any]) -> str:
@@ -298,7 +289,7 @@ def _compare(store: Store, disk: sqlite3.Connection, report: IndexComparison,
                 return
             _compare_code(disk, ref, Path(tmp), rederive, report)
             report.differences.extend(_check_caches(disk))
-            report.differences.extend(_check_code_counts(disk))
+            report.differences.extend(check_code_counts(disk))
             report.differences.extend(_check_scc(store, ref, disk))
         finally:
             ref.close()
@@ -359,70 +350,6 @@ def _first(sql: str) -> str:
     """The first selected column's name in the outer query (``path`` or ``c.path`` -> ``path``)."""
     head = sql.split(",", 1)[0].removeprefix("SELECT ").strip()
     return head.split(".")[-1]
-
-
-def _check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
-    """The code index's own counts and references, checked against its other rows.
-
-    ``term_df`` must count the files of each term as ``file_terms`` holds them; every
-    ``code_keys`` row is named by an edge, and every edge names an indexed file; every chunk
-    row names an indexed file with its text, every text a file with chunks.
-    """
-    problems: list[Problem] = []
-    for (key,) in disk.execute(
-            "SELECT kind || ':' || key FROM code_keys k WHERE NOT EXISTS (SELECT 1 FROM"
-            " code_edge_rows e WHERE e.src = k.id) AND NOT EXISTS (SELECT 1 FROM code_edge_rows e"
-            " WHERE e.dst = k.id) ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-        problems.append(Problem("E007", "index:code_keys", f"{_short(key)}: named by no edge"))
-    for (file_id,) in disk.execute(
-            "SELECT DISTINCT file FROM code_edge_rows WHERE file NOT IN (SELECT rowid FROM files)"
-            " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-        problems.append(Problem("E007", "index:code_edge_rows",
-                                f"file {file_id}: edges of a file not indexed"))
-    for (kind,) in disk.execute(
-            "SELECT DISTINCT kind FROM code_edge_rows WHERE kind NOT IN (SELECT id FROM"
-            " code_edge_kinds) ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-        problems.append(Problem("E007", "index:code_edge_rows",
-                                f"kind {_short(str(kind))}: edges of a kind code_edge_kinds lacks"))
-    # The views ``symbols`` and ``chunks`` join a row to its file (and a chunk to its file's
-    # text): a row either lacks is read by no one, so it is named here.
-    for table, sql, what in (
-            ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE file NOT IN (SELECT"
-             " rowid FROM files)", "symbols of a file not indexed"),
-            ("chunk_rows", "SELECT DISTINCT file FROM chunk_rows WHERE file NOT IN (SELECT rowid"
-             " FROM files) OR file NOT IN (SELECT file FROM file_text)",
-             "chunks of a file not indexed or without its text"),
-            ("file_text", "SELECT file FROM file_text WHERE file NOT IN (SELECT file FROM"
-             " chunk_rows)", "the text of a file without chunks")):
-        for (file_id,) in disk.execute(f"{sql} ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-            problems.append(Problem("E007", f"index:{table}", f"file {file_id}: {what}"))
-    # Postings and counts name their term by its terms id (code schema 7): the views join
-    # them, so a row naming no term, or a term no posting names, is named here.
-    for table, sql, what in (
-            ("file_term_rows", "SELECT DISTINCT term FROM file_term_rows WHERE term NOT IN"
-             " (SELECT id FROM terms)", "postings of a term terms lacks"),
-            ("term_df_rows", "SELECT DISTINCT term FROM term_df_rows WHERE term NOT IN"
-             " (SELECT id FROM terms)", "counts of a term terms lacks"),
-            ("terms", "SELECT id FROM terms WHERE id NOT IN (SELECT term FROM file_term_rows)",
-             "a term in no posting")):
-        for (term_id,) in disk.execute(f"{sql} ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-            problems.append(Problem("E007", f"index:{table}", f"term {term_id}: {what}"))
-    found = 0
-    for term, field_, have, want in disk.execute(
-            "SELECT coalesce(t.term, c.term), c.field, c.have, c.want FROM ("
-            " SELECT term, field, max(have) AS have, max(want) AS want FROM ("
-            " SELECT term, field, df AS have, 0 AS want FROM term_df_rows"
-            " UNION ALL SELECT term, field, 0, count(*) FROM file_term_rows GROUP BY term, field)"
-            " GROUP BY term, field HAVING max(have) != max(want)) c"
-            " LEFT JOIN terms t ON t.id = c.term ORDER BY 1, 2"):
-        found += 1
-        if found <= MAX_PER_TABLE:
-            problems.append(Problem("E007", "index:term_df", f"({_short(str(term))}, {field_}): "
-                                    f"df is {have}, file_terms hold {want}"))
-    if found > MAX_PER_TABLE:
-        problems.append(Problem("E007", "index:term_df",
-                                f"{found - MAX_PER_TABLE} more row(s) differ from file_terms"))
-    return problems
 
 
 def _check_caches(disk: sqlite3.Connection) -> list[Problem]:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ctxstore.repo import Store
 
 __all__ = ["INDEX_FILE", "INDEX_COMPANIONS", "DAMAGE_MARKER", "OUTDATED_SCHEMA", "IndexRepair",
-           "IndexConnection", "index_dir", "is_damage", "mark_damaged"]
+           "IndexConnection", "index_dir", "is_damage", "mark_code_damaged", "mark_damaged"]
 
 INDEX_FILE = "index.sqlite"
 INDEX_COMPANIONS = db.COMPANIONS
@@ -232,6 +232,17 @@ def mark_damaged(conn: sqlite3.Connection, reason: str) -> None:
     folder = getattr(conn, "index_folder", None)
     if folder is not None and not getattr(conn, "opening", False):
         _write_marker(folder, reason)
+
+
+def mark_code_damaged(conn: sqlite3.Connection, reason: str) -> None:
+    """Leave the code index's damage marker, so the next open drops ``code.sqlite``.
+
+    For damage in a value ctx decodes in Python (a file's term list, ``index.postings``): the
+    reader that met it raises ``IndexCorrupt`` naming the code index.
+    """
+    folder = getattr(conn, "index_folder", None)
+    if folder is not None:
+        _write_marker(folder, reason, CODE_DAMAGE_MARKER)
 
 
 def _write_marker(folder: Path, reason: str, name: str = DAMAGE_MARKER) -> None:

@@ -7,9 +7,11 @@ it holds. A SQLite error becomes ``IndexCorrupt`` (``ranked.run_select``).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 
+from ctxstore.errors import IndexCorrupt
 from ctxstore.search.ranked import ChunkRow, NodeText, has_table, run_select
 
 __all__ = ["meta_value", "corpus_size", "superseded_count", "node_versions", "node_texts", "file_versions",
@@ -128,21 +130,59 @@ def file_terms_of(conn: sqlite3.Connection, files: Sequence[int]
                   ) -> dict[int, tuple[list[str], list[str]]]:
     """The postings of the given files: file -> (body terms, path terms), a term once per use.
 
+    Read from each file's own term list (``file_postings``), its term ids named by ``terms``.
+
     Args:
         conn: An index connection with the code tables.
         files: ``files.rowid`` values.
 
     Returns:
         Each file's terms, repeated as often as they occur (``file_terms.tf``).
+
+    Raises:
+        IndexCorrupt: A file's term list is damaged.
     """
+    from ctxstore.index.postings import posting_limit, unpack_postings
+
     out: dict[int, tuple[list[str], list[str]]] = {f: ([], []) for f in files}
     for start in range(0, len(files), _BATCH):
         chunk = files[start:start + _BATCH]
-        for file, term, field, tf in run_select(
-                conn, "SELECT file, term, field, tf FROM file_terms WHERE file IN "
-                      f"({','.join('?' * len(chunk))})", chunk):
-            out[int(file)][1 if field else 0].extend([str(term)] * int(tf))
+        lists: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+        for file, size, data in run_select(
+                conn, "SELECT p.file, f.byte_count, p.data FROM file_postings p JOIN files f"
+                      f" ON f.rowid = p.file WHERE p.file IN ({','.join('?' * len(chunk))})",
+                chunk):
+            try:
+                lists[int(file)] = unpack_postings(bytes(data), posting_limit(int(size)))
+            except ValueError as exc:
+                _mark(conn, f"the term list of file {int(file)} is unreadable")
+                raise IndexCorrupt(f"the term list of file {int(file)} is unreadable ({exc})",
+                                   in_code_index=True) from exc
+        ids = sorted({t for body, where in lists.values() for t, _ in (*body, *where)})
+        names: dict[int, str] = {}
+        for at in range(0, len(ids), _BATCH * 20):
+            part = ids[at:at + _BATCH * 20]
+            names.update((int(i), str(t)) for i, t in run_select(
+                conn, "SELECT id, term FROM terms WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(part),)))
+        for file, (body, where) in lists.items():
+            for field, postings in ((0, body), (1, where)):
+                terms = out[file][field]
+                for term, tf in postings:
+                    name = names.get(term)
+                    if name is None:
+                        _mark(conn, f"the term list of file {file} names a term the index lacks")
+                        raise IndexCorrupt(f"the term list of file {file} names term {term},"
+                                           " which the index lacks", in_code_index=True)
+                    terms.extend([name] * tf)
     return out
+
+
+def _mark(conn: sqlite3.Connection, reason: str) -> None:
+    """Leave the code index's damage marker: the next command drops it (``ctx index`` remakes it)."""
+    from ctxstore.index.connection import mark_code_damaged
+
+    mark_code_damaged(conn, reason)
 
 
 def nodes_at(conn: sqlite3.Connection, rowids: Sequence[int], *, flag: str,
@@ -205,6 +245,10 @@ def terms_held(conn: sqlite3.Connection, files: Iterable[int], terms: Iterable[s
     ids, words = list(dict.fromkeys(files)), list(dict.fromkeys(terms))[:_BATCH]
     if not ids or not words:
         return []
+    # term-major: each term's id, then its postings of these files in either field (the
+    # primary key (term, field, file) of file_term_rows; there is no index by file)
     return [(int(f), str(t)) for f, t in run_select(
-        conn, f"SELECT DISTINCT file, term FROM file_terms WHERE file IN ({','.join('?' * len(ids))})"
-              f" AND term IN ({','.join('?' * len(words))})", (*ids, *words))]
+        conn, "SELECT DISTINCT r.file, t.term FROM terms t JOIN file_term_rows r"
+              " ON r.term = t.id AND r.field IN (0, 1)"
+              f" AND r.file IN ({','.join('?' * len(ids))})"
+              f" WHERE t.term IN ({','.join('?' * len(words))})", (*ids, *words))]

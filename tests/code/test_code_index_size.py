@@ -70,7 +70,8 @@ def test_an_endpoint_is_stored_once_and_leaves_with_its_last_edge(tmp_path: Path
     with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
         named = {k for (k,) in conn.execute(
             "SELECT key FROM code_keys k WHERE EXISTS (SELECT 1 FROM code_edge_rows e"
-            " WHERE e.src = k.id OR e.dst = k.id)")}
+            " WHERE e.src = k.id OR e.dst = k.id) OR EXISTS (SELECT 1 FROM symbol_rows s"
+            " WHERE s.qualname = k.id)")}
     assert named == {k for _, k in keys}
     _verify(ctx_dir)
 
@@ -125,3 +126,88 @@ def test_ctx_index_rebuilds_a_code_index_of_an_older_schema(tmp_path: Path) -> N
     assert "older" in r.stderr or "rebuilt" in r.stderr or "code schema version 1" in r.stderr
     assert ("item", "pkg.util.shared_helper") in _keys(ctx_dir)
     _verify(ctx_dir)
+
+
+def test_a_symbol_names_its_qualified_name_by_its_endpoint(tmp_path: Path) -> None:
+    """A symbol's qualified name is its endpoint's ``code_keys`` row (code schema 9), its parent
+    a prefix of it: the ``symbols`` view reads them back as written, and a re-index keeps them
+    right."""
+    ctx_dir = make_work(tmp_path / "w")
+    root = ctx_dir.parent
+    write(root, {"pkg/__init__.py": "",
+                 "pkg/shapes.py": "class Square:\n    def area(self):\n        return 4\n"})
+    ctx_json(ctx_dir, "index")
+
+    def symbols() -> list[tuple[str, str, str | None]]:
+        with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+            texts = [k for (k,) in conn.execute("SELECT key FROM code_keys")]
+            assert len(texts) == len(set(texts))  # each qualified name's text once
+            return sorted(conn.execute("SELECT s.qualname, s.kind, s.parent FROM symbols s"
+                                       " WHERE s.path = 'pkg/shapes.py'").fetchall())
+
+    assert symbols() == [("pkg.shapes", "module", None),
+                         ("pkg.shapes.Square", "class", "pkg.shapes"),
+                         ("pkg.shapes.Square.area", "method", "pkg.shapes.Square")]
+    _verify(ctx_dir)
+    write(root, {"pkg/shapes.py": "class Circle:\n    def area(self):\n        return 3\n"})
+    ctx_json(ctx_dir, "index")
+    assert symbols() == [("pkg.shapes", "module", None),
+                         ("pkg.shapes.Circle", "class", "pkg.shapes"),
+                         ("pkg.shapes.Circle.area", "method", "pkg.shapes.Circle")]
+    assert not [k for k in _keys(ctx_dir) if "Square" in k[1]]  # gone with its symbol
+    _verify(ctx_dir)
+
+
+def test_a_damaged_term_list_is_named_and_the_next_index_mends_it(tmp_path: Path) -> None:
+    """A file's postings are deleted through its term list (code schema 8): one that does not
+    decompress fails the run with E007 naming the code index, and the next ``ctx index`` drops
+    the code index and makes it again, with the file's new postings only."""
+    ctx_dir = make_work(tmp_path / "w")
+    root = ctx_dir.parent
+    write(root, {"a.py": "def zebrafish():\n    return 1\n"})
+    ctx_json(ctx_dir, "index")
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        conn.execute("UPDATE file_postings SET data = x'789c00ff'")
+        conn.commit()
+    write(root, {"a.py": "def quokka():\n    return 2\n"})
+    argv = ["--ctx-dir", str(ctx_dir), "index"]
+    res = run_ctx(argv, cwd=root)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "error[E007]" in res.stderr and "the postings of a.py are unreadable" in res.stderr
+    again = run_ctx(argv, cwd=root)
+    assert again.returncode == 0, again.stderr
+    assert "the code index was damaged" in again.stderr
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        held = {t for (t,) in conn.execute("SELECT term FROM file_terms WHERE field = 0")}
+    assert "quokka" in held and "zebrafish" not in held
+    _verify(ctx_dir)
+
+
+def test_tantivys_copy_reads_each_files_postings_from_its_term_list(tmp_path: Path) -> None:
+    """``search.rows.file_terms_of`` (what Tantivy copies) gives each file's postings as the
+    postings hold them; a damaged list is E007 naming the code index, marked for dropping."""
+    from ctxstore.errors import IndexCorrupt
+    from ctxstore.index import open_index
+    from ctxstore.repo import open_store
+    from ctxstore.search.rows import file_terms_of
+
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {"pkg/zoo.py": "def zebrafish():\n    return zebrafish_count + 1\n"})
+    ctx_json(ctx_dir, "index")
+    with closing(open_index(open_store(ctx_dir))) as conn:
+        (file_id,) = conn.execute("SELECT rowid FROM files WHERE path = 'pkg/zoo.py'").fetchone()
+        want: tuple[list[str], list[str]] = ([], [])
+        for term, field, tf in conn.execute(
+                "SELECT term, field, tf FROM file_terms WHERE file = ?", (file_id,)):
+            want[field].extend([term] * tf)
+        got = file_terms_of(conn, [file_id])[file_id]
+        assert (sorted(got[0]), sorted(got[1])) == (sorted(want[0]), sorted(want[1]))
+        assert got[0].count("zebrafish") == 2 and "zoo" in got[1]
+        conn.execute("UPDATE file_postings SET data = x'0000'")
+        try:
+            file_terms_of(conn, [file_id])
+        except IndexCorrupt as exc:
+            assert exc.in_code_index and "term list" in str(exc)
+        else:
+            raise AssertionError("a damaged term list was read")
+    assert (ctx_dir / "index" / "code.sqlite-damaged").is_file()

@@ -122,7 +122,7 @@ def _copy(template: Path, dest: Path) -> Path:
 _CODE_WORDS = (" symbols", " chunks", "chunks_fts", " code_edges", " files", "file_terms",
                "file_lengths", "term_df", "corpus_cache", " code_keys", " code_edge_rows",
                " code_edge_kinds", "file_term_rows", " terms", "term_df_rows",
-               " chunk_rows", " file_text", " symbol_rows")
+               " chunk_rows", " file_text", " symbol_rows", "file_postings")
 
 
 def _sql(root: Path, *statements: str) -> None:
@@ -173,13 +173,26 @@ A_ID = "(SELECT rowid FROM files WHERE path = 'pkg/a.py')"
 FORGED_A_PY = A_PY.replace("print(Greeter().hello(os.getcwd()))", "forged('of the very same length!!')")
 TAMPER: dict[str, tuple[str, list[str]]] = {
     "symbol-span": (
-        "UPDATE symbol_rows SET start_line = 3, end_byte = 7 WHERE qualname = 'pkg.a.Greeter.hello'",
+        "UPDATE symbol_rows SET start_line = 3, end_byte = 7 WHERE qualname ="
+        " (SELECT id FROM code_keys WHERE key = 'pkg.a.Greeter.hello')",
         ["index:symbols: (pkg/a.py, pkg.a.Greeter.hello): end_byte is 7, the replay has 154; "
          "start_line is 3, the replay has 10"]),
     "extra-symbol": (
-        f"INSERT INTO symbol_rows(file, qualname, name, kind) VALUES ({B_ID}, 'pkg.b.x', 'x',"
+        f"INSERT INTO symbol_rows(file, qualname, name, kind) VALUES ({B_ID}, (SELECT id FROM"
+        " code_keys WHERE key = 'pkg.b.helper'), 'x', 'function')",
+        ["index:symbols: (pkg/b.py, pkg.b.helper): not in the replay"]),
+    # a symbol names its qualified name by a code_keys id (code schema 9): the view hides a
+    # symbol whose key is gone, so verify names it
+    "symbol-of-no-key": (
+        f"INSERT INTO symbol_rows(file, qualname, name, kind) VALUES ({B_ID}, 4242, 'y',"
         " 'function')",
-        ["index:symbols: (pkg/b.py, pkg.b.x): not in the replay"]),
+        ["index:symbol_rows: file 2: symbols whose name code_keys lacks"]),
+    # the parent is kept as the length of the qualified name's prefix it is
+    "symbol-parent": (
+        "UPDATE symbol_rows SET parent_len = 3 WHERE qualname ="
+        " (SELECT id FROM code_keys WHERE key = 'pkg.a.Greeter.hello')",
+        ["index:symbols: (pkg/a.py, pkg.a.Greeter.hello): parent is pkg, the replay has"
+         " pkg.a.Greeter"]),
     "deleted-chunk": (
         f"DELETE FROM chunk_rows WHERE file = {B_ID}",
         ["index:chunks: (pkg/b.py, 1): missing (the replay has it)",
@@ -197,7 +210,8 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         ["index:chunks: unreadable: user-defined function raised exception",
          "index:chunks_fts: unreadable: user-defined function raised exception"]),
     "symbols-of-no-file": (
-        "INSERT INTO symbol_rows(file, qualname, name, kind) VALUES (4242, 'x.y', 'y', 'function')",
+        "INSERT INTO symbol_rows(file, qualname, name, kind) VALUES (4242, (SELECT min(id) FROM"
+        " code_keys), 'y', 'function')",
         ["index:symbol_rows: file 4242: symbols of a file not indexed"]),
     "text-of-no-chunks": (
         "INSERT INTO file_text(file, data) VALUES (4242, X'00')",
@@ -207,8 +221,8 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         "INSERT INTO chunks_fts(rowid, path, name, text) VALUES (99999, 'forged', 'forged', 'forged')",
         ["index:chunks_fts: (NULL, NULL): not in the replay"]),
     "extra-code-edge": (
-        "INSERT INTO code_edge_rows(file, src, dst, kind, line) SELECT"
-        " f.rowid, (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/b.py'),"
+        "INSERT INTO code_edge_rows(file, seq, src, dst, kind, line) SELECT"
+        " f.rowid, 9999, (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/b.py'),"
         " (SELECT id FROM code_keys WHERE kind = 'file' AND key = 'pkg/a.py'),"
         " (SELECT id FROM code_edge_kinds WHERE label = 'Imports' AND confidence = 'high'),"
         " NULL FROM files f WHERE f.path = 'pkg/b.py'",
@@ -219,15 +233,16 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
          "`ctx rebuild --scc` rebuilds it"]),
     "orphan-code-key": (
         "INSERT INTO code_keys(kind, key) VALUES ('item', 'pkg.forged')",
-        ["index:code_keys: item:pkg.forged: named by no edge"]),
+        ["index:code_keys: item:pkg.forged: named by no edge or symbol"]),
     "edge-of-no-file": (
-        "INSERT INTO code_edge_rows(file, src, dst, kind, line)"
-        " VALUES (4242, NULL, NULL, (SELECT min(id) FROM code_edge_kinds), 3)",
+        "INSERT INTO code_edge_rows(file, seq, src, dst, kind, line)"
+        " VALUES (4242, 0, NULL, NULL, (SELECT min(id) FROM code_edge_kinds), 3)",
         ["index:code_edge_rows: file 4242: edges of a file not indexed"]),
     # an edge's label, confidence and tool are one id naming code_edge_kinds (code schema 6):
     # an edge naming none is read by no one, so verify names it
     "edge-of-no-kind": (
-        f"INSERT INTO code_edge_rows(file, src, dst, kind, line) VALUES ({B_ID}, NULL, NULL, 4242, 1)",
+        f"INSERT INTO code_edge_rows(file, seq, src, dst, kind, line) VALUES ({B_ID}, 9999, NULL,"
+        " NULL, 4242, 1)",
         ["index:code_edge_rows: kind 4242: edges of a kind code_edge_kinds lacks"]),
     "edge-kind-changed": (
         "UPDATE code_edge_kinds SET confidence = 'low' WHERE label = 'Imports'",
@@ -248,12 +263,28 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
         "DELETE FROM file_term_rows WHERE term = (SELECT id FROM terms WHERE term = 'helper')"
         f" AND field = 0 AND file = {B_ID}",
         ["index:file_terms: (pkg/b.py, 0, helper): missing (the replay has it)",
+         "index:file_postings: pkg/b.py: its term list holds 7 posting(s) that differ from the"
+         " 6 of file_terms",
          "index:term_df: (helper, 0): df is 2, file_terms hold 1"]),
+    # a file's postings are read by file from its term list (code schema 8: no index of the
+    # postings by file), so a list that is damaged, missing or not the postings is named
+    "term-list-damaged": (
+        f"UPDATE file_postings SET data = x'789c' WHERE file = {B_ID}",
+        ["index:file_postings: pkg/b.py: its term list is damaged (a file_postings value is"
+         " truncated or too long)"]),
+    "term-list-missing": (
+        f"DELETE FROM file_postings WHERE file = {B_ID}",
+        ["index:file_postings: pkg/b.py: postings without a term list"]),
+    "term-list-of-no-file": (
+        "INSERT INTO file_postings(file, data) SELECT 4242, data FROM file_postings LIMIT 1",
+        ["index:file_postings: file 4242: the term list of a file not indexed"]),
     # postings and counts name their term by id (code schema 7): the views hide a row whose
     # term is gone, so verify names it, and a term no posting names
     "posting-of-no-term": (
         f"INSERT INTO file_term_rows(term, field, file, tf) VALUES (4242, 0, {B_ID}, 1)",
         ["index:file_term_rows: term 4242: postings of a term terms lacks",
+         "index:file_postings: pkg/b.py: its term list holds 7 posting(s) that differ from the"
+         " 8 of file_terms",
          "index:term_df: (4242, 0): df is 0, file_terms hold 1"]),
     "orphan-term": (
         "INSERT INTO terms(id, term) VALUES (4242, 'forged')",
