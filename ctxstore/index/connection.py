@@ -19,6 +19,7 @@ from ctxstore import fsio
 from ctxstore import sqlite as db
 from ctxstore.errors import IndexBusy, IndexCorrupt, UnsafePath
 from ctxstore.index.codedb import CODE_DAMAGE_MARKER
+from ctxstore.index.meta import FOREIGN_CODE
 
 if TYPE_CHECKING:
     from ctxstore.repo import Store
@@ -47,13 +48,15 @@ class IndexRepair(NamedTuple):
     """A damaged index that ``open_index`` dropped and rebuilt from the objects.
 
     ``code``: the code index (``code.sqlite``, from the work tree), which was dropped and is
-    rebuilt by ``ctx index``, not from the objects.
+    rebuilt by ``ctx index``, not from the objects; ``foreign``: it was dropped because it was
+    made for another copy of the store (``index.meta.code_owner_problem``), not for damage.
     """
 
     path: str
     reason: str
     in_memory: bool = False
     code: bool = False
+    foreign: bool = False
 
     def message(self) -> str:
         """The one-line notice, e.g. ``index was damaged (file is not a database); rebuilt from the store``.
@@ -62,7 +65,8 @@ class IndexRepair(NamedTuple):
         """
         if self.code:
             what = "the code index was written by another version of ctx" \
-                if self.reason.startswith("code schema version") else "the code index was damaged"
+                if self.reason.startswith("code schema version") else FOREIGN_CODE \
+                if self.foreign else "the code index was damaged"
             return f"{what} ({self.reason}); it was dropped: run `ctx index` to rebuild it"
         # An index an older ctx wrote is not damage: its schema is simply out of date.
         what = "index was written by another version of ctx" \
