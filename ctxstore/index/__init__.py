@@ -324,7 +324,8 @@ def _open_code(store: Store, conn: IndexConnection, folder: Path) -> None:
     codedb.attach(conn, folder)
     again = codedb.inspect_code(conn) or code_owner_problem(conn, owner)[0]
     if again is not None:
-        raise IndexCorrupt(f"code index: {again}, right after making it again")
+        raise IndexCorrupt(f"{again}, right after making it again (is the disk failing?)",
+                           in_code_index=True)
     if foreign is not None and not held:
         return  # another copy's empty code index: nothing was lost, nothing to say
     conn.repairs.append(IndexRepair(str(folder / codedb.CODE_FILE), problem, code=True,
@@ -370,6 +371,8 @@ def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
     except IndexCorrupt as exc:
         if conn is not None:
             _close(conn, carry)
+        if exc.in_code_index:  # the code index failed again right after it was made: not ours
+            raise
         return None, str(exc.__cause__ or exc.message)
     except sqlite3.DatabaseError as exc:
         if conn is not None:

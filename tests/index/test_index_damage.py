@@ -605,8 +605,9 @@ def test_index_mid_command_corruption_is_one_clear_error_then_repaired(
     r = _run(root, "--format", "json", "show", ids["b"], "--history")
     assert (r.exit_code, r.stdout) == (1, ""), r.output
     assert r.stderr.startswith("ctx: error[E007]: index is corrupt: database disk image is malformed")
-    assert r.stderr.count("\n") == 1
+    assert r.stderr.count("\n") == 1 and r.stderr.endswith("(hint: run `ctx rebuild --full`)\n")
     assert (root / "index" / "index.sqlite-damaged").is_file()
+    assert not (root / "index" / "code.sqlite-damaged").exists()  # the code index is sound
     r = _run(root, "--format", "json", "show", ids["b"], "--history")
     assert r.exit_code == 0 and r.stderr.count(NOTICE) == 1, r.stderr
     assert "database disk image is malformed" in r.stderr
