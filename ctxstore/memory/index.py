@@ -39,7 +39,7 @@ from ctxstore.memory.db import Cursor, MemoryDB, TurnRow, open_memory
 from ctxstore.memory.extract import Idea, extract_entities, extract_ideas, is_low_value, relate
 from ctxstore.memory.segment import boundary, span_name, terms
 from ctxstore.memory.settings import OFF_NOTE, memory_settings
-from ctxstore.memory.transcript import Entry, open_regular, read_entries
+from ctxstore.memory.transcript import MAX_TURN_FILES, Entry, open_regular, read_entries
 from ctxstore.security.secrets import redact_text
 
 __all__ = ["BATCH_BYTES", "BUDGET_BATCH_BYTES", "BACKLOG_BYTES", "TURN_TOOL_BUDGET",
@@ -64,8 +64,6 @@ _ROLE = {"prompt": "user", "assistant": "assistant"}
 _MAX_BRANCHES = 64  # branches whose history one backfill reads (a transcript names few)
 
 Where = Callable[[str | None, int | None], tuple[str | None, str | None]]
-# The most files a turn's tool calls put on its ideas (as ``claude.transcript`` keeps a turn's).
-MAX_TURN_FILES = 8
 """``(branch the line recorded or None, its time in ms or None) -> (branch, commit)`` of an idea."""
 
 

@@ -26,7 +26,8 @@ from typing import Any, NamedTuple
 
 __all__ = ["FLAGS", "TURN_END", "MAX_ENTRY_BYTES", "TOOL_TEXT_BUDGET", "MAX_TEXT_CHARS", "Entry",
            "ReadResult", "parse_line", "message_content", "typed_text", "is_real_prompt", "text_blocks",
-           "strip_reminders", "strip_harness", "open_regular", "read_entries", "clean_text", "FILE_TOOLS"]
+           "strip_reminders", "strip_harness", "open_regular", "read_entries", "clean_text", "FILE_TOOLS",
+           "MAX_TURN_FILES", "tool_file"]
 
 MAX_ENTRY_BYTES = 8 << 20
 """A line longer than this is skipped (its bytes are passed over, never held)."""
@@ -384,15 +385,17 @@ def _assistant_entries(entry: dict[str, Any], base: tuple[Any, ...]) -> list[Ent
             except (TypeError, ValueError):
                 args = ""
             out.append(Entry(uuid, "tool_use", _cut(clean_text(f"{name} {args}")), *base[1:])
-                       ._replace(file=_tool_file(str(name), block.get("input"))))
+                       ._replace(file=tool_file(str(name), block.get("input"))))
     return out
 
 
-# Tools whose input names the one file they read or write: a turn's files in play.
+# Tools whose input names the one file they read or write: a turn's files in play, of which
+# the Stop hook's provenance and transcript memory keep at most ``MAX_TURN_FILES``.
 FILE_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "Read", "NotebookEdit"})
+MAX_TURN_FILES = 8
 
 
-def _tool_file(name: str, args: object) -> str | None:
+def tool_file(name: str, args: object) -> str | None:
     """The file a call of a ``FILE_TOOLS`` tool names (``file_path``, ``notebook_path``)."""
     if name not in FILE_TOOLS or not isinstance(args, dict):
         return None
