@@ -178,8 +178,7 @@ def search_command(env: Env, text: str, since: str | None, until: str | None,
                                "indexes new ones")
     result = answer.result
     if env.fmt == "json":
-        emit_json(hyde_json({**result_json(result), **({"note": answer.note} if answer.note else {})},
-                            drafter))
+        emit_json(hyde_json(result_json(result, answer.note), drafter))
         return
     if not result.hits:
         click.echo("no matching turns")

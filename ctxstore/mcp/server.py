@@ -286,7 +286,7 @@ class ToolBox:
         if answer.off or answer.missing:
             note = OFF_NOTE if answer.off else MISSING_NOTE
             return {"query": text, "since": None, "until": None, "results": [], "note": note}
-        return {**result_json(answer.result), **({"note": answer.note} if answer.note else {})}
+        return result_json(answer.result, answer.note)
 
     def compose(self, query: str | None = None, budget: int | None = None,
                 include_global: bool = False) -> dict[str, Any]:

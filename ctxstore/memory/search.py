@@ -591,7 +591,7 @@ def hit_provenance(hit: Hit) -> dict[str, Any]:
     return {"session": hit.turn.session, "branch": branch, "commit": commit, "files": files}
 
 
-def result_json(result: SearchResult) -> dict[str, Any]:
-    """A search as ``{"query", "since", "until", "results"}`` (``ctx memory search`` JSON)."""
+def result_json(result: SearchResult, note: str | None = None) -> dict[str, Any]:
+    """A search as ``ctx memory search`` JSON: ``query``, ``since``, ``until``, ``results``, ``note``."""
     return {"query": result.query, "since": iso(result.since), "until": iso(result.until),
-            "results": [hit_json(h) for h in result.hits]}
+            "results": [hit_json(h) for h in result.hits], **({"note": note} if note else {})}
