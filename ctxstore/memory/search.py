@@ -579,8 +579,8 @@ def hit_provenance(hit: Hit) -> dict[str, Any]:
     """Where a hit came from (spec 003 Phase 4): ``session``, ``branch``, ``commit``, ``files``.
 
     The branch and commit are those of its latest idea that records them (None when none does:
-    ideas of an older memory, a turn without ideas); the files, the code files its ideas name
-    (linked to the code index), at most five.
+    ideas of an older memory, a turn without ideas); the files, those its ideas are linked to
+    (named and found in the code index, or read and edited by the turn's tool calls), at most five.
     """
     branch = commit = None
     for idea in reversed(hit.ideas):
