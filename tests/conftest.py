@@ -232,6 +232,27 @@ def object_files(root: Path, oid: str) -> list[Path]:
                         root / "local" / "work" / "objects" / oid[:2] / oid) if p.exists()]
 
 
+def adopt_index(root: Path) -> None:
+    """Make a copied store's index files stand for the copy's own (as if built here).
+
+    The index (``meta`` ``clone``) and the code index (``code_meta`` ``clone``) record the copy
+    of the store they were made for; a copy of a prepared store names the original, and ctx
+    rebuilds (the code index: drops) what names another copy. Tests that copy a template to
+    save building it again rebind both rows to the copy.
+    """
+    import sqlite3
+
+    from ctxstore.index import clone_id
+
+    for name, table in (("index.sqlite", "meta"), ("code.sqlite", "code_meta")):
+        path = root / "index" / name
+        if path.is_file():
+            conn = sqlite3.connect(path, isolation_level=None)
+            conn.execute(f"INSERT OR REPLACE INTO {table}(key, value) VALUES ('clone', ?)",
+                         (clone_id(root),))
+            conn.close()
+
+
 def store_digest(root: Path) -> str:
     """BLAKE3 over every file of a store's state: objects of both areas, pointers, config, narrative."""
     h = blake3.blake3()

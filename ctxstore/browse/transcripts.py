@@ -182,4 +182,4 @@ def search_transcripts_read_only(db: Session, text: str, *, now_ms: int, since: 
     found = answer.result
     return TranscriptSearch(found.query, found.since, found.until,
                             tuple(hit_json(h) for h in found.hits),
-                            _NO_MEMORY if answer.missing else None)
+                            _NO_MEMORY if answer.missing else answer.note)

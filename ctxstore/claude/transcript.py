@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from ctxstore.claude.inject import sanitize_text
 from ctxstore.memory.transcript import (
     FLAGS,
+    MAX_TURN_FILES,
     TURN_END,
     is_real_prompt,
     message_content,
@@ -41,6 +42,7 @@ from ctxstore.memory.transcript import (
     parse_line,
     strip_reminders,
     text_blocks,
+    tool_file,
 )
 
 __all__ = ["MAX_SCAN_BYTES", "MAX_LINE_BYTES", "LONG_LINE_PEEK", "TextBlock", "Turn", "LongLine",
@@ -79,24 +81,18 @@ class Turn(NamedTuple):
     files: tuple[str, ...] = ()  # files the turn's tool calls read or wrote, latest first
 
 
-# Tools whose input names one file (``file_path``, ``notebook_path``): the files a turn touched.
-_FILE_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "Read", "NotebookEdit"})
-MAX_TURN_FILES = 8
-
-
 def _tool_files(entry: dict[str, Any], into: list[str]) -> None:
-    """Add the files the entry's tool calls name, at most ``MAX_TURN_FILES`` in all."""
+    """Add the files the entry's tool calls name (``tool_file``), at most ``MAX_TURN_FILES`` in all."""
     content = message_content(entry)
     if not isinstance(content, list):
         return
     for block in reversed(content):  # the turn is read backwards: latest first
         if len(into) >= MAX_TURN_FILES:
             return
-        if not isinstance(block, dict) or block.get("type") != "tool_use" \
-                or block.get("name") not in _FILE_TOOLS or not isinstance(block.get("input"), dict):
+        if not isinstance(block, dict) or block.get("type") != "tool_use":
             continue
-        path = block["input"].get("file_path") or block["input"].get("notebook_path")
-        if isinstance(path, str) and 0 < len(path) <= 4096 and path not in into:
+        path = tool_file(str(block.get("name")), block.get("input"))
+        if path is not None and path not in into:
             into.append(path)
 
 

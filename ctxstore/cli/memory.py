@@ -170,13 +170,15 @@ def search_command(env: Env, text: str, since: str | None, until: str | None,
                                                               limit),
                                 now_ms=_now_ms(now), agent=False, hyde=drafter)
     echo_notes(drafter)
+    if answer.note:  # vectors on but unavailable: searched by words
+        click.echo(f"ctx: note: {answer.note}", err=True)
     if answer.missing:
         raise NothingToDo("there is no transcript memory yet",
                           hint="`ctx memory backfill --all` indexes past sessions; the Stop hook "
                                "indexes new ones")
     result = answer.result
     if env.fmt == "json":
-        emit_json(hyde_json(result_json(result), drafter))
+        emit_json(hyde_json(result_json(result, answer.note), drafter))
         return
     if not result.hits:
         click.echo("no matching turns")

@@ -66,7 +66,7 @@ from ctxstore.index.connection import (
     is_damage,
     mark_damaged,
 )
-from ctxstore.index.meta import BUILD_STATE, clone_id, parse_snapshot
+from ctxstore.index.meta import BUILD_STATE, clone_id, code_owner_problem, parse_snapshot
 from ctxstore.index.schema import (
     EXPECTED_SCHEMA_DIGEST,
     INDEX_SCHEMA_VERSION,
@@ -140,7 +140,8 @@ def open_current(root: Path) -> IndexConnection | None:
         if inspect_index(conn, create=False) is None and is_current(root, conn) \
                 and not any(codedb.irregular_code_files(folder)):
             codedb.attach(conn, folder)
-            if codedb.inspect_code(conn, create=False) is None:
+            if codedb.inspect_code(conn, create=False) is None \
+                    and codedb.meta_value(conn, "clone") == (clone_id(root) or ""):
                 conn.opening = False
                 return conn
     except (OSError, CtxError, sqlite3.Error):
@@ -287,17 +288,23 @@ def _memory_index(store: Store, *, sync: bool, progress: Progress | None = None)
 def _open_code(store: Store, conn: IndexConnection, folder: Path) -> None:
     """Attach this clone's code index (``index.codedb``) to ``conn`` and check it.
 
-    A damaged one, or one an older ctx wrote, is dropped and made again empty (``ctx index``
-    rebuilds it from the work tree), and the repair is recorded. One the folder's permissions
-    keep from being opened for writing is replaced by an empty one in memory.
+    A damaged one, one an older ctx wrote, or one made for another copy of the store
+    (``index.meta.code_owner_problem``) is dropped and made again empty (``ctx index`` rebuilds
+    it from the work tree), and the repair is recorded. One the folder's permissions keep from
+    being opened for writing is replaced by an empty one in memory.
 
     Raises:
         UnsafePath: (E020) if ``index/`` is (or was swapped for) a link.
         sqlite3.Error: for what is neither damage nor a read-only file.
     """
+    owner = clone_id(store.root) or ""
+    foreign, held = None, True
     try:
         codedb.attach(conn, folder)
         problem = _read_marker(folder, codedb.CODE_DAMAGE_MARKER) or codedb.inspect_code(conn)
+        if problem is None:
+            foreign, held = code_owner_problem(conn, owner)
+            problem = foreign
     except sqlite3.DatabaseError as exc:
         if db.is_read_only(exc):
             _detach_code(conn)
@@ -315,10 +322,14 @@ def _open_code(store: Store, conn: IndexConnection, folder: Path) -> None:
     with fsio.hold_lock(folder / codedb.CODE_LOCK, timeout=store.lock_timeout):
         codedb.drop_code_files(store.root, folder)
     codedb.attach(conn, folder)
-    again = codedb.inspect_code(conn)
+    again = codedb.inspect_code(conn) or code_owner_problem(conn, owner)[0]
     if again is not None:
-        raise IndexCorrupt(f"code index: {again}, right after making it again")
-    conn.repairs.append(IndexRepair(str(folder / codedb.CODE_FILE), problem, code=True))
+        raise IndexCorrupt(f"{again}, right after making it again (is the disk failing?)",
+                           in_code_index=True)
+    if foreign is not None and not held:
+        return  # another copy's empty code index: nothing was lost, nothing to say
+    conn.repairs.append(IndexRepair(str(folder / codedb.CODE_FILE), problem, code=True,
+                                    foreign=foreign is not None))
 
 
 def _detach_code(conn: sqlite3.Connection) -> None:
@@ -360,6 +371,8 @@ def _try_open(store: Store, *, sync: bool, progress: Progress | None = None,
     except IndexCorrupt as exc:
         if conn is not None:
             _close(conn, carry)
+        if exc.in_code_index:  # the code index failed again right after it was made: not ours
+            raise
         return None, str(exc.__cause__ or exc.message)
     except sqlite3.DatabaseError as exc:
         if conn is not None:

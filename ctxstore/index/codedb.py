@@ -197,8 +197,9 @@ _expected: frozenset[SchemaRow] | None = None
 # Keys of code_meta: 'generation' (an integer bumped by every change of the code tables),
 # 'fingerprint' (what the extraction depended on: a change re-reads every file), 'sccs' (the
 # generation file_sccs were computed at), 'git' (what Git said at the last run over the whole
-# tree: ``index.code.listing_state``).
-_META_KEYS = frozenset({"generation", "fingerprint", "sccs", "git"})
+# tree: ``index.code.listing_state``), 'clone' (the copy of the store it was made for:
+# ``index.meta.code_owner_problem``).
+_META_KEYS = frozenset({"generation", "fingerprint", "sccs", "git", "clone"})
 
 
 def code_schema(prefix: str = "") -> str:

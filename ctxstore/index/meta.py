@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from pathlib import Path
 
-__all__ = ["BUILD_STATE", "clone_id", "parse_snapshot"]
+from ctxstore.index import codedb
+
+__all__ = ["BUILD_STATE", "FOREIGN_CODE", "clone_id", "code_owner_problem", "parse_snapshot"]
 
 # The meta row of a partial index (index.rebuild.BUILD_STATE; that module loads only to build).
 BUILD_STATE = "build_state"
@@ -29,6 +32,36 @@ def clone_id(root: Path) -> str | None:
     except OSError:
         return None
     return f"{st.st_dev}:{st.st_ino}"
+
+
+# What a code index made for another copy of the store is called (``IndexRepair.message``).
+FOREIGN_CODE = "the code index was not made for this copy of the store"
+
+
+def code_owner_problem(conn: sqlite3.Connection, owner: str) -> tuple[str | None, bool]:
+    """Why the attached code index is not this copy's (None if it is); whether it holds rows.
+
+    ``code_meta`` ``clone`` records the ``clone_id`` of the copy it was made for, as
+    ``meta`` ``clone`` does for ``index.sqlite``. One that records another (copied in with the
+    store, or committed with ``git add -f`` and cloned), or records none while its tables hold
+    rows (an older ctx's, or made by hand), is never read: the caller drops it and ``ctx
+    index`` makes it again from this work tree. A new one (no record, no rows) is stamped.
+
+    Raises:
+        sqlite3.Error: as SQLite reports it (the caller classifies it).
+    """
+    recorded = codedb.meta_value(conn, "clone")
+    if recorded == owner:
+        return None, True
+    held = any(conn.execute(f"SELECT EXISTS (SELECT 1 FROM code.{table})").fetchone()[0]  # noqa: S608
+               for table in codedb.CODE_TABLES if table != "code_meta")
+    if recorded is None and not held:
+        with codedb.write(conn):
+            codedb.set_meta(conn, "clone", owner)
+        return None, False
+    why = "it names none: an older ctx made it, or it came from elsewhere" if recorded is None \
+        else "it names another copy: it was copied or cloned in"
+    return why, held
 
 
 def parse_snapshot(text: str) -> dict[str, list[str]] | None:

@@ -269,25 +269,24 @@ class ToolBox:
 
         Returns:
             ``ctx memory search --format json``: ``{"query", "since", "until", "results"}``,
-            plus ``note`` when nothing was searched.
+            plus ``note`` when nothing was searched, or when vectors are on but cannot be
+            loaded (searched by words only; the note names the missing extra).
 
         Raises:
             InvalidInput: (E011) for a bad time, session, intent or limit.
             MemoryDamaged: (E023) if the memory database is damaged.
         """
         from ctxstore.memory.search import MemoryQuery, result_json, search_transcripts
-        from ctxstore.memory.settings import OFF_NOTE
+        from ctxstore.memory.settings import MISSING_NOTE, OFF_NOTE
 
         answer = search_transcripts(self.db.root,
                                     MemoryQuery(text, since, until, session, intent, _limit(limit)),
                                     now_ms=int(self.clock() * 1000), agent=True,
                                     names=("since", "until", "session"))
         if answer.off or answer.missing:
-            note = OFF_NOTE if answer.off else ("there is no transcript memory yet (`ctx memory "
-                                                "backfill --all` indexes past sessions; the Stop "
-                                                "hook new ones)")
+            note = OFF_NOTE if answer.off else MISSING_NOTE
             return {"query": text, "since": None, "until": None, "results": [], "note": note}
-        return result_json(answer.result)
+        return result_json(answer.result, answer.note)
 
     def compose(self, query: str | None = None, budget: int | None = None,
                 include_global: bool = False) -> dict[str, Any]:

@@ -205,7 +205,7 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
              progress: Callable[[int, int], None] | None = None,
              tool_budget: int = TURN_TOOL_BUDGET,
              redact: Callable[[str], str] | None = None,
-             where: Where | None = None) -> BackfillReport:
+             where: Where | None = None, worktree: Path | None = None) -> BackfillReport:
     """Index every transcript at or below ``paths``.
 
     Args:
@@ -216,6 +216,8 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         redact: What memory stores of a text (``index.transcript_redactor``); the built-in
             rules' redaction when None.
         where: The branch and commit each idea records (``index.history_position``).
+        worktree: The project's work tree (the files a turn's tool calls read or wrote in it
+            go on its ideas; ``index.index_file``).
 
     Returns:
         The report.
@@ -235,7 +237,7 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
         with db.batch() if len(group) > 1 else nullcontext():
             for path, size in group:
                 before = done
-                report = _index_one(db, path, step, tool_budget, redact, where)
+                report = _index_one(db, path, step, tool_budget, redact, where, worktree)
                 reports.append(report)
                 if report.note:
                     notes.append(f"{report.path}: {report.note}")
@@ -250,7 +252,7 @@ def backfill(db: MemoryDB, paths: Iterable[Path], *,
 
 def _index_one(db: MemoryDB, path: Path, progress: Callable[[int], None],
                tool_budget: int, redact: Callable[[str], str] | None,
-               where: Where | None = None) -> FileReport:
+               where: Where | None = None, worktree: Path | None = None) -> FileReport:
     """``index_file``, or a report with a note when the file cannot be indexed.
 
     Every line is type-checked when it is read, and a line that still cannot be taken is
@@ -259,7 +261,7 @@ def _index_one(db: MemoryDB, path: Path, progress: Callable[[int], None],
     """
     try:
         return index_file(db, path, progress=progress, tool_budget=tool_budget, redact=redact,
-                          where=where)
+                          where=where, worktree=worktree)
     except (ValueError, TypeError, LookupError, RecursionError) as exc:
         return FileReport(cursor_key(path), 0, 0, 0, 0, False,
                           f"skipped: cannot be indexed ({type(exc).__name__}: {exc})"[:300])

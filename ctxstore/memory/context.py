@@ -163,15 +163,11 @@ def excerpt(turn: TurnRow, terms: set[str], width: int = ITEM_CHARS) -> str:
 def _engine(settings: MemorySettings) -> Embedder | None:
     """The embedding engine when vectors are on and it loads, else None.
 
-    Context is best effort: a missing extra means words only here (``ctx memory search``
-    names it: E027).
+    Context is best effort: a missing extra means words only here (the hooks log why).
     """
-    from ctxstore.memory.settings import vector_engine
+    from ctxstore.memory.settings import engine_or_note
 
-    try:
-        return vector_engine(settings)
-    except CtxError:
-        return None
+    return engine_or_note(settings)[0]
 
 
 def recall_section(ctx_dir: Path, query: str, *, limit: int = 3, now_ms: int | None = None) -> str:

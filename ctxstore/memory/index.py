@@ -39,7 +39,7 @@ from ctxstore.memory.db import Cursor, MemoryDB, TurnRow, open_memory
 from ctxstore.memory.extract import Idea, extract_entities, extract_ideas, is_low_value, relate
 from ctxstore.memory.segment import boundary, span_name, terms
 from ctxstore.memory.settings import OFF_NOTE, memory_settings
-from ctxstore.memory.transcript import Entry, open_regular, read_entries
+from ctxstore.memory.transcript import MAX_TURN_FILES, Entry, open_regular, read_entries
 from ctxstore.security.secrets import redact_text
 
 __all__ = ["BATCH_BYTES", "BUDGET_BATCH_BYTES", "BACKLOG_BYTES", "TURN_TOOL_BUDGET",
@@ -172,9 +172,11 @@ class _Batch:
     def __init__(self, db: MemoryDB, source: str, ideas: dict[str, list[tuple[int, Idea]]],
                  features: dict[tuple[int, int, int], tuple[Counter[str], set[str]]],
                  tool_budget: int, redact: Callable[[str], str] | None = None,
-                 where: Where | None = None) -> None:
+                 where: Where | None = None, worktree: Path | None = None) -> None:
         self.db = db
         self.where = where
+        self.worktree = worktree
+        self.turn_files: dict[int, list[str]] = {}  # files in play per turn, this batch
         self.redact = redact
         self.tool_budget = tool_budget
         self.features = features
@@ -292,9 +294,29 @@ class _Batch:
             changes["tool_text"] = _join(turn.tool_text, text)[:self.tool_budget]
         turn = turn._replace(**changes)  # type: ignore[arg-type]
         self.dirty[turn.id] = turn
+        if entry.file is not None and self.tool_budget:
+            self._file(turn, entry.file)
         if keep and role and not is_low_value(text, role):
             self._ideas(turn, entry, role)
         return turn
+
+    def _file(self, turn: TurnRow, raw: str) -> None:
+        """A file the turn's tool calls read or wrote: on its ideas, those said and to come.
+
+        Repo-relative and only within the work tree (``relative_files``), at most
+        ``MAX_TURN_FILES`` a turn, never a path the redaction changes.
+        """
+        files = self.turn_files.setdefault(turn.id, [])
+        if self.worktree is None or len(files) >= MAX_TURN_FILES or \
+                (self.redact is not None and self.redact(raw) != raw):
+            return
+        from ctxstore.knowledge.nodes.provenance import relative_files
+
+        found = relative_files(self.worktree, [raw], limit=1)
+        if not found or found[0] in files:
+            return
+        files.append(found[0])
+        self.db.link_file(self.db.idea_ids_of_turn(turn.id), found[0])
 
     def _ideas(self, turn: TurnRow, entry: Entry, role: str) -> None:
         found = extract_ideas(entry.text, role)
@@ -317,6 +339,8 @@ class _Batch:
             names = sorted({(e.name, e.kind) for e in extract_entities(idea.text)})
             if names:
                 self.db.link_entities(idea_id, names)
+            for path in self.turn_files.get(turn.id, ()):
+                self.db.link_file([idea_id], path)
             related = relate(idea, [old for _, old in earlier])
             self.db.add_relations(idea_id, [(earlier[index][0], label, confidence)
                                             for label, index, confidence in related
@@ -359,7 +383,7 @@ def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
                progress: Callable[[int], None] | None = None,
                tool_budget: int = TURN_TOOL_BUDGET, batch_bytes: int | None = None,
                redact: Callable[[str], str] | None = None,
-               where: Where | None = None) -> FileReport:
+               where: Where | None = None, worktree: Path | None = None) -> FileReport:
     """Index the new bytes of one transcript file, batch by batch.
 
     Secrets are redacted from every entry's text before anything of it is stored (turns,
@@ -378,6 +402,8 @@ def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
             None (``[security] transcripts``).
         where: The branch and commit each idea records (``live_position``,
             ``history_position``); the line's branch and no commit when None.
+        worktree: The project's work tree: the files a turn's tool calls read or wrote in it
+            are recorded on the turn's ideas (none when None).
 
     Returns:
         What was done.
@@ -391,7 +417,7 @@ def index_file(db: MemoryDB, path: Path, *, max_bytes: int | None = None,
     try:
         return _index_fd(db, fd, key, max_bytes, deadline, int(time.time()) if now is None else now,
                          progress, tool_budget, BATCH_BYTES if batch_bytes is None else batch_bytes,
-                         redact, where)
+                         redact, where, worktree)
     except OSError as exc:
         return FileReport(key, 0, 0, 0, 0, False, f"unreadable: {exc.strerror or exc}")
     finally:
@@ -410,7 +436,8 @@ def _start(db: MemoryDB, fd: int, key: str, st: os.stat_result) -> tuple[int, in
 
 def _index_fd(db: MemoryDB, fd: int, key: str, max_bytes: int | None, deadline: float | None,
               now: int, progress: Callable[[int], None] | None, tool_budget: int,
-              batch_bytes: int, redact: Callable[[str], str], where: Where | None) -> FileReport:
+              batch_bytes: int, redact: Callable[[str], str], where: Where | None,
+              worktree: Path | None) -> FileReport:
     st = os.fstat(fd)
     size = st.st_size
     start, open_turn = _start(db, fd, key, st)
@@ -428,7 +455,7 @@ def _index_fd(db: MemoryDB, fd: int, key: str, max_bytes: int | None, deadline: 
             break  # only a line still being written is left
         if len(features) > 64:
             features.clear()
-        batch = _Batch(db, key, recent, features, tool_budget, redact, where)
+        batch = _Batch(db, key, recent, features, tool_budget, redact, where, worktree)
         with db.batch():
             if _start(db, fd, key, st) != (start, open_turn):  # another process moved on
                 start, open_turn = _start(db, fd, key, st)
@@ -485,7 +512,7 @@ def index_transcript(ctx_dir: Path, path: Path, *, seconds: float | None = None,
                           tool_budget=settings.tool_budget,
                           batch_bytes=None if seconds is None else BUDGET_BATCH_BYTES,
                           redact=transcript_redactor(ctx_dir),
-                          where=live_position(ctx_dir.parent))
+                          where=live_position(ctx_dir.parent), worktree=ctx_dir.parent)
 
 
 def transcript_redactor(ctx_dir: Path) -> Callable[[str], str]:

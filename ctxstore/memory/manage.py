@@ -102,7 +102,8 @@ def backfill_memory(session: Session, targets: Iterable[Path], *, tool_budget: i
     with open_existing(session.root, create=True, durable=False) as db:
         report = backfill(db, targets, progress=progress, tool_budget=tool_budget,
                           redact=transcript_redactor(session.root),
-                          where=history_position(session.root.parent))
+                          where=history_position(session.root.parent),
+                          worktree=session.root.parent)
         linked = link_code(db, session.index())
         embedded = fill_vectors(db, engine).embedded if engine is not None else 0
         db.checkpoint()

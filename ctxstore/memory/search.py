@@ -168,11 +168,13 @@ class MemoryAnswer(NamedTuple):
         result: The result (no hits when nothing was searched).
         off: Memory is off (``[memory] enabled = false``) and the asker is an agent.
         missing: There is no transcript memory yet (nothing was ever indexed).
+        note: Vectors are on but cannot be loaded: searched by words, and why (E027's text).
     """
 
     result: SearchResult
     off: bool = False
     missing: bool = False
+    note: str | None = None
 
 
 def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent: bool,
@@ -203,11 +205,10 @@ def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent:
         MemoryDamaged: (E023) if the memory database is damaged.
         UnsupportedStoreVersion: (E014) a newer ctx wrote it; with ``read_only``, also an
             older one.
-        EmbedUnavailable: (E027) ``[memory] vectors = "on"`` but the extra is not installed.
     """
     from ctxstore.errors import InvalidInput
     from ctxstore.memory.db import open_memory
-    from ctxstore.memory.settings import memory_settings, vector_engine
+    from ctxstore.memory.settings import engine_or_note, memory_settings
 
     if query.intent is not None and query.intent not in INTENTS:
         raise InvalidInput(f"intent must be one of {', '.join(INTENTS)}, got {query.intent!r}")
@@ -217,7 +218,7 @@ def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent:
     settings = memory_settings(ctx_dir)
     if agent and not settings.enabled:  # not even opened
         return MemoryAnswer(nothing, off=True)
-    engine = vector_engine(settings)  # a missing extra is named (E027), not searched around
+    engine, note = engine_or_note(settings)  # a missing extra: words only, and a note says so
     if engine is not None and hyde is not None:
         from ctxstore.llm.hyde import HydeEmbedder
 
@@ -229,7 +230,7 @@ def search_transcripts(ctx_dir: Path, query: MemoryQuery, *, now_ms: int, agent:
         session = unique_session(db, query.session, names[2]) if query.session else None
         return MemoryAnswer(search_memory(db, query.text, now_ms=now_ms, since=low, until=high,
                                           session=session, intent=query.intent,
-                                          limit=query.limit, engine=engine))
+                                          limit=query.limit, engine=engine), note=note)
 
 
 def iso(ms: int | None) -> str | None:
@@ -578,8 +579,8 @@ def hit_provenance(hit: Hit) -> dict[str, Any]:
     """Where a hit came from (spec 003 Phase 4): ``session``, ``branch``, ``commit``, ``files``.
 
     The branch and commit are those of its latest idea that records them (None when none does:
-    ideas of an older memory, a turn without ideas); the files, the code files its ideas name
-    (linked to the code index), at most five.
+    ideas of an older memory, a turn without ideas); the files, those its ideas are linked to
+    (named and found in the code index, or read and edited by the turn's tool calls), at most five.
     """
     branch = commit = None
     for idea in reversed(hit.ideas):
@@ -590,7 +591,7 @@ def hit_provenance(hit: Hit) -> dict[str, Any]:
     return {"session": hit.turn.session, "branch": branch, "commit": commit, "files": files}
 
 
-def result_json(result: SearchResult) -> dict[str, Any]:
-    """A search as ``{"query", "since", "until", "results"}`` (``ctx memory search`` JSON)."""
+def result_json(result: SearchResult, note: str | None = None) -> dict[str, Any]:
+    """A search as ``ctx memory search`` JSON: ``query``, ``since``, ``until``, ``results``, ``note``."""
     return {"query": result.query, "since": iso(result.since), "until": iso(result.until),
-            "results": [hit_json(h) for h in result.hits]}
+            "results": [hit_json(h) for h in result.hits], **({"note": note} if note else {})}

@@ -15,9 +15,12 @@ if TYPE_CHECKING:
     from ctxstore.config import Config
     from ctxstore.embed.engine import Embedder
 
-__all__ = ["OFF_NOTE", "MemorySettings", "memory_settings", "settings_of", "vector_engine"]
+__all__ = ["OFF_NOTE", "MISSING_NOTE", "MemorySettings", "memory_settings", "settings_of", "vector_engine",
+           "engine_or_note"]
 
 OFF_NOTE = "transcript memory is off ([memory] enabled = false in config.toml)"
+MISSING_NOTE = ("there is no transcript memory yet (`ctx memory backfill --all` indexes past "
+                "sessions; the Stop hook new ones)")
 
 
 class MemorySettings(NamedTuple):
@@ -69,3 +72,20 @@ def vector_engine(settings: MemorySettings) -> Embedder | None:
     from ctxstore.embed.engine import load_embedder
 
     return load_embedder()
+
+
+def engine_or_note(settings: MemorySettings) -> tuple[Embedder | None, str | None]:
+    """The embedding engine for a search, or None and, when vectors are on, why words alone serve.
+
+    A search is best effort about vectors (docs/memory.md "Vector search"): vectors on and the
+    extra missing, or its files damaged, still searches by words, and the note names the
+    problem and its remedy (E027's message and hint) for the asker to show.
+    """
+    from ctxstore.errors import EmbedUnavailable
+
+    try:
+        return vector_engine(settings), None
+    except EmbedUnavailable as exc:
+        remedy = f"; {exc.hint}" if exc.hint else ""
+        return None, (f"searched by words only: [memory] vectors = \"on\" but vector search is "
+                      f"unavailable ({exc.message}{remedy})")

@@ -26,7 +26,8 @@ from typing import Any, NamedTuple
 
 __all__ = ["FLAGS", "TURN_END", "MAX_ENTRY_BYTES", "TOOL_TEXT_BUDGET", "MAX_TEXT_CHARS", "Entry",
            "ReadResult", "parse_line", "message_content", "typed_text", "is_real_prompt", "text_blocks",
-           "strip_reminders", "strip_harness", "open_regular", "read_entries", "clean_text"]
+           "strip_reminders", "strip_harness", "open_regular", "read_entries", "clean_text", "FILE_TOOLS",
+           "MAX_TURN_FILES", "tool_file"]
 
 MAX_ENTRY_BYTES = 8 << 20
 """A line longer than this is skipped (its bytes are passed over, never held)."""
@@ -256,6 +257,8 @@ class Entry(NamedTuple):
         offset: Byte offset of the line in the file.
         branch: The Git branch the harness recorded for the line (``gitBranch``), or None
             (outside Git, or not recorded).
+        file: For a ``tool_use`` of a tool that reads or writes one file (``FILE_TOOLS``), the
+            path its input names, as written (absolute, usually); else None.
     """
 
     uuid: str
@@ -266,6 +269,7 @@ class Entry(NamedTuple):
     sidechain: bool
     offset: int
     branch: str | None = None
+    file: str | None = None
 
 
 class ReadResult(NamedTuple):
@@ -380,8 +384,23 @@ def _assistant_entries(entry: dict[str, Any], base: tuple[Any, ...]) -> list[Ent
                 args = json.dumps(block.get("input"), ensure_ascii=False)
             except (TypeError, ValueError):
                 args = ""
-            out.append(Entry(uuid, "tool_use", _cut(clean_text(f"{name} {args}")), *base[1:]))
+            out.append(Entry(uuid, "tool_use", _cut(clean_text(f"{name} {args}")), *base[1:])
+                       ._replace(file=tool_file(str(name), block.get("input"))))
     return out
+
+
+# Tools whose input names the one file they read or write: a turn's files in play, of which
+# the Stop hook's provenance and transcript memory keep at most ``MAX_TURN_FILES``.
+FILE_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "Read", "NotebookEdit"})
+MAX_TURN_FILES = 8
+
+
+def tool_file(name: str, args: object) -> str | None:
+    """The file a call of a ``FILE_TOOLS`` tool names (``file_path``, ``notebook_path``)."""
+    if name not in FILE_TOOLS or not isinstance(args, dict):
+        return None
+    path = args.get("file_path") or args.get("notebook_path")
+    return path if isinstance(path, str) and 0 < len(path) <= 4096 else None
 
 
 def entries_of(entry: dict[str, Any], line: bytes, offset: int) -> list[Entry]:

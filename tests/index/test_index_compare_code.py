@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import run_ctx, store_digest
+from conftest import adopt_index, run_ctx, store_digest
 
 from ctxstore.cli.root import cli
 from ctxstore.index.chunks import pack_text
@@ -115,7 +115,9 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 
 
 def _copy(template: Path, dest: Path) -> Path:
+    """A copy of the template whose index files stand for the copy's own (``adopt_index``)."""
     shutil.copytree(template.parent, dest / "work", symlinks=True)
+    adopt_index(dest / "work" / ".ctx")
     return dest / "work" / ".ctx"
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import run_ctx, store_digest
+from conftest import adopt_index, run_ctx, store_digest
 
 from ctxstore.cli.root import cli
 
@@ -76,17 +76,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 
 
 def _copy(template: Path, dest: Path) -> Path:
-    """A copy of the template store whose index stands for the copy's own (its clone row rebound:
+    """A copy of the template store whose index stands for the copy's own (its clone rows rebound:
     an index that names another copy of the store is rebuilt, never trusted)."""
-    from ctxstore.index import clone_id
-
     work = dest / "work"
     shutil.copytree(template.parent, work, symlinks=True)
     root = work / ".ctx"
-    if (root / INDEX).is_file():
-        conn = sqlite3.connect(root / INDEX, isolation_level=None)
-        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('clone', ?)", (clone_id(root),))
-        conn.close()
+    adopt_index(root)
     return root
 
 
@@ -610,8 +605,9 @@ def test_index_mid_command_corruption_is_one_clear_error_then_repaired(
     r = _run(root, "--format", "json", "show", ids["b"], "--history")
     assert (r.exit_code, r.stdout) == (1, ""), r.output
     assert r.stderr.startswith("ctx: error[E007]: index is corrupt: database disk image is malformed")
-    assert r.stderr.count("\n") == 1
+    assert r.stderr.count("\n") == 1 and r.stderr.endswith("(hint: run `ctx rebuild --full`)\n")
     assert (root / "index" / "index.sqlite-damaged").is_file()
+    assert not (root / "index" / "code.sqlite-damaged").exists()  # the code index is sound
     r = _run(root, "--format", "json", "show", ids["b"], "--history")
     assert r.exit_code == 0 and r.stderr.count(NOTICE) == 1, r.stderr
     assert "database disk image is malformed" in r.stderr

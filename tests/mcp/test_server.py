@@ -30,11 +30,12 @@ EXPECTED_TOOLS = {"remember", "recall", "search", "pack", "memory_search", "comp
                   "link", "forget", "task_start", "task_end", "status"}
 
 
-def _session(ctx_dir: Path, *extra: str) -> Callable[[Callable[[ClientSession], Awaitable[None]]], None]:
+def _session(ctx_dir: Path, *extra: str, env: dict[str, str] | None = None
+             ) -> Callable[[Callable[[ClientSession], Awaitable[None]]], None]:
     """Run ``body(client)`` against a fresh ``ctx mcp`` process serving ``ctx_dir``."""
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "ctxstore.cli", "--ctx-dir", str(ctx_dir), "mcp", *extra],
-                                   env=dict(os.environ), cwd=str(ctx_dir.parent))
+                                   env={**os.environ, **(env or {})}, cwd=str(ctx_dir.parent))
 
     def run(body: Callable[[ClientSession], Awaitable[None]]) -> None:
         async def main() -> None:
@@ -433,6 +434,35 @@ def test_mcp_memory_search_is_ctx_memory_search_json(project: Path, tmp_path: Pa
     assert all("Traceback" not in t for t in texts)
     assert got["off"] == {"query": "sqlite session cache", "since": None, "until": None,
                           "results": [], "note": OFF_NOTE}
+
+
+@pytest.mark.slow
+def test_mcp_memory_search_falls_back_to_words_when_vectors_cannot_load(project: Path,
+                                                                       tmp_path: Path) -> None:
+    """``[memory] vectors = "on"`` with the embed extra missing: the tool searches by words (as
+    the hooks do) and its ``note`` says why, never an E027 tool error; the CLI answers alike."""
+    _backfill(project, tmp_path)  # vectors off: indexed by words
+    words = json.loads(run_ctx(["--ctx-dir", str(project), "--format", "json", "memory", "search",
+                                "sqlite session cache"]).stdout)
+    config = project / "config.toml"
+    head, memory, tail = config.read_text().partition("[memory]\n")
+    assert memory and 'vectors = "off"' in tail.split("\n[")[0]
+    config.write_text(head + memory + tail.replace('vectors = "off"', 'vectors = "on"', 1))
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "wordllama.py").write_text("")  # a module, not the package with its weights
+    got: dict[str, Any] = {}
+
+    async def body(client: ClientSession) -> None:
+        got["search"] = await _call(client, "memory_search", text="sqlite session cache")
+
+    _session(project, env={"PYTHONPATH": str(shadow)})(body)
+    note = got["search"].pop("note")
+    assert note.startswith("searched by words only") and "pip install 'ctxstore[embed]'" in note
+    assert {"version": 1, **got["search"]} == words and "SQLite" in words["results"][0]["text"]
+    cli = run_ctx(["--ctx-dir", str(project), "--format", "json", "memory", "search",
+                   "sqlite session cache"], env={"PYTHONPATH": str(shadow)})
+    assert cli.returncode == 0 and json.loads(cli.stdout) == {**words, "note": note}
 
 
 def _raw_server(ctx_dir: Path) -> subprocess.Popen[str]:

@@ -197,6 +197,34 @@ def test_vectors_configured_without_the_extra_is_one_line(store: Store, tmp_path
     assert "pip install 'ctxstore[embed]'" in log
 
 
+def _no_extra(tmp_path: Path) -> dict[str, str]:
+    """An environment in which ``wordllama`` is a bare module: the extra as good as missing."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir(exist_ok=True)
+    (shadow / "wordllama.py").write_text("")
+    return {"PYTHONPATH": str(shadow)}
+
+
+def test_vectors_configured_without_the_extra_search_falls_back_to_words(store: Store,
+                                                                         tmp_path: Path) -> None:
+    """`ctx memory search` with vectors on and the extra missing searches by words, as the
+    hooks do, and says so once (a note on stderr; ``note`` in JSON): the hits of words alone."""
+    ctx(store, "memory", "backfill", str(_talk(tmp_path / "s.jsonl")))  # vectors off
+    words = cj(store, "memory", "search", "sqlite session cache", "--now", NOW)
+    assert "SQLite" in words["results"][0]["text"]
+    _vectors(store, True)
+    args = ["--ctx-dir", str(store.root), "memory", "search", "sqlite session cache", "--now", NOW]
+    res = run_ctx(["--format", "json", *args], env=_no_extra(tmp_path))
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    note = got.pop("note")
+    assert note.startswith("searched by words only") and "pip install 'ctxstore[embed]'" in note
+    assert got == words
+    assert res.stderr.strip().splitlines() == [f"ctx: note: {note}"]
+    res = run_ctx(args, env=_no_extra(tmp_path))
+    assert res.returncode == 0 and "SQLite" in res.stdout and "searched by words only" in res.stderr
+
+
 def test_vectors_bad_setting_is_named(store: Store, tmp_path: Path) -> None:
     _vectors(store, False, value="maybe")
     for args in (("memory", "vectors"), ("memory", "backfill", str(_talk(tmp_path / "s.jsonl")))):

@@ -316,6 +316,23 @@ class MemoryDB:
             self.conn.execute("INSERT OR IGNORE INTO idea_entities SELECT ?, id FROM entities "
                               "WHERE name = ? AND type = ?", (idea_id, name, kind))
 
+    def link_file(self, idea_ids: Sequence[int], path: str) -> None:
+        """Attach the work tree's file ``path`` (repo-relative) to ideas, as a linked file entity.
+
+        A file a turn's tool calls read or wrote is a file of the project: the entity is linked
+        to it (``code_path``) as ``codelink`` links a name the code index knows.
+        """
+        self.conn.execute("INSERT INTO entities (name, type, code_path) VALUES (?, 'file', ?) "
+                          "ON CONFLICT (name, type) DO UPDATE SET code_path = "
+                          "coalesce(entities.code_path, excluded.code_path)", (path, path))
+        self.conn.executemany("INSERT OR IGNORE INTO idea_entities SELECT ?, id FROM entities "
+                              "WHERE name = ? AND type = 'file'", [(i, path) for i in idea_ids])
+
+    def idea_ids_of_turn(self, turn_id: int) -> list[int]:
+        """The ids of a turn's ideas."""
+        return [int(r[0]) for r in self.conn.execute("SELECT id FROM ideas WHERE turn_id = ?",
+                                                     (turn_id,))]
+
     def add_relations(self, from_id: int, relations: Sequence[tuple[int, str, float]]) -> None:
         """Record an idea's relations ``(to_id, label, confidence)``; answers mark questions answered."""
         self.conn.executemany("INSERT OR IGNORE INTO relations VALUES (?, ?, ?, ?)",
