@@ -34,6 +34,17 @@ def _settle(root: Path) -> None:
             os.utime(path, (now - 10, now - 10))
 
 
+def _committed(tmp_path: Path, exclude: str = ".ctx/\n") -> Path:
+    """A store in a Git work tree holding ``TREE``, committed (``exclude``: Git's own ignores)."""
+    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    root = ctx_dir.parent
+    (root / ".git" / "info" / "exclude").write_text(exclude)
+    write(root, TREE)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "one")
+    return ctx_dir
+
+
 def _quick_equals_full(ctx_dir: Path, *, listing: str = "git status") -> dict:
     """Run ``ctx index``, check how it listed, and that ``--full`` finds nothing to change."""
     _settle(ctx_dir.parent)
@@ -93,12 +104,8 @@ def test_index_after_git_changes_equals_a_full_walk(tmp_path: Path) -> None:
 
 def test_index_falls_back_to_listing_every_file(tmp_path: Path) -> None:
     """Settings the listing depends on, or a HEAD Git no longer has: every file is listed."""
-    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    ctx_dir = _committed(tmp_path)
     root = ctx_dir.parent
-    (root / ".git" / "info" / "exclude").write_text(".ctx/\n")
-    write(root, TREE)
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "one")
     ctx_json(ctx_dir, "index")
     config = ctx_dir / "config.toml"
     text = config.read_text()
@@ -127,12 +134,8 @@ def test_a_quick_run_reads_only_the_stat_rows_it_looks_at(tmp_path: Path) -> Non
     from ctxstore.repo import open_store
     from tests.code._ingestlib import ctx
 
-    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    ctx_dir = _committed(tmp_path, ".ctx/\nkept.py\n")
     root = ctx_dir.parent
-    (root / ".git" / "info" / "exclude").write_text(".ctx/\nkept.py\n")
-    write(root, TREE)
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "one")
     write(root, {"kept.py": "def kept():\n    return 1\n"})  # ignored by Git, added by name
     ctx(ctx_dir, "add", "file", "kept.py", "--extract-semantics")
     _quick_equals_full(ctx_dir, listing="git")
@@ -160,12 +163,8 @@ def test_a_quick_run_reads_only_the_stat_rows_it_looks_at(tmp_path: Path) -> Non
 def test_a_quick_run_resolves_imports_against_every_indexed_file(tmp_path: Path) -> None:
     """A run of one changed file looks up the modules its imports name instead of mapping
     every indexed file; files indexed before module names were recorded are named then."""
-    ctx_dir = make_work(tmp_path / "w", use_git=True)
+    ctx_dir = _committed(tmp_path)
     root = ctx_dir.parent
-    (root / ".git" / "info" / "exclude").write_text(".ctx/\n")
-    write(root, TREE)
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "one")
     ctx_json(ctx_dir, "index")
     code = ctx_dir / "index" / "code.sqlite"
     with sqlite3.connect(code) as conn:  # as an older ctx left them: no module recorded
