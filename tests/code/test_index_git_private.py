@@ -71,6 +71,10 @@ def test_a_copied_repository_is_hashed_once_and_gits_index_left_alone(tmp_path: 
     before = index.read_bytes(), index.stat().st_mtime_ns
     assert sorted(_stat_dirty(copy)) == sorted(TREE)  # Git's stat data is stale in the copy
     _settle(copy)
+    # The code index names the other copy of the store: it is dropped and made again whole
+    # from Git's listing (tests/index/test_code_index_identity.py).
+    report = _index(copy)
+    assert report["listing"] == "git" and sorted(report["written"]) == sorted(TREE)
     report = _index(copy)
     assert report["listing"] == "git status" and report["written"] == []
     # ctx's copy of Git's index now holds the refreshed stat data: the next run hashes
@@ -79,6 +83,10 @@ def test_a_copied_repository_is_hashed_once_and_gits_index_left_alone(tmp_path: 
     assert mine.is_file() and _stat_dirty(copy, mine) == []
     assert (index.read_bytes(), index.stat().st_mtime_ns) == before
     write(copy, {"pkg/b.py": "def helper():\n    return 2\n"})
+    # Git compares whole seconds: the same size, dated (by ``write``) into the second the
+    # settled tree was dated into, would look unchanged to Git itself. A real edit is dated now.
+    dated = time.time() - 30
+    os.utime(copy / "pkg" / "b.py", (dated, dated))
     assert _index(copy)["written"] == ["pkg/b.py"]
     assert (index.read_bytes(), index.stat().st_mtime_ns) == before
     # Git's index changes (a file staged): ctx's copy is taken again and follows it.
