@@ -384,8 +384,8 @@ def _assistant_entries(entry: dict[str, Any], base: tuple[Any, ...]) -> list[Ent
                 args = json.dumps(block.get("input"), ensure_ascii=False)
             except (TypeError, ValueError):
                 args = ""
-            out.append(Entry(uuid, "tool_use", _cut(clean_text(f"{name} {args}")), *base[1:])
-                       ._replace(file=tool_file(str(name), block.get("input"))))
+            out.append(Entry._make((uuid, "tool_use", _cut(clean_text(f"{name} {args}")),
+                                    *base[1:], tool_file(str(name), block.get("input")))))
     return out
 
 
