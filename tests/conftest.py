@@ -91,6 +91,14 @@ for _var in [v for v in os.environ if _scrubbed(v, keep_knobs=True)]:
     del os.environ[_var]
 os.environ.update(TEST_ENV)
 
+# Bytecode is cached even where the caller's environment asks Python not to write it
+# (PYTHONDONTWRITEBYTECODE): without the cache every `python -m ctxstore.cli` the tests start
+# compiles ctxstore again (about half of a short command's CPU time) and every pytest process
+# rewrites the asserts of every test module again. The caches go where Python puts them by
+# default (__pycache__, ignored by Git) and change nothing a test checks.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 @pytest.fixture(autouse=True)
 def _scrub_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,6 +121,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(name) for name in SLOW_SUITES):
             item.add_marker(pytest.mark.slow)
+    # The tests marked slow run first (in their order), the many short ones after: with
+    # pytest-xdist the short ones then fill in at the end, instead of one worker finishing a
+    # minute-long kill sweep alone while the other has nothing left to do.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 _SESSIONS: dict[int, tuple[Store, Session]] = {}

@@ -329,8 +329,8 @@ class _TracedStdout:
         self.raw = Raw()
 
 
-def _install() -> None:
-    _parse(_SPEC)
+def _install(spec: str) -> None:
+    _parse(spec)
     if _State.count_file is not None:
         import atexit
 
@@ -356,5 +356,22 @@ def _install() -> None:
         _install_import_hook()
 
 
+def arm(spec: str, root: str | None) -> None:
+    """Arm the shim in a process forked from one that imported it idle (``tests/crash/_forkserver.py``).
+
+    The same as starting afresh with ``CTX_FAULT=spec`` and ``CTX_FAULT_ROOT=root``: the
+    counters start at 0 and the already imported fsio primitives are wrapped.
+    """
+    _State.seq = 0
+    _State.count_file = None
+    _State.trace_fd = None
+    _State.kills = []
+    _State.errs = []
+    _State.root = root or None
+    _State.unsafe = []
+    if spec.strip():
+        _install(spec.strip())
+
+
 if _SPEC:
-    _install()
+    _install(_SPEC)

@@ -10,12 +10,16 @@
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -88,12 +92,108 @@ def child_env(fault: str | None = None, extra: dict[str, str] | None = None) -> 
 def run_cli(ctx_dir: Path, args: list[str], *, fault: str | None = None,
             cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``python -m ctxstore.cli --ctx-dir CTX ARGS`` with an optional fault spec."""
-    proc = subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(ctx_dir), *args],
-                          cwd=cwd or ctx_dir.parent, capture_output=True,
-                          env=child_env(fault), timeout=timeout)
+    return ctx_child(["--ctx-dir", str(ctx_dir), *args], cwd=cwd or ctx_dir.parent, fault=fault,
+                     timeout=timeout)
+
+
+def ctx_child(argv: list[str], *, cwd: Path, fault: str | None = None, stdin: str | None = None,
+              extra_env: dict[str, str] | None = None,
+              timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python -m ctxstore.cli ARGV`` in ``cwd``, the shim on its path (armed with ``fault``).
+
+    The child is forked from the fork server (``_forkserver.py``: the same process, minus
+    the start-up) unless ``CTX_CRASH_FORK=0``, which starts each one afresh.
+    """
+    env = child_env(fault, extra_env)
+    if os.environ.get("CTX_CRASH_FORK", "1") != "0":
+        server = _forkserver_client()
+        if server.starts_like(env):
+            return server.run(argv, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
+    return run_cli_spawned(argv, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
+
+
+def run_cli_spawned(argv: list[str], *, cwd: Path, env: dict[str, str], stdin: str | None = None,
+                    timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python -m ctxstore.cli ARGV`` started afresh."""
+    proc = subprocess.run([sys.executable, "-m", "ctxstore.cli", *argv], cwd=cwd,
+                          input=None if stdin is None else stdin.encode(),
+                          stdin=subprocess.DEVNULL if stdin is None else None,
+                          capture_output=True, env=env, timeout=timeout)
     return subprocess.CompletedProcess(proc.args, proc.returncode,
                                        proc.stdout.decode("utf-8", "replace"),
                                        proc.stderr.decode("utf-8", "replace"))
+
+
+class ForkServer:
+    """The client of one ``_forkserver.py`` process (started on first use, ended at exit)."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="ctx-forkserver-", dir=scratch_parent()))
+        self.path = self.dir / "sock"
+        self.env = child_env()
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_forkserver.py")),
+                                      str(self.path)], cwd=self.dir, env=self.env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not self.path.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the fork server did not start (exit {self.proc.poll()})")
+            time.sleep(0.02)
+        self.names = itertools.count()
+
+    def starts_like(self, env: dict[str, str]) -> bool:
+        """Whether a fresh interpreter in ``env`` would start as the server did (path, I/O)."""
+        def startup(e: dict[str, str]) -> dict[str, str]:
+            return {k: v for k, v in e.items() if k.startswith(("PYTHON", "LC_", "LANG"))}
+
+        return startup(env) == startup(self.env)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run(self, argv: list[str], *, cwd: Path, env: dict[str, str], stdin: str | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Like ``run_cli_spawned``, in a child forked from the server."""
+        import socket
+
+        out = self.dir / f"{os.getpid()}-{threading.get_ident()}-{next(self.names)}"
+        outs = (Path(f"{out}.out"), Path(f"{out}.err"), Path(f"{out}.in"))
+        if stdin is not None:
+            outs[2].write_bytes(stdin.encode())
+        cmd = [sys.executable, "-m", "ctxstore.cli", *argv]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout)
+            conn.connect(str(self.path))
+            conn.sendall(json.dumps({"argv": argv, "env": env, "cwd": str(cwd),
+                                     "stdin": None if stdin is None else str(outs[2]),
+                                     "stdout": str(outs[0]), "stderr": str(outs[1])}).encode() + b"\n")
+            reader = conn.makefile("rb")
+            pid = json.loads(reader.readline())["pid"]
+            try:
+                status = json.loads(reader.readline())["status"]
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                raise subprocess.TimeoutExpired(cmd, timeout) from None
+        try:
+            stdout, stderr = (p.read_bytes().decode("utf-8", "replace") for p in outs[:2])
+        finally:
+            for p in outs:
+                p.unlink(missing_ok=True)
+        return subprocess.CompletedProcess(cmd, status, stdout, stderr)
+
+
+_SERVER: list[ForkServer] = []
+_SERVER_LOCK = threading.Lock()
+
+
+def _forkserver_client() -> ForkServer:
+    with _SERVER_LOCK:
+        if not _SERVER or _SERVER[0].proc.poll() is not None:
+            _SERVER[:] = [ForkServer()]
+            atexit.register(_SERVER[0].close)
+        return _SERVER[0]
 
 
 def run_python(code: str, *, fault: str | None = None, cwd: Path | None = None,

@@ -14,9 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_ctx
 
-from tests.crash._crashlib import child_env, read_trace
+from tests.crash._crashlib import ctx_child, read_trace
 from tests.history.test_abort_step_events import (
     _EVENT,
     PYTEST_OUTPUT,
@@ -37,8 +36,7 @@ def work(tmp_path: Path) -> Path:
 def _faulted(work: Path, args: list[str], fault: str,
              stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """``ctx ARGS`` in ``work`` with the fault shim and ``CTX_FAULT=fault``."""
-    return run_ctx(["--ctx-dir", str(work / ".ctx"), *args], cwd=work, stdin=stdin,
-                   env=child_env(fault), check_traceback=False)
+    return ctx_child(["--ctx-dir", str(work / ".ctx"), *args], cwd=work, stdin=stdin, fault=fault)
 
 
 def _log_replaces(work: Path, tmp_path: Path, args: list[str], stdin: str | None = None

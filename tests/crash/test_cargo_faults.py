@@ -3,12 +3,11 @@ nothing."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _crashlib import ctx_child
 
 from ctxstore.repo import open_store
 from tests.code._ingestlib import ctx_json, make_work, query
@@ -18,13 +17,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "code" / "fixtures" / "build
 
 def _run_faulted(ctx_dir: Path, fault: str, *args: str) -> subprocess.CompletedProcess[str]:
     """The real ``ctx`` in a child with the fault shim (tests/_shim) and a CTX_FAULT spec."""
-    from conftest import REPO_ROOT
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTX_FAULT")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "tests" / "_shim"), str(REPO_ROOT)])
-    env["CTX_FAULT"] = fault
-    return subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(ctx_dir), *args],
-                          cwd=ctx_dir.parent, env=env, capture_output=True, text=True, timeout=60)
+    return ctx_child(["--ctx-dir", str(ctx_dir), *args], cwd=ctx_dir.parent, fault=fault)
 
 
 @pytest.mark.parametrize("fault", ["kill:replace:1:before", "kill:replace:1:after",

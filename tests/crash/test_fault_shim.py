@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import signal
+from pathlib import Path
 
 import pytest
 from _crashlib import (
     POINTER_FILES,
+    build_templates,
+    child_env,
     copy_store,
     pointer_bytes,
     read_trace,
     run_cli,
+    run_cli_spawned,
     run_python,
     scratch_dir,
 )
@@ -86,3 +91,75 @@ def test_no_fault_no_shim(work) -> None:  # type: ignore[no-untyped-def]
 def test_unknown_mode_is_refused() -> None:
     res = run_python("print('ran')", fault="explode:now")
     assert res.returncode != 0 and "unknown mode" in res.stderr
+
+
+# -- the fork server (_forkserver.py) against a fresh process ---------------------------------------
+
+def _ops(trace: list[dict], work: Path) -> list[tuple[str, str, str]]:
+    """The operations of a trace, in a form two runs on two copies of a store share.
+
+    Object names (hashes of content that holds new node ids and times) and the shard
+    directories made for them differ from run to run; so does the scratch directory.
+    """
+    out = []
+    for r in trace:
+        if r["op"] == "stdout":
+            continue
+        path, dst = (re.sub(r"objects/[0-9a-f]{2}(/[0-9a-f]+)?", "objects/S/O",
+                            re.sub(r"\.[0-9a-f]{6,}\.tmp$", ".T.tmp", str(r.get(k)).replace(str(work), "W")))
+                     for k in ("path", "dst"))
+        if r["op"] in ("mkdir", "fsync_dir") and path.endswith("objects/S/O"):
+            continue  # a new shard directory or not: it depends on the object's name
+        out.append((r["op"], path, dst))
+    return sorted(out)
+
+
+@pytest.fixture(scope="module")
+def shim_templates():  # type: ignore[no-untyped-def]
+    with scratch_dir("ctx-shim-tpl-") as root:
+        yield build_templates(root)
+
+
+@pytest.mark.parametrize(("template", "args"), [
+    (None, ["init", "--no-git"]),
+    ("staged", ["add", "--type", "fact", "forked or not"]),
+    ("staged", ["commit", "-m", "forked or not"]),
+    ("staged", ["stage", "compact", "-m", "forked or not"]),
+    ("garbage", ["gc", "--keep-days", "0"]),
+    ("legacy", ["upgrade"]),
+])
+def test_forked_child_does_what_a_fresh_process_does(shim_templates, template: str | None,  # type: ignore[no-untyped-def]
+                                                     args: list[str]) -> None:
+    """A child of the fork server runs exactly the durable operations of ``python -m ctxstore.cli``
+    (same operations on the same files, same exit code and output), and a kill in it is a
+    ``SIGKILL`` at the named operation."""
+    with scratch_dir("ctx-shim-fork-") as root:
+        runs = {}
+        for mode in ("spawned", "forked"):
+            work = root / mode
+            if template is None:
+                (work / "w").mkdir(parents=True)
+                ctx = work / "w" / ".ctx"
+            else:
+                ctx = copy_store(shim_templates[template].work, work / "w")
+            fault = f"count:{work / 'n'};trace:{work / 't'}"
+            if mode == "spawned":
+                res = run_cli_spawned(["--ctx-dir", str(ctx), *args], cwd=ctx.parent,
+                                      env=child_env(fault))
+            else:
+                res = run_cli(ctx, args, fault=fault)
+            assert res.returncode == 0, res.stderr
+            trace = read_trace(work / "t")
+            ops = _ops(trace, work)
+            assert int((work / "n").read_text()) == len([r for r in trace if r["op"] != "stdout"])
+            runs[mode] = (ops, res.stderr, len(res.stdout.splitlines()))
+        assert runs["forked"] == runs["spawned"]
+        # killed at its 5th operation: by SIGKILL, with nothing run after it
+        ctx = copy_store(shim_templates[template].work, root / "k" / "w") if template else None
+        if ctx is None:
+            (root / "k" / "w").mkdir(parents=True)
+            ctx = root / "k" / "w" / ".ctx"
+        res = run_cli(ctx, args, fault=f"kill:*:5:after;trace:{root / 'kt'}")
+        assert res.returncode == -signal.SIGKILL and res.stdout == ""
+        trace = read_trace(root / "kt")
+        assert [r["seq"] for r in trace] == [1, 2, 3, 4, 5] + [5] * (len(trace) - 5)

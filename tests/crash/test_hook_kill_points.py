@@ -15,12 +15,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 
 import pytest
-from _crashlib import child_env, read_trace
+from _crashlib import ctx_child, read_trace
 
 from ctxstore.index import open_index
 from ctxstore.repo import open_store
@@ -43,14 +42,12 @@ def _transcript(path: Path, reply: str) -> None:
 def _stop(work: Path, transcript: Path, fault: str | None) -> subprocess.CompletedProcess[str]:
     payload = {"session_id": "s1", "cwd": str(work), "hook_event_name": "Stop",
                "transcript_path": str(transcript), "prompt_id": "p1"}
-    return subprocess.run([sys.executable, "-m", "ctxstore.cli", "hook", "stop"],
-                          input=json.dumps(payload), capture_output=True, text=True, cwd=work,
-                          env=child_env(fault), timeout=60)
+    return ctx_child(["hook", "stop"], stdin=json.dumps(payload), cwd=work, fault=fault)
 
 
 def _ctx(work: Path, *args: str) -> str:
-    res = subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(work / ".ctx"),
-                          *args], capture_output=True, text=True, check=True)
+    res = ctx_child(["--ctx-dir", str(work / ".ctx"), *args], cwd=work)
+    assert res.returncode == 0, res.stderr
     return res.stdout
 
 
@@ -212,9 +209,7 @@ def _prompt(work: Path) -> str:
     """What the next prompt of the session is given (pending results)."""
     payload = {"session_id": "s1", "cwd": str(work), "hook_event_name": "UserPromptSubmit",
                "prompt": "go on"}
-    res = subprocess.run([sys.executable, "-m", "ctxstore.cli", "hook", "prompt-submit"],
-                         input=json.dumps(payload), capture_output=True, text=True, cwd=work,
-                         env=child_env(None), timeout=60)
+    res = ctx_child(["hook", "prompt-submit"], stdin=json.dumps(payload), cwd=work)
     assert res.returncode == 0, res.stderr
     out: dict[str, dict[str, str]] = json.loads(res.stdout)
     return out.get("hookSpecificOutput", {}).get("additionalContext", "")

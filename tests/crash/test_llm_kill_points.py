@@ -9,14 +9,11 @@ not at all, and the next ``ctx llm --commit`` works.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from _crashlib import SHIM_DIR, child_env, pointer_bytes, scratch_dir, state, verify_errors
-from conftest import REPO_ROOT
+from _crashlib import ctx_child, pointer_bytes, scratch_dir, state, verify_errors
 
 from ctxstore.init import init_store
 from tests.llm._llmserver import ANSWER, Behaviour, serve
@@ -24,10 +21,8 @@ from tests.llm.test_llm_cli import PACK
 
 
 def _llm(ctx: Path, url: str, pack: Path, fault: str | None) -> subprocess.CompletedProcess[str]:
-    env = child_env(fault, {"PYTHONPATH": os.pathsep.join([str(SHIM_DIR), str(REPO_ROOT)])})
-    return subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(ctx), "llm",
-                           "--server", url, "--pack", str(pack), "--commit"],
-                          cwd=ctx.parent, capture_output=True, text=True, env=env, timeout=60)
+    return ctx_child(["--ctx-dir", str(ctx), "llm", "--server", url, "--pack", str(pack), "--commit"],
+                     cwd=ctx.parent, fault=fault)
 
 
 def _setup(root: Path) -> tuple[Path, Path]:

@@ -7,14 +7,13 @@ next commit leaves exactly one node per marked section, and a further commit is 
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _crashlib import ctx_child
 from conftest import session_of
 
 from ctxstore.history.commit import fold
@@ -27,15 +26,10 @@ from ctxstore.repo import Store, open_store
 from ctxstore.staging import start_session
 from tests.narrative.test_narrative import commit, commit_with_edits, compact_session, live, ndir
 
-SHIM = Path(__file__).resolve().parent.parent / "_shim"
-
 
 def run_killed(ctx: Path, args: list[str], fault: str) -> subprocess.CompletedProcess[str]:
     """``ctx ARGS`` in a child with the fault shim (see tests/_shim/sitecustomize.py)."""
-    env = dict(os.environ, PYTHONPATH=str(SHIM) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               CTX_FAULT=fault)
-    return subprocess.run([sys.executable, "-m", "ctxstore.cli", "--ctx-dir", str(ctx), *args],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return ctx_child(["--ctx-dir", str(ctx), *args], cwd=Path.cwd(), fault=fault)
 
 
 @pytest.mark.crash

@@ -4,10 +4,11 @@ all or nothing."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_ctx
+from _crashlib import ctx_child, run_cli
 
 from ctxstore.repo import open_store
 from tests.lifecycle.test_recall_restore import _archived, _node, _project
@@ -19,7 +20,10 @@ def test_recall_restore_killed_at_every_durable_operation_is_all_or_nothing(
     import shutil
     import signal
 
-    from tests.crash._crashlib import run_cli
+    def _ctx(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+        res = ctx_child(argv, cwd=cwd)
+        assert "Traceback (most recent call last)" not in res.stderr, res.stderr
+        return res
 
     work = _project(tmp_path, "tpl")
     _, kept, _ = _archived(work)
@@ -37,11 +41,11 @@ def test_recall_restore_killed_at_every_durable_operation_is_all_or_nothing(
             res = run_cli(point / ".ctx", args, fault=f"kill:*:{k}:{when}")
             assert res.returncode in (0, -signal.SIGKILL), res.stderr
             assert "Traceback" not in res.stderr
-            assert run_ctx(["stage", "recover"], cwd=point).returncode == 0
-            verify = json.loads(run_ctx(["--format", "json", "debug", "verify"], cwd=point).stdout)
+            assert _ctx(["stage", "recover"], point).returncode == 0
+            verify = json.loads(_ctx(["--format", "json", "debug", "verify"], point).stdout)
             assert verify["ok"], (k, when, verify["problems"][:3])
             # Either the restore happened whole or not at all; recalling again completes it.
             assert _node(open_store(point / ".ctx"), kept).status in ("archived", "active")
-            assert run_ctx(args, cwd=point).returncode == 0
+            assert _ctx(args, point).returncode == 0
             assert _node(open_store(point / ".ctx"), kept).status == "active"
             shutil.rmtree(point)
