@@ -33,7 +33,7 @@ from ctxstore.index.code_ids import (
     parent_columns,
     term_ids,
 )
-from ctxstore.index.codedb import bump_generation
+from ctxstore.index.codedb import bump_generation, key_hash
 from ctxstore.index.listing import ListingState, listing_state, set_listing_state
 from ctxstore.index.postings import BODY, PATH, pack_postings
 from ctxstore.model.code import FileVersion
@@ -471,8 +471,10 @@ def names_imported(conn: sqlite3.Connection, names: Iterable[str]) -> bool:
     wanted = list(dict.fromkeys(names))
     for start in range(0, len(wanted), 500):
         part = wanted[start:start + 500]
+        marks = ",".join("?" * len(part))  # found by the keys' hashes, then their text
         if conn.execute(f"SELECT 1 FROM code_edges WHERE to_kind = 'item' AND label = 'Imports'"  # noqa: S608
-                        f" AND to_key IN ({','.join('?' * len(part))}) LIMIT 1", part).fetchone():
+                        f" AND to_hash IN ({marks}) AND to_key IN ({marks}) LIMIT 1",
+                        [*(key_hash(k) for k in part), *part]).fetchone():
             return True
     return False
 
@@ -501,10 +503,14 @@ def symbols_by(conn: sqlite3.Connection, *, qualname: str | None = None,
     Returns:
         The symbols, by path and line.
     """
-    column, value = ("qualname", qualname) if qualname is not None else ("name", name)
+    args: tuple[object, ...]
+    if qualname is not None:  # found by the key's hash, then its text
+        where, args = "qualname_hash = ? AND qualname = ?", (key_hash(qualname), qualname)
+    else:
+        where, args = "name = ?", (name,)
     return _hits(conn.execute(
-        f"SELECT path, qualname, name, kind, start_line, end_line FROM symbols WHERE {column} = ?"
-        " ORDER BY path, start_line LIMIT ?", (value, limit)).fetchall())
+        f"SELECT path, qualname, name, kind, start_line, end_line FROM symbols WHERE {where}"  # noqa: S608
+        " ORDER BY path, start_line LIMIT ?", (*args, limit)).fetchall())
 
 
 def symbols_in(conn: sqlite3.Connection, path: str) -> list[SymbolHit]:

@@ -211,3 +211,47 @@ def test_tantivys_copy_reads_each_files_postings_from_its_term_list(tmp_path: Pa
         else:
             raise AssertionError("a damaged term list was read")
     assert (ctx_dir / "index" / "code.sqlite-damaged").is_file()
+
+
+def _debug_index(ctx_dir: Path, key: str) -> dict[str, object]:
+    r = run_ctx(["--ctx-dir", str(ctx_dir), "--format", "json", "debug", "index", key],
+                cwd=ctx_dir.parent)
+    assert r.returncode == 0, r.stderr
+    return dict(json.loads(r.stdout))
+
+
+def test_a_key_is_found_by_the_hash_of_its_text_and_then_its_text(tmp_path: Path) -> None:
+    """``code_keys`` has no index on the key's text (code schema 11): a reader finds a key by
+    a 64-bit hash of it and compares the text, so two keys sharing a hash are told apart."""
+    from ctxstore.index.codedb import key_hash
+
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {
+        "pkg/__init__.py": "",
+        "pkg/util.py": "def shared_helper():\n    return 1\n",
+        "pkg/a.py": "from pkg.util import shared_helper\n\n\ndef a():\n    return shared_helper()\n",
+    })
+    ctx_json(ctx_dir, "index")
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        rows = conn.execute("SELECT key, hash FROM code_keys").fetchall()
+        assert rows and all(h == key_hash(k) for k, h in rows)
+        assert [n for (n,) in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'code_keys'")] == [
+            "code_keys_hash"]
+    before = _debug_index(ctx_dir, "pkg.util.shared_helper")
+    backward = before["adjacency"]["backward"]  # type: ignore[index]
+    assert {(e["label"], e["key"]) for e in backward} >= {("Calls", "pkg.a.a"),
+                                                           ("Imports", "pkg.a")}
+    assert [s["qualname"] for s in before["stable_key_index"]] == [  # type: ignore[union-attr]
+        "pkg.util.shared_helper"]
+    # Another key given the same hash (a collision, forged): the answers stay the same.
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        conn.execute("UPDATE code_keys SET hash = ? WHERE key = 'pkg.a.a'",
+                     (key_hash("pkg.util.shared_helper"),))
+        conn.commit()
+    assert _debug_index(ctx_dir, "pkg.util.shared_helper") == before
+    # ... and ``ctx debug verify --index`` names the key whose hash is not its text's.
+    r = run_ctx(["--ctx-dir", str(ctx_dir), "--format", "json", "debug", "verify", "--index"],
+                cwd=ctx_dir.parent)
+    assert "item:pkg.a.a: its hash is not its text's" in r.stdout, r.stdout
+
