@@ -247,13 +247,27 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
     path_text = index_text(path)
     if rows.chunks:
         conn.execute("INSERT INTO file_text(file, data) VALUES (?, ?)", (file_id, rows.text))
+    # a chunk names its qualified name by the file's symbol of that name (the first)
+    by_name = {} if not rows.chunks or not rows.symbols else _symbols_by_name(conn, file_id)
     for qualname, kind, start, end, tokens, spans, name_terms, text_terms in rows.chunks:
-        cur = conn.execute("INSERT INTO chunk_rows(file, qualname, kind, start_line, end_line,"
-                           " tokens, spans) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (file_id, qualname, kind, start, end, tokens, spans))
+        symbol = by_name.get(qualname) if qualname is not None else None
+        cur = conn.execute("INSERT INTO chunk_rows(file, symbol, qualname, kind, start_line,"
+                           " end_line, tokens, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (file_id, symbol, None if symbol is not None else qualname, kind,
+                            start, end, tokens, spans))
         fts.append((cur.lastrowid, path_text, name_terms, text_terms))
     conn.executemany("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)", fts)
     conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
+
+
+def _symbols_by_name(conn: sqlite3.Connection, file_id: int) -> dict[str, int]:
+    """The ``symbol_rows`` rowid of each qualified name of one file's symbols (the first)."""
+    named: dict[str, int] = {}
+    for rowid, qualname in conn.execute(
+            "SELECT s.rowid, q.key FROM symbol_rows s JOIN code_keys q ON q.id = s.qualname"
+            " WHERE s.file = ? ORDER BY s.rowid", (file_id,)):
+        named.setdefault(str(qualname), int(rowid))
+    return named
 
 
 def remove_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:

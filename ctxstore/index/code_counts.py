@@ -74,6 +74,10 @@ def check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
              " rowid FROM files)", "symbols of a file not indexed"),
             ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE qualname NOT IN (SELECT"
              " id FROM code_keys)", "symbols whose name code_keys lacks"),
+            # a chunk's qualified name is its file's symbol's (code schema 12)
+            ("chunk_rows", "SELECT DISTINCT c.file FROM chunk_rows c WHERE c.symbol IS NOT NULL"
+             " AND NOT EXISTS (SELECT 1 FROM symbol_rows s WHERE s.rowid = c.symbol"
+             " AND s.file = c.file)", "chunks naming no symbol of their file"),
             ("chunk_rows", "SELECT DISTINCT file FROM chunk_rows WHERE file NOT IN (SELECT rowid"
              " FROM files) OR file NOT IN (SELECT file FROM file_text)",
              "chunks of a file not indexed or without its text"),

@@ -255,3 +255,37 @@ def test_a_key_is_found_by_the_hash_of_its_text_and_then_its_text(tmp_path: Path
                 cwd=ctx_dir.parent)
     assert "item:pkg.a.a: its hash is not its text's" in r.stdout, r.stdout
 
+
+def test_a_chunk_names_its_qualified_name_by_its_files_symbol(tmp_path: Path) -> None:
+    """A chunk's qualified name is its file's symbol's (``chunk_rows.symbol``, code schema
+    12), not a copy of the text; ``chunks`` reads it back, and after a re-index too."""
+    ctx_dir = make_work(tmp_path / "w")
+    root = ctx_dir.parent
+    write(root, {"pkg/__init__.py": "",
+                 "pkg/shapes.py": "class Square:\n    def area(self):\n        return 4\n\n\n"
+                                  "def make():\n    return Square()\n"})
+    ctx_json(ctx_dir, "index")
+
+    def chunks() -> list[tuple[str | None, str]]:
+        from ctxstore.index.codedb import register_functions
+
+        with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+            register_functions(conn)
+            assert conn.execute("SELECT count(*) FROM chunk_rows WHERE qualname IS NOT NULL"
+                                ).fetchone() == (0,)  # every name is a symbol's
+            return sorted(conn.execute("SELECT qualname, kind FROM chunks"
+                                       " WHERE path = 'pkg/shapes.py'").fetchall(), key=str)
+
+    got = chunks()
+    assert ("pkg.shapes.make", "function") in got and any(q == "pkg.shapes.Square" for q, _ in got)
+    _verify(ctx_dir)
+    write(root, {"pkg/shapes.py": "def build():\n    return 3\n"})
+    ctx_json(ctx_dir, "index")
+    got = chunks()
+    assert ("pkg.shapes.build", "function") in got
+    assert not any(q and ("Square" in q or "make" in q) for q, _ in got)
+    r = run_ctx(["--ctx-dir", str(ctx_dir), "--format", "json", "search", "build", "--kind", "chunk"],
+                cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "pkg.shapes.build" in r.stdout
+    _verify(ctx_dir)

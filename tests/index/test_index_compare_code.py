@@ -243,6 +243,12 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
     "code-key-hash-wrong": (
         "UPDATE code_keys SET hash = hash + 1 WHERE kind = 'item' AND key = 'pkg.b.helper'",
         ["index:code_keys: item:pkg.b.helper: its hash is not its text's"]),
+    # a chunk's qualified name is its file's symbol's (code schema 12)
+    "chunk-of-another-symbol": (
+        "UPDATE chunk_rows SET symbol = 424242 WHERE rowid = (SELECT min(rowid) FROM chunk_rows"
+        " WHERE symbol IS NOT NULL)",
+        ["index:chunks: (pkg/a.py, 1): qualname is NULL, the replay has pkg.a",
+         "index:chunk_rows: file 1: chunks naming no symbol of their file"]),
     "code-key-twice": (
         f"INSERT INTO code_keys(kind, key, hash) VALUES ('item', 'pkg.b.helper',"
         f" {key_hash('pkg.b.helper')})",
