@@ -27,6 +27,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+from ctxstore.index.codedb import key_hash
 from ctxstore.records import dataclass
 from ctxstore.search.ranked import ChunkRow, has_table
 from ctxstore.search.tokenize import cached_is_test_path
@@ -471,9 +472,10 @@ def import_edges(conn: sqlite3.Connection, paths: Sequence[str]) -> list[tuple[s
         rows = conn.execute(
             f"SELECT e.path, {resolve} FROM code_edges e WHERE e.label = 'Imports' "
             f"AND e.path IN ({marks})", tuple(batch)).fetchall()
-        rows += conn.execute(
+        rows += conn.execute(  # the keys found by their hashes, then their text
             f"SELECT e.path, e.to_key FROM code_edges e WHERE e.label = 'Imports' "
-            f"AND e.to_kind = 'file' AND e.to_key IN ({marks})", tuple(batch)).fetchall()
+            f"AND e.to_kind = 'file' AND e.to_hash IN ({marks}) AND e.to_key IN ({marks})",
+            (*map(key_hash, batch), *batch)).fetchall()
         rows += conn.execute(
             # CROSS JOIN keeps symbols (by path) outside: the planner would scan every item edge.
             # Methods, impl blocks and headings are never imported by name: skipping them

@@ -289,3 +289,30 @@ def test_a_chunk_names_its_qualified_name_by_its_files_symbol(tmp_path: Path) ->
     assert r.returncode == 0, r.stderr
     assert "pkg.shapes.build" in r.stdout
     _verify(ctx_dir)
+
+
+def test_the_import_graph_finds_a_files_importers_by_the_hash_of_its_path(tmp_path: Path) -> None:
+    """``import_edges`` asks which files import the given ones (a pack's neighbours): the
+    imported file is an endpoint found by its path's hash and then its text (code schema 11),
+    not by a scan of every edge, and a key sharing the hash is not taken for it."""
+    from ctxstore.index import open_index
+    from ctxstore.index.codedb import key_hash
+    from ctxstore.index.retrieval import import_edges
+    from ctxstore.repo import open_store
+
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {"pkg/__init__.py": "", "pkg/util.py": "def f():\n    return 1\n",
+                           "pkg/a.py": "import pkg.util\n\n\ndef a():\n    return pkg.util.f()\n",
+                           "pkg/b.py": "def b():\n    return 2\n"})
+    ctx_json(ctx_dir, "index")
+    with closing(open_index(open_store(ctx_dir))) as conn:
+        assert conn.execute("SELECT count(*) FROM code_edges WHERE to_kind = 'file'"
+                            " AND to_key = 'pkg/util.py'").fetchone()[0] >= 1
+        assert import_edges(conn, ["pkg/util.py"]) == [("pkg/a.py", "pkg/util.py")]
+        assert import_edges(conn, ["pkg/b.py"]) == []
+    with closing(sqlite3.connect(ctx_dir / CODE)) as code:
+        code.execute("UPDATE code_keys SET hash = ? WHERE kind = 'file' AND key = 'pkg/a.py'",
+                     (key_hash("pkg/util.py"),))
+        code.commit()
+    with closing(open_index(open_store(ctx_dir))) as conn:
+        assert import_edges(conn, ["pkg/util.py"]) == [("pkg/a.py", "pkg/util.py")]
