@@ -33,7 +33,7 @@ from ctxstore.index.code_ids import (
     parent_columns,
     term_ids,
 )
-from ctxstore.index.codedb import bump_generation
+from ctxstore.index.codedb import bump_generation, key_hash
 from ctxstore.index.listing import ListingState, listing_state, set_listing_state
 from ctxstore.index.postings import BODY, PATH, pack_postings
 from ctxstore.model.code import FileVersion
@@ -247,13 +247,27 @@ def apply_rows(conn: sqlite3.Connection, rows: FileRows, *, stamp: int,
     path_text = index_text(path)
     if rows.chunks:
         conn.execute("INSERT INTO file_text(file, data) VALUES (?, ?)", (file_id, rows.text))
+    # a chunk names its qualified name by the file's symbol of that name (the first)
+    by_name = {} if not rows.chunks or not rows.symbols else _symbols_by_name(conn, file_id)
     for qualname, kind, start, end, tokens, spans, name_terms, text_terms in rows.chunks:
-        cur = conn.execute("INSERT INTO chunk_rows(file, qualname, kind, start_line, end_line,"
-                           " tokens, spans) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (file_id, qualname, kind, start, end, tokens, spans))
+        symbol = by_name.get(qualname) if qualname is not None else None
+        cur = conn.execute("INSERT INTO chunk_rows(file, symbol, qualname, kind, start_line,"
+                           " end_line, tokens, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (file_id, symbol, None if symbol is not None else qualname, kind,
+                            start, end, tokens, spans))
         fts.append((cur.lastrowid, path_text, name_terms, text_terms))
     conn.executemany("INSERT INTO chunks_fts(rowid, path, name, text) VALUES (?, ?, ?, ?)", fts)
     conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
+
+
+def _symbols_by_name(conn: sqlite3.Connection, file_id: int) -> dict[str, int]:
+    """The ``symbol_rows`` rowid of each qualified name of one file's symbols (the first)."""
+    named: dict[str, int] = {}
+    for rowid, qualname in conn.execute(
+            "SELECT s.rowid, q.key FROM symbol_rows s JOIN code_keys q ON q.id = s.qualname"
+            " WHERE s.file = ? ORDER BY s.rowid", (file_id,)):
+        named.setdefault(str(qualname), int(rowid))
+    return named
 
 
 def remove_path(conn: sqlite3.Connection, path: str, frequencies: DocumentFrequencies) -> None:
@@ -471,8 +485,10 @@ def names_imported(conn: sqlite3.Connection, names: Iterable[str]) -> bool:
     wanted = list(dict.fromkeys(names))
     for start in range(0, len(wanted), 500):
         part = wanted[start:start + 500]
+        marks = ",".join("?" * len(part))  # found by the keys' hashes, then their text
         if conn.execute(f"SELECT 1 FROM code_edges WHERE to_kind = 'item' AND label = 'Imports'"  # noqa: S608
-                        f" AND to_key IN ({','.join('?' * len(part))}) LIMIT 1", part).fetchone():
+                        f" AND to_hash IN ({marks}) AND to_key IN ({marks}) LIMIT 1",
+                        [*(key_hash(k) for k in part), *part]).fetchone():
             return True
     return False
 
@@ -501,10 +517,14 @@ def symbols_by(conn: sqlite3.Connection, *, qualname: str | None = None,
     Returns:
         The symbols, by path and line.
     """
-    column, value = ("qualname", qualname) if qualname is not None else ("name", name)
+    args: tuple[object, ...]
+    if qualname is not None:  # found by the key's hash, then its text
+        where, args = "qualname_hash = ? AND qualname = ?", (key_hash(qualname), qualname)
+    else:
+        where, args = "name = ?", (name,)
     return _hits(conn.execute(
-        f"SELECT path, qualname, name, kind, start_line, end_line FROM symbols WHERE {column} = ?"
-        " ORDER BY path, start_line LIMIT ?", (value, limit)).fetchall())
+        f"SELECT path, qualname, name, kind, start_line, end_line FROM symbols WHERE {where}"  # noqa: S608
+        " ORDER BY path, start_line LIMIT ?", (*args, limit)).fetchall())
 
 
 def symbols_in(conn: sqlite3.Connection, path: str) -> list[SymbolHit]:

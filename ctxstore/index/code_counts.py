@@ -34,7 +34,8 @@ def check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
     """The code index's own counts and references, checked against its other rows.
 
     ``term_df`` must count the files of each term as ``file_terms`` holds them; every
-    ``code_keys`` row is named by an edge, and every edge names an indexed file; every chunk
+    ``code_keys`` row is named by an edge, once, with the hash of its text, and every edge
+    names an indexed file; every chunk
     row names an indexed file with its text, every text a file with chunks.
     """
     problems: list[Problem] = []
@@ -45,6 +46,17 @@ def check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
             " = k.id) ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
         problems.append(Problem("E007", "index:code_keys",
                                 f"{short(key)}: named by no edge or symbol"))
+    # A key is found by the hash of its text (code schema 11): a wrong hash hides it from
+    # every reader by key, and a key made twice splits its edges between two ids.
+    for (key,) in disk.execute(
+            "SELECT kind || ':' || key FROM code_keys WHERE hash IS NOT ctx_key_hash(key)"
+            " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
+        problems.append(Problem("E007", "index:code_keys",
+                                f"{short(key)}: its hash is not its text's"))
+    for (key,) in disk.execute(
+            "SELECT kind || ':' || key FROM code_keys GROUP BY kind, key HAVING count(*) > 1"
+            " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
+        problems.append(Problem("E007", "index:code_keys", f"{short(key)}: stored twice"))
     for (file_id,) in disk.execute(
             "SELECT DISTINCT file FROM code_edge_rows WHERE file NOT IN (SELECT rowid FROM files)"
             " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
@@ -62,6 +74,10 @@ def check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
              " rowid FROM files)", "symbols of a file not indexed"),
             ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE qualname NOT IN (SELECT"
              " id FROM code_keys)", "symbols whose name code_keys lacks"),
+            # a chunk's qualified name is its file's symbol's (code schema 12)
+            ("chunk_rows", "SELECT DISTINCT c.file FROM chunk_rows c WHERE c.symbol IS NOT NULL"
+             " AND NOT EXISTS (SELECT 1 FROM symbol_rows s WHERE s.rowid = c.symbol"
+             " AND s.file = c.file)", "chunks naming no symbol of their file"),
             ("chunk_rows", "SELECT DISTINCT file FROM chunk_rows WHERE file NOT IN (SELECT rowid"
              " FROM files) OR file NOT IN (SELECT file FROM file_text)",
              "chunks of a file not indexed or without its text"),

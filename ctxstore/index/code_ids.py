@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 from ctxstore.errors import IndexCorrupt
+from ctxstore.index.codedb import key_hash
 from ctxstore.index.postings import BODY, PATH, posting_limit, unpack_postings
 
 __all__ = ["drop_unused_keys", "edge_kind", "file_postings", "key_id", "parent_columns",
@@ -25,10 +26,12 @@ def key_id(conn: sqlite3.Connection, keys: dict[tuple[str, str], int], kind: str
         return None
     found = keys.get((kind, key))
     if found is None:
-        row = conn.execute("SELECT id FROM code_keys WHERE key = ? AND kind = ?",
-                           (key, kind)).fetchone()
+        digest = key_hash(key)  # found by its hash, then its text (two keys may share one)
+        row = conn.execute("SELECT id FROM code_keys WHERE hash = ? AND key = ? AND kind = ?",
+                           (digest, key, kind)).fetchone()
         found = int(row[0]) if row is not None else int(conn.execute(
-            "INSERT INTO code_keys(kind, key) VALUES (?, ?)", (kind, key)).lastrowid or 0)
+            "INSERT INTO code_keys(kind, key, hash) VALUES (?, ?, ?)",
+            (kind, key, digest)).lastrowid or 0)
         keys[(kind, key)] = found
     return found
 

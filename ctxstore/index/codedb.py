@@ -26,8 +26,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ctxstore import fsio
 from ctxstore import sqlite as db
@@ -37,7 +38,8 @@ from ctxstore.index.schema import SchemaRow, schema_digest
 __all__ = ["CODE_FILE", "CODE_SCHEMA", "CODE_SCHEMA_VERSION", "CODE_TABLES", "CODE_LOCK",
            "EXPECTED_CODE_DIGEST", "attach", "begin", "bump_generation", "commit", "rollback", "code_schema",
            "drop_code_files", "expected_code_schema", "generation", "generation_of", "inspect_code",
-           "irregular_code_files", "meta_value", "read_code_schema", "register_functions", "set_meta",
+           "irregular_code_files", "key_hash", "meta_value", "read_code_schema", "register_functions",
+           "set_meta",
            "write"]
 
 CODE_FILE = "code.sqlite"
@@ -73,7 +75,13 @@ CODE_LOCK = "code.lock"  # one `ctx index` (or `ctx add file`) writes the code t
 #    qualname index and ``code_keys``, 31 MB at 10,000 files, and each parent's once more)
 # 10: code edges kept by (file, seq) (``WITHOUT ROWID``) instead of by rowid with an index by
 #    file: the rows of a file are the table's own order (the index was 11.6 MB at 10,000 files)
-CODE_SCHEMA_VERSION = 10
+# 11: ``code_keys`` found by a 64-bit hash of the key's text (``key_hash``, indexed) instead of
+#    a unique index on (key, kind), which held every key's text a second time (19 MB at
+#    10,000 files); the views give the hash beside each key (``qualname_hash``,
+#    ``from_hash``, ``to_hash``) and a reader by key compares the text after the lookup
+# 12: a chunk names its qualified name by its file's symbol of that name (``chunk_rows.symbol``)
+#    instead of holding its text (6.1 MB of names in 9.4 MB of chunk rows at 10,000 files)
+CODE_SCHEMA_VERSION = 12
 
 CODE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {s}code_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -103,21 +111,21 @@ CREATE INDEX IF NOT EXISTS {s}symbol_rows_file ON symbol_rows(file);
 CREATE INDEX IF NOT EXISTS {s}symbol_rows_name ON symbol_rows(name);
 CREATE INDEX IF NOT EXISTS {s}symbol_rows_qualname ON symbol_rows(qualname);
 CREATE VIEW IF NOT EXISTS {s}symbols(rowid, path, qualname, name, kind, visibility, parent,
-    signature, start_byte, end_byte, start_line, end_line) AS
+    signature, start_byte, end_byte, start_line, end_line, qualname_hash) AS
     SELECT s.rowid, f.path, q.key, s.name, s.kind, s.visibility,
         CASE WHEN s.parent_len IS NULL THEN s.parent ELSE substr(q.key, 1, s.parent_len) END,
-        s.signature, s.start_byte, s.end_byte, s.start_line, s.end_line
+        s.signature, s.start_byte, s.end_byte, s.start_line, s.end_line, q.hash
     FROM symbol_rows s JOIN files f ON f.rowid = s.file JOIN code_keys q ON q.id = s.qualname;
 -- code edges (index.code): each endpoint (kind, key) once in code_keys (which symbols name
--- too), each (label,
+-- too), found by key_hash(key) (hash; a reader compares the key's text too), each (label,
 -- confidence, tool) once in code_edge_kinds, each edge a row of small integers naming them
 -- (file = files.rowid, the file whose version produced it; seq its place among the file's
 -- edges: the rows are kept by file, so no index by file is needed), and its line;
 -- code_edges is the view every reader queries
 CREATE TABLE IF NOT EXISTS {s}code_keys (
-    id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL
+    id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, hash INTEGER NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS {s}code_keys_key ON code_keys(key, kind);
+CREATE INDEX IF NOT EXISTS {s}code_keys_hash ON code_keys(hash);
 CREATE TABLE IF NOT EXISTS {s}code_edge_kinds (
     id INTEGER PRIMARY KEY, label TEXT NOT NULL, confidence TEXT NOT NULL, tool TEXT NOT NULL
 );
@@ -130,25 +138,29 @@ CREATE TABLE IF NOT EXISTS {s}code_edge_rows (
 CREATE INDEX IF NOT EXISTS {s}code_edge_rows_src ON code_edge_rows(src, kind);
 CREATE INDEX IF NOT EXISTS {s}code_edge_rows_dst ON code_edge_rows(dst, kind);
 CREATE VIEW IF NOT EXISTS {s}code_edges(path, from_kind, from_key, to_kind, to_key, label,
-    confidence, tool, line) AS
-    SELECT f.path, a.kind, a.key, b.kind, b.key, k.label, k.confidence, k.tool, e.line
+    confidence, tool, line, from_hash, to_hash) AS
+    SELECT f.path, a.kind, a.key, b.kind, b.key, k.label, k.confidence, k.tool, e.line, a.hash,
+        b.hash
     FROM code_edge_rows e JOIN files f ON f.rowid = e.file
     JOIN code_edge_kinds k ON k.id = e.kind
     LEFT JOIN code_keys a ON a.id = e.src LEFT JOIN code_keys b ON b.id = e.dst;
 -- chunks (index.chunks): each file's text once, compressed (file_text, file = files.rowid), and
--- each chunk as its lines in it (spans: the lines when not all of start_line..end_line);
--- chunks is the view every reader queries, its text made again by ctx_chunk_text
+-- each chunk as its lines in it (spans: the lines when not all of start_line..end_line), its
+-- qualified name that of its file's symbol_rows row ``symbol`` (qualname: a name no symbol of
+-- the file has); chunks is the view every reader queries, its text made again by ctx_chunk_text
 CREATE TABLE IF NOT EXISTS {s}file_text (file INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS {s}chunk_rows (
-    rowid INTEGER PRIMARY KEY, file INTEGER NOT NULL, qualname TEXT, kind TEXT NOT NULL,
-    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, tokens INTEGER NOT NULL, spans TEXT
+    rowid INTEGER PRIMARY KEY, file INTEGER NOT NULL, symbol INTEGER, qualname TEXT,
+    kind TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+    tokens INTEGER NOT NULL, spans TEXT
 );
 CREATE INDEX IF NOT EXISTS {s}chunk_rows_file ON chunk_rows(file);
 CREATE VIEW IF NOT EXISTS {s}chunks(rowid, path, qualname, kind, start_line, end_line, tokens,
     text) AS
-    SELECT c.rowid, f.path, c.qualname, c.kind, c.start_line, c.end_line, c.tokens,
-        ctx_chunk_text(t.data, f.byte_count, c.start_line, c.end_line, c.spans)
-    FROM chunk_rows c JOIN files f ON f.rowid = c.file JOIN file_text t ON t.file = c.file;
+    SELECT c.rowid, f.path, coalesce(q.key, c.qualname), c.kind, c.start_line, c.end_line,
+        c.tokens, ctx_chunk_text(t.data, f.byte_count, c.start_line, c.end_line, c.spans)
+    FROM chunk_rows c JOIN files f ON f.rowid = c.file JOIN file_text t ON t.file = c.file
+    LEFT JOIN symbol_rows s ON s.rowid = c.symbol LEFT JOIN code_keys q ON q.id = s.qualname;
 CREATE VIRTUAL TABLE IF NOT EXISTS {s}chunks_fts USING fts5(path, name, text, content = '',
     tokenize = "ascii tokenchars '_'");
 -- retrieval postings (index.code, index.retrieval): search.tokenize tokens per file; field 0 the
@@ -268,9 +280,36 @@ class _ChunkText:
         return chunk_text(self.lines, start_line, end_line, spans)
 
 
+_blake3: Callable[[bytes], Any] | None = None  # imported at the first key_hash
+
+
+def key_hash(key: str) -> int:
+    """The ``code_keys.hash`` of a key's text: its BLAKE3 digest's first 8 bytes, signed.
+
+    Two keys may share a hash: a reader finds rows by it and compares the text as well.
+    """
+    global _blake3
+    if _blake3 is None:
+        from blake3 import blake3
+
+        _blake3 = blake3
+    return int.from_bytes(_blake3(key.encode("utf-8", "surrogatepass")).digest(8), "little",
+                          signed=True)
+
+
+def _sql_key_hash(key: object) -> int | None:
+    """``ctx_key_hash(key)``: ``key_hash`` of a text, NULL for anything else."""
+    return key_hash(key) if isinstance(key, str) else None
+
+
 def register_functions(conn: sqlite3.Connection) -> None:
-    """Give ``conn`` the SQL functions the code tables' views call (``ctx_chunk_text``)."""
+    """Give ``conn`` the SQL functions of the code tables.
+
+    ``ctx_chunk_text`` (the view ``chunks``) and ``ctx_key_hash`` (``key_hash``, for readers
+    that find a key by its text).
+    """
     conn.create_function("ctx_chunk_text", 5, _ChunkText(), deterministic=True)
+    conn.create_function("ctx_key_hash", 1, _sql_key_hash, deterministic=True)
 
 
 def attach(conn: sqlite3.Connection, folder: Path | None) -> None:
@@ -419,4 +458,4 @@ def bump_generation(conn: sqlite3.Connection) -> None:
 
 # ``schema_digest(expected_code_schema())`` with the SQLite ctx is tested on (a test keeps it
 # current): an attached database that hashes to it needs no row-by-row comparison.
-EXPECTED_CODE_DIGEST = "9d43a17ae20f6f88eaa6d0faf9faf62ca1768414bd7a8dc48e69f7fea1e3798c"
+EXPECTED_CODE_DIGEST = "84bac821290b787421fd552a40bfd90e82878c610a8a02756cee78ab932b0300"

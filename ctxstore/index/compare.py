@@ -117,7 +117,8 @@ CODE_TABLES: dict[str, TableCheck] = {
                              " tool, line FROM code_edges", 6,
                              ("code_edge_rows", "code_keys", "code_edge_kinds")),
     "chunks": TableCheck("SELECT path, start_line, qualname, kind, end_line, tokens, text"
-                         " FROM chunks", 2, ("chunk_rows", "file_text")),
+                         " FROM chunks", 2,
+                         ("chunk_rows", "file_text", "symbol_rows", "code_keys")),
     # Contentless (code schema 3): what it reads back is each document's token count per
     # field (its docsize row), named by the chunk of the same rowid.
     "chunks_fts": TableCheck("SELECT c.path, c.start_line, d.sz FROM chunks_fts_docsize d"

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import field
 from typing import Any
 
+from ctxstore.index.codedb import key_hash
 from ctxstore.records import dataclass
 
 __all__ = ["graph_size", "GraphEdge", "IndexLookup", "graph_edges", "lookup", "classify_key",
@@ -32,7 +33,7 @@ _ADJACENCY = (
     "SELECT 'knowledge', from_kind, from_key, to_kind, to_key, label FROM edges"
     " WHERE {side}_kind = ? AND {side}_key = ?"
     " UNION ALL SELECT 'code:' || path, from_kind, from_key, to_kind, to_key, label FROM code_edges"
-    " WHERE {side}_kind = ? AND {side}_key = ?"
+    " WHERE {side}_hash = ? AND {side}_kind = ? AND {side}_key = ?"
     " UNION ALL SELECT 'code:' || path, from_kind, from_key, to_kind, to_key, label FROM build_edges"
     " WHERE {side}_kind = ? AND {side}_key = ?"
     " UNION ALL SELECT 'history', from_kind, from_key, to_kind, to_key, label FROM updated_in_edges"
@@ -99,9 +100,12 @@ def _dicts(cur: sqlite3.Cursor) -> list[dict[str, Any]]:
 def _symbols(conn: sqlite3.Connection, column: str, value: str, kind: str | None,
              limit: int) -> list[dict[str, Any]]:
     extra, args = (" AND kind = ?", [kind]) if kind else ("", [])
+    args_: list[object] = list(args)
+    if column == "qualname":  # found by the key's hash, then its text
+        extra, args_ = f" AND qualname_hash = ?{extra}", [key_hash(value), *args]
     return _dicts(conn.execute(
         "SELECT path, qualname, name, kind, start_line, end_line FROM symbols"  # noqa: S608
-        f" WHERE {column} = ?{extra} ORDER BY path, start_line LIMIT ?", [value, *args, limit]))
+        f" WHERE {column} = ?{extra} ORDER BY path, start_line LIMIT ?", [value, *args_, limit]))
 
 
 def _names(conn: sqlite3.Connection, namespace: str, name: str, limit: int) -> list[dict[str, Any]]:
@@ -122,7 +126,8 @@ def _names(conn: sqlite3.Connection, namespace: str, name: str, limit: int) -> l
 def _adjacent(conn: sqlite3.Connection, side: str, kind: str, key: str, limit: int
               ) -> list[dict[str, Any]]:
     sql = _ADJACENCY.format(side=side)
-    rows = conn.execute(sql, (*(kind, key) * 6, limit)).fetchall()
+    # code_edges finds the key by its hash, then its text
+    rows = conn.execute(sql, (kind, key, key_hash(key), *(kind, key) * 5, limit)).fetchall()
     other = ("to_kind", "to_key") if side == "from" else ("from_kind", "from_key")
     out = []
     for source, fk, fkey, tk, tkey, label in rows:
@@ -193,12 +198,13 @@ def classify_key(conn: sqlite3.Connection, key: str) -> tuple[str, str] | None:
     if conn.execute("SELECT 1 FROM files WHERE path = ?", (key,)).fetchone() or conn.execute(
             "SELECT 1 FROM file_versions WHERE path = ? LIMIT 1", (key,)).fetchone():
         return "file", key
-    row = conn.execute("SELECT kind FROM symbols WHERE qualname = ? LIMIT 1", (key,)).fetchone()
+    row = conn.execute("SELECT kind FROM symbols WHERE qualname_hash = ctx_key_hash(?1)"
+                       " AND qualname = ?1 LIMIT 1", (key,)).fetchone()
     if row:
         return ("module" if row[0] == "module" else "item"), key
     for kind in ("module", "item", "file"):
-        if conn.execute("SELECT 1 FROM code_edges WHERE to_kind = ? AND to_key = ? LIMIT 1",
-                        (kind, key)).fetchone() or conn.execute(
+        if conn.execute("SELECT 1 FROM code_edges WHERE to_kind = ? AND to_key = ?2"
+                        " AND to_hash = ctx_key_hash(?2) LIMIT 1", (kind, key)).fetchone() or conn.execute(
                 "SELECT 1 FROM build_edges WHERE to_kind = ? AND to_key = ? LIMIT 1",
                 (kind, key)).fetchone() or conn.execute(
                 "SELECT 1 FROM edges WHERE to_kind = ? AND to_key = ? LIMIT 1",

@@ -27,6 +27,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+from ctxstore.index.codedb import key_hash
 from ctxstore.records import dataclass
 from ctxstore.search.ranked import ChunkRow, has_table
 from ctxstore.search.tokenize import cached_is_test_path
@@ -464,23 +465,23 @@ def import_edges(conn: sqlite3.Connection, paths: Sequence[str]) -> list[tuple[s
         return []
     found: set[tuple[str, str]] = set()
     resolve = ("(CASE WHEN e.to_kind = 'file' THEN e.to_key ELSE "
-               "(SELECT s.path FROM symbols s WHERE s.qualname = e.to_key "
+               "(SELECT s.path FROM symbols s WHERE s.qualname_hash = e.to_hash AND s.qualname = e.to_key "
                "ORDER BY s.path LIMIT 1) END)")
     for batch in _batches(list(dict.fromkeys(paths))):
         marks = ",".join("?" * len(batch))
         rows = conn.execute(
             f"SELECT e.path, {resolve} FROM code_edges e WHERE e.label = 'Imports' "
             f"AND e.path IN ({marks})", tuple(batch)).fetchall()
-        rows += conn.execute(
-            f"SELECT e.path, e.to_key FROM code_edges e WHERE e.label = 'Imports' "
-            f"AND e.to_kind = 'file' AND e.to_key IN ({marks})", tuple(batch)).fetchall()
+        rows += conn.execute(  # the keys found by their hashes, then their text
+            f"SELECT e.path, e.to_key FROM code_edges e WHERE e.label = 'Imports' AND e.to_key IN ({marks}) "
+            f"AND e.to_kind = 'file' AND e.to_hash IN ({marks})", (*batch, *map(key_hash, batch))).fetchall()
         rows += conn.execute(
             # CROSS JOIN keeps symbols (by path) outside: the planner would scan every item edge.
             # Methods, impl blocks and headings are never imported by name: skipping them
             # (read from the covering symbols_path) leaves a third of the probes.
             f"SELECT e.path, s.path FROM symbols s CROSS JOIN code_edges e ON e.to_kind = 'item' "
-            f"AND e.to_key = s.qualname AND e.label = 'Imports' WHERE s.path IN ({marks}) "
-            "AND s.kind NOT IN ('method', 'impl', 'heading')", tuple(batch)).fetchall()
+            "AND e.to_hash = s.qualname_hash AND e.to_key = s.qualname AND e.label = 'Imports' WHERE "
+            f"s.path IN ({marks}) AND s.kind NOT IN ('method', 'impl', 'heading')", tuple(batch)).fetchall()
         found.update((str(a), str(b)) for a, b in rows if a and b and a != b)
     return sorted(found)
 
@@ -495,9 +496,9 @@ def all_import_edges(conn: sqlite3.Connection) -> list[tuple[str, str]]:
         "SELECT e.path, e.to_key FROM code_edges e WHERE e.label = 'Imports'"
         " AND e.to_kind = 'file'").fetchall()
     rows += conn.execute(
-        "SELECT e.path, (SELECT s.path FROM symbols s WHERE s.qualname = e.to_key"
-        " ORDER BY s.path LIMIT 1) FROM code_edges e WHERE e.label = 'Imports'"
-        " AND e.to_kind = 'item'").fetchall()
+        "SELECT e.path, (SELECT s.path FROM symbols s WHERE s.qualname_hash = e.to_hash"
+        " AND s.qualname = e.to_key ORDER BY s.path LIMIT 1) FROM code_edges e"
+        " WHERE e.label = 'Imports' AND e.to_kind = 'item'").fetchall()
     return sorted({(str(a), str(b)) for a, b in rows if a and b and a != b})
 
 
@@ -587,8 +588,8 @@ def mention_rows(conn: sqlite3.Connection, node_ids: Sequence[str] | None
     """
     sql = ("SELECT e.from_key, e.to_kind, e.to_key, e.evidence, f.path, f.blob, f.stamp"
            " FROM edges e LEFT JOIN files f ON f.path = CASE WHEN e.to_kind = 'file' THEN e.to_key"
-           " ELSE (SELECT s.path FROM symbols s WHERE s.qualname = e.to_key LIMIT 1) END"
-           " WHERE e.label = 'Mentions' AND e.from_kind = 'node'"
+           " ELSE (SELECT s.path FROM symbols s WHERE s.qualname_hash = ctx_key_hash(e.to_key)"
+           " AND s.qualname = e.to_key LIMIT 1) END WHERE e.label = 'Mentions' AND e.from_kind = 'node'"
            " AND e.to_kind IN ('file', 'item', 'module')")
     if node_ids is None:
         return conn.execute(sql + " ORDER BY e.from_key, e.to_key").fetchall()

@@ -211,3 +211,108 @@ def test_tantivys_copy_reads_each_files_postings_from_its_term_list(tmp_path: Pa
         else:
             raise AssertionError("a damaged term list was read")
     assert (ctx_dir / "index" / "code.sqlite-damaged").is_file()
+
+
+def _debug_index(ctx_dir: Path, key: str) -> dict[str, object]:
+    r = run_ctx(["--ctx-dir", str(ctx_dir), "--format", "json", "debug", "index", key],
+                cwd=ctx_dir.parent)
+    assert r.returncode == 0, r.stderr
+    return dict(json.loads(r.stdout))
+
+
+def test_a_key_is_found_by_the_hash_of_its_text_and_then_its_text(tmp_path: Path) -> None:
+    """``code_keys`` has no index on the key's text (code schema 11): a reader finds a key by
+    a 64-bit hash of it and compares the text, so two keys sharing a hash are told apart."""
+    from ctxstore.index.codedb import key_hash
+
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {
+        "pkg/__init__.py": "",
+        "pkg/util.py": "def shared_helper():\n    return 1\n",
+        "pkg/a.py": "from pkg.util import shared_helper\n\n\ndef a():\n    return shared_helper()\n",
+    })
+    ctx_json(ctx_dir, "index")
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        rows = conn.execute("SELECT key, hash FROM code_keys").fetchall()
+        assert rows and all(h == key_hash(k) for k, h in rows)
+        assert [n for (n,) in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'code_keys'")] == [
+            "code_keys_hash"]
+    before = _debug_index(ctx_dir, "pkg.util.shared_helper")
+    backward = before["adjacency"]["backward"]  # type: ignore[index]
+    assert {(e["label"], e["key"]) for e in backward} >= {("Calls", "pkg.a.a"),
+                                                           ("Imports", "pkg.a")}
+    assert [s["qualname"] for s in before["stable_key_index"]] == [  # type: ignore[union-attr]
+        "pkg.util.shared_helper"]
+    # Another key given the same hash (a collision, forged): the answers stay the same.
+    with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+        conn.execute("UPDATE code_keys SET hash = ? WHERE key = 'pkg.a.a'",
+                     (key_hash("pkg.util.shared_helper"),))
+        conn.commit()
+    assert _debug_index(ctx_dir, "pkg.util.shared_helper") == before
+    # ... and ``ctx debug verify --index`` names the key whose hash is not its text's.
+    r = run_ctx(["--ctx-dir", str(ctx_dir), "--format", "json", "debug", "verify", "--index"],
+                cwd=ctx_dir.parent)
+    assert "item:pkg.a.a: its hash is not its text's" in r.stdout, r.stdout
+
+
+def test_a_chunk_names_its_qualified_name_by_its_files_symbol(tmp_path: Path) -> None:
+    """A chunk's qualified name is its file's symbol's (``chunk_rows.symbol``, code schema
+    12), not a copy of the text; ``chunks`` reads it back, and after a re-index too."""
+    ctx_dir = make_work(tmp_path / "w")
+    root = ctx_dir.parent
+    write(root, {"pkg/__init__.py": "",
+                 "pkg/shapes.py": "class Square:\n    def area(self):\n        return 4\n\n\n"
+                                  "def make():\n    return Square()\n"})
+    ctx_json(ctx_dir, "index")
+
+    def chunks() -> list[tuple[str | None, str]]:
+        from ctxstore.index.codedb import register_functions
+
+        with closing(sqlite3.connect(ctx_dir / CODE)) as conn:
+            register_functions(conn)
+            assert conn.execute("SELECT count(*) FROM chunk_rows WHERE qualname IS NOT NULL"
+                                ).fetchone() == (0,)  # every name is a symbol's
+            return sorted(conn.execute("SELECT qualname, kind FROM chunks"
+                                       " WHERE path = 'pkg/shapes.py'").fetchall(), key=str)
+
+    got = chunks()
+    assert ("pkg.shapes.make", "function") in got and any(q == "pkg.shapes.Square" for q, _ in got)
+    _verify(ctx_dir)
+    write(root, {"pkg/shapes.py": "def build():\n    return 3\n"})
+    ctx_json(ctx_dir, "index")
+    got = chunks()
+    assert ("pkg.shapes.build", "function") in got
+    assert not any(q and ("Square" in q or "make" in q) for q, _ in got)
+    r = run_ctx(["--ctx-dir", str(ctx_dir), "--format", "json", "search", "build", "--kind", "chunk"],
+                cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "pkg.shapes.build" in r.stdout
+    _verify(ctx_dir)
+
+
+def test_the_import_graph_finds_a_files_importers_by_the_hash_of_its_path(tmp_path: Path) -> None:
+    """``import_edges`` asks which files import the given ones (a pack's neighbours): the
+    imported file is an endpoint found by its path's hash and then its text (code schema 11),
+    not by a scan of every edge, and a key sharing the hash is not taken for it."""
+    from ctxstore.index import open_index
+    from ctxstore.index.codedb import key_hash
+    from ctxstore.index.retrieval import import_edges
+    from ctxstore.repo import open_store
+
+    ctx_dir = make_work(tmp_path / "w")
+    write(ctx_dir.parent, {"pkg/__init__.py": "", "pkg/util.py": "def f():\n    return 1\n",
+                           "pkg/a.py": "import pkg.util\n\n\ndef a():\n    return pkg.util.f()\n",
+                           "pkg/b.py": "def b():\n    return 2\n"})
+    ctx_json(ctx_dir, "index")
+    with closing(open_index(open_store(ctx_dir))) as conn:
+        assert conn.execute("SELECT count(*) FROM code_edges WHERE to_kind = 'file'"
+                            " AND to_key = 'pkg/util.py'").fetchone()[0] >= 1
+        assert import_edges(conn, ["pkg/util.py"]) == [("pkg/a.py", "pkg/util.py")]
+        assert import_edges(conn, ["pkg/b.py"]) == []
+    with closing(sqlite3.connect(ctx_dir / CODE)) as code:
+        code.execute("UPDATE code_keys SET hash = ? WHERE kind = 'file' AND key = 'pkg/a.py'",
+                     (key_hash("pkg/util.py"),))
+        code.commit()
+    with closing(open_index(open_store(ctx_dir))) as conn:
+        assert import_edges(conn, ["pkg/util.py"]) == [("pkg/a.py", "pkg/util.py")]

@@ -22,6 +22,7 @@ from conftest import adopt_index, run_ctx, store_digest
 
 from ctxstore.cli.root import cli
 from ctxstore.index.chunks import pack_text
+from ctxstore.index.codedb import key_hash
 from ctxstore.index.compare import (
     CODE_TABLES,
     MAX_PER_TABLE,
@@ -234,8 +235,25 @@ TAMPER: dict[str, tuple[str, list[str]]] = {
          "(file:pkg/a.py is in component 8, the replay puts it in 9); "
          "`ctx rebuild --scc` rebuilds it"]),
     "orphan-code-key": (
-        "INSERT INTO code_keys(kind, key) VALUES ('item', 'pkg.forged')",
+        f"INSERT INTO code_keys(kind, key, hash) VALUES ('item', 'pkg.forged',"
+        f" {key_hash('pkg.forged')})",
         ["index:code_keys: item:pkg.forged: named by no edge or symbol"]),
+    # a key is found by the hash of its text (code schema 11): a wrong hash hides it from
+    # every reader by key, a key stored twice splits its edges
+    "code-key-hash-wrong": (
+        "UPDATE code_keys SET hash = hash + 1 WHERE kind = 'item' AND key = 'pkg.b.helper'",
+        ["index:code_keys: item:pkg.b.helper: its hash is not its text's"]),
+    # a chunk's qualified name is its file's symbol's (code schema 12)
+    "chunk-of-another-symbol": (
+        "UPDATE chunk_rows SET symbol = 424242 WHERE rowid = (SELECT min(rowid) FROM chunk_rows"
+        " WHERE symbol IS NOT NULL)",
+        ["index:chunks: (pkg/a.py, 1): qualname is NULL, the replay has pkg.a",
+         "index:chunk_rows: file 1: chunks naming no symbol of their file"]),
+    "code-key-twice": (
+        f"INSERT INTO code_keys(kind, key, hash) VALUES ('item', 'pkg.b.helper',"
+        f" {key_hash('pkg.b.helper')})",
+        ["index:code_keys: item:pkg.b.helper: named by no edge or symbol",
+         "index:code_keys: item:pkg.b.helper: stored twice"]),
     "edge-of-no-file": (
         "INSERT INTO code_edge_rows(file, seq, src, dst, kind, line)"
         " VALUES (4242, 0, NULL, NULL, (SELECT min(id) FROM code_edge_kinds), 3)",
