@@ -78,7 +78,8 @@ def main() -> None:
     files = {k: victims(repo, args.runs) for k, (repo, _) in sides.items()}
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in [*sides, "floor"]}
     for i in range(args.runs):
-        for label, (repo, env) in sides.items():
+        order = list(sides.items())
+        for label, (repo, env) in order[::-1] if i % 2 else order:  # neither side always first
             with files[label][i].open("a") as fh:
                 fh.write(f"\n\ndef _bench_reindex_{time.time_ns()}():\n    return {i}\n")
             times[label].append(run(CTX, repo, env))
@@ -93,6 +94,10 @@ def main() -> None:
         wall = statistics.median(w for w, _ in rows)
         cpu = statistics.median(c for _, c in rows)
         print(f"  {label:8} CPU {cpu:7.1f} ms   wall {wall:7.1f} ms")
+    if "before" in times:  # paired by round: steadier than two medians on a busy machine
+        diffs = [a[1] - b[1] for a, b in zip(times["ctx"], times["before"], strict=True)]
+        print(f"  ctx - before, CPU: median of paired differences {statistics.median(diffs):+.1f} ms"
+              f" ({sum(d < 0 for d in diffs)} of {len(diffs)} rounds cheaper)")
 
 
 if __name__ == "__main__":

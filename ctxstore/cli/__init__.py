@@ -30,6 +30,9 @@ def main() -> None:
 
         if (code := fast_main(sys.argv[2:])) is not None:
             _leave(code)
+    from ctxstore.cli import _collector
+
+    _collector.pause()  # while the command line starts (root.CtxGroup.get_command resumes)
     from ctxstore.cli.root import cli
 
     try:

@@ -77,6 +77,9 @@ class CtxGroup(click.Group):
             return None
         module = importlib.import_module(spec[0])
         command: click.Command = getattr(module, spec[1])
+        from ctxstore.cli import _collector
+
+        _collector.resume()  # started: the command runs with the collector on
         return command
 
     def resolve_command(self, ctx: click.Context, args: list[str]

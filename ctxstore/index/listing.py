@@ -27,11 +27,15 @@ class ListingState:
         dirty: The paths that may differ from that commit's files as indexed: those
             ``git status`` named then and those the runs since read.
         config: What the listing depended on besides Git (``ctx index``'s settings).
+        quiet: Those of ``dirty`` that were in Git's index then and that ``git status`` did
+            not name (as in HEAD): while Git names neither them nor a change of them between
+            two HEADs, they are still in its index, and no ``git ls-files`` need say so.
     """
 
     head: str
     dirty: tuple[str, ...]
     config: str
+    quiet: tuple[str, ...] = ()
 
 
 def listing_state(conn: sqlite3.Connection) -> ListingState | None:
@@ -48,10 +52,12 @@ def listing_state(conn: sqlite3.Connection) -> ListingState | None:
     if not isinstance(data, dict):
         return None
     head, dirty, config = data.get("head"), data.get("dirty"), data.get("config")
+    quiet = data.get("quiet", [])  # absent: written by a ctx that did not record it
     if not (isinstance(head, str) and isinstance(config, str) and isinstance(dirty, list)
-            and all(isinstance(p, str) for p in dirty)):
+            and isinstance(quiet, list) and all(isinstance(p, str) for p in dirty)
+            and all(isinstance(p, str) for p in quiet)):
         return None
-    return ListingState(head, tuple(dirty), config)
+    return ListingState(head, tuple(dirty), config, tuple(quiet))
 
 
 def set_listing_state(conn: sqlite3.Connection, state: ListingState | None) -> None:
@@ -64,7 +70,8 @@ def set_listing_state(conn: sqlite3.Connection, state: ListingState | None) -> N
         conn.execute("DELETE FROM code_meta WHERE key = 'git'")
         return
     set_meta(conn, "git", json.dumps({"head": state.head, "dirty": sorted(set(state.dirty)),
-                                      "config": state.config}))
+                                      "config": state.config,
+                                      "quiet": sorted(set(state.quiet) & set(state.dirty))}))
 
 
 def look_paths(conn: sqlite3.Connection, no_semantics: str) -> frozenset[str]:

@@ -177,3 +177,75 @@ def test_a_quick_run_resolves_imports_against_every_indexed_file(tmp_path: Path)
     # A name inside an indexed module is an item of it (unresolved: a module of that name).
     assert {("pkg/a.py", "item", "pkg.b.helper"), ("pkg/a.py", "file", "pkg/c.py"),
             ("pkg/d.py", "item", "pkg.a.alpha"), ("pkg/d.py", "file", "pkg/__init__.py")} <= edges
+
+
+def _logging_git(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose ``git`` logs each command line, then runs the real Git."""
+    import shutil
+
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir, log = tmp_path / "bin", tmp_path / "git.log"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, log
+
+
+def _index_logged(ctx_dir: Path, env: dict[str, str], log: Path) -> tuple[dict, list[str]]:
+    """One installed ``ctx index``: its report and the Git commands it ran."""
+    import json
+
+    from conftest import run_ctx
+
+    log.write_text("")
+    res = run_ctx(["--format", "json", "index"], cwd=ctx_dir.parent, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout), log.read_text().splitlines()
+
+
+def test_a_file_skipped_every_run_is_not_asked_of_git_every_run(tmp_path: Path) -> None:
+    """A tracked file over ``max_file_bytes`` is looked at every run (it may shrink); once Git
+    has said it is in its index and unchanged, later runs take that from the recorded state
+    and run no ``git ls-files``, until Git names it or a change of it between two HEADs."""
+    ctx_dir = _committed(tmp_path)
+    root = ctx_dir.parent
+    config = ctx_dir / "config.toml"
+    config.write_text(config.read_text().replace("max_file_bytes = ", "max_file_bytes = 200 #"))
+    write(root, {"big.py": "x = 1\n" * 100, "pkg/b.py": TREE["pkg/b.py"]})
+    git(root, "add", "big.py")
+    git(root, "commit", "-qm", "big")
+    env, log = _logging_git(tmp_path)
+    _settle(root)
+    first, _ = _index_logged(ctx_dir, env, log)
+    assert first["listing"] == "git" and "big.py" in [n["path"] for n in first["notes"]]
+    second, ran = _index_logged(ctx_dir, env, log)
+    assert second["listing"] == "git status" and any("ls-files -c" in c for c in ran)
+    for _ in range(2):
+        report, ran = _index_logged(ctx_dir, env, log)
+        assert report["listing"] == "git status" and report["read"] == 0
+        assert report["scanned"] == first["scanned"]
+        assert not any("ls-files" in c for c in ran), ran
+    # Changed in a commit between two runs: Git names it between the two HEADs only, and it
+    # is asked of Git again (still too large: left out with its note).
+    write(root, {"big.py": "x = 2\n" * 120})
+    git(root, "commit", "-qam", "bigger")
+    report, ran = _index_logged(ctx_dir, env, log)
+    assert any("ls-files -c" in c for c in ran), (report, ran)
+    assert "big.py" in [n["path"] for n in report["notes"]]
+    report, ran = _index_logged(ctx_dir, env, log)
+    assert report["read"] == 0 and not any("ls-files" in c for c in ran), ran
+    # Untracked and ignored, the deletion committed: it leaves the files the run counts, as
+    # a full listing leaves it.
+    git(root, "rm", "-q", "--cached", "big.py")
+    write(root, {".gitignore": "big.py\n"})
+    git(root, "add", ".gitignore")
+    git(root, "commit", "-qm", "untrack big")
+    report, ran = _index_logged(ctx_dir, env, log)
+    assert report["scanned"] == first["scanned"]  # big.py left, .gitignore came
+    assert "big.py" not in [n["path"] for n in report["notes"]]
+    quick = dump(ctx_dir)
+    full = ctx_json(ctx_dir, "index", "--full")
+    assert full["listing"] == "git" and full["scanned"] == report["scanned"]
+    assert dump(ctx_dir) == quick

@@ -173,6 +173,7 @@ class _Quick:
     settled: int  # the files indexed (or skipped) then that are as they were: not listed here
     indexed: IndexedPaths  # of the paths looked at (named or not listed now) only
     rows: dict[str, StatRow]  # the stat rows of the indexed paths looked at
+    quiet: frozenset[str] = frozenset()  # those looked at in Git's index, not named by Git
 
 
 def _quick_listing(store: Store, conn: sqlite3.Connection, skipped: dict[str, tuple[int, int]],
@@ -185,6 +186,11 @@ def _quick_listing(store: Store, conn: sqlite3.Connection, skipped: dict[str, tu
     ``walk_tree`` lists them. Only their rows are read from the code index: nothing is done
     per indexed file in Python. None when that cannot be told: no state recorded, other
     settings, a HEAD Git no longer has, too many changes, or a ``pyvenv.cfg`` among them.
+
+    Whether a path Git does not name is in its index (listed) or not (ignored now, gone) is
+    asked of ``git ls-files -c``, unless the state says it was in Git's index and unnamed
+    then (``ListingState.quiet``: a file skipped every run, over ``max_file_bytes``) and Git
+    names no change of it between the two HEADs: it is in Git's index still.
     """
     from ctxstore.index.code import listing_state, stat_rows
     from ctxstore.index.listing import count_indexed, look_paths
@@ -194,11 +200,13 @@ def _quick_listing(store: Store, conn: sqlite3.Connection, skipped: dict[str, tu
     if state is None or state.config != tree.config:
         return None
     changed = set(status.named) | set(state.dirty)
+    moved: set[str] = set()
     if status.head != state.head:
-        moved = git_changed(root, state.head, status.head) \
+        between = git_changed(root, state.head, status.head) \
             if state.head and status.head else None
-        if moved is None:
+        if between is None:
             return None
+        moved = between
         changed |= moved
     # Read again whatever the stat cache does not vouch for (a racy time), and files added
     # by name, which ctx index keeps while they exist whatever Git says of them.
@@ -207,10 +215,14 @@ def _quick_listing(store: Store, conn: sqlite3.Connection, skipped: dict[str, tu
     if len(changed) > _QUICK_MAX_CHANGED or any(
             p.rpartition("/")[2] == _VENV_MARKER for p in changed):
         return None
-    clean = sorted(p for p in changed if p not in status.named)  # tracked, ignored or gone
+    # Not named by Git: tracked, ignored or gone. Those in Git's index and unnamed last run,
+    # of which Git names no change since, are in it still (see ListingState.quiet).
+    kept = {p for p in state.quiet if p not in moved and p not in status.named}
+    clean = sorted(p for p in changed if p not in status.named and p not in kept)
     tracked = git_tracked(root, clean) if clean else set()
     if tracked is None:
         return None
+    tracked |= kept & changed
     looked = filter_paths(root, [p for p in changed if p in status.listed or p in tracked],
                           ignore_globs=tree.globs, build_outputs=tree.outputs)
     rows = stat_rows(conn, [p for p in changed if utf8_path(p)])  # others are never indexed
@@ -218,7 +230,7 @@ def _quick_listing(store: Store, conn: sqlite3.Connection, skipped: dict[str, tu
     settled = held - len(changed & (rows.keys() | skipped.keys()))
     indexed = IndexedPaths({p: r.module for p, r in rows.items()},
                            frozenset(p for p, r in rows.items() if r.named), look)
-    return _Quick(looked, settled, indexed, rows)
+    return _Quick(looked, settled, indexed, rows, frozenset(tracked))
 
 
 _LOOKUP_MAX = 20  # files of a run at most whose module names are looked up, not all mapped
@@ -421,11 +433,12 @@ def _run(db: Session, listed: list[str] | None, *, scope: list[str] | None, remo
         # so are the files listed and not indexed (a note, a budget): looked at every run.
         attempted = [*(p for p, _ in selection.to_read), *selection.dropped, *selection.deferred]
         if tree is not None:
+            quiet = () if quick is None else tuple(p for p in attempted if p in quick.quiet)
             set_listing_state(conn, None if status is None else ListingState(
-                status.head, (*status.named, *attempted), tree.config))
+                status.head, (*status.named, *attempted), tree.config, quiet))
         elif attempted and (state := listing_state(conn)) is not None:
             set_listing_state(conn, ListingState(state.head, (*state.dirty, *attempted),
-                                                 state.config))
+                                                 state.config, state.quiet))
     if report.written or report.removed or full:
         from ctxstore.graph.cycles import refresh_file_cycles
         from ctxstore.graph.scc import drop_view
