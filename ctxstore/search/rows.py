@@ -35,18 +35,24 @@ def meta_value(conn: sqlite3.Connection, key: str) -> str | None:
 
 
 def corpus_size(conn: sqlite3.Connection) -> int:
-    """About how many file chunks the index holds (the span of their rowids; no count scan).
+    """How many file chunks the index holds.
+
+    Counted, not read from the span of their rowids: a re-indexed file's chunks get new
+    rowids, so after enough one-file ``ctx index`` runs the span of a store far below
+    ``TANTIVY_MIN_CHUNKS`` passed it, and every later run built and synced Tantivy. SQLite
+    counts the rows on the narrowest index of ``chunk_rows`` (about a millisecond for
+    100,000 chunks).
 
     Args:
         conn: An index connection.
 
     Returns:
-        The size; 0 without code tables.
+        The count; 0 without code tables.
     """
-    if not has_table(conn, "chunks"):
+    table = "chunk_rows" if has_table(conn, "chunk_rows") else "chunks"
+    if not has_table(conn, table):
         return 0
-    rows = run_select(conn, "SELECT (SELECT rowid FROM chunks ORDER BY rowid DESC LIMIT 1) - "
-                         "(SELECT rowid FROM chunks ORDER BY rowid LIMIT 1) + 1", ())
+    rows = run_select(conn, f"SELECT count(*) FROM {table}", ())
     return int(rows[0][0] or 0) if rows else 0
 
 

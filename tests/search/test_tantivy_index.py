@@ -295,6 +295,38 @@ def test_packs_are_served_by_tantivy_where_it_serves_search(tmp_path: Path,
     assert not any("header parsing" in item["snippet"] for item in pack["retrieved"])
 
 
+def test_auto_counts_chunks_not_the_span_of_their_ids(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Re-indexing one file again and again does not carry a small index over the threshold.
+
+    A re-indexed file's chunks get new row ids: a store judged by the span of its chunk ids
+    crossed ``TANTIVY_MIN_CHUNKS`` after enough one-file ``ctx index`` runs and then built and
+    synced Tantivy on every run; judged by how many chunks it holds, it stays on FTS5.
+    """
+    ctx_dir = indexed_and_committed(tmp_path / "w")
+    code = ctx_dir / "index" / "code.sqlite"
+
+    def chunk_ids() -> tuple[int, int, int]:
+        with sqlite3.connect(code) as conn:
+            row = conn.execute("SELECT count(*), min(rowid), max(rowid) FROM chunk_rows").fetchone()
+        return int(row[0]), int(row[1]), int(row[2])
+
+    count, _, _ = chunk_ids()
+    monkeypatch.setattr(tantivy_index, "TANTIVY_MIN_CHUNKS", count + 1)
+    for n in range(2 * count):  # a.py and b.py in turn: each run's chunks above the other's
+        name, other = ("a", "b") if n % 2 else ("b", "a")
+        (ctx_dir.parent / f"{name}.py").write_text(
+            f"import {other}\n\n\ndef f{n}():\n    return {other}.g() or {n}\n")
+        ctx(ctx_dir, "index")
+    now, low, high = chunk_ids()
+    assert now == count and high - low + 1 > count + 1  # the span passed the threshold
+    assert not _tantivy(ctx_dir).exists()  # "auto" still serves by FTS5
+    with open_index(open_store(ctx_dir)) as conn:
+        assert not tantivy_index.wanted(conn, open_store(ctx_dir).config)
+        monkeypatch.setattr(tantivy_index, "TANTIVY_MIN_CHUNKS", count)
+        assert tantivy_index.wanted(conn, open_store(ctx_dir).config)
+
+
 def test_damaged_tantivy_files_make_fts5_answer(tmp_path: Path) -> None:
     """A Tantivy file that cannot be read (a cloned or broken copy): searches still answer."""
     ctx_dir = indexed_and_committed(tmp_path / "w")
