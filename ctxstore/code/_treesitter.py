@@ -415,15 +415,17 @@ class TreeSitterExtractor:
 
     def extract(self, path: str, text: str, *, min_confidence: Confidence = "low"
                 ) -> Extraction:
-        """Extract one file's symbols and relations; never raises.
+        """Extract one file's symbols and relations (``Extractor.extract``); never raises.
 
         Args:
-            path: The repository-relative path (names the module).
+            path: The file's repository-relative path, which names its module.
             text: The source.
-            min_confidence: Relations below it are counted, not built.
+            min_confidence: The lowest confidence a relation is built at; those below it
+                are only counted (``Extraction.dropped``).
 
         Returns:
-            The extraction, incomplete when the file has syntax errors or is too large.
+            The extraction; incomplete when the file has syntax errors, is too large, or
+            outran its work budget (``WORK_SECONDS``).
         """
         grammar = self.grammar(path)
 

@@ -95,14 +95,24 @@ def test_a_code_index_that_names_no_copy_but_holds_rows_is_dropped(tmp_path: Pat
     assert _found(work, "alpha_greeter") == (["alpha.py"], "")
 
 
-def test_a_copied_store_that_never_indexed_code_says_nothing(tmp_path: Path) -> None:
-    """An empty code index of another copy holds nothing to distrust: no note."""
-    first = tmp_path / "first"
-    first.mkdir()
-    _ctx(first, "init")
-    _ctx(first, "add", "--type", "fact", "the cache is SQLite")
+def _store_and_copy(tmp_path: Path) -> tuple[Path, Path]:
+    """A project with a store holding one fact and no code indexed, and a copy of it."""
+    first = _fact_store(tmp_path / "first")
     copy = tmp_path / "copy"
     shutil.copytree(first, copy, symlinks=True)
+    return first, copy
+
+
+def _fact_store(work: Path) -> Path:
+    work.mkdir()
+    _ctx(work, "init")
+    _ctx(work, "add", "--type", "fact", "the cache is SQLite")
+    return work
+
+
+def test_a_copied_store_that_never_indexed_code_says_nothing(tmp_path: Path) -> None:
+    """An empty code index of another copy holds nothing to distrust: no note."""
+    _, copy = _store_and_copy(tmp_path)
     out, err = _ctx(copy, "list")
     assert "the cache is SQLite" in out
     assert err.splitlines() == [INDEX_NOTE.format(why=ANOTHER)]  # index.sqlite's, no code note
@@ -110,12 +120,7 @@ def test_a_copied_store_that_never_indexed_code_says_nothing(tmp_path: Path) -> 
 
 def test_a_copied_store_rebuilds_the_index_it_brought_and_says_so_once(tmp_path: Path) -> None:
     """``index.sqlite`` of another copy: rebuilt from this copy's objects, with the notice."""
-    first = tmp_path / "first"
-    first.mkdir()
-    _ctx(first, "init")
-    _ctx(first, "add", "--type", "fact", "the cache is SQLite")
-    copy = tmp_path / "copy"
-    shutil.copytree(first, copy, symlinks=True)
+    first, copy = _store_and_copy(tmp_path)
     # The copy's objects gain a node the copied index does not hold.
     _ctx(first, "add", "--type", "fact", "only the first copy knows this")
     out, err = _ctx(copy, "list")
@@ -128,10 +133,7 @@ def test_a_copied_store_rebuilds_the_index_it_brought_and_says_so_once(tmp_path:
 
 def test_an_index_that_names_no_copy_is_rebuilt_with_the_notice(tmp_path: Path) -> None:
     """A synced ``index.sqlite`` with no ``clone`` row (an older ctx's, or by hand)."""
-    work = tmp_path / "p"
-    work.mkdir()
-    _ctx(work, "init")
-    _ctx(work, "add", "--type", "fact", "the cache is SQLite")
+    work = _fact_store(tmp_path / "p")
     conn = sqlite3.connect(work / ".ctx" / "index" / "index.sqlite", isolation_level=None)
     conn.execute("DELETE FROM meta WHERE key = 'clone'")
     conn.close()
