@@ -142,3 +142,22 @@ def test_an_index_that_names_no_copy_is_rebuilt_with_the_notice(tmp_path: Path) 
     assert err.splitlines() == [INDEX_NOTE.format(
         why="it names none: an older ctx made it, or it came from elsewhere")]
     assert _ctx(work, "list") == (out, "")
+
+
+def test_a_partial_index_of_another_copy_is_built_again_with_the_notice(tmp_path: Path) -> None:
+    """A build another copy left part way (copied mid-rebuild) is never resumed here."""
+    from ctxstore.index import open_index, pointer_snapshot
+    from ctxstore.index.rebuild import start_build
+    from ctxstore.repo import open_store
+
+    work = _fact_store(tmp_path / "p")
+    store = open_store(work / ".ctx")
+    conn = open_index(store)
+    try:
+        start_build(conn, pointer_snapshot(store), "1:2")  # another copy's device and inode
+    finally:
+        conn.close()
+    out, err = _ctx(work, "list")
+    assert "the cache is SQLite" in out
+    assert err.splitlines() == [INDEX_NOTE.format(why=ANOTHER)]
+    assert _ctx(work, "list") == (out, "")
