@@ -87,6 +87,14 @@ def new_session_id() -> str:
 # -- merging multi-head pointers ---------------------------------------------------------------
 
 
+def _containing_head(store: Store, heads: Sequence[ObjectId]) -> ObjectId | None:
+    """The first of the sorted ``heads`` that contains all the others (a fast-forward), or None."""
+    for cand in heads:
+        if all(store.is_ancestor(other, cand) for other in heads if other != cand):
+            return cand
+    return None
+
+
 def merge_main_heads(store: Store, tx: Transaction, heads: Sequence[ObjectId]) -> ObjectId:
     """Return one commit that contains every head.
 
@@ -97,11 +105,8 @@ def merge_main_heads(store: Store, tx: Transaction, heads: Sequence[ObjectId]) -
     same conflict write the same object.
     """
     heads = sorted(set(heads))
-    if len(heads) == 1:
-        return heads[0]
-    for cand in heads:
-        if all(store.is_ancestor(other, cand) for other in heads if other != cand):
-            return cand
+    if (head := _containing_head(store, heads)) is not None:
+        return head
     parents = [store.read_typed(h, Commit) for h in heads]
     merge = Commit(parents=tuple(heads), timestamp_unix=max(p.timestamp_unix for p in parents),
                    message=f"Merge {len(heads)} heads of refs/main")
@@ -112,11 +117,8 @@ def merge_stage_heads(store: Store, tx: Transaction, heads: Sequence[ObjectId], 
                       ) -> ObjectId:
     """Like ``merge_main_heads`` for STAGE: one work commit reaching every staged head."""
     heads = sorted(set(heads))
-    if len(heads) == 1:
-        return heads[0]
-    for cand in heads:
-        if all(store.is_ancestor(other, cand) for other in heads if other != cand):
-            return cand
+    if (head := _containing_head(store, heads)) is not None:
+        return head
     works = [store.read_typed(h, WorkCommit) for h in heads]
     merge = WorkCommit(parents=tuple(heads), base=base, session_id=works[0].session_id,
                        created_at=max(w.created_at for w in works), step_kind="merge",

@@ -232,6 +232,33 @@ def _table_block(found: list[Statement], path: tuple[str, ...], size: int) -> tu
     return None
 
 
+def _load(text: str) -> dict[str, Any]:
+    """``text`` parsed as TOML.
+
+    Raises:
+        TomlEditRefused: if it is not TOML.
+    """
+    try:
+        return tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise TomlEditRefused(f"not valid TOML ({exc})") from None
+
+
+def _find_table(text: str, data: dict[str, Any], path: tuple[str, ...]
+                ) -> tuple[list[Statement], tuple[int, int] | None]:
+    """The statements of ``text`` and the span of its ``[path]`` table (None: it has none).
+
+    Raises:
+        TomlEditRefused: if ``path`` is defined in a form ctx does not edit.
+    """
+    found = statements(text)
+    block = _table_block(found, path, len(text))
+    if block is None and _get(data, path) is not None:
+        raise TomlEditRefused(f"{'.'.join(path)} is written in a form ctx does not edit "
+                              "(an inline table or dotted keys)")
+    return found, block
+
+
 def _checked(new: str, want: dict[str, Any]) -> str:
     try:
         got = tomllib.loads(new)
@@ -252,10 +279,7 @@ def set_table(text: str, path: tuple[str, ...], values: dict[str, str | list[str
         TomlEditRefused: if ``text`` is not TOML, ``path`` is defined in another form (an
             inline table, dotted keys), or the edit would change anything else.
     """
-    try:
-        data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise TomlEditRefused(f"not valid TOML ({exc})") from None
+    data = _load(text)
     want = copy.deepcopy(data)
     holder = want
     for part in path[:-1]:
@@ -266,12 +290,8 @@ def set_table(text: str, path: tuple[str, ...], values: dict[str, str | list[str
     if not isinstance(table, dict):
         raise TomlEditRefused(f"{'.'.join(path)} is not a table")
     table.update(values)
-    found = statements(text)
-    block = _table_block(found, path, len(text))
+    found, block = _find_table(text, data, path)
     if block is None:
-        if _get(data, path) is not None:
-            raise TomlEditRefused(f"{'.'.join(path)} is written in a form ctx does not edit "
-                                  "(an inline table or dotted keys)")
         lines = [f"[{'.'.join(path)}]", *(f"{k} = {render_value(v)}" for k, v in values.items())]
         # A blank line between the file and the table (none for an empty file).
         lead = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
@@ -313,16 +333,9 @@ def remove_table(text: str, path: tuple[str, ...]) -> str:
         TomlEditRefused: if ``text`` is not TOML, ``path`` is defined in another form, or the
             edit would change anything else.
     """
-    try:
-        data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise TomlEditRefused(f"not valid TOML ({exc})") from None
-    found = statements(text)
-    block = _table_block(found, path, len(text))
+    data = _load(text)
+    _, block = _find_table(text, data, path)
     if block is None:
-        if _get(data, path) is not None:
-            raise TomlEditRefused(f"{'.'.join(path)} is written in a form ctx does not edit "
-                                  "(an inline table or dotted keys)")
         return text
     start, end = block
     new = text[:start] + text[end:]

@@ -275,14 +275,18 @@ def diagnostics_command(env: Env, name: str | None, history: bool, paths: tuple[
         _none_stored(name)
         return
     for run in runs:
-        status = "exit ?" if run.exit_code is None else f"exit {run.exit_code}"
-        echo_stored(f"{run.name} [{run.tool}]  {status}  {fmt_time(run.run_at / 1000)}  "
+        echo_stored(f"{run.name} [{run.tool}]  {_exit(run.exit_code)}  {fmt_time(run.run_at / 1000)}  "
                     f"{plural(run.diagnostics, 'diagnostic')}")
         for row in (r for r in rows if r.command == run.name):
             code = f"[{row.code}]" if row.code else ""
             # Compiler output is anyone's text: escapes and tags go through ``shown``.
             echo_stored(f"  {row.severity}{code} {_where(row.path, row.line, row.col)} "
                         f"{_first_line(row.message)}")
+
+
+def _exit(code: int | None) -> str:
+    """A stored run's exit status as its lines show it (``exit ?`` when it was not recorded)."""
+    return "exit ?" if code is None else f"exit {code}"
 
 
 def _none_stored(name: str | None) -> None:
@@ -312,8 +316,7 @@ def _history(env: Env, session: Any, name: str | None, paths: tuple[str, ...], l
         _none_stored(name)
         return
     for run in runs:
-        status = "exit ?" if run.exit_code is None else f"exit {run.exit_code}"
-        echo_stored(f"{run.name} [{run.tool}]  {run.status}  {status}  "
+        echo_stored(f"{run.name} [{run.tool}]  {run.status}  {_exit(run.exit_code)}  "
                     f"{fmt_time(run.run_at / 1000)}  {diagnostics_summary(run.diagnostics)}")
         for diag in shown(run.diagnostics)[:_SHOWN]:
             first = diag.spans[0] if diag.spans else None

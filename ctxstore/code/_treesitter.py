@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from tree_sitter import Node, Parser, Query, Tree
 
 __all__ = ["GRAMMARS", "extract_with", "parse", "query_captures", "span", "text", "walk", "Builder",
-           "MAX_DEPTH", "WORK_SECONDS", "OVER_BUDGET"]
+           "TreeSitterExtractor", "MAX_DEPTH", "WORK_SECONDS", "OVER_BUDGET"]
 
 TOOL = "parser"
 # Deeper than this, ``walk`` does not descend and no query match starts: no real source
@@ -391,3 +391,45 @@ class Builder:
         """Return the extraction (``note``: why it is incomplete, if not a syntax error)."""
         return Extraction(self.language, tuple(self.symbols), tuple(self.relations), complete,
                           self.dropped, note)
+
+
+class TreeSitterExtractor:
+    """The frame of a tree-sitter language's ``Extractor``: a subclass names its grammar and walks.
+
+    ``extract`` parses the file with ``grammar(path)`` and hands the tree to ``walk``
+    (``extract_with``); a subclass sets ``name`` and ``suffixes`` and defines ``walk`` (and
+    ``grammar`` when one language has several).
+    """
+
+    name: str = ""
+    filters_confidence: bool = True
+    suffixes: tuple[str, ...] = ()
+
+    def grammar(self, path: str) -> str:
+        """Return the ``GRAMMARS`` key a file is parsed with: by default the extractor's name."""
+        return self.name
+
+    def walk(self, path: str, grammar: str, root: Node, data: bytes, builder: Builder) -> str:
+        """Record one file's symbols and relations into ``builder``; return its module's name."""
+        raise NotImplementedError
+
+    def extract(self, path: str, text: str, *, min_confidence: Confidence = "low"
+                ) -> Extraction:
+        """Extract one file's symbols and relations (``Extractor.extract``); never raises.
+
+        Args:
+            path: The file's repository-relative path, which names its module.
+            text: The source.
+            min_confidence: The lowest confidence a relation is built at; those below it
+                are only counted (``Extraction.dropped``).
+
+        Returns:
+            The extraction; incomplete when the file has syntax errors, is too large, or
+            outran its work budget (``WORK_SECONDS``).
+        """
+        grammar = self.grammar(path)
+
+        def walk(root: Node, data: bytes, builder: Builder) -> str:
+            return self.walk(path, grammar, root, data, builder)
+
+        return extract_with(self.name, grammar, text, walk, min_confidence)

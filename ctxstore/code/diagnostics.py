@@ -1,6 +1,6 @@
 """Diagnostics: parsing tool output into ``Diagnostic`` records (spec 002 §7.2.4, §16.5).
 
-One parser per output format (``code.diagnostic_formats``, re-exported here): rustc/cargo
+One parser per output format (``code.diagnostic_formats``, which this module runs): rustc/cargo
 JSON and human output, pytest, mypy, ruff, tsc and gcc/clang. ``detect_tool`` names the
 tool from the command's argv, its name and, last, the output itself; ``parse_output`` runs
 the tool's parser. ``relative_spans`` rewrites span paths relative to the repository. It
@@ -17,35 +17,19 @@ from pathlib import PurePosixPath
 from ctxstore.code.diagnostic_formats import (
     ANSI,
     MAX_DIAGNOSTICS,
-    MAX_MESSAGE_CHARS,
     parse_gcc,
     parse_mypy,
     parse_pytest,
     parse_ruff,
     parse_rust,
-    parse_rustc_human,
-    parse_rustc_json,
     parse_tsc,
 )
 from ctxstore.model.build import Diagnostic
 from ctxstore.records import dataclass
 
-__all__ = [
-    "TOOLS",
-    "ParseResult",
-    "detect_tool",
-    "parse_output",
-    "parse_rustc_json",
-    "parse_rustc_human",
-    "parse_pytest",
-    "parse_mypy",
-    "parse_ruff",
-    "parse_tsc",
-    "parse_gcc",
-    "relative_spans",
-    "MAX_DIAGNOSTICS",
-    "MAX_MESSAGE_CHARS",
-]
+# The parsers themselves are ``code.diagnostic_formats``'s (import them from there).
+__all__ = ["TOOLS", "ParseResult", "detect_tool", "parse_output", "relative_spans",
+           "MAX_DIAGNOSTICS"]
 
 @dataclass(frozen=True, slots=True)
 class ParseResult:

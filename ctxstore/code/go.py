@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 from ctxstore.code import _treesitter as ts
 from ctxstore.code.languages import (
     Confidence,
-    Extraction,
     Span,
     SymbolKind,
     Visibility,
@@ -175,32 +174,21 @@ class _Walker:
         return (f"{head}.{field}" if head else field), "low"
 
 
-class GoExtractor:
-    """Go source files (implements ``Extractor``)."""
+class GoExtractor(ts.TreeSitterExtractor):
+    """Go source files: functions, methods, types, imports and calls (implements ``Extractor``).
+
+    A file's directory names its package (``module_name``).
+    """
 
     name: str = "go"
-    filters_confidence: bool = True
     suffixes: tuple[str, ...] = (".go",)
 
     def module_name(self, path: str) -> str | None:
         """Return the file's package directory (see ``module_name``)."""
         return module_name(path)
 
-    def extract(self, path: str, text: str, *, min_confidence: Confidence = "low"
-                ) -> Extraction:
-        """Extract functions, methods, types, imports and calls; never raises.
-
-        Args:
-            path: The repository-relative path (its directory names the package).
-            text: The source.
-            min_confidence: Relations below it are counted, not built.
-
-        Returns:
-            The extraction, incomplete when the file has syntax errors or is too large.
-        """
-        def walk(root: Node, data: bytes, builder: ts.Builder) -> str:
-            walker = _Walker(path, data, builder, root)
-            walker.run(root)
-            return walker.module
-
-        return ts.extract_with(self.name, "go", text, walk, min_confidence)
+    def walk(self, path: str, grammar: str, root: Node, data: bytes, builder: ts.Builder) -> str:
+        """Record the file's package members and calls; return the package."""
+        walker = _Walker(path, data, builder, root)
+        walker.run(root)
+        return walker.module

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 from ctxstore.code import _treesitter as ts
 from ctxstore.code.languages import (
     Confidence,
-    Extraction,
     Span,
     SymbolKind,
     Visibility,
@@ -319,41 +318,22 @@ class _Walker:
         return prop, "low"
 
 
-class _ScriptExtractor:
-    """Shared by the JavaScript and TypeScript extractors."""
+class _ScriptExtractor(ts.TreeSitterExtractor):
+    """Shared by the JavaScript and TypeScript extractors.
 
-    name: str = ""
-    filters_confidence: bool = True
-    suffixes: tuple[str, ...] = ()
-
-    def grammar(self, path: str) -> str:
-        """Return the ``_treesitter.GRAMMARS`` key for a path."""
-        raise NotImplementedError
+    They record functions, classes, methods, types, imports and calls; a file's path names
+    its module (``module_name``).
+    """
 
     def module_name(self, path: str) -> str:
         """Return the file's module name (see ``module_name``)."""
         return module_name(path)
 
-    def extract(self, path: str, text: str, *, min_confidence: Confidence = "low"
-                ) -> Extraction:
-        """Extract functions, classes, methods, types, imports and calls; never raises.
-
-        Args:
-            path: The repository-relative path (names the module).
-            text: The source.
-            min_confidence: Relations below it are counted, not built.
-
-        Returns:
-            The extraction, incomplete when the file has syntax errors or is too large.
-        """
-        grammar = self.grammar(path)
-
-        def walk(root: Node, data: bytes, builder: ts.Builder) -> str:
-            walker = _Walker(path, data, builder, grammar)
-            walker.run(root)
-            return walker.module
-
-        return ts.extract_with(self.name, grammar, text, walk, min_confidence)
+    def walk(self, path: str, grammar: str, root: Node, data: bytes, builder: ts.Builder) -> str:
+        """Record the file's definitions, imports and calls; return its module name."""
+        walker = _Walker(path, data, builder, grammar)
+        walker.run(root)
+        return walker.module
 
 
 class JavaScriptExtractor(_ScriptExtractor):

@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING
 from ctxstore.code import _treesitter as ts
 from ctxstore.code.languages import (
     Confidence,
-    Extraction,
     Span,
     SymbolKind,
     Visibility,
@@ -382,32 +381,21 @@ def _type_path(node: Node, data: bytes) -> str:
     return ts.text(current, data) if current is not None else ts.text(node, data)
 
 
-class RustExtractor:
-    """Rust source files (implements ``Extractor``)."""
+class RustExtractor(ts.TreeSitterExtractor):
+    """Rust source files: items, uses, impls and calls (implements ``Extractor``).
+
+    A file's path names its crate and module (``module_name``).
+    """
 
     name: str = "rust"
-    filters_confidence: bool = True
     suffixes: tuple[str, ...] = (".rs",)
 
     def module_name(self, path: str) -> str:
         """Return the module path of a repository-relative file (see the module docs)."""
         return module_name(path)
 
-    def extract(self, path: str, text: str, *, min_confidence: Confidence = "low"
-                ) -> Extraction:
-        """Extract items, uses, impls and calls; never raises.
-
-        Args:
-            path: The repository-relative path (names the crate and module).
-            text: The source.
-            min_confidence: Relations below it are counted, not built.
-
-        Returns:
-            The extraction, incomplete when the file has syntax errors or is too large.
-        """
-        def walk(root: Node, data: bytes, builder: ts.Builder) -> str:
-            walker = _Walker(path, data, builder)
-            walker.run(root)
-            return walker.root.qualname
-
-        return ts.extract_with(self.name, "rust", text, walk, min_confidence)
+    def walk(self, path: str, grammar: str, root: Node, data: bytes, builder: ts.Builder) -> str:
+        """Record the file's items and calls; return its module path."""
+        walker = _Walker(path, data, builder)
+        walker.run(root)
+        return walker.root.qualname

@@ -25,54 +25,15 @@ re-exports what they define.
 from __future__ import annotations
 
 from ctxstore.fsio import core
-from ctxstore.fsio.core import (
-    TMP_SUFFIX,
-    StrPath,
-    check_store_link,
-    check_under,
-    file_kind,
-    fsync_dir,
-    fsync_file,
-    fsync_path,
-    link,
-    mkdir,
-    open_append,
-    open_excl,
-    read_regular,
-    replace,
-    replace_atomic,
-    rmdir,
-    sync_barrier,
-    tmp_path_for,
-    unlink,
-    write_all,
-    write_new_file,
-)
+from ctxstore.fsio.core import *  # noqa: F403  (core.__all__: one list of the primitives)
+from ctxstore.fsio.core import StrPath
 from ctxstore.fsio.dirs import Dir, open_dir
 from ctxstore.fsio.locks import hold_lock, lock_is_held, read_lock_pid
 from ctxstore.fsio.paths import ensure_dir, mode_of, write_output
 
+# Everything ``core`` declares, and the rest of the package's names.
 __all__ = [
-    "TMP_SUFFIX",
-    "open_excl",
-    "open_append",
-    "write_all",
-    "fsync_file",
-    "fsync_dir",
-    "fsync_path",
-    "replace",
-    "link",
-    "unlink",
-    "mkdir",
-    "rmdir",
-    "sync_barrier",
-    "tmp_path_for",
-    "write_new_file",
-    "replace_atomic",
-    "file_kind",
-    "read_regular",
-    "check_under",
-    "check_store_link",
+    *core.__all__,
     "write_output",
     "mode_of",
     "ensure_dir",

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from ctxstore.errors import CtxError, IndexNotReady, LockConflict
 from ctxstore.ids import ObjectId
 from ctxstore.index import codedb
-from ctxstore.index.meta import clone_id, parse_snapshot
+from ctxstore.index.connection import INDEX_FILE, IndexConnection, IndexRepair
+from ctxstore.index.meta import clone_id, owner_problem, parse_snapshot
 
 if TYPE_CHECKING:
     from ctxstore.index.rebuild import BuildCounts
@@ -88,6 +89,17 @@ def _owner_row(conn: sqlite3.Connection) -> str | None:
     return None if row is None else str(row[0])
 
 
+def _note_foreign(conn: sqlite3.Connection, owner: str) -> None:
+    """Record on ``conn`` that its rows are dropped because another copy made them, if so.
+
+    The same identity check and notice as the code index's (``index.meta.owner_problem``):
+    the caller then starts the file over from this copy's objects.
+    """
+    why = owner_problem(_owner_row(conn), owner)
+    if why is not None and isinstance(conn, IndexConnection) and conn.index_folder is not None:
+        conn.repairs.append(IndexRepair(str(conn.index_folder / INDEX_FILE), why, foreign=True))
+
+
 def _not_ready(folder: Path, conn: sqlite3.Connection | None = None,
                outdated: str | None = None) -> IndexNotReady:
     """Why the index cannot be used without a full build.
@@ -149,6 +161,8 @@ def sync_index(store: Store, conn: sqlite3.Connection,
             conn.execute("COMMIT")
             return built
         # An index built for another copy of the store (clone_id) is not trusted: start clean.
+        if not ours:
+            _note_foreign(conn, owner or "")
         old = parse_snapshot(row[0]) if row is not None and ours else None
         new = json.loads(snap)
         # STAGE's canonical commit (a fold's) is no part of the state: after a `git checkout`
@@ -237,6 +251,8 @@ def ensure_built(store: Store, conn: sqlite3.Connection, *,
         if not restart and _synced_row(conn) is not None:
             return None  # another process completed it while this one waited
         owner = clone_id(store.root) or ""
+        if not restart and read_build_state(conn) is not None:
+            _note_foreign(conn, owner)
         if restart or read_build_state(conn) is None or _owner_row(conn) != owner:
             # A partial index of another copy of the store is not resumed: its rows are not trusted.
             start_build(conn, target if target is not None else pointer_snapshot(store), owner)

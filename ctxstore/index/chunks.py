@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ctxstore.index.inflate import inflate
 from ctxstore.records import dataclass
 from ctxstore.tokens import estimate_tokens
 
@@ -158,8 +159,7 @@ def unpack_lines(data: bytes, size: int) -> list[str]:
     Raises:
         zlib.error, UnicodeDecodeError: if ``data`` is not such a text, or not of that size.
     """
-    inflate = zlib.decompressobj()
-    raw = inflate.decompress(data, max(size, 0) + 1)
-    if len(raw) != size or not inflate.eof:
+    raw, whole = inflate(data, max(size, 0) + 1)
+    if len(raw) != size or not whole:
         raise zlib.error(f"the text is not the {size} bytes indexed")
     return raw.decode("utf-8", "surrogatepass").splitlines(keepends=True)

@@ -19,7 +19,7 @@ from ctxstore import fsio
 from ctxstore import sqlite as db
 from ctxstore.errors import IndexBusy, IndexCorrupt, UnsafePath
 from ctxstore.index.codedb import CODE_DAMAGE_MARKER
-from ctxstore.index.meta import FOREIGN_CODE
+from ctxstore.index.meta import NOT_THIS_COPY
 
 if TYPE_CHECKING:
     from ctxstore.repo import Store
@@ -48,8 +48,9 @@ class IndexRepair(NamedTuple):
     """A damaged index that ``open_index`` dropped and rebuilt from the objects.
 
     ``code``: the code index (``code.sqlite``, from the work tree), which was dropped and is
-    rebuilt by ``ctx index``, not from the objects; ``foreign``: it was dropped because it was
-    made for another copy of the store (``index.meta.code_owner_problem``), not for damage.
+    rebuilt by ``ctx index``, not from the objects; ``foreign``: it was dropped (the code
+    index) or rebuilt (``index.sqlite``) because it was made for another copy of the store
+    (``index.meta.owner_problem``), not for damage.
     """
 
     path: str
@@ -65,11 +66,13 @@ class IndexRepair(NamedTuple):
         """
         if self.code:
             what = "the code index was written by another version of ctx" \
-                if self.reason.startswith("code schema version") else FOREIGN_CODE \
-                if self.foreign else "the code index was damaged"
+                if self.reason.startswith("code schema version") \
+                else f"the code index {NOT_THIS_COPY}" if self.foreign \
+                else "the code index was damaged"
             return f"{what} ({self.reason}); it was dropped: run `ctx index` to rebuild it"
         # An index an older ctx wrote is not damage: its schema is simply out of date.
-        what = "index was written by another version of ctx" \
+        what = f"the index {NOT_THIS_COPY}" if self.foreign \
+            else "index was written by another version of ctx" \
             if self.reason.startswith(OUTDATED_SCHEMA) else "index was damaged"
         if self.in_memory:
             return (f"{what} ({self.reason}); rebuilt from the store in memory "

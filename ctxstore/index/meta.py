@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ctxstore.index import codedb
 
-__all__ = ["BUILD_STATE", "FOREIGN_CODE", "clone_id", "code_owner_problem", "parse_snapshot"]
+__all__ = ["BUILD_STATE", "NOT_THIS_COPY", "clone_id", "code_owner_problem", "owner_problem",
+           "parse_snapshot"]
 
 # The meta row of a partial index (index.rebuild.BUILD_STATE; that module loads only to build).
 BUILD_STATE = "build_state"
@@ -34,15 +35,32 @@ def clone_id(root: Path) -> str | None:
     return f"{st.st_dev}:{st.st_ino}"
 
 
-# What a code index made for another copy of the store is called (``IndexRepair.message``).
-FOREIGN_CODE = "the code index was not made for this copy of the store"
+# What an index file made for another copy of the store is said to be (``IndexRepair.message``).
+NOT_THIS_COPY = "was not made for this copy of the store"
+
+
+def owner_problem(recorded: str | None, owner: str) -> str | None:
+    """Why an index file whose ``clone`` record is ``recorded`` is not this copy's, or None.
+
+    The one identity check of both index files: ``meta`` ``clone`` of ``index.sqlite`` and
+    ``code_meta`` ``clone`` of ``code.sqlite`` each record the ``clone_id`` of the copy they
+    were made for. Another value means the file was copied or cloned in; none means an older
+    ctx made it, or it came from elsewhere (the caller decides whether an empty file counts).
+
+    Args:
+        recorded: The file's ``clone`` record, or None when it has none.
+        owner: ``clone_id`` of this copy ("" when it cannot be read).
+    """
+    if recorded == owner:
+        return None
+    return "it names none: an older ctx made it, or it came from elsewhere" if recorded is None \
+        else "it names another copy: it was copied or cloned in"
 
 
 def code_owner_problem(conn: sqlite3.Connection, owner: str) -> tuple[str | None, bool]:
     """Why the attached code index is not this copy's (None if it is); whether it holds rows.
 
-    ``code_meta`` ``clone`` records the ``clone_id`` of the copy it was made for, as
-    ``meta`` ``clone`` does for ``index.sqlite``. One that records another (copied in with the
+    ``owner_problem`` on its ``code_meta`` ``clone`` record. One that records another (copied in with the
     store, or committed with ``git add -f`` and cloned), or records none while its tables hold
     rows (an older ctx's, or made by hand), is never read: the caller drops it and ``ctx
     index`` makes it again from this work tree. A new one (no record, no rows) is stamped.
@@ -59,9 +77,7 @@ def code_owner_problem(conn: sqlite3.Connection, owner: str) -> tuple[str | None
         with codedb.write(conn):
             codedb.set_meta(conn, "clone", owner)
         return None, False
-    why = "it names none: an older ctx made it, or it came from elsewhere" if recorded is None \
-        else "it names another copy: it was copied or cloned in"
-    return why, held
+    return owner_problem(recorded, owner), held
 
 
 def parse_snapshot(text: str) -> dict[str, list[str]] | None:

@@ -21,6 +21,8 @@ import zlib
 from array import array
 from collections.abc import Mapping
 
+from ctxstore.index.inflate import inflate
+
 __all__ = ["BODY", "PATH", "pack_postings", "posting_limit", "unpack_postings"]
 
 BODY, PATH = 0, 1  # ``file_term_rows.field``
@@ -63,11 +65,10 @@ def unpack_postings(data: bytes, limit: int) -> tuple[list[tuple[int, int]], lis
             or does not hold what its counts say).
     """
     try:
-        inflate = zlib.decompressobj()
-        raw = inflate.decompress(data, limit)
+        raw, whole = inflate(data, limit)
     except (zlib.error, TypeError) as exc:
         raise ValueError(f"a file_postings value does not decompress ({exc})") from exc
-    if inflate.unconsumed_tail or not inflate.eof or len(raw) % 8:
+    if not whole or len(raw) % 8:
         raise ValueError("a file_postings value is truncated or too long")
     values = array("q")
     values.frombytes(raw)

@@ -146,6 +146,16 @@ def _check_text(value: str, what: str) -> str:
     return value.replace("\r\n", "\n").strip("\n")
 
 
+def _title_and_body(title: str, body: str | None, level: int) -> tuple[str, str]:
+    """A titled entry's title (one line) and body (headings nested from ``level``), made inert.
+
+    Raises:
+        InvalidInput: for an empty or multi-line title, or an empty body.
+    """
+    title = _inert(_one_line(title, "title"))  # the title first: its error wins
+    return title, _inert(demote_headings(_check_text(body, "body"), level)) if body is not None else ""
+
+
 def _inert(text: str) -> str:
     """``text`` with every marker-like comment opening written ``&lt;!--``.
 
@@ -280,8 +290,7 @@ def add_decision(db: Session, title: str, body: str | None = None, *, tags: Sequ
             not ``allow_secret``).
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
-    title = _inert(_one_line(title, "title"))
-    text = _inert(demote_headings(_check_text(body, "body"), 3)) if body is not None else ""
+    title, text = _title_and_body(title, body, 3)
     node_id = new_ulid()
     entry = render_template("decision_entry.md", title=title, marker=id_marker(node_id),
                                 body=text, end=end_marker(node_id))
@@ -306,8 +315,7 @@ def add_task(db: Session, title: str, body: str | None = None, *, tags: Sequence
             not ``allow_secret``).
         LockConflict, StorageIOError: if it cannot be written (nothing changes).
     """
-    title = _inert(_one_line(title, "title"))
-    text = _inert(demote_headings(_check_text(body, "body"), 2)) if body is not None else ""
+    title, text = _title_and_body(title, body, 2)
     ms, node_id = now_ms(), new_ulid()
     number = task_number(node_id)
     rel = task_rel(node_id)

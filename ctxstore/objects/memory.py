@@ -18,7 +18,7 @@ from ctxstore.objects.envelope import (
     canonical_bytes,
     parse_envelope,
 )
-from ctxstore.objects.protocol import _normalize_prefix, _unique_match
+from ctxstore.objects.protocol import _resolve
 
 __all__ = ["MemoryObjectStore"]
 
@@ -109,23 +109,10 @@ class MemoryObjectStore:
         yield from sorted(self.objects)
 
     def resolve_prefix(self, prefix: str) -> ObjectId:
-        """Resolve a unique hex prefix (4 to 64 characters) to an id.
-
-        Args:
-            prefix: Hex text, case-insensitive, surrounding white space ignored.
-
-        Returns:
-            The one id that starts with ``prefix``.
+        """Resolve a unique hex prefix (4 to 64 characters) among the objects held.
 
         Raises:
-            InvalidInput: if the prefix is too short or not hex.
-            ObjectNotFound: (E001) if nothing matches.
-            AmbiguousPrefix: (E016) if several objects match.
+            InvalidInput, ObjectNotFound, AmbiguousPrefix: as ``ObjectStore.resolve_prefix``.
         """
-        prefix = _normalize_prefix(prefix)
-        if len(prefix) == 64:
-            if ObjectId(bytes.fromhex(prefix)) not in self.objects:
-                raise ObjectNotFound(prefix)
-            return ObjectId(bytes.fromhex(prefix))
-        names = sorted(h for h in (oid.hex() for oid in self.objects) if h.startswith(prefix))
-        return _unique_match(prefix, names)
+        return _resolve(prefix, self.exists, lambda p: sorted(
+            name for name in (oid.hex() for oid in self.objects) if name.startswith(p)))

@@ -24,11 +24,17 @@ from ctxstore.packs.request import PackRequest
 if TYPE_CHECKING:
     from ctxstore.session import Session
 
-__all__ = ["PAGES", "ASSETS", "API", "answer", "to_json", "Params"]
+__all__ = ["PAGES", "PAGE_VIEWS", "PAGE_TEMPLATE", "ASSETS", "API", "answer", "to_json", "Params"]
 
 Params = Mapping[str, str]
-# The HTML pages (one per view; the same files in the server and in an export).
-PAGES = ("index.html", "node.html", "graph.html", "pack.html", "memory.html")
+# The HTML pages, one per view (the same files in the server and in an export): each is the
+# one template (``assets/page.html``) filled with its view (``data-page``, which app.js
+# renders) and its title.
+PAGE_VIEWS = {"index.html": ("timeline", "Timeline"), "node.html": ("node", "Node"),
+              "graph.html": ("graph", "Graph"), "pack.html": ("pack", "Pack explorer"),
+              "memory.html": ("memory", "Transcripts")}
+PAGES = tuple(PAGE_VIEWS)
+PAGE_TEMPLATE = "page.html"
 # The assets beside them (assets/ in the package).
 ASSETS = ("app.js", "graph.js", "style.css")
 

@@ -20,6 +20,7 @@ import hmac
 import json
 import os
 import socketserver
+import string
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -53,7 +54,7 @@ def new_token() -> str:
 
 
 def asset_bytes(name: str) -> bytes:
-    """The bytes of a shipped page or asset (``ctxstore/ui/assets/NAME``).
+    """The bytes of a page (the shipped template, filled) or of an asset (``assets/NAME``).
 
     Args:
         name: One of ``pages.PAGES`` or ``pages.ASSETS``.
@@ -61,7 +62,12 @@ def asset_bytes(name: str) -> bytes:
     Returns:
         Its content.
     """
-    return resources.files("ctxstore.ui").joinpath("assets", name).read_bytes()
+    assets = resources.files("ctxstore.ui").joinpath("assets")
+    if name not in pages.PAGE_VIEWS:
+        return assets.joinpath(name).read_bytes()
+    view, title = pages.PAGE_VIEWS[name]
+    template = string.Template(assets.joinpath(pages.PAGE_TEMPLATE).read_text("utf-8"))
+    return template.substitute(page=view, title=title).encode("utf-8")
 
 
 class UiServer:

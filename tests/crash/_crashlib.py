@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conftest import adopt_index
+
 from ctxstore.init import init_store
 from ctxstore.knowledge.nodes import add_node
 from ctxstore.model import Commit, WorkCommit
@@ -69,8 +71,13 @@ def scratch_dir(prefix: str = "ctx-crash-", *, on_disk: bool = False) -> Iterato
 
 
 def copy_store(template: Path, dest: Path) -> Path:
-    """Copy a template work dir (holding ``.ctx``); returns the new ``.ctx``."""
+    """Copy a template work dir (holding ``.ctx``); returns the new ``.ctx``.
+
+    Its index files are rebound to the copy (``adopt_index``): as copied they name the
+    template's copy of the store, and the first command would rebuild them and say so.
+    """
     shutil.copytree(template, dest, symlinks=True)
+    adopt_index(dest / ".ctx")
     return dest / ".ctx"
 
 

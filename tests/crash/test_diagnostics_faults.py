@@ -13,6 +13,7 @@ import pytest
 
 from tests.code._ingestlib import ctx_json
 from tests.code.test_diagnostics_commands import _run, _verify_errors, make_failing_work
+from tests.crash._crashlib import copy_store
 
 
 @pytest.fixture()
@@ -30,10 +31,10 @@ def _ops(ctx_dir: Path, tmp_path: Path) -> int:
 
 def _crash_cases(work: Path, tmp_path: Path, faults: list[str]) -> None:
     template = tmp_path / "template"
-    shutil.copytree(work, template)
+    copy_store(work, template)
     for fault in faults:
         case = tmp_path / "case"
-        shutil.copytree(template, case)
+        copy_store(template, case)
         cdir = case / ".ctx"
         res = _run(cdir, "add", "command", "--stdin", "--name", "probe",
                    stdin=b"a.py:1: error: x  [misc]\n", fault=fault)

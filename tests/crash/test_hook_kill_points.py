@@ -19,7 +19,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from _crashlib import ctx_child, read_trace
+from _crashlib import copy_store, ctx_child, read_trace
 
 from ctxstore.index import open_index
 from ctxstore.repo import open_store
@@ -59,7 +59,7 @@ def _contents(work: Path) -> list[str]:
 def _renames(work: Path, tmp_path: Path, transcript: Path) -> list[dict[str, object]]:
     """The ``replace`` operations of a clean Stop, in order (the shim numbers them from 1)."""
     probe = tmp_path / "probe"
-    shutil.copytree(work, probe)
+    copy_store(work, probe)
     trace = tmp_path / "trace.jsonl"
     res = _stop(probe, transcript, f"trace:{trace}")
     assert res.returncode == 0, res.stderr
@@ -182,7 +182,7 @@ def test_hook_tag_killed_after_any_write_changes_nothing_more_when_run_again(
     _transcript(transcript, reply)
     before = _knowledge(work)
     clean = tmp_path / "clean"
-    shutil.copytree(work, clean)
+    copy_store(work, clean)
     done = _stop(clean, transcript, None)
     assert done.returncode == 0 and json.loads(done.stdout) == {}, done.stdout
     wanted = _knowledge(clean)  # what the tag does when nothing kills it
@@ -193,7 +193,7 @@ def test_hook_tag_killed_after_any_write_changes_nothing_more_when_run_again(
     # twice: its own batch, then the compaction it triggers, with its log entry and commit).
     for n in range(1, len(renames) + 1):
         killed_dir = tmp_path / f"killed-{n}"
-        shutil.copytree(work, killed_dir)
+        copy_store(work, killed_dir)
         killed = _stop(killed_dir, transcript, f"kill:replace:{n}:after")
         assert killed.returncode == -9, killed.stderr
         again = _stop(killed_dir, transcript, None)  # the dead process's claim is taken over

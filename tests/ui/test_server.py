@@ -38,8 +38,15 @@ def test_server_serves_pages_assets_and_data_with_the_token(server: UiServer) ->
     assert status == 200 and b'data-page="timeline"' in body
     assert headers["content-security-policy"] == CONTENT_SECURITY_POLICY
     assert headers["cache-control"] == "no-store" and headers["x-frame-options"] == "DENY"
-    for name in ("node.html", "graph.html", "pack.html", "memory.html"):
-        assert _request(server, "GET", f"/{server.token}/{name}")[0] == 200
+    # Each page: the one template filled with its view (app.js renders it) and its title.
+    for name, view, title in [("index.html", "timeline", "Timeline"), ("node.html", "node", "Node"),
+                              ("graph.html", "graph", "Graph"), ("pack.html", "pack", "Pack explorer"),
+                              ("memory.html", "memory", "Transcripts")]:
+        status, headers, body = _request(server, "GET", f"/{server.token}/{name}")
+        assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
+        page = body.decode()
+        assert f'<body data-page="{view}">' in page and f"<title>ctx · {title}</title>" in page
+        assert "$" not in page and page.count('data-nav="') == 4
     status, headers, body = _request(server, "GET", f"/{server.token}/assets/graph.js")
     assert status == 200 and headers["content-type"].startswith("text/javascript")
     assert b"CtxGraph" in body
