@@ -121,10 +121,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(name) for name in SLOW_SUITES):
             item.add_marker(pytest.mark.slow)
-    # The tests marked slow run first (in their order), the many short ones after: with
-    # pytest-xdist the short ones then fill in at the end, instead of one worker finishing a
-    # minute-long kill sweep alone while the other has nothing left to do.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 _SESSIONS: dict[int, tuple[Store, Session]] = {}
