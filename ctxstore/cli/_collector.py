@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import gc
 
-__all__ = ["pause", "resume", "one_command_process"]
+__all__ = ["pause", "resume"]
 
 _paused = False
-_one_command = False
 
 
 def pause() -> None:
     """Turn the collector off while this process, which runs one command, starts."""
-    global _paused, _one_command
-    _one_command = True
+    global _paused
     if gc.isenabled():
         gc.disable()
         _paused = True
@@ -34,8 +32,3 @@ def resume() -> None:
         _paused = False
         gc.freeze()
         gc.enable()
-
-
-def one_command_process() -> bool:
-    """Whether this process runs one command and ends (``main``), not a test's runner."""
-    return _one_command

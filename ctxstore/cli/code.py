@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -111,37 +108,13 @@ def index_command(env: Env, paths: tuple[str, ...], jobs: int | None, full: bool
         ctx index --full
     """
     env.require_project("ctx index")  # the user store ~/.ctx has no code to index
-    with _no_collections():
-        from ctxstore.code.ingest import index_tree
+    from ctxstore.code.ingest import index_tree
 
-        report = index_tree(env.session(), _repo_paths(env, paths), jobs=jobs,
-                            progress=progress_printer("indexing files", min_total=200),
-                            full=full, environ=os.environ)
-        _refresh_tantivy(env)
+    report = index_tree(env.session(), _repo_paths(env, paths), jobs=jobs,
+                        progress=progress_printer("indexing files", min_total=200), full=full,
+                        environ=os.environ)
+    _refresh_tantivy(env)
     _report(env, report)
-
-
-@contextmanager
-def _no_collections() -> Iterator[None]:
-    """The cyclic collector off for ``ctx index``'s imports and run, then as it was.
-
-    The run turns it off itself (``code.ingest.run``: millions of acyclic objects); its
-    imports (about 60 modules: ingestion, extraction, the code index) would otherwise pay
-    collections of objects that live as long as the process. In a process that ends with
-    the command, what is alive then is moved out of the collector's sight (``gc.freeze``)
-    before it is turned on again: a first collection would only scan it all once more.
-    """
-    from ctxstore.cli._collector import one_command_process
-
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if one_command_process():
-            gc.freeze()
-        if was_on:
-            gc.enable()
 
 
 def _refresh_tantivy(env: Env) -> None:

@@ -3,8 +3,8 @@
 ``ctxstore.cli.main`` turns the collector off while click, the root group and the command's
 module are imported (objects that live as long as the process), then moves them out of its
 sight (``gc.freeze``) and turns it back on before the command runs: a long-lived command
-(``ctx mcp``, ``ctx ui``) must collect its garbage as usual. ``ctx index`` keeps it off for
-its own imports and run. A command run in-process (``CliRunner``) leaves the collector as it
+(``ctx mcp``, ``ctx ui``) must collect its garbage as usual (``ctx index``'s run turns it off
+itself, ``code.ingest.run``). A command run in-process (``CliRunner``) leaves the collector as it
 found it and freezes nothing.
 """
 
