@@ -38,64 +38,51 @@ def check_code_counts(disk: sqlite3.Connection) -> list[Problem]:
     names an indexed file; every chunk
     row names an indexed file with its text, every text a file with chunks.
     """
-    problems: list[Problem] = []
-    for (key,) in disk.execute(
-            "SELECT kind || ':' || key FROM code_keys k WHERE NOT EXISTS (SELECT 1 FROM"
-            " code_edge_rows e WHERE e.src = k.id) AND NOT EXISTS (SELECT 1 FROM code_edge_rows e"
-            " WHERE e.dst = k.id) AND NOT EXISTS (SELECT 1 FROM symbol_rows s WHERE s.qualname"
-            " = k.id) ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-        problems.append(Problem("E007", "index:code_keys",
-                                f"{short(key)}: named by no edge or symbol"))
-    # A key is found by the hash of its text (code schema 11): a wrong hash hides it from
-    # every reader by key, and a key made twice splits its edges between two ids.
-    for (key,) in disk.execute(
-            "SELECT kind || ':' || key FROM code_keys WHERE hash IS NOT ctx_key_hash(key)"
-            " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-        problems.append(Problem("E007", "index:code_keys",
-                                f"{short(key)}: its hash is not its text's"))
-    for (key,) in disk.execute(
-            "SELECT kind || ':' || key FROM code_keys GROUP BY kind, key HAVING count(*) > 1"
-            " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-        problems.append(Problem("E007", "index:code_keys", f"{short(key)}: stored twice"))
-    for (file_id,) in disk.execute(
-            "SELECT DISTINCT file FROM code_edge_rows WHERE file NOT IN (SELECT rowid FROM files)"
-            " ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-        problems.append(Problem("E007", "index:code_edge_rows",
-                                f"file {file_id}: edges of a file not indexed"))
-    for (kind,) in disk.execute(
-            "SELECT DISTINCT kind FROM code_edge_rows WHERE kind NOT IN (SELECT id FROM"
-            " code_edge_kinds) ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-        problems.append(Problem("E007", "index:code_edge_rows",
-                                f"kind {short(str(kind))}: edges of a kind code_edge_kinds lacks"))
-    # The views ``symbols`` and ``chunks`` join a row to its file (and a chunk to its file's
-    # text): a row either lacks is read by no one, so it is named here.
-    for table, sql, what in (
-            ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE file NOT IN (SELECT"
-             " rowid FROM files)", "symbols of a file not indexed"),
-            ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE qualname NOT IN (SELECT"
-             " id FROM code_keys)", "symbols whose name code_keys lacks"),
-            # a chunk's qualified name is its file's symbol's (code schema 12)
-            ("chunk_rows", "SELECT DISTINCT c.file FROM chunk_rows c WHERE c.symbol IS NOT NULL"
-             " AND NOT EXISTS (SELECT 1 FROM symbol_rows s WHERE s.rowid = c.symbol"
-             " AND s.file = c.file)", "chunks naming no symbol of their file"),
-            ("chunk_rows", "SELECT DISTINCT file FROM chunk_rows WHERE file NOT IN (SELECT rowid"
-             " FROM files) OR file NOT IN (SELECT file FROM file_text)",
-             "chunks of a file not indexed or without its text"),
-            ("file_text", "SELECT file FROM file_text WHERE file NOT IN (SELECT file FROM"
-             " chunk_rows)", "the text of a file without chunks")):
-        for (file_id,) in disk.execute(f"{sql} ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-            problems.append(Problem("E007", f"index:{table}", f"file {file_id}: {what}"))
-    # Postings and counts name their term by its terms id (code schema 7): the views join
-    # them, so a row naming no term, or a term no posting names, is named here.
-    for table, sql, what in (
-            ("file_term_rows", "SELECT DISTINCT term FROM file_term_rows WHERE term NOT IN"
-             " (SELECT id FROM terms)", "postings of a term terms lacks"),
-            ("term_df_rows", "SELECT DISTINCT term FROM term_df_rows WHERE term NOT IN"
-             " (SELECT id FROM terms)", "counts of a term terms lacks"),
-            ("terms", "SELECT id FROM terms WHERE id NOT IN (SELECT term FROM file_term_rows)",
-             "a term in no posting")):
-        for (term_id,) in disk.execute(f"{sql} ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,)):
-            problems.append(Problem("E007", f"index:{table}", f"term {term_id}: {what}"))
+    # (table, rows naming a problem, what the value is, what is wrong)
+    checks: tuple[tuple[str, str, str, str], ...] = (
+        ("code_keys", "SELECT kind || ':' || key FROM code_keys k WHERE NOT EXISTS (SELECT 1 FROM"
+         " code_edge_rows e WHERE e.src = k.id) AND NOT EXISTS (SELECT 1 FROM code_edge_rows e"
+         " WHERE e.dst = k.id) AND NOT EXISTS (SELECT 1 FROM symbol_rows s WHERE s.qualname"
+         " = k.id)", "key", "named by no edge or symbol"),
+        # A key is found by the hash of its text (code schema 11): a wrong hash hides it from
+        # every reader by key, and a key made twice splits its edges between two ids.
+        ("code_keys", "SELECT kind || ':' || key FROM code_keys WHERE hash IS NOT"
+         " ctx_key_hash(key)", "key", "its hash is not its text's"),
+        ("code_keys", "SELECT kind || ':' || key FROM code_keys GROUP BY kind, key"
+         " HAVING count(*) > 1", "key", "stored twice"),
+        ("code_edge_rows", "SELECT DISTINCT file FROM code_edge_rows WHERE file NOT IN (SELECT"
+         " rowid FROM files)", "file", "edges of a file not indexed"),
+        ("code_edge_rows", "SELECT DISTINCT kind FROM code_edge_rows WHERE kind NOT IN (SELECT id"
+         " FROM code_edge_kinds)",
+         "kind", "edges of a kind code_edge_kinds lacks"),
+        # The views ``symbols`` and ``chunks`` join a row to its file (and a chunk to its
+        # file's text): a row either lacks is read by no one, so it is named here.
+        ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE file NOT IN (SELECT"
+         " rowid FROM files)", "file", "symbols of a file not indexed"),
+        ("symbol_rows", "SELECT DISTINCT file FROM symbol_rows WHERE qualname NOT IN (SELECT"
+         " id FROM code_keys)", "file", "symbols whose name code_keys lacks"),
+        # a chunk's qualified name is its file's symbol's (code schema 12)
+        ("chunk_rows", "SELECT DISTINCT c.file FROM chunk_rows c WHERE c.symbol IS NOT NULL"
+         " AND NOT EXISTS (SELECT 1 FROM symbol_rows s WHERE s.rowid = c.symbol"
+         " AND s.file = c.file)", "file", "chunks naming no symbol of their file"),
+        ("chunk_rows", "SELECT DISTINCT file FROM chunk_rows WHERE file NOT IN (SELECT rowid"
+         " FROM files) OR file NOT IN (SELECT file FROM file_text)",
+         "file", "chunks of a file not indexed or without its text"),
+        ("file_text", "SELECT file FROM file_text WHERE file NOT IN (SELECT file FROM"
+         " chunk_rows)", "file", "the text of a file without chunks"),
+        # Postings and counts name their term by its terms id (code schema 7): the views join
+        # them, so a row naming no term, or a term no posting names, is named here.
+        ("file_term_rows", "SELECT DISTINCT term FROM file_term_rows WHERE term NOT IN"
+         " (SELECT id FROM terms)", "term", "postings of a term terms lacks"),
+        ("term_df_rows", "SELECT DISTINCT term FROM term_df_rows WHERE term NOT IN"
+         " (SELECT id FROM terms)", "term", "counts of a term terms lacks"),
+        ("terms", "SELECT id FROM terms WHERE id NOT IN (SELECT term FROM file_term_rows)",
+         "term", "a term in no posting"))
+    problems = [Problem("E007", f"index:{table}",
+                        f"{short(value) if named == 'key' else f'{named} {short(str(value))}'}"
+                        f": {what}")
+                for table, sql, named, what in checks
+                for (value,) in disk.execute(f"{sql} ORDER BY 1 LIMIT ?", (MAX_PER_TABLE,))]
     problems += _check_term_lists(disk)
     found = 0
     for term, field_, have, want in disk.execute(
