@@ -49,10 +49,9 @@ def corpus_size(conn: sqlite3.Connection) -> int:
     Returns:
         The count; 0 without code tables.
     """
-    table = "chunk_rows" if has_table(conn, "chunk_rows") else "chunks"
-    if not has_table(conn, table):
+    if not has_table(conn, "chunk_rows"):
         return 0
-    rows = run_select(conn, f"SELECT count(*) FROM {table}", ())
+    rows = run_select(conn, "SELECT count(*) FROM chunk_rows", ())
     return int(rows[0][0] or 0) if rows else 0
 
 
